@@ -1,0 +1,93 @@
+"""The ``ledger-run`` command line (typer + rich).
+
+Human output goes to the terminal through rich; ``--json`` prints plain, stable JSON on stdout.
+Errors are one line on stderr and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from . import __version__
+
+app = typer.Typer(
+    name="ledger-run",
+    help="An execution ledger around coding agents: inform (a state view in the prompt) and govern "
+         "(reuse, nudge, revise, block) for every shell command.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print a one-line error and exit."""
+    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"ledger-run {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True,
+                                           help="Print the version and exit."),
+) -> None:
+    """ledger-run: wrap a coding agent in an execution ledger."""
+
+
+@app.command()
+def inspect(
+    run: Path = typer.Argument(..., help="A run directory (holding ledger.sqlite) or a ledger file."),
+    step: Optional[int] = typer.Option(None, "--step", "-s", help="Show the state view as it was at this step."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON on stdout."),
+) -> None:
+    """Look inside a ledger: the timeline, the summary, or the state view at a step."""
+    from .inspection import load, print_inspection, summary, timeline, view_at
+    from .store import NotALedger
+
+    try:
+        loaded = load(run)
+    except NotALedger as e:
+        fail(str(e))
+        return
+    if step is not None and step < 0:
+        fail(f"--step must be 0 or more, not {step}")
+    if step is not None and step > loaded.state.step:
+        fail(f"--step {step} is past the last step of this ledger ({loaded.state.step})")
+    if as_json:
+        data = {"ledger": str(loaded.path), "summary": summary(loaded.state), "timeline": timeline(loaded.state)}
+        if step is not None:
+            data = {"ledger": str(loaded.path), "step": step, "state_view": view_at(loaded, step)}
+        json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
+        sys.stdout.write("\n")
+        return
+    console = Console()
+    if step is not None:
+        console.print(view_at(loaded, step), markup=False, highlight=False)
+        return
+    print_inspection(loaded, console)
+
+
+def main() -> None:
+    """Entry point of the ``ledger-run`` script."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

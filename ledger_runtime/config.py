@@ -1,0 +1,122 @@
+"""LedgerConfig: every setting of the runtime, with its default, loadable from a TOML file.
+
+A TOML file may give the keys at the top level or under a ``[ledger]`` table. An unknown key is an
+error that names it; so is a value of the wrong type.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A config file or value the runtime cannot use; the message names the key."""
+
+
+@dataclass(frozen=True)
+class LedgerConfig:
+    """Runtime settings. Defaults match mini-swe-agent's own limits where there is one."""
+
+    inform: bool = True
+    """Render the state view into the prompt before each model call."""
+    govern: bool = True
+    """Decide a verdict for each command before it runs (off: every command runs, still recorded)."""
+    shadow: bool = False
+    """Record and decide, but always execute and return the real output (baselines, replays)."""
+    view_budget_tokens: int = 1200
+    """Budget of the state view, in tokens estimated as characters / 4."""
+    view_recent_attempts: int = 8
+    """How many recent commands the state view lists at most."""
+    reuse_output: str = "reference"
+    """REUSE hands back a short "reference" to the step whose output the model still has (when it
+    was not truncated), or always the "full" earlier output under a one-line header."""
+    reuse_runs: bool = False
+    """REUSE (not only NUDGE) an exact repeat of a test/script run when nothing changed since and the
+    run itself changed no file. Off by default: runs print timings and other volatile text."""
+    nudge_repeats: bool = True
+    """NUDGE a repeated run, or a repeated failing command, when nothing changed since."""
+    output_limit_chars: int = 10000
+    """Outputs this long or longer reach the model cut (mini-swe-agent: 10,000)..."""
+    output_head_chars: int = 5000
+    """...to their first ``output_head_chars``..."""
+    output_tail_chars: int = 5000
+    """...and last ``output_tail_chars`` characters."""
+    max_hash_bytes: int = 64 * 1024 * 1024
+    """Files larger than this are tracked by their stat data instead of their content."""
+    max_content_bytes: int = 2 * 1024 * 1024
+    """Changed text files up to this size are stored in the ledger, so diffs can be counted."""
+    context_steps: int = 0
+    """How many recent steps' outputs the model still has (0: all of them). Set by adapters whose
+    agent drops old history."""
+    rescan_before_command: bool = True
+    """Scan the workspace before each command too, so changes made between commands (by the user
+    or a background process) are recorded as such and not blamed on the next command."""
+
+    def __post_init__(self) -> None:
+        if self.reuse_output not in ("reference", "full"):
+            raise ConfigError(f"reuse_output must be 'reference' or 'full', not {self.reuse_output!r}")
+        for name in ("view_budget_tokens", "output_limit_chars", "max_hash_bytes"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, not {getattr(self, name)!r}")
+        for name in ("view_recent_attempts", "output_head_chars", "output_tail_chars", "context_steps",
+                     "max_content_bytes"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must not be negative, not {getattr(self, name)!r}")
+
+    def with_(self, **changes: Any) -> LedgerConfig:
+        """A copy with some settings changed (unknown names are an error)."""
+        return from_mapping({**self.to_dict(), **changes})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _field_types() -> dict[str, type]:
+    return {f.name: type(getattr(LedgerConfig(), f.name)) for f in fields(LedgerConfig)}
+
+
+def from_mapping(values: dict[str, Any], *, origin: str = "config") -> LedgerConfig:
+    """Build a config from a mapping, rejecting unknown keys and wrong types by name."""
+    types = _field_types()
+    clean: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in types:
+            raise ConfigError(f"{origin}: unknown key {key!r} (known: {', '.join(sorted(types))})")
+        want = types[key]
+        if want is int and isinstance(value, bool) or not isinstance(value, want):
+            raise ConfigError(f"{origin}: {key!r} must be {want.__name__}, not {type(value).__name__}")
+        clean[key] = value
+    try:
+        return replace(LedgerConfig(), **clean)
+    except ConfigError as e:
+        raise ConfigError(f"{origin}: {e}") from None
+
+
+def load_config(path: str | Path | None = None, **overrides: Any) -> LedgerConfig:
+    """Load a TOML config file (keys at the top level or under ``[ledger]``), then apply overrides."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {p}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{p}: not valid TOML: {e}") from None
+        section = data.pop("ledger", None)
+        if section is not None:
+            if not isinstance(section, dict):
+                raise ConfigError(f"{p}: 'ledger' must be a table")
+            values.update(section)
+        values.update(data)
+        config = from_mapping(values, origin=str(p))
+    else:
+        config = LedgerConfig()
+    return config.with_(**overrides) if overrides else config
+
+
+DEFAULT = LedgerConfig()
+__all__ = ["ConfigError", "LedgerConfig", "load_config", "from_mapping", "DEFAULT"]

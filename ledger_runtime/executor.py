@@ -1,0 +1,60 @@
+"""Executors: how a command actually runs. The runtime takes any callable
+``execute(command, cwd) -> ExecResult``; adapters pass their agent's own. ``LocalExecutor`` runs
+commands in a fresh ``bash -c`` with stderr merged into stdout, like mini-swe-agent's local
+environment, and kills the whole process group on timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+@dataclass
+class ExecResult:
+    """What running a command gave: merged output, return code, and anything the executor adds."""
+
+    output: str
+    returncode: int | None
+    exception_info: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    output_complete: bool = True  # False when the executor itself cut the output
+
+
+Execute = Callable[[str, str], ExecResult]
+
+
+@dataclass
+class LocalExecutor:
+    """Runs a command with ``bash -c`` in ``cwd``; ``timeout`` seconds, then the group is killed."""
+
+    timeout: float = 60.0
+    env: dict[str, str] | None = None
+    shell: str = "/bin/bash"
+
+    def __call__(self, command: str, cwd: str) -> ExecResult:
+        env = {**os.environ, **(self.env or {})}
+        try:
+            proc = subprocess.Popen([self.shell, "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as e:
+            return ExecResult("", -1, f"could not start the command: {e}")
+        try:
+            out, _ = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                out, _ = proc.communicate(timeout=5)
+            except subprocess.TimeoutExpired:  # a detached grandchild still holds the pipe
+                proc.kill()
+                out = b""
+            text = out.decode("utf-8", "replace") if out else ""
+            return ExecResult(text, -1, f"the command timed out after {self.timeout:g} s",
+                              {"timeout": True})
+        return ExecResult(out.decode("utf-8", "replace"), proc.returncode)

@@ -1,0 +1,164 @@
+"""Looking inside a ledger after a run: the timeline, the summary, the state at any step.
+
+``load(path)`` opens a run directory or ledger file read-only and folds its events; ``timeline`` and
+``summary`` turn the state into plain data (what ``--json`` prints); ``render_*`` draw it with rich.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from .config import LedgerConfig, from_mapping
+from .inform import render, short_command
+from .records import VerdictKind
+from .state import LedgerState
+from .store import LedgerStore
+from .workspace import relative
+
+
+@dataclass
+class Loaded:
+    path: Path
+    meta: dict[str, Any]
+    events: list[dict[str, Any]]
+    state: LedgerState
+
+    @property
+    def config(self) -> LedgerConfig:
+        raw = self.state.run.get("config") or {}
+        try:
+            return from_mapping({k: v for k, v in raw.items() if k in LedgerConfig.__dataclass_fields__})
+        except ValueError:
+            return LedgerConfig()
+
+
+def load(path: str | Path) -> Loaded:
+    """Open a ledger read-only (raises store.NotALedger with a one-line reason)."""
+    store = LedgerStore.open(path)
+    try:
+        events = list(store.events())
+        meta = store.meta()
+    finally:
+        store.close()
+    return Loaded(store.path, meta, events, LedgerState.from_events(events))
+
+
+def _display(path: str, state: LedgerState) -> str:
+    return relative(path, state.baseline.root) if state.baseline else path
+
+
+def timeline(state: LedgerState) -> list[dict[str, Any]]:
+    """One row per attempt: step, verdict, class, command, exit code, files it changed."""
+    rows = []
+    for a in state.attempts:
+        rows.append({
+            "attempt": a.id,
+            "step": a.step,
+            "verdict": a.verdict.kind.value,
+            "applied": a.applied,
+            "reason": a.verdict.reason,
+            "ref_step": a.verdict.ref_step,
+            "class": a.command_class.value,
+            "command": a.command,
+            "executed": a.executed,
+            "exit_code": a.exit_code,
+            "output_chars": a.output_chars,
+            "shown_chars": a.shown_chars,
+            "duration_s": a.duration_s,
+            "files_changed": [_display(m.path, state) for m in state.modifications_of_attempt(a.id)],
+        })
+    return rows
+
+
+def summary(state: LedgerState) -> dict[str, Any]:
+    """Totals: verdicts, what reuse spared, files changed since the start, faults."""
+    verdicts = Counter(a.verdict.kind.value for a in state.attempts)
+    applied = [a for a in state.attempts if a.applied]
+    reused = [a for a in applied if a.verdict.kind is VerdictKind.REUSE]
+    spared_chars = sum(a.output_chars - a.shown_chars for a in reused)  # net: a stub or header costs too
+    shadow_reuse = [a for a in state.attempts if not a.applied and a.verdict.kind is VerdictKind.REUSE]
+    changed = []
+    for m in state.changed_files():
+        first = state.modifications_of(m.path)[0]
+        changed.append({
+            "path": _display(m.path, state),
+            "change": "deleted" if m.after_hash is None else ("created" if first.before_hash is None else "modified"),
+            "added": m.baseline_added, "removed": m.baseline_removed, "last_step": m.step,
+        })
+    b = state.baseline
+    return {
+        "workdir": b.root if b else None,
+        "head_commit": b.head_commit if b else None,
+        "task": b.task if b else "",
+        "steps": state.step,
+        "attempts": len(state.attempts),
+        "executed": sum(1 for a in state.attempts if a.executed),
+        "verdicts": dict(sorted(verdicts.items())),
+        "classes": dict(sorted(Counter(a.command_class.value for a in state.attempts).items())),
+        "reused": len(reused),
+        "nudged": sum(1 for a in applied if a.verdict.kind is VerdictKind.NUDGE),
+        "not_executed": sum(1 for a in state.attempts if not a.executed),
+        "chars_spared": spared_chars,
+        "tokens_spared_estimate": (spared_chars + 3) // 4,
+        "shadow_reuse": len(shadow_reuse),
+        "shadow_chars_spared": sum(a.output_chars for a in shadow_reuse),
+        "observations": len(state.observations),
+        "modifications": len(state.modifications),
+        "files_changed": changed,
+        "faults": len(state.faults),
+    }
+
+
+def view_at(loaded: Loaded, step: int | None) -> str:
+    """The state view as it was at the end of ``step`` (the last step when None)."""
+    state = loaded.state if step is None else LedgerState.from_events(loaded.events, until_step=step)
+    return render(state, loaded.config).text
+
+
+_STYLE = {"RUN": "white", "REUSE": "green", "NUDGE": "yellow", "REVISE": "magenta", "BLOCK": "red"}
+
+
+def render_timeline(state: LedgerState) -> Table:
+    t = Table(title="Timeline", show_lines=False, expand=False)
+    for col, kw in (("step", {"justify": "right"}), ("verdict", {}), ("class", {}), ("command", {"overflow": "fold"}),
+                    ("exit", {"justify": "right"}), ("files changed", {"overflow": "fold"})):
+        t.add_column(col, **kw)
+    for r in timeline(state):
+        verdict = Text(r["verdict"] + ("" if r["applied"] else " (shadow)"), style=_STYLE.get(r["verdict"], ""))
+        files = ", ".join(r["files_changed"][:4]) + (f" +{len(r['files_changed']) - 4}" if len(r["files_changed"]) > 4 else "")
+        t.add_row(str(r["step"]), verdict, r["class"], short_command(r["command"], 70),
+                  "" if r["exit_code"] is None else str(r["exit_code"]), files)
+    return t
+
+
+def render_summary(s: dict[str, Any]) -> Group:
+    t = Table(title="Summary", show_header=False)
+    t.add_column("what")
+    t.add_column("value", overflow="fold")
+    t.add_row("workdir", str(s["workdir"]))
+    if s["head_commit"]:
+        t.add_row("baseline commit", s["head_commit"][:12])
+    t.add_row("steps / commands", f"{s['steps']} / {s['attempts']} ({s['executed']} executed)")
+    t.add_row("verdicts", ", ".join(f"{k} {v}" for k, v in s["verdicts"].items()) or "none")
+    t.add_row("reused / nudged", f"{s['reused']} / {s['nudged']}")
+    t.add_row("output spared", f"{s['chars_spared']:,} characters (~{s['tokens_spared_estimate']:,} tokens)")
+    if s["shadow_reuse"]:
+        t.add_row("shadow REUSE", f"{s['shadow_reuse']} (would have spared {s['shadow_chars_spared']:,} characters)")
+    files = [f"{f['path']} ({f['change']}" + (f", +{f['added']} -{f['removed']}" if f["added"] is not None else "") + ")"
+             for f in s["files_changed"]]
+    t.add_row("files changed", "\n".join(files) or "none")
+    if s["faults"]:
+        t.add_row("faults", Text(str(s["faults"]), style="red"))
+    return Group(t)
+
+
+def print_inspection(loaded: Loaded, console: Console) -> None:
+    console.print(render_timeline(loaded.state))
+    console.print(render_summary(summary(loaded.state)))

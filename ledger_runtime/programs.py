@@ -1,0 +1,757 @@
+"""What each program does to files: the per-command knowledge behind command analysis.
+
+``effect(simple)`` looks at one simple command (``cat -n a.py``, ``sed -i ... f``, ``pytest``) and
+returns an ``Effect``: its class, the read keys its output depends on, the paths it writes,
+whether its output is a function of those reads alone (``pure``), and, for programs that print
+lines of a file, a ``Stream`` describing which lines. Filters that read stdin (``sed -n 5,9p``,
+``head``, ``grep``) return a ``Filter`` instead, which commands.py applies to the stream before it.
+Unknown programs are class ``other`` and impure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from .records import CommandClass
+from .shell import Simple, Word
+
+ANY_FILE = "*"  # in writes: the program may write any file (patch, git checkout)
+
+# A selector narrows a sequence of file lines: ("range", a, b|None), ("head", n), ("head-all-but", n),
+# ("tail", n) or ("from", n). Applied in order to lines 1..total they always leave a contiguous run.
+Selector = tuple
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """Output made of lines of one file: ``kind`` "lines" (selected by ``selectors``, one output
+    line per file line) or "matches" (some lines, as a search prints them)."""
+
+    kind: str
+    path: str
+    selectors: tuple[Selector, ...] = ()
+    numbered: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """A stdin filter: ``select`` narrows lines, or "matches" / "numbered" / "opaque"."""
+
+    action: object
+
+
+@dataclass
+class Effect:
+    """One simple command's effect. ``cls`` None is neutral (echo, cd): it does not set the class."""
+
+    cls: CommandClass | None = None
+    reads: list[str] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+    pure: bool = True
+    out: Stream | Filter | tuple[Stream, ...] | None = None  # a tuple: several whole files (cat a b)
+    source: bool = True  # prints output of its own rather than transforming stdin
+    env_change: bool = False
+
+
+def apply(upstream: Stream | None, f: Filter) -> Stream | None:
+    """What a filter leaves of an upstream stream (None: nothing line-exact)."""
+    if upstream is None:
+        return None
+    a = f.action
+    if upstream.kind == "lines":
+        if a == "numbered":
+            return Stream("lines", upstream.path, upstream.selectors, True)
+        if a == "matches":
+            return Stream("matches", upstream.path)
+        if isinstance(a, tuple):
+            return Stream("lines", upstream.path, upstream.selectors + (a,), upstream.numbered)
+        return None
+    if isinstance(a, tuple) or a == "matches":  # narrowing matches leaves matches
+        return Stream("matches", upstream.path, (), upstream.numbered and a != "matches")
+    return None
+
+
+def resolve(selectors: tuple[Selector, ...], total: int) -> tuple[int, int] | None:
+    """The file lines (first, last) that ``selectors`` leave of a file of ``total`` lines."""
+    lo, hi = 1, total
+    for sel in selectors:
+        n = hi - lo + 1
+        if n <= 0:
+            return None
+        kind = sel[0]
+        if kind == "range":
+            a, b = sel[1], (n if sel[2] is None else min(sel[2], n))
+            if a > b:
+                return None
+            lo, hi = lo + a - 1, lo + b - 1
+        elif kind == "head":
+            hi = lo + min(sel[1], n) - 1
+        elif kind == "head-all-but":
+            hi -= sel[1]
+        elif kind == "tail":
+            lo = max(lo, hi - sel[1] + 1)
+        elif kind == "from":
+            lo += sel[1] - 1
+    return (lo, hi) if hi >= lo else None
+
+
+# -- argument handling --------------------------------------------------------------------------
+
+
+def split_opts(args: list[Word], with_arg: str = "", long_with_arg: tuple[str, ...] = (),
+               numeric: bool = False) -> tuple[list[tuple[str, str | None]], list[Word]] | None:
+    """getopt-style options and operands; None when an option's argument is not a literal."""
+    opts: list[tuple[str, str | None]] = []
+    operands: list[Word] = []
+    i = 0
+    while i < len(args):
+        v = args[i].value
+        if v is None or v == "-" or not v.startswith("-"):
+            operands.append(args[i])
+        elif v == "--":
+            operands.extend(args[i + 1:])
+            break
+        elif v.startswith("--"):
+            name, eq, val = v[2:].partition("=")
+            if not eq and name in long_with_arg:
+                i += 1
+                if i >= len(args) or args[i].value is None:
+                    return None
+                val = args[i].value
+            opts.append(("--" + name, val if (eq or name in long_with_arg) else None))
+        elif numeric and v[1:].isdigit():
+            opts.append(("-#", v[1:]))
+        else:
+            for j, ch in enumerate(v[1:], 1):
+                if ch in with_arg:
+                    val = v[j + 1:]
+                    if not val:
+                        i += 1
+                        if i >= len(args) or args[i].value is None:
+                            return None
+                        val = args[i].value
+                    opts.append(("-" + ch, val))
+                    break
+                opts.append(("-" + ch, None))
+        i += 1
+    return opts, operands
+
+
+def _has(opts, *names: str) -> bool:
+    return any(o in names for o, _ in opts)
+
+
+def _last(opts, *names: str) -> str | None:
+    found = None
+    for o, v in opts:
+        if o in names:
+            found = v
+    return found
+
+
+def _path(cwd: str | None, value: str) -> str | None:
+    if value.startswith("/"):
+        return os.path.normpath(value)
+    return None if cwd is None else os.path.normpath(os.path.join(cwd, value))
+
+
+def literal_paths(cwd: str | None, words: list[Word]) -> list[str] | None:
+    """Absolute paths of ``words``; None if any is not a literal (a variable, a glob, ``~``)."""
+    out = []
+    for w in words:
+        if w.value is None or w.glob:
+            return None
+        if w.value == "-":
+            continue
+        p = _path(cwd, w.value)
+        if p is None:
+            return None
+        out.append(p)
+    return out
+
+
+def _count(s: str | None) -> int | None:
+    if s is None:
+        return None
+    s = s.strip().lstrip("+")
+    return int(s) if s.isdigit() else None
+
+
+def _impure(cls: CommandClass | None) -> Effect:
+    return Effect(cls, pure=False)
+
+
+def _file_reader(paths: list[str], selector: Selector | None, numbered: bool = False) -> Effect:
+    """A program that prints lines of the files it names (cat, head, sed -n, nl, awk NR ranges)."""
+    e = Effect(CommandClass.INSPECT, reads=["f:" + p for p in paths])
+    if len(paths) == 1:
+        e.out = Stream("lines", paths[0], () if selector is None else (selector,), numbered)
+    elif len(paths) > 1 and selector is None:
+        e.out = tuple(Stream("lines", p, (), numbered) for p in paths)
+    return e
+
+
+# -- readers ------------------------------------------------------------------------------------
+
+
+def _cat(s: Simple, args: list[Word]) -> Effect:
+    split = split_opts(args)
+    if split is None:
+        return _impure(CommandClass.INSPECT)
+    opts, operands = split
+    if not operands:
+        return Effect(None, source=False, out=Filter("numbered") if _has(opts, "-n", "--number") else None)
+    paths = literal_paths(s.cwd, operands)
+    if paths is None:
+        return _impure(CommandClass.INSPECT)
+    if any(w.value == "-" for w in operands) or _has(opts, "-s", "--squeeze-blank"):
+        return Effect(CommandClass.INSPECT, reads=["f:" + p for p in paths])  # not line-exact
+    return _file_reader(paths, None, _has(opts, "-n", "-b", "--number", "--number-nonblank"))
+
+
+def _head_tail(s: Simple, args: list[Word], name: str) -> Effect:
+    from_line = None
+    if name == "tail":
+        for i, w in enumerate(args):
+            if w.value and re.fullmatch(r"\+\d+", w.value):  # tail +N
+                from_line = int(w.value[1:])
+                args = args[:i] + args[i + 1:]
+                break
+    split = split_opts(args, with_arg="nc", long_with_arg=("lines", "bytes"), numeric=True)
+    if split is None:
+        return _impure(CommandClass.INSPECT)
+    opts, operands = split
+    if _has(opts, "-f", "-F", "--follow", "--retry", "--pid"):
+        return _impure(CommandClass.RUN)
+    raw = _last(opts, "-n", "--lines", "-#")
+    sel: Selector | None
+    if _has(opts, "-c", "--bytes"):
+        sel = None
+    elif name == "head":
+        if raw is not None and raw.startswith("-"):
+            n = _count(raw[1:])
+            sel = ("head-all-but", n) if n is not None else None
+        else:
+            n = 10 if raw is None else _count(raw)
+            sel = ("head", n) if n is not None else None
+    elif from_line is not None or (raw is not None and raw.startswith("+")):
+        n = from_line if from_line is not None else _count(raw)
+        sel = ("from", max(n, 1)) if n is not None else None
+    else:
+        n = 10 if raw is None else _count(raw.lstrip("-"))
+        sel = ("tail", n) if n is not None else None
+    if not operands:
+        return Effect(None, source=False, out=Filter(sel) if sel else None)
+    paths = literal_paths(s.cwd, operands)
+    if paths is None:
+        return _impure(CommandClass.INSPECT)
+    if sel is None or len(paths) > 1:  # several files: the output has ==> name <== headers
+        return Effect(CommandClass.INSPECT, reads=["f:" + p for p in paths])
+    return _file_reader(paths, sel)
+
+
+def _nl(s: Simple, args: list[Word]) -> Effect:
+    split = split_opts(args, with_arg="bdfhilnpsvw", long_with_arg=(
+        "body-numbering", "section-delimiter", "footer-numbering", "header-numbering", "line-increment",
+        "join-blank-lines", "number-format", "number-separator", "starting-line-number", "number-width"))
+    if split is None:
+        return _impure(CommandClass.INSPECT)
+    if not split[1]:
+        return Effect(None, source=False, out=Filter("numbered"))
+    paths = literal_paths(s.cwd, split[1])
+    if paths is None:
+        return _impure(CommandClass.INSPECT)
+    return _file_reader(paths, None, numbered=True)
+
+
+_SED_PRINT = re.compile(r"^\s*(\d+)\s*(,\s*(\d+|\$))?\s*p\s*$")
+
+
+def sed_range(script: str) -> tuple[int, int | None] | None:
+    """The line range of a ``sed -n`` script that is exactly one ``A,Bp`` (or ``Ap``) command."""
+    parts = [p for p in re.split(r"[;\n]", script) if p.strip()]
+    if len(parts) != 1:
+        return None
+    m = _SED_PRINT.match(parts[0])
+    if not m:
+        return None
+    a = int(m.group(1))
+    if a < 1:
+        return None
+    if m.group(2) is None:
+        return a, a
+    b = None if m.group(3) == "$" else int(m.group(3))
+    return a, (a if b is not None and b < a else b)
+
+
+def _sed_script_is_safe(script: str) -> bool:
+    """No w/W (write), e (execute) or r/R (read another file) commands outside regexes."""
+    blanked = re.sub(r"s(.)(?:\\.|(?!\1).)*\1(?:\\.|(?!\1).)*\1[gpiIm0-9]*", "s", script)
+    blanked = re.sub(r"/(?:\\.|[^/\n])*/", "/", blanked)
+    return not re.search(r"[wWeErR]", blanked)
+
+
+def _sed_in_place(args: list[Word]) -> bool:
+    for w in args:
+        v = w.value
+        if v is None or not v.startswith("-") or v == "--":
+            continue
+        if v.startswith("--in-place"):
+            return True
+        if not v.startswith("--"):
+            for ch in v[1:]:
+                if ch == "i":
+                    return True
+                if ch in "efl":  # the rest is this option's argument
+                    break
+    return False
+
+
+def _sed(s: Simple, args: list[Word]) -> Effect:
+    if _sed_in_place(args):
+        split = split_opts(args, with_arg="efl", long_with_arg=("expression", "file", "line-length"))
+        e = Effect(CommandClass.MODIFY, pure=False)
+        paths = None
+        if split is not None:
+            opts, operands = split
+            if not _has(opts, "-e", "--expression", "-f", "--file"):
+                operands = operands[1:]
+            paths = literal_paths(s.cwd, operands)
+        e.writes = paths if paths else [ANY_FILE]
+        return e
+    split = split_opts(args, with_arg="efl", long_with_arg=("expression", "file", "line-length"))
+    if split is None:
+        return _impure(CommandClass.INSPECT)
+    opts, operands = split
+    if _has(opts, "-f", "--file"):
+        return _impure(CommandClass.INSPECT)
+    scripts = [v for o, v in opts if o in ("-e", "--expression")]
+    if not scripts:
+        if not operands or operands[0].value is None:
+            return _impure(CommandClass.INSPECT)
+        scripts, operands = [operands[0].value], operands[1:]
+    script = "\n".join(s_ for s_ in scripts if s_ is not None)
+    safe = _sed_script_is_safe(script)
+    rng = sed_range(script) if _has(opts, "-n", "--quiet", "--silent") else None
+    if _has(opts, "-z", "--null-data", "-s", "--separate"):
+        rng = None
+    sel = ("range", rng[0], rng[1]) if rng else None
+    if not operands:
+        return Effect(None, pure=safe, source=False, out=Filter(sel) if sel else None)
+    paths = literal_paths(s.cwd, operands)
+    if paths is None:
+        return _impure(CommandClass.INSPECT)
+    if sel is None or len(paths) > 1:
+        return Effect(CommandClass.INSPECT, reads=["f:" + p for p in paths], pure=safe)
+    e = _file_reader(paths, sel)
+    e.pure = safe
+    return e
+
+
+_AWK_PRINT = r"\s*(\{\s*print(\s+\$0)?\s*;?\s*\})?\s*$"
+_AWK_RANGES = [
+    (re.compile(r"^\s*NR\s*>=\s*(\d+)\s*&&\s*NR\s*<=\s*(\d+)" + _AWK_PRINT), 0, 0),
+    (re.compile(r"^\s*NR\s*==\s*(\d+)\s*,\s*NR\s*==\s*(\d+)" + _AWK_PRINT), 0, 0),
+    (re.compile(r"^\s*NR\s*>\s*(\d+)\s*&&\s*NR\s*<\s*(\d+)" + _AWK_PRINT), 1, -1),
+]
+_AWK_ONE = re.compile(r"^\s*NR\s*==\s*(\d+)" + _AWK_PRINT)
+_AWK_UNSAFE = re.compile(r"system|getline|fflush|close\s*\(|print[^;{}]*[>|]|printf[^;{}]*[>|]")
+
+
+def awk_range(program: str) -> tuple[int, int] | None:
+    """Lines selected by an awk program that only prints an ``NR`` range, else None."""
+    m = _AWK_ONE.match(program)
+    if m:
+        return int(m.group(1)), int(m.group(1))
+    for rx, da, db in _AWK_RANGES:
+        m = rx.match(program)
+        if m:
+            a, b = int(m.group(1)) + da, int(m.group(2)) + db
+            return (a, b) if 1 <= a <= b else None
+    return None
+
+
+def _awk(s: Simple, args: list[Word]) -> Effect:
+    split = split_opts(args, with_arg="Fvf", long_with_arg=("field-separator", "assign", "file"))
+    if split is None or _has(split[0], "-f", "--file") or not split[1] or split[1][0].value is None:
+        return _impure(CommandClass.RUN)
+    program, files = split[1][0].value, split[1][1:]
+    if _AWK_UNSAFE.search(program) or any(w.value and "=" in w.value for w in files):
+        return _impure(CommandClass.RUN)
+    rng = awk_range(program)
+    sel = ("range", rng[0], rng[1]) if rng else None
+    if not files:
+        return Effect(None, source=False, out=Filter(sel) if sel else None)
+    paths = literal_paths(s.cwd, files)
+    if paths is None:
+        return _impure(CommandClass.INSPECT)
+    if sel is None or len(paths) > 1:
+        return Effect(CommandClass.INSPECT, reads=["f:" + p for p in paths])
+    return _file_reader(paths, sel)
+
+
+_GREP_ARG = "efmABCdD"
+_GREP_LONG = ("regexp", "file", "max-count", "after-context", "before-context", "context", "devices",
+              "directories", "label", "binary-files", "include", "exclude", "exclude-dir", "exclude-from",
+              "color", "colour", "type", "glob", "type-add", "max-depth", "sort")
+
+
+def _grep(s: Simple, args: list[Word], name: str) -> Effect:
+    split = split_opts(args, with_arg=_GREP_ARG + ("gtT" if name == "rg" else ""), long_with_arg=_GREP_LONG)
+    if split is None:
+        return _impure(CommandClass.SEARCH)
+    opts, operands = split
+    e = Effect(CommandClass.SEARCH)
+    if _has(opts, "-f", "--file"):
+        p = _path(s.cwd, _last(opts, "-f", "--file") or "")
+        if p is None:
+            return _impure(CommandClass.SEARCH)
+        e.reads.append("f:" + p)
+    elif not _has(opts, "-e", "--regexp"):
+        if not operands or operands[0].value is None:
+            return _impure(CommandClass.SEARCH)
+        operands = operands[1:]  # the pattern
+    recursive = name == "rg" or _has(opts, "-r", "-R", "--recursive", "--dereference-recursive") or \
+        _last(opts, "-d", "--directories") == "recurse"
+    if _has(opts, "-R", "--dereference-recursive"):
+        e.pure = False  # follows symlinks out of the tree
+    if not operands:
+        if not recursive:
+            return Effect(None, pure=e.pure, source=False, out=Filter("matches"))
+        if s.cwd is None:
+            return _impure(CommandClass.SEARCH)
+        e.reads.append("r:" + s.cwd)
+        return e
+    paths = literal_paths(s.cwd, operands)
+    if paths is None:
+        return _impure(CommandClass.SEARCH)
+    e.reads.extend(("r:" if recursive else "f:") + p for p in paths)
+    shows_lines = not _has(opts, "-l", "-L", "-c", "-q", "-o", "--files-with-matches", "--files-without-match",
+                           "--count", "--quiet", "--silent", "--only-matching")
+    if len(paths) == 1 and not recursive and shows_lines and not _has(opts, "-H", "--with-filename"):
+        e.out = Stream("matches", paths[0], (), _has(opts, "-n", "--line-number"))
+    return e
+
+
+def _wc(s: Simple, args: list[Word]) -> Effect:
+    split = split_opts(args, long_with_arg=("files0-from",))
+    if split is None or _has(split[0], "--files0-from"):
+        return _impure(CommandClass.INSPECT)
+    if not split[1]:
+        return Effect(None, source=False, out=Filter("opaque"))
+    paths = literal_paths(s.cwd, split[1])
+    return _impure(CommandClass.INSPECT) if paths is None else Effect(CommandClass.INSPECT, ["f:" + p for p in paths])
+
+
+_FIND_ACTIONS_RUN = {"-exec", "-execdir", "-ok", "-okdir"}
+_FIND_ACTIONS_WRITE = {"-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
+_FIND_CLOCK = {"-newer", "-mmin", "-mtime", "-amin", "-atime", "-cmin", "-ctime", "-used", "-anewer", "-cnewer"}
+
+
+def _find(s: Simple, args: list[Word]) -> Effect:
+    roots: list[Word] = []
+    expr: list[str | None] = []
+    for i, w in enumerate(args):
+        if w.value is not None and (w.value.startswith("-") or w.value in ("(", "!", ")", ",")):
+            expr = [x.value for x in args[i:]]
+            break
+        roots.append(w)
+    e = Effect(CommandClass.SEARCH)
+    if any(x in _FIND_ACTIONS_RUN for x in expr):
+        e = _impure(CommandClass.RUN)
+    if any(x in _FIND_ACTIONS_WRITE for x in expr):
+        e = Effect(CommandClass.MODIFY, writes=[ANY_FILE], pure=False)
+    if any(x is None or x in _FIND_CLOCK or x == "-L" for x in expr):
+        e.pure = False
+    paths = literal_paths(s.cwd, roots) if roots else ([s.cwd] if s.cwd else None)
+    if paths is None:
+        e.pure = False
+        return e
+    e.reads.extend("r:" + p for p in paths)
+    return e
+
+
+def _listing(s: Simple, args: list[Word], name: str) -> Effect:
+    """ls, tree, du, stat, file, readlink, realpath."""
+    if name == "ls":
+        split = split_opts(args, with_arg="ITw", long_with_arg=(
+            "ignore", "hide", "tabsize", "width", "sort", "time", "format", "color", "block-size",
+            "indicator-style", "quoting-style", "time-style"))
+        recursive = split is not None and _has(split[0], "-R", "--recursive") and not _has(split[0], "-d")
+        kind = "r:" if recursive else "d:"
+        if split is not None and _has(split[0], "-L", "--dereference"):
+            return _impure(CommandClass.INSPECT)
+    elif name == "tree":
+        split = split_opts(args, with_arg="LIPo", long_with_arg=("filelimit", "timefmt", "sort", "charset"))
+        if split is not None and _has(split[0], "-o"):
+            return Effect(CommandClass.MODIFY, writes=[ANY_FILE], pure=False)
+        kind = "r:"
+    elif name == "du":
+        split = split_opts(args, with_arg="BdtX", long_with_arg=(
+            "block-size", "max-depth", "threshold", "exclude-from", "exclude", "time-style"))
+        kind = "r:"
+    elif name == "file":
+        split = split_opts(args, with_arg="fmeFP", long_with_arg=("files-from", "magic-file", "exclude",
+                                                                   "separator", "parameter"))
+        kind = "f:"
+    else:  # stat, readlink, realpath: the paths themselves, with their stat data
+        split = split_opts(args, with_arg="ct", long_with_arg=("format", "printf", "relative-to", "relative-base"))
+        kind = "d:"
+        if split is not None and _has(split[0], "-f", "--canonicalize", "-e", "-m", "-L", "--dereference"):
+            return _impure(CommandClass.INSPECT)  # follows links anywhere
+    if split is None:
+        return _impure(CommandClass.INSPECT)
+    operands = split[1]
+    paths = literal_paths(s.cwd, operands) if operands else ([s.cwd] if s.cwd and name != "stat" else None)
+    if paths is None:
+        return _impure(CommandClass.INSPECT)
+    return Effect(CommandClass.INSPECT, reads=[kind + p for p in paths])
+
+
+def _checksum(s: Simple, args: list[Word]) -> Effect:
+    split = split_opts(args, with_arg="lsnN")
+    if split is None or _has(split[0], "-c", "--check"):
+        return _impure(CommandClass.INSPECT)
+    if not split[1]:
+        return Effect(None, source=False, out=Filter("opaque"))
+    paths = literal_paths(s.cwd, split[1])
+    return _impure(CommandClass.INSPECT) if paths is None else Effect(CommandClass.INSPECT, ["f:" + p for p in paths])
+
+
+def _diff(s: Simple, args: list[Word]) -> Effect:
+    split = split_opts(args, with_arg="CUDFIxXLSn", long_with_arg=(
+        "context", "unified", "label", "ifdef", "ignore-matching-lines", "exclude", "exclude-from",
+        "starting-file", "from-file", "to-file", "color", "palette", "tabsize", "width", "horizon-lines"))
+    if split is None or _has(split[0], "-X", "--exclude-from", "--from-file", "--to-file"):
+        return _impure(CommandClass.INSPECT)
+    opts, operands = split
+    paths = literal_paths(s.cwd, operands)
+    if paths is None or len(paths) != 2:
+        return _impure(CommandClass.INSPECT)
+    kind = "r:" if _has(opts, "-r", "--recursive", "-N", "--new-file") else "f:"
+    return Effect(CommandClass.INSPECT, reads=[kind + p for p in paths])
+
+
+# -- git ------------------------------------------------------------------------------------------
+
+_GIT_READ = {"diff", "status", "log", "show", "blame", "ls-files", "grep", "rev-parse", "describe", "shortlog",
+             "ls-tree", "cat-file", "reflog", "whatchanged", "help", "version", "rev-list", "name-rev",
+             "merge-base", "for-each-ref", "show-ref", "annotate", "count-objects", "check-ignore"}
+_GIT_LISTS = {"branch", "tag", "remote", "stash", "config", "worktree"}  # read with no operands, else write
+_GIT_WORKTREE = {"checkout", "reset", "stash", "apply", "restore", "rm", "mv", "clean", "cherry-pick",
+                 "revert", "merge", "rebase", "am", "switch", "pull"}
+
+
+def _git(s: Simple, args: list[Word]) -> Effect:
+    i = 0
+    while i < len(args) and args[i].value is not None and args[i].value.startswith("-"):
+        i += 2 if args[i].value in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") else 1
+    if i >= len(args) or args[i].value is None:
+        return _impure(CommandClass.OTHER)
+    sub, rest = args[i].value, args[i + 1:]
+    # git's output depends on .git state that read keys do not capture: never reused for now.
+    if sub in _GIT_READ:
+        return _impure(CommandClass.SEARCH if sub == "grep" else CommandClass.INSPECT)
+    if sub in _GIT_LISTS:
+        words = [w.value for w in rest]
+        listing = sub == "stash" and words[:1] in ([], ["list"], ["show"]) or sub != "stash" and all(
+            w is not None and w.startswith("-") and w in ("-a", "-r", "-v", "-vv", "--list", "-l", "--all",
+                                                          "--show-current", "--get", "--get-all")
+            for w in words[:1]) and (sub != "config" or (words and words[0] in ("--get", "--get-all", "--list", "-l")))
+        if listing or not words and sub != "config":
+            return _impure(CommandClass.INSPECT)
+    if sub in _GIT_WORKTREE or sub in _GIT_LISTS or sub in ("add", "commit", "init", "clone", "fetch",
+                                                            "update-index", "submodule", "gc", "notes"):
+        return Effect(CommandClass.MODIFY, writes=[ANY_FILE] if sub in _GIT_WORKTREE else [], pure=False)
+    return _impure(CommandClass.OTHER)
+
+
+# -- writers, runners, environment -------------------------------------------------------------------
+
+_MODIFIERS = {"mv", "cp", "rm", "rmdir", "mkdir", "touch", "ln", "chmod", "chown", "chgrp", "truncate", "tee",
+              "patch", "install", "dd", "ed", "ex", "shred", "unlink"}
+
+
+def _modifier(s: Simple, args: list[Word], name: str) -> Effect:
+    e = Effect(CommandClass.MODIFY, pure=False)
+    if name == "tee":
+        e.source = False
+        split = split_opts(args, long_with_arg=("output-error",))
+        operands = split[1] if split else None
+    elif name == "patch":
+        split = split_opts(args, with_arg="pdiDoBrVYzFgx", long_with_arg=(
+            "strip", "directory", "input", "output", "reject-file", "backup-if-mismatch", "prefix", "suffix"))
+        e.writes.append(ANY_FILE)
+        inp = _last(split[0], "-i", "--input") if split else None
+        if inp and (p := _path(s.cwd, inp)):
+            e.reads.append("f:" + p)
+        operands = split[1][:1] if split else None
+    elif name == "dd":
+        operands = [Word(w.value[3:], w.raw) for w in args if w.value and w.value.startswith("of=")]
+    elif name in ("ed", "ex"):
+        split = split_opts(args, with_arg="p")
+        operands = split[1] if split else None
+    else:
+        split = split_opts(args, with_arg="mtSogrZ" if name != "truncate" else "sor",
+                           long_with_arg=("mode", "target-directory", "suffix", "owner", "group", "reference",
+                                          "context", "size"))
+        if split is None:
+            operands = None
+        else:
+            opts, operands = split
+            target = _last(opts, "-t", "--target-directory")
+            if target and (p := _path(s.cwd, target)):
+                e.writes.append(p)
+            if name in ("cp", "install", "ln") and operands:
+                sources = operands if target else operands[:-1]
+                src = literal_paths(s.cwd, sources)
+                if src and name == "cp":
+                    e.reads.extend("f:" + p for p in src)
+                operands = [] if target else operands[-1:]
+    paths = literal_paths(s.cwd, operands) if operands is not None else None
+    e.writes.extend(paths if paths is not None else [ANY_FILE])
+    return e
+
+
+def _pip(args: list[Word]) -> Effect:
+    sub = next((w.value for w in args if w.value and not w.value.startswith("-")), None)
+    if sub in ("install", "uninstall", "download", "wheel"):
+        return Effect(CommandClass.ENV, pure=False, env_change=True)
+    return _impure(CommandClass.INSPECT)
+
+
+def _python(args: list[Word]) -> Effect:
+    vals = [w.value for w in args]
+    if vals[:2] == ["-m", "pip"]:
+        return _pip(args[2:])
+    if vals[:1] == ["setup.py"] and len(vals) > 1 and vals[1] in ("install", "develop"):
+        return Effect(CommandClass.ENV, pure=False, env_change=True)
+    if vals in (["--version"], ["-V"]):
+        return _impure(CommandClass.INSPECT)
+    return _impure(CommandClass.RUN)
+
+
+_RUNNERS = {"pytest", "py.test", "tox", "nox", "make", "node", "npm", "npx", "yarn", "ruby", "perl", "php",
+            "go", "cargo", "java", "javac", "mvn", "gradle", "bash", "sh", "zsh", "dash", "coverage",
+            "django-admin", "sphinx-build", "sphinx-apidoc", "pylint", "pyreverse", "flake8", "mypy", "ruff",
+            "black", "isort", "sqlite3", "psql", "mysql", "gcc", "g++", "cc", "clang", "rustc", "ipython",
+            "jupyter", "nosetests", "trial", "gdb", "valgrind", "strace", "msgfmt", "xargs", "parallel",
+            "watch", "docker", "curl", "wget", "ssh", "scp", "rsync", "tar", "unzip", "zip", "gzip", "gunzip",
+            "bzip2", "xz", "date", "ps", "top", "kill", "pkill", "uname", "whoami", "id", "hostname", "df",
+            "free", "lsof", "locale", "hatch", "pdm", "http"}
+_ENV = {"export", "unset", "source", ".", "alias", "unalias", "conda", "mamba", "apt", "apt-get", "dpkg", "yum",
+        "apk", "brew", "pipx", "poetry", "uv", "virtualenv", "declare", "typeset", "readonly", "local", "ulimit",
+        "umask", "hash", "micromamba"}
+# Builtins and trivia: they never set the command's class. Those in _PURE print only their arguments.
+_NEUTRAL = {"echo", "printf", "true", "false", ":", "pwd", "sleep", "clear", "basename", "dirname", "seq",
+            "expr", "test", "[", "cd", "pushd", "popd", "exit", "return", "set", "shopt", "wait"}
+_PURE = {"echo", "printf", "true", "false", ":", "pwd", "basename", "dirname", "seq", "cd", "pushd", "test",
+         "[", "expr"}
+_SILENT = {"cd", "pushd", "popd", "true", "false", ":", "sleep", "exit", "return", "set", "shopt", "wait",
+           "test", "["}
+_TEXT_FILTERS = {"sort", "uniq", "cut", "tr", "column", "rev", "fold", "fmt", "paste", "expand", "unexpand",
+                 "tac", "jq", "comm", "join", "less", "more"}
+_CHECKSUMS = {"md5sum", "sha1sum", "sha256sum", "sha512sum", "cksum", "xxd", "hexdump", "od", "strings", "b2sum"}
+_WRAPPERS = {"timeout", "time", "nice", "nohup", "sudo", "command", "stdbuf", "ionice", "builtin", "exec", "env"}
+_LOCALE_VARS = {"PATH", "LC_ALL", "LC_COLLATE", "LC_CTYPE", "LANG", "GREP_OPTIONS", "GREP_COLORS",
+                "POSIXLY_CORRECT", "LS_COLORS", "TZ", "COLUMNS"}
+
+
+def _unwrap(argv: list[Word]) -> tuple[list[Word], bool]:
+    """Strip ``timeout 60``, ``env X=1``, ``sudo``, ``nice -n 5``...; returns argv and purity."""
+    pure = True
+    while argv and argv[0].value in _WRAPPERS:
+        head, argv = argv[0].value, argv[1:]
+        if head == "command" and argv and argv[0].value in ("-v", "-V"):
+            return [Word("which", "which"), *argv[1:]], False
+        with_arg = {"timeout": ("-s", "-k", "--signal", "--kill-after"), "nice": ("-n",), "ionice": ("-c", "-n", "-p"),
+                    "stdbuf": ("-i", "-o", "-e"), "env": ("-u", "-C", "--unset", "--chdir"), "sudo": ("-u", "-g")}
+        while argv and argv[0].value is not None and (argv[0].value.startswith("-")
+                                                      or (head == "env" and "=" in argv[0].value)):
+            if head == "env":
+                pure = False if ("=" in argv[0].value or argv[0].value.startswith("-")) else pure
+            if argv[0].value in with_arg.get(head, ()):
+                argv = argv[1:]
+            argv = argv[1:]
+        if head == "timeout" and argv:
+            argv = argv[1:]  # the duration
+    return argv, pure
+
+
+def effect(s: Simple) -> Effect:
+    """The effect of one simple command (see the module docstring)."""
+    argv, pure = _unwrap(list(s.argv))
+    if any(a.split("=", 1)[0] in _LOCALE_VARS for a in s.assigns):
+        pure = False
+    if not argv:
+        return Effect(CommandClass.OTHER if s.assigns else None, pure=not s.assigns, source=False)
+    name = argv[0].value
+    if name is None:
+        return _impure(CommandClass.OTHER)
+    base = os.path.basename(name)
+    args = argv[1:]
+    e = _dispatch(s, base, name, args)
+    if not pure:
+        e.pure = False
+    return e
+
+
+def _dispatch(s: Simple, base: str, name: str, args: list[Word]) -> Effect:
+    if base == "cat":
+        return _cat(s, args)
+    if base in ("head", "tail"):
+        return _head_tail(s, args, base)
+    if base == "nl":
+        return _nl(s, args)
+    if base == "sed":
+        return _sed(s, args)
+    if base in ("awk", "gawk", "mawk"):
+        return _awk(s, args)
+    if base in ("grep", "egrep", "fgrep", "rg"):
+        return _grep(s, args, base)
+    if base == "wc":
+        return _wc(s, args)
+    if base == "find":
+        return _find(s, args)
+    if base in ("ls", "tree", "du", "stat", "file", "readlink", "realpath"):
+        return _listing(s, args, base)
+    if base in _CHECKSUMS:
+        return _checksum(s, args)
+    if base in ("diff", "cmp"):
+        return _diff(s, args)
+    if base == "git":
+        return _git(s, args)
+    if base in _MODIFIERS:
+        return _modifier(s, args, base)
+    if base in ("pip", "pip3") or re.fullmatch(r"pip3\.\d+", base):
+        return _pip(args)
+    if re.fullmatch(r"python(\d(\.\d+)?)?", base):
+        return _python(args)
+    if base == "perl" and any(w.value and re.fullmatch(r"-\w*i\S*", w.value) for w in args):
+        return Effect(CommandClass.MODIFY, writes=[ANY_FILE], pure=False)
+    if base in _ENV:
+        return Effect(CommandClass.ENV, pure=False, env_change=True)
+    if base in ("npm", "yarn", "cargo", "gem", "go") and args and args[0].value in (
+            "install", "add", "i", "uninstall", "remove", "get", "ci"):
+        return Effect(CommandClass.ENV, pure=False, env_change=True)
+    if base in _NEUTRAL:
+        return Effect(None, pure=base in _PURE and all(w.value is not None for w in args),
+                      source=base not in _SILENT)
+    if base == "sort" and any(w.value and (w.value.startswith("-o") or w.value.startswith("--output"))
+                              for w in args):
+        return Effect(CommandClass.MODIFY, writes=[ANY_FILE], pure=False)
+    if base in _TEXT_FILTERS:
+        split = split_opts(args, with_arg="kt" if base == "sort" else ("dfc" if base == "cut" else ""))
+        operands = [w for w in (split[1] if split else []) if base != "tr"]
+        if not operands:
+            return Effect(None, pure=split is not None, source=False, out=Filter("opaque"))
+        paths = literal_paths(s.cwd, operands)
+        return _impure(CommandClass.INSPECT) if paths is None else Effect(CommandClass.INSPECT,
+                                                                           ["f:" + p for p in paths])
+    if base in ("which", "type", "whereis"):
+        return _impure(CommandClass.INSPECT)
+    if base in _RUNNERS or "/" in name or name.endswith((".py", ".sh")):
+        return _impure(CommandClass.RUN)
+    return _impure(CommandClass.OTHER)

@@ -1,0 +1,278 @@
+"""The ledger's typed records: Attempt, Observation, Modification, Baseline and Verdict.
+
+Records are immutable values. Each one turns into a plain JSON-able dict (``to_dict``) and back
+(``from_dict``), which is how the store keeps them in its event log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from typing import Any
+
+
+class CommandClass(str, Enum):
+    """What a command does, as far as the ledger is concerned."""
+
+    INSPECT = "inspect"  # reads files or listings and prints them
+    SEARCH = "search"  # grep, find: looks for something
+    RUN = "run"  # tests and scripts: output depends on the whole workspace
+    MODIFY = "modify"  # writes files
+    ENV = "env-change"  # installs packages, exports variables
+    OTHER = "other"  # anything the analysis could not read, or that fits nowhere else
+
+
+class VerdictKind(str, Enum):
+    """What govern decided for a proposed command."""
+
+    RUN = "RUN"
+    REUSE = "REUSE"
+    NUDGE = "NUDGE"
+    REVISE = "REVISE"
+    BLOCK = "BLOCK"
+
+    @property
+    def executes(self) -> bool:
+        """Whether a command with this verdict runs (outside shadow mode)."""
+        return self in (VerdictKind.RUN, VerdictKind.NUDGE)
+
+
+class ReuseForm(str, Enum):
+    """How a REUSE hands the earlier result back."""
+
+    FULL = "full"  # the earlier output, byte for byte, under a one-line header
+    REFERENCE = "reference"  # a short pointer to the step whose output the model still has
+
+
+@dataclass(frozen=True, slots=True)
+class LineSpan:
+    """Lines ``start``..``end`` of a file, 1-based and inclusive."""
+
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        if self.start < 1 or self.end < self.start:
+            raise ValueError(f"bad line span {self.start}-{self.end}")
+
+    def __str__(self) -> str:
+        return str(self.start) if self.start == self.end else f"{self.start}-{self.end}"
+
+
+def _spans_to_json(spans: tuple[LineSpan, ...] | None) -> list[list[int]] | None:
+    return None if spans is None else [[s.start, s.end] for s in spans]
+
+
+def _spans_from_json(raw: Any) -> tuple[LineSpan, ...] | None:
+    return None if raw is None else tuple(LineSpan(int(a), int(b)) for a, b in raw)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """govern's decision for one proposal.
+
+    ``ref_attempt``/``ref_step`` name the earlier attempt the verdict relies on; ``form`` says how a
+    REUSE hands its result back; ``rule`` names the policy behind a REVISE or BLOCK.
+    """
+
+    kind: VerdictKind
+    reason: str = ""
+    ref_attempt: int | None = None
+    ref_step: int | None = None
+    form: ReuseForm | None = None
+    rule: str | None = None
+    covered_by: tuple[int, ...] = ()  # steps whose observations cover a subsumed read
+    estimated_chars: int | None = None  # a subsumed read's output size, estimated from the file size
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "reason": self.reason,
+            "ref_attempt": self.ref_attempt,
+            "ref_step": self.ref_step,
+            "form": self.form.value if self.form else None,
+            "rule": self.rule,
+            "covered_by": list(self.covered_by),
+            "estimated_chars": self.estimated_chars,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Verdict:
+        return cls(
+            kind=VerdictKind(d["kind"]),
+            reason=d.get("reason", ""),
+            ref_attempt=d.get("ref_attempt"),
+            ref_step=d.get("ref_step"),
+            form=ReuseForm(d["form"]) if d.get("form") else None,
+            rule=d.get("rule"),
+            covered_by=tuple(d.get("covered_by") or ()),
+            estimated_chars=d.get("estimated_chars"),
+        )
+
+
+RUN = Verdict(VerdictKind.RUN)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One proposed command and what became of it.
+
+    ``read_set`` maps read keys (``f:/path`` file content, ``d:/dir`` listing, ``r:/dir`` whole
+    subtree, ``x:/path`` existence) to the signature they had when the command ran;
+    ``read_set_stable`` is False when that signature moved while the command ran, which makes the
+    result unusable for reuse. ``epoch_before``/``epoch_after`` count workspace changes, ``env_epoch``
+    environment changes (package installs and the like).
+    """
+
+    id: int
+    step: int
+    command: str
+    normalized: str
+    cwd: str
+    command_class: CommandClass
+    verdict: Verdict
+    executed: bool
+    exit_code: int | None
+    output_hash: str | None
+    output_chars: int
+    truncated: bool  # the output reached the model cut (head and tail only)
+    duration_s: float
+    read_set: dict[str, str] = field(default_factory=dict)
+    read_set_stable: bool = True
+    write_set: tuple[str, ...] = ()
+    epoch_before: int = 0
+    epoch_after: int = 0
+    env_epoch: int = 0
+    pure: bool = False
+    parsed: bool = True
+    submits: bool = False
+    shown_chars: int = 0  # characters the agent was handed (a reuse stub is shorter than the output)
+    exception: str | None = None
+    output_complete: bool = True  # the stored output is the whole output (False: the agent's tool cut it)
+    applied: bool = True  # the verdict took effect (False: shadow mode or govern off, decided and recorded only)
+    shadow_output_hash: str | None = None  # in shadow mode: hash of the output a REUSE would have given
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["command_class"] = self.command_class.value
+        d["verdict"] = self.verdict.to_dict()
+        d["write_set"] = list(self.write_set)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Attempt:
+        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+        kw["command_class"] = CommandClass(d["command_class"])
+        kw["verdict"] = Verdict.from_dict(d["verdict"])
+        kw["write_set"] = tuple(d.get("write_set") or ())
+        return cls(**kw)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What the agent saw of a file: which lines, and the file's content hash at that moment.
+
+    ``spans`` None means the whole file; ``kind`` is ``whole``, ``range`` or ``matches`` (lines a
+    search printed). An observation is fresh while the file still has ``content_hash``.
+    """
+
+    path: str
+    kind: str
+    spans: tuple[LineSpan, ...] | None
+    content_hash: str
+    lines_total: int | None
+    step: int
+    attempt: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "spans": _spans_to_json(self.spans),
+            "content_hash": self.content_hash,
+            "lines_total": self.lines_total,
+            "step": self.step,
+            "attempt": self.attempt,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Observation:
+        return cls(
+            path=d["path"],
+            kind=d["kind"],
+            spans=_spans_from_json(d.get("spans")),
+            content_hash=d["content_hash"],
+            lines_total=d.get("lines_total"),
+            step=d["step"],
+            attempt=d["attempt"],
+        )
+
+    def span_text(self) -> str:
+        if self.spans is None:
+            return "whole"
+        return ",".join(str(s) for s in self.spans)
+
+
+@dataclass(frozen=True, slots=True)
+class Modification:
+    """A change to one file, found by comparing workspace snapshots.
+
+    ``before_hash`` None means the file was created, ``after_hash`` None that it was deleted.
+    ``recognised`` is True when the command that made it named the file as something it writes
+    (``sed -i``, ``>``, ``mv``...); False when the change was only seen in the snapshot (a script, a
+    formatter, a test writing files) or happened between commands (``attempt`` None). Line counts
+    are None when a side is binary, too large, or its earlier content is unknown.
+    """
+
+    path: str
+    before_hash: str | None
+    after_hash: str | None
+    lines_added: int | None
+    lines_removed: int | None
+    step: int
+    attempt: int | None
+    recognised: bool
+    baseline_added: int | None = None  # net +/- of the file against the baseline, after this change
+    baseline_removed: int | None = None
+    baseline_hash: str | None = None  # the file's content at the start (None: did not exist)
+
+    @property
+    def change(self) -> str:
+        if self.before_hash is None:
+            return "created"
+        if self.after_hash is None:
+            return "deleted"
+        return "modified"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Modification:
+        return cls(**{f.name: d.get(f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """The workspace when the run started, so "changed since the start" is always answerable."""
+
+    root: str
+    is_git: bool
+    head_commit: str | None
+    branch: str | None
+    dirty_paths: tuple[str, ...]
+    file_count: int
+    snapshot_digest: str
+    task: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["dirty_paths"] = list(self.dirty_paths)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Baseline:
+        kw = {f.name: d.get(f.name) for f in fields(cls)}
+        kw["dirty_paths"] = tuple(d.get("dirty_paths") or ())
+        kw["task"] = d.get("task") or ""
+        return cls(**kw)

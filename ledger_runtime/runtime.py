@@ -1,0 +1,382 @@
+"""LedgerRuntime: the ledger around one agent run. ``inform()`` before each model call,
+``run(command, execute)`` for each command.
+
+One step of ``run``: analyse the command, scan the workspace (changes made since the last command
+are recorded as such), sign what govern needs, decide a verdict. RUN and NUDGE execute through the
+adapter's ``execute``; the workspace is scanned again, and the attempt, what it showed, and what it
+changed are committed in one transaction before the result goes back. REUSE hands back an earlier
+result without running anything. In shadow mode every command executes and returns its real output;
+verdicts are decided and recorded only. Verdicts are also decided and recorded when govern is off,
+so runs with and without govern are measured alike.
+
+A fault of the ledger never stops the agent: it is logged (``faults.log`` in the run directory,
+and the ledger when that works) and the command runs as if there were no ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from . import __version__
+from .baseline import HeadContents, take_baseline
+from .commands import ANY_FILE, SUBMIT_MARKER, Analysis, analyze
+from .config import LedgerConfig
+from .executor import ExecResult
+from .govern import Current, govern, needed_keys
+from .hashing import FileState, digest_bytes
+from .inform import StateView, render, short_command
+from .observe import Truncation, line_delta, observations
+from .probe import Probe
+from .records import Attempt, CommandClass, Modification, ReuseForm, Verdict, VerdictKind
+from .state import LedgerState
+from .store import LedgerStore, StoreError
+from .workspace import Change, Snapshot, WorkspaceScanner, delta
+
+MAX_WATCHED = 4096
+FAULTS_FILE = "faults.log"
+
+
+@dataclass
+class RunResult:
+    """What the agent gets back for one command."""
+
+    output: str
+    returncode: int | None
+    verdict: Verdict
+    executed: bool
+    attempt_id: int | None
+    exception_info: str = ""
+    extra: dict[str, Any] | None = None
+    note: str | None = None  # the NUDGE note appended to the output, if any
+
+
+@dataclass
+class _Plan:
+    command: str
+    cwd: str
+    step: int
+    analysis: Analysis
+    verdict: Verdict
+    applied: bool  # the verdict takes effect (govern on, not shadow)
+    before: Snapshot | None
+    pre_sigs: dict[str, str]
+    shadow_output_hash: str | None
+
+
+def submission_output(output: str) -> bool:
+    """Output that ends the agent's run (mini-swe-agent's rule: its first line is the marker)."""
+    lines = output.lstrip().splitlines()
+    return bool(lines) and lines[0].strip() == SUBMIT_MARKER
+
+
+class LedgerRuntime:
+    """The runtime for one run; see the module docstring."""
+
+    def __init__(self, workdir: str | os.PathLike, run_dir: str | os.PathLike, config: LedgerConfig | None = None,
+                 *, task: str = "", truncation: Truncation | None = None, meta: dict[str, Any] | None = None):
+        self.workdir = os.path.abspath(workdir)
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.config = config or LedgerConfig()
+        self._decide_config = self.config.with_(govern=True)
+        self.truncation = truncation or Truncation(self.config.output_limit_chars, self.config.output_head_chars,
+                                                   self.config.output_tail_chars)
+        self.scanner = WorkspaceScanner(self.workdir, max_hash_bytes=self.config.max_hash_bytes)
+        self.probe = Probe(self.scanner.cache)
+        self.store = LedgerStore.create(self.run_dir)
+        self.state = LedgerState.from_events(self.store.events())
+        self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
+        self._last: Snapshot | None = self.scanner.scan()
+        if self.state.baseline is None:
+            baseline = take_baseline(self.workdir, self._last, task)
+            self.store.append("run", {"version": __version__, "workdir": self.workdir, "config": self.config.to_dict(),
+                                      "started_at": time.time(), **(meta or {})})
+            self.store.append("baseline", baseline.to_dict())
+            self.store.commit()
+            self.state.baseline = baseline
+        self.head = HeadContents(self.workdir, self.state.baseline.head_commit if self.state.baseline else None)
+
+    # -- inform --------------------------------------------------------------------------------
+
+    def view(self, policies: str | None = None) -> StateView:
+        return render(self.state, self.config, policies=policies)
+
+    def inform(self) -> str:
+        """The state view to put into the prompt now ("" when inform is off or on a fault)."""
+        if not self.config.inform:
+            return ""
+        try:
+            return self.view().text
+        except Exception as e:
+            self._fault("rendering the state view", e)
+            return ""
+
+    # -- run -------------------------------------------------------------------------------------
+
+    def run(self, command: str, execute: Callable[[str, str], ExecResult], *, cwd: str | None = None,
+            step: int | None = None) -> RunResult:
+        """Govern, execute (or not), record; returns what the agent should see."""
+        cwd = os.path.abspath(cwd or self.workdir)
+        step = step if step is not None else self.state.step + 1
+        try:
+            plan = self._plan(command, cwd, step)
+        except Exception as e:
+            self._fault("before the command", e, command)
+            res = execute(command, cwd)
+            return RunResult(res.output, res.returncode, Verdict(VerdictKind.RUN), True, None, res.exception_info,
+                             res.extra)
+        if plan.applied and not plan.verdict.kind.executes:
+            try:
+                return self._answer(plan)
+            except Exception as e:  # the earlier output cannot be had: run the command instead
+                self._fault("answering without running", e, command)
+                plan.verdict = Verdict(VerdictKind.RUN, "ledger fault: ran instead")
+        started = time.perf_counter()
+        try:
+            res = execute(command, cwd)
+        except BaseException as exc:  # Submitted, interrupts: record what happened, then let it go on
+            self._safely(self._record_run, plan, None, time.perf_counter() - started, exc)
+            raise
+        elapsed = time.perf_counter() - started
+        try:
+            return self._record_run(plan, res, elapsed, None)
+        except Exception as e:
+            self._fault("recording the command", e, command)
+            return RunResult(res.output, res.returncode, plan.verdict, True, None, res.exception_info, res.extra)
+
+    def _plan(self, command: str, cwd: str, step: int) -> _Plan:
+        analysis = analyze(command, cwd)
+        before = self._last
+        if self.config.rescan_before_command or before is None:
+            before = self.scanner.scan()
+            if self._last is not None:
+                external = delta(self._last, before)
+                if external:
+                    self._record_changes(external, None, step, analysis=None)
+                    self.store.commit()
+            self._last = before
+        keys = needed_keys(analysis, self.state, self._decide_config)
+        pre_keys = set(analysis.read_keys) if analysis.pure else set()
+        pre_keys |= {"f:" + v.path for v in analysis.views}
+        sigs = self.probe.sign_many(keys | pre_keys)
+        files = {v.path: self.probe.file_state(v.path) for v in analysis.views}
+        verdict = govern(analysis, self.state, Current(sigs, files), self._decide_config)
+        applied = self.config.govern and not self.config.shadow
+        shadow_hash = None
+        if verdict.kind is VerdictKind.REUSE and verdict.ref_attempt is not None:
+            ref = self.state.attempt(verdict.ref_attempt)
+            shadow_hash = ref.output_hash if ref else None
+        return _Plan(command, cwd, step, analysis, verdict, applied, before,
+                     {k: sigs[k] for k in pre_keys}, shadow_hash)
+
+    def _answer(self, plan: _Plan) -> RunResult:
+        """REUSE without running (REVISE and BLOCK come from policies, later)."""
+        v = plan.verdict
+        ref = self.state.attempt(v.ref_attempt) if v.ref_attempt is not None else None
+        if v.kind is VerdictKind.REUSE and v.form is ReuseForm.FULL:
+            if ref is None or ref.output_hash is None:
+                raise LookupError("the earlier attempt has no stored output")
+            earlier = self.store.text(ref.output_hash)
+            if earlier is None:
+                raise LookupError(f"output blob {ref.output_hash} is missing")
+            header = f"[ledger] REUSE of step {ref.step}'s output ({v.reason}; not run again):\n"
+            output, returncode, output_hash = header + earlier, ref.exit_code, ref.output_hash
+        elif v.kind is VerdictKind.REUSE:
+            if ref is not None:
+                output = (f"[ledger] REUSE: same output as step {ref.step} (`{short_command(ref.command, 60)}`), "
+                          f"still in your context above: {v.reason}. Not run again.")
+                returncode, output_hash = ref.exit_code, ref.output_hash
+            else:
+                output = f"[ledger] REUSE: {v.reason}; they are still in your context above. Not run again."
+                returncode, output_hash = 0, None
+        else:
+            output = f"[ledger] {v.kind.value}: {v.reason}"
+            returncode, output_hash = None, None
+        attempt = self._attempt(plan, executed=False, exit_code=returncode, output_hash=output_hash,
+                                output_chars=ref.output_chars if ref is not None else (v.estimated_chars or 0),
+                                truncated=False, duration=0.0, read_set={}, stable=True, epoch_after=self.state.epoch,
+                                shown_chars=len(output), verdict=v, exception=None, output_complete=True)
+        self._commit([("attempt", attempt.to_dict())], plan.step)
+        self.state.add_attempt(attempt)
+        return RunResult(output, returncode, v, False, attempt.id)
+
+    def _record_run(self, plan: _Plan, res: ExecResult | None, elapsed: float, exc: BaseException | None) -> RunResult:
+        analysis = plan.analysis
+        self._watch(analysis)
+        after = self.scanner.scan(keep_limit=self.config.max_content_bytes)
+        changes = delta(plan.before, after) if plan.before is not None else []
+        self._last = after
+        post_sigs = self.probe.sign_many(plan.pre_sigs)
+        read_keys = analysis.read_keys if analysis.pure else ()
+        stable = all(post_sigs.get(k) == plan.pre_sigs.get(k) for k in read_keys)
+        output = res.output if res is not None else ""
+        output_hash = self.store.put_blob(output.encode("utf-8", "surrogateescape")) if res is not None else None
+        verdict = plan.verdict
+        if verdict.kind is VerdictKind.RUN and analysis.command_class is CommandClass.MODIFY and analysis.writes \
+                and not changes and res is not None and not analysis.submits:
+            verdict = Verdict(VerdictKind.NUDGE, "this edit changed no file"
+                              + (" (it failed)" if res.returncode not in (0, None) else
+                                 " (a pattern that did not match, or the wrong path?)"))
+        epoch_after = self.state.epoch + (1 if changes else 0)
+        attempt = self._attempt(
+            plan, executed=True, exit_code=res.returncode if res is not None else None, output_hash=output_hash,
+            output_chars=len(output), truncated=self.truncation.cuts(output), duration=elapsed,
+            read_set={k: post_sigs[k] for k in read_keys}, stable=stable, epoch_after=epoch_after,
+            shown_chars=len(output), verdict=verdict,
+            exception=(f"{type(exc).__name__}: {exc}"[:500] if exc is not None else None),
+            output_complete=res.output_complete if res is not None else False)
+        events: list[tuple[str, dict]] = [("attempt", attempt.to_dict())]
+        obs = []
+        if res is not None:
+            states = {v.path: self.probe.file_state(v.path) for v in analysis.views}
+            digests = {p[2:]: sig for p, sig in plan.pre_sigs.items() if p.startswith("f:")}
+            obs = observations(analysis, output, res.returncode, states, digests, self.truncation,
+                               step=plan.step, attempt=attempt.id)
+            events += [("observation", o.to_dict()) for o in obs]
+        self.state.add_attempt(attempt)
+        self._record_changes(changes, attempt.id, plan.step, analysis=analysis, epoch=epoch_after,
+                             extra_events=events)
+        for o in obs:
+            self.state.add_observation(o)
+        note = None
+        out_text = output
+        if plan.applied and verdict.kind is VerdictKind.NUDGE and not submission_output(output):
+            note = f"[ledger] NUDGE: {verdict.reason}."
+            out_text = output + ("" if output.endswith("\n") or not output else "\n") + note
+        if res is None:
+            return RunResult("", None, verdict, True, attempt.id)
+        return RunResult(out_text, res.returncode, verdict, True, attempt.id, res.exception_info, res.extra, note)
+
+    def _attempt(self, plan: _Plan, *, executed: bool, exit_code: int | None, output_hash: str | None,
+                 output_chars: int, truncated: bool, duration: float, read_set: dict[str, str], stable: bool,
+                 epoch_after: int, shown_chars: int, verdict: Verdict, exception: str | None,
+                 output_complete: bool) -> Attempt:
+        a = plan.analysis
+        attempt_id = self._next_id
+        self._next_id += 1
+        return Attempt(
+            id=attempt_id, step=plan.step, command=plan.command, normalized=a.normalized, cwd=a.cwd,
+            command_class=a.command_class, verdict=verdict, executed=executed, exit_code=exit_code,
+            output_hash=output_hash, output_chars=output_chars, truncated=truncated, duration_s=round(duration, 6),
+            read_set=read_set, read_set_stable=stable, write_set=a.writes, epoch_before=self.state.epoch,
+            epoch_after=epoch_after, env_epoch=self.state.env_epoch, pure=a.pure, parsed=a.parsed,
+            submits=a.submits, shown_chars=shown_chars, exception=exception,
+            shadow_output_hash=plan.shadow_output_hash if not plan.applied else None,
+            output_complete=output_complete, applied=plan.applied)
+
+    # -- modifications -----------------------------------------------------------------------------
+
+    def _record_changes(self, changes: list[Change], attempt_id: int | None, step: int, *,
+                        analysis: Analysis | None, epoch: int | None = None,
+                        extra_events: list[tuple[str, dict]] | None = None) -> list[Modification]:
+        epoch = epoch if epoch is not None else self.state.epoch + (1 if changes else 0)
+        mods = [self._modification(c, attempt_id, step, analysis) for c in changes]
+        events = list(extra_events or []) + [("modification", {**m.to_dict(), "epoch": epoch}) for m in mods]
+        self._commit(events, step)
+        for m in mods:
+            self.state.add_modification(m, epoch)
+        return mods
+
+    def _modification(self, c: Change, attempt_id: int | None, step: int, analysis: Analysis | None) -> Modification:
+        kept = self.scanner.cache.kept
+        after_bytes = kept.get(c.path) if c.after is not None else b""
+        if c.after is not None and after_bytes is not None:
+            self.store.put_blob(after_bytes)
+        before_bytes = self._content(c.path, c.before) if c.before is not None else b""
+        earlier = self.state.modifications_of(c.path)
+        baseline_hash = earlier[0].before_hash if earlier else (c.before.digest if c.before else None)
+        if baseline_hash is None:
+            baseline_bytes: bytes | None = b""
+        elif c.before is not None and baseline_hash == c.before.digest:
+            baseline_bytes = before_bytes
+        else:
+            baseline_bytes = self._content(c.path, FileState(baseline_hash, 0, None))
+        d = line_delta(before_bytes, after_bytes) if before_bytes is not None and after_bytes is not None else None
+        b = line_delta(baseline_bytes, after_bytes) if baseline_bytes is not None and after_bytes is not None else None
+        recognised = attempt_id is not None and analysis is not None and _recognised(c.path, analysis.writes)
+        return Modification(
+            path=c.path, before_hash=c.before.digest if c.before else None, after_hash=c.after.digest if c.after else None,
+            lines_added=d[0] if d else None, lines_removed=d[1] if d else None, step=step, attempt=attempt_id,
+            recognised=recognised, baseline_added=b[0] if b else None, baseline_removed=b[1] if b else None,
+            baseline_hash=baseline_hash)
+
+    def _content(self, path: str, fs: FileState) -> bytes | None:
+        """A file's bytes for a digest: from the ledger's blobs, or from git at the baseline commit."""
+        data = self.store.blob(fs.digest)
+        if data is not None:
+            return data
+        head = self.head.get(path)
+        if head is not None and digest_bytes(head) == fs.digest:
+            self.store.put_blob(head)
+            return head
+        return None
+
+    def _watch(self, analysis: Analysis) -> None:
+        """Track files named by commands that the workspace scan does not cover (outside the root,
+        or ignored), so their later changes are recorded too."""
+        if len(self.scanner.extra_paths) >= MAX_WATCHED:
+            return
+        last = self._last.files if self._last else {}
+        paths = [k[2:] for k in analysis.read_keys if k.startswith("f:")]
+        paths += [w for w in analysis.writes if w != ANY_FILE]
+        self.scanner.watch(p for p in paths if p not in last and not p.startswith("/dev/") and not p.startswith("/proc/"))
+
+    # -- persistence and faults ----------------------------------------------------------------------
+
+    def _commit(self, events: list[tuple[str, dict]], step: int) -> None:
+        for kind, body in events:
+            self.store.append(kind, body, step)
+        try:
+            self.store.commit()
+        except StoreError as e:
+            lost = self.store.discard_pending()
+            self._fault("writing the ledger", e, records=[json.loads(b) | {"kind": k} for k, _, b in lost])
+
+    def _fault(self, where: str, error: BaseException, command: str | None = None,
+               records: list[dict] | None = None) -> None:
+        entry = {"at": time.time(), "where": where, "error": f"{type(error).__name__}: {error}",
+                 "command": command, "trace": traceback.format_exc(limit=6)}
+        if records:
+            entry["records"] = records  # what could not be written to the ledger, kept here instead
+        try:
+            with open(self.run_dir / FAULTS_FILE, "a", encoding="utf-8") as f:
+                f.write(json.dumps(entry, default=str) + "\n")
+        except OSError:
+            pass
+        if records is None:
+            try:
+                self.store.append("fault", {k: v for k, v in entry.items() if k != "trace"})
+                self.store.commit()
+            except Exception:
+                self.store.discard_pending()
+
+    def _safely(self, fn, *args) -> None:
+        try:
+            fn(*args)
+        except Exception as e:
+            self._fault("recording an interrupted command", e)
+
+    def close(self) -> None:
+        self.head.close()
+        self.store.close()
+
+    def __enter__(self) -> LedgerRuntime:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _recognised(path: str, writes: tuple[str, ...]) -> bool:
+    if ANY_FILE in writes:
+        return True
+    for w in writes:
+        if path == w or path.startswith(w.rstrip("/") + "/"):
+            return True
+    return False

@@ -1,0 +1,437 @@
+"""Shell parsing: a bash command line turned into pipelines of simple commands.
+
+Parsing uses tree-sitter-bash, chosen on the real commands of 403 SWE-bench trajectories: it read
+99.97% of them without error at a median of about 10 us each, against 86.4% and about 250 us for
+bashlex (``swebench_runs/parsers/``). The syntax tree is lowered into a small intermediate form:
+a ``Script`` is the list of ``Pipeline``s in the order they run, each a list of ``Simple``
+commands with their words (literal values where the shell would not expand anything), their
+redirections and the directory they run in (``cd DIR && ...`` and subshells followed).
+Loops, conditionals, functions and command substitutions still yield their commands, but mark
+the script ``complex``: its reads cannot be known exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+_GLOB = re.compile(r"(?<!\\)[*?\[]")
+_BRACE = re.compile(r"(?<!\\)\{[^{}]*,[^{}]*\}")
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    """One shell word: its literal value (None when the shell would expand something) and source."""
+
+    value: str | None
+    raw: str
+    glob: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Redirect:
+    """``op`` is one of > >> < &> &>> >| <> << <<- <<<; ``fd`` the descriptor number when given."""
+
+    op: str
+    fd: int | None
+    target: Word | None
+    dup: bool = False  # 2>&1 and friends: no file involved
+
+    @property
+    def writes_stdout(self) -> bool:
+        return self.op in (">", ">>", "&>", "&>>", ">|") and self.fd in (None, 1) and not self.dup
+
+
+@dataclass(slots=True)
+class Simple:
+    """A simple command: argv words, redirections, and the directory it runs in (None: unknown)."""
+
+    argv: list[Word]
+    redirects: list[Redirect] = field(default_factory=list)
+    cwd: str | None = None
+    assigns: list[str] = field(default_factory=list)
+    stdin_text: bool = False  # fed by a heredoc or herestring
+
+    @property
+    def name(self) -> str | None:
+        return self.argv[0].value if self.argv else None
+
+
+@dataclass(slots=True)
+class Pipeline:
+    """Commands joined by ``|``. ``opaque`` stages (a subshell inside a pipeline) are None."""
+
+    stages: list[Simple | None]
+    stdout_redirected: bool = False  # the pipeline's output goes to a file, not to the agent
+    background: bool = False
+    substituted: bool = False  # runs inside $(...): its output becomes words, not output
+    start: int = 0  # byte offset of the pipeline in the command text
+
+
+@dataclass(slots=True)
+class Script:
+    """A whole command line, lowered. ``ok`` False: the parser could not read it (``problem``)."""
+
+    pipelines: list[Pipeline]
+    ok: bool = True
+    problem: str | None = None
+    complex: bool = False
+    cwd_changes: int = 0
+    source: bytes = b""
+    atoms: list[tuple[int, int]] = field(default_factory=list)  # byte ranges kept verbatim
+
+    def normalized(self, start: int = 0) -> str:
+        """The command from byte ``start`` on, with insignificant whitespace collapsed.
+
+        Words, quoted strings and heredoc bodies are kept verbatim; between them, runs of blanks
+        become one space and line breaks stay line breaks, so two commands with the same
+        normalized text are the same command.
+        """
+        out: list[bytes] = []
+        pos = start
+        for a, b in self.atoms:
+            if b <= start:
+                continue
+            a = max(a, start)
+            out.append(_squeeze(self.source[pos:a]))
+            out.append(self.source[a:b])
+            pos = b
+        out.append(_squeeze(self.source[pos:]))
+        return b"".join(out).strip().decode("utf-8", "surrogateescape")
+
+
+_BLANKS = re.compile(rb"[ \t]+")
+_BREAKS = re.compile(rb"[ \t]*\n[ \t\n]*")
+
+
+def _squeeze(gap: bytes) -> bytes:
+    return _BLANKS.sub(b" ", _BREAKS.sub(b"\n", gap))
+
+
+_ATOMIC = {"word", "string", "raw_string", "ansi_c_string", "number", "heredoc_body", "heredoc_start",
+           "heredoc_end", "concatenation", "comment", "simple_expansion", "expansion", "translated_string"}
+
+
+def _atoms(root) -> list[tuple[int, int]]:
+    out = []
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.type in _ATOMIC:
+            out.append((n.start_byte, n.end_byte))
+            continue
+        stack.extend(n.children)
+    out.sort()
+    return out
+
+
+@lru_cache(maxsize=1)
+def _parser():
+    import tree_sitter_bash
+    from tree_sitter import Language, Parser
+
+    return Parser(Language(tree_sitter_bash.language()))
+
+
+def parse(command: str, cwd: str) -> Script:
+    """Lower ``command`` run in ``cwd``; never raises (a failure is ``ok=False``)."""
+    try:
+        source = command.encode("utf-8", "surrogateescape")
+        tree = _parser().parse(source)
+    except Exception as e:  # the parser itself failed: treat as unreadable
+        return Script([], ok=False, problem=f"parser error: {e}")
+    root = tree.root_node
+    if root.has_error:
+        return Script([], ok=False, problem="bash syntax the parser cannot read")
+    lowering = _Lowering(cwd)
+    try:
+        lowering.statements(root.children, lowering.cwd)
+    except RecursionError:
+        return Script([], ok=False, problem="command nested too deeply")
+    except _Unsupported as e:
+        return Script([], ok=False, problem=str(e))
+    return Script(lowering.pipelines, complex=lowering.complex, cwd_changes=lowering.cwd_changes,
+                  source=source, atoms=_atoms(root))
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _text(node) -> str:
+    return node.text.decode("utf-8", "surrogateescape")
+
+
+_ESCAPE = re.compile(r"\\(.)", re.S)
+_DQ_ESCAPE = re.compile(r'\\([$`"\\\n])')
+
+
+def word_of(node) -> Word:
+    """The literal value of an argument node, or None when the shell would expand it."""
+    raw = _text(node)
+    t = node.type
+    if t == "word" or t == "number":
+        if raw.startswith("~") or _BRACE.search(raw):
+            return Word(None, raw)
+        glob = bool(_GLOB.search(raw))
+        return Word(_ESCAPE.sub(r"\1", raw).replace("\\\n", ""), raw, glob)
+    if t == "raw_string":
+        return Word(raw[1:-1], raw)
+    if t == "string":
+        parts = []
+        for c in node.children:
+            if c.type == '"':
+                continue
+            if c.type == "string_content":
+                parts.append(_DQ_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), _text(c)))
+            else:
+                return Word(None, raw)
+        return Word("".join(parts), raw)
+    if t == "concatenation":
+        parts = []
+        glob = False
+        for c in node.children:
+            w = word_of(c)
+            if w.value is None:
+                return Word(None, raw)
+            parts.append(w.value)
+            glob = glob or w.glob
+        if _BRACE.search(raw):
+            return Word(None, raw)
+        return Word("".join(parts), raw, glob)
+    return Word(None, raw)  # expansions, substitutions, $'...', arithmetic
+
+
+def _join(cwd: str | None, path: str) -> str | None:
+    if cwd is None and not path.startswith("/"):
+        return None
+    return os.path.normpath(os.path.join(cwd or "/", path))
+
+
+class _Lowering:
+    """Walks the syntax tree in execution order, following the working directory."""
+
+    def __init__(self, cwd: str):
+        self.cwd: str | None = os.path.normpath(cwd) if cwd else None
+        self.pipelines: list[Pipeline] = []
+        self.complex = False
+        self.cwd_changes = 0
+
+    # Statements update self.cwd as ``cd`` would; scopes (subshells) restore it.
+
+    def statements(self, nodes, cwd: str | None, *, stdout_redirected: bool = False,
+                   substituted: bool = False) -> None:
+        self.cwd = cwd
+        prev = None
+        before_prev = cwd
+        for n in nodes:
+            t = n.type
+            if t in (";", "\n", "&&", "comment", "(", ")", "{", "}", "do", "done", "then", "fi",
+                     "else", "elif", "in", "esac", "$(", "`", ";;", "if", "while", "until", "for", "case"):
+                continue
+            if t == "&":
+                if prev is not None and self.pipelines:
+                    self.pipelines[-1].background = True
+                continue
+            if t == "||":
+                if self.cwd != before_prev:
+                    self.cwd = None  # `cd X || ...`: what follows may run in either directory
+                continue
+            prev = n
+            before_prev = self.cwd
+            self.statement(n, stdout_redirected=stdout_redirected, substituted=substituted)
+
+    def statement(self, n, *, stdout_redirected: bool = False, substituted: bool = False) -> None:
+        t = n.type
+        if t == "command":
+            simple = self.simple(n)
+            self.pipelines.append(Pipeline([simple], stdout_redirected, substituted=substituted,
+                                           start=n.start_byte))
+            self._after_simple(simple)
+        elif t == "pipeline":
+            self.pipeline(n, stdout_redirected=stdout_redirected, substituted=substituted)
+        elif t == "list":
+            self.statements(n.children, self.cwd, stdout_redirected=stdout_redirected, substituted=substituted)
+        elif t == "redirected_statement":
+            self.redirected(n, stdout_redirected=stdout_redirected, substituted=substituted)
+        elif t in ("subshell", "compound_statement"):
+            saved = self.cwd
+            self.statements(n.children, self.cwd, stdout_redirected=stdout_redirected, substituted=substituted)
+            if t == "subshell":
+                self.cwd = saved
+        elif t == "negated_command":
+            self.statements(n.children, self.cwd, stdout_redirected=stdout_redirected, substituted=substituted)
+        elif t in ("declaration_command", "unset_command"):
+            words = [Word(_text(c), _text(c)) for c in n.children]
+            for c in n.children:
+                self._substitutions(c)
+            self.pipelines.append(Pipeline([Simple(words, cwd=self.cwd)], stdout_redirected, substituted=substituted,
+                                           start=n.start_byte))
+        elif t == "variable_assignment":
+            self._substitutions(n)
+        elif t == "variable_assignments":
+            for c in n.children:
+                self._substitutions(c)
+        elif t in ("if_statement", "for_statement", "c_style_for_statement", "while_statement",
+                   "case_statement", "function_definition", "test_command", "do_group", "elif_clause",
+                   "else_clause", "case_item", "ternary_expression", "arithmetic_expansion"):
+            self.complex = True
+            saved = self.cwd
+            for c in n.children:
+                if c.type in ("command", "pipeline", "list", "redirected_statement", "subshell",
+                              "compound_statement", "negated_command", "if_statement", "for_statement",
+                              "while_statement", "case_statement", "do_group", "elif_clause", "else_clause",
+                              "case_item", "c_style_for_statement", "declaration_command", "function_definition",
+                              "variable_assignment", "unset_command"):
+                    self.statement(c, stdout_redirected=stdout_redirected, substituted=substituted)
+                else:
+                    self._substitutions(c)
+            self.cwd = saved if t == "function_definition" else self.cwd
+        else:
+            raise _Unsupported(f"unsupported shell construct: {t}")
+
+    def redirected(self, n, *, stdout_redirected: bool, substituted: bool) -> None:
+        body = n.child_by_field_name("body")
+        redirects: list[Redirect] = []
+        continuation: list = []
+        stdin_text = False
+        for c in n.children:
+            if c.type == "file_redirect":
+                redirects.append(self.redirect(c))
+            elif c.type in ("heredoc_redirect", "herestring_redirect"):
+                stdin_text = True
+                op = "<<<" if c.type == "herestring_redirect" else "<<"
+                redirects.append(Redirect(op, None, None))
+                for h in c.children:
+                    if h.type == "file_redirect":
+                        redirects.append(self.redirect(h))
+                    elif h.type in ("pipeline", "command", "list", "redirected_statement", "subshell"):
+                        continuation.append(h)
+                    elif h.type in ("command_substitution", "process_substitution", "string", "concatenation"):
+                        self._substitutions(h)
+        out = stdout_redirected or any(r.writes_stdout for r in redirects)
+        if body is not None and body.type == "command":
+            simple = self.simple(body)
+            simple.redirects.extend(redirects)
+            simple.stdin_text = stdin_text
+            pipe = Pipeline([simple], out, substituted=substituted, start=n.start_byte)
+            self.pipelines.append(pipe)
+            self._after_simple(simple)
+        elif body is not None:
+            start = len(self.pipelines)
+            self.statement(body, stdout_redirected=out, substituted=substituted)
+            # Statement-level redirections: record writes on the last simple command that ran.
+            for p in reversed(self.pipelines[start:]):
+                last = p.stages[-1]
+                if last is not None:
+                    last.redirects.extend(redirects)
+                    break
+            pipe = self.pipelines[-1] if self.pipelines else None
+        else:
+            pipe = None
+        for c in continuation:
+            if c.type == "pipeline" and c.children and c.children[0].type in ("|", "|&") and pipe is not None:
+                for s in c.children:
+                    if s.type in ("|", "|&"):
+                        continue
+                    pipe.stages.append(self._stage(s))
+            else:
+                self.statement(c, stdout_redirected=stdout_redirected, substituted=substituted)
+
+    def pipeline(self, n, *, stdout_redirected: bool, substituted: bool) -> None:
+        pipe = Pipeline([], stdout_redirected, substituted=substituted, start=n.start_byte)
+        self.pipelines.append(pipe)
+        for c in n.children:
+            if c.type in ("|", "|&"):
+                continue
+            pipe.stages.append(self._stage(c))
+
+    def _stage(self, c) -> Simple | None:
+        if c.type == "command":
+            return self.simple(c)
+        if c.type == "redirected_statement" and (b := c.child_by_field_name("body")) is not None and b.type == "command":
+            simple = self.simple(b)
+            for r in c.children:
+                if r.type == "file_redirect":
+                    simple.redirects.append(self.redirect(r))
+                elif r.type in ("heredoc_redirect", "herestring_redirect"):
+                    simple.stdin_text = True
+            return simple
+        # A subshell or loop as a pipeline stage: its commands count, its data flow is opaque.
+        self.complex = True
+        saved = self.cwd
+        self.statement(c, stdout_redirected=True)
+        self.cwd = saved
+        return None
+
+    def simple(self, n) -> Simple:
+        argv: list[Word] = []
+        assigns: list[str] = []
+        for i, c in enumerate(n.children):
+            field_name = n.field_name_for_child(i)
+            if c.type == "variable_assignment":
+                assigns.append(_text(c))
+                self._substitutions(c)
+            elif c.type == "command_name":
+                for cc in c.children:
+                    argv.append(word_of(cc))
+                    self._substitutions(cc)
+            elif field_name == "argument" or c.type in ("word", "string", "raw_string", "concatenation",
+                                                        "number", "simple_expansion", "expansion",
+                                                        "command_substitution", "ansi_c_string"):
+                argv.append(word_of(c))
+                self._substitutions(c)
+            elif c.type == "file_redirect":
+                pass  # handled by the caller when the command is inside redirected_statement
+        simple = Simple(argv, cwd=self.cwd, assigns=assigns)
+        for c in n.children:
+            if c.type == "file_redirect":
+                simple.redirects.append(self.redirect(c))
+        return simple
+
+    def redirect(self, n) -> Redirect:
+        fd = None
+        op = ""
+        target = None
+        for i, c in enumerate(n.children):
+            f = n.field_name_for_child(i)
+            if c.type == "file_descriptor":
+                fd = int(_text(c)) if _text(c).isdigit() else None
+            elif f == "destination":
+                target = word_of(c)
+                self._substitutions(c)
+            elif not c.is_named:
+                op = _text(c)
+        dup = op in (">&", "<&", ">&-", "<&-") or (target is not None and target.value is not None
+                                                  and op in (">&",) and target.value.isdigit())
+        if op == ">&" and target is not None and target.value is not None and not target.value.isdigit() \
+                and target.value != "-":
+            op, dup = "&>", False  # `>& file` is `&> file`
+        return Redirect(op, fd, target, dup)
+
+    def _after_simple(self, simple: Simple) -> None:
+        name = simple.name
+        if name in ("cd", "pushd"):
+            self.cwd_changes += 1
+            args = [w for w in simple.argv[1:] if not (w.value or "").startswith("-") or w.value == "-"]
+            if len(args) == 1 and args[0].value is not None and args[0].value != "-" and not args[0].glob:
+                self.cwd = _join(self.cwd, args[0].value)
+            else:
+                self.cwd = None
+        elif name == "popd":
+            self.cwd = None
+
+    def _substitutions(self, node) -> None:
+        """Commands inside $(...), `...` and <(...) run too; their output becomes words."""
+        stack = [node]
+        while stack:
+            x = stack.pop()
+            if x.type in ("command_substitution", "process_substitution"):
+                self.complex = True
+                saved = self.cwd
+                self.statements(x.children, self.cwd, substituted=True)
+                self.cwd = saved
+                continue
+            stack.extend(x.children)
