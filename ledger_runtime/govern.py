@@ -128,10 +128,10 @@ def _subsumed(proposal: Analysis, state: LedgerState, current: Current, config: 
             steps.append(o.step)
     if not spans or not _covers(spans, wanted):
         return None
-    lines = f"{wanted[0]}-{wanted[1]}" if wanted[0] != wanted[1] else str(wanted[0])
+    lines = f"lines {wanted[0]}-{wanted[1]} were" if wanted[0] != wanted[1] else f"line {wanted[0]} was"
     steps = sorted(set(steps))
     where = ", ".join(str(s) for s in steps[-3:])
-    reason = f"lines {lines} were already shown at step{'s' if len(steps) > 1 else ''} {where} and the file has not changed since"
+    reason = f"{lines} already shown at step{'s' if len(steps) > 1 else ''} {where} and the file has not changed since"
     estimate = fs.size * (wanted[1] - wanted[0] + 1) // total  # what the read would print, about
     if config.reuse_output == "reference" and estimate >= REFERENCE_MIN_CHARS:
         return Verdict(VerdictKind.REUSE, reason, ref_step=steps[-1], form=ReuseForm.REFERENCE, covered_by=tuple(steps),
