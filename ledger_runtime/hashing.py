@@ -4,8 +4,9 @@ A file's digest is the hex xxh3_128 of its bytes. Files that cannot be hashed st
 that changes whenever they do: a symlink hashes its target text, a file over the size limit its
 stat data, an unreadable file its stat data too. The cache keys a digest by (mtime_ns, ctime_ns,
 size, inode, mode); like git's "racily clean" rule, an entry is only trusted when the file's
-timestamps are older than the moment it was hashed by more than the file system's timestamp
-granularity, so a same-size rewrite within one clock tick is never missed.
+modification time is older than the moment it was hashed by more than the file system's timestamp
+granularity, so a same-size rewrite within one clock tick is never missed (a rewrite that forges
+the old mtime still moves ctime, which is part of the key).
 
 This module (with workspace.py and probe.py) uses only the standard library and xxhash, so it can
 also run as a helper inside a container.
@@ -81,7 +82,7 @@ class HashCache:
             return FileState(f"unreadable:{e.errno}", 0, None)
         key = _stat_key(st)
         cached = self._entries.get(path)
-        if cached is not None and cached[0] == key and max(st.st_mtime_ns, st.st_ctime_ns) < cached[1] - RACY_NS:
+        if cached is not None and cached[0] == key and st.st_mtime_ns < cached[1] - RACY_NS:
             return cached[2]
         if st.st_size > self.max_hash_bytes:
             fs = FileState(_stat_token("large", st), st.st_size, None)

@@ -4,6 +4,7 @@ A read key names something a command reads:
 
 - ``f:<path>``: a file's content, following symlinks as ``cat`` does (a directory signs its listing);
 - ``x:<path>``: only whether the path exists and what it is (``cd DIR``);
+- ``m:<path>``: the path's own stat data (``ls -a`` shows ``..``);
 - ``d:<path>``: a directory listing with every entry's stat data, in the order the file system
   returns it (``ls``, ``ls -l``; a file signs its stat data and content);
 - ``r:<path>``: a whole subtree, ignored files and ``.git`` included, with stat data and contents
@@ -49,6 +50,8 @@ class Probe:
                 return self._exists(path)
             if kind == "d":
                 return self._listing(path)
+            if kind == "m":
+                return _meta(os.lstat(path))
             if kind == "r":
                 return self._tree(path)
         except OSError as e:  # permissions, races: a signature that never matches a good one
@@ -102,10 +105,6 @@ class Probe:
             fs = self.cache.state(os.path.realpath(path))
             h.update((fs.digest if fs else MISSING).encode())
             return h.hexdigest()
-        try:
-            h.update(_meta(os.lstat(os.path.dirname(os.path.abspath(path)) or "/")).encode())  # ls -la shows ..
-        except OSError:
-            pass
         with os.scandir(path) as it:
             for e in it:
                 h.update(os.fsencode(e.name) + b"\0")

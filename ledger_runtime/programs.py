@@ -213,12 +213,9 @@ def _cat(s: Simple, args: list[Word]) -> Effect:
 
 def _head_tail(s: Simple, args: list[Word], name: str) -> Effect:
     from_line = None
-    if name == "tail":
-        for i, w in enumerate(args):
-            if w.value and re.fullmatch(r"\+\d+", w.value):  # tail +N
-                from_line = int(w.value[1:])
-                args = args[:i] + args[i + 1:]
-                break
+    if name == "tail" and args and args[0].value and re.fullmatch(r"\+\d+", args[0].value):  # tail +N
+        from_line = int(args[0].value[1:])
+        args = args[1:]
     split = split_opts(args, with_arg="nc", long_with_arg=("lines", "bytes"), numeric=True)
     if split is None:
         return _impure(CommandClass.INSPECT)
@@ -507,7 +504,10 @@ def _listing(s: Simple, args: list[Word], name: str) -> Effect:
     paths = literal_paths(s.cwd, operands) if operands else ([s.cwd] if s.cwd and name != "stat" else None)
     if paths is None:
         return _impure(CommandClass.INSPECT)
-    return Effect(CommandClass.INSPECT, reads=[kind + p for p in paths])
+    reads = [kind + p for p in paths]
+    if name in ("ls", "tree") and _has(split[0], "-a", "--all"):
+        reads += ["m:" + os.path.dirname(p) for p in paths]  # the `..` entry shows the parent's stat data
+    return Effect(CommandClass.INSPECT, reads=reads)
 
 
 def _checksum(s: Simple, args: list[Word]) -> Effect:

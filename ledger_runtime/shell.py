@@ -89,6 +89,9 @@ class Script:
         become one space and line breaks stay line breaks, so two commands with the same
         normalized text are the same command.
         """
+        if any(self.source[a:b].endswith(b"\n") for a, b in self.atoms if b > start):
+            # A heredoc body: every blank in it may matter, so keep the whole text as it is.
+            return self.source[start:].strip().decode("utf-8", "surrogateescape")
         out: list[bytes] = []
         pos = start
         for a, b in self.atoms:

@@ -168,7 +168,7 @@ class WorkspaceScanner:
             return None
         key = _dir_key(st)
         cached = self._dirs.get(d)
-        if cached is not None and cached.key == key and max(st.st_mtime_ns, st.st_ctime_ns) < cached.listed_at - RACY_NS:
+        if cached is not None and cached.key == key and st.st_mtime_ns < cached.listed_at - RACY_NS:
             return cached
         listed_at = time.time_ns()
         files: list[str] = []

@@ -1,0 +1,65 @@
+"""Shared fixtures: real git repositories in temporary directories."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com"}
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV}).stdout
+
+
+def make_repo(root: Path, files: dict[str, str | bytes], *, commit: bool = True, age_s: float = 10.0) -> Path:
+    """A git repository at ``root`` holding ``files``, committed, with timestamps ``age_s`` in the past
+    (so the hash cache's racy window does not force re-reads in tests that count reads)."""
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q", "-b", "main")
+    write_files(root, files)
+    if commit:
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", "initial")
+    age(root, age_s)
+    return root
+
+
+def write_files(root: Path, files: dict[str, str | bytes]) -> None:
+    for rel, content in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            p.write_bytes(content)
+        else:
+            p.write_text(content)
+
+
+def age(root: Path, seconds: float) -> None:
+    """Move every mtime under ``root`` (not .git) ``seconds`` into the past."""
+    t = time.time() - seconds
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in filenames:
+            os.utime(os.path.join(dirpath, name), (t, t), follow_symlinks=False)
+        os.utime(dirpath, (t, t))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A small Python project with a failing test, in a real git repository."""
+    return make_repo(tmp_path / "proj", {
+        "calc.py": "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n",
+        "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+        "README.md": "# calc\n" + "".join(f"line {i}\n" for i in range(2, 41)),
+        "pkg/__init__.py": "",
+        "pkg/util.py": "".join(f"def f{i}():\n    return {i}\n\n" for i in range(60)),
+        ".gitignore": "*.log\nbuild/\n__pycache__/\n",
+    })

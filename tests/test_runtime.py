@@ -1,0 +1,254 @@
+"""The runtime end to end on real repositories with real commands: verdicts, records, the state
+view, shadow mode, and faults that must never stop the agent."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.executor import ExecResult, LocalExecutor
+from ledger_runtime.inspection import load, summary
+from ledger_runtime.records import CommandClass, ReuseForm, VerdictKind
+from ledger_runtime.runtime import LedgerRuntime
+
+EX = LocalExecutor(timeout=30)
+
+
+def runtime(repo: Path, tmp_path: Path, **cfg) -> LedgerRuntime:
+    return LedgerRuntime(repo, tmp_path / "run", LedgerConfig(**cfg), task="Make test_add pass")
+
+
+def kinds(rt, *cmds):
+    return [rt.run(c, EX).verdict.kind.value for c in cmds]
+
+
+def test_exact_repeat_is_reused_until_the_file_changes(repo, tmp_path):
+    rt = runtime(repo, tmp_path, reuse_output="full")
+    first = rt.run("cat pkg/util.py", EX)
+    again = rt.run("cat  pkg/util.py", EX)
+    assert again.verdict.kind is VerdictKind.REUSE and not again.executed
+    assert again.output.split("\n", 1)[1] == first.output, "full reuse hands back the same bytes under one header"
+    assert again.returncode == 0
+    (repo / "pkg" / "util.py").write_text("changed\n")
+    third = rt.run("cat pkg/util.py", EX)
+    assert third.verdict.kind is VerdictKind.RUN and third.output == "changed\n"
+
+
+def test_reference_form_when_the_output_is_long_and_complete(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    rt.run("cat pkg/util.py", EX)
+    r = rt.run("cat pkg/util.py", EX)
+    assert r.verdict.form is ReuseForm.REFERENCE and "step 1" in r.output and len(r.output) < 300
+    short = rt.run("cat calc.py", EX)
+    again = rt.run("cat calc.py", EX)
+    assert again.verdict.form is ReuseForm.FULL, "a reference to a tiny output costs more than the output"
+    assert again.output.endswith(short.output)
+
+
+def test_subsumed_read(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    rt.run("cat -n pkg/util.py", EX)
+    r = rt.run("nl -ba pkg/util.py | sed -n '10,120p'", EX)
+    assert r.verdict.kind is VerdictKind.REUSE and r.verdict.covered_by == (1,) and not r.executed
+    small = rt.run("sed -n '3,4p' pkg/util.py", EX)
+    assert small.verdict.kind is VerdictKind.NUDGE and small.executed, "a tiny subsumed read runs, with a note"
+    assert "already shown at step 1" in small.output
+    beyond = rt.run("head -n 400 README.md", EX)
+    assert beyond.verdict.kind is VerdictKind.RUN
+
+
+def test_cut_output_only_counts_the_visible_lines(repo, tmp_path):
+    rt = runtime(repo, tmp_path, output_limit_chars=100, output_head_chars=40, output_tail_chars=40)
+    rt.run("cat pkg/util.py", EX)
+    obs = rt.state.observations[-1]
+    assert obs.kind == "range" and len(obs.spans) == 2
+    assert obs.spans[0].start == 1 and obs.spans[-1].end == obs.lines_total
+    middle = rt.run("sed -n '60,70p' pkg/util.py", EX)
+    assert middle.verdict.kind is VerdictKind.RUN, "the model never saw the middle of a cut output"
+
+
+def test_repeated_test_run_is_nudged_until_something_changes(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    cmd = "python -m pytest -q test_calc.py -p no:cacheprovider"
+    first = rt.run(cmd, EX)
+    assert first.returncode != 0
+    second = rt.run(cmd, EX)
+    assert second.verdict.kind is VerdictKind.NUDGE and second.executed
+    assert "nothing has changed since step 1" in second.output and "failed" in second.output
+    rt.run("sed -i '2s/a - b/a + b/' calc.py", EX)
+    third = rt.run(cmd, EX)
+    assert third.verdict.kind is VerdictKind.RUN and third.returncode == 0
+
+
+def test_reuse_runs_when_configured(repo, tmp_path):
+    rt = runtime(repo, tmp_path, reuse_runs=True)
+    cmd = "python3 -c 'print(sum(range(10)))'"
+    rt.run(cmd, EX)
+    assert rt.run(cmd, EX).verdict.kind is VerdictKind.REUSE
+    writer = "python3 -c \"open('made.txt', 'a').write('x')\""
+    rt.run(writer, EX)
+    assert rt.run(writer, EX).verdict.kind is VerdictKind.NUDGE, "a run that changed files is never reused"
+
+
+def test_modifications_are_recorded_with_line_counts(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    rt.run("sed -i '2s/a - b/a + b/' calc.py", EX)
+    rt.run("python3 -c \"open('pkg/util.py', 'a').write('x = 1\\ny = 2\\n')\"", EX)
+    rt.run("rm README.md && printf 'new\\n' > NEW.md", EX)
+    by_path = {os.path.relpath(m.path, repo): m for m in rt.state.modifications}
+    calc = by_path["calc.py"]
+    assert calc.recognised and (calc.lines_added, calc.lines_removed) == (1, 1)
+    util = by_path["pkg/util.py"]
+    assert not util.recognised, "a script's change is only seen in the snapshot"
+    assert (util.lines_added, util.lines_removed) == (2, 0)
+    assert by_path["README.md"].after_hash is None and by_path["README.md"].lines_removed == 40
+    assert by_path["NEW.md"].before_hash is None and by_path["NEW.md"].recognised
+    s = summary(rt.state)
+    assert {f["path"]: f["change"] for f in s["files_changed"]} == {
+        "calc.py": "modified", "pkg/util.py": "modified", "README.md": "deleted", "NEW.md": "created"}
+
+
+def test_noop_edit_gets_a_nudge(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    r = rt.run("sed -i 's/no such text/x/' calc.py", EX)
+    assert r.verdict.kind is VerdictKind.NUDGE and "changed no file" in r.output
+
+
+def test_changes_between_commands_are_recorded_as_such(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    rt.run("cat calc.py", EX)
+    (repo / "calc.py").write_text("edited by the user\n")
+    rt.run("ls", EX)
+    m = [m for m in rt.state.modifications if m.path.endswith("calc.py")][0]
+    assert m.attempt is None and not m.recognised
+    view = rt.inform()
+    assert "calc.py: STALE, changed at step 2, outside any command" in view
+
+
+def test_environment_change_blocks_reuse(repo, tmp_path):
+    rt = runtime(repo, tmp_path, reuse_output="full")
+    rt.run("cat calc.py", EX)
+    rt.run("export X=1", EX)
+    r = rt.run("cat calc.py", EX)
+    assert r.executed and r.verdict.kind is not VerdictKind.REUSE
+
+
+def test_shadow_mode_always_executes_and_returns_real_output(repo, tmp_path):
+    rt = runtime(repo, tmp_path, shadow=True)
+    a = rt.run("cat pkg/util.py", EX)
+    b = rt.run("cat pkg/util.py", EX)
+    assert b.executed and b.output == a.output and b.verdict.kind is VerdictKind.REUSE
+    att = rt.state.attempts[-1]
+    assert not att.applied and att.shadow_output_hash == att.output_hash, "the reuse would have been exact"
+    nudge = rt.run("sed -i 's/zzz/y/' calc.py", EX)
+    assert "[ledger]" not in nudge.output
+
+
+def test_govern_off_decides_but_never_applies(repo, tmp_path):
+    rt = runtime(repo, tmp_path, govern=False)
+    rt.run("cat pkg/util.py", EX)
+    r = rt.run("cat pkg/util.py", EX)
+    assert r.executed and "[ledger]" not in r.output and rt.state.attempts[-1].verdict.kind is VerdictKind.REUSE
+
+
+def test_submission_output_is_never_touched(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    cmd = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"
+    rt.run("sed -i '2s/a - b/a + b/' calc.py", EX)
+    first = rt.run(cmd, EX)
+    second = rt.run(cmd, EX)
+    assert second.executed and second.output == first.output
+    assert first.output.startswith("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n")
+
+
+def test_state_view_is_deterministic_and_within_budget(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    for cmd in ["cat calc.py", "grep -n def pkg/util.py", "sed -n '1,5p' README.md",
+                "python -m pytest -q test_calc.py -p no:cacheprovider", "sed -i '2s/a - b/a + b/' calc.py"]:
+        rt.run(cmd, EX)
+    v1 = rt.inform()
+    assert v1 == rt.inform()
+    assert "Task: Make test_add pass" in v1
+    assert "calc.py: +1 -1" in v1
+    assert "calc.py: STALE, changed at step 5 by `sed -i" in v1
+    assert "Last failing run: #4" in v1 and "may no longer hold: calc.py changed at step 5" in v1
+    rt.close()
+    again = load(tmp_path / "run")
+    from ledger_runtime.inform import render
+    assert render(again.state, again.config).text == v1, "the same ledger renders to the same bytes after reload"
+    tiny = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(view_budget_tokens=80))
+    view = tiny.view()
+    assert len(view.text) <= 80 * 4 and view.omitted > 0 and "left out" in view.text
+
+
+def test_inform_off_gives_nothing(repo, tmp_path):
+    rt = runtime(repo, tmp_path, inform=False)
+    rt.run("cat calc.py", EX)
+    assert rt.inform() == ""
+
+
+def test_executor_exception_is_recorded_then_raised(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+
+    class Boom(Exception):
+        pass
+
+    def explode(command, cwd):
+        raise Boom("agent-side exception")
+
+    with pytest.raises(Boom):
+        rt.run("cat calc.py", explode)
+    a = rt.state.attempts[-1]
+    assert a.exception and "agent-side exception" in a.exception and a.exit_code is None
+    assert rt.run("cat calc.py", EX).verdict.kind is VerdictKind.RUN, "an interrupted read is never reused"
+
+
+def test_unwritable_ledger_never_blocks_the_agent(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    rt.run("cat calc.py", EX)
+    rt.store._conn.close()
+    rt.store._conn = sqlite3.connect(":memory:")  # every write now fails: no tables
+    r = rt.run("python3 -c 'print(42)'", EX)
+    assert r.output == "42\n" and r.returncode == 0
+    faults = (tmp_path / "run" / "faults.log").read_text()
+    assert "writing the ledger" in faults and "print(42)" in faults, "the lost record is kept in faults.log"
+
+
+def test_snapshot_fault_falls_back_to_plain_execution(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+
+    def broken(**kw):
+        raise OSError("disk on fire")
+
+    rt.scanner.scan = broken
+    r = rt.run("echo still works", EX)
+    assert r.output == "still works\n"
+    assert "disk on fire" in (tmp_path / "run" / "faults.log").read_text()
+
+
+def test_reopening_a_run_continues_it(repo, tmp_path):
+    rt = runtime(repo, tmp_path, reuse_output="full")
+    rt.run("cat calc.py", EX)
+    rt.close()
+    rt2 = runtime(repo, tmp_path, reuse_output="full")
+    r = rt2.run("cat calc.py", EX)
+    assert r.verdict.kind is VerdictKind.REUSE and rt2.state.attempts[-1].id == 2
+
+
+def test_outputs_reach_the_agent_exactly(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    for cmd in ["printf 'no newline'", "printf '\\xff\\xfe binary'", "echo err >&2; exit 3"]:
+        plain = EX(cmd, str(repo))
+        got = rt.run(cmd, EX)
+        assert (got.output, got.returncode) == (plain.output, plain.returncode)
+
+
+def test_timeout_is_reported_like_the_executor_does(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    r = rt.run("sleep 5", LocalExecutor(timeout=0.5))
+    assert r.returncode == -1 and "timed out" in r.exception_info
+    assert rt.state.attempts[-1].command_class is CommandClass.OTHER

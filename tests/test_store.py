@@ -1,0 +1,159 @@
+"""The ledger file: append-only events, blobs, killed writers, and files that are not ledgers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from ledger_runtime.hashing import digest_bytes
+from ledger_runtime.store import LEDGER_FILE, LedgerStore, NotALedger
+
+
+def test_events_and_blobs_round_trip(tmp_path):
+    s = LedgerStore.create(tmp_path / "run", {"agent": "test"})
+    h = s.put_blob(b"hello " * 500)
+    s.append("attempt", {"id": 1, "x": "\udcff surrogate"}, step=1)
+    s.append("observation", {"path": "/a"}, step=1)
+    s.commit()
+    s.close()
+    r = LedgerStore.open(tmp_path / "run")
+    events = list(r.events())
+    assert [e["kind"] for e in events] == ["attempt", "observation"]
+    assert events[0]["x"] == "\udcff surrogate" and events[0]["step"] == 1
+    assert r.blob(h) == b"hello " * 500 and h == digest_bytes(b"hello " * 500)
+    assert r.meta()["agent"] == "test" and r.meta()["format"] == "ledger-runtime"
+    assert (tmp_path / "run" / LEDGER_FILE).exists()
+
+
+def test_event_log_is_append_only(tmp_path):
+    s = LedgerStore.create(tmp_path / "run")
+    s.append("attempt", {"id": 1})
+    s.commit()
+    path = s.path
+    s.close()
+    conn = sqlite3.connect(path)
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        conn.execute("UPDATE events SET body = '{}'")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        conn.execute("DELETE FROM events")
+
+
+def test_uncommitted_events_are_not_visible_and_discard_returns_them(tmp_path):
+    s = LedgerStore.create(tmp_path / "run")
+    s.append("attempt", {"id": 1})
+    other = LedgerStore.open(tmp_path / "run")
+    assert list(other.events()) == []
+    lost = s.discard_pending()
+    assert len(lost) == 1 and lost[0][0] == "attempt"
+
+
+def test_reopen_for_append_keeps_history(tmp_path):
+    s = LedgerStore.create(tmp_path / "run")
+    s.append("attempt", {"id": 1})
+    s.commit()
+    s.close()
+    s2 = LedgerStore.create(tmp_path / "run")
+    s2.append("attempt", {"id": 2})
+    s2.commit()
+    assert [e["id"] for e in s2.events()] == [1, 2]
+
+
+def test_sigkill_mid_write_loses_nothing_committed(tmp_path):
+    """A writer killed with SIGKILL while it appends: the ledger reopens with every committed
+    event, in order, with no gap, and nothing half-written."""
+    run = tmp_path / "run"
+    script = textwrap.dedent(f"""
+        import sys
+        from ledger_runtime.store import LedgerStore
+        s = LedgerStore.create({str(run)!r})
+        i = 0
+        while True:
+            i += 1
+            s.put_blob(("output %d " % i).encode() * 200)
+            for j in range(5):
+                s.append("observation", {{"i": i, "j": j, "pad": "x" * 300}}, step=i)
+            s.commit()
+            if i == 20:
+                print("ready", flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.3)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert (run / (LEDGER_FILE + "-wal")).exists(), "the killed writer should leave its WAL behind"
+    r = LedgerStore.open(run)
+    events = list(r.events())
+    steps = sorted({e["step"] for e in events})
+    assert len(steps) >= 20
+    assert steps == list(range(1, len(steps) + 1)), "committed steps are contiguous"
+    per_step = {}
+    for e in events:
+        per_step.setdefault(e["step"], []).append(e["j"])
+    assert all(js == [0, 1, 2, 3, 4] for js in per_step.values()), "a step is all there or not at all"
+    for i in steps:
+        assert r.blob(digest_bytes(("output %d " % i).encode() * 200)) is not None
+
+
+def _error(path) -> str:
+    with pytest.raises(NotALedger) as e:
+        LedgerStore.open(path)
+    msg = str(e.value)
+    assert msg.startswith(f"not a ledger: ") and "\n" not in msg
+    return msg
+
+
+def test_not_a_ledger_errors(tmp_path):
+    assert "no such file" in _error(tmp_path / "missing.sqlite")
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    assert "empty file" in _error(empty)
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    assert "not an SQLite database" in _error(text)
+    foreign = tmp_path / "foreign.db"
+    c = sqlite3.connect(foreign)
+    c.execute("CREATE TABLE t(x)")
+    c.commit()
+    c.close()
+    assert "not a ledger (no ledger tables)" in _error(foreign)
+    marked = tmp_path / "other.db"
+    c = sqlite3.connect(marked)
+    c.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)")
+    c.execute("INSERT INTO meta VALUES ('format', 'something-else')")
+    c.commit()
+    c.close()
+    assert "no ledger format mark" in _error(marked)
+    assert "no ledger.sqlite in this directory" in _error(tmp_path)
+
+
+def test_truncated_and_corrupt_ledgers(tmp_path):
+    s = LedgerStore.create(tmp_path / "run")
+    for i in range(300):
+        s.put_blob(os.urandom(2000))
+        s.append("attempt", {"id": i, "pad": "y" * 500}, step=i)
+        s.commit()
+    s._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    s.close()
+    data = s.path.read_bytes()
+    truncated = tmp_path / "truncated.sqlite"
+    truncated.write_bytes(data[: len(data) // 3])
+    assert "corrupt or truncated" in _error(truncated)
+    corrupt = tmp_path / "corrupt.sqlite"
+    mid = len(data) // 2
+    corrupt.write_bytes(data[:mid] + b"\xff" * 8192 + data[mid + 8192:])
+    _error(corrupt)
+
+
+def test_newer_schema_is_refused(tmp_path):
+    s = LedgerStore.create(tmp_path / "run")
+    s._conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    s.close()
+    assert "newer ledger-runtime" in _error(tmp_path / "run")

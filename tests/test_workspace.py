@@ -1,0 +1,226 @@
+"""Workspace snapshots on real git repositories and plain directories: whatever makes a change,
+the delta shows it; unchanged files are not read again; odd files never crash a scan."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import age, git, make_repo, write_files
+from ledger_runtime.hashing import HashCache, digest_bytes
+from ledger_runtime.probe import MISSING, Probe
+from ledger_runtime.workspace import WorkspaceScanner, delta
+
+
+def rel(root: Path, snap) -> set[str]:
+    return {os.path.relpath(p, root) for p in snap.files}
+
+
+def changes(root: Path, scanner: WorkspaceScanner, before):
+    after = scanner.scan()
+    return after, {(os.path.relpath(c.path, root), "created" if c.before is None else
+                    "deleted" if c.after is None else "modified") for c in delta(before, after)}
+
+
+def test_tracked_and_untracked_but_not_ignored(repo):
+    write_files(repo, {"new.py": "x = 1\n", "debug.log": "noise\n", "build/out.txt": "b\n",
+                       "__pycache__/calc.cpython-311.pyc": b"\0\1"})
+    snap = WorkspaceScanner(str(repo)).scan()
+    files = rel(repo, snap)
+    assert {"calc.py", "test_calc.py", "pkg/util.py", ".gitignore", "new.py"} <= files
+    assert not any(f.endswith(".log") or f.startswith("build/") or "__pycache__" in f for f in files)
+    assert not any(f.startswith(".git/") for f in files)
+
+
+def test_not_a_git_repository_uses_builtin_ignores(tmp_path):
+    root = tmp_path / "plain"
+    write_files(root, {"a.py": "1\n", "sub/b.txt": "2\n", "__pycache__/a.pyc": b"\0", "node_modules/x/y.js": "z"})
+    s = WorkspaceScanner(str(root))
+    assert not s.is_git
+    assert rel(root, s.scan()) == {"a.py", "sub/b.txt"}
+
+
+def test_unchanged_files_are_not_read_again(repo):
+    s = WorkspaceScanner(str(repo))
+    s.scan()
+    reads, calls = s.cache.reads, s.git_calls
+    for _ in range(3):
+        s.scan()
+    assert s.cache.reads == reads, "stat cache: no file re-read when nothing changed"
+    assert s.git_calls == calls, "no git call when nothing changed"
+
+
+@pytest.mark.parametrize("command, expected", [
+    ("sed -i 's/a - b/a + b/' calc.py", {("calc.py", "modified")}),
+    ("python3 -c \"import pathlib; [pathlib.Path(p).write_text('# x\\n') for p in ('calc.py', 'pkg/util.py', 'gen.py')]\"",
+     {("calc.py", "modified"), ("pkg/util.py", "modified"), ("gen.py", "created")}),
+    ("rm test_calc.py", {("test_calc.py", "deleted")}),
+    ("mv calc.py calc2.py", {("calc.py", "deleted"), ("calc2.py", "created")}),
+    ("mkdir -p deep/er && echo hi > deep/er/f.txt", {("deep/er/f.txt", "created")}),
+    ("echo x >> debug.log && mkdir -p build && echo y > build/z", set()),
+    ("ln -s calc.py link.py", {("link.py", "created")}),
+])
+def test_delta_finds_changes_whoever_made_them(repo, command, expected):
+    s = WorkspaceScanner(str(repo))
+    before = s.scan()
+    subprocess.run(command, shell=True, cwd=repo, check=True)
+    _, got = changes(repo, s, before)
+    assert got == expected
+
+
+def test_git_checkout_and_formatter_rewrites(repo):
+    s = WorkspaceScanner(str(repo))
+    (repo / "calc.py").write_text("changed\n")
+    before = s.scan()
+    git(repo, "checkout", "--", "calc.py")
+    _, got = changes(repo, s, before)
+    assert got == {("calc.py", "modified")}
+    # a formatter rewriting a file in place with the same size and the same mtime: ctime still moves
+    p = repo / "pkg" / "util.py"
+    st = p.stat()
+    before = s.scan()
+    data = p.read_bytes()
+    p.write_bytes(data.replace(b"return 1\n", b"return 7\n", 1))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    _, got = changes(repo, s, before)
+    assert got == {("pkg/util.py", "modified")}
+
+
+def test_file_created_in_empty_directory_is_found(repo):
+    (repo / "empty" / "nested").mkdir(parents=True)
+    age(repo, 10)
+    s = WorkspaceScanner(str(repo))
+    before = s.scan()
+    (repo / "empty" / "nested" / "late.py").write_text("late\n")
+    _, got = changes(repo, s, before)
+    assert got == {("empty/nested/late.py", "created")}
+
+
+def test_new_gitignore_and_git_add_change_the_listing(repo):
+    s = WorkspaceScanner(str(repo))
+    (repo / "notes.tmp").write_text("n\n")
+    before = s.scan()
+    assert "notes.tmp" in rel(repo, before)
+    (repo / ".gitignore").write_text("*.log\nbuild/\n__pycache__/\n*.tmp\n")
+    after, got = changes(repo, s, before)
+    assert got == {(".gitignore", "modified"), ("notes.tmp", "deleted")}
+    # a force-added ignored file is tracked, so it counts again
+    git(repo, "add", "-f", "notes.tmp")
+    _, got = changes(repo, s, after)
+    assert got == {("notes.tmp", "created")}
+
+
+def test_odd_files_never_crash(tmp_path):
+    root = make_repo(tmp_path / "odd", {"ok.py": "1\n"})
+    (root / "bin.dat").write_bytes(bytes(range(256)) * 10)
+    os.mkfifo(root / "pipe")
+    (root / "dangling").symlink_to(root / "nowhere")
+    (root / "loop").symlink_to("loop")
+    weird = os.fsencode(str(root)) + b"/caf\xe9-\xff.py"
+    with open(weird, "wb") as f:
+        f.write(b"latin-1 name\n")
+    (root / "big.bin").write_bytes(b"z" * 5000)
+    s = WorkspaceScanner(str(root), max_hash_bytes=4096)
+    snap = s.scan()
+    names = rel(root, snap)
+    assert {"ok.py", "bin.dat", "dangling", "loop", "big.bin"} <= names
+    assert "pipe" not in names, "FIFOs are never opened"
+    assert any(n.startswith("caf") for n in names)
+    assert snap.files[str(root / "bin.dat")].lines is None, "binary files have no line count"
+    assert snap.files[str(root / "big.bin")].digest.startswith("large:")
+    assert snap.files[str(root / "dangling")].digest.startswith("link:")
+    # the big file changes: its stat token changes with it
+    (root / "big.bin").write_bytes(b"y" * 5001)
+    _, got = changes(root, s, snap)
+    assert ("big.bin", "modified") in got
+
+
+def test_vanished_file_is_just_absent(tmp_path):
+    cache = HashCache()
+    p = tmp_path / "gone.txt"
+    p.write_text("x\n")
+    st = os.lstat(p)
+    p.unlink()
+    assert cache.state(str(p), st) is None, "a file that vanishes between stat and read is absent, not an error"
+    assert cache.state(str(tmp_path / "never")) is None
+
+
+def test_unreadable_file_gets_a_token_that_still_changes():
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="ledger-perm-", dir="/tmp"))  # reachable by an unprivileged user
+    os.chmod(base, 0o755)
+    root = base / "perm"
+    write_files(root, {"secret.txt": "s\n", "open.txt": "o\n"})
+    os.chmod(root / "secret.txt", 0)
+    os.chmod(root, 0o755)
+    code = textwrap.dedent(f"""
+        import sys
+        from ledger_runtime.workspace import WorkspaceScanner
+        s = WorkspaceScanner({str(root)!r})
+        print(s.scan().files[{str(root / 'secret.txt')!r}].digest, flush=True)
+        sys.stdin.readline()
+        print(s.scan().files[{str(root / 'secret.txt')!r}].digest, flush=True)
+    """)
+    if os.geteuid() == 0:  # root reads everything: run the scan as an unprivileged user
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root and setpriv is missing: cannot drop privileges to test unreadable files")
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code]
+    else:
+        cmd = [sys.executable, "-c", code]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd="/")
+    first = proc.stdout.readline().strip()
+    (root / "secret.txt").write_text("a longer secret\n")  # still mode 000
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    second = proc.stdout.readline().strip()
+    err = proc.stderr.read()
+    proc.wait()
+    shutil.rmtree(base, ignore_errors=True)
+    if not first and "Permission denied" in err:
+        pytest.skip(f"the unprivileged user cannot run this Python: {err.strip()[:200]}")
+    assert proc.returncode == 0, err
+    assert first.startswith("unreadable") and second.startswith("unreadable") and first != second
+
+
+def test_watched_paths_outside_the_root(repo, tmp_path):
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text("1\n")
+    s = WorkspaceScanner(str(repo))
+    s.watch([str(outside)])
+    before = s.scan()
+    assert str(outside) in before.files
+    outside.write_text("2\n")
+    _, got = changes(repo, s, before)
+    assert (os.path.relpath(outside, repo), "modified") in got
+
+
+def test_hash_is_xxh3_128_of_the_bytes(repo):
+    snap = WorkspaceScanner(str(repo)).scan()
+    data = (repo / "calc.py").read_bytes()
+    fs = snap.files[str(repo / "calc.py")]
+    assert fs.digest == digest_bytes(data) and fs.size == len(data) and fs.lines == 6
+
+
+def test_probe_signatures_follow_what_commands_read(repo):
+    cache = HashCache()
+    p = Probe(cache)
+    f = f"f:{repo}/calc.py"
+    d = f"d:{repo}/pkg"
+    r = f"r:{repo}"
+    before = p.sign_many([f, d, r, f"x:{repo}/pkg", f"f:{repo}/none.py"])
+    assert before[f"x:{repo}/pkg"] == "dir" and before[f"f:{repo}/none.py"] == MISSING
+    assert p.sign_many([f, d, r]) == {k: before[k] for k in (f, d, r)}, "stable when nothing changes"
+    (repo / "debug.log").write_text("ignored by git, still read by grep -r\n")
+    after = p.sign_many([f, d, r])
+    assert after[r] != before[r] and after[f] == before[f] and after[d] == before[d]
+    (repo / "pkg" / "new.py").write_text("")
+    assert p.sign(d) != before[d]
