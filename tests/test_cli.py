@@ -1,0 +1,73 @@
+"""The ledger-run command line, run as a user would run it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from ledger_runtime import __version__
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.runtime import LedgerRuntime
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ledger_runtime.cli", *args], capture_output=True, text=True,
+                          env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
+
+
+def make_run(repo, tmp_path):
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(), task="Make test_add pass")
+    ex = LocalExecutor()
+    for cmd in ["cat pkg/util.py", "cat pkg/util.py", "sed -i '2s/a - b/a + b/' calc.py",
+                "python3 -m pytest -q test_calc.py -p no:cacheprovider"]:
+        rt.run(cmd, ex)
+    rt.close()
+    return tmp_path / "run"
+
+
+def test_version_and_help():
+    assert cli("--version").stdout.strip() == f"ledger-run {__version__}"
+    out = cli("--help").stdout
+    assert "inspect" in out
+
+
+def test_inspect_timeline_and_summary(repo, tmp_path):
+    run = make_run(repo, tmp_path)
+    r = cli("inspect", str(run))
+    assert r.returncode == 0, r.stderr
+    assert "Timeline" in r.stdout and "REUSE" in r.stdout and "calc.py" in r.stdout
+    assert "modified, +1 -1" in r.stdout
+    assert cli("inspect", str(run / "ledger.sqlite")).returncode == 0
+
+
+def test_inspect_json_is_machine_readable(repo, tmp_path):
+    run = make_run(repo, tmp_path)
+    data = json.loads(cli("inspect", str(run), "--json").stdout)
+    verdicts = [row["verdict"] for row in data["timeline"]]
+    assert verdicts == ["RUN", "REUSE", "RUN", "RUN"]
+    assert data["summary"]["reused"] == 1 and data["summary"]["files_changed"][0]["path"] == "calc.py"
+    assert data["timeline"][2]["files_changed"] == ["calc.py"]
+
+
+def test_inspect_state_view_at_a_step(repo, tmp_path):
+    run = make_run(repo, tmp_path)
+    at2 = cli("inspect", str(run), "--step", "2").stdout
+    assert '<ledger_state step="2">' in at2 and "Changed since start" not in at2
+    at4 = cli("inspect", str(run), "--step", "4").stdout
+    assert "calc.py: +1 -1" in at4
+    j = json.loads(cli("inspect", str(run), "--step", "3", "--json").stdout)
+    assert j["step"] == 3 and "calc.py" in j["state_view"]
+    bad = cli("inspect", str(run), "--step", "99")
+    assert bad.returncode == 2 and "past the last step" in bad.stderr
+
+
+def test_bad_ledgers_give_one_line_and_no_traceback(tmp_path):
+    junk = tmp_path / "junk.sqlite"
+    junk.write_text("not sqlite at all")
+    for target in (junk, tmp_path / "missing", tmp_path):
+        r = cli("inspect", str(target))
+        assert r.returncode == 2
+        assert "not a ledger:" in r.stderr and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
