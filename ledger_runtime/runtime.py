@@ -24,19 +24,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__
-from .baseline import HeadContents, take_baseline
 from .commands import ANY_FILE, SUBMIT_MARKER, Analysis, analyze
 from .config import LedgerConfig
 from .executor import ExecResult
 from .govern import Current, govern, needed_keys
 from .hashing import FileState, digest_bytes
 from .inform import StateView, render, short_command
+from .local_workspace import LocalWorkspace, Workspace
 from .observe import Truncation, line_delta, observations
-from .probe import Probe
 from .records import Attempt, CommandClass, Modification, ReuseForm, Verdict, VerdictKind
 from .state import LedgerState
 from .store import LedgerStore, StoreError
-from .workspace import Change, Snapshot, WorkspaceScanner, delta
+from .workspace import Change, Snapshot, delta
 
 MAX_WATCHED = 4096
 FAULTS_FILE = "faults.log"
@@ -79,28 +78,27 @@ class LedgerRuntime:
     """The runtime for one run; see the module docstring."""
 
     def __init__(self, workdir: str | os.PathLike, run_dir: str | os.PathLike, config: LedgerConfig | None = None,
-                 *, task: str = "", truncation: Truncation | None = None, meta: dict[str, Any] | None = None):
-        self.workdir = os.path.abspath(workdir)
+                 *, task: str = "", truncation: Truncation | None = None, meta: dict[str, Any] | None = None,
+                 workspace: Workspace | None = None):
+        self.workdir = workspace.root if workspace is not None else os.path.abspath(workdir)
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.config = config or LedgerConfig()
         self._decide_config = self.config.with_(govern=True)
         self.truncation = truncation or Truncation(self.config.output_limit_chars, self.config.output_head_chars,
                                                    self.config.output_tail_chars)
-        self.scanner = WorkspaceScanner(self.workdir, max_hash_bytes=self.config.max_hash_bytes)
-        self.probe = Probe(self.scanner.cache)
+        self.workspace = workspace or LocalWorkspace(self.workdir, max_hash_bytes=self.config.max_hash_bytes)
         self.store = LedgerStore.create(self.run_dir)
         self.state = LedgerState.from_events(self.store.events())
         self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
-        self._last: Snapshot | None = self.scanner.scan()
+        self._last: Snapshot | None = self.workspace.scan()
         if self.state.baseline is None:
-            baseline = take_baseline(self.workdir, self._last, task)
+            baseline = self.workspace.baseline(self._last, task)
             self.store.append("run", {"version": __version__, "workdir": self.workdir, "config": self.config.to_dict(),
                                       "started_at": time.time(), **(meta or {})})
             self.store.append("baseline", baseline.to_dict())
             self.store.commit()
             self.state.baseline = baseline
-        self.head = HeadContents(self.workdir, self.state.baseline.head_commit if self.state.baseline else None)
 
     # -- inform --------------------------------------------------------------------------------
 
@@ -153,8 +151,8 @@ class LedgerRuntime:
     def _plan(self, command: str, cwd: str, step: int) -> _Plan:
         analysis = analyze(command, cwd)
         before = self._last
-        if self.config.rescan_before_command or before is None:
-            before = self.scanner.scan()
+        if (self.config.rescan_before_command and self.workspace.rescan_before_command) or before is None:
+            before = self.workspace.scan()
             if self._last is not None:
                 external = delta(self._last, before)
                 if external:
@@ -164,8 +162,8 @@ class LedgerRuntime:
         keys = needed_keys(analysis, self.state, self._decide_config)
         pre_keys = set(analysis.read_keys) if analysis.pure else set()
         pre_keys |= {"f:" + v.path for v in analysis.views}
-        sigs = self.probe.sign_many(keys | pre_keys)
-        files = {v.path: self.probe.file_state(v.path) for v in analysis.views}
+        sigs = self.workspace.sign_many(keys | pre_keys)
+        files = {v.path: self.workspace.file_state(v.path) for v in analysis.views}
         verdict = govern(analysis, self.state, Current(sigs, files), self._decide_config)
         applied = self.config.govern and not self.config.shadow
         shadow_hash = None
@@ -209,10 +207,10 @@ class LedgerRuntime:
     def _record_run(self, plan: _Plan, res: ExecResult | None, elapsed: float, exc: BaseException | None) -> RunResult:
         analysis = plan.analysis
         self._watch(analysis)
-        after = self.scanner.scan(keep_limit=self.config.max_content_bytes)
+        after = self.workspace.scan(keep_limit=self.config.max_content_bytes)
         changes = delta(plan.before, after) if plan.before is not None else []
         self._last = after
-        post_sigs = self.probe.sign_many(plan.pre_sigs)
+        post_sigs = self.workspace.sign_many(plan.pre_sigs)
         read_keys = analysis.read_keys if analysis.pure else ()
         stable = all(post_sigs.get(k) == plan.pre_sigs.get(k) for k in read_keys)
         output = res.output if res is not None else ""
@@ -230,11 +228,12 @@ class LedgerRuntime:
             read_set={k: post_sigs[k] for k in read_keys}, stable=stable, epoch_after=epoch_after,
             shown_chars=len(output), verdict=verdict,
             exception=(f"{type(exc).__name__}: {exc}"[:500] if exc is not None else None),
-            output_complete=res.output_complete if res is not None else False)
+            output_complete=res.output_complete if res is not None else False,
+            submits=analysis.submits or submission_output(output))
         events: list[tuple[str, dict]] = [("attempt", attempt.to_dict())]
         obs = []
         if res is not None:
-            states = {v.path: self.probe.file_state(v.path) for v in analysis.views}
+            states = {v.path: self.workspace.file_state(v.path) for v in analysis.views}
             digests = {p[2:]: sig for p, sig in plan.pre_sigs.items() if p.startswith("f:")}
             obs = observations(analysis, output, res.returncode, states, digests, self.truncation,
                                step=plan.step, attempt=attempt.id)
@@ -256,7 +255,7 @@ class LedgerRuntime:
     def _attempt(self, plan: _Plan, *, executed: bool, exit_code: int | None, output_hash: str | None,
                  output_chars: int, truncated: bool, duration: float, read_set: dict[str, str], stable: bool,
                  epoch_after: int, shown_chars: int, verdict: Verdict, exception: str | None,
-                 output_complete: bool) -> Attempt:
+                 output_complete: bool, submits: bool | None = None) -> Attempt:
         a = plan.analysis
         attempt_id = self._next_id
         self._next_id += 1
@@ -266,7 +265,7 @@ class LedgerRuntime:
             output_hash=output_hash, output_chars=output_chars, truncated=truncated, duration_s=round(duration, 6),
             read_set=read_set, read_set_stable=stable, write_set=a.writes, epoch_before=self.state.epoch,
             epoch_after=epoch_after, env_epoch=self.state.env_epoch, pure=a.pure, parsed=a.parsed,
-            submits=a.submits, shown_chars=shown_chars, exception=exception,
+            submits=a.submits if submits is None else submits, shown_chars=shown_chars, exception=exception,
             shadow_output_hash=plan.shadow_output_hash if not plan.applied else None,
             output_complete=output_complete, applied=plan.applied)
 
@@ -284,7 +283,7 @@ class LedgerRuntime:
         return mods
 
     def _modification(self, c: Change, attempt_id: int | None, step: int, analysis: Analysis | None) -> Modification:
-        kept = self.scanner.cache.kept
+        kept = self.workspace.kept()
         after_bytes = kept.get(c.path) if c.after is not None else b""
         if c.after is not None and after_bytes is not None:
             self.store.put_blob(after_bytes)
@@ -311,7 +310,8 @@ class LedgerRuntime:
         data = self.store.blob(fs.digest)
         if data is not None:
             return data
-        head = self.head.get(path)
+        commit = self.state.baseline.head_commit if self.state.baseline else None
+        head = self.workspace.baseline_content(path, commit)
         if head is not None and digest_bytes(head) == fs.digest:
             self.store.put_blob(head)
             return head
@@ -320,12 +320,12 @@ class LedgerRuntime:
     def _watch(self, analysis: Analysis) -> None:
         """Track files named by commands that the workspace scan does not cover (outside the root,
         or ignored), so their later changes are recorded too."""
-        if len(self.scanner.extra_paths) >= MAX_WATCHED:
+        if self.workspace.watched() >= MAX_WATCHED:
             return
         last = self._last.files if self._last else {}
         paths = [k[2:] for k in analysis.read_keys if k.startswith("f:")]
         paths += [w for w in analysis.writes if w != ANY_FILE]
-        self.scanner.watch(p for p in paths if p not in last and not p.startswith("/dev/") and not p.startswith("/proc/"))
+        self.workspace.watch(p for p in paths if p not in last and not p.startswith("/dev/") and not p.startswith("/proc/"))
 
     # -- persistence and faults ----------------------------------------------------------------------
 
@@ -363,7 +363,7 @@ class LedgerRuntime:
             self._fault("recording an interrupted command", e)
 
     def close(self) -> None:
-        self.head.close()
+        self.workspace.close()
         self.store.close()
 
     def __enter__(self) -> LedgerRuntime:

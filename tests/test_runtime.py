@@ -163,6 +163,10 @@ def test_submission_output_is_never_touched(repo, tmp_path):
     second = rt.run(cmd, EX)
     assert second.executed and second.output == first.output
     assert first.output.startswith("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n")
+    (repo / "notes.txt").write_text("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n" + "x" * 300)
+    rt.run("cat notes.txt", EX)
+    again = rt.run("cat notes.txt", EX)
+    assert again.executed, "an output that would submit is never reused (a header would break the submission)"
 
 
 def test_state_view_is_deterministic_and_within_budget(repo, tmp_path):
@@ -224,7 +228,7 @@ def test_snapshot_fault_falls_back_to_plain_execution(repo, tmp_path):
     def broken(**kw):
         raise OSError("disk on fire")
 
-    rt.scanner.scan = broken
+    rt.workspace.scan = broken
     r = rt.run("echo still works", EX)
     assert r.output == "still works\n"
     assert "disk on fire" in (tmp_path / "run" / "faults.log").read_text()

@@ -79,10 +79,10 @@ from ledger_runtime.runtime import LedgerRuntime
 from ledger_runtime.workspace import WorkspaceScanner, delta
 
 SEED = 1729
-TREE_VERSION = 1
+TREE_VERSION = 2
 MARKER = "ledger-bench-tree.json"  # kept inside .git, so it is not part of the tree
 TARGET_FILES = 2000
-TARGET_BYTES = 34 * 1024 * 1024
+TARGET_BYTES = 34_000_000  # bytes of the files a snapshot covers, about
 MAX_FILE = 200 * 1024
 AGE_S = 3600.0
 LEDGER_STEPS = 150
@@ -190,6 +190,8 @@ def python_module(rng: random.Random, size: int, title: str, test: bool = False)
     n = len(parts[0])
     while n < size:
         block = _function(rng, test=test) if test or rng.random() < 0.6 else _class(rng)
+        if n + len(block) > size and len(parts) > 1 and rng.random() < 0.5:
+            break  # stop short as often as over, so sizes average out to the target
         parts.append(block + "\n\n")
         n += len(block) + 2
     return "".join(parts)
@@ -238,7 +240,7 @@ def generate_tree(root: Path, seed: int = SEED) -> None:
     # Slots: (directory, kind). Every package has an __init__.py; the rest is spread with skewed weights.
     slots: list[tuple[str, str]] = []
     weights = {d: rng.paretovariate(1.3) for d in pkg_dirs + test_dirs + DOC_DIRS + OTHER_DIRS}
-    budget = {"py": 1390 - len(pkg_dirs) - len(test_dirs), "rst": 300, "example": 55, "bin": 12, "png": 12}
+    budget = {"py": 1440 - len(pkg_dirs) - len(test_dirs), "rst": 300, "example": 55, "bin": 12, "png": 12}
     def spread(dirs: list[str], kind: str, count: int) -> None:
         w = [weights[d] for d in dirs]
         slots.extend((d, kind) for d in rng.choices(dirs, weights=w, k=count))
@@ -250,7 +252,7 @@ def generate_tree(root: Path, seed: int = SEED) -> None:
     spread(["bin"], "bin", budget["bin"])
     for d in pkg_dirs + test_dirs:
         files[f"{d}/__init__.py"] = f'"""{d.replace("/", ".")}"""\n' + ("" if "tests" in d else "\n__all__ = []\n")
-    sizes = iter(_sizes(rng, len(slots), TARGET_BYTES - 800_000))
+    sizes = iter(_sizes(rng, len(slots), TARGET_BYTES - 600_000))  # 600 KB: the fixed files above
     for d, kind in slots:
         size = next(sizes)
         for _ in range(50):
@@ -337,7 +339,10 @@ def tree_stats(root: Path) -> dict:
             all_files += 1
             all_bytes += os.lstat(os.path.join(dirpath, n)).st_size
     included_dirs = len({os.path.dirname(p) for p in snap.files})
-    return {"files": len(snap.files), "bytes": tracked_bytes, "dirs": included_dirs, "dirs_on_disk": dirs,
+    sizes = [fs.size for fs in snap.files.values()]
+    return {"files": len(snap.files), "bytes": tracked_bytes, "file_bytes_p50": int(pct(sizes, 50)),
+            "file_bytes_p90": int(pct(sizes, 90)), "file_bytes_max": max(sizes),
+            "dirs": included_dirs, "dirs_on_disk": dirs,
             "max_depth": max_depth, "ignored_files": all_files - len(snap.files),
             "ignored_bytes": all_bytes - tracked_bytes}
 
@@ -588,9 +593,10 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
     try:
         runtime = LedgerRuntime(root, run_dir, config, task="Fix the numbers printing bug in sympy/core.")
         console.print(f"driving a LedgerRuntime through {LEDGER_STEPS} commands...")
-        for _ in range(LEDGER_STEPS):
+        for i in range(LEDGER_STEPS):
             runtime.inform()
-            cmd = session.command()
+            # The last step runs the tests, so that a repeated run is a NUDGE candidate among the proposals.
+            cmd = session.command() if i < LEDGER_STEPS - 1 else session.test_cmd
             n = len(exec_s)
             t0 = time.perf_counter()
             res = runtime.run(cmd, timed_execute)
@@ -697,9 +703,9 @@ def print_report(console: Console, report: dict) -> None:
     env, res = report["environment"], report["results"]
     tree = env["tree"]
     console.print(f"[bold]Ledger core benchmark[/bold]  python {env['python']}, {env['cpu_count']} CPUs, {env['git']}")
-    console.print(f"tree: {tree['origin']}: {tree['files']} files, {tree['bytes'] / 2**20:.1f} MiB in {tree['dirs']} "
+    console.print(f"tree: {tree['origin']}: {tree['files']} files, {tree['bytes'] / 1e6:.1f} MB in {tree['dirs']} "
                   f"directories (depth <= {tree['max_depth']}), plus {tree['ignored_files']} ignored files "
-                  f"({tree['ignored_bytes'] / 2**20:.1f} MiB)")
+                  f"({tree['ignored_bytes'] / 1e6:.1f} MB)")
     t = Table(title="Snapshots and govern + inform (ms)", show_lines=False)
     for col, just in (("measurement", "left"), ("n", "right"), ("p50", "right"), ("p95", "right"),
                       ("notes", "left")):
@@ -758,7 +764,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=SEED, help="seed of the edits and commands (the tree's is fixed)")
     ap.add_argument("--strict", action="store_true", help="exit with status 1 when a target is missed")
     args = ap.parse_args(argv)
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 132)
     rng = random.Random(args.seed)
     t0 = time.perf_counter()
     root, cleanup, origin = prepare_tree(args, console)

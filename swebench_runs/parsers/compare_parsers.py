@@ -106,8 +106,14 @@ _CONSTRUCTS: list[tuple[str, re.Pattern]] = [
 ]
 
 
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z_0-9]*)\1")
+
+
 def construct_of(command: str) -> str:
     """The first notable shell construct the command uses (a heuristic, for grouping)."""
+    for m in _HEREDOC.finditer(command):  # a body line that is the delimiter word, indented
+        if re.search(r"^[ \t]+" + re.escape(m.group(2)) + r"\b", command[m.end():], re.M):
+            return "heredoc body line starting with the indented delimiter"
     for name, rx in _CONSTRUCTS:
         if rx.search(command):
             return name
@@ -140,10 +146,11 @@ def tree_category(tree) -> tuple[str, object]:
     n = first_error_node(tree.root_node)
     if n is None:  # has_error without a visible node should not happen
         return "has_error without an ERROR/MISSING node", None
-    where = n.parent.type if n.parent is not None else "the whole program"
     if n.is_missing:
-        return f"MISSING {n.type!r} in {where}", n
-    return f"ERROR in {where}", n
+        return f"MISSING {n.type!r} in {n.parent.type}", n
+    if n.parent is None:
+        return "ERROR spanning the whole command", n
+    return ("ERROR at top level" if n.parent.type == "program" else f"ERROR in {n.parent.type}"), n
 
 
 # -- bash -n: is a failing command valid bash at all? ---------------------------------------------

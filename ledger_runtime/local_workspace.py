@@ -1,0 +1,85 @@
+"""Where the workspace lives. The runtime talks to a ``Workspace``: something that can snapshot the
+files, sign read keys, tell a file's state, and give file contents at the baseline. ``LocalWorkspace``
+is the workspace on this machine (workspace.py's scanner, probe.py, git through baseline.py);
+adapters provide others (a container, where all of this runs in a helper next to the command).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Protocol
+
+from .baseline import HeadContents, take_baseline
+from .hashing import FileState
+from .probe import Probe
+from .records import Baseline
+from .workspace import Snapshot, WorkspaceScanner
+
+
+class Workspace(Protocol):
+    """What the runtime needs from a workspace."""
+
+    root: str
+    rescan_before_command: bool  # False where nothing but the agent's own commands can change files
+
+    def scan(self, *, keep_limit: int = 0) -> Snapshot: ...
+
+    def kept(self) -> dict[str, bytes]:
+        """Contents of text files (up to ``keep_limit`` bytes) that the last scan had to read."""
+
+    def sign_many(self, keys: Iterable[str]) -> dict[str, str]: ...
+
+    def file_state(self, path: str) -> FileState | None: ...
+
+    def watch(self, paths: Iterable[str]) -> None: ...
+
+    def watched(self) -> int: ...
+
+    def baseline(self, snapshot: Snapshot, task: str) -> Baseline: ...
+
+    def baseline_content(self, path: str, commit: str | None) -> bytes | None: ...
+
+    def close(self) -> None: ...
+
+
+class LocalWorkspace:
+    """A workspace on this machine."""
+
+    rescan_before_command = True
+
+    def __init__(self, root: str, *, max_hash_bytes: int = 64 * 1024 * 1024):
+        self.scanner = WorkspaceScanner(root, max_hash_bytes=max_hash_bytes)
+        self.root = self.scanner.root
+        self.probe = Probe(self.scanner.cache)
+        self._head: HeadContents | None = None
+
+    def scan(self, *, keep_limit: int = 0) -> Snapshot:
+        return self.scanner.scan(keep_limit=keep_limit)
+
+    def kept(self) -> dict[str, bytes]:
+        return self.scanner.cache.kept
+
+    def sign_many(self, keys: Iterable[str]) -> dict[str, str]:
+        return self.probe.sign_many(keys)
+
+    def file_state(self, path: str) -> FileState | None:
+        return self.probe.file_state(path)
+
+    def watch(self, paths: Iterable[str]) -> None:
+        self.scanner.watch(paths)
+
+    def watched(self) -> int:
+        return len(self.scanner.extra_paths)
+
+    def baseline(self, snapshot: Snapshot, task: str) -> Baseline:
+        return take_baseline(self.root, snapshot, task)
+
+    def baseline_content(self, path: str, commit: str | None) -> bytes | None:
+        if commit is None:
+            return None
+        if self._head is None:
+            self._head = HeadContents(self.root, commit)
+        return self._head.get(path)
+
+    def close(self) -> None:
+        if self._head is not None:
+            self._head.close()
