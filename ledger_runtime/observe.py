@@ -12,13 +12,14 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from .commands import Analysis, FileView
+from .commands import SUBMIT_MARKER, Analysis, FileView
 from .hashing import FileState
 from .programs import resolve
 from .records import LineSpan, Observation
 
 MAX_DIFF_LINES = 20000
 _NUMBERED = re.compile(r"^\s*(\d+)[:\-\t ]")
+_NUMBER_PREFIX = re.compile(r"^\s*\d+\t")
 
 
 @dataclass(frozen=True)
@@ -103,19 +104,24 @@ def _observe(view: FileView, output: str, exit_code: int | None, total: int, cut
         if rng is None:
             return None
         lo, hi = rng
-        if not cut:
-            if analysis.outputs == 1 and len(analysis.views) == 1 and _count_output_lines(output) != hi - lo + 1:
-                return None  # the output is not exactly those lines (warnings, a changed file)
-            return ("whole", None) if (lo, hi) == (1, total) else ("range", (LineSpan(lo, hi),))
-        if _count_output_lines(output) != hi - lo + 1:
+        exact = analysis.outputs == 1 and len(analysis.views) == 1
+        if exact and _count_output_lines(output) != hi - lo + 1:
+            return None  # the output is not exactly those lines (warnings, a changed file)
+        if not exact and (cut or SUBMIT_MARKER in output):
             return None
+        markers = _marker_lines(output, lo, view.numbered) if exact else set()
+        if not cut:
+            if (lo, hi) == (1, total) and not markers:
+                return ("whole", None)
+            return ("range", _without((LineSpan(lo, hi),), markers)) if not markers or exact else None
         h, t = _visible_line_counts(output, trunc)
         seen = []
         if h:
             seen.append(LineSpan(lo, min(hi, lo + h - 1)))
         if t:
             seen.append(LineSpan(max(lo, hi - t + 1), hi))
-        return ("range", tuple(seen)) if seen else None
+        seen_spans = _without(tuple(seen), markers)
+        return ("range", seen_spans) if seen_spans else None
     if view.kind == "matches":
         if not view.numbered:
             return ("matches", ()) if output.strip() and exit_code == 0 else None
@@ -129,10 +135,38 @@ def _observe(view: FileView, output: str, exit_code: int | None, total: int, cut
                 lines = lines[1:]
             for line in lines:
                 m = _NUMBERED.match(line)
-                if m and 1 <= int(m.group(1)) <= total:
+                if m and 1 <= int(m.group(1)) <= total and line[m.end():] != SUBMIT_MARKER:
                     numbers.append(int(m.group(1)))
         return ("matches", _spans(numbers)) if numbers else None
     return None
+
+
+def _marker_lines(output: str, first: int, numbered: bool) -> set[int]:
+    """File lines that are exactly the submission marker. A later read starting there would end a
+    mini-swe-agent run, so such lines never count as seen: that read must run, never be stubbed."""
+    if SUBMIT_MARKER not in output:
+        return set()
+    out = set()
+    for i, line in enumerate(output.split("\n")):
+        text = _NUMBER_PREFIX.sub("", line, count=1) if numbered else line
+        if text.strip() == SUBMIT_MARKER:
+            out.add(first + i)
+    return out
+
+
+def _without(spans: tuple[LineSpan, ...], lines: set[int]) -> tuple[LineSpan, ...]:
+    if not lines:
+        return spans
+    out: list[LineSpan] = []
+    for s in spans:
+        start = s.start
+        for n in sorted(x for x in lines if s.start <= x <= s.end):
+            if n > start:
+                out.append(LineSpan(start, n - 1))
+            start = n + 1
+        if start <= s.end:
+            out.append(LineSpan(start, s.end))
+    return tuple(out)
 
 
 def line_delta(before: bytes, after: bytes) -> tuple[int, int] | None:

@@ -14,8 +14,9 @@ What it measures (times in ms; each figure is the median (p50) and 95th percenti
    sed -i, git diff) through ``LocalExecutor`` on the tree. Then, for a set of proposals (exact
    repeats, subsumed line reads, new reads, repeated runs, edits, recursive greps), it times what
    one step costs: ``analyze`` (lru_cache cleared first), ``needed_keys``, ``govern`` and
-   ``render`` (the state view), once without the probe I/O and once with it (signing the keys
-   ``needed_keys`` asks for and the proposal's own read keys, as ``LedgerRuntime._plan`` does).
+   ``render`` (the state view), once without the probe I/O and once with it (signing, through the
+   runtime's LocalWorkspace, the keys ``needed_keys`` asks for and the proposal's own read keys, as
+   ``LedgerRuntime._plan`` does).
    Also reported, with no target: the ledger's whole overhead per command while driving those 150
    commands (``runtime.run`` time minus the command's own execution time).
 
@@ -73,7 +74,6 @@ from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import ExecResult, LocalExecutor
 from ledger_runtime.govern import Current, govern, needed_keys
 from ledger_runtime.inform import render
-from ledger_runtime.probe import Probe
 from ledger_runtime.records import VerdictKind
 from ledger_runtime.runtime import LedgerRuntime
 from ledger_runtime.workspace import WorkspaceScanner, delta
@@ -604,7 +604,7 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
             overhead.append(total - (exec_s[-1] if len(exec_s) > n else 0.0))
             verdicts_run[res.verdict.kind.value] = verdicts_run.get(res.verdict.kind.value, 0) + 1
         state = runtime.state
-        probe: Probe = runtime.probe
+        ws = runtime.workspace  # LocalWorkspace: the scanner's hash cache behind probe.Probe
         decide = config.with_(govern=True)
         proposals = session.proposals()
         view = render(state, config)
@@ -616,7 +616,7 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
         # Settle: the last commands' files are inside the racy window; wait it out once so the timed
         # probe signs from the hash cache as it would a few seconds into a real step.
         time.sleep(2.2)
-        probe.sign_many(k for _, c in proposals for k in _keys(analyze(c, str(root)), state, decide))
+        ws.sign_many({k for _, c in proposals for k in _keys(analyze(c, str(root)), state, decide)})
         parts = {k: [] for k in ("analyze", "needed_keys", "probe", "govern", "render", "total_excl_probe",
                                  "total_incl_probe")}
         by_kind: dict[str, list[float]] = {}
@@ -633,8 +633,8 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
                 t2 = time.perf_counter()
                 pre = set(a.read_keys) if a.pure else set()
                 pre |= {"f:" + v.path for v in a.views}
-                sigs = probe.sign_many(keys | pre)
-                files = {v.path: probe.file_state(v.path) for v in a.views}
+                sigs = ws.sign_many(keys | pre)
+                files = {v.path: ws.file_state(v.path) for v in a.views}
                 t3 = time.perf_counter()
                 verdict = govern(a, state, Current(sigs, files), decide)
                 t4 = time.perf_counter()
