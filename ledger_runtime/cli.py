@@ -80,6 +80,21 @@ def inspect(
     print_inspection(loaded, console)
 
 
+def _plugins() -> None:
+    """Commands that adapters add (``ledger_runtime.commands`` entry points): registered by name,
+    so the core never imports an adapter itself. A broken plugin costs its commands, nothing more."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="ledger_runtime.commands"):
+        try:
+            ep.load()(app)
+        except Exception as e:
+            err.print(f"[yellow]warning:[/yellow] commands from {ep.value} unavailable: {e}")
+
+
+_plugins()
+
+
 def main() -> None:
     """Entry point of the ``ledger-run`` script."""
     try:

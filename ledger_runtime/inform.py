@@ -168,10 +168,16 @@ def _attempt_line(a: Attempt, state: LedgerState) -> str:
 
 
 def _last_failing_run(state: LedgerState) -> str | None:
-    for a in reversed(state.attempts):
+    for i in range(len(state.attempts) - 1, -1, -1):
+        a = state.attempts[i]
         if a.command_class is CommandClass.RUN and a.executed and a.exit_code not in (0, None):
-            holds, why = result_holds(a, state)
-            verdict = "still holds: nothing changed since" if holds else why.replace("stale: ", "may no longer hold: ")
+            fixed = next((b for b in state.attempts[i + 1:] if b.executed and b.exit_code == 0
+                          and (b.normalized, b.cwd) == (a.normalized, a.cwd)), None)
+            if fixed is not None:
+                verdict = f"since passed: the same command exited 0 at #{fixed.step}"
+            else:
+                holds, why = result_holds(a, state)
+                verdict = "still holds: nothing changed since" if holds else why.replace("stale: ", "may no longer hold: ")
             return f"Last failing run: #{a.step} {short_command(a.command)} (exit {a.exit_code}); {verdict}"
     return None
 

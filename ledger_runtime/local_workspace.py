@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Iterable, Protocol
 
 from .baseline import HeadContents, take_baseline
-from .hashing import FileState
+from .hashing import FileState, digest_bytes
 from .probe import Probe
 from .records import Baseline
 from .workspace import Snapshot, WorkspaceScanner
@@ -26,7 +26,12 @@ class Workspace(Protocol):
     def kept(self) -> dict[str, bytes]:
         """Contents of text files (up to ``keep_limit`` bytes) that the last scan had to read."""
 
-    def sign_many(self, keys: Iterable[str]) -> dict[str, str]: ...
+    def sign_many(self, keys: Iterable[str], *, exact: bool = True) -> dict[str, str]:
+        """Signatures now. With ``exact`` False a workspace may answer probe.PENDING for keys it
+        cannot sign without a round trip; the runtime then takes the signature after the command."""
+
+    def digest(self, data: bytes) -> str:
+        """The content hash this workspace gives a file with these bytes."""
 
     def file_state(self, path: str) -> FileState | None: ...
 
@@ -58,8 +63,11 @@ class LocalWorkspace:
     def kept(self) -> dict[str, bytes]:
         return self.scanner.cache.kept
 
-    def sign_many(self, keys: Iterable[str]) -> dict[str, str]:
+    def sign_many(self, keys: Iterable[str], *, exact: bool = True) -> dict[str, str]:
         return self.probe.sign_many(keys)
+
+    def digest(self, data: bytes) -> str:
+        return digest_bytes(data)
 
     def file_state(self, path: str) -> FileState | None:
         return self.probe.file_state(path)

@@ -26,6 +26,7 @@ import xxhash
 from .hashing import FileState, HashCache
 
 MISSING = "missing"
+PENDING = "pending"  # a signature not known before a command; taken as unchanged by it
 
 
 def _meta(st: os.stat_result) -> str:

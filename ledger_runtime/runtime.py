@@ -28,7 +28,8 @@ from .commands import ANY_FILE, SUBMIT_MARKER, Analysis, analyze
 from .config import LedgerConfig
 from .executor import ExecResult
 from .govern import Current, govern, needed_keys
-from .hashing import FileState, digest_bytes
+from .hashing import FileState
+from .probe import PENDING
 from .inform import StateView, render, short_command
 from .local_workspace import LocalWorkspace, Workspace
 from .observe import Truncation, line_delta, observations
@@ -162,7 +163,8 @@ class LedgerRuntime:
         keys = needed_keys(analysis, self.state, self._decide_config)
         pre_keys = set(analysis.read_keys) if analysis.pure else set()
         pre_keys |= {"f:" + v.path for v in analysis.views}
-        sigs = self.workspace.sign_many(keys | pre_keys)
+        sigs = self.workspace.sign_many(keys)
+        sigs.update(self.workspace.sign_many(pre_keys - keys, exact=False))
         files = {v.path: self.workspace.file_state(v.path) for v in analysis.views}
         verdict = govern(analysis, self.state, Current(sigs, files), self._decide_config)
         applied = self.config.govern and not self.config.shadow
@@ -212,7 +214,7 @@ class LedgerRuntime:
         self._last = after
         post_sigs = self.workspace.sign_many(plan.pre_sigs)
         read_keys = analysis.read_keys if analysis.pure else ()
-        stable = all(post_sigs.get(k) == plan.pre_sigs.get(k) for k in read_keys)
+        stable = all(plan.pre_sigs.get(k) in (PENDING, post_sigs.get(k)) for k in read_keys)
         output = res.output if res is not None else ""
         output_hash = self.store.put_blob(output.encode("utf-8", "surrogateescape")) if res is not None else None
         verdict = plan.verdict
@@ -234,7 +236,8 @@ class LedgerRuntime:
         obs = []
         if res is not None:
             states = {v.path: self.workspace.file_state(v.path) for v in analysis.views}
-            digests = {p[2:]: sig for p, sig in plan.pre_sigs.items() if p.startswith("f:")}
+            digests = {p[2:]: (post_sigs.get(p) if sig == PENDING else sig)
+                       for p, sig in plan.pre_sigs.items() if p.startswith("f:")}
             obs = observations(analysis, output, res.returncode, states, digests, self.truncation,
                                step=plan.step, attempt=attempt.id)
             events += [("observation", o.to_dict()) for o in obs]
@@ -286,7 +289,7 @@ class LedgerRuntime:
         kept = self.workspace.kept()
         after_bytes = kept.get(c.path) if c.after is not None else b""
         if c.after is not None and after_bytes is not None:
-            self.store.put_blob(after_bytes)
+            self.store.put_blob(after_bytes, key=c.after.digest)
         before_bytes = self._content(c.path, c.before) if c.before is not None else b""
         earlier = self.state.modifications_of(c.path)
         baseline_hash = earlier[0].before_hash if earlier else (c.before.digest if c.before else None)
@@ -312,8 +315,8 @@ class LedgerRuntime:
             return data
         commit = self.state.baseline.head_commit if self.state.baseline else None
         head = self.workspace.baseline_content(path, commit)
-        if head is not None and digest_bytes(head) == fs.digest:
-            self.store.put_blob(head)
+        if head is not None and self.workspace.digest(head) == fs.digest:
+            self.store.put_blob(head, key=fs.digest)
             return head
         return None
 

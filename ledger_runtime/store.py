@@ -168,9 +168,10 @@ class LedgerStore:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def put_blob(self, data: bytes) -> str:
-        """Queue ``data`` for the next commit; returns its hash."""
-        h = digest_bytes(data)
+    def put_blob(self, data: bytes, key: str | None = None) -> str:
+        """Queue ``data`` for the next commit; returns its key (its hash unless ``key`` is given:
+        a file's content goes under the file's digest, whatever hash its workspace uses)."""
+        h = key or digest_bytes(data)
         if h not in self._pending_blobs:
             packed = zlib.compress(data, 6) if len(data) > 512 else data
             codec = "zlib" if packed is not data and len(packed) < len(data) else "raw"

@@ -6,9 +6,12 @@ What it measures (times in ms; each figure is the median (p50) and 95th percenti
    every file is listed (``git ls-files``) and hashed. The OS page cache is warm (the tree was just
    written or read), so this is the CPU cost of a first snapshot, not a cold-disk one.
 2. Snapshot with no change: ``scanner.scan()`` again on the same scanner, interleaved in one loop
-   with ``git status --porcelain`` (a subprocess) on the same tree, compared as a ratio of medians.
+   (order alternating) with ``git status --porcelain`` (a subprocess) on the same tree, compared as a
+   ratio of medians; and with a bare Python loop of one ``os.lstat`` per file, the floor of any
+   stat-cache scan, so the scanner's own overhead shows as a ratio too.
 3. Snapshot after a one-file change: each repetition appends a line to one tracked file (a
-   different one each time, seeded), then times the scan alone.
+   different one each time, seeded), then times the scan alone; a no-change scan timed in the same
+   loop is the reference for the ratio.
 4. govern + inform per step with a 150-step ledger: a real ``LedgerRuntime`` drives 150 realistic
    commands (cat, sed -n, nl | sed -n, grep, grep -r, cd && grep, ls, find, python -m pytest,
    sed -i, git diff) through ``LocalExecutor`` on the tree. Then, for a set of proposals (exact
@@ -74,14 +77,12 @@ from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import ExecResult, LocalExecutor
 from ledger_runtime.govern import Current, govern, needed_keys
 from ledger_runtime.inform import render
-from ledger_runtime.records import VerdictKind
 from ledger_runtime.runtime import LedgerRuntime
 from ledger_runtime.workspace import WorkspaceScanner, delta
 
 SEED = 1729
 TREE_VERSION = 2
 MARKER = "ledger-bench-tree.json"  # kept inside .git, so it is not part of the tree
-TARGET_FILES = 2000
 TARGET_BYTES = 34_000_000  # bytes of the files a snapshot covers, about
 MAX_FILE = 200 * 1024
 AGE_S = 3600.0
@@ -418,20 +419,28 @@ def measure_no_change(root: Path, repeat: int, is_git: bool) -> dict:
         _git_status(root)  # refreshes the index once (the mtimes moved), so the loop reads a stable one
         scanner.scan()
     reads, calls = scanner.cache.reads, scanner.git_calls
-    scan_s, git_s = [], []
+    paths = list(scanner.scan().files)
+
+    def lstat_all() -> None:  # the floor: one lstat per file, which any stat-cache scan needs
+        for p in paths:
+            os.lstat(p)
+
+    ops = {"scan": scanner.scan, "lstat_floor": lstat_all}
+    if is_git:
+        ops["git_status"] = lambda: _git_status(root)
+    samples: dict[str, list[float]] = {k: [] for k in ops}
     gc.collect()
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        scanner.scan()
-        scan_s.append(time.perf_counter() - t0)
-        if is_git:
+    for i in range(repeat):
+        for name in (list(ops) if i % 2 == 0 else list(reversed(ops))):  # alternate the order
             t0 = time.perf_counter()
-            _git_status(root)
-            git_s.append(time.perf_counter() - t0)
-    out = {"scan": {**summary(scan_s), "file_reads": scanner.cache.reads - reads,
-                    "git_calls": scanner.git_calls - calls}}
-    if git_s:
-        out["git_status"] = summary(git_s)
+            ops[name]()
+            samples[name].append(time.perf_counter() - t0)
+    out = {"scan": {**summary(samples["scan"]), "file_reads": scanner.cache.reads - reads,
+                    "git_calls": scanner.git_calls - calls},
+           "lstat_floor": summary(samples["lstat_floor"])}
+    out["ratio_scan_to_lstat_floor_p50"] = round(out["scan"]["p50_ms"] / out["lstat_floor"]["p50_ms"], 4)
+    if is_git:
+        out["git_status"] = summary(samples["git_status"])
         out["ratio_scan_to_git_status_p50"] = round(out["scan"]["p50_ms"] / out["git_status"]["p50_ms"], 4)
     return out
 
@@ -441,7 +450,7 @@ def measure_one_change(root: Path, repeat: int, rng: random.Random) -> dict:
     before = scanner.scan()
     candidates = sorted(p for p, fs in before.files.items() if fs.lines is not None and p.endswith((".py", ".rst")))
     old = time.time() - AGE_S
-    samples, sizes, reads, wrong = [], [], [], 0
+    samples, reference, sizes, reads, wrong = [], [], [], [], 0
     gc.collect()
     for i in range(repeat):
         path = rng.choice(candidates)
@@ -456,9 +465,15 @@ def measure_one_change(root: Path, repeat: int, rng: random.Random) -> dict:
         wrong += changed != [path]
         sizes.append(after.files[path].size)
         os.utime(path, (old, old))  # out of the racy window, as a file changed some seconds ago would be
-        before = scanner.scan()  # settle (untimed): re-reads the backdated file once
-    return {**summary(samples), "changed_file_bytes_p50": int(pct(sizes, 50)), "changed_file_bytes_max": max(sizes),
-            "file_reads_per_scan_max": max(reads), "deltas_not_exactly_the_file": wrong}
+        scanner.scan()  # settle (untimed): re-reads the backdated file once
+        t0 = time.perf_counter()
+        before = scanner.scan()  # the same loop's no-change reference
+        reference.append(time.perf_counter() - t0)
+    out = {**summary(samples), "no_change_reference": summary(reference),
+           "changed_file_bytes_p50": int(pct(sizes, 50)), "changed_file_bytes_max": max(sizes),
+           "file_reads_per_scan_max": max(reads), "deltas_not_exactly_the_file": wrong}
+    out["ratio_to_no_change_reference_p50"] = round(out["p50_ms"] / out["no_change_reference"]["p50_ms"], 4)
+    return out
 
 
 # -- measurement 4: govern + inform on a 150-step ledger -------------------------------------------
@@ -487,7 +502,7 @@ class Session:
         start = self.rng.randint(1, max(1, total - n + 1))
         return start, start + n - 1
 
-    def word(self, path: str) -> str:
+    def word(self) -> str:
         return self.rng.choice(("def ", "class ", "return ", "is None", "evaluate=False", self.rng.choice(WORDS)))
 
     def edit(self, path: str) -> str:
@@ -513,11 +528,11 @@ class Session:
         elif k < 0.35:
             cmd = f"cat {rel}"
         elif k < 0.46:
-            cmd = f"grep -n '{self.word(f)}' {rel}"
+            cmd = f"grep -n '{self.word()}' {rel}"
         elif k < 0.51:
             cmd = f"grep -rn '{r.choice(WORDS)}_{r.choice(WORDS)}' {d}"
         elif k < 0.55:
-            cmd = f"cd {d} && grep -n '{self.word(f)}' {os.path.basename(rel)}"
+            cmd = f"cd {d} && grep -n '{self.word()}' {os.path.basename(rel)}"
         elif k < 0.59:
             cmd = f"head -n {r.randint(30, 80)} {rel}"
         elif k < 0.62:
@@ -549,7 +564,7 @@ class Session:
         for f in r.sample(others, 4):
             a, b = self.window(f)
             out.append(("new-read", f"nl -ba {self.rel(f)} | sed -n '{a},{b}p'"))
-        out += [("repeat-run", self.test_cmd), ("repeat-run", "git diff")]
+        out += [("repeat-run", self.test_cmd), ("repeat-impure", "git diff")]
         out += [("edit", self.edit(f)) for f in r.sample(self.focus, 2)]
         out.append(("cd-grep", f"cd {os.path.dirname(self.rel(self.focus[0]))} && grep -n 'def ' "
                                f"{os.path.basename(self.focus[0])}"))
@@ -590,8 +605,8 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
 
     config = LedgerConfig()
     overhead, verdicts_run = [], {}
+    runtime = LedgerRuntime(root, run_dir, config, task="Fix the numbers printing bug in sympy/core.")
     try:
-        runtime = LedgerRuntime(root, run_dir, config, task="Fix the numbers printing bug in sympy/core.")
         console.print(f"driving a LedgerRuntime through {LEDGER_STEPS} commands...")
         for i in range(LEDGER_STEPS):
             runtime.inform()
@@ -647,8 +662,8 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
                     parts[name].append(v)
                 by_kind.setdefault(kind, []).append(t5 - t0)
                 verdicts[f"{kind}: {cmd}"] = verdict.kind.value
-        runtime.close()
     finally:
+        runtime.close()
         shutil.rmtree(run_dir, ignore_errors=True)
     return {"ledger": ledger, "proposals": len(proposals), "parts": {k: summary(v) for k, v in parts.items()},
             "incl_probe_by_kind": {k: summary(v) for k, v in sorted(by_kind.items())},
@@ -720,8 +735,12 @@ def print_report(console: Console, report: dict) -> None:
     if "git_status" in nc:
         row("   git status --porcelain (same loop)", nc["git_status"],
             f"scan/git p50 ratio {nc['ratio_scan_to_git_status_p50']:.2f}")
+    row("   lstat of every file, Python loop (same loop)", nc["lstat_floor"],
+        f"floor of a stat-cache scan; scan/floor {nc['ratio_scan_to_lstat_floor_p50']:.2f}")
     row("3. snapshot after a one-file change", one,
         f"changed file p50 {one['changed_file_bytes_p50'] / 1024:.0f} KiB; reads/scan <= {one['file_reads_per_scan_max']}")
+    row("   no-change scan (same loop)", one["no_change_reference"],
+        f"one-change/no-change p50 ratio {one['ratio_to_no_change_reference_p50']:.2f}")
     p = gi["parts"]
     led = gi["ledger"]
     row("4. govern+inform per step, excl. probe", p["total_excl_probe"],
@@ -765,7 +784,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strict", action="store_true", help="exit with status 1 when a target is missed")
     args = ap.parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 132)
-    rng = random.Random(args.seed)
     t0 = time.perf_counter()
     root, cleanup, origin = prepare_tree(args, console)
     try:
@@ -777,12 +795,13 @@ def main(argv: list[str] | None = None) -> int:
         results = {}
         console.print(f"1/4 cold snapshot x{args.cold_repeat}...")
         results["cold_snapshot"] = measure_cold(root, args.cold_repeat)
-        console.print(f"2/4 no-change snapshot vs git status x{args.repeat}...")
+        console.print(f"2/4 no-change snapshot vs git status and an lstat loop x{args.repeat}...")
         results["no_change"] = measure_no_change(root, args.repeat, is_git)
         console.print(f"3/4 one-file change x{args.repeat}...")
-        results["one_file_change"] = measure_one_change(root, args.repeat, rng)
+        results["one_file_change"] = measure_one_change(root, args.repeat, random.Random(args.seed))
         console.print(f"4/4 govern + inform x{args.repeat}...")
-        results["govern_inform"] = measure_govern(root, args.repeat, rng, origin.startswith("generated"), console)
+        results["govern_inform"] = measure_govern(root, args.repeat, random.Random(args.seed + 1),
+                                                  origin.startswith("generated"), console)
         report = {
             "benchmark": "ledger-core", "version": 1, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "command": " ".join([os.path.basename(sys.argv[0]), *(argv if argv is not None else sys.argv[1:])]),
@@ -791,8 +810,9 @@ def main(argv: list[str] | None = None) -> int:
                          "ledger_steps": LEDGER_STEPS, "mtime_age_s": AGE_S},
             "results": results,
             "ratios": {"no_change_scan_to_git_status_p50": results["no_change"].get("ratio_scan_to_git_status_p50"),
-                       "one_change_to_no_change_p50": round(results["one_file_change"]["p50_ms"]
-                                                            / results["no_change"]["scan"]["p50_ms"], 4),
+                       "no_change_scan_to_lstat_floor_p50": results["no_change"]["ratio_scan_to_lstat_floor_p50"],
+                       "one_change_to_no_change_same_loop_p50":
+                           results["one_file_change"]["ratio_to_no_change_reference_p50"],
                        "cold_to_no_change_p50": round(results["cold_snapshot"]["p50_ms"]
                                                       / results["no_change"]["scan"]["p50_ms"], 4),
                        "govern_incl_to_excl_probe_p50": round(
@@ -804,8 +824,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"All file and directory mtimes were moved {AGE_S:.0f} s into the past before measuring; the hash "
                 "and listing caches re-read anything modified within 2 s.",
                 "One-file change: the changed file is backdated after its timed scan and an untimed scan settles it.",
-                "git status and the no-change scan run interleaved in one loop; compare their ratio, not "
-                "absolute times across runs.",
+                "git status, the no-change scan and a bare lstat loop run interleaved in one loop (order "
+                "alternating); compare their ratios, not absolute times across runs.",
                 "govern+inform: analyze (lru_cache cleared) + needed_keys + govern + render; 'incl. probe' adds "
                 "probe.sign_many of needed_keys and the proposal's read keys, and file_state of its views.",
             ],

@@ -1,0 +1,220 @@
+"""ContainerWorkspace: the ledger's workspace inside a Docker container (mini-swe-agent's
+DockerEnvironment, or anything with a ``container_id`` and a docker-compatible CLI).
+
+A small helper (container_helper.py) is installed in the container on first use, together with
+the first snapshot, in one ``docker exec``. After that, the post-command snapshot rides in the SAME
+``docker exec`` as the command: ``wrap`` prepends an EXIT trap that runs the helper when the
+command's shell exits, and ``unwrap`` cuts the helper's report off the output, so the agent gets
+the command's exact output and return code. Only when the report is missing (the command timed
+out, replaced its shell with ``exec``, or set its own EXIT trap) does ``scan`` cost a round trip of
+its own. Nothing but the agent's commands changes the container, so there is no scan before a
+command; signatures of keys the runtime has not asked about before are taken as they were after
+the command ("pending" before it).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import secrets
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any, Iterable
+
+from ledger_runtime.commands import analyze
+from ledger_runtime.hashing import FileState
+from ledger_runtime.probe import PENDING
+from ledger_runtime.records import Baseline
+from ledger_runtime.workspace import Snapshot
+
+HELPER_DIR = "/tmp/.ledger-runtime"
+HELPER_SOURCE = Path(__file__).with_name("container_helper.py")
+EXEC_TIMEOUT = 120
+
+
+class HelperError(RuntimeError):
+    """The helper could not be installed or answered nonsense."""
+
+
+def _b2(data: bytes) -> str:
+    return "b2:" + hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+class ContainerWorkspace:
+    """See the module docstring. ``env`` is a mini-swe-agent DockerEnvironment (or alike)."""
+
+    rescan_before_command = False
+
+    def __init__(self, env: Any, root: str, *, executable: str | None = None):
+        self.env = env
+        self.root = os.path.normpath(root)
+        self.container = env.container_id
+        self.executable = executable or getattr(getattr(env, "config", None), "executable", "docker")
+        self.nonce = secrets.token_hex(8)
+        self.state_file = f"{HELPER_DIR}/state-{self.nonce}.marshal"
+        self.marker = f"@@ledger-runtime:{self.nonce}@@"
+        self._files: dict[str, FileState] = {}
+        self._sigs: dict[str, str] = {}
+        self._states: dict[str, FileState | None] = {}
+        self._kept: dict[str, bytes] = {}
+        self._heads: dict[str, bytes] = {}
+        self._report: dict | None = None
+        self._watch_new: list[str] = []
+        self._keep_limit = 2 * 1024 * 1024
+        self.python = "python3"
+        self.round_trips = 0
+        self.reports_in_band = 0
+        self._git: dict = {}
+        self._first_scan = True
+        self._install()
+
+    # -- talking to the container -----------------------------------------------------------------
+
+    def _exec(self, argv: list[str], stdin: bytes | None = None, timeout: float = EXEC_TIMEOUT) -> bytes:
+        self.round_trips += 1
+        cmd = [self.executable, "exec", *(["-i"] if stdin is not None else []), self.container, *argv]
+        try:
+            proc = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout, check=False)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise HelperError(f"docker exec failed: {e}") from None
+        if proc.returncode != 0 and not proc.stdout:
+            raise HelperError(f"docker exec failed ({proc.returncode}): {proc.stderr.decode(errors='replace')[:300]}")
+        return proc.stdout
+
+    def _json(self, raw: bytes) -> dict:
+        for line in reversed(raw.decode("utf-8", "replace").strip().splitlines()):
+            if line.startswith("{"):
+                data = json.loads(line)
+                if "error" in data:
+                    raise HelperError(f"helper: {data['error']}")
+                return data
+        raise HelperError(f"no answer from the helper: {raw[-300:]!r}")
+
+    def _install(self) -> None:
+        """Copy the helper in, find a Python, take the first snapshot: one exec."""
+        script = (
+            f"mkdir -p {HELPER_DIR} && cat > {HELPER_DIR}/helper.py && "
+            "PY=$(command -v python3 || command -v python || echo /usr/bin/python3) && "
+            f"echo \"$PY\" > {HELPER_DIR}/python && "
+            f"\"$PY\" -S -E {HELPER_DIR}/helper.py init {shlex.quote(self.root)} {self.state_file}"
+        )
+        data = self._json(self._exec(["sh", "-c", script], stdin=HELPER_SOURCE.read_bytes()))
+        self.python = (self._exec(["cat", f"{HELPER_DIR}/python"]).decode().strip() or "python3")
+        self.round_trips -= 1  # reading the interpreter path is part of installing
+        self._files = {p: FileState(*fs) for p, fs in data["files"].items()}
+        self._git = data.get("git") or {}
+
+    # -- the command's own exec carries the snapshot ------------------------------------------------
+
+    def wrap(self, command: str, cwd: str) -> str:
+        """``command`` with an EXIT trap that prints the helper's report after it."""
+        a = analyze(command, cwd)
+        keys = list(a.read_keys) + ["f:" + v.path for v in a.views]
+        args = ["post", self.state_file, "--keep", str(self._keep_limit)]
+        for k in dict.fromkeys(keys):
+            args += ["--sign", k]
+        for p in self._watch_new:
+            args += ["--watch", p]
+        self._watch_new = []
+        helper = " ".join(shlex.quote(x) for x in [self.python, "-S", "-E", f"{HELPER_DIR}/helper.py", *args])
+        trap = (f"__ledger_rc=$?; trap - EXIT; if [ -p /dev/stdout ]; then printf '\\n%s\\n' {self.marker}; "
+                f"{helper} 2>/dev/null; fi; exit $__ledger_rc")
+        # Same first line as the command, so bash's "line N" messages keep their numbers.
+        return f"trap {shlex.quote(trap)} EXIT; {command}"
+
+    def unwrap(self, output: str) -> str:
+        """The command's own output; keeps the report for the next ``scan``."""
+        cut = output.rfind("\n" + self.marker + "\n")
+        if cut < 0:
+            self._report = None
+            return output
+        rest = output[cut + len(self.marker) + 2:]
+        line, _, after = rest.partition("\n")
+        try:
+            report = json.loads(line)
+            if "error" in report:
+                raise ValueError(report["error"])
+        except ValueError:
+            self._report = None
+            return output[:cut] + after
+        self._report = report
+        self.reports_in_band += 1
+        return output[:cut] + after  # anything a background job printed after the report stays
+
+    # -- Workspace ------------------------------------------------------------------------------
+
+    def scan(self, *, keep_limit: int = 0) -> Snapshot:
+        report, self._report = self._report, None
+        if report is None and self._first_scan:
+            self._first_scan = False  # the snapshot taken when installing is the first scan
+            return Snapshot(dict(self._files), self.root)
+        self._first_scan = False
+        if report is None:
+            report = self._json(self._exec([self.python, "-S", "-E", f"{HELPER_DIR}/helper.py", "post",
+                                            self.state_file, "--keep", str(self._keep_limit),
+                                            *sum((["--watch", p] for p in self._watch_new), [])]))
+            self._watch_new = []
+        for path, fs in report.get("changes", []):
+            if fs is None:
+                self._files.pop(path, None)
+            else:
+                self._files[path] = FileState(*fs)
+        self._sigs.update(report.get("sigs", {}))
+        self._states.update({p: (FileState(*fs) if fs else None) for p, fs in report.get("states", {}).items()})
+        self._kept = {p: base64.b64decode(v) for p, v in report.get("kept", {}).items()}
+        self._heads.update({p: base64.b64decode(v) for p, v in report.get("heads", {}).items()})
+        return Snapshot(dict(self._files), self.root)
+
+    def kept(self) -> dict[str, bytes]:
+        return self._kept
+
+    def sign_many(self, keys: Iterable[str], *, exact: bool = True) -> dict[str, str]:
+        keys = list(keys)
+        out: dict[str, str] = {}
+        missing = []
+        for k in keys:
+            if k in self._sigs:
+                out[k] = self._sigs[k]
+            elif k.startswith("f:") and (fs := self._files.get(k[2:])) is not None and not fs.digest.startswith("link:"):
+                out[k] = fs.digest
+            else:
+                missing.append(k)
+        if missing and exact:
+            data = self._json(self._exec([self.python, "-S", "-E", f"{HELPER_DIR}/helper.py", "sign",
+                                          self.state_file, *missing]))
+            out.update(data["sigs"])
+        else:
+            out.update({k: PENDING for k in missing})
+        return out
+
+    def file_state(self, path: str) -> FileState | None:
+        if path in self._states:
+            return self._states[path]
+        fs = self._files.get(path)
+        return fs if fs is not None and not fs.digest.startswith("link:") else None
+
+    def watch(self, paths: Iterable[str]) -> None:
+        for p in paths:
+            if p not in self._watch_new:
+                self._watch_new.append(p)
+
+    def watched(self) -> int:
+        return len(self._watch_new)
+
+    def baseline(self, snapshot: Snapshot, task: str) -> Baseline:
+        git = self._git
+        return Baseline(root=self.root, is_git=bool(git.get("is_git")), head_commit=git.get("head"),
+                        branch=git.get("branch"), dirty_paths=tuple(git.get("dirty") or ()),
+                        file_count=len(snapshot.files), snapshot_digest=snapshot.digest, task=task)
+
+    def baseline_content(self, path: str, commit: str | None) -> bytes | None:
+        return self._heads.get(path)
+
+    def digest(self, data: bytes) -> str:
+        return _b2(data)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,518 @@
+"""Ledger helper that runs INSIDE a container, next to the agent's commands.
+
+Installed on first use by ContainerWorkspace (container.py). It must run on any Python 3.6+ with
+the standard library alone (run with ``python3 -S -E``), so it is written in that dialect.
+
+    helper.py init ROOT STATE                 first snapshot, git baseline; JSON on stdout
+    helper.py post STATE [options]            after a command: what changed, signatures
+    helper.py sign STATE KEY...               signatures only
+
+Options of ``post``: ``--keep N`` (send the content of changed text files up to N bytes),
+``--sign KEY`` (sign this read key now and after every later command, when cheap),
+``--watch PATH`` (also track this file outside the workspace).
+
+State (stat cache, directory listings, the last snapshot, watched keys) lives in the STATE file
+(marshal), so each call reads only what changed. Content hashes are blake2b-128 ("b2:" prefix):
+xxhash is not in the container, and the ledger compares hashes only with hashes of the same run.
+Signatures mirror ledger_runtime/probe.py; the snapshot mirrors ledger_runtime/workspace.py.
+"""
+
+import base64
+import hashlib
+import json
+import marshal
+import os
+import stat
+import subprocess
+import sys
+import time
+
+VERSION = 1
+RACY_NS = 2000000000
+MAX_HASH = 64 * 1024 * 1024
+DEFAULT_IGNORES = (".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".tox", ".venv", "node_modules")
+
+
+def b2(data):
+    return "b2:" + hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def meta(st):
+    return "%o,%d,%d,%d,%d,%d,%d" % (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino, st.st_nlink, st.st_uid,
+                                     st.st_gid)
+
+
+class State(object):
+    def __init__(self, path):
+        self.path = path
+        self.data = None
+        try:
+            with open(path, "rb") as f:
+                data = marshal.load(f)
+            if data.get("version") == VERSION:
+                self.data = data
+        except Exception:
+            self.data = None
+        if self.data is None:
+            self.data = {"version": VERSION, "root": "", "cache": {}, "dirs": {}, "files": {}, "keys": [],
+                         "extra": [], "git_key": None, "head_sent": {}, "is_git": False}
+        self.kept = {}
+        self.keep_limit = 0
+
+    def save(self):
+        tmp = self.path + ".tmp"
+        with open(tmp, "wb") as f:
+            marshal.dump(self.data, f)
+        os.replace(tmp, self.path)
+
+    # -- hashing with a stat cache (never trusting a racy entry) --
+
+    def file_state(self, path, st=None):
+        try:
+            if st is None:
+                st = os.lstat(path)
+        except OSError:
+            return None
+        mode = st.st_mode
+        if stat.S_ISLNK(mode):
+            try:
+                return ["link:" + b2(os.fsencode(os.readlink(path)))[3:], st.st_size, None]
+            except OSError:
+                return None
+        if not stat.S_ISREG(mode):
+            return None
+        key = [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode]
+        cache = self.data["cache"]
+        hit = cache.get(path)
+        if hit is not None and hit[0] == key and st.st_mtime_ns < hit[1] - RACY_NS:
+            return hit[2]
+        if st.st_size > MAX_HASH:
+            fs = ["large:%d:%d:%d:%d" % (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino), st.st_size, None]
+            cache[path] = [key, time.time_ns() if hasattr(time, "time_ns") else int(time.time() * 1e9), fs]
+            return fs
+        hashed_at = time.time_ns() if hasattr(time, "time_ns") else int(time.time() * 1e9)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            if not os.path.lexists(path):
+                return None
+            return ["unreadable:%d:%d:%d:%d" % (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino), st.st_size,
+                    None]
+        binary = b"\0" in data[:8192]
+        lines = None if binary else data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        fs = [b2(data), len(data), lines]
+        cache[path] = [key, hashed_at, fs]
+        if self.keep_limit and not binary and len(data) <= self.keep_limit:
+            self.kept[path] = data
+        return fs
+
+    # -- listing: what git does not ignore --
+
+    def git(self, args, stdin=None):
+        try:
+            p = subprocess.Popen(["git", "-C", self.data["root"]] + args, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            out, _ = p.communicate(stdin)
+        except OSError:
+            return None
+        return out if p.returncode in (0, 1) else None
+
+    def git_key(self):
+        parts = []
+        for p in [os.path.join(self.data["root"], ".git", "index")] + sorted(self.data.get("ignore_files", [])):
+            try:
+                st = os.stat(p)
+                parts.append([p, st.st_mtime_ns, st.st_ctime_ns, st.st_size])
+            except OSError:
+                parts.append([p])
+        return parts
+
+    def ignored(self, rels):
+        if not rels:
+            return set()
+        if not self.data["is_git"]:
+            return set(r for r in rels if os.path.basename(r.rstrip("/")) in DEFAULT_IGNORES
+                       or r.endswith(".pyc"))
+        out = self.git(["check-ignore", "--no-index", "-z", "--stdin"], b"\0".join(os.fsencode(r) for r in rels) + b"\0")
+        return set(os.fsdecode(x) for x in (out or b"").split(b"\0") if x)
+
+    def refresh(self):
+        root = self.data["root"]
+        if not self.data["is_git"]:
+            return
+        key = self.git_key()
+        if key == self.data["git_key"] and self.data["dirs"]:
+            return
+        out = self.git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        if out is None:
+            self.data["is_git"] = False
+            self.data["dirs"] = {}
+            return
+        tree = {root: [set(), set()]}
+        ignore_files = []
+        for raw in out.split(b"\0"):
+            if not raw:
+                continue
+            rel = os.fsdecode(raw)
+            parts = rel.split("/")
+            d = root
+            for part in parts[:-1]:
+                tree.setdefault(d, [set(), set()])[1].add(part)
+                d = d + "/" + part if d != "/" else "/" + part
+            tree.setdefault(d, [set(), set()])[0].add(parts[-1])
+            if parts[-1] == ".gitignore":
+                ignore_files.append(os.path.join(root, rel))
+        self.data["ignore_files"] = ignore_files
+        now = time.time_ns() if hasattr(time, "time_ns") else int(time.time() * 1e9)
+        dirs = {}
+        empty = []
+        for d, (files, subdirs) in tree.items():
+            try:
+                st = os.lstat(d)
+                names = os.listdir(d)
+            except OSError:
+                continue
+            others = [n for n in names if n not in files and n not in subdirs and n != ".git"]
+            dirs[d] = [[st.st_mtime_ns, st.st_ctime_ns, st.st_ino], now, sorted(files), sorted(subdirs), others]
+            for n in others:
+                p = os.path.join(d, n)
+                if os.path.isdir(p) and not os.path.islink(p):
+                    empty.append(p)
+        if empty:
+            rels = [os.path.relpath(p, root) + "/" for p in empty]
+            ign = self.ignored(rels)
+            for p, r in zip(empty, rels):
+                if r in ign or r.rstrip("/") in ign:
+                    continue
+                d, name = os.path.split(p)
+                dirs[d][3].append(name)
+                dirs[d][4].remove(name)
+        self.data["dirs"] = dirs
+        self.data["git_key"] = self.git_key()
+
+    def listing(self, d, pending):
+        dirs = self.data["dirs"]
+        try:
+            st = os.lstat(d)
+        except OSError:
+            dirs.pop(d, None)
+            return None
+        if not stat.S_ISDIR(st.st_mode):
+            dirs.pop(d, None)
+            return None
+        key = [st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        cached = dirs.get(d)
+        if cached is not None and cached[0] == key and st.st_mtime_ns < cached[1] - RACY_NS:
+            return cached
+        listed_at = time.time_ns() if hasattr(time, "time_ns") else int(time.time() * 1e9)
+        files, subdirs, ignored, new = [], [], [], []
+        kf = set(cached[2]) if cached else set()
+        kd = set(cached[3]) if cached else set()
+        ki = set(cached[4]) if cached else set()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            return None
+        for e in entries:
+            name = e.name
+            if name == ".git":
+                continue
+            try:
+                is_dir = e.is_dir(follow_symlinks=False)
+                is_file = e.is_file(follow_symlinks=False) or e.is_symlink()
+            except OSError:
+                continue
+            if not (is_dir or is_file):
+                ignored.append(name)
+            elif name in ki:
+                ignored.append(name)
+            elif is_dir and name in kd:
+                subdirs.append(name)
+            elif is_file and name in kf:
+                files.append(name)
+            else:
+                new.append(name + "/" if is_dir else name)
+        if new:
+            pending.append((d, new))
+        entry = [key, listed_at, files, subdirs, ignored]
+        dirs[d] = entry
+        return entry
+
+    def scan(self):
+        root = self.data["root"]
+        self.refresh()
+        files = {}
+        pending = []
+        self.walk([root], files, pending)
+        while pending:
+            rel = []
+            for d, names in pending:
+                for n in names:
+                    r = os.path.relpath(os.path.join(d, n.rstrip("/")), root)
+                    rel.append((d, n, r + "/" if n.endswith("/") else r))
+            pending = []
+            ign = self.ignored([r for _, _, r in rel])
+            new_dirs = []
+            for d, n, r in rel:
+                entry = self.data["dirs"].get(d)
+                name = n.rstrip("/")
+                if entry is None:
+                    continue
+                if r in ign or r.rstrip("/") in ign:
+                    entry[4].append(name)
+                elif n.endswith("/"):
+                    entry[3].append(name)
+                    new_dirs.append(os.path.join(d, name))
+                else:
+                    entry[2].append(name)
+                    fs = self.file_state(os.path.join(d, name))
+                    if fs is not None:
+                        files[os.path.join(d, name)] = fs
+            self.walk(new_dirs, files, pending)
+        for p in self.data["extra"]:
+            if p not in files:
+                fs = self.file_state(p)
+                if fs is not None:
+                    files[p] = fs
+        return files
+
+    def walk(self, stack, files, pending):
+        while stack:
+            d = stack.pop()
+            entry = self.listing(d, pending)
+            if entry is None:
+                continue
+            base = d if d != "/" else ""
+            for name in entry[2]:
+                p = base + "/" + name
+                fs = self.file_state(p)
+                if fs is not None:
+                    files[p] = fs
+            stack.extend(base + "/" + name for name in entry[3])
+
+    # -- read-key signatures (see ledger_runtime/probe.py) --
+
+    def sign(self, key):
+        kind, _, path = key.partition(":")
+        try:
+            if kind == "f":
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    return "missing"
+                if stat.S_ISDIR(st.st_mode):
+                    return "dir:" + self.listing_sig(path)
+                if not stat.S_ISREG(st.st_mode):
+                    return "special:" + meta(st)
+                real = os.path.realpath(path)
+                fs = self.file_state(real)
+                if fs is None:
+                    return "missing"
+                return fs[0] if real == path else fs[0] + "@" + real
+            if kind == "x":
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    return "missing"
+                if stat.S_ISLNK(st.st_mode):
+                    return "link:" + os.readlink(path) + ":" + self.sign("x:" + os.path.realpath(path))
+                return "dir" if stat.S_ISDIR(st.st_mode) else "file"
+            if kind == "m":
+                return meta(os.lstat(path))
+            if kind == "d":
+                return self.listing_sig(path)
+            if kind == "r":
+                return self.tree_sig(path)
+        except OSError as e:
+            return "error:%s" % e.errno
+        return "unknown-key:" + kind
+
+    def listing_sig(self, path):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return "missing"
+        h = hashlib.blake2b(digest_size=16)
+        h.update(meta(st).encode())
+        if stat.S_ISLNK(st.st_mode):
+            h.update(os.fsencode(os.readlink(path)))
+            try:
+                st = os.stat(path)
+            except OSError:
+                return h.hexdigest()
+            h.update(meta(st).encode())
+        if not stat.S_ISDIR(st.st_mode):
+            fs = self.file_state(os.path.realpath(path))
+            h.update((fs[0] if fs else "missing").encode())
+            return h.hexdigest()
+        for e in os.scandir(path):
+            h.update(os.fsencode(e.name) + b"\0")
+            try:
+                h.update(meta(e.stat(follow_symlinks=False)).encode())
+            except OSError:
+                h.update(b"gone")
+        return h.hexdigest()
+
+    def tree_sig(self, path):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return "missing"
+        if not stat.S_ISDIR(st.st_mode):
+            return "file:" + self.listing_sig(path)
+        h = hashlib.blake2b(digest_size=16)
+        stack = [path]
+        while stack:
+            d = stack.pop()
+            h.update(b"D" + os.fsencode(d) + b"\0")
+            try:
+                it = list(os.scandir(d))
+            except OSError as e:
+                h.update(("unlistable:%s" % e.errno).encode())
+                continue
+            for e in it:
+                h.update(os.fsencode(e.name) + b"\0")
+                try:
+                    est = e.stat(follow_symlinks=False)
+                except OSError:
+                    h.update(b"gone")
+                    continue
+                h.update(meta(est).encode())
+                if stat.S_ISDIR(est.st_mode):
+                    stack.append(e.path)
+                elif stat.S_ISREG(est.st_mode) or stat.S_ISLNK(est.st_mode):
+                    fs = self.file_state(e.path, est)
+                    h.update((fs[0] if fs else "missing").encode())
+        return h.hexdigest()
+
+
+def git_info(state):
+    root = state.data["root"]
+    info = {"is_git": False, "head": None, "branch": None, "dirty": [], "top": None}
+    top = state.git(["rev-parse", "--show-toplevel"])
+    if not top:
+        return info
+    info["is_git"] = True
+    info["top"] = os.fsdecode(top.strip())
+    head = state.git(["rev-parse", "--verify", "-q", "HEAD"])
+    info["head"] = os.fsdecode(head.strip()) if head and head.strip() else None
+    branch = state.git(["symbolic-ref", "-q", "--short", "HEAD"])
+    info["branch"] = os.fsdecode(branch.strip()) if branch and branch.strip() else None
+    status = state.git(["status", "--porcelain", "-z", "--untracked-files=no"]) or b""
+    info["dirty"] = sorted(os.fsdecode(p[3:]) for p in status.split(b"\0") if len(p) > 3)
+    return info
+
+
+def head_content(state, path, top, head):
+    if not head or not top:
+        return None
+    rel = os.path.relpath(path, top)
+    if rel.startswith(".."):
+        return None
+    try:
+        p = subprocess.Popen(["git", "-C", top, "cat-file", "blob", head + ":" + rel], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL)
+        out, _ = p.communicate()
+    except OSError:
+        return None
+    return out if p.returncode == 0 else None
+
+
+def enc(data):
+    return base64.b64encode(data).decode("ascii")
+
+
+def cheap(key):
+    return not key.startswith("r:")
+
+
+def main(argv):
+    cmd = argv[1]
+    if cmd == "init":
+        root, state_path = argv[2], argv[3]
+        state = State(state_path)
+        state.data = State(os.devnull).data  # always a fresh start
+        state.path = state_path
+        state.data["root"] = os.path.normpath(root)
+        info = git_info(state)
+        state.data["is_git"] = info["is_git"]
+        state.data["git"] = info
+        files = state.scan()
+        state.data["files"] = files
+        state.save()
+        out = {"algo": "blake2b-128", "root": state.data["root"], "files": files, "git": info,
+               "python": sys.version.split()[0]}
+        sys.stdout.write(json.dumps(out) + "\n")
+        return 0
+    state = State(argv[2])
+    if not state.data["root"]:
+        sys.stdout.write(json.dumps({"error": "helper state missing: run init first"}) + "\n")
+        return 3
+    if cmd == "sign":
+        sys.stdout.write(json.dumps({"sigs": dict((k, state.sign(k)) for k in argv[3:])}) + "\n")
+        state.save()
+        return 0
+    if cmd != "post":
+        sys.stdout.write(json.dumps({"error": "unknown helper command " + cmd}) + "\n")
+        return 2
+    args = argv[3:]
+    sign_now = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--keep":
+            state.keep_limit = int(args[i + 1])
+        elif a == "--sign":
+            sign_now.append(args[i + 1])
+        elif a == "--watch":
+            p = os.path.normpath(args[i + 1])
+            if p not in state.data["extra"]:
+                state.data["extra"].append(p)
+        i += 2
+    before = state.data["files"]
+    after = state.scan()
+    changes = []
+    for p, fs in after.items():
+        old = before.get(p)
+        if old is None or old[0] != fs[0]:
+            changes.append([p, fs])
+    for p in before:
+        if p not in after:
+            changes.append([p, None])
+    state.data["files"] = after
+    keys = state.data["keys"]
+    for k in sign_now:
+        if k not in keys and cheap(k):
+            keys.append(k)
+    sigs = {}
+    for k in set(keys) | set(sign_now):
+        sigs[k] = state.sign(k)
+    kept = {}
+    heads = {}
+    info = state.data.get("git") or {}
+    for p, fs in changes:
+        if fs is not None and p in state.kept:
+            kept[p] = enc(state.kept[p])
+        if p not in state.data["head_sent"] and info.get("head"):
+            content = head_content(state, p, info.get("top"), info.get("head"))
+            state.data["head_sent"][p] = 1
+            if content is not None and len(content) <= max(state.keep_limit, 1):
+                heads[p] = enc(content)
+    lines = {}
+    for k in sign_now:
+        if k.startswith("f:"):
+            fs = state.file_state(os.path.realpath(k[2:]))
+            lines[k[2:]] = fs
+    state.save()
+    sys.stdout.write(json.dumps({"changes": changes, "sigs": sigs, "kept": kept, "heads": heads,
+                                 "states": lines}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv))
+    except Exception as e:  # never a traceback into the agent's output: one JSON line saying why
+        sys.stdout.write(json.dumps({"error": "%s: %s" % (type(e).__name__, e)}) + "\n")
+        sys.exit(1)
