@@ -38,8 +38,8 @@ def b2(data):
 
 
 def meta(st):
-    return "%o,%d,%d,%d,%d,%d,%d" % (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino, st.st_nlink, st.st_uid,
-                                     st.st_gid)
+    return "%o,%d,%d,%d,%d,%d,%d,%d" % (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
+                                        st.st_nlink, st.st_uid, st.st_gid)
 
 
 class State(object):
@@ -359,9 +359,15 @@ class State(object):
             st = os.lstat(path)
         except OSError:
             return "missing"
+        h = hashlib.blake2b(digest_size=16)
+        if stat.S_ISLNK(st.st_mode):
+            h.update(b"L" + os.fsencode(os.readlink(path)))
+            real = os.path.realpath(path)
+            if os.path.isdir(real):
+                h.update(self.tree_sig(real).encode())
+                return h.hexdigest()
         if not stat.S_ISDIR(st.st_mode):
             return "file:" + self.listing_sig(path)
-        h = hashlib.blake2b(digest_size=16)
         stack = [path]
         while stack:
             d = stack.pop()

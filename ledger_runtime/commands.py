@@ -24,6 +24,7 @@ __all__ = ["ANY_FILE", "Analysis", "FileView", "SUBMIT_MARKER", "analyze", "reso
 _RANK = {CommandClass.INSPECT: 0, CommandClass.SEARCH: 1, CommandClass.OTHER: 2, CommandClass.RUN: 3,
          CommandClass.ENV: 4, CommandClass.MODIFY: 5}
 _DEVICES = {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero"}
+_VOLATILE_TREES = ("/proc/", "/sys/", "/dev/", "/run/")  # files whose content no stat data can vouch for
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +192,8 @@ def _analyze(command: str, cwd: str) -> Analysis:
             views += [FileView(v.path, v.kind, v.selectors, v.numbered) for v in p.views]
     if cls is None:
         cls = CommandClass.OTHER
-    if cls not in (CommandClass.INSPECT, CommandClass.SEARCH) or any(k.endswith(":") for k in reads):
+    if cls not in (CommandClass.INSPECT, CommandClass.SEARCH) or any(k.endswith(":") for k in reads) \
+            or any(k[2:].startswith(_VOLATILE_TREES) for k in reads):
         pure = False
     return Analysis(
         command=command,

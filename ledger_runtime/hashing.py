@@ -58,7 +58,8 @@ class HashCache:
 
     def __init__(self, max_hash_bytes: int = 64 * 1024 * 1024):
         self.max_hash_bytes = max_hash_bytes
-        self._entries: dict[str, tuple[tuple[int, int, int, int, int], int, FileState]] = {}
+        # path -> (stat key, when hashed, state); workspace.WorkspaceScanner reads it directly
+        self.entries: dict[str, tuple[tuple[int, int, int, int, int], int, FileState]] = {}
         self.reads = 0  # files actually read, for tests and benchmarks
         self.kept: dict[str, bytes] = {}  # contents kept by the last hash_kept() calls
 
@@ -81,20 +82,20 @@ class HashCache:
         except OSError as e:
             return FileState(f"unreadable:{e.errno}", 0, None)
         key = _stat_key(st)
-        cached = self._entries.get(path)
+        cached = self.entries.get(path)
         if cached is not None and cached[0] == key and st.st_mtime_ns < cached[1] - RACY_NS:
             return cached[2]
         if st.st_size > self.max_hash_bytes:
             fs = FileState(_stat_token("large", st), st.st_size, None)
-            self._entries[path] = (key, time.time_ns(), fs)
+            self.entries[path] = (key, time.time_ns(), fs)
             return fs
         hashed_at = time.time_ns()
         fs = self._read(path, st, keep_limit)
         if fs is None:
-            self._entries.pop(path, None)
+            self.entries.pop(path, None)
             return None
         if not fs.digest.startswith("unreadable"):
-            self._entries[path] = (key, hashed_at, fs)
+            self.entries[path] = (key, hashed_at, fs)
         return fs
 
     def _read(self, path: str, st: os.stat_result, keep_limit: int) -> FileState | None:
@@ -136,12 +137,12 @@ class HashCache:
         return FileState(h.hexdigest(), nbytes, line_count)
 
     def forget(self, path: str) -> None:
-        self._entries.pop(path, None)
+        self.entries.pop(path, None)
 
     def export(self) -> dict[str, list]:
         """The cache as JSON-able data, for runs that span processes (hooks)."""
-        return {p: [list(k), t, list(fs)] for p, (k, t, fs) in self._entries.items()}
+        return {p: [list(k), t, list(fs)] for p, (k, t, fs) in self.entries.items()}
 
     def load(self, data: dict[str, list]) -> None:
         for p, (k, t, fs) in data.items():
-            self._entries[p] = (tuple(k), int(t), FileState(*fs))  # type: ignore[arg-type]
+            self.entries[p] = (tuple(k), int(t), FileState(*fs))  # type: ignore[arg-type]

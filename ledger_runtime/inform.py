@@ -18,6 +18,7 @@ from .state import UNKNOWN, LedgerState
 from .workspace import relative
 
 MAX_COMMAND_CHARS = 72
+MAX_SPANS = 6  # line ranges listed per seen file (a grep -n over a long file can leave hundreds)
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,10 @@ def _seen_entries(state: LedgerState) -> list[tuple[int, str]]:
                 ranges = "whole file"
             else:
                 spans = merge_spans([s for o in fresh for s in (o.spans or ())])
-                ranges = ", ".join(f"lines {s}" if i == 0 else str(s) for i, s in enumerate(spans)) or "search matches"
+                shown = spans[:MAX_SPANS]
+                ranges = ", ".join(f"lines {s}" if i == 0 else str(s) for i, s in enumerate(shown)) or "search matches"
+                if len(spans) > MAX_SPANS:
+                    ranges += f" and {len(spans) - MAX_SPANS} more ranges"
                 if all(o.kind == "matches" for o in fresh) and not spans:
                     ranges = "search matches"
             note = ""

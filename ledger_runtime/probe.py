@@ -30,7 +30,10 @@ PENDING = "pending"  # a signature not known before a command; taken as unchange
 
 
 def _meta(st: os.stat_result) -> str:
-    return f"{st.st_mode:o},{st.st_size},{st.st_mtime_ns},{st.st_ino},{st.st_nlink},{st.st_uid},{st.st_gid}"
+    """Stat data a listing can show (atime excluded: reading changes it; commands that show it are
+    impure instead)."""
+    return (f"{st.st_mode:o},{st.st_size},{st.st_mtime_ns},{st.st_ctime_ns},{st.st_ino},{st.st_nlink},"
+            f"{st.st_uid},{st.st_gid}")
 
 
 class Probe:
@@ -120,9 +123,15 @@ class Probe:
             st = os.lstat(path)
         except (FileNotFoundError, NotADirectoryError):
             return MISSING
+        h = xxhash.xxh3_128()
+        if stat.S_ISLNK(st.st_mode):  # grep -r and find follow a link named on the command line
+            h.update(b"L" + os.fsencode(os.readlink(path)))
+            real = os.path.realpath(path)
+            if os.path.isdir(real):
+                h.update(self._tree(real).encode())
+                return h.hexdigest()
         if not stat.S_ISDIR(st.st_mode):
             return "file:" + self._listing(path)
-        h = xxhash.xxh3_128()
         state = self.cache.state
         stack = [path]
         while stack:

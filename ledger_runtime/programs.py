@@ -63,13 +63,17 @@ def apply(upstream: Stream | None, f: Filter) -> Stream | None:
     if upstream.kind == "lines":
         if a == "numbered":
             return Stream("lines", upstream.path, upstream.selectors, True)
-        if a == "matches":
-            return Stream("matches", upstream.path)
+        if a == "matches":  # lines numbered by nl or cat -n keep their file line numbers
+            return Stream("matches", upstream.path, (), upstream.numbered)
+        if a == "matches-n":  # grep -n numbers its input lines: file lines only for a whole, unnumbered file
+            return Stream("matches", upstream.path, (), not upstream.numbered and not upstream.selectors)
         if isinstance(a, tuple):
             return Stream("lines", upstream.path, upstream.selectors + (a,), upstream.numbered)
         return None
-    if isinstance(a, tuple) or a == "matches":  # narrowing matches leaves matches
-        return Stream("matches", upstream.path, (), upstream.numbered and a != "matches")
+    if isinstance(a, tuple) or a == "matches":  # narrowing matches leaves matches, numbers and all
+        return Stream("matches", upstream.path, (), upstream.numbered)
+    if a == "matches-n":
+        return Stream("matches", upstream.path, (), False)
     return None
 
 
@@ -283,11 +287,15 @@ def sed_range(script: str) -> tuple[int, int | None] | None:
     return a, (a if b is not None and b < a else b)
 
 
+_SED_ADDR = r"(?:\d+|\$|/(?:\\.|[^/\\\n])*/I?)"
+_SED_PRINT_ONLY = re.compile(rf"^\s*(?:{_SED_ADDR}\s*(?:,\s*{_SED_ADDR}\s*)?)?p\s*$")
+
+
 def _sed_script_is_safe(script: str) -> bool:
-    """No w/W (write), e (execute) or r/R (read another file) commands outside regexes."""
-    blanked = re.sub(r"s(.)(?:\\.|(?!\1).)*\1(?:\\.|(?!\1).)*\1[gpiIm0-9]*", "s", script)
-    blanked = re.sub(r"/(?:\\.|[^/\n])*/", "/", blanked)
-    return not re.search(r"[wWeErR]", blanked)
+    """Only print commands (``p``) with line-number or regex addresses: nothing that could write
+    (w), execute (e) or read another file (r). Anything else is impure."""
+    parts = [p for p in re.split(r"[;\n]", script) if p.strip()]
+    return bool(parts) and all(_SED_PRINT_ONLY.match(p) for p in parts)
 
 
 def _sed_in_place(args: list[Word]) -> bool:
@@ -354,7 +362,8 @@ _AWK_RANGES = [
     (re.compile(r"^\s*NR\s*>\s*(\d+)\s*&&\s*NR\s*<\s*(\d+)" + _AWK_PRINT), 1, -1),
 ]
 _AWK_ONE = re.compile(r"^\s*NR\s*==\s*(\d+)" + _AWK_PRINT)
-_AWK_UNSAFE = re.compile(r"system|getline|fflush|close\s*\(|print[^;{}]*[>|]|printf[^;{}]*[>|]")
+_AWK_UNSAFE = re.compile(r"system|getline|fflush|close\s*\(|print[^;{}]*[>|]|printf[^;{}]*[>|]"
+                         r"|rand|systime|strftime|ENVIRON|PROCINFO")  # side effects, or output not from the input
 
 
 def awk_range(program: str) -> tuple[int, int] | None:
@@ -412,11 +421,16 @@ def _grep(s: Simple, args: list[Word], name: str) -> Effect:
         operands = operands[1:]  # the pattern
     recursive = name == "rg" or _has(opts, "-r", "-R", "--recursive", "--dereference-recursive") or \
         _last(opts, "-d", "--directories") == "recurse"
+    if name == "rg":
+        e.pure = False  # obeys .gitignore files above the tree it reads
     if _has(opts, "-R", "--dereference-recursive"):
         e.pure = False  # follows symlinks out of the tree
     if not operands:
         if not recursive:
-            return Effect(None, pure=e.pure, source=False, out=Filter("matches"))
+            n = _has(opts, "-n", "--line-number")
+            shows = not _has(opts, "-l", "-L", "-c", "-q", "-o", "--count", "--quiet", "--silent", "--only-matching")
+            return Effect(None, pure=e.pure, source=False,
+                          out=Filter("matches-n" if n else "matches") if shows else Filter("opaque"))
         if s.cwd is None:
             return _impure(CommandClass.SEARCH)
         e.reads.append("r:" + s.cwd)
@@ -448,6 +462,11 @@ _FIND_CLOCK = {"-newer", "-mmin", "-mtime", "-amin", "-atime", "-cmin", "-ctime"
 
 
 def _find(s: Simple, args: list[Word]) -> Effect:
+    follow = False
+    while args and args[0].value in ("-H", "-L", "-P", "-D", "-O") or (args and (args[0].value or "").startswith("-O")):
+        opt = args[0].value
+        follow = follow or opt in ("-H", "-L")
+        args = args[2:] if opt == "-D" else args[1:]
     roots: list[Word] = []
     expr: list[str | None] = []
     for i, w in enumerate(args):
@@ -460,8 +479,9 @@ def _find(s: Simple, args: list[Word]) -> Effect:
         e = _impure(CommandClass.RUN)
     if any(x in _FIND_ACTIONS_WRITE for x in expr):
         e = Effect(CommandClass.MODIFY, writes=[ANY_FILE], pure=False)
-    if any(x is None or x in _FIND_CLOCK or x == "-L" for x in expr):
-        e.pure = False
+    if follow or any(x is None or x in _FIND_CLOCK or x in ("-follow", "-printf", "-fprintf", "-ls", "-fls")
+                     for x in expr):
+        e.pure = False  # follows links out of the tree, depends on the clock, or prints times
     paths = literal_paths(s.cwd, roots) if roots else ([s.cwd] if s.cwd else None)
     if paths is None:
         e.pure = False
@@ -478,7 +498,9 @@ def _listing(s: Simple, args: list[Word], name: str) -> Effect:
             "indicator-style", "quoting-style", "time-style"))
         recursive = split is not None and _has(split[0], "-R", "--recursive") and not _has(split[0], "-d")
         kind = "r:" if recursive else "d:"
-        if split is not None and _has(split[0], "-L", "--dereference"):
+        if split is not None and (_has(split[0], "-L", "--dereference", "-u", "--full-time")
+                                  or _last(split[0], "--time") in ("atime", "access", "use", "birth", "creation")
+                                  or _last(split[0], "--sort") in ("atime", "access", "use")):
             return _impure(CommandClass.INSPECT)
     elif name == "tree":
         split = split_opts(args, with_arg="LIPo", long_with_arg=("filelimit", "timefmt", "sort", "charset"))
@@ -498,6 +520,10 @@ def _listing(s: Simple, args: list[Word], name: str) -> Effect:
         kind = "d:"
         if split is not None and _has(split[0], "-f", "--canonicalize", "-e", "-m", "-L", "--dereference"):
             return _impure(CommandClass.INSPECT)  # follows links anywhere
+        if name == "stat" and split is not None:
+            fmt = _last(split[0], "-c", "--format", "--printf")
+            if fmt is None or re.search(r"%[xXwW]", fmt):
+                return _impure(CommandClass.INSPECT)  # shows access or birth times
     if split is None:
         return _impure(CommandClass.INSPECT)
     operands = split[1]
@@ -601,6 +627,8 @@ def _modifier(s: Simple, args: list[Word], name: str) -> Effect:
             operands = None
         else:
             opts, operands = split
+            if name in ("chmod", "chown", "chgrp") and not _has(opts, "--reference"):
+                operands = operands[1:]  # the mode or owner
             target = _last(opts, "-t", "--target-directory")
             if target and (p := _path(s.cwd, target)):
                 e.writes.append(p)
@@ -611,7 +639,7 @@ def _modifier(s: Simple, args: list[Word], name: str) -> Effect:
                     e.reads.extend("f:" + p for p in src)
                 operands = [] if target else operands[-1:]
     paths = literal_paths(s.cwd, operands) if operands is not None else None
-    e.writes.extend(paths if paths is not None else [ANY_FILE])
+    e.writes.extend([p for p in paths if not p.startswith("/dev/")] if paths is not None else [ANY_FILE])
     return e
 
 
@@ -652,7 +680,9 @@ _PURE = {"echo", "printf", "true", "false", ":", "pwd", "basename", "dirname", "
 _SILENT = {"cd", "pushd", "popd", "true", "false", ":", "sleep", "exit", "return", "set", "shopt", "wait",
            "test", "["}
 _TEXT_FILTERS = {"sort", "uniq", "cut", "tr", "column", "rev", "fold", "fmt", "paste", "expand", "unexpand",
-                 "tac", "jq", "comm", "join", "less", "more"}
+                 "tac", "comm", "join", "less", "more"}
+_FILTER_ARGS = {"sort": "kotSTy", "cut": "bcdf", "paste": "d", "column": "cstoNRWlHEJ", "uniq": "fsw",
+                "fold": "w", "fmt": "wpg", "expand": "t", "unexpand": "t", "join": "12jotae", "tac": "s"}
 _CHECKSUMS = {"md5sum", "sha1sum", "sha256sum", "sha512sum", "cksum", "xxd", "hexdump", "od", "strings", "b2sum"}
 _WRAPPERS = {"timeout", "time", "nice", "nohup", "sudo", "command", "stdbuf", "ionice", "builtin", "exec", "env"}
 _LOCALE_VARS = {"PATH", "LC_ALL", "LC_COLLATE", "LC_CTYPE", "LANG", "GREP_OPTIONS", "GREP_COLORS",
@@ -664,6 +694,8 @@ def _unwrap(argv: list[Word]) -> tuple[list[Word], bool]:
     pure = True
     while argv and argv[0].value in _WRAPPERS:
         head, argv = argv[0].value, argv[1:]
+        if head == "time":
+            pure = False  # prints how long the command took
         if head == "command" and argv and argv[0].value in ("-v", "-V"):
             return [Word("which", "which"), *argv[1:]], False
         with_arg = {"timeout": ("-s", "-k", "--signal", "--kill-after"), "nice": ("-n",), "ionice": ("-c", "-n", "-p"),
@@ -693,8 +725,8 @@ def effect(s: Simple) -> Effect:
     base = os.path.basename(name)
     args = argv[1:]
     e = _dispatch(s, base, name, args)
-    if not pure:
-        e.pure = False
+    if not pure or any(w.glob for w in argv):
+        e.pure = False  # an unquoted glob expands against a directory no read key covers
     return e
 
 
@@ -743,15 +775,30 @@ def _dispatch(s: Simple, base: str, name: str, args: list[Word]) -> Effect:
                               for w in args):
         return Effect(CommandClass.MODIFY, writes=[ANY_FILE], pure=False)
     if base in _TEXT_FILTERS:
-        split = split_opts(args, with_arg="kt" if base == "sort" else ("dfc" if base == "cut" else ""))
+        split = split_opts(args, with_arg=_FILTER_ARGS.get(base, ""))
         operands = [w for w in (split[1] if split else []) if base != "tr"]
+        if base == "sort" and split is not None and _has(split[0], "-R", "--random-sort", "--random-source"):
+            return _impure(CommandClass.INSPECT)
+        if base == "uniq" and len(operands) >= 2:  # uniq IN OUT writes OUT
+            out_path = literal_paths(s.cwd, operands[1:2])
+            return Effect(CommandClass.MODIFY, writes=out_path or [ANY_FILE], pure=False)
         if not operands:
             return Effect(None, pure=split is not None, source=False, out=Filter("opaque"))
         paths = literal_paths(s.cwd, operands)
         return _impure(CommandClass.INSPECT) if paths is None else Effect(CommandClass.INSPECT,
                                                                            ["f:" + p for p in paths])
-    if base in ("which", "type", "whereis"):
+    if base in ("which", "type", "whereis", "jq", "yq", "shuf"):
         return _impure(CommandClass.INSPECT)
+    if base == "xargs":  # runs a command on stdin's words: its class, but never pure
+        at = next((i for i, w in enumerate(args) if not (w.value or "-").startswith("-")), None)
+        if at is None:
+            return _impure(CommandClass.RUN)
+        inner = os.path.basename(args[at].value or "")
+        e = _dispatch(s, inner, args[at].value or "", args[at + 1:])
+        cls = e.cls or (CommandClass.SEARCH if inner in ("grep", "egrep", "fgrep", "rg") else
+                        CommandClass.INSPECT if inner in ("cat", "head", "tail", "wc", "nl", "sed", "ls") else None)
+        return Effect(cls if cls in (CommandClass.SEARCH, CommandClass.INSPECT, CommandClass.MODIFY) else CommandClass.RUN,
+                      writes=e.writes or ([ANY_FILE] if cls is CommandClass.MODIFY else []), pure=False)
     if base in _RUNNERS or "/" in name or name.endswith((".py", ".sh")):
         return _impure(CommandClass.RUN)
     return _impure(CommandClass.OTHER)

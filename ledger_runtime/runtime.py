@@ -3,8 +3,9 @@
 
 One step of ``run``: analyse the command, scan the workspace (changes made since the last command
 are recorded as such), sign what govern needs, decide a verdict. RUN and NUDGE execute through the
-adapter's ``execute``; the workspace is scanned again, and the attempt, what it showed, and what it
-changed are committed in one transaction before the result goes back. REUSE hands back an earlier
+adapter's ``execute``; the workspace is scanned again (not after a pure reader, which writes
+nothing), and the attempt, what it showed, and what it changed are committed in one transaction
+before the result goes back. REUSE hands back an earlier
 result without running anything. In shadow mode every command executes and returns its real output;
 verdicts are decided and recorded only. Verdicts are also decided and recorded when govern is off,
 so runs with and without govern are measured alike.
@@ -209,9 +210,14 @@ class LedgerRuntime:
     def _record_run(self, plan: _Plan, res: ExecResult | None, elapsed: float, exc: BaseException | None) -> RunResult:
         analysis = plan.analysis
         self._watch(analysis)
-        after = self.workspace.scan(keep_limit=self.config.max_content_bytes)
-        changes = delta(plan.before, after) if plan.before is not None else []
-        self._last = after
+        if analysis.pure and exc is None and self.workspace.rescan_before_command and self._last is not None:
+            # A pure reader writes nothing: skip the scan. Were the analysis ever wrong, the next
+            # command's scan still finds the change, recorded as made between commands.
+            changes: list[Change] = []
+        else:
+            after = self.workspace.scan(keep_limit=self.config.max_content_bytes)
+            changes = delta(plan.before, after) if plan.before is not None else []
+            self._last = after
         post_sigs = self.workspace.sign_many(plan.pre_sigs)
         read_keys = analysis.read_keys if analysis.pure else ()
         stable = all(plan.pre_sigs.get(k) in (PENDING, post_sigs.get(k)) for k in read_keys)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 _GLOB = re.compile(r"(?<!\\)[*?\[]")
-_BRACE = re.compile(r"(?<!\\)\{[^{}]*,[^{}]*\}")
+_BRACE = re.compile(r"(?<!\\)\{[^{}]*(,|\.\.)[^{}]*\}")  # {a,b} and {1..3} expand
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +148,7 @@ def parse(command: str, cwd: str) -> Script:
     root = tree.root_node
     if root.has_error:
         return Script([], ok=False, problem="bash syntax the parser cannot read")
-    lowering = _Lowering(cwd)
+    lowering = _Lowering(cwd, source)
     try:
         lowering.statements(root.children, lowering.cwd)
     except RecursionError:
@@ -189,6 +189,8 @@ def word_of(node) -> Word:
                 continue
             if c.type == "string_content":
                 parts.append(_DQ_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), _text(c)))
+            elif c.type == "$":  # a lone `$` (as in ":$") is literal
+                parts.append("$")
             else:
                 return Word(None, raw)
         return Word("".join(parts), raw)
@@ -216,7 +218,8 @@ def _join(cwd: str | None, path: str) -> str | None:
 class _Lowering:
     """Walks the syntax tree in execution order, following the working directory."""
 
-    def __init__(self, cwd: str):
+    def __init__(self, cwd: str, source: bytes = b""):
+        self.source = source
         self.cwd: str | None = os.path.normpath(cwd) if cwd else None
         self.pipelines: list[Pipeline] = []
         self.complex = False
@@ -225,10 +228,11 @@ class _Lowering:
     # Statements update self.cwd as ``cd`` would; scopes (subshells) restore it.
 
     def statements(self, nodes, cwd: str | None, *, stdout_redirected: bool = False,
-                   substituted: bool = False) -> None:
+                   substituted: bool = False, last_redirected: bool | None = None) -> None:
         self.cwd = cwd
         prev = None
         before_prev = cwd
+        named = [n for n in nodes if n.is_named and n.type != "comment"]
         for n in nodes:
             t = n.type
             if t in (";", "\n", "&&", "comment", "(", ")", "{", "}", "do", "done", "then", "fi",
@@ -244,7 +248,8 @@ class _Lowering:
                 continue
             prev = n
             before_prev = self.cwd
-            self.statement(n, stdout_redirected=stdout_redirected, substituted=substituted)
+            out = last_redirected if (last_redirected is not None and named and n is named[-1]) else stdout_redirected
+            self.statement(n, stdout_redirected=out, substituted=substituted)
 
     def statement(self, n, *, stdout_redirected: bool = False, substituted: bool = False) -> None:
         t = n.type
@@ -322,6 +327,16 @@ class _Lowering:
             pipe = Pipeline([simple], out, substituted=substituted, start=n.start_byte)
             self.pipelines.append(pipe)
             self._after_simple(simple)
+        elif body is not None and body.type == "list":
+            # `a && b > out`: the redirection belongs to b alone.
+            start = len(self.pipelines)
+            self.statements(body.children, self.cwd, stdout_redirected=stdout_redirected, substituted=substituted,
+                            last_redirected=out)
+            for p in reversed(self.pipelines[start:]):
+                if p.stages and p.stages[-1] is not None:
+                    p.stages[-1].redirects.extend(redirects)
+                    break
+            pipe = self.pipelines[-1] if self.pipelines else None
         elif body is not None:
             start = len(self.pipelines)
             self.statement(body, stdout_redirected=out, substituted=substituted)
@@ -370,6 +385,7 @@ class _Lowering:
         return None
 
     def simple(self, n) -> Simple:
+        self._check_gaps(n)
         argv: list[Word] = []
         assigns: list[str] = []
         for i, c in enumerate(n.children):
@@ -394,7 +410,22 @@ class _Lowering:
                 simple.redirects.append(self.redirect(c))
         return simple
 
+    def _check_gaps(self, n) -> None:
+        r"""Catch two known tree-sitter-bash misreadings: a line break swallowed into one command
+        (``head -5`` NEWLINE ``rm -rf build``), and a word split by a backslash-newline that bash
+        joins (``fi\`` NEWLINE ``le`` is ``file``)."""
+        kids = n.children
+        for a, b in zip(kids, kids[1:]):
+            gap = self.source[a.end_byte:b.start_byte].replace(b"\\\n", b"")
+            if b"\n" in gap:
+                raise _Unsupported("a line break inside one command (the parser merged two lines)")
+            if not gap and self.source[a.end_byte:b.start_byte]:
+                raise _Unsupported("a word continued across lines")
+
     def redirect(self, n) -> Redirect:
+        dests = [c for i, c in enumerate(n.children) if n.field_name_for_child(i) == "destination"]
+        if len(dests) > 1 or any(b"\n" in c.text for c in dests):
+            raise _Unsupported("a redirection the parser split oddly")
         fd = None
         op = ""
         target = None

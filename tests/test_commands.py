@@ -186,3 +186,56 @@ def test_parse_coverage_on_real_commands():
     assert len(cmds) > 10000
     parsed = sum(1 for c in cmds if analyze(c, W).parsed)
     assert parsed / len(cmds) >= 0.99, f"parse coverage {parsed / len(cmds):.4f}"
+
+
+@pytest.mark.parametrize("cmd", [
+    "time cat f.py",                      # prints timings
+    "cat /proc/uptime",                   # no stat data vouches for /proc
+    "head -c 16 /dev/urandom | xxd",
+    "awk '{print rand()}' f.py",
+    "awk '{print ENVIRON[\"HOME\"]}' f.py",
+    "sort -R f.py",
+    "cat f.py | sort -R",
+    "find src -name *.py",                # the glob expands against the working directory
+    "grep -rn foo* src",
+    "ls src && echo *.py",
+    "ls src/{a..c}",
+    "cat fi\\\nle",                       # bash joins the word; the parser splits it
+    "stat f.py",                          # shows the access time
+    "ls -lu src",
+    "ls -l --time=atime src",
+    "find . -printf '%A@ %p\\n'",
+    "jq now f.json",
+    "find . -follow -name x",
+    "find -L . -name x",
+    "cd sub && rg foo",
+    "sed -n '/s/w/x/p' f.py",
+    "sed 's/a/b/w out' f.py",
+    "cat a | grep x | head -5\nrm -rf build && echo ok",
+])
+def test_commands_whose_output_can_change_without_their_reads_changing_are_impure(cmd):
+    assert not a(cmd).pure
+
+
+def test_misparses_are_caught_and_run_as_other():
+    for cmd in ["cat a | grep x | head -5\nrm -rf build && echo ok",
+                "cat <<'EOF' > f.py\n\\first\nx = 1\nEOF"]:
+        x = a(cmd)
+        assert not x.parsed and x.command_class.value == "other"
+
+
+def test_smaller_analysis_fixes():
+    assert list(a("chmod +x run.sh").writes) == ["/testbed/run.sh"]
+    assert list(a("chown root:root f").writes) == ["/testbed/f"]
+    assert a("uniq a b").command_class.value == "modify" and list(a("uniq a b").writes) == ["/testbed/b"]
+    assert list(a("cat f | tee /dev/null").writes) == []
+    assert list(a("paste -d ' ' a b").read_keys) == ["f:/testbed/a", "f:/testbed/b"]
+    assert a("find tests -name '*.py' | xargs grep -l foo").command_class.value == "search"
+    assert views(a("nl -ba f.py | grep -C 3 foo")) == [("/testbed/f.py", "matches", (), True)]
+    assert views(a("nl -ba f.py | sed -n '5,9p' | grep -n foo")) == [("/testbed/f.py", "matches", (), False)]
+    assert views(a("cat f.py | grep -n foo")) == [("/testbed/f.py", "matches", (), True)]
+    assert a("sed -n '/def get_choices/,/return/p' f.py").pure
+    assert a('ls -R | grep ":$" | head').pure
+    x = a("cat f.py && ls > out.txt")
+    assert views(x) == [("/testbed/f.py", "lines", (), False)], "the redirection belongs to ls alone"
+    assert a("stat -c '%s %Y' f.py").pure

@@ -256,3 +256,10 @@ def test_timeout_is_reported_like_the_executor_does(repo, tmp_path):
     r = rt.run("sleep 5", LocalExecutor(timeout=0.5))
     assert r.returncode == -1 and "timed out" in r.exception_info
     assert rt.state.attempts[-1].command_class is CommandClass.OTHER
+
+
+def test_many_matched_lines_do_not_flood_the_view(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    rt.run("grep -n return pkg/util.py", EX)
+    line = [l for l in rt.inform().splitlines() if "pkg/util.py" in l and "lines" in l][0]
+    assert "and 54 more ranges" in line and len(line) < 150
