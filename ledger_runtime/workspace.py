@@ -73,6 +73,15 @@ class _Dir(NamedTuple):
     files: tuple[str, ...]  # included regular files and symlinks (names)
     dirs: tuple[str, ...]  # included subdirectories (names)
     ignored: frozenset[str]  # names git ignores (or that are not files/dirs: FIFOs, sockets)
+    file_paths: tuple[str, ...]  # the same as full paths, built once per listing, not per scan
+    dir_paths: tuple[str, ...]
+
+
+def _make_dir(d: str, key: tuple[int, int, int], listed_at: int, files, dirs, ignored) -> _Dir:
+    base = d if d != os.sep else ""
+    files, dirs = tuple(files), tuple(dirs)
+    return _Dir(key, listed_at, files, dirs, frozenset(ignored), tuple(base + os.sep + n for n in files),
+                tuple(base + os.sep + n for n in dirs))
 
 
 def _dir_key(st: os.stat_result) -> tuple[int, int, int]:
@@ -145,9 +154,8 @@ class WorkspaceScanner:
             entry = self._listing(d, pending)
             if entry is None:
                 continue
-            base = d if d != os.sep else ""
-            self._hash_into(files, (base + os.sep + name for name in entry.files), keep_limit)
-            stack.extend(base + os.sep + name for name in entry.dirs)
+            self._hash_into(files, entry.file_paths, keep_limit)
+            stack.extend(entry.dir_paths)
 
     def _hash_into(self, files: dict[str, FileState], paths: Iterable[str], keep_limit: int) -> None:
         # The hot loop of every scan: the cache hit is inlined (HashCache.state has the same rule),
@@ -219,7 +227,7 @@ class WorkspaceScanner:
                 new.append(name + "/" if is_dir else name)
         if new:
             pending.append((d, new))
-        entry = _Dir(key, listed_at, tuple(files), tuple(dirs), frozenset(ignored))
+        entry = _make_dir(d, key, listed_at, files, dirs, ignored)
         self._dirs[d] = entry
         return entry
 
@@ -250,8 +258,8 @@ class WorkspaceScanner:
         for d, (files, dirs, ign) in by_dir.items():
             old = self._dirs.get(d)
             if old is not None:
-                self._dirs[d] = old._replace(files=old.files + tuple(files), dirs=old.dirs + tuple(dirs),
-                                             ignored=old.ignored | ign)
+                self._dirs[d] = _make_dir(d, old.key, old.listed_at, old.files + tuple(files),
+                                          old.dirs + tuple(dirs), old.ignored | ign)
         return new_dirs, new_files
 
     def _ignored(self, rel_paths: list[str]) -> set[str]:
@@ -338,7 +346,7 @@ class WorkspaceScanner:
             except OSError:
                 continue
             others = [n for n in names if n not in files and n not in dirs and n != ".git"]
-            self._dirs[d] = _Dir(_dir_key(st), now, tuple(sorted(files)), tuple(sorted(dirs)), frozenset(others))
+            self._dirs[d] = _make_dir(d, _dir_key(st), now, sorted(files), sorted(dirs), others)
             empty_dirs += [os.path.join(d, n) for n in others if os.path.isdir(os.path.join(d, n)) and not os.path.islink(os.path.join(d, n))]
         if empty_dirs:
             rels = [os.path.relpath(p, self.root) + "/" for p in empty_dirs]
@@ -348,7 +356,8 @@ class WorkspaceScanner:
                     continue
                 d, name = os.path.split(p)
                 old = self._dirs[d]
-                self._dirs[d] = old._replace(dirs=old.dirs + (name,), ignored=old.ignored - {name})
+                self._dirs[d] = _make_dir(d, old.key, old.listed_at, old.files, old.dirs + (name,),
+                                          old.ignored - {name})
         self._git_key = self._git_state_key()
 
 

@@ -9,6 +9,12 @@ from pathlib import Path
 
 import pytest
 
+# mini-swe-agent and litellm read these at import: quiet, offline, and never the user's own config.
+os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
+os.environ.setdefault("MSWEA_CONFIGURED", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("MSWEA_GLOBAL_CONFIG_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), "ledger-tests-mswea"))
+
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.com"}
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
