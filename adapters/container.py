@@ -65,6 +65,7 @@ class ContainerWorkspace:
         self._watch_new: list[str] = []
         self._keep_limit = 2 * 1024 * 1024
         self.python = "python3"
+        self.seq = 0  # each post call is numbered; the helper ignores one older than the last it took
         self.round_trips = 0
         self.reports_in_band = 0
         self._git: dict = {}
@@ -113,7 +114,8 @@ class ContainerWorkspace:
         """``command`` with an EXIT trap that prints the helper's report after it."""
         a = analyze(command, cwd)
         keys = list(a.read_keys) + ["f:" + v.path for v in a.views]
-        args = ["post", self.state_file, "--keep", str(self._keep_limit)]
+        self.seq += 1
+        args = ["post", self.state_file, "--seq", str(self.seq), "--keep", str(self._keep_limit)]
         for k in dict.fromkeys(keys):
             args += ["--sign", k]
         for p in self._watch_new:
@@ -122,8 +124,10 @@ class ContainerWorkspace:
         helper = " ".join(shlex.quote(x) for x in [self.python, "-S", "-E", f"{HELPER_DIR}/helper.py", *args])
         trap = (f"__ledger_rc=$?; trap - EXIT; if [ -p /dev/stdout ]; then printf '\\n%s\\n' {self.marker}; "
                 f"{helper} 2>/dev/null; fi; exit $__ledger_rc")
-        # Same first line as the command, so bash's "line N" messages keep their numbers.
-        return f"trap {shlex.quote(trap)} EXIT; {command}"
+        # stderr joins stdout first: docker exec carries the two streams apart and interleaves them at
+        # random, which could put the report before the command's last words; one stream keeps it last.
+        # All on the command's first line, so bash's "line N" messages keep their numbers.
+        return f"exec 2>&1; trap {shlex.quote(trap)} EXIT; {command}"
 
     def unwrap(self, output: str) -> str:
         """The command's own output; keeps the report for the next ``scan``."""
@@ -153,8 +157,9 @@ class ContainerWorkspace:
             return Snapshot(dict(self._files), self.root)
         self._first_scan = False
         if report is None:
+            self.seq += 1
             report = self._json(self._exec([self.python, "-S", "-E", f"{HELPER_DIR}/helper.py", "post",
-                                            self.state_file, "--keep", str(self._keep_limit),
+                                            self.state_file, "--seq", str(self.seq), "--keep", str(self._keep_limit),
                                             *sum((["--watch", p] for p in self._watch_new), [])]))
             self._watch_new = []
         for path, fs in report.get("changes", []):

@@ -7,7 +7,8 @@ the standard library alone (run with ``python3 -S -E``), so it is written in tha
     helper.py post STATE [options]            after a command: what changed, signatures
     helper.py sign STATE KEY...               signatures only
 
-Options of ``post``: ``--keep N`` (send the content of changed text files up to N bytes),
+Options of ``post``: ``--seq N`` (calls are numbered; one older than the last taken is ignored:
+the late EXIT trap of a command that timed out must not overwrite newer state), ``--keep N`` (send the content of changed text files up to N bytes),
 ``--sign KEY`` (sign this read key now and after every later command, when cheap),
 ``--watch PATH`` (also track this file outside the workspace).
 
@@ -467,7 +468,13 @@ def main(argv):
     i = 0
     while i < len(args):
         a = args[i]
-        if a == "--keep":
+        if a == "--seq":
+            seq = int(args[i + 1])
+            if seq <= state.data.get("seq", 0):
+                sys.stdout.write(json.dumps({"error": "stale call %d (state is at %d)" % (seq, state.data.get("seq", 0))}) + "\n")
+                return 0
+            state.data["seq"] = seq
+        elif a == "--keep":
             state.keep_limit = int(args[i + 1])
         elif a == "--sign":
             sign_now.append(args[i + 1])

@@ -180,6 +180,8 @@ class LedgerEnvironment:
             sent = {**action, "command": ws.wrap(command, _cwd)} if ws is not None else action
             try:
                 out = self.inner.execute(sent, cwd, timeout=timeout)
+                if sent is not action:  # error texts quote the command: show the agent its own
+                    out = _unquote(out, sent["command"], command)
             except Submitted as s:  # let the ledger record it, then raise it as the agent would see it
                 msg = s.messages[0] if s.messages else {}
                 submission = msg.get("extra", {}).get("submission", "")
@@ -291,6 +293,20 @@ class LedgerModel:
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+
+def _unquote(out: dict, sent: str, original: str) -> dict:
+    """The environment's result with the wrapped command replaced by the original wherever a message
+    quotes it (mini-swe-agent's timeout message quotes the whole docker exec command line)."""
+    def fix(text: Any) -> Any:
+        if not isinstance(text, str):
+            return text
+        return text.replace(repr(sent), repr(original)).replace(sent, original)
+
+    out = {**out, "exception_info": fix(out.get("exception_info"))}
+    if isinstance(out.get("extra"), dict):
+        out["extra"] = {k: fix(v) for k, v in out["extra"].items()}
+    return out
 
 
 VIEW_NOTE = "(Ledger runtime: current execution state; it replaces any earlier state view.)\n"

@@ -17,6 +17,7 @@ and the ledger when that works) and the command runs as if there were no ledger.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import traceback
@@ -40,6 +41,7 @@ from .store import LedgerStore, StoreError
 from .workspace import Change, Snapshot, delta
 
 MAX_WATCHED = 4096
+log = logging.getLogger("ledger_runtime")
 FAULTS_FILE = "faults.log"
 
 
@@ -86,6 +88,7 @@ class LedgerRuntime:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.config = config or LedgerConfig()
+        self.faults = 0  # faults of the ledger so far (each logged; none ever stops the agent)
         self._decide_config = self.config.with_(govern=True)
         self.truncation = truncation or Truncation(self.config.output_limit_chars, self.config.output_head_chars,
                                                    self.config.output_tail_chars)
@@ -351,6 +354,8 @@ class LedgerRuntime:
                records: list[dict] | None = None) -> None:
         entry = {"at": time.time(), "where": where, "error": f"{type(error).__name__}: {error}",
                  "command": command, "trace": traceback.format_exc(limit=6)}
+        self.faults += 1
+        log.warning("ledger fault %s: %s", where, entry["error"])
         if records:
             entry["records"] = records  # what could not be written to the ledger, kept here instead
         try:

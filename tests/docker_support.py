@@ -1,0 +1,72 @@
+"""A real Docker engine for tests: skip (with the reason printed) only when none can be reached.
+
+The engine and the base image come from scripts/docker-engine.sh (run by .ci/run). The test image
+mimics a SWE-bench instance image: a small repository at /testbed with python3, git and a failing
+test, built locally from that base, never pulled.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+BASE_IMAGE = "local/bookworm:py"
+TEST_IMAGE = "ledger-test/testbed:latest"
+PROJECT = {
+    "calc.py": "def add(a, b):\n    return a - b\n\n\n" + "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(30)),
+    "test_calc.py": "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
+                    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+    ".gitignore": "__pycache__/\n",
+}
+
+
+def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout)
+
+
+def engine_problem() -> str | None:
+    if shutil.which("docker") is None:
+        return "no docker client on PATH (scripts/docker-engine.sh up installs one and starts an engine)"
+    try:
+        r = _run("docker", "version", "--format", "{{.Server.Version}}", timeout=15)
+    except subprocess.TimeoutExpired:
+        return "the docker engine did not answer within 15 s"
+    if r.returncode != 0:
+        return f"no docker engine reachable ({r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'no answer'}); " \
+               "run scripts/docker-engine.sh up"
+    if _run("docker", "image", "inspect", BASE_IMAGE).returncode != 0:
+        return f"base image {BASE_IMAGE} missing; scripts/docker-engine.sh up builds it"
+    return None
+
+
+def build_test_image() -> str:
+    """Build TEST_IMAGE (cached by docker); returns its name."""
+    if _run("docker", "image", "inspect", TEST_IMAGE).returncode == 0:
+        return TEST_IMAGE
+    with tempfile.TemporaryDirectory() as d:
+        ctx = Path(d)
+        for rel, text in PROJECT.items():
+            (ctx / "proj" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (ctx / "proj" / rel).write_text(text)
+        (ctx / "Dockerfile").write_text(
+            f"FROM {BASE_IMAGE}\nCOPY proj /testbed\n"
+            "RUN cd /testbed && git init -q && git add -A && git -c user.email=t@t -c user.name=t commit -qm init\n"
+            "WORKDIR /testbed\n")
+        r = subprocess.run(["docker", "build", "-q", "-t", TEST_IMAGE, str(ctx)], capture_output=True, text=True,
+                           env={"DOCKER_BUILDKIT": "0", "PATH": "/usr/local/bin:/usr/bin:/bin"}, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(f"building {TEST_IMAGE} failed: {r.stderr[-500:]}")
+    return TEST_IMAGE
+
+
+@pytest.fixture(scope="session")
+def docker_image() -> str:
+    problem = engine_problem()
+    if problem:
+        print(f"\nSKIP docker tests: {problem}")
+        pytest.skip(problem)
+    return build_test_image()

@@ -1,0 +1,229 @@
+"""The mini-swe-agent adapter through the REAL agent loop, with mini-swe-agent's own scripted models
+(text-based and tool-call) and the real LitellmModel answering from litellm's mock_response."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import make_repo
+
+from minisweagent.agents.default import DefaultAgent  # noqa: E402
+from minisweagent.environments.local import LocalEnvironment  # noqa: E402
+from minisweagent.models.test_models import (DeterministicModel, DeterministicToolcallModel,  # noqa: E402
+                                             make_output, make_toolcall_output)
+
+from ledger_adapters.mini_swe_agent import LedgerEnvironment, LedgerModel  # noqa: E402
+from ledger_runtime.inspection import load  # noqa: E402
+
+TEST = "python3 -m unittest -q test_calc"
+FILES = {
+    "calc.py": "def add(a, b):\n    return a - b\n\n\n" + "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(30)),
+    "test_calc.py": "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
+                    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+    ".gitignore": "__pycache__/\n",
+}
+SCRIPT = [
+    "cat calc.py",
+    "nl -ba calc.py | sed -n '1,40p'",
+    TEST,
+    TEST,
+    "sed -i '2s/a - b/a + b/' calc.py",
+    TEST,
+    "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff",
+]
+
+
+class RecordingModel(DeterministicModel):
+    """mini-swe-agent's DeterministicModel, also keeping the messages each query received."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.received: list[list[dict]] = []
+
+    def query(self, messages, **kw):
+        self.received.append([dict(m) for m in messages])
+        return super().query(messages, **kw)
+
+
+class RecordingToolcallModel(DeterministicToolcallModel):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.received: list[list[dict]] = []
+
+    def query(self, messages, **kw):
+        self.received.append([dict(m) for m in messages])
+        return super().query(messages, **kw)
+
+
+def text_outputs(cmds):
+    return [make_output(f"step {i}\n```mswea_bash_command\n{c}\n```", [{"command": c}], cost=0.0)
+            for i, c in enumerate(cmds)]
+
+
+def agent_for(model, env, tmp_path):
+    return DefaultAgent(model, env, system_template="You fix bugs.", instance_template="{{task}}", cost_limit=0,
+                        step_limit=30, output_path=tmp_path / "traj.json")
+
+
+def ledger_env(repo: Path, run: Path, **ledger):
+    return LedgerEnvironment(inner_class="local", cwd=str(repo), timeout=60,
+                             env={"PYTHONDONTWRITEBYTECODE": "1"}, ledger={"run_dir": str(run), **ledger})
+
+
+def observations(messages):
+    return [(m["content"], (m.get("extra") or {}).get("returncode")) for m in messages if m["role"] in ("user", "tool")][1:]
+
+
+def test_text_model_end_to_end(tmp_path):
+    repo = make_repo(tmp_path / "repo", FILES)
+    inner = RecordingModel(outputs=text_outputs(SCRIPT), cost_per_call=0.0)
+    model = LedgerModel(inner_class="deterministic", outputs=[])
+    model.inner = inner
+    env = ledger_env(repo, tmp_path / "run")
+    agent = agent_for(model, env, tmp_path)
+    info = agent.run("Make test_add pass")
+    assert info["exit_status"] == "Submitted"
+    assert "+    return a + b" in info["submission"] and "[ledger]" not in info["submission"]
+    verdicts = [m["extra"]["ledger"]["verdict"] for m in agent.messages if "ledger" in (m.get("extra") or {})]
+    assert verdicts == ["RUN", "REUSE", "RUN", "NUDGE", "RUN", "RUN"], "the submission step raises before its observation"
+    # the state view reached the model fresh before each query after the first command, never in the history
+    views = [q[-1]["content"] for q in inner.received[1:]]
+    assert all("<ledger_state" in v for v in views)
+    assert "calc.py: +1 -1" in views[-1] and "#4 " in views[-1]
+    assert not any("<ledger_state" in str(m.get("content")) for m in agent.messages)
+    assert sum("<ledger_state" in str(m.get("content")) for m in inner.received[-1]) == 1
+    traj = json.loads((tmp_path / "traj.json").read_text())
+    assert traj["info"]["ledger"]["path"].endswith("ledger.sqlite")
+    assert traj["info"]["config"]["environment_type"] == "ledger_adapters.mini_swe_agent.LedgerEnvironment"
+    assert traj["messages"][5]["extra"]["ledger"]["verdict"] == "REUSE"
+    loaded = load(tmp_path / "run")
+    assert [a.step for a in loaded.state.attempts] == list(range(1, 8))
+    assert loaded.state.attempts[-1].submits
+
+
+def test_toolcall_model_several_calls_share_a_step_and_view_follows_tool_results(tmp_path):
+    repo = make_repo(tmp_path / "repo", FILES)
+
+    def call(i, cmd):
+        return {"id": f"call_{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": cmd})}}
+
+    turns = [
+        [("a", "cat calc.py"), ("b", "ls")],
+        [("c", "cat calc.py"), ("d", TEST)],
+        [("e", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")],
+    ]
+    outputs = [make_toolcall_output(None, [call(i, c) for i, c in t], [{"command": c, "tool_call_id": f"call_{i}"} for i, c in t])
+               for t in turns]
+    inner = RecordingToolcallModel(outputs=outputs, cost_per_call=0.0)
+    model = LedgerModel(inner_class="minisweagent.models.test_models.DeterministicToolcallModel", outputs=[])
+    model.inner = inner
+    env = ledger_env(repo, tmp_path / "run")
+    agent = agent_for(model, env, tmp_path)
+    assert agent.run("look")["exit_status"] == "Submitted"
+    second = inner.received[1]
+    assert [m["role"] for m in second[-4:]] == ["assistant", "tool", "tool", "user"], "view after the tool results"
+    steps = [a.step for a in load(tmp_path / "run").state.attempts]
+    assert steps == [1, 1, 2, 2, 3]
+    tools = [m for m in agent.messages if m["role"] == "tool"]
+    assert tools[2]["extra"]["ledger"]["verdict"] == "REUSE" and tools[2]["tool_call_id"] == "call_c"
+
+
+def test_switches_off_gives_the_same_observations_as_plain_mini(tmp_path):
+    """With inform and govern off, a scripted run sees exactly what plain mini-swe-agent sees."""
+    plain_repo = make_repo(tmp_path / "repo", FILES)
+    plain = agent_for(DeterministicModel(outputs=text_outputs(SCRIPT), cost_per_call=0.0),
+                      LocalEnvironment(cwd=str(plain_repo), env={"PYTHONDONTWRITEBYTECODE": "1"}), tmp_path / "p")
+    plain.run("task")
+    shutil.rmtree(plain_repo)
+    ledger_repo = make_repo(tmp_path / "repo", FILES)  # the same path, the same content
+    env = ledger_env(ledger_repo, tmp_path / "run", inform=False, govern=False)
+    wrapped = agent_for(LedgerModel(inner_class="deterministic", outputs=text_outputs(SCRIPT), cost_per_call=0.0),
+                        env, tmp_path / "l")
+    wrapped.run("task")
+
+    def scrub(obs):  # unittest prints its own timing
+        import re
+        return [(re.sub(r"in \d+\.\d+s", "in Xs", c), rc) for c, rc in obs]
+
+    assert scrub(observations(wrapped.messages)) == scrub(observations(plain.messages))
+    assert wrapped.messages[-1]["content"] == plain.messages[-1]["content"], "same submission"
+    shadow_verdicts = [a.verdict.kind.value for a in load(tmp_path / "run").state.attempts]
+    assert "REUSE" in shadow_verdicts and not any(a.applied for a in load(tmp_path / "run").state.attempts)
+
+
+def test_litellm_model_with_mock_response(tmp_path):
+    litellm = pytest.importorskip("litellm")
+    from litellm.integrations.custom_logger import CustomLogger
+
+    seen: list[list[dict]] = []
+
+    class Capture(CustomLogger):
+        def log_pre_api_call(self, model, messages, kwargs):
+            seen.append(messages)
+
+    litellm.callbacks = [Capture()]
+    try:
+        repo = make_repo(tmp_path / "repo", FILES)
+        calls = [{"id": "call_1", "type": "function",
+                  "function": {"name": "bash", "arguments": json.dumps({"command": "cat calc.py"})}}]
+        model = LedgerModel(inner_class="litellm", model_name="gpt-4o-mini", cost_tracking="ignore_errors",
+                            model_kwargs={"mock_response": "Reading the file.", "mock_tool_calls": calls})
+        env = ledger_env(repo, tmp_path / "run")
+        agent = DefaultAgent(model, env, system_template="sys", instance_template="{{task}}", step_limit=3, cost_limit=0)
+        assert agent.run("read it")["exit_status"] == "LimitsExceeded"
+    finally:
+        litellm.callbacks = []
+    tools = [m for m in agent.messages if m["role"] == "tool"]
+    assert [t["extra"]["ledger"]["verdict"] for t in tools] == ["RUN", "REUSE", "REUSE"]
+    assert len(seen) == 3 and seen[1][-1]["role"] == "user" and "<ledger_state" in seen[1][-1]["content"]
+    assert seen[1][-2]["role"] == "tool"
+
+
+def test_a_full_disk_never_breaks_the_agent(tmp_path):
+    """A real fault: the ledger lives on a tiny tmpfs that fills up; commands still run."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to mount a small tmpfs (a real full disk)")
+    small = tmp_path / "small"
+    small.mkdir()
+    if os.system(f"mount -t tmpfs -o size=160k tmpfs {small} 2>/dev/null") != 0:
+        pytest.skip("mounting a tmpfs is not allowed here")
+    env = None
+    try:
+        repo = make_repo(tmp_path / "repo", {"big.txt": "x" * 400_000 + "\n", **FILES})
+        env = ledger_env(repo, small / "run")
+        cmds = ["cat big.txt | wc -c", "cat big.txt", "echo done"]
+        agent = agent_for(LedgerModel(inner_class="deterministic", outputs=text_outputs(cmds + ["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]),
+                                      cost_per_call=0.0), env, tmp_path)
+        info = agent.run("task")
+        assert info["exit_status"] == "Submitted"
+        obs = observations(agent.messages)
+        assert obs[0][0].strip().endswith("400001\n</output>") or "400001" in obs[0][0]
+        assert "done" in obs[2][0]
+        assert env.runtime.faults > 0, "the ledger really could not write"
+    finally:
+        if env is not None:
+            env.cleanup()
+        os.system(f"umount {small} 2>/dev/null || umount -l {small}")
+
+
+def test_workspace_deleted_under_the_agent(tmp_path):
+    repo = make_repo(tmp_path / "repo", FILES)
+    env = ledger_env(repo, tmp_path / "run")
+    cmds = [f"rm -rf {repo}/* {repo}/.git", "echo still here", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]
+    agent = agent_for(LedgerModel(inner_class="deterministic", outputs=text_outputs(cmds), cost_per_call=0.0), env, tmp_path)
+    assert agent.run("task")["exit_status"] == "Submitted"
+    assert "still here" in observations(agent.messages)[1][0]
+    assert any(m.after_hash is None for m in load(tmp_path / "run").state.modifications)
+
+
+def test_unknown_ledger_setting_is_a_clear_error(tmp_path):
+    repo = make_repo(tmp_path / "repo", FILES)
+    env = ledger_env(repo, tmp_path / "run", reuse_outptu="full")
+    assert env.runtime is None, "a bad setting disables the ledger (logged), the agent still runs"
+    out = env.execute({"command": "echo hi"})
+    assert out["output"] == "hi\n"
