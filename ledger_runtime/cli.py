@@ -75,7 +75,7 @@ def inspect(
         return
     console = Console()
     if step is not None:
-        console.print(view_at(loaded, step), markup=False, highlight=False)
+        print(view_at(loaded, step))  # the exact text the model got: never re-wrapped
         return
     print_inspection(loaded, console)
 

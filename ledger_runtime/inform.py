@@ -133,13 +133,13 @@ def result_holds(a: Attempt, state: LedgerState) -> tuple[bool, str]:
             if kind == "f":
                 m = state.change_after(path, a.step + (0 if a.executed else 1), sig)
                 if m is not None and (m.attempt != a.id):
-                    return False, f"{_display(path, state)} changed at step {m.step}"
+                    return False, f"stale: {_display(path, state)} changed at step {m.step}"
             elif kind in ("d", "r"):
                 prefix = path.rstrip("/") + "/"
                 later = [m for m in state.modifications if m.step > a.step and
                          (m.path.startswith(prefix) or (kind == "d" and m.path == path))]
                 if later:
-                    return False, f"{_display(later[0].path, state)} changed at step {later[0].step}"
+                    return False, f"stale: {_display(later[0].path, state)} changed at step {later[0].step}"
         return True, "holds"
     if a.epoch_after == state.epoch:
         return True, "holds: nothing changed since"
