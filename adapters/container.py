@@ -1,5 +1,7 @@
-"""ContainerWorkspace: the ledger's workspace inside a Docker container (mini-swe-agent's
-DockerEnvironment, or anything with a ``container_id`` and a docker-compatible CLI).
+"""ContainerWorkspace: the ledger's workspace where the agent's commands run, when that is not this
+machine: a Docker container (mini-swe-agent's DockerEnvironment: talked to with ``docker exec``), or
+any other environment that runs bash commands (singularity, bubblewrap, SWE-ReX, Modal...: talked
+to through the environment's own ``execute``).
 
 A small helper (container_helper.py) is installed in the container on first use, together with
 the first snapshot, in one ``docker exec``. After that, the post-command snapshot rides in the SAME
@@ -43,16 +45,53 @@ def _b2(data: bytes) -> str:
     return "b2:" + hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+class DockerExec:
+    """Runs helper commands with ``docker exec`` (stdin supported)."""
+
+    def __init__(self, container: str, executable: str = "docker"):
+        self.container, self.executable = container, executable
+
+    def __call__(self, argv: list[str], stdin: bytes | None, timeout: float) -> bytes:
+        cmd = [self.executable, "exec", *(["-i"] if stdin is not None else []), self.container, *argv]
+        try:
+            proc = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout, check=False)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise HelperError(f"docker exec failed: {e}") from None
+        if proc.returncode != 0 and not proc.stdout:
+            raise HelperError(f"docker exec failed ({proc.returncode}): {proc.stderr.decode(errors='replace')[:300]}")
+        return proc.stdout
+
+
+class EnvExec:
+    """Runs helper commands through a mini-swe-agent environment's own ``execute`` (stdin is sent
+    base64-encoded inside the command)."""
+
+    def __init__(self, env: Any):
+        self.env = env
+
+    def __call__(self, argv: list[str], stdin: bytes | None, timeout: float) -> bytes:
+        cmd = " ".join(shlex.quote(a) for a in argv)
+        if stdin is not None:
+            cmd = f"echo {base64.b64encode(stdin).decode()} | base64 -d | {cmd}"
+        out = self.env.execute({"command": cmd}, timeout=int(timeout))
+        return str(out.get("output", "")).encode()
+
+
 class ContainerWorkspace:
-    """See the module docstring. ``env`` is a mini-swe-agent DockerEnvironment (or alike)."""
+    """See the module docstring. ``env`` is the mini-swe-agent environment the commands run in."""
 
     rescan_before_command = False
 
-    def __init__(self, env: Any, root: str, *, executable: str | None = None):
+    def __init__(self, env: Any, root: str, *, executable: str | None = None, transport: str = "auto"):
         self.env = env
         self.root = os.path.normpath(root)
-        self.container = env.container_id
-        self.executable = executable or getattr(getattr(env, "config", None), "executable", "docker")
+        if transport not in ("auto", "docker", "env"):
+            raise ValueError(f"helper transport must be auto, docker or env, not {transport!r}")
+        if transport != "env" and getattr(env, "container_id", None):
+            self.transport: Any = DockerExec(env.container_id, executable or getattr(
+                getattr(env, "config", None), "executable", "docker"))
+        else:
+            self.transport = EnvExec(env)
         self.nonce = secrets.token_hex(8)
         self.state_file = f"{HELPER_DIR}/state-{self.nonce}.marshal"
         self.marker = f"@@ledger-runtime:{self.nonce}@@"
@@ -76,14 +115,7 @@ class ContainerWorkspace:
 
     def _exec(self, argv: list[str], stdin: bytes | None = None, timeout: float = EXEC_TIMEOUT) -> bytes:
         self.round_trips += 1
-        cmd = [self.executable, "exec", *(["-i"] if stdin is not None else []), self.container, *argv]
-        try:
-            proc = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout, check=False)
-        except (OSError, subprocess.SubprocessError) as e:
-            raise HelperError(f"docker exec failed: {e}") from None
-        if proc.returncode != 0 and not proc.stdout:
-            raise HelperError(f"docker exec failed ({proc.returncode}): {proc.stderr.decode(errors='replace')[:300]}")
-        return proc.stdout
+        return self.transport(argv, stdin, timeout)
 
     def _json(self, raw: bytes) -> dict:
         for line in reversed(raw.decode("utf-8", "replace").strip().splitlines()):

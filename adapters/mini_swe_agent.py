@@ -76,6 +76,7 @@ class LedgerSettings(BaseModel):
     config_file: str = ""
     task: str = ""
     workdir: str = ""
+    helper_transport: str = "auto"  # how the helper reaches a non-local environment: docker exec, or its execute
 
 
 def _runner_context() -> dict[str, Any]:
@@ -94,6 +95,13 @@ def _runner_context() -> dict[str, Any]:
     finally:
         del frame
     return found
+
+
+def _runs_here(env: Any) -> bool:
+    """Whether the environment's commands run on this machine, on this machine's files."""
+    from minisweagent.environments.local import LocalEnvironment
+
+    return isinstance(env, LocalEnvironment) and not getattr(env, "container_id", None)
 
 
 def _default_run_dir(ctx: dict[str, Any]) -> Path:
@@ -146,15 +154,16 @@ class LedgerEnvironment:
 
     def _runtime(self, task: str, inner_kwargs: dict[str, Any]) -> LedgerRuntime:
         extra = {k: v for k, v in self.settings.model_dump().items()
-                 if k not in ("run_dir", "config_file", "task", "workdir")}
+                 if k not in ("run_dir", "config_file", "task", "workdir", "helper_transport")}
         config = load_config(self.settings.config_file) if self.settings.config_file else LedgerConfig()
         config = from_mapping({**config.to_dict(), **extra}, origin="ledger settings")
         workspace = None
         workdir = self.settings.workdir or getattr(getattr(self.inner, "config", None), "cwd", "") or os.getcwd()
-        if getattr(self.inner, "container_id", None):
+        if not _runs_here(self.inner):
             from .container import ContainerWorkspace
 
-            workspace = self.container = ContainerWorkspace(self.inner, workdir or "/")
+            workspace = self.container = ContainerWorkspace(self.inner, workdir or "/",
+                                                            transport=self.settings.helper_transport)
         meta = {"agent": "mini-swe-agent", "environment": f"{type(self.inner).__module__}.{type(self.inner).__name__}"}
         return LedgerRuntime(workdir, self.run_dir, config, task=task, meta=meta, workspace=workspace,
                              truncation=Truncation(config.output_limit_chars, config.output_head_chars,

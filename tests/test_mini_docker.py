@@ -24,12 +24,16 @@ def outputs(cmds):
     return [make_output(f"step {i}", [{"command": c}], cost=0.0) for i, c in enumerate(cmds)]
 
 
-def test_scripted_agent_in_a_container(docker_image, tmp_path):
+@pytest.mark.parametrize("transport", ["docker", "env"])
+def test_scripted_agent_in_a_container(docker_image, tmp_path, transport):
+    """``env``: the helper reaches the container through the environment's own execute, as it does
+    for environments that are not Docker (singularity, SWE-ReX...)."""
     cmds = ["cat calc.py", "cat calc.py", TEST, TEST, "sed -i '2s/a - b/a + b/' calc.py", TEST,
             "nl -ba calc.py | sed -n '1,5p'", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"]
     env = LedgerEnvironment(inner_class="docker", image=docker_image, **DOCKER_CFG,
-                            ledger={"run_dir": str(tmp_path / "run")})
+                            ledger={"run_dir": str(tmp_path / "run"), "helper_transport": transport})
     try:
+        assert type(env.container.transport).__name__ == ("DockerExec" if transport == "docker" else "EnvExec")
         agent = DefaultAgent(LedgerModel(inner_class="deterministic", outputs=outputs(cmds), cost_per_call=0.0), env,
                              system_template="s", instance_template="{{task}}", cost_limit=0)
         info = agent.run("fix add")
