@@ -51,6 +51,8 @@ def mini(
     shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: run every command, no state view."),
     run_dir: Optional[Path] = typer.Option(None, "-o", "--run-dir", help="Where the ledger and trajectory go."),
     yolo: bool = typer.Option(False, "-y", "--yolo", help="Run commands without asking for confirmation."),
+    exit_immediately: bool = typer.Option(False, "--exit-immediately",
+                                          help="Finish when the agent submits, without asking."),
     cost_limit: Optional[float] = typer.Option(None, "-l", "--cost-limit", help="Cost limit (0: none)."),
     model_class: Optional[str] = typer.Option(None, "--model-class", help="mini-swe-agent model class to wrap."),
     environment_class: str = typer.Option("local", "--environment-class", help="mini-swe-agent environment to wrap."),
@@ -93,6 +95,7 @@ def mini(
         "model": {**model_cfg, "model_class": "ledger_adapters.mini_swe_agent.LedgerModel", "inner_class": inner_model,
                   "model_name": model or model_cfg.get("model_name") or UNSET},
         "agent": {"mode": "yolo" if yolo else UNSET, "cost_limit": cost_limit if cost_limit is not None else UNSET,
+                  "confirm_exit": False if exit_immediately else UNSET,
                   "output_path": str(run_dir / "trajectory.traj.json")},
     })
     if not task:

@@ -227,3 +227,34 @@ def test_unknown_ledger_setting_is_a_clear_error(tmp_path):
     assert env.runtime is None, "a bad setting disables the ledger (logged), the agent still runs"
     out = env.execute({"command": "echo hi"})
     assert out["output"] == "hi\n"
+
+
+def test_ledger_run_mini_command(tmp_path):
+    """`ledger-run mini` end to end, with mini-swe-agent's scripted model set in a YAML config."""
+    import subprocess
+    import sys
+
+    repo = make_repo(tmp_path / "repo", FILES)
+    steps = ["cat calc.py", "cat calc.py", "sed -i '2s/a - b/a + b/' calc.py", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]
+    from minisweagent.config import builtin_config_dir
+    import yaml
+
+    cfg = yaml.safe_load((builtin_config_dir / "mini.yaml").read_text())
+    cfg["model"] = {"model_class": "deterministic", "model_name": "deterministic", "cost_per_call": 0.0,
+                    "outputs": [{"role": "assistant", "content": f"THOUGHT {i}",
+                                 "extra": {"actions": [{"command": c}], "cost": 0.0}} for i, c in enumerate(steps)]}
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    run = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "ledger_runtime.cli", "mini", "-c", str(tmp_path / "cfg.yaml"),
+                        "-t", "make add add", "--workdir", str(repo), "-o", str(run), "-y", "--exit-immediately"],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300,
+                       env={**os.environ, "COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"ledger: {run / 'ledger.sqlite'}" in r.stdout.replace("\n", "") or str(run / "ledger.sqlite") in r.stdout
+    state = load(run).state
+    assert [a.verdict.kind.value for a in state.attempts] == ["RUN", "REUSE", "RUN", "RUN"]
+    assert state.baseline.task == "make add add"
+    assert json.loads((run / "trajectory.traj.json").read_text())["info"]["exit_status"] == "Submitted"
+    bad = subprocess.run([sys.executable, "-m", "ledger_runtime.cli", "mini", "--workdir", str(tmp_path / "nope")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "is not a directory" in bad.stderr and "Traceback" not in bad.stderr
