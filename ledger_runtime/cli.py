@@ -80,6 +80,32 @@ def inspect(
     print_inspection(loaded, console)
 
 
+@app.command()
+def replay(
+    trajectories: list[Path] = typer.Argument(..., help="mini-swe-agent .traj.json files, directories of them, "
+                                                        "or actions.jsonl(.gz) files."),
+    repo: list[Path] = typer.Option([], "--repo", help="A git directory (bare or not) holding the instances' "
+                                                       "commits; repeat for several repositories."),
+    workdir: Path = typer.Option(Path("/testbed"), "--workdir", help="Where each checkout goes (the recorded "
+                                                                     "commands use /testbed)."),
+    out: Path = typer.Option(Path("replay-results"), "--out", "-o", help="Per-trajectory JSON goes here."),
+    instances: Optional[Path] = typer.Option(None, "--instances", help="SWE-bench instances (JSONL): base commits "
+                                                                       "and repositories of .traj.json files."),
+    timeout: Optional[int] = typer.Option(None, "--timeout", help="Seconds per command (default: the recorded run's)."),
+    observations_only: bool = typer.Option(False, "--observations-only", help="Estimate redundancy from the "
+                                                                              "recorded outputs alone, no repository."),
+    filter_: Optional[str] = typer.Option(None, "--filter", help="Only instance ids matching this regex."),
+    redo: bool = typer.Option(False, "--redo", help="Replay trajectories that already have a result."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Also write the summary as Markdown here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+) -> None:
+    """Replay recorded trajectories through the ledger (shadow mode) against the real repository."""
+    from .replay_cli import run_replay
+
+    run_replay(trajectories, repo, workdir, out, instances, timeout, observations_only, filter_, redo, report,
+               as_json, sys.argv)
+
+
 def _plugins() -> None:
     """Commands that adapters add (``ledger_runtime.commands`` entry points): registered by name,
     so the core never imports an adapter itself. A broken plugin costs its commands, nothing more."""

@@ -78,6 +78,20 @@ def submission_output(output: str) -> bool:
     return bool(lines) and lines[0].strip() == SUBMIT_MARKER
 
 
+def answer_text(v: Verdict, ref: Attempt | None, earlier: str | None) -> tuple[str, int | None]:
+    """What the agent gets instead of running a command: the earlier output under a one-line header
+    (REUSE, full form), a short reference to the step that has it (REUSE, reference form), or the
+    verdict's reason (REVISE, BLOCK). Returns the text and the return code to report."""
+    if v.kind is VerdictKind.REUSE and v.form is ReuseForm.FULL and ref is not None and earlier is not None:
+        return f"[ledger] REUSE of step {ref.step}'s output ({v.reason}; not run again):\n" + earlier, ref.exit_code
+    if v.kind is VerdictKind.REUSE and ref is not None:
+        return (f"[ledger] REUSE: same output as step {ref.step} (`{short_command(ref.command, 60)}`), "
+                f"still in your context above: {v.reason}. Not run again."), ref.exit_code
+    if v.kind is VerdictKind.REUSE:
+        return f"[ledger] REUSE: {v.reason}; they are still in your context above. Not run again.", 0
+    return f"[ledger] {v.kind.value}: {v.reason}", None
+
+
 class LedgerRuntime:
     """The runtime for one run; see the module docstring."""
 
@@ -183,25 +197,15 @@ class LedgerRuntime:
         """REUSE without running (REVISE and BLOCK come from policies, later)."""
         v = plan.verdict
         ref = self.state.attempt(v.ref_attempt) if v.ref_attempt is not None else None
+        earlier = None
         if v.kind is VerdictKind.REUSE and v.form is ReuseForm.FULL:
             if ref is None or ref.output_hash is None:
                 raise LookupError("the earlier attempt has no stored output")
             earlier = self.store.text(ref.output_hash)
             if earlier is None:
                 raise LookupError(f"output blob {ref.output_hash} is missing")
-            header = f"[ledger] REUSE of step {ref.step}'s output ({v.reason}; not run again):\n"
-            output, returncode, output_hash = header + earlier, ref.exit_code, ref.output_hash
-        elif v.kind is VerdictKind.REUSE:
-            if ref is not None:
-                output = (f"[ledger] REUSE: same output as step {ref.step} (`{short_command(ref.command, 60)}`), "
-                          f"still in your context above: {v.reason}. Not run again.")
-                returncode, output_hash = ref.exit_code, ref.output_hash
-            else:
-                output = f"[ledger] REUSE: {v.reason}; they are still in your context above. Not run again."
-                returncode, output_hash = 0, None
-        else:
-            output = f"[ledger] {v.kind.value}: {v.reason}"
-            returncode, output_hash = None, None
+        output, returncode = answer_text(v, ref, earlier)
+        output_hash = ref.output_hash if ref is not None and v.kind is VerdictKind.REUSE else None
         attempt = self._attempt(plan, executed=False, exit_code=returncode, output_hash=output_hash,
                                 output_chars=ref.output_chars if ref is not None else (v.estimated_chars or 0),
                                 truncated=False, duration=0.0, read_set={}, stable=True, epoch_after=self.state.epoch,

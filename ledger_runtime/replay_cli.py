@@ -1,0 +1,146 @@
+"""``ledger-run replay``: find the trajectories, replay them with a progress display, resume where a
+previous run stopped, and print (and write) the summary."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from .observe import Truncation
+from .replay import ReplaySettings, Skip, observations_only, replay_one, result_path
+from .replay_report import aggregate, class_table, load_results, results_md, table
+from .trajectories import Trajectory, TrajectoryError, load
+
+
+def _expand(paths: list[Path]) -> list[Path]:
+    out = []
+    for p in paths:
+        if p.is_dir():
+            out += sorted(p.glob("*.traj.json")) + sorted(p.glob("*/*.traj.json"))
+        else:
+            out.append(p)
+    return out
+
+
+def _instances(path: Path | None) -> tuple[dict[str, str], dict[str, str]]:
+    commits: dict[str, str] = {}
+    repos: dict[str, str] = {}
+    if path is None:
+        return commits, repos
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+                commits[row["instance_id"]] = row["base_commit"]
+                repos[row["instance_id"]] = row.get("repo", "")
+            except (ValueError, KeyError, TypeError):
+                continue
+    return commits, repos
+
+
+def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, filter_, redo, report, as_json,
+               argv) -> None:
+    from .cli import fail
+
+    err = Console(stderr=True)
+    paths = _expand(list(trajectories))
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        fail(f"no such trajectory file: {missing[0]}")
+    if not obs_only and not repos:
+        fail("give --repo GIT_DIR (the repository of the instances), or --observations-only")
+    for r in repos:
+        if not (r / "HEAD").exists() and not (r / ".git").exists():
+            fail(f"--repo {r} is not a git directory")
+    try:
+        commits, repo_names = _instances(instances)
+    except OSError as e:
+        fail(f"cannot read --instances: {e}")
+        return
+    notes: list[str] = []
+    items = list(load(paths, notes))
+    trajs = [t for t in items if isinstance(t, Trajectory)]
+    skipped = [(str(e).split(":")[0], str(e)) for e in items if isinstance(e, TrajectoryError)]
+    if filter_:
+        rx = re.compile(filter_)
+        trajs = [t for t in trajs if rx.search(t.instance_id)]
+    for t in trajs:
+        t.repo = t.repo or repo_names.get(t.instance_id)
+    if obs_only:
+        _observations_only(trajs, out, as_json)
+        return
+    settings = ReplaySettings(repos=list(repos), out=out, workdir=workdir, base_commits=commits,
+                              repo_names=repo_names, timeout=timeout)
+    todo = [t for t in trajs if redo or not result_path(out, t.instance_id).exists()]
+    err.print(f"{len(trajs)} trajectories, {len(trajs) - len(todo)} already replayed, {len(todo)} to go "
+              f"({sum(len(t.commands) for t in todo)} commands)")
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("eta"), TimeRemainingColumn()]
+    with Progress(*columns, console=err, transient=False) as progress:
+        total_cmds = sum(len(t.commands) for t in todo)
+        overall = progress.add_task("commands", total=total_cmds)
+        done_before = 0
+        for t in todo:
+            progress.update(overall, description=f"{t.instance_id:<32}")
+            try:
+                replay_one(t, settings, on_step=lambda i, n, base=done_before: progress.update(overall, completed=base + i))
+            except Skip as e:
+                skipped.append((t.instance_id, str(e)))
+                err.print(f"[yellow]skipped[/yellow] {t.instance_id}: {e}")
+            except Exception as e:  # one bad trajectory never stops the rest
+                skipped.append((t.instance_id, f"{type(e).__name__}: {e}"))
+                err.print(f"[red]failed[/red] {t.instance_id}: {type(e).__name__}: {e}")
+            done_before += len(t.commands)
+            progress.update(overall, completed=done_before)
+    if skipped:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "skipped.json").write_text(json.dumps(skipped, indent=1))
+    results = [r for r in load_results(out) if r["instance_id"] in {t.instance_id for t in trajs}]
+    agg = aggregate(results)
+    if as_json:
+        json.dump({"summary": agg, "skipped": skipped, "notes": notes}, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        console = Console()
+        console.print(table(agg))
+        if "total" in agg:
+            console.print(class_table(agg["total"]))
+        for iid, why in skipped:
+            console.print(f"skipped {iid}: {why}")
+    if report is not None:
+        command = "ledger-run " + " ".join(shlex.quote(a) for a in argv[1:])
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(results_md(agg, command, skipped, notes))
+
+
+def _observations_only(trajs: list[Trajectory], out: Path, as_json: bool) -> None:
+    trunc = Truncation()
+    rows = [observations_only(t, trunc) for t in trajs]
+    total = {"instances": len(rows), "commands": sum(r["commands"] for r in rows),
+             "redundant": sum(r["redundant"] for r in rows),
+             "redundant_exact": sum(r["redundant_exact"] for r in rows),
+             "redundant_subsumed": sum(r["redundant_subsumed"] for r in rows),
+             "redundant_chars": sum(r["redundant_chars"] for r in rows)}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "observations-only.json").write_text(json.dumps({"total": total, "instances": rows}, indent=1))
+    if as_json:
+        json.dump(total, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    from rich.table import Table
+
+    t = Table(title="Redundancy estimated from recorded observations")
+    for k in total:
+        t.add_column(k, justify="right")
+    t.add_row(*[f"{v:,}" for v in total.values()])
+    Console().print(t)
+    share = total["redundant"] / total["commands"] if total["commands"] else 0
+    Console().print(f"{share:.1%} of commands redundant ({total['redundant_chars']:,} characters of output)")
+
