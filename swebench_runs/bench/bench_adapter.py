@@ -29,7 +29,10 @@ What it measures (times in ms; each figure is the median (p50) and 95th percenti
    ``--first-use-repeat`` interleaved repetitions, each on a fresh environment.
 3. Docker only: round trips the ledger makes to the container beyond the command's own ``docker
    exec`` (``ContainerWorkspace.round_trips`` after construction; 0 is the design) and reports
-   that came back in-band with the command's output (``reports_in_band``).
+   that came back in-band with the command's output (``reports_in_band``). Then, on the shadow
+   ledger's container, what one snapshot helper call costs, in layers, each its own ``docker exec``
+   (``--anatomy-repeat`` times, interleaved): an empty exec, the helper's Python starting, its
+   imports, loading its state file, and the whole ``helper.py post`` with nothing changed.
 4. When the local shadow ledger adds more than 10 ms per command at the median (or with
    ``--profile``), a separate cProfile pass of the same session on a fresh copy shows where the
    ledger's time goes (cumulative ms per command of its main steps, and the top functions by own time).
@@ -101,6 +104,7 @@ import minisweagent  # noqa: E402
 from minisweagent.environments.docker import DockerEnvironment  # noqa: E402
 from minisweagent.environments.local import LocalEnvironment  # noqa: E402
 
+from ledger_adapters.container import HELPER_DIR  # noqa: E402
 from ledger_adapters.mini_swe_agent import LedgerEnvironment  # noqa: E402
 from ledger_runtime import __version__ as ledger_version  # noqa: E402
 from ledger_runtime.workspace import WorkspaceScanner  # noqa: E402
@@ -128,7 +132,6 @@ MIX = [("nl|sed", 0.17), ("cat", 0.07), ("grep -n", 0.10), ("grep -rn", 0.08), (
        ("echo >", 0.04), ("git diff", 0.04), ("repeat", 0.17)]
 READ_KINDS = ("nl|sed", "cat", "grep -n", "grep -rn", "ls -la", "find|head")
 PLAIN, SHADOW, GOVERN = "plain", "shadow", "govern"
-log = logging.getLogger("bench_adapter")
 
 
 # -- the tree and its copies ----------------------------------------------------------------------------
@@ -411,6 +414,45 @@ def refresh_index(container_id: str) -> None:
                    capture_output=True, check=False)
 
 
+def helper_anatomy(env: LedgerEnvironment, repeat: int) -> dict:
+    """What one snapshot helper call costs inside a container, in layers, each a ``docker exec`` of its
+    own (interleaved, order alternating): an empty exec, the helper's Python starting, its imports, its
+    state file loaded, and the whole ``helper.py post`` with nothing changed. Run after the session (the
+    calls carry sequence numbers above any the ledger used), on the shadow ledger's container."""
+    ws = env.container
+    cid = env.inner.container_id
+    py = [ws.python, "-S", "-E"]
+    imports = "import base64, hashlib, json, marshal, os, stat, subprocess, sys, time"
+    seq = [ws.seq + 10_000]
+
+    def post() -> list[str]:
+        seq[0] += 1
+        return [*py, f"{HELPER_DIR}/helper.py", "post", ws.state_file, "--seq", str(seq[0]), "--keep", str(2 * 1024 * 1024)]
+
+    layers: dict[str, Callable[[], list[str]]] = {
+        "docker exec true": lambda: ["true"],
+        "+ python3 -S -E starts": lambda: [*py, "-c", "pass"],
+        "+ the helper's imports": lambda: [*py, "-c", imports],
+        "+ loading its state file": lambda: [*py, "-c", f"{imports}; marshal.load(open({ws.state_file!r}, 'rb'))"],
+        "helper.py post, no change": post,
+    }
+    samples: dict[str, list[float]] = {k: [] for k in layers}
+    for rep in range(repeat):
+        for name in (list(layers) if rep % 2 == 0 else list(reversed(layers))):
+            argv = ["docker", "exec", cid, *layers[name]()]
+            t0 = time.perf_counter()
+            subprocess.run(argv, capture_output=True, check=False)
+            samples[name].append(time.perf_counter() - t0)
+    size = subprocess.run(["docker", "exec", cid, "stat", "-c", "%s", ws.state_file], capture_output=True,
+                          text=True).stdout.strip()
+    out: dict[str, Any] = {"layers": {k: summary(v) for k, v in samples.items()},
+                           "state_file_bytes": int(size) if size.isdigit() else None}
+    names = list(layers)
+    out["increments_p50_ms"] = {names[i]: round(pct(samples[names[i]], 50) * 1000 - (
+        pct(samples[names[i - 1]], 50) * 1000 if i else 0.0), 3) for i in range(len(names))}
+    return out
+
+
 # -- measurements --------------------------------------------------------------------------------------
 
 
@@ -609,6 +651,8 @@ def measure_docker(image: str, work: Path, session: list[Command], args: argpars
         console.print(f"docker: {len(session)} commands x {len(handles)} environments...")
         recs = run_session(handles, session, console, "docker")
         faults = {h.name: h.env.runtime.faults for h in handles if h.ledger}
+        console.print(f"docker: the snapshot helper's cost in layers x{args.anatomy_repeat}...")
+        anatomy = helper_anatomy(next(h.env for h in handles if h.name == SHADOW), args.anatomy_repeat)
     finally:
         t0 = time.perf_counter()
         for h in handles:
@@ -630,6 +674,7 @@ def measure_docker(image: str, work: Path, session: list[Command], args: argpars
     out["ledger_faults"] = faults
     out["round_trips"]["at_construction"] = {k: v[0] for k, v in trips_at_start.items()}
     out["containers"] = removal
+    out["helper_anatomy"] = anatomy
     return out
 
 
@@ -772,6 +817,15 @@ def print_report(console: Console, report: dict) -> None:
             cells += [str(row.get("govern_reused", "-")), _f(ga["p50_ms"]) if ga else "-"]
             k.add_row(*cells)
         console.print(k)
+    anat = (res.get("docker") or {}).get("helper_anatomy")
+    if anat:
+        at = Table(title=f"docker: one snapshot helper call in layers, each its own docker exec (ms; state file "
+                         f"{(anat['state_file_bytes'] or 0) / 1024:.0f} KiB)")
+        for col in ("layer", "n", "p50", "p95", "increment p50"):
+            at.add_column(col, justify="left" if col == "layer" else "right")
+        for name, sm in anat["layers"].items():
+            at.add_row(name, str(sm["n"]), _f(sm["p50_ms"]), _f(sm["p95_ms"]), _f(anat["increments_p50_ms"][name]))
+        console.print(at)
     prof = res.get("local", {}).get("profile") if isinstance(res.get("local"), dict) else None
     if prof:
         pt = Table(title=f"local shadow ledger under cProfile ({prof['commands']} commands, "
@@ -819,6 +873,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="leave out the third environment (ledger with govern on)")
     ap.add_argument("--profile", action="store_true",
                     help=f"profile the local ledger even when it adds less than {PROFILE_THRESHOLD_MS:g} ms at p50")
+    ap.add_argument("--anatomy-repeat", type=int, default=15,
+                    help="docker: repetitions of each layer of the helper's cost (default 15)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary trees and ledgers (prints the path)")
     ap.add_argument("--seed", type=int, default=SEED, help="seed of the session's commands")
     args = ap.parse_args(argv)

@@ -1,0 +1,134 @@
+"""ledger-run replay on a real repository and hand-written trajectories in mini-swe-agent's format."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import git, make_repo
+from ledger_runtime.observe import Truncation
+from ledger_runtime.replay import ReplaySettings, Skip, observations_only, replay_one
+from ledger_runtime.trajectories import TrajectoryError, from_traj_json
+from ledger_runtime.volatile import mask, same
+
+FILES = {
+    "calc.py": "def add(a, b):\n    return a - b\n\n\n" + "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(40)),
+    "test_calc.py": "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
+                    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+}
+COMMANDS = [
+    "cat calc.py",
+    "cat calc.py",                              # exact repeat: REUSE, redundant
+    "nl -ba calc.py | sed -n '10,60p'",         # subsumed: REUSE, redundant
+    "python3 -m unittest -q test_calc",
+    "python3 -m unittest -q test_calc",         # repeated run: NUDGE, redundant
+    "sed -i '2s/a - b/a + b/' calc.py",
+    "cat calc.py",                              # changed: RUN, not redundant
+    "grep -n 'def add' calc.py",
+    "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff",
+]
+
+
+def traj_file(path: Path, instance_id: str, commands: list[str]) -> Path:
+    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+    for c in commands:
+        msgs.append({"role": "assistant", "content": f"THOUGHT: go\n\n```bash\n{c}\n```"})
+        msgs.append({"role": "user", "content": "<returncode>0</returncode>\n<output>\nrecorded\n</output>"})
+    msgs.insert(3, {"role": "assistant", "content": "no command here"})  # a format error
+    path.write_text(json.dumps({"instance_id": instance_id, "info": {"config": {"environment": {"timeout": 30}}},
+                                "messages": msgs}))
+    return path
+
+
+def mirror(tmp_path: Path) -> tuple[Path, str]:
+    src = make_repo(tmp_path / "src", FILES)
+    bare = tmp_path / "mirror.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(src), str(bare)], check=True)
+    return bare, git(src, "rev-parse", "HEAD").strip()
+
+
+def settings(tmp_path: Path, bare: Path, commit: str, iid: str) -> ReplaySettings:
+    return ReplaySettings(repos=[bare], out=tmp_path / "out", workdir=tmp_path / "testbed",
+                          base_commits={iid: commit}, repo_names={iid: "demo/calc"}, fresh_python=False)
+
+
+def test_trajectory_formats(tmp_path):
+    t = from_traj_json(traj_file(tmp_path / "a.traj.json", "demo__calc-1", COMMANDS))
+    assert [s.command for s in t.commands] == COMMANDS
+    assert [s.kind for s in t.steps][:2] == ["action", "format_error"]
+    assert t.timeout == 30 and len(t.prompt_chars) == len(t.steps)
+    bad = tmp_path / "bad.traj.json"
+    bad.write_text("{not json")
+    try:
+        from_traj_json(bad)
+        raise AssertionError("should not parse")
+    except TrajectoryError as e:
+        assert "not JSON" in str(e) and "\n" not in str(e)
+
+
+def test_replay_verdicts_soundness_and_oracle(tmp_path):
+    bare, commit = mirror(tmp_path)
+    t = from_traj_json(traj_file(tmp_path / "a.traj.json", "demo__calc-1", COMMANDS))
+    res = replay_one(t, settings(tmp_path, bare, commit, "demo__calc-1"))
+    rows = res["rows"]
+    assert [r["verdict"] for r in rows] == ["RUN", "REUSE", "REUSE", "RUN", "NUDGE", "RUN", "RUN", "RUN", "RUN"]
+    assert [r["redundant"] for r in rows][:7] == [None, "exact", "subsumed", None, "exact", None, None]
+    assert rows[1]["sound"] is True and rows[2]["sound"] is True and rows[2]["reuse"] == "subsumed"
+    s = res["summary"]
+    assert s["unsound"] == 0 and s["redundant"] == 3 and s["caught_reuse"] == 2 and s["caught_any"] == 3
+    assert s["chars_spared"] > 0 and s["not_executed"] == 2
+    assert all(r["overhead_ms"] >= 0 and r["view_tokens"] > 0 for r in rows)
+    saved = json.loads((tmp_path / "out" / "demo__calc-1.json").read_text())
+    assert saved["status"] == "done" and saved["repo"] == "demo/calc"
+
+
+def test_skips_say_why(tmp_path):
+    bare, commit = mirror(tmp_path)
+    t = from_traj_json(traj_file(tmp_path / "a.traj.json", "demo__calc-2", COMMANDS[:2]))
+    s = settings(tmp_path, bare, "0" * 40, "demo__calc-2")
+    try:
+        replay_one(t, s)
+        raise AssertionError("should skip")
+    except Skip as e:
+        assert "in none of the --repo" in str(e)
+    s.base_commits = {}
+    try:
+        replay_one(t, s)
+        raise AssertionError("should skip")
+    except Skip as e:
+        assert "no base commit" in str(e)
+
+
+def test_cli_resumes_and_reports(tmp_path):
+    bare, commit = mirror(tmp_path)
+    trajs = tmp_path / "trajs"
+    trajs.mkdir()
+    traj_file(trajs / "demo__calc-1.traj.json", "demo__calc-1", COMMANDS)
+    (trajs / "broken.traj.json").write_text('{"messages": 3}')
+    inst = tmp_path / "instances.jsonl"
+    inst.write_text(json.dumps({"instance_id": "demo__calc-1", "base_commit": commit, "repo": "demo/calc"}) + "\n")
+    cmd = [sys.executable, "-m", "ledger_runtime.cli", "replay", str(trajs), "--repo", str(bare), "--instances", str(inst),
+           "--workdir", str(tmp_path / "testbed"), "-o", str(tmp_path / "out"), "--report", str(tmp_path / "R.md"), "--json"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    data = json.loads(first.stdout)
+    assert data["summary"]["total"]["unsound"] == 0 and data["summary"]["total"]["commands"] == len(COMMANDS)
+    assert any("broken" in why for _, why in data["skipped"])
+    assert "| demo/calc | 1 |" in (tmp_path / "R.md").read_text()
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert "1 already replayed, 0 to go" in again.stderr
+
+
+def test_observations_only_estimate(tmp_path):
+    t = from_traj_json(traj_file(tmp_path / "a.traj.json", "x", ["cat a.py", "cat a.py", "sed -i s/a/b/ a.py", "cat a.py"]))
+    est = observations_only(t, Truncation())
+    assert est["redundant_exact"] == 1, "the repeat before the edit; the one after it is not"
+
+
+def test_volatile_masks():
+    assert same("Ran 3 tests in 0.012s\nOK\n", "Ran 3 tests in 0.340s\nOK\n")
+    assert same("<object at 0x7f3a2c1b9d30>", "<object at 0x7f00aa11bb22>")
+    assert not same("3 passed", "4 passed")
+    assert mask("created /tmp/tmpab12cd34/x") == "created <TMP>/x"
