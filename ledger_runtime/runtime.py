@@ -38,6 +38,7 @@ from .observe import Truncation, line_delta, observations
 from .records import Attempt, CommandClass, Modification, ReuseForm, Verdict, VerdictKind
 from .state import LedgerState
 from .store import LedgerStore, StoreError
+from .volatile import same
 from .workspace import Change, Snapshot, delta
 
 MAX_WATCHED = 4096
@@ -236,6 +237,8 @@ class LedgerRuntime:
             verdict = Verdict(VerdictKind.NUDGE, "this edit changed no file"
                               + (" (it failed)" if res.returncode not in (0, None) else
                                  " (a pattern that did not match, or the wrong path?)"))
+        elif verdict.kind is VerdictKind.RUN and res is not None and self.config.nudge_repeats:
+            verdict = self._same_output(analysis, output, res.returncode) or verdict
         epoch_after = self.state.epoch + (1 if changes else 0)
         attempt = self._attempt(
             plan, executed=True, exit_code=res.returncode if res is not None else None, output_hash=output_hash,
@@ -267,6 +270,22 @@ class LedgerRuntime:
         if res is None:
             return RunResult("", None, verdict, True, attempt.id)
         return RunResult(out_text, res.returncode, verdict, True, attempt.id, res.exception_info, res.extra, note)
+
+    def _same_output(self, analysis: Analysis, output: str, returncode: int | None) -> Verdict | None:
+        """A NUDGE after the fact: the command printed exactly what the same command printed last time
+        (volatile text such as timings aside), although something it depends on changed since."""
+        if analysis.submits or analysis.command_class in (CommandClass.MODIFY, CommandClass.ENV):
+            return None
+        earlier = next((a for a in self.state.repeats_of(analysis.normalized, analysis.cwd) if a.executed), None)
+        if earlier is None or earlier.exit_code != returncode or earlier.output_hash is None:
+            return None
+        text = self.store.text(earlier.output_hash)
+        if text is None or not same(text, output):
+            return None
+        what = "failed" if returncode not in (0, None) else "ran"
+        return Verdict(VerdictKind.NUDGE, f"this printed the same as at step {earlier.step}, where this same command "
+                                          f"{what} (exit {returncode}), although files changed since",
+                       ref_attempt=earlier.id, ref_step=earlier.step)
 
     def _attempt(self, plan: _Plan, *, executed: bool, exit_code: int | None, output_hash: str | None,
                  output_chars: int, truncated: bool, duration: float, read_set: dict[str, str], stable: bool,

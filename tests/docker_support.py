@@ -7,6 +7,8 @@ test, built locally from that base, never pulled.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import subprocess
 import tempfile
@@ -15,13 +17,19 @@ from pathlib import Path
 import pytest
 
 BASE_IMAGE = "local/bookworm:py"
-TEST_IMAGE = "ledger-test/testbed:latest"
 PROJECT = {
     "calc.py": "def add(a, b):\n    return a - b\n\n\n" + "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(30)),
     "test_calc.py": "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
                     "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
     ".gitignore": "__pycache__/\n",
 }
+
+
+DOCKERFILE = (f"FROM {BASE_IMAGE}\nCOPY proj /testbed\n"
+              "RUN cd /testbed && git init -q && git add -A && git -c user.email=t@t -c user.name=t commit -qm init\n"
+              "WORKDIR /testbed\n")
+# Tagged by content, so an image built from an older project is never taken for this one.
+TEST_IMAGE = "ledger-test/testbed:" + hashlib.sha256(json.dumps([PROJECT, DOCKERFILE]).encode()).hexdigest()[:12]
 
 
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -52,10 +60,7 @@ def build_test_image() -> str:
         for rel, text in PROJECT.items():
             (ctx / "proj" / rel).parent.mkdir(parents=True, exist_ok=True)
             (ctx / "proj" / rel).write_text(text)
-        (ctx / "Dockerfile").write_text(
-            f"FROM {BASE_IMAGE}\nCOPY proj /testbed\n"
-            "RUN cd /testbed && git init -q && git add -A && git -c user.email=t@t -c user.name=t commit -qm init\n"
-            "WORKDIR /testbed\n")
+        (ctx / "Dockerfile").write_text(DOCKERFILE)
         r = subprocess.run(["docker", "build", "-q", "-t", TEST_IMAGE, str(ctx)], capture_output=True, text=True,
                            env={"DOCKER_BUILDKIT": "0", "PATH": "/usr/local/bin:/usr/bin:/bin"}, timeout=600)
         if r.returncode != 0:

@@ -263,3 +263,15 @@ def test_many_matched_lines_do_not_flood_the_view(repo, tmp_path):
     rt.run("grep -n return pkg/util.py", EX)
     line = [l for l in rt.inform().splitlines() if "pkg/util.py" in l and "lines" in l][0]
     assert "and 54 more ranges" in line and len(line) < 150
+
+
+def test_same_output_after_a_change_gets_a_nudge(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    test = "python3 -m pytest -q test_calc.py -p no:cacheprovider"
+    rt.run(test, EX)
+    rt.run("sed -i 's/^def sub/def subtract/' calc.py", EX)  # a change that does not fix anything
+    again = rt.run(test, EX)
+    assert again.verdict.kind is VerdictKind.NUDGE and "printed the same as at step 1" in again.output
+    rt.run("sed -i '2s/a - b/a + b/' calc.py", EX)
+    fixed = rt.run(test, EX)
+    assert fixed.verdict.kind is VerdictKind.RUN and fixed.returncode == 0

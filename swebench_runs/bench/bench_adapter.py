@@ -28,8 +28,10 @@ What it measures (times in ms; each figure is the median (p50) and 95th percenti
    container, plus for the ledger installing the helper and taking its first snapshot in it), in
    ``--first-use-repeat`` interleaved repetitions, each on a fresh environment.
 3. Docker only: round trips the ledger makes to the container beyond the command's own ``docker
-   exec`` (``ContainerWorkspace.round_trips`` after construction; 0 is the design) and reports
-   that came back in-band with the command's output (``reports_in_band``). Then, on the shadow
+   exec`` (``ContainerWorkspace.round_trips`` after construction; 0 is the design), checked by
+   counting the helper transport's ``docker exec`` calls directly (``DockerExec.__call__`` wrapped in
+   this process; at construction too), and reports that came back in-band with the command's output
+   (``reports_in_band``). Then, on the shadow
    ledger's container, what one snapshot helper call costs, in layers, each its own ``docker exec``
    (``--anatomy-repeat`` times, interleaved): an empty exec, the helper's Python starting, its
    imports, loading its state file, and the whole ``helper.py post`` with nothing changed.
@@ -104,7 +106,7 @@ import minisweagent  # noqa: E402
 from minisweagent.environments.docker import DockerEnvironment  # noqa: E402
 from minisweagent.environments.local import LocalEnvironment  # noqa: E402
 
-from ledger_adapters.container import HELPER_DIR  # noqa: E402
+from ledger_adapters.container import HELPER_DIR, DockerExec  # noqa: E402
 from ledger_adapters.mini_swe_agent import LedgerEnvironment  # noqa: E402
 from ledger_runtime import __version__ as ledger_version  # noqa: E402
 from ledger_runtime.workspace import WorkspaceScanner  # noqa: E402
@@ -167,17 +169,24 @@ def copy_tree(src: Path, dst: Path, mtime: float) -> Path:
 
 
 def tree_hash(root: Path) -> str:
-    """Content hash of the tree (not .git) and of its HEAD tree: names the docker image."""
+    """Content hash of the tree (not .git) and of its HEAD tree: names the docker image. Files git
+    ignores count by name only: bench_core writes the tree's own path into its build/ files, so their
+    bytes differ with every temporary directory while nothing a command here reads does."""
     h = hashlib.blake2b(digest_size=8)
     h.update(DOCKERFILE.encode())
     head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD^{tree}"], capture_output=True, text=True)
     h.update(head.stdout.encode())
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--others", "--ignored", "--exclude-standard"],
+                            capture_output=True)
+    ignored = set(os.fsdecode(listed.stdout).split("\0")) if listed.returncode == 0 else set()
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d != ".git")
         for name in sorted(filenames):
             p = os.path.join(dirpath, name)
-            h.update(os.path.relpath(p, root).encode() + b"\0")
-            h.update(os.readlink(p).encode() if os.path.islink(p) else Path(p).read_bytes())
+            rel = os.path.relpath(p, root)
+            h.update(rel.encode() + b"\0")
+            if rel not in ignored:
+                h.update(os.readlink(p).encode() if os.path.islink(p) else Path(p).read_bytes())
     return h.hexdigest()
 
 
@@ -268,6 +277,34 @@ def build_session(root: Path, n: int, rng: random.Random, generated: bool) -> li
 # -- environments ------------------------------------------------------------------------------------
 
 
+class ExecCounter:
+    """Counts the ``docker exec`` calls the ledger's helper transport makes (DockerExec), independently
+    of ContainerWorkspace.round_trips, by wrapping the class's ``__call__`` in this process."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._orig: Any = None
+
+    def __enter__(self) -> ExecCounter:
+        self._orig = orig = DockerExec.__call__
+        counter = self
+
+        def counted(transport: DockerExec, argv: list[str], stdin: bytes | None, timeout: float) -> bytes:
+            counter.n += 1
+            return orig(transport, argv, stdin, timeout)
+
+        DockerExec.__call__ = counted  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._orig is not None:
+            DockerExec.__call__ = self._orig  # type: ignore[method-assign]
+            self._orig = None
+
+
+COUNTER = ExecCounter()
+
+
 class Timed:
     """Times the inner environment's ``execute`` as the ledger calls it (the command's own exec)."""
 
@@ -332,6 +369,7 @@ def run_session(handles: list[Handle], session: list[Command], console: Console,
     for c in session:
         for h in orders[c.index % len(orders)]:
             trips0 = h.trips()
+            execs0 = COUNTER.n
             if h.timer is not None:
                 h.timer.calls, h.timer.last = 0, 0.0
             t0 = time.perf_counter()
@@ -343,7 +381,8 @@ def run_session(handles: list[Handle], session: list[Command], console: Console,
                 "s": dt, "inner_s": h.timer.last if h.timer is not None and h.timer.calls else 0.0,
                 "executed": info.get("executed", True), "verdict": info.get("verdict", "RUN"),
                 "output": out.get("output", ""), "returncode": out.get("returncode"),
-                "extra_trips": trips1[0] - trips0[0], "in_band": trips1[1] - trips0[1]})
+                "extra_trips": trips1[0] - trips0[0], "in_band": trips1[1] - trips0[1],
+                "helper_execs": COUNTER.n - execs0})
         if (c.index + 1) % 50 == 0:
             console.print(f"  {label}: {c.index + 1}/{len(session)} commands "
                           f"({time.perf_counter() - t_start:.0f} s)")
@@ -459,13 +498,16 @@ def helper_anatomy(env: LedgerEnvironment, repeat: int) -> dict:
 def first_use(make_plain: Callable[[int], Any], make_ledger_env: Callable[[int], LedgerEnvironment], repeat: int,
               dispose: Callable[[Any], None]) -> dict:
     """Construction times of fresh plain and ledger environments, interleaved, order alternating."""
-    plain_s, ledger_s, trips = [], [], []
+    plain_s, ledger_s, trips, execs = [], [], [], []
     for rep in range(repeat):
         for which in ((PLAIN, SHADOW) if rep % 2 == 0 else (SHADOW, PLAIN)):
             gc.collect()
+            execs0 = COUNTER.n
             t0 = time.perf_counter()
             env = make_plain(rep) if which == PLAIN else make_ledger_env(rep)
             dt = time.perf_counter() - t0
+            if which == SHADOW:
+                execs.append(COUNTER.n - execs0)
             (plain_s if which == PLAIN else ledger_s).append(dt)
             if which == SHADOW and env.container is not None:
                 trips.append(env.container.round_trips)
@@ -475,6 +517,7 @@ def first_use(make_plain: Callable[[int], Any], make_ledger_env: Callable[[int],
            "added_p50_ms": round((pct(ledger_s, 50) - pct(plain_s, 50)) * 1000, 3)}
     if trips:
         out["ledger_round_trips_at_construction"] = max(trips)
+        out["ledger_helper_docker_execs_at_construction"] = max(execs)
     return out
 
 
@@ -514,6 +557,7 @@ def analyse(session: list[Command], recs: dict[str, list[dict]], docker: bool) -
     if docker:
         out["round_trips"] = {
             SHADOW: {"extra_round_trips_during_session": sum(r["extra_trips"] for r in shadow),
+                     "helper_docker_execs_during_session": sum(r["helper_execs"] for r in shadow),
                      "reports_in_band": sum(r["in_band"] for r in shadow),
                      "commands_executed": sum(r["executed"] for r in shadow),
                      "commands_with_extra_round_trips": [
@@ -536,6 +580,7 @@ def analyse(session: list[Command], recs: dict[str, list[dict]], docker: bool) -
         if docker:
             out["round_trips"][GOVERN] = {
                 "extra_round_trips_during_session": sum(r["extra_trips"] for r in g),
+                "helper_docker_execs_during_session": sum(r["helper_execs"] for r in g),
                 "reports_in_band": sum(r["in_band"] for r in g), "commands_executed": len(ex)}
     by_kind: dict[str, dict] = {}
     groups: dict[str, list[int]] = {}
@@ -636,6 +681,7 @@ def measure_docker(image: str, work: Path, session: list[Command], args: argpars
 
     removal: dict[str, Any] = {}
     try:
+        COUNTER.__enter__()
         console.print(f"docker: first use x{args.first_use_repeat} (construction, interleaved; "
                       "each a fresh container)...")
         fu = first_use(lambda rep: track(DockerEnvironment(**kwargs)),
@@ -654,6 +700,7 @@ def measure_docker(image: str, work: Path, session: list[Command], args: argpars
         console.print(f"docker: the snapshot helper's cost in layers x{args.anatomy_repeat}...")
         anatomy = helper_anatomy(next(h.env for h in handles if h.name == SHADOW), args.anatomy_repeat)
     finally:
+        COUNTER.__exit__()
         t0 = time.perf_counter()
         for h in handles:
             h.env.cleanup()  # mini-swe-agent: `docker stop` in the background; --rm then removes it
@@ -673,6 +720,7 @@ def measure_docker(image: str, work: Path, session: list[Command], args: argpars
     out["first_use"] = fu
     out["ledger_faults"] = faults
     out["round_trips"]["at_construction"] = {k: v[0] for k, v in trips_at_start.items()}
+    out["round_trips"]["helper_docker_execs_at_construction"] = fu.get("ledger_helper_docker_execs_at_construction")
     out["containers"] = removal
     out["helper_anatomy"] = anatomy
     return out
@@ -771,7 +819,8 @@ def print_report(console: Console, report: dict) -> None:
                 + (f", {o['different']} differ" if o["different"] else ""))
         if ex == "docker":
             rt = r["round_trips"][SHADOW]
-            note += (f"; extra round trips {rt['extra_round_trips_during_session']}, in-band reports "
+            note += (f"; extra round trips {rt['extra_round_trips_during_session']} (helper docker execs counted: "
+                     f"{rt['helper_docker_execs_during_session']}), in-band reports "
                      f"{rt['reports_in_band']}/{rt['commands_executed']}")
         t.add_row("", "ledger, shadow", str(s["n"]), _f(s["p50_ms"]), _f(s["p95_ms"]), _f(a["p50_ms"]),
                   _f(a["p95_ms"]), f"{r['shadow_ratio_p50']:.2f}", note)
@@ -789,7 +838,8 @@ def print_report(console: Console, report: dict) -> None:
         fu = r["first_use"]
         fnote = f"plain construction p50 {fu['plain']['p50_ms']:.1f} ms"
         if "ledger_round_trips_at_construction" in fu:
-            fnote += f"; ledger round trips {fu['ledger_round_trips_at_construction']} (helper install + first snapshot)"
+            fnote += (f"; ledger round_trips {fu['ledger_round_trips_at_construction']}, helper docker execs counted "
+                      f"{fu['ledger_helper_docker_execs_at_construction']} (install + first snapshot, interpreter path)")
         t.add_row("", "first use (construction)", str(fu["ledger"]["n"]), _f(fu["ledger"]["p50_ms"]),
                   _f(fu["ledger"]["p95_ms"]), _f(fu["added_paired"]["p50_ms"]), _f(fu["added_paired"]["p95_ms"]),
                   f"{fu['ledger']['p50_ms'] / max(fu['plain']['p50_ms'], 1e-6):.0f}" if ex == "docker" else "-",
@@ -850,7 +900,12 @@ def print_report(console: Console, report: dict) -> None:
 def environment(source: Path, origin: str, docker: str | None) -> dict:
     snap = WorkspaceScanner(str(source)).scan()
     git_version = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
+    repo = Path(__file__).resolve().parents[2]
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", "ledger_runtime", "adapters"],
+                           capture_output=True, text=True).stdout.split("\n")
     return {"python": sys.version.split()[0], "implementation": platform.python_implementation(),
+            "project_commit": head, "project_uncommitted": [line[3:] for line in dirty if line.strip()],
             "platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
             "git": git_version, "ledger_runtime": ledger_version, "mini_swe_agent": minisweagent.__version__,
             "docker_server": docker,
