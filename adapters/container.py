@@ -131,12 +131,10 @@ class ContainerWorkspace:
         script = (
             f"mkdir -p {HELPER_DIR} && cat > {HELPER_DIR}/helper.py && "
             "PY=$(command -v python3 || command -v python || echo /usr/bin/python3) && "
-            f"echo \"$PY\" > {HELPER_DIR}/python && "
             f"\"$PY\" -S -E {HELPER_DIR}/helper.py init {shlex.quote(self.root)} {self.state_file}"
         )
         data = self._json(self._exec(["sh", "-c", script], stdin=HELPER_SOURCE.read_bytes()))
-        self.python = (self._exec(["cat", f"{HELPER_DIR}/python"]).decode().strip() or "python3")
-        self.round_trips -= 1  # reading the interpreter path is part of installing
+        self.python = data.get("executable") or "python3"
         self._files = {p: FileState(*fs) for p, fs in data["files"].items()}
         self._git = data.get("git") or {}
 

@@ -18,15 +18,18 @@ xxhash is not in the container, and the ledger compares hashes only with hashes 
 Signatures mirror ledger_runtime/probe.py; the snapshot mirrors ledger_runtime/workspace.py.
 """
 
-import base64
-import hashlib
+import binascii
 import json
 import marshal
 import os
 import stat
-import subprocess
 import sys
 import time
+
+try:  # the C module itself: hashlib would also load OpenSSL, which costs more than the hashing
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover
+    from hashlib import blake2b
 
 VERSION = 1
 RACY_NS = 2000000000
@@ -35,7 +38,7 @@ DEFAULT_IGNORES = (".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".tox"
 
 
 def b2(data):
-    return "b2:" + hashlib.blake2b(data, digest_size=16).hexdigest()
+    return "b2:" + blake2b(data, digest_size=16).hexdigest()
 
 
 def meta(st):
@@ -59,8 +62,11 @@ class State(object):
                          "extra": [], "git_key": None, "head_sent": {}, "is_git": False}
         self.kept = {}
         self.keep_limit = 0
+        self.dirty = False  # only a changed state is written back
 
-    def save(self):
+    def save(self, force=False):
+        if not (self.dirty or force):
+            return
         tmp = self.path + ".tmp"
         with open(tmp, "wb") as f:
             marshal.dump(self.data, f)
@@ -90,6 +96,7 @@ class State(object):
         if st.st_size > MAX_HASH:
             fs = ["large:%d:%d:%d:%d" % (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino), st.st_size, None]
             cache[path] = [key, time.time_ns() if hasattr(time, "time_ns") else int(time.time() * 1e9), fs]
+            self.dirty = True
             return fs
         hashed_at = time.time_ns() if hasattr(time, "time_ns") else int(time.time() * 1e9)
         try:
@@ -104,6 +111,7 @@ class State(object):
         lines = None if binary else data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         fs = [b2(data), len(data), lines]
         cache[path] = [key, hashed_at, fs]
+        self.dirty = True
         if self.keep_limit and not binary and len(data) <= self.keep_limit:
             self.kept[path] = data
         return fs
@@ -112,6 +120,8 @@ class State(object):
 
     def git(self, args, stdin=None):
         try:
+            import subprocess  # only when git is needed: importing it costs milliseconds
+
             p = subprocess.Popen(["git", "-C", self.data["root"]] + args, stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             out, _ = p.communicate(stdin)
@@ -190,6 +200,7 @@ class State(object):
                 dirs[d][3].append(name)
                 dirs[d][4].remove(name)
         self.data["dirs"] = dirs
+        self.dirty = True
         self.data["git_key"] = self.git_key()
 
     def listing(self, d, pending):
@@ -238,6 +249,7 @@ class State(object):
             pending.append((d, new))
         entry = [key, listed_at, files, subdirs, ignored]
         dirs[d] = entry
+        self.dirty = True
         return entry
 
     def scan(self):
@@ -334,7 +346,7 @@ class State(object):
             st = os.lstat(path)
         except OSError:
             return "missing"
-        h = hashlib.blake2b(digest_size=16)
+        h = blake2b(digest_size=16)
         h.update(meta(st).encode())
         if stat.S_ISLNK(st.st_mode):
             h.update(os.fsencode(os.readlink(path)))
@@ -360,7 +372,7 @@ class State(object):
             st = os.lstat(path)
         except OSError:
             return "missing"
-        h = hashlib.blake2b(digest_size=16)
+        h = blake2b(digest_size=16)
         if stat.S_ISLNK(st.st_mode):
             h.update(b"L" + os.fsencode(os.readlink(path)))
             real = os.path.realpath(path)
@@ -394,6 +406,19 @@ class State(object):
         return h.hexdigest()
 
 
+def read_seq(state_path):
+    try:
+        with open(state_path + ".seq") as f:
+            return int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def write_seq(state_path, seq):
+    with open(state_path + ".seq", "w") as f:
+        f.write(str(seq))
+
+
 def git_info(state):
     root = state.data["root"]
     info = {"is_git": False, "head": None, "branch": None, "dirty": [], "top": None}
@@ -418,6 +443,8 @@ def head_content(state, path, top, head):
     if rel.startswith(".."):
         return None
     try:
+        import subprocess
+
         p = subprocess.Popen(["git", "-C", top, "cat-file", "blob", head + ":" + rel], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL)
         out, _ = p.communicate()
@@ -427,7 +454,7 @@ def head_content(state, path, top, head):
 
 
 def enc(data):
-    return base64.b64encode(data).decode("ascii")
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
 def cheap(key):
@@ -447,9 +474,9 @@ def main(argv):
         state.data["git"] = info
         files = state.scan()
         state.data["files"] = files
-        state.save()
+        state.save(force=True)
         out = {"algo": "blake2b-128", "root": state.data["root"], "files": files, "git": info,
-               "python": sys.version.split()[0]}
+               "python": sys.version.split()[0], "executable": sys.executable}
         sys.stdout.write(json.dumps(out) + "\n")
         return 0
     state = State(argv[2])
@@ -470,10 +497,11 @@ def main(argv):
         a = args[i]
         if a == "--seq":
             seq = int(args[i + 1])
-            if seq <= state.data.get("seq", 0):
-                sys.stdout.write(json.dumps({"error": "stale call %d (state is at %d)" % (seq, state.data.get("seq", 0))}) + "\n")
+            last = read_seq(argv[2])
+            if seq <= last:
+                sys.stdout.write(json.dumps({"error": "stale call %d (state is at %d)" % (seq, last)}) + "\n")
                 return 0
-            state.data["seq"] = seq
+            write_seq(argv[2], seq)
         elif a == "--keep":
             state.keep_limit = int(args[i + 1])
         elif a == "--sign":
@@ -482,6 +510,7 @@ def main(argv):
             p = os.path.normpath(args[i + 1])
             if p not in state.data["extra"]:
                 state.data["extra"].append(p)
+                state.dirty = True
         i += 2
     before = state.data["files"]
     after = state.scan()
@@ -493,11 +522,14 @@ def main(argv):
     for p in before:
         if p not in after:
             changes.append([p, None])
-    state.data["files"] = after
+    if changes or len(after) != len(before):
+        state.data["files"] = after
+        state.dirty = True
     keys = state.data["keys"]
     for k in sign_now:
         if k not in keys and cheap(k):
             keys.append(k)
+            state.dirty = True
     sigs = {}
     for k in set(keys) | set(sign_now):
         sigs[k] = state.sign(k)
@@ -510,6 +542,7 @@ def main(argv):
         if p not in state.data["head_sent"] and info.get("head"):
             content = head_content(state, p, info.get("top"), info.get("head"))
             state.data["head_sent"][p] = 1
+            state.dirty = True
             if content is not None and len(content) <= max(state.keep_limit, 1):
                 heads[p] = enc(content)
     lines = {}

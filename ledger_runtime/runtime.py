@@ -3,8 +3,8 @@
 
 One step of ``run``: analyse the command, scan the workspace (changes made since the last command
 are recorded as such), sign what govern needs, decide a verdict. RUN and NUDGE execute through the
-adapter's ``execute``; the workspace is scanned again (not after a pure reader, which writes
-nothing), and the attempt, what it showed, and what it changed are committed in one transaction
+adapter's ``execute``; the workspace is scanned again (never around a pure reader, which writes
+nothing and whose verdict rests on the signatures of what it reads), and the attempt, what it showed, and what it changed are committed in one transaction
 before the result goes back. REUSE hands back an earlier
 result without running anything. In shadow mode every command executes and returns its real output;
 verdicts are decided and recorded only. Verdicts are also decided and recorded when govern is off,
@@ -171,8 +171,11 @@ class LedgerRuntime:
     def _plan(self, command: str, cwd: str, step: int) -> _Plan:
         analysis = analyze(command, cwd)
         before = self._last
-        if (self.config.rescan_before_command and self.workspace.rescan_before_command) or before is None:
-            before = self.workspace.scan()
+        # A pure reader needs no scan: its verdict rests on the signatures of what it reads, and it
+        # changes nothing. Changes made before it are found by the next scan that does run.
+        if (self.config.rescan_before_command and self.workspace.rescan_before_command and not analysis.pure) \
+                or before is None:
+            before = self.workspace.scan(keep_limit=self.config.max_content_bytes)
             if self._last is not None:
                 external = delta(self._last, before)
                 if external:

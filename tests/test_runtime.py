@@ -122,11 +122,14 @@ def test_changes_between_commands_are_recorded_as_such(repo, tmp_path):
     rt = runtime(repo, tmp_path)
     rt.run("cat calc.py", EX)
     (repo / "calc.py").write_text("edited by the user\n")
-    rt.run("ls", EX)
+    again = rt.run("cat calc.py", EX)  # a pure read: no scan, but its own signatures see the edit
+    assert again.verdict.kind is VerdictKind.RUN and again.output == "edited by the user\n"
+    rt.run("python3 -c 'print(1)'", EX)  # the next scan records the edit, as made between commands
     m = [m for m in rt.state.modifications if m.path.endswith("calc.py")][0]
     assert m.attempt is None and not m.recognised
+    assert m.step == 3 and m.lines_added == 1 and m.lines_removed == 6
     view = rt.inform()
-    assert "calc.py: STALE, changed at step 2, outside any command" in view
+    assert "calc.py: whole file (step 2; earlier views stale)" in view
 
 
 def test_environment_change_blocks_reuse(repo, tmp_path):
