@@ -38,8 +38,8 @@ SCRIPT = [
 ]
 
 
-class RecordingModel(DeterministicModel):
-    """mini-swe-agent's DeterministicModel, also keeping the messages each query received."""
+class Recording:
+    """Mixed into mini-swe-agent's scripted models: also keep the messages each query received."""
 
     def __init__(self, **kw):
         super().__init__(**kw)
@@ -50,14 +50,12 @@ class RecordingModel(DeterministicModel):
         return super().query(messages, **kw)
 
 
-class RecordingToolcallModel(DeterministicToolcallModel):
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.received: list[list[dict]] = []
+class RecordingModel(Recording, DeterministicModel):
+    pass
 
-    def query(self, messages, **kw):
-        self.received.append([dict(m) for m in messages])
-        return super().query(messages, **kw)
+
+class RecordingToolcallModel(Recording, DeterministicToolcallModel):
+    pass
 
 
 def text_outputs(cmds):
