@@ -170,10 +170,13 @@ class WorkspaceScanner:
                 fs = state(path, keep_limit=keep_limit)
             else:
                 hit = entries.get(path)
-                if hit is not None and st.st_mtime_ns < hit[1] - RACY_NS and hit[0] == (
-                        st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode):
-                    files[path] = hit[2]
-                    continue
+                if hit is not None:
+                    k = hit[0]
+                    m = st.st_mtime_ns
+                    if m == k[0] and m < hit[1] - RACY_NS and st.st_ctime_ns == k[1] and st.st_size == k[2] \
+                            and st.st_ino == k[3] and st.st_mode == k[4]:
+                        files[path] = hit[2]
+                        continue
                 fs = state(path, st, keep_limit=keep_limit)
             if fs is not None:
                 files[path] = fs
