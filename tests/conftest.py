@@ -20,6 +20,15 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COM
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
+# A small project with a failing unittest: the agent-loop tests, locally and in the Docker image.
+CALC_PROJECT = {
+    "calc.py": "def add(a, b):\n    return a - b\n\n\n" + "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(30)),
+    "test_calc.py": "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
+                    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+    ".gitignore": "__pycache__/\n",
+}
+
+
 def git(root: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
                           env={**os.environ, **GIT_ENV}).stdout

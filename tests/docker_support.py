@@ -16,13 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import CALC_PROJECT
+
 BASE_IMAGE = "local/bookworm:py"
-PROJECT = {
-    "calc.py": "def add(a, b):\n    return a - b\n\n\n" + "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(30)),
-    "test_calc.py": "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
-                    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
-    ".gitignore": "__pycache__/\n",
-}
+PROJECT = CALC_PROJECT
 
 
 DOCKERFILE = (f"FROM {BASE_IMAGE}\nCOPY proj /testbed\n"

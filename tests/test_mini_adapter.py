@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_repo
+from conftest import CALC_PROJECT, make_repo
 
 from minisweagent.agents.default import DefaultAgent  # noqa: E402
 from minisweagent.environments.local import LocalEnvironment  # noqa: E402
@@ -21,12 +21,7 @@ from ledger_adapters.mini_swe_agent import LedgerEnvironment, LedgerModel  # noq
 from ledger_runtime.inspection import load  # noqa: E402
 
 TEST = "python3 -m unittest -q test_calc"
-FILES = {
-    "calc.py": "def add(a, b):\n    return a - b\n\n\n" + "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(30)),
-    "test_calc.py": "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
-                    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
-    ".gitignore": "__pycache__/\n",
-}
+FILES = CALC_PROJECT
 SCRIPT = [
     "cat calc.py",
     "nl -ba calc.py | sed -n '1,40p'",
