@@ -29,6 +29,10 @@ def demo(
 
     from .demo import main_demo
 
+    if out is not None and any((out / name).exists() for name in ("workspace", "run")):
+        from ledger_runtime.cli import fail
+
+        fail(f"{out} already holds a demo run: pass a new -o directory (or none, for a temporary one)")
     console = Console()
     run_dir = main_demo(out, console, shadow=shadow)
     loaded = load(run_dir)

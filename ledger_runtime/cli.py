@@ -121,8 +121,25 @@ def _plugins() -> None:
 _plugins()
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def hook(
+    ctx: typer.Context,
+    event: str = typer.Argument(..., help="The agent's hook event: SessionStart, UserPromptSubmit, PreToolUse, "
+                                          "PostToolUse."),
+    socket_path: Optional[str] = typer.Option(None, "--socket", help="The run's hook server (default: "
+                                                                     "$LEDGER_HOOK_SOCKET)."),
+    run_dir: Optional[str] = typer.Option(None, "--run-dir", help="Where faults are logged (default: $LEDGER_RUN_DIR)."),
+) -> None:
+    """Serve one agent hook event: its JSON on stdin, the answer on stdout (ledger-run codex registers this).
+    A fault never blocks the agent: the command runs and the fault goes to the run's faults.log."""
+    from .hookclient import main as hook_main
+
+    args = [event] + (["--socket", socket_path] if socket_path else []) + (["--run-dir", run_dir] if run_dir else [])
+    raise typer.Exit(hook_main(args))
+
+
 def main() -> None:
-    """Entry point of the ``ledger-run`` script."""
+    """Entry point of the ``ledger-run`` script (entry.py sends ``hook`` straight to hookclient.py)."""
     try:
         app()
     except KeyboardInterrupt:

@@ -14,12 +14,13 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .patches import file_ops, written_paths
 from .programs import ANY_FILE, Filter, Stream, apply, effect, resolve
 from .records import CommandClass
 from .shell import Pipeline, parse
 
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-__all__ = ["ANY_FILE", "Analysis", "FileView", "SUBMIT_MARKER", "analyze", "resolve"]
+__all__ = ["ANY_FILE", "Analysis", "FileView", "SUBMIT_MARKER", "analyze", "analyze_patch", "resolve"]
 
 _RANK = {CommandClass.INSPECT: 0, CommandClass.SEARCH: 1, CommandClass.OTHER: 2, CommandClass.RUN: 3,
          CommandClass.ENV: 4, CommandClass.MODIFY: 5}
@@ -208,6 +209,16 @@ def _analyze(command: str, cwd: str) -> Analysis:
         outputs=outputs,
         env_change=env_change,
     )
+
+
+def analyze_patch(patch: str, cwd: str) -> Analysis:
+    """An edit sent to an ``apply_patch`` tool (patches.py): class modify, writing the files it
+    names. A text that is not a patch envelope is class other and simply runs. Never raises."""
+    ops = file_ops(patch)
+    normalized = "apply_patch\n" + patch.strip()
+    if ops is None:
+        return Analysis(patch, cwd, normalized, CommandClass.OTHER, parsed=False, problem="not a patch envelope")
+    return Analysis(patch, cwd, normalized, CommandClass.MODIFY, writes=tuple(written_paths(ops, cwd)))
 
 
 def _is_plain_cd(pipe: Pipeline) -> bool:

@@ -51,6 +51,9 @@ class LedgerConfig:
     context_steps: int = 0
     """How many recent steps' outputs the model still has (0: all of them). Set by adapters whose
     agent drops old history."""
+    context_note_chars: int = 600
+    """Agents whose context notes stay in their history (Codex's hooks): each note of what the state
+    view gained is cut to this many characters."""
     rescan_before_command: bool = True
     """Scan the workspace before each command too, so changes made between commands (by the user
     or a background process) are recorded as such and not blamed on the next command."""
@@ -58,7 +61,7 @@ class LedgerConfig:
     def __post_init__(self) -> None:
         if self.reuse_output not in ("reference", "full"):
             raise ConfigError(f"reuse_output must be 'reference' or 'full', not {self.reuse_output!r}")
-        for name in ("view_budget_tokens", "output_limit_chars", "max_hash_bytes"):
+        for name in ("view_budget_tokens", "output_limit_chars", "max_hash_bytes", "context_note_chars"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)!r}")
         for name in ("view_recent_attempts", "output_head_chars", "output_tail_chars", "context_steps",

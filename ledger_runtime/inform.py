@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import LedgerConfig
+from .patches import BEGIN, file_ops
 from .records import Attempt, CommandClass, LineSpan, Modification, VerdictKind
 from .state import UNKNOWN, LedgerState
 from .workspace import relative
@@ -36,7 +37,10 @@ def estimate_tokens(text: str) -> int:
 
 
 def short_command(command: str, limit: int = MAX_COMMAND_CHARS) -> str:
-    """The command's first line, cut to ``limit`` characters."""
+    """The command's first line, cut to ``limit`` characters (a patch: the files it edits)."""
+    if command.lstrip().startswith(BEGIN):
+        ops = file_ops(command) or []
+        command = "apply_patch " + " ".join(op.path for op in ops) + ("\n…" if ops else "")
     lines = command.strip().splitlines() or [""]
     first = lines[0]
     more = len(lines) > 1
@@ -235,3 +239,47 @@ def render(state: LedgerState, config: LedgerConfig, *, policies: str | None = N
     if len(text) > budget_chars:  # the fixed parts alone are too long: cut, never overflow
         text = text[: budget_chars - 20].rstrip() + "\n…</ledger_state>"
     return StateView(text, estimate_tokens(text), omitted, state.step)
+
+
+def _is_header(line: str) -> bool:
+    return not line.startswith(" ") and line.endswith(":")
+
+
+def view_delta(view: StateView, shown: set[str], limit_chars: int) -> tuple[str, set[str]]:
+    """The lines of ``view`` the agent has not been shown (``shown``: lines it was given before),
+    under their section headers, as a short note of at most ``limit_chars`` characters; for agents
+    whose context notes pile up in their history, where the whole view each time would not do.
+    Returns the note ("" when nothing is new) and the lines it showed. Lines that did not fit are
+    not marked shown, so a later note carries them."""
+    body = view.text.splitlines()[1:-1]  # between <ledger_state> and </ledger_state>
+    head, tail = f'<ledger_update step="{view.step}">', "</ledger_update>"
+    budget = limit_chars - len(head) - len(tail) - 2
+    out: list[str] = []
+    showed: set[str] = set()
+    header = None
+    header_out = False
+    left = 0
+    for line in body:
+        if _is_header(line):
+            header, header_out = line, False
+            continue
+        if line in shown or line.startswith("(") and line.endswith("tokens)"):
+            continue
+        add = ([header] if header is not None and not header_out else []) + [short_line(line)]
+        cost = sum(len(a) + 1 for a in add)
+        if cost > budget:
+            left += 1
+            continue
+        budget -= cost
+        out += add
+        header_out = True
+        showed.add(line)
+    if not out:
+        return "", showed
+    if left:
+        out.append(f"({left} more new lines, left for a later update)")
+    return "\n".join([head, *out, tail]), showed
+
+
+def short_line(line: str, limit: int = 160) -> str:
+    return line if len(line) <= limit else line[: limit - 1] + "…"

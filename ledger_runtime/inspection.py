@@ -113,6 +113,8 @@ def summary(state: LedgerState) -> dict[str, Any]:
         "modifications": len(state.modifications),
         "files_changed": changed,
         "faults": len(state.faults),
+        "injections": len(state.injections),
+        "injected_chars": sum(i["chars"] for i in state.injections),
     }
 
 
@@ -154,6 +156,8 @@ def render_summary(s: dict[str, Any]) -> Group:
     files = [f"{f['path']} ({f['change']}" + (f", +{f['added']} -{f['removed']}" if f["added"] is not None else "") + ")"
              for f in s["files_changed"]]
     t.add_row("files changed", "\n".join(files) or "none")
+    if s["injections"]:
+        t.add_row("context notes", f"{s['injections']} ({s['injected_chars']:,} characters in the agent's history)")
     if s["faults"]:
         t.add_row("faults", Text(str(s["faults"]), style="red"))
     return Group(t)

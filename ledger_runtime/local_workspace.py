@@ -51,8 +51,8 @@ class LocalWorkspace:
 
     rescan_before_command = True
 
-    def __init__(self, root: str, *, max_hash_bytes: int = 64 * 1024 * 1024):
-        self.scanner = WorkspaceScanner(root, max_hash_bytes=max_hash_bytes)
+    def __init__(self, root: str, *, max_hash_bytes: int = 64 * 1024 * 1024, exclude: Iterable[str] = ()):
+        self.scanner = WorkspaceScanner(root, max_hash_bytes=max_hash_bytes, exclude=exclude)
         self.root = self.scanner.root
         self.probe = Probe(self.scanner.cache)
         self._head: HeadContents | None = None

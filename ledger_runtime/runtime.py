@@ -61,7 +61,11 @@ class RunResult:
 
 
 @dataclass
-class _Plan:
+class Plan:
+    """A proposed command with its verdict, between deciding and recording (``propose`` ->
+    ``answer`` or the command runs -> ``record``). Adapters whose agent runs the command itself
+    (hooks before and after it) hold the plan in between."""
+
     command: str
     cwd: str
     step: int
@@ -107,7 +111,10 @@ class LedgerRuntime:
         self._decide_config = self.config.with_(govern=True)
         self.truncation = truncation or Truncation(self.config.output_limit_chars, self.config.output_head_chars,
                                                    self.config.output_tail_chars)
-        self.workspace = workspace or LocalWorkspace(self.workdir, max_hash_bytes=self.config.max_hash_bytes)
+        # the run directory may lie inside the workspace (`-o ledger-runs/...` from the repository):
+        # its files are the ledger's own, never the agent's work
+        self.workspace = workspace or LocalWorkspace(self.workdir, max_hash_bytes=self.config.max_hash_bytes,
+                                                     exclude=[str(self.run_dir.resolve())])
         self.store = LedgerStore.create(self.run_dir)
         self.state = LedgerState.from_events(self.store.events())
         self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
@@ -135,41 +142,77 @@ class LedgerRuntime:
             self._fault("rendering the state view", e)
             return ""
 
+    def set_task(self, task: str) -> None:
+        """Name the task when the run started without one (an agent that gets it later)."""
+        if task.strip() and self.state.baseline is not None and not self.state.baseline.task:
+            self._commit([("task", {"task": task})], self.state.step)
+            self.state.apply({"kind": "task", "task": task})
+
+    def note_injection(self, event: str, text: str) -> None:
+        """Record state-view text handed to the agent outside its prompt (it stays in its history)."""
+        if text:
+            self._commit([("injection", {"event": event, "chars": len(text)})], self.state.step)
+            self.state.injections.append({"event": event, "chars": len(text), "step": self.state.step})
+
     # -- run -------------------------------------------------------------------------------------
 
     def run(self, command: str, execute: Callable[[str, str], ExecResult], *, cwd: str | None = None,
             step: int | None = None) -> RunResult:
         """Govern, execute (or not), record; returns what the agent should see."""
-        cwd = os.path.abspath(cwd or self.workdir)
-        step = step if step is not None else self.state.step + 1
-        try:
-            plan = self._plan(command, cwd, step)
-        except Exception as e:
-            self._fault("before the command", e, command)
-            res = execute(command, cwd)
+        plan = self.propose(command, cwd=cwd, step=step)
+        if plan is None:
+            res = execute(command, os.path.abspath(cwd or self.workdir))
             return RunResult(res.output, res.returncode, Verdict(VerdictKind.RUN), True, None, res.exception_info,
                              res.extra)
         if plan.applied and not plan.verdict.kind.executes:
-            try:
-                return self._answer(plan)
-            except Exception as e:  # the earlier output cannot be had: run the command instead
-                self._fault("answering without running", e, command)
-                plan.verdict = Verdict(VerdictKind.RUN, "ledger fault: ran instead")
+            answer = self.answer(plan)
+            if answer is not None:
+                return answer
         started = time.perf_counter()
         try:
-            res = execute(command, cwd)
+            res = execute(command, plan.cwd)
         except BaseException as exc:  # Submitted, interrupts: record what happened, then let it go on
             self._safely(self._record_run, plan, None, time.perf_counter() - started, exc)
             raise
-        elapsed = time.perf_counter() - started
+        return self.record(plan, res, time.perf_counter() - started)
+
+    # -- the steps of run, for adapters whose agent runs the command itself ----------------------
+
+    def propose(self, command: str, *, cwd: str | None = None, step: int | None = None,
+                analysis: Analysis | None = None) -> Plan | None:
+        """Analyse, scan and govern ``command``. None on a fault of the ledger (logged): then the
+        command just runs, unrecorded."""
+        cwd = os.path.abspath(cwd or self.workdir)
+        step = step if step is not None else self.state.step + 1
         try:
-            return self._record_run(plan, res, elapsed, None)
+            return self._plan(command, cwd, step, analysis)
         except Exception as e:
-            self._fault("recording the command", e, command)
+            self._fault("before the command", e, command)
+            return None
+
+    def answer(self, plan: Plan) -> RunResult | None:
+        """What the agent gets instead of running the command (the plan's verdict does not
+        execute), recorded. None when the earlier output cannot be had (logged): the verdict
+        becomes RUN and the command must run."""
+        try:
+            return self._answer(plan)
+        except Exception as e:
+            self._fault("answering without running", e, plan.command)
+            plan.verdict = Verdict(VerdictKind.RUN, "ledger fault: ran instead")
+            return None
+
+    def record(self, plan: Plan, res: ExecResult, elapsed: float, *,
+               truncation: Truncation | None = None) -> RunResult:
+        """Record what running the planned command gave; returns what the agent should see.
+        ``truncation``: how the agent cut this output, when not as usual (``self.truncation``)."""
+        try:
+            return self._record_run(plan, res, elapsed, None, truncation)
+        except Exception as e:
+            self._fault("recording the command", e, plan.command)
             return RunResult(res.output, res.returncode, plan.verdict, True, None, res.exception_info, res.extra)
 
-    def _plan(self, command: str, cwd: str, step: int) -> _Plan:
-        analysis = analyze(command, cwd)
+    def _plan(self, command: str, cwd: str, step: int, analysis: Analysis | None = None) -> Plan:
+        analysis = analysis or analyze(command, cwd)
         before = self._last
         # A pure reader needs no scan: its verdict rests on the signatures of what it reads, and it
         # changes nothing. Changes made before it are found by the next scan that does run.
@@ -194,10 +237,10 @@ class LedgerRuntime:
         if verdict.kind is VerdictKind.REUSE and verdict.ref_attempt is not None:
             ref = self.state.attempt(verdict.ref_attempt)
             shadow_hash = ref.output_hash if ref else None
-        return _Plan(command, cwd, step, analysis, verdict, applied, before,
+        return Plan(command, cwd, step, analysis, verdict, applied, before,
                      {k: sigs[k] for k in pre_keys}, shadow_hash)
 
-    def _answer(self, plan: _Plan) -> RunResult:
+    def _answer(self, plan: Plan) -> RunResult:
         """REUSE without running (REVISE and BLOCK come from policies, later)."""
         v = plan.verdict
         ref = self.state.attempt(v.ref_attempt) if v.ref_attempt is not None else None
@@ -218,7 +261,9 @@ class LedgerRuntime:
         self.state.add_attempt(attempt)
         return RunResult(output, returncode, v, False, attempt.id)
 
-    def _record_run(self, plan: _Plan, res: ExecResult | None, elapsed: float, exc: BaseException | None) -> RunResult:
+    def _record_run(self, plan: Plan, res: ExecResult | None, elapsed: float, exc: BaseException | None,
+                    truncation: Truncation | None = None) -> RunResult:
+        trunc = truncation or self.truncation
         analysis = plan.analysis
         self._watch(analysis)
         if analysis.pure and exc is None and self.workspace.rescan_before_command and self._last is not None:
@@ -227,7 +272,10 @@ class LedgerRuntime:
             changes: list[Change] = []
         else:
             after = self.workspace.scan(keep_limit=self.config.max_content_bytes)
-            changes = delta(plan.before, after) if plan.before is not None else []
+            # Against the last recorded snapshot, which is plan.before unless another plan was
+            # recorded in between (an agent running commands in parallel): no change counts twice.
+            last = self._last if self._last is not None else plan.before
+            changes = delta(last, after) if last is not None else []
             self._last = after
         post_sigs = self.workspace.sign_many(plan.pre_sigs)
         read_keys = analysis.read_keys if analysis.pure else ()
@@ -245,7 +293,7 @@ class LedgerRuntime:
         epoch_after = self.state.epoch + (1 if changes else 0)
         attempt = self._attempt(
             plan, executed=True, exit_code=res.returncode if res is not None else None, output_hash=output_hash,
-            output_chars=len(output), truncated=self.truncation.cuts(output), duration=elapsed,
+            output_chars=len(output), truncated=trunc.cuts(output), duration=elapsed,
             read_set={k: post_sigs[k] for k in read_keys}, stable=stable, epoch_after=epoch_after,
             shown_chars=len(output), verdict=verdict,
             exception=(f"{type(exc).__name__}: {exc}"[:500] if exc is not None else None),
@@ -257,7 +305,7 @@ class LedgerRuntime:
             states = {v.path: self.workspace.file_state(v.path) for v in analysis.views}
             digests = {p[2:]: (post_sigs.get(p) if sig == PENDING else sig)
                        for p, sig in plan.pre_sigs.items() if p.startswith("f:")}
-            obs = observations(analysis, output, res.returncode, states, digests, self.truncation,
+            obs = observations(analysis, output, res.returncode, states, digests, trunc,
                                step=plan.step, attempt=attempt.id)
             events += [("observation", o.to_dict()) for o in obs]
         self.state.add_attempt(attempt)
@@ -290,7 +338,7 @@ class LedgerRuntime:
                                           f"{what} (exit {returncode}), although files changed since",
                        ref_attempt=earlier.id, ref_step=earlier.step)
 
-    def _attempt(self, plan: _Plan, *, executed: bool, exit_code: int | None, output_hash: str | None,
+    def _attempt(self, plan: Plan, *, executed: bool, exit_code: int | None, output_hash: str | None,
                  output_chars: int, truncated: bool, duration: float, read_set: dict[str, str], stable: bool,
                  epoch_after: int, shown_chars: int, verdict: Verdict, exception: str | None,
                  output_complete: bool, submits: bool | None = None) -> Attempt:
@@ -375,6 +423,10 @@ class LedgerRuntime:
         except StoreError as e:
             lost = self.store.discard_pending()
             self._fault("writing the ledger", e, records=[json.loads(b) | {"kind": k} for k, _, b in lost])
+
+    def report_fault(self, where: str, error: BaseException, command: str | None = None) -> None:
+        """Log a fault of the ledger's own making (an adapter's too): faults.log and the ledger."""
+        self._fault(where, error, command)
 
     def _fault(self, where: str, error: BaseException, command: str | None = None,
                records: list[dict] | None = None) -> None:

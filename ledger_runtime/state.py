@@ -8,7 +8,7 @@ observation is fresh while no later modification moved its file away from the ob
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from .records import Attempt, Baseline, CommandClass, Modification, Observation, VerdictKind
@@ -26,6 +26,8 @@ class LedgerState:
     baseline: Baseline | None = None
     run: dict[str, Any] = field(default_factory=dict)
     faults: list[dict[str, Any]] = field(default_factory=list)
+    # state-view text handed to the agent outside its prompt (hooks' context notes): event, chars
+    injections: list[dict[str, Any]] = field(default_factory=list)
     epoch: int = 0  # workspace changes so far
     env_epoch: int = 0  # environment changes so far (package installs, exports)
     step: int = 0
@@ -59,6 +61,12 @@ class LedgerState:
                 self.baseline = Baseline.from_dict(event)
             elif kind == "run":
                 self.run = {k: v for k, v in event.items() if k not in ("seq", "kind", "step", "at")}
+            elif kind == "task":
+                if self.baseline is not None and not self.baseline.task:
+                    self.baseline = replace(self.baseline, task=str(event["task"]))
+            elif kind == "injection":
+                self.injections.append({"event": str(event["event"]), "chars": int(event["chars"]),
+                                        "step": event.get("step")})
             elif kind == "fault":
                 self.faults.append(event)
             else:

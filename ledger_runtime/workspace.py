@@ -110,8 +110,11 @@ class WorkspaceScanner:
     """Snapshots one workspace root incrementally; see the module docstring."""
 
     def __init__(self, root: str, *, max_hash_bytes: int = 64 * 1024 * 1024,
-                 cache: HashCache | None = None):
+                 cache: HashCache | None = None, exclude: Iterable[str] = ()):
         self.root = os.path.abspath(root)
+        # directories never scanned (the run's own directory when it lies inside the workspace)
+        self.excluded = tuple(os.path.abspath(e) for e in exclude)
+        self._excluded_under = tuple(e + os.sep for e in self.excluded)
         self.cache = cache or HashCache(max_hash_bytes)
         self.extra_paths: set[str] = set()
         self.git_top = git_toplevel(self.root)
@@ -151,6 +154,8 @@ class WorkspaceScanner:
               pending: list[tuple[str, list[str]]], keep_limit: int) -> None:
         while stack:
             d = stack.pop()
+            if self.excluded and (d in self.excluded or d.startswith(self._excluded_under)):
+                continue
             entry = self._listing(d, pending)
             if entry is None:
                 continue

@@ -1,0 +1,209 @@
+"""``ledger-run codex``: the real ``codex`` binary with the ledger's hooks, for one run.
+
+Each run gets its own ``CODEX_HOME`` inside the run directory: the user's Codex configuration,
+credentials and instructions are copied in (read, never edited), Codex writes its sessions there,
+and the ledger's hooks are added for this run only (``-c hooks.<Event>=...``, after any hooks the
+user's own configuration has). The hooks call ``ledger-run hook EVENT``, which talks to the hook
+server this process runs (ledger_runtime/hookserver.py) with the runtime in memory. Hook trust:
+Codex skips hooks nobody trusted, so the run passes ``--dangerously-bypass-hook-trust`` (the
+hooks it bypasses trust for are this run's and the user's own).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+CODEX_VERSION = "0.171.0"  # the version this adapter is checked against (see README)
+INSTALL_HINT = f"npm install -g @openai/codex@{CODEX_VERSION}"
+COPIED_FILES = ("config.toml", "auth.json", "hooks.json", "AGENTS.md", "AGENTS.override.md")
+COPIED_DIRS = ("prompts", "rules", "skills")
+BYPASS_TRUST = "--dangerously-bypass-hook-trust"
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="codex", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(codex)
+
+
+def find_codex(explicit: str | None) -> str | None:
+    for candidate in (explicit, os.environ.get("LEDGER_CODEX_BIN"), "codex"):
+        if candidate:
+            found = shutil.which(candidate)
+            if found:
+                return found
+    return None
+
+
+def codex_version(binary: str) -> str | None:
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"(\d+\.\d+\.\d+\S*)", out)
+    return m.group(1) if m else None
+
+
+def user_codex_home() -> Path:
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+
+
+def make_codex_home(run_dir: Path, source: Path) -> Path:
+    """The run's own CODEX_HOME, with copies of the user's configuration and credentials."""
+    home = run_dir / "codex-home"
+    home.mkdir(parents=True, exist_ok=True)
+    if source.resolve() == home.resolve():
+        return home
+    for name in COPIED_FILES:
+        src = source / name
+        if src.is_file() and not (home / name).exists():
+            shutil.copy2(src, home / name)
+    for name in COPIED_DIRS:
+        src = source / name
+        if src.is_dir() and not (home / name).exists():
+            shutil.copytree(src, home / name, symlinks=True)
+    return home
+
+
+def toml_inline(value: Any) -> str:
+    """A value as inline TOML (for ``codex -c key=value``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_inline(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {toml_inline(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"no TOML for {type(value).__name__}")
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+
+
+def hook_launcher() -> list[str]:
+    """How a hook runs ``ledger-run`` from this installation."""
+    script = Path(sys.executable).parent / "ledger-run"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    found = shutil.which("ledger-run")
+    return [found] if found else [sys.executable, "-m", "ledger_runtime"]
+
+
+def hook_overrides(launcher: list[str], socket_path: str, run_dir: Path, user_config: dict[str, Any]) -> list[str]:
+    """``-c hooks.<Event>=[...]`` arguments: the user's own hooks for the event, then the ledger's."""
+    from .codex_hooks import EVENTS, TOOL_MATCHER
+
+    user_hooks = user_config.get("hooks") if isinstance(user_config.get("hooks"), dict) else {}
+    args: list[str] = []
+    for event in EVENTS:
+        command = shlex.join([*launcher, "hook", event, "--socket", socket_path, "--run-dir", str(run_dir)])
+        ours: dict[str, Any] = {"hooks": [{"type": "command", "command": command, "timeout": 600}]}
+        if event in ("PreToolUse", "PostToolUse"):
+            ours = {"matcher": TOOL_MATCHER, **ours}
+        theirs = user_hooks.get(event) if isinstance(user_hooks.get(event), list) else []
+        args += ["-c", f"hooks.{event}={toml_inline([*theirs, ours])}"]
+    return args
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def codex(
+    ctx: typer.Context,
+    codex_args: Optional[List[str]] = typer.Argument(None, help="Arguments for codex, after `--` (e.g. -- exec "
+                                                                 "\"fix the failing test\"; none: the interactive TUI)."),
+    workdir: Path = typer.Option(Path("."), "--workdir", "-w", help="The repository the agent works in."),
+    run_dir: Optional[Path] = typer.Option(None, "-o", "--run-dir", help="Where the ledger, Codex's home and "
+                                                                         "sessions go (default: ledger-runs/<time>)."),
+    ledger_config: Optional[Path] = typer.Option(None, "--ledger-config", help="Ledger settings (TOML)."),
+    no_inform: bool = typer.Option(False, "--no-inform", help="Do not give the model the state view."),
+    no_govern: bool = typer.Option(False, "--no-govern", help="Run every command (verdicts are still recorded)."),
+    shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: run every command, no state view."),
+    codex_bin: Optional[str] = typer.Option(None, "--codex-bin", help=f"The codex executable (default: $LEDGER_CODEX_BIN, "
+                                                                      f"then codex on PATH; pinned: {CODEX_VERSION})."),
+) -> None:
+    """Codex CLI (`codex exec ...` or the interactive TUI) with the ledger in its hooks."""
+    from ledger_runtime.cli import err, fail
+    from ledger_runtime.config import ConfigError, LedgerConfig, load_config
+
+    workdir = workdir.resolve()
+    if not workdir.is_dir():
+        fail(f"--workdir {workdir} is not a directory")
+    binary = find_codex(codex_bin)
+    if binary is None:
+        fail(f"codex not found{' at ' + codex_bin if codex_bin else ' on PATH'}: install the pinned version with "
+             f"`{INSTALL_HINT}` (or pass --codex-bin)")
+        return
+    try:
+        config = load_config(ledger_config) if ledger_config else LedgerConfig()
+        config = config.with_(inform=config.inform and not no_inform and not shadow,
+                              govern=config.govern and not no_govern, shadow=config.shadow or shadow)
+    except ConfigError as e:
+        fail(str(e))
+        return
+    version = codex_version(binary)
+    if version != CODEX_VERSION:
+        err.print(f"[yellow]warning:[/yellow] codex {version or '(version unknown)'} at {binary}; ledger-run is "
+                  f"checked against {CODEX_VERSION} ({INSTALL_HINT})", highlight=False)
+    run_dir = (run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")).resolve()
+    args = list(codex_args or []) + list(ctx.args)
+    rc = run_codex(binary, args, workdir, run_dir, config, meta={"agent": "codex", "codex_version": version,
+                                                                 "codex_args": args})
+    err.print(f"\nledger: {run_dir / 'ledger.sqlite'}\nCodex sessions: {run_dir / 'codex-home' / 'sessions'}\n"
+              f"look inside: ledger-run inspect {run_dir}", highlight=False)
+    raise typer.Exit(rc)
+
+
+def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config: Any, *,
+              meta: dict[str, Any] | None = None, env: dict[str, str] | None = None,
+              source_home: Path | None = None) -> int:
+    """Run codex with the ledger's hooks until it exits; returns its exit code."""
+    from ledger_runtime.hookserver import HookServer
+    from ledger_runtime.runtime import LedgerRuntime
+
+    from .codex_hooks import CodexHooks
+
+    source = source_home or user_codex_home()
+    home = make_codex_home(run_dir, source)
+    runtime = LedgerRuntime(workdir, run_dir, config, meta=meta)
+    hooks = CodexHooks(runtime, note_chars=config.context_note_chars)
+    server = HookServer(hooks.handle, runtime.report_fault)
+    try:
+        cmd = [binary, BYPASS_TRUST,
+               *hook_overrides(hook_launcher(), server.socket_path, run_dir, read_toml(source / "config.toml")), *args]
+        child_env = {**(env if env is not None else os.environ), "CODEX_HOME": str(home),
+                     "LEDGER_HOOK_SOCKET": server.socket_path, "LEDGER_RUN_DIR": str(run_dir)}
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is codex's to handle
+        try:
+            proc = subprocess.Popen(cmd, cwd=workdir, env=child_env)
+            rc = proc.wait()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        return rc
+    finally:
+        server.close()
+        try:
+            hooks.finish()
+        except Exception as e:
+            runtime.report_fault("finishing the run", e)
+        runtime.close()

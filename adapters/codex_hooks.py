@@ -1,0 +1,231 @@
+"""Codex's hooks, answered from the ledger. ``CodexHooks.handle(event, payload)`` takes one hook
+event (the JSON Codex writes to the hook's stdin) and returns the JSON to answer with, or None (let
+the tool call go on). Facts about the protocol (Codex 0.171.0): ``../shared/docs/codex.md``.
+
+- ``SessionStart``: the state view, as ``additionalContext``.
+- ``UserPromptSubmit``: names the task when the run started without one; what the view gained since.
+- ``PreToolUse`` (``Bash``, ``apply_patch``): govern. A REUSE replaces the command with one that
+  prints the earlier output (identical bytes under a one-line ledger header) and exits with its
+  exit code, so the model reads an ordinary result of the command it asked for: a deny would come
+  back as "Command blocked by PreToolUse hook: ...", which reads as a refusal to work around. REVISE
+  and BLOCK deny with the rule and the ledger state; a NUDGE goes on as ``additionalContext``.
+- ``PostToolUse``: records the attempt, what it showed and what it changed (the exit code and the
+  whole output come from the rollout file, ``transcript_path``); answers with a note of what the
+  state view gained (``inform.view_delta``, capped: these notes stay in Codex's history).
+
+Commands other hooks or Codex itself stop after ``PreToolUse`` never get their ``PostToolUse``:
+``finish()`` records them from the rollout when the run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger_runtime.commands import analyze, analyze_patch
+from ledger_runtime.executor import ExecResult
+from ledger_runtime.inform import view_delta
+from ledger_runtime.observe import Truncation
+from ledger_runtime.records import Verdict, VerdictKind
+from ledger_runtime.runtime import LedgerRuntime, Plan
+
+from .codex_rollout import RolloutReader, reader_for
+
+SHELL_TOOLS = ("Bash",)
+PATCH_TOOLS = ("apply_patch",)
+TOOL_MATCHER = "^(Bash|apply_patch)$"
+EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse")
+DEFAULT_OUTPUT_TOKENS = 10_000  # Codex's truncation_policy for its models: 10,000 tokens
+CHARS_PER_TOKEN_SEEN = 2  # count fewer characters per token than Codex does: what we claim the model saw, it saw
+DEFAULT_NOTE_CHARS = 600
+
+
+def answer(event: str, **fields: Any) -> dict[str, Any]:
+    return {"hookSpecificOutput": {"hookEventName": event, **fields}}
+
+
+def truncation_for(args: dict[str, Any] | None) -> Truncation:
+    """What of an output the model sees: Codex keeps the head and tail of an output over its token
+    limit (the call's ``max_output_tokens``, else the model's 10,000)."""
+    tokens = DEFAULT_OUTPUT_TOKENS
+    if args and isinstance(args.get("max_output_tokens"), int) and args["max_output_tokens"] > 0:
+        tokens = min(tokens, args["max_output_tokens"])
+    limit = tokens * CHARS_PER_TOKEN_SEEN
+    return Truncation(limit, limit // 2, limit // 2)
+
+
+@dataclass
+class _Pending:
+    plan: Plan
+    started: float
+    tool: str
+    transcript: Any
+
+
+@dataclass
+class CodexHooks:
+    runtime: LedgerRuntime
+    note_chars: int = DEFAULT_NOTE_CHARS
+    answers_dir: Path | None = None
+    pending: dict[str, _Pending] = field(default_factory=dict)
+    answered: dict[str, int] = field(default_factory=dict)  # tool_use_id -> attempt id (not run)
+    shown: set[str] = field(default_factory=set)  # state-view lines the model was given
+    rollouts: dict[str, RolloutReader] = field(default_factory=dict)
+    last_transcript: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.answers_dir is None:
+            self.answers_dir = self.runtime.run_dir / "answers"
+
+    # -- dispatch --------------------------------------------------------------------------------
+
+    def handle(self, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        if isinstance(payload.get("transcript_path"), str):
+            self.last_transcript = payload["transcript_path"]
+        if event == "PreToolUse":
+            return self.pre_tool_use(payload)
+        if event == "PostToolUse":
+            return self.post_tool_use(payload)
+        if event == "SessionStart":
+            return self.session_start(payload)
+        if event == "UserPromptSubmit":
+            return self.user_prompt_submit(payload)
+        if event == "Stop":
+            return None
+        raise ValueError(f"unknown hook event {event!r}")
+
+    # -- inform ----------------------------------------------------------------------------------
+
+    def _inform(self, event: str, *, full: bool) -> dict[str, Any] | None:
+        text = self._view_note(full=full)
+        return answer(event, additionalContext=text) if text else None
+
+    def _view_note(self, *, full: bool) -> str:
+        """The whole state view (``full``), or what it gained since the model last saw it."""
+        if not self.runtime.config.inform or self.runtime.config.shadow:
+            return ""
+        view = self.runtime.view()
+        if full:
+            text = view.text
+            self.shown |= set(text.splitlines())
+        else:
+            text, showed = view_delta(view, self.shown, self.note_chars)
+            self.shown |= showed
+        self.runtime.note_injection("full" if full else "delta", text)
+        return text
+
+    def session_start(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        return self._inform("SessionStart", full=True)
+
+    def user_prompt_submit(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        prompt = payload.get("prompt")
+        if isinstance(prompt, str):
+            self.runtime.set_task(prompt)
+        return self._inform("UserPromptSubmit", full=not self.shown)
+
+    # -- govern ----------------------------------------------------------------------------------
+
+    def _proposal(self, payload: dict[str, Any]) -> tuple[str, str, str] | None:
+        tool = payload.get("tool_name")
+        tool_input = payload.get("tool_input")
+        command = tool_input.get("command") if isinstance(tool_input, dict) else None
+        if tool not in SHELL_TOOLS + PATCH_TOOLS or not isinstance(command, str) or not command.strip():
+            return None
+        cwd = payload.get("cwd")
+        cwd = cwd if isinstance(cwd, str) and os.path.isabs(cwd) else self.runtime.workdir
+        return str(tool), command, cwd
+
+    def pre_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        proposal = self._proposal(payload)
+        call_id = payload.get("tool_use_id")
+        if proposal is None or not isinstance(call_id, str):
+            return None
+        tool, command, cwd = proposal
+        analysis = analyze_patch(command, cwd) if tool in PATCH_TOOLS else analyze(command, cwd)
+        plan = self.runtime.propose(command, cwd=cwd, analysis=analysis)
+        if plan is None:
+            return None
+        if plan.verdict.kind is VerdictKind.REUSE and any(not p.plan.analysis.pure for p in self.pending.values()):
+            # another command of the agent is still running and may be changing what this one reads
+            plan.verdict = Verdict(VerdictKind.RUN, "another command was running")
+        if plan.applied and not plan.verdict.kind.executes:
+            res = self.runtime.answer(plan)
+            if res is not None:
+                self.answered[call_id] = res.attempt_id or 0
+                if plan.verdict.kind is VerdictKind.REUSE:
+                    return answer("PreToolUse", permissionDecision="allow",
+                                  updatedInput={"command": self._replay_command(res.attempt_id, res.output,
+                                                                                res.returncode)})
+                return answer("PreToolUse", permissionDecision="deny", permissionDecisionReason=res.output)
+        self.pending[call_id] = _Pending(plan, time.perf_counter(), tool, payload.get("transcript_path"))
+        if plan.applied and plan.verdict.kind is VerdictKind.NUDGE:
+            return answer("PreToolUse", additionalContext=f"[ledger] NUDGE: {plan.verdict.reason}.")
+        return None
+
+    def _replay_command(self, attempt_id: int | None, output: str, returncode: int | None) -> str:
+        """A command that prints ``output`` byte for byte and exits with ``returncode``."""
+        assert self.answers_dir is not None
+        self.answers_dir.mkdir(parents=True, exist_ok=True)
+        path = self.answers_dir / f"{attempt_id or 0}.out"
+        path.write_bytes(output.encode("utf-8", "surrogateescape"))
+        code = returncode if isinstance(returncode, int) and 0 <= returncode < 256 else 0
+        return f"cat {shlex.quote(str(path))}; exit {code}"
+
+    # -- record ----------------------------------------------------------------------------------
+
+    def post_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        call_id = payload.get("tool_use_id")
+        if isinstance(call_id, str) and call_id in self.answered:
+            self.answered.pop(call_id)
+            return None
+        pending = self.pending.pop(call_id, None) if isinstance(call_id, str) else None
+        if pending is None:  # no PreToolUse seen for it: record it now, its changes as made before it
+            proposal = self._proposal(payload)
+            if proposal is None:
+                return None
+            tool, command, cwd = proposal
+            analysis = analyze_patch(command, cwd) if tool in PATCH_TOOLS else analyze(command, cwd)
+            plan = self.runtime.propose(command, cwd=cwd, analysis=analysis)
+            if plan is None:
+                return None
+            pending = _Pending(plan, time.perf_counter(), tool, payload.get("transcript_path"))
+        rollout = reader_for(self.rollouts, payload.get("transcript_path") or pending.transcript)
+        res, trunc = self._result(pending, call_id, rollout, payload.get("tool_response"))
+        run = self.runtime.record(pending.plan, res, time.perf_counter() - pending.started, truncation=trunc)
+        notes = []
+        if run.note and not (pending.plan.applied and pending.plan.verdict.kind is VerdictKind.NUDGE
+                             and run.verdict == pending.plan.verdict):  # that NUDGE went with PreToolUse
+            notes.append(run.note)
+        view = self._view_note(full=False)
+        if view:
+            notes.append(view)
+        return answer("PostToolUse", additionalContext="\n".join(notes)) if notes else None
+
+    def _result(self, pending: _Pending, call_id: Any, rollout: RolloutReader | None,
+                tool_response: Any) -> tuple[ExecResult, Truncation]:
+        """The command's exit code and whole output from the rollout when it has them; else the
+        hook's output text, marked incomplete (never reused)."""
+        args = rollout.arguments.get(call_id) if rollout is not None and isinstance(call_id, str) else None
+        trunc = truncation_for(args)
+        records = (rollout.patches if pending.tool in PATCH_TOOLS else rollout.commands) if rollout else {}
+        rec = records.get(call_id) if isinstance(call_id, str) else None
+        if rec is not None:
+            return ExecResult(rec.output, rec.exit_code, output_complete=rec.exit_code is not None), trunc
+        text = tool_response if isinstance(tool_response, str) else json.dumps(tool_response)
+        return ExecResult(text, None, output_complete=False), trunc
+
+    def finish(self) -> None:
+        """At the end of the run: record the commands whose PostToolUse never came."""
+        for call_id, pending in list(self.pending.items()):
+            rollout = reader_for(self.rollouts, pending.transcript or self.last_transcript)
+            res, trunc = self._result(pending, call_id, rollout, "")
+            if rollout is None or (call_id not in rollout.commands and call_id not in rollout.patches):
+                res = ExecResult("", None, "no result: the tool call ended without a PostToolUse hook",
+                                 output_complete=False)
+            self.runtime.record(pending.plan, res, time.perf_counter() - pending.started, truncation=trunc)
+            del self.pending[call_id]

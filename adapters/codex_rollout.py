@@ -1,0 +1,96 @@
+"""Codex's rollout file (``$CODEX_HOME/sessions/.../rollout-*.jsonl``, the hooks'
+``transcript_path``), read as it grows: what its hook payloads leave out. ``PostToolUse`` carries
+a command's output text only (for a long-running command, its last chunk) and no exit code; the
+rollout has, per tool call id, the exit code and the whole output of each command
+(``item_completed`` events), the result of each ``apply_patch``, and the arguments of each call
+(``max_output_tokens``, which sets how much of an output the model sees).
+
+Lines are JSON objects; a malformed line is skipped and counted, a last line still being written
+is read on the next refresh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class CommandRecord:
+    """A finished command of the rollout."""
+
+    exit_code: int | None
+    output: str
+    status: str
+
+
+@dataclass
+class RolloutReader:
+    path: str
+    offset: int = 0
+    commands: dict[str, CommandRecord] = field(default_factory=dict)
+    patches: dict[str, CommandRecord] = field(default_factory=dict)
+    arguments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bad_lines: int = 0
+
+    def refresh(self) -> None:
+        """Read what was appended since the last refresh (a vanished file reads as nothing new)."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return
+        end = data.rfind(b"\n")
+        if end < 0:
+            return
+        for raw in data[: end + 1].splitlines():
+            if raw.strip():
+                self._line(raw)
+        self.offset += end + 1
+
+    def _line(self, raw: bytes) -> None:
+        try:
+            entry = json.loads(raw)
+            kind = entry.get("type")
+            p = entry.get("payload") or {}
+        except (ValueError, AttributeError):
+            self.bad_lines += 1
+            return
+        if not isinstance(p, dict):
+            return
+        if kind == "event_msg" and p.get("type") == "item_completed" and isinstance(p.get("item"), dict):
+            item = p["item"]
+            call_id = item.get("id")
+            if not isinstance(call_id, str):
+                return
+            if item.get("type") == "CommandExecution":
+                code = item.get("exit_code")
+                self.commands[call_id] = CommandRecord(code if isinstance(code, int) else None,
+                                                       str(item.get("aggregated_output") or ""),
+                                                       str(item.get("status") or ""))
+            elif item.get("type") == "FileChange":
+                status = str(item.get("status") or "")
+                text = str(item.get("stdout") or "") + str(item.get("stderr") or "")
+                self.patches[call_id] = CommandRecord(0 if status == "completed" else 1, text, status)
+        elif kind == "response_item" and p.get("type") == "function_call" and isinstance(p.get("call_id"), str):
+            try:
+                args = json.loads(p.get("arguments") or "{}")
+            except ValueError:
+                args = {}
+            if isinstance(args, dict):
+                self.arguments[p["call_id"]] = args
+
+
+def reader_for(cache: dict[str, RolloutReader], path: Any) -> RolloutReader | None:
+    """The refreshed reader of the rollout at ``path`` (kept in ``cache`` by path: a TUI session
+    may move on to a new rollout file); None when the payload named none."""
+    if not isinstance(path, str) or not path or not os.path.isabs(path):
+        return None
+    r = cache.get(path)
+    if r is None:
+        r = cache[path] = RolloutReader(path)
+    r.refresh()
+    return r

@@ -1,0 +1,110 @@
+"""``ledger-run hook EVENT``: the command an agent's hook configuration runs for each event.
+
+It reads the event's JSON from stdin, hands it to the run's hook server (hookserver.py, running in
+the ``ledger-run`` process that launched the agent) over a Unix socket, and prints the server's JSON
+answer on stdout. It never blocks the agent for a fault of ours: whatever goes wrong (no server, a
+timeout, an answer that is not JSON), it prints nothing, which lets the command run, appends one
+line to the run directory's ``faults.log``, and exits 0.
+
+Each hook is a fresh process, so this module imports only the standard library, and ``ledger-run``
+dispatches here before importing its command line (see entry.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+
+SOCKET_ENV = "LEDGER_HOOK_SOCKET"
+RUN_DIR_ENV = "LEDGER_RUN_DIR"
+TIMEOUT_ENV = "LEDGER_HOOK_TIMEOUT"
+DEFAULT_TIMEOUT_S = 120.0
+FAULTS_FILE = "faults.log"
+USAGE = "usage: ledger-run hook EVENT [--socket PATH] [--run-dir DIR]   (the event's JSON on stdin)"
+
+
+def _args(argv: list[str]) -> tuple[str | None, str | None, str | None]:
+    event = sock = run_dir = None
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--socket", "--run-dir") and i + 1 < len(argv):
+            if a == "--socket":
+                sock = argv[i + 1]
+            else:
+                run_dir = argv[i + 1]
+            i += 2
+            continue
+        if event is None and not a.startswith("-"):
+            event = a
+        i += 1
+    return event, sock or os.environ.get(SOCKET_ENV), run_dir or os.environ.get(RUN_DIR_ENV)
+
+
+def log_fault(run_dir: str | None, event: str | None, message: str) -> None:
+    """One JSON line in the run's faults.log (stderr when there is no run directory to write to)."""
+    entry = {"at": time.time(), "where": f"hook {event or '?'}", "error": message, "command": None}
+    if run_dir and os.path.isdir(run_dir):
+        try:
+            with open(os.path.join(run_dir, FAULTS_FILE), "a", encoding="utf-8") as f:
+                f.write(json.dumps(entry) + "\n")
+            return
+        except OSError:
+            pass
+    print(f"ledger-run hook: {message} (the command runs without the ledger)", file=sys.stderr)
+
+
+def ask(sock_path: str, event: str, payload: bytes, timeout: float) -> bytes:
+    """Send one event to the hook server and return its answer (b"" for none)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(sock_path)
+        s.sendall(json.dumps({"event": event}).encode() + b"\n" + payload)
+        s.shutdown(socket.SHUT_WR)
+        chunks = []
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        print(USAGE)
+        return 0
+    event, sock_path, run_dir = _args(argv)
+    try:
+        payload = sys.stdin.buffer.read()
+    except (OSError, ValueError) as e:
+        log_fault(run_dir, event, f"cannot read the event from stdin: {e}")
+        return 0
+    if not event:
+        log_fault(run_dir, event, "no EVENT given: " + USAGE)
+        return 0
+    if not sock_path:
+        log_fault(run_dir, event, f"no hook server: pass --socket or set {SOCKET_ENV} (ledger-run codex does)")
+        return 0
+    try:
+        timeout = float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S)
+    except ValueError:
+        timeout = DEFAULT_TIMEOUT_S
+    try:
+        answer = ask(sock_path, event, payload, timeout)
+    except (OSError, socket.timeout) as e:
+        log_fault(run_dir, event, f"hook server {sock_path} did not answer: {e}")
+        return 0
+    if not answer.strip():
+        return 0
+    try:
+        json.loads(answer)
+    except ValueError:
+        log_fault(run_dir, event, f"hook server answered something that is not JSON: {answer[:80]!r}")
+        return 0
+    sys.stdout.buffer.write(answer.rstrip(b"\n") + b"\n")
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,109 @@
+"""The hook server: the ledger's side of an agent's hooks, in the ``ledger-run`` process that
+launched the agent. Hook processes (hookclient.py) connect to its Unix socket, send
+``{"event": NAME}\\n`` and the event's JSON, and read back the answer (JSON, or nothing).
+
+The runtime stays in memory between events (state, scanner caches, plans awaiting their
+post-event), so a hook costs a process start and a socket round trip, not a ledger reload. Events
+are handled one at a time. A handler that raises, or a payload that is not a JSON object, gets no
+answer (the agent goes on as without the ledger) and is reported to ``on_fault``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import threading
+from typing import Any, Callable
+
+Handler = Callable[[str, dict[str, Any]], dict[str, Any] | None]
+MAX_PAYLOAD = 64 * 1024 * 1024
+
+
+class HookServer:
+    """Serves ``handler(event, payload) -> answer | None`` on a Unix socket until ``close()``."""
+
+    def __init__(self, handler: Handler, on_fault: Callable[[str, BaseException], None]):
+        self.handler = handler
+        self.on_fault = on_fault
+        # a short directory of our own: socket paths are limited to about 100 bytes
+        self._dir = tempfile.mkdtemp(prefix="ledger-hook-")
+        self.socket_path = os.path.join(self._dir, "hook.sock")
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.bind(self.socket_path)
+        self._sock.listen(16)
+        self._lock = threading.Lock()
+        self._closed = False
+        self.handled = 0
+        self._thread = threading.Thread(target=self._serve, name="ledger-hook-server", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                data = _read_all(conn)
+                head, _, body = data.partition(b"\n")
+                event = json.loads(head)["event"]
+                answer = self._handle(str(event), body)
+                if answer is not None:
+                    conn.sendall(json.dumps(answer).encode())
+            except Exception as e:  # a broken client or a fault of ours: no answer, the agent goes on
+                self.on_fault("serving a hook", e)
+
+    def _handle(self, event: str, body: bytes) -> dict[str, Any] | None:
+        try:
+            payload = json.loads(body)
+        except ValueError as e:
+            raise ValueError(f"{event} payload is not JSON: {body[:60]!r}") from e
+        if not isinstance(payload, dict):
+            raise ValueError(f"{event} payload is not a JSON object: {body[:60]!r}")
+        with self._lock:
+            self.handled += 1
+            return self.handler(event, payload)
+
+    def close(self) -> None:
+        self._closed = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() in _serve
+        except OSError:
+            pass
+        try:
+            self._sock.close()
+        finally:
+            for p in (self.socket_path,):
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass
+            try:
+                os.rmdir(self._dir)
+            except OSError:
+                pass
+
+    def __enter__(self) -> HookServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _read_all(conn: socket.socket) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_PAYLOAD:
+            raise ValueError(f"payload over {MAX_PAYLOAD} bytes")

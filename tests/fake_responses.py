@@ -1,0 +1,130 @@
+"""A fake OpenAI Responses API on loopback that drives the real ``codex`` binary through scripted
+turns (server-sent events), and keeps every request body Codex sent, so tests can check what
+reached the model. Steps: ``("exec", cmd)``, ``("patch", text)``, ``("say", text)``; after the
+last step every turn ends with a final message."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+USAGE = {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110,
+         "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}
+
+
+def decode_body(raw: bytes, encoding: str | None) -> Any:
+    if encoding == "gzip":
+        raw = gzip.decompress(raw)
+    elif encoding == "zstd":
+        import zstandard  # only if Codex compresses; it does not for a custom provider in 0.171.0
+
+        raw = zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+    return json.loads(raw)
+
+
+class FakeResponses:
+    def __init__(self, steps: list[tuple[str, str]], *, workdir: str | None = None):
+        self.steps = list(steps)
+        self.workdir = workdir
+        self.requests: list[dict[str, Any]] = []  # every request body
+        self.agent_requests: list[dict[str, Any]] = []  # the agent's turns (which take the scripted steps)
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+                try:
+                    body = decode_body(raw, self.headers.get("content-encoding"))
+                except Exception as e:  # keep what came, answer an error
+                    body = {"undecodable": repr(e)}
+                with server._lock:
+                    server.requests.append(body)
+                    if is_agent_turn(body):
+                        server.agent_requests.append(body)
+                        turn = len(server.agent_requests) - 1
+                    else:  # Codex's side requests (a title for the TUI's thread): no scripted step
+                        turn = -1
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                for event in server.events(turn):
+                    self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+                self.wfile.flush()
+
+            def do_GET(self) -> None:  # model listings and the like: not offered
+                self.send_response(404)
+                self.end_headers()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def events(self, turn: int) -> list[dict[str, Any]]:
+        if turn < 0:
+            kind, arg = "say", "Fix the calculator"
+        else:
+            kind, arg = self.steps[turn] if turn < len(self.steps) else ("say", "All done.")
+        rid = f"resp_{turn}"
+        if kind == "exec":
+            args: dict[str, Any] = {"cmd": arg}
+            if self.workdir:
+                args["workdir"] = self.workdir
+            item = {"type": "function_call", "id": f"fc_{turn}", "call_id": f"call_{turn}", "name": "exec_command",
+                    "arguments": json.dumps(args)}
+        elif kind == "patch":
+            item = {"type": "custom_tool_call", "id": f"ctc_{turn}", "call_id": f"call_{turn}", "name": "apply_patch",
+                    "input": arg}
+        else:
+            item = {"type": "message", "id": f"msg_{turn}", "role": "assistant",
+                    "content": [{"type": "output_text", "text": arg}]}
+        return [{"type": "response.created", "response": {"id": rid}},
+                {"type": "response.output_item.added", "output_index": 0, "item": item},
+                {"type": "response.output_item.done", "output_index": 0, "item": item},
+                {"type": "response.completed", "response": {"id": rid, "usage": USAGE}}]
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def is_agent_turn(body: Any) -> bool:
+    return isinstance(body, dict) and any(isinstance(t, dict) and t.get("name") == "exec_command"
+                                          for t in body.get("tools") or [])
+
+
+def codex_user_home(path: Path, base_url: str) -> Path:
+    """A user's Codex home whose config points at the fake server (custom provider: Codex ignores a
+    changed base_url of its built-in ``openai`` provider)."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.toml").write_text(
+        'model = "gpt-5.5"\nmodel_provider = "fake"\napproval_policy = "never"\n'
+        'sandbox_mode = "danger-full-access"\n\n'
+        f'[model_providers.fake]\nname = "fake"\nbase_url = "{base_url}"\nwire_api = "responses"\n'
+        'env_key = "LEDGER_FAKE_KEY"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n'
+        # the TUI would otherwise open by offering a newer model
+        '[notice.model_migrations]\n"gpt-5.5" = "gpt-6-sol"\n')
+    return path
+
+
+def function_outputs(body: dict[str, Any]) -> dict[str, str]:
+    """call_id -> output text, of the tool results in one request."""
+    return {i["call_id"]: i["output"] if isinstance(i.get("output"), str) else json.dumps(i.get("output"))
+            for i in body.get("input", []) if i.get("type") in ("function_call_output", "custom_tool_call_output")}
+
+
+def developer_texts(body: dict[str, Any]) -> list[str]:
+    return [c.get("text", "") for i in body.get("input", []) if i.get("type") == "message" and i.get("role") == "developer"
+            for c in i.get("content", []) if isinstance(c, dict)]
