@@ -31,6 +31,9 @@ INSTALL_HINT = f"npm install -g @openai/codex@{CODEX_VERSION}"
 COPIED_FILES = ("config.toml", "auth.json", "hooks.json", "AGENTS.md", "AGENTS.override.md")
 COPIED_DIRS = ("prompts", "rules", "skills")
 BYPASS_TRUST = "--dangerously-bypass-hook-trust"
+# A REUSE hands back the whole earlier output: Codex compacts its history when it fills up, so an
+# output that was shown may no longer be in the model's context (a config file may say otherwise).
+CODEX_DEFAULTS = {"reuse_output": "full"}
 
 
 def register(app: typer.Typer) -> None:
@@ -144,7 +147,7 @@ def codex(
 ) -> None:
     """Codex CLI (`codex exec ...` or the interactive TUI) with the ledger in its hooks."""
     from ledger_runtime.cli import err, fail
-    from ledger_runtime.config import ConfigError, LedgerConfig, load_config
+    from ledger_runtime.config import ConfigError, load_config
 
     workdir = workdir.resolve()
     if not workdir.is_dir():
@@ -155,7 +158,7 @@ def codex(
              f"`{INSTALL_HINT}` (or pass --codex-bin)")
         return
     try:
-        config = load_config(ledger_config) if ledger_config else LedgerConfig()
+        config = load_config(ledger_config, defaults=CODEX_DEFAULTS)
         config = config.with_(inform=config.inform and not no_inform and not shadow,
                               govern=config.govern and not no_govern, shadow=config.shadow or shadow)
     except ConfigError as e:
@@ -169,8 +172,9 @@ def codex(
     args = list(codex_args or []) + list(ctx.args)
     rc = run_codex(binary, args, workdir, run_dir, config, meta={"agent": "codex", "codex_version": version,
                                                                  "codex_args": args})
-    err.print(f"\nledger: {run_dir / 'ledger.sqlite'}\nCodex sessions: {run_dir / 'codex-home' / 'sessions'}\n"
-              f"look inside: ledger-run inspect {run_dir}", highlight=False)
+    # plain lines (no wrapping): the paths are for copying
+    print(f"\nledger: {run_dir / 'ledger.sqlite'}\nCodex sessions: {run_dir / 'codex-home' / 'sessions'}\n"
+          f"look inside: ledger-run inspect {run_dir}", file=sys.stderr)
     raise typer.Exit(rc)
 
 

@@ -98,9 +98,11 @@ def from_mapping(values: dict[str, Any], *, origin: str = "config") -> LedgerCon
         raise ConfigError(f"{origin}: {e}") from None
 
 
-def load_config(path: str | Path | None = None, **overrides: Any) -> LedgerConfig:
-    """Load a TOML config file (keys at the top level or under ``[ledger]``), then apply overrides."""
-    values: dict[str, Any] = {}
+def load_config(path: str | Path | None = None, *, defaults: dict[str, Any] | None = None,
+                **overrides: Any) -> LedgerConfig:
+    """Load a TOML config file (keys at the top level or under ``[ledger]``), then apply overrides.
+    ``defaults``: an adapter's own defaults, which the file may still change."""
+    values: dict[str, Any] = dict(defaults or {})
     if path is not None:
         p = Path(path)
         try:
@@ -117,7 +119,7 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> LedgerConfi
         values.update(data)
         config = from_mapping(values, origin=str(p))
     else:
-        config = LedgerConfig()
+        config = from_mapping(values, origin="defaults")
     return config.with_(**overrides) if overrides else config
 
 

@@ -253,7 +253,8 @@ def view_delta(view: StateView, shown: set[str], limit_chars: int) -> tuple[str,
     not marked shown, so a later note carries them."""
     body = view.text.splitlines()[1:-1]  # between <ledger_state> and </ledger_state>
     head, tail = f'<ledger_update step="{view.step}">', "</ledger_update>"
-    budget = limit_chars - len(head) - len(tail) - 2
+    more = "({} more new lines, left for a later update)"
+    budget = limit_chars - len(head) - len(tail) - 2 - len(more.format(9999)) - 1
     out: list[str] = []
     showed: set[str] = set()
     header = None
@@ -277,7 +278,7 @@ def view_delta(view: StateView, shown: set[str], limit_chars: int) -> tuple[str,
     if not out:
         return "", showed
     if left:
-        out.append(f"({left} more new lines, left for a later update)")
+        out.append(more.format(left))
     return "\n".join([head, *out, tail]), showed
 
 

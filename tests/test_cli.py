@@ -71,3 +71,13 @@ def test_bad_ledgers_give_one_line_and_no_traceback(tmp_path):
         assert r.returncode == 2
         assert "not a ledger:" in r.stderr and "Traceback" not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_demo_runs_offline_and_refuses_a_used_directory(tmp_path):
+    out = tmp_path / "demo"
+    p = cli("demo", "-o", str(out))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "REUSE" in p.stdout and "NUDGE" in p.stdout and (out / "run" / "ledger.sqlite").exists()
+    again = cli("demo", "-o", str(out))
+    assert again.returncode == 2 and "already holds a demo run" in again.stderr
+    assert again.stderr.strip().count("\n") == 0 and "Traceback" not in again.stderr

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import SHARED
 from ledger_runtime.commands import ANY_FILE, analyze
+from ledger_runtime.records import CommandClass
 from ledger_runtime.programs import awk_range, resolve, sed_range
 from ledger_runtime.shell import parse
 
@@ -239,3 +240,15 @@ def test_smaller_analysis_fixes():
     x = a("cat f.py && ls > out.txt")
     assert views(x) == [("/testbed/f.py", "lines", (), False)], "the redirection belongs to ls alone"
     assert a("stat -c '%s %Y' f.py").pure
+
+
+def test_apply_patch_envelope_is_an_edit_of_the_files_it_names(tmp_path) -> None:
+    from ledger_runtime.commands import analyze_patch
+
+    patch = ("*** Begin Patch\n*** Update File: pkg/a.py\n*** Move to: pkg/b.py\n@@\n-x\n+y\n"
+             "*** Add File: new.txt\n+hello\n*** Delete File: old.txt\n*** End Patch\n")
+    a = analyze_patch(patch, "/w")
+    assert a.command_class is CommandClass.MODIFY and not a.pure and a.parsed
+    assert a.writes == ("/w/pkg/a.py", "/w/pkg/b.py", "/w/new.txt", "/w/old.txt")
+    bad = analyze_patch("not a patch", "/w")
+    assert bad.command_class is CommandClass.OTHER and not bad.parsed and bad.writes == ()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import make_repo
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import ExecResult, LocalExecutor
 from ledger_runtime.inspection import load, summary
@@ -278,3 +279,18 @@ def test_same_output_after_a_change_gets_a_nudge(repo, tmp_path):
     rt.run("sed -i '2s/a - b/a + b/' calc.py", EX)
     fixed = rt.run(test, EX)
     assert fixed.verdict.kind is VerdictKind.RUN and fixed.returncode == 0
+
+
+def test_a_run_directory_inside_the_workspace_is_never_scanned(tmp_path) -> None:
+    """`ledger-run mini -o ledger-runs/x` from the repository: the ledger's own files are not the
+    agent's changes."""
+    from ledger_runtime.executor import LocalExecutor
+
+    root = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    with LedgerRuntime(root, root / "ledger-runs" / "one") as rt:
+        ex = LocalExecutor()
+        rt.run("cat a.py", ex)
+        rt.run("echo y > b.txt", ex)
+        rt.run("cat a.py", ex)
+        changed = {Path(m.path).name for m in rt.state.modifications}
+    assert changed == {"b.txt"}

@@ -1,0 +1,180 @@
+"""``ledger-run codex`` end to end: the REAL codex binary (the pinned npm package) against a fake
+Responses API on loopback (tests/fake_responses.py), in `codex exec` and in the interactive TUI
+(driven through a pseudo-terminal). Without a codex binary these tests skip, saying so; CI installs
+it and sets LEDGER_REQUIRE_CODEX=1, which turns a missing binary into a failure."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import select
+import struct
+import subprocess
+import termios
+import time
+from pathlib import Path
+
+import pytest
+from conftest import CALC_PROJECT, make_repo
+from fake_responses import FakeResponses, codex_user_home, developer_texts, function_outputs
+
+from ledger_adapters.codex_cli import CODEX_VERSION, find_codex, hook_launcher
+from ledger_runtime.inspection import load
+from ledger_runtime.records import VerdictKind
+
+CODEX = find_codex(None)
+if CODEX is None and os.environ.get("LEDGER_REQUIRE_CODEX"):
+    raise RuntimeError(f"LEDGER_REQUIRE_CODEX is set but no codex binary was found (npm install -g @openai/codex@{CODEX_VERSION})")
+pytestmark = pytest.mark.skipif(CODEX is None, reason=f"no codex binary on PATH or in $LEDGER_CODEX_BIN "
+                                                      f"(npm install -g @openai/codex@{CODEX_VERSION})")
+
+TEST = "python3 -m unittest -q test_calc"
+FIX = "*** Begin Patch\n*** Update File: calc.py\n@@\n def add(a, b):\n-    return a - b\n+    return a + b\n*** End Patch\n"
+SCRIPT = [("exec", "cat calc.py"), ("exec", "cat calc.py"), ("exec", TEST), ("exec", TEST), ("patch", FIX),
+          ("exec", TEST), ("say", "Fixed add(); the test passes.")]
+
+
+def ledger_run(*args: str, env: dict[str, str], cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([*hook_launcher(), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def rollout_commands(run_dir: Path) -> dict[str, list[str]]:
+    """call id -> the command Codex actually executed, from the run's rollout files."""
+    out = {}
+    for f in (run_dir / "codex-home" / "sessions").rglob("rollout-*.jsonl"):
+        for line in f.read_text().splitlines():
+            p = json.loads(line).get("payload") or {}
+            item = p.get("item") or {}
+            if p.get("type") == "item_completed" and item.get("type") == "CommandExecution":
+                out[item["id"]] = item["command"]
+    return out
+
+
+@pytest.fixture
+def codex_env(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", CALC_PROJECT)
+    fake = FakeResponses(SCRIPT, workdir=str(repo))
+    user_home = codex_user_home(tmp_path / "user-codex", fake.base_url)
+    env = {**os.environ, "CODEX_HOME": str(user_home), "LEDGER_FAKE_KEY": "test", "LEDGER_CODEX_BIN": CODEX or ""}
+    yield repo, fake, user_home, env
+    fake.close()
+
+
+def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
+    repo, fake, user_home, env = codex_env
+    config_before = (user_home / "config.toml").read_bytes()
+    run_dir = tmp_path / "run"
+    p = ledger_run("codex", "--workdir", str(repo), "-o", str(run_dir), "--", "exec", "--skip-git-repo-check",
+                   "Fix the failing test in test_calc.py", env=env, cwd=repo)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert f"ledger-run inspect {run_dir}" in p.stderr
+    state = load(run_dir).state
+    rows = [(a.command.splitlines()[0], a.verdict.kind, a.executed, a.exit_code) for a in state.attempts]
+    assert rows == [
+        ("cat calc.py", VerdictKind.RUN, True, 0),
+        ("cat calc.py", VerdictKind.REUSE, False, 0),
+        (TEST, VerdictKind.RUN, True, 1),
+        (TEST, VerdictKind.NUDGE, True, 1),
+        ("*** Begin Patch", VerdictKind.RUN, True, 0),
+        (TEST, VerdictKind.RUN, True, 0),
+    ], rows
+    assert not (run_dir / "faults.log").exists()
+
+    # the repeat was served from the ledger: Codex ran the replay, never `cat calc.py` a second time
+    executed = rollout_commands(run_dir)
+    assert executed["call_0"][-1] == "cat calc.py"
+    assert "answers/" in executed["call_1"][-1] and "cat calc.py" not in executed["call_1"][-1]
+    seen = function_outputs(fake.agent_requests[2])
+    calc = (repo / "calc.py").read_text()
+    assert "[ledger] REUSE of step 1's output" in seen["call_1"]
+    assert seen["call_1"].endswith(CALC_PROJECT["calc.py"]) and seen["call_0"].endswith(CALC_PROJECT["calc.py"])
+
+    # the state view and the nudge reached the model
+    first = developer_texts(fake.agent_requests[0])
+    assert any(t.startswith("<ledger_state") for t in first)
+    later = developer_texts(fake.agent_requests[4])
+    assert any(t.startswith("[ledger] NUDGE: nothing has changed since step 3") for t in later)
+    assert any(t.startswith("<ledger_update") and "calc.py: whole file" in t for t in later)
+    notes = [i["chars"] for i in state.injections]
+    assert notes and max(notes[1:]) <= 600  # each note after the first view is capped
+
+    # the apply_patch edit is a modification of calc.py by that step
+    edit = state.attempts[4]
+    mods = state.modifications_of_attempt(edit.id)
+    assert [(Path(m.path).name, m.lines_added, m.lines_removed, m.recognised) for m in mods] == [("calc.py", 1, 1, True)]
+    assert "return a + b" in calc
+    # the user's own Codex home was read, never written; the run has its own
+    assert (user_home / "config.toml").read_bytes() == config_before and not (user_home / "sessions").exists()
+    assert list((run_dir / "codex-home" / "sessions").rglob("rollout-*.jsonl"))
+    inspect = ledger_run("inspect", str(run_dir), "--json", env=env, cwd=repo)
+    assert inspect.returncode == 0 and json.loads(inspect.stdout)["summary"]["reused"] == 1
+
+
+def test_codex_shadow_runs_everything_and_shows_nothing(codex_env, tmp_path: Path) -> None:
+    repo, fake, user_home, env = codex_env
+    run_dir = tmp_path / "shadow"
+    p = ledger_run("codex", "--shadow", "--workdir", str(repo), "-o", str(run_dir), "--", "exec",
+                   "--skip-git-repo-check", "Fix the failing test", env=env, cwd=repo)
+    assert p.returncode == 0, p.stderr[-3000:]
+    state = load(run_dir).state
+    second = state.attempts[1]
+    assert second.verdict.kind is VerdictKind.REUSE and second.executed and not second.applied
+    assert rollout_commands(run_dir)["call_1"][-1] == "cat calc.py"
+    assert not any("ledger" in t for body in fake.agent_requests for t in developer_texts(body))
+
+
+def test_codex_tui_with_the_ledger(codex_env, tmp_path: Path) -> None:
+    repo, fake, user_home, env = codex_env
+    fake.steps = [("exec", "cat calc.py"), ("exec", "cat calc.py"), ("say", "add() subtracts.")]
+    with open(user_home / "config.toml", "a") as f:  # a trusted project: no trust prompt
+        f.write(f'\n[projects."{repo}"]\ntrust_level = "trusted"\n')
+    run_dir = tmp_path / "tui"
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: ledger-run codex in the terminal
+        os.chdir(repo)
+        os.execve(hook_launcher()[0], [*hook_launcher(), "codex", "-o", str(run_dir), "--", "--no-alt-screen"],
+                  {**env, "TERM": "xterm-256color"})
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    screen = bytearray()
+
+    def pump(seconds: float) -> None:
+        end = time.time() + seconds
+        while time.time() < end:
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:
+                    return
+                screen.extend(data)
+                if b"\x1b[6n" in data:  # the TUI asks where the cursor is
+                    os.write(fd, b"\x1b[1;1R")
+
+    try:
+        deadline = time.time() + 60
+        while b"Ask Codex" not in screen and time.time() < deadline:
+            pump(0.5)
+        pump(1)
+        os.write(fd, b"what is wrong with calc.py")
+        pump(1)
+        os.write(fd, b"\r")
+        while len(fake.agent_requests) < 3 and time.time() < deadline:
+            pump(0.5)
+        pump(2)
+        os.write(fd, b"\x03")
+        pump(1)
+        os.write(fd, b"\x03")
+        pump(3)
+    finally:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+        os.close(fd)
+    state = load(run_dir).state
+    assert [(a.command, a.verdict.kind, a.executed) for a in state.attempts] == [
+        ("cat calc.py", VerdictKind.RUN, True), ("cat calc.py", VerdictKind.REUSE, False)], screen[-2000:]
+    assert state.baseline.task == "what is wrong with calc.py"

@@ -1,0 +1,281 @@
+"""The Codex hook protocol, with payloads and rollout lines recorded from the real codex 0.171.0
+(tests/data/codex): every event goes through a real ``ledger-run hook`` process to the hook server,
+and the commands run for real in a git repository between PreToolUse and PostToolUse, as Codex
+would run them. The real binary drives the same path in test_codex_e2e.py."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import make_repo
+
+from ledger_adapters.codex_cli import hook_launcher, hook_overrides, make_codex_home
+from ledger_adapters.codex_hooks import CodexHooks, truncation_for
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.hookserver import HookServer
+from ledger_runtime.inform import StateView, view_delta
+from ledger_runtime.inspection import load
+from ledger_runtime.records import VerdictKind
+from ledger_runtime.runtime import LedgerRuntime
+
+DATA = Path(__file__).parent / "data" / "codex"
+RECORDED = json.loads((DATA / "payloads.json").read_text())
+CALC = "x = 1\nprint(x)\n"
+
+
+class Session:
+    """A ledger run with its hook server, fed recorded payloads through ``ledger-run hook``."""
+
+    def __init__(self, tmp: Path, config: LedgerConfig | None = None):
+        self.repo = make_repo(tmp / "repo", {"calc.py": CALC})
+        self.run_dir = tmp / "run"
+        self.transcript = tmp / "sessions" / "rollout-test.jsonl"
+        self.transcript.parent.mkdir(parents=True)
+        self.transcript.write_text("")
+        self.rt = LedgerRuntime(self.repo, self.run_dir, config)
+        self.hooks = CodexHooks(self.rt)
+        self.server = HookServer(self.hooks.handle, self.rt.report_fault)
+        self.rollout = [line.replace("{cwd}", str(self.repo)) for line in (DATA / "rollout.jsonl").read_text().splitlines()]
+
+    def payload(self, event: str, tool: str = "", nth: int = 0, **changes: Any) -> dict[str, Any]:
+        found = [p for p in RECORDED if p["hook_event_name"] == event and p.get("tool_name", "") == tool][nth]
+        text = json.dumps(found).replace("{cwd}", str(self.repo)).replace("{transcript}", str(self.transcript))
+        return {**json.loads(text), **changes}
+
+    def send(self, event: str, payload: dict[str, Any] | bytes, *, socket: str | None = None,
+             run_dir: Path | None = None) -> tuple[dict[str, Any] | None, subprocess.CompletedProcess]:
+        raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        proc = subprocess.run([*hook_launcher(), "hook", event, "--socket", socket or self.server.socket_path,
+                               "--run-dir", str(run_dir or self.run_dir)], input=raw, capture_output=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        out = proc.stdout.decode().strip()
+        return (json.loads(out) if out else None), proc
+
+    def codex_runs(self, command: str, call_id: str) -> tuple[str, int]:
+        """Run the command as Codex would, and append its rollout record (the recorded one, with
+        the real output and exit code)."""
+        p = subprocess.run(["bash", "-lc", command], cwd=self.repo, capture_output=True, text=True)
+        output, code = p.stdout + p.stderr, p.returncode
+        self.append_rollout(call_id, output=output, exit_code=code)
+        return output, code
+
+    def append_rollout(self, call_id: str, **item: Any) -> None:
+        lines = []
+        for line in self.rollout:
+            e = json.loads(line)
+            p = e["payload"]
+            if p.get("call_id") == call_id or (p.get("item") or {}).get("id") == call_id:
+                if "item" in p and item:
+                    p["item"].update({"aggregated_output": item["output"], "exit_code": item["exit_code"]}
+                                     if p["item"]["type"] == "CommandExecution" else item)
+                lines.append(json.dumps(e))
+        with open(self.transcript, "a") as f:
+            f.write("\n".join(lines) + "\n")
+
+    def state(self):
+        return load(self.run_dir).state
+
+    def close(self) -> None:
+        self.server.close()
+        self.rt.close()
+
+
+@pytest.fixture
+def session(tmp_path: Path):
+    s = Session(tmp_path)
+    yield s
+    s.close()
+
+
+def context(answer: dict[str, Any] | None) -> str:
+    return (answer or {}).get("hookSpecificOutput", {}).get("additionalContext", "")
+
+
+def test_recorded_session_through_hook_processes(session: Session) -> None:
+    start, _ = session.send("SessionStart", session.payload("SessionStart"))
+    assert context(start).startswith("<ledger_state")
+    prompt, _ = session.send("UserPromptSubmit", session.payload("UserPromptSubmit"))
+    assert "Task: fix the bug" in context(prompt)
+    assert session.state().baseline.task == "fix the bug"
+
+    # read: allowed, run by "Codex", recorded with the exit code and output from the rollout
+    pre = session.payload("PreToolUse", "Bash")
+    assert session.send("PreToolUse", pre)[0] is None
+    out, code = session.codex_runs("cat calc.py", "c0")
+    post, _ = session.send("PostToolUse", session.payload("PostToolUse", "Bash"))
+    assert "calc.py: whole file" in context(post) and len(context(post)) <= LedgerConfig().context_note_chars
+    first = session.state().attempts[0]
+    assert (first.executed, first.exit_code, first.output_complete) == (True, 0, True)
+    assert session.rt.store.text(first.output_hash) == out == CALC
+
+    # the same read again: replaced by a command that prints the earlier output, byte for byte
+    again, _ = session.send("PreToolUse", {**pre, "tool_use_id": "c0-again"})
+    decision = again["hookSpecificOutput"]
+    assert decision["permissionDecision"] == "allow"
+    replay = subprocess.run(["bash", "-lc", decision["updatedInput"]["command"]], cwd=session.repo,
+                            capture_output=True, text=True)
+    header, _, body = replay.stdout.partition("\n")
+    assert header.startswith("[ledger] REUSE of step 1's output") and body == CALC and replay.returncode == 0
+    assert session.send("PostToolUse", {**session.payload("PostToolUse", "Bash"), "tool_use_id": "c0-again",
+                                        "tool_input": {"command": decision["updatedInput"]["command"]}})[0] is None
+    reused = session.state().attempts[1]
+    assert reused.verdict.kind is VerdictKind.REUSE and not reused.executed and reused.command == "cat calc.py"
+
+    # a failing script: PostToolUse has no exit code; the rollout has it
+    cmd = session.payload("PreToolUse", "Bash", 1)["tool_input"]["command"]
+    assert session.send("PreToolUse", session.payload("PreToolUse", "Bash", 1))[0] is None
+    out, code = session.codex_runs(cmd, "c1")
+    assert code == 3
+    session.send("PostToolUse", session.payload("PostToolUse", "Bash", 1))
+    assert session.state().attempts[2].exit_code == 3
+
+    # apply_patch: an edit, recorded as a modification of calc.py by that attempt
+    assert session.send("PreToolUse", session.payload("PreToolUse", "apply_patch"))[0] is None
+    (session.repo / "calc.py").write_text("x = 2\nprint(x)\n")
+    session.append_rollout("c2")
+    post, _ = session.send("PostToolUse", session.payload("PostToolUse", "apply_patch"))
+    state = session.state()
+    edit = state.attempts[3]
+    assert edit.command_class.value == "modify" and edit.exit_code == 0
+    mods = state.modifications_of_attempt(edit.id)
+    assert [(Path(m.path).name, m.recognised, m.lines_added, m.lines_removed) for m in mods] == [("calc.py", True, 1, 1)]
+    assert "calc.py: +1 -1" in context(post)
+    # the read is stale now: the same cat runs again
+    assert session.send("PreToolUse", {**pre, "tool_use_id": "c9"})[0] is None
+    assert state.injections and all(i["chars"] <= max(LedgerConfig().context_note_chars, 4800) for i in state.injections)
+
+
+def test_output_the_rollout_lacks_is_kept_incomplete_and_never_reused(session: Session) -> None:
+    pre = session.payload("PreToolUse", "Bash")
+    session.send("PreToolUse", pre)
+    subprocess.run(["bash", "-lc", "cat calc.py"], cwd=session.repo, check=True)  # no rollout record
+    session.send("PostToolUse", {**session.payload("PostToolUse", "Bash"), "tool_response": "print(x)\n"})
+    a = session.state().attempts[0]
+    assert (a.exit_code, a.output_complete) == (None, False)
+    assert session.rt.store.text(a.output_hash) == "print(x)\n"
+    assert session.send("PreToolUse", {**pre, "tool_use_id": "c0-again"})[0] is None  # runs
+
+
+def test_nudge_goes_with_pretooluse_once(session: Session) -> None:
+    run = session.payload("PreToolUse", "Bash", 1)
+    cmd = run["tool_input"]["command"]
+    for n, call in enumerate(("c1", "c1-again")):
+        pre, _ = session.send("PreToolUse", {**run, "tool_use_id": call})
+        session.codex_runs(cmd, "c1")
+        post, _ = session.send("PostToolUse", {**session.payload("PostToolUse", "Bash", 1), "tool_use_id": call})
+        if n == 0:
+            assert pre is None and "NUDGE" not in context(post)
+        else:
+            assert context(pre).startswith("[ledger] NUDGE: nothing has changed since step 1")
+            assert "NUDGE" not in context(post)
+    assert [a.verdict.kind for a in session.state().attempts] == [VerdictKind.RUN, VerdictKind.NUDGE]
+
+
+def test_no_reuse_while_another_command_runs(session: Session) -> None:
+    pre = session.payload("PreToolUse", "Bash")
+    session.send("PreToolUse", pre)
+    session.codex_runs("cat calc.py", "c0")
+    session.send("PostToolUse", session.payload("PostToolUse", "Bash"))
+    script = session.payload("PreToolUse", "Bash", 1)
+    assert session.send("PreToolUse", script)[0] is None  # started, no PostToolUse yet
+    assert session.send("PreToolUse", {**pre, "tool_use_id": "c0-parallel"})[0] is None  # runs: not reused
+
+
+def test_posttooluse_without_pretooluse_and_unfinished_calls_are_recorded(session: Session) -> None:
+    session.codex_runs("cat calc.py", "c0")
+    session.send("PostToolUse", session.payload("PostToolUse", "Bash"))
+    session.send("PreToolUse", session.payload("PreToolUse", "Bash", 1))
+    session.codex_runs(session.payload("PreToolUse", "Bash", 1)["tool_input"]["command"], "c1")
+    session.hooks.finish()  # the run ended before c1's PostToolUse
+    attempts = session.state().attempts
+    assert [(a.command.split()[0], a.exit_code, a.executed) for a in attempts] == [("cat", 0, True), ("python", 3, True)]
+
+
+def test_faults_never_block_the_agent(session: Session, tmp_path: Path) -> None:
+    faults = session.run_dir / "faults.log"
+    for event, payload in (("PreToolUse", b"{not json"), ("PreToolUse", b"[1, 2]"), ("Bogus", b"{}"),
+                           ("PreToolUse", json.dumps({"tool_name": "Bash", "tool_input": None}).encode())):
+        answer, proc = session.send(event, payload)
+        assert answer is None and proc.stdout == b""
+    logged = [json.loads(line) for line in faults.read_text().splitlines()]
+    assert any("not JSON" in f["error"] for f in logged) and any("unknown hook event 'Bogus'" in f["error"] for f in logged)
+    assert any("not a JSON object" in f["error"] for f in logged)
+    # no server at all: the command runs, the fault goes to the run directory
+    answer, proc = session.send("PreToolUse", session.payload("PreToolUse", "Bash"), socket=str(tmp_path / "gone.sock"))
+    assert answer is None and "did not answer" in faults.read_text().splitlines()[-1]
+    # no run directory either: one line on stderr, no traceback
+    answer, proc = session.send("PreToolUse", session.payload("PreToolUse", "Bash"), socket=str(tmp_path / "gone.sock"),
+                                run_dir=tmp_path / "nowhere")
+    assert answer is None and proc.stderr.decode().count("\n") == 1 and b"Traceback" not in proc.stderr
+
+
+def test_locked_ledger_loses_nothing(session: Session) -> None:
+    lock = sqlite3.connect(session.run_dir / "ledger.sqlite", isolation_level=None, timeout=0)
+    lock.execute("BEGIN EXCLUSIVE")
+    try:
+        assert session.send("PreToolUse", session.payload("PreToolUse", "Bash"))[0] is None
+        session.codex_runs("cat calc.py", "c0")
+        started = time.monotonic()
+        answer, _ = session.send("PostToolUse", session.payload("PostToolUse", "Bash"))
+        assert time.monotonic() - started < 60
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    kept = [json.loads(line) for line in (session.run_dir / "faults.log").read_text().splitlines()]
+    records = [r for f in kept for r in f.get("records", [])]
+    assert any(r["kind"] == "attempt" and r["command"] == "cat calc.py" for r in records)
+    # the ledger works again once the lock is gone
+    assert session.send("PreToolUse", session.payload("PreToolUse", "Bash", tool_use_id="c5"))[0] is None
+
+
+def test_view_delta_is_capped_and_carries_what_did_not_fit() -> None:
+    lines = [f"  file{i}.py: whole file (step {i})" for i in range(40)]
+    text = "<ledger_state step=\"40\">\nSeen (fresh unless marked STALE):\n" + "\n".join(lines) + "\n</ledger_state>"
+    view = StateView(text, 0, 0, 40)
+    note, showed = view_delta(view, set(), 300)
+    assert len(note) <= 300 and note.startswith("<ledger_update") and "more new lines" in note
+    note2, showed2 = view_delta(view, showed, 300)
+    assert note2 and not (showed & showed2)
+    everything = set(text.splitlines())
+    assert view_delta(view, everything, 300) == ("", set())
+
+
+def test_truncation_follows_the_calls_output_limit() -> None:
+    assert truncation_for(None).limit == 20_000
+    assert truncation_for({"max_output_tokens": 500}).limit == 1_000
+    assert truncation_for({"max_output_tokens": "x"}).limit == 20_000
+
+
+def test_codex_home_copies_the_users_config_without_touching_it(tmp_path: Path) -> None:
+    user = tmp_path / "user-codex"
+    user.mkdir()
+    config = 'model = "gpt-5.5"\n[[hooks.PreToolUse]]\nmatcher = "Bash"\nhooks = [{type = "command", command = "mine"}]\n'
+    (user / "config.toml").write_text(config)
+    (user / "auth.json").write_text('{"OPENAI_API_KEY": "sk-test"}')
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in user.iterdir()}
+    home = make_codex_home(tmp_path / "run", user)
+    assert (home / "config.toml").read_text() == config and (home / "auth.json").exists()
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in user.iterdir()} == before
+    args = hook_overrides(["ledger-run"], "/tmp/s.sock", tmp_path / "run", tomllib.loads(config))
+    values = {a.split("=", 1)[0]: tomllib.loads("v = " + a.split("=", 1)[1])["v"] for a in args[1::2]}
+    assert set(values) == {"hooks.SessionStart", "hooks.UserPromptSubmit", "hooks.PreToolUse", "hooks.PostToolUse"}
+    pre = values["hooks.PreToolUse"]
+    assert pre[0]["hooks"][0]["command"] == "mine"  # the user's own hook stays, first
+    assert pre[1]["matcher"] == "^(Bash|apply_patch)$"
+    assert pre[1]["hooks"][0]["command"].startswith("ledger-run hook PreToolUse --socket /tmp/s.sock")
+
+
+def test_hook_help_and_entry(tmp_path: Path) -> None:
+    p = subprocess.run([*hook_launcher(), "hook", "--help"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "PreToolUse" in p.stdout
+    p = subprocess.run([sys.executable, "-m", "ledger_runtime", "hook", "PreToolUse", "--socket",
+                        str(tmp_path / "none.sock"), "--run-dir", str(tmp_path)], input=b"{}", capture_output=True)
+    assert p.returncode == 0 and p.stdout == b"" and (tmp_path / "faults.log").exists()
