@@ -140,16 +140,22 @@ class CodexHooks:
         cwd = cwd if isinstance(cwd, str) and os.path.isabs(cwd) else self.runtime.workdir
         return str(tool), command, cwd
 
-    def pre_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+    def _pending(self, payload: dict[str, Any]) -> _Pending | None:
+        """The tool call as a planned command (analysed, workspace scanned, verdict decided)."""
         proposal = self._proposal(payload)
-        call_id = payload.get("tool_use_id")
-        if proposal is None or not isinstance(call_id, str):
+        if proposal is None:
             return None
         tool, command, cwd = proposal
         analysis = analyze_patch(command, cwd) if tool in PATCH_TOOLS else analyze(command, cwd)
         plan = self.runtime.propose(command, cwd=cwd, analysis=analysis)
-        if plan is None:
+        return _Pending(plan, time.perf_counter(), tool, payload.get("transcript_path")) if plan else None
+
+    def pre_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        call_id = payload.get("tool_use_id")
+        pending = self._pending(payload) if isinstance(call_id, str) else None
+        if pending is None:
             return None
+        plan = pending.plan
         if plan.verdict.kind is VerdictKind.REUSE and any(not p.plan.analysis.pure for p in self.pending.values()):
             # another command of the agent is still running and may be changing what this one reads
             plan.verdict = Verdict(VerdictKind.RUN, "another command was running")
@@ -162,7 +168,7 @@ class CodexHooks:
                                   updatedInput={"command": self._replay_command(res.attempt_id, res.output,
                                                                                 res.returncode)})
                 return answer("PreToolUse", permissionDecision="deny", permissionDecisionReason=res.output)
-        self.pending[call_id] = _Pending(plan, time.perf_counter(), tool, payload.get("transcript_path"))
+        self.pending[call_id] = pending
         if plan.applied and plan.verdict.kind is VerdictKind.NUDGE:
             return answer("PreToolUse", additionalContext=f"[ledger] NUDGE: {plan.verdict.reason}.")
         return None
@@ -185,15 +191,9 @@ class CodexHooks:
             return None
         pending = self.pending.pop(call_id, None) if isinstance(call_id, str) else None
         if pending is None:  # no PreToolUse seen for it: record it now, its changes as made before it
-            proposal = self._proposal(payload)
-            if proposal is None:
+            pending = self._pending(payload)
+            if pending is None:
                 return None
-            tool, command, cwd = proposal
-            analysis = analyze_patch(command, cwd) if tool in PATCH_TOOLS else analyze(command, cwd)
-            plan = self.runtime.propose(command, cwd=cwd, analysis=analysis)
-            if plan is None:
-                return None
-            pending = _Pending(plan, time.perf_counter(), tool, payload.get("transcript_path"))
         rollout = reader_for(self.rollouts, payload.get("transcript_path") or pending.transcript)
         res, trunc = self._result(pending, call_id, rollout, payload.get("tool_response"))
         run = self.runtime.record(pending.plan, res, time.perf_counter() - pending.started, truncation=trunc)
