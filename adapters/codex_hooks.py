@@ -74,6 +74,9 @@ class CodexHooks:
     answers_dir: Path | None = None
     pending: dict[str, _Pending] = field(default_factory=dict)
     answered: dict[str, int] = field(default_factory=dict)  # tool_use_id -> attempt id (not run)
+    # tool_use_id -> (attempt id, is a patch) of commands recorded before the rollout had their end
+    # (a long-running command Codex left running and polls with write_stdin)
+    unfinished: dict[str, tuple[int, bool]] = field(default_factory=dict)
     shown: set[str] = field(default_factory=set)  # state-view lines the model was given
     rollouts: dict[str, RolloutReader] = field(default_factory=dict)
     last_transcript: str | None = None
@@ -87,6 +90,8 @@ class CodexHooks:
     def handle(self, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
         if isinstance(payload.get("transcript_path"), str):
             self.last_transcript = payload["transcript_path"]
+        if self.unfinished:
+            self.complete_unfinished()
         if event == "PreToolUse":
             return self.pre_tool_use(payload)
         if event == "PostToolUse":
@@ -105,11 +110,16 @@ class CodexHooks:
         text = self._view_note(full=full)
         return answer(event, additionalContext=text) if text else None
 
-    def _view_note(self, *, full: bool) -> str:
-        """The whole state view (``full``), or what it gained since the model last saw it."""
+    def _view_note(self, *, full: bool, just_ran: int | None = None) -> str:
+        """The whole state view (``full``), or what it gained since the model last saw it. Lines
+        about the step ``just_ran`` say what the model has just read in that step's result: they
+        count as shown (a later change to them, such as going stale, is news and is shown)."""
         if not self.runtime.config.inform or self.runtime.config.shadow:
             return ""
         view = self.runtime.view()
+        if just_ran is not None:
+            self.shown |= {line for line in view.text.splitlines()
+                           if line.startswith(f"  #{just_ran} ") or line.endswith(f" (step {just_ran})")}
         if full:
             text = view.text
             self.shown |= set(text.splitlines())
@@ -197,11 +207,13 @@ class CodexHooks:
         rollout = reader_for(self.rollouts, payload.get("transcript_path") or pending.transcript)
         res, trunc = self._result(pending, call_id, rollout, payload.get("tool_response"))
         run = self.runtime.record(pending.plan, res, time.perf_counter() - pending.started, truncation=trunc)
+        if not res.output_complete and run.attempt_id is not None and isinstance(call_id, str):
+            self.unfinished[call_id] = (run.attempt_id, pending.tool in PATCH_TOOLS)
         notes = []
         if run.note and not (pending.plan.applied and pending.plan.verdict.kind is VerdictKind.NUDGE
                              and run.verdict == pending.plan.verdict):  # that NUDGE went with PreToolUse
             notes.append(run.note)
-        view = self._view_note(full=False)
+        view = self._view_note(full=False, just_ran=pending.plan.step)
         if view:
             notes.append(view)
         return answer("PostToolUse", additionalContext="\n".join(notes)) if notes else None
@@ -219,8 +231,21 @@ class CodexHooks:
         text = tool_response if isinstance(tool_response, str) else json.dumps(tool_response)
         return ExecResult(text, None, output_complete=False), trunc
 
+    def complete_unfinished(self) -> None:
+        """Fold in the ends the rollout now has of commands recorded unfinished."""
+        rollout = reader_for(self.rollouts, self.last_transcript)
+        if rollout is None:
+            return
+        for call_id, (attempt_id, patch) in list(self.unfinished.items()):
+            rec = (rollout.patches if patch else rollout.commands).get(call_id)
+            if rec is not None and rec.exit_code is not None:
+                self.runtime.complete(attempt_id, ExecResult(rec.output, rec.exit_code))
+                del self.unfinished[call_id]
+
     def finish(self) -> None:
-        """At the end of the run: record the commands whose PostToolUse never came."""
+        """At the end of the run: record the commands whose PostToolUse never came, and the ends of
+        commands recorded unfinished."""
+        self.complete_unfinished()
         for call_id, pending in list(self.pending.items()):
             rollout = reader_for(self.rollouts, pending.transcript or self.last_transcript)
             res, trunc = self._result(pending, call_id, rollout, "")

@@ -142,6 +142,21 @@ class LedgerRuntime:
             self._fault("rendering the state view", e)
             return ""
 
+    def complete(self, attempt_id: int, res: ExecResult) -> None:
+        """Fold in what an executed command that was recorded unfinished gave in the end (an agent
+        whose tool returned before the command ended: its exit code and whole output)."""
+        try:
+            a = self.state.attempt(attempt_id)
+            if a is None or not a.executed:
+                return
+            data = res.output.encode("utf-8", "surrogateescape")
+            fields = {"attempt": attempt_id, "exit_code": res.returncode, "output_hash": self.store.put_blob(data),
+                      "output_chars": len(res.output), "output_complete": res.output_complete}
+            self._commit([("completion", fields)], a.step)
+            self.state.complete(attempt_id, fields)
+        except Exception as e:
+            self._fault("completing a command", e)
+
     def set_task(self, task: str) -> None:
         """Name the task when the run started without one (an agent that gets it later)."""
         if task.strip() and self.state.baseline is not None and not self.state.baseline.task:

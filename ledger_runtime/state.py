@@ -61,6 +61,8 @@ class LedgerState:
                 self.baseline = Baseline.from_dict(event)
             elif kind == "run":
                 self.run = {k: v for k, v in event.items() if k not in ("seq", "kind", "step", "at")}
+            elif kind == "completion":
+                self.complete(int(event["attempt"]), event)
             elif kind == "task":
                 if self.baseline is not None and not self.baseline.task:
                     self.baseline = replace(self.baseline, task=str(event["task"]))
@@ -85,6 +87,20 @@ class LedgerState:
             self.env_epoch += 1
         if a.verdict.kind is VerdictKind.REUSE and a.verdict.ref_attempt is not None:
             self._reuse_sources[a.id] = self.source_of(a.verdict.ref_attempt)
+
+    def complete(self, attempt_id: int, fields: dict[str, Any]) -> None:
+        """What a command left unfinished when recorded (its exit code, its whole output), known later."""
+        old = self._by_id.get(attempt_id)
+        if old is None:
+            return
+        new = replace(old, exit_code=fields.get("exit_code"), output_hash=fields.get("output_hash"),
+                      output_chars=int(fields.get("output_chars") or 0),
+                      output_complete=bool(fields.get("output_complete")))
+        self._by_id[attempt_id] = new
+        for i in range(len(self.attempts) - 1, -1, -1):
+            if self.attempts[i].id == attempt_id:
+                self.attempts[i] = new
+                break
 
     def add_observation(self, o: Observation) -> None:
         self.observations.append(o)

@@ -111,7 +111,7 @@ def test_recorded_session_through_hook_processes(session: Session) -> None:
     assert session.send("PreToolUse", pre)[0] is None
     out, code = session.codex_runs("cat calc.py", "c0")
     post, _ = session.send("PostToolUse", session.payload("PostToolUse", "Bash"))
-    assert "calc.py: whole file" in context(post) and len(context(post)) <= LedgerConfig().context_note_chars
+    assert post is None  # nothing the model did not just read in the result itself
     first = session.state().attempts[0]
     assert (first.executed, first.exit_code, first.output_complete) == (True, 0, True)
     assert session.rt.store.text(first.output_hash) == out == CALC
@@ -147,7 +147,9 @@ def test_recorded_session_through_hook_processes(session: Session) -> None:
     assert edit.command_class.value == "modify" and edit.exit_code == 0
     mods = state.modifications_of_attempt(edit.id)
     assert [(Path(m.path).name, m.recognised, m.lines_added, m.lines_removed) for m in mods] == [("calc.py", True, 1, 1)]
-    assert "calc.py: +1 -1" in context(post)
+    note = context(post)
+    assert "calc.py: +1 -1" in note and "calc.py: STALE" in note and "#1 cat calc.py -> exit 0; stale" in note
+    assert f"#{edit.step} " not in note and len(note) <= LedgerConfig().context_note_chars
     # the read is stale now: the same cat runs again
     assert session.send("PreToolUse", {**pre, "tool_use_id": "c9"})[0] is None
     assert state.injections and all(i["chars"] <= max(LedgerConfig().context_note_chars, 4800) for i in state.injections)
@@ -162,6 +164,21 @@ def test_output_the_rollout_lacks_is_kept_incomplete_and_never_reused(session: S
     assert (a.exit_code, a.output_complete) == (None, False)
     assert session.rt.store.text(a.output_hash) == "print(x)\n"
     assert session.send("PreToolUse", {**pre, "tool_use_id": "c0-again"})[0] is None  # runs
+
+
+def test_a_command_that_outlives_its_tool_call_is_completed_later(session: Session) -> None:
+    """Codex returns from a long command with its first output and polls the rest (write_stdin, no
+    hooks): the attempt is recorded unfinished, and completed once the rollout has its end."""
+    run = session.payload("PreToolUse", "Bash", 1)
+    session.send("PreToolUse", run)
+    session.send("PostToolUse", {**session.payload("PostToolUse", "Bash", 1), "tool_response": "Process running"})
+    a = session.state().attempts[0]
+    assert (a.exit_code, a.output_complete) == (None, False)
+    session.codex_runs(run["tool_input"]["command"], "c1")  # the rollout now has its end
+    session.send("SessionStart", session.payload("SessionStart"))  # any later event folds it in
+    a = session.state().attempts[0]
+    assert (a.exit_code, a.output_complete) == (3, True) and session.rt.store.text(a.output_hash) == "1\n"
+    assert session.rt.state.attempts[0].exit_code == 3
 
 
 def test_nudge_goes_with_pretooluse_once(session: Session) -> None:
