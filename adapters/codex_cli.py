@@ -40,6 +40,16 @@ def register(app: typer.Typer) -> None:
     app.command(name="codex", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(codex)
 
 
+def codex_cd(args: list[str]) -> str | None:
+    """The directory a ``-C DIR`` / ``--cd DIR`` among codex's arguments names, if any."""
+    for i, a in enumerate(args):
+        if a in ("-C", "--cd") and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith("--cd="):
+            return a[5:]
+    return None
+
+
 def find_codex(explicit: str | None) -> str | None:
     for candidate in (explicit, os.environ.get("LEDGER_CODEX_BIN"), "codex"):
         if candidate:
@@ -149,6 +159,10 @@ def codex(
     from ledger_runtime.cli import err, fail
     from ledger_runtime.config import ConfigError, load_config
 
+    args = list(codex_args or []) + list(ctx.args)
+    given = codex_cd(args)
+    if given is not None and workdir == Path("."):
+        workdir = Path(given)  # codex -C DIR: the ledger watches the same directory
     workdir = workdir.resolve()
     if not workdir.is_dir():
         fail(f"--workdir {workdir} is not a directory")
@@ -169,7 +183,6 @@ def codex(
         err.print(f"[yellow]warning:[/yellow] codex {version or '(version unknown)'} at {binary}; ledger-run is "
                   f"checked against {CODEX_VERSION} ({INSTALL_HINT})", highlight=False)
     run_dir = (run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")).resolve()
-    args = list(codex_args or []) + list(ctx.args)
     rc = run_codex(binary, args, workdir, run_dir, config, meta={"agent": "codex", "codex_version": version,
                                                                  "codex_args": args})
     # plain lines (no wrapping): the paths are for copying

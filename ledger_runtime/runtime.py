@@ -106,6 +106,7 @@ class LedgerRuntime:
         self.workdir = workspace.root if workspace is not None else os.path.abspath(workdir)
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        _ignore_in_git(self.run_dir, self.workdir)
         self.config = config or LedgerConfig()
         self.faults = 0  # faults of the ledger so far (each logged; none ever stops the agent)
         self._decide_config = self.config.with_(govern=True)
@@ -478,6 +479,18 @@ class LedgerRuntime:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _ignore_in_git(run_dir: Path, workdir: str) -> None:
+    """A run directory inside the workspace (``-o ledger-runs/...`` from the repository) ignores
+    itself, so ``git status`` and ``git add -A`` in the agent's repository leave it out."""
+    try:
+        inside = run_dir.resolve().is_relative_to(Path(workdir).resolve())
+        marker = run_dir / ".gitignore"
+        if inside and not marker.exists():
+            marker.write_text("# the ledger's run directory: not part of the repository\n*\n")
+    except OSError:
+        pass
 
 
 def _recognised(path: str, writes: tuple[str, ...]) -> bool:

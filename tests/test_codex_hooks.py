@@ -296,3 +296,10 @@ def test_hook_help_and_entry(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "ledger_runtime", "hook", "PreToolUse", "--socket",
                         str(tmp_path / "none.sock"), "--run-dir", str(tmp_path)], input=b"{}", capture_output=True)
     assert p.returncode == 0 and p.stdout == b"" and (tmp_path / "faults.log").exists()
+
+
+def test_codex_cd_argument_names_the_workdir() -> None:
+    from ledger_adapters.codex_cli import codex_cd
+
+    assert codex_cd(["exec", "-C", "/repo", "task"]) == "/repo"
+    assert codex_cd(["--cd=/r2"]) == "/r2" and codex_cd(["exec", "task"]) is None

@@ -294,3 +294,7 @@ def test_a_run_directory_inside_the_workspace_is_never_scanned(tmp_path) -> None
         rt.run("cat a.py", ex)
         changed = {Path(m.path).name for m in rt.state.modifications}
     assert changed == {"b.txt"}
+    import subprocess
+
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
+    assert "ledger-runs" not in status and "b.txt" in status
