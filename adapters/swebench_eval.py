@@ -1,0 +1,71 @@
+"""Scoring an ``ledger-run swebench`` output with the official SWE-bench harness.
+
+For each arm, ``python -m swebench.harness.run_evaluation`` runs on ``OUT/<arm>/preds.json``
+(needs ``pip install swebench``, a Docker engine, and the instance images, which the harness
+builds or pulls). Its report (``<model>.<run_id>.json``, with ``resolved_ids``,
+``unresolved_ids``, ``error_ids``, ``empty_patch_ids``) is kept as ``OUT/<arm>/evaluation/`` and
+read into ``OUT/<arm>/results.json``: each instance's status, resolved or not.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .swebench_run import BadInput, read_json, write_json
+
+STATUS_KEYS = (("resolved_ids", "resolved"), ("unresolved_ids", "unresolved"), ("error_ids", "error"),
+               ("empty_patch_ids", "empty patch"))
+
+
+def arm_dirs(out: Path) -> list[Path]:
+    dirs = sorted(d for d in out.iterdir() if (d / "preds.json").is_file()) if out.is_dir() else []
+    if not dirs:
+        raise BadInput(f"{out}: no arm results here (OUT/<arm>/preds.json); run ledger-run swebench -o {out} first")
+    return dirs
+
+
+def results_from_report(arm_dir: Path, report: Path) -> dict[str, Any]:
+    """Read a harness report into ``results.json``: instance -> status and resolved."""
+    try:
+        data = read_json(report)
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{report}: not a SWE-bench harness report: {e}") from None
+    if not isinstance(data, dict) or "resolved_ids" not in data:
+        raise BadInput(f"{report}: not a SWE-bench harness report (no resolved_ids)")
+    preds = read_json(arm_dir / "preds.json")
+    statuses = {iid: "not scored" for iid in preds}
+    for key, status in STATUS_KEYS:
+        for iid in data.get(key) or []:
+            statuses[iid] = status
+    results = {"report": str(report), "instances": {iid: {"status": s, "resolved": s == "resolved"}
+                                                     for iid, s in sorted(statuses.items())}}
+    write_json(arm_dir / "results.json", results)
+    return results
+
+
+def evaluate(out: Path, *, dataset: str, split: str, workers: int, console: Any) -> dict[str, Any]:
+    if importlib.util.find_spec("swebench") is None:
+        raise BadInput("the official SWE-bench harness is not installed: pip install swebench")
+    done = {}
+    for arm_dir in arm_dirs(out):
+        preds = read_json(arm_dir / "preds.json")
+        model = next((p.get("model_name_or_path") for p in preds.values()), "model") or "model"
+        run_id = f"ledger-{arm_dir.name}"
+        report_dir = arm_dir / "evaluation"
+        report_dir.mkdir(exist_ok=True)
+        console.print(f"scoring {arm_dir.name}: {len(preds)} predictions with the SWE-bench harness...")
+        cmd = [sys.executable, "-m", "swebench.harness.run_evaluation", "--dataset_name", dataset, "--split", split,
+               "--predictions_path", str((arm_dir / "preds.json").resolve()), "--max_workers", str(workers),
+               "--run_id", run_id, "--report_dir", str(report_dir.resolve())]
+        p = subprocess.run(cmd, cwd=report_dir)
+        report = report_dir / f"{model.replace('/', '__')}.{run_id}.json"
+        if p.returncode != 0 or not report.exists():
+            raise BadInput(f"the SWE-bench harness failed for {arm_dir.name} (exit {p.returncode}); its logs are in "
+                           f"{report_dir}/logs")
+        done[arm_dir.name] = results_from_report(arm_dir, report)
+    return done
