@@ -48,15 +48,18 @@ def ledger_run(*args: str, tmp: Path, timeout: float = 600) -> subprocess.Comple
                           timeout=timeout)
 
 
+def two_instances(image: str, tmp: Path) -> tuple[list[str], Path, Path, Path]:
+    """Two instances of the test image, their JSONL, an output directory, the scripted model's config."""
+    ids = ["demo__calc-1", "demo__calc-2"]
+    return ids, instances_file(tmp / "instances.jsonl", image, ids), tmp / "out", scripted_config(tmp / "scripted.yaml")
+
+
 def our_containers() -> list:
     return docker.from_env().containers.list(all=True, filters={"label": "ledger-run.run"})
 
 
 def test_two_arms_end_to_end_and_the_report_agrees_with_the_files(docker_image, tmp_path):  # noqa: F811
-    ids = ["demo__calc-1", "demo__calc-2"]
-    data = instances_file(tmp_path / "instances.jsonl", docker_image, ids)
-    out = tmp_path / "out"
-    cfg = scripted_config(tmp_path / "scripted.yaml")
+    ids, data, out, cfg = two_instances(docker_image, tmp_path)
     r = ledger_run("swebench", "--instances", str(data), "--arms", "ledger,baseline", "-w", "2", "-o", str(out),
                    "--config", str(cfg), "--no-pull", tmp=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -117,10 +120,7 @@ def test_two_arms_end_to_end_and_the_report_agrees_with_the_files(docker_image, 
 
 
 def test_a_half_written_output_resumes(docker_image, tmp_path):  # noqa: F811
-    ids = ["demo__calc-1", "demo__calc-2"]
-    data = instances_file(tmp_path / "instances.jsonl", docker_image, ids)
-    out = tmp_path / "out"
-    cfg = scripted_config(tmp_path / "scripted.yaml")
+    ids, data, out, cfg = two_instances(docker_image, tmp_path)
     first = ledger_run("swebench", "--instances", str(data), "--arms", "ledger", "--slice", "0:1", "-o", str(out),
                        "--config", str(cfg), "--no-pull", tmp=tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]
@@ -168,10 +168,7 @@ def test_ctrl_c_stops_cleanly_and_the_next_run_finishes(docker_image, tmp_path):
     import signal
     import time
 
-    ids = ["demo__calc-1", "demo__calc-2"]
-    data = instances_file(tmp_path / "instances.jsonl", docker_image, ids)
-    out = tmp_path / "out"
-    cfg = scripted_config(tmp_path / "scripted.yaml")
+    ids, data, out, cfg = two_instances(docker_image, tmp_path)
     slow = json.loads(cfg.read_text())
     slow["model"]["outputs"].insert(1, {"role": "assistant", "content": "wait",
                                         "extra": {"actions": [{"command": "sleep 60"}], "cost": 0.0}})
