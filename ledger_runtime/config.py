@@ -7,7 +7,7 @@ error that names it; so is a value of the wrong type.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,9 @@ class LedgerConfig:
     context_note_chars: int = 600
     """Agents whose context notes stay in their history (Codex's hooks): each note of what the state
     view gained is cut to this many characters."""
+    policies: dict = field(default_factory=dict)
+    """The policy gate's rules: ``[policies.<name>]`` tables (enabled, verdict, paths, parameters);
+    see gate.py and policies.py. Every built-in rule is on with its defaults unless set here."""
     rescan_before_command: bool = True
     """Scan the workspace before each command too, so changes made between commands (by the user
     or a background process) are recorded as such and not blamed on the next command."""
@@ -64,6 +67,13 @@ class LedgerConfig:
         for name in ("view_budget_tokens", "output_limit_chars", "max_hash_bytes", "context_note_chars"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)!r}")
+        from .gate import PolicyError, build_rules
+        from .policies import BUILTINS
+
+        try:
+            build_rules(self.policies, "", BUILTINS)
+        except PolicyError as e:
+            raise ConfigError(str(e)) from None
         for name in ("view_recent_attempts", "output_head_chars", "output_tail_chars", "context_steps",
                      "max_content_bytes"):
             if getattr(self, name) < 0:

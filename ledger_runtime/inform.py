@@ -190,6 +190,19 @@ def _last_failing_run(state: LedgerState) -> str | None:
     return None
 
 
+def _last_refusal(state: LedgerState) -> str | None:
+    """The last REVISE or BLOCK, while nothing has changed since it."""
+    for a in reversed(state.attempts):
+        if a.verdict.kind in (VerdictKind.REVISE, VerdictKind.BLOCK) and a.applied:
+            if a.epoch_before != state.epoch or a.env_epoch != state.env_epoch:
+                return None
+            reason = a.verdict.reason if len(a.verdict.reason) <= 240 else a.verdict.reason[:239] + "…"
+            return f"Refused at #{a.step} ({a.verdict.kind.value}, {a.verdict.rule}): {reason}"
+        if a.executed and a.step < state.step - 8:
+            return None
+    return None
+
+
 def render(state: LedgerState, config: LedgerConfig, *, policies: str | None = None) -> StateView:
     """The state view of ``state`` under ``config.view_budget_tokens``."""
     head = [f"<ledger_state step=\"{state.step}\">"]
@@ -204,6 +217,7 @@ def render(state: LedgerState, config: LedgerConfig, *, policies: str | None = N
     attempts = [(a.step, _attempt_line(a, state)) for a in state.attempts[-config.view_recent_attempts:]] \
         if config.view_recent_attempts else []
     failing = _last_failing_run(state)
+    refused = _last_refusal(state)
     budget_chars = config.view_budget_tokens * 4
     omitted = 0
 
@@ -220,6 +234,8 @@ def render(state: LedgerState, config: LedgerConfig, *, policies: str | None = N
             lines += [t for _, t in attempts]
         if failing:
             lines.append(failing)
+        if refused:
+            lines.append(refused)
         if omitted:
             lines.append(f"({omitted} older entries left out to stay within {config.view_budget_tokens} tokens)")
         if len(lines) == 1:

@@ -120,8 +120,15 @@ def summary(state: LedgerState) -> dict[str, Any]:
 
 def view_at(loaded: Loaded, step: int | None) -> str:
     """The state view as it was at the end of ``step`` (the last step when None)."""
+    from .gate import PolicyError, build_rules, describe
+    from .policies import BUILTINS
+
     state = loaded.state if step is None else LedgerState.from_events(loaded.events, until_step=step)
-    return render(state, loaded.config).text
+    try:
+        policies = describe(build_rules(loaded.config.policies, state.baseline.root if state.baseline else "", BUILTINS))
+    except PolicyError:
+        policies = None
+    return render(state, loaded.config, policies=policies).text
 
 
 _STYLE = {"RUN": "white", "REUSE": "green", "NUDGE": "yellow", "REVISE": "magenta", "BLOCK": "red"}

@@ -83,9 +83,11 @@ class Verdict:
     rule: str | None = None
     covered_by: tuple[int, ...] = ()  # steps whose observations cover a subsumed read
     estimated_chars: int | None = None  # a subsumed read's output size, estimated from the file size
+    evidence: dict[str, Any] | None = None  # the ledger state a policy read to decide (gate.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "evidence": self.evidence,
             "kind": self.kind.value,
             "reason": self.reason,
             "ref_attempt": self.ref_attempt,
@@ -107,6 +109,7 @@ class Verdict:
             rule=d.get("rule"),
             covered_by=tuple(d.get("covered_by") or ()),
             estimated_chars=d.get("estimated_chars"),
+            evidence=d.get("evidence"),
         )
 
 

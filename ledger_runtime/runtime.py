@@ -29,7 +29,9 @@ from . import __version__
 from .commands import ANY_FILE, SUBMIT_MARKER, Analysis, analyze
 from .config import LedgerConfig
 from .executor import ExecResult
+from .gate import build_rules, check_all, compose, describe
 from .govern import Current, govern, needed_keys
+from .policies import BUILTINS
 from .hashing import FileState
 from .probe import PENDING
 from .inform import StateView, render, short_command
@@ -42,6 +44,7 @@ from .volatile import same
 from .workspace import Change, Snapshot, delta
 
 MAX_WATCHED = 4096
+MAX_POLICY_FILES = 32  # files an edit writes whose state the policies get
 log = logging.getLogger("ledger_runtime")
 FAULTS_FILE = "faults.log"
 
@@ -94,7 +97,9 @@ def answer_text(v: Verdict, ref: Attempt | None, earlier: str | None) -> tuple[s
                 f"still in your context above: {v.reason}. Not run again."), ref.exit_code
     if v.kind is VerdictKind.REUSE:
         return f"[ledger] REUSE: {v.reason}; they are still in your context above. Not run again.", 0
-    return f"[ledger] {v.kind.value}: {v.reason}", None
+    by = f" by policy {v.rule}" if v.rule else ""
+    return (f"[ledger] {v.kind.value}{by}: {v.reason}.\nThe command was not run"
+            + (" (it is refused outright)." if v.kind is VerdictKind.BLOCK else "; this turn is still yours.")), 1
 
 
 class LedgerRuntime:
@@ -118,6 +123,7 @@ class LedgerRuntime:
                                                      exclude=[str(self.run_dir.resolve())])
         self.store = LedgerStore.create(self.run_dir)
         self.state = LedgerState.from_events(self.store.events())
+        self.rules = build_rules(self.config.policies, self.workdir, BUILTINS)
         self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
         self._last: Snapshot | None = self.workspace.scan()
         if self.state.baseline is None:
@@ -131,7 +137,7 @@ class LedgerRuntime:
     # -- inform --------------------------------------------------------------------------------
 
     def view(self, policies: str | None = None) -> StateView:
-        return render(self.state, self.config, policies=policies)
+        return render(self.state, self.config, policies=policies if policies is not None else describe(self.rules))
 
     def inform(self) -> str:
         """The state view to put into the prompt now ("" when inform is off or on a fault)."""
@@ -247,7 +253,11 @@ class LedgerRuntime:
         sigs = self.workspace.sign_many(keys)
         sigs.update(self.workspace.sign_many(pre_keys - keys, exact=False))
         files = {v.path: self.workspace.file_state(v.path) for v in analysis.views}
-        verdict = govern(analysis, self.state, Current(sigs, files), self._decide_config)
+        if analysis.command_class is CommandClass.MODIFY:  # the policies look at what an edit writes
+            files.update((w, self.workspace.file_state(w)) for w in analysis.writes[:MAX_POLICY_FILES] if w != ANY_FILE)
+        current = Current(sigs, files)
+        verdict = compose(govern(analysis, self.state, current, self._decide_config),
+                          check_all(self.rules, analysis, self.state, current, self._policy_fault))
         applied = self.config.govern and not self.config.shadow
         shadow_hash = None
         if verdict.kind is VerdictKind.REUSE and verdict.ref_attempt is not None:
@@ -255,6 +265,9 @@ class LedgerRuntime:
             shadow_hash = ref.output_hash if ref else None
         return Plan(command, cwd, step, analysis, verdict, applied, before,
                      {k: sigs[k] for k in pre_keys}, shadow_hash)
+
+    def _policy_fault(self, where: str, error: BaseException) -> None:
+        self._fault(where + " (treated as ALLOW)", error)
 
     def _answer(self, plan: Plan) -> RunResult:
         """REUSE without running (REVISE and BLOCK come from policies, later)."""
@@ -268,8 +281,9 @@ class LedgerRuntime:
             if earlier is None:
                 raise LookupError(f"output blob {ref.output_hash} is missing")
         output, returncode = answer_text(v, ref, earlier)
+        refused = v.kind in (VerdictKind.REVISE, VerdictKind.BLOCK)
         output_hash = ref.output_hash if ref is not None and v.kind is VerdictKind.REUSE else None
-        attempt = self._attempt(plan, executed=False, exit_code=returncode, output_hash=output_hash,
+        attempt = self._attempt(plan, executed=False, exit_code=None if refused else returncode, output_hash=output_hash,
                                 output_chars=ref.output_chars if ref is not None else (v.estimated_chars or 0),
                                 truncated=False, duration=0.0, read_set={}, stable=True, epoch_after=self.state.epoch,
                                 shown_chars=len(output), verdict=v, exception=None, output_complete=True)
@@ -299,11 +313,14 @@ class LedgerRuntime:
         output = res.output if res is not None else ""
         output_hash = self.store.put_blob(output.encode("utf-8", "surrogateescape")) if res is not None else None
         verdict = plan.verdict
-        if verdict.kind is VerdictKind.RUN and analysis.command_class is CommandClass.MODIFY and analysis.writes \
-                and not changes and res is not None and not analysis.submits:
-            verdict = Verdict(VerdictKind.NUDGE, "this edit changed no file"
-                              + (" (it failed)" if res.returncode not in (0, None) else
-                                 " (a pattern that did not match, or the wrong path?)"))
+        if verdict.kind in (VerdictKind.RUN, VerdictKind.NUDGE) and analysis.command_class is CommandClass.MODIFY \
+                and analysis.writes and not changes and res is not None and not analysis.submits:
+            noop = self._noop_edit(analysis, res)
+            if noop is not None and verdict.kind is VerdictKind.NUDGE:  # with the NUDGE decided before it ran
+                noop = Verdict(VerdictKind.NUDGE, f"{verdict.reason}; noop-edit: {noop.reason}",
+                               rule=f"{verdict.rule},noop-edit" if verdict.rule else "noop-edit",
+                               evidence={**(verdict.evidence or {}), "noop-edit": noop.evidence})
+            verdict = noop or verdict
         elif verdict.kind is VerdictKind.RUN and res is not None and self.config.nudge_repeats:
             verdict = self._same_output(analysis, output, res.returncode) or verdict
         epoch_after = self.state.epoch + (1 if changes else 0)
@@ -337,6 +354,22 @@ class LedgerRuntime:
         if res is None:
             return RunResult("", None, verdict, True, attempt.id)
         return RunResult(out_text, res.returncode, verdict, True, attempt.id, res.exception_info, res.extra, note)
+
+    def _noop_edit(self, analysis: Analysis, res: ExecResult) -> Verdict | None:
+        """The noop-edit policy, decided after the command: an edit that changed no file."""
+        rule = next((r for r in self.rules if r.name == "noop-edit"), None)
+        if rule is None:
+            return None
+        missing = [w for w in analysis.writes if w != ANY_FILE and not os.path.lexists(w)] \
+            if self.workspace.rescan_before_command else []
+        if res.returncode not in (0, None):
+            why = f"it failed (exit {res.returncode})"
+        elif missing:
+            why = "file not found: " + ", ".join(os.path.relpath(m, self.workdir) for m in missing[:3])
+        else:
+            why = "a pattern that did not match, or the wrong file?"
+        return Verdict(VerdictKind.NUDGE, f"this edit changed no file ({why})", rule="noop-edit",
+                       evidence={"writes": list(analysis.writes[:5]), "missing": missing[:5]})
 
     def _same_output(self, analysis: Analysis, output: str, returncode: int | None) -> Verdict | None:
         """A NUDGE after the fact: the command printed exactly what the same command printed last time

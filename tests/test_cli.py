@@ -46,7 +46,7 @@ def test_inspect_json_is_machine_readable(repo, tmp_path):
     run = make_run(repo, tmp_path)
     data = json.loads(cli("inspect", str(run), "--json").stdout)
     verdicts = [row["verdict"] for row in data["timeline"]]
-    assert verdicts == ["RUN", "REUSE", "RUN", "RUN"]
+    assert verdicts == ["RUN", "REUSE", "NUDGE", "RUN"]  # the edit of a file never read: stale-edit
     assert data["summary"]["reused"] == 1 and data["summary"]["files_changed"][0]["path"] == "calc.py"
     assert data["timeline"][2]["files_changed"] == ["calc.py"]
 

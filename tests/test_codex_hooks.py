@@ -189,10 +189,10 @@ def test_nudge_goes_with_pretooluse_once(session: Session) -> None:
         session.codex_runs(cmd, "c1")
         post, _ = session.send("PostToolUse", {**session.payload("PostToolUse", "Bash", 1), "tool_use_id": call})
         if n == 0:
-            assert pre is None and "NUDGE" not in context(post)
+            assert pre is None and "[ledger] NUDGE" not in context(post)
         else:
-            assert context(pre).startswith("[ledger] NUDGE: nothing has changed since step 1")
-            assert "NUDGE" not in context(post)
+            assert context(pre).startswith("[ledger] NUDGE: repeat-failure: nothing has changed since step 1")
+            assert "[ledger] NUDGE" not in context(post)
     assert [a.verdict.kind for a in session.state().attempts] == [VerdictKind.RUN, VerdictKind.NUDGE]
 
 

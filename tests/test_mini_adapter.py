@@ -206,7 +206,9 @@ def test_a_full_disk_never_breaks_the_agent(tmp_path):
 
 def test_workspace_deleted_under_the_agent(tmp_path):
     repo = make_repo(tmp_path / "repo", FILES)
-    env = ledger_env(repo, tmp_path / "run")
+    # the policies that would stop this are off: the point is a workspace gone under the ledger
+    env = ledger_env(repo, tmp_path / "run", policies={"destructive": {"enabled": False},
+                                                       "verify-before-submit": {"enabled": False}})
     cmds = [f"rm -rf {repo}/* {repo}/.git", "echo still here", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]
     agent = agent_for(LedgerModel(inner_class="deterministic", outputs=text_outputs(cmds), cost_per_call=0.0), env, tmp_path)
     assert agent.run("task")["exit_status"] == "Submitted"
@@ -228,7 +230,9 @@ def test_ledger_run_mini_command(tmp_path):
     import sys
 
     repo = make_repo(tmp_path / "repo", FILES)
-    steps = ["cat calc.py", "cat calc.py", "sed -i '2s/a - b/a + b/' calc.py", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]
+    # the edit is not followed by a test run: verify-before-submit holds the first submission back once
+    steps = ["cat calc.py", "cat calc.py", "sed -i '2s/a - b/a + b/' calc.py", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+             "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]
     from minisweagent.config import builtin_config_dir
     import yaml
 
@@ -245,7 +249,8 @@ def test_ledger_run_mini_command(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"ledger: {run / 'ledger.sqlite'}" in r.stdout.replace("\n", "") or str(run / "ledger.sqlite") in r.stdout
     state = load(run).state
-    assert [a.verdict.kind.value for a in state.attempts] == ["RUN", "REUSE", "RUN", "RUN"]
+    assert [a.verdict.kind.value for a in state.attempts] == ["RUN", "REUSE", "RUN", "REVISE", "RUN"]
+    assert state.attempts[3].verdict.rule == "verify-before-submit" and not state.attempts[3].executed
     assert state.baseline.task == "make add add"
     assert json.loads((run / "trajectory.traj.json").read_text())["info"]["exit_status"] == "Submitted"
     bad = subprocess.run([sys.executable, "-m", "ledger_runtime.cli", "mini", "--workdir", str(tmp_path / "nope")],

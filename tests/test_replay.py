@@ -73,7 +73,7 @@ def test_replay_verdicts_soundness_and_oracle(tmp_path):
     t = from_traj_json(traj_file(tmp_path / "a.traj.json", "demo__calc-1", COMMANDS))
     res = replay_one(t, settings(tmp_path, bare, commit, "demo__calc-1"))
     rows = res["rows"]
-    assert [r["verdict"] for r in rows] == ["RUN", "REUSE", "REUSE", "RUN", "NUDGE", "RUN", "RUN", "RUN", "RUN"]
+    assert [r["verdict"] for r in rows] == ["RUN", "REUSE", "REUSE", "RUN", "NUDGE", "RUN", "RUN", "RUN", "REVISE"]
     assert [r["redundant"] for r in rows][:7] == [None, "exact", "subsumed", None, "exact", None, None]
     assert rows[1]["sound"] is True and rows[2]["sound"] is True and rows[2]["reuse"] == "subsumed"
     s = res["summary"]

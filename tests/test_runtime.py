@@ -163,9 +163,11 @@ def test_submission_output_is_never_touched(repo, tmp_path):
     rt = runtime(repo, tmp_path)
     cmd = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"
     rt.run("sed -i '2s/a - b/a + b/' calc.py", EX)
+    held = rt.run(cmd, EX)  # an edit and no test since: verify-before-submit holds it back, once, unrun
+    assert not held.executed and held.verdict.kind is VerdictKind.REVISE and "COMPLETE_TASK" not in held.output
     first = rt.run(cmd, EX)
     second = rt.run(cmd, EX)
-    assert second.executed and second.output == first.output
+    assert first.executed and second.executed and second.output == first.output
     assert first.output.startswith("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n")
     (repo / "notes.txt").write_text("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n" + "x" * 300)
     rt.run("cat notes.txt", EX)
@@ -186,11 +188,12 @@ def test_state_view_is_deterministic_and_within_budget(repo, tmp_path):
     assert "Last failing run: #4" in v1 and "may no longer hold: calc.py changed at step 5" in v1
     rt.close()
     again = load(tmp_path / "run")
-    from ledger_runtime.inform import render
-    assert render(again.state, again.config).text == v1, "the same ledger renders to the same bytes after reload"
-    tiny = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(view_budget_tokens=80))
+    from ledger_runtime.inspection import view_at
+    assert view_at(again, None) == v1, "the same ledger renders to the same bytes after reload"
+    assert "Policies: BLOCK destructive; REVISE protected-paths, verify-before-submit; NUDGE stale-edit" in v1
+    tiny = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(view_budget_tokens=110))
     view = tiny.view()
-    assert len(view.text) <= 80 * 4 and view.omitted > 0 and "left out" in view.text
+    assert len(view.text) <= 110 * 4 and view.omitted > 0 and "left out" in view.text
 
 
 def test_inform_off_gives_nothing(repo, tmp_path):

@@ -1,0 +1,199 @@
+"""Built-in coding policies for the gate (gate.py): each a pure predicate over the proposal, the
+ledger state and the current signatures, with its default verdict and parameters.
+
+- ``stale-edit`` (NUDGE): an in-place edit (``sed -i``, ``patch``, ``git apply``, an apply_patch
+  update, ...) of a file whose current content the agent has not seen: never read, or changed since
+  its last read by something other than its own recognised edits (a script, a formatter).
+- ``protected-paths`` (REVISE; ``globs``, none by default): an edit of a file that existed at the
+  start and matches a glob (the SWE-bench arms protect tests and configuration files).
+- ``destructive`` (BLOCK; ``patterns``): ``git reset --hard``, ``git checkout -- .``, ``git clean
+  -f...``, ``rm -r`` of the workspace root or a parent of it, and the regular expressions given.
+- ``verify-before-submit`` (REVISE; ``ignore`` globs): a submission when files changed after the
+  last test or script run; once: the same submission again, with nothing changed, goes through.
+- ``noop-edit`` (NUDGE): decided after the command, in the runtime: an edit that changed no file.
+- ``repeat-failure`` (NUDGE, REVISE from ``revise_after`` = 3 runs): the same failing command again
+  with nothing changed since.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from typing import Any, Callable
+
+from .commands import ANY_FILE, Analysis
+from .gate import Finding, Rule, matches
+from .govern import Current
+from .inform import short_command
+from .patches import file_ops
+from .records import CommandClass, VerdictKind
+from .state import LedgerState
+
+IN_PLACE = re.compile(r"(^|[;&|(]\s*|\s)(sed|perl)\s+(-\S+\s+)*-[a-zA-Z]*i|(^|[;&|(]\s*|\s)(patch|ed|ex)\s|\bgit\s+apply\b")
+DESTRUCTIVE = (
+    r"\bgit\s+reset\s+(\S+\s+)*--hard\b",
+    r"\bgit\s+checkout\s+(\S+\s+)*--\s+\.(\s|$|;|&)",
+    r"\bgit\s+checkout\s+\.(\s|$|;|&)",
+    r"\bgit\s+clean\s+(\S+\s+)*-[a-zA-Z]*f",
+    r"\bgit\s+restore\s+(\S+\s+)*\.(\s|$|;|&)",
+)
+SWEBENCH_PROTECTED = ("test_*.py", "*_test.py", "conftest.py", "tests/*", "*/tests/*", "testing/*", "*/testing/*",
+                      "setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "pytest.ini")
+_RM = re.compile(r"(?:^|[;&|(]\s*|\s)rm\s+((?:\S+\s*)+)")
+
+
+def _existing_writes(p: Analysis, current: Current) -> list[str]:
+    return [w for w in p.writes if w != ANY_FILE and current.files.get(w) is not None]
+
+
+def _display(path: str, rule: Rule) -> str:
+    return os.path.relpath(path, rule.workdir) if rule.workdir and path.startswith(rule.workdir + os.sep) else path
+
+
+def stale_edit(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    if p.command_class is not CommandClass.MODIFY or p.submits:
+        return None
+    in_place = IN_PLACE.search(p.normalized) is not None
+    ops = file_ops(p.command) if p.normalized.startswith("apply_patch\n") else None
+    updated = {os.path.normpath(os.path.join(p.cwd, o.path)) for o in ops or () if o.kind == "update"}
+    if not in_place and not updated:
+        return None
+    for path in _existing_writes(p, current):
+        if (updated and path not in updated) or not rule.in_scope(path):
+            continue
+        seen = state.observations_of(path)
+        if not seen:
+            created = state.modifications_of(path) and state.modifications_of(path)[0].before_hash is None
+            if created:
+                continue  # the agent wrote it: it knows what is in it
+            return Finding(f"{_display(path, rule)} is edited in place but was never read; read the part you edit first",
+                           {"path": path, "observations": 0})
+        last = seen[-1]
+        foreign = [m for m in state.modifications_of(path) if m.step >= last.step and m.attempt != last.attempt
+                   and not m.recognised]
+        if foreign:
+            m = foreign[-1]
+            by = "outside any command" if m.attempt is None else f"by `{_command(state, m.attempt)}`"
+            return Finding(f"{_display(path, rule)} changed at step {m.step} {by} since you last read it at step "
+                           f"{last.step}; read it again before editing it", {"path": path, "read_at": last.step,
+                                                                              "changed_at": m.step}, ref_step=m.step)
+    return None
+
+
+def _command(state: LedgerState, attempt_id: int) -> str:
+    a = state.attempt(attempt_id)
+    return short_command(a.command, 50) if a else "?"
+
+
+def _existed_at_start(path: str, state: LedgerState) -> bool:
+    mods = state.modifications_of(path)
+    return not mods or mods[0].before_hash is not None
+
+
+def protected_paths(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    globs = tuple(rule.param("globs") or ())
+    if not globs or p.submits:
+        return None
+    for path in p.writes:
+        if path == ANY_FILE or not _existed_at_start(path, state) or current.files.get(path) is None:
+            continue
+        for g in globs:
+            if matches(path, g, rule.workdir):
+                return Finding(f"{_display(path, rule)} matches the protected glob {g!r}: leave it as it is "
+                               f"(fix the code, not the tests or the configuration)", {"path": path, "glob": g})
+    return None
+
+
+def destructive(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    text = p.command
+    for pattern in tuple(rule.param("patterns") or DESTRUCTIVE):
+        m = re.search(pattern, text)
+        if m:
+            return Finding(f"`{m.group(0).strip()}` would throw away work in the workspace; undo specific changes "
+                           f"instead (e.g. git checkout -- FILE)", {"pattern": pattern})
+    root = rule.workdir or p.cwd
+    for m in _RM.finditer(text):
+        try:
+            words = shlex.split(m.group(1).split("&&")[0].split(";")[0].split("|")[0])
+        except ValueError:
+            continue
+        flags = "".join(w[1:] for w in words if w.startswith("-") and not w.startswith("--"))
+        if "r" not in flags.lower() and "--recursive" not in words:
+            continue
+        for w in (w for w in words if not w.startswith("-")):
+            target = os.path.normpath(os.path.join(p.cwd, os.path.expanduser(w)))
+            if w in ("*", "./*", ".*") and os.path.normpath(p.cwd) == os.path.normpath(root):
+                target = root
+            if target == root or root.startswith(target.rstrip("/") + "/") or target == "/":
+                return Finding(f"`rm {m.group(1).strip()[:60]}` would delete the workspace {root}",
+                               {"target": target, "workspace": root})
+    return None
+
+
+def verify_before_submit(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    if not p.submits:
+        return None
+    ignore = tuple(rule.param("ignore") or ())
+    root = (rule.workdir or p.cwd).rstrip("/") + "/"
+    changed = [m for m in state.changed_files() if m.path.startswith(root) and rule.in_scope(m.path)
+               and not any(matches(m.path, g, rule.workdir) for g in ignore)]
+    if not changed:
+        return None
+    runs = [a for a in state.attempts if a.executed and a.command_class is CommandClass.RUN and not a.submits]
+    last_run = runs[-1] if runs else None
+    after = [m for m in changed if last_run is None or m.step > last_run.step]
+    if not after:
+        return None
+    # once: the same rule already held this submission back, and nothing changed since
+    if any(a.verdict.kind is VerdictKind.REVISE and a.verdict.rule and rule.name in a.verdict.rule.split(",")
+           and a.epoch_before == state.epoch for a in state.attempts):
+        return None
+    names = ", ".join(f"{_display(m.path, rule)} (step {m.step})" for m in after[:4]) + (" …" if len(after) > 4 else "")
+    if last_run is None:
+        why = f"files changed and no test or script has run since the start: {names}"
+    else:
+        why = (f"files changed after the last test or script run (step {last_run.step}: "
+               f"`{short_command(last_run.command, 50)}`): {names}; run the tests again, or submit again to submit as is")
+    return Finding(why, {"changed": [m.path for m in after], "last_run_step": last_run.step if last_run else None},
+                   ref_step=last_run.step if last_run else None)
+
+
+def repeat_failure(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    if p.submits or p.command_class in (CommandClass.MODIFY, CommandClass.ENV):
+        return None
+    chain = []
+    for a in state.repeats_of(p.normalized, p.cwd):
+        if not a.executed:
+            continue
+        if a.exit_code in (0, None) or a.epoch_after != state.epoch or a.env_epoch != state.env_epoch or a.exception:
+            break
+        chain.append(a)
+    if not chain:
+        return None
+    steps = sorted(a.step for a in chain)
+    revise_after = int(rule.param("revise_after", 3))
+    where = ", ".join(str(s) for s in steps[-4:])
+    reason = (f"nothing has changed since step {steps[-1]}, where this same command failed (exit {chain[0].exit_code})"
+              + (f"; it failed at steps {where}" if len(steps) > 1 else ""))
+    evidence = {"failed_at": steps, "exit_code": chain[0].exit_code}
+    if len(chain) + 1 >= revise_after:
+        return Finding(reason + f"; running it a {len(chain) + 1}th time will fail the same way: change something first",
+                       evidence, ref_step=steps[-1], verdict=VerdictKind.REVISE)
+    return Finding(reason, evidence, ref_step=steps[-1])
+
+
+def noop_edit(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    return None  # decided after the command runs (runtime.py): whether it changed a file
+
+
+BUILTINS: dict[str, tuple[Callable[..., Finding | None], dict[str, Any]]] = {
+    "stale-edit": (stale_edit, {"enabled": True, "verdict": "NUDGE"}),
+    "protected-paths": (protected_paths, {"enabled": True, "verdict": "REVISE", "globs": []}),
+    "destructive": (destructive, {"enabled": True, "verdict": "BLOCK", "patterns": list(DESTRUCTIVE)}),
+    "verify-before-submit": (verify_before_submit, {"enabled": True, "verdict": "REVISE",
+                                                    # the patch a submission prints is not code to test
+                                                    "ignore": ["patch.txt", "*.patch", "*.diff", "*.orig", "*.rej"]}),
+    "noop-edit": (noop_edit, {"enabled": True, "verdict": "NUDGE"}),
+    "repeat-failure": (repeat_failure, {"enabled": True, "verdict": "NUDGE", "revise_after": 3}),
+}
