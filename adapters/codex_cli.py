@@ -50,6 +50,17 @@ def codex_cd(args: list[str]) -> str | None:
     return None
 
 
+def with_cd(args: list[str], workdir: str) -> list[str]:
+    """``args`` with the directory of ``-C`` / ``--cd`` replaced by ``workdir``."""
+    out = list(args)
+    for i, a in enumerate(out):
+        if a in ("-C", "--cd") and i + 1 < len(out):
+            out[i + 1] = workdir
+        elif a.startswith("--cd="):
+            out[i] = "--cd=" + workdir
+    return out
+
+
 def find_codex(explicit: str | None) -> str | None:
     for candidate in (explicit, os.environ.get("LEDGER_CODEX_BIN"), "codex"):
         if candidate:
@@ -166,6 +177,8 @@ def codex(
     workdir = workdir.resolve()
     if not workdir.is_dir():
         fail(f"--workdir {workdir} is not a directory")
+    if given is not None:  # codex starts in the workdir: its -C must not be relative to here
+        args = with_cd(args, str(workdir))
     binary = find_codex(codex_bin)
     if binary is None:
         fail(f"codex not found{' at ' + codex_bin if codex_bin else ' on PATH'}: install the pinned version with "
@@ -219,8 +232,9 @@ def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config
         return rc
     finally:
         server.close()
-        try:
-            hooks.finish()
-        except Exception as e:
-            runtime.report_fault("finishing the run", e)
-        runtime.close()
+        with server.lock:
+            try:
+                hooks.finish()
+            except Exception as e:
+                runtime.report_fault("finishing the run", e)
+            runtime.close()

@@ -43,6 +43,7 @@ EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse")
 DEFAULT_OUTPUT_TOKENS = 10_000  # Codex's truncation_policy for its models: 10,000 tokens
 CHARS_PER_TOKEN_SEEN = 2  # count fewer characters per token than Codex does: what we claim the model saw, it saw
 DEFAULT_NOTE_CHARS = 600
+STALE_PENDING_S = 1800.0
 
 
 def answer(event: str, **fields: Any) -> dict[str, Any]:
@@ -77,6 +78,7 @@ class CodexHooks:
     # tool_use_id -> (attempt id, is a patch) of commands recorded before the rollout had their end
     # (a long-running command Codex left running and polls with write_stdin)
     unfinished: dict[str, tuple[int, bool]] = field(default_factory=dict)
+    unfinished_pure: dict[str, bool] = field(default_factory=dict)
     shown: set[str] = field(default_factory=set)  # state-view lines the model was given
     rollouts: dict[str, RolloutReader] = field(default_factory=dict)
     last_transcript: str | None = None
@@ -166,22 +168,34 @@ class CodexHooks:
         if pending is None:
             return None
         plan = pending.plan
-        if plan.verdict.kind is VerdictKind.REUSE and any(not p.plan.analysis.pure for p in self.pending.values()):
+        if plan.verdict.kind is VerdictKind.REUSE and self._something_running():
             # another command of the agent is still running and may be changing what this one reads
             plan.verdict = Verdict(VerdictKind.RUN, "another command was running")
         if plan.applied and not plan.verdict.kind.executes:
             res = self.runtime.answer(plan)
             if res is not None:
-                self.answered[call_id] = res.attempt_id or 0
                 if plan.verdict.kind is VerdictKind.REUSE:
-                    return answer("PreToolUse", permissionDecision="allow",
-                                  updatedInput={"command": self._replay_command(res.attempt_id, res.output,
-                                                                                res.returncode)})
+                    replay = self._replay_command(res.attempt_id, res.output, res.returncode)
+                    self.answered[call_id] = res.attempt_id or 0
+                    return answer("PreToolUse", permissionDecision="allow", updatedInput={"command": replay})
+                self.answered[call_id] = res.attempt_id or 0
                 return answer("PreToolUse", permissionDecision="deny", permissionDecisionReason=res.output)
         self.pending[call_id] = pending
         if plan.applied and plan.verdict.kind is VerdictKind.NUDGE:
             return answer("PreToolUse", additionalContext=f"[ledger] NUDGE: {plan.verdict.reason}.")
         return None
+
+    def _something_running(self) -> bool:
+        """Whether a command that may change files is still running: started (PreToolUse) and not
+        ended in the rollout, or recorded while Codex left it running. A call that never ran (denied
+        by another hook, declined by the user) stops counting after STALE_PENDING_S."""
+        rollout = reader_for(self.rollouts, self.last_transcript)
+        ended = set(rollout.commands) | set(rollout.patches) if rollout is not None else set()
+        now = time.perf_counter()
+        for call_id, p in self.pending.items():
+            if not p.plan.analysis.pure and call_id not in ended and now - p.started < STALE_PENDING_S:
+                return True
+        return any(not self.unfinished_pure.get(c, False) for c in self.unfinished)
 
     def _replay_command(self, attempt_id: int | None, output: str, returncode: int | None) -> str:
         """A command that prints ``output`` byte for byte and exits with ``returncode``."""
@@ -189,7 +203,12 @@ class CodexHooks:
         self.answers_dir.mkdir(parents=True, exist_ok=True)
         path = self.answers_dir / f"{attempt_id or 0}.out"
         path.write_bytes(output.encode("utf-8", "surrogateescape"))
-        code = returncode if isinstance(returncode, int) and 0 <= returncode < 256 else 0
+        if not isinstance(returncode, int):
+            code = 0
+        elif returncode < 0:  # killed by a signal: as a shell reports it
+            code = min(255, 128 - returncode)
+        else:
+            code = returncode & 0xFF
         return f"cat {shlex.quote(str(path))}; exit {code}"
 
     # -- record ----------------------------------------------------------------------------------
@@ -209,6 +228,7 @@ class CodexHooks:
         run = self.runtime.record(pending.plan, res, time.perf_counter() - pending.started, truncation=trunc)
         if not res.output_complete and run.attempt_id is not None and isinstance(call_id, str):
             self.unfinished[call_id] = (run.attempt_id, pending.tool in PATCH_TOOLS)
+            self.unfinished_pure[call_id] = pending.plan.analysis.pure
         notes = []
         if run.note and not (pending.plan.applied and pending.plan.verdict.kind is VerdictKind.NUDGE
                              and run.verdict == pending.plan.verdict):  # that NUDGE went with PreToolUse
@@ -241,6 +261,7 @@ class CodexHooks:
             if rec is not None and rec.exit_code is not None:
                 self.runtime.complete(attempt_id, ExecResult(rec.output, rec.exit_code))
                 del self.unfinished[call_id]
+                self.unfinished_pure.pop(call_id, None)
 
     def finish(self) -> None:
         """At the end of the run: record the commands whose PostToolUse never came, and the ends of

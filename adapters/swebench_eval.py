@@ -9,6 +9,7 @@ read into ``OUT/<arm>/results.json``: each instance's status, resolved or not.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import subprocess
@@ -55,7 +56,9 @@ def evaluate(out: Path, *, dataset: str, split: str, workers: int, console: Any)
     for arm_dir in arm_dirs(out):
         preds = read_json(arm_dir / "preds.json")
         model = next((p.get("model_name_or_path") for p in preds.values()), "model") or "model"
-        run_id = f"ledger-{arm_dir.name}"
+        # the harness skips instances it already has a report for under the same run id: one per predictions
+        digest = hashlib.sha256((arm_dir / "preds.json").read_bytes()).hexdigest()[:10]
+        run_id = f"ledger-{arm_dir.name}-{digest}"
         report_dir = arm_dir / "evaluation"
         report_dir.mkdir(exist_ok=True)
         console.print(f"scoring {arm_dir.name}: {len(preds)} predictions with the SWE-bench harness...")

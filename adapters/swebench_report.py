@@ -97,15 +97,19 @@ def instance_figures(arm_dir: Path, iid: str, timings: dict[str, Any], results: 
 
 
 def arm_report(arm_dir: Path) -> dict[str, Any]:
-    preds = read_json(arm_dir / "preds.json")
+    try:
+        preds = read_json(arm_dir / "preds.json")
+    except ValueError as e:
+        raise BadInput(f"{arm_dir / 'preds.json'} cannot be read ({e}); a run may be writing it, or rerun "
+                       f"ledger-run swebench on this output to rebuild it") from None
     timings = read_json(arm_dir / "timings.json") if (arm_dir / "timings.json").exists() else {}
     results = read_json(arm_dir / "results.json") if (arm_dir / "results.json").exists() else {}
     rows = {iid: instance_figures(arm_dir, iid, timings, results) for iid in sorted(preds)}
     n = len(rows)
 
     def total(key: str) -> float | None:
-        vals = [r.get(key) for r in rows.values()]
-        return None if any(v is None for v in vals) else sum(vals)  # type: ignore[arg-type]
+        vals = [r.get(key) for r in rows.values() if r.get(key) is not None]
+        return sum(vals) if vals else None  # instances without the figure (no trajectory) count as missing
 
     def ledger_total(key: str) -> int:
         return sum((r.get("ledger") or {}).get(key, 0) for r in rows.values())
@@ -123,7 +127,8 @@ def arm_report(arm_dir: Path) -> dict[str, Any]:
         "scored": len(scored), "resolved": sum(scored) if scored else None,
         "resolved_rate": (sum(scored) / len(scored)) if scored else None,
         "totals": totals,
-        "per_instance": {k: (v / n if v is not None and n else None) for k, v in totals.items()},
+        "per_instance": {k: (v / sum(1 for r in rows.values() if r.get(k) is not None) if v is not None else None)
+                         for k, v in totals.items()},
         "re_reads": ledger_total("re_reads"), "re_read_chars": ledger_total("re_read_chars"),
         "reuses": ledger_total("reuses"), "nudges": ledger_total("nudges"), "chars_spared": ledger_total("chars_spared"),
         "re_reads_by_class": dict(by_class), "re_read_chars_by_class": dict(chars_by_class),

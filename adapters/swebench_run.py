@@ -46,6 +46,10 @@ MODEL_CLASS = "ledger_adapters.mini_swe_agent.LedgerModel"
 _FILE_LOCK = threading.Lock()
 
 
+class RunInterrupted(Exception):
+    """Raised inside an agent's step after Ctrl-C: the instance stops at once (no more model calls)."""
+
+
 class BadInput(ValueError):
     """Input the run cannot use; the message says what and how to fix it, in one line."""
 
@@ -233,7 +237,13 @@ def finished(arm_dir: Path) -> set[str]:
 
 def rebuild_preds(arm_dir: Path) -> dict[str, Any]:
     preds = {}
+    try:
+        timings = read_json(arm_dir / "timings.json") if (arm_dir / "timings.json").exists() else {}
+    except ValueError:
+        timings = {}
     for traj in sorted(arm_dir.glob("*/*.traj.json")):
+        if (timings.get(traj.parent.name) or {}).get("exit_status") == "interrupted":
+            continue  # cut short by Ctrl-C: to be run again
         try:
             data = read_json(traj)
             info = data.get("info") or {}
@@ -267,6 +277,7 @@ class ArmProgress:
     progress: Any
     task: Any
     arm: str
+    stopping: threading.Event = field(default_factory=threading.Event)
     statuses: dict[str, int] = field(default_factory=dict)
     last: dict[str, str | None] = field(default_factory=dict)
 
@@ -274,6 +285,9 @@ class ArmProgress:
         pass
 
     def update_instance_status(self, instance_id: str, message: str) -> None:
+        # mini-swe-agent's runner calls this before every step: after Ctrl-C, the step is not taken
+        if self.stopping.is_set():
+            raise RunInterrupted("stopped by Ctrl-C")
         self.progress.update(self.task, description=f"{self.arm}: {instance_id} {message.strip()}")
 
     def on_instance_end(self, instance_id: str, exit_status: str | None) -> None:
@@ -347,12 +361,12 @@ def run(out: Path, arms: list[str], instances: list[dict[str, Any]], config: dic
     status = "complete"
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), console=console, transient=False) as progress:
-        bars = {arm: ArmProgress(progress, progress.add_task(arm, total=sum(1 for t in todo if t[0] == arm)), arm)
-                for arm in arms}
+        stopping = threading.Event()
+        bars = {arm: ArmProgress(progress, progress.add_task(arm, total=sum(1 for t in todo if t[0] == arm)), arm,
+                                 stopping) for arm in arms}
         # arms interleaved, instance by instance: an interrupted run has every arm on the same instances
         order = sorted(todo, key=lambda t: (ids.index(t[1]["instance_id"]), arms.index(t[0])))
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers))
-        stopping = threading.Event()
         futures = {pool.submit(run_instance, inst, arm_dir, cfg, bars[arm], stopping): (arm, inst["instance_id"])
                    for arm, inst, cfg, arm_dir in order}
         try:
@@ -369,9 +383,12 @@ def run(out: Path, arms: list[str], instances: list[dict[str, Any]], config: dic
             for f in futures:
                 f.cancel()
             remove_containers(client, run_id)
-            pool.shutdown(wait=True, cancel_futures=True)
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            try:
+                pool.shutdown(wait=True, cancel_futures=True)
+            except KeyboardInterrupt:  # a second Ctrl-C: stop waiting; the sweep below still runs
+                status = "interrupted"
+                stopping.set()
     left = remove_containers(client, run_id)
     for arm, (arm_dir, manifest) in plans.items():
         manifest["runs"][-1].update(ended_at=time.time(), status=status)

@@ -67,13 +67,14 @@ class LedgerConfig:
         for name in ("view_budget_tokens", "output_limit_chars", "max_hash_bytes", "context_note_chars"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)!r}")
-        from .gate import PolicyError, build_rules
-        from .policies import BUILTINS
+        if self.policies:
+            from .gate import PolicyError, build_rules
+            from .policies import BUILTINS
 
-        try:
-            build_rules(self.policies, "", BUILTINS)
-        except PolicyError as e:
-            raise ConfigError(str(e)) from None
+            try:
+                build_rules(self.policies, "", BUILTINS)
+            except PolicyError as e:
+                raise ConfigError(str(e)) from None
         for name in ("view_recent_attempts", "output_head_chars", "output_tail_chars", "context_steps",
                      "max_content_bytes"):
             if getattr(self, name) < 0:

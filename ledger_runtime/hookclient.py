@@ -93,6 +93,8 @@ def main(argv: list[str]) -> int:
         timeout = float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S)
     except ValueError:
         timeout = DEFAULT_TIMEOUT_S
+    if not 0 < timeout < 86_400:  # negative, zero, nan, absurd
+        timeout = DEFAULT_TIMEOUT_S
     try:
         answer = ask(sock_path, event, payload, timeout)
     except (OSError, socket.timeout) as e:

@@ -33,7 +33,8 @@ class HookServer:
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.bind(self.socket_path)
         self._sock.listen(16)
-        self._lock = threading.Lock()
+        self.lock = threading.RLock()  # one event at a time; held by whoever else touches the runtime
+        self._threads: list[threading.Thread] = []
         self._closed = False
         self.handled = 0
         self._thread = threading.Thread(target=self._serve, name="ledger-hook-server", daemon=True)
@@ -45,7 +46,9 @@ class HookServer:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+            t = threading.Thread(target=self._one, args=(conn,), daemon=True)
+            self._threads = [x for x in self._threads if x.is_alive()] + [t]
+            t.start()
 
     def _one(self, conn: socket.socket) -> None:
         with conn:
@@ -57,7 +60,8 @@ class HookServer:
                 if answer is not None:
                     conn.sendall(json.dumps(answer).encode())
             except Exception as e:  # a broken client or a fault of ours: no answer, the agent goes on
-                self.on_fault("serving a hook", e)
+                with self.lock:
+                    self.on_fault("serving a hook", e)
 
     def _handle(self, event: str, body: bytes) -> dict[str, Any] | None:
         try:
@@ -66,12 +70,14 @@ class HookServer:
             raise ValueError(f"{event} payload is not JSON: {body[:60]!r}") from e
         if not isinstance(payload, dict):
             raise ValueError(f"{event} payload is not a JSON object: {body[:60]!r}")
-        with self._lock:
+        with self.lock:
             self.handled += 1
             return self.handler(event, payload)
 
     def close(self) -> None:
         self._closed = True
+        for t in list(self._threads):  # events being answered finish first
+            t.join(timeout=30)
         try:
             self._sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() in _serve
         except OSError:

@@ -25,7 +25,6 @@ from typing import Any, Callable
 from .commands import ANY_FILE, Analysis
 from .gate import Finding, Rule, matches
 from .govern import Current
-from .inform import short_command
 from .patches import file_ops
 from .records import CommandClass, VerdictKind
 from .state import LedgerState
@@ -41,6 +40,12 @@ DESTRUCTIVE = (
 SWEBENCH_PROTECTED = ("test_*.py", "*_test.py", "conftest.py", "tests/*", "*/tests/*", "testing/*", "*/testing/*",
                       "setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "pytest.ini")
 _RM = re.compile(r"(?:^|[;&|(]\s*|\s)rm\s+((?:\S+\s*)+)")
+
+
+def _short(command: str, limit: int) -> str:
+    from .inform import short_command  # inform -> config -> policies: imported when used
+
+    return short_command(command, limit)
 
 
 def _existing_writes(p: Analysis, current: Current) -> list[str]:
@@ -83,7 +88,7 @@ def stale_edit(p: Analysis, state: LedgerState, current: Current, rule: Rule) ->
 
 def _command(state: LedgerState, attempt_id: int) -> str:
     a = state.attempt(attempt_id)
-    return short_command(a.command, 50) if a else "?"
+    return _short(a.command, 50) if a else "?"
 
 
 def _existed_at_start(path: str, state: LedgerState) -> bool:
@@ -154,7 +159,7 @@ def verify_before_submit(p: Analysis, state: LedgerState, current: Current, rule
         why = f"files changed and no test or script has run since the start: {names}"
     else:
         why = (f"files changed after the last test or script run (step {last_run.step}: "
-               f"`{short_command(last_run.command, 50)}`): {names}; run the tests again, or submit again to submit as is")
+               f"`{_short(last_run.command, 50)}`): {names}; run the tests again, or submit again to submit as is")
     return Finding(why, {"changed": [m.path for m in after], "last_run_step": last_run.step if last_run else None},
                    ref_step=last_run.step if last_run else None)
 

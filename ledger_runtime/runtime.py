@@ -157,8 +157,10 @@ class LedgerRuntime:
             if a is None or not a.executed:
                 return
             data = res.output.encode("utf-8", "surrogateescape")
+            # its read set was signed while it still ran: it never vouches for a reuse
             fields = {"attempt": attempt_id, "exit_code": res.returncode, "output_hash": self.store.put_blob(data),
-                      "output_chars": len(res.output), "output_complete": res.output_complete}
+                      "output_chars": len(res.output), "output_complete": res.output_complete,
+                      "read_set_stable": False}
             self._commit([("completion", fields)], a.step)
             self.state.complete(attempt_id, fields)
         except Exception as e:

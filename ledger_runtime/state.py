@@ -95,7 +95,8 @@ class LedgerState:
             return
         new = replace(old, exit_code=fields.get("exit_code"), output_hash=fields.get("output_hash"),
                       output_chars=int(fields.get("output_chars") or 0),
-                      output_complete=bool(fields.get("output_complete")))
+                      output_complete=bool(fields.get("output_complete")),
+                      read_set_stable=bool(fields.get("read_set_stable", old.read_set_stable)))
         self._by_id[attempt_id] = new
         for i in range(len(self.attempts) - 1, -1, -1):
             if self.attempts[i].id == attempt_id:

@@ -95,7 +95,7 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     first = developer_texts(fake.agent_requests[0])
     assert any(t.startswith("<ledger_state") for t in first)
     later = developer_texts(fake.agent_requests[4])
-    assert any(t.startswith("[ledger] NUDGE: nothing has changed since step 3") for t in later)
+    assert any(t.startswith("[ledger] NUDGE: repeat-failure: nothing has changed since step 3") for t in later)
     after_edit = developer_texts(fake.agent_requests[5])
     assert any(t.startswith("<ledger_update") and "calc.py: STALE, changed at step 5" in t for t in after_edit)
     notes = [i["chars"] for i in state.injections]

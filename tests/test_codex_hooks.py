@@ -181,6 +181,29 @@ def test_a_command_that_outlives_its_tool_call_is_completed_later(session: Sessi
     assert session.rt.state.attempts[0].exit_code == 3
 
 
+def test_a_read_completed_late_is_never_reused(session: Session) -> None:
+    """Its read set was signed while it still ran: the file may have changed under it since."""
+    pre = session.payload("PreToolUse", "Bash")
+    session.send("PreToolUse", pre)
+    session.send("PostToolUse", {**session.payload("PostToolUse", "Bash"), "tool_response": "x = 1"})
+    session.codex_runs("cat calc.py", "c0")
+    session.send("SessionStart", session.payload("SessionStart"))
+    assert session.state().attempts[0].output_complete
+    assert session.send("PreToolUse", {**pre, "tool_use_id": "c0-again"})[0] is None  # runs
+
+
+def test_a_call_that_ended_without_posttooluse_stops_holding_reuse_back(session: Session) -> None:
+    pre = session.payload("PreToolUse", "Bash")
+    session.send("PreToolUse", pre)
+    session.codex_runs("cat calc.py", "c0")
+    session.send("PostToolUse", session.payload("PostToolUse", "Bash"))
+    script = session.payload("PreToolUse", "Bash", 1)
+    session.send("PreToolUse", script)  # its PostToolUse never comes (another hook stopped it)...
+    session.codex_runs(script["tool_input"]["command"], "c1")  # ...but the rollout says it ended
+    again, _ = session.send("PreToolUse", {**pre, "tool_use_id": "c0-again"})
+    assert again["hookSpecificOutput"]["permissionDecision"] == "allow"
+
+
 def test_nudge_goes_with_pretooluse_once(session: Session) -> None:
     run = session.payload("PreToolUse", "Bash", 1)
     cmd = run["tool_input"]["command"]
@@ -299,7 +322,9 @@ def test_hook_help_and_entry(tmp_path: Path) -> None:
 
 
 def test_codex_cd_argument_names_the_workdir() -> None:
-    from ledger_adapters.codex_cli import codex_cd
+    from ledger_adapters.codex_cli import codex_cd, with_cd
 
     assert codex_cd(["exec", "-C", "/repo", "task"]) == "/repo"
+    assert with_cd(["-C", "repo", "exec", "t"], "/abs/repo") == ["-C", "/abs/repo", "exec", "t"]
+    assert with_cd(["--cd=repo"], "/abs/repo") == ["--cd=/abs/repo"]
     assert codex_cd(["--cd=/r2"]) == "/r2" and codex_cd(["exec", "task"]) is None

@@ -120,7 +120,7 @@ def test_mini_extra_swebench_runs_the_adapter_by_class_path(docker_image, tmp_pa
     row = {"instance_id": "demo__calc-1", "repo": "demo/calc", "base_commit": "HEAD", "image_name": docker_image,
            "problem_statement": "add() subtracts; make test_add pass."}
     (data / "test.jsonl").write_text(json.dumps(row) + "\n")
-    steps = ["cat calc.py", "cat calc.py", "sed -i '2s/a - b/a + b/' calc.py",
+    steps = ["cat calc.py", "cat calc.py", "sed -i '2s/a - b/a + b/' calc.py", "python3 -m unittest -q test_calc",
              "git diff -- calc.py > patch.txt", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat patch.txt"]
     config = {
         "environment": {"environment_class": "ledger_adapters.mini_swe_agent.LedgerEnvironment",
