@@ -32,6 +32,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
+from ledger_runtime.policies import SWEBENCH_PROTECTED
+
 ARMS: dict[str, dict[str, bool]] = {
     "ledger": {"inform": True, "govern": True, "shadow": False},
     "baseline": {"inform": False, "govern": False, "shadow": True},
@@ -181,6 +183,10 @@ def arm_config(config: dict[str, Any], arm: str, run_id: str) -> dict[str, Any]:
     if inner_env == ENV_CLASS:
         inner_env = env.pop("inner_class", "docker")
     ledger = {**(env.pop("ledger", None) or {}), **ARMS[arm]}
+    # SWE-bench's prompt asks the agent to leave tests and configuration alone: the gate holds it to that
+    policies = dict(ledger.get("policies") or {})
+    policies.setdefault("protected-paths", {"globs": list(SWEBENCH_PROTECTED)})
+    ledger["policies"] = policies
     run_args = list(env.get("run_args") or ["--rm"])
     env["run_args"] = run_args + ["--label", f"{LABEL_RUN}={run_id}", "--label", f"{LABEL_ARM}={arm}"]
     model = dict(config.get("model") or {})

@@ -3,7 +3,7 @@ or annotate a command before it runs, composed with govern's verdict.
 
 A predicate is a pure function ``check(proposal: Analysis, state: LedgerState, current: Current,
 rule: Rule) -> Finding | None``. A finding carries the reason and the ledger state it read
-(``evidence``); the rule's configured verdict (ALLOW by finding nothing, NUDGE, REVISE or BLOCK)
+(``evidence``, recorded with the verdict under the rule's name); the rule's configured verdict (ALLOW by finding nothing, NUDGE, REVISE or BLOCK)
 says what the finding does. Built-in rules are in policies.py; users add their own by dotted path
 (``check = "package.module:function"``). A predicate that raises is reported and treated as ALLOW:
 the gate fails open, never in the agent's way.
@@ -27,7 +27,7 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from .commands import Analysis
@@ -151,7 +151,7 @@ def compose(governed: Verdict, gated: list[Verdict]) -> Verdict:
         hits = [v for v in gated if v.kind is kind]
         if hits:
             if len(hits) == 1:
-                return hits[0]
+                return replace(hits[0], evidence={hits[0].rule or "": hits[0].evidence})
             return Verdict(kind, "; ".join(f"{v.rule}: {v.reason}" for v in hits), rule=",".join(v.rule or "" for v in hits),
                            evidence={v.rule or "": v.evidence for v in hits})
     if governed.kind is VerdictKind.REUSE:

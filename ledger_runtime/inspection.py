@@ -62,6 +62,7 @@ def timeline(state: LedgerState) -> list[dict[str, Any]]:
             "attempt": a.id,
             "step": a.step,
             "verdict": a.verdict.kind.value,
+            "rule": a.verdict.rule,
             "applied": a.applied,
             "reason": a.verdict.reason,
             "ref_step": a.verdict.ref_step,
@@ -140,7 +141,8 @@ def render_timeline(state: LedgerState) -> Table:
                     ("exit", {"justify": "right"}), ("files changed", {"overflow": "fold"})):
         t.add_column(col, **kw)
     for r in timeline(state):
-        verdict = Text(r["verdict"] + ("" if r["applied"] else " (shadow)"), style=_STYLE.get(r["verdict"], ""))
+        verdict = Text(r["verdict"] + (f" {r['rule']}" if r["rule"] else "") + ("" if r["applied"] else " (shadow)"),
+                       style=_STYLE.get(r["verdict"], ""))
         files = ", ".join(r["files_changed"][:4]) + (f" +{len(r['files_changed']) - 4}" if len(r["files_changed"]) > 4 else "")
         t.add_row(str(r["step"]), verdict, r["class"], short_command(r["command"], 70),
                   "" if r["exit_code"] is None else str(r["exit_code"]), files)

@@ -8,11 +8,12 @@ ledger state and the current signatures, with its default verdict and parameters
   start and matches a glob (the SWE-bench arms protect tests and configuration files).
 - ``destructive`` (BLOCK; ``patterns``): ``git reset --hard``, ``git checkout -- .``, ``git clean
   -f...``, ``rm -r`` of the workspace root or a parent of it, and the regular expressions given.
-- ``verify-before-submit`` (REVISE; ``ignore`` globs): a submission when files changed after the
-  last test or script run; once: the same submission again, with nothing changed, goes through.
+- ``verify-before-submit`` (REVISE; ``ignore`` globs): a submission when files that existed at the
+  start changed after the last test or script run (files the agent created are taken for scratch);
+  once: the same submission again, with nothing changed, goes through.
 - ``noop-edit`` (NUDGE): decided after the command, in the runtime: an edit that changed no file.
 - ``repeat-failure`` (NUDGE, REVISE from ``revise_after`` = 3 runs): the same failing command again
-  with nothing changed since.
+  with nothing changed since (not pure readers: their repeats are govern's REUSE).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ DESTRUCTIVE = (
 )
 SWEBENCH_PROTECTED = ("test_*.py", "*_test.py", "conftest.py", "tests/*", "*/tests/*", "testing/*", "*/testing/*",
                       "setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "pytest.ini")
-_RM = re.compile(r"(?:^|[;&|(]\s*|\s)rm\s+((?:\S+\s*)+)")
+_RM = re.compile(r"(?:^|[;&|(]\s*|\s)rm\s+([^\n;&|)]+)")
 
 
 def _short(command: str, limit: int) -> str:
@@ -59,7 +60,7 @@ def _display(path: str, rule: Rule) -> str:
 def stale_edit(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
     if p.command_class is not CommandClass.MODIFY or p.submits:
         return None
-    in_place = IN_PLACE.search(p.normalized) is not None
+    in_place = IN_PLACE.search(_unquoted(p.command)) is not None
     ops = file_ops(p.command) if p.normalized.startswith("apply_patch\n") else None
     updated = {os.path.normpath(os.path.join(p.cwd, o.path)) for o in ops or () if o.kind == "update"}
     if not in_place and not updated:
@@ -110,8 +111,15 @@ def protected_paths(p: Analysis, state: LedgerState, current: Current, rule: Rul
     return None
 
 
+def _unquoted(command: str) -> str:
+    """The command without quoted strings and heredoc bodies: text an echo prints is not run."""
+    lines = command.splitlines() or [""]
+    text = "\n".join(lines[:1] if "<<" in lines[0] else lines)
+    return re.sub(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"", "''", text)
+
+
 def destructive(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
-    text = p.command
+    text = _unquoted(p.command)
     for pattern in tuple(rule.param("patterns") or DESTRUCTIVE):
         m = re.search(pattern, text)
         if m:
@@ -120,7 +128,7 @@ def destructive(p: Analysis, state: LedgerState, current: Current, rule: Rule) -
     root = rule.workdir or p.cwd
     for m in _RM.finditer(text):
         try:
-            words = shlex.split(m.group(1).split("&&")[0].split(";")[0].split("|")[0])
+            words = shlex.split(m.group(1))
         except ValueError:
             continue
         flags = "".join(w[1:] for w in words if w.startswith("-") and not w.startswith("--"))
@@ -141,7 +149,9 @@ def verify_before_submit(p: Analysis, state: LedgerState, current: Current, rule
         return None
     ignore = tuple(rule.param("ignore") or ())
     root = (rule.workdir or p.cwd).rstrip("/") + "/"
+    # files the agent created are its scratch (reproduction scripts) far more often than its fix
     changed = [m for m in state.changed_files() if m.path.startswith(root) and rule.in_scope(m.path)
+               and state.modifications_of(m.path)[0].before_hash is not None
                and not any(matches(m.path, g, rule.workdir) for g in ignore)]
     if not changed:
         return None
@@ -165,8 +175,8 @@ def verify_before_submit(p: Analysis, state: LedgerState, current: Current, rule
 
 
 def repeat_failure(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
-    if p.submits or p.command_class in (CommandClass.MODIFY, CommandClass.ENV):
-        return None
+    if p.submits or p.pure or p.command_class in (CommandClass.MODIFY, CommandClass.ENV):
+        return None  # a pure reader's repeat is govern's (REUSE)
     chain = []
     for a in state.repeats_of(p.normalized, p.cwd):
         if not a.executed:

@@ -321,7 +321,7 @@ class LedgerRuntime:
             if noop is not None and verdict.kind is VerdictKind.NUDGE:  # with the NUDGE decided before it ran
                 noop = Verdict(VerdictKind.NUDGE, f"{verdict.reason}; noop-edit: {noop.reason}",
                                rule=f"{verdict.rule},noop-edit" if verdict.rule else "noop-edit",
-                               evidence={**(verdict.evidence or {}), "noop-edit": noop.evidence})
+                               evidence={**(verdict.evidence or {}), **(noop.evidence or {})})
             verdict = noop or verdict
         elif verdict.kind is VerdictKind.RUN and res is not None and self.config.nudge_repeats:
             verdict = self._same_output(analysis, output, res.returncode) or verdict
@@ -362,6 +362,10 @@ class LedgerRuntime:
         rule = next((r for r in self.rules if r.name == "noop-edit"), None)
         if rule is None:
             return None
+        files = [w for w in analysis.writes if w != ANY_FILE and not os.path.isdir(w)] \
+            if self.workspace.rescan_before_command else list(analysis.writes)
+        if not files:  # mkdir and the like: directories are not what the ledger tracks
+            return None
         missing = [w for w in analysis.writes if w != ANY_FILE and not os.path.lexists(w)] \
             if self.workspace.rescan_before_command else []
         if res.returncode not in (0, None):
@@ -371,7 +375,7 @@ class LedgerRuntime:
         else:
             why = "a pattern that did not match, or the wrong file?"
         return Verdict(VerdictKind.NUDGE, f"this edit changed no file ({why})", rule="noop-edit",
-                       evidence={"writes": list(analysis.writes[:5]), "missing": missing[:5]})
+                       evidence={"noop-edit": {"writes": list(analysis.writes[:5]), "missing": missing[:5]}})
 
     def _same_output(self, analysis: Analysis, output: str, returncode: int | None) -> Verdict | None:
         """A NUDGE after the fact: the command printed exactly what the same command printed last time

@@ -1,0 +1,15 @@
+"""User rules for the gate, loaded by dotted path in tests/test_policies.py (``custom_rules:no_docs``)."""
+
+from __future__ import annotations
+
+from ledger_runtime.gate import Finding
+
+
+def no_docs(proposal, state, current, rule):
+    """No edits to README files."""
+    hits = [w for w in proposal.writes if w.rsplit("/", 1)[-1].startswith("README")]
+    return Finding(f"{hits[0]} is documentation; this task is about code", {"path": hits[0]}) if hits else None
+
+
+def broken(proposal, state, current, rule):
+    return 1 / 0

@@ -1,0 +1,234 @@
+"""The policy gate on real repositories with real commands: each built-in rule firing and not
+firing, configuration, user rules by dotted path, the fail-open rule, the state view, Codex's deny,
+and a whole mini-swe-agent run where the gate refuses, revises and lets a submission through."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import CALC_PROJECT, make_repo
+from ledger_runtime.config import ConfigError, LedgerConfig, load_config
+from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.inspection import load
+from ledger_runtime.policies import SWEBENCH_PROTECTED
+from ledger_runtime.records import VerdictKind
+from ledger_runtime.runtime import LedgerRuntime
+
+EX = LocalExecutor(timeout=30)
+TEST = "python3 -m unittest -q test_calc"
+FILES = {**CALC_PROJECT, "tests/test_more.py": "def test_x():\n    assert True\n", "setup.cfg": "[metadata]\nname = calc\n"}
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo", FILES)
+
+
+def runtime(repo: Path, tmp_path: Path, policies: dict | None = None, **cfg) -> LedgerRuntime:
+    return LedgerRuntime(repo, tmp_path / "run", LedgerConfig(policies=policies or {}, **cfg), task="fix add")
+
+
+def run(rt: LedgerRuntime, cmd: str):
+    return rt.run(cmd, EX)
+
+
+def test_stale_edit(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    never = run(rt, "sed -i '2s/a - b/a + b/' calc.py")
+    assert never.verdict.kind is VerdictKind.NUDGE and never.verdict.rule == "stale-edit" and never.executed
+    assert "never read" in never.output and "calc.py" in never.output
+    # read, then a script (not a recognised edit) changes it: the next in-place edit is stale
+    run(rt, "cat calc.py")
+    run(rt, "python3 -c \"import pathlib; p = pathlib.Path('calc.py'); p.write_text(p.read_text() + '# x\\n')\"")
+    stale = run(rt, "sed -i 's/# x/# y/' calc.py")
+    assert stale.verdict.rule == "stale-edit" and "changed at step 3 by `python3 -c" in stale.verdict.reason
+    assert stale.verdict.evidence == {"stale-edit": {"path": str(repo / "calc.py"), "read_at": 2, "changed_at": 3}}
+    # the agent's own edits after its read do not make the file stale; nor does a whole-file write
+    run(rt, "cat calc.py")
+    run(rt, "sed -i 's/# y/# z/' calc.py")
+    assert run(rt, "sed -i 's/# z/# w/' calc.py").verdict.kind is VerdictKind.RUN
+    assert run(rt, "printf 'x\\n' > fresh.txt").verdict.kind is VerdictKind.RUN
+    revise = runtime(repo, tmp_path / "b", {"stale-edit": {"verdict": "REVISE"}})
+    r = run(revise, "sed -i '3s/x/y/' test_calc.py")
+    assert r.verdict.kind is VerdictKind.REVISE and not r.executed and "never read" in r.output
+
+
+def test_protected_paths(repo, tmp_path):
+    rt = runtime(repo, tmp_path, {"protected-paths": {"globs": list(SWEBENCH_PROTECTED)}})
+    run(rt, "cat test_calc.py tests/test_more.py setup.cfg")
+    for cmd, glob in (("sed -i 's/5)/6)/' test_calc.py", "test_*.py"), ("echo '# more' >> tests/test_more.py", "test_*.py"),
+                      ("sed -i 's/calc/calc2/' setup.cfg", "setup.cfg")):
+        r = run(rt, cmd)
+        assert r.verdict.kind is VerdictKind.REVISE and r.verdict.rule == "protected-paths" and not r.executed, cmd
+        assert repr(glob) in r.output and "The command was not run" in r.output
+    assert "assertEqual(add(2, 3), 5)" in (repo / "test_calc.py").read_text(), "the protected file is untouched"
+    # a new test file of the agent's own, and the code under test, are not protected
+    assert run(rt, "printf 'print(1)\\n' > test_repro.py").verdict.kind is VerdictKind.RUN
+    run(rt, "cat calc.py")
+    assert run(rt, "sed -i '2s/a - b/a + b/' calc.py").verdict.kind is VerdictKind.RUN
+    assert run(runtime(repo, tmp_path / "off"), "sed -i 's/5)/7)/' test_calc.py").verdict.rule != "protected-paths"
+
+
+@pytest.mark.parametrize("cmd", ["git reset --hard", "git reset -q --hard HEAD~1", "git checkout -- .", "git checkout .",
+                                 "git clean -fdx", "git clean -f -d", "rm -rf .", "cd /tmp && rm -rf {repo}",
+                                 "rm -r -f {parent}", "rm -rf *"])
+def test_destructive_commands_are_blocked(repo, tmp_path, cmd):
+    rt = runtime(repo, tmp_path)
+    r = run(rt, cmd.format(repo=repo, parent=repo.parent))
+    assert r.verdict.kind is VerdictKind.BLOCK and r.verdict.rule == "destructive" and not r.executed, cmd
+    assert "refused outright" in r.output
+    assert (repo / "calc.py").exists() and (repo / ".git").exists()
+
+
+@pytest.mark.parametrize("cmd", ["git checkout -- calc.py", "git reset HEAD calc.py", "rm -rf build", "rm -f calc.py.orig",
+                                 "git clean -n", "git stash list", "echo 'git reset --hard' > notes.txt",
+                                 "cat > notes.md <<'EOF'\ndo not run git clean -fdx here\nEOF"])
+def test_ordinary_commands_are_not_destructive(repo, tmp_path, cmd):
+    r = run(runtime(repo, tmp_path), cmd)
+    assert r.verdict.kind is not VerdictKind.BLOCK and r.executed, cmd
+
+
+def test_destructive_list_is_configurable(repo, tmp_path):
+    rt = runtime(repo, tmp_path, {"destructive": {"patterns": [r"\bgit\s+stash\s+drop\b"], "verdict": "REVISE"}})
+    assert run(rt, "git stash drop").verdict.kind is VerdictKind.REVISE
+    assert run(rt, "git clean -fdx -n").verdict.kind is not VerdictKind.BLOCK  # the default list was replaced
+
+
+def test_verify_before_submit_revises_once(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    run(rt, "cat calc.py")
+    run(rt, TEST)
+    run(rt, "sed -i '2s/a - b/a + b/' calc.py")
+    held = run(rt, SUBMIT)
+    assert held.verdict.kind is VerdictKind.REVISE and not held.executed and "COMPLETE_TASK" not in held.output
+    assert "after the last test or script run (step 2" in held.output and "calc.py (step 3)" in held.output
+    view = rt.inform()
+    assert "Refused at #4 (REVISE, verify-before-submit)" in view
+    again = run(rt, SUBMIT)
+    assert again.executed and again.verdict.kind is VerdictKind.RUN
+    assert again.output.startswith("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\ndiff --git"), "the submission is intact"
+
+
+def test_verify_before_submit_is_quiet_when_verified(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    run(rt, "cat calc.py")
+    run(rt, "sed -i '2s/a - b/a + b/' calc.py")
+    run(rt, TEST)
+    run(rt, "git diff -- calc.py > patch.txt")  # the patch a submission prints is not code to test
+    r = run(rt, "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat patch.txt")
+    assert r.executed and r.verdict.kind is VerdictKind.RUN
+    # nothing changed at all: nothing to verify
+    assert run(runtime(repo, tmp_path / "b"), SUBMIT).verdict.kind is VerdictKind.RUN
+
+
+def test_refusal_shows_in_the_view_until_the_state_changes(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    run(rt, "git reset --hard")
+    assert "Refused at #1 (BLOCK, destructive)" in rt.inform()
+    assert "Policies: BLOCK destructive; REVISE protected-paths, verify-before-submit;" in rt.inform()
+    run(rt, "cat calc.py")
+    assert "Refused at #1" in rt.inform(), "a read changes nothing"
+    run(rt, "sed -i '2s/a - b/a + b/' calc.py")
+    assert "Refused at" not in rt.inform()
+
+
+def test_noop_edit(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    run(rt, "cat calc.py")
+    nomatch = run(rt, "sed -i 's/no such text/x/' calc.py")
+    assert nomatch.verdict.rule == "noop-edit" and "pattern that did not match" in nomatch.output
+    missing = run(rt, "sed -i 's/a/b/' nowhere.py")
+    assert missing.verdict.kind is VerdictKind.NUDGE and "noop-edit" in missing.verdict.rule
+    assert "it failed" in missing.output or "file not found: nowhere.py" in missing.output
+    assert run(rt, "sed -i '2s/a - b/a + b/' calc.py").verdict.kind is VerdictKind.RUN
+    off = runtime(repo, tmp_path / "b", {"noop-edit": {"enabled": False}, "stale-edit": {"enabled": False}})
+    assert run(off, "sed -i 's/no such text/x/' calc.py").verdict.kind is VerdictKind.RUN
+
+
+def test_repeat_failure_nudges_then_revises(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    first, second, third = (run(rt, TEST) for _ in range(3))
+    assert (first.verdict.kind, second.verdict.kind, third.verdict.kind) == (VerdictKind.RUN, VerdictKind.NUDGE, VerdictKind.REVISE)
+    assert second.verdict.rule == "repeat-failure" and second.executed and not third.executed
+    assert "failed at steps 1, 2" in third.output
+    run(rt, "cat calc.py")
+    run(rt, "sed -i '2s/a - b/a + b/' calc.py")
+    assert run(rt, TEST).verdict.kind is VerdictKind.RUN, "something changed: it runs"
+    two = runtime(repo, tmp_path / "b", {"repeat-failure": {"revise_after": 2}})
+    (repo / "calc.py").write_text(CALC_PROJECT["calc.py"])
+    run(two, TEST)
+    assert run(two, TEST).verdict.kind is VerdictKind.REVISE
+
+
+def test_user_rules_by_dotted_path_and_fail_open(repo, tmp_path):
+    rules = {"no-docs": {"check": "custom_rules:no_docs", "verdict": "REVISE"},
+             "broken": {"check": "custom_rules:broken", "verdict": "BLOCK"}}
+    rt = runtime(repo, tmp_path, rules)
+    r = run(rt, "echo hi > README.md")
+    assert r.verdict.kind is VerdictKind.REVISE and r.verdict.rule == "no-docs" and not (repo / "README.md").exists()
+    ok = run(rt, "echo hi")
+    assert ok.executed and ok.output == "hi\n", "the broken rule raised: treated as ALLOW"
+    faults = [json.loads(line) for line in (tmp_path / "run" / "faults.log").read_text().splitlines()]
+    assert any(f["where"] == "policy broken (treated as ALLOW)" and "ZeroDivisionError" in f["error"] for f in faults)
+
+
+def test_policy_configuration_errors_name_the_problem(tmp_path):
+    for policies, message in (({"stale-edt": {}}, "unknown policy 'stale-edt'"),
+                              ({"destructive": {"verdict": "WARN"}}, "verdict must be NUDGE, REVISE or BLOCK"),
+                              ({"noop-edit": {"treshold": 2}}, "unknown key 'treshold'"),
+                              ({"mine": {"check": "no.such.module:f"}}, "cannot load check")):
+        with pytest.raises(ConfigError, match=message):
+            LedgerConfig(policies=policies)
+    f = tmp_path / "ledger.toml"
+    f.write_text('[ledger.policies.protected-paths]\nglobs = ["tests/*"]\n[ledger.policies.stale-edit]\nverdict = "REVISE"\n')
+    cfg = load_config(f)
+    assert cfg.policies["protected-paths"]["globs"] == ["tests/*"] and cfg.policies["stale-edit"]["verdict"] == "REVISE"
+
+
+def test_codex_denies_a_refused_command(repo, tmp_path):
+    from ledger_adapters.codex_hooks import CodexHooks
+
+    rt = runtime(repo, tmp_path)
+    hooks = CodexHooks(rt)
+    answer = hooks.handle("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "git reset --hard"},
+                                         "tool_use_id": "c1", "cwd": str(repo)})
+    decision = answer["hookSpecificOutput"]
+    assert decision["permissionDecision"] == "deny" and "BLOCK by policy destructive" in decision["permissionDecisionReason"]
+    assert hooks.handle("PostToolUse", {"tool_name": "Bash", "tool_input": {"command": "git reset --hard"},
+                                        "tool_use_id": "c1", "cwd": str(repo), "tool_response": ""}) is None
+    assert [a.verdict.kind for a in load(tmp_path / "run").state.attempts] == [VerdictKind.BLOCK]
+
+
+def test_mini_swe_agent_run_with_the_gate(repo, tmp_path):
+    """A scripted agent: its destructive command is blocked, its edit of a test is revised, its
+    submission after an unverified edit is revised once and then goes through, intact."""
+    from minisweagent.agents.default import DefaultAgent
+    from minisweagent.models.test_models import make_output
+
+    from ledger_adapters.mini_swe_agent import LedgerEnvironment, LedgerModel
+
+    cmds = ["cat calc.py test_calc.py", "git reset --hard", "sed -i 's/5)/-1)/' test_calc.py",
+            "sed -i '2s/a - b/a + b/' calc.py", SUBMIT, SUBMIT]
+    outputs = [make_output(f"step {i}\n```mswea_bash_command\n{c}\n```", [{"command": c}], cost=0.0)
+               for i, c in enumerate(cmds)]
+    env = LedgerEnvironment(inner_class="local", cwd=str(repo), timeout=60,
+                            ledger={"run_dir": str(tmp_path / "run"),
+                                    "policies": {"protected-paths": {"globs": list(SWEBENCH_PROTECTED)}}})
+    model = LedgerModel(inner_class="deterministic", outputs=outputs, cost_per_call=0.0)
+    agent = DefaultAgent(model, env, system_template="You fix bugs.", instance_template="{{task}}", cost_limit=0,
+                         step_limit=30, output_path=tmp_path / "traj.json")
+    info = agent.run("fix add")
+    assert info["exit_status"] == "Submitted"
+    assert "+    return a + b" in info["submission"] and "test_calc.py" not in info["submission"]
+    state = load(tmp_path / "run").state
+    assert [(a.verdict.kind.value, a.verdict.rule, a.executed) for a in state.attempts] == [
+        ("RUN", None, True), ("BLOCK", "destructive", False), ("REVISE", "protected-paths", False),
+        ("RUN", None, True), ("REVISE", "verify-before-submit", False), ("RUN", None, True)]
+    observations = [m["content"] for m in agent.messages if m["role"] == "user"][1:]
+    assert any("[ledger] BLOCK by policy destructive" in o for o in observations)
+    assert any("[ledger] REVISE by policy protected-paths" in o for o in observations)
+    assert state.attempts[1].verdict.evidence == {"destructive": {"pattern": r"\bgit\s+reset\s+(\S+\s+)*--hard\b"}}
