@@ -20,8 +20,10 @@ import argparse
 import re
 import csv
 import json
+import statistics
 import subprocess
 import sys
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -89,6 +91,7 @@ def replay_ledger(path: Path, mirrors: Path = MIRRORS) -> dict:
     rules = None
     tree = None
     fired = []
+    gate_us: list[float] = []
     commands = 0
     for e in events:
         if e.get("kind") == "attempt":
@@ -99,7 +102,11 @@ def replay_ledger(path: Path, mirrors: Path = MIRRORS) -> dict:
                 tree = BaseTree(path.parent.name, state.baseline.head_commit if state.baseline else None, root, mirrors)
             analysis = analyze(a.command, a.cwd)
             commands += 1
-            for v in check_all(rules, analysis, state, current_for(analysis, state, tree), lambda w, err: None):
+            current = current_for(analysis, state, tree)
+            t0 = time.perf_counter()
+            verdicts = check_all(rules, analysis, state, current, lambda w, err: None)
+            gate_us.append((time.perf_counter() - t0) * 1e6)
+            for v in verdicts:
                 fired.append({"step": a.step, "rule": v.rule, "verdict": v.kind.value, "reason": v.reason,
                               "command": a.command[:200], "submission": analysis.submits})
             # noop-edit is decided after a command: an edit whose attempt changed no file
@@ -113,7 +120,7 @@ def replay_ledger(path: Path, mirrors: Path = MIRRORS) -> dict:
                 and not re.match(r"\s*(mkdir|rmdir)\b", a.command):
             fired.append({"step": a.step, "rule": "noop-edit", "verdict": "NUDGE", "reason": "this edit changed no file",
                           "command": a.command[:200], "submission": False})
-    return {"commands": commands, "fired": fired, "submitted": any(a.submits for a in state.attempts)}
+    return {"commands": commands, "fired": fired, "submitted": any(a.submits for a in state.attempts), "gate_us": gate_us}
 
 
 def markdown(report: dict) -> str:
@@ -122,6 +129,8 @@ def markdown(report: dict) -> str:
              f"{report['runs']} mini-swe-agent runs (Gemini 3 Pro preview, SWE-bench Verified), {report['commands']:,} "
              "commands; each rule asked right before each command, against the ledger state at that point of the "
              "real run (the built-in rules with their defaults, protected-paths with the SWE-bench globs).", "",
+             f"The gate's time per command (all six rules): p50 {report['gate_time']['p50_us']} us, p95 "
+             f"{report['gate_time']['p95_us']} us.", "",
              "| policy | fired | per 1,000 commands | runs | verdicts |", "| --- | ---: | ---: | ---: | --- |"]
     for name, p in report["policies"].items():
         vs = ", ".join(f"{k} {v}" for k, v in sorted(p["verdicts"].items()))
@@ -171,11 +180,15 @@ def main(argv: list[str] | None = None) -> int:
         t.add_row(name, str(counts[name]), f"{1000 * counts[name] / max(1, commands):.1f}", str(len(instances[name])), vs)
     console.print(t)
     n_resolved = sum(1 for iid in per_instance if resolved.get(iid))
+    times = sorted(t for r in per_instance.values() for t in r["gate_us"])
+    gate = {"p50_us": round(statistics.median(times), 1), "p95_us": round(times[int(0.95 * (len(times) - 1))], 1),
+            "max_us": round(times[-1], 1)}
+    console.print(f"the gate per command (all six rules): p50 {gate['p50_us']} us, p95 {gate['p95_us']} us")
     console.print(f"submissions of resolved runs ({n_resolved}) on which a policy fires: {len(on_resolved_submissions)}")
     for c in on_resolved_submissions:
         console.print(f"  {c['instance']} step {c['step']}: {c['rule']} {c['verdict']}: {c['reason'][:160]}")
     report = {"command": "python swebench_runs/policies/policy_replay.py", "runs": len(per_instance), "commands": commands,
-              "resolved_runs": n_resolved,
+              "resolved_runs": n_resolved, "gate_time": gate,
               "policies": {n: {"fired": counts[n], "per_1000_commands": round(1000 * counts[n] / max(1, commands), 2),
                                "instances": len(instances[n]),
                                "verdicts": {k[1]: v for k, v in verdicts.items() if k[0] == n}} for n in rules},
