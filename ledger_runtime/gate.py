@@ -115,12 +115,14 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
             verdict = None
         if verdict not in GATE_KINDS:
             raise PolicyError(f"policy {name!r}: verdict must be NUDGE, REVISE or BLOCK, not {merged.get('verdict')!r}")
+        if merged.get("after_run") and verdict is not VerdictKind.NUDGE:
+            raise PolicyError(f"policy {name!r} is decided after the command ran: its verdict can only be NUDGE")
         if isinstance(merged.get("check"), str):
             check = _load_callable(merged["check"], name)
         paths = merged.get("paths") or ()
         if isinstance(paths, str) or not all(isinstance(p, str) for p in paths):
             raise PolicyError(f"policy {name!r}: paths must be a list of globs")
-        params = {k: v for k, v in merged.items() if k not in ("enabled", "verdict", "paths", "check")}
+        params = {k: v for k, v in merged.items() if k not in ("enabled", "verdict", "paths", "check", "after_run")}
         rules.append(Rule(name, check, verdict, params, tuple(paths), workdir))
     return rules
 

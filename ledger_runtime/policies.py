@@ -209,6 +209,6 @@ BUILTINS: dict[str, tuple[Callable[..., Finding | None], dict[str, Any]]] = {
     "verify-before-submit": (verify_before_submit, {"enabled": True, "verdict": "REVISE",
                                                     # the patch a submission prints is not code to test
                                                     "ignore": ["patch.txt", "*.patch", "*.diff", "*.orig", "*.rej"]}),
-    "noop-edit": (noop_edit, {"enabled": True, "verdict": "NUDGE"}),
+    "noop-edit": (noop_edit, {"enabled": True, "verdict": "NUDGE", "after_run": True}),
     "repeat-failure": (repeat_failure, {"enabled": True, "verdict": "NUDGE", "revise_after": 3}),
 }

@@ -180,6 +180,7 @@ def test_policy_configuration_errors_name_the_problem(tmp_path):
     for policies, message in (({"stale-edt": {}}, "unknown policy 'stale-edt'"),
                               ({"destructive": {"verdict": "WARN"}}, "verdict must be NUDGE, REVISE or BLOCK"),
                               ({"noop-edit": {"treshold": 2}}, "unknown key 'treshold'"),
+                              ({"noop-edit": {"verdict": "BLOCK"}}, "decided after the command ran"),
                               ({"mine": {"check": "no.such.module:f"}}, "cannot load check")):
         with pytest.raises(ConfigError, match=message):
             LedgerConfig(policies=policies)
