@@ -59,6 +59,7 @@ class Analysis:
     problem: str | None = None
     outputs: int = 0  # pipelines whose output reaches the agent
     env_change: bool = False
+    origin: str = ""  # the directory the command was given in (``cwd`` folds a leading ``cd DIR &&`` in)
 
     @property
     def writes_any(self) -> bool:
@@ -208,6 +209,7 @@ def _analyze(command: str, cwd: str) -> Analysis:
         submits=submits,
         outputs=outputs,
         env_change=env_change,
+        origin=cwd,
     )
 
 

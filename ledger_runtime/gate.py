@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import json
 import os
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
@@ -123,6 +125,17 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
         if isinstance(paths, str) or not all(isinstance(p, str) for p in paths):
             raise PolicyError(f"policy {name!r}: paths must be a list of globs")
         params = {k: v for k, v in merged.items() if k not in ("enabled", "verdict", "paths", "check", "after_run")}
+        for key, default in defaults.items():  # a parameter given as a list by default must stay one
+            if isinstance(default, list) and key in params:
+                value = params[key]
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise PolicyError(f"policy {name!r}: {key} must be a list of strings, not {value!r}")
+                if key.endswith("patterns"):
+                    for v in value:
+                        try:
+                            re.compile(v)
+                        except re.error as e:
+                            raise PolicyError(f"policy {name!r}: {key}: {v!r} is not a regular expression: {e}") from None
         rules.append(Rule(name, check, verdict, params, tuple(paths), workdir))
     return rules
 
@@ -139,11 +152,19 @@ def check_all(rules: list[Rule], proposal: Analysis, state: Any, current: Any,
             continue
         if found is None:
             continue
-        if not isinstance(found, Finding):
-            on_fault(f"policy {rule.name}", TypeError(f"returned {type(found).__name__}, not a Finding or None"))
+        try:
+            if not isinstance(found, Finding):
+                raise TypeError(f"returned {type(found).__name__}, not a Finding or None")
+            # the evidence is written to the ledger as JSON: anything else is a fault of the rule
+            evidence = json.loads(json.dumps(dict(found.evidence or {})))
+            escalated = VerdictKind(found.verdict) if found.verdict is not None else rule.verdict
+            if escalated not in GATE_KINDS:
+                raise ValueError(f"verdict {found.verdict!r} is not NUDGE, REVISE or BLOCK")
+        except (TypeError, ValueError) as e:
+            on_fault(f"policy {rule.name}", e)
             continue
-        out.append(Verdict(found.verdict or rule.verdict, found.reason, rule=rule.name, ref_step=found.ref_step,
-                           evidence=dict(found.evidence)))
+        kind = max(rule.verdict, escalated, key=GATE_KINDS.index)  # a rule may escalate, never weaken
+        out.append(Verdict(kind, str(found.reason), rule=rule.name, ref_step=found.ref_step, evidence=evidence))
     return out
 
 

@@ -158,7 +158,7 @@ def _attempt_line(a: Attempt, state: LedgerState) -> str:
     cmd = short_command(a.command)
     if a.verdict.kind is VerdictKind.REUSE:
         return f"  #{a.step} {cmd} -> reused step {a.verdict.ref_step}'s result"
-    if a.verdict.kind in (VerdictKind.REVISE, VerdictKind.BLOCK):
+    if a.verdict.kind in (VerdictKind.REVISE, VerdictKind.BLOCK) and not a.executed:
         rule = f" ({a.verdict.rule})" if a.verdict.rule else ""
         return f"  #{a.step} {cmd} -> {a.verdict.kind.value}{rule}, not run"
     status = "no exit code" if a.exit_code is None else f"exit {a.exit_code}"

@@ -126,7 +126,8 @@ def view_at(loaded: Loaded, step: int | None) -> str:
 
     state = loaded.state if step is None else LedgerState.from_events(loaded.events, until_step=step)
     try:
-        policies = describe(build_rules(loaded.config.policies, state.baseline.root if state.baseline else "", BUILTINS))
+        policies = describe(build_rules(loaded.config.policies, state.baseline.root if state.baseline else "", BUILTINS)) \
+            if loaded.config.govern and not loaded.config.shadow else None
     except PolicyError:
         policies = None
     return render(state, loaded.config, policies=policies).text

@@ -6,8 +6,10 @@ ledger state and the current signatures, with its default verdict and parameters
   its last read by something other than its own recognised edits (a script, a formatter).
 - ``protected-paths`` (REVISE; ``globs``, none by default): an edit of a file that existed at the
   start and matches a glob (the SWE-bench arms protect tests and configuration files).
-- ``destructive`` (BLOCK; ``patterns``): ``git reset --hard``, ``git checkout -- .``, ``git clean
-  -f...``, ``rm -r`` of the workspace root or a parent of it, and the regular expressions given.
+- ``destructive`` (BLOCK; ``patterns`` replaces the list of regular expressions, ``extra_patterns``
+  adds to it): ``git reset --hard``, ``git checkout -- .`` / ``-f``, ``git clean -f...``, ``git
+  restore .``, ``rm -r`` of the workspace root or a parent of it (following ``cd``, ``*``, ``$PWD``);
+  matched outside quoted text, comments and heredoc bodies.
 - ``verify-before-submit`` (REVISE; ``ignore`` globs): a submission when files that existed at the
   start changed after the last test or script run (files the agent created are taken for scratch);
   once: the same submission again, with nothing changed, goes through.
@@ -31,16 +33,22 @@ from .records import CommandClass, VerdictKind
 from .state import LedgerState
 
 IN_PLACE = re.compile(r"(^|[;&|(]\s*|\s)(sed|perl)\s+(-\S+\s+)*-[a-zA-Z]*i|(^|[;&|(]\s*|\s)(patch|ed|ex)\s|\bgit\s+apply\b")
+_GIT = r"\bgit(?:\s+-[cC]\s+\S+|\s+--?[a-zA-Z][\w-]*(?:=\S+)?)*\s+"  # git and its global options
+_ALL = r"\.?/?(?=\s|$|;|&|\|)"  # "." or "./" as the whole argument
 DESTRUCTIVE = (
-    r"\bgit\s+reset\s+(\S+\s+)*--hard\b",
-    r"\bgit\s+checkout\s+(\S+\s+)*--\s+\.(\s|$|;|&)",
-    r"\bgit\s+checkout\s+\.(\s|$|;|&)",
-    r"\bgit\s+clean\s+(\S+\s+)*-[a-zA-Z]*f",
-    r"\bgit\s+restore\s+(\S+\s+)*\.(\s|$|;|&)",
+    _GIT + r"reset\s+(?:\S+\s+)*--hard\b",
+    _GIT + r"checkout\s+(?:\S+\s+)*--\s+" + _ALL,
+    _GIT + r"checkout\s+" + _ALL,
+    _GIT + r"checkout\s+(?:\S+\s+)*(?:-f|--force)\b",
+    _GIT + r"clean\s+(?:\S+\s+)*-[a-zA-Z]*f",
+    _GIT + r"restore\s+(?:\S+\s+)*" + _ALL,
 )
-SWEBENCH_PROTECTED = ("test_*.py", "*_test.py", "conftest.py", "tests/*", "*/tests/*", "testing/*", "*/testing/*",
+SWEBENCH_PROTECTED = ("test_*.py", "*_test.py", "conftest.py", "tests/*", "*/tests/*",
                       "setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "pytest.ini")
-_RM = re.compile(r"(?:^|[;&|(]\s*|\s)rm\s+([^\n;&|)]+)")
+# an rm at the start of a command (not inside an argument such as echo 'rm -rf .')
+_RM = re.compile(r"(?:^|[;&|(]|\n)\s*(?:sudo\s+)?rm\s+([^\n;&|)]+)")
+_CD = re.compile(r"(?:^|[;&|(]|\n)\s*cd\s+([^\n;&|)]+)")
+_RUN = re.compile(r"(?:^|[;&|(]|\n)\s*(?:timeout\s+\d+\s+)?(?:python[0-9.]*|pytest|py\.test|tox|nox|make|bash|sh|\./)")
 
 
 def _short(command: str, limit: int) -> str:
@@ -99,7 +107,7 @@ def _existed_at_start(path: str, state: LedgerState) -> bool:
 
 def protected_paths(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
     globs = tuple(rule.param("globs") or ())
-    if not globs or p.submits:
+    if not globs:
         return None
     for path in p.writes:
         if path == ANY_FILE or not _existed_at_start(path, state) or current.files.get(path) is None:
@@ -111,37 +119,72 @@ def protected_paths(p: Analysis, state: LedgerState, current: Current, rule: Rul
     return None
 
 
+def _without_heredocs(command: str) -> str:
+    """The command's lines without the bodies of its heredocs (text written to a file is not run)."""
+    out: list[str] = []
+    delimiter = None
+    for line in command.splitlines():
+        if delimiter is not None:
+            if line.strip() == delimiter:
+                delimiter = None
+            continue
+        out.append(line)
+        m = re.search(r"<<-?\s*['\"]?([A-Za-z_][\w-]*)['\"]?", line)
+        if m:
+            delimiter = m.group(1)
+    return "\n".join(out)
+
+
 def _unquoted(command: str) -> str:
-    """The command without quoted strings and heredoc bodies: text an echo prints is not run."""
-    lines = command.splitlines() or [""]
-    text = "\n".join(lines[:1] if "<<" in lines[0] else lines)
-    return re.sub(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"", "''", text)
+    """The command without heredoc bodies, quoted strings and comments: text an echo prints is not run."""
+    text = re.sub(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"", "''", _without_heredocs(command))
+    return re.sub(r"(^|\s)#[^\n]*", r"\1", text)
 
 
 def destructive(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
     text = _unquoted(p.command)
-    for pattern in tuple(rule.param("patterns") or DESTRUCTIVE):
+    patterns = tuple(rule.param("patterns") or DESTRUCTIVE) + tuple(rule.param("extra_patterns") or ())
+    for pattern in patterns:
         m = re.search(pattern, text)
         if m:
             return Finding(f"`{m.group(0).strip()}` would throw away work in the workspace; undo specific changes "
                            f"instead (e.g. git checkout -- FILE)", {"pattern": pattern})
-    root = rule.workdir or p.cwd
-    for m in _RM.finditer(text):
+    root = os.path.normpath(rule.workdir or p.cwd)
+    plain = _without_heredocs(p.command)
+    for m in _RM.finditer(plain):
         try:
-            words = shlex.split(m.group(1))
+            words = shlex.split(m.group(1), comments=True)
         except ValueError:
             continue
         flags = "".join(w[1:] for w in words if w.startswith("-") and not w.startswith("--"))
         if "r" not in flags.lower() and "--recursive" not in words:
             continue
-        for w in (w for w in words if not w.startswith("-")):
-            target = os.path.normpath(os.path.join(p.cwd, os.path.expanduser(w)))
-            if w in ("*", "./*", ".*") and os.path.normpath(p.cwd) == os.path.normpath(root):
-                target = root
+        cwd = _cwd_at(plain, m.start(), p.origin or p.cwd)
+        if cwd is None:
+            continue  # a cd we cannot follow: do not guess
+        for w in (w for w in words if w and not w.startswith("-")):
+            w = w.replace("${PWD}", cwd).replace("$PWD", cwd)
+            if "$" in w or "`" in w:
+                continue
+            whole = w.rstrip("/").endswith("*") and os.path.basename(w.rstrip("/")) in ("*", ".*")
+            target = os.path.normpath(os.path.join(cwd, os.path.expanduser(os.path.dirname(w) if whole else w)))
             if target == root or root.startswith(target.rstrip("/") + "/") or target == "/":
                 return Finding(f"`rm {m.group(1).strip()[:60]}` would delete the workspace {root}",
                                {"target": target, "workspace": root})
     return None
+
+
+def _cwd_at(command: str, position: int, cwd: str) -> str | None:
+    """The directory a command is in at ``position``, following its plain ``cd DIR`` before it."""
+    for m in _CD.finditer(command[:position]):
+        try:
+            words = shlex.split(m.group(1))
+        except ValueError:
+            return None
+        if len(words) != 1 or "$" in words[0] or "`" in words[0] or words[0] == "-":
+            return None
+        cwd = os.path.normpath(os.path.join(cwd, os.path.expanduser(words[0])))
+    return cwd
 
 
 def verify_before_submit(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
@@ -155,7 +198,8 @@ def verify_before_submit(p: Analysis, state: LedgerState, current: Current, rule
                and not any(matches(m.path, g, rule.workdir) for g in ignore)]
     if not changed:
         return None
-    runs = [a for a in state.attempts if a.executed and a.command_class is CommandClass.RUN and not a.submits]
+    runs = [a for a in state.attempts if a.executed and not a.submits and (
+        a.command_class is CommandClass.RUN or (a.command_class is CommandClass.MODIFY and _RUN.search(_unquoted(a.command))))]
     last_run = runs[-1] if runs else None
     after = [m for m in changed if last_run is None or m.step > last_run.step]
     if not after:
@@ -169,7 +213,8 @@ def verify_before_submit(p: Analysis, state: LedgerState, current: Current, rule
         why = f"files changed and no test or script has run since the start: {names}"
     else:
         why = (f"files changed after the last test or script run (step {last_run.step}: "
-               f"`{_short(last_run.command, 50)}`): {names}; run the tests again, or submit again to submit as is")
+               f"`{_short(last_run.command, 50)}`): {names}; run the tests again"
+               + (", or submit again to submit as is" if rule.verdict is VerdictKind.REVISE else ""))
     return Finding(why, {"changed": [m.path for m in after], "last_run_step": last_run.step if last_run else None},
                    ref_step=last_run.step if last_run else None)
 
@@ -205,7 +250,8 @@ def noop_edit(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> 
 BUILTINS: dict[str, tuple[Callable[..., Finding | None], dict[str, Any]]] = {
     "stale-edit": (stale_edit, {"enabled": True, "verdict": "NUDGE"}),
     "protected-paths": (protected_paths, {"enabled": True, "verdict": "REVISE", "globs": []}),
-    "destructive": (destructive, {"enabled": True, "verdict": "BLOCK", "patterns": list(DESTRUCTIVE)}),
+    "destructive": (destructive, {"enabled": True, "verdict": "BLOCK", "patterns": list(DESTRUCTIVE),
+                                  "extra_patterns": []}),
     "verify-before-submit": (verify_before_submit, {"enabled": True, "verdict": "REVISE",
                                                     # the patch a submission prints is not code to test
                                                     "ignore": ["patch.txt", "*.patch", "*.diff", "*.orig", "*.rej"]}),

@@ -137,7 +137,9 @@ class LedgerRuntime:
     # -- inform --------------------------------------------------------------------------------
 
     def view(self, policies: str | None = None) -> StateView:
-        return render(self.state, self.config, policies=policies if policies is not None else describe(self.rules))
+        if policies is None and self.config.govern and not self.config.shadow:  # the rules act only then
+            policies = describe(self.rules)
+        return render(self.state, self.config, policies=policies)
 
     def inform(self) -> str:
         """The state view to put into the prompt now ("" when inform is off or on a fault)."""

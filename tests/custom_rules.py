@@ -13,3 +13,11 @@ def no_docs(proposal, state, current, rule):
 
 def broken(proposal, state, current, rule):
     return 1 / 0
+
+
+def unserialisable(proposal, state, current, rule):
+    return Finding("fires always", {"paths": {object()}})
+
+
+def bad_verdict(proposal, state, current, rule):
+    return Finding("fires always", verdict="MAYBE")

@@ -13,7 +13,7 @@ from conftest import CALC_PROJECT, make_repo
 from ledger_runtime.config import ConfigError, LedgerConfig, load_config
 from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.inspection import load
-from ledger_runtime.policies import SWEBENCH_PROTECTED
+from ledger_runtime.policies import DESTRUCTIVE, SWEBENCH_PROTECTED
 from ledger_runtime.records import VerdictKind
 from ledger_runtime.runtime import LedgerRuntime
 
@@ -75,7 +75,10 @@ def test_protected_paths(repo, tmp_path):
 
 @pytest.mark.parametrize("cmd", ["git reset --hard", "git reset -q --hard HEAD~1", "git checkout -- .", "git checkout .",
                                  "git clean -fdx", "git clean -f -d", "rm -rf .", "cd /tmp && rm -rf {repo}",
-                                 "rm -r -f {parent}", "rm -rf *"])
+                                 "rm -r -f {parent}", "rm -rf *", "git -C {repo} reset --hard", "git -c x.y=1 reset --hard",
+                                 "git checkout ./", "git checkout -f", "rm -rf {repo}/*", "cd tests && rm -rf ../*",
+                                 "rm -rf \"{repo}\"", "rm -rf $PWD", "cat > n.txt <<EOF\nhello\nEOF\ngit reset --hard",
+                                 "python3 -c 'print(1<<3)'\ngit reset --hard"])
 def test_destructive_commands_are_blocked(repo, tmp_path, cmd):
     rt = runtime(repo, tmp_path)
     r = run(rt, cmd.format(repo=repo, parent=repo.parent))
@@ -86,7 +89,9 @@ def test_destructive_commands_are_blocked(repo, tmp_path, cmd):
 
 @pytest.mark.parametrize("cmd", ["git checkout -- calc.py", "git reset HEAD calc.py", "rm -rf build", "rm -f calc.py.orig",
                                  "git clean -n", "git stash list", "echo 'git reset --hard' > notes.txt",
-                                 "cat > notes.md <<'EOF'\ndo not run git clean -fdx here\nEOF"])
+                                 "cat > notes.md <<'EOF'\ndo not run git clean -fdx here\nEOF", 'rm -rf "build"',
+                                 "rm -rf 'my dir'", 'rm -rf "/tmp/scratch x"', "mkdir -p /tmp/lt && cd /tmp/lt && rm -rf *",
+                                 "echo x # git reset --hard", "echo 'rm -rf .'", "git checkout -b fix"])
 def test_ordinary_commands_are_not_destructive(repo, tmp_path, cmd):
     r = run(runtime(repo, tmp_path), cmd)
     assert r.verdict.kind is not VerdictKind.BLOCK and r.executed, cmd
@@ -232,4 +237,51 @@ def test_mini_swe_agent_run_with_the_gate(repo, tmp_path):
     observations = [m["content"] for m in agent.messages if m["role"] == "user"][1:]
     assert any("[ledger] BLOCK by policy destructive" in o for o in observations)
     assert any("[ledger] REVISE by policy protected-paths" in o for o in observations)
-    assert state.attempts[1].verdict.evidence == {"destructive": {"pattern": r"\bgit\s+reset\s+(\S+\s+)*--hard\b"}}
+    assert state.attempts[1].verdict.evidence == {"destructive": {"pattern": DESTRUCTIVE[0]}}
+
+
+def test_edit_and_test_in_one_command_counts_as_verified(repo, tmp_path):
+    rt = runtime(repo, tmp_path)
+    run(rt, "cat calc.py")
+    run(rt, f"sed -i '2s/a - b/a + b/' calc.py && {TEST}")
+    assert run(rt, SUBMIT).verdict.kind is VerdictKind.RUN
+
+
+def test_a_submission_that_edits_a_protected_file_is_revised(repo, tmp_path):
+    rt = runtime(repo, tmp_path, {"protected-paths": {"globs": ["test_*.py"]}})
+    run(rt, "cat test_calc.py")
+    r = run(rt, "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && sed -i 's/5)/6)/' test_calc.py && git diff")
+    assert r.verdict.kind is VerdictKind.REVISE and r.verdict.rule == "protected-paths" and not r.executed
+
+
+def test_a_rule_with_bad_evidence_or_verdict_fails_open(repo, tmp_path):
+    rt = runtime(repo, tmp_path, {"odd": {"check": "custom_rules:unserialisable", "verdict": "BLOCK"},
+                                  "weak": {"check": "custom_rules:bad_verdict", "verdict": "NUDGE"}})
+    r = run(rt, "echo hi")
+    assert r.executed and r.verdict.kind is VerdictKind.RUN and r.output == "hi\n"
+    assert load(tmp_path / "run").state.attempts[0].command == "echo hi", "the record is kept"
+    faults = (tmp_path / "run" / "faults.log").read_text()
+    assert "policy odd" in faults and "policy weak" in faults
+
+
+def test_parameters_are_checked(tmp_path):
+    for policies, message in (({"destructive": {"patterns": "\\bdropdb\\b"}}, "must be a list of strings"),
+                              ({"destructive": {"extra_patterns": ["(unclosed"]}}, "is not a regular expression"),
+                              ({"protected-paths": {"globs": "tests/*"}}, "must be a list of strings")):
+        with pytest.raises(ConfigError, match=message):
+            LedgerConfig(policies=policies)
+
+
+def test_a_rule_escalates_but_never_weakens(repo, tmp_path):
+    rt = runtime(repo, tmp_path, {"repeat-failure": {"verdict": "BLOCK"}})
+    assert run(rt, TEST).verdict.kind is VerdictKind.RUN
+    assert run(rt, TEST).verdict.kind is VerdictKind.BLOCK
+
+
+def test_shadow_and_govern_off_views_tell_the_truth(repo, tmp_path):
+    for name, cfg in (("shadow", {"shadow": True}), ("nogovern", {"govern": False})):
+        rt = runtime(repo, tmp_path / name, **cfg)
+        r = run(rt, "git reset --hard")
+        assert r.executed and r.verdict.kind is VerdictKind.BLOCK  # decided and recorded, not acted on
+        view = rt.view().text
+        assert "not run" not in view and "Policies:" not in view and "Refused at" not in view
