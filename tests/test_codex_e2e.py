@@ -179,3 +179,19 @@ def test_codex_tui_with_the_ledger(codex_env, tmp_path: Path) -> None:
     assert [(a.command, a.verdict.kind, a.executed) for a in state.attempts] == [
         ("cat calc.py", VerdictKind.RUN, True), ("cat calc.py", VerdictKind.REUSE, False)], screen[-2000:]
     assert state.baseline.task == "what is wrong with calc.py"
+
+
+def test_codex_gets_a_deny_for_a_blocked_command(codex_env, tmp_path: Path) -> None:
+    repo, fake, user_home, env = codex_env
+    fake.steps = [("exec", "git reset --hard"), ("say", "I will not reset.")]
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")  # uncommitted work a reset would lose
+    run_dir = tmp_path / "deny"
+    p = ledger_run("codex", "--workdir", str(repo), "-o", str(run_dir), "--", "exec", "--skip-git-repo-check",
+                   "Clean up the repository", env=env, cwd=repo)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert (repo / "calc.py").read_text().endswith("a + b\n"), "the reset did not run"
+    seen = function_outputs(fake.agent_requests[1])["call_0"]
+    assert seen.startswith("Command blocked by PreToolUse hook: [ledger] BLOCK by policy destructive")
+    state = load(run_dir).state
+    assert [(a.verdict.kind, a.verdict.rule, a.executed) for a in state.attempts] == [
+        (VerdictKind.BLOCK, "destructive", False)]
