@@ -1,0 +1,93 @@
+"""tau2-bench airline and retail: which canonical ledger paths each tool return fills (the path
+map of the LedgerAgent paper). ``records(domain, tool, arguments, content)`` turns a successful
+call's returned JSON into ``(path, record)`` pairs; ``stale(domain, tool, arguments)`` names the
+paths a successful write changed without returning them (they are dropped: read them again).
+Facts: tool names and return shapes of tau2-bench's tools (../shared/docs/tau2.md).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+READS = {
+    "airline": {"get_reservation_details", "get_user_details", "search_direct_flight", "search_onestop_flight",
+                "get_flight_status", "list_all_airports"},
+    "retail": {"find_user_id_by_email", "find_user_id_by_name_zip", "get_user_details", "get_order_details",
+               "get_product_details", "get_item_details", "list_all_product_types"},
+}
+WRITES = {
+    "airline": {"book_reservation", "cancel_reservation", "update_reservation_flights", "update_reservation_baggages",
+                "update_reservation_passengers", "send_certificate"},
+    "retail": {"cancel_pending_order", "modify_pending_order_items", "modify_pending_order_address",
+               "modify_pending_order_payment", "exchange_delivered_order_items", "return_delivered_order_items",
+               "modify_user_address"},
+}
+
+
+def parse(content: Any) -> Any:
+    if not isinstance(content, str):
+        return content
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content
+
+
+def _flight(f: dict[str, Any], date: str | None = None) -> tuple[str, dict[str, Any]] | None:
+    number = f.get("flight_number")
+    day = date or f.get("date")
+    if not number or not day:
+        return None
+    return f"flights.{number}.{day}", {k: v for k, v in f.items() if k != "flight_number"}
+
+
+def records(domain: str, tool: str, arguments: dict[str, Any], content: Any) -> list[tuple[str, Any]]:
+    value = parse(content)
+    out: list[tuple[str, Any]] = []
+    if domain == "airline":
+        if tool in ("get_reservation_details", "book_reservation", "cancel_reservation", "update_reservation_flights",
+                    "update_reservation_baggages", "update_reservation_passengers") and isinstance(value, dict):
+            rid = value.get("reservation_id") or arguments.get("reservation_id")
+            if rid:
+                out.append((f"reservations.{rid}", value))
+        elif tool == "get_user_details" and isinstance(value, dict):
+            out.append((f"users.{value.get('user_id') or arguments.get('user_id')}", value))
+        elif tool == "get_flight_status" and isinstance(value, str):
+            out.append((f"flights.{arguments.get('flight_number')}.{arguments.get('date')}", {"status": value}))
+        elif tool == "search_direct_flight" and isinstance(value, list):
+            out += [r for f in value if isinstance(f, dict) and (r := _flight(f, arguments.get("date")))]
+        elif tool == "search_onestop_flight" and isinstance(value, list):
+            out += [r for pair in value if isinstance(pair, list) for f in pair if isinstance(f, dict) and (r := _flight(f))]
+    elif domain == "retail":
+        if tool in ("find_user_id_by_email", "find_user_id_by_name_zip") and isinstance(value, str):
+            out.append(("session.authenticated_user", value))
+        elif tool in ("get_user_details", "modify_user_address") and isinstance(value, dict):
+            out.append((f"users.{value.get('user_id') or arguments.get('user_id')}", value))
+        elif tool in ("get_order_details", "cancel_pending_order", "modify_pending_order_items",
+                      "modify_pending_order_address", "modify_pending_order_payment", "exchange_delivered_order_items",
+                      "return_delivered_order_items") and isinstance(value, dict):
+            oid = value.get("order_id") or arguments.get("order_id")
+            if oid:
+                out.append((f"orders.{oid}", value))
+        elif tool == "get_product_details" and isinstance(value, dict):
+            out.append((f"products.{value.get('product_id') or arguments.get('product_id')}", value))
+        elif tool == "get_item_details" and isinstance(value, dict):
+            out.append((f"items.{arguments.get('item_id')}", value))
+    return out
+
+
+def stale(domain: str, tool: str, arguments: dict[str, Any], ledger: Any) -> list[str]:
+    """Paths a successful write changed without returning them."""
+    if domain == "airline":
+        if tool == "send_certificate":
+            return [f"users.{arguments.get('user_id')}"]
+        if tool in ("book_reservation", "update_reservation_flights", "update_reservation_baggages"):
+            # the payment comes off a gift card or certificate balance in the user's profile
+            res = ledger.get(f"reservations.{arguments.get('reservation_id')}") or {}
+            user = arguments.get("user_id") or res.get("user_id")
+            return [f"users.{user}"] if user else []
+    if domain == "retail" and tool in WRITES["retail"] and tool != "modify_user_address":
+        order = ledger.get(f"orders.{arguments.get('order_id')}") or {}
+        return [f"users.{order['user_id']}"] if order.get("user_id") else []
+    return []
