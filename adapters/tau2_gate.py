@@ -200,3 +200,155 @@ def replay_forbidden(data: Path, task: dict[str, Any]) -> list[Outcome]:
         s.synthesize("cancel_reservation", {"reservation_id": rid})
         out.append(s.call("cancel_reservation", {"reservation_id": rid}))
     return out
+
+
+# -- generated violations: one (at least) per rule, on real records ----------------------------------
+
+
+@dataclass
+class Violation:
+    rule: str
+    what: str
+    name: str
+    arguments: dict[str, Any]
+    authenticate: str | None = None  # retail: authenticate this user instead of the order's owner
+
+
+def _future(f: Any, now_date: str = "2024-05-15") -> bool:
+    return f.date > now_date
+
+
+def airline_violations(db: Any) -> list[Violation]:
+    out: list[Violation] = []
+    res = list(db.reservations.values())
+    users = db.users
+
+    def first(pred):
+        return next((r for r in res if pred(r)), None)
+
+    def all_future(r):
+        return all(_future(f) for f in r.flights)
+
+    r = first(lambda r: r.status != "cancelled" and r.cabin != "business" and r.insurance == "no"
+              and r.created_at < "2024-05-14T15:00:00" and all_future(r))
+    out.append(Violation("A1", f"cancel {r.reservation_id}: economy-class booking from {r.created_at}, no insurance",
+                         "cancel_reservation", {"reservation_id": r.reservation_id}))
+    r = first(lambda r: r.status != "cancelled" and any(f.date < "2024-05-15" for f in r.flights)
+              and any(_future(f) for f in r.flights))
+    out.append(Violation("A2", f"cancel {r.reservation_id}, whose first segment has flown", "cancel_reservation",
+                         {"reservation_id": r.reservation_id}))
+    r = first(lambda r: r.cabin == "basic_economy" and all_future(r) and r.flight_type == "one_way" and len(r.flights) == 1)
+    f = r.flights[0]
+    other = next(n for n, fl in db.flights.items() if fl.origin == f.origin and fl.destination == f.destination
+                 and n != f.flight_number and f.date in fl.dates and fl.dates[f.date].status == "available")
+    out.append(Violation("A3", f"move basic-economy {r.reservation_id} to flight {other}", "update_reservation_flights",
+                         {"reservation_id": r.reservation_id, "cabin": r.cabin, "payment_id": _card(users[r.user_id]),
+                          "flights": [{"flight_number": other, "date": f.date}]}))
+    r = first(lambda r: r.cabin == "economy" and all_future(r) and r.flight_type == "one_way" and len(r.flights) == 1)
+    f = r.flights[0]
+    elsewhere = next(n for n, fl in db.flights.items() if fl.origin != r.origin and f.date in fl.dates
+                     and fl.dates[f.date].status == "available")
+    out.append(Violation("A4", f"change {r.reservation_id} ({r.origin}->{r.destination}) to flight {elsewhere} from elsewhere",
+                         "update_reservation_flights", {"reservation_id": r.reservation_id, "cabin": r.cabin,
+                                                        "payment_id": _card(users[r.user_id]),
+                                                        "flights": [{"flight_number": elsewhere, "date": f.date}]}))
+    r = first(lambda r: r.status != "cancelled" and r.cabin == "economy" and any(f.date < "2024-05-15" for f in r.flights))
+    out.append(Violation("A5", f"upgrade {r.reservation_id} to business after a segment flew", "update_reservation_flights",
+                         {"reservation_id": r.reservation_id, "cabin": "business", "payment_id": _card(users[r.user_id]),
+                          "flights": [{"flight_number": f.flight_number, "date": f.date} for f in r.flights]}))
+    r = first(lambda r: r.status != "cancelled" and all_future(r)
+              and any(p.source == "certificate" for p in users[r.user_id].payment_methods.values()))
+    cert = next(k for k, p in users[r.user_id].payment_methods.items() if p.source == "certificate")
+    out.append(Violation("A6", f"pay a baggage update of {r.reservation_id} with certificate {cert}",
+                         "update_reservation_baggages", {"reservation_id": r.reservation_id, "total_baggages": r.total_baggages + 1,
+                                                         "nonfree_baggages": r.nonfree_baggages + 1, "payment_id": cert}))
+    r = first(lambda r: r.status != "cancelled" and r.total_baggages >= 1 and all_future(r))
+    out.append(Violation("A7", f"remove a bag from {r.reservation_id} ({r.total_baggages} bags)", "update_reservation_baggages",
+                         {"reservation_id": r.reservation_id, "total_baggages": r.total_baggages - 1,
+                          "nonfree_baggages": 0, "payment_id": _card(users[r.user_id])}))
+    r = first(lambda r: r.status != "cancelled" and all_future(r) and users[r.user_id].membership == "gold")
+    total = r.total_baggages + 1
+    out.append(Violation("A8", f"charge every bag of gold member {r.user_id}'s {r.reservation_id} as non-free",
+                         "update_reservation_baggages", {"reservation_id": r.reservation_id, "total_baggages": total,
+                                                         "nonfree_baggages": total, "payment_id": _card(users[r.user_id])}))
+    u = next(u for u in users.values() if _card(u))
+    base = next(iter(db.reservations.values()))
+    out.append(Violation("A9", f"book six passengers for {u.user_id}", "book_reservation",
+                         {"user_id": u.user_id, "origin": base.origin, "destination": base.destination,
+                          "flight_type": "one_way", "cabin": "economy",
+                          "flights": [{"flight_number": f.flight_number, "date": f.date} for f in base.flights[:1]],
+                          "passengers": [{"first_name": f"P{i}", "last_name": "X", "dob": "1990-01-01"} for i in range(6)],
+                          "payment_methods": [{"payment_id": _card(u), "amount": 100}], "total_baggages": 0,
+                          "nonfree_baggages": 0, "insurance": "no"}))
+    r = first(lambda r: r.status != "cancelled" and len(r.passengers) >= 2)
+    out.append(Violation("A10", f"drop a passenger from {r.reservation_id}", "update_reservation_passengers",
+                         {"reservation_id": r.reservation_id,
+                          "passengers": [p.model_dump() for p in r.passengers[:-1]]}))
+    u = next(u for u in users.values() if u.membership == "regular" and u.reservations and all(
+        db.reservations[x].insurance == "no" and db.reservations[x].cabin != "business" for x in u.reservations))
+    out.append(Violation("A11", f"send regular member {u.user_id} (nothing insured, no business) a $100 certificate",
+                         "send_certificate", {"user_id": u.user_id, "amount": 100}))
+    return out
+
+
+def _card(user: Any) -> str | None:
+    return next((k for k, p in user.payment_methods.items() if p.source in ("credit_card", "gift_card")), None)
+
+
+def retail_violations(db: Any) -> list[Violation]:
+    out: list[Violation] = []
+    orders = list(db.orders.values())
+
+    def first(pred):
+        return next(o for o in orders if pred(o))
+
+    o = first(lambda o: o.status == "pending")
+    other = next(u for u in db.users if u != o.user_id)
+    out.append(Violation("R1", f"cancel {o.order_id} of {o.user_id} while {other} is authenticated", "cancel_pending_order",
+                         {"order_id": o.order_id, "reason": "no longer needed"}, authenticate=other))
+    o = first(lambda o: o.status == "delivered")
+    out.append(Violation("R2", f"cancel delivered order {o.order_id}", "cancel_pending_order",
+                         {"order_id": o.order_id, "reason": "no longer needed"}))
+    o = first(lambda o: o.status == "pending" and len({i.product_id for i in o.items}) >= 1)
+    item = o.items[0]
+    foreign = next(v for p in db.products.values() if p.product_id != item.product_id for v in p.variants if v)
+    out.append(Violation("R4", f"modify {o.order_id}: item {item.item_id} to {foreign}, an item of another product",
+                         "modify_pending_order_items", {"order_id": o.order_id, "item_ids": [item.item_id],
+                                                        "new_item_ids": [foreign],
+                                                        "payment_method_id": o.payment_history[0].payment_method_id}))
+    o, card = next((o, k) for o in orders if o.status == "pending" for k, p in db.users[o.user_id].payment_methods.items()
+                   if p.source == "gift_card" and p.balance < sum(i.price for i in o.items)
+                   and k != o.payment_history[0].payment_method_id)
+    out.append(Violation("R5", f"pay {o.order_id} with gift card {card}, short of the total", "modify_pending_order_payment",
+                         {"order_id": o.order_id, "payment_method_id": card}))
+    o = first(lambda o: o.status == "pending")
+    out.append(Violation("R6", f"change {o.order_id}'s payment to the one it has", "modify_pending_order_payment",
+                         {"order_id": o.order_id, "payment_method_id": o.payment_history[0].payment_method_id}))
+    o = first(lambda o: o.status == "pending")
+    out.append(Violation("R7", f"return items of pending order {o.order_id}", "return_delivered_order_items",
+                         {"order_id": o.order_id, "item_ids": [o.items[0].item_id],
+                          "payment_method_id": o.payment_history[0].payment_method_id}))
+    o, card = next((o, k) for o in orders if o.status == "delivered" for k, p in db.users[o.user_id].payment_methods.items()
+                   if p.source == "credit_card" and k not in {h.payment_method_id for h in o.payment_history})
+    out.append(Violation("R8", f"refund delivered {o.order_id} to {card}, not a payment method of the order",
+                         "return_delivered_order_items", {"order_id": o.order_id, "item_ids": [o.items[0].item_id],
+                                                          "payment_method_id": card}))
+    o = first(lambda o: o.status == "pending")
+    out.append(Violation("R9", f"cancel {o.order_id} because 'found it cheaper elsewhere'", "cancel_pending_order",
+                         {"order_id": o.order_id, "reason": "found it cheaper elsewhere"}))
+    return out
+
+
+def replay_violation(data: Path, domain: str, v: Violation) -> Outcome:
+    s = Session(domain, data)
+    if v.authenticate:
+        s.call("find_user_id_by_email", {"email": s.db.users[v.authenticate].email}, gated=False)
+        s.call("get_order_details", {"order_id": v.arguments["order_id"]}, gated=False)
+    else:
+        s.synthesize(v.name, v.arguments)
+    return s.call(v.name, v.arguments)
+
+
+def violations(data: Path, domain: str) -> list[Violation]:
+    s = Session(domain, data)
+    return airline_violations(s.db) if domain == "airline" else retail_violations(s.db)
