@@ -16,7 +16,6 @@ and the cancellations a task forbids ("must not cancel") caught.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -27,7 +26,7 @@ from ledger_runtime.gate import check_all, compose
 from ledger_runtime.records import Verdict, VerdictKind
 from ledger_runtime.typed_ledger import TypedLedger
 
-from .tau2_paths import READS, WRITES, records, stale
+from .tau2_paths import WRITES, records, stale
 from .tau2_rules import Tau2Context, ToolCallProposal, rules_for
 
 
@@ -114,41 +113,47 @@ class Session:
     # -- the reads an agent would make before a write --------------------------------------------
 
     def synthesize(self, name: str, args: dict[str, Any]) -> None:
-        for read, read_args in self._reads_for(name, args):
+        """The reads an agent would make before this write, of what the ledger does not hold yet
+        (as an agent would not read a record again that it has just read, or written)."""
+        for read, read_args, covers in self._reads_for(name, args):
+            if covers is not None and self.ledger.get(covers[0]) is not None \
+                    and (len(covers) == 1 or self.ledger.get(covers[0]) == covers[1]):
+                continue
             self.call(read, read_args, gated=False)
 
-    def _reads_for(self, name: str, args: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    def _reads_for(self, name: str, args: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], tuple | None]]:
         db = self.db
         if self.domain == "airline":
             rid = args.get("reservation_id")
             res = db.reservations.get(rid) if rid else None
             uid = args.get("user_id") or (res.user_id if res else None)
             if res is not None:
-                yield "get_reservation_details", {"reservation_id": rid}
+                yield "get_reservation_details", {"reservation_id": rid}, (f"reservations.{rid}",)
                 for f in res.flights:
-                    yield "get_flight_status", {"flight_number": f.flight_number, "date": f.date}
+                    yield ("get_flight_status", {"flight_number": f.flight_number, "date": f.date},
+                           (f"flights.{f.flight_number}.{f.date}",))
             if uid and uid in db.users:
-                yield "get_user_details", {"user_id": uid}
+                yield "get_user_details", {"user_id": uid}, (f"users.{uid}",)
                 if name == "send_certificate":
                     for r in db.users[uid].reservations:
-                        yield "get_reservation_details", {"reservation_id": r}
+                        yield "get_reservation_details", {"reservation_id": r}, (f"reservations.{r}",)
             for f in args.get("flights") or []:
                 flight = db.flights.get(f.get("flight_number")) if isinstance(f, dict) else None
                 if flight is not None:
-                    yield "search_direct_flight", {"origin": flight.origin, "destination": flight.destination,
-                                                   "date": f.get("date")}
+                    yield ("search_direct_flight", {"origin": flight.origin, "destination": flight.destination,
+                                                    "date": f.get("date")}, None)
         else:
             oid = args.get("order_id")
             order = db.orders.get(oid) if oid else None
             uid = args.get("user_id") or (order.user_id if order else None)
             if uid and uid in db.users:
-                yield "find_user_id_by_email", {"email": db.users[uid].email}
-                yield "get_user_details", {"user_id": uid}
+                yield "find_user_id_by_email", {"email": db.users[uid].email}, ("session.authenticated_user", uid)
+                yield "get_user_details", {"user_id": uid}, (f"users.{uid}",)
             if order is not None:
-                yield "get_order_details", {"order_id": oid}
+                yield "get_order_details", {"order_id": oid}, (f"orders.{oid}",)
                 products = {i.product_id for i in order.items if i.item_id in (args.get("item_ids") or [])}
                 for pid in sorted(products):
-                    yield "get_product_details", {"product_id": pid}
+                    yield "get_product_details", {"product_id": pid}, (f"products.{pid}",)
 
 
 def load_tasks(data: Path, domain: str, name: str = "tasks.json") -> list[dict[str, Any]]:

