@@ -24,7 +24,7 @@ from ledger_runtime.records import VerdictKind
 from ledger_runtime.typed_ledger import TypedLedger
 
 from .tau2_gate import decide
-from .tau2_paths import WRITES, records, stale
+from .tau2_paths import READS, WRITES, absorb
 from .tau2_rules import Tau2Context, ToolCallProposal, rules_for
 
 try:  # tau2 is optional: the class exists only where tau2 does
@@ -41,7 +41,11 @@ def domain_of(tool_names: set[str]) -> str:
 
 
 def substitute_read(domain: str, name: str, args: dict[str, Any], evidence: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The READ that stands in for a refused write: the record it concerns."""
+    """The READ that stands in for a refused write: the read the rule asked for, else the record it concerns."""
+    for found in evidence.values():
+        wanted = found.get("read_call") if isinstance(found, dict) else None
+        if isinstance(wanted, dict) and wanted.get("name") in READS[domain]:
+            return wanted["name"], dict(wanted.get("arguments") or {})
     if domain == "airline":
         if args.get("reservation_id"):
             return "get_reservation_details", {"reservation_id": args["reservation_id"]}
@@ -77,9 +81,7 @@ if LLMAgent is not None:
         def _absorb(self, tm: Any) -> Any:
             name, args = self.calls.pop(tm.id, (None, None))
             if name is not None and not tm.error:
-                for path in stale(self.domain, name, args, self.ledger):
-                    self.ledger.drop(path)
-                self.ledger.absorb(records(self.domain, name, args, tm.content), name)
+                absorb(self.ledger, self.domain, name, args, tm.content)
             note = self.refusals.pop(tm.id, None)
             if note is not None:  # the model sees why its write did not happen, before the read it got instead
                 tm = tm.model_copy(update={"content": note + "\n" + (tm.content or "")})

@@ -26,7 +26,7 @@ from ledger_runtime.gate import check_all, compose
 from ledger_runtime.records import Verdict, VerdictKind
 from ledger_runtime.typed_ledger import TypedLedger
 
-from .tau2_paths import WRITES, records, stale
+from .tau2_paths import WRITES, absorb
 from .tau2_rules import Tau2Context, ToolCallProposal, rules_for
 
 
@@ -105,9 +105,7 @@ class Session:
         msg = self.env.get_response(self._ToolCall(id=f"c{self.calls}", name=name, arguments=arguments,
                                                    requestor="assistant"))
         if not msg.error:
-            for path in stale(self.domain, name, arguments, self.ledger):
-                self.ledger.drop(path)
-            self.ledger.absorb(records(self.domain, name, arguments, msg.content), name)
+            absorb(self.ledger, self.domain, name, arguments, msg.content)
         return Outcome(name, arguments, verdict, executed=True, tool_error=bool(msg.error), result=str(msg.content)[:300])
 
     # -- the reads an agent would make before a write --------------------------------------------
@@ -134,9 +132,12 @@ class Session:
                            (f"flights.{f.flight_number}.{f.date}",))
             if uid and uid in db.users:
                 yield "get_user_details", {"user_id": uid}, (f"users.{uid}",)
-                if name == "send_certificate":
+                if name == "send_certificate":  # the complaint's reservation and what happened to its flights
                     for r in db.users[uid].reservations:
                         yield "get_reservation_details", {"reservation_id": r}, (f"reservations.{r}",)
+                        for f in db.reservations[r].flights if r in db.reservations else []:
+                            yield ("get_flight_status", {"flight_number": f.flight_number, "date": f.date},
+                                   (f"flights.{f.flight_number}.{f.date}",))
             for f in args.get("flights") or []:
                 flight = db.flights.get(f.get("flight_number")) if isinstance(f, dict) else None
                 if flight is not None:
@@ -147,7 +148,7 @@ class Session:
             order = db.orders.get(oid) if oid else None
             uid = args.get("user_id") or (order.user_id if order else None)
             if uid and uid in db.users:
-                yield "find_user_id_by_email", {"email": db.users[uid].email}, ("session.authenticated_user", uid)
+                yield "find_user_id_by_email", {"email": db.users[uid].email}, (f"session.found_users.{uid}",)
                 yield "get_user_details", {"user_id": uid}, (f"users.{uid}",)
             if order is not None:
                 yield "get_order_details", {"order_id": oid}, (f"orders.{oid}",)

@@ -72,8 +72,22 @@ def records(domain: str, tool: str, arguments: dict[str, Any], content: Any) -> 
         if tool == "search_onestop_flight" and isinstance(value, list):
             return [r for pair in value if isinstance(pair, list) for f in pair if isinstance(f, dict) and (r := _flight(f))]
     elif tool in ("find_user_id_by_email", "find_user_id_by_name_zip") and isinstance(value, str):
-        return [("session.authenticated_user", value)]
+        return [(f"session.found_users.{value}", True)]
     return []
+
+
+def absorb(ledger: Any, domain: str, tool: str, arguments: dict[str, Any], content: Any) -> None:
+    """A successful call's return into the ledger: stale paths dropped, records put; a flight's
+    status is merged into what a search showed of it (origin, destination, seats)."""
+    for path in stale(domain, tool, arguments, ledger):
+        ledger.drop(path)
+    merged = []
+    for path, record in records(domain, tool, arguments, content):
+        old = ledger.get(path)
+        if path.startswith("flights.") and isinstance(old, dict) and isinstance(record, dict):
+            record = {**old, **record}
+        merged.append((path, record))
+    ledger.absorb(merged, tool)
 
 
 def stale(domain: str, tool: str, arguments: dict[str, Any], ledger: Any) -> list[str]:

@@ -10,6 +10,7 @@ A predicate is ``check(call, ledger, context, rule) -> Finding | None`` with ``c
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable
@@ -44,6 +45,11 @@ class Missing(Exception):
         super().__init__(read)
         self.path = path
         self.read = read
+        m = re.fullmatch(r"(\w+)\((.*)\)", read)
+        self.call: tuple[str, dict[str, Any]] | None = None
+        if m and "..." not in m.group(2):
+            args = dict(re.findall(r"(\w+)='([^']*)'", m.group(2)))
+            self.call = (m.group(1), args)
 
 
 def need(ledger: TypedLedger, path: str, read: str) -> Any:
@@ -61,7 +67,8 @@ def needs_state(check: Callable) -> Callable:
             return check(call, ledger, context, rule)
         except Missing as m:
             return Finding(f"{call.name} needs {m.path}, which is not in the ledger yet: call {m.read} first",
-                           {"missing": m.path, "read": m.read})
+                           {"missing": m.path, "read": m.read,
+                            "read_call": {"name": m.call[0], "arguments": m.call[1]} if m.call else None})
 
     wrapped.__name__ = check.__name__
     return wrapped
@@ -163,9 +170,13 @@ def _endpoints(ledger, res, call) -> list[tuple[str, str]]:
 @needs_state
 def a4_same_trip(call, ledger, context, rule):
     res = _reservation(call, ledger)
+    if not isinstance(call.arguments.get("flights"), list) or not _new_flights(call):
+        return Finding("the new itinerary has no flights: a reservation's flights are changed, not removed "
+                       "(to drop a trip, cancel it)", {"flights": call.arguments.get("flights")})
     legs = _endpoints(ledger, res, call)
-    if not legs:
-        return None
+    gaps = [f"{a[1]} -> {b[0]}" for a, b in zip(legs, legs[1:]) if a[1] != b[0]]
+    if gaps:
+        return Finding(f"the new flights do not connect ({', '.join(gaps)})", {"legs": legs})
     origin, destination = legs[0][0], legs[-1][1]
     stops = {d for _, d in legs}
     if res.get("flight_type") == "round_trip":
@@ -216,7 +227,7 @@ def a6_update_payment(call, ledger, context, rule):
 def a7_no_bag_removal(call, ledger, context, rule):
     res = _reservation(call, ledger)
     new, old = call.arguments.get("total_baggages"), res.get("total_baggages") or 0
-    if isinstance(new, int) and new < old:
+    if isinstance(new, (int, float)) and new < old:
         return Finding(f"checked bags can be added, not removed: {old} -> {new}", {"total_baggages": old})
     return None
 
@@ -285,10 +296,18 @@ def a11_certificate(call, ledger, context, rule):
     if not eligible:
         return Finding(f"{uid} gets no compensation: a regular member, and no reservation read is insured or business",
                        {"membership": user.get("membership")})
-    amounts = sorted({k * len(r.get("passengers") or []) for r in eligible for k in (100, 50)})
-    if amount not in amounts:
-        return Finding(f"a certificate of {amount} matches no case: $100 (cancelled) or $50 (delayed) times the "
-                       f"passengers of a reservation read: {amounts}", {"allowed": amounts})
+    cases = []
+    for r in eligible:
+        statuses = {_segment_status(ledger, f, context.now) for f in r.get("flights") or []}
+        n = len(r.get("passengers") or [])
+        cases += [(100 * n, r["reservation_id"])] if "cancelled" in statuses else []
+        cases += [(50 * n, r["reservation_id"])] if "delayed" in statuses else []
+    if not cases:
+        return Finding(f"no reservation of {uid} that was read has a cancelled or delayed flight: no certificate is due",
+                       {"reservations": [r["reservation_id"] for r in eligible]})
+    if amount not in [a for a, _ in cases]:
+        return Finding(f"a certificate of {amount} matches no case: $100 per passenger for a cancelled flight, $50 for "
+                       f"a delayed one: {sorted(set(cases))}", {"allowed": sorted(set(cases))})
     return None
 
 
@@ -305,9 +324,13 @@ def _order(call, ledger) -> dict[str, Any]:
 
 @needs_state
 def r1_authenticated(call, ledger, context, rule):
-    user = ledger.get("session.authenticated_user")
-    if user is None:
-        raise Missing("session.authenticated_user", "find_user_id_by_email or find_user_id_by_name_zip")
+    found = sorted(e.path.split(".", 2)[2] for e in ledger.under("session.found_users"))
+    if not found:
+        raise Missing("session.found_users", "find_user_id_by_email or find_user_id_by_name_zip")
+    if len(found) > 1:
+        return Finding(f"more than one user was looked up in this conversation ({', '.join(found)}): one user per "
+                       "conversation", {"users": found})
+    user = found[0]
     owner = call.arguments.get("user_id") if call.name == "modify_user_address" else _order(call, ledger).get("user_id")
     if owner != user:
         return Finding(f"the target belongs to {owner}, not to the authenticated user {user}", {"user": user, "owner": owner})

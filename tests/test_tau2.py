@@ -61,11 +61,11 @@ def test_stale_ledger_tasks_are_allowed_because_writes_refresh_it(task_id):
 
 
 def test_without_refresh_from_writes_a_later_gold_write_is_judged_on_stale_state(monkeypatch):
-    import ledger_adapters.tau2_gate as g
+    import ledger_adapters.tau2_paths as p
 
-    real = g.records
-    monkeypatch.setattr(g, "records", lambda d, tool, a, c: [] if tool in g.WRITES[d] else real(d, tool, a, c))
-    monkeypatch.setattr(g, "stale", lambda *a: [])
+    real = p.records
+    monkeypatch.setattr(p, "records", lambda d, tool, a, c: [] if tool in p.WRITES[d] else real(d, tool, a, c))
+    monkeypatch.setattr(p, "stale", lambda *a: [])
     refused = [o for o in gold("airline", "7") if not o.executed]
     assert refused and refused[0].verdict.rule == "A1", "task 7 cancels after upgrading to business: needs the refresh"
 
@@ -164,3 +164,41 @@ def test_tau2s_own_runner_offers_the_ledger_agent():
     p = subprocess.run([sys.executable, "-m", "ledger_adapters.tau2_agent", "run", "--help"], capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 0 and "ledger_agent" in p.stdout, p.stderr[-1000:]
+
+
+def test_review_cases_empty_itinerary_two_users_merged_flights():
+    from ledger_adapters.tau2_gate import Session
+
+    s = Session("airline", DATA)
+    s.synthesize("update_reservation_flights", {"reservation_id": "VAAOXJ"})
+    empty = s.call("update_reservation_flights", {"reservation_id": "VAAOXJ", "cabin": "economy", "flights": [],
+                                                  "payment_id": "credit_card_1052991"})
+    assert not empty.executed and empty.verdict.rule == "A4" and "no flights" in empty.verdict.reason
+    # a status read after a search keeps what the search showed
+    s.call("search_direct_flight", {"origin": "JFK", "destination": "SEA", "date": "2024-05-20"}, gated=False)
+    key = next(e.path for e in s.ledger.under("flights") if e.path.endswith("2024-05-20") and "origin" in e.record)
+    _, number, day = key.split(".", 2)
+    s.call("get_flight_status", {"flight_number": number, "date": day}, gated=False)
+    assert {"origin", "destination", "status"} <= set(s.ledger.get(key))
+
+    r = Session("retail", DATA)
+    order = next(o for o in r.db.orders.values() if o.status == "pending")
+    other = next(u for u in r.db.users if u != order.user_id)
+    for uid in (other, order.user_id):  # two users looked up: one user per conversation
+        r.call("find_user_id_by_email", {"email": r.db.users[uid].email}, gated=False)
+    r.call("get_order_details", {"order_id": order.order_id}, gated=False)
+    o = r.call("cancel_pending_order", {"order_id": order.order_id, "reason": "no longer needed"})
+    assert not o.executed and o.verdict.rule == "R1" and "one user per conversation" in o.verdict.reason
+
+
+def test_a_certificate_needs_a_cancelled_or_delayed_flight():
+    from ledger_adapters.tau2_gate import Session
+
+    s = Session("airline", DATA)
+    gold_user = next(u for u in s.db.users.values() if u.membership == "gold" and u.reservations and all(
+        st.status not in ("cancelled", "delayed") for r in u.reservations if r in s.db.reservations
+        for f in s.db.reservations[r].flights
+        for st in [s.db.flights[f.flight_number].dates.get(f.date)] if st is not None))
+    s.synthesize("send_certificate", {"user_id": gold_user.user_id, "amount": 100})
+    o = s.call("send_certificate", {"user_id": gold_user.user_id, "amount": 100})
+    assert not o.executed and o.verdict.rule == "A11" and "no certificate is due" in o.verdict.reason
