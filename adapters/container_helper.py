@@ -102,7 +102,7 @@ class State(object):
         try:
             with open(path, "rb") as f:
                 data = f.read()
-        except OSError as e:
+        except OSError:
             if not os.path.lexists(path):
                 return None
             return ["unreadable:%d:%d:%d:%d" % (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino), st.st_size,
@@ -420,7 +420,6 @@ def write_seq(state_path, seq):
 
 
 def git_info(state):
-    root = state.data["root"]
     info = {"is_git": False, "head": None, "branch": None, "dirty": [], "top": None}
     top = state.git(["rev-parse", "--show-toplevel"])
     if not top:

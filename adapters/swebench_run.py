@@ -371,7 +371,8 @@ def run(out: Path, arms: list[str], instances: list[dict[str, Any]], config: dic
         bars = {arm: ArmProgress(progress, progress.add_task(arm, total=sum(1 for t in todo if t[0] == arm)), arm,
                                  stopping) for arm in arms}
         # arms interleaved, instance by instance: an interrupted run has every arm on the same instances
-        order = sorted(todo, key=lambda t: (ids.index(t[1]["instance_id"]), arms.index(t[0])))
+        position = {iid: n for n, iid in enumerate(ids)}
+        order = sorted(todo, key=lambda t: (position[t[1]["instance_id"]], arms.index(t[0])))
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers))
         futures = {pool.submit(run_instance, inst, arm_dir, cfg, bars[arm], stopping): (arm, inst["instance_id"])
                    for arm, inst, cfg, arm_dir in order}

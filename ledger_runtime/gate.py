@@ -190,6 +190,11 @@ def compose(governed: Verdict, gated: list[Verdict]) -> Verdict:
     return governed
 
 
+def in_force(config: Any, rules: list[Rule]) -> str | None:
+    """The state view's policies line: only where the rules act (govern on, not shadow mode)."""
+    return describe(rules) if config.govern and not config.shadow else None
+
+
 def describe(rules: list[Rule]) -> str:
     """The rules in force, in one line, for the state view: grouped by verdict, the strongest first."""
     groups = []

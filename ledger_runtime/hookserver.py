@@ -85,15 +85,11 @@ class HookServer:
         try:
             self._sock.close()
         finally:
-            for p in (self.socket_path,):
+            for remove, p in ((os.unlink, self.socket_path), (os.rmdir, self._dir)):
                 try:
-                    os.unlink(p)
+                    remove(p)
                 except OSError:
                     pass
-            try:
-                os.rmdir(self._dir)
-            except OSError:
-                pass
 
     def __enter__(self) -> HookServer:
         return self

@@ -121,16 +121,16 @@ def summary(state: LedgerState) -> dict[str, Any]:
 
 def view_at(loaded: Loaded, step: int | None) -> str:
     """The state view as it was at the end of ``step`` (the last step when None)."""
-    from .gate import PolicyError, build_rules, describe
+    from .gate import PolicyError, build_rules, in_force
     from .policies import BUILTINS
 
     state = loaded.state if step is None else LedgerState.from_events(loaded.events, until_step=step)
+    config = loaded.config
     try:
-        policies = describe(build_rules(loaded.config.policies, state.baseline.root if state.baseline else "", BUILTINS)) \
-            if loaded.config.govern and not loaded.config.shadow else None
+        rules = build_rules(config.policies, state.baseline.root if state.baseline else "", BUILTINS)
     except PolicyError:
-        policies = None
-    return render(state, loaded.config, policies=policies).text
+        rules = []
+    return render(state, config, policies=in_force(config, rules)).text
 
 
 _STYLE = {"RUN": "white", "REUSE": "green", "NUDGE": "yellow", "REVISE": "magenta", "BLOCK": "red"}

@@ -29,7 +29,7 @@ from . import __version__
 from .commands import ANY_FILE, SUBMIT_MARKER, Analysis, analyze
 from .config import LedgerConfig
 from .executor import ExecResult
-from .gate import build_rules, check_all, compose, describe
+from .gate import build_rules, check_all, compose, in_force
 from .govern import Current, govern, needed_keys
 from .policies import BUILTINS
 from .hashing import FileState
@@ -136,10 +136,8 @@ class LedgerRuntime:
 
     # -- inform --------------------------------------------------------------------------------
 
-    def view(self, policies: str | None = None) -> StateView:
-        if policies is None and self.config.govern and not self.config.shadow:  # the rules act only then
-            policies = describe(self.rules)
-        return render(self.state, self.config, policies=policies)
+    def view(self) -> StateView:
+        return render(self.state, self.config, policies=in_force(self.config, self.rules))
 
     def inform(self) -> str:
         """The state view to put into the prompt now ("" when inform is off or on a fault)."""
@@ -274,7 +272,7 @@ class LedgerRuntime:
         self._fault(where + " (treated as ALLOW)", error)
 
     def _answer(self, plan: Plan) -> RunResult:
-        """REUSE without running (REVISE and BLOCK come from policies, later)."""
+        """A verdict that does not run the command (REUSE, REVISE, BLOCK), answered and recorded."""
         v = plan.verdict
         ref = self.state.attempt(v.ref_attempt) if v.ref_attempt is not None else None
         earlier = None

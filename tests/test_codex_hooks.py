@@ -192,13 +192,19 @@ def test_a_read_completed_late_is_never_reused(session: Session) -> None:
     assert session.send("PreToolUse", {**pre, "tool_use_id": "c0-again"})[0] is None  # runs
 
 
-def test_a_call_that_ended_without_posttooluse_stops_holding_reuse_back(session: Session) -> None:
+def read_then_start_script(session: Session) -> tuple[dict, dict]:
+    """`cat calc.py` run and recorded, then the recorded script started (PreToolUse only)."""
     pre = session.payload("PreToolUse", "Bash")
     session.send("PreToolUse", pre)
     session.codex_runs("cat calc.py", "c0")
     session.send("PostToolUse", session.payload("PostToolUse", "Bash"))
     script = session.payload("PreToolUse", "Bash", 1)
-    session.send("PreToolUse", script)  # its PostToolUse never comes (another hook stopped it)...
+    assert session.send("PreToolUse", script)[0] is None
+    return pre, script
+
+
+def test_a_call_that_ended_without_posttooluse_stops_holding_reuse_back(session: Session) -> None:
+    pre, script = read_then_start_script(session)  # the script's PostToolUse never comes (another hook stopped it)...
     session.codex_runs(script["tool_input"]["command"], "c1")  # ...but the rollout says it ended
     again, _ = session.send("PreToolUse", {**pre, "tool_use_id": "c0-again"})
     assert again["hookSpecificOutput"]["permissionDecision"] == "allow"
@@ -220,12 +226,7 @@ def test_nudge_goes_with_pretooluse_once(session: Session) -> None:
 
 
 def test_no_reuse_while_another_command_runs(session: Session) -> None:
-    pre = session.payload("PreToolUse", "Bash")
-    session.send("PreToolUse", pre)
-    session.codex_runs("cat calc.py", "c0")
-    session.send("PostToolUse", session.payload("PostToolUse", "Bash"))
-    script = session.payload("PreToolUse", "Bash", 1)
-    assert session.send("PreToolUse", script)[0] is None  # started, no PostToolUse yet
+    pre, _ = read_then_start_script(session)  # started, no PostToolUse yet
     assert session.send("PreToolUse", {**pre, "tool_use_id": "c0-parallel"})[0] is None  # runs: not reused
 
 

@@ -6,7 +6,7 @@ from ledger_runtime.commands import analyze
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.govern import Current, govern, needed_keys
 from ledger_runtime.hashing import FileState
-from ledger_runtime.records import Attempt, CommandClass, LineSpan, Observation, ReuseForm, Verdict, VerdictKind
+from ledger_runtime.records import Attempt, LineSpan, Observation, ReuseForm, Verdict, VerdictKind
 from ledger_runtime.state import LedgerState
 
 W = "/w"

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import make_repo
 from ledger_runtime.config import LedgerConfig
-from ledger_runtime.executor import ExecResult, LocalExecutor
+from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.inspection import load, summary
 from ledger_runtime.records import CommandClass, ReuseForm, VerdictKind
 from ledger_runtime.runtime import LedgerRuntime

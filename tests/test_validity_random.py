@@ -143,7 +143,6 @@ def test_no_reuse_after_a_change_and_every_reuse_is_exact(tmp_path, seed):
     root = make_repo(tmp_path / "w", FILES)
     rt = LedgerRuntime(root, tmp_path / "run", LedgerConfig(shadow=True, reuse_output="full"))
     fingerprints: dict[int, str] = {}  # attempt id -> the test's fingerprint of its reads when it ran
-    reads_of: dict[str, list[str]] = dict(READS)
     reuses = 0
     for _ in range(70):
         if rng.random() < 0.35:
