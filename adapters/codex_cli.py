@@ -31,9 +31,9 @@ INSTALL_HINT = f"npm install -g @openai/codex@{CODEX_VERSION}"
 COPIED_FILES = ("config.toml", "auth.json", "hooks.json", "AGENTS.md", "AGENTS.override.md")
 COPIED_DIRS = ("prompts", "rules", "skills")
 BYPASS_TRUST = "--dangerously-bypass-hook-trust"
-# A REUSE hands back the whole earlier output: Codex compacts its history when it fills up, so an
-# output that was shown may no longer be in the model's context (a config file may say otherwise).
-CODEX_DEFAULTS = {"reuse_output": "full"}
+# Codex compacts its history when it fills up; the hooks follow its rollout, and after a compaction
+# no answer refers to an output shown before it (codex_hooks.CodexHooks._follow_compactions).
+CODEX_DEFAULTS: dict[str, Any] = {}
 
 
 def register(app: typer.Typer) -> None:
@@ -216,8 +216,9 @@ def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config
     source = source_home or user_codex_home()
     home = make_codex_home(run_dir, source)
     runtime = LedgerRuntime(workdir, run_dir, config, meta=meta)
-    hooks = CodexHooks(runtime, note_chars=config.context_note_chars)
+    hooks = CodexHooks(runtime, note_chars=config.context_note_chars, wrap_launcher=hook_launcher())
     server = HookServer(hooks.handle, runtime.report_fault)
+    hooks.socket_path = server.socket_path
     try:
         cmd = [binary, BYPASS_TRUST,
                *hook_overrides(hook_launcher(), server.socket_path, run_dir, read_toml(source / "config.toml")), *args]

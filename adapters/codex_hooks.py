@@ -4,14 +4,19 @@ the tool call go on). Facts about the protocol (Codex 0.171.0): ``../shared/docs
 
 - ``SessionStart``: the state view, as ``additionalContext``.
 - ``UserPromptSubmit``: names the task when the run started without one; what the view gained since.
-- ``PreToolUse`` (``Bash``, ``apply_patch``): govern. A REUSE replaces the command with one that
-  prints the earlier output (identical bytes under a one-line ledger header) and exits with its
-  exit code, so the model reads an ordinary result of the command it asked for: a deny would come
-  back as "Command blocked by PreToolUse hook: ...", which reads as a refusal to work around. REVISE
-  and BLOCK deny with the rule and the ledger state; a NUDGE goes on as ``additionalContext``.
-- ``PostToolUse``: records the attempt, what it showed and what it changed (the exit code and the
-  whole output come from the rollout file, ``transcript_path``); answers with a note of what the
-  state view gained (``inform.view_delta``, capped: these notes stay in Codex's history).
+- ``PreToolUse`` (``Bash``, ``apply_patch``): govern. A shell command that is to run is replaced by
+  ``ledger-run wrap ... -- COMMAND`` (wrapper.py): it runs the command, and the ``Answer`` event it
+  sends back here records the attempt and returns the answer built from the fresh output (repeats
+  of what the model holds as references; a NUDGE note with it), which the wrapper prints with the
+  command's own exit code. Codex's PostToolUse cannot replace an output; this way the model reads an
+  ordinary result of the command it asked for. A REUSE of a test run (``reuse_runs``) replaces the
+  command with one that prints the earlier output. REVISE and BLOCK deny with the rule and the
+  ledger state.
+- ``PostToolUse``: records the attempt when the wrapper did not (the exit code and the whole output
+  come from the rollout file, ``transcript_path``); answers with a note of what the state view
+  gained (``inform.view_delta``, capped: these notes stay in Codex's history).
+- The rollout also says when Codex compacted its history: the outputs shown before are gone from the
+  model's context then, and no later answer refers to them (``runtime.forget_context``).
 
 Commands other hooks or Codex itself stop after ``PreToolUse`` never get their ``PostToolUse``:
 ``finish()`` records them from the rollout when the run ends.
@@ -19,6 +24,7 @@ Commands other hooks or Codex itself stop after ``PreToolUse`` never get their `
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shlex
@@ -39,7 +45,7 @@ from .codex_rollout import RolloutReader, reader_for
 SHELL_TOOLS = ("Bash",)
 PATCH_TOOLS = ("apply_patch",)
 TOOL_MATCHER = "^(Bash|apply_patch)$"
-EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse")
+EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse")  # what Codex sends (``Answer``: the wrapper)
 DEFAULT_OUTPUT_TOKENS = 10_000  # Codex's truncation_policy for its models: 10,000 tokens
 CHARS_PER_TOKEN_SEEN = 2  # count fewer characters per token than Codex does: what we claim the model saw, it saw
 DEFAULT_NOTE_CHARS = 600
@@ -82,6 +88,11 @@ class CodexHooks:
     shown: set[str] = field(default_factory=set)  # state-view lines the model was given
     rollouts: dict[str, RolloutReader] = field(default_factory=dict)
     last_transcript: str | None = None
+    # how to run ``ledger-run wrap`` (None: commands are not wrapped, and the model gets raw outputs)
+    wrap_launcher: list[str] | None = None
+    socket_path: str | None = None
+    recorded: dict[str, int] = field(default_factory=dict)  # tool_use_id -> attempt id (answered by the wrapper)
+    compactions: int = 0  # compactions of Codex's history seen so far
 
     def __post_init__(self) -> None:
         if self.answers_dir is None:
@@ -94,6 +105,9 @@ class CodexHooks:
             self.last_transcript = payload["transcript_path"]
         if self.unfinished:
             self.complete_unfinished()
+        self._follow_compactions()
+        if event == "Answer":
+            return self.answer_event(payload)
         if event == "PreToolUse":
             return self.pre_tool_use(payload)
         if event == "PostToolUse":
@@ -181,9 +195,53 @@ class CodexHooks:
                 self.answered[call_id] = res.attempt_id or 0
                 return answer("PreToolUse", permissionDecision="deny", permissionDecisionReason=res.output)
         self.pending[call_id] = pending
+        wrapped = self._wrapped(call_id, pending)
+        if wrapped is not None:  # the NUDGE note comes back with the answer
+            return answer("PreToolUse", permissionDecision="allow", updatedInput={"command": wrapped})
         if plan.applied and plan.verdict.kind is VerdictKind.NUDGE:
             return answer("PreToolUse", additionalContext=f"[ledger] NUDGE: {plan.verdict.reason}.")
         return None
+
+    def _wrapped(self, call_id: str, pending: _Pending) -> str | None:
+        """The wrapper command line that runs the shell command and prints the ledger's answer."""
+        plan = pending.plan
+        if (self.wrap_launcher is None or self.socket_path is None or pending.tool not in SHELL_TOOLS
+                or not plan.applied or not plan.verdict.kind.executes or self.runtime.config.dedupe == "off"
+                or plan.analysis.raw or plan.analysis.submits):
+            return None
+        return shlex.join([*self.wrap_launcher, "wrap", "--socket", self.socket_path, "--call", call_id,
+                           "--run-dir", str(self.runtime.run_dir), "--", plan.command])
+
+    def answer_event(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """The wrapper ran a command: record it, and answer with the text the model gets."""
+        call_id = payload.get("tool_use_id")
+        pending = self.pending.pop(call_id, None) if isinstance(call_id, str) else None
+        if pending is None:
+            return None  # not ours (or recorded already): the wrapper prints the raw output
+        try:
+            output = base64.b64decode(str(payload.get("output_b64") or "")).decode("utf-8", "replace")
+            code = payload.get("exit_code")
+            code = code if isinstance(code, int) else None
+            elapsed = float(payload.get("elapsed_s") or 0.0)
+        except (ValueError, TypeError):
+            self.pending[call_id] = pending  # PostToolUse records it from the rollout instead
+            raise
+        rollout = reader_for(self.rollouts, pending.transcript or self.last_transcript)
+        args = rollout.arguments.get(call_id) if rollout is not None else None
+        res = ExecResult(output, code, output_complete=bool(payload.get("complete", True)) and code is not None)
+        run = self.runtime.record(pending.plan, res, elapsed, truncation=truncation_for(args),
+                                  shown_raw=bool(payload.get("shown_raw")))
+        if run.attempt_id is not None:
+            self.recorded[call_id] = run.attempt_id
+        return {"text": run.output}
+
+    def _follow_compactions(self) -> None:
+        """Codex compacted its history: what it showed the model before is gone from its context."""
+        rollout = reader_for(self.rollouts, self.last_transcript)
+        if rollout is not None and rollout.compactions > self.compactions:
+            self.compactions = rollout.compactions
+            self.runtime.forget_context()
+            self.shown.clear()  # the state-view lines it was given went with them
 
     def _something_running(self) -> bool:
         """Whether a command that may change files is still running: started (PreToolUse) and not
@@ -218,6 +276,10 @@ class CodexHooks:
         if isinstance(call_id, str) and call_id in self.answered:
             self.answered.pop(call_id)
             return None
+        if isinstance(call_id, str) and call_id in self.recorded:  # the wrapper's answer recorded it
+            attempt = self.runtime.state.attempt(self.recorded.pop(call_id))
+            view = self._view_note(full=False, just_ran=attempt.step if attempt else None)
+            return answer("PostToolUse", additionalContext=view) if view else None
         pending = self.pending.pop(call_id, None) if isinstance(call_id, str) else None
         if pending is None:  # no PreToolUse seen for it: record it now, its changes as made before it
             pending = self._pending(payload)
@@ -225,7 +287,8 @@ class CodexHooks:
                 return None
         rollout = reader_for(self.rollouts, payload.get("transcript_path") or pending.transcript)
         res, trunc = self._result(pending, call_id, rollout, payload.get("tool_response"))
-        run = self.runtime.record(pending.plan, res, time.perf_counter() - pending.started, truncation=trunc)
+        run = self.runtime.record(pending.plan, res, time.perf_counter() - pending.started, truncation=trunc,
+                                  shown_raw=True)  # no wrapper answered: the model got the output as it is
         if not res.output_complete and run.attempt_id is not None and isinstance(call_id, str):
             self.unfinished[call_id] = (run.attempt_id, pending.tool in PATCH_TOOLS)
             self.unfinished_pure[call_id] = pending.plan.analysis.pure
@@ -273,5 +336,6 @@ class CodexHooks:
             if rollout is None or (call_id not in rollout.commands and call_id not in rollout.patches):
                 res = ExecResult("", None, "no result: the tool call ended without a PostToolUse hook",
                                  output_complete=False)
-            self.runtime.record(pending.plan, res, time.perf_counter() - pending.started, truncation=trunc)
+            self.runtime.record(pending.plan, res, time.perf_counter() - pending.started, truncation=trunc,
+                                shown_raw=True)
             del self.pending[call_id]

@@ -3,7 +3,9 @@
 a command's output text only (for a long-running command, its last chunk) and no exit code; the
 rollout has, per tool call id, the exit code and the whole output of each command
 (``item_completed`` events), the result of each ``apply_patch``, and the arguments of each call
-(``max_output_tokens``, which sets how much of an output the model sees).
+(``max_output_tokens``, which sets how much of an output the model sees), and each compaction of
+Codex's history (a ``compacted`` line: the history is rebuilt from a summary, and the outputs the
+model was shown before are gone from its context).
 
 Lines are JSON objects; a malformed line is skipped and counted, a last line still being written
 is read on the next refresh.
@@ -33,6 +35,7 @@ class RolloutReader:
     commands: dict[str, CommandRecord] = field(default_factory=dict)
     patches: dict[str, CommandRecord] = field(default_factory=dict)
     arguments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    compactions: int = 0
     bad_lines: int = 0
 
     def refresh(self) -> None:
@@ -58,6 +61,9 @@ class RolloutReader:
             p = entry.get("payload") or {}
         except (ValueError, AttributeError):
             self.bad_lines += 1
+            return
+        if kind == "compacted":
+            self.compactions += 1
             return
         if not isinstance(p, dict):
             return

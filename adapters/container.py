@@ -99,6 +99,7 @@ class ContainerWorkspace:
         self._sigs: dict[str, str] = {}
         self._states: dict[str, FileState | None] = {}
         self._kept: dict[str, bytes] = {}
+        self._contents: dict[str, bytes] = {}  # files the last command's output claims to show, as they are now
         self._heads: dict[str, bytes] = {}
         self._report: dict | None = None
         self._watch_new: list[str] = []
@@ -148,6 +149,8 @@ class ContainerWorkspace:
         args = ["post", self.state_file, "--seq", str(self.seq), "--keep", str(self._keep_limit)]
         for k in dict.fromkeys(keys):
             args += ["--sign", k]
+        for p in dict.fromkeys(v.path for v in a.views):  # what the output is checked against
+            args += ["--show", p]
         for p in self._watch_new:
             args += ["--watch", p]
         self._watch_new = []
@@ -200,6 +203,7 @@ class ContainerWorkspace:
         self._sigs.update(report.get("sigs", {}))
         self._states.update({p: (FileState(*fs) if fs else None) for p, fs in report.get("states", {}).items()})
         self._kept = {p: base64.b64decode(v) for p, v in report.get("kept", {}).items()}
+        self._contents = {p: base64.b64decode(v) for p, v in report.get("contents", {}).items()}
         self._heads.update({p: base64.b64decode(v) for p, v in report.get("heads", {}).items()})
         return Snapshot(dict(self._files), self.root)
 
@@ -230,6 +234,10 @@ class ContainerWorkspace:
             return self._states[path]
         fs = self._files.get(path)
         return fs if fs is not None and not fs.digest.startswith("link:") else None
+
+    def content(self, path: str, limit: int) -> bytes | None:
+        data = self._contents.get(path)
+        return data if data is not None and len(data) <= limit else None
 
     def watch(self, paths: Iterable[str]) -> None:
         for p in paths:

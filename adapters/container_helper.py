@@ -10,7 +10,9 @@ the standard library alone (run with ``python3 -S -E``), so it is written in tha
 Options of ``post``: ``--seq N`` (calls are numbered; one older than the last taken is ignored:
 the late EXIT trap of a command that timed out must not overwrite newer state), ``--keep N`` (send the content of changed text files up to N bytes),
 ``--sign KEY`` (sign this read key now and after every later command, when cheap),
-``--watch PATH`` (also track this file outside the workspace).
+``--watch PATH`` (also track this file outside the workspace), ``--show PATH`` (send the content of
+this file, a command's output claims to show lines of it, up to the --keep size; not under /proc,
+/sys or /dev).
 
 State (stat cache, directory listings, the last snapshot, watched keys) lives in the STATE file
 (marshal), so each call reads only what changed. Content hashes are blake2b-128 ("b2:" prefix):
@@ -452,6 +454,35 @@ def head_content(state, path, top, head):
     return out if p.returncode == 0 else None
 
 
+def regular_content(path, limit):
+    """A regular file's bytes (symlinks followed), at most ``limit`` of them, never from /proc, /sys
+    or /dev (mirrors ledger_runtime/local_workspace.py's read_regular)."""
+    real = os.path.realpath(path)
+    if (real + "/").startswith(("/proc/", "/sys/", "/dev/")):
+        return None
+    try:
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        chunks = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks) if size <= limit else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def enc(data):
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
@@ -491,6 +522,7 @@ def main(argv):
         return 2
     args = argv[3:]
     sign_now = []
+    show = []
     i = 0
     while i < len(args):
         a = args[i]
@@ -505,6 +537,8 @@ def main(argv):
             state.keep_limit = int(args[i + 1])
         elif a == "--sign":
             sign_now.append(args[i + 1])
+        elif a == "--show":
+            show.append(args[i + 1])
         elif a == "--watch":
             p = os.path.normpath(args[i + 1])
             if p not in state.data["extra"]:
@@ -549,9 +583,14 @@ def main(argv):
         if k.startswith("f:"):
             fs = state.file_state(os.path.realpath(k[2:]))
             lines[k[2:]] = fs
+    contents = {}
+    for p in show:
+        data = regular_content(p, max(state.keep_limit, 1))
+        if data is not None:
+            contents[p] = enc(data)
     state.save()
     sys.stdout.write(json.dumps({"changes": changes, "sigs": sigs, "kept": kept, "heads": heads,
-                                 "states": lines}) + "\n")
+                                 "states": lines, "contents": contents}) + "\n")
     return 0
 
 

@@ -2,9 +2,10 @@
 
 The project below is laid out in a temporary git repository; a scripted model (mini-swe-agent's
 DeterministicModel) behaves like a real agent: it looks around, reads a file, re-reads part of
-it, runs the failing test, runs it again without changing anything, fixes the bug, re-runs the
-test and submits. Every command goes through the ledger; each step's verdict is shown as it
-happens, then the inspection summary.
+it, runs the failing test, runs it again without changing anything, fixes the bug, reads the file
+again, re-runs the test and submits. Every command goes through the ledger and runs; each step's
+verdict and how its output came back (in full, or with what the model already had as references,
+or as a diff from what it saw) are shown as they happen, then the inspection summary.
 """
 
 from __future__ import annotations
@@ -103,16 +104,20 @@ FIX = "sed -i 's/return round(price \\* percent, 2)/return round(price * (1 - pe
 SCRIPT: list[tuple[str, str]] = [
     ("Let me look at the project layout first.", "find . -name '*.py' -not -path './.git/*' | sort"),
     ("The pricing logic is in inventory/pricing.py. Let me read it.", "cat inventory/pricing.py"),
-    ("Let me look closely at bulk_price and apply_discount again, with line numbers.",
-     "nl -ba inventory/pricing.py | sed -n '11,28p'"),
+    ("Let me look closely at bulk_price and apply_discount again.", "sed -n '11,28p' inventory/pricing.py"),
     ("Let me run the tests to see the failure.", TEST),
     ("Let me run the tests once more to be sure the failure is stable.", TEST),
     ("apply_discount multiplies by the percentage. Let me find every use of it.", "grep -n 'apply_discount' -r inventory"),
     ("The discount must take percent/100 off the price. Let me fix the formula.", FIX),
+    ("Let me check the file after the edit.", "cat inventory/pricing.py"),
     ("Now the tests should pass.", TEST),
     ("Let me review the change.", "git diff"),
     ("The fix is complete. Submitting.", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"),
 ]
+
+
+ANSWER_WORDS = {"whole": "identical to an earlier output", "spans": "lines seen before, as references",
+                "delta": "a diff from the version seen"}
 
 
 def lay_out(root: Path) -> None:
@@ -153,12 +158,18 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
         led = out.get("extra", {}).get("ledger", {})
         verdict = led.get("verdict", "?")
         style = {"REUSE": "bold green", "NUDGE": "bold yellow", "RUN": "white"}.get(verdict, "red")
-        cmd = action.get("command", "").splitlines()[0][:70]
+        cmd = action.get("command", "").splitlines()[0]
+        cmd = cmd if len(cmd) <= 62 else cmd[:61] + "…"
         line = Text(f"step {model.inner.current_index + 1:>2}  ")
         line.append(f"{verdict:<6}", style=style)
         line.append(f"  {cmd}")
-        if verdict != "RUN" and led.get("reason"):
-            line.append(f"\n           {led['reason']}", style="dim")
+        rt = env.runtime
+        attempt = rt.state.attempt(led["attempt"]) if rt is not None and led.get("attempt") else None
+        if attempt is not None and led.get("answer") not in (None, "raw"):
+            line.append(f"\n             {led['answer']}: {attempt.shown_chars:,} of {attempt.output_chars:,} characters "
+                        f"({ANSWER_WORDS.get(led['answer'], '')})", style="green")
+        if verdict not in ("RUN", "REUSE") and led.get("reason"):
+            line.append(f"\n             {led['reason']}", style="dim")
         console.print(line)
 
     env.observers.append(show)

@@ -216,7 +216,7 @@ class LedgerEnvironment:
         v = result.verdict
         extra = dict(out.get("extra") or {})
         extra["ledger"] = {"verdict": v.kind.value, "reason": v.reason, "ref_step": v.ref_step,
-                           "executed": result.executed, "attempt": result.attempt_id,
+                           "executed": result.executed, "attempt": result.attempt_id, "answer": result.answer,
                            "applied": rt.config.govern and not rt.config.shadow}
         out["extra"] = extra
         for observe in self.observers:

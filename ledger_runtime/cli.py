@@ -51,10 +51,16 @@ def main_options(
 def inspect(
     run: Path = typer.Argument(..., help="A run directory (holding ledger.sqlite) or a ledger file."),
     step: Optional[int] = typer.Option(None, "--step", "-s", help="Show the state view as it was at this step."),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON on stdout."),
+    output: bool = typer.Option(False, "--output", help="With --step: print the exact text the model received "
+                                                        "for that step's command."),
+    expand: bool = typer.Option(False, "--expand", help="With --step: print what that text stands for, every "
+                                                        "[ledger: ...] reference replaced by the bytes it names."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON on stdout (per step: shown "
+                                                       "and expanded)."),
 ) -> None:
-    """Look inside a ledger: the timeline, the summary, or the state view at a step."""
-    from .inspection import load, print_inspection, summary, timeline, view_at
+    """Look inside a ledger: the timeline, the summary, the state view at a step, or what the model
+    received at a step."""
+    from .inspection import load, outputs_at, print_inspection, summary, timeline, view_at
     from .store import NotALedger
 
     try:
@@ -66,10 +72,24 @@ def inspect(
         fail(f"--step must be 0 or more, not {step}")
     if step is not None and step > loaded.state.step:
         fail(f"--step {step} is past the last step of this ledger ({loaded.state.step})")
+    if (output or expand) and step is None:
+        fail("--output and --expand need --step N (the step whose command to show)")
+    if output or expand:
+        found = outputs_at(loaded, step)
+        if not found:
+            fail(f"step {step} ran no command")
+        for i, (a, shown, expanded) in enumerate(found):
+            if len(found) > 1:  # several commands in one model call: say which is which
+                sys.stdout.write(f"{'' if i == 0 else chr(10)}--- {loaded.state.label(a.id)}: {a.command.splitlines()[0][:100]}\n")
+            sys.stdout.write((expanded if expand else shown) or "")  # the exact text: never re-wrapped
+        return
     if as_json:
-        data = {"ledger": str(loaded.path), "summary": summary(loaded.state), "timeline": timeline(loaded.state)}
+        data = {"ledger": str(loaded.path), "summary": summary(loaded.state),
+                "timeline": timeline(loaded.state, loaded.transcript())}
         if step is not None:
-            data = {"ledger": str(loaded.path), "step": step, "state_view": view_at(loaded, step)}
+            data = {"ledger": str(loaded.path), "step": step, "state_view": view_at(loaded, step),
+                    "commands": [{"attempt": a.id, "command": a.command, "shown": shown, "expanded": expanded}
+                                 for a, shown, expanded in outputs_at(loaded, step)]}
         json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
         sys.stdout.write("\n")
         return

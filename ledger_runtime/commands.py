@@ -11,16 +11,21 @@ read is class ``other``, impure, and simply runs.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
 from .patches import file_ops, written_paths
-from .programs import ANY_FILE, Filter, Stream, apply, effect, resolve
+from .programs import ANY_FILE, Filter, Stream, apply, effect, normpath, resolve
 from .records import CommandClass
 from .shell import Pipeline, parse
 
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-__all__ = ["ANY_FILE", "Analysis", "FileView", "SUBMIT_MARKER", "analyze", "analyze_patch", "resolve"]
+# The escape from dedupe: a command with this comment gets its output in full (bash ignores comments,
+# so the command is the same with or without the ledger).
+RAW_ESCAPE = "# ledger:raw"
+_RAW = re.compile(r"(?:^|\s)#\s*ledger:raw\b")
+__all__ = ["ANY_FILE", "Analysis", "FileView", "RAW_ESCAPE", "SUBMIT_MARKER", "analyze", "analyze_patch", "resolve"]
 
 _RANK = {CommandClass.INSPECT: 0, CommandClass.SEARCH: 1, CommandClass.OTHER: 2, CommandClass.RUN: 3,
          CommandClass.ENV: 4, CommandClass.MODIFY: 5}
@@ -31,12 +36,13 @@ _VOLATILE_TREES = ("/proc/", "/sys/", "/dev/", "/run/")  # files whose content n
 @dataclass(frozen=True, slots=True)
 class FileView:
     """Lines of one file that reach the output: ``kind`` "lines" (``selectors`` narrow the whole
-    file, see programs.resolve) or "matches" (lines a search printed; ``numbered`` with numbers)."""
+    file, see programs.resolve) or "matches" (lines a search printed); ``numbered`` says how they are
+    numbered (programs.FILE_NUMBERS: with their line numbers). A claim to check against the file."""
 
     path: str
     kind: str
     selectors: tuple = ()
-    numbered: bool = False
+    numbered: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +66,8 @@ class Analysis:
     outputs: int = 0  # pipelines whose output reaches the agent
     env_change: bool = False
     origin: str = ""  # the directory the command was given in (``cwd`` folds a leading ``cd DIR &&`` in)
+    raw: bool = False  # the command asks for its output in full (RAW_ESCAPE)
+    exact_run: bool = False  # a test run on the allow-list that reuse_runs may answer without running it
 
     @property
     def writes_any(self) -> bool:
@@ -136,9 +144,11 @@ def _combine(pipe: Pipeline) -> _Pipe:
 
 
 def _abs(cwd: str | None, value: str) -> str | None:
+    if ".." in value.split("/"):
+        return None  # resolved through symlinks by the file system, not lexically
     if value.startswith("/"):
-        return os.path.normpath(value)
-    return None if cwd is None else os.path.normpath(os.path.join(cwd, value))
+        return normpath(value)
+    return None if cwd is None else normpath(os.path.join(cwd, value))
 
 
 @lru_cache(maxsize=8192)
@@ -148,15 +158,17 @@ def analyze(command: str, cwd: str) -> Analysis:
         return _analyze(command, cwd)
     except Exception as e:  # a fault of ours must never stop the agent: the command just runs
         return Analysis(command, cwd, command.strip(), CommandClass.OTHER, parsed=False,
-                        problem=f"analysis failed: {type(e).__name__}: {e}", submits=SUBMIT_MARKER in command)
+                        problem=f"analysis failed: {type(e).__name__}: {e}", submits=SUBMIT_MARKER in command,
+                        raw=bool(_RAW.search(command)))
 
 
 def _analyze(command: str, cwd: str) -> Analysis:
     submits = SUBMIT_MARKER in command
+    raw = bool(_RAW.search(command))
     script = parse(command, cwd)
     if not script.ok:
         return Analysis(command, cwd, command.strip(), CommandClass.OTHER, parsed=False,
-                        problem=script.problem, submits=submits)
+                        problem=script.problem, submits=submits, raw=raw)
     pipelines = list(script.pipelines)
     # `cd DIR && rest` prints what `rest` prints from DIR: fold the cd into the working directory.
     start_cwd = cwd
@@ -174,13 +186,12 @@ def _analyze(command: str, cwd: str) -> Analysis:
     pure = not script.complex
     env_change = False
     outputs = 0
+    exact_run = len(pipelines) == 1 and _exact_run(pipelines[0])
     for k, pipe in enumerate(pipelines):
         p = _combine(pipe)
-        if pipe.stages and pipe.stages[0] is not None and pipe.stages[0].name in ("cd", "pushd") \
-                and pipe.stages[0].cwd is not None and k + 1 < len(pipelines):
-            nxt = pipelines[k + 1].stages[0] if pipelines[k + 1].stages else None
-            if nxt is not None and nxt.cwd is not None:
-                reads.append("x:" + nxt.cwd)  # the directory must exist for what follows to run there
+        target = _cd_target(pipe)
+        if target is not None:
+            reads.append("x:" + target)  # whether it exists decides what cd prints and where the rest runs
         cls = _max(cls, p.cls)
         reads += p.reads
         writes += p.writes
@@ -210,6 +221,8 @@ def _analyze(command: str, cwd: str) -> Analysis:
         outputs=outputs,
         env_change=env_change,
         origin=cwd,
+        raw=raw,
+        exact_run=exact_run and cls is CommandClass.RUN,
     )
 
 
@@ -221,6 +234,42 @@ def analyze_patch(patch: str, cwd: str) -> Analysis:
     if ops is None:
         return Analysis(patch, cwd, normalized, CommandClass.OTHER, parsed=False, problem="not a patch envelope")
     return Analysis(patch, cwd, normalized, CommandClass.MODIFY, writes=tuple(written_paths(ops, cwd)))
+
+
+def _cd_target(pipe: Pipeline) -> str | None:
+    """The directory a ``cd DIR`` / ``pushd DIR`` pipeline names (absolute), if it names one."""
+    if len(pipe.stages) != 1 or pipe.stages[0] is None:
+        return None
+    s = pipe.stages[0]
+    words = [w.value for w in s.argv]
+    while words and words[0] in ("builtin", "command"):
+        words = words[1:]
+    if not words or words[0] not in ("cd", "pushd"):
+        return None
+    args = [w for w in words[1:] if w is None or not w.startswith("-")]
+    if len(args) != 1 or args[0] is None or s.cwd is None and not args[0].startswith("/"):
+        return None
+    return normpath(os.path.join(s.cwd or "/", args[0]))
+
+
+_RUN_TAILS = ("tail", "head")
+
+
+def _exact_run(pipe: Pipeline) -> bool:
+    """One allow-listed test run (programs.exact_run), its stderr joined in, maybe cut by a last
+    ``| tail -n N`` or ``| head -n N``; nothing else in the command."""
+    if not pipe.stages or any(s is None for s in pipe.stages) or pipe.background or pipe.stdout_redirected:
+        return False
+    first, rest = pipe.stages[0], pipe.stages[1:]
+    if any(not (r.dup and r.fd == 2) for r in first.redirects):
+        return False
+    if not effect(first).exact_run:
+        return False
+    for s in rest:
+        e = effect(s)
+        if s.name not in _RUN_TAILS or s.redirects or not isinstance(e.out, Filter) or not isinstance(e.out.action, tuple):
+            return False
+    return True
 
 
 def _is_plain_cd(pipe: Pipeline) -> bool:

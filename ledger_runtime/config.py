@@ -30,12 +30,21 @@ class LedgerConfig:
     """Budget of the state view, in tokens estimated as characters / 4."""
     view_recent_attempts: int = 8
     """How many recent commands the state view lists at most."""
+    dedupe: str = "spans"
+    """What the model gets back for a command that ran: its fresh output with verbatim repeats of
+    what it was already shown replaced by references ("spans": whole outputs, runs of lines and
+    diffs of re-reads; "whole": whole outputs only; "off": the output as it is)."""
+    dedupe_min_lines: int = 3
+    """The shortest run of repeated lines that becomes a reference."""
+    dedupe_min_saving: int = 100
+    """Characters a reference, and a whole answer, must save at least; below that the lines stay."""
     reuse_output: str = "reference"
-    """REUSE hands back a short "reference" to the step whose output the model still has (when it
-    was not truncated), or always the "full" earlier output under a one-line header."""
+    """How a run that is not run again (``reuse_runs``) is handed back: a short "reference" to the
+    step whose output the model still has, or the "full" earlier output under a one-line header."""
     reuse_runs: bool = False
-    """REUSE (not only NUDGE) an exact repeat of a test/script run when nothing changed since and the
-    run itself changed no file. Off by default: runs print timings and other volatile text."""
+    """Do not run an exact repeat of a test run again when nothing changed since and the run itself
+    changed no file; only for an allow-list of test runners and options (programs.exact_run). Off by
+    default: runs print timings and other volatile text, and the earlier output comes back instead."""
     nudge_repeats: bool = True
     """NUDGE a repeated run, or a repeated failing command, when nothing changed since."""
     output_limit_chars: int = 10000
@@ -64,6 +73,10 @@ class LedgerConfig:
     def __post_init__(self) -> None:
         if self.reuse_output not in ("reference", "full"):
             raise ConfigError(f"reuse_output must be 'reference' or 'full', not {self.reuse_output!r}")
+        if self.dedupe not in ("spans", "whole", "off"):
+            raise ConfigError(f"dedupe must be 'spans', 'whole' or 'off', not {self.dedupe!r}")
+        if self.dedupe_min_lines < 1:
+            raise ConfigError(f"dedupe_min_lines must be at least 1, not {self.dedupe_min_lines!r}")
         for name in ("view_budget_tokens", "output_limit_chars", "max_hash_bytes", "context_note_chars"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)!r}")
@@ -76,7 +89,7 @@ class LedgerConfig:
             except PolicyError as e:
                 raise ConfigError(str(e)) from None
         for name in ("view_recent_attempts", "output_head_chars", "output_tail_chars", "context_steps",
-                     "max_content_bytes"):
+                     "max_content_bytes", "dedupe_min_saving"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must not be negative, not {getattr(self, name)!r}")
 

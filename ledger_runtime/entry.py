@@ -1,5 +1,6 @@
-"""The ``ledger-run`` executable. ``ledger-run hook EVENT`` runs once per agent event, so it goes
-straight to hookclient.py (standard library only) without importing the command line; everything
+"""The ``ledger-run`` executable. ``ledger-run hook EVENT`` runs once per agent event and
+``ledger-run wrap ... -- COMMAND`` once per command of an agent that runs them itself, so both go
+straight to their modules (standard library only) without importing the command line; everything
 else goes to cli.py."""
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ def main() -> None:
         from .hookclient import main as hook_main
 
         sys.exit(hook_main(sys.argv[2:]))
+    if sys.argv[1:2] == ["wrap"]:
+        from .wrapper import main as wrap_main
+
+        sys.exit(wrap_main(sys.argv[2:]))
     from .cli import main as cli_main
 
     cli_main()

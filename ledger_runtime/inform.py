@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .commands import RAW_ESCAPE
 from .config import LedgerConfig
 from .patches import BEGIN, file_ops
 from .records import Attempt, CommandClass, LineSpan, Modification, VerdictKind
@@ -66,8 +67,19 @@ def _steps(steps: list[int]) -> str:
     return ("step " if len(u) == 1 else "steps ") + ("…, " if len(u) > 3 else "") + shown
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in range(32)} | {0x7f: "\\x7f", ord("\\"): "\\\\"}
+
+
 def _display(path: str, state: LedgerState) -> str:
-    return relative(path, state.baseline.root) if state.baseline else path
+    """A path as the view shows it: relative to the workspace, control characters escaped (a file
+    name with a newline must not be able to write lines of the view)."""
+    shown = relative(path, state.baseline.root) if state.baseline else path
+    return shown.translate(_CONTROL) if any(ord(c) < 32 or ord(c) == 0x7f for c in shown) else shown
+
+
+ESCAPE_LINE = ("Answers: output you were already shown comes back as [ledger: ...] references to that step; "
+               "end a command with `{escape}` to get its output in full.")
+_REFERENCING = ("whole", "spans", "delta")
 
 
 def _changer(m: Modification, state: LedgerState) -> str:
@@ -156,8 +168,8 @@ def result_holds(a: Attempt, state: LedgerState) -> tuple[bool, str]:
 
 def _attempt_line(a: Attempt, state: LedgerState) -> str:
     cmd = short_command(a.command)
-    if a.verdict.kind is VerdictKind.REUSE:
-        return f"  #{a.step} {cmd} -> reused step {a.verdict.ref_step}'s result"
+    if a.verdict.kind is VerdictKind.REUSE and not a.executed:
+        return f"  #{a.step} {cmd} -> not run again: reused step {a.verdict.ref_step}'s result"
     if a.verdict.kind in (VerdictKind.REVISE, VerdictKind.BLOCK) and not a.executed:
         rule = f" ({a.verdict.rule})" if a.verdict.rule else ""
         return f"  #{a.step} {cmd} -> {a.verdict.kind.value}{rule}, not run"
@@ -172,7 +184,8 @@ def _attempt_line(a: Attempt, state: LedgerState) -> str:
         if a.command_class is CommandClass.MODIFY:
             return f"  #{a.step} {cmd} -> {status}; changed no file"
     holds, why = result_holds(a, state)
-    return f"  #{a.step} {cmd} -> {status}; {'result holds' if holds else why}"
+    same = f"; same output as #{a.verdict.ref_step}" if a.verdict.kind is VerdictKind.REUSE else ""
+    return f"  #{a.step} {cmd} -> {status}{same}; {'result holds' if holds else why}"
 
 
 def _last_failing_run(state: LedgerState) -> str | None:
@@ -212,6 +225,8 @@ def render(state: LedgerState, config: LedgerConfig, *, policies: str | None = N
         head.append("Task: " + (first[:157] + "…" if len(first) > 160 else first))
     if policies:
         head.append("Policies: " + policies)
+    if policies is not None and any(a.applied and (a.answer or {}).get("kind") in _REFERENCING for a in state.attempts):
+        head.append(ESCAPE_LINE.format(escape=RAW_ESCAPE))
     changed = _changed_entries(state)
     seen = _seen_entries(state)
     attempts = [(a.step, _attempt_line(a, state)) for a in state.attempts[-config.view_recent_attempts:]] \

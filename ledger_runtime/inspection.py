@@ -1,13 +1,16 @@
-"""Looking inside a ledger after a run: the timeline, the summary, the state at any step.
+"""Looking inside a ledger after a run: the timeline, the summary, the state at any step, and
+what the model received for each command.
 
 ``load(path)`` opens a run directory or ledger file read-only and folds its events; ``timeline`` and
-``summary`` turn the state into plain data (what ``--json`` prints); ``render_*`` draw it with rich.
+``summary`` turn the state into plain data (what ``--json`` prints); ``outputs_at`` gives the exact
+text the model received at a step and what it stands for (transcript.py); ``render_*`` draw it with
+rich.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,9 @@ from .config import LedgerConfig, from_mapping
 from .inform import render, short_command
 from .records import VerdictKind
 from .state import LedgerState
+from .answers import ExpandError
 from .store import LedgerStore
+from .transcript import Transcript
 from .workspace import relative
 
 
@@ -29,6 +34,22 @@ class Loaded:
     meta: dict[str, Any]
     events: list[dict[str, Any]]
     state: LedgerState
+    blobs: dict[str, str | None] = field(default_factory=dict)  # blobs read so far, by hash
+
+    def text(self, h: str | None) -> str | None:
+        """A blob of the ledger as text (opened read-only when asked for)."""
+        if h is None:
+            return None
+        if h not in self.blobs:
+            store = LedgerStore.open(self.path, check=False)
+            try:
+                self.blobs[h] = store.text(h)
+            finally:
+                store.close()
+        return self.blobs[h]
+
+    def transcript(self) -> Transcript:
+        return Transcript(self.state, self.text)
 
     @property
     def config(self) -> LedgerConfig:
@@ -54,10 +75,20 @@ def _display(path: str, state: LedgerState) -> str:
     return relative(path, state.baseline.root) if state.baseline else path
 
 
-def timeline(state: LedgerState) -> list[dict[str, Any]]:
-    """One row per attempt: step, verdict, class, command, exit code, files it changed."""
+def timeline(state: LedgerState, transcript: Transcript | None = None) -> list[dict[str, Any]]:
+    """One row per attempt: step, verdict, class, command, exit code, how its output came back, files
+    it changed; with a ``transcript``, also ``shown`` (the exact text the model received) and
+    ``expanded`` (what it stands for: every reference replaced by the bytes it names)."""
     rows = []
     for a in state.attempts:
+        extra: dict[str, Any] = {}
+        if transcript is not None:
+            try:
+                expanded = transcript.expanded(a) if a.executed or (a.answer or {}).get("kind") == "reused" else None
+            except ExpandError as e:
+                expanded = None
+                extra["expand_error"] = str(e)
+            extra.update(shown=transcript.shown(a), expanded=expanded)
         rows.append({
             "attempt": a.id,
             "step": a.step,
@@ -72,10 +103,30 @@ def timeline(state: LedgerState) -> list[dict[str, Any]]:
             "exit_code": a.exit_code,
             "output_chars": a.output_chars,
             "shown_chars": a.shown_chars,
+            "answer": (a.answer or {}).get("kind", "raw"),
             "duration_s": a.duration_s,
             "files_changed": [_display(m.path, state) for m in state.modifications_of_attempt(a.id)],
+            **extra,
         })
     return rows
+
+
+REFERENCING = ("whole", "spans", "delta", "reused")
+
+
+def outputs_at(loaded: Loaded, step: int) -> list[tuple[Any, str | None, str | None]]:
+    """The attempts of ``step``, each with the exact text the model received and its expansion."""
+    t = loaded.transcript()
+    out = []
+    for a in loaded.state.attempts:
+        if a.step != step:
+            continue
+        try:
+            expanded = t.expanded(a)
+        except ExpandError as e:
+            expanded = f"(this answer does not expand: {e})"
+        out.append((a, t.shown(a), expanded))
+    return out
 
 
 def summary(state: LedgerState) -> dict[str, Any]:
@@ -83,8 +134,10 @@ def summary(state: LedgerState) -> dict[str, Any]:
     verdicts = Counter(a.verdict.kind.value for a in state.attempts)
     applied = [a for a in state.attempts if a.applied]
     reused = [a for a in applied if a.verdict.kind is VerdictKind.REUSE]
-    spared_chars = sum(a.output_chars - a.shown_chars for a in reused)  # net: a stub or header costs too
-    shadow_reuse = [a for a in state.attempts if not a.applied and a.verdict.kind is VerdictKind.REUSE]
+    deduped = [a for a in applied if (a.answer or {}).get("kind") in REFERENCING]
+    spared_chars = sum(a.output_chars - a.shown_chars for a in deduped)  # net: the references cost too
+    shadow = [a for a in state.attempts if not a.applied and (a.answer or {}).get("kind") in REFERENCING]
+    answers = Counter((a.answer or {}).get("kind", "raw") for a in state.attempts)
     changed = []
     for m in state.changed_files():
         first = state.modifications_of(m.path)[0]
@@ -103,13 +156,14 @@ def summary(state: LedgerState) -> dict[str, Any]:
         "executed": sum(1 for a in state.attempts if a.executed),
         "verdicts": dict(sorted(verdicts.items())),
         "classes": dict(sorted(Counter(a.command_class.value for a in state.attempts).items())),
+        "answers": dict(sorted(answers.items())),
         "reused": len(reused),
         "nudged": sum(1 for a in applied if a.verdict.kind is VerdictKind.NUDGE),
         "not_executed": sum(1 for a in state.attempts if not a.executed),
         "chars_spared": spared_chars,
         "tokens_spared_estimate": (spared_chars + 3) // 4,
-        "shadow_reuse": len(shadow_reuse),
-        "shadow_chars_spared": sum(a.output_chars for a in shadow_reuse),
+        "shadow_answers": len(shadow),
+        "shadow_chars_spared": sum(a.output_chars - a.shown_chars for a in shadow),
         "observations": len(state.observations),
         "modifications": len(state.modifications),
         "files_changed": changed,
@@ -159,10 +213,12 @@ def render_summary(s: dict[str, Any]) -> Group:
         t.add_row("baseline commit", s["head_commit"][:12])
     t.add_row("steps / commands", f"{s['steps']} / {s['attempts']} ({s['executed']} executed)")
     t.add_row("verdicts", ", ".join(f"{k} {v}" for k, v in s["verdicts"].items()) or "none")
+    t.add_row("answers", ", ".join(f"{k} {v}" for k, v in s["answers"].items()) or "none")
     t.add_row("reused / nudged", f"{s['reused']} / {s['nudged']}")
     t.add_row("output spared", f"{s['chars_spared']:,} characters (~{s['tokens_spared_estimate']:,} tokens)")
-    if s["shadow_reuse"]:
-        t.add_row("shadow REUSE", f"{s['shadow_reuse']} (would have spared {s['shadow_chars_spared']:,} characters)")
+    if s["shadow_answers"]:
+        t.add_row("shadow answers", f"{s['shadow_answers']} with references (would have spared "
+                                    f"{s['shadow_chars_spared']:,} characters)")
     files = [f"{f['path']} ({f['change']}" + (f", +{f['added']} -{f['removed']}" if f["added"] is not None else "") + ")"
              for f in s["files_changed"]]
     t.add_row("files changed", "\n".join(files) or "none")

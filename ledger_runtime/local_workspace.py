@@ -6,11 +6,13 @@ adapters provide others (a container, where all of this runs in a helper next to
 
 from __future__ import annotations
 
+import os
+import stat
 from typing import Iterable, Protocol
 
 from .baseline import HeadContents, take_baseline
 from .hashing import FileState, digest_bytes
-from .probe import Probe
+from .probe import PSEUDO_TREES, Probe
 from .records import Baseline
 from .workspace import Snapshot, WorkspaceScanner
 
@@ -34,6 +36,10 @@ class Workspace(Protocol):
         """The content hash this workspace gives a file with these bytes."""
 
     def file_state(self, path: str) -> FileState | None: ...
+
+    def content(self, path: str, limit: int) -> bytes | None:
+        """The bytes of a regular file as it is now (symlinks followed), if it has at most ``limit``
+        of them; None otherwise (missing, special, too large, under /proc, /sys or /dev)."""
 
     def watch(self, paths: Iterable[str]) -> None: ...
 
@@ -72,6 +78,17 @@ class LocalWorkspace:
     def file_state(self, path: str) -> FileState | None:
         return self.probe.file_state(path)
 
+    def content(self, path: str, limit: int) -> bytes | None:
+        data = read_regular(path, limit)
+        if data is not None:
+            # a write the stat data did not show (a second write to a dirty mmapped page): the cache
+            # must not keep vouching for the old content, so the next scan hashes the file again
+            real = os.path.realpath(path)
+            cached = self.probe.cache.entries.get(real)
+            if cached is not None and cached[2].digest != digest_bytes(data):
+                self.probe.cache.forget(real)
+        return data
+
     def watch(self, paths: Iterable[str]) -> None:
         self.scanner.watch(paths)
 
@@ -91,3 +108,31 @@ class LocalWorkspace:
     def close(self) -> None:
         if self._head is not None:
             self._head.close()
+
+
+
+def read_regular(path: str, limit: int) -> bytes | None:
+    """A regular file's bytes, symlinks followed, if it is at most ``limit`` bytes and not under
+    /proc, /sys or /dev (however it is reached: through a symlink, or as //proc)."""
+    real = os.path.realpath(path)
+    if (real + "/").startswith(PSEUDO_TREES):
+        return None
+    try:
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        data = os.read(fd, limit + 1)
+        while len(data) <= limit:
+            more = os.read(fd, limit + 1 - len(data))
+            if not more:
+                break
+            data += more
+        return data if len(data) <= limit else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

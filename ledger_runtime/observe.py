@@ -1,9 +1,14 @@
 """From one executed command to records: which lines the agent saw, and how files changed.
 
-Pure functions. ``observations`` maps the command's file views (commands.FileView) onto the output
-the model actually received: when the output reached the model cut (head and tail only), only the
-lines in the visible parts count as seen. ``line_delta`` counts lines added and removed between
-two contents.
+Pure functions. ``observations`` takes what the command analysis claims an output shows (its file
+views: commands.FileView) and checks the claim against the files themselves, as they were after the
+command: a view counts only where the output's lines are the file's lines, byte for byte (after the
+line-number prefix a numbered view adds, whose numbers must be the file's line numbers). Whatever the
+analysis got wrong (a transforming option, a program of the workspace's own on PATH, a path through
+a symlink, a file edited while it was shown) then records nothing, never a false "seen". Of a cut
+output only the lines the model saw count (``seen``, per output line, from answers/delivered.py).
+The observation is signed with the digest of the content it was checked against.
+``line_delta`` counts lines added and removed between two contents.
 """
 
 from __future__ import annotations
@@ -12,14 +17,15 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from .answers import split_lines
 from .commands import SUBMIT_MARKER, Analysis, FileView
-from .hashing import FileState
-from .programs import resolve
+from .programs import FILE_NUMBERS, resolve
 from .records import LineSpan, Observation
 
 MAX_DIFF_LINES = 20000
-_NUMBERED = re.compile(r"^\s*(\d+)[:\-\t ]")
-_NUMBER_PREFIX = re.compile(r"^\s*\d+\t")
+_TAB_NUMBER = re.compile(r"\s*(\d+)\s*\t")  # nl -ba, cat -n: "     7\t"
+_GREP_NUMBER = re.compile(r"(\d+)[:-]")  # grep -n: "7:" for a match, "7-" for context
+_OTHER_PREFIX = re.compile(r"\s*\d*\s*\t?")  # nl's and cat -b's numbers, or none on a blank line
 
 
 @dataclass(frozen=True)
@@ -39,23 +45,65 @@ class Truncation:
             return None
         return output[: self.head], output[-self.tail:] if self.tail else ""
 
-
-def _count_output_lines(text: str) -> int:
-    if not text:
-        return 0
-    return text.count("\n") + (0 if text.endswith("\n") else 1)
+    def kept(self, output: str) -> tuple[int, int] | None:
+        """(head, tail) characters the model sees of a cut output, or None when it sees all of it."""
+        return (self.head, self.tail) if self.cuts(output) else None
 
 
-def _visible_line_counts(output: str, trunc: Truncation) -> tuple[int, int]:
-    """Complete output lines visible at the head and at the tail of a cut output."""
-    head, tail = trunc.visible(output) or ("", "")
-    head_lines = head.count("\n")  # a last partial line does not count
-    pieces = tail.split("\n")
-    if pieces and pieces[-1] == "":
-        pieces.pop()
-    starts_mid_line = len(output) > len(tail) and output[-len(tail) - 1] != "\n" if tail else False
-    tail_lines = max(len(pieces) - (1 if starts_mid_line else 0), 0)
-    return head_lines, tail_lines
+@dataclass(frozen=True)
+class FileText:
+    """A file as it was after the command: the digest of its content, and its lines (decoded as the
+    agent's tools decode output: UTF-8, invalid bytes replaced)."""
+
+    digest: str
+    lines: list[str]
+
+    @classmethod
+    def of(cls, digest: str, data: bytes) -> FileText:
+        return cls(digest, split_lines(data.decode("utf-8", "replace")))
+
+
+def _same_line(out: str, text: str) -> bool:
+    """An output line that is exactly this file line (a last line without its newline gets one from
+    nl, grep and the like)."""
+    return out == text or (not text.endswith("\n") and out == text + "\n")
+
+
+def _shown_as(out: str, text: str, number: int, numbered: str) -> bool:
+    """Whether output line ``out`` shows file line ``number`` (``text``) as a view numbered so."""
+    if not numbered:
+        return _same_line(out, text)
+    if numbered == FILE_NUMBERS:
+        m = _TAB_NUMBER.match(out)
+        return m is not None and int(m.group(1)) == number and _same_line(out[m.end():], text)
+    o, t = _no_eol(out), _no_eol(text)  # other numbers (nl's default, cat -b): any number, or none
+    if not o.endswith(t) or (text.endswith("\n") and not out.endswith("\n")):
+        return False
+    return _OTHER_PREFIX.fullmatch(o[: len(o) - len(t)]) is not None
+
+
+def _no_eol(line: str) -> str:
+    return line[:-1] if line.endswith("\n") else line
+
+
+MAX_BLOCK_TRIES = 64
+
+
+def _find_block(out: list[str], start: int, lines: list[str], first: int, numbered: str) -> int | None:
+    """Where, at or after output line ``start``, the file's ``lines`` (numbered from ``first``)
+    appear as a contiguous run."""
+    if not lines:
+        return None
+    tries = 0
+    for at in range(start, len(out) - len(lines) + 1):
+        if not _shown_as(out[at], lines[0], first, numbered):
+            continue
+        if all(_shown_as(out[at + i], lines[i], first + i, numbered) for i in range(1, len(lines))):
+            return at
+        tries += 1
+        if tries >= MAX_BLOCK_TRIES:
+            return None
+    return None
 
 
 def _spans(numbers: list[int]) -> tuple[LineSpan, ...]:
@@ -68,105 +116,67 @@ def _spans(numbers: list[int]) -> tuple[LineSpan, ...]:
     return tuple(out)
 
 
-def observations(analysis: Analysis, output: str, exit_code: int | None, states: dict[str, FileState | None],
-                 digests: dict[str, str], trunc: Truncation, *, step: int, attempt: int) -> list[Observation]:
-    """What the agent saw of each file this command showed.
-
-    ``states`` are the files' states after the command (line counts); ``digests`` their content
-    hashes as the command read them.
-    """
+def observations(analysis: Analysis, output: str, exit_code: int | None, files: dict[str, FileText],
+                 seen: list[bool] | None, *, step: int, attempt: int) -> list[Observation]:
+    """What the agent saw of each file this command showed, checked against ``files`` (the files'
+    content after the command). ``seen``: per output line, whether the model saw it (None: all)."""
     views = analysis.views
     if not views:
         return []
-    cut = trunc.cuts(output)
-    if cut and (analysis.outputs != 1 or len(views) != 1):
-        return []  # a cut output of several parts: which visible line belongs to which file is unclear
-    out: list[Observation] = []
+    out_lines = split_lines(output)
+    visible = seen if seen is not None else [True] * len(out_lines)
+    pos = 0  # output line where the next view's lines may start (views print in order)
+    obs: list[Observation] = []
     for view in views:
-        fs = states.get(view.path)
-        digest = digests.get(view.path) or (fs.digest if fs else None)
-        if fs is None or digest is None or fs.lines is None:
+        f = files.get(view.path)
+        if f is None:
             continue
-        obs = _observe(view, output, exit_code, fs.lines, cut, trunc, analysis)
-        if obs is None:
+        found = _observe(view, out_lines, visible, pos, f, exit_code)
+        if found is None:
             continue
-        kind, spans = obs
-        out.append(Observation(view.path, kind, spans, digest, fs.lines, step, attempt))
-    return out
+        kind, spans, pos = found
+        obs.append(Observation(view.path, kind, spans, f.digest, len(f.lines), step, attempt))
+    return obs
 
 
-def _observe(view: FileView, output: str, exit_code: int | None, total: int, cut: bool, trunc: Truncation,
-             analysis: Analysis) -> tuple[str, tuple[LineSpan, ...] | None] | None:
+def _observe(view: FileView, out: list[str], visible: list[bool], pos: int, f: FileText,
+             exit_code: int | None) -> tuple[str, tuple[LineSpan, ...] | None, int] | None:
+    total = len(f.lines)
     if view.kind == "lines":
-        if exit_code not in (0, None):
+        if exit_code not in (0, None) or not total:
             return None
         rng = resolve(view.selectors, total)
         if rng is None:
             return None
         lo, hi = rng
-        exact = analysis.outputs == 1 and len(analysis.views) == 1
-        if exact and _count_output_lines(output) != hi - lo + 1:
-            return None  # the output is not exactly those lines (warnings, a changed file)
-        if not exact and (cut or SUBMIT_MARKER in output):
+        at = _find_block(out, pos, f.lines[lo - 1:hi], lo, view.numbered)
+        if at is None:
+            return None  # the output is not those lines of the file as it is now
+        # a line that is the submission marker never counts as seen: a later read of it must run
+        shown = [lo + i for i in range(hi - lo + 1)
+                 if visible[at + i] and f.lines[lo - 1 + i].strip() != SUBMIT_MARKER]
+        if not shown:
             return None
-        markers = _marker_lines(output, lo, view.numbered) if exact else set()
-        if not cut:
-            if (lo, hi) == (1, total) and not markers:
-                return ("whole", None)
-            return ("range", _without((LineSpan(lo, hi),), markers)) if not markers or exact else None
-        h, t = _visible_line_counts(output, trunc)
-        seen = []
-        if h:
-            seen.append(LineSpan(lo, min(hi, lo + h - 1)))
-        if t:
-            seen.append(LineSpan(max(lo, hi - t + 1), hi))
-        seen_spans = _without(tuple(seen), markers)
-        return ("range", seen_spans) if seen_spans else None
+        if (lo, hi) == (1, total) and len(shown) == total:
+            return "whole", None, at + hi - lo + 1
+        return "range", _spans(shown), at + hi - lo + 1
     if view.kind == "matches":
         if not view.numbered:
-            return ("matches", ()) if output.strip() and exit_code == 0 else None
-        texts = trunc.visible(output) if cut else (output, "")
-        numbers: list[int] = []
-        for i, part in enumerate(texts or ()):
-            lines = part.split("\n")
-            if cut and i == 0 and not part.endswith("\n"):
-                lines = lines[:-1]
-            if cut and i == 1:
-                lines = lines[1:]
-            for line in lines:
-                m = _NUMBERED.match(line)
-                if m and 1 <= int(m.group(1)) <= total and line[m.end():] != SUBMIT_MARKER:
-                    numbers.append(int(m.group(1)))
-        return ("matches", _spans(numbers)) if numbers else None
+            text = any(line.strip() for line in out[pos:])
+            return ("matches", (), pos) if text and exit_code == 0 else None
+        numbers = []
+        for i in range(pos, len(out)):
+            if not visible[i]:
+                continue
+            line = out[i]
+            m = _GREP_NUMBER.match(line) or _TAB_NUMBER.match(line)
+            if m is None:
+                continue
+            n = int(m.group(1))
+            if 1 <= n <= total and _same_line(line[m.end():], f.lines[n - 1]) and f.lines[n - 1].strip() != SUBMIT_MARKER:
+                numbers.append(n)
+        return ("matches", _spans(numbers), pos) if numbers else None
     return None
-
-
-def _marker_lines(output: str, first: int, numbered: bool) -> set[int]:
-    """File lines that are exactly the submission marker. A later read starting there would end a
-    mini-swe-agent run, so such lines never count as seen: that read must run, never be stubbed."""
-    if SUBMIT_MARKER not in output:
-        return set()
-    out = set()
-    for i, line in enumerate(output.split("\n")):
-        text = _NUMBER_PREFIX.sub("", line, count=1) if numbered else line
-        if text.strip() == SUBMIT_MARKER:
-            out.add(first + i)
-    return out
-
-
-def _without(spans: tuple[LineSpan, ...], lines: set[int]) -> tuple[LineSpan, ...]:
-    if not lines:
-        return spans
-    out: list[LineSpan] = []
-    for s in spans:
-        start = s.start
-        for n in sorted(x for x in lines if s.start <= x <= s.end):
-            if n > start:
-                out.append(LineSpan(start, n - 1))
-            start = n + 1
-        if start <= s.end:
-            out.append(LineSpan(start, s.end))
-    return tuple(out)
 
 
 def line_delta(before: bytes, after: bytes) -> tuple[int, int] | None:

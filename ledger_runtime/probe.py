@@ -26,6 +26,7 @@ import xxhash
 from .hashing import FileState, HashCache
 
 MISSING = "missing"
+PSEUDO_TREES = ("/proc/", "/sys/", "/dev/")
 PENDING = "pending"  # a signature not known before a command; taken as unchanged by it
 
 
@@ -74,9 +75,9 @@ class Probe:
             return MISSING
         if stat.S_ISDIR(st.st_mode):
             return "dir:" + self._listing(path)
-        if not stat.S_ISREG(st.st_mode):
-            return "special:" + _meta(st)
         real = os.path.realpath(path)
+        if not stat.S_ISREG(st.st_mode) or (real + "/").startswith(PSEUDO_TREES):
+            return "special:" + _meta(st)  # /proc and friends (however reached) are never read to sign
         fs = self.cache.state(real)
         if fs is None:
             return MISSING

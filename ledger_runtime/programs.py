@@ -24,20 +24,29 @@ ANY_FILE = "*"  # in writes: the program may write any file (patch, git checkout
 Selector = tuple
 
 
+# How output lines of a stream are numbered: not at all, with the file's own line numbers, or
+# with other numbers (nl's default skips blank lines, cat -b, nl -v N, numbering after a selection).
+UNNUMBERED, FILE_NUMBERS, OTHER_NUMBERS = "", "file", "other"
+
+
 @dataclass(frozen=True, slots=True)
 class Stream:
     """Output made of lines of one file: ``kind`` "lines" (selected by ``selectors``, one output
-    line per file line) or "matches" (some lines, as a search prints them)."""
+    line per file line) or "matches" (some lines, as a search prints them). ``numbered`` says how
+    each line is prefixed with a number (see FILE_NUMBERS). What the stream claims is checked
+    against the file's content before the ledger records it as seen (observe.py)."""
 
     kind: str
     path: str
     selectors: tuple[Selector, ...] = ()
-    numbered: bool = False
+    numbered: str = UNNUMBERED
 
 
 @dataclass(frozen=True, slots=True)
 class Filter:
-    """A stdin filter: ``select`` narrows lines, or "matches" / "numbered" / "opaque"."""
+    """A stdin filter: a selector tuple narrows lines; or "matches", "matches-n" (grep, grep -n),
+    "numbered" (cat -n, nl -ba), "renumbered" (numbers that are not line numbers: nl, cat -b),
+    "same" (passes lines through), "opaque"."""
 
     action: object
 
@@ -53,6 +62,7 @@ class Effect:
     out: Stream | Filter | tuple[Stream, ...] | None = None  # a tuple: several whole files (cat a b)
     source: bool = True  # prints output of its own rather than transforming stdin
     env_change: bool = False
+    exact_run: bool = False  # a test run on the allow-list of exact_run(): may be reused under reuse_runs
 
 
 def apply(upstream: Stream | None, f: Filter) -> Stream | None:
@@ -60,20 +70,25 @@ def apply(upstream: Stream | None, f: Filter) -> Stream | None:
     if upstream is None:
         return None
     a = f.action
+    if a == "same":  # passes its input through (cat with no file)
+        return upstream
     if upstream.kind == "lines":
-        if a == "numbered":
-            return Stream("lines", upstream.path, upstream.selectors, True)
-        if a == "matches":  # lines numbered by nl or cat -n keep their file line numbers
-            return Stream("matches", upstream.path, (), upstream.numbered)
+        if a in ("numbered", "renumbered"):
+            if upstream.numbered:  # numbers on numbers: not a form the ledger reads
+                return None
+            # numbering counts the lines it gets: file line numbers only for the whole file
+            exact = a == "numbered" and not upstream.selectors
+            return Stream("lines", upstream.path, upstream.selectors, FILE_NUMBERS if exact else OTHER_NUMBERS)
+        if a == "matches":  # lines numbered by nl or cat -n keep their numbers
+            return Stream("matches", upstream.path, (), upstream.numbered if upstream.numbered == FILE_NUMBERS else "")
         if a == "matches-n":  # grep -n numbers its input lines: file lines only for a whole, unnumbered file
-            return Stream("matches", upstream.path, (), not upstream.numbered and not upstream.selectors)
+            exact = not upstream.numbered and not upstream.selectors
+            return Stream("matches", upstream.path, (), FILE_NUMBERS if exact else UNNUMBERED)
         if isinstance(a, tuple):
             return Stream("lines", upstream.path, upstream.selectors + (a,), upstream.numbered)
         return None
     if isinstance(a, tuple) or a == "matches":  # narrowing matches leaves matches, numbers and all
         return Stream("matches", upstream.path, (), upstream.numbered)
-    if a == "matches-n":
-        return Stream("matches", upstream.path, (), False)
     return None
 
 
@@ -155,10 +170,20 @@ def _last(opts, *names: str) -> str | None:
     return found
 
 
+def normpath(path: str) -> str:
+    """``os.path.normpath``, with a leading ``//`` made ``/`` (POSIX keeps it; Linux does not care)."""
+    p = os.path.normpath(path)
+    return "/" + p.lstrip("/") if p.startswith("//") else p
+
+
 def _path(cwd: str | None, value: str) -> str | None:
+    """The absolute path a program would open for ``value`` in ``cwd``; None when that cannot be
+    told from the text: a ``..`` is resolved by the file system, through symlinks, not lexically."""
+    if ".." in value.split("/"):
+        return None
     if value.startswith("/"):
-        return os.path.normpath(value)
-    return None if cwd is None else os.path.normpath(os.path.join(cwd, value))
+        return normpath(value)
+    return None if cwd is None else normpath(os.path.join(cwd, value))
 
 
 def literal_paths(cwd: str | None, words: list[Word]) -> list[str] | None:
@@ -187,7 +212,7 @@ def _impure(cls: CommandClass | None) -> Effect:
     return Effect(cls, pure=False)
 
 
-def _file_reader(paths: list[str], selector: Selector | None, numbered: bool = False) -> Effect:
+def _file_reader(paths: list[str], selector: Selector | None, numbered: str = UNNUMBERED) -> Effect:
     """A program that prints lines of the files it names (cat, head, sed -n, nl, awk NR ranges)."""
     e = Effect(CommandClass.INSPECT, reads=["f:" + p for p in paths])
     if len(paths) == 1:
@@ -200,19 +225,26 @@ def _file_reader(paths: list[str], selector: Selector | None, numbered: bool = F
 # -- readers ------------------------------------------------------------------------------------
 
 
+_CAT_EXACT = {"-n", "--number", "-b", "--number-nonblank", "-u"}  # options that keep every line's text
+
+
 def _cat(s: Simple, args: list[Word]) -> Effect:
     split = split_opts(args)
     if split is None:
         return _impure(CommandClass.INSPECT)
     opts, operands = split
+    exact = all(o in _CAT_EXACT for o, _ in opts)  # -A, -v, -T, -E, -e, -t, -s rewrite or drop lines
+    numbered = OTHER_NUMBERS if _has(opts, "-b", "--number-nonblank") else (
+        FILE_NUMBERS if _has(opts, "-n", "--number") else UNNUMBERED)
     if not operands:
-        return Effect(None, source=False, out=Filter("numbered") if _has(opts, "-n", "--number") else None)
+        action = "opaque" if not exact else {FILE_NUMBERS: "numbered", OTHER_NUMBERS: "renumbered"}.get(numbered, "same")
+        return Effect(None, source=False, out=Filter(action))
     paths = literal_paths(s.cwd, operands)
     if paths is None:
         return _impure(CommandClass.INSPECT)
-    if any(w.value == "-" for w in operands) or _has(opts, "-s", "--squeeze-blank"):
+    if any(w.value == "-" for w in operands) or not exact:
         return Effect(CommandClass.INSPECT, reads=["f:" + p for p in paths])  # not line-exact
-    return _file_reader(paths, None, _has(opts, "-n", "-b", "--number", "--number-nonblank"))
+    return _file_reader(paths, None, numbered)
 
 
 def _head_tail(s: Simple, args: list[Word], name: str) -> Effect:
@@ -259,12 +291,20 @@ def _nl(s: Simple, args: list[Word]) -> Effect:
         "join-blank-lines", "number-format", "number-separator", "starting-line-number", "number-width"))
     if split is None:
         return _impure(CommandClass.INSPECT)
+    opts = split[0]
+    # the file's own line numbers only with every line numbered (-b a), from 1, by 1, tab-separated
+    # (nl's default -b t skips blank lines; -v, -i, -s, -l and section markers change the numbers)
+    all_lines = _last(opts, "-b", "--body-numbering") == "a"
+    plain = all(o in ("-b", "--body-numbering", "-n", "--number-format", "-w", "--number-width") for o, _ in opts)
+    exact = all_lines and plain
     if not split[1]:
-        return Effect(None, source=False, out=Filter("numbered"))
+        return Effect(None, source=False, out=Filter("numbered" if exact else "renumbered"))
     paths = literal_paths(s.cwd, split[1])
     if paths is None:
         return _impure(CommandClass.INSPECT)
-    return _file_reader(paths, None, numbered=True)
+    if len(paths) > 1:  # nl numbers the files as one stream
+        return Effect(CommandClass.INSPECT, reads=["f:" + p for p in paths])
+    return _file_reader(paths, None, FILE_NUMBERS if exact else OTHER_NUMBERS)
 
 
 _SED_PRINT = re.compile(r"^\s*(\d+)\s*(,\s*(\d+|\$))?\s*p\s*$")
@@ -386,7 +426,8 @@ def _awk(s: Simple, args: list[Word]) -> Effect:
     program, files = split[1][0].value, split[1][1:]
     if _AWK_UNSAFE.search(program) or any(w.value and "=" in w.value for w in files):
         return _impure(CommandClass.RUN)
-    rng = awk_range(program)
+    # -v assignments (RS=, ORS=, ...) change what a record and a printed line are: not line-exact
+    rng = awk_range(program) if not _has(split[0], "-v", "--assign") else None
     sel = ("range", rng[0], rng[1]) if rng else None
     if not files:
         return Effect(None, source=False, out=Filter(sel) if sel else None)
@@ -410,12 +451,13 @@ def _grep(s: Simple, args: list[Word], name: str) -> Effect:
         return _impure(CommandClass.SEARCH)
     opts, operands = split
     e = Effect(CommandClass.SEARCH)
-    if _has(opts, "-f", "--file"):
-        p = _path(s.cwd, _last(opts, "-f", "--file") or "")
-        if p is None:
-            return _impure(CommandClass.SEARCH)
-        e.reads.append("f:" + p)
-    elif not _has(opts, "-e", "--regexp"):
+    for o, v in opts:  # files of patterns, and of names to leave out: what they hold decides the output
+        if o in ("-f", "--file", "--exclude-from"):
+            p = _path(s.cwd, v or "")
+            if p is None:
+                return _impure(CommandClass.SEARCH)
+            e.reads.append("f:" + p)
+    if not _has(opts, "-f", "--file", "-e", "--regexp"):
         if not operands or operands[0].value is None:
             return _impure(CommandClass.SEARCH)
         operands = operands[1:]  # the pattern
@@ -442,7 +484,7 @@ def _grep(s: Simple, args: list[Word], name: str) -> Effect:
     shows_lines = not _has(opts, "-l", "-L", "-c", "-q", "-o", "--files-with-matches", "--files-without-match",
                            "--count", "--quiet", "--silent", "--only-matching")
     if len(paths) == 1 and not recursive and shows_lines and not _has(opts, "-H", "--with-filename"):
-        e.out = Stream("matches", paths[0], (), _has(opts, "-n", "--line-number"))
+        e.out = Stream("matches", paths[0], (), FILE_NUMBERS if _has(opts, "-n", "--line-number") else UNNUMBERED)
     return e
 
 
@@ -479,8 +521,8 @@ def _find(s: Simple, args: list[Word]) -> Effect:
         e = _impure(CommandClass.RUN)
     if any(x in _FIND_ACTIONS_WRITE for x in expr):
         e = Effect(CommandClass.MODIFY, writes=[ANY_FILE], pure=False)
-    if follow or any(x is None or x in _FIND_CLOCK or x in ("-follow", "-printf", "-fprintf", "-ls", "-fls")
-                     for x in expr):
+    if follow or any(x is None or x in _FIND_CLOCK or x.startswith("-newer") or x in (
+            "-follow", "-xtype", "-printf", "-fprintf", "-ls", "-fls") for x in expr):
         e.pure = False  # follows links out of the tree, depends on the clock, or prints times
     paths = literal_paths(s.cwd, roots) if roots else ([s.cwd] if s.cwd else None)
     if paths is None:
@@ -488,6 +530,15 @@ def _find(s: Simple, args: list[Word]) -> Effect:
         return e
     e.reads.extend("r:" + p for p in paths)
     return e
+
+
+def _ls_clock(opts) -> bool:
+    """ls's long format prints a file's time as "Mon DD HH:MM" or "Mon DD  YYYY" depending on how
+    far it is from now (six months; a time in the future): the output depends on the clock, unless
+    an absolute time style is asked for."""
+    long = _has(opts, "-l", "-g", "-o", "-n") or _last(opts, "--format") in ("long", "verbose")
+    style = _last(opts, "--time-style") or ""
+    return long and not (style in ("full-iso", "long-iso") or style.startswith("+"))
 
 
 def _listing(s: Simple, args: list[Word], name: str) -> Effect:
@@ -498,9 +549,12 @@ def _listing(s: Simple, args: list[Word], name: str) -> Effect:
             "indicator-style", "quoting-style", "time-style"))
         recursive = split is not None and _has(split[0], "-R", "--recursive") and not _has(split[0], "-d")
         kind = "r:" if recursive else "d:"
-        if split is not None and (_has(split[0], "-L", "--dereference", "-u", "--full-time")
+        if split is not None and (_has(split[0], "-L", "--dereference", "-H", "--dereference-command-line",
+                                       "--dereference-command-line-symlink-to-dir", "-F", "--classify",
+                                       "-u", "--full-time")
                                   or _last(split[0], "--time") in ("atime", "access", "use", "birth", "creation")
-                                  or _last(split[0], "--sort") in ("atime", "access", "use")):
+                                  or _last(split[0], "--sort") in ("atime", "access", "use")
+                                  or _ls_clock(split[0])):
             return _impure(CommandClass.INSPECT)
     elif name == "tree":
         split = split_opts(args, with_arg="LIPo", long_with_arg=("filelimit", "timefmt", "sort", "charset"))
@@ -511,6 +565,9 @@ def _listing(s: Simple, args: list[Word], name: str) -> Effect:
         split = split_opts(args, with_arg="BdtX", long_with_arg=(
             "block-size", "max-depth", "threshold", "exclude-from", "exclude", "time-style"))
         kind = "r:"
+        if split is not None and _has(split[0], "-L", "--dereference", "-H", "-D", "--dereference-args", "-X",
+                                      "--exclude-from", "--time"):
+            return _impure(CommandClass.INSPECT)  # follows links anywhere, or reads a list of its own
     elif name == "file":
         split = split_opts(args, with_arg="fmeFP", long_with_arg=("files-from", "magic-file", "exclude",
                                                                    "separator", "parameter"))
@@ -534,6 +591,34 @@ def _listing(s: Simple, args: list[Word], name: str) -> Effect:
     if name in ("ls", "tree") and _has(split[0], "-a", "--all"):
         reads += ["m:" + os.path.dirname(p) for p in paths]  # the `..` entry shows the parent's stat data
     return Effect(CommandClass.INSPECT, reads=reads)
+
+
+_TEST_EXISTS = {"-e", "-f", "-d", "-L", "-h", "-b", "-c", "-p", "-S", "-a"}
+_TEST_STAT = {"-s", "-r", "-w", "-x", "-g", "-u", "-k", "-O", "-G", "-N"}
+
+
+def _test(s: Simple, args: list[Word], name: str) -> Effect:
+    """``test`` and ``[``: their exit status depends on the paths they test."""
+    words = [w.value for w in args]
+    if name == "[" and words[-1:] == ["]"]:
+        words = words[:-1]
+    if any(w is None for w in words) or any(w.glob for w in args):
+        return Effect(None, pure=False, source=False)
+    reads = []
+    for i, w in enumerate(words):
+        operand = words[i + 1] if i + 1 < len(words) else None
+        if w in _TEST_EXISTS | _TEST_STAT and operand is not None:
+            p = _path(s.cwd, operand)
+            if p is None:
+                return Effect(None, pure=False, source=False)
+            reads += ["x:" + p, "m:" + p] if w in _TEST_STAT else ["x:" + p]
+        elif w in ("-nt", "-ot", "-ef") and 0 < i and operand is not None:
+            for v in (words[i - 1], operand):
+                p = _path(s.cwd, v or "")
+                if p is None:
+                    return Effect(None, pure=False, source=False)
+                reads.append("m:" + p)
+    return Effect(None, reads=reads, source=False)
 
 
 def _checksum(s: Simple, args: list[Word]) -> Effect:
@@ -650,8 +735,37 @@ def _pip(args: list[Word]) -> Effect:
     return _impure(CommandClass.INSPECT)
 
 
+# reuse_runs: the test runners, and the options of theirs, whose output depends on nothing but the
+# workspace's files and the environment (no clock-driven selection, no random order, no cache of the
+# last run, no parallel workers). Anything else runs every time.
+_PYTEST_FLAGS = {"-q", "-v", "-x", "-s", "-l", "--quiet", "--verbose", "--exitfirst", "--showlocals", "--no-header",
+                 "--disable-warnings", "--disable-pytest-warnings", "--strict-markers", "--strict", "--runxfail"}
+_PYTEST_VALUED = {"-k", "-m", "-r", "-W", "--tb", "--maxfail", "--color", "--capture", "--import-mode"}
+_UNITTEST_FLAGS = {"-q", "-v", "-f", "-b", "--quiet", "--verbose", "--failfast", "--buffer"}
+
+
+def exact_run(program: str, args: list[Word]) -> bool:
+    """Whether ``program args`` is a test run on the reuse_runs allow-list (see above)."""
+    if any(w.value is None or w.glob for w in args):
+        return False
+    if program == "pytest":
+        split = split_opts(args, with_arg="kmrWp", long_with_arg=("tb", "maxfail", "color", "capture", "import-mode"))
+        if split is None:
+            return False
+        return all(o in _PYTEST_FLAGS or o in _PYTEST_VALUED or (o == "-p" and v == "no:cacheprovider")
+                   for o, v in split[0])
+    if program == "unittest":
+        split = split_opts(args, with_arg="k")
+        return split is not None and all(o in _UNITTEST_FLAGS or o == "-k" for o, _ in split[0])
+    return False
+
+
 def _python(args: list[Word]) -> Effect:
     vals = [w.value for w in args]
+    if vals[:2] in (["-m", "pytest"], ["-m", "unittest"]):
+        e = _impure(CommandClass.RUN)
+        e.exact_run = exact_run(vals[1], args[2:])
+        return e
     if vals[:2] == ["-m", "pip"]:
         return _pip(args[2:])
     if vals[:1] == ["setup.py"] and len(vals) > 1 and vals[1] in ("install", "develop"):
@@ -689,6 +803,10 @@ _LOCALE_VARS = {"PATH", "LC_ALL", "LC_COLLATE", "LC_CTYPE", "LANG", "GREP_OPTION
                 "POSIXLY_CORRECT", "LS_COLORS", "TZ", "COLUMNS"}
 
 
+SYSTEM_BIN = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/", "/usr/local/sbin/")
+_INTERPRETER = re.compile(r"(python|pip)(\d(\.\d+)?)?")  # .venv/bin/python is still python
+
+
 def _unwrap(argv: list[Word]) -> tuple[list[Word], bool]:
     """Strip ``timeout 60``, ``env X=1``, ``sudo``, ``nice -n 5``...; returns argv and purity."""
     pure = True
@@ -724,9 +842,15 @@ def effect(s: Simple) -> Effect:
         return _impure(CommandClass.OTHER)
     base = os.path.basename(name)
     args = argv[1:]
+    if "/" in name and not name.startswith(SYSTEM_BIN) and not _INTERPRETER.fullmatch(base):
+        # a program of the workspace's own (bin/test, ./runtests.py, scripts/check): a run, whatever
+        # its name is; /usr/bin/grep is still grep
+        return _impure(CommandClass.RUN)
     e = _dispatch(s, base, name, args)
     if not pure or any(w.glob for w in argv):
         e.pure = False  # an unquoted glob expands against a directory no read key covers
+    if not pure or s.assigns:
+        e.exact_run = False  # `time` prints timings; assignments change the environment
     return e
 
 
@@ -768,6 +892,10 @@ def _dispatch(s: Simple, base: str, name: str, args: list[Word]) -> Effect:
     if base in ("npm", "yarn", "cargo", "gem", "go") and args and args[0].value in (
             "install", "add", "i", "uninstall", "remove", "get", "ci"):
         return Effect(CommandClass.ENV, pure=False, env_change=True)
+    if base in ("test", "["):
+        return _test(s, args, base)
+    if base == "printf" and any(w.value is None or "%(" in w.value for w in args):
+        return Effect(None, pure=False)  # %(...)T prints the time
     if base in _NEUTRAL:
         return Effect(None, pure=base in _PURE and all(w.value is not None for w in args),
                       source=base not in _SILENT)
@@ -799,6 +927,10 @@ def _dispatch(s: Simple, base: str, name: str, args: list[Word]) -> Effect:
                         CommandClass.INSPECT if inner in ("cat", "head", "tail", "wc", "nl", "sed", "ls") else None)
         return Effect(cls if cls in (CommandClass.SEARCH, CommandClass.INSPECT, CommandClass.MODIFY) else CommandClass.RUN,
                       writes=e.writes or ([ANY_FILE] if cls is CommandClass.MODIFY else []), pure=False)
+    if base in ("pytest", "py.test"):
+        e = _impure(CommandClass.RUN)
+        e.exact_run = exact_run("pytest", args)
+        return e
     if base in _RUNNERS or "/" in name or name.endswith((".py", ".sh")):
         return _impure(CommandClass.RUN)
     return _impure(CommandClass.OTHER)

@@ -123,8 +123,11 @@ class Attempt:
     ``read_set`` maps read keys (``f:/path`` file content, ``d:/dir`` listing, ``r:/dir`` whole
     subtree, ``x:/path`` existence) to the signature they had when the command ran;
     ``read_set_stable`` is False when that signature moved while the command ran, which makes the
-    result unusable for reuse. ``epoch_before``/``epoch_after`` count workspace changes, ``env_epoch``
-    environment changes (package installs and the like).
+    result unusable for reuse. ``shown_hash`` names the blob of the exact text the model received
+    for it, and ``answer`` how that text stands for the output (literal parts and references to
+    earlier outputs; answers.py), so the ledger can always say what the model saw and what it meant.
+    ``epoch_before``/``epoch_after`` count workspace changes, ``env_epoch`` environment changes
+    (package installs and the like).
     """
 
     id: int
@@ -154,6 +157,8 @@ class Attempt:
     output_complete: bool = True  # the stored output is the whole output (False: the agent's tool cut it)
     applied: bool = True  # the verdict took effect (False: shadow mode or govern off, decided and recorded only)
     shadow_output_hash: str | None = None  # in shadow mode: hash of the output a REUSE would have given
+    shown_hash: str | None = None  # the exact text the model received (in shadow mode: would have received)
+    answer: dict[str, Any] | None = None  # how that text stands for the output (answers.Answer.to_dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -1,16 +1,22 @@
-"""Replay of recorded trajectories against the real repository: what the ledger would have reused,
-nudged and saved, and whether every reuse would have been exact.
+"""Replay of recorded trajectories against the real repository: what the model would have been
+handed for each command, what that spared, and whether every answer stood for exactly the output.
 
 For each trajectory the repository is checked out at the instance's base commit in a fresh work
 tree (``/testbed`` by default, where the recorded commands expect it), and every recorded command
-runs, in order, through a LedgerRuntime in shadow mode: the verdict is decided and recorded, and the
-command executes anyway, so each REUSE can be compared with what the command prints now.
+runs, in order, through a LedgerRuntime in shadow mode: verdicts and answers are decided and
+recorded (the ledger keeps the text the model would have received), and the command executes, so
+each answer can be checked against what the command prints now.
 
-Per command it records the verdict, the command's class, the time the ledger added, the size of the
-state view the model would have received before it, and two independent judgements:
+Per command it records the verdict, the answer's kind (raw, whole, spans, delta; reused for a run
+not run again; refused), the command's class, the characters the model would have seen with and
+without the ledger (after the agent's cut), the time the ledger added, the size of the state view
+the model would have received before it, and independent judgements:
 
-- soundness: an exact REUSE must hand back what the command prints now (volatile.py masks timings
-  and the like); a subsumed-read REUSE must claim lines whose text is still exactly the same;
+- soundness (transcript.py): the answer, read as the model reads it, expands to the fresh output
+  byte for byte, and every reference names lines its source showed literally; a run not run again
+  (reuse_runs) hands back what the run prints now (exactly, and with volatile text masked);
+- what could be spared: characters of whole lines of the output the model had already been shown
+  verbatim (``RepeatedLines``, from the outputs alone);
 - the oracle of redundancy, computed from the fresh outputs and the replay's own SHA-256 of the
   files: a command is redundant when its output equals an earlier output of the same command
   (``exact``), or when every line it shows of a file was shown before while the file had the same
@@ -33,14 +39,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .answers import AnswerKind, ExpandError, split_lines
 from .commands import ANY_FILE, Analysis, analyze
 from .config import LedgerConfig
 from .executor import LocalExecutor
 from .observe import Truncation
 from .programs import resolve
-from .records import Attempt, CommandClass, VerdictKind
-from .runtime import LedgerRuntime, answer_text
+from .records import Attempt, CommandClass
+from .runtime import LedgerRuntime
 from .trajectories import Trajectory, parse_observation
+from .transcript import Transcript
 from .volatile import mask, same
 
 RESULT_VERSION = 1
@@ -216,6 +224,40 @@ def result_path(out: Path, instance_id: str) -> Path:
     return out / f"{instance_id}.json"
 
 
+def visible_chars(text: str, trunc: Truncation) -> int:
+    """Characters of ``text`` the model sees once the agent has cut it."""
+    kept = trunc.kept(text)
+    return len(text) if kept is None else min(len(text), kept[0] + kept[1])
+
+
+class RepeatedLines:
+    """An independent measure of what dedupe could spare: characters of an output that are whole
+    lines the model had already been shown verbatim (in the visible part of an earlier output, as
+    the agent got them without the ledger), and whole outputs it had already been shown."""
+
+    def __init__(self, trunc: Truncation):
+        self.trunc = trunc
+        self.lines: set[str] = set()
+        self.outputs: set[str] = set()
+
+    def judge(self, output: str) -> tuple[int, bool]:
+        lines = split_lines(output)
+        kept = self.trunc.kept(output)
+        if kept is not None:  # the agent shows only the head and the tail of it anyway
+            lines = split_lines(output[: kept[0]])[:-1] + (split_lines(output[-kept[1]:])[1:] if kept[1] else [])
+        return sum(len(x) for x in lines if x in self.lines), output in self.outputs
+
+    def add(self, output: str) -> None:
+        kept = self.trunc.kept(output)
+        self.outputs.add(output)
+        if kept is None:
+            self.lines.update(split_lines(output))
+        else:
+            self.lines.update(split_lines(output[: kept[0]])[:-1])
+            if kept[1]:
+                self.lines.update(split_lines(output[-kept[1]:])[1:])
+
+
 def replay_one(traj: Trajectory, settings: ReplaySettings, on_step: Callable[[int, int], None] | None = None) -> dict:
     """Replay one trajectory; returns its result (also written to OUT/<instance>.json)."""
     commit = traj.base_commit or settings.base_commits.get(traj.instance_id)
@@ -240,6 +282,8 @@ def replay_one(traj: Trajectory, settings: ReplaySettings, on_step: Callable[[in
     rt = LedgerRuntime(workdir, run_dir, config, truncation=trunc,
                        meta={"replay_of": traj.instance_id, "source": traj.source})
     oracle = Oracle(trunc)
+    repeated = RepeatedLines(trunc)
+    transcript = Transcript(rt.state, rt.store.text)
     rows: list[dict] = []
     commands = traj.commands
     started = time.time()
@@ -258,19 +302,25 @@ def replay_one(traj: Trajectory, settings: ReplaySettings, on_step: Callable[[in
             att = rt.state.attempts[-1]
             verdict = att.verdict
             judged = oracle.judge(a, res.output, shas, totals, att.epoch_before)
+            rep_chars, rep_whole = repeated.judge(res.output)
+            shown = transcript.shown(att) or ""
+            kind = transcript.kind(att)
             row = {
                 "step": i + 1, "kind": s.kind, "command": s.command[:300], "class": att.command_class.value,
                 "parsed": att.parsed, "pure": att.pure, "verdict": verdict.kind.value, "reason": verdict.reason,
-                "form": verdict.form.value if verdict.form else None, "exit": att.exit_code,
-                "recorded_exit": s.returncode, "output_chars": len(res.output), "exec_ms": round(att.duration_s * 1000, 3),
-                "overhead_ms": round((total - att.duration_s) * 1000, 3), "view_tokens": view_tokens,
+                "answer": kind, "exit": att.exit_code, "recorded_exit": s.returncode,
+                "output_chars": len(res.output), "visible_chars": visible_chars(res.output, trunc),
+                "shown_chars": len(shown), "shown_visible_chars": visible_chars(shown, trunc),
+                "repeated_chars": rep_chars, "repeated_whole": rep_whole,
+                "exec_ms": round(att.duration_s * 1000, 3), "overhead_ms": round((total - att.duration_s) * 1000, 3),
+                "view_tokens": view_tokens,
                 "prompt_tokens": (traj.prompt_chars[i] + 3) // 4 if i < len(traj.prompt_chars) else None,
                 "redundant": judged,
             }
-            if verdict.kind is VerdictKind.REUSE:
-                row.update(_check_reuse(rt, att, res.output, a))
+            row.update(_soundness(transcript, att, res.output, kind))
             rows.append(row)
             oracle.add(a, res.output, shas, totals, att.epoch_after)
+            repeated.add(res.output)
     finally:
         rt.close()
     result = {"version": RESULT_VERSION, "instance_id": traj.instance_id, "status": "done",
@@ -282,45 +332,33 @@ def replay_one(traj: Trajectory, settings: ReplaySettings, on_step: Callable[[in
     return result
 
 
-def _check_reuse(rt: LedgerRuntime, att: Attempt, fresh: str, a: Analysis) -> dict:
-    """Would this REUSE have been exact? And what would it have handed the model?"""
-    v = att.verdict
-    ref = rt.state.attempt(v.ref_attempt) if v.ref_attempt is not None else None
-    earlier = rt.store.text(ref.output_hash) if ref is not None and ref.output_hash else None
-    shown, _ = answer_text(v, ref, earlier)
-    out = {"would_show_chars": len(shown), "reuse": "exact" if ref is not None else "subsumed"}
-    if ref is not None:
-        sound = earlier is not None and same(earlier, fresh)
-        out["sound"] = sound
-        if not sound:
-            out["evidence"] = {"ref_step": ref.step, "earlier": (earlier or "")[:400], "fresh": fresh[:400]}
+def _soundness(transcript: Transcript, att: Attempt, fresh: str, kind: str) -> dict:
+    """The check of one answer against the fresh output. Built from the fresh output (every command
+    that ran): its expansion must be the output, byte for byte, and every reference must name lines
+    its source showed literally. A run not run again (reuse_runs): the earlier output it hands back
+    against what the run prints now, exactly and with volatile text (timings) masked. A refusal
+    stands for no output: nothing to check."""
+    if kind == AnswerKind.REFUSED.value:
+        return {"sound": None}
+    if kind == AnswerKind.REUSED.value:
+        try:
+            earlier = transcript.expanded(att)
+        except ExpandError:
+            earlier = None
+        exact = earlier == fresh
+        out = {"sound": exact, "sound_masked": earlier is not None and same(earlier, fresh)}
+        if not exact:
+            out["evidence"] = {"ref_step": att.verdict.ref_step, "earlier": (earlier or "")[:400], "fresh": fresh[:400]}
         return out
-    # A subsumed read: the lines it asks for, now, against the lines the covering steps showed.
-    view = a.views[0]
-    fs = rt.workspace.file_state(view.path)
-    now = _lines_of(view, fresh, fs.lines if fs else None)
-    then: dict[int, str] = {}
-    for o in rt.state.observations_of(view.path):
-        if o.step in v.covered_by:
-            src = rt.state.attempt(o.attempt)
-            text = rt.store.text(src.output_hash) if src and src.output_hash else None
-            src_a = analyze(src.command, src.cwd) if src else None
-            if text is not None and src_a is not None and len(src_a.views) == 1:
-                sv = src_a.views[0]
-                if sv.kind == "lines":
-                    lines = _lines_of(sv, text, o.lines_total)
-                    if lines:
-                        then.update(_visible(text, rt.truncation, lines))
-                elif sv.numbered:
-                    then.update(_visible_numbered(text, rt.truncation))
-    if not now:
-        out["sound"] = None  # the fresh output is not a plain run of lines: cannot check line by line
-        return out
-    sound = all(then.get(n) == t for n, t in now.items())
-    out["sound"] = sound
-    if not sound:
-        missing = [n for n, t in now.items() if then.get(n) != t][:5]
-        out["evidence"] = {"covered_by": list(v.covered_by), "lines_differing": missing}
+    check = transcript.check(att, fresh)
+    out: dict[str, Any] = {"sound": check.sound}
+    if not check.sound:
+        try:
+            got = transcript.expanded(att)
+        except ExpandError:
+            got = None
+        out["evidence"] = {"error": check.error, "exact": check.exact, "literal": check.literal,
+                           "expanded": (got or "")[:400], "fresh": fresh[:400]}
     return out
 
 
@@ -329,25 +367,41 @@ def summarize_rows(rows: list[dict]) -> dict:
     s: dict[str, Any] = {"commands": len(rows), "parsed": sum(r["parsed"] for r in rows)}
     s["verdicts"] = {}
     s["by_class"] = {}
+    s["answers"] = {}
+    s["spared_by_kind"] = {}
+    s["spared_by_class"] = {}
+    s["visible_by_class"] = {}
     for r in rows:
         s["verdicts"][r["verdict"]] = s["verdicts"].get(r["verdict"], 0) + 1
         c = s["by_class"].setdefault(r["class"], {})
         c[r["verdict"]] = c.get(r["verdict"], 0) + 1
-    reuses = [r for r in rows if r["verdict"] == "REUSE"]
-    s["reuse_exact"] = sum(r.get("reuse") == "exact" for r in reuses)
-    s["reuse_subsumed"] = sum(r.get("reuse") == "subsumed" for r in reuses)
-    s["unsound"] = sum(r.get("sound") is False for r in reuses)
-    s["unverified"] = sum(r.get("sound") is None for r in reuses)
+        s["answers"][r["answer"]] = s["answers"].get(r["answer"], 0) + 1
+        spared = _spared(r)
+        s["spared_by_kind"][r["answer"]] = s["spared_by_kind"].get(r["answer"], 0) + spared
+        s["spared_by_class"][r["class"]] = s["spared_by_class"].get(r["class"], 0) + spared
+        s["visible_by_class"][r["class"]] = s["visible_by_class"].get(r["class"], 0) + r["visible_chars"]
+    s["checked"] = sum(r.get("sound") is not None for r in rows)
+    s["unsound"] = sum(r.get("sound") is False for r in rows)
+    s["unsound_masked"] = sum(r.get("sound") is False and r.get("sound_masked") is False for r in rows)
+    s["output_chars"] = sum(r["output_chars"] for r in rows)
+    s["visible_chars"] = sum(r["visible_chars"] for r in rows)
+    s["shown_visible_chars"] = sum(r["shown_visible_chars"] for r in rows if r["answer"] != AnswerKind.REFUSED.value)
+    s["chars_spared"] = sum(_spared(r) for r in rows)
+    s["repeated_chars"] = sum(r["repeated_chars"] for r in rows)
     red = [r for r in rows if r["redundant"]]
     s["redundant"] = len(red)
     s["redundant_exact"] = sum(r["redundant"] == "exact" for r in red)
     s["redundant_subsumed"] = sum(r["redundant"] == "subsumed" for r in red)
-    s["caught_reuse"] = sum(r["verdict"] == "REUSE" for r in red)
-    s["caught_any"] = sum(r["verdict"] in ("REUSE", "NUDGE") for r in red)
-    s["reuse_not_redundant"] = sum(1 for r in reuses if not r["redundant"])
-    s["chars_spared"] = sum(r["output_chars"] - r.get("would_show_chars", r["output_chars"]) for r in reuses)
-    s["not_executed"] = len(reuses)
+    s["caught"] = sum(r["answer"] not in ("raw", "refused") for r in red)
+    s["not_executed"] = sum(r["answer"] == AnswerKind.REUSED.value for r in rows)
     return s
+
+
+def _spared(r: dict) -> int:
+    """Characters of output the answer spares the model (after the agent's cut, both sides)."""
+    if r["answer"] == AnswerKind.REFUSED.value:
+        return 0
+    return r["visible_chars"] - r["shown_visible_chars"]
 
 
 def observations_only(traj: Trajectory, trunc: Truncation) -> dict:

@@ -117,7 +117,31 @@ def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, 
     if report is not None:
         command = "ledger-run " + " ".join(shlex.quote(a) for a in argv[1:])
         report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(results_md(agg, command, skipped, notes))
+        report.write_text(results_md(agg, command, skipped, notes, provenance(settings.config)))
+
+
+def provenance(config) -> dict:
+    """The code and settings a report was made with: the commit of this checkout (and whether the
+    core had uncommitted changes), the ledger settings that decide answers."""
+    import subprocess
+    import time
+
+    from . import __version__
+
+    here = Path(__file__).resolve().parent
+    out: dict = {"version": __version__, "written": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    try:
+        head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--", str(here), str(here.parent / "adapters")],
+                               capture_output=True, text=True, timeout=30)
+        out["commit"] = head.stdout.strip() if head.returncode == 0 else None
+        out["dirty"] = bool(dirty.stdout.strip()) if dirty.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        out["commit"] = None
+    out["settings"] = {k: getattr(config, k) for k in ("dedupe", "dedupe_min_lines", "dedupe_min_saving", "reuse_runs",
+                                                       "output_limit_chars", "output_head_chars", "output_tail_chars",
+                                                       "context_steps")}
+    return out
 
 
 def _observations_only(trajs: list[Trajectory], out: Path, as_json: bool) -> None:

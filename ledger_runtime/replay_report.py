@@ -10,7 +10,8 @@ from typing import Any, Iterable
 
 from rich.table import Table
 
-TARGETS = {"unsound": 0, "coverage": 0.90, "overhead_p50_ms": 10.0, "view_p95_tokens": 1200}
+TARGETS = {"unsound": 0, "spared_share": 0.15, "view_p95_tokens": 1200}
+KINDS = ("whole", "spans", "delta", "reused")
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -32,11 +33,15 @@ def aggregate(results: Iterable[dict]) -> dict[str, dict[str, Any]]:
 def _group(results: list[dict]) -> dict[str, Any]:
     rows = [row for r in results for row in r["rows"]]
     sums: dict[str, Any] = defaultdict(int)
+    nested: dict[str, dict[str, Any]] = defaultdict(lambda: defaultdict(int))
     by_class: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for r in results:
         for k, v in r["summary"].items():
             if isinstance(v, (int, float)):
                 sums[k] += v
+            elif isinstance(v, dict) and k != "by_class":
+                for kk, vv in v.items():
+                    nested[k][kk] += vv
         for cls, verdicts in r["summary"]["by_class"].items():
             for verdict, n in verdicts.items():
                 by_class[cls][verdict] += n
@@ -45,24 +50,27 @@ def _group(results: list[dict]) -> dict[str, Any]:
     views = [row["view_tokens"] for row in rows]
     prompts = [row["prompt_tokens"] for row in rows if row.get("prompt_tokens") is not None]
     red = sums["redundant"]
+    visible = sums["visible_chars"]
     return {
         "instances": len(results), "commands": sums["commands"], "parsed": sums["parsed"],
         "parse_coverage": sums["parsed"] / sums["commands"] if sums["commands"] else None,
-        "reuse_exact": sums["reuse_exact"], "reuse_subsumed": sums["reuse_subsumed"],
-        "unsound": sums["unsound"], "unverified": sums["unverified"],
-        "redundant": red, "redundant_exact": sums["redundant_exact"], "redundant_subsumed": sums["redundant_subsumed"],
-        "caught_reuse": sums["caught_reuse"], "caught_any": sums["caught_any"],
-        "coverage_reuse": sums["caught_reuse"] / red if red else None,
-        "coverage_any": sums["caught_any"] / red if red else None,
-        "reuse_not_redundant": sums["reuse_not_redundant"],
+        "checked": sums["checked"], "unsound": sums["unsound"], "unsound_masked": sums["unsound_masked"],
+        "answers": dict(nested["answers"]),
+        "output_chars": sums["output_chars"], "visible_chars": visible,
         "chars_spared": sums["chars_spared"], "tokens_spared": sums["chars_spared"] // 4,
+        "spared_share": sums["chars_spared"] / visible if visible else None,
+        "spared_by_kind": dict(nested["spared_by_kind"]), "spared_by_class": dict(nested["spared_by_class"]),
+        "visible_by_class": dict(nested["visible_by_class"]),
+        "repeated_chars": sums["repeated_chars"], "repeated_share": sums["repeated_chars"] / visible if visible else None,
+        "redundant": red, "redundant_exact": sums["redundant_exact"], "redundant_subsumed": sums["redundant_subsumed"],
+        "caught": sums["caught"], "coverage": sums["caught"] / red if red else None,
         "not_executed": sums["not_executed"],
         "overhead_ms_p50": _pct(overhead, 0.5), "overhead_ms_p95": _pct(overhead, 0.95),
         "overhead_ratio_p50": _pct(ratio, 0.5), "overhead_ratio_p95": _pct(ratio, 0.95),
         "view_tokens_p50": _pct(views, 0.5), "view_tokens_p95": _pct(views, 0.95),
         "prompt_tokens_p50": _pct(prompts, 0.5), "prompt_tokens_p95": _pct(prompts, 0.95),
         "by_class": {c: dict(v) for c, v in sorted(by_class.items())},
-        "faults": sums["faults"] if "faults" in sums else sum(r.get("faults", 0) for r in results),
+        "faults": sum(r.get("faults", 0) for r in results),
     }
 
 
@@ -76,56 +84,81 @@ def _f(v: Any, fmt: str = "{:,}") -> str:
 
 def table(agg: dict[str, dict[str, Any]]) -> Table:
     t = Table(title="Replay of recorded trajectories (shadow mode)")
-    for c in ("repository", "inst", "cmds", "REUSE", "unsound", "redundant", "caught", "+NUDGE", "ovh ms p50",
-              "view p95"):
-        t.add_column(c, justify="left" if c == "repository" else "right")
+    for c in ("repository", "trajectories", "commands", "unsound", "spared", "repeated", "caught", "overhead ms",
+              "view tokens p95"):
+        t.add_column(c, justify="left" if c == "repository" else "right", overflow="fold")
     for repo, g in agg.items():
-        t.add_row(repo, str(g["instances"]), _f(g["commands"]), str(g["reuse_exact"] + g["reuse_subsumed"]),
-                  str(g["unsound"]), str(g["redundant"]), _f(g["coverage_reuse"], "{:.0%}"),
-                  _f(g["coverage_any"], "{:.0%}"), _f(g["overhead_ms_p50"], "{:.1f}"),
+        t.add_row(repo, str(g["instances"]), _f(g["commands"]), str(g["unsound"]), _f(g["spared_share"], "{:.1%}"),
+                  _f(g["repeated_share"], "{:.1%}"), _f(g["coverage"], "{:.0%}"), _f(g["overhead_ms_p50"], "{:.1f}"),
                   _f(g["view_tokens_p95"], "{:.0f}"))
     return t
 
 
 def class_table(g: dict[str, Any]) -> Table:
-    t = Table(title="Verdicts by command class (all trajectories)")
-    verdicts = sorted({v for c in g["by_class"].values() for v in c})
-    t.add_column("class")
-    for v in verdicts:
-        t.add_column(v, justify="right")
-    for cls, counts in g["by_class"].items():
-        t.add_row(cls, *[str(counts.get(v, 0)) for v in verdicts])
+    t = Table(title="Characters spared by command class (all trajectories)")
+    for c in ("class", "commands", "output seen", "spared", "share"):
+        t.add_column(c, justify="left" if c == "class" else "right")
+    counts = {cls: sum(v.values()) for cls, v in g["by_class"].items()}
+    for cls in sorted(g["visible_by_class"]):
+        vis = g["visible_by_class"][cls]
+        sp = g["spared_by_class"].get(cls, 0)
+        t.add_row(cls, str(counts.get(cls, 0)), f"{vis:,}", f"{sp:,}", _f(sp / vis if vis else None, "{:.1%}"))
     return t
 
 
-def results_md(agg: dict[str, dict[str, Any]], command: str, skipped: list[tuple[str, str]], notes: list[str]) -> str:
+def results_md(agg: dict[str, dict[str, Any]], command: str, skipped: list[tuple[str, str]], notes: list[str],
+               provenance: dict[str, Any] | None = None) -> str:
+    """RESULTS.md: only what the replay computed, with the code's commit and the settings it ran with."""
     tot = agg["total"]
+    prov = provenance or {}
     lines = ["# Replay of recorded SWE-bench Verified trajectories", "",
              "Every recorded command of each trajectory ran again, in order, through the ledger in shadow mode "
-             "(verdicts decided and recorded, every command executed), in a fresh checkout of the instance's "
-             "base commit at /testbed. See `ledger_runtime/replay.py` for the definitions.", "",
-             "Reproduce:", "", "```bash", command, "```", "",
-             "| repository | instances | commands | parse coverage | REUSE exact | REUSE subsumed | unsound | "
-             "redundant (exact / subsumed) | caught by REUSE | caught by REUSE or NUDGE | chars spared (tokens) | "
-             "not executed | overhead ms p50 / p95 | overhead / command time p50 / p95 | view tokens p50 / p95 | "
-             "prompt tokens p50 / p95 |",
-             "|" + "---|" * 16]
+             "(verdicts and answers decided and recorded, every command executed), in a fresh checkout of the "
+             "instance's base commit. Definitions: `ledger_runtime/replay.py`.", ""]
+    if prov:
+        lines += [f"- code: ledger-runtime {prov.get('version', '?')} at commit `{prov.get('commit') or 'unknown'}`"
+                  + (" (with uncommitted changes)" if prov.get("dirty") else ""),
+                  f"- settings: {', '.join(f'`{k} = {v!r}`' for k, v in (prov.get('settings') or {}).items())}",
+                  f"- written: {prov.get('written', '?')}", ""]
+    lines += ["Reproduce:", "", "```bash", command, "```", "",
+              "| repository | trajectories | commands | parse coverage | answers checked | unsound | output seen (chars) | "
+              "spared (chars) | spared | repeated lines (ceiling) | redundant (exact / subsumed) | caught | "
+              "overhead ms p50 / p95 | overhead / command p50 / p95 | view tokens p50 / p95 |",
+              "|" + "---|" * 15]
     for repo, g in agg.items():
         lines.append(
-            f"| {repo} | {g['instances']} | {g['commands']} | {_f(g['parse_coverage'], '{:.2%}')} | {g['reuse_exact']} | "
-            f"{g['reuse_subsumed']} | {g['unsound']} | {g['redundant']} ({g['redundant_exact']} / {g['redundant_subsumed']}) | "
-            f"{_f(g['coverage_reuse'], '{:.1%}')} | {_f(g['coverage_any'], '{:.1%}')} | {g['chars_spared']:,} ({g['tokens_spared']:,}) | "
-            f"{g['not_executed']} | {_f(g['overhead_ms_p50'], '{:.1f}')} / {_f(g['overhead_ms_p95'], '{:.1f}')} | "
+            f"| {repo} | {g['instances']} | {g['commands']} | {_f(g['parse_coverage'], '{:.2%}')} | {g['checked']} | "
+            f"{g['unsound']} | {g['visible_chars']:,} | {g['chars_spared']:,} | {_f(g['spared_share'], '{:.1%}')} | "
+            f"{_f(g['repeated_share'], '{:.1%}')} | {g['redundant']} ({g['redundant_exact']} / {g['redundant_subsumed']}) | "
+            f"{_f(g['coverage'], '{:.1%}')} | {_f(g['overhead_ms_p50'], '{:.1f}')} / {_f(g['overhead_ms_p95'], '{:.1f}')} | "
             f"{_f(g['overhead_ratio_p50'], '{:.2f}')} / {_f(g['overhead_ratio_p95'], '{:.2f}')} | "
-            f"{_f(g['view_tokens_p50'], '{:.0f}')} / {_f(g['view_tokens_p95'], '{:.0f}')} | "
-            f"{_f(g['prompt_tokens_p50'], '{:.0f}')} / {_f(g['prompt_tokens_p95'], '{:.0f}')} |")
-    lines += ["", "## Targets", "",
-              f"- unsound reuses: {tot['unsound']} (target 0); unverifiable subsumed reuses: {tot['unverified']}",
-              f"- redundant commands caught: {_f(tot['coverage_reuse'], '{:.1%}')} by REUSE, "
-              f"{_f(tot['coverage_any'], '{:.1%}')} by REUSE or NUDGE (target 90%)",
-              f"- overhead p50: {_f(tot['overhead_ms_p50'], '{:.1f}')} ms per command (target <= 10 ms)",
-              f"- state view p95: {_f(tot['view_tokens_p95'], '{:.0f}')} tokens (target <= 1,200)", "",
-              "## Verdicts by command class", "", "| class | " + " | ".join(sorted({v for c in tot['by_class'].values() for v in c})) + " |",
+            f"{_f(g['view_tokens_p50'], '{:.0f}')} / {_f(g['view_tokens_p95'], '{:.0f}')} |")
+    vis = tot["visible_chars"]
+    lines += ["", "## What the answers spared, by kind", "",
+              "| answer | commands | chars spared | share of output seen |", "|---|---|---|---|"]
+    for kind in ("raw", *KINDS, "refused"):
+        n = tot["answers"].get(kind, 0)
+        sp = tot["spared_by_kind"].get(kind, 0)
+        lines.append(f"| {kind} | {n} | {sp:,} | {_f(sp / vis if vis else None, '{:.1%}')} |")
+    lines += ["", "## By command class", "", "| class | commands | output seen (chars) | spared (chars) | share |",
+              "|---|---|---|---|---|"]
+    for cls in sorted(tot["visible_by_class"]):
+        v = tot["visible_by_class"][cls]
+        sp = tot["spared_by_class"].get(cls, 0)
+        n = sum(tot["by_class"].get(cls, {}).values())
+        lines.append(f"| {cls} | {n} | {v:,} | {sp:,} | {_f(sp / v if v else None, '{:.1%}')} |")
+    lines += ["", "## Checks", "",
+              f"- answers checked against the fresh output, byte for byte: {tot['checked']:,}; unsound: {tot['unsound']}"
+              + (f" ({tot['unsound_masked']} even with volatile text masked)" if tot["unsound"] else ""),
+              f"- characters spared: {tot['chars_spared']:,} of {vis:,} seen ({_f(tot['spared_share'], '{:.1%}')}); "
+              f"whole lines already shown verbatim: {_f(tot['repeated_share'], '{:.1%}')} (an upper bound for spans)",
+              f"- redundant commands (the oracle) answered with a reference: {_f(tot['coverage'], '{:.1%}')} "
+              f"({tot['caught']} of {tot['redundant']})",
+              f"- ledger overhead per command: p50 {_f(tot['overhead_ms_p50'], '{:.1f}')} ms, "
+              f"p95 {_f(tot['overhead_ms_p95'], '{:.1f}')} ms",
+              f"- state view: p50 {_f(tot['view_tokens_p50'], '{:.0f}')}, p95 {_f(tot['view_tokens_p95'], '{:.0f}')} tokens",
+              "", "## Verdicts by command class", "",
+              "| class | " + " | ".join(sorted({v for c in tot['by_class'].values() for v in c})) + " |",
               "|---|" + "---|" * len({v for c in tot['by_class'].values() for v in c})]
     verdicts = sorted({v for c in tot['by_class'].values() for v in c})
     for cls, counts in tot["by_class"].items():

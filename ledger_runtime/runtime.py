@@ -2,13 +2,16 @@
 ``run(command, execute)`` for each command.
 
 One step of ``run``: analyse the command, scan the workspace (changes made since the last command
-are recorded as such), sign what govern needs, decide a verdict. RUN and NUDGE execute through the
-adapter's ``execute``; the workspace is scanned again (never around a pure reader, which writes
-nothing and whose verdict rests on the signatures of what it reads), and the attempt, what it showed, and what it changed are committed in one transaction
-before the result goes back. REUSE hands back an earlier
-result without running anything. In shadow mode every command executes and returns its real output;
-verdicts are decided and recorded only. Verdicts are also decided and recorded when govern is off,
-so runs with and without govern are measured alike.
+are recorded as such), decide a verdict (govern and the policy gate). RUN and NUDGE execute through
+the adapter's ``execute``; the workspace is scanned again (never around a pure reader, which writes
+nothing). Then the fresh output is compared with what the model already holds and the answer is
+built (answers.py: the output with verbatim repeats as references); the attempt, the exact text the
+model gets, what the command showed (checked against the files) and what it changed are committed in
+one transaction before the answer goes back. Only REVISE, BLOCK and an opted-in reuse of a test run
+(``reuse_runs``) answer without running. In shadow mode every command executes and returns its real
+output; verdicts and answers are decided and recorded only (the ledger keeps the text the model
+would have got). Verdicts are also decided and recorded when govern is off, so runs with and without
+govern are measured alike.
 
 A fault of the ledger never stops the agent: it is logged (``faults.log`` in the run directory,
 and the ledger when that works) and the command runs as if there were no ledger.
@@ -26,25 +29,28 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__
+from .answers import NOTE, SAME, TEXT, Answer, AnswerKind, DedupeSettings, Piece, Source, build, raw, same_marker
 from .commands import ANY_FILE, SUBMIT_MARKER, Analysis, analyze
 from .config import LedgerConfig
+from .delivered import Delivered, Shown, delivered_lines, output_digest, seen_lines
 from .executor import ExecResult
 from .gate import build_rules, check_all, compose, in_force
-from .govern import Current, govern, needed_keys
+from .govern import Current, govern
 from .policies import BUILTINS
 from .hashing import FileState
 from .probe import PENDING
 from .inform import StateView, render, short_command
 from .local_workspace import LocalWorkspace, Workspace
-from .observe import Truncation, line_delta, observations
+from .observe import FileText, Truncation, line_delta, observations
 from .records import Attempt, CommandClass, Modification, ReuseForm, Verdict, VerdictKind
 from .state import LedgerState
 from .store import LedgerStore, StoreError
-from .volatile import same
 from .workspace import Change, Snapshot, delta
 
 MAX_WATCHED = 4096
 MAX_POLICY_FILES = 32  # files an edit writes whose state the policies get
+MAX_DELIVERED_CHARS = 4 * 1024 * 1024  # longer outputs are never the source of a reference
+FORGET_EVERY = 64  # attempts between prunings of what the model no longer holds
 log = logging.getLogger("ledger_runtime")
 FAULTS_FILE = "faults.log"
 
@@ -61,6 +67,7 @@ class RunResult:
     exception_info: str = ""
     extra: dict[str, Any] | None = None
     note: str | None = None  # the NUDGE note appended to the output, if any
+    answer: str = "raw"  # how the output came back (answers.AnswerKind): raw, whole, spans, delta, reused, refused
 
 
 @dataclass
@@ -78,6 +85,7 @@ class Plan:
     before: Snapshot | None
     pre_sigs: dict[str, str]
     shadow_output_hash: str | None
+    shown_raw: bool = False  # the model got the output as it is, whatever the ledger would answer
 
 
 def submission_output(output: str) -> bool:
@@ -86,20 +94,23 @@ def submission_output(output: str) -> bool:
     return bool(lines) and lines[0].strip() == SUBMIT_MARKER
 
 
-def answer_text(v: Verdict, ref: Attempt | None, earlier: str | None) -> tuple[str, int | None]:
-    """What the agent gets instead of running a command: the earlier output under a one-line header
-    (REUSE, full form), a short reference to the step that has it (REUSE, reference form), or the
-    verdict's reason (REVISE, BLOCK). Returns the text and the return code to report."""
-    if v.kind is VerdictKind.REUSE and v.form is ReuseForm.FULL and ref is not None and earlier is not None:
-        return f"[ledger] REUSE of step {ref.step}'s output ({v.reason}; not run again):\n" + earlier, ref.exit_code
-    if v.kind is VerdictKind.REUSE and ref is not None:
-        return (f"[ledger] REUSE: same output as step {ref.step} (`{short_command(ref.command, 60)}`), "
-                f"still in your context above: {v.reason}. Not run again."), ref.exit_code
-    if v.kind is VerdictKind.REUSE:
-        return f"[ledger] REUSE: {v.reason}; they are still in your context above. Not run again.", 0
+def not_run_answer(v: Verdict, ref: Source | None, earlier: str | None, *, label: str = "") -> tuple[Answer, int | None]:
+    """What the agent gets instead of running a command: an earlier run's output under a one-line
+    header (REUSE, full form), a reference to the step whose output the model holds (REUSE,
+    reference form), or the verdict's reason (REVISE, BLOCK). Returns the answer and the return
+    code to report."""
+    if v.kind is VerdictKind.REUSE and ref is not None and earlier is not None:
+        if v.form is ReuseForm.REFERENCE:
+            marker = same_marker(ref, f"; not run again: {v.reason}")
+            return Answer(AnswerKind.REUSED, marker, (Piece(SAME, 0, len(marker), ref.attempt),)), ref.exit_code
+        head = f"[ledger] REUSE of {ref.label}'s output ({v.reason}; not run again):\n"
+        text = head + earlier
+        return Answer(AnswerKind.REUSED, text, (Piece(NOTE, 0, len(head)), Piece(TEXT, len(head), len(text)))), \
+            ref.exit_code
     by = f" by policy {v.rule}" if v.rule else ""
-    return (f"[ledger] {v.kind.value}{by}: {v.reason}.\nThe command was not run"
-            + (" (it is refused outright)." if v.kind is VerdictKind.BLOCK else "; this turn is still yours.")), 1
+    text = (f"[ledger] {v.kind.value}{by}: {v.reason}.\nThe command was not run"
+            + (" (it is refused outright)." if v.kind is VerdictKind.BLOCK else "; this turn is still yours."))
+    return Answer(AnswerKind.REFUSED, text, (Piece(NOTE, 0, len(text)),)), 1
 
 
 class LedgerRuntime:
@@ -114,7 +125,9 @@ class LedgerRuntime:
         _ignore_in_git(self.run_dir, self.workdir)
         self.config = config or LedgerConfig()
         self.faults = 0  # faults of the ledger so far (each logged; none ever stops the agent)
+        # verdicts are decided (and recorded) with govern off too; they only take effect with it on
         self._decide_config = self.config.with_(govern=True)
+        self.dedupe = DedupeSettings(self.config.dedupe, self.config.dedupe_min_lines, self.config.dedupe_min_saving)
         self.truncation = truncation or Truncation(self.config.output_limit_chars, self.config.output_head_chars,
                                                    self.config.output_tail_chars)
         # the run directory may lie inside the workspace (`-o ledger-runs/...` from the repository):
@@ -125,6 +138,8 @@ class LedgerRuntime:
         self.state = LedgerState.from_events(self.store.events())
         self.rules = build_rules(self.config.policies, self.workdir, BUILTINS)
         self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
+        self.delivered = Delivered(self._alive)
+        self._restore_delivered()
         self._last: Snapshot | None = self.workspace.scan()
         if self.state.baseline is None:
             baseline = self.workspace.baseline(self._last, task)
@@ -226,9 +241,11 @@ class LedgerRuntime:
             return None
 
     def record(self, plan: Plan, res: ExecResult, elapsed: float, *,
-               truncation: Truncation | None = None) -> RunResult:
+               truncation: Truncation | None = None, shown_raw: bool = False) -> RunResult:
         """Record what running the planned command gave; returns what the agent should see.
-        ``truncation``: how the agent cut this output, when not as usual (``self.truncation``)."""
+        ``truncation``: how the agent cut this output, when not as usual (``self.truncation``);
+        ``shown_raw``: the agent already got the output as it is (a command it ran itself)."""
+        plan.shown_raw = plan.shown_raw or shown_raw
         try:
             return self._record_run(plan, res, elapsed, None, truncation)
         except Exception as e:
@@ -238,8 +255,8 @@ class LedgerRuntime:
     def _plan(self, command: str, cwd: str, step: int, analysis: Analysis | None = None) -> Plan:
         analysis = analysis or analyze(command, cwd)
         before = self._last
-        # A pure reader needs no scan: its verdict rests on the signatures of what it reads, and it
-        # changes nothing. Changes made before it are found by the next scan that does run.
+        # A pure reader needs no scan: it changes nothing, and what it shows is checked against the
+        # files after it ran. Changes made before it are found by the next scan that does run.
         if (self.config.rescan_before_command and self.workspace.rescan_before_command and not analysis.pure) \
                 or before is None:
             before = self.workspace.scan(keep_limit=self.config.max_content_bytes)
@@ -249,11 +266,8 @@ class LedgerRuntime:
                     self._record_changes(external, None, step, analysis=None)
                     self.store.commit()
             self._last = before
-        keys = needed_keys(analysis, self.state, self._decide_config)
         pre_keys = set(analysis.read_keys) if analysis.pure else set()
-        pre_keys |= {"f:" + v.path for v in analysis.views}
-        sigs = self.workspace.sign_many(keys)
-        sigs.update(self.workspace.sign_many(pre_keys - keys, exact=False))
+        sigs = self.workspace.sign_many(pre_keys, exact=False)
         files = {v.path: self.workspace.file_state(v.path) for v in analysis.views}
         if analysis.command_class is CommandClass.MODIFY:  # the policies look at what an edit writes
             files.update((w, self.workspace.file_state(w)) for w in analysis.writes[:MAX_POLICY_FILES] if w != ANY_FILE)
@@ -265,33 +279,122 @@ class LedgerRuntime:
         if verdict.kind is VerdictKind.REUSE and verdict.ref_attempt is not None:
             ref = self.state.attempt(verdict.ref_attempt)
             shadow_hash = ref.output_hash if ref else None
-        return Plan(command, cwd, step, analysis, verdict, applied, before,
-                     {k: sigs[k] for k in pre_keys}, shadow_hash)
+        return Plan(command, cwd, step, analysis, verdict, applied, before, sigs, shadow_hash)
 
     def _policy_fault(self, where: str, error: BaseException) -> None:
         self._fault(where + " (treated as ALLOW)", error)
 
+    # -- what the model holds ---------------------------------------------------------------------
+
+    def _alive(self, step: int) -> bool:
+        return self.state.in_context(step, self.config.context_steps)
+
+    def forget_context(self) -> None:
+        """The agent dropped the outputs it was shown so far from its history (a compaction): no
+        later answer refers to them."""
+        event = {"from_step": self.state.step + 1}
+        self._commit([("context", event)], self.state.step)
+        self.state.apply({"kind": "context", **event})
+        self.delivered.forget(lambda s: self._alive(s.step))
+
+    def _source(self, a: Attempt) -> Source:
+        return Source(a.id, self.state.label(a.id), short_command(a.command, 40), a.exit_code, ())
+
+    def _deliver(self, a: Attempt, output: str, answer: Answer, trunc: Truncation, keys: tuple[str, ...] = ()) -> None:
+        """Remember which of the output's lines the model got literally (the source of later
+        references), and under which ``keys`` it is a re-read's base."""
+        if len(output) > MAX_DELIVERED_CHARS:
+            return
+        kept = trunc.kept(answer.text)
+        lines, literal = delivered_lines(output, answer, kept)
+        same_as = answer.refs[0] if answer.kind in (AnswerKind.WHOLE, AnswerKind.REUSED) and answer.refs else None
+        self.delivered.add(Shown(a.id, a.step, self.state.label(a.id), short_command(a.command, 40), a.exit_code,
+                                 lines, literal, answer.refs, kept is None, output_digest(output), a.epoch_after,
+                                 same_as), keys)
+        if len(self.delivered.items) % FORGET_EVERY == 0:
+            self.delivered.forget(lambda s: self._alive(s.step))
+
+    def _restore_delivered(self) -> None:
+        """Rebuild what the model holds from the ledger (a run continued by a new runtime)."""
+        for a in self.state.attempts:
+            if a.answer is None or a.shown_hash is None or a.output_hash is None or not self._alive(a.step):
+                continue
+            shown, output = self.store.text(a.shown_hash), self.store.text(a.output_hash)
+            if a.answer.get("kind") == AnswerKind.REUSED.value:
+                ref = self.state.attempt(a.verdict.ref_attempt) if a.verdict.ref_attempt is not None else None
+                output = self.store.text(ref.output_hash) if ref is not None and ref.output_hash else None
+            if shown is None or output is None:
+                continue
+            try:
+                answer = Answer(AnswerKind(a.answer["kind"]), shown,
+                                tuple(Piece.from_list(p) for p in a.answer["pieces"]))
+            except (KeyError, TypeError, ValueError):
+                continue
+            keys = (_command_key(a.cwd, a.normalized),) if a.executed and a.command_class in (
+                CommandClass.INSPECT, CommandClass.SEARCH) else ()
+            self._deliver(a, output, answer, self.truncation, keys)
+
+    # -- answering ---------------------------------------------------------------------------------
+
     def _answer(self, plan: Plan) -> RunResult:
-        """A verdict that does not run the command (REUSE, REVISE, BLOCK), answered and recorded."""
+        """A verdict that does not run the command (REUSE of a run, REVISE, BLOCK), answered and recorded."""
         v = plan.verdict
         ref = self.state.attempt(v.ref_attempt) if v.ref_attempt is not None else None
         earlier = None
-        if v.kind is VerdictKind.REUSE and v.form is ReuseForm.FULL:
+        if v.kind is VerdictKind.REUSE:
             if ref is None or ref.output_hash is None:
                 raise LookupError("the earlier attempt has no stored output")
             earlier = self.store.text(ref.output_hash)
             if earlier is None:
                 raise LookupError(f"output blob {ref.output_hash} is missing")
-        output, returncode = answer_text(v, ref, earlier)
+            if v.form is ReuseForm.REFERENCE and not self.delivered.complete(ref.id):
+                v = plan.verdict = Verdict(v.kind, v.reason, v.ref_attempt, v.ref_step, ReuseForm.FULL, v.rule,
+                                           v.covered_by, v.estimated_chars, v.evidence)
+        answer, returncode = not_run_answer(v, self._source(ref) if ref is not None else None, earlier)
         refused = v.kind in (VerdictKind.REVISE, VerdictKind.BLOCK)
         output_hash = ref.output_hash if ref is not None and v.kind is VerdictKind.REUSE else None
+        shown_hash = self.store.put_blob(answer.text.encode("utf-8", "surrogateescape"))
         attempt = self._attempt(plan, executed=False, exit_code=None if refused else returncode, output_hash=output_hash,
                                 output_chars=ref.output_chars if ref is not None else (v.estimated_chars or 0),
-                                truncated=False, duration=0.0, read_set={}, stable=True, epoch_after=self.state.epoch,
-                                shown_chars=len(output), verdict=v, exception=None, output_complete=True)
+                                truncated=self.truncation.cuts(answer.text), duration=0.0, read_set={}, stable=True,
+                                epoch_after=self.state.epoch, shown_chars=len(answer.text), verdict=v, exception=None,
+                                output_complete=True, shown_hash=shown_hash, answer=answer.to_dict())
         self._commit([("attempt", attempt.to_dict())], plan.step)
         self.state.add_attempt(attempt)
-        return RunResult(output, returncode, v, False, attempt.id)
+        if earlier is not None:
+            self._deliver(attempt, earlier, answer, self.truncation)
+        return RunResult(answer.text, returncode, v, False, attempt.id, answer=answer.kind.value)
+
+    def _would_answer(self, v: Verdict) -> Answer:
+        ref = self.state.attempt(v.ref_attempt) if v.ref_attempt is not None else None
+        earlier = self.store.text(ref.output_hash) if ref is not None and ref.output_hash else None
+        if v.kind is VerdictKind.REUSE and (ref is None or earlier is None):
+            return raw("")
+        if v.kind is VerdictKind.REUSE and v.form is ReuseForm.REFERENCE and not self.delivered.complete(ref.id):
+            v = Verdict(v.kind, v.reason, v.ref_attempt, v.ref_step, ReuseForm.FULL)
+        return not_run_answer(v, self._source(ref) if ref is not None else None, earlier)[0]
+
+    def _fresh_answer(self, plan: Plan, verdict: Verdict, output: str, res: ExecResult) -> Answer:
+        """The answer to a command that ran: its fresh output, deduped against what the model holds
+        (never a submission, never a command that asks for its raw output)."""
+        a = plan.analysis
+        notes = [f"[ledger] NUDGE: {verdict.reason}."] if verdict.kind is VerdictKind.NUDGE else []
+        if SUBMIT_MARKER in output or a.submits:
+            return raw(output)  # mini-swe-agent reads the marker off the output: nothing may move it
+        if plan.shown_raw and plan.applied:
+            return raw(output)  # what the agent got: recorded as it was (shadow mode: what it would have got)
+        if a.raw:
+            return raw(output, notes)
+        epoch = self.state.epoch
+
+        def same_note(src: Source) -> str:
+            shown = self.delivered.items.get(src.attempt)
+            if shown is not None and shown.epoch_after != epoch:
+                return "; files changed since then, and it printed the same"
+            return ""
+
+        return build(output, self.delivered, self.dedupe, base_keys=_read_keys_of(a), notes=notes,
+                     same_note=same_note)
 
     def _record_run(self, plan: Plan, res: ExecResult | None, elapsed: float, exc: BaseException | None,
                     truncation: Truncation | None = None) -> RunResult:
@@ -323,24 +426,32 @@ class LedgerRuntime:
                                rule=f"{verdict.rule},noop-edit" if verdict.rule else "noop-edit",
                                evidence={**(verdict.evidence or {}), **(noop.evidence or {})})
             verdict = noop or verdict
-        elif verdict.kind is VerdictKind.RUN and res is not None and self.config.nudge_repeats:
-            verdict = self._same_output(analysis, output, res.returncode) or verdict
+        if not verdict.kind.executes:  # shadow mode, govern off: what the model would have got instead
+            answer = self._would_answer(verdict)
+        else:
+            answer = self._fresh_answer(plan, verdict, output, res) if res is not None else raw("")
+        if answer.kind is AnswerKind.WHOLE and verdict.kind is VerdictKind.RUN:
+            ref = self.state.attempt(answer.refs[0])
+            verdict = Verdict(VerdictKind.REUSE, "its output is identical to an earlier output the model holds",
+                              ref_attempt=ref.id if ref else None, ref_step=ref.step if ref else None,
+                              form=ReuseForm.REFERENCE)
+        shown = answer.text
+        shown_hash = self.store.put_blob(shown.encode("utf-8", "surrogateescape")) if res is not None else None
         epoch_after = self.state.epoch + (1 if changes else 0)
         attempt = self._attempt(
             plan, executed=True, exit_code=res.returncode if res is not None else None, output_hash=output_hash,
-            output_chars=len(output), truncated=trunc.cuts(output), duration=elapsed,
+            output_chars=len(output), truncated=trunc.cuts(shown), duration=elapsed,
             read_set={k: post_sigs[k] for k in read_keys}, stable=stable, epoch_after=epoch_after,
-            shown_chars=len(output), verdict=verdict,
+            shown_chars=len(shown), verdict=verdict,
             exception=(f"{type(exc).__name__}: {exc}"[:500] if exc is not None else None),
             output_complete=res.output_complete if res is not None else False,
-            submits=analysis.submits or submission_output(output))
+            submits=analysis.submits or submission_output(output), shown_hash=shown_hash,
+            answer=answer.to_dict() if res is not None else None)
         events: list[tuple[str, dict]] = [("attempt", attempt.to_dict())]
         obs = []
         if res is not None:
-            states = {v.path: self.workspace.file_state(v.path) for v in analysis.views}
-            digests = {p[2:]: (post_sigs.get(p) if sig == PENDING else sig)
-                       for p, sig in plan.pre_sigs.items() if p.startswith("f:")}
-            obs = observations(analysis, output, res.returncode, states, digests, trunc,
+            seen = seen_lines(output, answer, trunc.kept(shown))
+            obs = observations(analysis, output, res.returncode, self._file_texts(analysis), seen,
                                step=plan.step, attempt=attempt.id)
             events += [("observation", o.to_dict()) for o in obs]
         self.state.add_attempt(attempt)
@@ -348,14 +459,30 @@ class LedgerRuntime:
                              extra_events=events)
         for o in obs:
             self.state.add_observation(o)
-        note = None
-        out_text = output
-        if plan.applied and verdict.kind is VerdictKind.NUDGE and not submission_output(output):
-            note = f"[ledger] NUDGE: {verdict.reason}."
-            out_text = output + ("" if output.endswith("\n") or not output else "\n") + note
         if res is None:
             return RunResult("", None, verdict, True, attempt.id)
-        return RunResult(out_text, res.returncode, verdict, True, attempt.id, res.exception_info, res.extra, note)
+        if answer.kind is AnswerKind.REUSED:  # shadow mode: the model would have got the earlier output
+            ref = self.state.attempt(verdict.ref_attempt) if verdict.ref_attempt is not None else None
+            earlier = self.store.text(ref.output_hash) if ref is not None and ref.output_hash else None
+            if earlier is not None:
+                self._deliver(attempt, earlier, answer, trunc)
+        elif answer.kind is not AnswerKind.REFUSED:
+            self._deliver(attempt, output, answer, trunc, _read_keys_of(analysis))
+        note = next((shown[p.start:p.end].strip() for p in answer.pieces if p.kind == NOTE), None)
+        out_text = shown if plan.applied else output
+        return RunResult(out_text, res.returncode, verdict, True, attempt.id, res.exception_info, res.extra,
+                         note if plan.applied else None, answer.kind.value if plan.applied else AnswerKind.RAW.value)
+
+    def _file_texts(self, analysis: Analysis) -> dict[str, FileText]:
+        """The files a command's views name, as they are now (what its output is checked against)."""
+        out = {}
+        for v in analysis.views:
+            if v.path in out:
+                continue
+            data = self.workspace.content(v.path, self.config.max_content_bytes)
+            if data is not None:
+                out[v.path] = FileText.of(self.workspace.digest(data), data)
+        return out
 
     def _noop_edit(self, analysis: Analysis, res: ExecResult) -> Verdict | None:
         """The noop-edit policy, decided after the command: an edit that changed no file."""
@@ -377,26 +504,11 @@ class LedgerRuntime:
         return Verdict(VerdictKind.NUDGE, f"this edit changed no file ({why})", rule="noop-edit",
                        evidence={"noop-edit": {"writes": list(analysis.writes[:5]), "missing": missing[:5]}})
 
-    def _same_output(self, analysis: Analysis, output: str, returncode: int | None) -> Verdict | None:
-        """A NUDGE after the fact: the command printed exactly what the same command printed last time
-        (volatile text such as timings aside), although something it depends on changed since."""
-        if analysis.submits or analysis.command_class in (CommandClass.MODIFY, CommandClass.ENV):
-            return None
-        earlier = next((a for a in self.state.repeats_of(analysis.normalized, analysis.cwd) if a.executed), None)
-        if earlier is None or earlier.exit_code != returncode or earlier.output_hash is None:
-            return None
-        text = self.store.text(earlier.output_hash)
-        if text is None or not same(text, output):
-            return None
-        what = "failed" if returncode not in (0, None) else "ran"
-        return Verdict(VerdictKind.NUDGE, f"this printed the same as at step {earlier.step}, where this same command "
-                                          f"{what} (exit {returncode}), although files changed since",
-                       ref_attempt=earlier.id, ref_step=earlier.step)
-
     def _attempt(self, plan: Plan, *, executed: bool, exit_code: int | None, output_hash: str | None,
                  output_chars: int, truncated: bool, duration: float, read_set: dict[str, str], stable: bool,
                  epoch_after: int, shown_chars: int, verdict: Verdict, exception: str | None,
-                 output_complete: bool, submits: bool | None = None) -> Attempt:
+                 output_complete: bool, submits: bool | None = None, shown_hash: str | None = None,
+                 answer: dict[str, Any] | None = None) -> Attempt:
         a = plan.analysis
         attempt_id = self._next_id
         self._next_id += 1
@@ -408,7 +520,7 @@ class LedgerRuntime:
             epoch_after=epoch_after, env_epoch=self.state.env_epoch, pure=a.pure, parsed=a.parsed,
             submits=a.submits if submits is None else submits, shown_chars=shown_chars, exception=exception,
             shadow_output_hash=plan.shadow_output_hash if not plan.applied else None,
-            output_complete=output_complete, applied=plan.applied)
+            output_complete=output_complete, applied=plan.applied, shown_hash=shown_hash, answer=answer)
 
     # -- modifications -----------------------------------------------------------------------------
 
@@ -530,6 +642,22 @@ def _ignore_in_git(run_dir: Path, workdir: str) -> None:
             marker.write_text("# the ledger's run directory: not part of the repository\n*\n")
     except OSError:
         pass
+
+
+def _read_keys_of(a: Analysis) -> tuple[str, ...]:
+    """Keys under which a read's output is the base of a later delta re-read: the same command in the
+    same directory, and the same lines of the same file read another way."""
+    if a.command_class not in (CommandClass.INSPECT, CommandClass.SEARCH):
+        return ()
+    keys = [_command_key(a.cwd, a.normalized)]
+    if a.outputs == 1 and len(a.views) == 1 and a.views[0].kind == "lines":
+        v = a.views[0]
+        keys.append(f"v:{v.path}\0{v.selectors!r}\0{v.numbered}")
+    return tuple(keys)
+
+
+def _command_key(cwd: str, normalized: str) -> str:
+    return f"c:{cwd}\0{normalized}"
 
 
 def _recognised(path: str, writes: tuple[str, ...]) -> bool:

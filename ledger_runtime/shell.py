@@ -210,9 +210,11 @@ def word_of(node) -> Word:
 
 
 def _join(cwd: str | None, path: str) -> str | None:
+    """Where ``cd path`` goes from ``cwd``: bash's cd is logical (``..`` drops the last name)."""
     if cwd is None and not path.startswith("/"):
         return None
-    return os.path.normpath(os.path.join(cwd or "/", path))
+    p = os.path.normpath(os.path.join(cwd or "/", path))
+    return "/" + p.lstrip("/") if p.startswith("//") else p
 
 
 class _Lowering:
@@ -241,6 +243,7 @@ class _Lowering:
             if t == "&":
                 if prev is not None and self.pipelines:
                     self.pipelines[-1].background = True
+                    self.cwd = before_prev  # a backgrounded `cd DIR &` runs in a subshell of its own
                 continue
             if t == "||":
                 if self.cwd != before_prev:
@@ -446,10 +449,16 @@ class _Lowering:
         return Redirect(op, fd, target, dup)
 
     def _after_simple(self, simple: Simple) -> None:
-        name = simple.name
+        argv = list(simple.argv)
+        while argv and argv[0].value in ("builtin", "command"):  # `builtin cd DIR` is cd
+            argv = argv[1:]
+        name = argv[0].value if argv else None
         if name in ("cd", "pushd"):
             self.cwd_changes += 1
-            args = [w for w in simple.argv[1:] if not (w.value or "").startswith("-") or w.value == "-"]
+            opts = [w.value for w in argv[1:] if (w.value or "").startswith("-") and w.value != "-"]
+            if name == "pushd" and "-n" in opts:
+                return  # pushd -n only adds to the stack
+            args = [w for w in argv[1:] if not (w.value or "").startswith("-") or w.value == "-"]
             if len(args) == 1 and args[0].value is not None and args[0].value != "-" and not args[0].glob:
                 self.cwd = _join(self.cwd, args[0].value)
             else:

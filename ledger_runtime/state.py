@@ -31,12 +31,16 @@ class LedgerState:
     epoch: int = 0  # workspace changes so far
     env_epoch: int = 0  # environment changes so far (package installs, exports)
     step: int = 0
+    context_floor: int = 0  # outputs of earlier steps are gone from the model's context (a compaction)
     _by_key: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     _obs_by_path: dict[str, list[Observation]] = field(default_factory=dict)
     _mods_by_path: dict[str, list[Modification]] = field(default_factory=dict)
     _by_id: dict[int, Attempt] = field(default_factory=dict)
     _mods_by_attempt: dict[int, list[Modification]] = field(default_factory=dict)
     _reuse_sources: dict[int, int] = field(default_factory=dict)
+    _labels: dict[int, str] = field(default_factory=dict)
+    _by_label: dict[str, int] = field(default_factory=dict)
+    _per_step: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def from_events(cls, events: Iterable[dict[str, Any]], *, until_step: int | None = None) -> LedgerState:
@@ -69,6 +73,8 @@ class LedgerState:
             elif kind == "injection":
                 self.injections.append({"event": str(event["event"]), "chars": int(event["chars"]),
                                         "step": event.get("step")})
+            elif kind == "context":
+                self.context_floor = max(self.context_floor, int(event["from_step"]))
             elif kind == "fault":
                 self.faults.append(event)
             else:
@@ -83,6 +89,11 @@ class LedgerState:
         self._by_id[a.id] = a
         self._by_key.setdefault((a.normalized, a.cwd), []).append(a.id)
         self.step = max(self.step, a.step)
+        nth = self._per_step.get(a.step, 0) + 1
+        self._per_step[a.step] = nth
+        label = f"step {a.step}" + (f".{nth}" if nth > 1 else "")
+        self._labels[a.id] = label
+        self._by_label[label] = a.id
         if a.executed and a.command_class is CommandClass.ENV:
             self.env_epoch += 1
         if a.verdict.kind is VerdictKind.REUSE and a.verdict.ref_attempt is not None:
@@ -118,6 +129,15 @@ class LedgerState:
 
     def attempt(self, attempt_id: int) -> Attempt | None:
         return self._by_id.get(attempt_id)
+
+    def label(self, attempt_id: int) -> str:
+        """How answers name an attempt: "step 9" for the first command of step 9, "step 9.2" for the
+        second (agents that run several commands per model call)."""
+        return self._labels.get(attempt_id, f"attempt {attempt_id}")
+
+    def by_label(self, label: str) -> Attempt | None:
+        i = self._by_label.get(label)
+        return self._by_id.get(i) if i is not None else None
 
     def source_of(self, attempt_id: int) -> int:
         """The executed attempt behind a chain of reuses (itself when it ran)."""
@@ -166,8 +186,9 @@ class LedgerState:
         return out
 
     def in_context(self, step: int, context_steps: int) -> bool:
-        """Whether the output of ``step`` is still in the model's context."""
-        return context_steps <= 0 or step > self.step - context_steps
+        """Whether the output of ``step`` is still in the model's context: after the last compaction
+        of the agent's history, and within its last ``context_steps`` steps (0: all)."""
+        return step >= self.context_floor and (context_steps <= 0 or step > self.step - context_steps)
 
     def modified_since(self, epoch_step: int, prefix: str | None = None) -> list[Modification]:
         return [m for m in self.modifications if m.step >= epoch_step and (prefix is None or m.path.startswith(prefix))]

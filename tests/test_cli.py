@@ -49,6 +49,24 @@ def test_inspect_json_is_machine_readable(repo, tmp_path):
     assert verdicts == ["RUN", "REUSE", "NUDGE", "RUN"]  # the edit of a file never read: stale-edit
     assert data["summary"]["reused"] == 1 and data["summary"]["files_changed"][0]["path"] == "calc.py"
     assert data["timeline"][2]["files_changed"] == ["calc.py"]
+    first, second = data["timeline"][:2]
+    assert first["shown"] == first["expanded"] == (repo / "pkg" / "util.py").read_text()
+    assert second["shown"].startswith("[ledger: identical to step 1's output") and second["answer"] == "whole"
+    assert second["expanded"] == first["expanded"], "expanded: every reference replaced by the bytes it names"
+    assert data["summary"]["chars_spared"] == second["output_chars"] - second["shown_chars"] > 0
+
+
+def test_inspect_prints_what_the_model_received_and_its_expansion(repo, tmp_path):
+    run = make_run(repo, tmp_path)
+    util = (repo / "pkg" / "util.py").read_text()
+    got = cli("inspect", str(run), "--step", "2", "--output")
+    assert got.returncode == 0 and got.stdout.startswith("[ledger: identical to step 1's output (`cat pkg/util.py`")
+    assert cli("inspect", str(run), "--step", "2", "--expand").stdout == util
+    assert cli("inspect", str(run), "--step", "1", "--output").stdout == util
+    j = json.loads(cli("inspect", str(run), "--step", "2", "--json").stdout)
+    assert j["commands"][0]["expanded"] == util and j["commands"][0]["shown"] == got.stdout
+    bad = cli("inspect", str(run), "--output")
+    assert bad.returncode == 2 and "need --step" in bad.stderr
 
 
 def test_inspect_state_view_at_a_step(repo, tmp_path):
@@ -77,7 +95,9 @@ def test_demo_runs_offline_and_refuses_a_used_directory(tmp_path):
     out = tmp_path / "demo"
     p = cli("demo", "-o", str(out))
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "REUSE" in p.stdout and "NUDGE" in p.stdout and (out / "run" / "ledger.sqlite").exists()
+    assert "NUDGE" in p.stdout and (out / "run" / "ledger.sqlite").exists()
+    for kind in ("spans: ", "whole: ", "delta: "):  # each way an output comes back with what the model had
+        assert kind in p.stdout, kind
     again = cli("demo", "-o", str(out))
     assert again.returncode == 2 and "already holds a demo run" in again.stderr
     assert again.stderr.strip().count("\n") == 0 and "Traceback" not in again.stderr

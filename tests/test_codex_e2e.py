@@ -74,7 +74,7 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     rows = [(a.command.splitlines()[0], a.verdict.kind, a.executed, a.exit_code) for a in state.attempts]
     assert rows == [
         ("cat calc.py", VerdictKind.RUN, True, 0),
-        ("cat calc.py", VerdictKind.REUSE, False, 0),
+        ("cat calc.py", VerdictKind.REUSE, True, 0),
         (TEST, VerdictKind.RUN, True, 1),
         (TEST, VerdictKind.NUDGE, True, 1),
         ("*** Begin Patch", VerdictKind.RUN, True, 0),
@@ -82,20 +82,22 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     ], rows
     assert not (run_dir / "faults.log").exists()
 
-    # the repeat was served from the ledger: Codex ran the replay, never `cat calc.py` a second time
+    # every command ran inside the ledger's wrapper, which printed the ledger's answer to it: the
+    # output the first time, a reference to it the second time
     executed = rollout_commands(run_dir)
-    assert executed["call_0"][-1] == "cat calc.py"
-    assert "answers/" in executed["call_1"][-1] and "cat calc.py" not in executed["call_1"][-1]
+    assert all(" wrap --socket " in executed[c][-1] and executed[c][-1].endswith(" -- 'cat calc.py'")
+               for c in ("call_0", "call_1"))
     seen = function_outputs(fake.agent_requests[2])
     calc = (repo / "calc.py").read_text()
-    assert "[ledger] REUSE of step 1's output" in seen["call_1"]
-    assert seen["call_1"].endswith(CALC_PROJECT["calc.py"]) and seen["call_0"].endswith(CALC_PROJECT["calc.py"])
+    assert seen["call_0"].endswith(CALC_PROJECT["calc.py"])
+    assert "[ledger: identical to step 1's output (`cat calc.py`, exit 0); not repeated]" in seen["call_1"]
+    assert len(seen["call_1"]) < 400, "the model did not get the file a second time"
 
-    # the state view and the nudge reached the model
+    # the state view reached the model, and the nudge with the run's own output
     first = developer_texts(fake.agent_requests[0])
     assert any(t.startswith("<ledger_state") for t in first)
-    later = developer_texts(fake.agent_requests[4])
-    assert any(t.startswith("[ledger] NUDGE: repeat-failure: nothing has changed since step 3") for t in later)
+    nudged = function_outputs(fake.agent_requests[4])["call_3"]
+    assert "[ledger] NUDGE: repeat-failure: nothing has changed since step 3" in nudged
     after_edit = developer_texts(fake.agent_requests[5])
     assert any(t.startswith("<ledger_update") and "calc.py: STALE, changed at step 5" in t for t in after_edit)
     notes = [i["chars"] for i in state.injections]
@@ -177,7 +179,8 @@ def test_codex_tui_with_the_ledger(codex_env, tmp_path: Path) -> None:
         os.close(fd)
     state = load(run_dir).state
     assert [(a.command, a.verdict.kind, a.executed) for a in state.attempts] == [
-        ("cat calc.py", VerdictKind.RUN, True), ("cat calc.py", VerdictKind.REUSE, False)], screen[-2000:]
+        ("cat calc.py", VerdictKind.RUN, True), ("cat calc.py", VerdictKind.REUSE, True)], screen[-2000:]
+    assert state.attempts[1].answer["kind"] == "whole"
     assert state.baseline.task == "what is wrong with calc.py"
 
 

@@ -34,15 +34,17 @@ CALC = "x = 1\nprint(x)\n"
 class Session:
     """A ledger run with its hook server, fed recorded payloads through ``ledger-run hook``."""
 
-    def __init__(self, tmp: Path, config: LedgerConfig | None = None):
-        self.repo = make_repo(tmp / "repo", {"calc.py": CALC})
+    def __init__(self, tmp: Path, config: LedgerConfig | None = None, *, wrap: bool = False,
+                 files: dict[str, str] | None = None):
+        self.repo = make_repo(tmp / "repo", files or {"calc.py": CALC})
         self.run_dir = tmp / "run"
         self.transcript = tmp / "sessions" / "rollout-test.jsonl"
         self.transcript.parent.mkdir(parents=True)
         self.transcript.write_text("")
         self.rt = LedgerRuntime(self.repo, self.run_dir, config)
-        self.hooks = CodexHooks(self.rt)
+        self.hooks = CodexHooks(self.rt, wrap_launcher=hook_launcher() if wrap else None)
         self.server = HookServer(self.hooks.handle, self.rt.report_fault)
+        self.hooks.socket_path = self.server.socket_path
         self.rollout = [line.replace("{cwd}", str(self.repo)) for line in (DATA / "rollout.jsonl").read_text().splitlines()]
 
     def payload(self, event: str, tool: str = "", nth: int = 0, **changes: Any) -> dict[str, Any]:
@@ -99,47 +101,56 @@ def context(answer: dict[str, Any] | None) -> str:
     return (answer or {}).get("hookSpecificOutput", {}).get("additionalContext", "")
 
 
-def test_recorded_session_through_hook_processes(session: Session) -> None:
+LONG = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(40))
+
+
+def test_recorded_session_through_hook_processes(tmp_path: Path) -> None:
+    session = Session(tmp_path, wrap=True, files={"calc.py": LONG})
+    try:
+        _recorded_session(session)
+    finally:
+        session.close()
+
+
+def _recorded_session(session: Session) -> None:
     start, _ = session.send("SessionStart", session.payload("SessionStart"))
     assert context(start).startswith("<ledger_state")
     prompt, _ = session.send("UserPromptSubmit", session.payload("UserPromptSubmit"))
     assert "Task: fix the bug" in context(prompt)
     assert session.state().baseline.task == "fix the bug"
 
-    # read: allowed, run by "Codex", recorded with the exit code and output from the rollout
+    # a read: Codex runs the ledger's wrapper in its place, which runs it and prints the ledger's answer
     pre = session.payload("PreToolUse", "Bash")
-    assert session.send("PreToolUse", pre)[0] is None
-    out, code = session.codex_runs("cat calc.py", "c0")
-    post, _ = session.send("PostToolUse", session.payload("PostToolUse", "Bash"))
-    assert post is None  # nothing the model did not just read in the result itself
+    decision = session.send("PreToolUse", pre)[0]["hookSpecificOutput"]
+    wrapped = decision["updatedInput"]["command"]
+    assert decision["permissionDecision"] == "allow" and " wrap --socket " in wrapped and wrapped.endswith(" -- 'cat calc.py'")
+    out, code = session.codex_runs(wrapped, "c0")
+    assert (out, code) == (LONG, 0), "the first time: the output as it is"
     first = session.state().attempts[0]
-    assert (first.executed, first.exit_code, first.output_complete) == (True, 0, True)
-    assert session.rt.store.text(first.output_hash) == out == CALC
+    assert (first.executed, first.exit_code, first.output_complete, first.command) == (True, 0, True, "cat calc.py")
+    post, _ = session.send("PostToolUse", session.payload("PostToolUse", "Bash"))
+    assert post is None and len(session.state().attempts) == 1, "recorded once, by the wrapper's answer"
 
-    # the same read again: replaced by a command that prints the earlier output, byte for byte
-    again, _ = session.send("PreToolUse", {**pre, "tool_use_id": "c0-again"})
-    decision = again["hookSpecificOutput"]
-    assert decision["permissionDecision"] == "allow"
-    replay = subprocess.run(["bash", "-lc", decision["updatedInput"]["command"]], cwd=session.repo,
-                            capture_output=True, text=True)
-    header, _, body = replay.stdout.partition("\n")
-    assert header.startswith("[ledger] REUSE of step 1's output") and body == CALC and replay.returncode == 0
-    assert session.send("PostToolUse", {**session.payload("PostToolUse", "Bash"), "tool_use_id": "c0-again",
-                                        "tool_input": {"command": decision["updatedInput"]["command"]}})[0] is None
-    reused = session.state().attempts[1]
-    assert reused.verdict.kind is VerdictKind.REUSE and not reused.executed and reused.command == "cat calc.py"
+    # the same read again: it runs, and the model gets a reference to what it already holds
+    decision = session.send("PreToolUse", {**pre, "tool_use_id": "c0-again"})[0]["hookSpecificOutput"]
+    out, code = session.codex_runs(decision["updatedInput"]["command"], "c0-again")
+    assert out.startswith("[ledger: identical to step 1's output (`cat calc.py`, exit 0)") and code == 0
+    again = session.state().attempts[1]
+    assert again.verdict.kind is VerdictKind.REUSE and again.executed and again.command == "cat calc.py"
+    note = context(session.send("PostToolUse", {**session.payload("PostToolUse", "Bash"), "tool_use_id": "c0-again"})[0])
+    assert "end a command with `# ledger:raw` to get its output in full" in note, "the escape, named once"
 
-    # a failing script: PostToolUse has no exit code; the rollout has it
-    cmd = session.payload("PreToolUse", "Bash", 1)["tool_input"]["command"]
-    assert session.send("PreToolUse", session.payload("PreToolUse", "Bash", 1))[0] is None
-    out, code = session.codex_runs(cmd, "c1")
-    assert code == 3
+    # a failing script: its own exit code and output come back through the wrapper
+    script = session.payload("PreToolUse", "Bash", 1)
+    decision = session.send("PreToolUse", script)[0]["hookSpecificOutput"]
+    out, code = session.codex_runs(decision["updatedInput"]["command"], "c1")
+    assert (out, code) == ("1\n", 3)
     session.send("PostToolUse", session.payload("PostToolUse", "Bash", 1))
     assert session.state().attempts[2].exit_code == 3
 
-    # apply_patch: an edit, recorded as a modification of calc.py by that attempt
+    # apply_patch: not wrapped; an edit, recorded as a modification of calc.py by that attempt
     assert session.send("PreToolUse", session.payload("PreToolUse", "apply_patch"))[0] is None
-    (session.repo / "calc.py").write_text("x = 2\nprint(x)\n")
+    (session.repo / "calc.py").write_text(LONG.replace("return x + 7\n", "return x + 70\n"))
     session.append_rollout("c2")
     post, _ = session.send("PostToolUse", session.payload("PostToolUse", "apply_patch"))
     state = session.state()
@@ -150,9 +161,45 @@ def test_recorded_session_through_hook_processes(session: Session) -> None:
     note = context(post)
     assert "calc.py: +1 -1" in note and "calc.py: STALE" in note and "#1 cat calc.py -> exit 0; stale" in note
     assert f"#{edit.step} " not in note and len(note) <= LedgerConfig().context_note_chars
-    # the read is stale now: the same cat runs again
-    assert session.send("PreToolUse", {**pre, "tool_use_id": "c9"})[0] is None
+    # the file changed: read again, the model gets what differs from the version it saw
+    decision = session.send("PreToolUse", {**pre, "tool_use_id": "c9"})[0]["hookSpecificOutput"]
+    out, code = session.codex_runs(decision["updatedInput"]["command"], "c9")
+    assert out.startswith("[ledger: step 1's output (`cat calc.py`) with these changes") and code == 0
+    assert "-    return x + 7\n+    return x + 70\n" in out
     assert state.injections and all(i["chars"] <= max(LedgerConfig().context_note_chars, 4800) for i in state.injections)
+    assert not (session.run_dir / "faults.log").exists()
+
+
+def test_after_a_compaction_no_answer_refers_to_what_came_before(tmp_path: Path) -> None:
+    session = Session(tmp_path, wrap=True, files={"calc.py": LONG})
+    try:
+        pre = session.payload("PreToolUse", "Bash")
+        for call in ("c0", "c0-again"):
+            decision = session.send("PreToolUse", {**pre, "tool_use_id": call})[0]["hookSpecificOutput"]
+            out, _ = session.codex_runs(decision["updatedInput"]["command"], "c0")
+        assert out.startswith("[ledger: identical to step 1's output")
+        with open(session.transcript, "a") as f:  # Codex rebuilt its history from a summary
+            f.write(json.dumps({"timestamp": "2026-01-01T00:00:00Z", "type": "compacted",
+                                "payload": {"message": "summary"}}) + "\n")
+        decision = session.send("PreToolUse", {**pre, "tool_use_id": "c0-third"})[0]["hookSpecificOutput"]
+        out, _ = session.codex_runs(decision["updatedInput"]["command"], "c0")
+        assert out == LONG, "the outputs it was shown before the compaction are gone: the whole output again"
+        assert session.state().context_floor == 3
+    finally:
+        session.close()
+
+
+def test_a_wrapper_that_cannot_reach_the_ledger_prints_the_raw_output(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"calc.py": LONG})
+    cmd = [*hook_launcher(), "wrap", "--socket", str(tmp_path / "gone.sock"), "--call", "c0", "--run-dir", str(tmp_path),
+           "--", "cat calc.py; exit 4"]
+    p = subprocess.run(cmd, cwd=repo, capture_output=True, timeout=60)
+    assert (p.stdout.decode(), p.returncode) == (LONG, 4) and b"Traceback" not in p.stderr
+    assert "gave no answer" in (tmp_path / "faults.log").read_text()
+    slow = [*cmd[:-2], "--wait", "0.3", "--", "echo first; sleep 1; echo second"]
+    started = time.monotonic()
+    p = subprocess.run(slow, cwd=repo, capture_output=True, timeout=60)
+    assert p.stdout == b"first\nsecond\n" and p.returncode == 0 and time.monotonic() - started < 30
 
 
 def test_output_the_rollout_lacks_is_kept_incomplete_and_never_reused(session: Session) -> None:
@@ -203,11 +250,22 @@ def read_then_start_script(session: Session) -> tuple[dict, dict]:
     return pre, script
 
 
-def test_a_call_that_ended_without_posttooluse_stops_holding_reuse_back(session: Session) -> None:
-    pre, script = read_then_start_script(session)  # the script's PostToolUse never comes (another hook stopped it)...
-    session.codex_runs(script["tool_input"]["command"], "c1")  # ...but the rollout says it ended
-    again, _ = session.send("PreToolUse", {**pre, "tool_use_id": "c0-again"})
-    assert again["hookSpecificOutput"]["permissionDecision"] == "allow"
+def test_a_call_that_ended_without_posttooluse_stops_holding_reuse_back(tmp_path: Path) -> None:
+    session = Session(tmp_path, LedgerConfig(reuse_runs=True), files={"calc.py": CALC, "test_x.py": "print(1)\n"})
+    try:
+        pre = {**session.payload("PreToolUse", "Bash"), "tool_input": {"command": "python3 -m unittest -q"}}
+        session.send("PreToolUse", pre)
+        session.codex_runs("python3 -m unittest -q", "c0")
+        session.send("PostToolUse", {**session.payload("PostToolUse", "Bash"), "tool_input": pre["tool_input"]})
+        script = session.payload("PreToolUse", "Bash", 1)
+        assert session.send("PreToolUse", script)[0] is None  # started; its PostToolUse never comes...
+        assert session.hooks._something_running(), "while it runs, it may write what the test run reads"
+        session.codex_runs(script["tool_input"]["command"], "c1")  # ...but the rollout says it ended
+        again, _ = session.send("PreToolUse", {**pre, "tool_use_id": "c0-again"})
+        assert again["hookSpecificOutput"]["permissionDecision"] == "allow"
+        assert "answers/" in again["hookSpecificOutput"]["updatedInput"]["command"]
+    finally:
+        session.close()
 
 
 def test_nudge_goes_with_pretooluse_once(session: Session) -> None:

@@ -23,8 +23,8 @@ from ledger_runtime.inspection import load  # noqa: E402
 TEST = "python3 -m unittest -q test_calc"
 FILES = CALC_PROJECT
 SCRIPT = [
-    "cat calc.py",
-    "nl -ba calc.py | sed -n '1,40p'",
+    "nl -ba calc.py | sed -n '1,80p'",
+    "nl -ba calc.py | sed -n '20,100p'",
     TEST,
     TEST,
     "sed -i '2s/a - b/a + b/' calc.py",
@@ -83,7 +83,12 @@ def test_text_model_end_to_end(tmp_path):
     assert info["exit_status"] == "Submitted"
     assert "+    return a + b" in info["submission"] and "[ledger]" not in info["submission"]
     verdicts = [m["extra"]["ledger"]["verdict"] for m in agent.messages if "ledger" in (m.get("extra") or {})]
-    assert verdicts == ["RUN", "REUSE", "RUN", "NUDGE", "RUN", "RUN"], "the submission step raises before its observation"
+    assert verdicts == ["RUN", "RUN", "RUN", "NUDGE", "RUN", "RUN"], "the submission step raises before its observation"
+    answers = [m["extra"]["ledger"]["answer"] for m in agent.messages if "ledger" in (m.get("extra") or {})]
+    assert answers[:2] == ["raw", "spans"], answers
+    second = [m for m in agent.messages if m["role"] == "user"][2]["content"]
+    assert "[ledger: lines 20-80 of step 1's output (`nl -ba calc.py | sed -n '1,80p'`) repeat here verbatim" in second
+    assert "    81\t" in second and "    19\t" not in second, "new lines in full, repeated ones by reference"
     # the state view reached the model fresh before each query after the first command, never in the history
     views = [q[-1]["content"] for q in inner.received[1:]]
     assert all("<ledger_state" in v for v in views)
@@ -93,7 +98,7 @@ def test_text_model_end_to_end(tmp_path):
     traj = json.loads((tmp_path / "traj.json").read_text())
     assert traj["info"]["ledger"]["path"].endswith("ledger.sqlite")
     assert traj["info"]["config"]["environment_type"] == "ledger_adapters.mini_swe_agent.LedgerEnvironment"
-    assert traj["messages"][5]["extra"]["ledger"]["verdict"] == "REUSE"
+    assert traj["messages"][5]["extra"]["ledger"]["answer"] == "spans"
     loaded = load(tmp_path / "run")
     assert [a.step for a in loaded.state.attempts] == list(range(1, 8))
     assert loaded.state.attempts[-1].submits
@@ -124,6 +129,7 @@ def test_toolcall_model_several_calls_share_a_step_and_view_follows_tool_results
     assert steps == [1, 1, 2, 2, 3]
     tools = [m for m in agent.messages if m["role"] == "tool"]
     assert tools[2]["extra"]["ledger"]["verdict"] == "REUSE" and tools[2]["tool_call_id"] == "call_c"
+    assert tools[2]["content"].count("[ledger: identical to step 1's output (`cat calc.py`, exit 0)") == 1
 
 
 def test_switches_off_gives_the_same_observations_as_plain_mini(tmp_path):
@@ -145,8 +151,9 @@ def test_switches_off_gives_the_same_observations_as_plain_mini(tmp_path):
 
     assert scrub(observations(wrapped.messages)) == scrub(observations(plain.messages))
     assert wrapped.messages[-1]["content"] == plain.messages[-1]["content"], "same submission"
-    shadow_verdicts = [a.verdict.kind.value for a in load(tmp_path / "run").state.attempts]
-    assert "REUSE" in shadow_verdicts and not any(a.applied for a in load(tmp_path / "run").state.attempts)
+    attempts = load(tmp_path / "run").state.attempts
+    assert [a.answer["kind"] for a in attempts][:2] == ["raw", "spans"], "decided and recorded, never applied"
+    assert not any(a.applied for a in attempts)
 
 
 def test_litellm_model_with_mock_response(tmp_path):

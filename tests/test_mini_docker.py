@@ -38,13 +38,15 @@ def test_scripted_agent_in_a_container(docker_image, tmp_path, transport):
                              system_template="s", instance_template="{{task}}", cost_limit=0)
         info = agent.run("fix add")
         assert env.container.round_trips == 1, "only installing the helper took an exec of its own"
-        assert env.container.reports_in_band == 7
+        assert env.container.reports_in_band == 8, "every command ran, and its report rode in its own exec"
     finally:
         env.cleanup()
     assert info["exit_status"] == "Submitted"
     assert info["submission"].startswith("diff --git a/calc.py b/calc.py") and "@@ledger" not in info["submission"]
     verdicts = [m["extra"]["ledger"]["verdict"] for m in agent.messages if "ledger" in (m.get("extra") or {})]
     assert verdicts == ["RUN", "REUSE", "RUN", "NUDGE", "RUN", "RUN", "RUN"]
+    shown = [m["content"] for m in agent.messages if "ledger" in (m.get("extra") or {})]
+    assert "[ledger: identical to step 1's output (`cat calc.py`, exit 0)" in shown[1]
     state = load(tmp_path / "run").state
     calc = [m for m in state.modifications if m.path == "/testbed/calc.py"]
     assert len(calc) == 1 and calc[0].recognised and (calc[0].lines_added, calc[0].lines_removed) == (1, 1)

@@ -18,14 +18,16 @@ FILES = {
     "test_calc.py": "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
                     "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
 }
+RUN = "python3 -m unittest -q test_calc 2>&1 | grep -v '^Ran'"  # no timing: the same bytes when nothing changed
 COMMANDS = [
     "cat calc.py",
-    "cat calc.py",                              # exact repeat: REUSE, redundant
-    "nl -ba calc.py | sed -n '10,60p'",         # subsumed: REUSE, redundant
-    "python3 -m unittest -q test_calc",
-    "python3 -m unittest -q test_calc",         # repeated run: NUDGE, redundant
+    "cat calc.py",                              # exact repeat: a reference to step 1, redundant
+    "nl -ba calc.py | sed -n '10,60p'",         # subsumed, but numbered: other bytes, shown in full
+    "nl -ba calc.py | sed -n '20,90p'",         # lines 20-60 as step 3 showed them: spans
+    RUN,
+    RUN,                                        # repeated run: NUDGE, and a reference, redundant
     "sed -i '2s/a - b/a + b/' calc.py",
-    "cat calc.py",                              # changed: RUN, not redundant
+    "cat calc.py",                              # changed: a delta from what step 1 showed
     "grep -n 'def add' calc.py",
     "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff",
 ]
@@ -73,12 +75,16 @@ def test_replay_verdicts_soundness_and_oracle(tmp_path):
     t = from_traj_json(traj_file(tmp_path / "a.traj.json", "demo__calc-1", COMMANDS))
     res = replay_one(t, settings(tmp_path, bare, commit, "demo__calc-1"))
     rows = res["rows"]
-    assert [r["verdict"] for r in rows] == ["RUN", "REUSE", "REUSE", "RUN", "NUDGE", "RUN", "RUN", "RUN", "REVISE"]
-    assert [r["redundant"] for r in rows][:7] == [None, "exact", "subsumed", None, "exact", None, None]
-    assert rows[1]["sound"] is True and rows[2]["sound"] is True and rows[2]["reuse"] == "subsumed"
+    assert [r["verdict"] for r in rows] == ["RUN", "REUSE", "RUN", "RUN", "RUN", "NUDGE", "RUN", "RUN", "RUN", "REVISE"]
+    assert [r["answer"] for r in rows] == ["raw", "whole", "raw", "spans", "raw", "whole", "raw", "delta", "raw",
+                                           "refused"]
+    assert [r["redundant"] for r in rows][:8] == [None, "exact", "subsumed", "subsumed", None, "exact", None, None]
+    assert all(r["sound"] is True for r in rows[:9]) and rows[9]["sound"] is None
     s = res["summary"]
-    assert s["unsound"] == 0 and s["redundant"] == 3 and s["caught_reuse"] == 2 and s["caught_any"] == 3
-    assert s["chars_spared"] > 0 and s["not_executed"] == 2
+    assert s["unsound"] == 0 and s["checked"] == 9 and s["redundant"] == 4 and s["caught"] == 3
+    assert s["chars_spared"] == sum(r["visible_chars"] - r["shown_visible_chars"] for r in rows[:9]) > 0
+    assert s["spared_by_kind"]["whole"] > 0 and s["spared_by_kind"]["spans"] > 0 and s["spared_by_kind"]["delta"] > 0
+    assert s["repeated_chars"] >= s["spared_by_kind"]["whole"], "whole repeats are repeated lines too"
     assert all(r["overhead_ms"] >= 0 and r["view_tokens"] > 0 for r in rows)
     saved = json.loads((tmp_path / "out" / "demo__calc-1.json").read_text())
     assert saved["status"] == "done" and saved["repo"] == "demo/calc"

@@ -1,0 +1,391 @@
+"""Answers: what the model gets back for a command that ran.
+
+Its fresh output, compared byte for byte with what the model has already been shown and still holds
+(``delivered.Delivered``), with verbatim repeats replaced by one-line references:
+
+- ``whole``: the output is identical to an earlier one (``[ledger: identical to step 14's output
+  (`pytest -q`, exit 1)...]``);
+- ``spans``: each long run of lines that an earlier output showed verbatim becomes one reference
+  line (``[ledger: lines 12-51 of step 9's output (`cat a.py`) repeat here: ...]``); new and
+  changed lines stay in full;
+- ``delta``: a re-read whose output differs from an earlier output of the same read is that earlier
+  output with a unified diff applied (hunks of changed lines with one line of context).
+
+An ``Answer`` is its text (exactly what the model reads) and the ``Piece``s it is made of: literal
+output, ledger notes (not output), and references. ``expand`` is the decoder and does not trust the
+pieces: it reads each reference from the answer's text, as the model would, resolves it against the
+earlier answers and checks every line a diff claims; a sound answer expands to exactly the fresh
+output. The replay and the tests check that for every command.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import Callable, Sequence
+
+
+class AnswerKind(str, Enum):
+    """How an answer hands the output back."""
+
+    RAW = "raw"  # the output as it is
+    WHOLE = "whole"  # a reference to an identical earlier output
+    SPANS = "spans"  # literal lines and references to runs of lines shown before
+    DELTA = "delta"  # an earlier output of the same read, with a diff
+    REUSED = "reused"  # not run: an earlier run's output (reuse_runs)
+    REFUSED = "refused"  # not run: a policy's refusal (REVISE, BLOCK)
+
+
+TEXT, NOTE, LINES, SAME, PATCH = "text", "note", "lines", "same", "patch"
+REFERENCE_KINDS = (LINES, SAME, PATCH)
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """``text[start:end]`` of an answer: literal output (``text``), the ledger's words (``note``), or
+    a reference to attempt ``ref``: some of its output lines (``lines``, ``first``..``last``,
+    1-based), all of it (``same``), or all of it with a diff (``patch``)."""
+
+    kind: str
+    start: int
+    end: int
+    ref: int | None = None
+    first: int = 0
+    last: int = 0
+
+    def to_list(self) -> list:
+        return [self.kind, self.start, self.end, self.ref, self.first, self.last]
+
+    @classmethod
+    def from_list(cls, raw: Sequence) -> Piece:
+        kind, start, end, ref, first, last = raw
+        return cls(str(kind), int(start), int(end), None if ref is None else int(ref), int(first), int(last))
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    kind: AnswerKind
+    text: str
+    pieces: tuple[Piece, ...]
+
+    @property
+    def refs(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys(p.ref for p in self.pieces if p.kind in REFERENCE_KINDS and p.ref is not None))
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind.value, "pieces": [p.to_list() for p in self.pieces]}
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """An earlier output the model holds, as the builder needs it: which attempt, how references
+    name it (``label``: "step 9", or "step 9.2" for the second command of step 9), its command
+    shortened for display, its exit code, and its lines."""
+
+    attempt: int
+    label: str
+    command: str
+    exit_code: int | None
+    lines: Sequence[str]
+
+
+@dataclass(frozen=True)
+class DedupeSettings:
+    mode: str = "spans"  # "spans" | "whole" | "off"
+    min_lines: int = 3  # the shortest run of lines worth a reference
+    min_saving: int = 100  # characters a reference (and the whole answer) must save at least
+
+
+class Pool:
+    """What ``build`` asks of the outputs the model holds (delivered.Delivered implements it)."""
+
+    def identical(self, output: str) -> Source | None: ...
+
+    def base(self, key: str) -> Source | None: ...
+
+    def longest_run(self, lines: Sequence[str], i: int) -> tuple[Source, int, int] | None:
+        """(source, its 0-based line index, run length) of the longest run of ``lines[i:]`` that a
+        source showed literally and the model still holds."""
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their line ends (``\\n`` only: a ``\\r`` stays part of its line)."""
+    if not text:
+        return []
+    parts = text.split("\n")
+    out = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
+
+
+def _excerpt(line: str, limit: int = 40) -> str:
+    s = line.rstrip("\n").strip()
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def lines_marker(src: Source, first: int, last: int, first_line: str) -> str:
+    n = last - first + 1
+    return (f"[ledger: lines {first}-{last} of {src.label}'s output (`{src.command}`) repeat here verbatim: "
+            f"{n} lines from \"{_excerpt(first_line)}\"]\n")
+
+
+def same_marker(src: Source, note: str = "") -> str:
+    rc = "" if src.exit_code is None else f", exit {src.exit_code}"
+    return f"[ledger: identical to {src.label}'s output (`{src.command}`{rc}); not repeated{note}]\n"
+
+
+def patch_header(src: Source) -> str:
+    return (f"[ledger: {src.label}'s output (`{src.command}`) with these changes, a unified diff; "
+            f"every other line is as there]\n")
+
+
+_LABEL = r"step (\d+)(?:\.(\d+))?"
+LINES_RX = re.compile(r"\[ledger: lines (\d+)-(\d+) of " + _LABEL + r"'s output ")
+SAME_RX = re.compile(r"\[ledger: identical to " + _LABEL + r"'s output ")
+PATCH_RX = re.compile(r"\[ledger: " + _LABEL + r"'s output \(.*\) with these changes, a unified diff;")
+HUNK_RX = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+NO_NEWLINE = "\\ No newline at end of file\n"
+
+
+# -- building ------------------------------------------------------------------------------------
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.pieces: list[Piece] = []
+        self.size = 0
+
+    def add(self, kind: str, text: str, ref: int | None = None, first: int = 0, last: int = 0) -> None:
+        if not text and kind == TEXT:
+            return
+        if kind == TEXT and self.pieces and self.pieces[-1].kind == TEXT:
+            prev = self.pieces.pop()
+            self.pieces.append(Piece(TEXT, prev.start, self.size + len(text)))
+        else:
+            self.pieces.append(Piece(kind, self.size, self.size + len(text), ref, first, last))
+        self.parts.append(text)
+        self.size += len(text)
+
+    def note(self, text: str) -> None:
+        if self.size and not self.parts[-1].endswith("\n"):
+            text = "\n" + text
+        self.add(NOTE, text)
+
+    def answer(self, kind: AnswerKind) -> Answer:
+        return Answer(kind, "".join(self.parts), tuple(self.pieces))
+
+
+def raw(output: str, notes: Sequence[str] = ()) -> Answer:
+    w = _Writer()
+    w.add(TEXT, output)
+    for n in notes:
+        w.note(n)
+    return w.answer(AnswerKind.RAW)
+
+
+def build(output: str, pool: Pool, settings: DedupeSettings, *, base_keys: Sequence[str] = (),
+          notes: Sequence[str] = (), same_note: Callable[[Source], str] | None = None) -> Answer:
+    """The answer for ``output``: a reference to an identical earlier output, else the shorter of
+    a delta from a ``base_keys`` source and spans, when it saves at least ``settings.min_saving``
+    characters; else the output as it is. ``notes`` (a NUDGE) follow the output."""
+    if settings.mode == "off" or not output:
+        return raw(output, notes)
+    src = pool.identical(output)
+    if src is not None:
+        w = _Writer()
+        w.add(SAME, same_marker(src, same_note(src) if same_note else ""), src.attempt)
+        for n in notes:
+            w.note(n)
+        if len(output) - w.size >= settings.min_saving:
+            return w.answer(AnswerKind.WHOLE)
+    if settings.mode == "whole":
+        return raw(output, notes)
+    lines = split_lines(output)
+    bases = {b.attempt: b for b in (pool.base(k) for k in base_keys) if b is not None}
+    candidates = [c for c in [_spans(lines, pool, settings), *(_delta(lines, b) for b in bases.values())]
+                  if c is not None]
+    best = None
+    for kind, writer in candidates:  # the shortest, but a delta a little longer than spans wins: it says what changed
+        size = writer.size - (_delta_allowance(writer.size) if kind is AnswerKind.DELTA else 0)
+        if best is None or size < best[0]:
+            best = (size, kind, writer)
+    if best is None or len(output) - best[2].size < settings.min_saving:
+        return raw(output, notes)
+    _, kind, w = best
+    for n in notes:
+        w.note(n)
+    return w.answer(kind)
+
+
+def _delta_allowance(size: int) -> int:
+    """How much longer than spans a delta may be and still be chosen (its removed lines and context
+    cost characters, and tell the model what changed): 200 characters, or a third of its size."""
+    return max(200, size // 3)
+
+
+def _spans(lines: list[str], pool: Pool, settings: DedupeSettings) -> tuple[AnswerKind, _Writer] | None:
+    w = _Writer()
+    i = 0
+    used = False
+    while i < len(lines):
+        run = pool.longest_run(lines, i)
+        if run is not None:
+            src, j, k = run
+            if k >= settings.min_lines:
+                marker = lines_marker(src, j + 1, j + k, lines[i])
+                if sum(len(x) for x in lines[i:i + k]) - len(marker) >= settings.min_saving:
+                    w.add(LINES, marker, src.attempt, j + 1, j + k)
+                    i += k
+                    used = True
+                    continue
+        w.add(TEXT, lines[i])
+        i += 1
+    return (AnswerKind.SPANS, w) if used else None
+
+
+def _delta(lines: list[str], base: Source) -> tuple[AnswerKind, _Writer] | None:
+    old = list(base.lines)
+    if old == lines or not old:
+        return None
+    hunks = unified_hunks(old, lines)
+    if not hunks:
+        return None
+    w = _Writer()
+    w.add(PATCH, patch_header(base) + "".join(hunks), base.attempt)
+    return AnswerKind.DELTA, w
+
+
+def unified_hunks(old: list[str], new: list[str], context: int = 1) -> list[str]:
+    """Hunks of a unified diff from ``old`` to ``new`` (lines with their ends)."""
+    sm = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    out = []
+    for group in sm.get_grouped_opcodes(context):
+        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        body = []
+        for tag, a1, a2, b1, b2 in group:
+            if tag == "equal":
+                body += [_diff_line(" ", x) for x in old[a1:a2]]
+                continue
+            body += [_diff_line("-", x) for x in old[a1:a2]]
+            body += [_diff_line("+", x) for x in new[b1:b2]]
+        out.append(f"@@ -{_range(i1, i2)} +{_range(j1, j2)} @@\n" + "".join(body))
+    return out
+
+
+def _range(a: int, b: int) -> str:
+    n = b - a
+    return f"{a + (1 if n else 0)},{n}"
+
+
+def _diff_line(sign: str, line: str) -> str:
+    return sign + line if line.endswith("\n") else sign + line + "\n" + NO_NEWLINE
+
+
+# -- expanding -----------------------------------------------------------------------------------
+
+
+class ExpandError(ValueError):
+    """An answer that does not decode: the message says where."""
+
+
+Resolve = Callable[[str], "tuple[int, str] | None"]  # a label -> (attempt id, its expanded output)
+
+
+def expand(text: str, pieces: Sequence[Piece], resolve: Resolve) -> str:
+    """The output an answer stands for, read from its ``text`` (what the model received): literal
+    pieces as they are, notes left out, each reference parsed from the text and resolved by its
+    label through ``resolve``. Raises ExpandError when the text and the pieces disagree, a label
+    does not resolve, or a diff does not apply."""
+    out: list[str] = []
+    pos = 0
+    for p in pieces:
+        if p.start != pos or p.end < p.start or p.end > len(text):
+            raise ExpandError(f"piece {p.kind} at {p.start}-{p.end} does not follow on at {pos}")
+        pos = p.end
+        part = text[p.start:p.end]
+        if p.kind == TEXT:
+            out.append(part)
+        elif p.kind == NOTE:
+            continue
+        elif p.kind == LINES:
+            m = LINES_RX.match(part)
+            if m is None or not part.endswith("\n") or "\n" in part[:-1]:
+                raise ExpandError(f"not a line reference: {part[:80]!r}")
+            first, last = int(m.group(1)), int(m.group(2))
+            ref_lines = split_lines(_resolved(resolve, m.group(3), m.group(4), p))
+            if not 1 <= first <= last <= len(ref_lines):
+                raise ExpandError(f"lines {first}-{last} are not in {_label(m.group(3), m.group(4))}'s output")
+            out.append("".join(ref_lines[first - 1:last]))
+        elif p.kind == SAME:
+            m = SAME_RX.match(part)
+            if m is None:
+                raise ExpandError(f"not a whole-output reference: {part[:80]!r}")
+            out.append(_resolved(resolve, m.group(1), m.group(2), p))
+        elif p.kind == PATCH:
+            m = PATCH_RX.match(part)
+            if m is None:
+                raise ExpandError(f"not a diff: {part[:80]!r}")
+            base = split_lines(_resolved(resolve, m.group(1), m.group(2), p))
+            out.append("".join(apply_hunks(base, split_lines(part)[1:])))
+        else:
+            raise ExpandError(f"unknown piece kind {p.kind!r}")
+    if pos != len(text):
+        raise ExpandError(f"the pieces end at {pos}, the text at {len(text)}")
+    return "".join(out)
+
+
+def _label(step: str, nth: str | None) -> str:
+    return f"step {step}" + (f".{nth}" if nth else "")
+
+
+def _resolved(resolve: Resolve, step: str, nth: str | None, p: Piece) -> str:
+    label = _label(step, nth)
+    got = resolve(label)
+    if got is None:
+        raise ExpandError(f"{label} names no earlier output")
+    attempt, output = got
+    if p.ref is not None and attempt != p.ref:
+        raise ExpandError(f"{label} is attempt {attempt}, the answer was built on attempt {p.ref}")
+    return output
+
+
+def apply_hunks(base: list[str], diff: list[str]) -> list[str]:
+    """``base`` with the unified-diff hunks in ``diff`` applied; every context and removed line
+    must be exactly the base's line there."""
+    out: list[str] = []
+    at = 0  # next base line to copy
+    i = 0
+    while i < len(diff):
+        m = HUNK_RX.match(diff[i])
+        if m is None:
+            raise ExpandError(f"not a hunk header: {diff[i][:80]!r}")
+        start, count = int(m.group(1)), int(m.group(2) or 1)
+        begin = start - 1 if count else start  # an empty old side names the line before it
+        if begin < at or begin > len(base):
+            raise ExpandError(f"hunk at old line {start} is out of order or past the end")
+        out += base[at:begin]
+        at = begin
+        i += 1
+        while i < len(diff) and not HUNK_RX.match(diff[i]):
+            line = diff[i]
+            sign, body = line[:1], line[1:]
+            if i + 1 < len(diff) and diff[i + 1] == NO_NEWLINE:
+                body = body[:-1] if body.endswith("\n") else body
+                i += 1
+            if sign in (" ", "-"):
+                if at >= len(base) or base[at] != body:
+                    raise ExpandError(f"the diff's line {at + 1} is not the base's")
+                at += 1
+                if sign == " ":
+                    out.append(body)
+            elif sign == "+":
+                out.append(body)
+            else:
+                raise ExpandError(f"not a diff line: {line[:80]!r}")
+            i += 1
+    out += base[at:]
+    return out
