@@ -600,7 +600,7 @@ _TEST_STAT = {"-s", "-r", "-w", "-x", "-g", "-u", "-k", "-O", "-G", "-N"}
 def _test(s: Simple, args: list[Word], name: str) -> Effect:
     """``test`` and ``[``: their exit status depends on the paths they test."""
     words = [w.value for w in args]
-    if name == "[" and words[-1:] == ["]"]:
+    if name in ("[", "[[") and words[-1:] in (["]"], ["]]"]):
         words = words[:-1]
     if any(w is None for w in words) or any(w.glob for w in args):
         return Effect(None, pure=False, source=False)
@@ -892,7 +892,7 @@ def _dispatch(s: Simple, base: str, name: str, args: list[Word]) -> Effect:
     if base in ("npm", "yarn", "cargo", "gem", "go") and args and args[0].value in (
             "install", "add", "i", "uninstall", "remove", "get", "ci"):
         return Effect(CommandClass.ENV, pure=False, env_change=True)
-    if base in ("test", "["):
+    if base in ("test", "[", "[["):
         return _test(s, args, base)
     if base == "printf" and any(w.value is None or "%(" in w.value for w in args):
         return Effect(None, pure=False)  # %(...)T prints the time

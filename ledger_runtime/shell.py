@@ -209,6 +209,23 @@ def word_of(node) -> Word:
     return Word(None, raw)  # expansions, substitutions, $'...', arithmetic
 
 
+_TEST_LEAVES = {"word", "string", "raw_string", "number", "concatenation", "test_operator", "simple_expansion",
+                "expansion", "command_substitution", "ansi_c_string", "&&", "||", "!", "=", "==", "!=", "=~", "<", ">"}
+
+
+def _test_leaves(node) -> list:
+    """The words of a ``[ ... ]`` / ``[[ ... ]]`` expression, in order (operators included)."""
+    out = []
+    stack = list(reversed(node.children[1:-1]))
+    while stack:
+        c = stack.pop()
+        if c.type in _TEST_LEAVES:
+            out.append(c)
+        else:
+            stack.extend(reversed(c.children))
+    return out
+
+
 def _join(cwd: str | None, path: str) -> str | None:
     """Where ``cd path`` goes from ``cwd``: bash's cd is logical (``..`` drops the last name)."""
     if cwd is None and not path.startswith("/"):
@@ -285,8 +302,15 @@ class _Lowering:
         elif t == "variable_assignments":
             for c in n.children:
                 self._substitutions(c)
+        elif t == "test_command":  # [ -f x ], [[ -e a && -d b ]]: a command whose status depends on paths
+            self._substitutions(n)
+            bracket = _text(n.children[0]) if n.children else "["
+            words = [Word(bracket, bracket)] + [Word(_text(c), _text(c)) if c.type == "test_operator" or not c.is_named
+                                                else word_of(c) for c in _test_leaves(n)]
+            self.pipelines.append(Pipeline([Simple(words, cwd=self.cwd)], stdout_redirected, substituted=substituted,
+                                           start=n.start_byte))
         elif t in ("if_statement", "for_statement", "c_style_for_statement", "while_statement",
-                   "case_statement", "function_definition", "test_command", "do_group", "elif_clause",
+                   "case_statement", "function_definition", "do_group", "elif_clause",
                    "else_clause", "case_item", "ternary_expression", "arithmetic_expansion"):
             self.complex = True
             saved = self.cwd
