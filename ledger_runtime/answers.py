@@ -89,13 +89,19 @@ class Source:
     command: str
     exit_code: int | None
     lines: Sequence[str]
+    cut: tuple[int, int] | None = None  # the model saw only these first and last characters of it
 
 
 @dataclass(frozen=True)
 class DedupeSettings:
     mode: str = "spans"  # "spans" | "whole" | "off"
     min_lines: int = 3  # the shortest run of lines worth a reference
-    min_saving: int = 100  # characters a reference (and the whole answer) must save at least
+    min_saving: int = 100  # characters an answer must save at least...
+
+    @property
+    def min_reference_saving(self) -> int:
+        """...and each reference in it: 40 characters, or less if the answer's threshold is lower."""
+        return min(self.min_saving, 40)
 
 
 class Pool:
@@ -121,20 +127,20 @@ def split_lines(text: str) -> list[str]:
     return out
 
 
-def _excerpt(line: str, limit: int = 40) -> str:
+def _excerpt(line: str, limit: int = 32) -> str:
     s = line.rstrip("\n").strip()
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
 def lines_marker(src: Source, first: int, last: int, first_line: str) -> str:
-    n = last - first + 1
-    return (f"[ledger: lines {first}-{last} of {src.label}'s output (`{src.command}`) repeat here verbatim: "
-            f"{n} lines from \"{_excerpt(first_line)}\"]\n")
+    return (f"[ledger: lines {first}-{last} of {src.label}'s output (`{src.command}`) repeat here, "
+            f"from \"{_excerpt(first_line)}\"]\n")
 
 
 def same_marker(src: Source, note: str = "") -> str:
     rc = "" if src.exit_code is None else f", exit {src.exit_code}"
-    return f"[ledger: identical to {src.label}'s output (`{src.command}`{rc}); not repeated{note}]\n"
+    cut = f", of which you were shown the first {src.cut[0]:,} and last {src.cut[1]:,} characters" if src.cut else ""
+    return f"[ledger: identical to {src.label}'s output (`{src.command}`{rc}){cut}; not repeated{note}]\n"
 
 
 def patch_header(src: Source) -> str:
@@ -237,7 +243,7 @@ def _spans(lines: list[str], pool: Pool, settings: DedupeSettings) -> tuple[Answ
             src, j, k = run
             if k >= settings.min_lines:
                 marker = lines_marker(src, j + 1, j + k, lines[i])
-                if sum(len(x) for x in lines[i:i + k]) - len(marker) >= settings.min_saving:
+                if sum(len(x) for x in lines[i:i + k]) - len(marker) >= settings.min_reference_saving:
                     w.add(LINES, marker, src.attempt, j + 1, j + k)
                     i += k
                     used = True

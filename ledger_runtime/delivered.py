@@ -40,6 +40,7 @@ class Shown:
     digest: str
     epoch_after: int = 0
     same_as: int | None = None  # its answer was only a reference to this attempt's identical output
+    cut_raw: tuple[int, int] | None = None  # the output as it is, of which the agent showed only these characters
     source: Source | None = field(default=None, repr=False)
 
     def as_source(self) -> Source:
@@ -117,6 +118,8 @@ class Delivered:
 
     def __init__(self, alive: Callable[[int], bool]):
         self.alive = alive  # step -> whether that step's output is still in the model's context
+        # how the agent will cut the output being answered ((head, tail) characters kept; None: not cut)
+        self.window: tuple[int, int] | None = None
         self.items: dict[int, Shown] = {}
         self._index: dict[str, list[tuple[int, int]]] = {}
         self._by_digest: dict[str, list[int]] = {}
@@ -173,18 +176,29 @@ class Delivered:
     # -- answers.Pool ------------------------------------------------------------------------------
 
     def identical(self, output: str) -> Source | None:
-        """The most recent earlier output identical to ``output`` that the model can have whole;
-        one it saw literally first."""
+        """The most recent earlier output identical to ``output`` that the model can have whole, one
+        it saw literally first; or, for an output the agent cuts anyway, one it was shown as it is and
+        cut the same way (the model would see again exactly what it saw then)."""
         ids = self._by_digest.get(output_digest(output), [])
         fallback = None
         for a in reversed(ids):
             s = self._live(a)
-            if s is None or not self.complete(a):
+            if s is None:
+                continue
+            if not self.complete(a):
+                if self.window is not None and s.cut_raw == self.window and fallback is None:
+                    src = s.as_source()
+                    fallback = Source(src.attempt, src.label, src.command, src.exit_code, src.lines, s.cut_raw)
                 continue
             if all(s.literal) and not s.refs:
                 return s.as_source()
             fallback = fallback or s.as_source()
         return fallback
+
+    def seen_through(self, attempt: int) -> list[bool] | None:
+        """The lines the model saw of an output it was shown cut (None: it saw all of it)."""
+        s = self.items.get(attempt)
+        return list(s.literal) if s is not None and s.cut_raw is not None else None
 
     def base(self, key: str) -> Source | None:
         """The most recent earlier output of the same read (``key``) that the model can have whole

@@ -50,6 +50,12 @@ from .workspace import Change, Snapshot, delta
 MAX_WATCHED = 4096
 MAX_POLICY_FILES = 32  # files an edit writes whose state the policies get
 MAX_DELIVERED_CHARS = 4 * 1024 * 1024  # longer outputs are never the source of a reference
+MARKER_COMMAND_CHARS = 32  # how much of a command a reference quotes
+# Read keys worth signing: a file's content, a path's existence and stat data (one stat each). Listings
+# and subtrees are not signed: nothing decides on them any more (the state view matches their paths
+# against the modifications), and a subtree can be all of / (a read of it must never hash it).
+SIGNED = ("f:", "x:", "m:")
+UNSIGNED = "unsigned"
 FORGET_EVERY = 64  # attempts between prunings of what the model no longer holds
 log = logging.getLogger("ledger_runtime")
 FAULTS_FILE = "faults.log"
@@ -266,7 +272,7 @@ class LedgerRuntime:
                     self._record_changes(external, None, step, analysis=None)
                     self.store.commit()
             self._last = before
-        pre_keys = set(analysis.read_keys) if analysis.pure else set()
+        pre_keys = {k for k in analysis.read_keys if k[:2] in SIGNED} if analysis.pure else set()
         sigs = self.workspace.sign_many(pre_keys, exact=False)
         files = {v.path: self.workspace.file_state(v.path) for v in analysis.views}
         if analysis.command_class is CommandClass.MODIFY:  # the policies look at what an edit writes
@@ -298,7 +304,7 @@ class LedgerRuntime:
         self.delivered.forget(lambda s: self._alive(s.step))
 
     def _source(self, a: Attempt) -> Source:
-        return Source(a.id, self.state.label(a.id), short_command(a.command, 40), a.exit_code, ())
+        return Source(a.id, self.state.label(a.id), short_command(a.command, MARKER_COMMAND_CHARS), a.exit_code, ())
 
     def _deliver(self, a: Attempt, output: str, answer: Answer, trunc: Truncation, keys: tuple[str, ...] = ()) -> None:
         """Remember which of the output's lines the model got literally (the source of later
@@ -308,9 +314,10 @@ class LedgerRuntime:
         kept = trunc.kept(answer.text)
         lines, literal = delivered_lines(output, answer, kept)
         same_as = answer.refs[0] if answer.kind in (AnswerKind.WHOLE, AnswerKind.REUSED) and answer.refs else None
-        self.delivered.add(Shown(a.id, a.step, self.state.label(a.id), short_command(a.command, 40), a.exit_code,
-                                 lines, literal, answer.refs, kept is None, output_digest(output), a.epoch_after,
-                                 same_as), keys)
+        cut_raw = kept if kept is not None and answer.text == output else None
+        self.delivered.add(Shown(a.id, a.step, self.state.label(a.id), short_command(a.command, MARKER_COMMAND_CHARS),
+                                 a.exit_code, lines, literal, answer.refs, kept is None, output_digest(output),
+                                 a.epoch_after, same_as, cut_raw), keys)
         if len(self.delivered.items) % FORGET_EVERY == 0:
             self.delivered.forget(lambda s: self._alive(s.step))
 
@@ -374,7 +381,7 @@ class LedgerRuntime:
             v = Verdict(v.kind, v.reason, v.ref_attempt, v.ref_step, ReuseForm.FULL)
         return not_run_answer(v, self._source(ref) if ref is not None else None, earlier)[0]
 
-    def _fresh_answer(self, plan: Plan, verdict: Verdict, output: str, res: ExecResult) -> Answer:
+    def _fresh_answer(self, plan: Plan, verdict: Verdict, output: str, res: ExecResult, trunc: Truncation) -> Answer:
         """The answer to a command that ran: its fresh output, deduped against what the model holds
         (never a submission, never a command that asks for its raw output)."""
         a = plan.analysis
@@ -393,6 +400,7 @@ class LedgerRuntime:
                 return "; files changed since then, and it printed the same"
             return ""
 
+        self.delivered.window = trunc.kept(output)
         return build(output, self.delivered, self.dedupe, base_keys=_read_keys_of(a), notes=notes,
                      same_note=same_note)
 
@@ -412,9 +420,12 @@ class LedgerRuntime:
             last = self._last if self._last is not None else plan.before
             changes = delta(last, after) if last is not None else []
             self._last = after
-        post_sigs = self.workspace.sign_many(plan.pre_sigs)
+        texts = self._file_texts(analysis) if res is not None else {}
+        # a file the output is checked against signs as the content it was checked against
+        post_sigs = {"f:" + p: t.digest for p, t in texts.items() if "f:" + p in plan.pre_sigs}
+        post_sigs.update(self.workspace.sign_many([k for k in plan.pre_sigs if k not in post_sigs]))
         read_keys = analysis.read_keys if analysis.pure else ()
-        stable = all(plan.pre_sigs.get(k) in (PENDING, post_sigs.get(k)) for k in read_keys)
+        stable = all(plan.pre_sigs.get(k) in (PENDING, post_sigs.get(k)) for k in read_keys if k in plan.pre_sigs)
         output = res.output if res is not None else ""
         output_hash = self.store.put_blob(output.encode("utf-8", "surrogateescape")) if res is not None else None
         verdict = plan.verdict
@@ -429,19 +440,21 @@ class LedgerRuntime:
         if not verdict.kind.executes:  # shadow mode, govern off: what the model would have got instead
             answer = self._would_answer(verdict)
         else:
-            answer = self._fresh_answer(plan, verdict, output, res) if res is not None else raw("")
+            answer = self._fresh_answer(plan, verdict, output, res, trunc) if res is not None else raw("")
         if answer.kind is AnswerKind.WHOLE and verdict.kind is VerdictKind.RUN:
             ref = self.state.attempt(answer.refs[0])
             verdict = Verdict(VerdictKind.REUSE, "its output is identical to an earlier output the model holds",
                               ref_attempt=ref.id if ref else None, ref_step=ref.step if ref else None,
                               form=ReuseForm.REFERENCE)
         shown = answer.text
-        shown_hash = self.store.put_blob(shown.encode("utf-8", "surrogateescape")) if res is not None else None
+        shown_hash = None
+        if res is not None:
+            shown_hash = output_hash if shown == output else self.store.put_blob(shown.encode("utf-8", "surrogateescape"))
         epoch_after = self.state.epoch + (1 if changes else 0)
         attempt = self._attempt(
             plan, executed=True, exit_code=res.returncode if res is not None else None, output_hash=output_hash,
             output_chars=len(output), truncated=trunc.cuts(shown), duration=elapsed,
-            read_set={k: post_sigs[k] for k in read_keys}, stable=stable, epoch_after=epoch_after,
+            read_set={k: post_sigs.get(k, UNSIGNED) for k in read_keys}, stable=stable, epoch_after=epoch_after,
             shown_chars=len(shown), verdict=verdict,
             exception=(f"{type(exc).__name__}: {exc}"[:500] if exc is not None else None),
             output_complete=res.output_complete if res is not None else False,
@@ -451,8 +464,9 @@ class LedgerRuntime:
         obs = []
         if res is not None:
             seen = seen_lines(output, answer, trunc.kept(shown))
-            obs = observations(analysis, output, res.returncode, self._file_texts(analysis), seen,
-                               step=plan.step, attempt=attempt.id)
+            if answer.kind is AnswerKind.WHOLE:  # the model has of it what it saw of the earlier output
+                seen = self.delivered.seen_through(answer.refs[0]) or seen
+            obs = observations(analysis, output, res.returncode, texts, seen, step=plan.step, attempt=attempt.id)
             events += [("observation", o.to_dict()) for o in obs]
         self.state.add_attempt(attempt)
         self._record_changes(changes, attempt.id, plan.step, analysis=analysis, epoch=epoch_after,

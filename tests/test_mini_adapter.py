@@ -87,7 +87,7 @@ def test_text_model_end_to_end(tmp_path):
     answers = [m["extra"]["ledger"]["answer"] for m in agent.messages if "ledger" in (m.get("extra") or {})]
     assert answers[:2] == ["raw", "spans"], answers
     second = [m for m in agent.messages if m["role"] == "user"][2]["content"]
-    assert "[ledger: lines 20-80 of step 1's output (`nl -ba calc.py | sed -n '1,80p'`) repeat here verbatim" in second
+    assert "[ledger: lines 20-80 of step 1's output (`nl -ba calc.py | sed -n '1,80p'`) repeat here" in second
     assert "    81\t" in second and "    19\t" not in second, "new lines in full, repeated ones by reference"
     # the state view reached the model fresh before each query after the first command, never in the history
     views = [q[-1]["content"] for q in inner.received[1:]]
@@ -263,3 +263,19 @@ def test_ledger_run_mini_command(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "ledger_runtime.cli", "mini", "--workdir", str(tmp_path / "nope")],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "is not a directory" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_submission_marker_in_any_form_ends_the_run(tmp_path):
+    """mini-swe-agent submits when an output's first line, stripped, is the marker (surrounding spaces,
+    a CRLF line end). Whatever the ledger recorded of the file before, the read that prints that line
+    first must end the run, through the real loop."""
+    marker = "  COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT  \r\n"
+    repo = make_repo(tmp_path / "repo", {**FILES, "notes.txt": marker + "".join(f"note {i}\n" for i in range(40))})
+    script = ["nl -s ': ' -ba notes.txt", "cat -n notes.txt | head -n 20", "sed -n '1p' notes.txt", "echo never reached"]
+    env = ledger_env(repo, tmp_path / "run")
+    agent = agent_for(LedgerModel(inner_class="deterministic", outputs=text_outputs(script), cost_per_call=0.0),
+                      env, tmp_path)
+    info = agent.run("read the notes")
+    assert info["exit_status"] == "Submitted"
+    attempts = load(tmp_path / "run").state.attempts
+    assert [a.command for a in attempts] == script[:3], "the third read submitted"

@@ -16,10 +16,10 @@ What it measures (times in ms; each figure is the median (p50) and 95th percenti
    commands (cat, sed -n, nl | sed -n, grep, grep -r, cd && grep, ls, find, python -m pytest,
    sed -i, git diff) through ``LocalExecutor`` on the tree. Then, for a set of proposals (exact
    repeats, subsumed line reads, new reads, repeated runs, edits, recursive greps), it times what
-   one step costs: ``analyze`` (lru_cache cleared first), ``needed_keys``, ``govern`` and
-   ``render`` (the state view), once without the probe I/O and once with it (signing, through the
-   runtime's LocalWorkspace, the keys ``needed_keys`` asks for and the proposal's own read keys, as
-   ``LedgerRuntime._plan`` does).
+   one step costs: ``analyze`` (lru_cache cleared first), building the answer to the output the
+   command printed last (answers.build against what the model holds), ``govern`` and ``render``
+   (the state view), once without the probe I/O and once with it (signing, through the runtime's
+   LocalWorkspace, the proposal's own read keys, as ``LedgerRuntime._plan`` does).
    Also reported, with no target: the ledger's whole overhead per command while driving those 150
    commands (``runtime.run`` time minus the command's own execution time).
 
@@ -75,7 +75,8 @@ from ledger_runtime import __version__ as ledger_version
 from ledger_runtime.commands import analyze
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import ExecResult, LocalExecutor
-from ledger_runtime.govern import Current, govern, needed_keys
+from ledger_runtime.answers import build as build_answer
+from ledger_runtime.govern import Current, govern
 from ledger_runtime.inform import render
 from ledger_runtime.runtime import LedgerRuntime
 from ledger_runtime.workspace import WorkspaceScanner, delta
@@ -644,7 +645,12 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
         # probe signs from the hash cache as it would a few seconds into a real step.
         time.sleep(2.2)
         ws.sign_many({k for _, c in proposals for k in _keys(analyze(c, str(root)), state, decide)})
-        parts = {k: [] for k in ("analyze", "needed_keys", "probe", "govern", "render", "total_excl_probe",
+        # the output each proposal printed last while driving: what its answer is built from
+        last_output = {}
+        for att in state.attempts:
+            if att.output_hash:
+                last_output[att.normalized] = runtime.store.text(att.output_hash) or ""
+        parts = {k: [] for k in ("analyze", "answer", "probe", "govern", "render", "total_excl_probe",
                                  "total_incl_probe")}
         by_kind: dict[str, list[float]] = {}
         verdicts: dict[str, str] = {}
@@ -656,11 +662,10 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
                 analyze.cache_clear()
                 a = analyze(cmd, cwd)
                 t1 = time.perf_counter()
-                keys = needed_keys(a, state, decide)
+                build_answer(last_output.get(a.normalized, ""), runtime.delivered, runtime.dedupe)
                 t2 = time.perf_counter()
                 pre = set(a.read_keys) if a.pure else set()
-                pre |= {"f:" + v.path for v in a.views}
-                sigs = ws.sign_many(keys | pre)
+                sigs = ws.sign_many(pre)
                 files = {v.path: ws.file_state(v.path) for v in a.views}
                 t3 = time.perf_counter()
                 verdict = govern(a, state, Current(sigs, files), decide)
@@ -668,7 +673,7 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
                 render(state, config)
                 t5 = time.perf_counter()
                 excl = (t2 - t0) + (t5 - t3)
-                for name, v in (("analyze", t1 - t0), ("needed_keys", t2 - t1), ("probe", t3 - t2),
+                for name, v in (("analyze", t1 - t0), ("answer", t2 - t1), ("probe", t3 - t2),
                                 ("govern", t4 - t3), ("render", t5 - t4), ("total_excl_probe", excl),
                                 ("total_incl_probe", t5 - t0)):
                     parts[name].append(v)
@@ -685,9 +690,7 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
 
 
 def _keys(a, state, config) -> set[str]:
-    keys = needed_keys(a, state, config)
-    keys |= set(a.read_keys) if a.pure else set()
-    return keys | {"f:" + v.path for v in a.views}
+    return (set(a.read_keys) if a.pure else set()) | {"f:" + v.path for v in a.views}
 
 
 def _count(items) -> dict[str, int]:
@@ -762,7 +765,7 @@ def print_report(console: Console, report: dict) -> None:
     row("4. govern+inform per step, excl. probe", p["total_excl_probe"],
         f"{led['attempts']} attempts, {led['observations']} obs, {led['modifications']} mods; {gi['proposals']} proposals")
     row("   govern+inform per step, incl. probe", p["total_incl_probe"], "probe.sign_many + file_state")
-    for name in ("analyze", "needed_keys", "probe", "govern", "render"):
+    for name in ("analyze", "answer", "probe", "govern", "render"):
         row(f"     {name}", p[name])
     row("   (info) ledger overhead per command", gi["runtime_overhead_per_command"],
         "runtime.run minus execution, 150 commands")
@@ -842,8 +845,8 @@ def main(argv: list[str] | None = None) -> int:
                 "One-file change: the changed file is backdated after its timed scan and an untimed scan settles it.",
                 "git status, the no-change scan and a bare lstat loop run interleaved in one loop (order "
                 "alternating); compare their ratios, not absolute times across runs.",
-                "govern+inform: analyze (lru_cache cleared) + needed_keys + govern + render; 'incl. probe' adds "
-                "probe.sign_many of needed_keys and the proposal's read keys, and file_state of its views.",
+                "govern+inform: analyze (lru_cache cleared) + the answer to its last output + govern + render; "
+                "'incl. probe' adds probe.sign_many of the proposal's read keys and file_state of its views.",
             ],
         }
         report["targets"] = targets(results)

@@ -124,8 +124,11 @@ def replay_ledger(path: Path, mirrors: Path = MIRRORS) -> dict:
 
 
 def markdown(report: dict) -> str:
+    prov = report.get("provenance") or {}
     lines = ["# The policy gate on real SWE-bench runs", "",
              f"Reproduce: `{report['command']}` (needs the replay ledgers: see ../replay/RESULTS.md).", "",
+             f"Made with ledger-runtime {prov.get('version', '?')} at commit `{prov.get('commit') or 'unknown'}`"
+             + (" (with uncommitted changes)" if prov.get("dirty") else "") + f", {prov.get('written', '?')}.", "",
              f"{report['runs']} mini-swe-agent runs (Gemini 3 Pro preview, SWE-bench Verified), {report['commands']:,} "
              "commands; each rule asked right before each command, against the ledger state at that point of the "
              "real run (the built-in rules with their defaults, protected-paths with the SWE-bench globs).", "",
@@ -137,9 +140,7 @@ def markdown(report: dict) -> str:
         lines.append(f"| {name} | {p['fired']} | {p['per_1000_commands']} | {p['instances']} | {vs} |")
     cases = report["on_resolved_submissions"]
     lines += ["", f"## Submissions of runs that resolved their instance ({report['resolved_runs']} runs)", "",
-              f"A policy fires on {len(cases)} of them. Each was checked by hand in the ledger: in every case the "
-              "rule really was broken (a file that existed at the start was edited after the last test or script "
-              "run, and the run submitted without running anything again; the edit happened to be right).", ""]
+              f"A policy fires on {len(cases)} of them" + (":" if cases else "."), ""]
     for c in cases:
         lines.append(f"- `{c['instance']}` step {c['step']}: {c['rule']} ({c['verdict']}): {c['reason']}")
     return "\n".join(lines) + "\n"
@@ -187,7 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"submissions of resolved runs ({n_resolved}) on which a policy fires: {len(on_resolved_submissions)}")
     for c in on_resolved_submissions:
         console.print(f"  {c['instance']} step {c['step']}: {c['rule']} {c['verdict']}: {c['reason'][:160]}")
-    report = {"command": "python swebench_runs/policies/policy_replay.py", "runs": len(per_instance), "commands": commands,
+    from ledger_runtime.config import LedgerConfig
+    from ledger_runtime.replay_cli import provenance
+
+    report = {"command": "python swebench_runs/policies/policy_replay.py", "provenance": provenance(LedgerConfig()),
+              "runs": len(per_instance), "commands": commands,
               "resolved_runs": n_resolved, "gate_time": gate,
               "policies": {n: {"fired": counts[n], "per_1000_commands": round(1000 * counts[n] / max(1, commands), 2),
                                "instances": len(instances[n]),

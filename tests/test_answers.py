@@ -1,0 +1,161 @@
+"""Answers and their expansion: the decoder reads what the model read, and the soundness check that
+rests on it (transcript.py, the replay's check) flags every wrong answer it is shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import make_repo
+from ledger_runtime.answers import (AnswerKind, DedupeSettings, ExpandError, Piece, apply_hunks, build, expand,
+                                    split_lines, unified_hunks)
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.delivered import Delivered, Shown, output_digest
+from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.replay import _soundness
+from ledger_runtime.runtime import LedgerRuntime
+from ledger_runtime.transcript import Transcript
+
+EX = LocalExecutor(timeout=30)
+BODY = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(40))
+
+
+def pool_of(*outputs: str) -> tuple[Delivered, dict[str, tuple[int, str]]]:
+    """A real Delivered holding ``outputs`` as steps 1, 2, ... shown whole; and the labels they resolve by."""
+    d = Delivered(lambda step: True)
+    labels = {}
+    for i, out in enumerate(outputs, 1):
+        lines = split_lines(out)
+        d.add(Shown(i, i, f"step {i}", f"cmd{i}", 0, lines, [True] * len(lines), (), True, output_digest(out)),
+              keys=("k",))
+        labels[f"step {i}"] = (i, out)
+    return d, labels
+
+
+S = DedupeSettings(min_lines=2, min_saving=20)
+
+
+def test_each_kind_expands_to_the_output():
+    d, labels = pool_of(BODY)
+    changed = BODY.replace("return x + 7\n", "return x + 70\n")
+    middle = "".join(split_lines(BODY)[10:90])
+    for fresh, kind in ((BODY, AnswerKind.WHOLE), (middle, AnswerKind.SPANS), (changed, AnswerKind.DELTA),
+                        ("short\n", AnswerKind.RAW), ("new " * 50 + "\n", AnswerKind.RAW)):
+        a = build(fresh, d, S, base_keys=("k",))
+        assert a.kind is kind, (kind, a.text[:200])
+        assert expand(a.text, a.pieces, labels.get) == fresh
+        assert len(a.text) <= len(fresh) or kind is AnswerKind.RAW
+
+
+def test_notes_are_not_output_and_lines_without_a_final_newline_survive():
+    d, labels = pool_of(BODY + "tail without newline")
+    fresh = "".join(split_lines(BODY)[20:]) + "tail without newline"
+    a = build(fresh, d, S, notes=["[ledger] NUDGE: a note."])
+    assert a.kind is AnswerKind.SPANS and a.text.endswith("[ledger] NUDGE: a note.")
+    assert expand(a.text, a.pieces, labels.get) == fresh
+
+
+def test_the_decoder_reads_the_text_not_the_pieces():
+    """The pieces say where a reference is; what it refers to is read from the text the model got.
+    An answer whose text says something else than its pieces does not decode, or decodes to other
+    bytes: either way the check sees it."""
+    d, labels = pool_of(BODY)
+    middle = "".join(split_lines(BODY)[10:90])
+    a = build(middle, d, S)
+    lie = a.text.replace("lines 11-90", "lines 12-91")
+    assert expand(lie, a.pieces, labels.get) != middle
+    with pytest.raises(ExpandError):
+        expand(a.text.replace("of step 1's", "of step 9's"), a.pieces, labels.get)  # names nothing
+    with pytest.raises(ExpandError):
+        expand(a.text, [Piece("text", 0, 5)], labels.get)  # pieces that do not cover the text
+    wrong_ref = [Piece(p.kind, p.start, p.end, 2, p.first, p.last) for p in a.pieces]
+    with pytest.raises(ExpandError):
+        expand(a.text, wrong_ref, labels.get)  # built on another attempt than the text names
+
+
+def test_a_diff_must_apply_exactly():
+    old = split_lines(BODY)
+    new = split_lines(BODY.replace("return x + 3\n", "return x + 30\n").replace("def f39", "def g39"))
+    hunks = "".join(unified_hunks(old, new))
+    assert apply_hunks(old, split_lines(hunks)) == new
+    with pytest.raises(ExpandError):
+        apply_hunks(old, split_lines(hunks.replace("-    return x + 3", "-    return x + 4")))
+    no_newline = ["a\n", "b"]
+    h = "".join(unified_hunks(["a\n", "c"], no_newline))
+    assert "\\ No newline at end of file" in h and apply_hunks(["a\n", "c"], split_lines(h)) == no_newline
+
+
+def test_the_soundness_check_flags_a_wrong_answer(tmp_path: Path):
+    """The runtime's belief about what the model holds goes wrong (here forced: the lines it thinks
+    step 1 showed are not the ones it showed). The answer built on that belief refers to bytes the
+    model never got: the check that the replay runs on every command must say so."""
+    root = make_repo(tmp_path / "w", {"a.py": BODY})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        rt.run("cat a.py", EX)
+        belief = rt.delivered.items[1]
+        belief.lines[5] = "    return 'something it never saw'\n"
+        rt.delivered._index.setdefault(belief.lines[5], []).append((1, 5))
+        (root / "a.py").write_text(BODY.replace("    return x + 1\n", "    return 'something it never saw'\n"))
+        fresh = EX("cat a.py", str(root)).output
+        r = rt.run("cat a.py", EX)
+        att = rt.state.attempts[-1]
+        t = Transcript(rt.state, rt.store.text)
+        check = t.check(att, fresh)
+        assert r.output != fresh and not check.sound, "a wrong answer must not pass"
+        assert _soundness(t, att, fresh, att.answer["kind"])["sound"] is False
+        # and a right one passes the same check
+        ok = rt.run("cat a.py  # ledger:raw", EX)
+        assert ok.output == fresh and t.check(rt.state.attempts[-1], fresh).sound
+
+
+def test_a_tampered_ledger_is_caught_by_the_check(tmp_path: Path):
+    """What the check reads is the ledger: if the text kept for an earlier step is not what that step
+    showed, every answer that refers to it fails the check."""
+    root = make_repo(tmp_path / "w", {"a.py": BODY})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        first = rt.run("cat a.py", EX)
+        rt.run("cat a.py", EX)
+        att = rt.state.attempts[-1]
+        src = rt.state.attempts[0]
+
+        def tampered(h):
+            text = rt.store.text(h)
+            return text.replace("return x + 3", "return x + 33") if h == src.shown_hash else text
+
+        assert Transcript(rt.state, rt.store.text).check(att, first.output).sound
+        assert not Transcript(rt.state, tampered).check(att, first.output).sound
+
+
+def test_references_only_to_what_the_model_still_holds(tmp_path: Path):
+    root = make_repo(tmp_path / "w", {"a.py": BODY})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(context_steps=2)) as rt:
+        rt.run("cat a.py", EX, step=1)
+        for step in range(2, 5):
+            rt.run(f"echo {step}", EX, step=step)
+        r = rt.run("cat a.py", EX, step=5)
+        assert "[ledger" not in r.output, "step 1's output is out of the model's context"
+        again = rt.run("cat a.py", EX, step=6)
+        assert again.output.startswith("[ledger: identical to step 5's output")
+        rt.forget_context()  # the agent compacted its history
+        assert "[ledger" not in rt.run("cat a.py", EX, step=7).output
+
+
+def test_an_output_cut_the_same_way_twice_is_a_reference_that_says_what_was_seen(tmp_path: Path):
+    """A long output the agent cuts: the model saw its head and tail. Printed again identically, it
+    would see the same head and tail again: a reference says so, and claims no more."""
+    big = "".join(f"row {i}: {'z' * 60}\n" for i in range(300))
+    root = make_repo(tmp_path / "w", {"big.txt": big})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        first = rt.run("cat big.txt", EX)
+        assert first.output == big and rt.state.attempts[0].truncated
+        again = rt.run("cat big.txt", EX)
+        assert again.output.startswith("[ledger: identical to step 1's output (`cat big.txt`, exit 0), of which "
+                                       "you were shown the first 5,000 and last 5,000 characters; not repeated]")
+        t = Transcript(rt.state, rt.store.text)
+        assert t.check(rt.state.attempts[1], big).sound
+        seen_lines = {o.step: o for o in rt.state.observations}
+        assert seen_lines[2].spans == seen_lines[1].spans and seen_lines[2].kind == "range", \
+            "what the model has of it is what it saw at step 1"
+        middle = rt.run("sed -n '150,160p' big.txt", EX)
+        assert "[ledger" not in middle.output, "the middle was never shown: nothing may refer to it"
