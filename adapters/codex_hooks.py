@@ -63,7 +63,7 @@ def truncation_for(args: dict[str, Any] | None) -> Truncation:
     if args and isinstance(args.get("max_output_tokens"), int) and args["max_output_tokens"] > 0:
         tokens = min(tokens, args["max_output_tokens"])
     limit = tokens * CHARS_PER_TOKEN_SEEN
-    return Truncation(limit, limit // 2, limit // 2)
+    return Truncation(limit, limit // 2, limit // 2, exact=False)
 
 
 @dataclass

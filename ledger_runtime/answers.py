@@ -11,6 +11,11 @@ Its fresh output, compared byte for byte with what the model has already been sh
 - ``delta``: a re-read whose output differs from an earlier output of the same read is that earlier
   output with a unified diff applied (hunks of changed lines with one line of context).
 
+An output the agent is going to cut anyway (mini-swe-agent keeps the first and last 5,000 characters
+of one of 10,000 or more) may keep that cut: its head and tail deduped, the middle left out with a
+line that says so (a ``cut`` piece: lines the model would not have been shown without the ledger
+either). Only where the cut is known exactly; never for an agent whose cut is estimated.
+
 An ``Answer`` is its text (exactly what the model reads) and the ``Piece``s it is made of: literal
 output, ledger notes (not output), and references. ``expand`` is the decoder and does not trust the
 pieces: it reads each reference from the answer's text, as the model would, resolves it against the
@@ -38,8 +43,23 @@ class AnswerKind(str, Enum):
     REFUSED = "refused"  # not run: a policy's refusal (REVISE, BLOCK)
 
 
-TEXT, NOTE, LINES, SAME, PATCH = "text", "note", "lines", "same", "patch"
+TEXT, NOTE, LINES, SAME, PATCH, CUT = "text", "note", "lines", "same", "patch", "cut"
 REFERENCE_KINDS = (LINES, SAME, PATCH)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """How the agent cuts long outputs: at ``limit`` characters or more it shows the first ``head``
+    and the last ``tail``. ``exact``: the cut is known (mini-swe-agent's), not estimated (Codex's,
+    in tokens), so an answer may keep it."""
+
+    limit: int
+    head: int
+    tail: int
+    exact: bool = True
+
+    def visible(self, n: int) -> int:
+        return n if n < self.limit else min(n, self.head + self.tail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +115,8 @@ class Source:
 @dataclass(frozen=True)
 class DedupeSettings:
     mode: str = "spans"  # "spans" | "whole" | "off"
-    min_lines: int = 3  # the shortest run of lines worth a reference
-    min_saving: int = 100  # characters an answer must save at least...
+    min_lines: int = 2  # the shortest run of lines worth a reference
+    min_saving: int = 60  # characters an answer must save at least...
 
     @property
     def min_reference_saving(self) -> int:
@@ -111,8 +131,8 @@ class Pool:
 
     def base(self, key: str) -> Source | None: ...
 
-    def longest_run(self, lines: Sequence[str], i: int) -> tuple[Source, int, int] | None:
-        """(source, its 0-based line index, run length) of the longest run of ``lines[i:]`` that a
+    def longest_run(self, lines: Sequence[str], i: int, end: int | None = None) -> tuple[Source, int, int] | None:
+        """(source, its 0-based line index, run length) of the longest run of ``lines[i:end]`` that a
         source showed literally and the model still holds."""
 
 
@@ -133,8 +153,12 @@ def _excerpt(line: str, limit: int = 32) -> str:
 
 
 def lines_marker(src: Source, first: int, last: int, first_line: str) -> str:
-    return (f"[ledger: lines {first}-{last} of {src.label}'s output (`{src.command}`) repeat here, "
-            f"from \"{_excerpt(first_line)}\"]\n")
+    return f"[ledger: lines {first}-{last} of {src.label}'s output (`{src.command}`) repeat here]\n"
+
+
+def cut_marker(first: int, last: int, chars: int, cut: Cut) -> str:
+    return (f"[ledger: lines {first}-{last} of this output ({chars:,} characters) not shown: the agent shows only "
+            f"the first {cut.head:,} and last {cut.tail:,} characters of a long output]\n")
 
 
 def same_marker(src: Source, note: str = "") -> str:
@@ -152,6 +176,7 @@ _LABEL = r"step (\d+)(?:\.(\d+))?"
 LINES_RX = re.compile(r"\[ledger: lines (\d+)-(\d+) of " + _LABEL + r"'s output ")
 SAME_RX = re.compile(r"\[ledger: identical to " + _LABEL + r"'s output ")
 PATCH_RX = re.compile(r"\[ledger: " + _LABEL + r"'s output \(.*\) with these changes, a unified diff;")
+CUT_RX = re.compile(r"\[ledger: lines (\d+)-(\d+) of this output \(")
 HUNK_RX = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 NO_NEWLINE = "\\ No newline at end of file\n"
 
@@ -194,37 +219,63 @@ def raw(output: str, notes: Sequence[str] = ()) -> Answer:
 
 
 def build(output: str, pool: Pool, settings: DedupeSettings, *, base_keys: Sequence[str] = (),
-          notes: Sequence[str] = (), same_note: Callable[[Source], str] | None = None) -> Answer:
-    """The answer for ``output``: a reference to an identical earlier output, else the shorter of
-    a delta from a ``base_keys`` source and spans, when it saves at least ``settings.min_saving``
-    characters; else the output as it is. ``notes`` (a NUDGE) follow the output."""
+          notes: Sequence[str] = (), same_note: Callable[[Source], str] | None = None,
+          cut: Cut | None = None) -> Answer:
+    """The answer for ``output``: a reference to an identical earlier output, else the shortest of
+    spans, a delta from a ``base_keys`` source and (for an output the agent cuts exactly: ``cut``)
+    spans that keep the agent's cut, when it saves the model at least ``settings.min_saving``
+    characters of what it would see; else the output as it is. ``notes`` (a NUDGE) follow."""
     if settings.mode == "off" or not output:
         return raw(output, notes)
+    seen = cut.visible if cut is not None else (lambda n: n)
     src = pool.identical(output)
     if src is not None:
         w = _Writer()
         w.add(SAME, same_marker(src, same_note(src) if same_note else ""), src.attempt)
         for n in notes:
             w.note(n)
-        if len(output) - w.size >= settings.min_saving:
+        if seen(len(output)) - seen(w.size) >= settings.min_saving:
             return w.answer(AnswerKind.WHOLE)
     if settings.mode == "whole":
         return raw(output, notes)
     lines = split_lines(output)
     bases = {b.attempt: b for b in (pool.base(k) for k in base_keys) if b is not None}
-    candidates = [c for c in [_spans(lines, pool, settings), *(_delta(lines, b) for b in bases.values())]
-                  if c is not None]
+    candidates = [_spans(lines, pool, settings), *(_delta(lines, b) for b in bases.values())]
+    if cut is not None and cut.exact and len(output) >= cut.limit:
+        candidates.append(_spans(lines, pool, settings, keep_cut=cut))
     best = None
-    for kind, writer in candidates:  # the shortest, but a delta a little longer than spans wins: it says what changed
-        size = writer.size - (_delta_allowance(writer.size) if kind is AnswerKind.DELTA else 0)
+    for c in candidates:  # the shortest seen, but a delta a little longer than spans wins: it says what changed
+        if c is None:
+            continue
+        kind, writer = c
+        size = seen(writer.size) - (_delta_allowance(writer.size) if kind is AnswerKind.DELTA else 0)
         if best is None or size < best[0]:
             best = (size, kind, writer)
-    if best is None or len(output) - best[2].size < settings.min_saving:
+    if best is None or seen(len(output)) - seen(best[2].size) < settings.min_saving:
         return raw(output, notes)
     _, kind, w = best
     for n in notes:
         w.note(n)
     return w.answer(kind)
+
+
+def _cut_middle(lines: list[str], cut: Cut) -> tuple[int, int] | None:
+    """The lines [a, b) the agent's cut would hide, partial lines at its edges included."""
+    n = sum(len(x) for x in lines)
+    pos = 0
+    a = None
+    b = len(lines)
+    for i, line in enumerate(lines):
+        end = pos + len(line)
+        if a is None and end > cut.head:
+            a = i
+        if pos >= n - cut.tail:
+            b = i
+            break
+        pos = end
+    if a is None or b <= a:
+        return None
+    return a, b
 
 
 def _delta_allowance(size: int) -> int:
@@ -233,12 +284,20 @@ def _delta_allowance(size: int) -> int:
     return max(200, size // 3)
 
 
-def _spans(lines: list[str], pool: Pool, settings: DedupeSettings) -> tuple[AnswerKind, _Writer] | None:
+def _spans(lines: list[str], pool: Pool, settings: DedupeSettings,
+           keep_cut: Cut | None = None) -> tuple[AnswerKind, _Writer] | None:
     w = _Writer()
     i = 0
     used = False
+    middle = _cut_middle(lines, keep_cut) if keep_cut is not None else None
     while i < len(lines):
-        run = pool.longest_run(lines, i)
+        if middle is not None and i == middle[0]:
+            chars = sum(len(x) for x in lines[middle[0]:middle[1]])
+            w.add(CUT, cut_marker(middle[0] + 1, middle[1], chars, keep_cut), None, middle[0] + 1, middle[1])
+            i = middle[1]
+            continue
+        stop = middle[0] if middle is not None and i < middle[0] else len(lines)
+        run = pool.longest_run(lines, i, stop)
         if run is not None:
             src, j, k = run
             if k >= settings.min_lines:
@@ -301,11 +360,12 @@ class ExpandError(ValueError):
 Resolve = Callable[[str], "tuple[int, str] | None"]  # a label -> (attempt id, its expanded output)
 
 
-def expand(text: str, pieces: Sequence[Piece], resolve: Resolve) -> str:
+def expand(text: str, pieces: Sequence[Piece], resolve: Resolve, own: Callable[[], str | None] | None = None) -> str:
     """The output an answer stands for, read from its ``text`` (what the model received): literal
     pieces as they are, notes left out, each reference parsed from the text and resolved by its
-    label through ``resolve``. Raises ExpandError when the text and the pieces disagree, a label
-    does not resolve, or a diff does not apply."""
+    label through ``resolve``; the lines a ``cut`` piece says were not shown come from the command's
+    own output (``own``: the ledger keeps it). Raises ExpandError when the text and the pieces
+    disagree, a label does not resolve, or a diff does not apply."""
     out: list[str] = []
     pos = 0
     for p in pieces:
@@ -331,6 +391,16 @@ def expand(text: str, pieces: Sequence[Piece], resolve: Resolve) -> str:
             if m is None:
                 raise ExpandError(f"not a whole-output reference: {part[:80]!r}")
             out.append(_resolved(resolve, m.group(1), m.group(2), p))
+        elif p.kind == CUT:
+            m = CUT_RX.match(part)
+            whole = own() if own is not None else None
+            if m is None or whole is None:
+                raise ExpandError(f"not a cut, or no output to take it from: {part[:80]!r}")
+            first, last = int(m.group(1)), int(m.group(2))
+            mine = split_lines(whole)
+            if (first, last) != (p.first, p.last) or not 1 <= first <= last <= len(mine):
+                raise ExpandError(f"lines {first}-{last} are not lines of this output")
+            out.append("".join(mine[first - 1:last]))
         elif p.kind == PATCH:
             m = PATCH_RX.match(part)
             if m is None:

@@ -34,10 +34,11 @@ class LedgerConfig:
     """What the model gets back for a command that ran: its fresh output with verbatim repeats of
     what it was already shown replaced by references ("spans": whole outputs, runs of lines and
     diffs of re-reads; "whole": whole outputs only; "off": the output as it is)."""
-    dedupe_min_lines: int = 3
+    dedupe_min_lines: int = 2
     """The shortest run of repeated lines that becomes a reference."""
-    dedupe_min_saving: int = 100
-    """Characters a reference, and a whole answer, must save at least; below that the lines stay."""
+    dedupe_min_saving: int = 60
+    """Characters an answer must save the model at least (and each reference in it 40, or this if
+    less); below that the output stays as it is."""
     reuse_output: str = "reference"
     """How a run that is not run again (``reuse_runs``) is handed back: a short "reference" to the
     step whose output the model still has, or the "full" earlier output under a one-line header."""

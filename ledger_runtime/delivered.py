@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from .answers import LINES, NOTE, PATCH, SAME, TEXT, Answer, Piece, Source, split_lines
+from .answers import CUT, LINES, NOTE, PATCH, SAME, TEXT, Answer, Piece, Source, split_lines
 from .hashing import digest_bytes
 
 MAX_CANDIDATES = 48  # positions tried per starting line (the most recent first)
@@ -77,7 +77,7 @@ def delivered_lines(output: str, answer: Answer, visible: tuple[int, int] | None
                 elif line < len(lines) and lines[line].startswith(part):  # a line split across pieces: never
                     line += 1
                 pos += len(part)
-        elif p.kind == LINES:
+        elif p.kind in (LINES, CUT):
             line += p.last - p.first + 1
         elif p.kind in (SAME, PATCH):
             line = len(lines)
@@ -106,6 +106,8 @@ def seen_lines(output: str, answer: Answer, visible: tuple[int, int] | None) -> 
             if seen(p):
                 out[line:line + k] = [True] * k
             line += k
+        elif p.kind == CUT:  # not shown
+            line += p.last - p.first + 1
         elif p.kind in (SAME, PATCH):
             if seen(p) and visible is None:  # a cut diff: which of its lines the model missed is unclear
                 out = [True] * len(lines)
@@ -211,12 +213,12 @@ class Delivered:
                 return s.as_source()
         return None
 
-    def longest_run(self, lines: Sequence[str], i: int) -> tuple[Source, int, int] | None:
+    def longest_run(self, lines: Sequence[str], i: int, end: int | None = None) -> tuple[Source, int, int] | None:
         best: tuple[Shown, int, int] | None = None
         cands = self._index.get(lines[i])
         if not cands:
             return None
-        n = len(lines)
+        n = len(lines) if end is None else min(end, len(lines))
         tried = 0
         for a, j in reversed(cands):
             s = self._live(a)

@@ -35,6 +35,7 @@ class Truncation:
     limit: int = 10000
     head: int = 5000
     tail: int = 5000
+    exact: bool = True  # the agent cuts exactly so (mini-swe-agent); False: an estimate (Codex counts tokens)
 
     def cuts(self, output: str) -> bool:
         return len(output) >= self.limit

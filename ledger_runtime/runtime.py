@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__
-from .answers import NOTE, SAME, TEXT, Answer, AnswerKind, DedupeSettings, Piece, Source, build, raw, same_marker
+from .answers import NOTE, SAME, TEXT, Answer, AnswerKind, Cut, DedupeSettings, Piece, Source, build, raw, same_marker
 from .commands import ANY_FILE, SUBMIT_MARKER, Analysis, analyze
 from .config import LedgerConfig
 from .delivered import Delivered, Shown, delivered_lines, output_digest, seen_lines
@@ -274,9 +274,9 @@ class LedgerRuntime:
             self._last = before
         pre_keys = {k for k in analysis.read_keys if k[:2] in SIGNED} if analysis.pure else set()
         sigs = self.workspace.sign_many(pre_keys, exact=False)
-        files = {v.path: self.workspace.file_state(v.path) for v in analysis.views}
+        files = {}
         if analysis.command_class is CommandClass.MODIFY:  # the policies look at what an edit writes
-            files.update((w, self.workspace.file_state(w)) for w in analysis.writes[:MAX_POLICY_FILES] if w != ANY_FILE)
+            files = {w: self.workspace.file_state(w) for w in analysis.writes[:MAX_POLICY_FILES] if w != ANY_FILE}
         current = Current(sigs, files)
         verdict = compose(govern(analysis, self.state, current, self._decide_config),
                           check_all(self.rules, analysis, self.state, current, self._policy_fault))
@@ -402,7 +402,7 @@ class LedgerRuntime:
 
         self.delivered.window = trunc.kept(output)
         return build(output, self.delivered, self.dedupe, base_keys=_read_keys_of(a), notes=notes,
-                     same_note=same_note)
+                     same_note=same_note, cut=Cut(trunc.limit, trunc.head, trunc.tail, trunc.exact))
 
     def _record_run(self, plan: Plan, res: ExecResult | None, elapsed: float, exc: BaseException | None,
                     truncation: Truncation | None = None) -> RunResult:

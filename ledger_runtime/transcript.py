@@ -5,7 +5,8 @@ Expansion reads each answer as the model read it (answers.expand parses the refe
 text), resolving a reference's label ("step 9", "step 9.2") among the earlier attempts, whose own
 expansions it takes in turn. For a command that ran, a sound answer expands to exactly its output;
 ``check`` says whether it does and, for every reference, whether the lines it names were shown
-literally where it says (``literal``). Ledgers written before answers were recorded show the output.
+literally where it says (``literal``). Lines an answer says it left out as the agent's own cut
+would have are taken from the command's output, which the ledger keeps. Ledgers written before answers were recorded show the output.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class Transcript:
                 text = self.expanded(b)
                 return None if text is None else (b.id, text)
 
-            out = expand(shown, pieces, resolve)
+            out = expand(shown, pieces, resolve, lambda: self.text_of(a.output_hash))
         self._expanded[a.id] = out
         return out
 

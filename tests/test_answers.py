@@ -159,3 +159,23 @@ def test_an_output_cut_the_same_way_twice_is_a_reference_that_says_what_was_seen
             "what the model has of it is what it saw at step 1"
         middle = rt.run("sed -n '150,160p' big.txt", EX)
         assert "[ledger" not in middle.output, "the middle was never shown: nothing may refer to it"
+
+
+def test_a_long_output_the_agent_cuts_anyway_keeps_the_cut_and_dedupes_what_it_shows(tmp_path: Path):
+    """A test run whose long output the agent cuts to its head and tail, run again with one line
+    changed in the middle: without the ledger the model would see the same head and tail again.
+    The answer keeps the agent's cut and refers to that head and tail; the lines it leaves out are
+    said to be left out, and expand from the command's own output."""
+    lines = [f"test_{i:03d} PASSED {'.' * 60}\n" for i in range(400)]
+    root = make_repo(tmp_path / "w", {"log.txt": "".join(lines)})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        rt.run("cat log.txt", EX)
+        (root / "log.txt").write_text("".join(lines[:200] + ["test_200 FAILED\n"] + lines[201:]))
+        r = rt.run("cat log.txt", EX)
+        fresh = EX("cat log.txt", str(root)).output
+        assert len(r.output) < 1000, "the repeated head and tail as references, the middle as the cut it is"
+        assert "of this output (" in r.output and "not shown: the agent shows only the first 5,000" in r.output
+        t = Transcript(rt.state, rt.store.text)
+        assert t.check(rt.state.attempts[-1], fresh).sound
+        assert 200 not in {n for o in rt.state.observations if o.step == 2 for s in (o.spans or ()) for n in
+                           range(s.start, s.end + 1)}, "the cut middle was not seen"
