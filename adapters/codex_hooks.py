@@ -251,7 +251,7 @@ class CodexHooks:
         ended = set(rollout.commands) | set(rollout.patches) if rollout is not None else set()
         now = time.perf_counter()
         for call_id, p in self.pending.items():
-            if not p.plan.analysis.pure and call_id not in ended and now - p.started < STALE_PENDING_S:
+            if not p.plan.analysis.readonly and call_id not in ended and now - p.started < STALE_PENDING_S:
                 return True
         return any(not self.unfinished_pure.get(c, False) for c in self.unfinished)
 
@@ -291,7 +291,7 @@ class CodexHooks:
                                   shown_raw=True)  # no wrapper answered: the model got the output as it is
         if not res.output_complete and run.attempt_id is not None and isinstance(call_id, str):
             self.unfinished[call_id] = (run.attempt_id, pending.tool in PATCH_TOOLS)
-            self.unfinished_pure[call_id] = pending.plan.analysis.pure
+            self.unfinished_pure[call_id] = pending.plan.analysis.readonly
         notes = []
         if run.note and not (pending.plan.applied and pending.plan.verdict.kind is VerdictKind.NUDGE
                              and run.verdict == pending.plan.verdict):  # that NUDGE went with PreToolUse

@@ -67,6 +67,7 @@ class Analysis:
     env_change: bool = False
     origin: str = ""  # the directory the command was given in (``cwd`` folds a leading ``cd DIR &&`` in)
     raw: bool = False  # the command asks for its output in full (RAW_ESCAPE)
+    readonly: bool = False  # writes nothing and runs nothing the analysis does not know (pure implies it)
     exact_run: bool = False  # a test run on the allow-list that reuse_runs may answer without running it
 
     @property
@@ -89,6 +90,7 @@ class _Pipe:
     env_change: bool
     views: list[Stream]
     prints: bool
+    side_effects: bool = False
 
 
 def _combine(pipe: Pipeline) -> _Pipe:
@@ -121,6 +123,7 @@ def _combine(pipe: Pipeline) -> _Pipe:
         out.reads += e.reads
         out.writes += e.writes
         out.pure = out.pure and e.pure
+        out.side_effects = out.side_effects or e.side_effects
         out.env_change = out.env_change or e.env_change
         if isinstance(e.out, Filter):
             if i == 0:  # reads a redirected file, a heredoc, or nothing
@@ -184,6 +187,7 @@ def _analyze(command: str, cwd: str) -> Analysis:
     writes: list[str] = []
     views: list[FileView] = []
     pure = not script.complex
+    readonly = not script.complex
     env_change = False
     outputs = 0
     exact_run = len(pipelines) == 1 and _exact_run(pipelines[0])
@@ -196,6 +200,7 @@ def _analyze(command: str, cwd: str) -> Analysis:
         reads += p.reads
         writes += p.writes
         pure = pure and p.pure and not pipe.background
+        readonly = readonly and not p.side_effects and not pipe.background and not p.writes and not p.env_change
         env_change = env_change or p.env_change
         if pipe.background:
             cls = _max(cls, CommandClass.RUN)
@@ -223,6 +228,7 @@ def _analyze(command: str, cwd: str) -> Analysis:
         origin=cwd,
         raw=raw,
         exact_run=exact_run and cls is CommandClass.RUN,
+        readonly=readonly and cls in (CommandClass.INSPECT, CommandClass.SEARCH) and not writes,
     )
 
 

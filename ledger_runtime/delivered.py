@@ -84,10 +84,11 @@ def delivered_lines(output: str, answer: Answer, visible: tuple[int, int] | None
     return lines, literal
 
 
-def seen_lines(output: str, answer: Answer, visible: tuple[int, int] | None) -> list[bool]:
+def seen_lines(output: str, answer: Answer, visible: tuple[int, int] | None,
+               delivered: tuple[list[str], list[bool]] | None = None) -> list[bool]:
     """Per output line: whether the model has it now, literally or through a reference whose line it
-    saw (a reference only names what it had)."""
-    lines, literal = delivered_lines(output, answer, visible)
+    saw (a reference only names what it had). ``delivered``: ``delivered_lines`` of the same, if known."""
+    lines, literal = delivered or delivered_lines(output, answer, visible)
     out = list(literal)
     n = len(answer.text)
 

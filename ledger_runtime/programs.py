@@ -63,6 +63,7 @@ class Effect:
     source: bool = True  # prints output of its own rather than transforming stdin
     env_change: bool = False
     exact_run: bool = False  # a test run on the allow-list of exact_run(): may be reused under reuse_runs
+    side_effects: bool = False  # may write or run something the analysis does not follow (sed's w and e)
 
 
 def apply(upstream: Stream | None, f: Filter) -> Stream | None:
@@ -383,15 +384,18 @@ def _sed(s: Simple, args: list[Word]) -> Effect:
     if _has(opts, "-z", "--null-data", "-s", "--separate"):
         rng = None
     sel = ("range", rng[0], rng[1]) if rng else None
+    # a script that may write (w), run (e) or read another file (r) is not a plain reader
     if not operands:
-        return Effect(None, pure=safe, source=False, out=Filter(sel) if sel else None)
+        return Effect(None, pure=safe, source=False, out=Filter(sel) if sel else None, side_effects=not safe)
     paths = literal_paths(s.cwd, operands)
     if paths is None:
-        return _impure(CommandClass.INSPECT)
-    if sel is None or len(paths) > 1:
-        return Effect(CommandClass.INSPECT, reads=["f:" + p for p in paths], pure=safe)
-    e = _file_reader(paths, sel)
-    e.pure = safe
+        e = _impure(CommandClass.INSPECT)
+    elif sel is None or len(paths) > 1:
+        e = Effect(CommandClass.INSPECT, reads=["f:" + p for p in paths], pure=safe)
+    else:
+        e = _file_reader(paths, sel)
+        e.pure = safe
+    e.side_effects = not safe
     return e
 
 

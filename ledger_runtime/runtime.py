@@ -261,9 +261,9 @@ class LedgerRuntime:
     def _plan(self, command: str, cwd: str, step: int, analysis: Analysis | None = None) -> Plan:
         analysis = analysis or analyze(command, cwd)
         before = self._last
-        # A pure reader needs no scan: it changes nothing, and what it shows is checked against the
-        # files after it ran. Changes made before it are found by the next scan that does run.
-        if (self.config.rescan_before_command and self.workspace.rescan_before_command and not analysis.pure) \
+        # A reader needs no scan: it changes nothing, and what it shows is checked against the files
+        # after it ran. Changes made before it are found by the next scan that does run.
+        if (self.config.rescan_before_command and self.workspace.rescan_before_command and not analysis.readonly) \
                 or before is None:
             before = self.workspace.scan(keep_limit=self.config.max_content_bytes)
             if self._last is not None:
@@ -306,17 +306,18 @@ class LedgerRuntime:
     def _source(self, a: Attempt) -> Source:
         return Source(a.id, self.state.label(a.id), short_command(a.command, MARKER_COMMAND_CHARS), a.exit_code, ())
 
-    def _deliver(self, a: Attempt, output: str, answer: Answer, trunc: Truncation, keys: tuple[str, ...] = ()) -> None:
+    def _deliver(self, a: Attempt, output: str, answer: Answer, trunc: Truncation, keys: tuple[str, ...] = (),
+                 delivered: tuple[list[str], list[bool]] | None = None, digest: str | None = None) -> None:
         """Remember which of the output's lines the model got literally (the source of later
         references), and under which ``keys`` it is a re-read's base."""
         if len(output) > MAX_DELIVERED_CHARS:
             return
         kept = trunc.kept(answer.text)
-        lines, literal = delivered_lines(output, answer, kept)
+        lines, literal = delivered or delivered_lines(output, answer, kept)
         same_as = answer.refs[0] if answer.kind in (AnswerKind.WHOLE, AnswerKind.REUSED) and answer.refs else None
         cut_raw = kept if kept is not None and answer.text == output else None
         self.delivered.add(Shown(a.id, a.step, self.state.label(a.id), short_command(a.command, MARKER_COMMAND_CHARS),
-                                 a.exit_code, lines, literal, answer.refs, kept is None, output_digest(output),
+                                 a.exit_code, lines, literal, answer.refs, kept is None, digest or output_digest(output),
                                  a.epoch_after, same_as, cut_raw), keys)
         if len(self.delivered.items) % FORGET_EVERY == 0:
             self.delivered.forget(lambda s: self._alive(s.step))
@@ -409,8 +410,8 @@ class LedgerRuntime:
         trunc = truncation or self.truncation
         analysis = plan.analysis
         self._watch(analysis)
-        if analysis.pure and exc is None and self.workspace.rescan_before_command and self._last is not None:
-            # A pure reader writes nothing: skip the scan. Were the analysis ever wrong, the next
+        if analysis.readonly and exc is None and self.workspace.rescan_before_command and self._last is not None:
+            # A reader writes nothing: skip the scan. Were the analysis ever wrong, the next
             # command's scan still finds the change, recorded as made between commands.
             changes: list[Change] = []
         else:
@@ -462,8 +463,10 @@ class LedgerRuntime:
             answer=answer.to_dict() if res is not None else None)
         events: list[tuple[str, dict]] = [("attempt", attempt.to_dict())]
         obs = []
+        got = None
         if res is not None:
-            seen = seen_lines(output, answer, trunc.kept(shown))
+            got = delivered_lines(output, answer, trunc.kept(shown)) if len(output) <= MAX_DELIVERED_CHARS else None
+            seen = seen_lines(output, answer, trunc.kept(shown), got)
             if answer.kind is AnswerKind.WHOLE:  # the model has of it what it saw of the earlier output
                 seen = self.delivered.seen_through(answer.refs[0]) or seen
             obs = observations(analysis, output, res.returncode, texts, seen, step=plan.step, attempt=attempt.id)
@@ -481,7 +484,7 @@ class LedgerRuntime:
             if earlier is not None:
                 self._deliver(attempt, earlier, answer, trunc)
         elif answer.kind is not AnswerKind.REFUSED:
-            self._deliver(attempt, output, answer, trunc, _read_keys_of(analysis))
+            self._deliver(attempt, output, answer, trunc, _read_keys_of(analysis), got, output_hash)
         note = next((shown[p.start:p.end].strip() for p in answer.pieces if p.kind == NOTE), None)
         out_text = shown if plan.applied else output
         return RunResult(out_text, res.returncode, verdict, True, attempt.id, res.exception_info, res.extra,

@@ -253,3 +253,16 @@ def test_apply_patch_envelope_is_an_edit_of_the_files_it_names(tmp_path) -> None
     assert a.writes == ("/w/pkg/a.py", "/w/pkg/b.py", "/w/new.txt", "/w/old.txt")
     bad = analyze_patch("not a patch", "/w")
     assert bad.command_class is CommandClass.OTHER and not bad.parsed and bad.writes == ()
+
+
+@pytest.mark.parametrize("cmd, readonly", [
+    ("ls -la", True), ("cat *.py", True), ("git status", True), ("find . -newer a.py", True), ("time cat f", True),
+    ("sed -n '1,5w out.txt' a.py", False), ("cat a | sed 's/x/y/w o'", False), ("cat a > b", False),
+    ("python x.py", False), ("cat a &", False), ("echo $(rm x)", False), ("for f in *; do cat $f; done", False),
+])
+def test_readonly_is_about_writing_not_about_a_deterministic_output(cmd, readonly):
+    """A reader (nothing written, nothing run) needs no workspace scan around it, however its output
+    depends on the clock or on links; purity is the stricter claim that its output is a function of
+    its read keys."""
+    x = a(cmd)
+    assert x.readonly is readonly and (not x.pure or x.readonly)
