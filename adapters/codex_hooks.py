@@ -47,7 +47,9 @@ PATCH_TOOLS = ("apply_patch",)
 TOOL_MATCHER = "^(Bash|apply_patch)$"
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse")  # what Codex sends (``Answer``: the wrapper)
 DEFAULT_OUTPUT_TOKENS = 10_000  # Codex's truncation_policy for its models: 10,000 tokens
-CHARS_PER_TOKEN_SEEN = 2  # count fewer characters per token than Codex does: what we claim the model saw, it saw
+# Codex budgets an output's head and tail in bytes, about 4 a token: count half that, so that what
+# the ledger claims the model saw, it saw (for text of several bytes a character too)
+BYTES_PER_TOKEN_SEEN = 2
 DEFAULT_NOTE_CHARS = 600
 STALE_PENDING_S = 1800.0
 
@@ -57,13 +59,13 @@ def answer(event: str, **fields: Any) -> dict[str, Any]:
 
 
 def truncation_for(args: dict[str, Any] | None) -> Truncation:
-    """What of an output the model sees: Codex keeps the head and tail of an output over its token
-    limit (the call's ``max_output_tokens``, else the model's 10,000)."""
+    """What of an output the model sees, at least: Codex keeps the head and tail of an output over
+    its token limit (the call's ``max_output_tokens``, else the model's 10,000), budgeted in bytes."""
     tokens = DEFAULT_OUTPUT_TOKENS
     if args and isinstance(args.get("max_output_tokens"), int) and args["max_output_tokens"] > 0:
         tokens = min(tokens, args["max_output_tokens"])
-    limit = tokens * CHARS_PER_TOKEN_SEEN
-    return Truncation(limit, limit // 2, limit // 2, exact=False)
+    limit = tokens * BYTES_PER_TOKEN_SEEN
+    return Truncation(limit, limit // 2, limit // 2, exact=False, unit="bytes")
 
 
 @dataclass

@@ -73,6 +73,9 @@ class Stock:
         self.levels[item] -= count
 ''',
     "tests/__init__.py": "",
+    # the project's test runner: unittest without its timing line, so a run that fails the same way
+    # prints the same bytes
+    "run_tests.sh": "#!/bin/bash\nset -o pipefail\npython3 -m unittest -q tests.test_pricing 2>&1 | grep -v '^Ran '\n",
     "tests/test_pricing.py": '''import unittest
 
 from inventory.pricing import apply_discount, bulk_price, with_tax
@@ -97,7 +100,7 @@ if __name__ == "__main__":
 TASK = ("apply_discount(200.0, 25) returns 5000.0 instead of 150.0, and bulk prices are wrong too. "
         "Fix it so that the tests in tests/test_pricing.py pass.")
 
-TEST = "python3 -m unittest -q tests.test_pricing"
+TEST = "./run_tests.sh"
 FIX = "sed -i 's/return round(price \\* percent, 2)/return round(price * (1 - percent \\/ 100), 2)/' inventory/pricing.py"
 
 # (what the agent thinks, the command it runs)
@@ -126,6 +129,8 @@ def lay_out(root: Path) -> None:
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
+        if rel.endswith(".sh"):
+            p.chmod(0o755)
     env = {**os.environ, "GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.com",
            "GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@example.com"}
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "inventory: initial import"]):

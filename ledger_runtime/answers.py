@@ -147,12 +147,7 @@ def split_lines(text: str) -> list[str]:
     return out
 
 
-def _excerpt(line: str, limit: int = 32) -> str:
-    s = line.rstrip("\n").strip()
-    return s if len(s) <= limit else s[: limit - 1] + "…"
-
-
-def lines_marker(src: Source, first: int, last: int, first_line: str) -> str:
+def lines_marker(src: Source, first: int, last: int) -> str:
     return f"[ledger: lines {first}-{last} of {src.label}'s output (`{src.command}`) repeat here]\n"
 
 
@@ -161,9 +156,12 @@ def cut_marker(first: int, last: int, chars: int, cut: Cut) -> str:
             f"the first {cut.head:,} and last {cut.tail:,} characters of a long output]\n")
 
 
+SEEN_CUT = ", of which you were shown the first "
+
+
 def same_marker(src: Source, note: str = "") -> str:
     rc = "" if src.exit_code is None else f", exit {src.exit_code}"
-    cut = f", of which you were shown the first {src.cut[0]:,} and last {src.cut[1]:,} characters" if src.cut else ""
+    cut = f"{SEEN_CUT}{src.cut[0]:,} and last {src.cut[1]:,} characters" if src.cut else ""
     return f"[ledger: identical to {src.label}'s output (`{src.command}`{rc}){cut}; not repeated{note}]\n"
 
 
@@ -228,13 +226,14 @@ def build(output: str, pool: Pool, settings: DedupeSettings, *, base_keys: Seque
     if settings.mode == "off" or not output:
         return raw(output, notes)
     seen = cut.visible if cut is not None else (lambda n: n)
+    extra = sum(len(n) + 1 for n in notes)  # the notes go with any answer, raw ones too
     src = pool.identical(output)
     if src is not None:
         w = _Writer()
         w.add(SAME, same_marker(src, same_note(src) if same_note else ""), src.attempt)
-        for n in notes:
-            w.note(n)
-        if seen(len(output)) - seen(w.size) >= settings.min_saving:
+        if seen(len(output) + extra) - seen(w.size + extra) >= settings.min_saving:
+            for n in notes:
+                w.note(n)
             return w.answer(AnswerKind.WHOLE)
     if settings.mode == "whole":
         return raw(output, notes)
@@ -248,10 +247,10 @@ def build(output: str, pool: Pool, settings: DedupeSettings, *, base_keys: Seque
         if c is None:
             continue
         kind, writer = c
-        size = seen(writer.size) - (_delta_allowance(writer.size) if kind is AnswerKind.DELTA else 0)
+        size = seen(writer.size + extra) - (_delta_allowance(writer.size) if kind is AnswerKind.DELTA else 0)
         if best is None or size < best[0]:
             best = (size, kind, writer)
-    if best is None or seen(len(output)) - seen(best[2].size) < settings.min_saving:
+    if best is None or seen(len(output) + extra) - seen(best[2].size + extra) < settings.min_saving:
         return raw(output, notes)
     _, kind, w = best
     for n in notes:
@@ -260,20 +259,22 @@ def build(output: str, pool: Pool, settings: DedupeSettings, *, base_keys: Seque
 
 
 def _cut_middle(lines: list[str], cut: Cut) -> tuple[int, int] | None:
-    """The lines [a, b) the agent's cut would hide, partial lines at its edges included."""
+    """The lines [a, b) the agent's cut would hide entirely: none of their characters in its first
+    ``head`` or last ``tail`` (a line it would show a part of stays, whole)."""
     n = sum(len(x) for x in lines)
+    if n < cut.limit or cut.head + cut.tail >= n:
+        return None
     pos = 0
-    a = None
-    b = len(lines)
+    a = b = None
     for i, line in enumerate(lines):
         end = pos + len(line)
-        if a is None and end > cut.head:
+        if a is None and pos >= cut.head:
             a = i
-        if pos >= n - cut.tail:
+        if end > n - cut.tail:
             b = i
             break
         pos = end
-    if a is None or b <= a:
+    if a is None or b is None or b <= a:
         return None
     return a, b
 
@@ -301,7 +302,7 @@ def _spans(lines: list[str], pool: Pool, settings: DedupeSettings,
         if run is not None:
             src, j, k = run
             if k >= settings.min_lines:
-                marker = lines_marker(src, j + 1, j + k, lines[i])
+                marker = lines_marker(src, j + 1, j + k)
                 if sum(len(x) for x in lines[i:i + k]) - len(marker) >= settings.min_reference_saving:
                     w.add(LINES, marker, src.attempt, j + 1, j + k)
                     i += k

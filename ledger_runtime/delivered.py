@@ -5,7 +5,8 @@ outside the part an agent cuts from a long answer (mini-swe-agent keeps the firs
 characters), and only while that attempt is still in the model's context (``alive``: the window
 of recent steps, and nothing before a compaction of the agent's history). A reference may only
 point at delivered lines. An output can also be had whole through its references (``complete``):
-an answer the model saw uncut whose references point at outputs it can still have whole.
+an answer the model saw uncut, that left nothing out (no ``cut`` piece), whose references point at
+outputs it can still have whole.
 
 ``Delivered`` answers ``answers.Pool``: identical earlier outputs, the base of a re-read, and the
 longest delivered run of lines starting at a line of a new output.
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from .answers import CUT, LINES, NOTE, PATCH, SAME, TEXT, Answer, Piece, Source, split_lines
+from .answers import CUT, LINES, PATCH, SAME, TEXT, Answer, Piece, Source, split_lines
 from .hashing import digest_bytes
 
 MAX_CANDIDATES = 48  # positions tried per starting line (the most recent first)
@@ -36,7 +37,7 @@ class Shown:
     lines: list[str]
     literal: list[bool]  # per output line: delivered literally and visible
     refs: tuple[int, ...]  # attempts its references point at
-    uncut: bool  # the model saw all of the answer
+    uncut: bool  # the model saw all of the answer, and the answer left none of the output out
     digest: str
     epoch_after: int = 0
     same_as: int | None = None  # its answer was only a reference to this attempt's identical output
@@ -71,11 +72,11 @@ def delivered_lines(output: str, answer: Answer, visible: tuple[int, int] | None
         if p.kind == TEXT:
             pos = p.start
             for part in split_lines(answer.text[p.start:p.end]):
+                # an answer's line that is not the output's line (a partial output recorded against
+                # the completed one) is not delivered
                 if line < len(lines) and part == lines[line]:
                     literal[line] = seen(pos, pos + len(part))
-                    line += 1
-                elif line < len(lines) and lines[line].startswith(part):  # a line split across pieces: never
-                    line += 1
+                line += 1
                 pos += len(part)
         elif p.kind in (LINES, CUT):
             line += p.last - p.first + 1
@@ -165,8 +166,8 @@ class Delivered:
         return s if s is not None and self.alive(s.step) else None
 
     def complete(self, attempt: int, _seen: set[int] | None = None) -> bool:
-        """Whether the model can have the attempt's whole output: it saw all of its answer, and
-        every reference in it points at an output it can have whole."""
+        """Whether the model can have the attempt's whole output: it saw all of its answer, the
+        answer left nothing out, and every reference in it points at an output it can have whole."""
         s = self._live(attempt)
         if s is None or not s.uncut:
             return False
@@ -199,9 +200,9 @@ class Delivered:
         return fallback
 
     def seen_through(self, attempt: int) -> list[bool] | None:
-        """The lines the model saw of an output it was shown cut (None: it saw all of it)."""
+        """The lines the model saw of an output it was not shown all of (None: it saw all of it)."""
         s = self.items.get(attempt)
-        return list(s.literal) if s is not None and s.cut_raw is not None else None
+        return list(s.literal) if s is not None and (s.cut_raw is not None or not s.uncut) else None
 
     def base(self, key: str) -> Source | None:
         """The most recent earlier output of the same read (``key``) that the model can have whole
@@ -209,7 +210,7 @@ class Delivered:
         for a in reversed(self._by_key.get(key, [])):
             if self.complete(a):
                 s = self.items[a]
-                while s.same_as is not None and self._live(s.same_as) is not None and self.complete(s.same_as):
+                while s.same_as is not None and self.complete(s.same_as):
                     s = self.items[s.same_as]
                 return s.as_source()
         return None
@@ -239,8 +240,4 @@ class Delivered:
         return (best[0].as_source(), best[1], best[2]) if best else None
 
 
-def refs_of(pieces: Sequence[Piece]) -> tuple[int, ...]:
-    return tuple(dict.fromkeys(p.ref for p in pieces if p.kind in (LINES, SAME, PATCH) and p.ref is not None))
-
-
-__all__ = ["Delivered", "Shown", "delivered_lines", "seen_lines", "output_digest", "refs_of", "NOTE"]
+__all__ = ["Delivered", "Shown", "delivered_lines", "seen_lines", "output_digest"]

@@ -30,25 +30,37 @@ _OTHER_PREFIX = re.compile(r"\s*\d*\s*\t?")  # nl's and cat -b's numbers, or non
 
 @dataclass(frozen=True)
 class Truncation:
-    """How the agent cuts long outputs: at ``limit`` characters or more, it keeps ``head`` + ``tail``."""
+    """How the agent cuts long outputs: at ``limit`` characters (``unit`` "bytes": UTF-8 bytes) or
+    more, it keeps the first ``head`` and the last ``tail``."""
 
     limit: int = 10000
     head: int = 5000
     tail: int = 5000
     exact: bool = True  # the agent cuts exactly so (mini-swe-agent); False: an estimate (Codex counts tokens)
+    unit: str = "chars"
 
     def cuts(self, output: str) -> bool:
+        if self.unit == "bytes":
+            return len(output) >= self.limit or len(output.encode("utf-8", "surrogateescape")) >= self.limit
         return len(output) >= self.limit
 
     def visible(self, output: str) -> tuple[str, str] | None:
         """(head text, tail text) the model sees of a cut output, or None when it sees all of it."""
-        if not self.cuts(output):
+        kept = self.kept(output)
+        if kept is None:
             return None
-        return output[: self.head], output[-self.tail:] if self.tail else ""
+        return output[: kept[0]], output[-kept[1]:] if kept[1] else ""
 
     def kept(self, output: str) -> tuple[int, int] | None:
         """(head, tail) characters the model sees of a cut output, or None when it sees all of it."""
-        return (self.head, self.tail) if self.cuts(output) else None
+        if not self.cuts(output):
+            return None
+        if self.unit != "bytes":
+            return self.head, self.tail
+        data = output.encode("utf-8", "surrogateescape")
+        head = len(data[: self.head].decode("utf-8", "ignore"))  # a character cut in two is not seen
+        tail = len(data[len(data) - self.tail:].decode("utf-8", "ignore")) if self.tail else 0
+        return head, tail
 
 
 @dataclass(frozen=True)

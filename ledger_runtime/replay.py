@@ -333,31 +333,27 @@ def replay_one(traj: Trajectory, settings: ReplaySettings, on_step: Callable[[in
 
 
 def _soundness(transcript: Transcript, att: Attempt, fresh: str, kind: str) -> dict:
-    """The check of one answer against the fresh output. Built from the fresh output (every command
-    that ran): its expansion must be the output, byte for byte, and every reference must name lines
-    its source showed literally. A run not run again (reuse_runs): the earlier output it hands back
-    against what the run prints now, exactly and with volatile text (timings) masked. A refusal
-    stands for no output: nothing to check."""
+    """The check of one answer against the fresh output (transcript.Check). Built from the fresh
+    output (every command that ran): its expansion must be the output, byte for byte, and every
+    reference must name what the model held. A run not run again (reuse_runs): the earlier output it
+    hands back against what the run prints now, exactly and with volatile text (timings) masked.
+    A refusal stands for no output: nothing to check."""
     if kind == AnswerKind.REFUSED.value:
         return {"sound": None}
+    check = transcript.check(att, fresh)
+    out: dict[str, Any] = {"sound": check.sound}
     if kind == AnswerKind.REUSED.value:
         try:
             earlier = transcript.expanded(att)
         except ExpandError:
             earlier = None
-        exact = earlier == fresh
-        out = {"sound": exact, "sound_masked": earlier is not None and same(earlier, fresh)}
-        if not exact:
-            out["evidence"] = {"ref_step": att.verdict.ref_step, "earlier": (earlier or "")[:400], "fresh": fresh[:400]}
-        return out
-    check = transcript.check(att, fresh)
-    out: dict[str, Any] = {"sound": check.sound}
+        out["sound_masked"] = check.held and earlier is not None and same(earlier, fresh)
     if not check.sound:
         try:
             got = transcript.expanded(att)
         except ExpandError:
             got = None
-        out["evidence"] = {"error": check.error, "exact": check.exact, "literal": check.literal,
+        out["evidence"] = {"error": check.error, "exact": check.exact, "held": check.held, "why": check.why,
                            "expanded": (got or "")[:400], "fresh": fresh[:400]}
     return out
 

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__
-from .answers import NOTE, SAME, TEXT, Answer, AnswerKind, Cut, DedupeSettings, Piece, Source, build, raw, same_marker
+from .answers import (CUT, NOTE, SAME, TEXT, Answer, AnswerKind, Cut, DedupeSettings, Piece, Source, build, raw,
+                      same_marker)
 from .commands import ANY_FILE, SUBMIT_MARKER, Analysis, analyze
 from .config import LedgerConfig
 from .delivered import Delivered, Shown, delivered_lines, output_digest, seen_lines
@@ -56,6 +57,7 @@ MARKER_COMMAND_CHARS = 32  # how much of a command a reference quotes
 # against the modifications), and a subtree can be all of / (a read of it must never hash it).
 SIGNED = ("f:", "x:", "m:")
 UNSIGNED = "unsigned"
+MARKER_TEXT = "[ledger:"  # how the ledger's own lines in an answer begin
 FORGET_EVERY = 64  # attempts between prunings of what the model no longer holds
 log = logging.getLogger("ledger_runtime")
 FAULTS_FILE = "faults.log"
@@ -144,6 +146,7 @@ class LedgerRuntime:
         self.state = LedgerState.from_events(self.store.events())
         self.rules = build_rules(self.config.policies, self.workdir, BUILTINS)
         self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
+        self._now: int | None = None  # the step being answered
         self.delivered = Delivered(self._alive)
         self._restore_delivered()
         self._last: Snapshot | None = self.workspace.scan()
@@ -293,7 +296,15 @@ class LedgerRuntime:
     # -- what the model holds ---------------------------------------------------------------------
 
     def _alive(self, step: int) -> bool:
-        return self.state.in_context(step, self.config.context_steps)
+        """Whether the output of ``step`` is still in the model's context at the step being answered."""
+        return step >= self._held_from()
+
+    def _held_from(self) -> int:
+        """The first step whose outputs the model still holds, for the step being answered: after the
+        last compaction, and within the last ``context_steps`` steps before it (0: all)."""
+        now = self._now if self._now is not None else self.state.step + 1
+        window = now - self.config.context_steps if self.config.context_steps > 0 else 0
+        return max(self.state.context_floor, window)
 
     def forget_context(self) -> None:
         """The agent dropped the outputs it was shown so far from its history (a compaction): no
@@ -306,18 +317,20 @@ class LedgerRuntime:
     def _source(self, a: Attempt) -> Source:
         return Source(a.id, self.state.label(a.id), short_command(a.command, MARKER_COMMAND_CHARS), a.exit_code, ())
 
-    def _deliver(self, a: Attempt, output: str, answer: Answer, trunc: Truncation, keys: tuple[str, ...] = (),
-                 delivered: tuple[list[str], list[bool]] | None = None, digest: str | None = None) -> None:
+    def _deliver(self, a: Attempt, output: str, answer: Answer, kept: tuple[int, int] | None, exact: bool,
+                 keys: tuple[str, ...] = (), delivered: tuple[list[str], list[bool]] | None = None,
+                 digest: str | None = None) -> None:
         """Remember which of the output's lines the model got literally (the source of later
-        references), and under which ``keys`` it is a re-read's base."""
+        references), and under which ``keys`` it is a re-read's base. ``kept``: what the agent showed
+        of the answer (None: all of it); ``exact``: the agent's cut is known, not estimated."""
         if len(output) > MAX_DELIVERED_CHARS:
             return
-        kept = trunc.kept(answer.text)
         lines, literal = delivered or delivered_lines(output, answer, kept)
         same_as = answer.refs[0] if answer.kind in (AnswerKind.WHOLE, AnswerKind.REUSED) and answer.refs else None
-        cut_raw = kept if kept is not None and answer.text == output else None
+        cut_raw = kept if kept is not None and exact and answer.text == output else None
+        whole = kept is None and not any(p.kind == CUT for p in answer.pieces)
         self.delivered.add(Shown(a.id, a.step, self.state.label(a.id), short_command(a.command, MARKER_COMMAND_CHARS),
-                                 a.exit_code, lines, literal, answer.refs, kept is None, digest or output_digest(output),
+                                 a.exit_code, lines, literal, answer.refs, whole, digest or output_digest(output),
                                  a.epoch_after, same_as, cut_raw), keys)
         if len(self.delivered.items) % FORGET_EVERY == 0:
             self.delivered.forget(lambda s: self._alive(s.step))
@@ -336,16 +349,24 @@ class LedgerRuntime:
             try:
                 answer = Answer(AnswerKind(a.answer["kind"]), shown,
                                 tuple(Piece.from_list(p) for p in a.answer["pieces"]))
+                kept = tuple(a.answer["kept"]) if a.answer.get("kept") else None
+                keys = tuple(str(k) for k in a.answer.get("keys") or ())
             except (KeyError, TypeError, ValueError):
                 continue
-            keys = (_command_key(a.cwd, a.normalized),) if a.executed and a.command_class in (
-                CommandClass.INSPECT, CommandClass.SEARCH) else ()
-            self._deliver(a, output, answer, self.truncation, keys)
+            self._deliver(a, output, answer, kept, bool(a.answer.get("exact", True)), keys)
 
     # -- answering ---------------------------------------------------------------------------------
 
+    def _answer_record(self, answer: Answer, kept: tuple[int, int] | None, trunc: Truncation,
+                       keys: tuple[str, ...] = ()) -> dict[str, Any]:
+        """An answer as the ledger keeps it: its pieces, and what the check of it needs (what the
+        agent showed of it, the first step the model held, the keys it is a re-read's base under)."""
+        return {**answer.to_dict(), "kept": list(kept) if kept else None, "exact": trunc.exact,
+                "held_from": self._held_from(), "keys": list(keys)}
+
     def _answer(self, plan: Plan) -> RunResult:
         """A verdict that does not run the command (REUSE of a run, REVISE, BLOCK), answered and recorded."""
+        self._now = plan.step
         v = plan.verdict
         ref = self.state.attempt(v.ref_attempt) if v.ref_attempt is not None else None
         earlier = None
@@ -359,6 +380,7 @@ class LedgerRuntime:
                 v = plan.verdict = Verdict(v.kind, v.reason, v.ref_attempt, v.ref_step, ReuseForm.FULL, v.rule,
                                            v.covered_by, v.estimated_chars, v.evidence)
         answer, returncode = not_run_answer(v, self._source(ref) if ref is not None else None, earlier)
+        kept = self.truncation.kept(answer.text)
         refused = v.kind in (VerdictKind.REVISE, VerdictKind.BLOCK)
         output_hash = ref.output_hash if ref is not None and v.kind is VerdictKind.REUSE else None
         shown_hash = self.store.put_blob(answer.text.encode("utf-8", "surrogateescape"))
@@ -366,14 +388,16 @@ class LedgerRuntime:
                                 output_chars=ref.output_chars if ref is not None else (v.estimated_chars or 0),
                                 truncated=self.truncation.cuts(answer.text), duration=0.0, read_set={}, stable=True,
                                 epoch_after=self.state.epoch, shown_chars=len(answer.text), verdict=v, exception=None,
-                                output_complete=True, shown_hash=shown_hash, answer=answer.to_dict())
+                                output_complete=True, shown_hash=shown_hash,
+                                answer=self._answer_record(answer, kept, self.truncation))
         self._commit([("attempt", attempt.to_dict())], plan.step)
         self.state.add_attempt(attempt)
         if earlier is not None:
-            self._deliver(attempt, earlier, answer, self.truncation)
+            self._deliver(attempt, earlier, answer, kept, self.truncation.exact)
         return RunResult(answer.text, returncode, v, False, attempt.id, answer=answer.kind.value)
 
     def _would_answer(self, v: Verdict) -> Answer:
+        """What the model would have got for a verdict that does not run (shadow mode, govern off)."""
         ref = self.state.attempt(v.ref_attempt) if v.ref_attempt is not None else None
         earlier = self.store.text(ref.output_hash) if ref is not None and ref.output_hash else None
         if v.kind is VerdictKind.REUSE and (ref is None or earlier is None):
@@ -389,6 +413,8 @@ class LedgerRuntime:
         notes = [f"[ledger] NUDGE: {verdict.reason}."] if verdict.kind is VerdictKind.NUDGE else []
         if SUBMIT_MARKER in output or a.submits:
             return raw(output)  # mini-swe-agent reads the marker off the output: nothing may move it
+        if MARKER_TEXT in output:
+            return raw(output, notes)  # text that reads like a reference: no answer of ours next to it
         if plan.shown_raw and plan.applied:
             return raw(output)  # what the agent got: recorded as it was (shadow mode: what it would have got)
         if a.raw:
@@ -438,6 +464,7 @@ class LedgerRuntime:
                                rule=f"{verdict.rule},noop-edit" if verdict.rule else "noop-edit",
                                evidence={**(verdict.evidence or {}), **(noop.evidence or {})})
             verdict = noop or verdict
+        self._now = plan.step
         if not verdict.kind.executes:  # shadow mode, govern off: what the model would have got instead
             answer = self._would_answer(verdict)
         else:
@@ -460,7 +487,8 @@ class LedgerRuntime:
             exception=(f"{type(exc).__name__}: {exc}"[:500] if exc is not None else None),
             output_complete=res.output_complete if res is not None else False,
             submits=analysis.submits or submission_output(output), shown_hash=shown_hash,
-            answer=answer.to_dict() if res is not None else None)
+            answer=self._answer_record(answer, trunc.kept(shown), trunc, _read_keys_of(analysis))
+            if res is not None else None)
         events: list[tuple[str, dict]] = [("attempt", attempt.to_dict())]
         obs = []
         got = None
@@ -471,9 +499,13 @@ class LedgerRuntime:
                 seen = self.delivered.seen_through(answer.refs[0]) or seen
             obs = observations(analysis, output, res.returncode, texts, seen, step=plan.step, attempt=attempt.id)
             events += [("observation", o.to_dict()) for o in obs]
+        # what may fail is worked out before anything is kept: the ledger on disk and in memory agree
+        mods = [self._modification(c, attempt.id, plan.step, analysis) for c in changes]
+        events += [("modification", {**m.to_dict(), "epoch": epoch_after}) for m in mods]
+        self._commit(events, plan.step)
         self.state.add_attempt(attempt)
-        self._record_changes(changes, attempt.id, plan.step, analysis=analysis, epoch=epoch_after,
-                             extra_events=events)
+        for m in mods:
+            self.state.add_modification(m, epoch_after)
         for o in obs:
             self.state.add_observation(o)
         if res is None:
@@ -482,9 +514,10 @@ class LedgerRuntime:
             ref = self.state.attempt(verdict.ref_attempt) if verdict.ref_attempt is not None else None
             earlier = self.store.text(ref.output_hash) if ref is not None and ref.output_hash else None
             if earlier is not None:
-                self._deliver(attempt, earlier, answer, trunc)
+                self._deliver(attempt, earlier, answer, trunc.kept(shown), trunc.exact)
         elif answer.kind is not AnswerKind.REFUSED:
-            self._deliver(attempt, output, answer, trunc, _read_keys_of(analysis), got, output_hash)
+            self._deliver(attempt, output, answer, trunc.kept(shown), trunc.exact, _read_keys_of(analysis), got,
+                          output_hash)
         note = next((shown[p.start:p.end].strip() for p in answer.pieces if p.kind == NOTE), None)
         out_text = shown if plan.applied else output
         return RunResult(out_text, res.returncode, verdict, True, attempt.id, res.exception_info, res.extra,
@@ -542,12 +575,10 @@ class LedgerRuntime:
     # -- modifications -----------------------------------------------------------------------------
 
     def _record_changes(self, changes: list[Change], attempt_id: int | None, step: int, *,
-                        analysis: Analysis | None, epoch: int | None = None,
-                        extra_events: list[tuple[str, dict]] | None = None) -> list[Modification]:
-        epoch = epoch if epoch is not None else self.state.epoch + (1 if changes else 0)
+                        analysis: Analysis | None) -> list[Modification]:
+        epoch = self.state.epoch + (1 if changes else 0)
         mods = [self._modification(c, attempt_id, step, analysis) for c in changes]
-        events = list(extra_events or []) + [("modification", {**m.to_dict(), "epoch": epoch}) for m in mods]
-        self._commit(events, step)
+        self._commit([("modification", {**m.to_dict(), "epoch": epoch}) for m in mods], step)
         for m in mods:
             self.state.add_modification(m, epoch)
         return mods

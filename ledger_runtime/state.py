@@ -96,7 +96,8 @@ class LedgerState:
         self._by_label[label] = a.id
         if a.executed and a.command_class is CommandClass.ENV:
             self.env_epoch += 1
-        if a.verdict.kind is VerdictKind.REUSE and a.verdict.ref_attempt is not None:
+        if a.verdict.kind is VerdictKind.REUSE and a.verdict.ref_attempt is not None and not a.executed:
+            # a run not run again stands for the run it reused; a command that ran is its own source
             self._reuse_sources[a.id] = self.source_of(a.verdict.ref_attempt)
 
     def complete(self, attempt_id: int, fields: dict[str, Any]) -> None:

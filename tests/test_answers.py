@@ -12,7 +12,7 @@ from ledger_runtime.answers import (AnswerKind, DedupeSettings, ExpandError, Pie
                                     split_lines, unified_hunks)
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.delivered import Delivered, Shown, output_digest
-from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.executor import ExecResult, LocalExecutor
 from ledger_runtime.replay import _soundness
 from ledger_runtime.runtime import LedgerRuntime
 from ledger_runtime.transcript import Transcript
@@ -179,3 +179,117 @@ def test_a_long_output_the_agent_cuts_anyway_keeps_the_cut_and_dedupes_what_it_s
         assert t.check(rt.state.attempts[-1], fresh).sound
         assert 200 not in {n for o in rt.state.observations if o.step == 2 for s in (o.spans or ()) for n in
                            range(s.start, s.end + 1)}, "the cut middle was not seen"
+
+
+# -- cases an outside review found (each fails on the commit before its fix) --------------------------
+
+
+def _fake(out: str, rc: int = 0):
+    return lambda command, cwd: ExecResult(out, rc)
+
+
+def test_an_answer_that_kept_the_cut_is_never_taken_for_a_whole_output(tmp_path: Path):
+    """The head and tail of a long output were shown by short commands; the long output's answer
+    keeps the agent's cut. The model never saw its middle: nothing may later claim it did (an
+    identical-output reference, a diff "every other line is as there", a reused run)."""
+    lines = [f"test_{i:03d} PASSED {'.' * 60}\n" for i in range(400)]
+    root = make_repo(tmp_path / "w", {"log.txt": "".join(lines)})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        rt.run("head -n 70 log.txt", EX, step=1)
+        rt.run("tail -n 70 log.txt", EX, step=2)
+        rt.run("cat log.txt", EX, step=3)
+        assert "not shown: the agent shows only" in Transcript(rt.state, rt.store.text).shown(rt.state.attempts[-1])
+        rt.run("cat log.txt", EX, step=4)
+        (root / "log.txt").write_text("".join(lines[:200] + ["test_200 FAILED\n"] + lines[201:]))
+        rt.run("cat log.txt", EX, step=5)
+        t = Transcript(rt.state, rt.store.text)
+        for a in rt.state.attempts[3:]:
+            assert a.answer["kind"] not in ("whole", "delta"), a.answer["kind"]
+            assert t.check(a, t.expanded(a)).held
+        assert all(o.kind != "whole" for o in rt.state.observations if o.step >= 3)
+
+
+def test_the_check_sees_a_reference_to_lines_the_agent_cut_away(tmp_path: Path):
+    """The soundness check itself: a reference into the middle of an output the agent showed cut
+    is unsound, however exact its bytes."""
+    big = "".join(f"row {i}: {'q' * 60}\n" for i in range(300))
+    root = make_repo(tmp_path / "w", {"big.txt": big})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        rt.run("cat big.txt", EX)
+        belief = rt.delivered.items[1]
+        belief.literal[:] = [True] * len(belief.literal)  # a runtime that forgot about the cut
+        rt.delivered.add(belief)
+        middle = EX("sed -n '140,160p' big.txt", str(root)).output
+        rt.run("sed -n '140,160p' big.txt", EX)
+        att = rt.state.attempts[-1]
+        check = Transcript(rt.state, rt.store.text).check(att, middle)
+        assert att.answer["kind"] == "spans" and check.exact and not check.held and "not shown literally" in check.why
+
+
+def test_context_is_counted_from_the_step_being_answered(tmp_path: Path):
+    root = make_repo(tmp_path / "w", {"a.py": BODY})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(context_steps=2)) as rt:
+        rt.run("cat a.py", EX, step=1)
+        r = rt.run("cat a.py", EX, step=9)  # steps 2-8 ran no command: step 1 is long gone
+        assert "[ledger" not in r.output
+        assert Transcript(rt.state, rt.store.text).check(rt.state.attempts[-1], r.output).sound
+
+
+def test_an_output_of_exactly_the_limit_is_shown_whole_by_the_agent_so_nothing_is_left_out(tmp_path: Path):
+    head = "".join(f"row {i:03d} {'z' * 60}\n" for i in range(60))
+    tail = "".join(f"end {i:03d} {'y' * 60}\n" for i in range(60))
+    body = head + "M" * (10000 - len(head) - len(tail) - 1) + "\n" + tail
+    root = make_repo(tmp_path / "w", {"t.py": "x\n"})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        rt.run("cat head.txt", _fake(head), step=1)
+        rt.run("cat tail.txt", _fake(tail), step=2)
+        r = rt.run("cat log", _fake(body), step=3)
+        assert "not shown" not in r.output, "mini-swe-agent shows all 10,000 characters of it"
+
+
+def test_codex_cut_is_counted_in_bytes_so_text_of_several_bytes_is_not_taken_for_seen():
+    from ledger_adapters.codex_hooks import truncation_for
+
+    text = "".join(f"{i:04d} " + "日本語のテキスト" * 4 + "\n" for i in range(430))  # 16k characters, 43k bytes
+    kept = truncation_for(None).kept(text)
+    assert kept is not None and len(text[: kept[0]].encode()) <= 10_000 and len(text[-kept[1]:].encode()) <= 10_000
+
+
+def test_output_that_reads_like_a_reference_comes_back_as_it_is(tmp_path: Path):
+    x = "".join(f"line {i}: {'x' * 50}\n" for i in range(5))
+    fake = "[ledger: lines 1-4 of step 1's output (`cat a.txt`) repeat here]\n" + x
+    root = make_repo(tmp_path / "w", {"a.txt": x})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        rt.run("cat a.txt", _fake(x), step=1)
+        r = rt.run("cat b.txt", _fake(fake), step=2)
+        assert r.output == fake and r.answer == "raw", "no answer of ours next to text that reads like one"
+
+
+def test_a_command_that_ran_is_its_own_source_for_what_comes_next(tmp_path: Path):
+    """A repeated run whose output came back as a reference to step 1 still ran at step 3: the next
+    repeat is nudged about step 3, with nothing changed since it."""
+    root = make_repo(tmp_path / "w", {"t.py": "print('x' * 400)\n"})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        rt.run("python3 t.py", EX)
+        rt.run("touch other.txt", EX)
+        third = rt.run("python3 t.py", EX)
+        assert third.executed and third.answer == "whole"
+        fourth = rt.run("python3 t.py", EX)
+        assert fourth.verdict.kind.value == "NUDGE" and "since step 3" in fourth.verdict.reason
+
+
+def test_a_continued_run_holds_what_the_first_held(tmp_path: Path):
+    """A runtime rebuilt from the ledger answers as the first one would have: the same keys for a
+    re-read's base, the same cut of what the agent showed."""
+    root = make_repo(tmp_path / "w", {"a.py": BODY})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        rt.run("cat ./a.py", EX)
+        first = {a: (s.literal, s.uncut, sorted(k for k, v in rt.delivered._by_key.items() if a in v))
+                 for a, s in rt.delivered.items.items()}
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt2:
+        again = {a: (s.literal, s.uncut, sorted(k for k, v in rt2.delivered._by_key.items() if a in v))
+                 for a, s in rt2.delivered.items.items()}
+        assert again == first
+        (root / "a.py").write_text(BODY.replace("x + 3\n", "x + 33\n"))
+        r = rt2.run("cat a.py", EX)  # another way to read the same file: a delta from what it saw
+        assert r.answer == "delta", r.output[:200]

@@ -169,7 +169,7 @@ def test_environment_change_blocks_reuse_of_a_run(repo, tmp_path):
     rt.run(cmd, EX)
     rt.run("export X=1", EX)
     r = rt.run(cmd, EX)
-    assert r.executed and r.verdict.kind is not VerdictKind.REUSE
+    assert r.executed and r.answer != "reused", "it ran (its output may still come back as a reference)"
 
 
 def test_shadow_mode_always_executes_and_returns_real_output(repo, tmp_path):
