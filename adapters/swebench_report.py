@@ -8,7 +8,8 @@ Per arm and per instance, from the files the run wrote:
   of each model response in the trajectory; "n/a" when the model reported none), wall time
   (``timings.json``);
 - from the ledgers, one definition for every arm (the baseline's ledger decides in shadow mode):
-  redundant re-reads = commands the ledger judged REUSE (whether or not the arm acted on it), and
+  redundant re-reads = commands whose output came back with what the model already held (a whole-output
+  reference, line spans, a diff, a reused run; whether or not the arm acted on it), and
   the characters of output they stand for; reuses and nudges = the verdicts the arm acted on, and
   the characters spared; by command class.
 
@@ -52,9 +53,14 @@ def _tokens(messages: list[Any]) -> tuple[int | None, int | None]:
     return (inp, out) if seen else (None, None)
 
 
+REFERENCING = ("whole", "spans", "delta", "reused")
+
+
 def ledger_figures(path: Path) -> dict[str, Any]:
     state = load(path).state
-    re_reads = [a for a in state.attempts if a.verdict.kind is VerdictKind.REUSE]
+    # an output that came back with what the model already held (answers.py): decided the same way
+    # in every arm (the baseline's shadow ledger records what the model would have got)
+    re_reads = [a for a in state.attempts if (a.answer or {}).get("kind") in REFERENCING]
     acted = [a for a in re_reads if a.applied]
     by_class: Counter[str] = Counter()
     chars_by_class: Counter[str] = Counter()
