@@ -3,11 +3,12 @@
 Its fresh output, compared byte for byte with what the model has already been shown and still holds
 (``delivered.Delivered``), with verbatim repeats replaced by one-line references:
 
-- ``whole``: the output is identical to an earlier one (``[ledger: identical to step 14's output
-  (`pytest -q`, exit 1)...]``);
+- ``whole``: the output is identical to an earlier one (``[ledger: same as step 14's output
+  (`pytest -q`, exit 1)]``);
 - ``spans``: each long run of lines that an earlier output showed verbatim becomes one reference
-  line (``[ledger: lines 12-51 of step 9's output (`cat a.py`) repeat here: ...]``); new and
-  changed lines stay in full;
+  line (``[ledger: lines 12-51 of step 9's output (`cat a.py`) repeat here]``), and so does a run
+  that repeats lines shown above it in the same answer (``[ledger: lines 3-9 of this output repeat
+  here]``); new and changed lines stay in full;
 - ``delta``: a re-read whose output differs from an earlier output of the same read is that earlier
   output with a unified diff applied (hunks of changed lines with one line of context).
 
@@ -43,8 +44,8 @@ class AnswerKind(str, Enum):
     REFUSED = "refused"  # not run: a policy's refusal (REVISE, BLOCK)
 
 
-TEXT, NOTE, LINES, SAME, PATCH, CUT = "text", "note", "lines", "same", "patch", "cut"
-REFERENCE_KINDS = (LINES, SAME, PATCH)
+TEXT, NOTE, LINES, SAME, PATCH, CUT, AGAIN = "text", "note", "lines", "same", "patch", "cut", "again"
+REFERENCE_KINDS = (LINES, SAME, PATCH)  # to earlier outputs (AGAIN refers to lines above it in the same answer)
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,10 @@ def lines_marker(src: Source, first: int, last: int) -> str:
     return f"[ledger: lines {first}-{last} of {src.label}'s output (`{src.command}`) repeat here]\n"
 
 
+def again_marker(first: int, last: int) -> str:
+    return f"[ledger: lines {first}-{last} of this output repeat here]\n"
+
+
 def cut_marker(first: int, last: int, chars: int, cut: Cut) -> str:
     return (f"[ledger: lines {first}-{last} of this output ({chars:,} characters) not shown: the agent shows only "
             f"the first {cut.head:,} and last {cut.tail:,} characters of a long output]\n")
@@ -162,7 +167,7 @@ SEEN_CUT = ", of which you were shown the first "
 def same_marker(src: Source, note: str = "") -> str:
     rc = "" if src.exit_code is None else f", exit {src.exit_code}"
     cut = f"{SEEN_CUT}{src.cut[0]:,} and last {src.cut[1]:,} characters" if src.cut else ""
-    return f"[ledger: identical to {src.label}'s output (`{src.command}`{rc}){cut}; not repeated{note}]\n"
+    return f"[ledger: same as {src.label}'s output (`{src.command}`{rc}){cut}{note}]\n"
 
 
 def patch_header(src: Source) -> str:
@@ -172,9 +177,10 @@ def patch_header(src: Source) -> str:
 
 _LABEL = r"step (\d+)(?:\.(\d+))?"
 LINES_RX = re.compile(r"\[ledger: lines (\d+)-(\d+) of " + _LABEL + r"'s output ")
-SAME_RX = re.compile(r"\[ledger: identical to " + _LABEL + r"'s output ")
+SAME_RX = re.compile(r"\[ledger: same as " + _LABEL + r"'s output ")
 PATCH_RX = re.compile(r"\[ledger: " + _LABEL + r"'s output \(.*\) with these changes, a unified diff;")
 CUT_RX = re.compile(r"\[ledger: lines (\d+)-(\d+) of this output \(")
+AGAIN_RX = re.compile(r"\[ledger: lines (\d+)-(\d+) of this output repeat here\]\n$")
 HUNK_RX = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 NO_NEWLINE = "\\ No newline at end of file\n"
 
@@ -182,11 +188,16 @@ NO_NEWLINE = "\\ No newline at end of file\n"
 # -- building ------------------------------------------------------------------------------------
 
 
+MAX_ABOVE = 32  # earlier places of a line in the same answer tried as the start of a run
+
+
 class _Writer:
     def __init__(self) -> None:
         self.parts: list[str] = []
         self.pieces: list[Piece] = []
         self.size = 0
+        self.again = False  # holds a reference to lines above it
+        self.kept_cut: Cut | None = None
 
     def add(self, kind: str, text: str, ref: int | None = None, first: int = 0, last: int = 0) -> None:
         if not text and kind == TEXT:
@@ -242,6 +253,9 @@ def build(output: str, pool: Pool, settings: DedupeSettings, *, base_keys: Seque
     candidates = [_spans(lines, pool, settings), *(_delta(lines, b) for b in bases.values())]
     if cut is not None and cut.exact and len(output) >= cut.limit:
         candidates.append(_spans(lines, pool, settings, keep_cut=cut))
+    limit = cut.limit if cut is not None else None
+    candidates = [c if c is None or limit is None or c[1].size + extra < limit or not c[1].again
+                  else _spans(lines, pool, settings, keep_cut=c[1].kept_cut, again=False) for c in candidates]
     best = None
     for c in candidates:  # the shortest seen, but a delta a little longer than spans wins: it says what changed
         if c is None:
@@ -285,12 +299,18 @@ def _delta_allowance(size: int) -> int:
     return max(200, size // 3)
 
 
-def _spans(lines: list[str], pool: Pool, settings: DedupeSettings,
-           keep_cut: Cut | None = None) -> tuple[AnswerKind, _Writer] | None:
+def _spans(lines: list[str], pool: Pool, settings: DedupeSettings, keep_cut: Cut | None = None,
+           again: bool = True) -> tuple[AnswerKind, _Writer] | None:
+    """Spans: runs of lines the pool holds, or (``again``) that this answer carried literally above,
+    as references. A reference to lines above in the same answer is only for an answer the agent
+    shows whole (``build`` builds it again without them otherwise)."""
     w = _Writer()
+    w.kept_cut = keep_cut
     i = 0
     used = False
     middle = _cut_middle(lines, keep_cut) if keep_cut is not None else None
+    above: dict[str, list[int]] = {}  # line -> where this answer carried it literally (0-based output lines)
+    literal: set[int] = set()
     while i < len(lines):
         if middle is not None and i == middle[0]:
             chars = sum(len(x) for x in lines[middle[0]:middle[1]])
@@ -299,6 +319,16 @@ def _spans(lines: list[str], pool: Pool, settings: DedupeSettings,
             continue
         stop = middle[0] if middle is not None and i < middle[0] else len(lines)
         run = pool.longest_run(lines, i, stop)
+        here = _run_above(lines, i, stop, above, literal) if again else None
+        if here is not None and (run is None or here[1] > run[2]):
+            j, k = here
+            marker = again_marker(j + 1, j + k)
+            if k >= settings.min_lines and sum(len(x) for x in lines[i:i + k]) - len(marker) >= settings.min_reference_saving:
+                w.add(AGAIN, marker, None, j + 1, j + k)
+                w.again = True
+                i += k
+                used = True
+                continue
         if run is not None:
             src, j, k = run
             if k >= settings.min_lines:
@@ -309,8 +339,23 @@ def _spans(lines: list[str], pool: Pool, settings: DedupeSettings,
                     used = True
                     continue
         w.add(TEXT, lines[i])
+        above.setdefault(lines[i], []).append(i)
+        literal.add(i)
         i += 1
     return (AnswerKind.SPANS, w) if used else None
+
+
+def _run_above(lines: list[str], i: int, stop: int, above: dict[str, list[int]],
+               literal: set[int]) -> tuple[int, int] | None:
+    """The longest run of ``lines[i:stop]`` that this answer already carried literally, above it."""
+    best = None
+    for j in reversed(above.get(lines[i], [])[-MAX_ABOVE:]):
+        k = 0
+        while i + k < stop and j + k < i and (j + k) in literal and lines[j + k] == lines[i + k]:
+            k += 1
+        if best is None or k > best[1]:
+            best = (j, k)
+    return best if best and best[1] else None
 
 
 def _delta(lines: list[str], base: Source) -> tuple[AnswerKind, _Writer] | None:
@@ -392,6 +437,12 @@ def expand(text: str, pieces: Sequence[Piece], resolve: Resolve, own: Callable[[
             if m is None:
                 raise ExpandError(f"not a whole-output reference: {part[:80]!r}")
             out.append(_resolved(resolve, m.group(1), m.group(2), p))
+        elif p.kind == AGAIN:
+            m = AGAIN_RX.match(part)
+            mine = split_lines("".join(out))
+            if m is None or (int(m.group(1)), int(m.group(2))) != (p.first, p.last) or not 1 <= p.first <= p.last <= len(mine):
+                raise ExpandError(f"not lines above in this output: {part[:80]!r}")
+            out.append("".join(mine[p.first - 1:p.last]))
         elif p.kind == CUT:
             m = CUT_RX.match(part)
             whole = own() if own is not None else None

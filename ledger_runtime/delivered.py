@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from .answers import CUT, LINES, PATCH, SAME, TEXT, Answer, Piece, Source, split_lines
+from .answers import AGAIN, CUT, LINES, PATCH, SAME, TEXT, Answer, Piece, Source, split_lines
 from .hashing import digest_bytes
 
 MAX_CANDIDATES = 48  # positions tried per starting line (the most recent first)
@@ -78,7 +78,7 @@ def delivered_lines(output: str, answer: Answer, visible: tuple[int, int] | None
                     literal[line] = seen(pos, pos + len(part))
                 line += 1
                 pos += len(part)
-        elif p.kind in (LINES, CUT):
+        elif p.kind in (LINES, CUT, AGAIN):
             line += p.last - p.first + 1
         elif p.kind in (SAME, PATCH):
             line = len(lines)
@@ -103,7 +103,7 @@ def seen_lines(output: str, answer: Answer, visible: tuple[int, int] | None,
     for p in answer.pieces:
         if p.kind == TEXT:
             line += len(split_lines(answer.text[p.start:p.end]))
-        elif p.kind == LINES:
+        elif p.kind in (LINES, AGAIN):
             k = p.last - p.first + 1
             if seen(p):
                 out[line:line + k] = [True] * k

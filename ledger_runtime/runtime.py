@@ -424,7 +424,7 @@ class LedgerRuntime:
         def same_note(src: Source) -> str:
             shown = self.delivered.items.get(src.attempt)
             if shown is not None and shown.epoch_after != epoch:
-                return "; files changed since then, and it printed the same"
+                return ", though files changed since"
             return ""
 
         self.delivered.window = trunc.kept(output)

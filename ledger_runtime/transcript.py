@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .answers import (CUT, LINES, REFERENCE_KINDS, SAME, SEEN_CUT, TEXT, AnswerKind, ExpandError, Piece, expand,
-                      split_lines)
+from .answers import (AGAIN, CUT, LINES, REFERENCE_KINDS, SAME, SEEN_CUT, TEXT, AnswerKind, ExpandError, Piece,
+                      expand, split_lines)
 from .records import Attempt
 from .state import LedgerState
 
@@ -101,6 +101,9 @@ class Transcript:
         """Why a reference of ``a`` names something the model did not hold (None: they all hold)."""
         held_from = int((a.answer or {}).get("held_from") or 0)
         shown_a = self.shown(a) or ""
+        why = self._again_unheld(a)
+        if why is not None:
+            return why
         for p in self.pieces(a) or []:
             if p.kind not in REFERENCE_KINDS or p.ref is None:
                 continue
@@ -121,6 +124,28 @@ class Transcript:
                     return f"step {src.step} was not shown cut as it is, as the reference says"
             elif not self._whole(src, held_from, set()):
                 return f"step {src.step}'s output is not one the model had whole"
+        return None
+
+    def _again_unheld(self, a: Attempt) -> str | None:
+        """A reference to lines above it in the same answer must name lines that answer carried
+        literally, in an answer the agent showed whole."""
+        pieces = self.pieces(a) or []
+        if not any(p.kind == AGAIN for p in pieces):
+            return None
+        if (a.answer or {}).get("kept"):
+            return "a reference to lines above it in an answer the agent cut"
+        shown = self.shown(a) or ""
+        literal: set[int] = set()
+        line = 0
+        for p in pieces:
+            if p.kind == TEXT:
+                n = len(split_lines(shown[p.start:p.end]))
+                literal |= set(range(line + 1, line + n + 1))
+                line += n
+            elif p.kind in (LINES, CUT, AGAIN):
+                if p.kind == AGAIN and not set(range(p.first, p.last + 1)) <= literal:
+                    return f"lines {p.first}-{p.last} of this output were not shown literally above"
+                line += p.last - p.first + 1
         return None
 
     def _visible_literal(self, a: Attempt) -> list[str]:

@@ -136,7 +136,7 @@ def test_references_only_to_what_the_model_still_holds(tmp_path: Path):
         r = rt.run("cat a.py", EX, step=5)
         assert "[ledger" not in r.output, "step 1's output is out of the model's context"
         again = rt.run("cat a.py", EX, step=6)
-        assert again.output.startswith("[ledger: identical to step 5's output")
+        assert again.output.startswith("[ledger: same as step 5's output")
         rt.forget_context()  # the agent compacted its history
         assert "[ledger" not in rt.run("cat a.py", EX, step=7).output
 
@@ -150,8 +150,8 @@ def test_an_output_cut_the_same_way_twice_is_a_reference_that_says_what_was_seen
         first = rt.run("cat big.txt", EX)
         assert first.output == big and rt.state.attempts[0].truncated
         again = rt.run("cat big.txt", EX)
-        assert again.output.startswith("[ledger: identical to step 1's output (`cat big.txt`, exit 0), of which "
-                                       "you were shown the first 5,000 and last 5,000 characters; not repeated]")
+        assert again.output.startswith("[ledger: same as step 1's output (`cat big.txt`, exit 0), of which "
+                                       "you were shown the first 5,000 and last 5,000 characters]")
         t = Transcript(rt.state, rt.store.text)
         assert t.check(rt.state.attempts[1], big).sound
         seen_lines = {o.step: o for o in rt.state.observations}
@@ -293,3 +293,18 @@ def test_a_continued_run_holds_what_the_first_held(tmp_path: Path):
         (root / "a.py").write_text(BODY.replace("x + 3\n", "x + 33\n"))
         r = rt2.run("cat a.py", EX)  # another way to read the same file: a delta from what it saw
         assert r.answer == "delta", r.output[:200]
+
+
+def test_lines_repeated_within_one_output_refer_to_the_lines_above(tmp_path: Path):
+    block = "".join(f"  File \"x.py\", line {i}, in f\n    raise ValueError({i})\n" for i in range(6))
+    out = "first failure\n" + block + "second failure\n" + block + "done\n"
+    root = make_repo(tmp_path / "w", {"t.py": "x\n"})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        r = rt.run("python3 t.py", _fake(out))
+        assert "[ledger: lines 2-13 of this output repeat here]" in r.output and len(r.output) < len(out)
+        assert Transcript(rt.state, rt.store.text).check(rt.state.attempts[-1], out).sound
+        # in an answer the agent cuts, the lines above may be in the part it cuts: no such reference
+        big = "head\n" + "".join(f"row {i} {'w' * 70}\n" for i in range(150)) + block * 2 + "tail\n"
+        r2 = rt.run("python3 big.py", _fake(big))
+        assert "of this output repeat here" not in r2.output or len(r2.output) < 10_000
+        assert Transcript(rt.state, rt.store.text).check(rt.state.attempts[-1], big).sound

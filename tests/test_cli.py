@@ -51,7 +51,7 @@ def test_inspect_json_is_machine_readable(repo, tmp_path):
     assert data["timeline"][2]["files_changed"] == ["calc.py"]
     first, second = data["timeline"][:2]
     assert first["shown"] == first["expanded"] == (repo / "pkg" / "util.py").read_text()
-    assert second["shown"].startswith("[ledger: identical to step 1's output") and second["answer"] == "whole"
+    assert second["shown"].startswith("[ledger: same as step 1's output") and second["answer"] == "whole"
     assert second["expanded"] == first["expanded"], "expanded: every reference replaced by the bytes it names"
     assert data["summary"]["chars_spared"] == second["output_chars"] - second["shown_chars"] > 0
 
@@ -60,7 +60,7 @@ def test_inspect_prints_what_the_model_received_and_its_expansion(repo, tmp_path
     run = make_run(repo, tmp_path)
     util = (repo / "pkg" / "util.py").read_text()
     got = cli("inspect", str(run), "--step", "2", "--output")
-    assert got.returncode == 0 and got.stdout.startswith("[ledger: identical to step 1's output (`cat pkg/util.py`")
+    assert got.returncode == 0 and got.stdout.startswith("[ledger: same as step 1's output (`cat pkg/util.py`")
     assert cli("inspect", str(run), "--step", "2", "--expand").stdout == util
     assert cli("inspect", str(run), "--step", "1", "--output").stdout == util
     j = json.loads(cli("inspect", str(run), "--step", "2", "--json").stdout)

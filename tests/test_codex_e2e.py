@@ -90,7 +90,7 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     seen = function_outputs(fake.agent_requests[2])
     calc = (repo / "calc.py").read_text()
     assert seen["call_0"].endswith(CALC_PROJECT["calc.py"])
-    assert "[ledger: identical to step 1's output (`cat calc.py`, exit 0); not repeated]" in seen["call_1"]
+    assert "[ledger: same as step 1's output (`cat calc.py`, exit 0)]" in seen["call_1"]
     assert len(seen["call_1"]) < 400, "the model did not get the file a second time"
 
     # the state view reached the model, and the nudge with the run's own output

@@ -134,7 +134,7 @@ def _recorded_session(session: Session) -> None:
     # the same read again: it runs, and the model gets a reference to what it already holds
     decision = session.send("PreToolUse", {**pre, "tool_use_id": "c0-again"})[0]["hookSpecificOutput"]
     out, code = session.codex_runs(decision["updatedInput"]["command"], "c0-again")
-    assert out.startswith("[ledger: identical to step 1's output (`cat calc.py`, exit 0)") and code == 0
+    assert out.startswith("[ledger: same as step 1's output (`cat calc.py`, exit 0)") and code == 0
     again = session.state().attempts[1]
     assert again.verdict.kind is VerdictKind.REUSE and again.executed and again.command == "cat calc.py"
     note = context(session.send("PostToolUse", {**session.payload("PostToolUse", "Bash"), "tool_use_id": "c0-again"})[0])
@@ -177,7 +177,7 @@ def test_after_a_compaction_no_answer_refers_to_what_came_before(tmp_path: Path)
         for call in ("c0", "c0-again"):
             decision = session.send("PreToolUse", {**pre, "tool_use_id": call})[0]["hookSpecificOutput"]
             out, _ = session.codex_runs(decision["updatedInput"]["command"], "c0")
-        assert out.startswith("[ledger: identical to step 1's output")
+        assert out.startswith("[ledger: same as step 1's output")
         with open(session.transcript, "a") as f:  # Codex rebuilt its history from a summary
             f.write(json.dumps({"timestamp": "2026-01-01T00:00:00Z", "type": "compacted",
                                 "payload": {"message": "summary"}}) + "\n")

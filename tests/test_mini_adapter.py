@@ -129,7 +129,7 @@ def test_toolcall_model_several_calls_share_a_step_and_view_follows_tool_results
     assert steps == [1, 1, 2, 2, 3]
     tools = [m for m in agent.messages if m["role"] == "tool"]
     assert tools[2]["extra"]["ledger"]["verdict"] == "REUSE" and tools[2]["tool_call_id"] == "call_c"
-    assert tools[2]["content"].count("[ledger: identical to step 1's output (`cat calc.py`, exit 0)") == 1
+    assert tools[2]["content"].count("[ledger: same as step 1's output (`cat calc.py`, exit 0)") == 1
 
 
 def test_switches_off_gives_the_same_observations_as_plain_mini(tmp_path):

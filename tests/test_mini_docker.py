@@ -46,7 +46,7 @@ def test_scripted_agent_in_a_container(docker_image, tmp_path, transport):
     verdicts = [m["extra"]["ledger"]["verdict"] for m in agent.messages if "ledger" in (m.get("extra") or {})]
     assert verdicts == ["RUN", "REUSE", "RUN", "NUDGE", "RUN", "RUN", "RUN"]
     shown = [m["content"] for m in agent.messages if "ledger" in (m.get("extra") or {})]
-    assert "[ledger: identical to step 1's output (`cat calc.py`, exit 0)" in shown[1]
+    assert "[ledger: same as step 1's output (`cat calc.py`, exit 0)" in shown[1]
     state = load(tmp_path / "run").state
     calc = [m for m in state.modifications if m.path == "/testbed/calc.py"]
     assert len(calc) == 1 and calc[0].recognised and (calc[0].lines_added, calc[0].lines_removed) == (1, 1)

@@ -40,7 +40,7 @@ def test_an_identical_output_comes_back_as_a_reference_and_always_runs(repo, tmp
     again = rt.run("cat  pkg/util.py", EX)
     assert again.executed, "every read runs"
     assert again.verdict.kind is VerdictKind.REUSE and again.verdict.ref_step == 1
-    assert again.output.startswith("[ledger: identical to step 1's output (`cat pkg/util.py`, exit 0)")
+    assert again.output.startswith("[ledger: same as step 1's output (`cat pkg/util.py`, exit 0)")
     assert len(again.output) < 120 and again.returncode == 0
     assert expanded(rt, again.attempt_id) == first.output
     (repo / "pkg" / "util.py").write_text("changed\n")
@@ -314,9 +314,9 @@ def test_same_output_after_a_change_is_said_so(repo, tmp_path):
     first = rt.run(test, EX)
     rt.run("sed -i 's/^def sub/def subtract/' calc.py", EX)  # a change that does not fix anything
     again = rt.run(test, EX)
-    assert again.executed and again.output.startswith("[ledger: identical to step 1's output")
-    assert "files changed since then, and it printed the same" in again.output
-    assert expanded(rt, again.attempt_id) == first.output
+    assert again.executed and again.output.startswith("[ledger: same as step 1's output")
+    assert ", though files changed since]" in again.output
+    assert expanded(rt, again.attempt_id) == expanded(rt, first.attempt_id) == EX(test, str(repo)).output
 
 
 def test_a_run_directory_inside_the_workspace_is_never_scanned(tmp_path) -> None:

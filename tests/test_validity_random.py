@@ -253,7 +253,7 @@ def test_reads_outside_the_root_and_of_ignored_files(tmp_path):
     for path, new in ((str(outside), "two\n"), ("debug.log", "changed\n")):
         cmd = f"cat {path}"
         rt.run(cmd, EX)
-        assert rt.run(cmd, EX).output.startswith("[ledger: identical to")
+        assert rt.run(cmd, EX).output.startswith("[ledger: same as")
         (outside if path.startswith("/") else root / path).write_text(new)
         r = rt.run(cmd, EX)
         assert r.output == new
