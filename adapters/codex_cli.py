@@ -128,6 +128,15 @@ def hook_launcher() -> list[str]:
     return [found] if found else [sys.executable, "-m", "ledger_runtime"]
 
 
+def fast_launcher() -> list[str]:
+    """How a hook (and the command wrapper) runs: the interpreter, without its ``site`` start-up,
+    on fasthook.py, which needs nothing but the standard library (hooks run once per event)."""
+    import ledger_runtime
+
+    script = Path(ledger_runtime.__file__).with_name("fasthook.py")
+    return [sys.executable, "-S", "-E", str(script)] if script.is_file() else hook_launcher()
+
+
 def hook_overrides(launcher: list[str], socket_path: str, run_dir: Path, user_config: dict[str, Any]) -> list[str]:
     """``-c hooks.<Event>=[...]`` arguments: the user's own hooks for the event, then the ledger's."""
     from .codex_hooks import EVENTS, TOOL_MATCHER
@@ -216,12 +225,12 @@ def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config
     source = source_home or user_codex_home()
     home = make_codex_home(run_dir, source)
     runtime = LedgerRuntime(workdir, run_dir, config, meta=meta)
-    hooks = CodexHooks(runtime, note_chars=config.context_note_chars, wrap_launcher=hook_launcher())
+    hooks = CodexHooks(runtime, note_chars=config.context_note_chars, wrap_launcher=fast_launcher())
     server = HookServer(hooks.handle, runtime.report_fault)
     hooks.socket_path = server.socket_path
     try:
         cmd = [binary, BYPASS_TRUST,
-               *hook_overrides(hook_launcher(), server.socket_path, run_dir, read_toml(source / "config.toml")), *args]
+               *hook_overrides(fast_launcher(), server.socket_path, run_dir, read_toml(source / "config.toml")), *args]
         child_env = {**(env if env is not None else os.environ), "CODEX_HOME": str(home),
                      "LEDGER_HOOK_SOCKET": server.socket_path, "LEDGER_RUN_DIR": str(run_dir)}
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is codex's to handle

@@ -358,10 +358,21 @@ def _run_above(lines: list[str], i: int, stop: int, above: dict[str, list[int]],
     return best if best and best[1] else None
 
 
+MAX_DELTA_LINES = 2000  # lines that differ, at most, between a re-read and its base (beyond: not short anyway)
+
+
 def _delta(lines: list[str], base: Source) -> tuple[AnswerKind, _Writer] | None:
     old = list(base.lines)
     if old == lines or not old:
         return None
+    p, n = 0, min(len(old), len(lines))
+    while p < n and old[p] == lines[p]:
+        p += 1
+    q = 0
+    while q < n - p and old[-1 - q] == lines[-1 - q]:
+        q += 1
+    if max(len(old), len(lines)) - p - q > MAX_DELTA_LINES:
+        return None  # the diff is bounded in time: a matcher over thousands of changed lines is not
     hunks = unified_hunks(old, lines)
     if not hunks:
         return None

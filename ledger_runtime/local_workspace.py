@@ -87,6 +87,8 @@ class LocalWorkspace:
             cached = self.probe.cache.entries.get(real)
             if cached is not None and cached[2].digest != digest_bytes(data):
                 self.probe.cache.forget(real)
+                self.scanner.recheck(real)  # inotify raised no event for it either
+                self.scanner.recheck(os.path.abspath(path))
         return data
 
     def watch(self, paths: Iterable[str]) -> None:
@@ -106,6 +108,7 @@ class LocalWorkspace:
         return self._head.get(path)
 
     def close(self) -> None:
+        self.scanner.close()
         if self._head is not None:
             self._head.close()
 

@@ -8,12 +8,11 @@ analysis got wrong (a transforming option, a program of the workspace's own on P
 a symlink, a file edited while it was shown) then records nothing, never a false "seen". Of a cut
 output only the lines the model saw count (``seen``, per output line, from answers/delivered.py).
 The observation is signed with the digest of the content it was checked against.
-``line_delta`` counts lines added and removed between two contents.
+``line_delta`` counts lines added and removed between two contents, in one pass.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 
@@ -22,7 +21,6 @@ from .commands import SUBMIT_MARKER, Analysis, FileView
 from .programs import FILE_NUMBERS, resolve
 from .records import LineSpan, Observation
 
-MAX_DIFF_LINES = 20000
 _TAB_NUMBER = re.compile(r"\s*(\d+)\s*\t")  # nl -ba, cat -n: "     7\t"
 _GREP_NUMBER = re.compile(r"(\d+)[:-]")  # grep -n: "7:" for a match, "7-" for context
 _OTHER_PREFIX = re.compile(r"\s*\d*\s*\t?")  # nl's and cat -b's numbers, or none on a blank line
@@ -193,27 +191,32 @@ def _observe(view: FileView, out: list[str], visible: list[bool], pos: int, f: F
 
 
 def line_delta(before: bytes, after: bytes) -> tuple[int, int] | None:
-    """(lines added, lines removed) from ``before`` to ``after``; None for binary or huge files."""
+    """(lines added, lines removed) from ``before`` to ``after``, in one pass over both: the common
+    prefix and suffix are trimmed, and of the rest a line counts as added (removed) as many times as
+    it occurs more often after (before). Exact for edits that insert, delete or replace lines; a line
+    moved elsewhere counts as unchanged. None for binary content."""
     if b"\0" in before[:8192] or b"\0" in after[:8192]:
         return None
     a = before.splitlines()
     b = after.splitlines()
-    if len(a) > MAX_DIFF_LINES or len(b) > MAX_DIFF_LINES:
-        return None
-    # Trim the common prefix and suffix first: edits are small, files are not.
     p = 0
-    while p < len(a) and p < len(b) and a[p] == b[p]:
+    n = min(len(a), len(b))
+    while p < n and a[p] == b[p]:
         p += 1
     q = 0
-    while q < len(a) - p and q < len(b) - p and a[-1 - q] == b[-1 - q]:
+    while q < n - p and a[-1 - q] == b[-1 - q]:
         q += 1
     a, b = a[p:len(a) - q], b[p:len(b) - q]
     if not a or not b:
         return len(b), len(a)
-    added = removed = 0
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag in ("replace", "delete"):
-            removed += i2 - i1
-        if tag in ("replace", "insert"):
-            added += j2 - j1
-    return added, removed
+    counts: dict[bytes, int] = {}
+    for line in a:
+        counts[line] = counts.get(line, 0) + 1
+    added = 0
+    for line in b:
+        c = counts.get(line, 0)
+        if c:
+            counts[line] = c - 1
+        else:
+            added += 1
+    return added, sum(counts.values())

@@ -5,12 +5,20 @@ under the root that git does not ignore, tracked or not, plus any extra paths th
 (files outside the root, or ignored ones, that commands named). ``delta(before, after)`` turns
 two snapshots into the list of changed paths, whoever changed them.
 
-Scans are incremental. Directory listings are cached by the directory's stat data, and git is
-asked about ignore rules only for entries it has not classified yet; file contents are cached by
-their stat data (hashing.HashCache). When git's index or an ignore file changes, the listing is
-rebuilt from git. A root that is not in a git repository gets a small built-in ignore list.
-Entries that vanish mid-scan, unreadable directories, symlinks, FIFOs and non-UTF-8 names are
-all handled without raising.
+Scans are incremental. On Linux the scanner watches every directory it lists (inotify,
+watcher.py) and a scan re-lists and re-hashes only what the kernel reported changed since the last
+one: a scan after a command that changed nothing costs a read of an empty event queue, a change
+costs what changed, and the snapshot carries its changes, so ``delta`` against the previous one is
+free. Every ``cross_check_every`` scans, and whenever the watcher cannot vouch for the tree (events
+lost, a watch that could not be added), the scan is a full stat walk instead, which also finds what
+inotify cannot see (writes through a shared memory map). Without inotify every scan is that walk:
+directory listings cached by the directory's stat data, file contents cached by their stat data
+(hashing.HashCache), git asked about ignore rules only for entries it has not classified yet.
+When git's index changes, only the files whose included status can change with it are looked at
+(tracked files that the ignore rules match); when an ignore file changes, the listing is rebuilt
+from git. A root that is not in a git repository gets a small built-in ignore list. Entries that
+vanish mid-scan, unreadable directories, symlinks, FIFOs and non-UTF-8 names are all handled
+without raising.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
 from .hashing import RACY_NS, FileState, HashCache, digest_bytes
+from .watcher import Watcher
 
 DEFAULT_IGNORES = (".git", "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache",
                    ".tox", ".venv", "venv", "node_modules", ".eggs", "*.egg-info")
@@ -40,11 +49,15 @@ class Change(NamedTuple):
 
 @dataclass
 class Snapshot:
-    """Files by absolute path; ``digest`` summarises them all in one hash."""
+    """Files by absolute path; ``digest`` summarises them all in one hash. A snapshot an incremental
+    scan made also carries its ``changes`` against the snapshot it was made from (``base``)."""
 
     files: dict[str, FileState]
     root: str
     taken_at: float = field(default_factory=time.time)
+    serial: int = 0
+    base: int | None = None
+    changes: list[Change] | None = None
 
     @property
     def digest(self) -> str:
@@ -54,6 +67,8 @@ class Snapshot:
 
 def delta(before: Snapshot, after: Snapshot) -> list[Change]:
     """Every path added, removed or changed between two snapshots, sorted by path."""
+    if after.changes is not None and after.base is not None and after.base == before.serial and before.serial:
+        return list(after.changes)
     out: list[Change] = []
     b, a = before.files, after.files
     for path, fs in a.items():
@@ -110,7 +125,8 @@ class WorkspaceScanner:
     """Snapshots one workspace root incrementally; see the module docstring."""
 
     def __init__(self, root: str, *, max_hash_bytes: int = 64 * 1024 * 1024,
-                 cache: HashCache | None = None, exclude: Iterable[str] = ()):
+                 cache: HashCache | None = None, exclude: Iterable[str] = (), watch_events: bool = True,
+                 cross_check_every: int = 200):
         self.root = os.path.abspath(root)
         # directories never scanned (the run's own directory when it lies inside the workspace)
         self.excluded = tuple(os.path.abspath(e) for e in exclude)
@@ -122,6 +138,15 @@ class WorkspaceScanner:
         self._git_key: tuple | None = None
         self._ignore_files: set[str] = set()
         self.git_calls = 0  # for tests and benchmarks
+        self.watcher = Watcher.open() if watch_events else None
+        self.cross_check_every = cross_check_every
+        self._files: dict[str, FileState] | None = None  # the last scan's snapshot, for the next increment
+        self._serial = 0
+        self._since_full = 0
+        self._tracked_ignored: set[str] | None = None  # tracked files the ignore rules match
+        self.full_scans = 0  # for tests and benchmarks
+        self.incremental_scans = 0
+        self._recheck: set[str] = set()  # paths to hash again at the next scan, whatever inotify said
 
     @property
     def is_git(self) -> bool:
@@ -138,6 +163,34 @@ class WorkspaceScanner:
     def scan(self, *, keep_limit: int = 0) -> Snapshot:
         """A snapshot of the workspace now. ``keep_limit``: see HashCache.state."""
         self.cache.kept = {}
+        if self.watcher is not None and self._files is not None and self._since_full < self.cross_check_every:
+            snap = self._incremental(keep_limit)
+            if snap is not None:
+                return snap
+        return self._full(keep_limit)
+
+    def recheck(self, path: str) -> None:
+        """Hash ``path`` again at the next scan: its content was seen to differ from what the cache
+        holds, with no event for it (a write through a shared memory map)."""
+        self._recheck.add(path)
+
+    def close(self) -> None:
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
+
+    def _snapshot(self, files: dict[str, FileState], changes: list[Change] | None) -> Snapshot:
+        base = self._serial if changes is not None else None
+        self._serial += 1
+        self._files = files
+        return Snapshot(files, self.root, serial=self._serial, base=base, changes=changes)
+
+    def _full(self, keep_limit: int) -> Snapshot:
+        """The full stat walk."""
+        if self.watcher is not None:
+            self.watcher.drain()  # what was queued before the walk, the walk sees for itself
+        self.full_scans += 1
+        self._since_full = 0
         files: dict[str, FileState] = {}
         self._refresh_listing()
         pending: list[tuple[str, list[str]]] = []  # directories with entries git must classify
@@ -148,7 +201,156 @@ class WorkspaceScanner:
             self._hash_into(files, new_files, keep_limit)
             self._walk(new_dirs, files, pending, keep_limit)
         self._hash_into(files, (p for p in self.extra_paths if p not in files), keep_limit)
-        return Snapshot(files, self.root)
+        if self.watcher is not None:
+            self._watch_listed()
+        return self._snapshot(files, None)
+
+    def _watch_listed(self) -> None:
+        """A watch on every directory listed, none on those that are not any more."""
+        w = self.watcher
+        assert w is not None
+        listed = self._dirs.keys()
+        for d in list(w._wd_of):
+            if d not in listed:
+                w.discard(d)
+        for d in listed:
+            if not self.excluded or not (d in self.excluded or d.startswith(self._excluded_under)):
+                w.add(d)
+        if w.failed:  # the per-user limit of watches: walk every time, as without inotify
+            w.close()
+            self.watcher = None
+
+    def _incremental(self, keep_limit: int) -> Snapshot | None:
+        """A snapshot from the last one and what the kernel reported since; None: walk instead."""
+        assert self.watcher is not None and self._files is not None
+        reported = self.watcher.drain()
+        if reported.unsure:
+            return None
+        if self.is_git and self._git_state_key() != self._git_key and not self._index_changed_only(reported):
+            return None
+        self.incremental_scans += 1
+        self._since_full += 1
+        old = self._files
+        touched: set[str] = set()
+        pending: list[tuple[str, list[str]]] = []
+        for d in sorted(reported.dirs, key=lambda x: x.count(os.sep)):  # parents before their new children
+            if not (d == self.root or d.startswith(self.root + os.sep)):
+                continue
+            if self.excluded and (d in self.excluded or d.startswith(self._excluded_under)):
+                continue
+            before = self._dirs.get(d)
+            if before is None and not self._included_dir(d):
+                continue  # a directory the scanner does not list (ignored, or not yet classified)
+            entry = self._listing(d, pending)  # re-lists it: its stat data moved with its entries
+            if entry is None:  # gone: its files and everything under it
+                self._forget_tree(d, old, touched)
+                continue
+            if before is not None:
+                touched.update(p for p in before.file_paths if p not in set(entry.file_paths))
+                for sub in set(before.dir_paths) - set(entry.dir_paths):
+                    self._forget_tree(sub, old, touched)
+            self.watcher.add(d)
+        while pending:  # new names: classify them with git, then list the new directories, and so on down
+            dirs, files_ = self._classify(pending)
+            pending = []
+            touched.update(files_)
+            for nd in dirs:
+                self.watcher.add(nd)  # before listing it: what is created in it from now on is reported
+                self._listing(nd, pending)
+        names: dict[str, frozenset[str]] = {}
+        reported.files |= self._recheck
+        self._recheck = set()
+        for p in reported.files:
+            d = os.path.dirname(p)
+            entry = self._dirs.get(d)
+            if entry is not None:
+                if d not in names:
+                    names[d] = frozenset(entry.files)
+                if os.path.basename(p) in names[d]:
+                    touched.add(p)
+                    continue
+            if p in old:
+                touched.add(p)  # it was a file of the workspace: it may be gone
+        if self.watcher.failed:
+            return None
+        changes: list[Change] = []
+        fresh: dict[str, FileState | None] = {}
+        for p in touched:
+            d = os.path.dirname(p)
+            entry = self._dirs.get(d)
+            if entry is not None and d not in names:
+                names[d] = frozenset(entry.files)
+            listed = entry is not None and os.path.basename(p) in names[d]
+            fresh[p] = self.cache.state(p, keep_limit=keep_limit) if listed else None
+        for p in self.extra_paths:
+            if p not in fresh:
+                fresh[p] = self.cache.state(p, keep_limit=keep_limit)
+        for p, fs in fresh.items():
+            was = old.get(p)
+            if (was is None) != (fs is None) or (was is not None and fs is not None and was.digest != fs.digest):
+                changes.append(Change(p, was, fs))
+        if not changes:
+            return self._snapshot(old, [])
+        files = dict(old)
+        for c in changes:
+            if c.after is None:
+                files.pop(c.path, None)
+            else:
+                files[c.path] = c.after
+        changes.sort(key=lambda c: c.path)
+        return self._snapshot(files, changes)
+
+    def _list_tracked_ignored(self) -> set[str] | None:
+        """Tracked files the ignore rules match (included only because git tracks them)."""
+        if self.watcher is None:
+            return None
+        out = _run_git(self.root, ["ls-files", "-z", "--cached", "--ignored", "--exclude-standard"])
+        self.git_calls += 1
+        return None if out is None else {os.path.join(self.root, os.fsdecode(r)) for r in out.split(b"\0") if r}
+
+    def _included_dir(self, d: str) -> bool:
+        parent = self._dirs.get(os.path.dirname(d))
+        return parent is not None and os.path.basename(d) in parent.dirs
+
+    def _forget_tree(self, d: str, files: dict[str, FileState], touched: set[str]) -> None:
+        """A directory that is gone: every file under it changed (to nothing), its listings go."""
+        prefix = d + os.sep
+        touched.update(p for p in files if p.startswith(prefix))
+        for sub in [x for x in self._dirs if x == d or x.startswith(prefix)]:
+            del self._dirs[sub]
+            if self.watcher is not None:
+                self.watcher.discard(sub)
+
+    def _index_changed_only(self, reported) -> bool:
+        """git's index changed but no ignore file: only tracked files the ignore rules match can
+        change their included status. Update those and say True; False: rebuild the listing."""
+        key = self._git_state_key()
+        old = dict((p[0], p[1:]) for p in (self._git_key or ()))
+        new = dict((p[0], p[1:]) for p in key)
+        git_dir = self._git_dir()
+        index = os.path.join(git_dir, "index") if git_dir else None
+        if set(old) != set(new) or any(old[p] != new[p] for p in new if p != index):
+            return False  # an ignore file changed, or appeared
+        now = self._list_tracked_ignored()
+        if now is None or self._tracked_ignored is None:
+            return False
+        before = self._tracked_ignored
+        flipped = (now - before) | (before - now)
+        self._tracked_ignored = now
+        for p in flipped:  # included now (newly tracked) or no more (untracked, and ignored)
+            self._set_included(p, p in now)
+            reported.files.add(p)
+        self._git_key = key
+        return True
+
+    def _set_included(self, path: str, included: bool) -> None:
+        d, name = os.path.split(path)
+        old = self._dirs.get(d)
+        if old is None:
+            return
+        files = [f for f in old.files if f != name] + ([name] if included else [])
+        ignored = (old.ignored - {name}) if included else (old.ignored | {name})
+        self._dirs[d] = _make_dir(d, old.key, old.listed_at, files, old.dirs, ignored)
 
     def _walk(self, stack: list[str], files: dict[str, FileState],
               pending: list[tuple[str, list[str]]], keep_limit: int) -> None:
@@ -328,6 +530,7 @@ class WorkspaceScanner:
             return
         self._dirs = {}
         self._ignore_files = set()
+        self._tracked_ignored = self._list_tracked_ignored()
         tree: dict[str, tuple[set[str], set[str]]] = {self.root: (set(), set())}
         for raw in out.split(b"\0"):
             if not raw:

@@ -31,7 +31,10 @@ import subprocess
 import sys
 import time
 
-from .hookclient import DEFAULT_TIMEOUT_S, ask, log_fault
+try:
+    from .hookclient import DEFAULT_TIMEOUT_S, ask, log_fault
+except ImportError:  # run by path (fasthook.py): this directory is on sys.path
+    from hookclient import DEFAULT_TIMEOUT_S, ask, log_fault  # type: ignore[no-redef]
 
 DEFAULT_WAIT_S = 8.0  # Codex's exec_command yields after 10 s by default: answer before that
 MAX_OUTPUT = 8 * 1024 * 1024

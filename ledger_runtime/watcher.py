@@ -1,0 +1,172 @@
+"""Event-driven change detection for a local workspace on Linux: inotify, through the C library.
+
+``Watcher`` adds an inotify watch on every directory of the workspace the scanner lists, and
+``drain()`` reads what the kernel queued since the last call: the directories whose entries changed
+(created, deleted, moved names) and the files written or whose attributes changed. The scanner then
+re-lists and re-hashes only those, so a command that changed nothing costs a read of an empty queue
+and a change costs what changed.
+
+What inotify does not see, the scanner's full stat walk still does, run as a cross-check every
+``WorkspaceScanner.cross_check_every`` scans and whenever the watcher is not sure: a queue overflow,
+a watch that could not be added (the per-user limit), a directory that vanished under its watch.
+Writes through a shared memory map raise no event at all; they are found by the cross-check, and by
+a read of the file (the runtime checks a read's output against the file's bytes).
+
+Standard library only (ctypes), so that nothing is needed beyond Linux itself; elsewhere ``open()``
+returns None and the scanner walks as before.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import struct
+import sys
+
+IN_MODIFY = 0x00000002
+IN_ATTRIB = 0x00000004
+IN_CLOSE_WRITE = 0x00000008
+IN_MOVED_FROM = 0x00000040
+IN_MOVED_TO = 0x00000080
+IN_CREATE = 0x00000100
+IN_DELETE = 0x00000200
+IN_DELETE_SELF = 0x00000400
+IN_MOVE_SELF = 0x00000800
+IN_Q_OVERFLOW = 0x00004000
+IN_IGNORED = 0x00008000
+IN_ONLYDIR = 0x01000000
+IN_DONT_FOLLOW = 0x02000000
+IN_EXCL_UNLINK = 0x04000000
+IN_ISDIR = 0x40000000
+IN_NONBLOCK = os.O_NONBLOCK
+IN_CLOEXEC = 0o2000000
+
+FILE_EVENTS = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE
+ENTRY_EVENTS = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
+SELF_EVENTS = IN_DELETE_SELF | IN_MOVE_SELF
+MASK = FILE_EVENTS | ENTRY_EVENTS | SELF_EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK
+_HEADER = struct.Struct("iIII")
+
+
+class Changes:
+    """What the kernel reported since the last drain."""
+
+    def __init__(self) -> None:
+        self.dirs: set[str] = set()  # directories whose entries changed (re-list them)
+        self.files: set[str] = set()  # paths written, or whose attributes changed (re-hash them)
+        self.unsure = False  # events were lost or a watch is missing: walk everything
+
+    def __bool__(self) -> bool:
+        return bool(self.dirs or self.files or self.unsure)
+
+
+class Watcher:
+    """inotify watches on a set of directories; see the module docstring."""
+
+    def __init__(self, fd: int, libc: ctypes.CDLL):
+        self.fd = fd
+        self._libc = libc
+        self._by_wd: dict[int, str] = {}
+        self._wd_of: dict[str, int] = {}
+        self.failed = False  # a watch could not be added: the watcher cannot vouch for that tree
+        self.events = 0
+
+    @classmethod
+    def open(cls) -> Watcher | None:
+        """A watcher, or None where inotify is not to be had (not Linux, no libc, no instances)."""
+        if not sys.platform.startswith("linux"):
+            return None
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            libc.inotify_init1.argtypes = [ctypes.c_int]
+            libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+            libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
+            fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        except (OSError, AttributeError):
+            return None
+        if fd < 0:
+            return None
+        return cls(fd, libc)
+
+    def add(self, directory: str) -> bool:
+        """Watch ``directory`` (its entries and their writes); False when that failed."""
+        if directory in self._wd_of:
+            return True
+        wd = self._libc.inotify_add_watch(self.fd, os.fsencode(directory), MASK)
+        if wd < 0:
+            err = ctypes.get_errno()
+            if err not in (errno.ENOENT, errno.ENOTDIR):  # ENOSPC: the per-user limit of watches
+                self.failed = True
+            return False
+        self._by_wd[wd] = directory
+        self._wd_of[directory] = wd
+        return True
+
+    def discard(self, directory: str) -> None:
+        wd = self._wd_of.pop(directory, None)
+        if wd is not None:
+            self._by_wd.pop(wd, None)
+            self._libc.inotify_rm_watch(self.fd, wd)
+
+    @property
+    def watched(self) -> int:
+        return len(self._wd_of)
+
+    def drain(self) -> Changes:
+        """Everything queued since the last drain (never blocks)."""
+        out = Changes()
+        if self.failed:
+            out.unsure = True
+        while True:
+            try:
+                data = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                break
+            except OSError:
+                out.unsure = True
+                break
+            if not data:
+                break
+            self._parse(data, out)
+        return out
+
+    def _parse(self, data: bytes, out: Changes) -> None:
+        pos = 0
+        while pos + _HEADER.size <= len(data):
+            wd, mask, _cookie, length = _HEADER.unpack_from(data, pos)
+            pos += _HEADER.size
+            name = data[pos:pos + length].rstrip(b"\0")
+            pos += length
+            self.events += 1
+            if mask & IN_Q_OVERFLOW:
+                out.unsure = True
+                continue
+            d = self._by_wd.get(wd)
+            if d is None:
+                continue
+            if mask & IN_IGNORED:  # the watch went away with its directory
+                self._by_wd.pop(wd, None)
+                self._wd_of.pop(d, None)
+                out.dirs.add(os.path.dirname(d))
+                continue
+            if mask & SELF_EVENTS:
+                out.dirs.add(os.path.dirname(d))
+                out.dirs.add(d)
+                continue
+            path = os.path.join(d, os.fsdecode(name)) if name else d
+            if mask & ENTRY_EVENTS:
+                out.dirs.add(d)
+                if mask & IN_ISDIR:
+                    out.dirs.add(path)
+                else:
+                    out.files.add(path)
+            if mask & FILE_EVENTS and name:
+                out.files.add(path)
+
+    def close(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
