@@ -66,7 +66,7 @@ def find_codex(explicit: str | None) -> str | None:
         if candidate:
             found = shutil.which(candidate)
             if found:
-                return found
+                return os.path.abspath(found)  # codex starts in the workdir: never relative to here
     return None
 
 
@@ -195,7 +195,7 @@ def codex(
         return
     try:
         config = load_config(ledger_config, defaults=CODEX_DEFAULTS)
-        config = config.with_(inform=config.inform and not no_inform and not shadow,
+        config = config.with_(inform=config.inform and not no_inform,
                               govern=config.govern and not no_govern, shadow=config.shadow or shadow)
     except ConfigError as e:
         fail(str(e))
@@ -205,8 +205,17 @@ def codex(
         err.print(f"[yellow]warning:[/yellow] codex {version or '(version unknown)'} at {binary}; ledger-run is "
                   f"checked against {CODEX_VERSION} ({INSTALL_HINT})", highlight=False)
     run_dir = (run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")).resolve()
-    rc = run_codex(binary, args, workdir, run_dir, config, meta={"agent": "codex", "codex_version": version,
-                                                                 "codex_args": args})
+    from ledger_runtime.dirs import unwritable
+
+    problem = unwritable(run_dir)
+    if problem:
+        fail(f"cannot write the run into -o {run_dir}: {problem}")
+    try:
+        rc = run_codex(binary, args, workdir, run_dir, config, meta={"agent": "codex", "codex_version": version,
+                                                                     "codex_args": args})
+    except OSError as e:  # the hook socket (SocketDirError says what to change), Codex's home
+        fail(str(e) if not getattr(e, "filename", None) else f"{e.filename}: {e.strerror}")
+        return
     # plain lines (no wrapping): the paths are for copying
     print(f"\nledger: {run_dir / 'ledger.sqlite'}\nCodex sessions: {run_dir / 'codex-home' / 'sessions'}\n"
           f"look inside: ledger-run inspect {run_dir}", file=sys.stderr)

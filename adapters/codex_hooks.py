@@ -132,7 +132,7 @@ class CodexHooks:
         """The whole state view (``full``), or what it gained since the model last saw it. Lines
         about the step ``just_ran`` say what the model has just read in that step's result: they
         count as shown (a later change to them, such as going stale, is news and is shown)."""
-        if not self.runtime.config.inform or self.runtime.config.shadow:
+        if not self.runtime.config.informs:
             return ""
         view = self.runtime.view()
         if just_ran is not None:

@@ -81,6 +81,7 @@ class ContainerWorkspace:
     """See the module docstring. ``env`` is the mini-swe-agent environment the commands run in."""
 
     rescan_before_command = False
+    scan_is_cheap = False  # the snapshot rides in the command's own exec; there is no scan before one
 
     def __init__(self, env: Any, root: str, *, executable: str | None = None, transport: str = "auto"):
         self.env = env

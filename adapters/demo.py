@@ -198,6 +198,7 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
 def main_demo(out_dir: Path | None, console: Any, shadow: bool = False) -> Path:
     try:
         return run_demo(out_dir, console, shadow=shadow)
-    except FileNotFoundError as e:
-        console.print(f"[red]error:[/red] the demo needs git and python3 on PATH: {e}")
+    except OSError as e:
+        console.print(f"[red]error:[/red] the demo could not write {e.filename or 'its files'}: {e.strerror}",
+                      highlight=False)
         sys.exit(2)

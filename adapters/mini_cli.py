@@ -6,9 +6,11 @@ core never imports an adapter. Heavy imports (mini-swe-agent, litellm) happen in
 
 from __future__ import annotations
 
+import shutil
+
 import os
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.console import Console
@@ -22,17 +24,27 @@ def register(app: typer.Typer) -> None:
 def demo(
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Directory for the workspace and the run "
                                                                 "(default: a new temporary directory)."),
-    shadow: bool = typer.Option(False, "--shadow", help="Record verdicts only; run every command."),
+    shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: run every command, no state view."),
 ) -> None:
     """The main job, offline: mini-swe-agent with a scripted model fixes a small buggy project, with the ledger."""
     from ledger_runtime.inspection import load, render_summary, summary
 
     from .demo import main_demo
 
-    if out is not None and any((out / name).exists() for name in ("workspace", "run")):
-        from ledger_runtime.cli import fail
+    from ledger_runtime.cli import fail
 
-        fail(f"{out} already holds a demo run: pass a new -o directory (or none, for a temporary one)")
+    from ledger_runtime.dirs import unwritable
+
+    if out is not None:
+        if out.is_dir() and any((out / name).exists() for name in ("workspace", "run")):
+            fail(f"{out} already holds a demo run: pass a new -o directory (or none, for a temporary one)")
+        problem = unwritable(out)
+        if problem:
+            fail(f"cannot write the demo into -o {out}: {problem} (pass a new -o directory, or none for a "
+                 "temporary one)")
+    missing = [tool for tool in ("git", "python3") if shutil.which(tool) is None]
+    if missing:
+        fail(f"the demo needs {' and '.join(missing)} on PATH")
     console = Console()
     run_dir = main_demo(out, console, shadow=shadow)
     loaded = load(run_dir)
@@ -42,13 +54,51 @@ def demo(
                   f"(the state view at a step: ledger-run inspect {run_dir} --step 5)")
 
 
+def _config_fields(environment_class: str) -> set[str]:
+    """The required fields of a mini-swe-agent environment's config (empty when it cannot be told)."""
+    try:
+        from minisweagent.environments import get_environment_class
+
+        cls = get_environment_class(environment_class)
+        import inspect
+
+        init = inspect.signature(cls.__init__)
+        config_class = init.parameters.get("config_class")
+        model = config_class.default if config_class is not None else None
+        fields = getattr(model, "model_fields", {}) or {}
+        return {name for name, f in fields.items() if f.is_required()}
+    except Exception:
+        return set()
+
+
+def _missing_api_keys(model_cfg: dict, model_class: str) -> list[str]:
+    """The environment variables litellm needs for this model and does not find (checked offline,
+    before a run that would otherwise retry for minutes). Empty when the model class is not litellm's,
+    or a key or a server is configured."""
+    name = model_cfg.get("model_name")
+    kwargs = model_cfg.get("model_kwargs") or {}
+    if not isinstance(name, str) or not name or model_class not in ("", "litellm", "litellm_response") \
+            or any(kwargs.get(k) for k in ("api_key", "api_base", "base_url")):
+        return []
+    try:
+        import litellm
+
+        found = litellm.validate_environment(model=name)
+    except Exception:
+        return []
+    return list(found.get("missing_keys") or []) if not found.get("keys_in_environment") else []
+
+
 def mini(
     model: Optional[str] = typer.Option(None, "-m", "--model", help="Model name, any litellm supports "
                                                                    "(default: mini-swe-agent's configured model)."),
     task: Optional[str] = typer.Option(None, "-t", "--task", help="The task (asked for when not given)."),
     workdir: Path = typer.Option(Path("."), "--workdir", "-w", help="The repository the agent works in."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c",
-                                          help="mini-swe-agent YAML config (default: its mini.yaml)."),
+    config: Optional[List[str]] = typer.Option(None, "--config", "-c",
+                                               help="As in mini: a config file (path or a built-in name such as "
+                                                    "mini.yaml) or KEY=VALUE (agent.step_limit=3); repeat to "
+                                                    "merge. Given, mini.yaml is not used unless named "
+                                                    "(default: mini.yaml)."),
     ledger_config: Optional[Path] = typer.Option(None, "--ledger-config", help="Ledger settings (TOML)."),
     no_inform: bool = typer.Option(False, "--no-inform", help="Do not put the state view into the prompt."),
     no_govern: bool = typer.Option(False, "--no-govern", help="Run every command (verdicts are still recorded)."),
@@ -59,7 +109,11 @@ def mini(
                                           help="Finish when the agent submits, without asking."),
     cost_limit: Optional[float] = typer.Option(None, "-l", "--cost-limit", help="Cost limit (0: none)."),
     model_class: Optional[str] = typer.Option(None, "--model-class", help="mini-swe-agent model class to wrap."),
-    environment_class: str = typer.Option("local", "--environment-class", help="mini-swe-agent environment to wrap."),
+    environment_class: str = typer.Option("local", "--environment-class", help="mini-swe-agent environment to wrap "
+                                                                            "(local, docker, singularity, ...)."),
+    image: Optional[str] = typer.Option(None, "--image", help="The image of a container environment (docker, "
+                                                              "singularity, ...); --workdir is mounted into it at "
+                                                              "the same path."),
 ) -> None:
     """mini-swe-agent with the ledger around it, on any model litellm supports."""
     from ledger_runtime.cli import fail
@@ -72,24 +126,39 @@ def mini(
         load_config(ledger_config) if ledger_config else None
     except ConfigError as e:
         fail(str(e))
-    if config is not None and not config.exists():
-        fail(f"config file not found: {config}")
     os.environ.setdefault("MSWEA_CONFIGURED", "1")
     from minisweagent.agents import get_agent
     from minisweagent.config import builtin_config_dir, get_config_from_spec
     from minisweagent.environments import get_environment
     from minisweagent.models import get_model
     from minisweagent.utils.serialize import UNSET, recursive_merge
+    import yaml
 
     import time
 
     run_dir = (run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")).resolve()
-    base = get_config_from_spec(str(config or builtin_config_dir / "mini.yaml"))
+    specs = list(config or [str(builtin_config_dir / "mini.yaml")])
+    try:
+        base = recursive_merge(*[get_config_from_spec(spec) for spec in specs])
+    except (OSError, ValueError, yaml.YAMLError) as e:
+        fail(f"-c: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        return
+    if not isinstance(base, dict):
+        fail(f"-c {specs[0]} is not a mini-swe-agent config (a YAML mapping)")
+    task = task or (base.get("run") or {}).get("task") or None
     env_cfg = dict(base.get("environment") or {})
     inner_env = env_cfg.pop("environment_class", None) or environment_class
+    if image:
+        env_cfg["image"] = image
+    if inner_env != "local" and "image" in _config_fields(inner_env) and not env_cfg.get("image"):
+        fail(f"--environment-class {inner_env} needs an image: pass --image IMAGE")
+    if inner_env in ("docker", "minisweagent.environments.docker.DockerEnvironment"):
+        # the work tree reaches the container at the same path, and commands start there
+        env_cfg["run_args"] = [*(env_cfg.get("run_args") or ["--rm"]), "-v", f"{workdir}:{workdir}"]
+        env_cfg.setdefault("cwd", str(workdir))
     model_cfg = dict(base.get("model") or {})
     inner_model = model_cfg.pop("model_class", None) or model_class or ""
-    ledger = {"run_dir": str(run_dir), "inform": not no_inform and not shadow, "govern": not no_govern,
+    ledger = {"run_dir": str(run_dir), "inform": not no_inform, "govern": not no_govern,
               "shadow": shadow, "task": task or ""}
     if ledger_config:
         ledger["config_file"] = str(ledger_config)
@@ -108,6 +177,9 @@ def mini(
         Console().print("[bold yellow]What do you want to do?")
         task = _multiline_prompt()
         cfg["environment"]["ledger"]["task"] = task
+    missing = _missing_api_keys(cfg.get("model", {}), inner_model)
+    if missing:
+        fail(f"no API key for {cfg['model'].get('model_name')}: set {' or '.join(missing)} (or pass another -m)")
     try:
         mdl = get_model(config=cfg.get("model", {}))
     except ValueError as e:

@@ -217,7 +217,7 @@ class LedgerEnvironment:
         extra = dict(out.get("extra") or {})
         extra["ledger"] = {"verdict": v.kind.value, "reason": v.reason, "ref_step": v.ref_step,
                            "executed": result.executed, "attempt": result.attempt_id, "answer": result.answer,
-                           "applied": rt.config.govern and not rt.config.shadow}
+                           "applied": rt.config.applies}
         out["extra"] = extra
         for observe in self.observers:
             try:

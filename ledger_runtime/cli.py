@@ -104,10 +104,15 @@ def inspect(
 def replay(
     trajectories: list[Path] = typer.Argument(..., help="mini-swe-agent .traj.json files, directories of them, "
                                                         "or actions.jsonl(.gz) files."),
-    repo: list[Path] = typer.Option([], "--repo", help="A git directory (bare or not) holding the instances' "
-                                                       "commits; repeat for several repositories."),
+    repo: list[Path] = typer.Option([], "--repo", help="A clone or a git directory (bare or not) holding the "
+                                                       "instances' commits; repeat for several repositories."),
     workdir: Path = typer.Option(Path("/testbed"), "--workdir", help="Where each checkout goes (the recorded "
-                                                                     "commands use /testbed)."),
+                                                                     "commands use /testbed). A directory that "
+                                                                     "holds files a replay did not make is refused."),
+    force: bool = typer.Option(False, "--force", help="Use --workdir even when it holds files a replay did not "
+                                                      "make (they are deleted)."),
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Replay this many trajectories at a time, each in its own "
+                                                     "work tree (a private mount namespace when run as root)."),
     out: Path = typer.Option(Path("replay-results"), "--out", "-o", help="Per-trajectory JSON goes here."),
     instances: Optional[Path] = typer.Option(None, "--instances", help="SWE-bench instances (JSONL): base commits "
                                                                        "and repositories of .traj.json files."),
@@ -123,7 +128,7 @@ def replay(
     from .replay_cli import run_replay
 
     run_replay(trajectories, repo, workdir, out, instances, timeout, observations_only, filter_, redo, report,
-               as_json, sys.argv)
+               as_json, sys.argv, jobs=jobs, force=force)
 
 
 def _plugins() -> None:

@@ -25,7 +25,11 @@ class LedgerConfig:
     govern: bool = True
     """Decide a verdict for each command before it runs (off: every command runs, still recorded)."""
     shadow: bool = False
-    """Record and decide, but always execute and return the real output (baselines, replays)."""
+    """Record and decide only: every command executes and returns its real output, and nothing
+    reaches the model, no state view either (baselines, replays)."""
+    shadow_view: bool = False
+    """In shadow mode, still put the state view into the prompt (an inform-only run whose verdicts
+    are recorded). Off: shadow mode changes nothing the model sees."""
     view_budget_tokens: int = 1200
     """Budget of the state view, in tokens estimated as characters / 4."""
     view_recent_attempts: int = 8
@@ -93,6 +97,16 @@ class LedgerConfig:
                      "max_content_bytes", "dedupe_min_saving"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must not be negative, not {getattr(self, name)!r}")
+
+    @property
+    def informs(self) -> bool:
+        """Whether the state view reaches the model."""
+        return self.inform and (not self.shadow or self.shadow_view)
+
+    @property
+    def applies(self) -> bool:
+        """Whether verdicts take effect (otherwise they are decided and recorded only)."""
+        return self.govern and not self.shadow
 
     def with_(self, **changes: Any) -> LedgerConfig:
         """A copy with some settings changed (unknown names are an error)."""

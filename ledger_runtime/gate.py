@@ -192,7 +192,7 @@ def compose(governed: Verdict, gated: list[Verdict]) -> Verdict:
 
 def in_force(config: Any, rules: list[Rule]) -> str | None:
     """The state view's policies line: only where the rules act (govern on, not shadow mode)."""
-    return describe(rules) if config.govern and not config.shadow else None
+    return describe(rules) if config.applies else None
 
 
 def describe(rules: list[Rule]) -> str:

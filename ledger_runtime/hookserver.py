@@ -21,17 +21,40 @@ Handler = Callable[[str, dict[str, Any]], dict[str, Any] | None]
 MAX_PAYLOAD = 64 * 1024 * 1024
 
 
+SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
+
+
+class SocketDirError(OSError):
+    """No directory where the hook socket's path fits; the message says what to change."""
+
+
+def _socket_dir() -> str:
+    """A private directory of our own for the socket, with a path short enough for a Unix socket:
+    under $TMPDIR when it fits, else under /tmp."""
+    for base in (tempfile.gettempdir(), "/tmp"):
+        if len(os.path.join(base, "ledger-hook-xxxxxxxx", "hook.sock")) <= SOCKET_PATH_MAX and os.path.isdir(base) \
+                and os.access(base, os.W_OK | os.X_OK):
+            return tempfile.mkdtemp(prefix="ledger-hook-", dir=base)
+    raise SocketDirError(f"no directory for the hook socket: $TMPDIR ({tempfile.gettempdir()}) is too long for a "
+                         f"Unix socket path (at most {SOCKET_PATH_MAX} bytes) and /tmp is not writable; set TMPDIR "
+                         "to a short writable directory")
+
+
 class HookServer:
     """Serves ``handler(event, payload) -> answer | None`` on a Unix socket until ``close()``."""
 
     def __init__(self, handler: Handler, on_fault: Callable[[str, BaseException], None]):
         self.handler = handler
         self.on_fault = on_fault
-        # a short directory of our own: socket paths are limited to about 100 bytes
-        self._dir = tempfile.mkdtemp(prefix="ledger-hook-")
+        self._dir = _socket_dir()
         self.socket_path = os.path.join(self._dir, "hook.sock")
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.bind(self.socket_path)
+        try:
+            self._sock.bind(self.socket_path)
+        except OSError:
+            self._sock.close()
+            os.rmdir(self._dir)
+            raise
         self._sock.listen(16)
         self.lock = threading.RLock()  # one event at a time; held by whoever else touches the runtime
         self._threads: list[threading.Thread] = []

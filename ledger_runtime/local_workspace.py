@@ -22,6 +22,7 @@ class Workspace(Protocol):
 
     root: str
     rescan_before_command: bool  # False where nothing but the agent's own commands can change files
+    scan_is_cheap: bool  # a scan costs what changed (events), not the size of the tree
 
     def scan(self, *, keep_limit: int = 0) -> Snapshot: ...
 
@@ -57,11 +58,16 @@ class LocalWorkspace:
 
     rescan_before_command = True
 
-    def __init__(self, root: str, *, max_hash_bytes: int = 64 * 1024 * 1024, exclude: Iterable[str] = ()):
-        self.scanner = WorkspaceScanner(root, max_hash_bytes=max_hash_bytes, exclude=exclude)
+    def __init__(self, root: str, *, max_hash_bytes: int = 64 * 1024 * 1024, exclude: Iterable[str] = (),
+                 watch_events: bool = True):
+        self.scanner = WorkspaceScanner(root, max_hash_bytes=max_hash_bytes, exclude=exclude, watch_events=watch_events)
         self.root = self.scanner.root
         self.probe = Probe(self.scanner.cache)
         self._head: HeadContents | None = None
+
+    @property
+    def scan_is_cheap(self) -> bool:
+        return self.scanner.watcher is not None
 
     def scan(self, *, keep_limit: int = 0) -> Snapshot:
         return self.scanner.scan(keep_limit=keep_limit)

@@ -34,6 +34,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ from .commands import ANY_FILE, Analysis, analyze
 from .config import LedgerConfig
 from .executor import LocalExecutor
 from .observe import Truncation
+from . import replay_tree
 from .programs import resolve
 from .records import Attempt, CommandClass
 from .runtime import LedgerRuntime
@@ -69,6 +71,7 @@ class ReplaySettings:
     timeout: int | None = None  # None: the trajectory's own (60 s in the shared runs)
     config: LedgerConfig = field(default_factory=lambda: LedgerConfig(shadow=True))
     fresh_python: bool = True  # a new virtualenv per trajectory: pip installs stay there
+    force: bool = False  # use --workdir even when it holds files a replay did not make
 
 
 def sha256_file(path: str) -> str | None:
@@ -190,19 +193,21 @@ class Oracle:
                 self.shown.setdefault(v.path, {}).setdefault(sha, {}).update(seen)
 
 
-def _checkout(repo: Path, commit: str, workdir: Path) -> None:
-    if workdir.exists() or workdir.is_symlink():
-        if workdir.is_dir() and not workdir.is_symlink():
-            shutil.rmtree(workdir)
-        else:
-            workdir.unlink()
-    workdir.parent.mkdir(parents=True, exist_ok=True)
+def _checkout(repo: Path, commit: str, workdir: Path, force: bool = False) -> None:
+    try:
+        replay_tree.check_usable(workdir, force)
+        replay_tree.clear(workdir)
+    except replay_tree.TreeError as e:
+        raise Skip(str(e)) from None
+    except OSError as e:
+        raise Skip(f"cannot empty --workdir {workdir}: {e.strerror}") from None
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
     for args in (["clone", "-q", "--shared", "--no-checkout", str(repo), str(workdir)],
                  ["-C", str(workdir), "checkout", "-q", "--detach", commit]):
         r = subprocess.run(["git", *args], capture_output=True, text=True, env=env, timeout=900)
         if r.returncode != 0:
             raise Skip(f"git {args[0] if args[0] != '-C' else args[2]} failed: {r.stderr.strip()[:200]}")
+    replay_tree.mark(workdir)
     for args in (["config", "user.email", "replay@example.com"], ["config", "user.name", "replay"]):
         subprocess.run(["git", "-C", str(workdir), *args], capture_output=True, timeout=60)
 
@@ -214,8 +219,6 @@ def _has_commit(repo: Path, commit: str) -> bool:
 
 def _python_env(dest: Path) -> dict[str, str]:
     """A fresh virtualenv (no project packages in it) first on PATH: what agents pip install lands there."""
-    if dest.exists():
-        shutil.rmtree(dest)
     subprocess.run([sys.executable, "-m", "venv", str(dest)], check=True, capture_output=True, timeout=300)
     return {"PATH": f"{dest}/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(dest)}
 
@@ -267,14 +270,23 @@ def replay_one(traj: Trajectory, settings: ReplaySettings, on_step: Callable[[in
     if repo is None:
         raise Skip(f"base commit {commit[:12]} is in none of the --repo directories")
     workdir = settings.workdir
-    _checkout(repo, commit, workdir)
+    _checkout(repo, commit, workdir, settings.force)
     run_dir = settings.out / "ledgers" / traj.instance_id
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    env = {**traj.env, "PYTHONHASHSEED": "0", "PAGER": "cat", "GIT_PAGER": "cat", "HOME": str(workdir.parent / ".replay-home")}
+    scratch = Path(tempfile.mkdtemp(prefix="ledger-replay-"))  # HOME and the virtualenv: removed at the end
+    try:
+        return _replay_in(traj, settings, commit, workdir, run_dir, scratch, on_step)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _replay_in(traj: Trajectory, settings: ReplaySettings, commit: str, workdir: Path, run_dir: Path, scratch: Path,
+               on_step: Callable[[int, int], None] | None) -> dict:
+    (scratch / "home").mkdir()
+    env = {**traj.env, "PYTHONHASHSEED": "0", "PAGER": "cat", "GIT_PAGER": "cat", "HOME": str(scratch / "home")}
     if settings.fresh_python:
-        env.update(_python_env(Path("/tmp") / f"ledger-replay-venv-{os.getpid()}"))
-    (workdir.parent / ".replay-home").mkdir(exist_ok=True)
+        env.update(_python_env(scratch / "venv"))
     timeout = settings.timeout or traj.timeout
     executor = LocalExecutor(timeout=timeout, env=env)
     config = settings.config.with_(shadow=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from . import replay_tree
 from .observe import Truncation
 from .replay import ReplaySettings, Skip, observations_only, replay_one, result_path
 from .replay_report import aggregate, class_table, load_results, results_md, table
@@ -46,7 +47,7 @@ def _instances(path: Path | None) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, filter_, redo, report, as_json,
-               argv) -> None:
+               argv, jobs: int = 1, force: bool = False) -> None:
     from .cli import fail
 
     err = Console(stderr=True)
@@ -54,11 +55,19 @@ def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, 
     missing = [p for p in paths if not p.exists()]
     if missing:
         fail(f"no such trajectory file: {missing[0]}")
+    if not paths:
+        fail("no trajectories found in " + ", ".join(str(p) for p in trajectories)
+             + " (give .traj.json files, directories of them, or actions.jsonl(.gz) files)")
+    if jobs < 1:
+        fail(f"-j must be 1 or more, not {jobs}")
     if not obs_only and not repos:
-        fail("give --repo GIT_DIR (the repository of the instances), or --observations-only")
-    for r in repos:
-        if not (r / "HEAD").exists() and not (r / ".git").exists():
-            fail(f"--repo {r} is not a git directory")
+        fail("give --repo DIR (a clone or a git directory holding the instances' commits), or --observations-only")
+    git_dirs = []
+    for r in ([] if obs_only else repos):
+        g = replay_tree.git_dir(r)
+        if g is None:
+            fail(f"--repo {r} is not a git repository (give a clone or a git directory)")
+        git_dirs.append(g)
     try:
         commits, repo_names = _instances(instances)
     except OSError as e:
@@ -68,41 +77,42 @@ def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, 
     items = list(load(paths, notes))
     trajs = [t for t in items if isinstance(t, Trajectory)]
     skipped = [(str(e).split(":")[0], str(e)) for e in items if isinstance(e, TrajectoryError)]
+    if not trajs:
+        fail(f"no trajectory could be read: {skipped[0][1]}" if skipped else "no trajectories in the input")
     if filter_:
         rx = re.compile(filter_)
         trajs = [t for t in trajs if rx.search(t.instance_id)]
+        if not trajs:
+            fail(f"no trajectory's instance id matches --filter {filter_!r}")
     for t in trajs:
         t.repo = t.repo or repo_names.get(t.instance_id)
     if obs_only:
+        for iid, why in skipped:
+            err.print(f"[yellow]skipped[/yellow] {iid}: {why}", highlight=False)
         _observations_only(trajs, out, as_json)
         return
-    settings = ReplaySettings(repos=list(repos), out=out, workdir=workdir, base_commits=commits,
-                              repo_names=repo_names, timeout=timeout)
+    try:
+        replay_tree.check_usable(workdir, force)
+        lock = replay_tree.Lock(workdir)
+    except replay_tree.TreeError as e:
+        fail(str(e))
+        return
+    settings = ReplaySettings(repos=git_dirs, out=out, workdir=workdir, base_commits=commits,
+                              repo_names=repo_names, timeout=timeout, force=force)
+    prov = provenance(settings.config, jobs)  # the code as it is when the replay starts
     todo = [t for t in trajs if redo or not result_path(out, t.instance_id).exists()]
     err.print(f"{len(trajs)} trajectories, {len(trajs) - len(todo)} already replayed, {len(todo)} to go "
-              f"({sum(len(t.commands) for t in todo)} commands)")
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("eta"), TimeRemainingColumn()]
-    with Progress(*columns, console=err, transient=False) as progress:
-        total_cmds = sum(len(t.commands) for t in todo)
-        overall = progress.add_task("commands", total=total_cmds)
-        done_before = 0
-        for t in todo:
-            progress.update(overall, description=f"{t.instance_id:<32}")
-            try:
-                replay_one(t, settings, on_step=lambda i, n, base=done_before: progress.update(overall, completed=base + i))
-            except Skip as e:
-                skipped.append((t.instance_id, str(e)))
-                err.print(f"[yellow]skipped[/yellow] {t.instance_id}: {e}")
-            except Exception as e:  # one bad trajectory never stops the rest
-                skipped.append((t.instance_id, f"{type(e).__name__}: {e}"))
-                err.print(f"[red]failed[/red] {t.instance_id}: {type(e).__name__}: {e}")
-            done_before += len(t.commands)
-            progress.update(overall, completed=done_before)
+              f"({sum(len(t.commands) for t in todo)} commands)" + (f", {jobs} at a time" if jobs > 1 else ""))
+    try:
+        skipped += _replay_all(todo, settings, jobs, err, notes)
+    finally:
+        lock.release()
     if skipped:
         out.mkdir(parents=True, exist_ok=True)
         (out / "skipped.json").write_text(json.dumps(skipped, indent=1))
     results = [r for r in load_results(out) if r["instance_id"] in {t.instance_id for t in trajs}]
+    if not results:
+        fail(f"no trajectory was replayed ({len(skipped)} skipped; the reasons above, and in {out / 'skipped.json'})", 1)
     agg = aggregate(results)
     if as_json:
         json.dump({"summary": agg, "skipped": skipped, "notes": notes}, sys.stdout, indent=2, default=str)
@@ -110,17 +120,91 @@ def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, 
     else:
         console = Console()
         console.print(table(agg))
-        if "total" in agg:
-            console.print(class_table(agg["total"]))
+        console.print(class_table(agg["total"]))
         for iid, why in skipped:
-            console.print(f"skipped {iid}: {why}")
+            console.print(f"skipped {iid}: {why}", highlight=False)
     if report is not None:
         command = "ledger-run " + " ".join(shlex.quote(a) for a in argv[1:])
-        report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(results_md(agg, command, skipped, notes, provenance(settings.config)))
+        try:
+            report.parent.mkdir(parents=True, exist_ok=True)
+            report.write_text(results_md(agg, command, skipped, notes, prov))
+        except OSError as e:
+            fail(f"cannot write --report {report}: {e.strerror}")
 
 
-def provenance(config) -> dict:
+def _replay_all(todo: list[Trajectory], settings: ReplaySettings, jobs: int, err: Console,
+                notes: list[str]) -> list[tuple[str, str]]:
+    """Replay ``todo`` with a progress display, ``jobs`` at a time; returns the trajectories skipped."""
+    skipped: list[tuple[str, str]] = []
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("eta"), TimeRemainingColumn()]
+    with Progress(*columns, console=err, transient=False) as progress:
+        overall = progress.add_task("commands", total=sum(len(t.commands) for t in todo))
+
+        def finished(t: Trajectory, why: str | None, failed: bool = False) -> None:
+            if why is not None:
+                skipped.append((t.instance_id, why))
+                err.print(f"[{'red' if failed else 'yellow'}]{'failed' if failed else 'skipped'}[/] "
+                          f"{t.instance_id}: {why}", highlight=False)
+            progress.advance(overall, len(t.commands))
+
+        if jobs == 1:
+            for t in todo:
+                progress.update(overall, description=f"{t.instance_id:<32}")
+                start = progress.tasks[0].completed
+                try:
+                    replay_one(t, settings, on_step=lambda i, n, base=start: progress.update(overall, completed=base + i))
+                    progress.update(overall, completed=start)
+                    finished(t, None)
+                except Skip as e:
+                    progress.update(overall, completed=start)
+                    finished(t, str(e))
+                except Exception as e:  # one bad trajectory never stops the rest
+                    progress.update(overall, completed=start)
+                    finished(t, f"{type(e).__name__}: {e}", failed=True)
+            return skipped
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        settings.workdir.mkdir(parents=True, exist_ok=True)  # the mount point of each worker's own tree
+        ctx = multiprocessing.get_context("spawn")  # a fresh, single-threaded process: it may unshare
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_start,
+                                 initargs=(str(settings.workdir), [settings.out, *settings.repos])) as pool:
+            futures = {pool.submit(_worker_replay, t, settings): t for t in todo}
+            progress.update(overall, description=f"{len(todo)} trajectories, {jobs} at a time")
+            for fut in as_completed(futures):
+                t = futures[fut]
+                try:
+                    how = fut.result()
+                    if how and how.startswith("directory:") and not any(n.startswith("work trees:") for n in notes):
+                        notes.append("work trees: one private directory per worker (no mount namespaces here); "
+                                     "commands naming the work tree by its absolute path ran against the shared one")
+                    finished(t, None)
+                except Skip as e:
+                    finished(t, str(e))
+                except Exception as e:
+                    finished(t, f"{type(e).__name__}: {e}", failed=True)
+    return skipped
+
+
+_ISOLATION: str | None = None
+
+
+def _worker_start(workdir: str, keep: list[Path]) -> None:
+    global _ISOLATION
+    _ISOLATION = replay_tree.isolate(Path(workdir), keep)
+
+
+def _worker_replay(t: Trajectory, settings: ReplaySettings) -> str | None:
+    from dataclasses import replace
+
+    if _ISOLATION and _ISOLATION.startswith("directory:"):
+        settings = replace(settings, workdir=Path(_ISOLATION.split(":", 1)[1]))
+    replay_one(t, settings)
+    return _ISOLATION
+
+
+def provenance(config, jobs: int = 1) -> dict:
     """The code and settings a report was made with: the commit of this checkout (and whether the
     core had uncommitted changes), the ledger settings that decide answers."""
     import subprocess
@@ -129,7 +213,7 @@ def provenance(config) -> dict:
     from . import __version__
 
     here = Path(__file__).resolve().parent
-    out: dict = {"version": __version__, "written": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    out: dict = {"version": __version__, "written": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "jobs": jobs}
     try:
         head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
         dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--", str(here), str(here.parent / "adapters")],

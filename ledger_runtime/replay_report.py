@@ -119,7 +119,10 @@ def results_md(agg: dict[str, dict[str, Any]], command: str, skipped: list[tuple
         lines += [f"- code: ledger-runtime {prov.get('version', '?')} at commit `{prov.get('commit') or 'unknown'}`"
                   + (" (with uncommitted changes)" if prov.get("dirty") else ""),
                   f"- settings: {', '.join(f'`{k} = {v!r}`' for k, v in (prov.get('settings') or {}).items())}",
-                  f"- written: {prov.get('written', '?')}", ""]
+                  f"- written: {prov.get('written', '?')}"]
+        if (prov.get("jobs") or 1) > 1:
+            lines.append(f"- {prov['jobs']} trajectories replayed at a time: the overhead timings are contended")
+        lines.append("")
     lines += ["Reproduce:", "", "```bash", command, "```", "",
               "| repository | trajectories | commands | parse coverage | answers checked | unsound | output seen (chars) | "
               "spared (chars) | spared | repeated lines (ceiling) | redundant (exact / subsumed) | caught | "

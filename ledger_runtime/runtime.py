@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -150,6 +151,7 @@ class LedgerRuntime:
         self.delivered = Delivered(self._alive)
         self._restore_delivered()
         self._last: Snapshot | None = self.workspace.scan()
+        self._pending: tuple[threading.Thread, list[Any]] | None = None  # a scan running while the model thinks
         if self.state.baseline is None:
             baseline = self.workspace.baseline(self._last, task)
             self.store.append("run", {"version": __version__, "workdir": self.workdir, "config": self.config.to_dict(),
@@ -164,8 +166,11 @@ class LedgerRuntime:
         return render(self.state, self.config, policies=in_force(self.config, self.rules))
 
     def inform(self) -> str:
-        """The state view to put into the prompt now ("" when inform is off or on a fault)."""
-        if not self.config.inform:
+        """The state view to put into the prompt now ("" when inform is off, in shadow mode, or on a
+        fault). The model's turn starts now: the scan for changes made since the last command starts
+        too, in the background (``prescan``)."""
+        self.prescan()
+        if not self.config.informs:
             return ""
         try:
             return self.view().text
@@ -173,10 +178,68 @@ class LedgerRuntime:
             self._fault("rendering the state view", e)
             return ""
 
+    def prescan(self) -> None:
+        """Take the scan before the next command now, while the model thinks: changes made since the
+        last command are recorded as made between commands, off the next command's path. Where a
+        scan is a walk of the tree (no watcher) it runs in the background and the next command's plan
+        takes its result; with a watcher it costs what changed and runs here, and the command's plan
+        still reads the events queued after it, so "between commands" stays exact."""
+        if self._pending is not None or not self._scans_before():
+            return
+        if self.workspace.scan_is_cheap:
+            try:
+                self._take_between(self.workspace.scan(keep_limit=self.config.max_content_bytes), self.state.step + 1)
+            except Exception as e:
+                self._fault("scanning before the model's turn", e)
+            return
+        box: list[Any] = []
+
+        def work() -> None:
+            try:
+                box.append(self.workspace.scan(keep_limit=self.config.max_content_bytes))
+            except BaseException as e:  # reported when the result is taken
+                box.append(e)
+
+        t = threading.Thread(target=work, name="ledger-prescan", daemon=True)
+        t.start()
+        self._pending = (t, box)
+
+    def _settle(self, *, discard: bool = False) -> Snapshot | None:
+        """Wait for a background scan, record what it found as changes made between commands, and
+        return its snapshot (None when none was running or it failed). ``discard``: a command is
+        under way (the scan may have seen part of what it does): drop the result, the scan after the
+        command finds it all."""
+        if self._pending is None:
+            return None
+        t, box = self._pending
+        self._pending = None
+        t.join()
+        if discard:
+            return None
+        if not box or isinstance(box[0], BaseException):
+            self._fault("scanning in the background", box[0] if box else RuntimeError("no result"))
+            return None
+        snap = box[0]
+        self._take_between(snap, self.state.step + 1)
+        return snap
+
+    def _take_between(self, snap: Snapshot, step: int) -> None:
+        """Make ``snap`` the last snapshot; what changed since the previous one was made between commands."""
+        if self._last is not None:
+            external = delta(self._last, snap)
+            if external:
+                self._record_changes(external, None, step, analysis=None)
+                self.store.commit()
+        self._last = snap
+
+    def _scans_before(self) -> bool:
+        return self.config.rescan_before_command and self.workspace.rescan_before_command
+
     def complete(self, attempt_id: int, res: ExecResult) -> None:
         """Fold in what an executed command that was recorded unfinished gave in the end (an agent
         whose tool returned before the command ended: its exit code and whole output)."""
         try:
+            self._settle(discard=True)
             a = self.state.attempt(attempt_id)
             if a is None or not a.executed:
                 return
@@ -256,6 +319,7 @@ class LedgerRuntime:
         ``shown_raw``: the agent already got the output as it is (a command it ran itself)."""
         plan.shown_raw = plan.shown_raw or shown_raw
         try:
+            self._settle(discard=True)
             return self._record_run(plan, res, elapsed, None, truncation)
         except Exception as e:
             self._fault("recording the command", e, plan.command)
@@ -263,18 +327,12 @@ class LedgerRuntime:
 
     def _plan(self, command: str, cwd: str, step: int, analysis: Analysis | None = None) -> Plan:
         analysis = analysis or analyze(command, cwd)
-        before = self._last
+        prescanned = self._settle()  # the scan taken while the model thought, if any
         # A reader needs no scan: it changes nothing, and what it shows is checked against the files
         # after it ran. Changes made before it are found by the next scan that does run.
-        if (self.config.rescan_before_command and self.workspace.rescan_before_command and not analysis.readonly) \
-                or before is None:
-            before = self.workspace.scan(keep_limit=self.config.max_content_bytes)
-            if self._last is not None:
-                external = delta(self._last, before)
-                if external:
-                    self._record_changes(external, None, step, analysis=None)
-                    self.store.commit()
-            self._last = before
+        if (self._scans_before() and not analysis.readonly and prescanned is None) or self._last is None:
+            self._take_between(self.workspace.scan(keep_limit=self.config.max_content_bytes), step)
+        before = self._last
         pre_keys = {k for k in analysis.read_keys if k[:2] in SIGNED} if analysis.pure else set()
         sigs = self.workspace.sign_many(pre_keys, exact=False)
         files = {}
@@ -283,7 +341,7 @@ class LedgerRuntime:
         current = Current(sigs, files)
         verdict = compose(govern(analysis, self.state, current, self._decide_config),
                           check_all(self.rules, analysis, self.state, current, self._policy_fault))
-        applied = self.config.govern and not self.config.shadow
+        applied = self.config.applies
         shadow_hash = None
         if verdict.kind is VerdictKind.REUSE and verdict.ref_attempt is not None:
             ref = self.state.attempt(verdict.ref_attempt)
@@ -670,6 +728,7 @@ class LedgerRuntime:
             self._fault("recording an interrupted command", e)
 
     def close(self) -> None:
+        self._settle(discard=True)
         self.workspace.close()
         self.store.close()
 

@@ -138,3 +138,148 @@ def test_volatile_masks():
     assert same("<object at 0x7f3a2c1b9d30>", "<object at 0x7f00aa11bb22>")
     assert not same("3 passed", "4 passed")
     assert mask("created /tmp/tmpab12cd34/x") == "created <TMP>/x"
+
+
+def _cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ledger_runtime.cli", "replay", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _one_line_error(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def _calc_case(tmp_path: Path, commands: list[str] = COMMANDS[:3], iid: str = "demo__calc-1") -> tuple[Path, Path, Path]:
+    """A clone of the demo repository, its bare mirror, a directory with one trajectory, the instances file."""
+    bare, commit = mirror(tmp_path)
+    trajs = tmp_path / "trajs"
+    trajs.mkdir(exist_ok=True)
+    traj_file(trajs / f"{iid}.traj.json", iid, commands)
+    inst = tmp_path / "instances.jsonl"
+    inst.write_text(json.dumps({"instance_id": iid, "base_commit": commit, "repo": "demo/calc"}) + "\n")
+    return bare, trajs, inst
+
+
+def test_a_workdir_the_replay_did_not_make_is_never_deleted(tmp_path):
+    bare, trajs, inst = _calc_case(tmp_path)
+    mine = tmp_path / "p"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("x\n")
+    common = [str(trajs), "--repo", str(bare), "--instances", str(inst), "--workdir", str(mine), "--json"]
+    refused = _cli(*common, "-o", str(tmp_path / "o1"))
+    assert "holds files a replay did not make" in _one_line_error(refused) and "--force" in refused.stderr
+    assert (mine / "notes.txt").read_text() == "x\n"
+    forced = _cli(*common, "-o", str(tmp_path / "o2"), "--force")
+    assert forced.returncode == 0, forced.stderr[-2000:]
+    assert not (mine / "notes.txt").exists() and (mine / "calc.py").exists()
+    again = _cli(*common, "-o", str(tmp_path / "o3"))  # a tree the replay made is the replay's to reuse
+    assert again.returncode == 0, again.stderr[-2000:]
+
+
+def test_one_replay_per_work_tree(tmp_path):
+    from ledger_runtime.replay_tree import Lock
+
+    bare, trajs, inst = _calc_case(tmp_path)
+    tree = tmp_path / "testbed"
+    held = Lock(tree)  # another replay holds it (a flock: another process is refused the same way)
+    try:
+        r = _cli(str(trajs), "--repo", str(bare), "--instances", str(inst), "--workdir", str(tree), "-o", str(tmp_path / "o"))
+        assert "in use by another replay" in _one_line_error(r)
+        assert not (tmp_path / "o").exists() and not tree.exists()
+    finally:
+        held.release()
+
+
+def test_repo_may_be_a_clone(tmp_path):
+    bare, trajs, inst = _calc_case(tmp_path)
+    r = _cli(str(trajs), "--repo", str(tmp_path / "src"), "--instances", str(inst), "--workdir",
+             str(tmp_path / "testbed"), "-o", str(tmp_path / "o"), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["summary"]["total"]["instances"] == 1
+    nogit = tmp_path / "plain"
+    nogit.mkdir()
+    bad = _cli(str(trajs), "--repo", str(nogit), "--instances", str(inst), "-o", str(tmp_path / "o2"))
+    assert "not a git repository" in _one_line_error(bad)
+
+
+def test_a_replay_where_everything_was_skipped_fails(tmp_path):
+    bare, trajs, _ = _calc_case(tmp_path)
+    inst = tmp_path / "wrong.jsonl"
+    inst.write_text(json.dumps({"instance_id": "demo__calc-1", "base_commit": "0" * 40}) + "\n")
+    r = _cli(str(trajs), "--repo", str(bare), "--instances", str(inst), "--workdir", str(tmp_path / "testbed"),
+             "-o", str(tmp_path / "o"), "--report", str(tmp_path / "R.md"))
+    assert "no trajectory was replayed" in _one_line_error(r) and r.returncode == 1
+    assert "in none of the --repo" in r.stderr
+
+
+def test_observations_only_refuses_what_holds_no_trajectory(tmp_path):
+    import gzip
+
+    bad_json = tmp_path / "a.traj.json"
+    bad_json.write_text("{not json")
+    empty_gz = tmp_path / "actions.jsonl.gz"
+    empty_gz.write_bytes(b"")
+    fake_gz = tmp_path / "fake.jsonl.gz"
+    fake_gz.write_bytes(b"this is not gzip")
+    shape = tmp_path / "shape.traj.json"
+    shape.write_text(json.dumps([1, 2, 3]))
+    empty_dir = tmp_path / "empty"
+    empty_dir.mkdir()
+    zero = tmp_path / "zero.jsonl.gz"
+    with gzip.open(zero, "wt") as f:
+        f.write("")
+    for source in (bad_json, empty_gz, fake_gz, shape, empty_dir, zero):
+        r = _cli(str(source), "--observations-only", "-o", str(tmp_path / "o"))
+        _one_line_error(r)
+
+
+def _isolation_case(base: Path, n: int) -> tuple[list[str], Path]:
+    """``n`` trajectories that each write their id into the work tree and into /tmp, wait, and read both
+    back: with a shared tree or /tmp, one would read another's."""
+    src = make_repo(base / "src", FILES)
+    commit = git(src, "rev-parse", "HEAD").strip()
+    trajs = base / "trajs"
+    trajs.mkdir()
+    rows = []
+    for i in range(n):
+        iid = f"demo__calc-{i}"
+        cmd = f"echo {iid} > mine.txt && echo {iid} > /tmp/ledger-replay-test-shared.txt && sleep 2 && cat mine.txt /tmp/ledger-replay-test-shared.txt"
+        traj_file(trajs / f"{iid}.traj.json", iid, [cmd])
+        rows.append(json.dumps({"instance_id": iid, "base_commit": commit, "repo": "demo/calc"}))
+    (base / "inst.jsonl").write_text("\n".join(rows) + "\n")
+    return [str(trajs), "--repo", str(src), "--instances", str(base / "inst.jsonl"), "-o", str(base / "out"), "-j", "2"], base
+
+
+def test_parallel_replays_each_see_their_own_tree(tmp_path):
+    import os
+    import shutil
+    import tempfile
+
+    namespaces = os.geteuid() == 0  # otherwise each worker has a private tree elsewhere, and /tmp is shared
+    base = Path(tempfile.mkdtemp(dir="/var/tmp")) if os.path.isdir("/var/tmp") else tmp_path
+    try:
+        args, base = _isolation_case(base, 2)
+        tree = base / "testbed"
+        r = _cli(*args, "--workdir", str(tree), "--json")
+        assert r.returncode == 0, r.stderr[-3000:]
+        for i in range(2):
+            res = json.loads((base / "out" / f"demo__calc-{i}.json").read_text())
+            assert res["rows"][0]["exit"] == 0
+        ledgers = sorted((base / "out" / "ledgers").iterdir())
+        assert len(ledgers) == 2
+        from ledger_runtime.inspection import load as load_ledger
+
+        for i, led in enumerate(ledgers):
+            loaded = load_ledger(led)
+            a = loaded.state.attempts[-1]
+            text = loaded.transcript().expanded(a)
+            mine, shared = text.splitlines()
+            assert mine == led.name, "a worker saw another's tree"
+            assert shared == led.name or not namespaces, "a worker saw another's /tmp"
+        assert not tree.exists() or not any(tree.iterdir()), "the workers' trees are their own"
+    finally:
+        if base != tmp_path:
+            shutil.rmtree(base, ignore_errors=True)

@@ -151,3 +151,37 @@ def test_a_runtime_records_changes_between_commands_with_the_watcher(tmp_path):
         assert ("pkg1/mod2.py", None) in mods, "made between commands"
         assert ("y.txt", 2) in mods and ("x", 1) in mods
         assert rt.workspace.scanner.incremental_scans >= 3
+
+
+@pytest.mark.parametrize("watch", [True, False])
+def test_changes_between_commands_are_taken_while_the_model_thinks(tmp_path, watch):
+    """The state view is rendered when the model's turn starts: the scan for changes made since the
+    last command is taken then (in the background where it is a walk), recorded as made between
+    commands, and the next command's own path has one scan, the one after it."""
+    from ledger_runtime.local_workspace import LocalWorkspace
+
+    root = make_repo(tmp_path / "r", FILES)
+    ws = LocalWorkspace(str(root), watch_events=watch)
+    rt = LedgerRuntime(root, tmp_path / "run", LedgerConfig(), workspace=ws)
+    ex = LocalExecutor()
+    try:
+        rt.run("touch a.txt", ex)
+        (root / "pkg1" / "mod2.py").write_text("x = 'edited by hand'\n")
+        scans = ws.scanner.full_scans + ws.scanner.incremental_scans
+        rt.inform()  # the model's turn
+        if watch:
+            assert [os.path.relpath(m.path, root) for m in rt.state.modifications if m.attempt is None] == ["pkg1/mod2.py"], \
+                "taken at once: a watched scan costs what changed"
+        rt.run("echo b > b.txt", ex)
+        between = [m for m in rt.state.modifications if m.attempt is None]
+        ours = [m for m in rt.state.modifications if m.attempt == rt.state.attempts[-1].id]
+        assert [os.path.relpath(m.path, root) for m in between] == ["pkg1/mod2.py"] and [os.path.relpath(m.path, root) for m in ours] == ["b.txt"]
+        used = ws.scanner.full_scans + ws.scanner.incremental_scans - scans
+        # a watched scan at the model's turn, at the command (reading the events queued since), after it;
+        # a walk only at the model's turn and after the command
+        assert used == (3 if watch else 2), "without a watcher the walk before the command was taken before it"
+        (root / "c.txt").write_text("made while no view was rendered\n")
+        rt.run("echo d > d.txt", ex)  # no model turn in between: the scan before the command finds it
+        assert sorted(os.path.relpath(m.path, root) for m in rt.state.modifications if m.attempt is None) == ["c.txt", "pkg1/mod2.py"]
+    finally:
+        rt.close()

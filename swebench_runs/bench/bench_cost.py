@@ -8,7 +8,9 @@ For each tree, each operation runs ``--repeat`` times through ``LedgerRuntime.ru
 mini-swe-agent run uses, LocalExecutor) and the same number of times bare (``bash -c`` through the
 same LocalExecutor), interleaved, in the same process; "added" is the ledger's time for a command
 minus the command's own (the runtime times the command inside its step, so the bare twin is only
-there to show the command's own cost side by side). Operations:
+there to show the command's own cost side by side). The bare twin changes the same tree; its change
+is taken, as every change made between commands, when the state view is rendered for the model's
+turn (``rt.inform()``, untimed: it overlaps the model's thinking). Operations:
 
 - ``touch x``: a trivial impure command (it changes a file's stat data, not its content);
 - a pure read: ``sed -n '100,160p'`` of a source file;
@@ -134,19 +136,25 @@ def measure(root: Path, repeat: int) -> dict[str, Any]:
         for name, cmds in operations(root):
             added: list[float] = []
             bare: list[float] = []
+            turn: list[float] = []  # the state view and the scan of the twin's change, before the model call
             for i in range(repeat):
                 cmd = cmds[i % len(cmds)]
                 t0 = time.perf_counter()
                 ex(cmd, str(root))
                 bare.append((time.perf_counter() - t0) * 1000)
                 cmd = cmds[(i + 1) % len(cmds)] if len(cmds) > 1 else cmd  # undo what the bare run did
+                # the model's turn: the bare twin's change is taken then, as any change between commands
+                t0 = time.perf_counter()
+                rt.inform()
+                turn.append((time.perf_counter() - t0) * 1000)
                 t0 = time.perf_counter()
                 rt.run(cmd, ex)
                 total = (time.perf_counter() - t0) * 1000
                 added.append(total - rt.state.attempts[-1].duration_s * 1000)
             out[name] = {"added_p50_ms": round(statistics.median(added), 3), "added_p95_ms": round(pct(added, 0.95), 3),
                          "added_max_ms": round(max(added), 3), "bare_p50_ms": round(statistics.median(bare), 3),
-                         "bare_p95_ms": round(pct(bare, 0.95), 3), "n": repeat}
+                         "bare_p95_ms": round(pct(bare, 0.95), 3), "model_turn_p50_ms": round(statistics.median(turn), 3),
+                         "n": repeat}
         scanner = rt.workspace.scanner
         out["scans"] = {"incremental": scanner.incremental_scans, "full": scanner.full_scans,
                         "watcher": scanner.watcher is not None}
