@@ -155,6 +155,7 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
                             env={"PYTHONDONTWRITEBYTECODE": "1", "PAGER": "cat", "GIT_PAGER": "cat"},
                             ledger={"run_dir": str(run_dir), "task": TASK, "shadow": shadow})
     model = LedgerModel(inner_class="deterministic", outputs=outputs, cost_per_call=0.0)
+    from rich.padding import Padding
     from rich.text import Text
 
     started = time.perf_counter()
@@ -168,21 +169,30 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
         line = Text(f"step {model.inner.current_index + 1:>2}  ")
         line.append(f"{verdict:<6}", style=style)
         line.append(f"  {cmd}")
+        console.print(line, no_wrap=True, overflow="ellipsis")
         rt = env.runtime
         attempt = rt.state.attempt(led["attempt"]) if rt is not None and led.get("attempt") else None
+        details = []
         if attempt is not None and led.get("answer") not in (None, "raw"):
-            line.append(f"\n             {led['answer']}: {attempt.shown_chars:,} of {attempt.output_chars:,} characters "
-                        f"({ANSWER_WORDS.get(led['answer'], '')})", style="green")
+            details.append((f"{led['answer']}: {attempt.shown_chars:,} of {attempt.output_chars:,} characters "
+                            f"({ANSWER_WORDS.get(led['answer'], '')})", "green"))
         if verdict not in ("RUN", "REUSE") and led.get("reason"):
-            line.append(f"\n             {led['reason']}", style="dim")
-        console.print(line)
+            details.append((led["reason"], "dim"))
+        for text, detail_style in details:  # wrapped under the command, on word boundaries
+            console.print(Padding(Text(text, style=detail_style), (0, 0, 0, 13)))
 
     env.observers.append(show)
     agent = DefaultAgent(model, env, system_template="You are a careful software engineer.",
                          instance_template="{{task}}", step_limit=len(SCRIPT) + 2, cost_limit=0,
                          output_path=run_dir / "trajectory.traj.json")
     console.print(f"[bold]Ledger runtime demo[/bold]: mini-swe-agent, a scripted model, a buggy project in {workspace}\n")
-    info = agent.run(TASK)
+    try:
+        info = agent.run(TASK)
+    except KeyboardInterrupt:
+        env.cleanup()
+        console.print(f"\ninterrupted: the ledger of the steps so far is kept in {run_dir} "
+                      f"(ledger-run inspect {run_dir}), the project in {workspace}", highlight=False)
+        sys.exit(130)
     env.cleanup()
     elapsed = time.perf_counter() - started
     status = info.get("exit_status")

@@ -185,7 +185,13 @@ def mini(
     except ValueError as e:
         fail(f"{e} (pass -m MODEL, e.g. -m openai/gpt-5-mini)")
         return
-    env = get_environment(cfg.get("environment", {}))
+    try:
+        env = get_environment(cfg.get("environment", {}))
+    except Exception as e:  # a config the environment rejects (pydantic), an engine that is not there
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        fail(f"the {inner_env} environment cannot start: {first}"
+             + (f" ({'; '.join(ln.strip() for ln in str(e).splitlines()[1:3])})" if len(str(e).splitlines()) > 1 else ""))
+        return
     agent = get_agent(mdl, env, cfg.get("agent", {}), default_type="interactive")
     console = Console()
     try:

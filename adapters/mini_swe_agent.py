@@ -123,6 +123,19 @@ def _instance_image(ctx: dict[str, Any]) -> str | None:
     return get_swebench_docker_image_name(instance)
 
 
+def image_for(inner_class: str, class_name: str, instance_image: str | None) -> str | None:
+    """The image an environment of this class runs a SWE-bench instance in, named as mini-extra
+    swebench names it (get_sb_environment): the Docker image, or its ``docker://`` URI for the
+    environments that pull through another runtime (Singularity, ConTree)."""
+    if not instance_image:
+        return None
+    if inner_class in ("docker", "swerex_modal") or class_name == "DockerEnvironment":
+        return instance_image
+    if inner_class in ("singularity", "contree") or class_name in ("SingularityEnvironment", "ContreeEnvironment"):
+        return "docker://" + instance_image
+    return None
+
+
 class LedgerEnvironment:
     """Any mini-swe-agent environment, with every command sent through the ledger."""
 
@@ -131,9 +144,8 @@ class LedgerEnvironment:
         settings = LedgerSettings(**(ledger or {}))
         self.inner_class = inner_class
         cls = get_environment_class(inner_class)
-        if inner_class in ("docker", "swerex_modal") or cls.__name__ == "DockerEnvironment":
-            if "image" not in inner_kwargs and (image := _instance_image(ctx)):
-                inner_kwargs["image"] = image  # mini-extra swebench hands the image only to its own classes
+        if "image" not in inner_kwargs and (image := image_for(inner_class, cls.__name__, _instance_image(ctx))):
+            inner_kwargs["image"] = image  # mini-extra swebench hands the image only to its own classes
         self.inner = cls(**inner_kwargs)
         self.settings = settings
         self.session: Session | None = None
@@ -296,6 +308,8 @@ class LedgerModel:
         cfg = data.setdefault("info", {}).setdefault("config", {})
         cfg["model_type"] = f"{type(self).__module__}.{type(self).__name__}"
         cfg["inner_model_type"] = f"{type(self.inner).__module__}.{type(self.inner).__name__}"
+        # how many of the model's calls carried a state view: 0 for an uninformed agent (a baseline)
+        data["info"]["ledger_views"] = {"injected": self.views_injected}
         return data
 
     def __getattr__(self, name: str) -> Any:

@@ -41,7 +41,7 @@ def _docker_client():
 def swebench(
     ctx: typer.Context,
     subset: str = typer.Option("verified", "--subset", help="SWE-bench subset (verified, lite, full) or a dataset name."),
-    split: str = typer.Option("test", "--split"),
+    split: str = typer.Option("test", "--split", help="The dataset split."),
     slice_spec: str = typer.Option("", "--slice", help="Instances A:B of the (filtered) list."),
     filter_spec: str = typer.Option("", "--filter", help="Instance ids matching this regular expression."),
     instances: Optional[Path] = typer.Option(None, "--instances", help="A JSONL file of instances (or a directory "
@@ -49,6 +49,9 @@ def swebench(
     model: Optional[str] = typer.Option(None, "-m", "--model", help="Model name, any litellm supports."),
     model_class: Optional[str] = typer.Option(None, "--model-class", help="mini-swe-agent model class (default: "
                                                                           "from the model name)."),
+    environment_class: Optional[str] = typer.Option(None, "--environment-class", help="mini-swe-agent environment "
+                                                    "the instances run in (default docker; singularity, swerex_modal "
+                                                    "or a class path to scale out)."),
     arms: str = typer.Option(",".join(DEFAULT_ARMS), "--arms", help="ledger, baseline, inform-only, govern-only."),
     workers: int = typer.Option(1, "-w", "--workers", help="Instances run in parallel."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Output directory: OUT/<arm>/..."),
@@ -56,14 +59,15 @@ def swebench(
                                                                              "swebench.yaml (repeatable)."),
     pull: bool = typer.Option(True, "--pull/--no-pull", help="Pull instance images that are not on the engine."),
     evaluate_after: bool = typer.Option(False, "--evaluate", help="Score the predictions with the SWE-bench harness."),
-    eval_workers: int = typer.Option(4, "--eval-workers"),
+    eval_workers: int = typer.Option(4, "--eval-workers", help="With --evaluate: the harness's parallel workers."),
+    modal: bool = typer.Option(False, "--modal", help="With --evaluate: score on Modal (the harness's --modal)."),
 ) -> None:
     """Run mini-swe-agent on SWE-bench instances once per arm (resumable; Ctrl-C leaves no containers)."""
     if ctx.invoked_subcommand is not None:
         return
     from rich.console import Console
 
-    from .swebench_run import base_config, load_instances, missing_images, parse_arms, run, select
+    from .swebench_run import base_config, load_instances, missing_images, parse_arms, run, select, uses_docker
 
     if out is None:
         _fail("-o OUT is required: where the arms' predictions, trajectories and ledgers go")
@@ -73,10 +77,10 @@ def swebench(
         chosen_arms = parse_arms(arms)
         if workers < 1:
             raise BadInput(f"-w must be 1 or more, not {workers}")
-        cfg = base_config(list(config or []), model, model_class)
+        cfg = base_config(list(config or []), model, model_class, environment_class)
         rows = select(load_instances(subset, split, instances), slice_spec=slice_spec, filter_spec=filter_spec)
-        client = _docker_client()
-        missing = missing_images(rows, client, pull=pull)
+        client = _docker_client() if uses_docker(cfg) else None  # other environments bring their own
+        missing = missing_images(rows, client, pull=pull) if client is not None else []
         if missing:
             raise BadInput(f"image {missing[0]} is not on the Docker engine"
                            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
@@ -94,16 +98,17 @@ def swebench(
     if done["status"] == "interrupted":
         raise typer.Exit(130)
     if evaluate_after:
-        _evaluate(out, subset, split, eval_workers, console)
+        _evaluate(out, subset, split, eval_workers, console, modal)
 
 
-def _evaluate(out: Path, subset: str, split: str, workers: int, console) -> None:
+def _evaluate(out: Path, subset: str, split: str, workers: int, console, modal: bool = False) -> None:
     from minisweagent.run.benchmarks.swebench import DATASET_MAPPING
 
     from .swebench_eval import evaluate as run_evaluation
 
     try:
-        run_evaluation(out, dataset=DATASET_MAPPING.get(subset, subset), split=split, workers=workers, console=console)
+        run_evaluation(out, dataset=DATASET_MAPPING.get(subset, subset), split=split, workers=workers, console=console,
+                       modal=modal)
     except BadInput as e:
         _fail(str(e))
 
@@ -111,9 +116,11 @@ def _evaluate(out: Path, subset: str, split: str, workers: int, console) -> None
 @swebench_app.command("evaluate")
 def evaluate(
     out: Path = typer.Argument(..., help="The output directory of ledger-run swebench."),
-    subset: str = typer.Option("verified", "--subset"),
-    split: str = typer.Option("test", "--split"),
-    workers: int = typer.Option(4, "-w", "--workers"),
+    subset: str = typer.Option("verified", "--subset", help="SWE-bench subset (verified, lite, full) or a dataset name."),
+    split: str = typer.Option("test", "--split", help="The dataset split."),
+    workers: int = typer.Option(4, "-w", "--workers", help="The harness's parallel workers."),
+    modal: bool = typer.Option(False, "--modal", help="Score on Modal (the harness's --modal) instead of the local "
+                                                      "Docker engine."),
     report_file: Optional[Path] = typer.Option(None, "--from-report", help="Read a harness report already made "
                                                                            "(one arm: OUT/<arm>) instead of running it."),
 ) -> None:
@@ -131,7 +138,7 @@ def evaluate(
         n = sum(1 for r in results["instances"].values() if r["resolved"])
         print(f"{out.name}: {n}/{len(results['instances'])} resolved -> {out / 'results.json'}")
         return
-    _evaluate(out, subset, split, workers, Console(stderr=True))
+    _evaluate(out, subset, split, workers, Console(stderr=True), modal)
 
 
 def report(
@@ -139,6 +146,8 @@ def report(
     as_json: bool = typer.Option(False, "--json", help="Print the whole report as JSON on stdout."),
     png: Optional[Path] = typer.Option(None, "--png", help="Where the figure goes (default OUT/report.png)."),
     no_png: bool = typer.Option(False, "--no-png", help="No figure."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Also write the arms side by side as one "
+                                                             "self-contained HTML page here."),
 ) -> None:
     """The arms of a ledger-run swebench output side by side: resolved, cost, calls, tokens, re-reads."""
     from rich.console import Console
@@ -151,6 +160,13 @@ def report(
     except BadInput as e:
         _fail(str(e))
         return
+    if html is not None:
+        from ledger_runtime.html_report import arms_page, write_private
+
+        try:
+            write_private(html, arms_page(rep))
+        except OSError as e:
+            _fail(f"cannot write --html {html}: {e.strerror}")
     if as_json:
         print(json.dumps({**rep, "figure": str(figure) if figure else None}, indent=1, default=str))
         return

@@ -61,7 +61,16 @@ def results_from_report(arm_dir: Path, report: Path) -> dict[str, Any]:
     return results
 
 
-def evaluate(out: Path, *, dataset: str, split: str, workers: int, console: Any) -> dict[str, Any]:
+def harness_command(predictions: Path, *, dataset: str, split: str, workers: int, run_id: str, report_dir: Path,
+                    modal: bool = False) -> list[str]:
+    """The SWE-bench harness's command line for one arm's predictions."""
+    cmd = [sys.executable, "-m", "swebench.harness.run_evaluation", "--dataset_name", dataset, "--split", split,
+           "--predictions_path", str(predictions.resolve()), "--max_workers", str(workers),
+           "--run_id", run_id, "--report_dir", str(report_dir.resolve())]
+    return cmd + (["--modal", "true"] if modal else [])
+
+
+def evaluate(out: Path, *, dataset: str, split: str, workers: int, console: Any, modal: bool = False) -> dict[str, Any]:
     if importlib.util.find_spec("swebench") is None:
         raise BadInput("the official SWE-bench harness is not installed: pip install swebench")
     done = {}
@@ -75,9 +84,8 @@ def evaluate(out: Path, *, dataset: str, split: str, workers: int, console: Any)
         report_dir = arm_dir / "evaluation"
         report_dir.mkdir(exist_ok=True)
         console.print(f"scoring {arm_dir.name}: {len(preds)} predictions with the SWE-bench harness...")
-        cmd = [sys.executable, "-m", "swebench.harness.run_evaluation", "--dataset_name", dataset, "--split", split,
-               "--predictions_path", str(path.resolve()), "--max_workers", str(workers),
-               "--run_id", run_id, "--report_dir", str(report_dir.resolve())]
+        cmd = harness_command(path, dataset=dataset, split=split, workers=workers, run_id=run_id,
+                              report_dir=report_dir, modal=modal)
         p = subprocess.run(cmd, cwd=report_dir)
         report = report_dir / f"{model.replace('/', '__')}.{run_id}.json"
         if p.returncode != 0 or not report.exists():

@@ -153,8 +153,22 @@ def missing_images(instances: list[dict[str, Any]], client: Any, *, pull: bool) 
 # -- configuration -----------------------------------------------------------------------------------
 
 
-def base_config(config_files: list[Path], model: str | None, model_class: str | None) -> dict[str, Any]:
-    """mini-swe-agent's swebench.yaml, then the user's files over it, then -m / --model-class."""
+DOCKER_CLASSES = ("docker", "minisweagent.environments.docker.DockerEnvironment")
+
+
+def uses_docker(config: dict[str, Any]) -> bool:
+    """Whether the arms' environment runs on this machine's Docker engine (the default)."""
+    env = config.get("environment") or {}
+    inner = env.get("environment_class") or "docker"
+    if inner == ENV_CLASS:
+        inner = env.get("inner_class") or "docker"
+    return inner in DOCKER_CLASSES
+
+
+def base_config(config_files: list[Path], model: str | None, model_class: str | None,
+                environment_class: str | None = None) -> dict[str, Any]:
+    """mini-swe-agent's swebench.yaml, then the user's files over it, then -m / --model-class /
+    --environment-class (any of mini-swe-agent's environments: docker, singularity, swerex_modal...)."""
     from minisweagent.config import get_config_from_spec
     from minisweagent.run.benchmarks.swebench import DEFAULT_CONFIG_FILE
     from minisweagent.utils.serialize import recursive_merge
@@ -173,6 +187,8 @@ def base_config(config_files: list[Path], model: str | None, model_class: str | 
     if not m.get("model_name"):
         raise BadInput("no model: pass -m MODEL (e.g. -m openai/gpt-5-mini) or set model.model_name in --config")
     config["model"] = m
+    if environment_class:
+        config["environment"] = {**(config.get("environment") or {}), "environment_class": environment_class}
     return config
 
 
@@ -187,8 +203,9 @@ def arm_config(config: dict[str, Any], arm: str, run_id: str) -> dict[str, Any]:
     policies = dict(ledger.get("policies") or {})
     policies.setdefault("protected-paths", {"globs": list(SWEBENCH_PROTECTED)})
     ledger["policies"] = policies
-    run_args = list(env.get("run_args") or ["--rm"])
-    env["run_args"] = run_args + ["--label", f"{LABEL_RUN}={run_id}", "--label", f"{LABEL_ARM}={arm}"]
+    if inner_env in DOCKER_CLASSES:  # labelled, so that an interrupted run leaves no container behind
+        run_args = list(env.get("run_args") or ["--rm"])
+        env["run_args"] = run_args + ["--label", f"{LABEL_RUN}={run_id}", "--label", f"{LABEL_ARM}={arm}"]
     model = dict(config.get("model") or {})
     inner_model = model.pop("model_class", None) or ""
     if inner_model == MODEL_CLASS:
@@ -421,14 +438,15 @@ def run(out: Path, arms: list[str], instances: list[dict[str, Any]], config: dic
             console.print("[yellow]interrupted: cancelling the instances not started, removing this run's containers...")
             for f in futures:
                 f.cancel()
-            remove_containers(client, run_id)
+            if client is not None:
+                remove_containers(client, run_id)
         finally:
             try:
                 pool.shutdown(wait=True, cancel_futures=True)
             except KeyboardInterrupt:  # a second Ctrl-C: stop waiting; the sweep below still runs
                 status = "interrupted"
                 stopping.set()
-    left = remove_containers(client, run_id)
+    left = remove_containers(client, run_id) if client is not None else 0
     for arm, (arm_dir, manifest) in plans.items():
         manifest["runs"][-1].update(ended_at=time.time(), status=status)
         write_json(arm_dir / "manifest.json", manifest)

@@ -14,15 +14,27 @@ def register(app: typer.Typer) -> None:
     app.command(name="tau2-gate")(tau2_gate)
 
 
-def evaluate(data: Path, domain: str, task_files: list[str]) -> dict[str, Any]:
+def evaluate(data: Path, domain: str, task_files: list[str],
+             on_task: Any = None) -> dict[str, Any]:
+    """The gate's report; ``on_task(done, total, what)`` after each task replayed (for a progress bar)."""
     from .tau2_gate import (forbidden_cancellations, load_tasks, replay_forbidden, replay_gold, replay_violation,
                             violations)
 
     report: dict[str, Any] = {"domain": domain, "data": str(data), "task_sets": {}}
-    for name in task_files:
-        tasks = load_tasks(data, domain, name)
+    sets = {name: load_tasks(data, domain, name) for name in task_files}
+    total = sum(len(ts) * (2 if domain == "airline" else 1) for ts in sets.values()) + 1
+    done = 0
+
+    def tick(what: str) -> None:
+        nonlocal done
+        done += 1
+        if on_task is not None:
+            on_task(done, total, what)
+
+    for name, tasks in sets.items():
         allowed, refused, rejected = [], [], []
         for t in tasks:
+            tick(f"{name}: gold actions")
             for o in replay_gold(data, domain, t):
                 row = {"task": t["id"], "tool": o.name, "arguments": o.arguments}
                 if o.executed:
@@ -34,6 +46,7 @@ def evaluate(data: Path, domain: str, task_files: list[str]) -> dict[str, Any]:
         must_not = []
         if domain == "airline":
             for t in tasks:
+                tick(f"{name}: forbidden cancellations")
                 for rid, o in zip(forbidden_cancellations(t), replay_forbidden(data, t)):
                     must_not.append({"task": t["id"], "reservation": o.arguments.get("reservation_id"),
                                      "caught": not o.executed, "verdict": o.verdict.kind.value, "rule": o.verdict.rule,
@@ -51,6 +64,7 @@ def evaluate(data: Path, domain: str, task_files: list[str]) -> dict[str, Any]:
         rows.append({"rule": v.rule, "violation": v.what, "tool": v.name, "caught": not o.executed and v.rule in fired,
                      "verdict": o.verdict.kind.value, "rules": o.verdict.rule, "reason": o.verdict.reason})
     report["violations"] = {"generated": len(rows), "caught": sum(1 for r in rows if r["caught"]), "rows": rows}
+    tick("generated violations")
     return report
 
 
@@ -98,8 +112,15 @@ def tau2_gate(
         fail(f"no task file {missing[0]} in {data / domain} (there: {there})")
     if not files:
         fail(f"no tasks*.json in {data / domain}")
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     try:
-        report = evaluate(data, domain, files)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=Console(stderr=True), transient=True) as progress:
+            bar = progress.add_task(f"{domain}: replaying", total=None)
+            report = evaluate(data, domain, files,
+                              lambda done, total, what: progress.update(bar, completed=done, total=total,
+                                                                        description=f"{domain} {what}"))
     except Tau2Missing as e:
         fail(str(e))
         return

@@ -21,7 +21,7 @@ app = typer.Typer(
     help="An execution ledger around coding agents: inform (a state view in the prompt) and govern "
          "(reuse, nudge, revise, block) for every shell command.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 err = Console(stderr=True)
@@ -49,7 +49,8 @@ def main_options(
 
 @app.command()
 def inspect(
-    run: Path = typer.Argument(..., help="A run directory (holding ledger.sqlite) or a ledger file."),
+    run: Path = typer.Argument(..., help="A run directory (holding ledger.sqlite), a ledger file, a trajectory "
+                                         "(.traj.json, by its info.ledger.path) or a SWE-bench OUT/<arm>/<instance>."),
     step: Optional[int] = typer.Option(None, "--step", "-s", help="Show the state view as it was at this step."),
     output: bool = typer.Option(False, "--output", help="With --step: print the exact text the model received "
                                                         "for that step's command."),
@@ -57,12 +58,21 @@ def inspect(
                                                         "[ledger: ...] reference replaced by the bytes it names."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON on stdout (per step: shown "
                                                        "and expanded)."),
+    verdict: Optional[str] = typer.Option(None, "--verdict", help="Only commands with these verdicts in the "
+                                                                 "timeline (comma-separated: RUN,REUSE,NUDGE,...)."),
+    command_class: Optional[str] = typer.Option(None, "--class", help="Only commands of these classes in the "
+                                                                      "timeline (inspect,search,run,modify,env-change,"
+                                                                      "other)."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Write the run as one self-contained HTML page here."),
 ) -> None:
     """Look inside a ledger: the timeline, the summary, the state view at a step, or what the model
     received at a step."""
-    from .inspection import load, outputs_at, print_inspection, summary, timeline, view_at
+    from .inspection import keep_row, load, outputs_at, print_inspection, summary, timeline, view_at
+    from .records import CommandClass, VerdictKind
     from .store import NotALedger
 
+    verdicts = _choices(verdict, [v.value for v in VerdictKind], "--verdict", upper=True)
+    classes = _choices(command_class, [c.value for c in CommandClass], "--class")
     try:
         loaded = load(run)
     except NotALedger as e:
@@ -83,9 +93,18 @@ def inspect(
                 sys.stdout.write(f"{'' if i == 0 else chr(10)}--- {loaded.state.label(a.id)}: {a.command.splitlines()[0][:100]}\n")
             sys.stdout.write((expanded if expand else shown) or "")  # the exact text: never re-wrapped
         return
+    if html is not None:
+        from .html_report import run_page, write_private
+
+        try:
+            write_private(html, run_page(loaded))
+        except OSError as e:
+            fail(f"cannot write --html {html}: {e.strerror}")
+        err.print(f"wrote {html}", highlight=False)
+        return
     if as_json:
         data = {"ledger": str(loaded.path), "summary": summary(loaded.state),
-                "timeline": timeline(loaded.state, loaded.transcript())}
+                "timeline": [r for r in timeline(loaded.state, loaded.transcript()) if keep_row(r, verdicts, classes)]}
         if step is not None:
             data = {"ledger": str(loaded.path), "step": step, "state_view": view_at(loaded, step),
                     "commands": [{"attempt": a.id, "command": a.command, "shown": shown, "expanded": expanded}
@@ -97,7 +116,19 @@ def inspect(
     if step is not None:
         print(view_at(loaded, step))  # the exact text the model got: never re-wrapped
         return
-    print_inspection(loaded, console)
+    rows = [r for r in timeline(loaded.state) if keep_row(r, verdicts, classes)]
+    print_inspection(loaded, console, rows)
+
+
+def _choices(given: Optional[str], known: list[str], option: str, upper: bool = False) -> set[str] | None:
+    """A comma-separated filter, checked against the names it may hold (None: no filter)."""
+    if given is None:
+        return None
+    picked = {(x.strip().upper() if upper else x.strip().lower()) for x in given.split(",") if x.strip()}
+    unknown = sorted(picked - set(known))
+    if unknown:
+        fail(f"{option}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+    return picked
 
 
 @app.command()
@@ -131,6 +162,45 @@ def replay(
                as_json, sys.argv, jobs=jobs, force=force)
 
 
+@app.command()
+def config(
+    write: Optional[Path] = typer.Option(None, "--write", help="Write a starter settings file here (every default, "
+                                                              "commented out) instead of printing it."),
+    check: Optional[Path] = typer.Option(None, "--check", help="Validate a settings file: say what it changes, or "
+                                                              "the one thing wrong with it."),
+    force: bool = typer.Option(False, "--force", help="With --write: replace an existing file."),
+) -> None:
+    """Every setting with its default and what it does (TOML), a starter file, or the check of one."""
+    from .config import ConfigError
+    from .config_file import changed, check as check_file, starter_toml, toml_value
+
+    if check is not None:
+        try:
+            cfg = check_file(check)
+        except ConfigError as e:
+            fail(str(e))
+            return
+        diff = changed(cfg)
+        print(f"{check}: valid; " + (", ".join(f"{k} = {toml_value(v) if not isinstance(v, dict) else 'a table'}"
+                                                  for k, v in diff.items()) if diff
+                                     else "every setting at its default"))
+        return
+    text = starter_toml()
+    if write is None:
+        sys.stdout.write(text)
+        return
+    if write.exists() and not force:
+        fail(f"{write} exists: pass --force to replace it")
+    from .html_report import write_private
+
+    try:
+        write_private(write, text)
+    except OSError as e:
+        fail(f"cannot write {write}: {e.strerror}")
+    err.print(f"wrote {write}: every setting at its default, commented out; use it with --ledger-config {write}",
+              highlight=False)
+
+
 def _plugins() -> None:
     """Commands that adapters add (``ledger_runtime.commands`` entry points): registered by name,
     so the core never imports an adapter itself. A broken plugin costs its commands, nothing more."""
@@ -146,7 +216,7 @@ def _plugins() -> None:
 _plugins()
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(hidden=True, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def hook(
     ctx: typer.Context,
     event: str = typer.Argument(..., help="The agent's hook event: SessionStart, UserPromptSubmit, PreToolUse, "

@@ -103,6 +103,9 @@ def main(argv: list[str]) -> int:
     if not event:
         log_fault(run_dir, event, "no EVENT given: " + USAGE)
         return 0
+    if not event_name(event):
+        log_fault(run_dir, event, f"EVENT must be a hook event's name, not {event[:40]!r}: " + USAGE)
+        return 0
     if not sock_path:
         log_fault(run_dir, event, f"no hook server: pass --socket or set {SOCKET_ENV} (ledger-run codex does)")
         return 0
@@ -112,9 +115,6 @@ def main(argv: list[str]) -> int:
         timeout = DEFAULT_TIMEOUT_S
     if not 0 < timeout < 86_400:  # negative, zero, nan, absurd
         timeout = DEFAULT_TIMEOUT_S
-    if not event_name(event):
-        log_fault(run_dir, event, f"EVENT must be a hook event's name, not {event[:40]!r}: " + USAGE)
-        return 0
     try:
         answer = ask(sock_path, event, payload, timeout)
     except OSError as e:  # a timeout is an OSError too

@@ -9,12 +9,14 @@ rich.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -23,7 +25,7 @@ from .inform import render, short_command
 from .records import VerdictKind
 from .state import LedgerState
 from .answers import ExpandError
-from .store import LedgerStore
+from .store import LEDGER_FILE, LedgerStore, NotALedger
 from .transcript import Transcript
 from .workspace import relative
 
@@ -60,9 +62,35 @@ class Loaded:
             return LedgerConfig()
 
 
+def find_ledger(path: str | Path) -> Path:
+    """The ledger a path names: a ledger file; a run directory; a directory holding one in ``ledger/``
+    or ``run/`` (``OUT/<arm>/<instance>`` of a SWE-bench run, a demo's ``-o``); or a trajectory
+    (``.traj.json``) whose ``info.ledger.path`` names it. Unresolved: the path as given."""
+    p = Path(path)
+    if p.is_dir():
+        for sub in ("", "ledger", "run"):
+            if (p / sub / LEDGER_FILE).is_file():
+                return p / sub / LEDGER_FILE
+        return p
+    if p.is_file() and p.name.endswith(".json"):
+        try:
+            named = (json.loads(p.read_text(encoding="utf-8")).get("info") or {}).get("ledger", {}).get("path")
+        except (OSError, ValueError, AttributeError):
+            return p
+        if isinstance(named, str) and named:
+            q = Path(named) if Path(named).is_absolute() else p.parent / named
+            if q.exists():
+                return q
+            if (p.parent / "ledger" / LEDGER_FILE).is_file():  # the run moved: the ledger next to it
+                return p.parent / "ledger" / LEDGER_FILE
+            raise NotALedger(p, f"the trajectory's ledger {named} is not there")
+        raise NotALedger(p, "a JSON file without info.ledger.path (not a trajectory of a run with the ledger)")
+    return p
+
+
 def load(path: str | Path) -> Loaded:
     """Open a ledger read-only (raises store.NotALedger with a one-line reason)."""
-    store = LedgerStore.open(path)
+    store = LedgerStore.open(find_ledger(path))
     try:
         events = list(store.events())
         meta = store.meta()
@@ -73,6 +101,11 @@ def load(path: str | Path) -> Loaded:
 
 def _display(path: str, state: LedgerState) -> str:
     return relative(path, state.baseline.root) if state.baseline else path
+
+
+def keep_row(row: dict[str, Any], verdicts: set[str] | None, classes: set[str] | None) -> bool:
+    """Whether a timeline row passes the filters (None: no filter)."""
+    return (verdicts is None or row["verdict"] in verdicts) and (classes is None or row["class"] in classes)
 
 
 def timeline(state: LedgerState, transcript: Transcript | None = None) -> list[dict[str, Any]]:
@@ -168,8 +201,10 @@ def summary(state: LedgerState) -> dict[str, Any]:
         "modifications": len(state.modifications),
         "files_changed": changed,
         "faults": len(state.faults),
-        "injections": len(state.injections),
-        "injected_chars": sum(i["chars"] for i in state.injections),
+        # notes of the state view an agent keeps in its history (Codex's hook notes; a prompt view
+        # like mini-swe-agent's is sent afresh each call and is not counted here)
+        "context_notes": len(state.injections),
+        "context_note_chars": sum(i["chars"] for i in state.injections),
     }
 
 
@@ -190,15 +225,27 @@ def view_at(loaded: Loaded, step: int | None) -> str:
 _STYLE = {"RUN": "white", "REUSE": "green", "NUDGE": "yellow", "REVISE": "magenta", "BLOCK": "red"}
 
 
-def render_timeline(state: LedgerState) -> Table:
-    t = Table(title="Timeline", show_lines=False, expand=False)
-    for col, kw in (("step", {"justify": "right"}), ("verdict", {}), ("class", {}), ("command", {"overflow": "fold"}),
-                    ("exit", {"justify": "right"}), ("files changed", {"overflow": "fold"})):
+FILE_CELL = 18  # characters of a path in the timeline: the table fits 80 columns
+
+
+def _abbreviated(path: str, n: int) -> str:
+    """``path`` in at most ``n`` characters: its end (the file's name) kept, the cut marked "…"."""
+    return path if len(path) <= n else "…" + path[-(n - 1):]
+
+
+def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None) -> Table:
+    # narrow terminals: a cell wraps on spaces and a word that does not fit ends in "…", never broken
+    t = Table(title="Timeline", show_lines=False, expand=False, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
+    for col, kw in (("step", {"justify": "right"}), ("verdict", {"max_width": 16}), ("class", {}),
+                    ("command", {"overflow": "ellipsis", "min_width": 18}),
+                    ("exit", {"justify": "right"}),
+                    ("files changed", {"overflow": "ellipsis", "min_width": FILE_CELL})):
         t.add_column(col, **kw)
-    for r in timeline(state):
+    for r in (timeline(state) if rows is None else rows):
         verdict = Text(r["verdict"] + (f" {r['rule']}" if r["rule"] else "") + ("" if r["applied"] else " (shadow)"),
                        style=_STYLE.get(r["verdict"], ""))
-        files = ", ".join(r["files_changed"][:4]) + (f" +{len(r['files_changed']) - 4}" if len(r["files_changed"]) > 4 else "")
+        files = "\n".join(_abbreviated(f, FILE_CELL) for f in r["files_changed"][:4]) \
+            + (f"\n+{len(r['files_changed']) - 4} more" if len(r["files_changed"]) > 4 else "")
         t.add_row(str(r["step"]), verdict, r["class"], short_command(r["command"], 70),
                   "" if r["exit_code"] is None else str(r["exit_code"]), files)
     return t
@@ -222,13 +269,13 @@ def render_summary(s: dict[str, Any]) -> Group:
     files = [f"{f['path']} ({f['change']}" + (f", +{f['added']} -{f['removed']}" if f["added"] is not None else "") + ")"
              for f in s["files_changed"]]
     t.add_row("files changed", "\n".join(files) or "none")
-    if s["injections"]:
-        t.add_row("context notes", f"{s['injections']} ({s['injected_chars']:,} characters in the agent's history)")
+    if s["context_notes"]:
+        t.add_row("context notes", f"{s['context_notes']} ({s['context_note_chars']:,} characters in the agent's history)")
     if s["faults"]:
         t.add_row("faults", Text(str(s["faults"]), style="red"))
     return Group(t)
 
 
-def print_inspection(loaded: Loaded, console: Console) -> None:
-    console.print(render_timeline(loaded.state))
+def print_inspection(loaded: Loaded, console: Console, rows: list[dict[str, Any]] | None = None) -> None:
+    console.print(render_timeline(loaded.state, rows))
     console.print(render_summary(summary(loaded.state)))

@@ -245,8 +245,10 @@ def _observations_only(trajs: list[Trajectory], out: Path, as_json: bool) -> Non
     from rich.table import Table
 
     t = Table(title="Redundancy estimated from recorded observations")
+    headers = {"instances": "runs", "commands": "commands", "redundant": "redundant", "redundant_exact": "exact",
+               "redundant_subsumed": "subsumed", "redundant_chars": "their chars"}
     for k in total:
-        t.add_column(k, justify="right")
+        t.add_column(headers.get(k, k.replace("_", " ")), justify="right")
     t.add_row(*[f"{v:,}" for v in total.values()])
     Console().print(t)
     share = total["redundant"] / total["commands"] if total["commands"] else 0

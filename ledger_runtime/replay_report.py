@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
+from rich import box
 from rich.table import Table
 
 TARGETS = {"unsound": 0, "spared_share": 0.15, "view_p95_tokens": 1200}
@@ -83,12 +84,14 @@ def _f(v: Any, fmt: str = "{:,}") -> str:
 
 
 def table(agg: dict[str, dict[str, Any]]) -> Table:
-    t = Table(title="Replay of recorded trajectories (shadow mode)")
-    for c in ("repository", "trajectories", "commands", "unsound", "spared", "repeated", "caught", "overhead ms",
-              "view tokens p95"):
-        t.add_column(c, justify="left" if c == "repository" else "right", overflow="fold")
+    # fits 80 columns: short human headers, the repository by its name (RESULTS.md has owner/name)
+    t = Table(title="Replay of recorded trajectories (shadow mode)", box=box.SIMPLE_HEAD, show_edge=False,
+              padding=(0, 1, 0, 0))
+    for c in ("repository", "runs", "commands", "unsound", "spared", "repeated", "caught", "ms p50", "view p95"):
+        t.add_column(c, justify="left" if c == "repository" else "right", overflow="ellipsis", min_width=len(c))
     for repo, g in agg.items():
-        t.add_row(repo, str(g["instances"]), _f(g["commands"]), str(g["unsound"]), _f(g["spared_share"], "{:.1%}"),
+        t.add_row(repo.rsplit("/", 1)[-1], str(g["instances"]), _f(g["commands"]), str(g["unsound"]),
+                  _f(g["spared_share"], "{:.1%}"),
                   _f(g["repeated_share"], "{:.1%}"), _f(g["coverage"], "{:.0%}"), _f(g["overhead_ms_p50"], "{:.1f}"),
                   _f(g["view_tokens_p95"], "{:.0f}"))
     return t

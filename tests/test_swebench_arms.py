@@ -73,6 +73,10 @@ def test_two_arms_end_to_end_and_the_report_agrees_with_the_files(docker_image, 
         assert manifest["versions"]["mini-swe-agent"] and len(manifest["config_hash"]) == 16
         assert manifest["runs"][-1]["status"] == "complete" and manifest["runs"][-1]["ended_at"]
         assert manifest["config"]["environment"]["ledger"]["shadow"] is (arm == "baseline")
+        views = [json.loads((out / arm / i / f"{i}.traj.json").read_text())["info"]["ledger_views"]["injected"]
+                 for i in ids]
+        assert all(v == 0 for v in views) if arm == "baseline" else all(v > 0 for v in views), \
+            "the baseline is an uninformed agent: no state view reached its model"
         assert "test_*.py" in manifest["config"]["environment"]["ledger"]["policies"]["protected-paths"]["globs"]
     ledger_state = load(out / "ledger" / "demo__calc-1" / "ledger").state
     base_state = load(out / "baseline" / "demo__calc-1" / "ledger").state

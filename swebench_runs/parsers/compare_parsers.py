@@ -51,7 +51,10 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bashlex  # noqa: E402
+try:
+    import bashlex  # noqa: E402
+except ImportError:
+    sys.exit("compare_parsers.py needs bashlex: pip install -e '.[parsers]'")
 import tree_sitter_bash  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402

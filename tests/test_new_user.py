@@ -1,0 +1,340 @@
+"""What a new user hits first, each checked for real: one meaning of shadow mode, one-line errors where
+a traceback used to be, mini's own -c, a container environment that gets the work tree, a hook
+client that survives garbage."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import make_repo
+
+from ledger_runtime.config import LedgerConfig, load_config
+from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.runtime import LedgerRuntime
+
+FILES = {"calc.py": "def add(a, b):\n    return a - b\n" + "".join(f"\n\ndef f{i}(x):\n    return x + {i}\n" for i in range(30))}
+
+
+def ledger_run(*args: str, timeout: float = 300, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    base = {**os.environ, "MSWEA_SILENT_STARTUP": "1", "MSWEA_CONFIGURED": "1", "COLUMNS": "200",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run([sys.executable, "-m", "ledger_runtime", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**base, **(env or {})}, stdin=subprocess.DEVNULL, **kw)
+
+
+def one_line_error(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode != 0, r.stdout[-1000:]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, r.stderr[-3000:]
+    return errors[0]
+
+
+# -- shadow mode: record and decide only, nothing reaches the model --------------------------------
+
+def test_shadow_shows_the_model_nothing_unless_a_view_is_asked_for(tmp_path):
+    repo = make_repo(tmp_path / "r", FILES)
+    cfg = tmp_path / "ledger.toml"
+    cfg.write_text("shadow = true\n")
+    views = {}
+    for name, config in (("toml", load_config(cfg)), ("default", LedgerConfig()),
+                         ("asked", LedgerConfig(shadow=True, shadow_view=True))):
+        rt = LedgerRuntime(repo, tmp_path / f"run-{name}", config)
+        try:
+            rt.run("cat calc.py", LocalExecutor())
+            rt.run("cat calc.py", LocalExecutor())
+            views[name] = rt.inform()
+            second = rt.state.attempts[1]
+            assert second.executed and second.applied is (name == "default")
+        finally:
+            rt.close()
+    assert views["toml"] == "", "shadow = true in a config file puts no state view in the prompt"
+    assert views["default"] and views["asked"], "a view where one is wanted"
+
+
+def test_demo_shadow_reaches_the_model_with_nothing(tmp_path):
+    r = ledger_run("demo", "--shadow", "-o", str(tmp_path / "d"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "the state view reached the model 0 times" in " ".join(r.stdout.split())
+
+
+# -- one-line errors ------------------------------------------------------------------------------
+
+def test_demo_output_that_cannot_be_written(tmp_path):
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    assert "is a file" in one_line_error(ledger_run("demo", "-o", str(f)))
+    assert "cannot write the demo" in one_line_error(ledger_run("demo", "-o", "/proc/nope"))
+
+
+def test_tau2_gate_names_a_missing_task_file():
+    pytest.importorskip("tau2", reason="tau2-bench is not installed")
+    msg = one_line_error(ledger_run("tau2-gate", "--domain", "airline", "--tasks", "nope.json"))
+    assert "no task file nope.json" in msg and "tasks.json" in msg
+
+
+def test_report_reads_every_predictions_format_the_harness_reads(tmp_path):
+    pred = {"instance_id": "demo__calc-1", "model_patch": "diff", "model_name_or_path": "m"}
+    (tmp_path / "out" / "listed").mkdir(parents=True)
+    (tmp_path / "out" / "listed" / "preds.json").write_text(json.dumps([pred]))
+    (tmp_path / "out" / "lines").mkdir()
+    (tmp_path / "out" / "lines" / "preds.jsonl").write_text(json.dumps(pred) + "\n")
+    r = ledger_run("report", str(tmp_path / "out"), "--json", "--no-png")
+    assert r.returncode == 0, r.stderr[-2000:]
+    arms = json.loads(r.stdout)["arms"]
+    assert set(arms) == {"listed", "lines"} and all(a["instances"] == 1 for a in arms.values())
+    (tmp_path / "out" / "listed" / "preds.json").write_text(json.dumps({"a": 3}))
+    assert "preds.json cannot be read" in one_line_error(ledger_run("report", str(tmp_path / "out"), "--no-png"))
+
+
+def test_mini_without_an_api_key_says_which_variable(tmp_path):
+    repo = make_repo(tmp_path / "r", FILES)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "ledger_runtime", "mini", "-m", "openai/gpt-5-mini", "-t", "x", "-w",
+                        str(repo), "-o", str(tmp_path / "run"), "-y"], capture_output=True, text=True, timeout=120,
+                       env={**env, "MSWEA_CONFIGURED": "1", "MSWEA_SILENT_STARTUP": "1",
+                            "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "200"}, stdin=subprocess.DEVNULL)
+    assert "OPENAI_API_KEY" in one_line_error(r)
+    assert time.monotonic() - t0 < 60, "said up front, not after minutes of retries"
+
+
+def test_mini_container_environment_needs_an_image(tmp_path):
+    repo = make_repo(tmp_path / "r", FILES)
+    msg = one_line_error(ledger_run("mini", "--environment-class", "docker", "-t", "x", "-w", str(repo), "-m",
+                                    "deterministic", "-o", str(tmp_path / "run")))
+    assert "--image" in msg
+
+
+# -- mini's -c ------------------------------------------------------------------------------------
+
+def scripted(path: Path, steps: list[str], **environment) -> Path:
+    from minisweagent.config import builtin_config_dir
+
+    cfg = yaml.safe_load((builtin_config_dir / "mini.yaml").read_text())
+    cfg["environment"] = {**(cfg.get("environment") or {}), **environment}
+    cfg["model"] = {"model_class": "deterministic", "model_name": "deterministic", "cost_per_call": 0.0,
+                    "outputs": [{"role": "assistant", "content": f"THOUGHT {i}",
+                                 "extra": {"actions": [{"command": c}], "cost": 0.0}} for i, c in enumerate(steps)]}
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_mini_c_is_minis_own(tmp_path):
+    """-c takes config files and KEY=VALUE specs, merged in order, as mini does."""
+    repo = make_repo(tmp_path / "r", FILES)
+    cfg = scripted(tmp_path / "cfg.yaml", ["cat calc.py", "echo one", "echo two", "echo three",
+                                           "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"])
+    run = tmp_path / "run"
+    r = ledger_run("mini", "-c", str(cfg), "-c", "agent.step_limit=2", "-t", "look", "-w", str(repo), "-o", str(run),
+                   "-y", "--exit-immediately")
+    assert r.returncode == 0, r.stderr[-3000:]
+    traj = json.loads((run / "trajectory.traj.json").read_text())
+    assert traj["info"]["exit_status"] == "LimitsExceeded"
+    assert traj["info"]["config"]["agent"]["step_limit"] == 2
+    bad = ledger_run("mini", "-c", "no-such-config.yaml", "-t", "x", "-w", str(repo))
+    assert "no-such-config.yaml" in one_line_error(bad)
+
+
+def test_mini_in_docker_works_on_the_work_tree(tmp_path, docker_image):  # noqa: F811
+    """--environment-class docker --image IMAGE: the work tree is mounted into the container at the
+    same path, commands start there, and what they write is in the work tree."""
+    repo = make_repo(tmp_path / "r", FILES)
+    cfg = scripted(tmp_path / "cfg.yaml", ["cat calc.py", "sed -i 's/a - b/a + b/' calc.py && echo done > made.txt",
+                                           "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",  # held back once: verify-before-submit
+                                           "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"], interpreter=["bash", "-c"])
+    run = tmp_path / "run"
+    bad = ledger_run("mini", "-c", str(cfg), "-c", "environment.timeout=soon", "--environment-class", "docker",
+                     "--image", docker_image, "-t", "x", "-w", str(repo), "-o", str(tmp_path / "bad"), "-y")
+    assert "the docker environment cannot start" in one_line_error(bad)
+    r = ledger_run("mini", "-c", str(cfg), "--environment-class", "docker",
+                   "--image", docker_image, "-t", "fix add", "-w", str(repo), "-o", str(run), "-y", "--exit-immediately")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (repo / "made.txt").read_text() == "done\n" and "a + b" in (repo / "calc.py").read_text()
+    from ledger_runtime.inspection import load
+
+    state = load(run).state
+    assert state.attempts[0].exit_code == 0 and [os.path.basename(m.path) for m in state.modifications
+                                                if m.attempt == state.attempts[1].id] == ["calc.py", "made.txt"]
+
+
+from docker_support import docker_image  # noqa: E402,F401  (fixture)
+
+
+# -- the hook client -------------------------------------------------------------------------------
+
+def test_hook_client_with_garbage_never_blocks_and_logs(tmp_path):
+    fast = Path(__file__).resolve().parents[1] / "ledger_runtime" / "fasthook.py"
+    for argv, stdin in ((["hook", 'Pre"Tool'], b"{}"), (["hook", "PreToolUse", "--socket", str(tmp_path / "none")], b"\xff\x00"),
+                        (["hook"], b"")):
+        r = subprocess.run([sys.executable, "-S", "-E", str(fast), *argv, "--run-dir", str(tmp_path)], input=stdin,
+                           capture_output=True, timeout=60)
+        assert r.returncode == 0 and r.stdout == b"" and b"Traceback" not in r.stderr, r.stderr
+    faults = [json.loads(ln) for ln in (tmp_path / "faults.log").read_text().splitlines()]
+    assert len(faults) == 3 and "event's name" in faults[0]["error"] and "did not answer" in faults[1]["error"]
+
+
+# -- past one machine -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("env_class,prefix", [("singularity", "docker://"), ("swerex_modal", ""), ("docker", "")])
+def test_any_environment_reaches_mini_swe_agent_wrapped(env_class, prefix):
+    """--environment-class NAME: every arm wraps that environment in the ledger's, with the image named
+    as mini-extra swebench names it, and Docker's labels only where Docker runs the instances."""
+    from ledger_adapters.mini_swe_agent import image_for
+    from ledger_adapters.swebench_run import ENV_CLASS, arm_config, base_config, uses_docker
+    from minisweagent.run.benchmarks.swebench import get_swebench_docker_image_name
+
+    cfg = base_config([], "openai/gpt-5-mini", None, env_class)
+    assert uses_docker(cfg) is (env_class == "docker")
+    for arm in ("ledger", "baseline"):
+        env = arm_config(cfg, arm, "run1")["environment"]
+        assert env["environment_class"] == ENV_CLASS and env["inner_class"] == env_class
+        assert ("--label" in (env.get("run_args") or [])) is (env_class == "docker")
+    name = get_swebench_docker_image_name({"instance_id": "demo__calc-1"})
+    assert image_for(env_class, "", name) == prefix + name, "named as mini-extra swebench names it"
+    assert image_for("local", "LocalEnvironment", name) is None
+
+
+def test_evaluate_on_modal_passes_the_harness_its_flag(tmp_path):
+    from ledger_adapters.swebench_eval import harness_command
+
+    preds = tmp_path / "preds.json"
+    preds.write_text("{}")
+    local = harness_command(preds, dataset="d", split="test", workers=2, run_id="r", report_dir=tmp_path)
+    remote = harness_command(preds, dataset="d", split="test", workers=2, run_id="r", report_dir=tmp_path, modal=True)
+    assert "--modal" not in local and remote[-2:] == ["--modal", "true"] and remote[:-2] == local
+
+
+def test_every_option_says_what_it_does():
+    """Every option of every command has help text; the internal hook command is not in the help."""
+    import typer
+
+    from ledger_runtime.cli import app
+
+    cmd = typer.main.get_command(app)
+    missing = []
+
+    def walk(c, path):
+        for p in c.params:
+            if p.param_type_name == "option" and not getattr(p, "help", None) and p.name not in ("help",):
+                missing.append(f"{path} {p.opts[0]}")
+        for name, sub in getattr(c, "commands", {}).items():
+            walk(sub, f"{path} {name}")
+
+    walk(cmd, "ledger-run")
+    assert not missing, missing
+    top = ledger_run("--help")
+    assert top.returncode == 0 and " hook " not in top.stdout and " config " in top.stdout
+
+
+def test_every_setting_is_documented():
+    from dataclasses import fields
+
+    from ledger_runtime.config_file import setting_docs
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text()
+    names = [f.name for f in fields(LedgerConfig)]
+    assert [n for n in names if f"`{n}`" not in text] == [], "docs/settings.md names every setting"
+    assert set(setting_docs()) == set(names), "every field has its description in config.py"
+
+
+def test_config_command_writes_checks_and_prints(tmp_path):
+    import tomllib
+
+    printed = ledger_run("config")
+    assert printed.returncode == 0 and tomllib.loads(printed.stdout) == {}, "every default commented out"
+    assert "# dedupe = \"spans\"" in printed.stdout and "# shadow_view = false" in printed.stdout
+    f = tmp_path / "ledger.toml"
+    assert ledger_run("config", "--write", str(f)).returncode == 0
+    assert (f.stat().st_mode & 0o777) == 0o600
+    assert "exists" in one_line_error(ledger_run("config", "--write", str(f)))
+    f.write_text(f.read_text().replace("# reuse_runs = false", "reuse_runs = true"))
+    ok = ledger_run("config", "--check", str(f))
+    assert ok.returncode == 0 and "reuse_runs = true" in ok.stdout
+    f.write_text("dedupe = 'some'\n")
+    assert "dedupe must be" in one_line_error(ledger_run("config", "--check", str(f)))
+
+
+def test_ctrl_c_in_the_demo_says_what_was_kept(tmp_path):
+    import signal
+
+    p = subprocess.Popen([sys.executable, "-m", "ledger_runtime", "demo", "-o", str(tmp_path / "d")],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env={**os.environ, "COLUMNS": "200", "MSWEA_SILENT_STARTUP": "1"})
+    out = []
+    sent = False
+    for line in p.stdout:
+        out.append(line)
+        if line.startswith("step  1") and not sent:
+            p.send_signal(signal.SIGINT)  # the demo takes about a second: this lands mid-run
+            sent = True
+    assert p.wait(timeout=120) == 130, "".join(out)
+    text = " ".join("".join(out).split())
+    assert f"interrupted: the ledger of the steps so far is kept in {tmp_path / 'd' / 'run'}" in text
+    from ledger_runtime.inspection import load
+
+    assert load(tmp_path / "d" / "run").state.attempts, "the steps before Ctrl-C are in the ledger"
+
+
+def test_tables_fit_80_columns_without_breaking_words(tmp_path):
+    from rich.cells import cell_len
+    from rich.console import Console
+
+    from ledger_runtime.inspection import load, print_inspection
+    from ledger_runtime.replay_report import aggregate, table
+
+    long_path = "inventory/pricing_and_discounts.py"
+    repo = make_repo(tmp_path / "r", {**FILES, long_path: "x = 1\n"})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    try:
+        for cmd in ("cat inventory/pricing_and_discounts.py", "sed -i 's/x = 1/x = 2/' inventory/pricing_and_discounts.py",
+                    "python3 -c 'print(1)' && echo " + "a_rather_long_argument_without_any_space_in_it" * 2):
+            rt.run(cmd, LocalExecutor())
+    finally:
+        rt.close()
+    console = Console(width=80, record=True, file=open(os.devnull, "w"))
+    print_inspection(load(tmp_path / "run"), console)
+    row = {"rows": [], "repo": "sphinx-doc/sphinx", "instance_id": "x", "summary": {
+        "commands": 1, "parsed": 1, "verdicts": {}, "by_class": {}, "answers": {}, "spared_by_kind": {},
+        "spared_by_class": {}, "visible_by_class": {}, "checked": 1, "unsound": 0, "unsound_masked": 0,
+        "output_chars": 10, "visible_chars": 10, "shown_visible_chars": 10, "chars_spared": 0, "repeated_chars": 0,
+        "redundant": 0, "redundant_exact": 0, "redundant_subsumed": 0, "caught": 0, "not_executed": 0}}
+    console.print(table(aggregate([row])))
+    text = console.export_text()
+    assert max(cell_len(line) for line in text.splitlines()) <= 80
+    for line in text.splitlines():
+        for word in line.split():
+            if "pricing" in word:  # whole, or abbreviated with a mark: never cut silently
+                assert long_path in word or word.startswith("…") or word.endswith("…"), line
+    for header in ("repository", "commands", "unsound", "spared", "repeated", "caught", "files changed"):
+        assert header in text, header
+
+
+def test_inspect_filters_and_finds_the_ledger_of_anything_a_run_left(tmp_path):
+    import shutil
+
+    d = tmp_path / "d"
+    assert ledger_run("demo", "-o", str(d)).returncode == 0
+    traj = d / "run" / "trajectory.traj.json"
+    rows = json.loads(ledger_run("inspect", str(traj), "--json", "--verdict", "nudge").stdout)["timeline"]
+    assert [r["verdict"] for r in rows] == ["NUDGE"]
+    runs = json.loads(ledger_run("inspect", str(d), "--json", "--class", "run").stdout)["timeline"]
+    assert runs and {r["class"] for r in runs} == {"run"} and len(runs) == 3
+    assert "unknown FOO" in one_line_error(ledger_run("inspect", str(d), "--verdict", "foo"))
+    # a SWE-bench-shaped folder, moved from where the trajectory says its ledger is
+    inst = tmp_path / "OUT" / "ledger" / "demo__calc-1"
+    inst.mkdir(parents=True)
+    shutil.move(str(d / "run"), str(inst / "ledger"))
+    shutil.move(str(inst / "ledger" / "trajectory.traj.json"), str(inst / "demo__calc-1.traj.json"))
+    for target in (inst, inst / "demo__calc-1.traj.json"):
+        r = ledger_run("inspect", str(target), "--json")
+        assert r.returncode == 0 and json.loads(r.stdout)["summary"]["attempts"] == 11, r.stderr
+    (tmp_path / "x.json").write_text("{}")
+    assert "without info.ledger.path" in one_line_error(ledger_run("inspect", str(tmp_path / "x.json")))
