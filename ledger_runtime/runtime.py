@@ -656,7 +656,12 @@ class LedgerRuntime:
         else:
             baseline_bytes = self._content(c.path, FileState(baseline_hash, 0, None))
         d = line_delta(before_bytes, after_bytes) if before_bytes is not None and after_bytes is not None else None
-        b = line_delta(baseline_bytes, after_bytes) if baseline_bytes is not None and after_bytes is not None else None
+        if c.before is not None and baseline_hash == c.before.digest:
+            b = d  # the first change since the start: the same two contents
+        elif c.after is not None and baseline_hash == c.after.digest:
+            b = None if after_bytes is None or b"\0" in after_bytes[:8192] else (0, 0)  # back to the start
+        else:
+            b = line_delta(baseline_bytes, after_bytes) if baseline_bytes is not None and after_bytes is not None else None
         recognised = attempt_id is not None and analysis is not None and _recognised(c.path, analysis.writes)
         return Modification(
             path=c.path, before_hash=c.before.digest if c.before else None, after_hash=c.after.digest if c.after else None,

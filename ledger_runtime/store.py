@@ -172,11 +172,20 @@ class LedgerStore:
         """Queue ``data`` for the next commit; returns its key (its hash unless ``key`` is given:
         a file's content goes under the file's digest, whatever hash its workspace uses)."""
         h = key or digest_bytes(data)
-        if h not in self._pending_blobs:
-            packed = zlib.compress(data, 6) if len(data) > 512 else data
+        if h not in self._pending_blobs and not self._stored(h):
+            # level 1: a changed file is stored on the command's path; deeper levels cost 3-4x the time
+            packed = zlib.compress(data, 1) if len(data) > 512 else data
             codec = "zlib" if packed is not data and len(packed) < len(data) else "raw"
             self._pending_blobs[h] = (len(data), codec, packed if codec == "zlib" else data)
         return h
+
+    def _stored(self, h: str) -> bool:
+        """Whether a blob is already in the file (content stored once: a file changed back and forth,
+        the same output again)."""
+        try:
+            return self._conn.execute("SELECT 1 FROM blobs WHERE hash = ?", (h,)).fetchone() is not None
+        except sqlite3.Error:
+            return False
 
     def append(self, kind: str, body: dict[str, Any], step: int | None = None) -> None:
         """Queue an event for the next commit."""

@@ -144,6 +144,7 @@ class WorkspaceScanner:
         self._serial = 0
         self._since_full = 0
         self._tracked_ignored: set[str] | None = None  # tracked files the ignore rules match
+        self._tracked_raw: bytes | None = None  # `git ls-files -z --cached` when that was computed
         self.full_scans = 0  # for tests and benchmarks
         self.incremental_scans = 0
         self._recheck: set[str] = set()  # paths to hash again at the next scan, whatever inotify said
@@ -331,10 +332,22 @@ class WorkspaceScanner:
         index = os.path.join(git_dir, "index") if git_dir else None
         if set(old) != set(new) or any(old[p] != new[p] for p in new if p != index):
             return False  # an ignore file changed, or appeared
-        now = self._list_tracked_ignored()
-        if now is None or self._tracked_ignored is None:
+        # Ignore rules unchanged: only a path that joined or left the index can change its status.
+        # Listing the index is git reading it (cheap); matching every tracked path against the
+        # rules is not: only the paths that joined are matched.
+        raw = _run_git(self.root, ["ls-files", "-z", "--cached"])
+        self.git_calls += 1
+        if raw is None or self._tracked_ignored is None or self._tracked_raw is None:
             return False
         before = self._tracked_ignored
+        now = before
+        if raw != self._tracked_raw:
+            was = set(self._tracked_raw.split(b"\0")) - {b""}
+            tracked = set(raw.split(b"\0")) - {b""}
+            left = {os.path.join(self.root, os.fsdecode(r)) for r in was - tracked}
+            joined = self._ignored([os.fsdecode(r) for r in tracked - was])
+            now = (before - left) | {os.path.join(self.root, r) for r in joined}
+            self._tracked_raw = raw
         flipped = (now - before) | (before - now)
         self._tracked_ignored = now
         for p in flipped:  # included now (newly tracked) or no more (untracked, and ignored)
@@ -531,6 +544,7 @@ class WorkspaceScanner:
         self._dirs = {}
         self._ignore_files = set()
         self._tracked_ignored = self._list_tracked_ignored()
+        self._tracked_raw = _run_git(self.root, ["ls-files", "-z", "--cached"]) if self._tracked_ignored is not None else None
         tree: dict[str, tuple[set[str], set[str]]] = {self.root: (set(), set())}
         for raw in out.split(b"\0"):
             if not raw:
