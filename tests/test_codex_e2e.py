@@ -198,3 +198,26 @@ def test_codex_gets_a_deny_for_a_blocked_command(codex_env, tmp_path: Path) -> N
     state = load(run_dir).state
     assert [(a.verdict.kind, a.verdict.rule, a.executed) for a in state.attempts] == [
         (VerdictKind.BLOCK, "destructive", False)]
+
+
+def test_codex_with_a_relative_binary_and_a_long_tmpdir(codex_env, tmp_path: Path) -> None:
+    """--codex-bin relative to where ledger-run was started (codex itself starts in the work tree),
+    and a TMPDIR too long for a Unix socket's path (the hook socket goes under /tmp instead)."""
+    repo, fake, user_home, env = codex_env
+    bindir = Path(CODEX).resolve().parent
+    long_tmp = tmp_path / ("t" * 90)
+    long_tmp.mkdir()
+    run_dir = tmp_path / "rel"
+    p = subprocess.run([*hook_launcher(), "codex", "--codex-bin", "./" + Path(CODEX).resolve().name, "--workdir", str(repo),
+                        "-o", str(run_dir), "--", "exec", "--skip-git-repo-check", "Fix the failing test"],
+                       env={**env, "TMPDIR": str(long_tmp)}, cwd=bindir, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert len(load(run_dir).state.attempts) >= 3, "the hooks reached the ledger: the socket had a path that fits"
+    assert not (run_dir / "faults.log").exists()
+
+
+def test_codex_with_a_run_dir_that_cannot_be_written(codex_env, tmp_path: Path) -> None:
+    repo, fake, user_home, env = codex_env
+    p = ledger_run("codex", "--workdir", str(repo), "-o", "/proc/ledger-run-here", "--", "exec", "x", env=env, cwd=repo)
+    assert p.returncode == 2 and "cannot write the run into -o /proc/ledger-run-here" in p.stderr
+    assert "Traceback" not in p.stderr and not fake.agent_requests, "said before codex started"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -338,3 +339,45 @@ def test_inspect_filters_and_finds_the_ledger_of_anything_a_run_left(tmp_path):
         assert r.returncode == 0 and json.loads(r.stdout)["summary"]["attempts"] == 11, r.stderr
     (tmp_path / "x.json").write_text("{}")
     assert "without info.ledger.path" in one_line_error(ledger_run("inspect", str(tmp_path / "x.json")))
+
+
+def test_shell_completion_completes_commands_and_options():
+    script = Path(sys.executable).parent / "ledger-run"  # completion is keyed by the program's name
+    if not script.exists():
+        pytest.skip(f"no ledger-run script next to {sys.executable} (pip install -e .)")
+    env = {**os.environ, "_LEDGER_RUN_COMPLETE": "complete_bash"}
+    first = subprocess.run([str(script)], capture_output=True, text=True, timeout=60,
+                           env={**env, "COMP_WORDS": "ledger-run ins", "COMP_CWORD": "1"})
+    assert first.stdout.split() == ["inspect"], first.stderr
+    opt = subprocess.run([str(script)], capture_output=True, text=True, timeout=60,
+                         env={**env, "COMP_WORDS": "ledger-run inspect --ver", "COMP_CWORD": "2"})
+    assert opt.stdout.split() == ["--verdict"]
+    assert "--install-completion" in ledger_run("--help").stdout
+
+
+def test_readme_stays_short_with_the_two_commands_and_the_quickstarts():
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert len(text.splitlines()) <= 160
+    assert "pip install -e . && ledger-run demo" in text and 'pip install -e ".[test]" && pytest -q' in text
+    assert "## Quickstart: mini-swe-agent" in text and "## Quickstart: Codex" in text
+    root = Path(__file__).resolve().parents[1]
+    for page in re.findall(r"`(docs/[a-z0-9-]+\.md)`", text):
+        assert (root / page).is_file(), page
+
+
+def test_replay_leaves_nothing_behind_in_tmp(tmp_path):
+    import glob
+    import tempfile
+
+    from test_replay import COMMANDS, mirror, traj_file
+
+    bare, commit = mirror(tmp_path)
+    traj_file(tmp_path / "a.traj.json", "demo__calc-1", COMMANDS[:2])
+    (tmp_path / "i.jsonl").write_text(json.dumps({"instance_id": "demo__calc-1", "base_commit": commit}) + "\n")
+    pattern = os.path.join(tempfile.gettempdir(), "ledger-replay-*")
+    before = set(glob.glob(pattern))
+    r = ledger_run("replay", str(tmp_path / "a.traj.json"), "--repo", str(bare), "--instances", str(tmp_path / "i.jsonl"),
+                   "--workdir", str(tmp_path / "tb"), "-o", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    left = {p for p in set(glob.glob(pattern)) - before if not p.endswith(f"-{os.getuid()}")}
+    assert not left, left
