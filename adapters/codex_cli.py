@@ -85,8 +85,9 @@ def user_codex_home() -> Path:
 
 def make_codex_home(run_dir: Path, source: Path) -> Path:
     """The run's own CODEX_HOME, with copies of the user's configuration and credentials."""
-    home = run_dir / "codex-home"
-    home.mkdir(parents=True, exist_ok=True)
+    from ledger_runtime.private import private_dir, tighten
+
+    home = private_dir(run_dir / "codex-home")
     if source.resolve() == home.resolve():
         return home
     for name in COPIED_FILES:
@@ -97,6 +98,7 @@ def make_codex_home(run_dir: Path, source: Path) -> Path:
         src = source / name
         if src.is_dir() and not (home / name).exists():
             shutil.copytree(src, home / name, symlinks=True)
+    tighten(home)  # the copies hold credentials: owner only, whatever the user's files allowed
     return home
 
 

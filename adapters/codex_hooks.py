@@ -260,9 +260,11 @@ class CodexHooks:
     def _replay_command(self, attempt_id: int | None, output: str, returncode: int | None) -> str:
         """A command that prints ``output`` byte for byte and exits with ``returncode``."""
         assert self.answers_dir is not None
-        self.answers_dir.mkdir(parents=True, exist_ok=True)
+        from ledger_runtime.private import private_dir, write_private
+
+        private_dir(self.answers_dir)
         path = self.answers_dir / f"{attempt_id or 0}.out"
-        path.write_bytes(output.encode("utf-8", "surrogateescape"))
+        write_private(path, output.encode("utf-8", "surrogateescape"))
         if not isinstance(returncode, int):
             code = 0
         elif returncode < 0:  # killed by a signal: as a shell reports it

@@ -161,7 +161,8 @@ def report(
         _fail(str(e))
         return
     if html is not None:
-        from ledger_runtime.html_report import arms_page, write_private
+        from ledger_runtime.html_report import arms_page
+        from ledger_runtime.private import write_private
 
         try:
             write_private(html, arms_page(rep))

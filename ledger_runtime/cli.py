@@ -94,7 +94,8 @@ def inspect(
             sys.stdout.write((expanded if expand else shown) or "")  # the exact text: never re-wrapped
         return
     if html is not None:
-        from .html_report import run_page, write_private
+        from .html_report import run_page
+        from .private import write_private
 
         try:
             write_private(html, run_page(loaded))
@@ -191,7 +192,7 @@ def config(
         return
     if write.exists() and not force:
         fail(f"{write} exists: pass --force to replace it")
-    from .html_report import write_private
+    from .private import write_private
 
     try:
         write_private(write, text)

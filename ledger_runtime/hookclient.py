@@ -56,7 +56,9 @@ def log_fault(run_dir: str | None, event: str | None, message: str) -> None:
     entry = {"at": time.time(), "where": f"hook {event or '?'}", "error": message, "command": None}
     if run_dir and os.path.isdir(run_dir):
         try:
-            with open(os.path.join(run_dir, FAULTS_FILE), "a", encoding="utf-8") as f:
+            fd = os.open(os.path.join(run_dir, FAULTS_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "a", encoding="utf-8") as f:  # owner only, as every file of the run
                 f.write(json.dumps(entry) + "\n")
             return
         except OSError:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import html
-import os
 from pathlib import Path
 from typing import Any
 
@@ -167,11 +166,3 @@ def _fmt(v: Any) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` readable by its owner only (a page holds what the agent saw)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(path, 0o600)

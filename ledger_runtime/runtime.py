@@ -39,6 +39,7 @@ from .executor import ExecResult
 from .gate import build_rules, check_all, compose, in_force
 from .govern import Current, govern
 from .policies import BUILTINS
+from .private import append_private, private_dir, write_private
 from .hashing import FileState
 from .probe import PENDING
 from .inform import StateView, render, short_command
@@ -130,7 +131,7 @@ class LedgerRuntime:
                  workspace: Workspace | None = None):
         self.workdir = workspace.root if workspace is not None else os.path.abspath(workdir)
         self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.run_dir)  # what the agent saw, secrets included: its owner's only
         _ignore_in_git(self.run_dir, self.workdir)
         self.config = config or LedgerConfig()
         self.faults = 0  # faults of the ledger so far (each logged; none ever stops the agent)
@@ -715,7 +716,7 @@ class LedgerRuntime:
         if records:
             entry["records"] = records  # what could not be written to the ledger, kept here instead
         try:
-            with open(self.run_dir / FAULTS_FILE, "a", encoding="utf-8") as f:
+            with append_private(self.run_dir / FAULTS_FILE) as f:
                 f.write(json.dumps(entry, default=str) + "\n")
         except OSError:
             pass
@@ -751,7 +752,7 @@ def _ignore_in_git(run_dir: Path, workdir: str) -> None:
         inside = run_dir.resolve().is_relative_to(Path(workdir).resolve())
         marker = run_dir / ".gitignore"
         if inside and not marker.exists():
-            marker.write_text("# the ledger's run directory: not part of the repository\n*\n")
+            write_private(marker, "# the ledger's run directory: not part of the repository\n*\n")
     except OSError:
         pass
 

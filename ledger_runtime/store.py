@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .hashing import digest_bytes
+from .private import private_dir, touch_private
 
 FORMAT = "ledger-runtime"
 SCHEMA_VERSION = 1
@@ -98,14 +99,15 @@ class LedgerStore:
         """Create a new ledger (its directory too). An existing ledger is opened for appending."""
         p = Path(path)
         if p.is_dir() or not p.suffix:
-            p.mkdir(parents=True, exist_ok=True)
+            private_dir(p)
             p = p / LEDGER_FILE
         else:
-            p.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(p.parent)
         existed = p.exists() and p.stat().st_size > 0
         if existed:
             store = cls.open(p, writable=True)
             return store
+        touch_private(p)  # before SQLite makes it: its -wal and -shm files take the database's mode
         try:
             conn = sqlite3.connect(str(p), isolation_level=None, check_same_thread=False, timeout=10)
             conn.execute("PRAGMA journal_mode=WAL")

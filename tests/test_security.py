@@ -1,0 +1,114 @@
+"""What the product writes is its owner's alone, whatever the umask: a ledger holds what the agent
+saw, secrets included. Checked by mode bits, and (as root) by another uid trying to read."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import make_repo
+
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.runtime import LedgerRuntime
+
+NOBODY = 65534
+
+
+def loose_umask():
+    return os.umask(0o022)
+
+
+def modes(tree: Path) -> dict[str, int]:
+    out = {}
+    for root, dirs, files in os.walk(tree):
+        for name in dirs + files:
+            p = Path(root) / name
+            if not p.is_symlink():
+                out[str(p.relative_to(tree))] = stat.S_IMODE(p.stat().st_mode)
+    out["."] = stat.S_IMODE(tree.stat().st_mode)
+    return out
+
+
+def test_a_run_directory_is_private_whatever_the_umask(tmp_path):
+    repo = make_repo(tmp_path / "r", {"a.py": "SECRET = 'sk-live-123'\n"})
+    old = loose_umask()
+    try:
+        rt = LedgerRuntime(repo, tmp_path / "runs" / "run", LedgerConfig())
+        try:
+            rt.run("cat a.py", LocalExecutor())
+            rt.run("echo x >> a.py", LocalExecutor())
+            rt.report_fault("a test", RuntimeError("boom"))
+            live = modes(tmp_path / "runs" / "run")
+            assert {"ledger.sqlite-wal", "ledger.sqlite-shm"} <= set(live), live
+            assert all(m == 0o600 for n, m in live.items() if n != "."), live  # SQLite's own files too
+        finally:
+            rt.close()
+        inside = make_repo(tmp_path / "r2", {"b.py": "x\n"})
+        rt2 = LedgerRuntime(inside, inside / "ledger-runs" / "one", LedgerConfig())  # the .gitignore marker
+        rt2.close()
+    finally:
+        os.umask(old)
+    run = tmp_path / "runs" / "run"
+    found = modes(run)
+    assert {"ledger.sqlite", "faults.log"} <= set(found), found
+    for name, mode in found.items():
+        want = 0o700 if (run / name).is_dir() else 0o600
+        assert mode == want, (name, oct(mode))
+    assert all(m == 0o600 for n, m in modes(inside / "ledger-runs" / "one").items() if n != "."), "marker too"
+    if os.geteuid() != 0:
+        print("SKIP-REASON: reading as another uid needs root; the mode bits above were checked")
+        return
+    for target in ("ledger.sqlite", "faults.log"):
+        r = subprocess.run(["cat", str(run / target)], capture_output=True, preexec_fn=lambda: (os.setgid(NOBODY), os.setuid(NOBODY)))
+        assert r.returncode != 0 and b"Permission denied" in r.stderr, target
+
+
+def test_codex_home_copies_and_answers_are_private(tmp_path):
+    from ledger_adapters.codex_cli import make_codex_home
+
+    user = tmp_path / "user-codex"
+    user.mkdir()
+    (user / "config.toml").write_text('model = "x"\n')
+    (user / "auth.json").write_text('{"OPENAI_API_KEY": "sk-secret"}\n')
+    os.chmod(user / "auth.json", 0o644)
+    old = loose_umask()
+    try:
+        home = make_codex_home(tmp_path / "run", user)
+    finally:
+        os.umask(old)
+    found = modes(home)
+    assert found["."] == 0o700 and found["auth.json"] == 0o600 and found["config.toml"] == 0o600, found
+
+
+def test_written_pages_and_settings_files_are_private(tmp_path):
+    old = loose_umask()
+    try:
+        r = subprocess.run([sys.executable, "-m", "ledger_runtime", "config", "--write", str(tmp_path / "l.toml")],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        os.umask(old)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_IMODE((tmp_path / "l.toml").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_the_hook_clients_fault_log_is_private(tmp_path, existing):
+    run = tmp_path / "run"
+    run.mkdir()
+    if existing:
+        (run / "faults.log").write_text("")
+        os.chmod(run / "faults.log", 0o644)
+    fast = Path(__file__).resolve().parents[1] / "ledger_runtime" / "fasthook.py"
+    old = loose_umask()
+    try:
+        subprocess.run([sys.executable, "-S", "-E", str(fast), "hook", "PreToolUse", "--run-dir", str(run)], input=b"{}",
+                       capture_output=True, timeout=60, env={k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")})
+    finally:
+        os.umask(old)
+    mode = stat.S_IMODE((run / "faults.log").stat().st_mode)
+    assert mode == 0o600, oct(mode)
