@@ -112,3 +112,55 @@ def test_the_hook_clients_fault_log_is_private(tmp_path, existing):
         os.umask(old)
     mode = stat.S_IMODE((run / "faults.log").stat().st_mode)
     assert mode == 0o600, oct(mode)
+
+
+ROOT_READS = ["find / -name setup.py 2>/dev/null | head -n 3", "grep -rn zzqx_never_there / 2>/dev/null | head -n 1",
+              "ls -R / 2>/dev/null | head -n 5", "du -sh / 2>/dev/null | tail -n 1"]
+
+
+@pytest.mark.parametrize("command", ROOT_READS)
+def test_reading_from_the_root_adds_at_most_a_second(tmp_path, command):
+    """A read key of `/` is never signed: nothing under / is hashed, before or after. The commands
+    are cut at 3 s by `timeout` (du and grep would take minutes); the ledger adds at most 1 s."""
+    import time
+
+    repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    try:
+        t0 = time.perf_counter()
+        rt.run(f"timeout 3 sh -c '{command}'", LocalExecutor(timeout=30))
+        total = time.perf_counter() - t0
+        added = total - rt.state.attempts[-1].duration_s
+    finally:
+        rt.close()
+    assert added < 1.0, f"the ledger added {added:.2f} s"
+
+
+def test_reading_from_the_root_through_the_codex_hook_server(tmp_path):
+    """Through the hook server a PreToolUse for a read of / is answered at once (the lock is never
+    held across work that grows with the file system), and the next hook is not kept waiting."""
+    import json
+    import time
+
+    from ledger_adapters.codex_cli import fast_launcher
+    from ledger_adapters.codex_hooks import CodexHooks
+    from ledger_runtime.hookserver import HookServer
+
+    repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    hooks = CodexHooks(rt, wrap_launcher=fast_launcher())
+    server = HookServer(hooks.handle, rt.report_fault)
+    hooks.socket_path = server.socket_path
+    try:
+        for i, command in enumerate(ROOT_READS + ["cat a.py"]):
+            payload = json.dumps({"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": str(repo),
+                                  "tool_input": {"command": command}, "tool_use_id": f"c{i}",
+                                  "transcript_path": str(tmp_path / "none.jsonl")}).encode()
+            t0 = time.perf_counter()
+            r = subprocess.run([*fast_launcher(), "hook", "PreToolUse", "--socket", server.socket_path, "--run-dir",
+                                str(tmp_path / "run")], input=payload, capture_output=True, timeout=60)
+            took = time.perf_counter() - t0
+            assert r.returncode == 0 and took < 1.0, (command, took, r.stderr)
+    finally:
+        server.close()
+        rt.close()
