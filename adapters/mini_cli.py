@@ -54,6 +54,15 @@ def demo(
                   f"(the state view at a step: ledger-run inspect {run_dir} --step 5)")
 
 
+def quiet_startup() -> None:
+    """Before mini-swe-agent and litellm are imported: no banner of mini's, no first-run set-up, and
+    litellm's prices from the copy it ships (it otherwise fetches them at import, retrying for
+    seconds without a network). The user's own settings of these win."""
+    os.environ.setdefault("MSWEA_CONFIGURED", "1")
+    os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
 def _config_fields(environment_class: str) -> set[str]:
     """The required fields of a mini-swe-agent environment's config (empty when it cannot be told)."""
     try:
@@ -126,7 +135,7 @@ def mini(
         load_config(ledger_config) if ledger_config else None
     except ConfigError as e:
         fail(str(e))
-    os.environ.setdefault("MSWEA_CONFIGURED", "1")
+    quiet_startup()
     from minisweagent.agents import get_agent
     from minisweagent.config import builtin_config_dir, get_config_from_spec
     from minisweagent.environments import get_environment

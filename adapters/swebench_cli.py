@@ -63,6 +63,9 @@ def swebench(
     modal: bool = typer.Option(False, "--modal", help="With --evaluate: score on Modal (the harness's --modal)."),
 ) -> None:
     """Run mini-swe-agent on SWE-bench instances once per arm (resumable; Ctrl-C leaves no containers)."""
+    from .mini_cli import quiet_startup
+
+    quiet_startup()
     if ctx.invoked_subcommand is not None:
         return
     from rich.console import Console

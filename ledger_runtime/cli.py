@@ -140,7 +140,8 @@ def replay(
                                                        "instances' commits; repeat for several repositories."),
     workdir: Path = typer.Option(Path("/testbed"), "--workdir", help="Where each checkout goes (the recorded "
                                                                      "commands use /testbed). A directory that "
-                                                                     "holds files a replay did not make is refused."),
+                                                                     "holds files and no replay's mark is refused; "
+                                                                     "a tree a replay made is replaced whole."),
     force: bool = typer.Option(False, "--force", help="Use --workdir even when it holds files a replay did not "
                                                       "make (they are deleted)."),
     jobs: int = typer.Option(1, "--jobs", "-j", help="Replay this many trajectories at a time, each in its own "
@@ -175,11 +176,18 @@ def config(
     from .config import ConfigError
     from .config_file import changed, check as check_file, starter_toml, toml_value
 
+    if check is not None and write is not None:
+        fail("give --write FILE or --check FILE, not both")
     if check is not None:
+        if check.is_dir():
+            fail(f"--check {check} is a directory: give a settings file (TOML)")
         try:
             cfg = check_file(check)
         except ConfigError as e:
             fail(str(e))
+            return
+        except OSError as e:
+            fail(f"cannot read --check {check}: {e.strerror or e}")
             return
         diff = changed(cfg)
         print(f"{check}: valid; " + (", ".join(f"{k} = {toml_value(v) if not isinstance(v, dict) else 'a table'}"
@@ -236,11 +244,31 @@ def hook(
 
 def main() -> None:
     """Entry point of the ``ledger-run`` script (entry.py sends ``hook`` straight to hookclient.py)."""
+    try:  # typer 0.2x carries its own click
+        from typer._click.exceptions import ClickException, UsageError
+    except ImportError:  # a typer that uses click itself
+        from click.exceptions import ClickException, UsageError  # type: ignore[no-redef]
+    Abort = typer.Abort
     try:
-        app()
+        code = app(standalone_mode=False)
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except Abort:
+        err.print("interrupted")
+        sys.exit(130)
+    except UsageError as e:  # one line, with where to look, as every other error
+        if type(e).__name__ == "NoArgsIsHelpError":  # no arguments: the help, as asked for by no_args_is_help
+            if e.format_message().strip():
+                e.show()
+            sys.exit(2)
+        where = e.ctx.command_path if e.ctx is not None else "ledger-run"
+        err.print(f"[red]error:[/red] {e.format_message()} (see {where} --help)", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except ClickException as e:
+        err.print(f"[red]error:[/red] {e.format_message()}", highlight=False, soft_wrap=True)
+        sys.exit(e.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -148,6 +148,8 @@ def load_config(path: str | Path | None = None, *, defaults: dict[str, Any] | No
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"config file not found: {p}") from None
+        except OSError as e:  # a directory, no permission
+            raise ConfigError(f"{p}: cannot read it as a config file: {e.strerror or e}") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"{p}: not valid TOML: {e}") from None
         section = data.pop("ledger", None)

@@ -122,11 +122,15 @@ def main(argv: list[str]) -> int:
     except OSError as e:  # a timeout is an OSError too
         log_fault(run_dir, event, f"hook server {sock_path} did not answer: {e}")
         return 0
-    answer = answer.strip()
-    if not answer:
+    if not answer.strip():
         return 0
-    # the server answers with one JSON object (json.dumps of a dict); anything else, cut short
-    # included, is not passed on
+    # the server answers with one line of JSON (json.dumps of a dict, which has no newline in it,
+    # then a newline): without that newline the answer was cut short and is not passed on
+    whole = answer.endswith(b"\n")
+    answer = answer.strip()
+    if not whole:
+        log_fault(run_dir, event, f"hook server's answer was cut short (no end of line): {answer[:80]!r}")
+        return 0
     if not (answer.startswith(b"{") and answer.endswith(b"}")) and not _is_json(answer):
         log_fault(run_dir, event, f"hook server answered something that is not JSON: {answer[:80]!r}")
         return 0

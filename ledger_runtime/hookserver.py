@@ -80,8 +80,8 @@ class HookServer:
                 head, _, body = data.partition(b"\n")
                 event = json.loads(head)["event"]
                 answer = self._handle(str(event), body)
-                if answer is not None:
-                    conn.sendall(json.dumps(answer).encode())
+                if answer is not None:  # one line: the newline says the answer is whole
+                    conn.sendall(json.dumps(answer).encode() + b"\n")
             except Exception as e:  # a broken client or a fault of ours: no answer, the agent goes on
                 with self.lock:
                     self.on_fault("serving a hook", e)

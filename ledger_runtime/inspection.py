@@ -162,13 +162,25 @@ def outputs_at(loaded: Loaded, step: int) -> list[tuple[Any, str | None, str | N
     return out
 
 
+def _visible_counter(state: LedgerState):
+    """Characters of a text of n characters that the model sees once the agent has cut it (the run's
+    output_limit_chars, head and tail; replay.visible_chars does the same from the text)."""
+    cfg = state.run.get("config") or {}
+    default = LedgerConfig()
+    limit = cfg.get("output_limit_chars", default.output_limit_chars)
+    kept = cfg.get("output_head_chars", default.output_head_chars) + cfg.get("output_tail_chars", default.output_tail_chars)
+    return lambda n: n if n < limit else min(n, kept)
+
+
 def summary(state: LedgerState) -> dict[str, Any]:
     """Totals: verdicts, what reuse spared, files changed since the start, faults."""
     verdicts = Counter(a.verdict.kind.value for a in state.attempts)
     applied = [a for a in state.attempts if a.applied]
     reused = [a for a in applied if a.verdict.kind is VerdictKind.REUSE]
     deduped = [a for a in applied if (a.answer or {}).get("kind") in REFERENCING]
-    spared_chars = sum(a.output_chars - a.shown_chars for a in deduped)  # net: the references cost too
+    seen = _visible_counter(state)
+    # net (the references cost too), and of what the model sees: a cut output counts as its kept part
+    spared_chars = sum(seen(a.output_chars) - seen(a.shown_chars) for a in deduped)
     shadow = [a for a in state.attempts if not a.applied and (a.answer or {}).get("kind") in REFERENCING]
     answers = Counter((a.answer or {}).get("kind", "raw") for a in state.attempts)
     changed = []
@@ -196,7 +208,7 @@ def summary(state: LedgerState) -> dict[str, Any]:
         "chars_spared": spared_chars,
         "tokens_spared_estimate": (spared_chars + 3) // 4,
         "shadow_answers": len(shadow),
-        "shadow_chars_spared": sum(a.output_chars - a.shown_chars for a in shadow),
+        "shadow_chars_spared": sum(seen(a.output_chars) - seen(a.shown_chars) for a in shadow),
         "observations": len(state.observations),
         "modifications": len(state.modifications),
         "files_changed": changed,

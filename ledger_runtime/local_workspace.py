@@ -72,6 +72,9 @@ class LocalWorkspace:
     def scan(self, *, keep_limit: int = 0) -> Snapshot:
         return self.scanner.scan(keep_limit=keep_limit)
 
+    def rehash(self, paths: Iterable[str]) -> None:
+        self.scanner.rehash(paths)
+
     def kept(self) -> dict[str, bytes]:
         return self.scanner.cache.kept
 

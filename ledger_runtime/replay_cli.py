@@ -35,14 +35,18 @@ def _instances(path: Path | None) -> tuple[dict[str, str], dict[str, str]]:
     repos: dict[str, str] = {}
     if path is None:
         return commits, repos
-    with open(path, encoding="utf-8") as f:
+    lines = 0
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
+            lines += bool(line.strip())
             try:
                 row = json.loads(line)
                 commits[row["instance_id"]] = row["base_commit"]
                 repos[row["instance_id"]] = row.get("repo", "")
             except (ValueError, KeyError, TypeError):
                 continue
+    if lines and not commits:
+        raise ValueError(f"{path}: no line is a SWE-bench instance (JSON with instance_id and base_commit)")
     return commits, repos
 
 
@@ -71,37 +75,69 @@ def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, 
     try:
         commits, repo_names = _instances(instances)
     except OSError as e:
-        fail(f"cannot read --instances: {e}")
+        fail(f"cannot read --instances: {e.strerror or e}")
         return
+    except ValueError as e:
+        fail(f"--instances {e}")
+        return
+    if obs_only and report is not None:
+        fail("--report is for replays; --observations-only writes OUT/observations-only.json (and --json)")
+    from .dirs import unwritable
+
     notes: list[str] = []
     items = list(load(paths, notes))
     trajs = [t for t in items if isinstance(t, Trajectory)]
     skipped = [(str(e).split(":")[0], str(e)) for e in items if isinstance(e, TrajectoryError)]
     if not trajs:
         fail(f"no trajectory could be read: {skipped[0][1]}" if skipped else "no trajectories in the input")
+    seen: set[str] = set()
+    unique = []
+    for t in trajs:  # one ledger and one result per instance: a second trajectory of it is skipped
+        if t.instance_id in seen:
+            skipped.append((t.instance_id, f"{t.source}: a second trajectory of {t.instance_id} (one per instance: "
+                                           "the first is replayed)"))
+            continue
+        seen.add(t.instance_id)
+        unique.append(t)
+    trajs = unique
     if filter_:
-        rx = re.compile(filter_)
+        try:
+            rx = re.compile(filter_)
+        except re.error as e:
+            fail(f"--filter {filter_!r} is not a regular expression: {e}")
+            return
         trajs = [t for t in trajs if rx.search(t.instance_id)]
         if not trajs:
             fail(f"no trajectory's instance id matches --filter {filter_!r}")
     for t in trajs:
         t.repo = t.repo or repo_names.get(t.instance_id)
     if obs_only:
+        problem = unwritable(out)
+        if problem:
+            fail(f"cannot write results into -o {out}: {problem}")
         for iid, why in skipped:
             err.print(f"[yellow]skipped[/yellow] {iid}: {why}", highlight=False)
         _observations_only(trajs, out, as_json)
         return
+    clash = replay_tree.overlaps(workdir, git_dirs)
+    if clash is not None:
+        fail(f"--workdir {workdir} and --repo {clash} overlap: emptying the work tree would delete the repository; "
+             "give another --workdir")
     try:
         replay_tree.check_usable(workdir, force)
         lock = replay_tree.Lock(workdir)
     except replay_tree.TreeError as e:
         fail(str(e))
         return
+    problem = unwritable(out)
+    if problem:
+        lock.release()
+        fail(f"cannot write results into -o {out}: {problem}")
     settings = ReplaySettings(repos=git_dirs, out=out, workdir=workdir, base_commits=commits,
                               repo_names=repo_names, timeout=timeout, force=force)
     prov = provenance(settings.config, jobs)  # the code as it is when the replay starts
     todo = [t for t in trajs if redo or not result_path(out, t.instance_id).exists()]
-    err.print(f"{len(trajs)} trajectories, {len(trajs) - len(todo)} already replayed, {len(todo)} to go "
+    err.print(f"{len(trajs)} {'trajectory' if len(trajs) == 1 else 'trajectories'}, {len(trajs) - len(todo)} already replayed, {len(todo)} to go "
               f"({sum(len(t.commands) for t in todo)} commands)" + (f", {jobs} at a time" if jobs > 1 else ""))
     try:
         skipped += _replay_all(todo, settings, jobs, err, notes)
@@ -163,35 +199,82 @@ def _replay_all(todo: list[Trajectory], settings: ReplaySettings, jobs: int, err
                     progress.update(overall, completed=start)
                     finished(t, f"{type(e).__name__}: {e}", failed=True)
             return skipped
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+        _parallel(todo, settings, jobs, notes, finished, progress, overall)
+    return skipped
 
-        settings.workdir.mkdir(parents=True, exist_ok=True)  # the mount point of each worker's own tree
-        ctx = multiprocessing.get_context("spawn")  # a fresh, single-threaded process: it may unshare
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_start,
-                                 initargs=(str(settings.workdir), [settings.out, *settings.repos])) as pool:
-            futures = {pool.submit(_worker_replay, t, settings): t for t in todo}
-            progress.update(overall, description=f"{len(todo)} trajectories, {jobs} at a time")
+
+ISOLATION_NOTES = {
+    "directory": "work trees: one private directory per worker (no mount namespaces here); commands naming the "
+                 "work tree by its absolute path ran against the shared one",
+    "namespace-shared-tmp": "/tmp: shared by the workers (a path the replay needs, -o or --repo, lies under it); "
+                            "commands writing /tmp may have seen each other's files",
+}
+
+
+def _parallel(todo: list[Trajectory], settings: ReplaySettings, jobs: int, notes: list[str], finished, progress,
+              overall) -> None:
+    """``todo`` in worker processes, each in its own tree. A worker that dies takes only the
+    trajectories it was running: the rest go to a fresh pool (each trajectory is tried twice at
+    most). Ctrl-C stops the workers and says what was kept."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    settings.workdir.mkdir(parents=True, exist_ok=True)  # the mount point of each worker's own tree
+    replay_tree.sweep_stale_workers()
+    ctx = multiprocessing.get_context("spawn")  # a fresh, single-threaded process: it may unshare
+    remaining = list(todo)
+    solo = False  # after a worker died: one trajectory per pool, so a death is its own trajectory's
+    progress.update(overall, description=f"{len(todo)} trajectories, {jobs} at a time")
+    while remaining:
+        batch = remaining[:1] if solo else remaining
+        remaining = remaining[1:] if solo else []
+        pool = ProcessPoolExecutor(max_workers=1 if solo else jobs, mp_context=ctx, initializer=_worker_start,
+                                   initargs=(str(settings.workdir), [settings.out, *settings.repos]))
+        futures = {pool.submit(_worker_replay, t, settings): t for t in batch}
+        try:
             for fut in as_completed(futures):
                 t = futures[fut]
                 try:
                     how = fut.result()
-                    if how and how.startswith("directory:") and not any(n.startswith("work trees:") for n in notes):
-                        notes.append("work trees: one private directory per worker (no mount namespaces here); "
-                                     "commands naming the work tree by its absolute path ran against the shared one")
+                    kind = (how or "").split(":", 1)[0]
+                    if kind in ISOLATION_NOTES and ISOLATION_NOTES[kind] not in notes:
+                        notes.append(ISOLATION_NOTES[kind])
                     finished(t, None)
                 except Skip as e:
                     finished(t, str(e))
+                except BrokenProcessPool:  # a worker died (killed, out of memory): whose fault, solo tells
+                    if solo:
+                        finished(t, "its worker process died (killed by a command, or out of memory)", failed=True)
+                    else:
+                        remaining.append(t)
                 except Exception as e:
                     finished(t, f"{type(e).__name__}: {e}", failed=True)
-    return skipped
+        except KeyboardInterrupt:
+            procs = list((getattr(pool, "_processes", None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in procs:
+                proc.terminate()
+            replay_tree.sweep_stale_workers()
+            progress.stop()
+            print(f"interrupted: the finished trajectories are kept in {settings.out} (run the same command again "
+                  "to go on from there)", file=sys.stderr)
+            raise SystemExit(130) from None
+        pool.shutdown(wait=True)
+        if remaining and not solo:
+            solo = True
+            notes.append("a worker process died: the trajectories it took down were replayed again one at a time")
+    replay_tree.sweep_stale_workers()
 
 
 _ISOLATION: str | None = None
 
 
 def _worker_start(workdir: str, keep: list[Path]) -> None:
+    import signal
+
     global _ISOLATION
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     _ISOLATION = replay_tree.isolate(Path(workdir), keep)
 
 

@@ -94,14 +94,18 @@ def mark(tree: Path) -> None:
 
 
 class Lock:
-    """An exclusive lock on a work tree for one replay (released when the process ends)."""
+    """An exclusive lock on a work tree for one replay (released when the process ends): a file
+    beside the tree (``.<name>.ledger-replay.lock`` in its parent), opened without following a
+    planted symlink, so every replay of that tree finds the same lock whatever its TMPDIR."""
 
     def __init__(self, tree: Path):
-        base = Path(tempfile.gettempdir()) / f"ledger-replay-locks-{os.getuid()}"
-        base.mkdir(mode=0o700, exist_ok=True)
-        name = hashlib.sha256(str(tree.resolve()).encode()).hexdigest()[:24]
-        self.path = base / f"{name}.lock"
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        tree = Path(os.path.abspath(tree))
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        self.path = tree.parent / f".{tree.name}.ledger-replay.lock"
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as e:
+            raise TreeError(f"cannot lock --workdir {tree}: {self.path}: {e.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -113,12 +117,66 @@ class Lock:
             raise TreeError(f"cannot lock --workdir {tree}: {e.strerror}") from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
-        self.fd = fd
+        self.fd: int | None = fd
 
     def release(self) -> None:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+def overlaps(tree: Path, repos: list[Path]) -> Path | None:
+    """A repository (its git directory or its work tree) that is, holds or lies in ``tree``: emptying
+    the tree would delete it."""
+    t = os.path.realpath(tree)
+    for r in repos:
+        for p in {os.path.realpath(r), os.path.realpath(os.path.dirname(os.path.realpath(r)))
+                  if os.path.basename(os.path.realpath(r)) == ".git" else os.path.realpath(r)}:
+            if p == t or p.startswith(t + os.sep) or t.startswith(p + os.sep):
+                return r
+    return None
+
+
+WORKER_PREFIX = "ledger-replay-worker-"
+
+
+def _worker_base() -> str | None:
+    return "/var/tmp" if os.path.isdir("/var/tmp") and os.access("/var/tmp", os.W_OK) else None
+
+
+def sweep_stale_workers() -> int:
+    """Remove the private directories of workers that are gone (killed before they could clean up:
+    their pid is in the name). Returns how many."""
+    base = _worker_base() or tempfile.gettempdir()
+    removed = 0
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return 0
+    for name in names:
+        if not name.startswith(WORKER_PREFIX):
+            continue
+        try:
+            pid = int(name[len(WORKER_PREFIX):].split("-", 1)[0])
+        except ValueError:
+            continue
+        path = os.path.join(base, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if st.st_uid != os.getuid() or os.path.islink(path):
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # alive
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed += 1
+    return removed
 
 
 def _mount(libc, source: str | None, target: str, flags: int) -> None:
@@ -139,8 +197,7 @@ def isolate(tree: Path, keep: list[Path]) -> str:
     "directory:PATH" (the tree to use instead, where namespaces are not allowed)."""
     from multiprocessing.util import Finalize
 
-    base = "/var/tmp" if os.path.isdir("/var/tmp") and os.access("/var/tmp", os.W_OK) else None
-    private = Path(tempfile.mkdtemp(prefix="ledger-replay-worker-", dir=base))
+    private = Path(tempfile.mkdtemp(prefix=f"{WORKER_PREFIX}{os.getpid()}-", dir=_worker_base()))
     Finalize(None, shutil.rmtree, args=(str(private),), kwargs={"ignore_errors": True}, exitpriority=10)
     (private / "tree").mkdir()
     (private / "tmp").mkdir()
@@ -153,11 +210,12 @@ def isolate(tree: Path, keep: list[Path]) -> str:
                 raise OSError(e, os.strerror(e))
             _mount(libc, None, "/", MS_REC | MS_PRIVATE)
             tmp = os.path.realpath("/tmp")
-            if not any(_under(p, tmp) for p in [tree, private, *keep]):
+            own_tmp = not any(_under(p, tmp) for p in [tree, private, *keep])
+            if own_tmp:
                 _mount(libc, str(private / "tmp"), "/tmp", MS_BIND)
             _mount(libc, str(private / "tree"), str(tree), MS_BIND)
             _made_here.add(str(tree))
-            return "namespace"
+            return "namespace" if own_tmp else "namespace-shared-tmp"
         except (OSError, AttributeError, TypeError):
             pass
     _made_here.add(str(private / "tree" / tree.name))

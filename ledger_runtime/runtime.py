@@ -216,6 +216,11 @@ class LedgerRuntime:
         self._pending = None
         t.join()
         if discard:
+            if box and not isinstance(box[0], BaseException) and self._last is not None:
+                # what it saw changed is read again by the next scan (its content kept there)
+                rehash = getattr(self.workspace, "rehash", None)
+                if rehash is not None:
+                    rehash([c.path for c in delta(self._last, box[0])])
             return None
         if not box or isinstance(box[0], BaseException):
             self._fault("scanning in the background", box[0] if box else RuntimeError("no result"))

@@ -78,7 +78,8 @@ def from_traj_json(path: Path) -> Trajectory:
     except (OSError, UnicodeDecodeError) as e:
         raise TrajectoryError(f"{path}: cannot read: {e}") from None
     except json.JSONDecodeError as e:
-        raise TrajectoryError(f"{path}: not JSON: {e.msg} at line {e.lineno}") from None
+        msg = e.msg[:-3] if e.msg.endswith(" at") else e.msg  # json's "Invalid control character at"
+        raise TrajectoryError(f"{path}: not JSON: {msg} at line {e.lineno}, column {e.colno}") from None
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise TrajectoryError(f"{path}: not a mini-swe-agent trajectory (no messages list)")
     iid = data.get("instance_id") or path.name.removesuffix(".traj.json")

@@ -170,6 +170,13 @@ class WorkspaceScanner:
                 return snap
         return self._full(keep_limit)
 
+    def rehash(self, paths) -> None:
+        """Read ``paths`` again at the next scan, whatever their stat data says (a scan whose result
+        was dropped saw them first: the next one must read their content, to keep it)."""
+        for p in paths:
+            self.cache.entries.pop(p, None)
+            self._recheck.add(p)
+
     def recheck(self, path: str) -> None:
         """Hash ``path`` again at the next scan: its content was seen to differ from what the cache
         holds, with no event for it (a write through a shared memory map)."""

@@ -381,3 +381,39 @@ def test_replay_leaves_nothing_behind_in_tmp(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     left = {p for p in set(glob.glob(pattern)) - before if not p.endswith(f"-{os.getuid()}")}
     assert not left, left
+
+
+def test_an_answer_cut_short_is_not_passed_on(tmp_path):
+    """The hook server ends its answer with a newline; a client that gets JSON without it (a server
+    that died mid-send) prints nothing, logs the fault and exits 0: the command runs."""
+    import socket
+    import threading
+
+    path = str(tmp_path / "s.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    srv.listen(2)
+    answers = [b'{"hookSpecificOutput": {"permissionDecision": "deny"}', b'{"ok": true}\n']
+
+    def serve():
+        for answer in answers:
+            c, _ = srv.accept()
+            while c.recv(65536):
+                pass
+            c.sendall(answer)
+            c.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    fast = Path(__file__).resolve().parents[1] / "ledger_runtime" / "fasthook.py"
+    outs = [subprocess.run([sys.executable, "-S", "-E", str(fast), "hook", "PreToolUse", "--socket", path, "--run-dir",
+                            str(tmp_path)], input=b"{}", capture_output=True, timeout=60) for _ in answers]
+    srv.close()
+    assert outs[0].returncode == 0 and outs[0].stdout == b"", "cut short: nothing passed on"
+    assert outs[1].stdout == b'{"ok": true}\n'
+    assert "cut short" in (tmp_path / "faults.log").read_text()
+
+
+@pytest.mark.parametrize("args", [["inspect", "--step", "abc", "."], ["inspect"], ["bogus"], ["--nosuch"],
+                                  ["config", "--check", "/"], ["replay", ".", "--filter", "(", "--observations-only"]])
+def test_usage_errors_are_one_line_too(args):
+    assert one_line_error(ledger_run(*args)).startswith("error: ")

@@ -283,3 +283,94 @@ def test_parallel_replays_each_see_their_own_tree(tmp_path):
     finally:
         if base != tmp_path:
             shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_second_trajectory_of_an_instance_is_skipped_not_mixed_in(tmp_path):
+    bare, trajs, inst = _calc_case(tmp_path)
+    (trajs / "again").mkdir()
+    traj_file(trajs / "again" / "demo__calc-1.traj.json", "demo__calc-1", COMMANDS[:1])
+    r = _cli(str(trajs), "--repo", str(bare), "--instances", str(inst), "--workdir", str(tmp_path / "tb"), "-o",
+             str(tmp_path / "o"), "--json", "-j", "2")
+    assert r.returncode == 0, r.stderr[-2000:]
+    data = json.loads(r.stdout)
+    assert data["summary"]["total"]["commands"] == 3 and any("a second trajectory" in why for _, why in data["skipped"])
+
+
+def test_force_never_empties_a_work_tree_that_holds_the_repository(tmp_path):
+    bare, trajs, inst = _calc_case(tmp_path)
+    src = tmp_path / "src"
+    for workdir in (src, tmp_path):  # the clone itself, and a directory holding it
+        r = _cli(str(trajs), "--repo", str(src), "--instances", str(inst), "--workdir", str(workdir), "-o",
+                 str(tmp_path / "o"), "--force")
+        assert "overlap" in _one_line_error(r)
+    assert (src / "calc.py").exists() and (src / ".git").is_dir()
+
+
+def test_the_lock_holds_whatever_the_tmpdir(tmp_path):
+    import os
+
+    from ledger_runtime.replay_tree import Lock
+
+    bare, trajs, inst = _calc_case(tmp_path)
+    tree = tmp_path / "testbed"
+    held = Lock(tree)
+    try:
+        other = tmp_path / "other-tmp"
+        other.mkdir()
+        r = subprocess.run([sys.executable, "-m", "ledger_runtime.cli", "replay", str(trajs), "--repo", str(bare),
+                            "--instances", str(inst), "--workdir", str(tree), "-o", str(tmp_path / "o")],
+                           capture_output=True, text=True, timeout=300, env={**os.environ, "TMPDIR": str(other)})
+        assert "in use by another replay" in _one_line_error(r)
+    finally:
+        held.release()
+
+
+def test_parallel_workers_survive_a_worker_that_dies_and_say_when_tmp_is_shared(tmp_path):
+    """A trajectory whose command kills its worker fails alone (found by trying again one at a time); the others are
+    replayed. With -o under /tmp the workers share /tmp, and the notes say so."""
+    import os
+
+    src = make_repo(tmp_path / "src", FILES)
+    commit = git(src, "rev-parse", "HEAD").strip()
+    trajs = tmp_path / "trajs"
+    trajs.mkdir()
+    rows = []
+    for i, cmd in enumerate(["cat calc.py", "kill -9 $PPID", "grep -n add calc.py", "ls"]):
+        iid = f"demo__calc-{i}"
+        traj_file(trajs / f"{iid}.traj.json", iid, [cmd])
+        rows.append(json.dumps({"instance_id": iid, "base_commit": commit}))
+    (tmp_path / "i.jsonl").write_text("\n".join(rows) + "\n")
+    r = _cli(str(trajs), "--repo", str(src), "--instances", str(tmp_path / "i.jsonl"), "--workdir",
+             str(tmp_path / "tb"), "-o", str(tmp_path / "o"), "-j", "2", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(r.stdout)
+    assert data["summary"]["total"]["instances"] == 3
+    assert [iid for iid, why in data["skipped"] if "died" in why] == ["demo__calc-1"]
+    if os.geteuid() == 0:
+        assert any(n.startswith("/tmp: shared") for n in data["notes"]), data["notes"]
+
+
+def test_ctrl_c_stops_a_parallel_replay(tmp_path):
+    import os
+    import signal
+    import time
+
+    src = make_repo(tmp_path / "src", FILES)
+    commit = git(src, "rev-parse", "HEAD").strip()
+    trajs = tmp_path / "trajs"
+    trajs.mkdir()
+    rows = []
+    for i in range(6):
+        traj_file(trajs / f"demo__calc-{i}.traj.json", f"demo__calc-{i}", ["sleep 20"])
+        rows.append(json.dumps({"instance_id": f"demo__calc-{i}", "base_commit": commit}))
+    (tmp_path / "i.jsonl").write_text("\n".join(rows) + "\n")
+    p = subprocess.Popen([sys.executable, "-m", "ledger_runtime.cli", "replay", str(trajs), "--repo", str(src),
+                          "--instances", str(tmp_path / "i.jsonl"), "--workdir", str(tmp_path / "tb"), "-o",
+                          str(tmp_path / "o"), "-j", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    time.sleep(8)
+    t0 = time.monotonic()
+    os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and time.monotonic() - t0 < 15, err[-2000:]
+    assert "interrupted: the finished trajectories are kept" in err and "Traceback" not in err

@@ -185,3 +185,25 @@ def test_changes_between_commands_are_taken_while_the_model_thinks(tmp_path, wat
         assert sorted(os.path.relpath(m.path, root) for m in rt.state.modifications if m.attempt is None) == ["c.txt", "pkg1/mod2.py"]
     finally:
         rt.close()
+
+
+def test_a_scan_dropped_because_a_command_was_under_way_loses_no_content(tmp_path):
+    """A model's turn inside a command (propose, then a view, then record): the background walk is
+    dropped, and the change it saw is still read and counted by the scan after the command."""
+    from ledger_runtime.local_workspace import LocalWorkspace
+
+    root = make_repo(tmp_path / "r", FILES)
+    ws = LocalWorkspace(str(root), watch_events=False)
+    rt = LedgerRuntime(root, tmp_path / "run", LedgerConfig(), workspace=ws)
+    try:
+        plan = rt.propose("echo b > b.txt")
+        (root / "pkg1" / "mod2.py").write_text("x = 12\nadded = 1\nadded = 2\n")
+        past = os.stat(root / "pkg1" / "mod2.py").st_mtime - 5
+        os.utime(root / "pkg1" / "mod2.py", (past, past))  # not racy: a cached digest is trusted
+        rt.prescan()
+        res = LocalExecutor()(plan.command, str(root))
+        rt.record(plan, res, 0.01)
+        mod = next(m for m in rt.state.modifications if m.path.endswith("pkg1/mod2.py"))
+        assert (mod.lines_added, mod.lines_removed) == (2, 0) and rt.store.blob(mod.after_hash) is not None
+    finally:
+        rt.close()
