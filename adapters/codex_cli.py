@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
@@ -139,14 +140,16 @@ def fast_launcher() -> list[str]:
     return [sys.executable, "-S", "-E", str(script)] if script.is_file() else hook_launcher()
 
 
-def hook_overrides(launcher: list[str], socket_path: str, run_dir: Path, user_config: dict[str, Any]) -> list[str]:
+def hook_overrides(launcher: list[str], socket_path: str, run_dir: Path, user_config: dict[str, Any],
+                   token: str | None = None) -> list[str]:
     """``-c hooks.<Event>=[...]`` arguments: the user's own hooks for the event, then the ledger's."""
     from .codex_hooks import EVENTS, TOOL_MATCHER
 
     user_hooks = user_config.get("hooks") if isinstance(user_config.get("hooks"), dict) else {}
     args: list[str] = []
     for event in EVENTS:
-        command = shlex.join([*launcher, "hook", event, "--socket", socket_path, "--run-dir", str(run_dir)])
+        command = shlex.join([*launcher, "hook", event, "--socket", socket_path, "--run-dir", str(run_dir),
+                              *(["--token", token] if token else [])])
         ours: dict[str, Any] = {"hooks": [{"type": "command", "command": command, "timeout": 600}]}
         if event in ("PreToolUse", "PostToolUse"):
             ours = {"matcher": TOOL_MATCHER, **ours}
@@ -236,20 +239,34 @@ def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config
     source = source_home or user_codex_home()
     home = make_codex_home(run_dir, source)
     runtime = LedgerRuntime(workdir, run_dir, config, meta=meta)
-    hooks = CodexHooks(runtime, note_chars=config.context_note_chars, wrap_launcher=fast_launcher())
-    server = HookServer(hooks.handle, runtime.report_fault)
+    # the run's secret: on the hook command lines, never in the environment the agent's commands get
+    token = secrets.token_hex(16)
+    hooks = CodexHooks(runtime, note_chars=config.context_note_chars, wrap_launcher=fast_launcher(), token=token,
+                       sessions_dir=str(home / "sessions"))
+    server = HookServer(hooks.handle, runtime.report_fault, authorize=hooks.authorize)
     hooks.socket_path = server.socket_path
     try:
         cmd = [binary, BYPASS_TRUST,
-               *hook_overrides(fast_launcher(), server.socket_path, run_dir, read_toml(source / "config.toml")), *args]
-        child_env = {**(env if env is not None else os.environ), "CODEX_HOME": str(home),
-                     "LEDGER_HOOK_SOCKET": server.socket_path, "LEDGER_RUN_DIR": str(run_dir)}
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is codex's to handle
+               *hook_overrides(fast_launcher(), server.socket_path, run_dir, read_toml(source / "config.toml"),
+                               token=token), *args]
+        base = env if env is not None else os.environ
+        child_env = {**{k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")},
+                     "CODEX_HOME": str(home)}
+        proc = subprocess.Popen(cmd, cwd=workdir, env=child_env)
+
+        def forward(signum: int, _frame: Any) -> None:  # SIGTERM, SIGHUP: Codex stops, the ledger finishes
+            try:
+                proc.send_signal(signum)
+            except OSError:
+                pass
+
+        previous = {s: signal.signal(s, h) for s, h in ((signal.SIGINT, signal.SIG_IGN),  # Ctrl-C is codex's
+                                                          (signal.SIGTERM, forward), (signal.SIGHUP, forward))}
         try:
-            proc = subprocess.Popen(cmd, cwd=workdir, env=child_env)
             rc = proc.wait()
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for s, h in previous.items():
+                signal.signal(s, h)
         return rc
     finally:
         server.close()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -95,6 +96,12 @@ class CodexHooks:
     socket_path: str | None = None
     recorded: dict[str, int] = field(default_factory=dict)  # tool_use_id -> attempt id (answered by the wrapper)
     compactions: int = 0  # compactions of Codex's history seen so far
+    # the run's secret, on the hook command lines only (never in the agent's environment); None: calls
+    # are not checked (tests driving the hooks directly)
+    token: str | None = None
+    call_tokens: dict[str, str] = field(default_factory=dict)  # tool_use_id -> the secret of its wrapper
+    # where Codex writes this run's rollouts: a transcript_path elsewhere (or not a regular file) is not read
+    sessions_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.answers_dir is None:
@@ -102,7 +109,31 @@ class CodexHooks:
 
     # -- dispatch --------------------------------------------------------------------------------
 
+    def authorize(self, event: str, token: str | None, payload: dict[str, Any]) -> bool:
+        """A hook call carries the run's secret; a wrapper's Answer the secret of its own call (its
+        command line is readable by the command it runs: that secret answers for that call only)."""
+        if self.token is None:
+            return True
+        if event == "Answer":
+            call = payload.get("tool_use_id")
+            expected = self.call_tokens.pop(call, None) if isinstance(call, str) else None
+            return expected is not None and token is not None and secrets.compare_digest(expected, token)
+        return token is not None and secrets.compare_digest(self.token, token)
+
+    def _transcript(self, path: Any) -> str | None:
+        """``path`` when it may be read as this run's rollout: absolute, and under the sessions directory."""
+        if not isinstance(path, str) or not os.path.isabs(path):
+            return None
+        if self.sessions_dir is not None:
+            real = os.path.realpath(path)
+            root = os.path.realpath(self.sessions_dir)
+            if not real.startswith(root + os.sep):
+                return None
+        return path
+
     def handle(self, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        if "transcript_path" in payload:  # only a rollout of this run is ever read
+            payload = {**payload, "transcript_path": self._transcript(payload.get("transcript_path"))}
         if isinstance(payload.get("transcript_path"), str):
             self.last_transcript = payload["transcript_path"]
         if self.unfinished:
@@ -211,7 +242,11 @@ class CodexHooks:
                 or not plan.applied or not plan.verdict.kind.executes or self.runtime.config.dedupe == "off"
                 or plan.analysis.raw or plan.analysis.submits):
             return None
-        return shlex.join([*self.wrap_launcher, "wrap", "--socket", self.socket_path, "--call", call_id,
+        extra: list[str] = []
+        if self.token is not None:
+            self.call_tokens[call_id] = secrets.token_hex(16)
+            extra = ["--token", self.call_tokens[call_id]]
+        return shlex.join([*self.wrap_launcher, "wrap", "--socket", self.socket_path, "--call", call_id, *extra,
                            "--run-dir", str(self.runtime.run_dir), "--", plan.command])
 
     def answer_event(self, payload: dict[str, Any]) -> dict[str, Any] | None:

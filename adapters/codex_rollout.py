@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,11 +42,22 @@ class RolloutReader:
     def refresh(self) -> None:
         """Read what was appended since the last refresh (a vanished file reads as nothing new)."""
         try:
-            with open(self.path, "rb") as f:
+            # never blocks: a FIFO (or any file that is not a regular one) named as the transcript is not read
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return
+            with os.fdopen(fd, "rb") as f:
+                fd = -1
                 f.seek(self.offset)
                 data = f.read()
         except OSError:
             return
+        finally:
+            if fd >= 0:
+                os.close(fd)
         end = data.rfind(b"\n")
         if end < 0:
             return

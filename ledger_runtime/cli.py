@@ -238,7 +238,8 @@ def hook(
     A fault never blocks the agent: the command runs and the fault goes to the run's faults.log."""
     from .hookclient import main as hook_main
 
-    args = [event] + (["--socket", socket_path] if socket_path else []) + (["--run-dir", run_dir] if run_dir else [])
+    args = [event] + (["--socket", socket_path] if socket_path else []) + (["--run-dir", run_dir] if run_dir else []) \
+        + list(ctx.args)  # --token
     raise typer.Exit(hook_main(args))
 
 

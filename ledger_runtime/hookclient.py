@@ -28,25 +28,24 @@ RUN_DIR_ENV = "LEDGER_RUN_DIR"
 TIMEOUT_ENV = "LEDGER_HOOK_TIMEOUT"
 DEFAULT_TIMEOUT_S = 120.0
 FAULTS_FILE = "faults.log"
-USAGE = "usage: ledger-run hook EVENT [--socket PATH] [--run-dir DIR]   (the event's JSON on stdin)"
+USAGE = "usage: ledger-run hook EVENT [--socket PATH] [--run-dir DIR] [--token T]   (the event's JSON on stdin)"
 
 
-def _args(argv: list[str]) -> tuple[str | None, str | None, str | None]:
-    event = sock = run_dir = None
+def _args(argv: list[str]) -> tuple[str | None, str | None, str | None, str | None]:
+    event = None
+    opts: dict[str, str] = {}
     i = 0
     while i < len(argv):
         a = argv[i]
-        if a in ("--socket", "--run-dir") and i + 1 < len(argv):
-            if a == "--socket":
-                sock = argv[i + 1]
-            else:
-                run_dir = argv[i + 1]
+        if a in ("--socket", "--run-dir", "--token") and i + 1 < len(argv):
+            opts[a] = argv[i + 1]
             i += 2
             continue
         if event is None and not a.startswith("-"):
             event = a
         i += 1
-    return event, sock or os.environ.get(SOCKET_ENV), run_dir or os.environ.get(RUN_DIR_ENV)
+    return (event, opts.get("--socket") or os.environ.get(SOCKET_ENV), opts.get("--run-dir") or os.environ.get(RUN_DIR_ENV),
+            opts.get("--token"))
 
 
 def log_fault(run_dir: str | None, event: str | None, message: str) -> None:
@@ -71,15 +70,19 @@ def event_name(event: str) -> bool:
     return bool(event) and event.isascii() and event.replace("_", "a").isalnum()
 
 
-def ask(sock_path: str, event: str, payload: bytes, timeout: float) -> bytes:
-    """Send one event to the hook server and return its answer (b"" for none)."""
+def ask(sock_path: str, event: str, payload: bytes, timeout: float, token: str | None = None) -> bytes:
+    """Send one event to the hook server and return its answer (b"" for none). ``token``: the run's
+    (or the call's) secret, which the server asks of every call."""
     if not event_name(event):
         raise ValueError(f"not an event name: {event[:40]!r}")
+    if token is not None and not event_name(token):
+        raise ValueError("a token is letters and digits")
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.settimeout(timeout)
         s.connect(sock_path)
-        s.sendall(b'{"event": "' + event.encode() + b'"}\n' + payload)
+        token_field = b', "token": "' + token.encode() + b'"' if token else b""
+        s.sendall(b'{"event": "' + event.encode() + b'"' + token_field + b'}\n' + payload)
         s.shutdown(socket.SHUT_WR)
         chunks = []
         while True:
@@ -96,7 +99,7 @@ def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(USAGE)
         return 0
-    event, sock_path, run_dir = _args(argv)
+    event, sock_path, run_dir, token = _args(argv)
     try:
         payload = sys.stdin.buffer.read()
     except (OSError, ValueError) as e:
@@ -118,7 +121,7 @@ def main(argv: list[str]) -> int:
     if not 0 < timeout < 86_400:  # negative, zero, nan, absurd
         timeout = DEFAULT_TIMEOUT_S
     try:
-        answer = ask(sock_path, event, payload, timeout)
+        answer = ask(sock_path, event, payload, timeout, token)
     except OSError as e:  # a timeout is an OSError too
         log_fault(run_dir, event, f"hook server {sock_path} did not answer: {e}")
         return 0

@@ -15,10 +15,16 @@ import os
 import socket
 import tempfile
 import threading
+import time
 from typing import Any, Callable
 
 Handler = Callable[[str, dict[str, Any]], dict[str, Any] | None]
+# (event, token the call carried, payload) -> whether it may be served
+Authorize = Callable[[str, str | None, dict[str, Any]], bool]
 MAX_PAYLOAD = 64 * 1024 * 1024
+READ_TIMEOUT_S = 30.0  # a client that sends nothing for this long is dropped (it holds a thread)
+MAX_CONNECTIONS = 64  # connections served at once; past it a call gets no answer (its command runs)
+CLOSE_WAIT_S = 30.0  # close() waits this long in all for the events being answered
 
 
 SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
@@ -43,9 +49,11 @@ def _socket_dir() -> str:
 class HookServer:
     """Serves ``handler(event, payload) -> answer | None`` on a Unix socket until ``close()``."""
 
-    def __init__(self, handler: Handler, on_fault: Callable[[str, BaseException], None]):
+    def __init__(self, handler: Handler, on_fault: Callable[[str, BaseException], None],
+                 authorize: Authorize | None = None):
         self.handler = handler
         self.on_fault = on_fault
+        self.authorize = authorize  # None: every call is served (a caller that authenticates otherwise)
         self._dir = _socket_dir()
         self.socket_path = os.path.join(self._dir, "hook.sock")
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -58,6 +66,7 @@ class HookServer:
         self._sock.listen(16)
         self.lock = threading.RLock()  # one event at a time; held by whoever else touches the runtime
         self._threads: list[threading.Thread] = []
+        self._reading: set[socket.socket] = set()  # connections still sending their call: close() cuts them
         self._closed = False
         self.handled = 0
         self._thread = threading.Thread(target=self._serve, name="ledger-hook-server", daemon=True)
@@ -69,24 +78,34 @@ class HookServer:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
+            self._threads = [x for x in self._threads if x.is_alive()]
+            if len(self._threads) >= MAX_CONNECTIONS:  # no answer: the client fails open, its command runs
+                conn.close()
+                continue
             t = threading.Thread(target=self._one, args=(conn,), daemon=True)
-            self._threads = [x for x in self._threads if x.is_alive()] + [t]
+            self._threads.append(t)
             t.start()
 
     def _one(self, conn: socket.socket) -> None:
         with conn:
             try:
-                data = _read_all(conn)
+                conn.settimeout(READ_TIMEOUT_S)
+                self._reading.add(conn)
+                try:
+                    data = _read_all(conn)
+                finally:
+                    self._reading.discard(conn)
                 head, _, body = data.partition(b"\n")
-                event = json.loads(head)["event"]
-                answer = self._handle(str(event), body)
+                header = json.loads(head)
+                event = header["event"]
+                answer = self._handle(str(event), body, header.get("token"))
                 if answer is not None:  # one line: the newline says the answer is whole
                     conn.sendall(json.dumps(answer).encode() + b"\n")
             except Exception as e:  # a broken client or a fault of ours: no answer, the agent goes on
                 with self.lock:
                     self.on_fault("serving a hook", e)
 
-    def _handle(self, event: str, body: bytes) -> dict[str, Any] | None:
+    def _handle(self, event: str, body: bytes, token: Any = None) -> dict[str, Any] | None:
         try:
             payload = json.loads(body)
         except ValueError as e:
@@ -94,17 +113,26 @@ class HookServer:
         if not isinstance(payload, dict):
             raise ValueError(f"{event} payload is not a JSON object: {body[:60]!r}")
         with self.lock:
+            if self.authorize is not None and not self.authorize(event, token if isinstance(token, str) else None,
+                                                                  payload):
+                raise PermissionError(f"a {event} call without this run's token: refused")
             self.handled += 1
             return self.handler(event, payload)
 
     def close(self) -> None:
         self._closed = True
-        for t in list(self._threads):  # events being answered finish first
-            t.join(timeout=30)
         try:
-            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() in _serve
+            self._sock.shutdown(socket.SHUT_RDWR)  # no new calls; wakes the accept() in _serve
         except OSError:
             pass
+        for conn in list(self._reading):  # a call not sent yet will not be: its command runs as it is
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        for t in list(self._threads):  # events being answered finish first, within one shared wait
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
         try:
             self._sock.close()
         finally:

@@ -38,7 +38,7 @@ except ImportError:  # run by path (fasthook.py): this directory is on sys.path
 
 DEFAULT_WAIT_S = 8.0  # Codex's exec_command yields after 10 s by default: answer before that
 MAX_OUTPUT = 8 * 1024 * 1024
-USAGE = "usage: ledger-run wrap --socket PATH --call ID [--run-dir DIR] [--wait SECONDS] -- COMMAND"
+USAGE = "usage: ledger-run wrap --socket PATH --call ID [--token T] [--run-dir DIR] [--wait SECONDS] -- COMMAND"
 
 
 def _args(argv: list[str]) -> dict[str, str] | None:
@@ -49,7 +49,7 @@ def _args(argv: list[str]) -> dict[str, str] | None:
         if a == "--":
             out["command"] = " ".join(argv[i + 1:]) if len(argv) > i + 2 else (argv[i + 1] if i + 1 < len(argv) else "")
             return out
-        if a in ("--socket", "--call", "--run-dir", "--wait") and i + 1 < len(argv):
+        if a in ("--socket", "--call", "--run-dir", "--wait", "--token") and i + 1 < len(argv):
             out[a[2:]] = argv[i + 1]
             i += 2
             continue
@@ -127,20 +127,20 @@ def _run(proc: subprocess.Popen, command: str, args: dict[str, str], run_dir: st
     payload = {"tool_use_id": args.get("call"), "exit_code": rc, "output_b64": base64.b64encode(bytes(buf)).decode(),
                "complete": len(buf) <= MAX_OUTPUT, "shown_raw": passthrough,
                "elapsed_s": round(time.perf_counter() - started, 6)}
-    text = _answer(args.get("socket"), run_dir, payload, command)
+    text = _answer(args.get("socket"), run_dir, payload, command, args.get("token"))
     if not passthrough:
         out.write(text.encode("utf-8", "surrogateescape") if text is not None else bytes(buf))
         out.flush()
     return rc
 
 
-def _answer(sock: str | None, run_dir: str | None, payload: dict, command: str) -> str | None:
+def _answer(sock: str | None, run_dir: str | None, payload: dict, command: str, token: str | None = None) -> str | None:
     """The server's answer text; None (print the raw output) on any fault, which is logged."""
     if not sock:
         log_fault(run_dir, "Answer", f"no hook server socket given for `{command[:80]}`")
         return None
     try:
-        raw = ask(sock, "Answer", json.dumps(payload).encode(), DEFAULT_TIMEOUT_S)
+        raw = ask(sock, "Answer", json.dumps(payload).encode(), DEFAULT_TIMEOUT_S, token)
         if not raw.strip():
             return None  # the server kept the output as it is (or had nothing to say)
         data = json.loads(raw)

@@ -128,55 +128,69 @@ def test_codex_shadow_runs_everything_and_shows_nothing(codex_env, tmp_path: Pat
     assert not any("ledger" in t for body in fake.agent_requests for t in developer_texts(body))
 
 
+class Tui:
+    """``ledger-run codex`` in the interactive TUI, on a pseudo-terminal."""
+
+    def __init__(self, repo: Path, env: dict[str, str], run_dir: Path):
+        self.screen = bytearray()
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: ledger-run codex in the terminal
+            os.chdir(repo)
+            os.execve(hook_launcher()[0], [*hook_launcher(), "codex", "-o", str(run_dir), "--", "--no-alt-screen"],
+                      {**env, "TERM": "xterm-256color"})
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+
+    def pump(self, seconds: float) -> None:
+        end = time.time() + seconds
+        while time.time() < end:
+            ready, _, _ = select.select([self.fd], [], [], 0.1)
+            if ready:
+                try:
+                    data = os.read(self.fd, 65536)
+                except OSError:
+                    return
+                self.screen.extend(data)
+                if b"\x1b[6n" in data:  # the TUI asks where the cursor is
+                    os.write(self.fd, b"\x1b[1;1R")
+
+    def ask(self, fake, prompt: bytes, requests: int) -> None:
+        """Type ``prompt`` once the TUI is ready, and wait for the model's ``requests`` calls."""
+        deadline = time.time() + 60
+        while b"Ask Codex" not in self.screen and time.time() < deadline:
+            self.pump(0.5)
+        self.pump(1)
+        os.write(self.fd, prompt)
+        self.pump(1)
+        os.write(self.fd, b"\r")
+        while len(fake.agent_requests) < requests and time.time() < deadline:
+            self.pump(0.5)
+        self.pump(2)
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, 9)
+        except ProcessLookupError:
+            pass
+        os.waitpid(self.pid, 0)
+
+
 def test_codex_tui_with_the_ledger(codex_env, tmp_path: Path) -> None:
     repo, fake, user_home, env = codex_env
     fake.steps = [("exec", "cat calc.py"), ("exec", "cat calc.py"), ("say", "add() subtracts.")]
     with open(user_home / "config.toml", "a") as f:  # a trusted project: no trust prompt
         f.write(f'\n[projects."{repo}"]\ntrust_level = "trusted"\n')
     run_dir = tmp_path / "tui"
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: ledger-run codex in the terminal
-        os.chdir(repo)
-        os.execve(hook_launcher()[0], [*hook_launcher(), "codex", "-o", str(run_dir), "--", "--no-alt-screen"],
-                  {**env, "TERM": "xterm-256color"})
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    screen = bytearray()
-
-    def pump(seconds: float) -> None:
-        end = time.time() + seconds
-        while time.time() < end:
-            ready, _, _ = select.select([fd], [], [], 0.1)
-            if ready:
-                try:
-                    data = os.read(fd, 65536)
-                except OSError:
-                    return
-                screen.extend(data)
-                if b"\x1b[6n" in data:  # the TUI asks where the cursor is
-                    os.write(fd, b"\x1b[1;1R")
-
+    tui = Tui(repo, env, run_dir)
     try:
-        deadline = time.time() + 60
-        while b"Ask Codex" not in screen and time.time() < deadline:
-            pump(0.5)
-        pump(1)
-        os.write(fd, b"what is wrong with calc.py")
-        pump(1)
-        os.write(fd, b"\r")
-        while len(fake.agent_requests) < 3 and time.time() < deadline:
-            pump(0.5)
-        pump(2)
-        os.write(fd, b"\x03")
-        pump(1)
-        os.write(fd, b"\x03")
-        pump(3)
+        tui.ask(fake, b"what is wrong with calc.py", 3)
+        os.write(tui.fd, b"\x03")
+        tui.pump(1)
+        os.write(tui.fd, b"\x03")
+        tui.pump(3)
     finally:
-        try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
-        os.waitpid(pid, 0)
-        os.close(fd)
+        tui.kill()
+        os.close(tui.fd)
+    screen = tui.screen
     state = load(run_dir).state
     assert [(a.command, a.verdict.kind, a.executed) for a in state.attempts] == [
         ("cat calc.py", VerdictKind.RUN, True), ("cat calc.py", VerdictKind.REUSE, True)], screen[-2000:]
@@ -221,3 +235,38 @@ def test_codex_with_a_run_dir_that_cannot_be_written(codex_env, tmp_path: Path) 
     p = ledger_run("codex", "--workdir", str(repo), "-o", "/proc/ledger-run-here", "--", "exec", "x", env=env, cwd=repo)
     assert p.returncode == 2 and "cannot write the run into -o /proc/ledger-run-here" in p.stderr
     assert "Traceback" not in p.stderr and not fake.agent_requests, "said before codex started"
+
+
+def test_sigterm_stops_codex_and_finishes_the_ledger(codex_env, tmp_path: Path) -> None:
+    """SIGTERM (or SIGHUP) to ledger-run reaches Codex; the ledger is finished and the hook socket's
+    directory removed."""
+    import glob
+    import signal
+    import tempfile
+
+    repo, fake, user_home, env = codex_env
+    fake.steps = [("exec", "cat calc.py"), ("exec", "cat calc.py"), ("say", "add() subtracts.")]
+    with open(user_home / "config.toml", "a") as f:
+        f.write(f'\n[projects."{repo}"]\ntrust_level = "trusted"\n')
+    sockets = os.path.join(tempfile.gettempdir(), "ledger-hook-*")
+    before = set(glob.glob(sockets))
+    run_dir = tmp_path / "term"
+    tui = Tui(repo, env, run_dir)
+    status = None
+    try:
+        tui.ask(fake, b"what is wrong with calc.py", 3)
+        os.kill(tui.pid, signal.SIGTERM)
+        end = time.time() + 30
+        while time.time() < end:
+            tui.pump(0.2)
+            done, code = os.waitpid(tui.pid, os.WNOHANG)
+            if done:
+                status = code
+                break
+    finally:
+        if status is None:
+            tui.kill()
+        os.close(tui.fd)
+    assert status is not None, "ledger-run codex did not stop on SIGTERM: " + tui.screen[-1500:].decode(errors="replace")
+    assert len(load(run_dir).state.attempts) == 2
+    assert set(glob.glob(sockets)) <= before, "the hook socket's directory is removed"

@@ -3,6 +3,7 @@ saw, secrets included. Checked by mode bits, and (as root) by another uid trying
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -164,3 +165,99 @@ def test_reading_from_the_root_through_the_codex_hook_server(tmp_path):
     finally:
         server.close()
         rt.close()
+
+
+def _codex_hooks_server(tmp_path, token="t0k3n"):
+    from ledger_adapters.codex_cli import fast_launcher
+    from ledger_adapters.codex_hooks import CodexHooks
+    from ledger_runtime.hookserver import HookServer
+
+    repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    sessions = tmp_path / "run" / "codex-home" / "sessions"
+    sessions.mkdir(parents=True)
+    hooks = CodexHooks(rt, wrap_launcher=fast_launcher(), token=token, sessions_dir=str(sessions))
+    server = HookServer(hooks.handle, rt.report_fault, authorize=hooks.authorize)
+    hooks.socket_path = server.socket_path
+    return repo, rt, hooks, server, sessions
+
+
+def _hook(server, run_dir, event, payload, *extra):
+    from ledger_adapters.codex_cli import fast_launcher
+
+    return subprocess.run([*fast_launcher(), "hook", event, "--socket", server.socket_path, "--run-dir", str(run_dir),
+                           *extra], input=json.dumps(payload).encode(), capture_output=True, timeout=60)
+
+
+def test_a_hook_call_without_the_runs_secret_is_refused(tmp_path):
+    repo, rt, hooks, server, sessions = _codex_hooks_server(tmp_path)
+    try:
+        pre = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": str(repo), "tool_use_id": "c1",
+               "tool_input": {"command": "cat a.py"}}
+        forged = _hook(server, tmp_path / "run", "PreToolUse", pre)
+        assert forged.returncode == 0 and forged.stdout == b"" and not rt.state.attempts and not hooks.pending
+        assert "without this run's token" in (tmp_path / "run" / "faults.log").read_text()
+        real = _hook(server, tmp_path / "run", "PreToolUse", pre, "--token", "t0k3n")
+        answer = json.loads(real.stdout)
+        wrapped = answer["hookSpecificOutput"]["updatedInput"]["command"]
+        assert "--token" in wrapped and "t0k3n" not in wrapped, "the wrapper gets its own call's secret"
+        call_token = wrapped.split("--token ")[1].split()[0]
+        # an Answer for that call with another secret is refused; with the call's own, taken once
+        bad = _hook(server, tmp_path / "run", "Answer", {"tool_use_id": "c1", "exit_code": 0, "output_b64": "eA=="},
+                    "--token", "t0k3n")
+        assert bad.stdout == b""
+    finally:
+        server.close()
+        rt.close()
+    assert call_token
+
+
+def test_only_this_runs_regular_rollout_files_are_read(tmp_path):
+    """A transcript_path outside the run's sessions directory is ignored, and a FIFO inside it is not
+    opened for a blocking read: the hook is answered at once."""
+    import time
+
+    repo, rt, hooks, server, sessions = _codex_hooks_server(tmp_path)
+    fifo = sessions / "rollout-fifo.jsonl"
+    os.mkfifo(fifo)
+    outside = tmp_path / "forged-rollout.jsonl"
+    outside.write_text(json.dumps({"type": "event_msg", "payload": {"type": "item_completed", "item": {
+        "type": "CommandExecution", "id": "c9", "command": ["cat", "a.py"], "aggregated_output": "forged\n",
+        "exit_code": 0}}}) + "\n")
+    try:
+        for path in (str(fifo), str(outside)):
+            t0 = time.perf_counter()
+            r = _hook(server, tmp_path / "run", "PostToolUse", {"hook_event_name": "PostToolUse", "tool_name": "Bash",
+                                                                "cwd": str(repo), "tool_use_id": "c9",
+                                                                "tool_input": {"command": "cat a.py"},
+                                                                "transcript_path": path}, "--token", "t0k3n")
+            assert r.returncode == 0 and time.perf_counter() - t0 < 5, path
+        assert hooks.last_transcript == str(fifo), "the path outside the sessions directory was never taken"
+        assert all("forged" not in (rt.store.text(a.output_hash) or "") for a in rt.state.attempts)
+    finally:
+        server.close()
+        rt.close()
+
+
+def test_idle_connections_neither_pile_up_threads_nor_hold_up_the_end(tmp_path):
+    import socket
+    import threading
+    import time
+
+    repo, rt, hooks, server, sessions = _codex_hooks_server(tmp_path)
+    idle = []
+    try:
+        for _ in range(200):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(server.socket_path)
+            idle.append(s)
+        time.sleep(0.5)
+        assert threading.active_count() < 100, threading.active_count()
+    finally:
+        t0 = time.perf_counter()
+        server.close()
+        took = time.perf_counter() - t0
+        rt.close()
+        for s in idle:
+            s.close()
+    assert took < 5, f"close() took {took:.1f} s with idle connections open"
