@@ -211,6 +211,7 @@ def codex(
                   f"checked against {CODEX_VERSION} ({INSTALL_HINT})", highlight=False)
     run_dir = (run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")).resolve()
     from ledger_runtime.dirs import unwritable
+    from ledger_runtime.private import InUse
 
     problem = unwritable(run_dir)
     if problem:
@@ -220,6 +221,9 @@ def codex(
                                                                      "codex_args": args})
     except OSError as e:  # the hook socket (SocketDirError says what to change), Codex's home
         fail(str(e) if not getattr(e, "filename", None) else f"{e.filename}: {e.strerror}")
+        return
+    except InUse as e:  # another ledger-run writes this run directory
+        fail(str(e))
         return
     # plain lines (no wrapping): the paths are for copying
     print(f"\nledger: {run_dir / 'ledger.sqlite'}\nCodex sessions: {run_dir / 'codex-home' / 'sessions'}\n"

@@ -29,6 +29,7 @@ import importlib
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
@@ -62,6 +63,7 @@ class Rule:
     params: Mapping[str, Any] = field(default_factory=dict)
     paths: tuple[str, ...] = ()
     workdir: str = ""
+    time_limit_s: float | None = None  # a rule of the user's own: past it, a fault, and ALLOW
 
     def param(self, key: str, default: Any = None) -> Any:
         return self.params.get(key, default)
@@ -104,7 +106,7 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
         if not isinstance(given, Mapping):
             raise PolicyError(f"policy {name!r}: must be a table")
         check, defaults = builtins.get(name, (None, {"enabled": True, "verdict": "NUDGE"}))
-        known = set(defaults) | {"enabled", "verdict", "paths", "check"}
+        known = set(defaults) | {"enabled", "verdict", "paths", "check", "time_limit_s"}
         for key in given:
             if key not in known:
                 raise PolicyError(f"policy {name!r}: unknown key {key!r} (known: {', '.join(sorted(known))})")
@@ -119,12 +121,17 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
             raise PolicyError(f"policy {name!r}: verdict must be NUDGE, REVISE or BLOCK, not {merged.get('verdict')!r}")
         if merged.get("after_run") and verdict is not VerdictKind.NUDGE:
             raise PolicyError(f"policy {name!r} is decided after the command ran: its verdict can only be NUDGE")
+        limit = None
         if isinstance(merged.get("check"), str):
             check = _load_callable(merged["check"], name)
+            limit = merged.get("time_limit_s", USER_RULE_TIME_LIMIT_S)
+            if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
+                raise PolicyError(f"policy {name!r}: time_limit_s must be a positive number of seconds, not {limit!r}")
         paths = merged.get("paths") or ()
         if isinstance(paths, str) or not all(isinstance(p, str) for p in paths):
             raise PolicyError(f"policy {name!r}: paths must be a list of globs")
-        params = {k: v for k, v in merged.items() if k not in ("enabled", "verdict", "paths", "check", "after_run")}
+        params = {k: v for k, v in merged.items()
+                  if k not in ("enabled", "verdict", "paths", "check", "after_run", "time_limit_s")}
         for key, default in defaults.items():  # a parameter given as a list by default must stay one
             if isinstance(default, list) and key in params:
                 value = params[key]
@@ -136,8 +143,35 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
                             re.compile(v)
                         except re.error as e:
                             raise PolicyError(f"policy {name!r}: {key}: {v!r} is not a regular expression: {e}") from None
-        rules.append(Rule(name, check, verdict, params, tuple(paths), workdir))
+        rules.append(Rule(name, check, verdict, params, tuple(paths), workdir, float(limit) if limit else None))
     return rules
+
+
+USER_RULE_TIME_LIMIT_S = 2.0
+
+
+def _run_rule(rule: Rule, proposal: Analysis, state: Any, current: Any) -> Finding | None:
+    """The rule's finding; a rule of the user's own runs in a thread and has ``time_limit_s``
+    (past it: TimeoutError, and its thread is left to finish on its own)."""
+    if rule.time_limit_s is None:
+        return rule.check(proposal, state, current, rule)
+    box: list[Any] = []
+
+    def work() -> None:
+        try:
+            box.append((True, rule.check(proposal, state, current, rule)))
+        except BaseException as e:
+            box.append((False, e))
+
+    t = threading.Thread(target=work, name=f"policy-{rule.name}", daemon=True)
+    t.start()
+    t.join(rule.time_limit_s)
+    if not box:
+        raise TimeoutError(f"took longer than {rule.time_limit_s:g} s: allowed")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
 
 
 def check_all(rules: list[Rule], proposal: Analysis, state: Any, current: Any,
@@ -146,8 +180,8 @@ def check_all(rules: list[Rule], proposal: Analysis, state: Any, current: Any,
     out = []
     for rule in rules:
         try:
-            found = rule.check(proposal, state, current, rule)
-        except Exception as e:  # fail open: a broken rule never stops the agent
+            found = _run_rule(rule, proposal, state, current)
+        except BaseException as e:  # fail open: a broken rule never stops the agent, not even sys.exit()
             on_fault(f"policy {rule.name}", e)
             continue
         if found is None:

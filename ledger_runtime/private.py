@@ -54,3 +54,24 @@ def tighten(tree: str | os.PathLike) -> None:
             p = os.path.join(root, name)
             if not os.path.islink(p):
                 os.chmod(p, FILE_MODE)
+
+
+class InUse(RuntimeError):
+    """A run directory another live runtime holds; the message says which process."""
+
+
+def hold(path: str | os.PathLike, what: str) -> int:
+    """An exclusive lock on ``path`` (a lock file, made owner only) for as long as the returned fd
+    is open; InUse when a live process holds it."""
+    import fcntl
+
+    fd = _fd(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise InUse(f"{what} is in use by another ledger (pid {holder}): one runtime per run directory") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 import time
 import traceback
@@ -39,7 +40,7 @@ from .executor import ExecResult
 from .gate import build_rules, check_all, compose, in_force
 from .govern import Current, govern
 from .policies import BUILTINS
-from .private import append_private, private_dir, write_private
+from .private import append_private, hold, private_dir, write_private
 from .hashing import FileState
 from .probe import PENDING
 from .inform import StateView, render, short_command
@@ -60,6 +61,7 @@ MARKER_COMMAND_CHARS = 32  # how much of a command a reference quotes
 SIGNED = ("f:", "x:", "m:")
 UNSIGNED = "unsigned"
 MARKER_TEXT = "[ledger:"  # how the ledger's own lines in an answer begin
+LOCK_FILE = ".lock"  # held by the runtime that writes the run directory
 FORGET_EVERY = 64  # attempts between prunings of what the model no longer holds
 log = logging.getLogger("ledger_runtime")
 FAULTS_FILE = "faults.log"
@@ -132,9 +134,21 @@ class LedgerRuntime:
         self.workdir = workspace.root if workspace is not None else os.path.abspath(workdir)
         self.run_dir = Path(run_dir)
         private_dir(self.run_dir)  # what the agent saw, secrets included: its owner's only
+        # one runtime per run directory: a second would write the same attempt ids
+        self._lock_fd: int | None = hold(self.run_dir / LOCK_FILE, f"run directory {self.run_dir}")
+        try:
+            self._open(config, task, truncation, meta, workspace)
+        except BaseException:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise
+
+    def _open(self, config: LedgerConfig | None, task: str, truncation: Truncation | None,
+              meta: dict[str, Any] | None, workspace: Workspace | None) -> None:
         _ignore_in_git(self.run_dir, self.workdir)
         self.config = config or LedgerConfig()
         self.faults = 0  # faults of the ledger so far (each logged; none ever stops the agent)
+        self.unwritten = 0  # faults that could not even be written to faults.log
         # verdicts are decided (and recorded) with govern off too; they only take effect with it on
         self._decide_config = self.config.with_(govern=True)
         self.dedupe = DedupeSettings(self.config.dedupe, self.config.dedupe_min_lines, self.config.dedupe_min_saving)
@@ -723,8 +737,10 @@ class LedgerRuntime:
         try:
             with append_private(self.run_dir / FAULTS_FILE) as f:
                 f.write(json.dumps(entry, default=str) + "\n")
-        except OSError:
-            pass
+        except OSError as e:  # a full disk, most likely: the one place left to say so
+            self.unwritten += 1
+            print(f"ledger-run: a fault could not be written to {self.run_dir / FAULTS_FILE} ({e.strerror or e}): "
+                  f"{where}: {entry['error']}" + ("; its records are lost" if records else ""), file=sys.stderr)
         if records is None:
             try:
                 self.store.append("fault", {k: v for k, v in entry.items() if k != "trace"})
@@ -739,9 +755,15 @@ class LedgerRuntime:
             self._fault("recording an interrupted command", e)
 
     def close(self) -> None:
+        if self.unwritten:
+            print(f"ledger-run: {self.unwritten} fault(s) of this run could not be written (disk full?); "
+                  "the ledger may lack the steps they name", file=sys.stderr)
         self._settle(discard=True)
         self.workspace.close()
         self.store.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def __enter__(self) -> LedgerRuntime:
         return self

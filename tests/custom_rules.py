@@ -21,3 +21,20 @@ def unserialisable(proposal, state, current, rule):
 
 def bad_verdict(proposal, state, current, rule):
     return Finding("fires always", verdict="MAYBE")
+
+
+def slow(proposal, state, current, rule):
+    import time
+
+    time.sleep(10)
+    return Finding("too late to matter")
+
+
+def exits(proposal, state, current, rule):
+    import sys
+
+    sys.exit(3)
+
+
+def interrupts(proposal, state, current, rule):
+    raise KeyboardInterrupt

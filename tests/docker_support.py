@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -68,6 +69,8 @@ def build_test_image() -> str:
 @pytest.fixture(scope="session")
 def docker_image() -> str:
     problem = engine_problem()
+    if problem and os.environ.get("LEDGER_REQUIRE_DOCKER"):  # CI starts an engine: its absence is a failure
+        pytest.fail(f"LEDGER_REQUIRE_DOCKER is set but {problem}")
     if problem:
         print(f"\nSKIP docker tests: {problem}")
         pytest.skip(problem)

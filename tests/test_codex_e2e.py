@@ -270,3 +270,17 @@ def test_sigterm_stops_codex_and_finishes_the_ledger(codex_env, tmp_path: Path) 
     assert status is not None, "ledger-run codex did not stop on SIGTERM: " + tui.screen[-1500:].decode(errors="replace")
     assert len(load(run_dir).state.attempts) == 2
     assert set(glob.glob(sockets)) <= before, "the hook socket's directory is removed"
+
+
+def test_codex_refuses_a_run_directory_another_ledger_writes(codex_env, tmp_path: Path) -> None:
+    from ledger_runtime.config import LedgerConfig
+    from ledger_runtime.runtime import LedgerRuntime
+
+    repo, fake, user_home, env = codex_env
+    held = LedgerRuntime(repo, tmp_path / "held", LedgerConfig())
+    try:
+        p = ledger_run("codex", "--workdir", str(repo), "-o", str(tmp_path / "held"), "--", "exec", "x", env=env, cwd=repo)
+    finally:
+        held.close()
+    assert p.returncode == 2 and "in use by another ledger" in p.stderr and "Traceback" not in p.stderr
+    assert not fake.agent_requests

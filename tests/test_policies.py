@@ -285,3 +285,25 @@ def test_shadow_and_govern_off_views_tell_the_truth(repo, tmp_path):
         assert r.executed and r.verdict.kind is VerdictKind.BLOCK  # decided and recorded, not acted on
         view = rt.view().text
         assert "not run" not in view and "Policies:" not in view and "Refused at" not in view
+
+
+def test_a_user_rule_that_hangs_exits_or_interrupts_is_contained(repo, tmp_path):
+    """A rule of the user's own has a time limit (past it: a fault, ALLOW); sys.exit() and
+    KeyboardInterrupt from a rule are faults too: the command runs."""
+    import time
+
+    rules = {"slow": {"check": "custom_rules:slow", "verdict": "BLOCK", "time_limit_s": 0.5},
+             "exits": {"check": "custom_rules:exits", "verdict": "BLOCK"},
+             "interrupts": {"check": "custom_rules:interrupts", "verdict": "BLOCK"}}
+    rt = runtime(repo, tmp_path, rules)
+    t0 = time.monotonic()
+    r = run(rt, "echo hi")
+    assert time.monotonic() - t0 < 3 and r.executed and r.output == "hi\n"
+    text = (tmp_path / "run" / "faults.log").read_text()
+    assert "took longer than 0.5 s" in text and "SystemExit" in text and "KeyboardInterrupt" in text
+    for bad in (0, -1, "soon", True):
+        try:
+            LedgerConfig(policies={"slow": {"check": "custom_rules:slow", "time_limit_s": bad}})
+            raise AssertionError(f"time_limit_s = {bad!r} accepted")
+        except ValueError as e:
+            assert "time_limit_s must be a positive number" in str(e)

