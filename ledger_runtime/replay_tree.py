@@ -22,6 +22,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -210,7 +211,9 @@ def isolate(tree: Path, keep: list[Path]) -> str:
                 raise OSError(e, os.strerror(e))
             _mount(libc, None, "/", MS_REC | MS_PRIVATE)
             tmp = os.path.realpath("/tmp")
-            own_tmp = not any(_under(p, tmp) for p in [tree, private, *keep])
+            # what this process itself runs from must stay in sight: its interpreter, its packages
+            running = [Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix), Path(__file__).parent]
+            own_tmp = not any(_under(p, tmp) for p in [tree, private, *keep, *running])
             if own_tmp:
                 _mount(libc, str(private / "tmp"), "/tmp", MS_BIND)
             _mount(libc, str(private / "tree"), str(tree), MS_BIND)
