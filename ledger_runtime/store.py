@@ -17,6 +17,7 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -143,7 +144,17 @@ class LedgerStore:
         try:
             conn = sqlite3.connect(str(p), isolation_level=None, check_same_thread=False, timeout=10)
             conn.execute("PRAGMA query_only=0" if writable else "PRAGMA query_only=1")
-            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            try:
+                meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            except sqlite3.OperationalError as e:
+                # a ledger on read-only media, or in a directory one may not write (SQLite cannot
+                # make its -shm file there): read it as it is on disk
+                if writable or not any(w in str(e) for w in ("unable to open", "readonly", "read-only")):
+                    raise
+                conn.close()
+                conn = sqlite3.connect(f"file:{urllib.parse.quote(str(p.resolve()))}?mode=ro&immutable=1", uri=True,
+                                       isolation_level=None, check_same_thread=False, timeout=10)
+                meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
             if meta.get("format") != FORMAT:
                 raise NotALedger(p, "an SQLite database, but not a ledger (no ledger format mark)")
             version = int(meta.get("schema_version", "0"))

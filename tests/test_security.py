@@ -315,3 +315,28 @@ def test_a_fault_that_cannot_be_written_is_said_on_stderr(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "a fault could not be written" in err and "a test: RuntimeError: boom" in err
     assert "1 fault(s) of this run could not be written" in err
+
+
+def test_a_ledger_on_read_only_media_is_inspected_not_refused(tmp_path):
+    """SQLite cannot make its -shm file where nothing may be written: the ledger is read as it is on
+    disk instead of being called "not a ledger"."""
+    import shutil as sh
+
+    if os.geteuid() != 0 or sh.which("mount") is None:
+        pytest.skip("a read-only bind mount needs root and mount(8)")
+    repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
+    rt = LedgerRuntime(repo, tmp_path / "ro" / "run", LedgerConfig())
+    rt.run("cat a.py", LocalExecutor())
+    rt.close()
+    ro = tmp_path / "ro"
+    if subprocess.run(["mount", "--bind", str(ro), str(ro)], capture_output=True).returncode != 0:
+        pytest.skip("bind mounts are not allowed here")
+    try:
+        assert subprocess.run(["mount", "-o", "remount,ro,bind", str(ro)], capture_output=True).returncode == 0
+        assert subprocess.run(["touch", str(ro / "run" / "x")], capture_output=True).returncode != 0, "really read-only"
+        r = subprocess.run([sys.executable, "-m", "ledger_runtime", "inspect", str(ro / "run"), "--json"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert [row["command"] for row in json.loads(r.stdout)["timeline"]] == ["cat a.py"]
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)
