@@ -62,6 +62,29 @@ def with_cd(args: list[str], workdir: str) -> list[str]:
     return out
 
 
+def project_hooks(workdir: Path, user_home: Path) -> list[Path]:
+    """Codex hook definitions of the project's own, from the work tree up to the file system's root
+    (``.codex/hooks.json``, or hooks in a ``.codex/config.toml``); the user's own Codex home is not a
+    project layer."""
+    found = []
+    try:
+        home = user_home.resolve()
+    except OSError:
+        home = user_home
+    for d in [workdir, *workdir.parents]:
+        layer = d / ".codex"
+        try:
+            if not layer.is_dir() or layer.resolve() == home:
+                continue
+        except OSError:
+            continue
+        if (layer / "hooks.json").is_file():
+            found.append(layer / "hooks.json")
+        if (layer / "config.toml").is_file() and read_toml(layer / "config.toml").get("hooks"):
+            found.append(layer / "config.toml")
+    return found
+
+
 def find_codex(explicit: str | None) -> str | None:
     for candidate in (explicit, os.environ.get("LEDGER_CODEX_BIN"), "codex"):
         if candidate:
@@ -179,6 +202,9 @@ def codex(
     shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: run every command, no state view."),
     codex_bin: Optional[str] = typer.Option(None, "--codex-bin", help=f"The codex executable (default: $LEDGER_CODEX_BIN, "
                                                                       f"then codex on PATH; pinned: {CODEX_VERSION})."),
+    allow_project_hooks: bool = typer.Option(False, "--allow-project-hooks",
+                                             help="Run even when the repository defines Codex hooks of its own "
+                                                  "(the run trusts every hook layer: they would run unreviewed)."),
 ) -> None:
     """Codex CLI (`codex exec ...` or the interactive TUI) with the ledger in its hooks."""
     from ledger_runtime.cli import err, fail
@@ -193,6 +219,11 @@ def codex(
         fail(f"--workdir {workdir} is not a directory")
     if given is not None:  # codex starts in the workdir: its -C must not be relative to here
         args = with_cd(args, str(workdir))
+    found = project_hooks(workdir, user_codex_home())
+    if found and not allow_project_hooks:
+        fail(f"{found[0]} defines Codex hooks of the repository's own, which this run would execute unreviewed "
+             f"(the ledger's own hooks need {BYPASS_TRUST}, and Codex applies it to every layer): remove them, or "
+             "pass --allow-project-hooks to run them anyway")
     binary = find_codex(codex_bin)
     if binary is None:
         fail(f"codex not found{' at ' + codex_bin if codex_bin else ' on PATH'}: install the pinned version with "

@@ -284,3 +284,20 @@ def test_codex_refuses_a_run_directory_another_ledger_writes(codex_env, tmp_path
         held.close()
     assert p.returncode == 2 and "in use by another ledger" in p.stderr and "Traceback" not in p.stderr
     assert not fake.agent_requests
+
+
+def test_codex_refuses_a_repository_with_hooks_of_its_own(codex_env, tmp_path: Path) -> None:
+    """The run passes --dangerously-bypass-hook-trust for the ledger's hooks; Codex applies it to every
+    layer, so a repository's own hooks would run unreviewed: refused unless asked for."""
+    repo, fake, user_home, env = codex_env
+    (repo / ".codex").mkdir()
+    (repo / ".codex" / "hooks.json").write_text('{"PreToolUse": []}\n')
+    p = ledger_run("codex", "--workdir", str(repo), "-o", str(tmp_path / "r1"), "--", "exec", "x", env=env, cwd=repo)
+    assert p.returncode == 2 and ".codex/hooks.json defines Codex hooks" in p.stderr and not fake.agent_requests
+    (repo / ".codex" / "hooks.json").unlink()
+    (repo / ".codex" / "config.toml").write_text('[hooks]\nPreToolUse = []\n')
+    p = ledger_run("codex", "--workdir", str(repo), "-o", str(tmp_path / "r2"), "--", "exec", "x", env=env, cwd=repo)
+    assert p.returncode == 2 and ".codex/config.toml defines Codex hooks" in p.stderr
+    p = ledger_run("codex", "--allow-project-hooks", "--workdir", str(repo), "-o", str(tmp_path / "r3"), "--", "exec",
+                   "--skip-git-repo-check", "Fix the failing test", env=env, cwd=repo)
+    assert p.returncode == 0, p.stderr[-2000:]
