@@ -278,7 +278,11 @@ def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config
     token = secrets.token_hex(16)
     hooks = CodexHooks(runtime, note_chars=config.context_note_chars, wrap_launcher=fast_launcher(), token=token,
                        sessions_dir=str(home / "sessions"))
-    server = HookServer(hooks.handle, runtime.report_fault, authorize=hooks.authorize)
+    try:
+        server = HookServer(hooks.handle, runtime.report_fault, authorize=hooks.authorize)
+    except BaseException:  # no socket (SocketDirError): the ledger is closed, the caller says why
+        runtime.close()
+        raise
     hooks.socket_path = server.socket_path
     try:
         cmd = [binary, BYPASS_TRUST,
@@ -287,18 +291,21 @@ def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config
         base = env if env is not None else os.environ
         child_env = {**{k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")},
                      "CODEX_HOME": str(home)}
-        proc = subprocess.Popen(cmd, cwd=workdir, env=child_env)
+        started: list[subprocess.Popen] = []
 
         def forward(signum: int, _frame: Any) -> None:  # SIGTERM, SIGHUP: Codex stops, the ledger finishes
-            try:
-                proc.send_signal(signum)
-            except OSError:
-                pass
+            for p in started:
+                try:
+                    p.send_signal(signum)
+                except OSError:
+                    pass
 
-        previous = {s: signal.signal(s, h) for s, h in ((signal.SIGINT, signal.SIG_IGN),  # Ctrl-C is codex's
+        # set before Codex starts (it inherits the ignored SIGINT, as before: Ctrl-C is codex's to handle)
+        previous = {s: signal.signal(s, h) for s, h in ((signal.SIGINT, signal.SIG_IGN),
                                                           (signal.SIGTERM, forward), (signal.SIGHUP, forward))}
         try:
-            rc = proc.wait()
+            started.append(subprocess.Popen(cmd, cwd=workdir, env=child_env))
+            rc = started[0].wait()
         finally:
             for s, h in previous.items():
                 signal.signal(s, h)

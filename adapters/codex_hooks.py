@@ -116,8 +116,11 @@ class CodexHooks:
             return True
         if event == "Answer":
             call = payload.get("tool_use_id")
-            expected = self.call_tokens.pop(call, None) if isinstance(call, str) else None
-            return expected is not None and token is not None and secrets.compare_digest(expected, token)
+            expected = self.call_tokens.get(call) if isinstance(call, str) else None
+            if expected is None or token is None or not secrets.compare_digest(expected, token):
+                return False  # a wrong one does not use up the real wrapper's secret
+            del self.call_tokens[call]
+            return True
         return token is not None and secrets.compare_digest(self.token, token)
 
     def _transcript(self, path: Any) -> str | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import json
+import math
 import os
 import re
 import threading
@@ -125,7 +126,7 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
         if isinstance(merged.get("check"), str):
             check = _load_callable(merged["check"], name)
             limit = merged.get("time_limit_s", USER_RULE_TIME_LIMIT_S)
-            if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
+            if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) or limit <= 0:
                 raise PolicyError(f"policy {name!r}: time_limit_s must be a positive number of seconds, not {limit!r}")
         paths = merged.get("paths") or ()
         if isinstance(paths, str) or not all(isinstance(p, str) for p in paths):
@@ -160,8 +161,10 @@ def _run_rule(rule: Rule, proposal: Analysis, state: Any, current: Any) -> Findi
     def work() -> None:
         try:
             box.append((True, rule.check(proposal, state, current, rule)))
-        except BaseException as e:
+        except Exception as e:
             box.append((False, e))
+        except BaseException as e:  # SystemExit, KeyboardInterrupt from the rule: a fault like any other
+            box.append((False, RuntimeError(f"{type(e).__name__}: {e}")))
 
     t = threading.Thread(target=work, name=f"policy-{rule.name}", daemon=True)
     t.start()
@@ -181,7 +184,7 @@ def check_all(rules: list[Rule], proposal: Analysis, state: Any, current: Any,
     for rule in rules:
         try:
             found = _run_rule(rule, proposal, state, current)
-        except BaseException as e:  # fail open: a broken rule never stops the agent, not even sys.exit()
+        except Exception as e:  # fail open: a broken rule never stops the agent (a user rule's sys.exit() neither)
             on_fault(f"policy {rule.name}", e)
             continue
         if found is None:

@@ -60,18 +60,32 @@ class InUse(RuntimeError):
     """A run directory another live runtime holds; the message says which process."""
 
 
-def hold(path: str | os.PathLike, what: str) -> int:
-    """An exclusive lock on ``path`` (a lock file, made owner only) for as long as the returned fd
-    is open; InUse when a live process holds it."""
+def hold(path: str | os.PathLike, what: str) -> IO[bytes] | None:
+    """An exclusive lock on ``path`` (a lock file, made owner only, never through a symlink) for as
+    long as the returned file stays open (closed by the garbage collector too); InUse when a live
+    process holds it. None where the file system has no locks (some network mounts): no lock then."""
     import fcntl
+    import stat
 
-    fd = _fd(path, os.O_RDWR)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_NOCTTY", 0), FILE_MODE)
+    except OSError as e:
+        raise InUse(f"{what}: cannot open its lock file {path}: {e.strerror or e}") from None
+    f = os.fdopen(fd, "r+b", buffering=0)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        f.close()
+        raise InUse(f"{what}: its lock file {path} is not a regular file")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except BlockingIOError:
         holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-        os.close(fd)
-        raise InUse(f"{what} is in use by another ledger (pid {holder}): one runtime per run directory") from None
+        f.close()
+        who = "this process" if holder == str(os.getpid()) else f"pid {holder}"
+        raise InUse(f"{what} is in use by another ledger ({who}): one runtime per run directory") from None
+    except OSError:  # no locks here (ENOLCK, EOPNOTSUPP): go on without one
+        f.close()
+        return None
+    os.fchmod(fd, FILE_MODE)
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
-    return fd
+    return f

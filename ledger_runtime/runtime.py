@@ -135,12 +135,11 @@ class LedgerRuntime:
         self.run_dir = Path(run_dir)
         private_dir(self.run_dir)  # what the agent saw, secrets included: its owner's only
         # one runtime per run directory: a second would write the same attempt ids
-        self._lock_fd: int | None = hold(self.run_dir / LOCK_FILE, f"run directory {self.run_dir}")
+        self._lock = hold(self.run_dir / LOCK_FILE, f"run directory {self.run_dir}")
         try:
             self._open(config, task, truncation, meta, workspace)
         except BaseException:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+            self._release()
             raise
 
     def _open(self, config: LedgerConfig | None, task: str, truncation: Truncation | None,
@@ -761,9 +760,12 @@ class LedgerRuntime:
         self._settle(discard=True)
         self.workspace.close()
         self.store.close()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def __enter__(self) -> LedgerRuntime:
         return self

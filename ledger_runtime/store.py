@@ -152,6 +152,10 @@ class LedgerStore:
                 if writable or not any(w in str(e) for w in ("unable to open", "readonly", "read-only")):
                     raise
                 conn.close()
+                wal = Path(str(p) + "-wal")
+                if wal.exists() and wal.stat().st_size > 0:  # read as on disk, it would lack those steps
+                    raise NotALedger(p, "its latest steps are still in its -wal file, which cannot be read here "
+                                        "(read-only): copy the run directory somewhere writable to inspect it") from None
                 conn = sqlite3.connect(f"file:{urllib.parse.quote(str(p.resolve()))}?mode=ro&immutable=1", uri=True,
                                        isolation_level=None, check_same_thread=False, timeout=10)
                 meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())

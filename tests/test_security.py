@@ -270,7 +270,7 @@ def test_one_runtime_per_run_directory(tmp_path):
     first = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
     try:
         first.run("cat a.py", LocalExecutor())
-        with pytest.raises(InUse, match=f"pid {os.getpid()}"):
+        with pytest.raises(InUse, match="this process"):
             LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
         # from another process too: the lock is the kernel's
         r = subprocess.run([sys.executable, "-c", "import sys; from ledger_runtime.runtime import LedgerRuntime\n"
@@ -340,3 +340,54 @@ def test_a_ledger_on_read_only_media_is_inspected_not_refused(tmp_path):
         assert [row["command"] for row in json.loads(r.stdout)["timeline"]] == ["cat a.py"]
     finally:
         subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+def test_the_run_lock_never_follows_a_planted_symlink_and_is_freed_by_the_collector(tmp_path):
+    import gc
+
+    from ledger_runtime.private import InUse
+
+    repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    os.chmod(victim, 0o644)
+    (tmp_path / "run").mkdir()
+    os.symlink(victim, tmp_path / "run" / ".lock")
+    with pytest.raises(InUse, match="lock file"):
+        LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    assert victim.read_text() == "keep me\n" and stat.S_IMODE(victim.stat().st_mode) == 0o644, "untouched"
+    os.unlink(tmp_path / "run" / ".lock")
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    del rt  # never closed: the lock goes with the object
+    gc.collect()
+    again = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    again.close()
+
+
+def test_a_read_only_ledger_with_steps_still_in_its_wal_says_so(tmp_path):
+    """Read as it is on disk, a ledger whose latest steps are still in its -wal would lack them: it
+    is refused with the reason instead of shown short."""
+    import shutil as sh
+
+    if os.geteuid() != 0 or sh.which("mount") is None:
+        pytest.skip("a read-only bind mount needs root and mount(8)")
+    repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
+    rt = LedgerRuntime(repo, tmp_path / "ro" / "run", LedgerConfig())
+    rt.run("cat a.py", LocalExecutor())
+    ro = tmp_path / "ro"
+    copy = tmp_path / "copy"
+    sh.copytree(ro, copy)  # a copy taken while the run was live: its -wal holds the steps
+    rt.close()
+    (copy / "run" / "ledger.sqlite-shm").unlink(missing_ok=True)
+    (copy / "run" / ".lock").unlink(missing_ok=True)
+    if not (copy / "run" / "ledger.sqlite-wal").exists() or (copy / "run" / "ledger.sqlite-wal").stat().st_size == 0:
+        pytest.skip("SQLite checkpointed before the copy: nothing in the -wal to lose")
+    if subprocess.run(["mount", "--bind", str(copy), str(copy)], capture_output=True).returncode != 0:
+        pytest.skip("bind mounts are not allowed here")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(copy)], capture_output=True, check=True)
+        r = subprocess.run([sys.executable, "-m", "ledger_runtime", "inspect", str(copy / "run")], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 2 and "still in its -wal" in r.stderr, r.stderr
+    finally:
+        subprocess.run(["umount", str(copy)], capture_output=True)
