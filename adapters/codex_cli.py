@@ -27,6 +27,8 @@ from typing import Any, List, Optional
 
 import typer
 
+from ledger_runtime.config_file import toml_inline
+
 CODEX_VERSION = "0.171.0"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g @openai/codex@{CODEX_VERSION}"
 COPIED_FILES = ("config.toml", "auth.json", "hooks.json", "AGENTS.md", "AGENTS.override.md")
@@ -124,25 +126,6 @@ def make_codex_home(run_dir: Path, source: Path) -> Path:
             shutil.copytree(src, home / name, symlinks=True)
     tighten(home)  # the copies hold credentials: owner only, whatever the user's files allowed
     return home
-
-
-def toml_inline(value: Any) -> str:
-    """A value as inline TOML (for ``codex -c key=value``)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(toml_inline(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_toml_key(k)} = {toml_inline(v)}" for k, v in value.items()) + "}"
-    raise TypeError(f"no TOML for {type(value).__name__}")
-
-
-def _toml_key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
 
 
 def hook_launcher() -> list[str]:

@@ -174,7 +174,7 @@ def config(
 ) -> None:
     """Every setting with its default and what it does (TOML), a starter file, or the check of one."""
     from .config import ConfigError
-    from .config_file import changed, check as check_file, starter_toml, toml_value
+    from .config_file import changed, check as check_file, starter_toml, toml_inline
 
     if check is not None and write is not None:
         fail("give --write FILE or --check FILE, not both")
@@ -190,7 +190,7 @@ def config(
             fail(f"cannot read --check {check}: {e.strerror or e}")
             return
         diff = changed(cfg)
-        print(f"{check}: valid; " + (", ".join(f"{k} = {toml_value(v) if not isinstance(v, dict) else 'a table'}"
+        print(f"{check}: valid; " + (", ".join(f"{k} = {toml_inline(v) if not isinstance(v, dict) else 'a table'}"
                                                   for k, v in diff.items()) if diff
                                      else "every setting at its default"))
         return

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import re
 import textwrap
 from dataclasses import fields
 from pathlib import Path
@@ -25,14 +26,23 @@ def setting_docs() -> dict[str, str]:
     return docs
 
 
-def toml_value(v: object) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)  # a TOML basic string
-    raise TypeError(type(v).__name__)
+def toml_inline(value: object) -> str:
+    """A value as inline TOML (a settings line, ``codex -c key=value``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_inline(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {toml_inline(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"no TOML for {type(value).__name__}")
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
 
 
 def starter_toml(width: int = 100) -> str:
@@ -48,7 +58,7 @@ def starter_toml(width: int = 100) -> str:
             continue
         for line in textwrap.wrap(docs.get(f.name, ""), width - 2, break_on_hyphens=False):
             out.append(f"# {line}")
-        out += [f"# {f.name} = {toml_value(getattr(default, f.name))}", ""]
+        out += [f"# {f.name} = {toml_inline(getattr(default, f.name))}", ""]
     for line in textwrap.wrap(docs.get("policies", ""), width - 2, break_on_hyphens=False):
         out.append(f"# {line}")
     out += ["# [policies.protected-paths]", '# globs = ["tests/*"]', ""]
