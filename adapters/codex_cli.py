@@ -1,7 +1,10 @@
 """``ledger-run codex``: the real ``codex`` binary with the ledger's hooks, for one run.
 
-Each run gets its own ``CODEX_HOME`` inside the run directory: the user's Codex configuration,
-credentials and instructions are copied in (read, never edited), Codex writes its sessions there,
+Each run gets its own ``CODEX_HOME`` inside the run directory: the user's Codex configuration and
+instructions are copied in (read, never edited), Codex writes its sessions there, the user's
+``auth.json`` is linked, not copied (Codex rewrites the file in place when it refreshes a ChatGPT
+login, so the refreshed tokens land in the user's own file and the user's login stays valid; the
+link goes at the end of the run),
 and the ledger's hooks are added for this run only (``-c hooks.<Event>=...``, after any hooks the
 user's own configuration has). The hooks call ``ledger-run hook EVENT``, which talks to the hook
 server this process runs (ledger_runtime/hookserver.py) with the runtime in memory. Hook trust:
@@ -31,7 +34,8 @@ from ledger_runtime.config_file import toml_inline
 
 CODEX_VERSION = "0.171.0"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g @openai/codex@{CODEX_VERSION}"
-COPIED_FILES = ("config.toml", "auth.json", "hooks.json", "AGENTS.md", "AGENTS.override.md")
+COPIED_FILES = ("config.toml", "hooks.json", "AGENTS.md", "AGENTS.override.md")
+AUTH_FILE = "auth.json"  # linked into the run's home, never copied
 COPIED_DIRS = ("prompts", "rules", "skills")
 BYPASS_TRUST = "--dangerously-bypass-hook-trust"
 # Codex compacts its history when it fills up; the hooks follow its rollout, and after a compaction
@@ -110,12 +114,14 @@ def user_codex_home() -> Path:
 
 
 def make_codex_home(run_dir: Path, source: Path) -> Path:
-    """The run's own CODEX_HOME, with copies of the user's configuration and credentials."""
+    """The run's own CODEX_HOME, with copies of the user's configuration and a link to the user's
+    credentials (see the module docstring)."""
     from ledger_runtime.private import private_dir, tighten
 
     home = private_dir(run_dir / "codex-home")
     if source.resolve() == home.resolve():
         return home
+    link_credentials(home, source)
     for name in COPIED_FILES:
         src = source / name
         if src.is_file() and not (home / name).exists():
@@ -126,6 +132,34 @@ def make_codex_home(run_dir: Path, source: Path) -> Path:
             shutil.copytree(src, home / name, symlinks=True)
     tighten(home)  # the copies hold credentials: owner only, whatever the user's files allowed
     return home
+
+
+def link_credentials(home: Path, source: Path) -> None:
+    """``home/auth.json`` as a link to the user's (a copy an earlier version made is replaced: a
+    copied ChatGPT login spends the refresh token the user's own file still holds)."""
+    target, link = source / AUTH_FILE, home / AUTH_FILE
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    if target.is_file():
+        link.symlink_to(target.resolve())
+
+
+def unlink_credentials(home: Path) -> None:
+    """At the end of a run: the run's home keeps no way to the user's credentials."""
+    link = home / AUTH_FILE
+    if link.is_symlink():
+        link.unlink()
+
+
+def keyring_note(source: Path, config: dict[str, Any]) -> str | None:
+    """Why Codex may find no login in the run's home: credentials in the system keyring are keyed by
+    the CODEX_HOME path, so a home of its own has none (None when the user's login is a file)."""
+    mode = config.get("cli_auth_credentials_store", "file")
+    if (source / AUTH_FILE).is_file() or mode == "file" or os.environ.get("CODEX_API_KEY"):
+        return None
+    return (f"ledger-run: your Codex login is in the system keyring (cli_auth_credentials_store = {mode!r}), "
+            "which Codex keys by CODEX_HOME: this run's own home cannot use it. Give the run an API key "
+            "(CODEX_API_KEY), or keep the login in a file (cli_auth_credentials_store = \"file\", then codex login).")
 
 
 def hook_launcher() -> list[str]:
@@ -256,7 +290,14 @@ def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config
 
     source = source_home or user_codex_home()
     home = make_codex_home(run_dir, source)
-    runtime = LedgerRuntime(workdir, run_dir, config, meta=meta)
+    note = keyring_note(source, read_toml(source / "config.toml"))
+    if note:
+        print(note, file=sys.stderr)
+    try:
+        runtime = LedgerRuntime(workdir, run_dir, config, meta=meta)
+    except BaseException:
+        unlink_credentials(home)
+        raise
     # the run's secret: on the hook command lines, never in the environment the agent's commands get
     token = secrets.token_hex(16)
     hooks = CodexHooks(runtime, note_chars=config.context_note_chars, wrap_launcher=fast_launcher(), token=token,
@@ -265,6 +306,7 @@ def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config
         server = HookServer(hooks.handle, runtime.report_fault, authorize=hooks.authorize)
     except BaseException:  # no socket (SocketDirError): the ledger is closed, the caller says why
         runtime.close()
+        unlink_credentials(home)
         raise
     hooks.socket_path = server.socket_path
     try:
@@ -301,3 +343,4 @@ def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config
             except Exception as e:
                 runtime.report_fault("finishing the run", e)
             runtime.close()
+            unlink_credentials(home)

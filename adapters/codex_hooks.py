@@ -29,6 +29,7 @@ import json
 import os
 import secrets
 import shlex
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -295,13 +296,26 @@ class CodexHooks:
                 return True
         return any(not self.unfinished_pure.get(c, False) for c in self.unfinished)
 
+    def _answer_file(self, attempt_id: int | None) -> Path:
+        assert self.answers_dir is not None
+        return self.answers_dir / f"{attempt_id or 0}.out"
+
+    def _drop_answer_file(self, attempt_id: int | None) -> None:
+        """An earlier output handed back through a file holds what the command printed, secrets
+        too: it goes once Codex has read it (the ledger keeps only its masked copy)."""
+        if self.answers_dir is not None:
+            try:
+                self._answer_file(attempt_id).unlink()
+            except OSError:
+                pass
+
     def _replay_command(self, attempt_id: int | None, output: str, returncode: int | None) -> str:
         """A command that prints ``output`` byte for byte and exits with ``returncode``."""
         assert self.answers_dir is not None
         from ledger_runtime.private import private_dir, write_private
 
         private_dir(self.answers_dir)
-        path = self.answers_dir / f"{attempt_id or 0}.out"
+        path = self._answer_file(attempt_id)
         write_private(path, output.encode("utf-8", "surrogateescape"))
         if not isinstance(returncode, int):
             code = 0
@@ -316,7 +330,7 @@ class CodexHooks:
     def post_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         call_id = payload.get("tool_use_id")
         if isinstance(call_id, str) and call_id in self.answered:
-            self.answered.pop(call_id)
+            self._drop_answer_file(self.answered.pop(call_id))
             return None
         if isinstance(call_id, str) and call_id in self.recorded:  # the wrapper's answer recorded it
             attempt = self.runtime.state.attempt(self.recorded.pop(call_id))
@@ -372,6 +386,8 @@ class CodexHooks:
         """At the end of the run: record the commands whose PostToolUse never came, and the ends of
         commands recorded unfinished."""
         self.complete_unfinished()
+        if self.answers_dir is not None:
+            shutil.rmtree(self.answers_dir, ignore_errors=True)
         for call_id, pending in list(self.pending.items()):
             rollout = reader_for(self.rollouts, pending.transcript or self.last_transcript)
             res, trunc = self._result(pending, call_id, rollout, "")

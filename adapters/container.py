@@ -9,7 +9,15 @@ the first snapshot, in one ``docker exec``. After that, the post-command snapsho
 command's shell exits, and ``unwrap`` cuts the helper's report off the output, so the agent gets
 the command's exact output and return code. Only when the report is missing (the command timed
 out, replaced its shell with ``exec``, or set its own EXIT trap) does ``scan`` cost a round trip of
-its own. Nothing but the agent's commands changes the container, so there is no scan before a
+its own.
+
+The helper lives in a directory of its own per install (``/tmp/.ledger-runtime-<nonce>``, made
+with ``mkdir -m 700``, which never follows a planted symlink), and every call carries the run's
+nonce and the script's digest: an answer without the nonce is not taken. When the helper fails in
+any way (its directory removed, its state deleted or garbled, its call counter bumped, its script
+overwritten), what the workspace believed is dropped, the helper is installed again and its first
+snapshot is the new baseline: the changes since the last good snapshot are found against it, and
+the fault is reported (``on_fault``). Nothing but the agent's commands changes the container, so there is no scan before a
 command; signatures of keys the runtime has not asked about before are taken as they were after
 the command ("pending" before it).
 """
@@ -24,7 +32,7 @@ import secrets
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ledger_runtime.commands import analyze
 from ledger_runtime.hashing import FileState
@@ -32,8 +40,9 @@ from ledger_runtime.probe import PENDING
 from ledger_runtime.records import Baseline
 from ledger_runtime.workspace import Snapshot
 
-HELPER_DIR = "/tmp/.ledger-runtime"
+HELPER_BASE = "/tmp/.ledger-runtime"  # + "-<nonce>": one directory per install
 HELPER_SOURCE = Path(__file__).with_name("container_helper.py")
+HELPER_DIGEST = "b2:" + hashlib.blake2b(HELPER_SOURCE.read_bytes(), digest_size=16).hexdigest()
 EXEC_TIMEOUT = 120
 
 
@@ -93,9 +102,10 @@ class ContainerWorkspace:
                 getattr(env, "config", None), "executable", "docker"))
         else:
             self.transport = EnvExec(env)
-        self.nonce = secrets.token_hex(8)
-        self.state_file = f"{HELPER_DIR}/state-{self.nonce}.marshal"
-        self.marker = f"@@ledger-runtime:{self.nonce}@@"
+        self.nonce = ""
+        self.dir = ""  # the helper's directory in the container (set by _install)
+        self.on_fault: Callable[[str, BaseException], None] | None = None  # the runtime's report_fault
+        self.reinstalls = 0
         self._files: dict[str, FileState] = {}
         self._sigs: dict[str, str] = {}
         self._states: dict[str, FileState | None] = {}
@@ -107,6 +117,7 @@ class ContainerWorkspace:
         self._keep_limit = 2 * 1024 * 1024
         self.python = "python3"
         self.seq = 0  # each post call is numbered; the helper ignores one older than the last it took
+        self.state_file = self.marker = ""
         self.round_trips = 0
         self.reports_in_band = 0
         self._git: dict = {}
@@ -122,23 +133,53 @@ class ContainerWorkspace:
     def _json(self, raw: bytes) -> dict:
         for line in reversed(raw.decode("utf-8", "replace").strip().splitlines()):
             if line.startswith("{"):
-                data = json.loads(line)
+                try:
+                    data = json.loads(line)
+                except ValueError:
+                    break
+                if not isinstance(data, dict):
+                    break
                 if "error" in data:
                     raise HelperError(f"helper: {data['error']}")
+                if data.get("nonce") != self.nonce:
+                    raise HelperError("an answer not from this run's helper")
                 return data
         raise HelperError(f"no answer from the helper: {raw[-300:]!r}")
 
+    def helper_argv(self, *args: str) -> list[str]:
+        """The argv of a helper call."""
+        return [self.python, "-S", "-E", f"{self.dir}/helper.py", "--run", self.nonce, HELPER_DIGEST, *args]
+
     def _install(self) -> None:
-        """Copy the helper in, find a Python, take the first snapshot: one exec."""
+        """Copy the helper into a new private directory, find a Python, take the first snapshot: one
+        exec. The directory of an earlier install goes."""
+        old = self.dir
+        self.nonce = secrets.token_hex(8)
+        self.dir = f"{HELPER_BASE}-{self.nonce}"
+        self.state_file = f"{self.dir}/state.marshal"
+        self.marker = f"@@ledger-runtime:{self.nonce}@@"
+        self.seq = 0
         script = (
-            f"mkdir -p {HELPER_DIR} && cat > {HELPER_DIR}/helper.py && "
+            f"umask 077; {f'rm -rf {shlex.quote(old)}; ' if old else ''}mkdir -m 700 {self.dir} && "
+            f"cat > {self.dir}/helper.py && "
             "PY=$(command -v python3 || command -v python || echo /usr/bin/python3) && "
-            f"\"$PY\" -S -E {HELPER_DIR}/helper.py init {shlex.quote(self.root)} {self.state_file}"
+            f"\"$PY\" -S -E {self.dir}/helper.py --run {self.nonce} {HELPER_DIGEST} init {shlex.quote(self.root)} "
+            f"{self.state_file}"
         )
         data = self._json(self._exec(["sh", "-c", script], stdin=HELPER_SOURCE.read_bytes()))
         self.python = data.get("executable") or "python3"
         self._files = {p: FileState(*fs) for p, fs in data["files"].items()}
         self._git = data.get("git") or {}
+
+    def _recover(self, error: HelperError) -> None:
+        """The helper failed: forget what it said, install it again (its snapshot is the new
+        baseline), and report the fault. Raises HelperError when it cannot be installed."""
+        self._sigs, self._states, self._kept, self._contents, self._heads = {}, {}, {}, {}, {}
+        self._report, self._watch_new = None, []
+        self.reinstalls += 1
+        self._install()
+        if self.on_fault is not None:
+            self.on_fault("the container helper failed: installed again, its snapshot is the new baseline", error)
 
     # -- the command's own exec carries the snapshot ------------------------------------------------
 
@@ -155,7 +196,7 @@ class ContainerWorkspace:
         for p in self._watch_new:
             args += ["--watch", p]
         self._watch_new = []
-        helper = " ".join(shlex.quote(x) for x in [self.python, "-S", "-E", f"{HELPER_DIR}/helper.py", *args])
+        helper = " ".join(shlex.quote(x) for x in self.helper_argv(*args))
         trap = (f"__ledger_rc=$?; trap - EXIT; if [ -p /dev/stdout ]; then printf '\\n%s\\n' {self.marker}; "
                 f"{helper} 2>/dev/null; fi; exit $__ledger_rc")
         # stderr joins stdout first: docker exec carries the two streams apart and interleaves them at
@@ -173,8 +214,8 @@ class ContainerWorkspace:
         line, _, after = rest.partition("\n")
         try:
             report = json.loads(line)
-            if "error" in report:
-                raise ValueError(report["error"])
+            if not isinstance(report, dict) or "error" in report or report.get("nonce") != self.nonce:
+                raise ValueError("not a report of this run's helper")
         except ValueError:
             self._report = None
             return output[:cut] + after
@@ -192,9 +233,13 @@ class ContainerWorkspace:
         self._first_scan = False
         if report is None:
             self.seq += 1
-            report = self._json(self._exec([self.python, "-S", "-E", f"{HELPER_DIR}/helper.py", "post",
-                                            self.state_file, "--seq", str(self.seq), "--keep", str(self._keep_limit),
-                                            *sum((["--watch", p] for p in self._watch_new), [])]))
+            try:
+                report = self._json(self._exec(self.helper_argv(
+                    "post", self.state_file, "--seq", str(self.seq), "--keep", str(self._keep_limit),
+                    *sum((["--watch", p] for p in self._watch_new), []))))
+            except HelperError as e:
+                self._recover(e)
+                return Snapshot(dict(self._files), self.root)
             self._watch_new = []
         for path, fs in report.get("changes", []):
             if fs is None:
@@ -223,8 +268,11 @@ class ContainerWorkspace:
             else:
                 missing.append(k)
         if missing and exact:
-            data = self._json(self._exec([self.python, "-S", "-E", f"{HELPER_DIR}/helper.py", "sign",
-                                          self.state_file, *missing]))
+            try:
+                data = self._json(self._exec(self.helper_argv("sign", self.state_file, *missing)))
+            except HelperError as e:
+                self._recover(e)
+                data = self._json(self._exec(self.helper_argv("sign", self.state_file, *missing)))
             out.update(data["sigs"])
         else:
             out.update({k: PENDING for k in missing})
@@ -261,4 +309,10 @@ class ContainerWorkspace:
         return _b2(data)
 
     def close(self) -> None:
-        pass
+        """Remove the helper's directory (best effort: the container may be gone already)."""
+        if self.dir:
+            try:
+                self._exec(["rm", "-rf", self.dir], timeout=10)
+            except Exception:
+                pass
+            self.dir = ""

@@ -3,9 +3,13 @@
 Installed on first use by ContainerWorkspace (container.py). It must run on any Python 3.6+ with
 the standard library alone (run with ``python3 -S -E``), so it is written in that dialect.
 
-    helper.py init ROOT STATE                 first snapshot, git baseline; JSON on stdout
-    helper.py post STATE [options]            after a command: what changed, signatures
-    helper.py sign STATE KEY...               signatures only
+    helper.py --run NONCE DIGEST init ROOT STATE      first snapshot, git baseline; JSON on stdout
+    helper.py --run NONCE DIGEST post STATE [options] after a command: what changed, signatures
+    helper.py --run NONCE DIGEST sign STATE KEY...    signatures only
+
+Every call names the run (NONCE) and the digest of the script as installed (DIGEST): a script that
+is no longer what was installed refuses to answer, a state file of another run is not read, and
+every answer carries the NONCE, so the ledger takes nothing from an old, foreign or changed helper.
 
 Options of ``post``: ``--seq N`` (calls are numbered; one older than the last taken is ignored:
 the late EXIT trap of a command that timed out must not overwrite newer state), ``--keep N`` (send the content of changed text files up to N bytes),
@@ -48,6 +52,19 @@ def meta(st):
                                         st.st_nlink, st.st_uid, st.st_gid)
 
 
+NONCE = ""  # the run's, from --run: every answer carries it
+
+
+def reply(obj):
+    obj["nonce"] = NONCE
+    sys.stdout.write(json.dumps(obj) + "\n")
+
+
+def own_digest():
+    with open(os.path.abspath(__file__), "rb") as f:
+        return b2(f.read())
+
+
 class State(object):
     def __init__(self, path):
         self.path = path
@@ -55,13 +72,13 @@ class State(object):
         try:
             with open(path, "rb") as f:
                 data = marshal.load(f)
-            if data.get("version") == VERSION:
+            if isinstance(data, dict) and data.get("version") == VERSION and data.get("nonce") == NONCE:
                 self.data = data
         except Exception:
             self.data = None
         if self.data is None:
             self.data = {"version": VERSION, "root": "", "cache": {}, "dirs": {}, "files": {}, "keys": [],
-                         "extra": [], "git_key": None, "head_sent": {}, "is_git": False}
+                         "extra": [], "git_key": None, "head_sent": {}, "is_git": False, "nonce": NONCE}
         self.kept = {}
         self.keep_limit = 0
         self.dirty = False  # only a changed state is written back
@@ -492,6 +509,15 @@ def cheap(key):
 
 
 def main(argv):
+    global NONCE
+    if len(argv) < 5 or argv[1] != "--run":
+        reply({"error": "called without --run NONCE DIGEST"})
+        return 2
+    NONCE, digest = argv[2], argv[3]
+    if own_digest() != digest:
+        reply({"error": "helper.py is not the script that was installed (changed since)"})
+        return 3
+    argv = [argv[0]] + argv[4:]
     cmd = argv[1]
     if cmd == "init":
         root, state_path = argv[2], argv[3]
@@ -507,18 +533,18 @@ def main(argv):
         state.save(force=True)
         out = {"algo": "blake2b-128", "root": state.data["root"], "files": files, "git": info,
                "python": sys.version.split()[0], "executable": sys.executable}
-        sys.stdout.write(json.dumps(out) + "\n")
+        reply(out)
         return 0
     state = State(argv[2])
     if not state.data["root"]:
-        sys.stdout.write(json.dumps({"error": "helper state missing: run init first"}) + "\n")
+        reply({"error": "helper state missing or not this run's: run init first"})
         return 3
     if cmd == "sign":
-        sys.stdout.write(json.dumps({"sigs": dict((k, state.sign(k)) for k in argv[3:])}) + "\n")
+        reply({"sigs": dict((k, state.sign(k)) for k in argv[3:])})
         state.save()
         return 0
     if cmd != "post":
-        sys.stdout.write(json.dumps({"error": "unknown helper command " + cmd}) + "\n")
+        reply({"error": "unknown helper command " + cmd})
         return 2
     args = argv[3:]
     sign_now = []
@@ -530,7 +556,7 @@ def main(argv):
             seq = int(args[i + 1])
             last = read_seq(argv[2])
             if seq <= last:
-                sys.stdout.write(json.dumps({"error": "stale call %d (state is at %d)" % (seq, last)}) + "\n")
+                reply({"error": "stale call %d (state is at %d)" % (seq, last)})
                 return 0
             write_seq(argv[2], seq)
         elif a == "--keep":
@@ -589,8 +615,7 @@ def main(argv):
         if data is not None:
             contents[p] = enc(data)
     state.save()
-    sys.stdout.write(json.dumps({"changes": changes, "sigs": sigs, "kept": kept, "heads": heads,
-                                 "states": lines, "contents": contents}) + "\n")
+    reply({"changes": changes, "sigs": sigs, "kept": kept, "heads": heads, "states": lines, "contents": contents})
     return 0
 
 
@@ -598,5 +623,5 @@ if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv))
     except Exception as e:  # never a traceback into the agent's output: one JSON line saying why
-        sys.stdout.write(json.dumps({"error": "%s: %s" % (type(e).__name__, e)}) + "\n")
+        reply({"error": "%s: %s" % (type(e).__name__, e)})
         sys.exit(1)

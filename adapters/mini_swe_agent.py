@@ -45,6 +45,7 @@ from ledger_runtime.commands import SUBMIT_MARKER
 from ledger_runtime.config import LedgerConfig, from_mapping, load_config
 from ledger_runtime.executor import ExecResult
 from ledger_runtime.observe import Truncation
+from ledger_runtime.redact import secret_values
 from ledger_runtime.runtime import LedgerRuntime
 
 log = logging.getLogger("ledger_runtime.mini")
@@ -160,6 +161,8 @@ class LedgerEnvironment:
         except Exception as e:  # no ledger, but the agent runs as it would without one
             log.error("ledger disabled for this run: %s", e)
             return
+        if self.container is not None:  # a helper that failed and was installed again is a fault of ours
+            self.container.on_fault = self.session.runtime.report_fault
         _sessions.session = self.session
         _last_session.append(self.session)
         del _last_session[:-8]
@@ -177,7 +180,10 @@ class LedgerEnvironment:
             workspace = self.container = ContainerWorkspace(self.inner, workdir or "/",
                                                             transport=self.settings.helper_transport)
         meta = {"agent": "mini-swe-agent", "environment": f"{type(self.inner).__module__}.{type(self.inner).__name__}"}
-        return LedgerRuntime(workdir, self.run_dir, config, task=task, meta=meta, workspace=workspace,
+        # the variables the environment sets for the agent's commands: secrets among them are masked too
+        env = getattr(getattr(self.inner, "config", None), "env", None)
+        secrets = tuple(secret_values(env)) if isinstance(env, dict) else ()
+        return LedgerRuntime(workdir, self.run_dir, config, task=task, meta=meta, workspace=workspace, secrets=secrets,
                              truncation=Truncation(config.output_limit_chars, config.output_head_chars,
                                                    config.output_tail_chars))
 

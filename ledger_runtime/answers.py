@@ -227,6 +227,22 @@ def raw(output: str, notes: Sequence[str] = ()) -> Answer:
     return w.answer(AnswerKind.RAW)
 
 
+def kept_output(output: str, limit: int) -> str:
+    """``output`` as the ledger stores it: whole up to ``limit`` characters; a longer one keeps its
+    first and last lines up to about half the limit each, a line between saying how much is left
+    out (the model's answer is not cut by this: only what is stored)."""
+    if len(output) <= limit:
+        return output
+    half = max(1, limit // 2)
+    head, tail = output[:half], output[-half:]
+    if "\n" in head[:-1]:
+        head = head[: head.rindex("\n", 0, len(head) - 1) + 1]
+    if "\n" in tail[:-1]:
+        tail = tail[tail.index("\n") + 1:]
+    left = len(output) - len(head) - len(tail)
+    return f"{head}... {left} characters of this output are not stored (the ledger keeps at most {limit}) ...\n{tail}"
+
+
 def build(output: str, pool: Pool, settings: DedupeSettings, *, base_keys: Sequence[str] = (),
           notes: Sequence[str] = (), same_note: Callable[[Source], str] | None = None,
           cut: Cut | None = None) -> Answer:

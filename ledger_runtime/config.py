@@ -58,6 +58,9 @@ class LedgerConfig:
     """...to their first ``output_head_chars``..."""
     output_tail_chars: int = 5000
     """...and last ``output_tail_chars`` characters."""
+    max_stored_output_chars: int = 4 * 1024 * 1024
+    """Outputs longer than this are stored as their first and last lines (about half of this each)
+    with a line saying how much is left out; the model's answer is the output as it is."""
     max_hash_bytes: int = 64 * 1024 * 1024
     """Files larger than this are tracked by their stat data instead of their content."""
     max_content_bytes: int = 2 * 1024 * 1024
@@ -71,6 +74,13 @@ class LedgerConfig:
     policies: dict = field(default_factory=dict)
     """The policy gate's rules: ``[policies.<name>]`` tables (enabled, verdict, paths, parameters);
     see gate.py and policies.py. Every built-in rule is on with its defaults unless set here."""
+    redact: bool = True
+    """Mask secrets before anything is stored (ledger blobs and events, faults.log, replay results):
+    the values of the environment's secret-looking variables, well-known token shapes and
+    ``redact_patterns``. What the model is shown is not changed."""
+    redact_patterns: list = field(default_factory=list)
+    """Regular expressions of more secrets to mask (each matched within one line; with a group,
+    only the group is masked)."""
     rescan_before_command: bool = True
     """Scan the workspace before each command too, so changes made between commands (by the user
     or a background process) are recorded as such and not blamed on the next command."""
@@ -82,7 +92,8 @@ class LedgerConfig:
             raise ConfigError(f"dedupe must be 'spans', 'whole' or 'off', not {self.dedupe!r}")
         if self.dedupe_min_lines < 1:
             raise ConfigError(f"dedupe_min_lines must be at least 1, not {self.dedupe_min_lines!r}")
-        for name in ("view_budget_tokens", "output_limit_chars", "max_hash_bytes", "context_note_chars"):
+        for name in ("view_budget_tokens", "output_limit_chars", "max_hash_bytes", "context_note_chars",
+                     "max_stored_output_chars"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)!r}")
         if self.policies:
@@ -93,6 +104,12 @@ class LedgerConfig:
                 build_rules(self.policies, "", BUILTINS)
             except PolicyError as e:
                 raise ConfigError(str(e)) from None
+        from .redact import RedactError, compile_patterns
+
+        try:
+            compile_patterns(self.redact_patterns)
+        except RedactError as e:
+            raise ConfigError(str(e)) from None
         for name in ("view_recent_attempts", "output_head_chars", "output_tail_chars", "context_steps",
                      "max_content_bytes", "dedupe_min_saving"):
             if getattr(self, name) < 0:

@@ -14,7 +14,9 @@ longest delivered run of lines starting at a line of a new output.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Callable, Iterable, Sequence
 
 from .answers import AGAIN, CUT, LINES, PATCH, SAME, TEXT, Answer, Piece, Source, split_lines
@@ -58,8 +60,12 @@ def delivered_lines(output: str, answer: Answer, visible: tuple[int, int] | None
     """The output's lines, and for each whether the answer carried it literally where the model
     saw it. ``visible``: (head, tail) characters of the answer the agent kept, None for all."""
     lines = split_lines(output)
-    literal = [False] * len(lines)
     n = len(answer.text)
+    first = answer.pieces[0] if answer.pieces else None
+    if first is not None and first.kind == TEXT and first.start == 0 and first.end == len(output) \
+            and answer.text.startswith(output):
+        return lines, _shown_whole(lines, n, visible)  # a raw answer: a long output costs no loop per line
+    literal = [False] * len(lines)
 
     def seen(a: int, b: int) -> bool:
         if visible is None:
@@ -83,6 +89,22 @@ def delivered_lines(output: str, answer: Answer, visible: tuple[int, int] | None
         elif p.kind in (SAME, PATCH):
             line = len(lines)
     return lines, literal
+
+
+def _shown_whole(lines: list[str], n: int, visible: tuple[int, int] | None) -> list[bool]:
+    """Per line of an output the answer carries as it is, at its start (answer ``n`` characters
+    long): whether it lies wholly in the part the agent showed (``visible``: head, tail)."""
+    if visible is None:
+        return [True] * len(lines)
+    head, tail = visible
+    ends = list(accumulate(map(len, lines)))
+    in_head = bisect_right(ends, head)  # lines ending by ``head``
+    if tail <= 0:
+        return [True] * in_head + [False] * (len(lines) - in_head)
+    from_tail = bisect_left([0, *ends[:-1]], n - tail)  # lines starting at or after the tail
+    if from_tail <= in_head:
+        return [True] * len(lines)
+    return [True] * in_head + [False] * (from_tail - in_head) + [True] * (len(lines) - from_tail)
 
 
 def seen_lines(output: str, answer: Answer, visible: tuple[int, int] | None,

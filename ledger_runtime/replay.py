@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .private import private_dir, write_private
 from .answers import AnswerKind, ExpandError, split_lines
 from .commands import ANY_FILE, Analysis, analyze
 from .config import LedgerConfig
@@ -329,7 +330,8 @@ def _replay_in(traj: Trajectory, settings: ReplaySettings, commit: str, workdir:
                 "prompt_tokens": (traj.prompt_chars[i] + 3) // 4 if i < len(traj.prompt_chars) else None,
                 "redundant": judged,
             }
-            row.update(_soundness(transcript, att, res.output, kind))
+            # the ledger keeps the output masked (and cut, when long): its answer is checked against it so
+            row.update(_soundness(transcript, att, rt.stored_output(res.output), kind))
             rows.append(row)
             oracle.add(a, res.output, shas, totals, att.epoch_after)
             repeated.add(res.output)
@@ -338,9 +340,9 @@ def _replay_in(traj: Trajectory, settings: ReplaySettings, commit: str, workdir:
     result = {"version": RESULT_VERSION, "instance_id": traj.instance_id, "status": "done",
               "repo": settings.repo_names.get(traj.instance_id) or traj.repo, "base_commit": commit,
               "commands": len(rows), "seconds": round(time.time() - started, 1), "faults": rt.faults,
-              "rows": rows, "summary": summarize_rows(rows)}
-    settings.out.mkdir(parents=True, exist_ok=True)
-    result_path(settings.out, traj.instance_id).write_text(json.dumps(result, indent=1))
+              "rows": rt.redactor.mask_obj(rows), "summary": summarize_rows(rows)}
+    private_dir(settings.out)
+    write_private(result_path(settings.out, traj.instance_id), json.dumps(result, indent=1))
     return result
 
 

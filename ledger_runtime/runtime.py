@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__
-from .answers import (CUT, NOTE, SAME, TEXT, Answer, AnswerKind, Cut, DedupeSettings, Piece, Source, build, raw,
-                      same_marker)
+from .answers import (CUT, NOTE, SAME, TEXT, Answer, AnswerKind, Cut, DedupeSettings, Piece, Source, build,
+                      kept_output, raw, same_marker)
 from .commands import ANY_FILE, SUBMIT_MARKER, Analysis, analyze
 from .config import LedgerConfig
 from .delivered import Delivered, Shown, delivered_lines, output_digest, seen_lines
@@ -41,6 +41,7 @@ from .gate import build_rules, check_all, compose, in_force
 from .govern import Current, govern
 from .policies import BUILTINS
 from .private import append_private, hold, private_dir, write_private
+from .redact import Redactor
 from .hashing import FileState
 from .probe import PENDING
 from .inform import StateView, render, short_command
@@ -130,22 +131,26 @@ class LedgerRuntime:
 
     def __init__(self, workdir: str | os.PathLike, run_dir: str | os.PathLike, config: LedgerConfig | None = None,
                  *, task: str = "", truncation: Truncation | None = None, meta: dict[str, Any] | None = None,
-                 workspace: Workspace | None = None):
+                 workspace: Workspace | None = None, secrets: tuple[str, ...] = ()):
         self.workdir = workspace.root if workspace is not None else os.path.abspath(workdir)
         self.run_dir = Path(run_dir)
         private_dir(self.run_dir)  # what the agent saw, secrets included: its owner's only
         # one runtime per run directory: a second would write the same attempt ids
         self._lock = hold(self.run_dir / LOCK_FILE, f"run directory {self.run_dir}")
         try:
-            self._open(config, task, truncation, meta, workspace)
+            self._open(config, task, truncation, meta, workspace, secrets)
         except BaseException:
             self._release()
             raise
 
     def _open(self, config: LedgerConfig | None, task: str, truncation: Truncation | None,
-              meta: dict[str, Any] | None, workspace: Workspace | None) -> None:
+              meta: dict[str, Any] | None, workspace: Workspace | None, secrets: tuple[str, ...]) -> None:
         _ignore_in_git(self.run_dir, self.workdir)
         self.config = config or LedgerConfig()
+        # what the ledger keeps has the secrets masked: this process's environment's, and
+        # ``secrets`` (values an adapter gives the agent's commands, a container's environment)
+        self.redactor = (Redactor.for_run(os.environ, self.config.redact_patterns).with_values(secrets)
+                         if self.config.redact else Redactor.off())
         self.faults = 0  # faults of the ledger so far (each logged; none ever stops the agent)
         self.unwritten = 0  # faults that could not even be written to faults.log
         # verdicts are decided (and recorded) with govern off too; they only take effect with it on
@@ -157,7 +162,7 @@ class LedgerRuntime:
         # its files are the ledger's own, never the agent's work
         self.workspace = workspace or LocalWorkspace(self.workdir, max_hash_bytes=self.config.max_hash_bytes,
                                                      exclude=[str(self.run_dir.resolve())])
-        self.store = LedgerStore.create(self.run_dir)
+        self.store = LedgerStore.create(self.run_dir, redactor=self.redactor)
         self.state = LedgerState.from_events(self.store.events())
         self.rules = build_rules(self.config.policies, self.workdir, BUILTINS)
         self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
@@ -262,11 +267,11 @@ class LedgerRuntime:
             a = self.state.attempt(attempt_id)
             if a is None or not a.executed:
                 return
-            data = res.output.encode("utf-8", "surrogateescape")
+            output_hash, altered = self._put_output(res.output)
             # its read set was signed while it still ran: it never vouches for a reuse
-            fields = {"attempt": attempt_id, "exit_code": res.returncode, "output_hash": self.store.put_blob(data),
+            fields = {"attempt": attempt_id, "exit_code": res.returncode, "output_hash": output_hash,
                       "output_chars": len(res.output), "output_complete": res.output_complete,
-                      "read_set_stable": False}
+                      "read_set_stable": False, **({"altered": True} if altered else {})}
             self._commit([("completion", fields)], a.step)
             self.state.complete(attempt_id, fields)
         except Exception as e:
@@ -364,6 +369,10 @@ class LedgerRuntime:
         shadow_hash = None
         if verdict.kind is VerdictKind.REUSE and verdict.ref_attempt is not None:
             ref = self.state.attempt(verdict.ref_attempt)
+            if ref is not None and altered_output(ref):  # the ledger did not keep it as it was: no handing it back
+                verdict = Verdict(VerdictKind.RUN, "the ledger keeps the earlier output altered (a secret masked, "
+                                                   "or cut for its length)")
+                ref = None
             shadow_hash = ref.output_hash if ref else None
         return Plan(command, cwd, step, analysis, verdict, applied, before, sigs, shadow_hash)
 
@@ -417,10 +426,14 @@ class LedgerRuntime:
         for a in self.state.attempts:
             if a.answer is None or a.shown_hash is None or a.output_hash is None or not self._alive(a.step):
                 continue
+            if altered_output(a):  # what is stored is not what the model got: no source of references
+                continue
             shown, output = self.store.text(a.shown_hash), self.store.text(a.output_hash)
             if a.answer.get("kind") == AnswerKind.REUSED.value:
                 ref = self.state.attempt(a.verdict.ref_attempt) if a.verdict.ref_attempt is not None else None
-                output = self.store.text(ref.output_hash) if ref is not None and ref.output_hash else None
+                if ref is None or altered_output(ref):
+                    continue
+                output = self.store.text(ref.output_hash) if ref.output_hash else None
             if shown is None or output is None:
                 continue
             try:
@@ -435,11 +448,24 @@ class LedgerRuntime:
     # -- answering ---------------------------------------------------------------------------------
 
     def _answer_record(self, answer: Answer, kept: tuple[int, int] | None, trunc: Truncation,
-                       keys: tuple[str, ...] = ()) -> dict[str, Any]:
+                       keys: tuple[str, ...] = (), altered: bool = False) -> dict[str, Any]:
         """An answer as the ledger keeps it: its pieces, and what the check of it needs (what the
-        agent showed of it, the first step the model held, the keys it is a re-read's base under)."""
+        agent showed of it, the first step the model held, the keys it is a re-read's base under;
+        ``altered``: the output is not stored as it was, see ``stored_output``)."""
         return {**answer.to_dict(), "kept": list(kept) if kept else None, "exact": trunc.exact,
-                "held_from": self._held_from(), "keys": list(keys)}
+                "held_from": self._held_from(), "keys": list(keys), **({"altered": True} if altered else {})}
+
+    def stored_output(self, output: str) -> str:
+        """An output as the ledger keeps it: cut to ``max_stored_output_chars``, secrets masked
+        (what a check of its answer compares the expansion with)."""
+        return self.redactor.mask(kept_output(output, self.config.max_stored_output_chars))
+
+    def _put_output(self, output: str) -> tuple[str, bool]:
+        """Store an output as ``stored_output`` says; returns its key and whether what is stored
+        differs from the output."""
+        kept = kept_output(output, self.config.max_stored_output_chars)
+        key, masked = self.store.put_text(kept)
+        return key, masked or kept is not output
 
     def _answer(self, plan: Plan) -> RunResult:
         """A verdict that does not run the command (REUSE of a run, REVISE, BLOCK), answered and recorded."""
@@ -460,7 +486,7 @@ class LedgerRuntime:
         kept = self.truncation.kept(answer.text)
         refused = v.kind in (VerdictKind.REVISE, VerdictKind.BLOCK)
         output_hash = ref.output_hash if ref is not None and v.kind is VerdictKind.REUSE else None
-        shown_hash = self.store.put_blob(answer.text.encode("utf-8", "surrogateescape"))
+        shown_hash = self.store.put_text(answer.text)[0]
         attempt = self._attempt(plan, executed=False, exit_code=None if refused else returncode, output_hash=output_hash,
                                 output_chars=ref.output_chars if ref is not None else (v.estimated_chars or 0),
                                 truncated=self.truncation.cuts(answer.text), duration=0.0, read_set={}, stable=True,
@@ -496,6 +522,8 @@ class LedgerRuntime:
             return raw(output)  # what the agent got: recorded as it was (shadow mode: what it would have got)
         if a.raw:
             return raw(output, notes)
+        if len(output) > min(MAX_DELIVERED_CHARS, self.config.max_stored_output_chars):
+            return raw(output, notes)  # the model sees its head and tail; never a source of references either
         epoch = self.state.epoch
 
         def same_note(src: Source) -> str:
@@ -531,7 +559,7 @@ class LedgerRuntime:
         read_keys = analysis.read_keys if analysis.pure else ()
         stable = all(plan.pre_sigs.get(k) in (PENDING, post_sigs.get(k)) for k in read_keys if k in plan.pre_sigs)
         output = res.output if res is not None else ""
-        output_hash = self.store.put_blob(output.encode("utf-8", "surrogateescape")) if res is not None else None
+        output_hash, altered = self._put_output(output) if res is not None else (None, False)
         verdict = plan.verdict
         if verdict.kind in (VerdictKind.RUN, VerdictKind.NUDGE) and analysis.command_class is CommandClass.MODIFY \
                 and analysis.writes and not changes and res is not None and not analysis.submits:
@@ -553,8 +581,12 @@ class LedgerRuntime:
                               form=ReuseForm.REFERENCE)
         shown = answer.text
         shown_hash = None
+        record = answer  # the answer as stored: a long raw one over the output as it is stored
+        if res is not None and len(output) > self.config.max_stored_output_chars:
+            record = raw(kept_output(output, self.config.max_stored_output_chars),
+                         [shown[p.start:p.end] for p in answer.pieces if p.kind == NOTE])
         if res is not None:
-            shown_hash = output_hash if shown == output else self.store.put_blob(shown.encode("utf-8", "surrogateescape"))
+            shown_hash = output_hash if shown == output else self.store.put_text(record.text)[0]
         epoch_after = self.state.epoch + (1 if changes else 0)
         attempt = self._attempt(
             plan, executed=True, exit_code=res.returncode if res is not None else None, output_hash=output_hash,
@@ -564,16 +596,18 @@ class LedgerRuntime:
             exception=(f"{type(exc).__name__}: {exc}"[:500] if exc is not None else None),
             output_complete=res.output_complete if res is not None else False,
             submits=analysis.submits or submission_output(output), shown_hash=shown_hash,
-            answer=self._answer_record(answer, trunc.kept(shown), trunc, _read_keys_of(analysis))
+            answer=self._answer_record(record, trunc.kept(shown), trunc, _read_keys_of(analysis), altered)
             if res is not None else None)
         events: list[tuple[str, dict]] = [("attempt", attempt.to_dict())]
         obs = []
         got = None
         if res is not None:
             got = delivered_lines(output, answer, trunc.kept(shown)) if len(output) <= MAX_DELIVERED_CHARS else None
-            seen = seen_lines(output, answer, trunc.kept(shown), got)
-            if answer.kind is AnswerKind.WHOLE:  # the model has of it what it saw of the earlier output
-                seen = self.delivered.seen_through(answer.refs[0]) or seen
+            seen = None
+            if analysis.views:  # what the model saw of the files the output shows (nothing to see otherwise)
+                seen = seen_lines(output, answer, trunc.kept(shown), got)
+                if answer.kind is AnswerKind.WHOLE:  # the model has of it what it saw of the earlier output
+                    seen = self.delivered.seen_through(answer.refs[0]) or seen
             obs = observations(analysis, output, res.returncode, texts, seen, step=plan.step, attempt=attempt.id)
             events += [("observation", o.to_dict()) for o in obs]
         # what may fail is worked out before anything is kept: the ledger on disk and in memory agree
@@ -594,7 +628,7 @@ class LedgerRuntime:
                 self._deliver(attempt, earlier, answer, trunc.kept(shown), trunc.exact)
         elif answer.kind is not AnswerKind.REFUSED:
             self._deliver(attempt, output, answer, trunc.kept(shown), trunc.exact, _read_keys_of(analysis), got,
-                          output_hash)
+                          None if altered else output_hash)
         note = next((shown[p.start:p.end].strip() for p in answer.pieces if p.kind == NOTE), None)
         out_text = shown if plan.applied else output
         return RunResult(out_text, res.returncode, verdict, True, attempt.id, res.exception_info, res.extra,
@@ -729,10 +763,11 @@ class LedgerRuntime:
                records: list[dict] | None = None) -> None:
         entry = {"at": time.time(), "where": where, "error": f"{type(error).__name__}: {error}",
                  "command": command, "trace": traceback.format_exc(limit=6)}
-        self.faults += 1
-        log.warning("ledger fault %s: %s", where, entry["error"])
         if records:
             entry["records"] = records  # what could not be written to the ledger, kept here instead
+        entry = self.redactor.mask_obj(entry)  # the log lines below are written somewhere too
+        self.faults += 1
+        log.warning("ledger fault %s: %s", where, entry["error"])
         try:
             with append_private(self.run_dir / FAULTS_FILE) as f:
                 f.write(json.dumps(entry, default=str) + "\n")
@@ -772,6 +807,12 @@ class LedgerRuntime:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def altered_output(a: Attempt) -> bool:
+    """Whether the ledger keeps ``a``'s output other than as the command printed it (secrets masked,
+    or cut for its length: ``LedgerRuntime.stored_output``)."""
+    return bool(a.answer and a.answer.get("altered"))
 
 
 def _ignore_in_git(run_dir: Path, workdir: str) -> None:

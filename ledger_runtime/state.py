@@ -108,7 +108,8 @@ class LedgerState:
         new = replace(old, exit_code=fields.get("exit_code"), output_hash=fields.get("output_hash"),
                       output_chars=int(fields.get("output_chars") or 0),
                       output_complete=bool(fields.get("output_complete")),
-                      read_set_stable=bool(fields.get("read_set_stable", old.read_set_stable)))
+                      read_set_stable=bool(fields.get("read_set_stable", old.read_set_stable)),
+                      answer={**old.answer, "altered": True} if fields.get("altered") and old.answer else old.answer)
         self._by_id[attempt_id] = new
         for i in range(len(self.attempts) - 1, -1, -1):
             if self.attempts[i].id == attempt_id:

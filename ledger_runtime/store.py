@@ -24,10 +24,16 @@ from typing import Any, Iterable, Iterator
 
 from .hashing import digest_bytes
 from .private import private_dir, touch_private
+from .redact import Redactor
 
 FORMAT = "ledger-runtime"
 SCHEMA_VERSION = 1
 LEDGER_FILE = "ledger.sqlite"
+# A writer waits this long for a lock another process holds on the ledger (an open `sqlite3` shell),
+# and after a commit failed for a lock only QUICK_LOCK_S until one succeeds again: a locked ledger
+# costs a command a second once, then next to nothing (what cannot be written goes to faults.log).
+LOCK_TIMEOUT_S = 1.0
+QUICK_LOCK_S = 0.05
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -86,18 +92,23 @@ Event = dict[str, Any]
 class LedgerStore:
     """A ledger file open for appending (``create``) or reading (``open``)."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, writable: bool):
+    def __init__(self, path: Path, conn: sqlite3.Connection, writable: bool, redactor: Redactor | None = None):
         self.path = path
         self._conn = conn
         self.writable = writable
+        # every blob and event body is masked with it before it is queued (redact.py)
+        self.redactor = redactor or Redactor.off()
+        self._locked = False  # the last commit failed for a lock
         self._pending: list[tuple[str, int | None, str]] = []
         self._pending_blobs: dict[str, tuple[int, str, bytes]] = {}
 
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, path: str | os.PathLike, meta: dict[str, Any] | None = None) -> LedgerStore:
-        """Create a new ledger (its directory too). An existing ledger is opened for appending."""
+    def create(cls, path: str | os.PathLike, meta: dict[str, Any] | None = None, *,
+               redactor: Redactor | None = None) -> LedgerStore:
+        """Create a new ledger (its directory too). An existing ledger is opened for appending.
+        ``redactor``: masks what is written (none: written as given)."""
         p = Path(path)
         if p.is_dir() or not p.suffix:
             private_dir(p)
@@ -107,10 +118,11 @@ class LedgerStore:
         existed = p.exists() and p.stat().st_size > 0
         if existed:
             store = cls.open(p, writable=True)
+            store.redactor = redactor or Redactor.off()
             return store
         touch_private(p)  # before SQLite makes it: its -wal and -shm files take the database's mode
         try:
-            conn = sqlite3.connect(str(p), isolation_level=None, check_same_thread=False, timeout=10)
+            conn = sqlite3.connect(str(p), isolation_level=None, check_same_thread=False, timeout=LOCK_TIMEOUT_S)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a committed step survives a killed process
             conn.executescript(_SCHEMA)
@@ -120,7 +132,7 @@ class LedgerStore:
                 conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", rows.items())
         except sqlite3.Error as e:
             raise StoreError(f"cannot create ledger {p}: {e}") from None
-        return cls(p, conn, True)
+        return cls(p, conn, True, redactor)
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, writable: bool = False, check: bool = True) -> LedgerStore:
@@ -175,6 +187,7 @@ class LedgerStore:
             raise NotALedger(p, _why(e)) from None
         if writable:
             conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={int(LOCK_TIMEOUT_S * 1000)}")
         return cls(p, conn, writable)
 
     def close(self) -> None:
@@ -186,8 +199,18 @@ class LedgerStore:
     # -- writing -------------------------------------------------------------------------------
 
     def put_blob(self, data: bytes, key: str | None = None) -> str:
-        """Queue ``data`` for the next commit; returns its key (its hash unless ``key`` is given:
-        a file's content goes under the file's digest, whatever hash its workspace uses)."""
+        """Queue ``data``, masked, for the next commit; returns its key (the hash of what is stored
+        unless ``key`` is given: a file's content goes under the file's digest, whatever hash its
+        workspace uses)."""
+        return self._put(self.redactor.mask_bytes(data), key)
+
+    def put_text(self, text: str) -> tuple[str, bool]:
+        """Queue ``text``, masked, for the next commit; returns its key and whether anything in it
+        was masked (then what is stored is not the text, and the key is not its hash)."""
+        masked = self.redactor.mask(text)
+        return self._put(masked.encode("utf-8", "surrogateescape")), masked is not text
+
+    def _put(self, data: bytes, key: str | None = None) -> str:
         h = key or digest_bytes(data)
         if h not in self._pending_blobs and not self._stored(h):
             # level 1: a changed file is stored on the command's path; deeper levels cost 3-4x the time
@@ -205,7 +228,8 @@ class LedgerStore:
             return False
 
     def append(self, kind: str, body: dict[str, Any], step: int | None = None) -> None:
-        """Queue an event for the next commit."""
+        """Queue an event, its strings masked, for the next commit."""
+        body = self.redactor.mask_obj(body)
         self._pending.append((kind, step, json.dumps(body, separators=(",", ":"), sort_keys=True)))
 
     def commit(self) -> None:
@@ -213,6 +237,8 @@ class LedgerStore:
         if not self._pending and not self._pending_blobs:
             return
         now = time.time()
+        if self._locked:
+            self._conn.execute(f"PRAGMA busy_timeout={int(QUICK_LOCK_S * 1000)}")
         try:
             with self._conn:
                 self._conn.execute("BEGIN IMMEDIATE")
@@ -222,7 +248,11 @@ class LedgerStore:
                 self._conn.executemany("INSERT INTO events(kind, step, at, body) VALUES (?, ?, ?, ?)",
                                        [(k, s, now, b) for k, s, b in self._pending])
         except sqlite3.Error as e:
+            self._locked = "locked" in str(e) or "busy" in str(e)
             raise StoreError(f"cannot write to {self.path}: {e}") from None
+        if self._locked:
+            self._locked = False
+            self._conn.execute(f"PRAGMA busy_timeout={int(LOCK_TIMEOUT_S * 1000)}")
         self._pending.clear()
         self._pending_blobs.clear()
 

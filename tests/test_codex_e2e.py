@@ -65,6 +65,7 @@ def codex_env(tmp_path: Path):
 def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     repo, fake, user_home, env = codex_env
     config_before = (user_home / "config.toml").read_bytes()
+    (user_home / "auth.json").write_text('{"OPENAI_API_KEY": null}\n')
     run_dir = tmp_path / "run"
     p = ledger_run("codex", "--workdir", str(repo), "-o", str(run_dir), "--", "exec", "--skip-git-repo-check",
                    "Fix the failing test in test_calc.py", env=env, cwd=repo)
@@ -110,6 +111,8 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     assert "return a + b" in calc
     # the user's own Codex home was read, never written; the run has its own
     assert (user_home / "config.toml").read_bytes() == config_before and not (user_home / "sessions").exists()
+    assert not os.path.lexists(run_dir / "codex-home" / "auth.json"), "the link to the user's login went at the end"
+    assert (user_home / "auth.json").read_text() == '{"OPENAI_API_KEY": null}\n'
     assert list((run_dir / "codex-home" / "sessions").rglob("rollout-*.jsonl"))
     inspect = ledger_run("inspect", str(run_dir), "--json", env=env, cwd=repo)
     assert inspect.returncode == 0 and json.loads(inspect.stdout)["summary"]["reused"] == 1

@@ -379,3 +379,17 @@ def test_ctrl_c_stops_a_parallel_replay(tmp_path):
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130 and time.monotonic() - t0 < 15, err[-2000:]
     assert "interrupted: the finished trajectories are kept" in err and "Traceback" not in err
+
+
+def test_replay_results_keep_no_secret(tmp_path):
+    """A command that prints a token: its replay's JSON and ledger hold it masked, and its answers
+    still check out against the output masked the same way."""
+    token = "ghp_" + "Zz9" * 12
+    bare, commit = mirror(tmp_path)
+    cmds = [f"echo 'GH_TOKEN={token}' > .env && cat .env calc.py", "cat .env calc.py"]
+    t = from_traj_json(traj_file(tmp_path / "a.traj.json", "demo__calc-1", cmds))
+    res = replay_one(t, settings(tmp_path, bare, commit, "demo__calc-1"))
+    assert [r["sound"] for r in res["rows"]] == [True, True] and res["rows"][1]["answer"] == "whole"
+    out = tmp_path / "out"
+    stored = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
+    assert token.encode() not in stored and b"GH_TOKEN=" in stored

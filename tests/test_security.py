@@ -69,21 +69,44 @@ def test_a_run_directory_is_private_whatever_the_umask(tmp_path):
         assert r.returncode != 0 and b"Permission denied" in r.stderr, target
 
 
-def test_codex_home_copies_and_answers_are_private(tmp_path):
-    from ledger_adapters.codex_cli import make_codex_home
+def test_codex_home_copies_are_private_and_the_login_is_linked_not_copied(tmp_path):
+    """The run's home has private copies of the user's settings; the login is a link to the user's
+    own file, so a token Codex refreshes (it rewrites auth.json in place, following the link) is
+    the user's again, and the link goes at the end of the run."""
+    from ledger_adapters.codex_cli import make_codex_home, unlink_credentials
 
     user = tmp_path / "user-codex"
     user.mkdir()
     (user / "config.toml").write_text('model = "x"\n')
-    (user / "auth.json").write_text('{"OPENAI_API_KEY": "sk-secret"}\n')
-    os.chmod(user / "auth.json", 0o644)
+    (user / "auth.json").write_text('{"tokens": {"refresh_token": "rt-1"}}\n')
+    os.chmod(user / "auth.json", 0o600)
+    (tmp_path / "run" / "codex-home").mkdir(parents=True)
+    (tmp_path / "run" / "codex-home" / "auth.json").write_text("a copy an earlier version made\n")
     old = loose_umask()
     try:
         home = make_codex_home(tmp_path / "run", user)
     finally:
         os.umask(old)
     found = modes(home)
-    assert found["."] == 0o700 and found["auth.json"] == 0o600 and found["config.toml"] == 0o600, found
+    assert found["."] == 0o700 and found["config.toml"] == 0o600, found
+    assert (home / "auth.json").is_symlink() and (home / "auth.json").resolve() == (user / "auth.json").resolve()
+    with open(home / "auth.json", "w") as f:  # what Codex's FileAuthStorage.save does on a refresh
+        f.write('{"tokens": {"refresh_token": "rt-2"}}\n')
+    assert "rt-2" in (user / "auth.json").read_text(), "the refreshed token is in the user's own file"
+    unlink_credentials(home)
+    assert not os.path.lexists(home / "auth.json") and "rt-2" in (user / "auth.json").read_text()
+
+
+def test_a_keyring_login_is_named_when_the_runs_home_cannot_use_it(tmp_path, monkeypatch):
+    from ledger_adapters.codex_cli import keyring_note
+
+    monkeypatch.delenv("CODEX_API_KEY", raising=False)
+    user = tmp_path / "user-codex"
+    user.mkdir()
+    assert keyring_note(user, {}) is None
+    assert "system keyring" in keyring_note(user, {"cli_auth_credentials_store": "keyring"})
+    (user / "auth.json").write_text("{}")
+    assert keyring_note(user, {"cli_auth_credentials_store": "auto"}) is None
 
 
 def test_written_pages_and_settings_files_are_private(tmp_path):
@@ -391,3 +414,258 @@ def test_a_read_only_ledger_with_steps_still_in_its_wal_says_so(tmp_path):
         assert r.returncode == 2 and "still in its -wal" in r.stderr, r.stderr
     finally:
         subprocess.run(["umount", str(copy)], capture_output=True)
+
+
+# -- secrets at rest -------------------------------------------------------------------------------
+
+OPENAI = "sk-proj-" + "Q7x9" * 8
+AWS = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+DB = "hunter2-correct-horse"
+ENV_FILE = f"DEBUG=1\nDB_PASSWORD={DB}\nNAME=calc\n" + "".join(f"FEATURE_{i}=on\n" for i in range(8))
+
+
+def _stored_bytes(run_dir: Path) -> bytes:
+    """Every byte the run directory holds on disk (the ledger with its -wal, faults.log, answers)."""
+    return b"".join(p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file())
+
+
+def _secret_run(tmp_path, monkeypatch, **config):
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", AWS)
+    repo = make_repo(tmp_path / "r", {"a.py": "x = 1\n", ".env": ENV_FILE})
+    return repo, LedgerRuntime(repo, tmp_path / "run", LedgerConfig(**config))
+
+
+def test_secrets_are_masked_before_anything_is_stored_and_the_model_still_gets_them(tmp_path, monkeypatch):
+    from ledger_runtime.inspection import load
+    from ledger_runtime.transcript import Transcript
+
+    repo, rt = _secret_run(tmp_path, monkeypatch)
+    try:
+        got = [rt.run(c, LocalExecutor()) for c in ("env | sort", "cat .env", "cat .env",
+                                                   f"echo 'export GH_TOKEN=ghp_{'a1B2' * 9}' >> .env")]
+        rt.report_fault("a test", RuntimeError(f"failed with {OPENAI}"), command=f"curl -H 'Authorization: Bearer {AWS}'")
+    finally:
+        rt.close()
+    # what the model is shown is the agent's business: the secret comes back
+    assert OPENAI in got[0].output and AWS in got[0].output and DB in got[1].output
+    assert got[2].answer == "whole", "the repeated read is still a reference on masked storage"
+    data = _stored_bytes(tmp_path / "run")
+    for secret in (OPENAI, AWS, DB, "ghp_" + "a1B2" * 9):
+        assert secret.encode() not in data, f"{secret[:10]}... is stored"
+    loaded = load(tmp_path / "run")
+    cat = loaded.text(loaded.state.attempts[1].output_hash)
+    assert cat == ENV_FILE.replace(DB, "*" * len(DB)), "masked in place: same length, same lines"
+    t = Transcript(loaded.state, loaded.text)
+    printed = [got[0].output, ENV_FILE, ENV_FILE, got[3].output]  # steps 1 and 4 came back as they were
+    assert got[0].answer == got[3].answer == "raw"
+    for a, out in zip(loaded.state.attempts, printed):
+        assert t.check(a, rt.redactor.mask(out)).sound, a.command
+
+
+def test_a_continued_run_never_refers_to_a_masked_line(tmp_path, monkeypatch):
+    """A new runtime on the run rebuilds what the model holds from the ledger: a masked output is
+    not what the model got, so no later answer may point into it, even at lines that now read the
+    same as the masked ones."""
+    repo, rt = _secret_run(tmp_path, monkeypatch)
+    try:
+        rt.run("cat .env", LocalExecutor())
+    finally:
+        rt.close()
+    (repo / ".env").write_text(ENV_FILE.replace(DB, "*" * len(DB)))
+    again = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    try:
+        res = again.run("cat .env", LocalExecutor())
+    finally:
+        again.close()
+    assert res.answer == "raw" and res.output == (repo / ".env").read_text()
+
+
+def test_a_reuse_of_a_masked_output_runs_instead(tmp_path, monkeypatch):
+    monkeypatch.setenv("SERVICE_TOKEN", "tok-" + "9" * 20)
+    repo = make_repo(tmp_path / "r", {"test_a.py": "import os\ndef test_a():\n    print(os.environ['SERVICE_TOKEN'])\n"})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(reuse_runs=True, reuse_output="full"))
+    cmd = "python -m pytest -q -s test_a.py -p no:cacheprovider"
+    try:
+        first = rt.run(cmd, LocalExecutor())
+        second = rt.run(cmd, LocalExecutor())
+    finally:
+        rt.close()
+    assert "tok-" + "9" * 20 in first.output
+    assert second.executed and second.verdict.kind.value == "RUN" and "tok-" + "9" * 20 in second.output
+
+
+def test_redact_off_stores_as_is_and_user_patterns_mask_more(tmp_path, monkeypatch):
+    from ledger_runtime.config import ConfigError
+
+    repo, rt = _secret_run(tmp_path, monkeypatch, redact=False)
+    try:
+        rt.run("cat .env", LocalExecutor())
+    finally:
+        rt.close()
+    assert DB.encode() in _stored_bytes(tmp_path / "run")
+    repo2 = make_repo(tmp_path / "r2", {"notes.txt": "internal id: ACME-7731-ZZ\nplain\n"})
+    rt = LedgerRuntime(repo2, tmp_path / "run2", LedgerConfig(redact_patterns=[r"ACME-\d{4}-[A-Z]{2}"]))
+    try:
+        rt.run("cat notes.txt", LocalExecutor())
+    finally:
+        rt.close()
+    assert b"ACME-7731-ZZ" not in _stored_bytes(tmp_path / "run2")
+    with pytest.raises(ConfigError, match="redact_patterns"):
+        LedgerConfig(redact_patterns=["(unclosed"])
+    with pytest.raises(ConfigError, match="empty string"):
+        LedgerConfig(redact_patterns=["x*"])
+
+
+def test_masking_keeps_length_and_lines_and_is_the_same_line_by_line():
+    import random
+
+    from ledger_runtime.redact import Redactor, secret_values
+
+    r = Redactor.for_run({"OPENAI_API_KEY": OPENAI, "PWD": "/home/someone/work", "SHORT_TOKEN": "abc",
+                          "MULTI_SECRET": "line-one-secret\nline-two-secret", "PATH": "/usr/bin"})
+    assert secret_values({"PWD": "/home/someone/work", "HOME": "/root", "SHORT_TOKEN": "abc"}) == []
+    pool = [OPENAI, "line-two-secret", f"AKIA{'B' * 16}", "Authorization: Bearer abcdefghijk", "DB_PASSWORD=swordfish9",
+            "tokens = tokenize(source)", "plain text", "", "x" * 30, "sk-", "API_KEY: 'quoted-value-1'"]
+    rng = random.Random(7)
+    for _ in range(300):
+        lines = ["".join(rng.choice(pool) + rng.choice([" ", "", "="]) for _ in range(rng.randint(0, 3)))
+                 for _ in range(rng.randint(1, 6))]
+        text = "\n".join(lines)
+        masked = r.mask(text)
+        assert len(masked) == len(text) and masked.count("\n") == text.count("\n")
+        assert masked.split("\n") == [r.mask(line) for line in lines], "a line masks the same wherever it stands"
+        assert OPENAI not in masked and "line-two-secret" not in masked and "swordfish9" not in masked
+    assert r.mask("tokens = tokenize(source)") == "tokens = tokenize(source)", "code is not a setting"
+
+
+# -- the container helper: its state lost or tampered with -----------------------------------------
+
+def _helper_run(tmp_path):
+    """A ContainerWorkspace whose "container" is this machine (mini-swe-agent's LocalEnvironment,
+    the helper reached through the environment's own execute), under a real runtime."""
+    from minisweagent.environments.local import LocalEnvironment
+
+    from ledger_adapters.container import ContainerWorkspace
+    from ledger_runtime.executor import ExecResult
+
+    repo = make_repo(tmp_path / "r", {"a.py": "x = 1\n", "b.py": "y = 2\n"})
+    env = LocalEnvironment(cwd=str(repo))
+    ws = ContainerWorkspace(env, str(repo), transport="env")
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(), workspace=ws)
+    ws.on_fault = rt.report_fault
+
+    def execute(command: str, cwd: str) -> ExecResult:
+        out = env.execute({"command": ws.wrap(command, cwd)}, cwd=cwd)
+        return ExecResult(ws.unwrap(out["output"]), out["returncode"])
+
+    return repo, ws, rt, execute
+
+
+TAMPERINGS = {
+    "directory removed": "rm -rf {dir}",
+    "state deleted": "rm -f {dir}/state.marshal",
+    "state garbled": "head -c 300 /dev/urandom > {dir}/state.marshal",
+    "call counter bumped": "echo 999999 > {dir}/state.marshal.seq",
+    "script overwritten": "printf 'import json; print(json.dumps({{\"changes\": [], \"sigs\": {{}}}}))' > {dir}/helper.py",
+}
+
+
+@pytest.mark.parametrize("how", list(TAMPERINGS))
+def test_a_lost_or_tampered_helper_is_installed_again_and_no_edit_goes_unrecorded(tmp_path, how):
+    repo, ws, rt, execute = _helper_run(tmp_path)
+    try:
+        rt.run("cat a.py", execute)
+        first_dir = ws.dir
+        assert stat.S_IMODE(os.stat(first_dir).st_mode) == 0o700
+        rt.run(TAMPERINGS[how].format(dir=first_dir) + "; echo w >> a.py", execute)
+        res = rt.run("cat a.py", execute)
+        rt.run("echo z >> b.py", execute)
+    finally:
+        rt.close()
+    assert res.output == "x = 1\nw\n", "the read after the edit shows the file as it is"
+    assert [m.step for m in rt.state.modifications_of(str(repo / "a.py"))] == [2], "the edit made then is recorded"
+    assert [m.step for m in rt.state.modifications_of(str(repo / "b.py"))] == [4], "and so is the next one"
+    assert ws.reinstalls == 1 and ws.dir != first_dir and not os.path.exists(first_dir)
+    faults = (tmp_path / "run" / "faults.log").read_text()
+    assert "container helper failed: installed again" in faults
+
+
+def test_the_helper_directory_is_never_a_planted_one(tmp_path, monkeypatch):
+    """The helper's directory is made by mkdir, which fails on anything already there (a symlink
+    planted to send the helper's files elsewhere included): nothing is written through it."""
+    import secrets
+
+    from ledger_adapters.container import HELPER_BASE, HelperError
+
+    repo, ws, rt, execute = _helper_run(tmp_path)
+    rt.close()
+    planted, name = tmp_path / "elsewhere", HELPER_BASE + "-" + "f" * 16
+    planted.mkdir()
+    monkeypatch.setattr(secrets, "token_hex", lambda n=8: "f" * (2 * n))  # the next install's name, known
+    os.symlink(planted, name)
+    try:
+        with pytest.raises(HelperError):
+            ws._install()
+    finally:
+        os.unlink(name)
+    assert list(planted.iterdir()) == []
+
+
+def test_a_long_output_is_stored_as_its_head_and_tail_and_still_checks_out(tmp_path):
+    from ledger_runtime.inspection import load
+    from ledger_runtime.transcript import Transcript
+
+    repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(max_stored_output_chars=100_000))
+    cmd = "seq 1 200000"  # 1.3 MB
+    try:
+        res = rt.run(cmd, LocalExecutor())
+        again = rt.run(cmd, LocalExecutor())
+    finally:
+        rt.close()
+    printed = "".join(f"{i}\n" for i in range(1, 200001))
+    assert res.output == printed and again.output == printed, "the model's answer is the output as it is"
+    loaded = load(tmp_path / "run")
+    stored = loaded.text(loaded.state.attempts[0].output_hash)
+    assert len(stored) < 101_000 and stored.startswith("1\n2\n") and stored.endswith("199999\n200000\n")
+    assert "characters of this output are not stored (the ledger keeps at most 100000)" in stored
+    assert sum(p.stat().st_size for p in (tmp_path / "run").rglob("*") if p.is_file()) < 1_000_000
+    t = Transcript(loaded.state, loaded.text)
+    for a in loaded.state.attempts:
+        assert t.check(a, rt.stored_output(printed)).sound
+
+
+def test_a_locked_ledger_costs_a_command_a_second_once_and_loses_nothing(tmp_path):
+    """Another process holding the ledger's write lock (an open `sqlite3` shell in a transaction):
+    the first command waits about LOCK_TIMEOUT_S, the next ones next to nothing; what could not be
+    written is in faults.log; once the lock is gone, commands are committed again."""
+    import time
+
+    from ledger_runtime.inspection import load
+
+    repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    holder = subprocess.Popen([sys.executable, "-c", "import sqlite3, sys, time\n"
+                               f"c = sqlite3.connect({str(tmp_path / 'run' / 'ledger.sqlite')!r}, isolation_level=None)\n"
+                               "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        spent = []
+        for n in range(4):
+            t = time.perf_counter()
+            res = rt.run(f"echo {n}", LocalExecutor())
+            spent.append(time.perf_counter() - t)
+            assert res.output == f"{n}\n"
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        rt.run("echo after", LocalExecutor())
+    finally:
+        rt.close()
+        holder.kill()
+    assert spent[0] < 3 and max(spent[1:]) < 1, spent
+    lost = [json.loads(line) for line in (tmp_path / "run" / "faults.log").read_text().splitlines()]
+    kept = [r["command"] for e in lost for r in e.get("records", []) if r.get("kind") == "attempt"]
+    assert kept == [f"echo {n}" for n in range(4)], "every step the lock kept out is in faults.log"
+    assert [a.command for a in load(tmp_path / "run").state.attempts] == ["echo after"]

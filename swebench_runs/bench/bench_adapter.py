@@ -106,7 +106,7 @@ import minisweagent  # noqa: E402
 from minisweagent.environments.docker import DockerEnvironment  # noqa: E402
 from minisweagent.environments.local import LocalEnvironment  # noqa: E402
 
-from ledger_adapters.container import HELPER_DIR, DockerExec  # noqa: E402
+from ledger_adapters.container import DockerExec  # noqa: E402
 from ledger_adapters.mini_swe_agent import LedgerEnvironment  # noqa: E402
 from ledger_runtime import __version__ as ledger_version  # noqa: E402
 from ledger_runtime.workspace import WorkspaceScanner  # noqa: E402
@@ -466,7 +466,7 @@ def helper_anatomy(env: LedgerEnvironment, repeat: int) -> dict:
 
     def post() -> list[str]:
         seq[0] += 1
-        return [*py, f"{HELPER_DIR}/helper.py", "post", ws.state_file, "--seq", str(seq[0]), "--keep", str(2 * 1024 * 1024)]
+        return ws.helper_argv("post", ws.state_file, "--seq", str(seq[0]), "--keep", str(2 * 1024 * 1024))
 
     layers: dict[str, Callable[[], list[str]]] = {
         "docker exec true": lambda: ["true"],

@@ -1,0 +1,178 @@
+"""Secrets masked before anything is stored: what the ledger keeps is ours, what the model is shown is
+the agent's business.
+
+A ``Redactor`` masks the values of the environment's secret-looking variables, well-known token
+shapes (AWS, OpenAI and Anthropic, GitHub, Slack, Google keys; ``NAME_TOKEN=...`` assignments;
+``Authorization:`` headers) and the user's own patterns (setting ``redact_patterns``). A masked
+character becomes ``*``: the text keeps its length and its lines, and a line masks the same way
+wherever it stands (no pattern reaches across a line end). So offsets into an answer stay true, an
+answer masked on its own expands to its output masked on its own, and a run of lines two outputs
+share is still shared once both are masked: references and their checks work on masked storage.
+
+What a masked value was cannot be had back from the ledger; its length can (said in SECURITY.md).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Iterable, Mapping
+
+MASK = "*"
+MIN_SECRET_CHARS = 8  # shorter values ("1", "true", a port) would mask half of every output
+# a variable whose name says it holds a secret
+SECRET_NAME = re.compile(r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|PWD|CREDENTIALS?|AUTH|"
+                         r"PRIVATE|SESSION|COOKIE|DSN)(?:_|$)|(?:APIKEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
+NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
+# Token shapes worth masking wherever they appear. Where a pattern has a group, only the group is
+# masked (the name before it stays readable). Each begins with a literal, which the regular
+# expression engine finds at memchr speed: no pattern may begin with a class or an alternation.
+_ASSIGNED = r"[A-Z0-9_]*[ \t]*[=:][ \t]*[\"']?([^\s\"'#,;]{8,})"  # NAME=value, NAME: value, NAME="value"
+BUILTIN_PATTERNS = (
+    r"AKIA[0-9A-Z]{16}\b",  # AWS access key ids
+    r"ASIA[0-9A-Z]{16}\b",
+    r"sk-[A-Za-z0-9_-]{20,}",  # OpenAI, Anthropic (sk-ant-...), sk-proj-...
+    r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
+    r"github_pat_[A-Za-z0-9_]{20,}",
+    r"xox[abposr]-[A-Za-z0-9-]{10,}",  # Slack
+    r"AIza[0-9A-Za-z_-]{35}",  # Google API keys
+    r"glpat-[A-Za-z0-9_-]{20,}",  # GitLab
+    # settings whose upper-case name says secret (.env files, `env`, `export`): the value after the
+    # name (DB_PASSWORD, AWS_SECRET_ACCESS_KEY, GH_TOKEN, API_KEY...); lower-case names are code
+    # (`tokens = tokenize(...)`), not settings
+    r"SECRET" + _ASSIGNED,
+    r"PASS" + _ASSIGNED,
+    r"TOKEN" + _ASSIGNED,
+    r"KEY" + _ASSIGNED,
+    r"uthorization:[ \t]*(?:[Bb]earer|[Bb]asic|[Tt]oken)[ \t]+([A-Za-z0-9._~+/=-]{8,})",  # HTTP headers
+)
+
+
+class RedactError(ValueError):
+    """A pattern of the setting ``redact_patterns`` that cannot be used; the message names it."""
+
+
+def compile_patterns(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
+    """The user's patterns, each matched within one line (``^`` and ``$`` are line ends)."""
+    out = []
+    for p in patterns:
+        if not isinstance(p, str) or not p:
+            raise RedactError(f"redact_patterns: {p!r} is not a non-empty string")
+        try:
+            rx = re.compile(p, re.MULTILINE)
+        except re.error as e:
+            raise RedactError(f"redact_patterns: {p!r} is not a regular expression: {e}") from None
+        if rx.search("") is not None:
+            raise RedactError(f"redact_patterns: {p!r} matches the empty string")
+        out.append(rx)
+    return tuple(out)
+
+
+_BUILTIN = compile_patterns(BUILTIN_PATTERNS)
+
+
+def secret_values(environ: Mapping[str, str]) -> list[str]:
+    """The values worth masking among an environment's variables: those of secret-looking names,
+    at least MIN_SECRET_CHARS long, not a path that exists; a value of several lines by its lines."""
+    out: set[str] = set()
+    for name, value in environ.items():
+        if name.upper() in NOT_SECRET_NAMES or not SECRET_NAME.search(name) or not isinstance(value, str):
+            continue
+        if value.startswith("/") and os.path.exists(value):
+            continue  # SSH_AUTH_SOCK, GOOGLE_APPLICATION_CREDENTIALS: where a secret is, not the secret
+        for part in value.splitlines():
+            part = part.strip()
+            if len(part) >= MIN_SECRET_CHARS:
+                out.add(part)
+    return sorted(out, key=lambda v: (-len(v), v))
+
+
+class Redactor:
+    """Masks secrets in text (see the module docstring). ``Redactor.off()`` masks nothing."""
+
+    def __init__(self, values: Iterable[str] = (), patterns: Iterable[re.Pattern[str]] = _BUILTIN):
+        self.values = tuple(v for v in values if v and "\n" not in v)
+        self.patterns = tuple(patterns)
+
+    @classmethod
+    def off(cls) -> Redactor:
+        return cls((), ())
+
+    @classmethod
+    def for_run(cls, environ: Mapping[str, str] | None = None, user_patterns: Iterable[str] = ()) -> Redactor:
+        """The environment's secret values, the built-in token shapes and the user's patterns."""
+        env = os.environ if environ is None else environ
+        return cls(secret_values(env), _BUILTIN + compile_patterns(user_patterns))
+
+    def with_values(self, values: Iterable[str]) -> Redactor:
+        """This redactor, also masking ``values`` (an adapter's environment for the agent)."""
+        extra = secret_values({"SECRET": v for v in values}) if values else []
+        return Redactor(sorted(set(self.values) | set(extra), key=lambda v: (-len(v), v)), self.patterns)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.values or self.patterns)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """The character ranges of ``text`` to mask, merged, in order."""
+        found: list[tuple[int, int]] = []
+        for v in self.values:
+            i = text.find(v)
+            while i >= 0:
+                found.append((i, i + len(v)))
+                i = text.find(v, i + len(v))
+        for rx in self.patterns:
+            for m in rx.finditer(text):
+                a, b = m.span(1) if rx.groups else m.span()
+                if a < b and "\n" not in text[a:b]:
+                    found.append((a, b))
+        if not found:
+            return []
+        found.sort()
+        merged = [found[0]]
+        for a, b in found[1:]:
+            if a <= merged[-1][1]:
+                if b > merged[-1][1]:
+                    merged[-1] = (merged[-1][0], b)
+            else:
+                merged.append((a, b))
+        return merged
+
+    def mask(self, text: str) -> str:
+        """``text`` with every secret's characters as ``*`` (same length, same lines)."""
+        if not self.active or not text:
+            return text
+        spans = self.spans(text)
+        if not spans:
+            return text
+        parts, at = [], 0
+        for a, b in spans:
+            parts.append(text[at:a])
+            # a masked range keeps its line ends ("\r" too): lines stay where they were
+            parts.append(re.sub(r"[^\r\n]", MASK, text[a:b]))
+            at = b
+        parts.append(text[at:])
+        return "".join(parts)
+
+    def mask_bytes(self, data: bytes) -> bytes:
+        """``mask`` of bytes read as UTF-8 (undecodable bytes pass through as they are)."""
+        if not self.active or not data:
+            return data
+        text = data.decode("utf-8", "surrogateescape")
+        masked = self.mask(text)
+        return data if masked is text else masked.encode("utf-8", "surrogateescape")
+
+    def mask_obj(self, obj: Any) -> Any:
+        """Every string in a JSON-like value masked (dict keys stay as they are)."""
+        if not self.active:
+            return obj
+        if isinstance(obj, str):
+            return self.mask(obj)
+        if isinstance(obj, dict):
+            return {k: self.mask_obj(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [self.mask_obj(v) for v in obj]
+        return obj
+
+
+__all__ = ["Redactor", "RedactError", "secret_values", "compile_patterns", "BUILTIN_PATTERNS", "MASK"]
