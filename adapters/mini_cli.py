@@ -112,6 +112,8 @@ def mini(
     no_inform: bool = typer.Option(False, "--no-inform", help="Do not put the state view into the prompt."),
     no_govern: bool = typer.Option(False, "--no-govern", help="Run every command (verdicts are still recorded)."),
     shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: run every command, no state view."),
+    context: Optional[str] = typer.Option(None, "--context", help="What of the earlier outputs the model is sent: "
+                                          "full, window:M, validity or validity+window:M (docs/context.md)."),
     run_dir: Optional[Path] = typer.Option(None, "-o", "--run-dir", help="Where the ledger and trajectory go."),
     yolo: bool = typer.Option(False, "-y", "--yolo", help="Run commands without asking for confirmation."),
     exit_immediately: bool = typer.Option(False, "--exit-immediately",
@@ -132,7 +134,7 @@ def mini(
     if not workdir.is_dir():
         fail(f"--workdir {workdir} is not a directory")
     try:
-        load_config(ledger_config) if ledger_config else None
+        load_config(ledger_config, **({"context": context} if context else {}))
     except ConfigError as e:
         fail(str(e))
     quiet_startup()
@@ -171,6 +173,8 @@ def mini(
               "shadow": shadow, "task": task or ""}
     if ledger_config:
         ledger["config_file"] = str(ledger_config)
+    if context:
+        ledger["context"] = context
     cfg = recursive_merge(base, {
         "environment": {**env_cfg, "environment_class": "ledger_adapters.mini_swe_agent.LedgerEnvironment",
                         "inner_class": inner_env, "cwd": str(workdir), "ledger": ledger},

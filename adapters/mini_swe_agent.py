@@ -42,11 +42,14 @@ from minisweagent.models import get_model_class
 from pydantic import BaseModel, ConfigDict
 
 from ledger_runtime.commands import SUBMIT_MARKER
+from ledger_runtime.context import ContextPolicy, Sticky
 from ledger_runtime.config import LedgerConfig, from_mapping, load_config
 from ledger_runtime.executor import ExecResult
 from ledger_runtime.observe import Truncation
 from ledger_runtime.redact import secret_values
 from ledger_runtime.runtime import LedgerRuntime
+
+from .mini_context import sent_history
 
 log = logging.getLogger("ledger_runtime.mini")
 _sessions = threading.local()
@@ -281,6 +284,8 @@ class LedgerModel:
         self.inner_class = inner_class
         self.views_injected = 0
         self.last_view = ""
+        self.sticky = Sticky()  # how the run's context policy was applied at the last call
+        self.last_sent: list[dict] = []  # what the model was sent at the last call
 
     @property
     def config(self) -> Any:
@@ -293,12 +298,19 @@ class LedgerModel:
         session.step += 1
         view = ""
         if session.runtime.state.attempts:
-            view = session.runtime.inform()
-        if not view:
-            return self.inner.query(messages, **kwargs)
-        self.views_injected += 1
-        self.last_view = view
-        return self.inner.query(with_view(messages, view, self.inner), **kwargs)
+            view = session.runtime.inform()  # also takes the scan the context policy reads files by
+        sent = messages
+        try:
+            policy = ContextPolicy.parse(session.runtime.config.context)
+            sent = sent_history(messages, session.runtime, policy, self.sticky)
+        except Exception as e:  # a fault of ours never keeps the model from its history
+            session.runtime.report_fault("applying the context policy", e)
+        if view:
+            self.views_injected += 1
+            self.last_view = view
+            sent = with_view(sent, view, self.inner)
+        self.last_sent = sent
+        return self.inner.query(sent, **kwargs)
 
     def format_message(self, **kwargs: Any) -> dict:
         return self.inner.format_message(**kwargs)

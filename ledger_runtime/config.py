@@ -68,6 +68,11 @@ class LedgerConfig:
     context_steps: int = 0
     """How many recent steps' outputs the model still has (0: all of them). Set by adapters whose
     agent drops old history."""
+    context: str = "full"
+    """What of the agent's earlier outputs is sent to the model (the agent's history is not changed):
+    "full"; "window:M" (outputs older than the last M become a placeholder: the masking baseline);
+    "validity" (an output with nothing both still true and shown nowhere later becomes a one-line
+    stub); "validity+window:M" (older than the last M: only such lines are kept). See context.py."""
     context_note_chars: int = 600
     """Agents whose context notes stay in their history (Codex's hooks): each note of what the state
     view gained is cut to this many characters."""
@@ -90,6 +95,12 @@ class LedgerConfig:
             raise ConfigError(f"reuse_output must be 'reference' or 'full', not {self.reuse_output!r}")
         if self.dedupe not in ("spans", "whole", "off"):
             raise ConfigError(f"dedupe must be 'spans', 'whole' or 'off', not {self.dedupe!r}")
+        from .context import ContextError, ContextPolicy
+
+        try:
+            ContextPolicy.parse(self.context)
+        except ContextError as e:
+            raise ConfigError(str(e)) from None
         if self.dedupe_min_lines < 1:
             raise ConfigError(f"dedupe_min_lines must be at least 1, not {self.dedupe_min_lines!r}")
         for name in ("view_budget_tokens", "output_limit_chars", "max_hash_bytes", "context_note_chars",

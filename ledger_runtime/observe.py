@@ -128,9 +128,12 @@ def _spans(numbers: list[int]) -> tuple[LineSpan, ...]:
 
 
 def observations(analysis: Analysis, output: str, exit_code: int | None, files: dict[str, FileText],
-                 seen: list[bool] | None, *, step: int, attempt: int) -> list[Observation]:
+                 seen: list[bool] | None, *, step: int, attempt: int,
+                 facts: dict[int, tuple[str, int, str]] | None = None) -> list[Observation]:
     """What the agent saw of each file this command showed, checked against ``files`` (the files'
-    content after the command). ``seen``: per output line, whether the model saw it (None: all)."""
+    content after the command). ``seen``: per output line, whether the model saw it (None: all).
+    ``facts``, when given, gets for each output line that is a checked file line its (path, line
+    number, the file's text of it)."""
     views = analysis.views
     if not views:
         return []
@@ -142,7 +145,7 @@ def observations(analysis: Analysis, output: str, exit_code: int | None, files: 
         f = files.get(view.path)
         if f is None:
             continue
-        found = _observe(view, out_lines, visible, pos, f, exit_code)
+        found = _observe(view, out_lines, visible, pos, f, exit_code, facts)
         if found is None:
             continue
         kind, spans, pos = found
@@ -151,7 +154,8 @@ def observations(analysis: Analysis, output: str, exit_code: int | None, files: 
 
 
 def _observe(view: FileView, out: list[str], visible: list[bool], pos: int, f: FileText,
-             exit_code: int | None) -> tuple[str, tuple[LineSpan, ...] | None, int] | None:
+             exit_code: int | None, facts: dict[int, tuple[str, int, str]] | None = None,
+             ) -> tuple[str, tuple[LineSpan, ...] | None, int] | None:
     total = len(f.lines)
     if view.kind == "lines":
         if exit_code not in (0, None) or not total:
@@ -168,6 +172,8 @@ def _observe(view: FileView, out: list[str], visible: list[bool], pos: int, f: F
                  if visible[at + i] and f.lines[lo - 1 + i].strip() != SUBMIT_MARKER]
         if not shown:
             return None
+        if facts is not None:
+            facts.update((at + i, (view.path, lo + i, f.lines[lo - 1 + i])) for i in range(hi - lo + 1))
         if (lo, hi) == (1, total) and len(shown) == total:
             return "whole", None, at + hi - lo + 1
         return "range", _spans(shown), at + hi - lo + 1
@@ -186,6 +192,8 @@ def _observe(view: FileView, out: list[str], visible: list[bool], pos: int, f: F
             n = int(m.group(1))
             if 1 <= n <= total and _same_line(line[m.end():], f.lines[n - 1]) and f.lines[n - 1].strip() != SUBMIT_MARKER:
                 numbers.append(n)
+                if facts is not None:
+                    facts[i] = (view.path, n, f.lines[n - 1])
         return ("matches", _spans(numbers), pos) if numbers else None
     return None
 

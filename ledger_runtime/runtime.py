@@ -32,9 +32,10 @@ from typing import Any, Callable
 
 from . import __version__
 from .answers import (CUT, NOTE, SAME, TEXT, Answer, AnswerKind, Cut, DedupeSettings, Piece, Source, build,
-                      kept_output, raw, same_marker)
+                      kept_output, raw, same_marker, split_lines)
 from .commands import ANY_FILE, SUBMIT_MARKER, Analysis, analyze
 from .config import LedgerConfig
+from .context import Line, Said
 from .delivered import Delivered, Shown, delivered_lines, output_digest, seen_lines
 from .executor import ExecResult
 from .gate import build_rules, check_all, compose, in_force
@@ -168,6 +169,9 @@ class LedgerRuntime:
         self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
         self._now: int | None = None  # the step being answered
         self.delivered = Delivered(self._alive)
+        # per attempt: its output lines that are checked file lines -> (path, number, the file's text)
+        self.facts: dict[int, dict[int, tuple[str, int, str]]] = {}
+        self._current: dict[str, tuple[str, list[str] | None]] = {}  # path -> (digest, lines) for still_true
         self._restore_delivered()
         self._last: Snapshot | None = self.workspace.scan()
         self._pending: tuple[threading.Thread, list[Any]] | None = None  # a scan running while the model thinks
@@ -445,6 +449,43 @@ class LedgerRuntime:
                 continue
             self._deliver(a, output, answer, kept, bool(a.answer.get("exact", True)), keys)
 
+    # -- what of the history is sent (context.py) ---------------------------------------------------
+
+    def said(self, attempt_id: int, index: int, chars: int = 0) -> Said | None:
+        """An earlier output as the model holds it, for the context policy: the lines its answer
+        carried literally where the model saw them, each with the file line it is (if a checked view
+        says so). None when the ledger no longer holds what the model got."""
+        a = self.state.attempt(attempt_id)
+        shown = self.delivered.items.get(attempt_id)
+        if a is None or shown is None:
+            return None
+        facts = self.facts.get(attempt_id, {})
+        lines = tuple(Line(text, *facts[j]) if j in facts else Line(text)
+                      for j, (text, lit) in enumerate(zip(shown.lines, shown.literal)) if lit)
+        supersedable = a.executed and not a.submits and a.command_class not in (CommandClass.MODIFY, CommandClass.ENV)
+        return Said(index, attempt_id, self.state.label(attempt_id), short_command(a.command, MARKER_COMMAND_CHARS),
+                    _command_key(a.cwd, a.normalized), supersedable, lines, shown.refs, chars)
+
+    def still_true(self, line: Line) -> bool:
+        """Whether a file line is still that line of its file now (a file the ledger cannot read
+        counts as unchanged: never a reason to leave a line out)."""
+        if line.path is None or line.number is None:
+            return True
+        fs = self._last.files.get(line.path) if self._last is not None else None
+        if fs is None:
+            fs = self.workspace.file_state(line.path)
+        if fs is None:
+            return False  # no longer a file there
+        cached = self._current.get(line.path)
+        if cached is None or cached[0] != fs.digest:
+            data = self.workspace.content(line.path, self.config.max_content_bytes)
+            cached = (fs.digest, split_lines(data.decode("utf-8", "replace")) if data is not None else None)
+            self._current[line.path] = cached
+        lines = cached[1]
+        if lines is None:
+            return True
+        return line.number <= len(lines) and lines[line.number - 1] == line.was
+
     # -- answering ---------------------------------------------------------------------------------
 
     def _answer_record(self, answer: Answer, kept: tuple[int, int] | None, trunc: Truncation,
@@ -608,7 +649,11 @@ class LedgerRuntime:
                 seen = seen_lines(output, answer, trunc.kept(shown), got)
                 if answer.kind is AnswerKind.WHOLE:  # the model has of it what it saw of the earlier output
                     seen = self.delivered.seen_through(answer.refs[0]) or seen
-            obs = observations(analysis, output, res.returncode, texts, seen, step=plan.step, attempt=attempt.id)
+            facts: dict[int, tuple[str, int, str]] = {}
+            obs = observations(analysis, output, res.returncode, texts, seen, step=plan.step, attempt=attempt.id,
+                               facts=facts)
+            if facts:
+                self.facts[attempt.id] = facts
             events += [("observation", o.to_dict()) for o in obs]
         # what may fail is worked out before anything is kept: the ledger on disk and in memory agree
         mods = [self._modification(c, attempt.id, plan.step, analysis) for c in changes]

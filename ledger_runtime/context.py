@@ -1,0 +1,355 @@
+"""Context by validity: which of the earlier outputs in an agent's history are sent to the model.
+
+The agent's own history stays as it is; only the copy sent to the model changes. Setting
+``context`` (``ContextPolicy.parse``):
+
+- ``full``: everything, as it is.
+- ``window:M``: the masking baseline (Lindenbauer et al., "The Complexity Trap", 2025): outputs
+  older than the last M become a placeholder, whatever they hold.
+- ``validity``: an earlier output becomes a one-line stub naming its step, its command and why, when
+  nothing in it is both still true and shown nowhere later. A line is *still true* unless it is a
+  file line (a checked view: ledger_runtime/observe.py) whose file no longer has that text at that
+  line, or it is a line of an output superseded by a later run of the same command (not an edit,
+  not an environment change). It is *shown later* when an output still sent after it shows the same
+  file line (path, number, text) or, for a line that is no file line, the same text. Blank lines
+  carry nothing. An output a later sent output refers to ("[ledger: lines 3-9 of step 4's output
+  ...]") is kept, and so is the latest output.
+- ``validity+window:M``: masking that never loses a fact: an output older than the last M keeps
+  only its still-true lines shown nowhere later (file lines with their path and number), the rest is
+  left out; one with none becomes the stub.
+
+``decide`` is recomputed from the whole history at every call (a line that was shown later may be
+shown nowhere once the later output is itself left out). ``Sticky`` applies the decisions so that
+the prompt's prefix stays what the provider has cached: what must come back comes back at once,
+what may be left out is left out in batches, when what it saves on the calls to come outweighs the
+cache it costs on this one. ``stub_holds`` checks a stub's claims against the outputs after it,
+independently of ``decide``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, NamedTuple, Sequence
+
+KEEP, STUB, PART = "keep", "stub", "part"
+
+
+class ContextError(ValueError):
+    """A ``context`` setting that is not a policy; the message says which are."""
+
+
+@dataclass(frozen=True)
+class ContextPolicy:
+    """What of the history is sent (see the module docstring)."""
+
+    validity: bool = False
+    window: int = 0  # keep the last ``window`` outputs whole (0: no window)
+
+    @classmethod
+    def parse(cls, text: str) -> ContextPolicy:
+        t = (text or "").strip().lower()
+        if t == "full":
+            return cls()
+        if t == "validity":
+            return cls(validity=True)
+        for prefix, validity in (("window:", False), ("validity+window:", True)):
+            if t.startswith(prefix):
+                try:
+                    m = int(t[len(prefix):])
+                except ValueError:
+                    m = 0
+                if m < 1:
+                    raise ContextError(f"context {text!r}: the window must be a whole number of outputs, 1 or more")
+                return cls(validity=validity, window=m)
+        raise ContextError(f"context must be full, window:M, validity or validity+window:M, not {text!r}")
+
+    @property
+    def name(self) -> str:
+        if self.validity:
+            return f"validity+window:{self.window}" if self.window else "validity"
+        return f"window:{self.window}" if self.window else "full"
+
+    @property
+    def full(self) -> bool:
+        return not self.validity and not self.window
+
+
+@dataclass(frozen=True)
+class Line:
+    """One output line the model got literally; ``path``, ``number`` and ``was`` (the file's text of
+    that line then) when a checked view says it is that line of that file."""
+
+    text: str
+    path: str | None = None
+    number: int | None = None
+    was: str = ""
+
+    @property
+    def blank(self) -> bool:
+        return not self.text.strip()
+
+
+@dataclass(frozen=True)
+class Said:
+    """One earlier output as the agent's history holds it."""
+
+    index: int  # its position among the outputs of the history, oldest first
+    attempt: int | None  # the ledger's attempt (None: an output the ledger did not answer)
+    label: str  # "step 7"
+    command: str  # the command, short
+    key: str | None  # identifies runs of the same command (cwd and normalized text); None: none
+    supersedable: bool  # a later run of it says what it prints now (not an edit, not an env change)
+    lines: tuple[Line, ...]  # its lines the model got literally
+    refs: tuple[int, ...] = ()  # attempts its references point at
+    chars: int = 0  # its size as sent whole
+
+
+@dataclass(frozen=True)
+class Stub:
+    """Why an output is left out (all of it, or, with ``kept``, all but those lines)."""
+
+    stale: int = 0  # file lines whose file has other text there now
+    later: tuple[str, ...] = ()  # labels of later outputs that show its other lines again
+    superseded_by: str | None = None  # label of a later run of the same command
+    window: int = 0  # window:M: older than the last M (nothing else was looked at)
+
+    def reason(self) -> str:
+        if self.window:
+            return f"older than the last {self.window} outputs"
+        parts = []
+        if self.stale:
+            parts.append(f"{self.stale} line{'s' if self.stale != 1 else ''} changed since")
+        if self.later:
+            parts.append("shown again by " + ", ".join(self.later[:4]) + (" and more" if len(self.later) > 4 else ""))
+        if self.superseded_by:
+            parts.append(f"superseded by {self.superseded_by} (the same command)")
+        return "; ".join(parts) or "nothing but blank lines"
+
+
+class Treatment(NamedTuple):
+    kind: str  # KEEP, STUB or PART
+    stub: Stub | None = None
+    kept: tuple[int, ...] = ()  # PART: the indexes of the lines kept
+
+    def keeps(self, i: int) -> bool:
+        return self.kind == KEEP or (self.kind == PART and i in self.kept)
+
+
+StillTrue = Callable[[Line], bool]
+
+
+def decide(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue) -> list[Treatment]:
+    """How each earlier output is sent under ``policy`` (see the module docstring), oldest first.
+    ``still_true`` says whether a file line is still that line of its file."""
+    n = len(saids)
+    out: list[Treatment] = [Treatment(KEEP)] * n
+    if policy.full:
+        return out
+    recent_from = n - policy.window if policy.window else n
+    if not policy.validity:
+        return [Treatment(KEEP) if s.index >= recent_from else Treatment(STUB, Stub(window=policy.window))
+                for s in saids]
+    later_files: dict[tuple[str, int, str], str] = {}  # file line -> label of a later output showing it
+    later_text: dict[str, str] = {}  # text of a line that is no file line -> label
+    later_runs: dict[str, str] = {}  # command key -> label of a later run still sent
+    needed: set[int] = set()  # attempts later outputs refer to
+    for j in range(n - 1, -1, -1):
+        s = saids[j]
+        if j == n - 1 or s.attempt is None or s.attempt in needed or (policy.window and j >= recent_from):
+            t = Treatment(KEEP)
+        else:
+            t = _judge(s, still_true, later_files, later_text, later_runs.get(s.key) if s.supersedable else None,
+                       partial=bool(policy.window))
+            if t.kind != KEEP and s.chars and len(stub_text(s, t)) >= s.chars:
+                t = Treatment(KEEP)  # a stub no shorter than the output saves nothing
+        out[j] = t
+        if t.kind != STUB:
+            for i, line in enumerate(s.lines):
+                if t.keeps(i) and not line.blank:
+                    if line.path is not None and line.number is not None:
+                        later_files.setdefault((line.path, line.number, line.was), s.label)
+                    else:
+                        later_text.setdefault(line.text, s.label)
+            if t.kind == KEEP:
+                needed.update(s.refs)
+                if s.key is not None:
+                    later_runs.setdefault(s.key, s.label)
+    return out
+
+
+def _judge(s: Said, still_true: StillTrue, later_files: dict, later_text: dict, superseded_by: str | None,
+           partial: bool) -> Treatment:
+    stale = 0
+    later: list[str] = []
+    unique: list[int] = []
+    for i, line in enumerate(s.lines):
+        if line.blank:
+            continue
+        if line.path is not None and line.number is not None:
+            if not still_true(line):
+                stale += 1
+                continue
+            by = later_files.get((line.path, line.number, line.was))
+        else:
+            by = later_text.get(line.text)
+            if by is None and superseded_by is not None:
+                continue  # the command prints something else now
+        if by is None:
+            unique.append(i)
+        elif by not in later:
+            later.append(by)
+    if unique and not partial:
+        return Treatment(KEEP)
+    stub = Stub(stale, tuple(later), superseded_by)
+    if unique:
+        return Treatment(PART, stub, tuple(unique))
+    return Treatment(STUB, stub)
+
+
+def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], still_true: StillTrue) -> bool:
+    """Whether what a stub (or a partial output) says of ``s`` is true: each line it leaves out is
+    blank, a file line whose file has other text there now, shown again by one of the outputs it
+    names (as they are sent), or a line of an output superseded by the later run it names."""
+    if t.kind == KEEP or t.stub is None:
+        return True
+    if t.stub.window:
+        return True  # the baseline says only how old it is
+    named = {a.label: (a, ta) for a, ta in after if ta.kind != STUB}
+    shown_files, shown_text = set(), set()
+    for label in t.stub.later:
+        if label not in named:
+            return False
+        a, ta = named[label]
+        for i, line in enumerate(a.lines):
+            if ta.keeps(i):
+                if line.path is not None and line.number is not None:
+                    shown_files.add((line.path, line.number, line.was))
+                else:
+                    shown_text.add(line.text)
+    sup = t.stub.superseded_by
+    if sup is not None:
+        a = named.get(sup, (None, None))[0]
+        if a is None or named[sup][1].kind != KEEP or a.key != s.key or not s.supersedable:
+            return False
+    stale = 0
+    for i, line in enumerate(s.lines):
+        if t.keeps(i) or line.blank:
+            continue
+        if line.path is not None and line.number is not None:
+            if not still_true(line):
+                stale += 1
+            elif (line.path, line.number, line.was) not in shown_files:
+                return False
+        elif line.text not in shown_text and sup is None:
+            return False
+    return stale == t.stub.stale
+
+
+def valid_unique_dropped(saids: Sequence[Said], treatments: Sequence[Treatment], still_true: StillTrue,
+                         superseded_ok: bool = True) -> list[tuple[int, int]]:
+    """The (output index, line index) pairs left out that were still true and shown nowhere later
+    in what is sent: lines the model lost. Computed from what is sent, whatever decided it."""
+    later_files: set = set()
+    later_text: set = set()
+    later_runs: set = set()
+    lost: list[tuple[int, int]] = []
+    for j in range(len(saids) - 1, -1, -1):
+        s, t = saids[j], treatments[j]
+        superseded = superseded_ok and s.supersedable and s.key is not None and s.key in later_runs
+        for i, line in enumerate(s.lines):
+            if t.keeps(i) or line.blank:
+                continue
+            if line.path is not None and line.number is not None:
+                if still_true(line) and (line.path, line.number, line.was) not in later_files:
+                    lost.append((s.index, i))
+            elif not superseded and line.text not in later_text:
+                lost.append((s.index, i))
+        for i, line in enumerate(s.lines):
+            if t.keeps(i) and not line.blank:
+                if line.path is not None and line.number is not None:
+                    later_files.add((line.path, line.number, line.was))
+                else:
+                    later_text.add(line.text)
+        if t.kind == KEEP and s.key is not None:
+            later_runs.add(s.key)
+    return lost
+
+
+# -- what is sent -----------------------------------------------------------------------------------
+
+def placeholder(lines: int) -> str:
+    """The masking baseline's text for an output of ``lines`` lines left out (as in the Complexity
+    Trap's runs)."""
+    return f"Old environment output: ({lines} lines omitted)"
+
+
+def stub_text(s: Said, t: Treatment, lines: int | None = None) -> str:
+    """What the model gets in place of an output left out, or of the part of it left out.
+    ``lines``: how many lines the output has as sent (for the baseline's placeholder)."""
+    assert t.stub is not None
+    if t.stub.window:
+        return placeholder(len(s.lines) if lines is None else lines)
+    if t.kind == STUB:
+        return f"[ledger: {s.label}'s output (`{s.command}`) left out: {t.stub.reason()}]"
+    head = (f"[ledger: {s.label}'s output (`{s.command}`), only its lines that still hold and are shown nowhere "
+            f"later; the rest left out: {t.stub.reason()}]\n")
+    body = []
+    for i in t.kept:
+        line = s.lines[i]
+        text = line.text if line.text.endswith("\n") else line.text + "\n"
+        if line.path is not None:
+            was = line.was if line.was.endswith("\n") else line.was + "\n"
+            body.append(f"{line.path}:{line.number}: {was}")
+        else:
+            body.append(text)
+    return head + "".join(body)
+
+
+@dataclass
+class Sticky:
+    """Applies decisions so the cached prefix of the prompt stays (see the module docstring).
+    ``cache_ratio``: the price of a cached input token over an uncached one (gpt-5-mini: 0.1)."""
+
+    cache_ratio: float = 0.1
+    min_calls_ahead: int = 4
+    applied: dict[int, Treatment] = field(default_factory=dict)  # output index -> what was sent last
+    calls: int = 0
+
+    def apply(self, desired: Sequence[Treatment], saids: Sequence[Said], after_chars: Sequence[int],
+              sent_chars: Callable[[Said, Treatment], int]) -> list[Treatment]:
+        """What to send at this call. ``after_chars[j]``: characters of the prompt from output j on;
+        ``sent_chars``: an output's size as a treatment sends it."""
+        self.calls += 1
+        now = [self.applied.get(s.index, Treatment(KEEP)) for s in saids]
+        must = [j for j, (d, a) in enumerate(zip(desired, now)) if _restores(d, a, len(saids[j].lines))]
+        may = [j for j, (d, a) in enumerate(zip(desired, now)) if j not in must and d != a]
+        for j in must:
+            now[j] = desired[j]
+        if may:
+            first_break = min(must) if must else len(saids)
+            free = [j for j in may if j > first_break]  # after a break the cache is lost anyway
+            costly = [j for j in may if j <= first_break]
+            for j in free:
+                now[j] = desired[j]
+            if costly:
+                saving = sum(sent_chars(saids[j], now[j]) - sent_chars(saids[j], desired[j]) for j in costly)
+                lost = after_chars[min(costly)] - (after_chars[first_break] if first_break < len(saids) else 0)
+                ahead = max(self.min_calls_ahead, self.calls)  # a run goes on about as long again
+                # keeping it: this call pays what follows the change at the cache price, and every call
+                # to come the saving at the cache price; changing it: this call pays what follows,
+                # less the saving, in full
+                if saving * (1 + self.cache_ratio * ahead) >= lost * (1 - self.cache_ratio):
+                    for j in costly:
+                        now[j] = desired[j]
+        self.applied = {s.index: t for s, t in zip(saids, now)}
+        return now
+
+
+def _restores(desired: Treatment, applied: Treatment, n: int) -> bool:
+    """Whether ``desired`` sends a line ``applied`` leaves out (it must be sent at once)."""
+    return any(desired.keeps(i) and not applied.keeps(i) for i in range(n)) or (
+        desired.kind == KEEP and applied.kind != KEEP)
+
+
+__all__ = ["ContextPolicy", "ContextError", "Line", "Said", "Stub", "Treatment", "Sticky", "decide",
+           "stub_holds", "valid_unique_dropped", "stub_text", "placeholder", "KEEP", "STUB", "PART"]
