@@ -48,7 +48,7 @@ def sent_history(messages: list[dict], runtime: LedgerRuntime, policy: ContextPo
     def size(s: Said, t: Any) -> int:
         return s.chars if t.kind == KEEP else len(stub_text(s, t, lines[s.index]))
 
-    sent = sticky.apply(desired, saids, after, size)
+    sent = sticky.apply(desired, saids, after, size, runtime.still_true)
     out = list(messages)
     for (k, m), s, t in zip(outputs, saids, sent):
         if t.kind != KEEP and isinstance(m.get("content"), str):

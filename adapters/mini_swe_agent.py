@@ -45,6 +45,7 @@ from ledger_runtime.commands import SUBMIT_MARKER
 from ledger_runtime.context import ContextPolicy, Sticky
 from ledger_runtime.config import LedgerConfig, from_mapping, load_config
 from ledger_runtime.executor import ExecResult
+from ledger_runtime.inform import VIEW_NOTE
 from ledger_runtime.observe import Truncation
 from ledger_runtime.redact import secret_values
 from ledger_runtime.runtime import LedgerRuntime
@@ -350,7 +351,6 @@ def _unquote(out: dict, sent: str, original: str) -> dict:
     return out
 
 
-VIEW_NOTE = "(Ledger runtime: current execution state; it replaces any earlier state view.)\n"
 
 
 def with_view(messages: list[dict], view: str, model: Any) -> list[dict]:

@@ -156,12 +156,17 @@ def replay(
     redo: bool = typer.Option(False, "--redo", help="Replay trajectories that already have a result."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write the summary as Markdown here."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+    context: Optional[str] = typer.Option(None, "--context", help="Also measure every model call's prompt under "
+                                          "these context policies, comma-separated (e.g. full,window:10,validity,"
+                                          "validity+window:10): tokens, cached tokens, cost, lines lost."),
+    price_model: str = typer.Option("gpt-5-mini", "--price-model", help="With --context: the model whose tokens "
+                                                                       "and prices (litellm's table) are used."),
 ) -> None:
     """Replay recorded trajectories through the ledger (shadow mode) against the real repository."""
     from .replay_cli import run_replay
 
     run_replay(trajectories, repo, workdir, out, instances, timeout, observations_only, filter_, redo, report,
-               as_json, sys.argv, jobs=jobs, force=force)
+               as_json, sys.argv, jobs=jobs, force=force, context=context, price_model=price_model)
 
 
 @app.command()

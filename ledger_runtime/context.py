@@ -109,7 +109,7 @@ class Stub:
     """Why an output is left out (all of it, or, with ``kept``, all but those lines)."""
 
     stale: int = 0  # file lines whose file has other text there now
-    later: tuple[str, ...] = ()  # labels of later outputs that show its other lines again
+    later: bool = False  # other lines of it are shown again by outputs sent after it
     superseded_by: str | None = None  # label of a later run of the same command
     window: int = 0  # window:M: older than the last M (nothing else was looked at)
 
@@ -120,7 +120,7 @@ class Stub:
         if self.stale:
             parts.append(f"{self.stale} line{'s' if self.stale != 1 else ''} changed since")
         if self.later:
-            parts.append("shown again by " + ", ".join(self.later[:4]) + (" and more" if len(self.later) > 4 else ""))
+            parts.append("the rest shown again later" if parts else "shown again later")
         if self.superseded_by:
             parts.append(f"superseded by {self.superseded_by} (the same command)")
         return "; ".join(parts) or "nothing but blank lines"
@@ -180,7 +180,7 @@ def decide(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue) 
 def _judge(s: Said, still_true: StillTrue, later_files: dict, later_text: dict, superseded_by: str | None,
            partial: bool) -> Treatment:
     stale = 0
-    later: list[str] = []
+    later = False
     unique: list[int] = []
     for i, line in enumerate(s.lines):
         if line.blank:
@@ -196,40 +196,38 @@ def _judge(s: Said, still_true: StillTrue, later_files: dict, later_text: dict, 
                 continue  # the command prints something else now
         if by is None:
             unique.append(i)
-        elif by not in later:
-            later.append(by)
+        else:
+            later = True
     if unique and not partial:
         return Treatment(KEEP)
-    stub = Stub(stale, tuple(later), superseded_by)
+    stub = Stub(stale, later, superseded_by)
     if unique:
         return Treatment(PART, stub, tuple(unique))
     return Treatment(STUB, stub)
 
 
 def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], still_true: StillTrue) -> bool:
-    """Whether what a stub (or a partial output) says of ``s`` is true: each line it leaves out is
-    blank, a file line whose file has other text there now, shown again by one of the outputs it
-    names (as they are sent), or a line of an output superseded by the later run it names."""
+    """Whether what a stub (or a partial output) says of ``s`` is true of the outputs sent after it
+    (``after``: each with how it is sent): each line it leaves out is blank, a file line whose file has
+    other text there now (as many as it says), shown again by a later output as sent, or, for a line
+    that is no file line, of an output a later run of the same command supersedes (the step it names
+    ran the same command later, and a later run of it is sent whole)."""
     if t.kind == KEEP or t.stub is None:
         return True
     if t.stub.window:
         return True  # the baseline says only how old it is
-    named = {a.label: (a, ta) for a, ta in after if ta.kind != STUB}
     shown_files, shown_text = set(), set()
-    for label in t.stub.later:
-        if label not in named:
-            return False
-        a, ta = named[label]
+    for a, ta in after:
         for i, line in enumerate(a.lines):
-            if ta.keeps(i):
+            if ta.keeps(i) and not line.blank:
                 if line.path is not None and line.number is not None:
                     shown_files.add((line.path, line.number, line.was))
                 else:
                     shown_text.add(line.text)
     sup = t.stub.superseded_by
     if sup is not None:
-        a = named.get(sup, (None, None))[0]
-        if a is None or named[sup][1].kind != KEEP or a.key != s.key or not s.supersedable:
+        runs = [(a, ta) for a, ta in after if a.key is not None and a.key == s.key]
+        if not s.supersedable or not any(a.label == sup for a, _ in runs) or not any(ta.kind == KEEP for _, ta in runs):
             return False
     stale = 0
     for i, line in enumerate(s.lines):
@@ -316,12 +314,15 @@ class Sticky:
     calls: int = 0
 
     def apply(self, desired: Sequence[Treatment], saids: Sequence[Said], after_chars: Sequence[int],
-              sent_chars: Callable[[Said, Treatment], int]) -> list[Treatment]:
+              sent_chars: Callable[[Said, Treatment], int], still_true: StillTrue | None = None) -> list[Treatment]:
         """What to send at this call. ``after_chars[j]``: characters of the prompt from output j on;
-        ``sent_chars``: an output's size as a treatment sends it."""
+        ``sent_chars``: an output's size as a treatment sends it. A stub sent before whose claims no
+        longer hold (checked with ``still_true`` against what follows it) is replaced at once."""
         self.calls += 1
         now = [self.applied.get(s.index, Treatment(KEEP)) for s in saids]
-        must = [j for j, (d, a) in enumerate(zip(desired, now)) if _restores(d, a, len(saids[j].lines))]
+        must = [j for j, (d, a) in enumerate(zip(desired, now)) if _restores(d, a, len(saids[j].lines))
+                or (d != a and a.kind != KEEP and still_true is not None
+                    and not stub_holds(saids[j], a, list(zip(saids[j + 1:], desired[j + 1:])), still_true))]
         may = [j for j, (d, a) in enumerate(zip(desired, now)) if j not in must and d != a]
         for j in must:
             now[j] = desired[j]

@@ -64,7 +64,7 @@ def delivered_lines(output: str, answer: Answer, visible: tuple[int, int] | None
     first = answer.pieces[0] if answer.pieces else None
     if first is not None and first.kind == TEXT and first.start == 0 and first.end == len(output) \
             and answer.text.startswith(output):
-        return lines, _shown_whole(lines, n, visible)  # a raw answer: a long output costs no loop per line
+        return lines, shown_whole(lines, n, visible)  # a raw answer: a long output costs no loop per line
     literal = [False] * len(lines)
 
     def seen(a: int, b: int) -> bool:
@@ -91,7 +91,7 @@ def delivered_lines(output: str, answer: Answer, visible: tuple[int, int] | None
     return lines, literal
 
 
-def _shown_whole(lines: list[str], n: int, visible: tuple[int, int] | None) -> list[bool]:
+def shown_whole(lines: list[str], n: int, visible: tuple[int, int] | None) -> list[bool]:
     """Per line of an output the answer carries as it is, at its start (answer ``n`` characters
     long): whether it lies wholly in the part the agent showed (``visible``: head, tail)."""
     if visible is None:
@@ -262,4 +262,4 @@ class Delivered:
         return (best[0].as_source(), best[1], best[2]) if best else None
 
 
-__all__ = ["Delivered", "Shown", "delivered_lines", "seen_lines", "output_digest"]
+__all__ = ["Delivered", "Shown", "delivered_lines", "seen_lines", "output_digest", "shown_whole"]

@@ -22,6 +22,9 @@ from .workspace import relative
 MAX_COMMAND_CHARS = 72
 MAX_SPANS = 6  # line ranges listed per seen file (a grep -n over a long file can leave hundreds)
 
+# how the state view is introduced where an adapter puts it into the prompt
+VIEW_NOTE = "(Ledger runtime: current execution state; it replaces any earlier state view.)\n"
+
 
 @dataclass(frozen=True)
 class StateView:

@@ -73,6 +73,8 @@ class ReplaySettings:
     config: LedgerConfig = field(default_factory=lambda: LedgerConfig(shadow=True))
     fresh_python: bool = True  # a new virtualenv per trajectory: pip installs stay there
     force: bool = False  # use --workdir even when it holds files a replay did not make
+    contexts: tuple[str, ...] = ()  # context policies to measure in the open loop (context_replay.py)
+    price_model: str = "gpt-5-mini"  # whose prices and tokens they are measured in
 
 
 def sha256_file(path: str) -> str | None:
@@ -297,6 +299,13 @@ def _replay_in(traj: Trajectory, settings: ReplaySettings, commit: str, workdir:
     oracle = Oracle(trunc)
     repeated = RepeatedLines(trunc)
     transcript = Transcript(rt.state, rt.store.text)
+    meter = None
+    if settings.contexts:
+        from .context import ContextPolicy
+        from .context_replay import ContextMeter, load_pricing
+
+        meter = ContextMeter(traj, [ContextPolicy.parse(c) for c in settings.contexts],
+                             load_pricing(settings.price_model), trunc)
     rows: list[dict] = []
     commands = traj.commands
     started = time.time()
@@ -304,7 +313,10 @@ def _replay_in(traj: Trajectory, settings: ReplaySettings, commit: str, workdir:
         for i, s in enumerate(commands):
             if on_step:
                 on_step(i, len(commands))
-            view_tokens = rt.view().tokens
+            view = rt.view()
+            view_tokens = view.tokens
+            if meter is not None:  # the model calls up to the one that asked for this command
+                meter.measure(s.call, rt, view.text)
             a = analyze(s.command, str(workdir))
             paths = [v.path for v in a.views]
             shas = {p: sha256_file(p) for p in paths}
@@ -333,14 +345,19 @@ def _replay_in(traj: Trajectory, settings: ReplaySettings, commit: str, workdir:
             # the ledger keeps the output masked (and cut, when long): its answer is checked against it so
             row.update(_soundness(transcript, att, rt.stored_output(res.output), kind))
             rows.append(row)
+            if meter is not None:
+                meter.attempt_done(s.reply, att.id, shown)
             oracle.add(a, res.output, shas, totals, att.epoch_after)
             repeated.add(res.output)
+        if meter is not None:
+            meter.measure(None, rt, rt.view().text)
     finally:
         rt.close()
     result = {"version": RESULT_VERSION, "instance_id": traj.instance_id, "status": "done",
               "repo": settings.repo_names.get(traj.instance_id) or traj.repo, "base_commit": commit,
               "commands": len(rows), "seconds": round(time.time() - started, 1), "faults": rt.faults,
-              "rows": rt.redactor.mask_obj(rows), "summary": summarize_rows(rows)}
+              "rows": rt.redactor.mask_obj(rows), "summary": summarize_rows(rows),
+              **({"context": meter.result(), "price_model": settings.price_model} if meter is not None else {})}
     private_dir(settings.out)
     write_private(result_path(settings.out, traj.instance_id), json.dumps(result, indent=1))
     return result

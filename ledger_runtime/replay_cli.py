@@ -16,7 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from . import replay_tree
 from .observe import Truncation
 from .replay import ReplaySettings, Skip, observations_only, replay_one, result_path
-from .replay_report import aggregate, class_table, load_results, results_md, table
+from .replay_report import (aggregate, class_table, context_md, context_table, load_results, results_md,
+                            summarize_context, table)
 from .trajectories import Trajectory, TrajectoryError, load
 
 
@@ -51,8 +52,28 @@ def _instances(path: Path | None) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, filter_, redo, report, as_json,
-               argv, jobs: int = 1, force: bool = False) -> None:
+               argv, jobs: int = 1, force: bool = False, context: str | None = None,
+               price_model: str = "gpt-5-mini") -> None:
     from .cli import fail
+    from .context import ContextError, ContextPolicy
+
+    contexts = tuple(c.strip() for c in (context or "").split(",") if c.strip())
+    try:
+        names = [ContextPolicy.parse(c).name for c in contexts]
+    except ContextError as e:
+        fail(f"--context: {e}")
+        return
+    if contexts:
+        if obs_only:
+            fail("--context measures a replay: it cannot go with --observations-only")
+        from .context_replay import load_pricing
+
+        try:
+            load_pricing(price_model)
+        except (LookupError, ImportError) as e:
+            fail(f"--price-model {price_model}: {e}")
+        if "full" not in names:
+            contexts = ("full", *contexts)  # the reference every other policy is compared with
 
     err = Console(stderr=True)
     paths = _expand(list(trajectories))
@@ -134,9 +155,10 @@ def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, 
         lock.release()
         fail(f"cannot write results into -o {out}: {problem}")
     settings = ReplaySettings(repos=git_dirs, out=out, workdir=workdir, base_commits=commits,
-                              repo_names=repo_names, timeout=timeout, force=force)
+                              repo_names=repo_names, timeout=timeout, force=force, contexts=contexts,
+                              price_model=price_model)
     prov = provenance(settings.config, jobs)  # the code as it is when the replay starts
-    todo = [t for t in trajs if redo or not result_path(out, t.instance_id).exists()]
+    todo = [t for t in trajs if redo or not _done(result_path(out, t.instance_id), contexts)]
     err.print(f"{len(trajs)} {'trajectory' if len(trajs) == 1 else 'trajectories'}, {len(trajs) - len(todo)} already replayed, {len(todo)} to go "
               f"({sum(len(t.commands) for t in todo)} commands)" + (f", {jobs} at a time" if jobs > 1 else ""))
     try:
@@ -150,22 +172,42 @@ def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, 
     if not results:
         fail(f"no trajectory was replayed ({len(skipped)} skipped; the reasons above, and in {out / 'skipped.json'})", 1)
     agg = aggregate(results)
+    ctx = summarize_context(results) if contexts else None
     if as_json:
-        json.dump({"summary": agg, "skipped": skipped, "notes": notes}, sys.stdout, indent=2, default=str)
+        json.dump({"summary": agg, "skipped": skipped, "notes": notes, **({"context": ctx} if ctx else {})},
+                  sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
         console = Console()
         console.print(table(agg))
         console.print(class_table(agg["total"]))
+        if ctx:
+            console.print(context_table(ctx, price_model))
         for iid, why in skipped:
             console.print(f"skipped {iid}: {why}", highlight=False)
     if report is not None:
         command = "ledger-run " + " ".join(shlex.quote(a) for a in argv[1:])
         try:
             report.parent.mkdir(parents=True, exist_ok=True)
-            report.write_text(results_md(agg, command, skipped, notes, prov))
+            report.write_text(results_md(agg, command, skipped, notes, prov)
+                              + (context_md(ctx, price_model) if ctx else ""))
         except OSError as e:
             fail(f"cannot write --report {report}: {e.strerror}")
+
+
+def _done(path: Path, contexts: tuple[str, ...]) -> bool:
+    """Whether a trajectory has a result (with every asked-for context policy measured)."""
+    if not path.exists():
+        return False
+    if not contexts:
+        return True
+    try:
+        measured = json.loads(path.read_text()).get("context") or {}
+    except (OSError, ValueError):
+        return False
+    from .context import ContextPolicy
+
+    return all(ContextPolicy.parse(c).name in measured for c in contexts)
 
 
 def _replay_all(todo: list[Trajectory], settings: ReplaySettings, jobs: int, err: Console,

@@ -192,3 +192,43 @@ def load_results(out: Path) -> list[dict]:
 
 def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
+
+
+# -- the open loop of the context policies (context_replay.py) -----------------------------------
+
+CONTEXT_COLUMNS = ("prompt_tokens", "cached_tokens", "cost_usd", "valid_unique_lines_dropped", "stubs", "stubs_false")
+
+
+def summarize_context(results: Iterable[dict]) -> dict[str, dict[str, Any]]:
+    """Per context policy, every trajectory's figures summed, with ratios against ``full``."""
+    from .context_replay import summarize
+
+    return summarize([r for r in results if r.get("context")])
+
+
+def context_table(ctx: dict[str, dict[str, Any]], model: str) -> Table:
+    t = Table(title=f"Context policies, every model call (priced as {model})", box=box.SIMPLE)
+    for col in ("policy", "prompt tokens", "vs full", "cached", "cost USD", "vs full", "valid unique dropped",
+                "stubs (false)"):
+        t.add_column(col, justify="left" if col == "policy" else "right")
+    for name, r in ctx.items():
+        t.add_row(name, f"{r['prompt_tokens']:,}", _f(r.get("prompt_vs_full"), "{:.1%}"), f"{r['cached_tokens']:,}",
+                  f"{r['cost_usd']:.2f}", _f(r.get("cost_vs_full"), "{:.1%}"), f"{r['valid_unique_lines_dropped']:,}",
+                  f"{r['stubs']:,} ({r['stubs_false']})")
+    return t
+
+
+def context_md(ctx: dict[str, dict[str, Any]], model: str) -> str:
+    lines = ["", "## Context policies (open loop)", "",
+             f"For every model call of each trajectory, the prompt it would have been sent under each policy "
+             f"(`ledger_runtime/context_replay.py`), tokens by litellm's `token_counter`, priced as `{model}` "
+             "(cached input at its cache price). `valid unique dropped`: distinct output lines left out at some "
+             "call while still true and shown nowhere later in what was sent. `stubs (false)`: outputs sent "
+             "as a stub or as their kept lines, summed over calls, and how many of them said something untrue.", "",
+             "| policy | prompt tokens | vs full | cached tokens | cost (USD) | vs full | valid unique lines dropped | "
+             "stubs (false) |", "|---|---|---|---|---|---|---|---|"]
+    for name, r in ctx.items():
+        lines.append(f"| {name} | {r['prompt_tokens']:,} | {_f(r.get('prompt_vs_full'), '{:.1%}')} | "
+                     f"{r['cached_tokens']:,} | {r['cost_usd']:.2f} | {_f(r.get('cost_vs_full'), '{:.1%}')} | "
+                     f"{r['valid_unique_lines_dropped']:,} | {r['stubs']:,} ({r['stubs_false']}) |")
+    return "\n".join(lines) + "\n"

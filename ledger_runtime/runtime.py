@@ -36,7 +36,7 @@ from .answers import (CUT, NOTE, SAME, TEXT, Answer, AnswerKind, Cut, DedupeSett
 from .commands import ANY_FILE, SUBMIT_MARKER, Analysis, analyze
 from .config import LedgerConfig
 from .context import Line, Said
-from .delivered import Delivered, Shown, delivered_lines, output_digest, seen_lines
+from .delivered import Delivered, Shown, delivered_lines, output_digest, seen_lines, shown_whole
 from .executor import ExecResult
 from .gate import build_rules, check_all, compose, in_force
 from .govern import Current, govern
@@ -451,17 +451,22 @@ class LedgerRuntime:
 
     # -- what of the history is sent (context.py) ---------------------------------------------------
 
-    def said(self, attempt_id: int, index: int, chars: int = 0) -> Said | None:
+    def said(self, attempt_id: int, index: int, chars: int = 0, *, raw: bool = False) -> Said | None:
         """An earlier output as the model holds it, for the context policy: the lines its answer
         carried literally where the model saw them, each with the file line it is (if a checked view
-        says so). None when the ledger no longer holds what the model got."""
+        says so); ``raw``: the lines of the output itself the model would have seen without the
+        ledger. None when the ledger no longer holds what the model got."""
         a = self.state.attempt(attempt_id)
         shown = self.delivered.items.get(attempt_id)
         if a is None or shown is None:
             return None
         facts = self.facts.get(attempt_id, {})
+        literal = shown.literal
+        if raw:
+            output = "".join(shown.lines)
+            literal = shown_whole(shown.lines, len(output), self.truncation.kept(output))
         lines = tuple(Line(text, *facts[j]) if j in facts else Line(text)
-                      for j, (text, lit) in enumerate(zip(shown.lines, shown.literal)) if lit)
+                      for j, (text, lit) in enumerate(zip(shown.lines, literal)) if lit)
         supersedable = a.executed and not a.submits and a.command_class not in (CommandClass.MODIFY, CommandClass.ENV)
         return Said(index, attempt_id, self.state.label(attempt_id), short_command(a.command, MARKER_COMMAND_CHARS),
                     _command_key(a.cwd, a.normalized), supersedable, lines, shown.refs, chars)

@@ -34,6 +34,8 @@ class RecordedStep:
     command: str | None
     returncode: int | None
     observation: str | None
+    call: int | None = None  # index of the assistant message that asked for it
+    reply: int | None = None  # index of the message that answered it
 
 
 @dataclass
@@ -46,6 +48,7 @@ class Trajectory:
     timeout: int = 60
     source: str = ""
     prompt_chars: list[int] = field(default_factory=list)  # characters of the conversation before each step
+    messages: list[tuple[str, str]] = field(default_factory=list)  # (role, text) as recorded, when known
 
     @property
     def commands(self) -> list[RecordedStep]:
@@ -112,7 +115,8 @@ def from_traj_json(path: Path) -> Trajectory:
             replies.append(msgs[j])
             j += 1
         if not commands:
-            steps.append(RecordedStep(step, "format_error", None, None, _content(replies[0]) if replies else None))
+            steps.append(RecordedStep(step, "format_error", None, None, _content(replies[0]) if replies else None,
+                                      i, i + 1 if replies else None))
             prompt.append(chars)
         for k, cmd in enumerate(commands):
             reply = _content(replies[k]) if k < len(replies) else None
@@ -122,14 +126,15 @@ def from_traj_json(path: Path) -> Trajectory:
                 kind, rc, out = "submit", None, reply
             elif reply is not None and ("timed out" in reply.lower() and rc in (None, -1)):
                 kind = "timeout"
-            steps.append(RecordedStep(step, kind, cmd, rc, out))
+            steps.append(RecordedStep(step, kind, cmd, rc, out, i, i + 1 + k if k < len(replies) else None))
             prompt.append(chars)
         for r in replies:
             chars += len(_content(r))
         step += 1
         i = j
     return Trajectory(iid, steps, env=dict(cfg.get("env") or {}), timeout=int(cfg.get("timeout") or 60),
-                      source=str(path), prompt_chars=prompt)
+                      source=str(path), prompt_chars=prompt,
+                      messages=[(str(m.get("role")), _content(m)) for m in msgs])
 
 
 def from_actions_jsonl(path: Path, notes: list[str] | None = None) -> Iterator[Trajectory]:

@@ -44,13 +44,15 @@ def test_validity_stubs_stale_superseded_and_repeated_and_keeps_what_is_unique()
     t = decide(h, ContextPolicy(validity=True), still_true)
     assert [x.kind for x in t] == [STUB, STUB, STUB, KEEP, KEEP]
     assert t[0].stub.reason() == "1 line changed since"
-    assert t[1].stub.later == ("step 5",) and t[2].stub.superseded_by == "step 4"
+    assert t[1].stub.later and t[1].stub.reason() == "shown again later" and t[2].stub.superseded_by == "step 4"
     assert stub_text(h[2], t[2]) == "[ledger: step 3's output (`cmd2`) left out: superseded by step 4 (the same command)]"
     assert all(stub_holds(h[j], t[j], list(zip(h[j + 1:], t[j + 1:])), still_true) for j in range(len(h)))
     assert valid_unique_dropped(h, t, still_true) == []
-    # a stub that names the wrong later step is caught
-    forged = Treatment(STUB, Stub(later=("step 4",)))
-    assert not stub_holds(h[1], forged, list(zip(h[2:], t[2:])), still_true)
+    # a stub whose claims are untrue is caught: step 2's line is not shown again once step 5 is a stub
+    forged_after = list(zip(h[2:], t[2:4] + [Treatment(STUB, Stub(later=True))]))
+    assert not stub_holds(h[1], t[1], forged_after, still_true)
+    assert not stub_holds(h[0], Treatment(STUB, Stub(stale=2)), list(zip(h[1:], t[1:])), still_true), "a wrong count"
+    assert not stub_holds(h[2], Treatment(STUB, Stub(superseded_by="step 5")), list(zip(h[3:], t[3:])), still_true)
     # the masking baseline drops by age alone: the unique line of step 2 goes
     w = decide(h, ContextPolicy(window=2), still_true)
     assert [x.kind for x in w] == [STUB, STUB, STUB, KEEP, KEEP]
@@ -105,7 +107,7 @@ def test_sticky_restores_at_once_and_leaves_out_in_batches():
     sticky = Sticky(cache_ratio=0.1)
     size = lambda s, t: s.chars if t.kind == KEEP else 40  # noqa: E731
     after = [12_000, 2_000, 1_000, 500]
-    small = [Treatment(STUB, Stub(later=("step 4",))), Treatment(KEEP), Treatment(KEEP), Treatment(KEEP)]
+    small = [Treatment(STUB, Stub(later=True)), Treatment(KEEP), Treatment(KEEP), Treatment(KEEP)]
     tiny = Said(**{**h[0].__dict__, "chars": 60})
     sent = sticky.apply(small, [tiny] + h[1:], after, size)
     assert sent[0].kind == KEEP, "saving 20 characters is not worth 12,000 uncached"
