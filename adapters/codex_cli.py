@@ -121,7 +121,6 @@ def make_codex_home(run_dir: Path, source: Path) -> Path:
     home = private_dir(run_dir / "codex-home")
     if source.resolve() == home.resolve():
         return home
-    link_credentials(home, source)
     for name in COPIED_FILES:
         src = source / name
         if src.is_file() and not (home / name).exists():
@@ -131,6 +130,7 @@ def make_codex_home(run_dir: Path, source: Path) -> Path:
         if src.is_dir() and not (home / name).exists():
             shutil.copytree(src, home / name, symlinks=True)
     tighten(home)  # the copies hold credentials: owner only, whatever the user's files allowed
+    link_credentials(home, source)  # last: nothing after it can fail and leave the link behind
     return home
 
 
@@ -142,6 +142,29 @@ def link_credentials(home: Path, source: Path) -> None:
         link.unlink()
     if target.is_file():
         link.symlink_to(target.resolve())
+
+
+def login_secrets(source: Path) -> tuple[str, ...]:
+    """The values of the user's Codex login (API key, tokens): masked in what the ledger stores,
+    should the agent print the file."""
+    try:
+        data = json.loads((source / AUTH_FILE).read_text())
+    except (OSError, ValueError):
+        return ()
+    found: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, str) and len(v) >= 8:
+            found.append(v)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(data)
+    return tuple(found)
 
 
 def unlink_credentials(home: Path) -> None:
@@ -289,15 +312,16 @@ def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config
     from .codex_hooks import CodexHooks
 
     source = source_home or user_codex_home()
-    home = make_codex_home(run_dir, source)
+    # the run directory's lock first: a second run on it is refused before it touches the home
+    runtime = LedgerRuntime(workdir, run_dir, config, meta=meta, secrets=login_secrets(source))
+    try:
+        home = make_codex_home(run_dir, source)
+    except BaseException:
+        runtime.close()
+        raise
     note = keyring_note(source, read_toml(source / "config.toml"))
     if note:
         print(note, file=sys.stderr)
-    try:
-        runtime = LedgerRuntime(workdir, run_dir, config, meta=meta)
-    except BaseException:
-        unlink_credentials(home)
-        raise
     # the run's secret: on the hook command lines, never in the environment the agent's commands get
     token = secrets.token_hex(16)
     hooks = CodexHooks(runtime, note_chars=config.context_note_chars, wrap_launcher=fast_launcher(), token=token,

@@ -41,8 +41,10 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def _tokens(messages: list[Any]) -> tuple[int | None, int | None]:
-    inp = out = 0
+def _tokens(messages: list[Any]) -> tuple[int | None, int | None, int | None]:
+    """Prompt, output and cached prompt tokens the provider reported, summed over the model's calls
+    (cached: OpenAI's ``prompt_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``)."""
+    inp = out = cached = 0
     seen = False
     for m in messages:
         usage = ((m.get("extra") or {}).get("response") or {}).get("usage") if isinstance(m, dict) else None
@@ -50,7 +52,10 @@ def _tokens(messages: list[Any]) -> tuple[int | None, int | None]:
             seen = True
             inp += int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
             out += int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
-    return (inp, out) if seen else (None, None)
+            details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+            cached += int((details.get("cached_tokens") if isinstance(details, dict) else 0) or
+                          usage.get("cache_read_input_tokens") or 0)
+    return (inp, out, cached) if seen else (None, None, None)
 
 
 REFERENCING = ("whole", "spans", "delta", "reused")
@@ -82,9 +87,9 @@ def instance_figures(arm_dir: Path, iid: str, timings: dict[str, Any], results: 
         traj = read_json(traj_path)
         info = traj.get("info") or {}
         stats = info.get("model_stats") or {}
-        inp, out = _tokens(traj.get("messages") or [])
+        inp, out, cached = _tokens(traj.get("messages") or [])
         row.update(exit_status=info.get("exit_status"), cost=float(stats.get("instance_cost") or 0.0),
-                   calls=int(stats.get("api_calls") or 0), input_tokens=inp, output_tokens=out,
+                   calls=int(stats.get("api_calls") or 0), input_tokens=inp, output_tokens=out, cached_tokens=cached,
                    submitted=bool((info.get("submission") or "").strip()))
         ledger = (info.get("ledger") or {}).get("path")
     except (OSError, ValueError, AttributeError) as e:
@@ -124,7 +129,7 @@ def arm_report(arm_dir: Path) -> dict[str, Any]:
         by_class.update((r.get("ledger") or {}).get("re_reads_by_class", {}))
         chars_by_class.update((r.get("ledger") or {}).get("re_read_chars_by_class", {}))
     scored = [r["resolved"] for r in rows.values() if r["resolved"] is not None]
-    totals = {k: total(k) for k in ("cost", "calls", "input_tokens", "output_tokens", "wall_s")}
+    totals = {k: total(k) for k in ("cost", "calls", "input_tokens", "cached_tokens", "output_tokens", "wall_s")}
     return {
         "arm": arm_dir.name, "ledger_settings": ARMS.get(arm_dir.name), "instances": n,
         "submitted": sum(1 for r in rows.values() if r.get("submitted")),
@@ -188,8 +193,10 @@ def print_report(report: dict[str, Any], console: Any) -> None:
         f"{r['resolved']}/{r['scored']} ({100 * r['resolved_rate']:.1f}%)")
     row("cost $ total / per instance", lambda r: f"{_fmt(r['totals']['cost'])} / {_fmt(r['per_instance']['cost'], 3)}")
     row("model calls total / per instance", lambda r: f"{_fmt(r['totals']['calls'])} / {_fmt(r['per_instance']['calls'], 1)}")
-    row("input tokens total / per instance", lambda r: f"{_fmt(r['totals']['input_tokens'])} / "
-                                                         f"{_fmt(r['per_instance']['input_tokens'], 0)}")
+    row("prompt tokens total / per instance", lambda r: f"{_fmt(r['totals']['input_tokens'])} / "
+                                                          f"{_fmt(r['per_instance']['input_tokens'], 0)}")
+    row("cached prompt tokens total / per instance", lambda r: f"{_fmt(r['totals']['cached_tokens'])} / "
+                                                                 f"{_fmt(r['per_instance']['cached_tokens'], 0)}")
     row("output tokens total / per instance", lambda r: f"{_fmt(r['totals']['output_tokens'])} / "
                                                           f"{_fmt(r['per_instance']['output_tokens'], 0)}")
     row("redundant re-reads (chars)", lambda r: f"{r['re_reads']} ({r['re_read_chars']:,})")

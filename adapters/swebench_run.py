@@ -5,7 +5,9 @@ measured alike:
 
 - ``baseline``: the plain agent; the ledger in shadow mode (records and decides, changes nothing);
 - ``ledger``: inform (state view) and govern (verdicts) on;
-- ``inform-only`` and ``govern-only``: one of the two.
+- ``inform-only`` and ``govern-only``: one of the two;
+- ``ledger+context``: the ledger, and the model sent only what still holds of its history
+  (context ``validity+window:10``, docs/context.md).
 
 Each arm writes ``OUT/<arm>/``: ``preds.json`` (SWE-bench's prediction format), per instance
 ``<iid>/<iid>.traj.json`` and ``<iid>/ledger/ledger.sqlite``, ``timings.json`` (wall seconds per
@@ -34,8 +36,10 @@ from typing import Any, Callable
 
 from ledger_runtime.policies import SWEBENCH_PROTECTED
 
-ARMS: dict[str, dict[str, bool]] = {
+ARMS: dict[str, dict[str, Any]] = {
     "ledger": {"inform": True, "govern": True, "shadow": False},
+    # the ledger, and the model sent only what still holds (docs/context.md)
+    "ledger+context": {"inform": True, "govern": True, "shadow": False, "context": "validity+window:10"},
     "baseline": {"inform": False, "govern": False, "shadow": True},
     "inform-only": {"inform": True, "govern": False, "shadow": False},
     "govern-only": {"inform": False, "govern": True, "shadow": False},

@@ -19,6 +19,11 @@ import re
 from typing import Any, Iterable, Mapping
 
 MASK = "*"
+# event fields that name places, not what was printed: never masked (a path is no secret's home, and
+# a masked one would no longer match the file after a restart)
+STRUCTURAL = frozenset({"path", "paths", "cwd", "workdir", "root", "dirty_paths", "writes", "reads", "read_keys",
+                        "keys", "spans", "content_hash", "before_hash", "after_hash", "baseline_hash", "output_hash",
+                        "shown_hash", "head_commit", "branch", "snapshot_digest"})
 MIN_SECRET_CHARS = 8  # shorter values ("1", "true", a port) would mask half of every output
 # a variable whose name says it holds a secret
 SECRET_NAME = re.compile(r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|PWD|CREDENTIALS?|AUTH|"
@@ -27,11 +32,13 @@ NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
 # Token shapes worth masking wherever they appear. Where a pattern has a group, only the group is
 # masked (the name before it stays readable). Each begins with a literal, which the regular
 # expression engine finds at memchr speed: no pattern may begin with a class or an alternation.
-_ASSIGNED = r"[A-Z0-9_]*[ \t]*[=:][ \t]*[\"']?([^\s\"'#,;]{8,})"  # NAME=value, NAME: value, NAME="value"
+# NAME=value, NAME: value, NAME="value"; the name's rest is bounded (an unbounded run would be
+# rescanned from every keyword in it: quadratic), and a value stops at quotes, backticks and brackets
+_ASSIGNED = r"[A-Z0-9_]{0,40}[ \t]*[=:][ \t]*[\"']?([^\s\"'`#,;()\[\]{}<>]{8,})"
 BUILTIN_PATTERNS = (
     r"AKIA[0-9A-Z]{16}\b",  # AWS access key ids
     r"ASIA[0-9A-Z]{16}\b",
-    r"sk-[A-Za-z0-9_-]{20,}",  # OpenAI, Anthropic (sk-ant-...), sk-proj-...
+    r"sk-[A-Za-z0-9_-]{20,}",  # OpenAI, Anthropic (sk-ant-...), sk-proj-... (not inside a word: task-queue-...)
     r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
     r"github_pat_[A-Za-z0-9_]{20,}",
     r"xox[abposr]-[A-Za-z0-9-]{10,}",  # Slack
@@ -45,6 +52,7 @@ BUILTIN_PATTERNS = (
     r"TOKEN" + _ASSIGNED,
     r"KEY" + _ASSIGNED,
     r"uthorization:[ \t]*(?:[Bb]earer|[Bb]asic|[Tt]oken)[ \t]+([A-Za-z0-9._~+/=-]{8,})",  # HTTP headers
+    r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}",  # JWTs (access and id tokens)
 )
 
 
@@ -69,6 +77,9 @@ def compile_patterns(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
 
 
 _BUILTIN = compile_patterns(BUILTIN_PATTERNS)
+# token shapes that begin a word: a match right after a letter, digit, "_" or "-" is part of a name
+_WORD_START = frozenset(p for p in _BUILTIN if p.pattern[:3] in ("sk-", "gh[", "xox", "AIz", "glp", "AKI", "ASI", "git"))
+_IN_WORD = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
 def secret_values(environ: Mapping[str, str]) -> list[str]:
@@ -85,6 +96,16 @@ def secret_values(environ: Mapping[str, str]) -> list[str]:
             if len(part) >= MIN_SECRET_CHARS:
                 out.add(part)
     return sorted(out, key=lambda v: (-len(v), v))
+
+
+_BUILTIN_SET = frozenset(_BUILTIN)
+
+
+def _groups(m: re.Match[str]) -> list[tuple[int, int]]:
+    """What of a match to mask: its groups that matched, or all of it when it has none."""
+    if m.re.groups:
+        return [m.span(g) for g in range(1, m.re.groups + 1) if m.start(g) >= 0 and m.end(g) > m.start(g)]
+    return [m.span()] if m.end() > m.start() else []
 
 
 class Redactor:
@@ -120,12 +141,20 @@ class Redactor:
             i = text.find(v)
             while i >= 0:
                 found.append((i, i + len(v)))
-                i = text.find(v, i + len(v))
+                i = text.find(v, i + 1)  # overlapping occurrences too
         for rx in self.patterns:
-            for m in rx.finditer(text):
-                a, b = m.span(1) if rx.groups else m.span()
-                if a < b and "\n" not in text[a:b]:
-                    found.append((a, b))
+            if rx in _BUILTIN_SET:
+                for m in rx.finditer(text):
+                    if rx in _WORD_START and m.start() and text[m.start() - 1] in _IN_WORD:
+                        continue
+                    found += _groups(m)
+            else:  # the user's: matched within each line, so a line masks alike wherever it stands
+                if rx.search(text) is None:
+                    continue
+                at = 0
+                for line in text.split("\n"):
+                    found += [(a + at, b + at) for m in rx.finditer(line) for a, b in _groups(m)]
+                    at += len(line) + 1
         if not found:
             return []
         found.sort()
@@ -163,13 +192,14 @@ class Redactor:
         return data if masked is text else masked.encode("utf-8", "surrogateescape")
 
     def mask_obj(self, obj: Any) -> Any:
-        """Every string in a JSON-like value masked (dict keys stay as they are)."""
+        """Every string in a JSON-like value masked (dict keys stay as they are, and so do the
+        values of STRUCTURAL keys: paths and directories, which a restarted runtime matches)."""
         if not self.active:
             return obj
         if isinstance(obj, str):
             return self.mask(obj)
         if isinstance(obj, dict):
-            return {k: self.mask_obj(v) for k, v in obj.items()}
+            return {k: v if k in STRUCTURAL else self.mask_obj(v) for k, v in obj.items()}
         if isinstance(obj, (list, tuple)):
             return [self.mask_obj(v) for v in obj]
         return obj

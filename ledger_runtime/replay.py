@@ -331,7 +331,7 @@ def _replay_in(traj: Trajectory, settings: ReplaySettings, commit: str, workdir:
             shown = transcript.shown(att) or ""
             kind = transcript.kind(att)
             row = {
-                "step": i + 1, "kind": s.kind, "command": s.command[:300], "class": att.command_class.value,
+                "step": i + 1, "kind": s.kind, "command": rt.redactor.mask(s.command)[:300], "class": att.command_class.value,
                 "parsed": att.parsed, "pure": att.pure, "verdict": verdict.kind.value, "reason": verdict.reason,
                 "answer": kind, "exit": att.exit_code, "recorded_exit": s.returncode,
                 "output_chars": len(res.output), "visible_chars": visible_chars(res.output, trunc),

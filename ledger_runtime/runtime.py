@@ -405,7 +405,12 @@ class LedgerRuntime:
         self.delivered.forget(lambda s: self._alive(s.step))
 
     def _source(self, a: Attempt) -> Source:
-        return Source(a.id, self.state.label(a.id), short_command(a.command, MARKER_COMMAND_CHARS), a.exit_code, ())
+        return Source(a.id, self.state.label(a.id), self._quoted(a.command), a.exit_code, ())
+
+    def _quoted(self, command: str) -> str:
+        """A command as an answer quotes it: secrets masked before it is shortened (a cut through a
+        secret would leave a piece no pattern knows, and the answer is stored)."""
+        return short_command(self.redactor.mask(command), MARKER_COMMAND_CHARS)
 
     def _deliver(self, a: Attempt, output: str, answer: Answer, kept: tuple[int, int] | None, exact: bool,
                  keys: tuple[str, ...] = (), delivered: tuple[list[str], list[bool]] | None = None,
@@ -413,13 +418,13 @@ class LedgerRuntime:
         """Remember which of the output's lines the model got literally (the source of later
         references), and under which ``keys`` it is a re-read's base. ``kept``: what the agent showed
         of the answer (None: all of it); ``exact``: the agent's cut is known, not estimated."""
-        if len(output) > MAX_DELIVERED_CHARS:
-            return
+        if len(output) > min(MAX_DELIVERED_CHARS, self.config.max_stored_output_chars):
+            return  # answered as it is, and stored cut: never the source of a reference
         lines, literal = delivered or delivered_lines(output, answer, kept)
         same_as = answer.refs[0] if answer.kind in (AnswerKind.WHOLE, AnswerKind.REUSED) and answer.refs else None
         cut_raw = kept if kept is not None and exact and answer.text == output else None
         whole = kept is None and not any(p.kind == CUT for p in answer.pieces)
-        self.delivered.add(Shown(a.id, a.step, self.state.label(a.id), short_command(a.command, MARKER_COMMAND_CHARS),
+        self.delivered.add(Shown(a.id, a.step, self.state.label(a.id), self._quoted(a.command),
                                  a.exit_code, lines, literal, answer.refs, whole, digest or output_digest(output),
                                  a.epoch_after, same_as, cut_raw), keys)
         if len(self.delivered.items) % FORGET_EVERY == 0:
@@ -468,7 +473,7 @@ class LedgerRuntime:
         lines = tuple(Line(text, *facts[j]) if j in facts else Line(text)
                       for j, (text, lit) in enumerate(zip(shown.lines, literal)) if lit)
         supersedable = a.executed and not a.submits and a.command_class not in (CommandClass.MODIFY, CommandClass.ENV)
-        return Said(index, attempt_id, self.state.label(attempt_id), short_command(a.command, MARKER_COMMAND_CHARS),
+        return Said(index, attempt_id, self.state.label(attempt_id), self._quoted(a.command),
                     _command_key(a.cwd, a.normalized), supersedable, lines, shown.refs, chars)
 
     def still_true(self, line: Line) -> bool:
@@ -502,16 +507,17 @@ class LedgerRuntime:
                 "held_from": self._held_from(), "keys": list(keys), **({"altered": True} if altered else {})}
 
     def stored_output(self, output: str) -> str:
-        """An output as the ledger keeps it: cut to ``max_stored_output_chars``, secrets masked
-        (what a check of its answer compares the expansion with)."""
-        return self.redactor.mask(kept_output(output, self.config.max_stored_output_chars))
+        """An output as the ledger keeps it: secrets masked, then cut to ``max_stored_output_chars``
+        (masked first: a cut through a secret would leave a piece no pattern knows) - what a check
+        of its answer compares the expansion with."""
+        return kept_output(self.redactor.mask(output), self.config.max_stored_output_chars)
 
     def _put_output(self, output: str) -> tuple[str, bool]:
         """Store an output as ``stored_output`` says; returns its key and whether what is stored
         differs from the output."""
-        kept = kept_output(output, self.config.max_stored_output_chars)
-        key, masked = self.store.put_text(kept)
-        return key, masked or kept is not output
+        kept = self.stored_output(output)
+        key, _ = self.store.put_text(kept)
+        return key, kept != output
 
     def _answer(self, plan: Plan) -> RunResult:
         """A verdict that does not run the command (REUSE of a run, REVISE, BLOCK), answered and recorded."""
@@ -629,8 +635,7 @@ class LedgerRuntime:
         shown_hash = None
         record = answer  # the answer as stored: a long raw one over the output as it is stored
         if res is not None and len(output) > self.config.max_stored_output_chars:
-            record = raw(kept_output(output, self.config.max_stored_output_chars),
-                         [shown[p.start:p.end] for p in answer.pieces if p.kind == NOTE])
+            record = raw(self.stored_output(output), [shown[p.start:p.end] for p in answer.pieces if p.kind == NOTE])
         if res is not None:
             shown_hash = output_hash if shown == output else self.store.put_text(record.text)[0]
         epoch_after = self.state.epoch + (1 if changes else 0)
@@ -639,7 +644,7 @@ class LedgerRuntime:
             output_chars=len(output), truncated=trunc.cuts(shown), duration=elapsed,
             read_set={k: post_sigs.get(k, UNSIGNED) for k in read_keys}, stable=stable, epoch_after=epoch_after,
             shown_chars=len(shown), verdict=verdict,
-            exception=(f"{type(exc).__name__}: {exc}"[:500] if exc is not None else None),
+            exception=(self.redactor.mask(f"{type(exc).__name__}: {exc}")[:500] if exc is not None else None),
             output_complete=res.output_complete if res is not None else False,
             submits=analysis.submits or submission_output(output), shown_hash=shown_hash,
             answer=self._answer_record(record, trunc.kept(shown), trunc, _read_keys_of(analysis), altered)
@@ -758,6 +763,8 @@ class LedgerRuntime:
             baseline_bytes = before_bytes
         else:
             baseline_bytes = self._content(c.path, FileState(baseline_hash, 0, None))
+        # the ledger's blobs are masked: counted against the new content masked alike (line by line)
+        after_bytes = self.redactor.mask_bytes(after_bytes) if after_bytes else after_bytes
         d = line_delta(before_bytes, after_bytes) if before_bytes is not None and after_bytes is not None else None
         if c.before is not None and baseline_hash == c.before.digest:
             b = d  # the first change since the start: the same two contents
@@ -781,7 +788,7 @@ class LedgerRuntime:
         head = self.workspace.baseline_content(path, commit)
         if head is not None and self.workspace.digest(head) == fs.digest:
             self.store.put_blob(head, key=fs.digest)
-            return head
+            return self.redactor.mask_bytes(head)  # as the blob is stored: what it is compared with is too
         return None
 
     def _watch(self, analysis: Analysis) -> None:

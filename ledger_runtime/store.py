@@ -237,8 +237,7 @@ class LedgerStore:
         if not self._pending and not self._pending_blobs:
             return
         now = time.time()
-        if self._locked:
-            self._conn.execute(f"PRAGMA busy_timeout={int(QUICK_LOCK_S * 1000)}")
+        self._conn.execute(f"PRAGMA busy_timeout={int((QUICK_LOCK_S if self._locked else LOCK_TIMEOUT_S) * 1000)}")
         try:
             with self._conn:
                 self._conn.execute("BEGIN IMMEDIATE")
@@ -250,9 +249,7 @@ class LedgerStore:
         except sqlite3.Error as e:
             self._locked = "locked" in str(e) or "busy" in str(e)
             raise StoreError(f"cannot write to {self.path}: {e}") from None
-        if self._locked:
-            self._locked = False
-            self._conn.execute(f"PRAGMA busy_timeout={int(LOCK_TIMEOUT_S * 1000)}")
+        self._locked = False
         self._pending.clear()
         self._pending_blobs.clear()
 

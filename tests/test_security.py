@@ -669,3 +669,55 @@ def test_a_locked_ledger_costs_a_command_a_second_once_and_loses_nothing(tmp_pat
     kept = [r["command"] for e in lost for r in e.get("records", []) if r.get("kind") == "attempt"]
     assert kept == [f"echo {n}" for n in range(4)], "every step the lock kept out is in faults.log"
     assert [a.command for a in load(tmp_path / "run").state.attempts] == ["echo after"]
+
+
+# -- what a review of the masking found ------------------------------------------------------------
+
+def test_masking_edge_cases_found_in_review():
+    import time as _time
+
+    from ledger_runtime.redact import Redactor
+
+    r = Redactor.for_run({"OPENAI_API_KEY": "abcabcab"}, ["api_secret=[^&]+", r"(password|passwd)\s*=\s*(\S+)"])
+    assert r.mask("api_secret=abcd1234efgh5678\nstatus 200\n").endswith("\nstatus 200\n")
+    assert "abcd1234" not in r.mask("api_secret=abcd1234efgh5678\nstatus 200\n"), "a user pattern ending a line"
+    assert "hunter2" not in r.mask("db passwd = hunter2hunter2") and "cab" not in r.mask("x abcabcabcab y")
+    name = "task-queue-worker-implementation.py"
+    assert r.mask(name) == name, "a token shape inside a word is a name"
+    t = _time.perf_counter()
+    r.mask("KEY" * 15000 + "\n" + "PASS_" * 9000)
+    assert _time.perf_counter() - t < 1, "no quadratic rescans"
+    assert r.mask("(`grep -v SECRET_KEY= x.py`, exit 0)").endswith("`, exit 0)"), "a marker's quote stays whole"
+
+
+def test_masked_storage_keeps_paths_counts_and_checks_true(tmp_path, monkeypatch):
+    from ledger_runtime.inspection import load
+    from ledger_runtime.transcript import Transcript
+
+    monkeypatch.setenv("SERVICE_API_KEY", "zq-" + "7" * 30)
+    repo = make_repo(tmp_path / "r", {"task-queue-worker-implementation.py": "x = 1\n",
+                                      ".env": "API_KEY=" + "Q" * 24 + "\nDEBUG=1\n",
+                                      "settings.py": "".join(f"SECRET_KEY={i}abcdefgh{i}\nOTHER_{i} = 1\n" for i in range(12))})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(max_stored_output_chars=20_000))
+    printed = []
+    try:
+        for cmd in ("echo y >> task-queue-worker-implementation.py", "echo MORE=1 >> .env",
+                    "grep -v SECRET_KEY= settings.py", "echo OTHER_99 = 2 >> settings.py", "grep -v SECRET_KEY= settings.py",
+                    "seq 1 20000", "seq 19000 20000", "python3 -c \"print('a' * 480 + '$SERVICE_API_KEY' + 'b' * 2000)\""):
+            res = rt.run(cmd, LocalExecutor())
+            printed.append(LocalExecutor()(cmd, str(repo)).output if res.answer != "raw" else res.output)
+    finally:
+        rt.close()
+    again = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())  # the paths are as they were, after a restart
+    try:
+        assert [m.step for m in again.state.modifications_of(str(repo / "task-queue-worker-implementation.py"))] == [1]
+        env_mod = again.state.modifications_of(str(repo / ".env"))[0]
+        assert (env_mod.lines_added, env_mod.lines_removed) == (1, 0), "counted against the masked content alike"
+    finally:
+        again.close()
+    data = _stored_bytes(tmp_path / "run")
+    assert b"zq-777" not in data, "masked before it was cut"
+    loaded = load(tmp_path / "run")
+    t = Transcript(loaded.state, loaded.text)
+    for a, out in zip(loaded.state.attempts, printed):
+        assert t.check(a, rt.stored_output(out)).sound, a.command

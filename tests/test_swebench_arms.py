@@ -22,7 +22,7 @@ from ledger_runtime.records import VerdictKind
 STEPS = ["cat calc.py", "cat calc.py", "python3 -m unittest -q test_calc", "sed -i '2s/a - b/a + b/' calc.py",
          "python3 -m unittest -q test_calc", "git diff -- calc.py > /tmp/patch.txt",
          "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat /tmp/patch.txt"]
-USAGE = {"prompt_tokens": 1000, "completion_tokens": 50}
+USAGE = {"prompt_tokens": 1000, "completion_tokens": 50, "prompt_tokens_details": {"cached_tokens": 768}}
 
 
 def scripted_config(path: Path) -> Path:
@@ -97,6 +97,7 @@ def test_two_arms_end_to_end_and_the_report_agrees_with_the_files(docker_image, 
         assert a["totals"]["calls"] == sum(t["info"]["model_stats"]["api_calls"] for t in trajs) == 2 * len(STEPS)
         assert a["totals"]["cost"] == pytest.approx(sum(t["info"]["model_stats"]["instance_cost"] for t in trajs))
         assert a["totals"]["input_tokens"] == 2 * len(STEPS) * USAGE["prompt_tokens"]
+        assert a["totals"]["cached_tokens"] == 2 * len(STEPS) * 768
         states = [load(out / arm / i / "ledger").state for i in ids]
         reuse = [x for s in states for x in s.attempts if (x.answer or {}).get("kind") in ("whole", "spans", "delta")]
         assert a["re_reads"] == len(reuse) >= 2
@@ -200,3 +201,18 @@ def test_ctrl_c_stops_cleanly_and_the_next_run_finishes(docker_image, tmp_path):
                        "--config", str(cfg), "--no-pull", tmp=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert all(set(json.loads((out / a / "preds.json").read_text())) == set(ids) for a in ("ledger", "baseline"))
+
+
+def test_the_context_arm_sends_its_policy_to_the_ledger(tmp_path):
+    """`--arms ledger+context`: the ledger's settings of the arm carry the context policy, which the
+    model wrapper applies (tests/test_context.py drives that through the real loop)."""
+    from ledger_adapters.swebench_run import arm_config, parse_arms
+    from ledger_runtime.config import from_mapping
+
+    cfg = arm_config({"environment": {"environment_class": "docker"}, "model": {"model_name": "x"}},
+                     "ledger+context", "run1")
+    ledger = cfg["environment"]["ledger"]
+    assert ledger["context"] == "validity+window:10" and ledger["govern"] and ledger["inform"]
+    assert from_mapping({k: v for k, v in ledger.items() if k in ("context", "govern", "inform", "shadow")}).context \
+        == "validity+window:10"
+    assert "ledger+context" in parse_arms("ledger,ledger+context")
