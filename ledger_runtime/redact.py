@@ -127,7 +127,7 @@ class Redactor:
 
     def with_values(self, values: Iterable[str]) -> Redactor:
         """This redactor, also masking ``values`` (an adapter's environment for the agent)."""
-        extra = secret_values({"SECRET": v for v in values}) if values else []
+        extra = secret_values({f"SECRET_{i}": v for i, v in enumerate(values)}) if values else []
         return Redactor(sorted(set(self.values) | set(extra), key=lambda v: (-len(v), v)), self.patterns)
 
     @property

@@ -537,6 +537,8 @@ def test_masking_keeps_length_and_lines_and_is_the_same_line_by_line():
         assert masked.split("\n") == [r.mask(line) for line in lines], "a line masks the same wherever it stands"
         assert OPENAI not in masked and "line-two-secret" not in masked and "swordfish9" not in masked
     assert r.mask("tokens = tokenize(source)") == "tokens = tokenize(source)", "code is not a setting"
+    more = Redactor.off().with_values(["first-secret-value", "second-secret-value", "short"])
+    assert set(more.values) == {"first-secret-value", "second-secret-value"}, "every value an adapter gives"
 
 
 # -- the container helper: its state lost or tampered with -----------------------------------------
