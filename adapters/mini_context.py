@@ -8,9 +8,7 @@ into its message).
 
 from __future__ import annotations
 
-from typing import Any
-
-from ledger_runtime.context import KEEP, ContextPolicy, Said, Sticky, decide, stub_text
+from ledger_runtime.context import KEEP, ContextPolicy, Said, Sticky, stub_text, to_send
 from ledger_runtime.runtime import LedgerRuntime
 
 
@@ -33,24 +31,15 @@ def sent_history(messages: list[dict], runtime: LedgerRuntime, policy: ContextPo
     outputs = [(k, m) for k, m in enumerate(messages) if attempt_of(m) is not None]
     if policy.full or not outputs:
         return messages
+    texts = [text_of(m) for m in messages]
     saids: list[Said] = []
     for n, (k, m) in enumerate(outputs):
-        size = len(text_of(m))
+        size = len(texts[k])
         said = runtime.said(attempt_of(m), n, size)
         saids.append(said or Said(n, None, "", "", None, False, (), (), size))
-    desired = decide(saids, policy, runtime.still_true)
-    suffix = [0] * (len(messages) + 1)
-    for k in range(len(messages) - 1, -1, -1):
-        suffix[k] = suffix[k + 1] + len(text_of(messages[k]))
-    after = [suffix[k] for k, _ in outputs]
-    lines = {n: text_of(m).count("\n") + 1 for n, (_, m) in enumerate(outputs)}
-
-    def size(s: Said, t: Any) -> int:
-        return s.chars if t.kind == KEEP else len(stub_text(s, t, lines[s.index]))
-
-    sent = sticky.apply(desired, saids, after, size, runtime.still_true)
+    sent = to_send(saids, policy, runtime.still_true, sticky, texts, [k for k, _ in outputs])
     out = list(messages)
     for (k, m), s, t in zip(outputs, saids, sent):
         if t.kind != KEEP and isinstance(m.get("content"), str):
-            out[k] = {**m, "content": stub_text(s, t, lines[s.index])}
+            out[k] = {**m, "content": stub_text(s, t, texts[k].count("\n") + 1)}
     return out

@@ -88,6 +88,15 @@ class Line:
     def blank(self) -> bool:
         return not self.text.strip()
 
+    @property
+    def is_file(self) -> bool:
+        return self.path is not None and self.number is not None
+
+    @property
+    def fact(self) -> tuple:
+        """What the line tells: that file line with that text, or, for no file line, its text."""
+        return ("file", self.path, self.number, self.was) if self.is_file else ("text", self.text)
+
 
 @dataclass(frozen=True)
 class Said:
@@ -149,8 +158,7 @@ def decide(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue) 
     if not policy.validity:
         return [Treatment(KEEP) if s.index >= recent_from else Treatment(STUB, Stub(window=policy.window))
                 for s in saids]
-    later_files: dict[tuple[str, int, str], str] = {}  # file line -> label of a later output showing it
-    later_text: dict[str, str] = {}  # text of a line that is no file line -> label
+    later: set[tuple] = set()  # what the outputs sent after this one tell (Line.fact)
     later_runs: dict[str, str] = {}  # command key -> label of a later run still sent
     needed: set[int] = set()  # attempts later outputs refer to
     for j in range(n - 1, -1, -1):
@@ -158,18 +166,13 @@ def decide(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue) 
         if j == n - 1 or s.attempt is None or s.attempt in needed or (policy.window and j >= recent_from):
             t = Treatment(KEEP)
         else:
-            t = _judge(s, still_true, later_files, later_text, later_runs.get(s.key) if s.supersedable else None,
+            t = _judge(s, still_true, later, later_runs.get(s.key) if s.supersedable else None,
                        partial=bool(policy.window))
             if t.kind != KEEP and s.chars and len(stub_text(s, t)) >= s.chars:
                 t = Treatment(KEEP)  # a stub no shorter than the output saves nothing
         out[j] = t
         if t.kind != STUB:
-            for i, line in enumerate(s.lines):
-                if t.keeps(i) and not line.blank:
-                    if line.path is not None and line.number is not None:
-                        later_files.setdefault((line.path, line.number, line.was), s.label)
-                    else:
-                        later_text.setdefault(line.text, s.label)
+            later.update(sent_facts(s, t))
             if t.kind == KEEP:
                 needed.update(s.refs)
                 if s.key is not None:
@@ -177,30 +180,28 @@ def decide(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue) 
     return out
 
 
-def _judge(s: Said, still_true: StillTrue, later_files: dict, later_text: dict, superseded_by: str | None,
-           partial: bool) -> Treatment:
+def sent_facts(s: Said, t: Treatment) -> set[tuple]:
+    """What the lines of ``s`` that ``t`` sends tell (blank lines tell nothing)."""
+    return {line.fact for i, line in enumerate(s.lines) if t.keeps(i) and not line.blank}
+
+
+def _judge(s: Said, still_true: StillTrue, later: set[tuple], superseded_by: str | None, partial: bool) -> Treatment:
     stale = 0
-    later = False
+    shown_later = False
     unique: list[int] = []
     for i, line in enumerate(s.lines):
         if line.blank:
             continue
-        if line.path is not None and line.number is not None:
-            if not still_true(line):
-                stale += 1
-                continue
-            by = later_files.get((line.path, line.number, line.was))
-        else:
-            by = later_text.get(line.text)
-            if by is None and superseded_by is not None:
-                continue  # the command prints something else now
-        if by is None:
+        if line.is_file and not still_true(line):
+            stale += 1
+            continue
+        if line.fact in later:
+            shown_later = True
+        elif line.is_file or superseded_by is None:  # else: the command prints something else now
             unique.append(i)
-        else:
-            later = True
     if unique and not partial:
         return Treatment(KEEP)
-    stub = Stub(stale, later, superseded_by)
+    stub = Stub(stale, shown_later, superseded_by)
     if unique:
         return Treatment(PART, stub, tuple(unique))
     return Treatment(STUB, stub)
@@ -216,14 +217,7 @@ def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], s
         return True
     if t.stub.window:
         return True  # the baseline says only how old it is
-    shown_files, shown_text = set(), set()
-    for a, ta in after:
-        for i, line in enumerate(a.lines):
-            if ta.keeps(i) and not line.blank:
-                if line.path is not None and line.number is not None:
-                    shown_files.add((line.path, line.number, line.was))
-                else:
-                    shown_text.add(line.text)
+    shown = set().union(*(sent_facts(a, ta) for a, ta in after))
     sup = t.stub.superseded_by
     if sup is not None:
         runs = [(a, ta) for a, ta in after if a.key is not None and a.key == s.key]
@@ -233,47 +227,53 @@ def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], s
     for i, line in enumerate(s.lines):
         if t.keeps(i) or line.blank:
             continue
-        if line.path is not None and line.number is not None:
-            if not still_true(line):
-                stale += 1
-            elif (line.path, line.number, line.was) not in shown_files:
-                return False
-        elif line.text not in shown_text and sup is None:
+        if line.is_file and not still_true(line):
+            stale += 1
+        elif line.fact not in shown and (line.is_file or sup is None):
             return False
     return stale == t.stub.stale
 
 
-def valid_unique_dropped(saids: Sequence[Said], treatments: Sequence[Treatment], still_true: StillTrue,
-                         superseded_ok: bool = True) -> list[tuple[int, int]]:
+def valid_unique_dropped(saids: Sequence[Said], treatments: Sequence[Treatment],
+                         still_true: StillTrue) -> list[tuple[int, int]]:
     """The (output index, line index) pairs left out that were still true and shown nowhere later
     in what is sent: lines the model lost. Computed from what is sent, whatever decided it."""
-    later_files: set = set()
-    later_text: set = set()
-    later_runs: set = set()
+    later: set[tuple] = set()
+    later_runs: set[str] = set()
     lost: list[tuple[int, int]] = []
     for j in range(len(saids) - 1, -1, -1):
         s, t = saids[j], treatments[j]
-        superseded = superseded_ok and s.supersedable and s.key is not None and s.key in later_runs
+        superseded = s.supersedable and s.key is not None and s.key in later_runs
         for i, line in enumerate(s.lines):
-            if t.keeps(i) or line.blank:
+            if t.keeps(i) or line.blank or line.fact in later:
                 continue
-            if line.path is not None and line.number is not None:
-                if still_true(line) and (line.path, line.number, line.was) not in later_files:
-                    lost.append((s.index, i))
-            elif not superseded and line.text not in later_text:
+            if (still_true(line) if line.is_file else not superseded):
                 lost.append((s.index, i))
-        for i, line in enumerate(s.lines):
-            if t.keeps(i) and not line.blank:
-                if line.path is not None and line.number is not None:
-                    later_files.add((line.path, line.number, line.was))
-                else:
-                    later_text.add(line.text)
+        later |= sent_facts(s, t)
         if t.kind == KEEP and s.key is not None:
             later_runs.add(s.key)
     return lost
 
 
 # -- what is sent -----------------------------------------------------------------------------------
+
+def to_send(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue, sticky: Sticky,
+            texts: Sequence[str], positions: Sequence[int]) -> list[Treatment]:
+    """How each output is sent at this call: ``decide``, applied through ``sticky`` under the
+    validity policies (the baseline masks by age, every call). ``texts``: the prompt's messages in
+    order; ``positions``: where among them each output of ``saids`` stands."""
+    desired = decide(saids, policy, still_true)
+    if not policy.validity:
+        return desired
+    suffix = [0] * (len(texts) + 1)
+    for k in range(len(texts) - 1, -1, -1):
+        suffix[k] = suffix[k + 1] + len(texts[k])
+
+    def size(s: Said, t: Treatment) -> int:
+        return s.chars if t.kind == KEEP else len(stub_text(s, t, texts[positions[s.index]].count("\n") + 1))
+
+    return sticky.apply(desired, saids, [suffix[k] for k in positions], size, still_true)
+
 
 def placeholder(lines: int) -> str:
     """The masking baseline's text for an output of ``lines`` lines left out (as in the Complexity
@@ -295,7 +295,7 @@ def stub_text(s: Said, t: Treatment, lines: int | None = None) -> str:
     for i in t.kept:
         line = s.lines[i]
         text = line.text if line.text.endswith("\n") else line.text + "\n"
-        if line.path is not None:
+        if line.is_file:
             was = line.was if line.was.endswith("\n") else line.was + "\n"
             body.append(f"{line.path}:{line.number}: {was}")
         else:
@@ -352,5 +352,5 @@ def _restores(desired: Treatment, applied: Treatment, n: int) -> bool:
         desired.kind == KEEP and applied.kind != KEEP)
 
 
-__all__ = ["ContextPolicy", "ContextError", "Line", "Said", "Stub", "Treatment", "Sticky", "decide",
+__all__ = ["ContextPolicy", "ContextError", "Line", "Said", "Stub", "Treatment", "Sticky", "decide", "to_send",
            "stub_holds", "valid_unique_dropped", "stub_text", "placeholder", "KEEP", "STUB", "PART"]

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol
 
-from .context import KEEP, STUB, ContextPolicy, Said, Sticky, decide, stub_holds, stub_text, valid_unique_dropped
+from .context import (KEEP, STUB, ContextPolicy, Said, Sticky, stub_holds, stub_text, to_send,
+                      valid_unique_dropped)
 from .inform import VIEW_NOTE
 from .observe import Truncation
 from .trajectories import Trajectory
@@ -113,8 +114,8 @@ class ContextMeter:
             if policy.validity:
                 msgs, saids = self._ledger_messages(recorded, replies, rt)
             else:
-                msgs, saids = list(recorded), self._raw_saids(recorded, replies, rt)
-            treat = self._treat(policy, msgs, replies, saids, rt)
+                msgs, saids = list(recorded), self._saids(replies, recorded, rt, raw=True)
+            treat = to_send(saids, policy, rt.still_true, self.sticky[policy.name], [t for _, t in msgs], replies)
             sent = list(msgs)
             tally = self.tally[policy.name]
             for n, (k, t) in enumerate(zip(replies, treat)):
@@ -142,24 +143,6 @@ class ContextMeter:
             tally.output_tokens += output_tokens
             self.previous[policy.name] = sent
 
-    def _treat(self, policy: ContextPolicy, msgs, replies, saids, rt):
-        desired = decide(saids, policy, rt.still_true)
-        if policy.full:
-            return desired
-        sizes = [len(t) for _, t in msgs]
-        suffix = [0] * (len(msgs) + 1)
-        for k in range(len(msgs) - 1, -1, -1):
-            suffix[k] = suffix[k + 1] + sizes[k]
-        after = [suffix[k] for k in replies]
-        lines = {n: msgs[k][1].count("\n") + 1 for n, k in enumerate(replies)}
-
-        def size(s: Said, t) -> int:
-            return s.chars if t.kind == KEEP else len(stub_text(s, t, lines[s.index]))
-
-        if not policy.validity:  # the baseline masks as it is, every call
-            return desired
-        return self.sticky[policy.name].apply(desired, saids, after, size, rt.still_true)
-
     def _saids(self, replies, msgs, rt, raw: bool) -> list[Said]:
         out = []
         for n, k in enumerate(replies):
@@ -167,9 +150,6 @@ class ContextMeter:
             s = rt.said(got[0], n, len(msgs[k][1]), raw=raw) if got is not None else None
             out.append(s or Said(n, None, f"message {k}", "", None, False, (), (), len(msgs[k][1])))
         return out
-
-    def _raw_saids(self, recorded, replies, rt) -> list[Said]:
-        return self._saids(replies, recorded, rt, raw=True)
 
     def _ledger_messages(self, recorded, replies, rt):
         msgs = list(recorded)

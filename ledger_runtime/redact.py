@@ -35,15 +35,19 @@ NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
 # NAME=value, NAME: value, NAME="value"; the name's rest is bounded (an unbounded run would be
 # rescanned from every keyword in it: quadratic), and a value stops at quotes, backticks and brackets
 _ASSIGNED = r"[A-Z0-9_]{0,40}[ \t]*[=:][ \t]*[\"']?([^\s\"'`#,;()\[\]{}<>]{8,})"
-BUILTIN_PATTERNS = (
+# token shapes, each the start of a word (a match right after a letter, digit, "_" or "-" is part of
+# a name: task-queue-...)
+TOKEN_SHAPES = (
     r"AKIA[0-9A-Z]{16}\b",  # AWS access key ids
     r"ASIA[0-9A-Z]{16}\b",
-    r"sk-[A-Za-z0-9_-]{20,}",  # OpenAI, Anthropic (sk-ant-...), sk-proj-... (not inside a word: task-queue-...)
+    r"sk-[A-Za-z0-9_-]{20,}",  # OpenAI, Anthropic (sk-ant-...), sk-proj-...
     r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
     r"github_pat_[A-Za-z0-9_]{20,}",
     r"xox[abposr]-[A-Za-z0-9-]{10,}",  # Slack
     r"AIza[0-9A-Za-z_-]{35}",  # Google API keys
     r"glpat-[A-Za-z0-9_-]{20,}",  # GitLab
+)
+BUILTIN_PATTERNS = TOKEN_SHAPES + (
     # settings whose upper-case name says secret (.env files, `env`, `export`): the value after the
     # name (DB_PASSWORD, AWS_SECRET_ACCESS_KEY, GH_TOKEN, API_KEY...); lower-case names are code
     # (`tokens = tokenize(...)`), not settings
@@ -77,8 +81,7 @@ def compile_patterns(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
 
 
 _BUILTIN = compile_patterns(BUILTIN_PATTERNS)
-# token shapes that begin a word: a match right after a letter, digit, "_" or "-" is part of a name
-_WORD_START = frozenset(p for p in _BUILTIN if p.pattern[:3] in ("sk-", "gh[", "xox", "AIz", "glp", "AKI", "ASI", "git"))
+_WORD_START = frozenset(_BUILTIN[: len(TOKEN_SHAPES)])
 _IN_WORD = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 

@@ -271,7 +271,8 @@ class LedgerRuntime:
             a = self.state.attempt(attempt_id)
             if a is None or not a.executed:
                 return
-            output_hash, altered = self._put_output(res.output)
+            output_hash, stored = self._put_output(res.output)
+            altered = stored is not res.output
             # its read set was signed while it still ran: it never vouches for a reuse
             fields = {"attempt": attempt_id, "exit_code": res.returncode, "output_hash": output_hash,
                       "output_chars": len(res.output), "output_complete": res.output_complete,
@@ -418,8 +419,8 @@ class LedgerRuntime:
         """Remember which of the output's lines the model got literally (the source of later
         references), and under which ``keys`` it is a re-read's base. ``kept``: what the agent showed
         of the answer (None: all of it); ``exact``: the agent's cut is known, not estimated."""
-        if len(output) > min(MAX_DELIVERED_CHARS, self.config.max_stored_output_chars):
-            return  # answered as it is, and stored cut: never the source of a reference
+        if not self._refers(output):
+            return
         lines, literal = delivered or delivered_lines(output, answer, kept)
         same_as = answer.refs[0] if answer.kind in (AnswerKind.WHOLE, AnswerKind.REUSED) and answer.refs else None
         cut_raw = kept if kept is not None and exact and answer.text == output else None
@@ -512,12 +513,16 @@ class LedgerRuntime:
         of its answer compares the expansion with."""
         return kept_output(self.redactor.mask(output), self.config.max_stored_output_chars)
 
-    def _put_output(self, output: str) -> tuple[str, bool]:
-        """Store an output as ``stored_output`` says; returns its key and whether what is stored
-        differs from the output."""
-        kept = self.stored_output(output)
-        key, _ = self.store.put_text(kept)
-        return key, kept != output
+    def _put_output(self, output: str) -> tuple[str, str]:
+        """Store an output as ``stored_output`` says; returns its key and what is stored (``output``
+        itself when nothing was masked or cut)."""
+        stored = self.stored_output(output)  # masked already: the store does not mask it again
+        return self.store.put_masked(stored), stored
+
+    def _refers(self, output: str) -> bool:
+        """Whether an output is short enough to be answered with references and be their source
+        (a longer one is answered as it is, and stored cut)."""
+        return len(output) <= min(MAX_DELIVERED_CHARS, self.config.max_stored_output_chars)
 
     def _answer(self, plan: Plan) -> RunResult:
         """A verdict that does not run the command (REUSE of a run, REVISE, BLOCK), answered and recorded."""
@@ -538,7 +543,7 @@ class LedgerRuntime:
         kept = self.truncation.kept(answer.text)
         refused = v.kind in (VerdictKind.REVISE, VerdictKind.BLOCK)
         output_hash = ref.output_hash if ref is not None and v.kind is VerdictKind.REUSE else None
-        shown_hash = self.store.put_text(answer.text)[0]
+        shown_hash = self.store.put_text(answer.text)
         attempt = self._attempt(plan, executed=False, exit_code=None if refused else returncode, output_hash=output_hash,
                                 output_chars=ref.output_chars if ref is not None else (v.estimated_chars or 0),
                                 truncated=self.truncation.cuts(answer.text), duration=0.0, read_set={}, stable=True,
@@ -574,8 +579,8 @@ class LedgerRuntime:
             return raw(output)  # what the agent got: recorded as it was (shadow mode: what it would have got)
         if a.raw:
             return raw(output, notes)
-        if len(output) > min(MAX_DELIVERED_CHARS, self.config.max_stored_output_chars):
-            return raw(output, notes)  # the model sees its head and tail; never a source of references either
+        if not self._refers(output):
+            return raw(output, notes)  # the model sees its head and tail
         epoch = self.state.epoch
 
         def same_note(src: Source) -> str:
@@ -611,7 +616,8 @@ class LedgerRuntime:
         read_keys = analysis.read_keys if analysis.pure else ()
         stable = all(plan.pre_sigs.get(k) in (PENDING, post_sigs.get(k)) for k in read_keys if k in plan.pre_sigs)
         output = res.output if res is not None else ""
-        output_hash, altered = self._put_output(output) if res is not None else (None, False)
+        output_hash, stored = self._put_output(output) if res is not None else (None, output)
+        altered = stored is not output
         verdict = plan.verdict
         if verdict.kind in (VerdictKind.RUN, VerdictKind.NUDGE) and analysis.command_class is CommandClass.MODIFY \
                 and analysis.writes and not changes and res is not None and not analysis.submits:
@@ -635,9 +641,9 @@ class LedgerRuntime:
         shown_hash = None
         record = answer  # the answer as stored: a long raw one over the output as it is stored
         if res is not None and len(output) > self.config.max_stored_output_chars:
-            record = raw(self.stored_output(output), [shown[p.start:p.end] for p in answer.pieces if p.kind == NOTE])
+            record = raw(stored, [shown[p.start:p.end] for p in answer.pieces if p.kind == NOTE])
         if res is not None:
-            shown_hash = output_hash if shown == output else self.store.put_text(record.text)[0]
+            shown_hash = output_hash if shown == output else self.store.put_text(record.text)
         epoch_after = self.state.epoch + (1 if changes else 0)
         attempt = self._attempt(
             plan, executed=True, exit_code=res.returncode if res is not None else None, output_hash=output_hash,

@@ -204,11 +204,13 @@ class LedgerStore:
         workspace uses)."""
         return self._put(self.redactor.mask_bytes(data), key)
 
-    def put_text(self, text: str) -> tuple[str, bool]:
-        """Queue ``text``, masked, for the next commit; returns its key and whether anything in it
-        was masked (then what is stored is not the text, and the key is not its hash)."""
-        masked = self.redactor.mask(text)
-        return self._put(masked.encode("utf-8", "surrogateescape")), masked is not text
+    def put_text(self, text: str) -> str:
+        """Queue ``text``, masked, for the next commit; returns its key (the hash of what is stored)."""
+        return self.put_masked(self.redactor.mask(text))
+
+    def put_masked(self, text: str) -> str:
+        """Queue ``text`` that this store's redactor has masked already (``put_text`` without masking it twice)."""
+        return self._put(text.encode("utf-8", "surrogateescape"))
 
     def _put(self, data: bytes, key: str | None = None) -> str:
         h = key or digest_bytes(data)
