@@ -1,7 +1,100 @@
 """Ledger runtime: an execution ledger around unmodified coding agents.
 
-The core (this package) is agent-agnostic: records, store, workspace snapshots, command analysis,
-govern, inform, the runtime and the CLI. Adapters for specific agents live in ``ledger_adapters``.
+This package is the agent-agnostic core; adapters for specific agents (``ledger_adapters``) and
+anything else built on it import what they need from here, and only from here: the names below are
+the public API (docs/adapters.md says how an adapter uses them). They load on first use, so
+importing the package costs nothing (the hook client's start-up depends on that).
+
+The subpackages, by job: ``analysis`` (what a command reads, shows and writes), ``workspace``
+(snapshots, signatures, hashing, baseline), ``ledger`` (records, state, store, masking, reading a
+finished ledger), ``decide`` (govern, the policy gate, the context policy), ``answers`` (the answer
+built from a fresh output), ``replay``, ``cli``, ``hooks``; ``runtime`` holds the step that joins them.
 """
 
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+# name -> the module that defines it
+_EXPORTS = {
+    # the runtime and its step
+    "LedgerRuntime": "runtime", "RunResult": "runtime", "Plan": "runtime",
+    "Submission": "analysis.submission", "NO_SUBMISSION": "analysis.submission",
+    # settings
+    "LedgerConfig": "config", "ConfigError": "config", "load_config": "config", "from_mapping": "config",
+    "toml_inline": "config_file",
+    # running commands, and the files they run on
+    "ExecResult": "executor", "LocalExecutor": "executor", "Execute": "contract", "Adapter": "contract",
+    "Workspace": "workspace.local", "LocalWorkspace": "workspace.local", "Snapshot": "workspace.scanner",
+    "FileState": "workspace.hashing", "PENDING": "workspace.signatures",
+    # what a command is
+    "Analysis": "analysis.commands", "analyze": "analysis.commands", "analyze_patch": "analysis.commands",
+    "ANY_FILE": "analysis.commands",
+    # records
+    "Verdict": "ledger.records", "VerdictKind": "ledger.records", "Baseline": "ledger.records",
+    "Truncation": "ledger.observe", "NotALedger": "ledger.store",
+    "load": "ledger.inspection", "summary": "ledger.inspection", "render_summary": "ledger.inspection",
+    # privacy
+    "secret_values": "ledger.redact", "private_dir": "ledger.private", "write_private": "ledger.private",
+    "tighten": "ledger.private", "InUse": "ledger.private",
+    # the policy gate, for adapters with rules of their own
+    "Rule": "decide.gate", "Finding": "decide.gate", "build_rules": "decide.gate", "check_all": "decide.gate",
+    "compose": "decide.gate",
+    # what of the history is sent
+    "ContextPolicy": "decide.context", "Said": "decide.context", "Sticky": "decide.context", "KEEP": "decide.context",
+    "stub_text": "decide.context", "to_send": "decide.context",
+    "VIEW_NOTE": "inform", "view_delta": "inform",
+    # agents that run commands themselves (hooks)
+    # recorded runs, for adapters whose agent records them (``ledger-run replay`` reads them)
+    "Trajectory": "replay.trajectories", "RecordedStep": "replay.trajectories",
+    "TrajectoryError": "replay.trajectories", "RecordedFormat": "replay.trajectories",
+    "HookServer": "hooks.server", "fasthook_script": "hooks",
+    # commands adapters add to ``ledger-run``
+    "fail": "cli.errors", "err": "cli.errors", "unwritable": "cli.dirs", "arms_page": "cli.html",
+}
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ledger_runtime' has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # the next lookup is a plain one
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
+    from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze, analyze_patch
+    from ledger_runtime.cli.dirs import unwritable
+    from ledger_runtime.cli.html import arms_page
+    from ledger_runtime.cli.errors import err, fail
+    from ledger_runtime.config import ConfigError, LedgerConfig, from_mapping, load_config
+    from ledger_runtime.config_file import toml_inline
+    from ledger_runtime.contract import Adapter, Execute
+    from ledger_runtime.decide.context import KEEP, ContextPolicy, Said, Sticky, stub_text, to_send
+    from ledger_runtime.decide.gate import Finding, Rule, build_rules, check_all, compose
+    from ledger_runtime.executor import ExecResult, LocalExecutor
+    from ledger_runtime.hooks import fasthook_script
+    from ledger_runtime.hooks.server import HookServer
+    from ledger_runtime.inform import VIEW_NOTE, view_delta
+    from ledger_runtime.ledger.inspection import load, render_summary, summary
+    from ledger_runtime.ledger.observe import Truncation
+    from ledger_runtime.ledger.private import InUse, private_dir, tighten, write_private
+    from ledger_runtime.ledger.records import Baseline, Verdict, VerdictKind
+    from ledger_runtime.ledger.redact import secret_values
+    from ledger_runtime.ledger.store import NotALedger
+    from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
+    from ledger_runtime.replay.trajectories import RecordedFormat, RecordedStep, Trajectory, TrajectoryError
+    from ledger_runtime.runtime import LedgerRuntime, Plan, RunResult
+    from ledger_runtime.workspace.hashing import FileState
+    from ledger_runtime.workspace.local import LocalWorkspace, Workspace
+    from ledger_runtime.workspace.scanner import Snapshot
+    from ledger_runtime.workspace.signatures import PENDING

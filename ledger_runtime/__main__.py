@@ -1,3 +1,3 @@
-from .entry import main
+from ledger_runtime.entry import main
 
 main()

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field, fields, replace
+from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from ledger_runtime.answers.build import Dedupe
+from ledger_runtime.ledger.records import ReuseForm
 
 
 class ConfigError(ValueError):
@@ -34,7 +38,7 @@ class LedgerConfig:
     """Budget of the state view, in tokens estimated as characters / 4."""
     view_recent_attempts: int = 8
     """How many recent commands the state view lists at most."""
-    dedupe: str = "spans"
+    dedupe: Dedupe = Dedupe.SPANS
     """What the model gets back for a command that ran: its fresh output with verbatim repeats of
     what it was already shown replaced by references ("spans": whole outputs, runs of lines and
     diffs of re-reads; "whole": whole outputs only; "off": the output as it is)."""
@@ -43,7 +47,7 @@ class LedgerConfig:
     dedupe_min_saving: int = 60
     """Characters an answer must save the model at least (and each reference in it 40, or this if
     less); below that the output stays as it is."""
-    reuse_output: str = "reference"
+    reuse_output: ReuseForm = ReuseForm.REFERENCE
     """How a run that is not run again (``reuse_runs``) is handed back: a short "reference" to the
     step whose output the model still has, or the "full" earlier output under a one-line header."""
     reuse_runs: bool = False
@@ -91,14 +95,18 @@ class LedgerConfig:
     or a background process) are recorded as such and not blamed on the next command."""
 
     def __post_init__(self) -> None:
-        if self.reuse_output not in ("reference", "full"):
-            raise ConfigError(f"reuse_output must be 'reference' or 'full', not {self.reuse_output!r}")
-        if self.dedupe not in ("spans", "whole", "off"):
-            raise ConfigError(f"dedupe must be 'spans', 'whole' or 'off', not {self.dedupe!r}")
-        from .context import ContextError, ContextPolicy
+        """Every setting is checked here, and only here: a config that exists is one the runtime can use."""
+        for name, kind in _CHOICES.items():  # one vocabulary per setting: the enum's
+            value = getattr(self, name)
+            try:
+                object.__setattr__(self, name, kind(value))
+            except ValueError:
+                allowed = " or ".join(repr(k.value) for k in kind)
+                raise ConfigError(f"{name} must be {allowed}, not {value!r}") from None
+        from ledger_runtime.decide.context import ContextError, ContextPolicy
 
         try:
-            ContextPolicy.parse(self.context)
+            object.__setattr__(self, "_context_policy", ContextPolicy.parse(self.context))
         except ContextError as e:
             raise ConfigError(str(e)) from None
         if self.dedupe_min_lines < 1:
@@ -108,14 +116,14 @@ class LedgerConfig:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)!r}")
         if self.policies:
-            from .gate import PolicyError, build_rules
-            from .policies import BUILTINS
+            from ledger_runtime.decide.gate import PolicyError, build_rules
+            from ledger_runtime.decide.policies import BUILTINS
 
             try:
                 build_rules(self.policies, "", BUILTINS)
             except PolicyError as e:
                 raise ConfigError(str(e)) from None
-        from .redact import RedactError, compile_patterns
+        from ledger_runtime.ledger.redact import RedactError, compile_patterns
 
         try:
             compile_patterns(self.redact_patterns)
@@ -132,6 +140,11 @@ class LedgerConfig:
         return self.inform and (not self.shadow or self.shadow_view)
 
     @property
+    def context_policy(self):  # -> ContextPolicy (decide/context.py), parsed once with the check
+        """The ``context`` setting, parsed."""
+        return self._context_policy
+
+    @property
     def applies(self) -> bool:
         """Whether verdicts take effect (otherwise they are decided and recorded only)."""
         return self.govern and not self.shadow
@@ -141,11 +154,20 @@ class LedgerConfig:
         return from_mapping({**self.to_dict(), **changes})
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Plain values (the settings' words, not their enums): TOML, JSON and ``from_mapping`` take them."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+# the settings that take one of a fixed set of words, and the enum that is their vocabulary
+_CHOICES: dict[str, type[Enum]] = {"dedupe": Dedupe, "reuse_output": ReuseForm}
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
 
 
 def _field_types() -> dict[str, type]:
-    return {f.name: type(getattr(LedgerConfig(), f.name)) for f in fields(LedgerConfig)}
+    return {f.name: type(_plain(getattr(LedgerConfig(), f.name))) for f in fields(LedgerConfig)}
 
 
 def from_mapping(values: dict[str, Any], *, origin: str = "config") -> LedgerConfig:

@@ -11,7 +11,7 @@ import textwrap
 from dataclasses import fields
 from pathlib import Path
 
-from .config import LedgerConfig, load_config
+from ledger_runtime.config import LedgerConfig, load_config
 
 
 def setting_docs() -> dict[str, str]:

@@ -10,14 +10,14 @@ import sys
 
 def main() -> None:
     if sys.argv[1:2] == ["hook"] and not any(a in ("-h", "--help") for a in sys.argv[2:]):
-        from .hookclient import main as hook_main
+        from ledger_runtime.hooks.client import main as hook_main
 
         sys.exit(hook_main(sys.argv[2:]))
     if sys.argv[1:2] == ["wrap"]:
-        from .wrapper import main as wrap_main
+        from ledger_runtime.hooks.wrapper import main as wrap_main
 
         sys.exit(wrap_main(sys.argv[2:]))
-    from .cli import main as cli_main
+    from ledger_runtime.cli.main import main as cli_main
 
     cli_main()
 

@@ -10,7 +10,7 @@ import os
 import signal
 import subprocess
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -23,8 +23,6 @@ class ExecResult:
     extra: dict[str, Any] = field(default_factory=dict)
     output_complete: bool = True  # False when the executor itself cut the output
 
-
-Execute = Callable[[str, str], ExecResult]
 
 
 @dataclass

@@ -11,13 +11,16 @@ then the oldest commands, then the oldest changed files, and says how many it le
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .commands import RAW_ESCAPE
-from .config import LedgerConfig
-from .patches import BEGIN, file_ops
-from .records import Attempt, CommandClass, LineSpan, Modification, VerdictKind
-from .state import UNKNOWN, LedgerState
-from .workspace import relative
+from ledger_runtime.analysis.commands import RAW_ESCAPE
+from ledger_runtime.analysis.patches import BEGIN, file_ops
+from ledger_runtime.ledger.records import Attempt, CommandClass, LineSpan, Modification, VerdictKind
+from ledger_runtime.ledger.state import UNKNOWN, LedgerState
+from ledger_runtime.workspace.scanner import relative
+
+if TYPE_CHECKING:
+    from ledger_runtime.config import LedgerConfig
 
 MAX_COMMAND_CHARS = 72
 MAX_SPANS = 6  # line ranges listed per seen file (a grep -n over a long file can leave hundreds)

@@ -30,28 +30,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__
-from .answers import (CUT, NOTE, SAME, TEXT, Answer, AnswerKind, Cut, DedupeSettings, Piece, Source, build,
+from ledger_runtime import __version__
+from ledger_runtime.answers.build import (CUT, NOTE, SAME, TEXT, Answer, AnswerKind, Cut, DedupeSettings, Piece, Source, build,
                       kept_output, raw, same_marker, split_lines)
-from .commands import ANY_FILE, SUBMIT_MARKER, Analysis, analyze
-from .config import LedgerConfig
-from .context import Line, Said
-from .delivered import Delivered, Shown, delivered_lines, output_digest, seen_lines, shown_whole
-from .executor import ExecResult
-from .gate import build_rules, check_all, compose, in_force
-from .govern import Current, govern
-from .policies import BUILTINS
-from .private import append_private, hold, private_dir, write_private
-from .redact import Redactor
-from .hashing import FileState
-from .probe import PENDING
-from .inform import StateView, render, short_command
-from .local_workspace import LocalWorkspace, Workspace
-from .observe import FileText, Truncation, line_delta, observations
-from .records import Attempt, CommandClass, Modification, ReuseForm, Verdict, VerdictKind
-from .state import LedgerState
-from .store import LedgerStore, StoreError
-from .workspace import Change, Snapshot, delta
+from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze
+from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.decide.context import Line, Said
+from ledger_runtime.answers.delivered import Delivered, Shown, delivered_lines, output_digest, seen_lines, shown_whole
+from ledger_runtime.executor import ExecResult
+from ledger_runtime.decide.gate import build_rules, check_all, compose, in_force
+from ledger_runtime.decide.govern import Current, govern
+from ledger_runtime.decide.policies import BUILTINS
+from ledger_runtime.ledger.private import append_private, hold, private_dir, write_private
+from ledger_runtime.ledger.redact import Redactor
+from ledger_runtime.workspace.hashing import FileState
+from ledger_runtime.workspace.signatures import PENDING
+from ledger_runtime.inform import StateView, render, short_command
+from ledger_runtime.workspace.local import LocalWorkspace, Workspace
+from ledger_runtime.ledger.observe import FileText, Truncation, line_delta, observations
+from ledger_runtime.ledger.records import Attempt, CommandClass, Modification, ReuseForm, Verdict, VerdictKind
+from ledger_runtime.ledger.state import LedgerState
+from ledger_runtime.ledger.store import LedgerStore, StoreError
+from ledger_runtime.workspace.scanner import Change, Snapshot, delta
 
 MAX_WATCHED = 4096
 MAX_POLICY_FILES = 32  # files an edit writes whose state the policies get
@@ -102,12 +103,6 @@ class Plan:
     shown_raw: bool = False  # the model got the output as it is, whatever the ledger would answer
 
 
-def submission_output(output: str) -> bool:
-    """Output that ends the agent's run (mini-swe-agent's rule: its first line is the marker)."""
-    lines = output.lstrip().splitlines()
-    return bool(lines) and lines[0].strip() == SUBMIT_MARKER
-
-
 def not_run_answer(v: Verdict, ref: Source | None, earlier: str | None, *, label: str = "") -> tuple[Answer, int | None]:
     """What the agent gets instead of running a command: an earlier run's output under a one-line
     header (REUSE, full form), a reference to the step whose output the model holds (REUSE,
@@ -132,9 +127,11 @@ class LedgerRuntime:
 
     def __init__(self, workdir: str | os.PathLike, run_dir: str | os.PathLike, config: LedgerConfig | None = None,
                  *, task: str = "", truncation: Truncation | None = None, meta: dict[str, Any] | None = None,
-                 workspace: Workspace | None = None, secrets: tuple[str, ...] = ()):
+                 workspace: Workspace | None = None, secrets: tuple[str, ...] = (),
+                 submission: Submission = NO_SUBMISSION):
         self.workdir = workspace.root if workspace is not None else os.path.abspath(workdir)
         self.run_dir = Path(run_dir)
+        self.submission = submission  # how the agent submits: the adapter knows
         private_dir(self.run_dir)  # what the agent saw, secrets included: its owner's only
         # one runtime per run directory: a second would write the same attempt ids
         self._lock = hold(self.run_dir / LOCK_FILE, f"run directory {self.run_dir}")
@@ -154,8 +151,6 @@ class LedgerRuntime:
                          if self.config.redact else Redactor.off())
         self.faults = 0  # faults of the ledger so far (each logged; none ever stops the agent)
         self.unwritten = 0  # faults that could not even be written to faults.log
-        # verdicts are decided (and recorded) with govern off too; they only take effect with it on
-        self._decide_config = self.config.with_(govern=True)
         self.dedupe = DedupeSettings(self.config.dedupe, self.config.dedupe_min_lines, self.config.dedupe_min_saving)
         self.truncation = truncation or Truncation(self.config.output_limit_chars, self.config.output_head_chars,
                                                    self.config.output_tail_chars)
@@ -355,7 +350,7 @@ class LedgerRuntime:
             return RunResult(res.output, res.returncode, plan.verdict, True, None, res.exception_info, res.extra)
 
     def _plan(self, command: str, cwd: str, step: int, analysis: Analysis | None = None) -> Plan:
-        analysis = analysis or analyze(command, cwd)
+        analysis = analysis or analyze(command, cwd, self.submission)
         prescanned = self._settle()  # the scan taken while the model thought, if any
         # A reader needs no scan: it changes nothing, and what it shows is checked against the files
         # after it ran. Changes made before it are found by the next scan that does run.
@@ -368,7 +363,7 @@ class LedgerRuntime:
         if analysis.command_class is CommandClass.MODIFY:  # the policies look at what an edit writes
             files = {w: self.workspace.file_state(w) for w in analysis.writes[:MAX_POLICY_FILES] if w != ANY_FILE}
         current = Current(sigs, files)
-        verdict = compose(govern(analysis, self.state, current, self._decide_config),
+        verdict = compose(govern(analysis, self.state, current, self.config),
                           check_all(self.rules, analysis, self.state, current, self._policy_fault))
         applied = self.config.applies
         shadow_hash = None
@@ -571,8 +566,8 @@ class LedgerRuntime:
         (never a submission, never a command that asks for its raw output)."""
         a = plan.analysis
         notes = [f"[ledger] NUDGE: {verdict.reason}."] if verdict.kind is VerdictKind.NUDGE else []
-        if SUBMIT_MARKER in output or a.submits:
-            return raw(output)  # mini-swe-agent reads the marker off the output: nothing may move it
+        if self.submission.named_in(output) or a.submits:
+            return raw(output)  # the agent reads the marker off the output: nothing may move it
         if MARKER_TEXT in output:
             return raw(output, notes)  # text that reads like a reference: no answer of ours next to it
         if plan.shown_raw and plan.applied:
@@ -652,7 +647,7 @@ class LedgerRuntime:
             shown_chars=len(shown), verdict=verdict,
             exception=(self.redactor.mask(f"{type(exc).__name__}: {exc}")[:500] if exc is not None else None),
             output_complete=res.output_complete if res is not None else False,
-            submits=analysis.submits or submission_output(output), shown_hash=shown_hash,
+            submits=analysis.submits or self.submission.in_output(output), shown_hash=shown_hash,
             answer=self._answer_record(record, trunc.kept(shown), trunc, _read_keys_of(analysis), altered)
             if res is not None else None)
         events: list[tuple[str, dict]] = [("attempt", attempt.to_dict())]
@@ -667,7 +662,7 @@ class LedgerRuntime:
                     seen = self.delivered.seen_through(answer.refs[0]) or seen
             facts: dict[int, tuple[str, int, str]] = {}
             obs = observations(analysis, output, res.returncode, texts, seen, step=plan.step, attempt=attempt.id,
-                               facts=facts)
+                               facts=facts, submission=self.submission)
             if facts:
                 self.facts[attempt.id] = facts
             events += [("observation", o.to_dict()) for o in obs]

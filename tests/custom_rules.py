@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ledger_runtime.gate import Finding
+from ledger_runtime.decide.gate import Finding
 
 
 def no_docs(proposal, state, current, rule):

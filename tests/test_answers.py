@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from conftest import make_repo
-from ledger_runtime.answers import (AnswerKind, DedupeSettings, ExpandError, Piece, apply_hunks, build, expand,
+from ledger_runtime.answers.build import (AnswerKind, DedupeSettings, ExpandError, Piece, apply_hunks, build, expand,
                                     split_lines, unified_hunks)
 from ledger_runtime.config import LedgerConfig
-from ledger_runtime.delivered import Delivered, Shown, output_digest
+from ledger_runtime.answers.delivered import Delivered, Shown, output_digest
 from ledger_runtime.executor import ExecResult, LocalExecutor
-from ledger_runtime.replay import _soundness
+from ledger_runtime.replay.engine import _soundness
 from ledger_runtime.runtime import LedgerRuntime
-from ledger_runtime.transcript import Transcript
+from ledger_runtime.answers.transcript import Transcript
 
 EX = LocalExecutor(timeout=30)
 BODY = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(40))
@@ -248,7 +248,7 @@ def test_an_output_of_exactly_the_limit_is_shown_whole_by_the_agent_so_nothing_i
 
 
 def test_codex_cut_is_counted_in_bytes_so_text_of_several_bytes_is_not_taken_for_seen():
-    from ledger_adapters.codex_hooks import truncation_for
+    from ledger_adapters.codex.hooks import truncation_for
 
     text = "".join(f"{i:04d} " + "日本語のテキスト" * 4 + "\n" for i in range(430))  # 16k characters, 43k bytes
     kept = truncation_for(None).kept(text)

@@ -18,14 +18,15 @@ from pathlib import Path
 import pytest
 
 from conftest import make_repo
-from ledger_runtime.commands import analyze
+from ledger_adapters.mini.format import SUBMISSION  # the agent whose marker these commands use
+from ledger_runtime.analysis.commands import analyze
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
-from ledger_runtime.hashing import digest_bytes
-from ledger_runtime.policies import BUILTINS, verify_before_submit
-from ledger_runtime.gate import build_rules
-from ledger_runtime.govern import Current
-from ledger_runtime.records import CommandClass
+from ledger_runtime.workspace.hashing import digest_bytes
+from ledger_runtime.decide.policies import BUILTINS, verify_before_submit
+from ledger_runtime.decide.gate import build_rules
+from ledger_runtime.decide.govern import Current
+from ledger_runtime.ledger.records import CommandClass
 from ledger_runtime.runtime import LedgerRuntime
 
 W = "/w"
@@ -53,7 +54,7 @@ def spans(obs) -> set[int]:
 def rt(tmp_path: Path):
     root = make_repo(tmp_path / "w", {"f.txt": BODY, "gaps.txt": "a\n\n\nfoo one\n\nb\nfoo two\n",
                                       "sub/c.py": BODY.replace("line", "sub"), "a.py": BODY.replace("line", "top")})
-    r = LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t")
+    r = LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t", submission=SUBMISSION)
     yield r
     r.close()
 
@@ -246,7 +247,7 @@ def test_verify_before_submit_counts_a_workspace_test_script_as_a_run(rt):
     rt.run("sed -i 's/line 1:/LINE 1:/' f.txt", EX)
     rt.run("bin/test", EX)
     rule = next(r for r in build_rules({}, str(root), BUILTINS) if r.name == "verify-before-submit")
-    submit = analyze("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff", str(root))
+    submit = analyze("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff", str(root), SUBMISSION)
     assert verify_before_submit(submit, rt.state, Current(), rule) is None, "bin/test ran after the edit"
 
 

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from conftest import make_repo
 
-from ledger_adapters.codex_cli import hook_launcher, hook_overrides, make_codex_home
-from ledger_adapters.codex_hooks import CodexHooks, truncation_for
+from ledger_adapters.codex.cli import hook_launcher, hook_overrides, make_codex_home
+from ledger_adapters.codex.hooks import CodexHooks, truncation_for
 from ledger_runtime.config import LedgerConfig
-from ledger_runtime.hookserver import HookServer
+from ledger_runtime.hooks.server import HookServer
 from ledger_runtime.inform import StateView, view_delta
-from ledger_runtime.inspection import load
-from ledger_runtime.records import VerdictKind
+from ledger_runtime.ledger.inspection import load
+from ledger_runtime.ledger.records import VerdictKind
 from ledger_runtime.runtime import LedgerRuntime
 
 DATA = Path(__file__).parent / "data" / "codex"
@@ -381,7 +381,7 @@ def test_hook_help_and_entry(tmp_path: Path) -> None:
 
 
 def test_codex_cd_argument_names_the_workdir() -> None:
-    from ledger_adapters.codex_cli import codex_cd, with_cd
+    from ledger_adapters.codex.cli import codex_cd, with_cd
 
     assert codex_cd(["exec", "-C", "/repo", "task"]) == "/repo"
     assert with_cd(["-C", "repo", "exec", "t"], "/abs/repo") == ["-C", "/abs/repo", "exec", "t"]

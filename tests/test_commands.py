@@ -8,16 +8,17 @@ import json
 import pytest
 
 from conftest import SHARED
-from ledger_runtime.commands import ANY_FILE, analyze
-from ledger_runtime.records import CommandClass
-from ledger_runtime.programs import awk_range, resolve, sed_range
-from ledger_runtime.shell import parse
+from ledger_adapters.mini.format import SUBMISSION  # the agent whose marker these commands use
+from ledger_runtime.analysis.commands import ANY_FILE, analyze
+from ledger_runtime.ledger.records import CommandClass
+from ledger_runtime.analysis.programs import awk_range, resolve, sed_range
+from ledger_runtime.analysis.shell import parse
 
 W = "/testbed"
 
 
 def a(cmd: str, cwd: str = W):
-    return analyze(cmd, cwd)
+    return analyze(cmd, cwd, SUBMISSION)
 
 
 def views(x):
@@ -244,7 +245,7 @@ def test_smaller_analysis_fixes():
 
 
 def test_apply_patch_envelope_is_an_edit_of_the_files_it_names(tmp_path) -> None:
-    from ledger_runtime.commands import analyze_patch
+    from ledger_runtime.analysis.commands import analyze_patch
 
     patch = ("*** Begin Patch\n*** Update File: pkg/a.py\n*** Move to: pkg/b.py\n@@\n-x\n+y\n"
              "*** Add File: new.txt\n+hello\n*** Delete File: old.txt\n*** End Patch\n")

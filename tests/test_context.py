@@ -9,7 +9,7 @@ import pytest
 from conftest import make_repo
 
 from ledger_runtime.config import ConfigError, LedgerConfig
-from ledger_runtime.context import (KEEP, PART, STUB, ContextPolicy, Line, Said, Sticky, Stub, Treatment, decide,
+from ledger_runtime.decide.context import (KEEP, PART, STUB, ContextPolicy, Line, Said, Sticky, Stub, Treatment, decide,
                                     stub_holds, stub_text, valid_unique_dropped)
 
 
@@ -122,7 +122,7 @@ def test_sticky_restores_at_once_and_leaves_out_in_batches():
 def test_the_real_loop_sends_stubs_where_the_rule_says_and_keeps_the_history(tmp_path):
     from test_mini_adapter import RecordingModel, agent_for, ledger_env, text_outputs
 
-    from ledger_adapters.mini_swe_agent import LedgerModel
+    from ledger_adapters.mini.environment import LedgerModel
 
     repo = make_repo(tmp_path / "r", {"a.py": "".join(f"x{i} = 1\n" for i in range(1, 7)),
                                       "b.py": "def f():\n    return 'only here'\n",

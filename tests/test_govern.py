@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ledger_runtime.commands import analyze
+from ledger_runtime.analysis.commands import analyze
 from ledger_runtime.config import LedgerConfig
-from ledger_runtime.govern import Current, govern
-from ledger_runtime.hashing import FileState
-from ledger_runtime.records import Attempt, Observation, ReuseForm, Verdict, VerdictKind
-from ledger_runtime.state import LedgerState
+from ledger_runtime.decide.govern import Current, govern
+from ledger_runtime.workspace.hashing import FileState
+from ledger_runtime.ledger.records import Attempt, Observation, ReuseForm, Verdict, VerdictKind
+from ledger_runtime.ledger.state import LedgerState
 
 W = "/w"
 CFG = LedgerConfig()
@@ -103,7 +103,10 @@ def test_no_reuse_of_a_run_when_anything_about_it_is_doubtful():
     for kw in ({"output_complete": False}, {"exception": "Timeout"}, {"exit_code": None}):
         got = decide(run, state_with(attempt(1, run, **kw)), cfg=cfg).kind
         assert got is not VerdictKind.REUSE, kw
-    assert decide(run, state_with(attempt(1, run)), cfg=cfg.with_(govern=False)).kind is VerdictKind.RUN
+    # govern off: the verdict is decided all the same (runs are measured alike); it only takes no effect
+    off = cfg.with_(govern=False)
+    assert decide(run, state_with(attempt(1, run)), cfg=off) == decide(run, state_with(attempt(1, run)), cfg=cfg)
+    assert not off.applies
 
 
 def test_other_commands_are_nudged_only_when_they_failed():

@@ -17,8 +17,8 @@ from minisweagent.environments.local import LocalEnvironment  # noqa: E402
 from minisweagent.models.test_models import (DeterministicModel, DeterministicToolcallModel,  # noqa: E402
                                              make_output, make_toolcall_output)
 
-from ledger_adapters.mini_swe_agent import LedgerEnvironment, LedgerModel  # noqa: E402
-from ledger_runtime.inspection import load  # noqa: E402
+from ledger_adapters.mini.environment import LedgerEnvironment, LedgerModel  # noqa: E402
+from ledger_runtime.ledger.inspection import load  # noqa: E402
 
 TEST = "python3 -m unittest -q test_calc"
 FILES = CALC_PROJECT
@@ -97,7 +97,7 @@ def test_text_model_end_to_end(tmp_path):
     assert sum("<ledger_state" in str(m.get("content")) for m in inner.received[-1]) == 1
     traj = json.loads((tmp_path / "traj.json").read_text())
     assert traj["info"]["ledger"]["path"].endswith("ledger.sqlite")
-    assert traj["info"]["config"]["environment_type"] == "ledger_adapters.mini_swe_agent.LedgerEnvironment"
+    assert traj["info"]["config"]["environment_type"] == "ledger_adapters.mini.environment.LedgerEnvironment"
     assert traj["messages"][5]["extra"]["ledger"]["answer"] == "spans"
     loaded = load(tmp_path / "run")
     assert [a.step for a in loaded.state.attempts] == list(range(1, 8))

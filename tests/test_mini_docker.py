@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from docker_support import docker_image  # noqa: F401  (fixture)
-from ledger_adapters.mini_swe_agent import LedgerEnvironment, LedgerModel
-from ledger_runtime.inspection import load
+from ledger_adapters.mini.environment import LedgerEnvironment, LedgerModel
+from ledger_runtime.ledger.inspection import load
 from minisweagent.agents.default import DefaultAgent
 from minisweagent.environments.docker import DockerEnvironment
 from minisweagent.models.test_models import make_output
@@ -125,9 +125,9 @@ def test_mini_extra_swebench_runs_the_adapter_by_class_path(docker_image, tmp_pa
     steps = ["cat calc.py", "cat calc.py", "sed -i '2s/a - b/a + b/' calc.py", "python3 -m unittest -q test_calc",
              "git diff -- calc.py > patch.txt", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat patch.txt"]
     config = {
-        "environment": {"environment_class": "ledger_adapters.mini_swe_agent.LedgerEnvironment",
+        "environment": {"environment_class": "ledger_adapters.mini.environment.LedgerEnvironment",
                         "inner_class": "docker", "ledger": {"reuse_output": "full"}},
-        "model": {"model_class": "ledger_adapters.mini_swe_agent.LedgerModel", "inner_class": "deterministic",
+        "model": {"model_class": "ledger_adapters.mini.environment.LedgerModel", "inner_class": "deterministic",
                   "model_name": "deterministic", "cost_per_call": 0.0,
                   "outputs": [{"role": "assistant", "content": f"THOUGHT {i}",
                                "extra": {"actions": [{"command": c}], "cost": 0.0}} for i, c in enumerate(steps)]},

@@ -159,7 +159,7 @@ def test_mini_in_docker_works_on_the_work_tree(tmp_path, docker_image):  # noqa:
                    "--image", docker_image, "-t", "fix add", "-w", str(repo), "-o", str(run), "-y", "--exit-immediately")
     assert r.returncode == 0, r.stderr[-3000:]
     assert (repo / "made.txt").read_text() == "done\n" and "a + b" in (repo / "calc.py").read_text()
-    from ledger_runtime.inspection import load
+    from ledger_runtime.ledger.inspection import load
 
     state = load(run).state
     assert state.attempts[0].exit_code == 0 and [os.path.basename(m.path) for m in state.modifications
@@ -172,7 +172,7 @@ from docker_support import docker_image  # noqa: E402,F401  (fixture)
 # -- the hook client -------------------------------------------------------------------------------
 
 def test_hook_client_with_garbage_never_blocks_and_logs(tmp_path):
-    fast = Path(__file__).resolve().parents[1] / "ledger_runtime" / "fasthook.py"
+    fast = Path(__file__).resolve().parents[1] / "ledger_runtime" / "hooks" / "fasthook.py"
     for argv, stdin in ((["hook", 'Pre"Tool'], b"{}"), (["hook", "PreToolUse", "--socket", str(tmp_path / "none")], b"\xff\x00"),
                         (["hook"], b"")):
         r = subprocess.run([sys.executable, "-S", "-E", str(fast), *argv, "--run-dir", str(tmp_path)], input=stdin,
@@ -188,8 +188,8 @@ def test_hook_client_with_garbage_never_blocks_and_logs(tmp_path):
 def test_any_environment_reaches_mini_swe_agent_wrapped(env_class, prefix):
     """--environment-class NAME: every arm wraps that environment in the ledger's, with the image named
     as mini-extra swebench names it, and Docker's labels only where Docker runs the instances."""
-    from ledger_adapters.mini_swe_agent import image_for
-    from ledger_adapters.swebench_run import ENV_CLASS, arm_config, base_config, uses_docker
+    from ledger_adapters.mini.environment import image_for
+    from ledger_adapters.swebench.run import ENV_CLASS, arm_config, base_config, uses_docker
     from minisweagent.run.benchmarks.swebench import get_swebench_docker_image_name
 
     cfg = base_config([], "openai/gpt-5-mini", None, env_class)
@@ -204,7 +204,7 @@ def test_any_environment_reaches_mini_swe_agent_wrapped(env_class, prefix):
 
 
 def test_evaluate_on_modal_passes_the_harness_its_flag(tmp_path):
-    from ledger_adapters.swebench_eval import harness_command
+    from ledger_adapters.swebench.eval import harness_command
 
     preds = tmp_path / "preds.json"
     preds.write_text("{}")
@@ -217,7 +217,7 @@ def test_every_option_says_what_it_does():
     """Every option of every command has help text; the internal hook command is not in the help."""
     import typer
 
-    from ledger_runtime.cli import app
+    from ledger_runtime.cli.main import app
 
     cmd = typer.main.get_command(app)
     missing = []
@@ -279,7 +279,7 @@ def test_ctrl_c_in_the_demo_says_what_was_kept(tmp_path):
     assert p.wait(timeout=120) == 130, "".join(out)
     text = " ".join("".join(out).split())
     assert f"interrupted: the ledger of the steps so far is kept in {tmp_path / 'd' / 'run'}" in text
-    from ledger_runtime.inspection import load
+    from ledger_runtime.ledger.inspection import load
 
     assert load(tmp_path / "d" / "run").state.attempts, "the steps before Ctrl-C are in the ledger"
 
@@ -288,8 +288,8 @@ def test_tables_fit_80_columns_without_breaking_words(tmp_path):
     from rich.cells import cell_len
     from rich.console import Console
 
-    from ledger_runtime.inspection import load, print_inspection
-    from ledger_runtime.replay_report import aggregate, table
+    from ledger_runtime.ledger.inspection import load, print_inspection
+    from ledger_runtime.replay.report import aggregate, table
 
     long_path = "inventory/pricing_and_discounts.py"
     repo = make_repo(tmp_path / "r", {**FILES, long_path: "x = 1\n"})
@@ -404,7 +404,7 @@ def test_an_answer_cut_short_is_not_passed_on(tmp_path):
             c.close()
 
     threading.Thread(target=serve, daemon=True).start()
-    fast = Path(__file__).resolve().parents[1] / "ledger_runtime" / "fasthook.py"
+    fast = Path(__file__).resolve().parents[1] / "ledger_runtime" / "hooks" / "fasthook.py"
     outs = [subprocess.run([sys.executable, "-S", "-E", str(fast), "hook", "PreToolUse", "--socket", path, "--run-dir",
                             str(tmp_path)], input=b"{}", capture_output=True, timeout=60) for _ in answers]
     srv.close()

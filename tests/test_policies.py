@@ -12,9 +12,11 @@ import pytest
 from conftest import CALC_PROJECT, make_repo
 from ledger_runtime.config import ConfigError, LedgerConfig, load_config
 from ledger_runtime.executor import LocalExecutor
-from ledger_runtime.inspection import load
-from ledger_runtime.policies import DESTRUCTIVE, SWEBENCH_PROTECTED
-from ledger_runtime.records import VerdictKind
+from ledger_runtime.ledger.inspection import load
+from ledger_adapters.mini.format import SUBMISSION  # the agent whose marker these commands use
+from ledger_adapters.swebench.protected import SWEBENCH_PROTECTED
+from ledger_runtime.decide.policies import DESTRUCTIVE
+from ledger_runtime.ledger.records import VerdictKind
 from ledger_runtime.runtime import LedgerRuntime
 
 EX = LocalExecutor(timeout=30)
@@ -29,7 +31,8 @@ def repo(tmp_path: Path) -> Path:
 
 
 def runtime(repo: Path, tmp_path: Path, policies: dict | None = None, **cfg) -> LedgerRuntime:
-    return LedgerRuntime(repo, tmp_path / "run", LedgerConfig(policies=policies or {}, **cfg), task="fix add")
+    return LedgerRuntime(repo, tmp_path / "run", LedgerConfig(policies=policies or {}, **cfg), task="fix add",
+                         submission=SUBMISSION)
 
 
 def run(rt: LedgerRuntime, cmd: str):
@@ -196,7 +199,7 @@ def test_policy_configuration_errors_name_the_problem(tmp_path):
 
 
 def test_codex_denies_a_refused_command(repo, tmp_path):
-    from ledger_adapters.codex_hooks import CodexHooks
+    from ledger_adapters.codex.hooks import CodexHooks
 
     rt = runtime(repo, tmp_path)
     hooks = CodexHooks(rt)
@@ -215,7 +218,7 @@ def test_mini_swe_agent_run_with_the_gate(repo, tmp_path):
     from minisweagent.agents.default import DefaultAgent
     from minisweagent.models.test_models import make_output
 
-    from ledger_adapters.mini_swe_agent import LedgerEnvironment, LedgerModel
+    from ledger_adapters.mini.environment import LedgerEnvironment, LedgerModel
 
     cmds = ["cat calc.py test_calc.py", "git reset --hard", "sed -i 's/5)/-1)/' test_calc.py",
             "sed -i '2s/a - b/a + b/' calc.py", SUBMIT, SUBMIT]

@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 from conftest import git, make_repo
-from ledger_runtime.observe import Truncation
-from ledger_runtime.replay import ReplaySettings, Skip, observations_only, replay_one
-from ledger_runtime.trajectories import TrajectoryError, from_traj_json
-from ledger_runtime.volatile import mask, same
+from ledger_runtime.ledger.observe import Truncation
+from ledger_runtime.replay.engine import ReplaySettings, Skip, observations_only, replay_one
+from ledger_adapters.mini.trajectories import from_traj_json
+from ledger_runtime import TrajectoryError
+from ledger_runtime.replay.volatile import mask, same
 
 FILES = {
     "calc.py": "def add(a, b):\n    return a - b\n\n\n" + "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(40)),
@@ -180,7 +181,7 @@ def test_a_workdir_the_replay_did_not_make_is_never_deleted(tmp_path):
 
 
 def test_one_replay_per_work_tree(tmp_path):
-    from ledger_runtime.replay_tree import Lock
+    from ledger_runtime.replay.tree import Lock
 
     bare, trajs, inst = _calc_case(tmp_path)
     tree = tmp_path / "testbed"
@@ -275,7 +276,7 @@ def test_parallel_replays_each_see_their_own_tree(tmp_path):
             assert res["rows"][0]["exit"] == 0
         ledgers = sorted((base / "out" / "ledgers").iterdir())
         assert len(ledgers) == 2
-        from ledger_runtime.inspection import load as load_ledger
+        from ledger_runtime.ledger.inspection import load as load_ledger
 
         for i, led in enumerate(ledgers):
             loaded = load_ledger(led)
@@ -314,7 +315,7 @@ def test_force_never_empties_a_work_tree_that_holds_the_repository(tmp_path):
 def test_the_lock_holds_whatever_the_tmpdir(tmp_path):
     import os
 
-    from ledger_runtime.replay_tree import Lock
+    from ledger_runtime.replay.tree import Lock
 
     bare, trajs, inst = _calc_case(tmp_path)
     tree = tmp_path / "testbed"

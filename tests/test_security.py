@@ -73,7 +73,7 @@ def test_codex_home_copies_are_private_and_the_login_is_linked_not_copied(tmp_pa
     """The run's home has private copies of the user's settings; the login is a link to the user's
     own file, so a token Codex refreshes (it rewrites auth.json in place, following the link) is
     the user's again, and the link goes at the end of the run."""
-    from ledger_adapters.codex_cli import make_codex_home, unlink_credentials
+    from ledger_adapters.codex.cli import make_codex_home, unlink_credentials
 
     user = tmp_path / "user-codex"
     user.mkdir()
@@ -98,7 +98,7 @@ def test_codex_home_copies_are_private_and_the_login_is_linked_not_copied(tmp_pa
 
 
 def test_a_keyring_login_is_named_when_the_runs_home_cannot_use_it(tmp_path, monkeypatch):
-    from ledger_adapters.codex_cli import keyring_note
+    from ledger_adapters.codex.cli import keyring_note
 
     monkeypatch.delenv("CODEX_API_KEY", raising=False)
     user = tmp_path / "user-codex"
@@ -127,7 +127,7 @@ def test_the_hook_clients_fault_log_is_private(tmp_path, existing):
     if existing:
         (run / "faults.log").write_text("")
         os.chmod(run / "faults.log", 0o644)
-    fast = Path(__file__).resolve().parents[1] / "ledger_runtime" / "fasthook.py"
+    fast = Path(__file__).resolve().parents[1] / "ledger_runtime" / "hooks" / "fasthook.py"
     old = loose_umask()
     try:
         subprocess.run([sys.executable, "-S", "-E", str(fast), "hook", "PreToolUse", "--run-dir", str(run)], input=b"{}",
@@ -166,9 +166,9 @@ def test_reading_from_the_root_through_the_codex_hook_server(tmp_path):
     import json
     import time
 
-    from ledger_adapters.codex_cli import fast_launcher
-    from ledger_adapters.codex_hooks import CodexHooks
-    from ledger_runtime.hookserver import HookServer
+    from ledger_adapters.codex.cli import fast_launcher
+    from ledger_adapters.codex.hooks import CodexHooks
+    from ledger_runtime.hooks.server import HookServer
 
     repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
@@ -191,9 +191,9 @@ def test_reading_from_the_root_through_the_codex_hook_server(tmp_path):
 
 
 def _codex_hooks_server(tmp_path, token="t0k3n"):
-    from ledger_adapters.codex_cli import fast_launcher
-    from ledger_adapters.codex_hooks import CodexHooks
-    from ledger_runtime.hookserver import HookServer
+    from ledger_adapters.codex.cli import fast_launcher
+    from ledger_adapters.codex.hooks import CodexHooks
+    from ledger_runtime.hooks.server import HookServer
 
     repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
@@ -206,7 +206,7 @@ def _codex_hooks_server(tmp_path, token="t0k3n"):
 
 
 def _hook(server, run_dir, event, payload, *extra):
-    from ledger_adapters.codex_cli import fast_launcher
+    from ledger_adapters.codex.cli import fast_launcher
 
     return subprocess.run([*fast_launcher(), "hook", event, "--socket", server.socket_path, "--run-dir", str(run_dir),
                            *extra], input=json.dumps(payload).encode(), capture_output=True, timeout=60)
@@ -287,7 +287,7 @@ def test_idle_connections_neither_pile_up_threads_nor_hold_up_the_end(tmp_path):
 
 
 def test_one_runtime_per_run_directory(tmp_path):
-    from ledger_runtime.private import InUse
+    from ledger_runtime.ledger.private import InUse
 
     repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
     first = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
@@ -314,7 +314,7 @@ def test_a_step_is_committed_before_run_returns(tmp_path):
     nothing the agent acted on is only in memory."""
     repo = make_repo(tmp_path / "r", {"a.py": "x = 'committed'\n"})
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
-    reader = ("import sys; from ledger_runtime.inspection import load; l = load(sys.argv[1]); a = l.state.attempts; "
+    reader = ("import sys; from ledger_runtime.ledger.inspection import load; l = load(sys.argv[1]); a = l.state.attempts; "
               "print(len(a), l.text(a[-1].output_hash) if a else '')")
     try:
         for n in (1, 2, 3):
@@ -368,7 +368,7 @@ def test_a_ledger_on_read_only_media_is_inspected_not_refused(tmp_path):
 def test_the_run_lock_never_follows_a_planted_symlink_and_is_freed_by_the_collector(tmp_path):
     import gc
 
-    from ledger_runtime.private import InUse
+    from ledger_runtime.ledger.private import InUse
 
     repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
     victim = tmp_path / "victim.txt"
@@ -437,8 +437,8 @@ def _secret_run(tmp_path, monkeypatch, **config):
 
 
 def test_secrets_are_masked_before_anything_is_stored_and_the_model_still_gets_them(tmp_path, monkeypatch):
-    from ledger_runtime.inspection import load
-    from ledger_runtime.transcript import Transcript
+    from ledger_runtime.ledger.inspection import load
+    from ledger_runtime.answers.transcript import Transcript
 
     repo, rt = _secret_run(tmp_path, monkeypatch)
     try:
@@ -520,7 +520,7 @@ def test_redact_off_stores_as_is_and_user_patterns_mask_more(tmp_path, monkeypat
 def test_masking_keeps_length_and_lines_and_is_the_same_line_by_line():
     import random
 
-    from ledger_runtime.redact import Redactor, secret_values
+    from ledger_runtime.ledger.redact import Redactor, secret_values
 
     r = Redactor.for_run({"OPENAI_API_KEY": OPENAI, "PWD": "/home/someone/work", "SHORT_TOKEN": "abc",
                           "MULTI_SECRET": "line-one-secret\nline-two-secret", "PATH": "/usr/bin"})
@@ -548,7 +548,7 @@ def _helper_run(tmp_path):
     the helper reached through the environment's own execute), under a real runtime."""
     from minisweagent.environments.local import LocalEnvironment
 
-    from ledger_adapters.container import ContainerWorkspace
+    from ledger_adapters.container.workspace import ContainerWorkspace
     from ledger_runtime.executor import ExecResult
 
     repo = make_repo(tmp_path / "r", {"a.py": "x = 1\n", "b.py": "y = 2\n"})
@@ -598,7 +598,7 @@ def test_the_helper_directory_is_never_a_planted_one(tmp_path, monkeypatch):
     planted to send the helper's files elsewhere included): nothing is written through it."""
     import secrets
 
-    from ledger_adapters.container import HELPER_BASE, HelperError
+    from ledger_adapters.container.workspace import HELPER_BASE, HelperError
 
     repo, ws, rt, execute = _helper_run(tmp_path)
     rt.close()
@@ -615,8 +615,8 @@ def test_the_helper_directory_is_never_a_planted_one(tmp_path, monkeypatch):
 
 
 def test_a_long_output_is_stored_as_its_head_and_tail_and_still_checks_out(tmp_path):
-    from ledger_runtime.inspection import load
-    from ledger_runtime.transcript import Transcript
+    from ledger_runtime.ledger.inspection import load
+    from ledger_runtime.answers.transcript import Transcript
 
     repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(max_stored_output_chars=100_000))
@@ -644,7 +644,7 @@ def test_a_locked_ledger_costs_a_command_a_second_once_and_loses_nothing(tmp_pat
     written is in faults.log; once the lock is gone, commands are committed again."""
     import time
 
-    from ledger_runtime.inspection import load
+    from ledger_runtime.ledger.inspection import load
 
     repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
@@ -678,7 +678,7 @@ def test_a_locked_ledger_costs_a_command_a_second_once_and_loses_nothing(tmp_pat
 def test_masking_edge_cases_found_in_review():
     import time as _time
 
-    from ledger_runtime.redact import Redactor
+    from ledger_runtime.ledger.redact import Redactor
 
     r = Redactor.for_run({"OPENAI_API_KEY": "abcabcab"}, ["api_secret=[^&]+", r"(password|passwd)\s*=\s*(\S+)"])
     assert r.mask("api_secret=abcd1234efgh5678\nstatus 200\n").endswith("\nstatus 200\n")
@@ -693,8 +693,8 @@ def test_masking_edge_cases_found_in_review():
 
 
 def test_masked_storage_keeps_paths_counts_and_checks_true(tmp_path, monkeypatch):
-    from ledger_runtime.inspection import load
-    from ledger_runtime.transcript import Transcript
+    from ledger_runtime.ledger.inspection import load
+    from ledger_runtime.answers.transcript import Transcript
 
     monkeypatch.setenv("SERVICE_API_KEY", "zq-" + "7" * 30)
     repo = make_repo(tmp_path / "r", {"task-queue-worker-implementation.py": "x = 1\n",

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from ledger_runtime.hashing import digest_bytes
-from ledger_runtime.store import LEDGER_FILE, LedgerStore, NotALedger
+from ledger_runtime.workspace.hashing import digest_bytes
+from ledger_runtime.ledger.store import LEDGER_FILE, LedgerStore, NotALedger
 
 
 def test_events_and_blobs_round_trip(tmp_path):
@@ -71,7 +71,7 @@ def test_sigkill_mid_write_loses_nothing_committed(tmp_path):
     run = tmp_path / "run"
     script = textwrap.dedent(f"""
         import sys
-        from ledger_runtime.store import LedgerStore
+        from ledger_runtime.ledger.store import LedgerStore
         s = LedgerStore.create({str(run)!r})
         i = 0
         while True:

@@ -15,9 +15,9 @@ import docker
 import pytest
 from docker_support import docker_image  # noqa: F401  (fixture)
 
-from ledger_adapters.swebench_report import mcnemar_exact
-from ledger_runtime.inspection import load
-from ledger_runtime.records import VerdictKind
+from ledger_adapters.swebench.report import mcnemar_exact
+from ledger_runtime.ledger.inspection import load
+from ledger_runtime.ledger.records import VerdictKind
 
 STEPS = ["cat calc.py", "cat calc.py", "python3 -m unittest -q test_calc", "sed -i '2s/a - b/a + b/' calc.py",
          "python3 -m unittest -q test_calc", "git diff -- calc.py > /tmp/patch.txt",
@@ -206,7 +206,7 @@ def test_ctrl_c_stops_cleanly_and_the_next_run_finishes(docker_image, tmp_path):
 def test_the_context_arm_sends_its_policy_to_the_ledger(tmp_path):
     """`--arms ledger+context`: the ledger's settings of the arm carry the context policy, which the
     model wrapper applies (tests/test_context.py drives that through the real loop)."""
-    from ledger_adapters.swebench_run import arm_config, parse_arms
+    from ledger_adapters.swebench.run import arm_config, parse_arms
     from ledger_runtime.config import from_mapping
 
     cfg = arm_config({"environment": {"environment_class": "docker"}, "model": {"model_name": "x"}},

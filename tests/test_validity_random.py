@@ -26,12 +26,12 @@ import pytest
 from collections import Counter
 
 from conftest import git, make_repo
-from ledger_runtime.answers import LINES, PATCH, SAME, split_lines
+from ledger_runtime.answers.build import LINES, PATCH, SAME, split_lines
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
-from ledger_runtime.observe import Truncation
+from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.runtime import LedgerRuntime
-from ledger_runtime.transcript import Transcript
+from ledger_runtime.answers.transcript import Transcript
 
 EX = LocalExecutor(timeout=30)
 

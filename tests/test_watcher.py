@@ -15,8 +15,8 @@ from conftest import git, make_repo
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.runtime import LedgerRuntime
-from ledger_runtime.watcher import Watcher
-from ledger_runtime.workspace import WorkspaceScanner, delta
+from ledger_runtime.workspace.watcher import Watcher
+from ledger_runtime.workspace.scanner import WorkspaceScanner, delta
 
 pytestmark = pytest.mark.skipif(Watcher.open() is None, reason="no inotify on this machine (Linux only)")
 
@@ -107,7 +107,7 @@ def test_watched_scans_give_what_a_full_walk_gives(tmp_path, seed):
 
 
 def delta_full(a, b):
-    from ledger_runtime.workspace import Snapshot
+    from ledger_runtime.workspace.scanner import Snapshot
 
     return delta(Snapshot(a.files, a.root), Snapshot(b.files, b.root))
 
@@ -158,7 +158,7 @@ def test_changes_between_commands_are_taken_while_the_model_thinks(tmp_path, wat
     """The state view is rendered when the model's turn starts: the scan for changes made since the
     last command is taken then (in the background where it is a walk), recorded as made between
     commands, and the next command's own path has one scan, the one after it."""
-    from ledger_runtime.local_workspace import LocalWorkspace
+    from ledger_runtime.workspace.local import LocalWorkspace
 
     root = make_repo(tmp_path / "r", FILES)
     ws = LocalWorkspace(str(root), watch_events=watch)
@@ -190,7 +190,7 @@ def test_changes_between_commands_are_taken_while_the_model_thinks(tmp_path, wat
 def test_a_scan_dropped_because_a_command_was_under_way_loses_no_content(tmp_path):
     """A model's turn inside a command (propose, then a view, then record): the background walk is
     dropped, and the change it saw is still read and counted by the scan after the command."""
-    from ledger_runtime.local_workspace import LocalWorkspace
+    from ledger_runtime.workspace.local import LocalWorkspace
 
     root = make_repo(tmp_path / "r", FILES)
     ws = LocalWorkspace(str(root), watch_events=False)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import age, git, make_repo, write_files
-from ledger_runtime.hashing import HashCache, digest_bytes
-from ledger_runtime.probe import MISSING, Probe
-from ledger_runtime.workspace import WorkspaceScanner, delta
+from ledger_runtime.workspace.hashing import HashCache, digest_bytes
+from ledger_runtime.workspace.signatures import MISSING, Probe
+from ledger_runtime.workspace.scanner import WorkspaceScanner, delta
 
 
 def rel(root: Path, snap) -> set[str]:
@@ -162,7 +162,7 @@ def test_unreadable_file_gets_a_token_that_still_changes():
     os.chmod(root, 0o755)
     code = textwrap.dedent(f"""
         import sys
-        from ledger_runtime.workspace import WorkspaceScanner
+        from ledger_runtime.workspace.scanner import WorkspaceScanner
         s = WorkspaceScanner({str(root)!r})
         print(s.scan().files[{str(root / 'secret.txt')!r}].digest, flush=True)
         sys.stdin.readline()

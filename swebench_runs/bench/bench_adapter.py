@@ -106,10 +106,10 @@ import minisweagent  # noqa: E402
 from minisweagent.environments.docker import DockerEnvironment  # noqa: E402
 from minisweagent.environments.local import LocalEnvironment  # noqa: E402
 
-from ledger_adapters.container import DockerExec  # noqa: E402
-from ledger_adapters.mini_swe_agent import LedgerEnvironment  # noqa: E402
+from ledger_adapters.container.workspace import DockerExec  # noqa: E402
+from ledger_adapters.mini.environment import LedgerEnvironment  # noqa: E402
 from ledger_runtime import __version__ as ledger_version  # noqa: E402
-from ledger_runtime.workspace import WorkspaceScanner  # noqa: E402
+from ledger_runtime.workspace.scanner import WorkspaceScanner  # noqa: E402
 
 SEED = 4242
 DEFAULT_REPEAT = 150

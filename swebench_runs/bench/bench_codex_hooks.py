@@ -50,10 +50,10 @@ import bench_core  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from ledger_adapters.codex_cli import find_codex, hook_launcher  # noqa: E402
-from ledger_adapters.codex_hooks import CodexHooks  # noqa: E402
+from ledger_adapters.codex.cli import find_codex, hook_launcher  # noqa: E402
+from ledger_adapters.codex.hooks import CodexHooks  # noqa: E402
 from ledger_runtime.config import LedgerConfig  # noqa: E402
-from ledger_runtime.hookserver import HookServer  # noqa: E402
+from ledger_runtime.hooks.server import HookServer  # noqa: E402
 from ledger_runtime.runtime import LedgerRuntime  # noqa: E402
 
 OUT = HERE / "results" / "codex_hooks.json"

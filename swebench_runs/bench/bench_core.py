@@ -72,14 +72,14 @@ from rich.console import Console
 from rich.table import Table
 
 from ledger_runtime import __version__ as ledger_version
-from ledger_runtime.commands import analyze
+from ledger_runtime.analysis.commands import analyze
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import ExecResult, LocalExecutor
-from ledger_runtime.answers import build as build_answer
-from ledger_runtime.govern import Current, govern
+from ledger_runtime.answers.build import build as build_answer
+from ledger_runtime.decide.govern import Current, govern
 from ledger_runtime.inform import render
 from ledger_runtime.runtime import LedgerRuntime
-from ledger_runtime.workspace import WorkspaceScanner, delta
+from ledger_runtime.workspace.scanner import WorkspaceScanner, delta
 
 SEED = 1729
 TREE_VERSION = 2

@@ -167,9 +167,9 @@ def measure(root: Path, repeat: int) -> dict[str, Any]:
 
 
 def hooks(root: Path, repeat: int) -> dict[str, Any]:
-    from ledger_adapters.codex_cli import fast_launcher, hook_launcher
-    from ledger_adapters.codex_hooks import CodexHooks
-    from ledger_runtime.hookserver import HookServer
+    from ledger_adapters.codex.cli import fast_launcher, hook_launcher
+    from ledger_adapters.codex.hooks import CodexHooks
+    from ledger_runtime.hooks.server import HookServer
 
     run_dir = Path(tempfile.mkdtemp(prefix="bench-cost-hooks-"))
     rt = LedgerRuntime(root, run_dir, LedgerConfig())

@@ -1,6 +1,6 @@
 """How well the ledger's own command analysis reads real agent commands.
 
-Runs ``ledger_runtime.commands.analyze(command, "/testbed")`` on every row of the trajectories'
+Runs ``ledger_runtime.analysis.commands.analyze(command, "/testbed")`` on every row of the trajectories'
 ``actions.jsonl.gz`` whose ``command`` is a non-empty string (kinds action, submit, timeout) and
 reports:
 
@@ -48,7 +48,7 @@ from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from _common import DEFAULT_DATA, DEFAULT_OUT, Row, load_commands, one_line, timing_summary, write_json  # noqa: E402
-from ledger_runtime.commands import ANY_FILE, Analysis, analyze  # noqa: E402
+from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze  # noqa: E402
 
 CWD = "/testbed"
 GOAL = 0.99
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "data": info,
         "cwd": CWD,
-        "method": {"function": "ledger_runtime.commands.analyze (uncached via __wrapped__)", "warmup_passes": 1,
+        "method": {"function": "ledger_runtime.analysis.commands.analyze (uncached via __wrapped__)", "warmup_passes": 1,
                    "timer": "time.perf_counter per command", "gc": "disabled while timing"},
         "summary": {
             "commands": n,

@@ -1,0 +1,370 @@
+"""``ledger-run codex``: the real ``codex`` binary with the ledger's hooks, for one run.
+
+Each run gets its own ``CODEX_HOME`` inside the run directory: the user's Codex configuration and
+instructions are copied in (read, never edited), Codex writes its sessions there, the user's
+``auth.json`` is linked, not copied (Codex rewrites the file in place when it refreshes a ChatGPT
+login, so the refreshed tokens land in the user's own file and the user's login stays valid; the
+link goes at the end of the run),
+and the ledger's hooks are added for this run only (``-c hooks.<Event>=...``, after any hooks the
+user's own configuration has). The hooks call ``ledger-run hook EVENT``, which talks to the hook
+server this process runs (ledger_runtime/hookserver.py) with the runtime in memory. Hook trust:
+Codex skips hooks nobody trusted, so the run passes ``--dangerously-bypass-hook-trust`` (the
+hooks it bypasses trust for are this run's and the user's own).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+from ledger_runtime import toml_inline
+
+CODEX_VERSION = "0.171.0"  # the version this adapter is checked against (see README)
+INSTALL_HINT = f"npm install -g @openai/codex@{CODEX_VERSION}"
+COPIED_FILES = ("config.toml", "hooks.json", "AGENTS.md", "AGENTS.override.md")
+AUTH_FILE = "auth.json"  # linked into the run's home, never copied
+COPIED_DIRS = ("prompts", "rules", "skills")
+BYPASS_TRUST = "--dangerously-bypass-hook-trust"
+# Codex compacts its history when it fills up; the hooks follow its rollout, and after a compaction
+# no answer refers to an output shown before it (codex_hooks.CodexHooks._follow_compactions).
+CODEX_DEFAULTS: dict[str, Any] = {}
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="codex", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(codex)
+
+
+def codex_cd(args: list[str]) -> str | None:
+    """The directory a ``-C DIR`` / ``--cd DIR`` among codex's arguments names, if any."""
+    for i, a in enumerate(args):
+        if a in ("-C", "--cd") and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith("--cd="):
+            return a[5:]
+    return None
+
+
+def with_cd(args: list[str], workdir: str) -> list[str]:
+    """``args`` with the directory of ``-C`` / ``--cd`` replaced by ``workdir``."""
+    out = list(args)
+    for i, a in enumerate(out):
+        if a in ("-C", "--cd") and i + 1 < len(out):
+            out[i + 1] = workdir
+        elif a.startswith("--cd="):
+            out[i] = "--cd=" + workdir
+    return out
+
+
+def project_hooks(workdir: Path, user_home: Path) -> list[Path]:
+    """Codex hook definitions of the project's own, from the work tree up to the file system's root
+    (``.codex/hooks.json``, or hooks in a ``.codex/config.toml``); the user's own Codex home is not a
+    project layer."""
+    found = []
+    try:
+        home = user_home.resolve()
+    except OSError:
+        home = user_home
+    for d in [workdir, *workdir.parents]:
+        layer = d / ".codex"
+        try:
+            if not layer.is_dir() or layer.resolve() == home:
+                continue
+        except OSError:
+            continue
+        if (layer / "hooks.json").is_file():
+            found.append(layer / "hooks.json")
+        if (layer / "config.toml").is_file() and read_toml(layer / "config.toml").get("hooks"):
+            found.append(layer / "config.toml")
+    return found
+
+
+def find_codex(explicit: str | None) -> str | None:
+    for candidate in (explicit, os.environ.get("LEDGER_CODEX_BIN"), "codex"):
+        if candidate:
+            found = shutil.which(candidate)
+            if found:
+                return os.path.abspath(found)  # codex starts in the workdir: never relative to here
+    return None
+
+
+def codex_version(binary: str) -> str | None:
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"(\d+\.\d+\.\d+\S*)", out)
+    return m.group(1) if m else None
+
+
+def user_codex_home() -> Path:
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+
+
+def make_codex_home(run_dir: Path, source: Path) -> Path:
+    """The run's own CODEX_HOME, with copies of the user's configuration and a link to the user's
+    credentials (see the module docstring)."""
+    from ledger_runtime import private_dir, tighten
+
+    home = private_dir(run_dir / "codex-home")
+    if source.resolve() == home.resolve():
+        return home
+    for name in COPIED_FILES:
+        src = source / name
+        if src.is_file() and not (home / name).exists():
+            shutil.copy2(src, home / name)
+    for name in COPIED_DIRS:
+        src = source / name
+        if src.is_dir() and not (home / name).exists():
+            shutil.copytree(src, home / name, symlinks=True)
+    tighten(home)  # the copies hold credentials: owner only, whatever the user's files allowed
+    link_credentials(home, source)  # last: nothing after it can fail and leave the link behind
+    return home
+
+
+def link_credentials(home: Path, source: Path) -> None:
+    """``home/auth.json`` as a link to the user's (a copy an earlier version made is replaced: a
+    copied ChatGPT login spends the refresh token the user's own file still holds)."""
+    target, link = source / AUTH_FILE, home / AUTH_FILE
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    if target.is_file():
+        link.symlink_to(target.resolve())
+
+
+def login_secrets(source: Path) -> tuple[str, ...]:
+    """The values of the user's Codex login (API key, tokens): masked in what the ledger stores,
+    should the agent print the file."""
+    try:
+        data = json.loads((source / AUTH_FILE).read_text())
+    except (OSError, ValueError):
+        return ()
+    found: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, str) and len(v) >= 8:
+            found.append(v)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(data)
+    return tuple(found)
+
+
+def unlink_credentials(home: Path) -> None:
+    """At the end of a run: the run's home keeps no way to the user's credentials."""
+    link = home / AUTH_FILE
+    if link.is_symlink():
+        link.unlink()
+
+
+def keyring_note(source: Path, config: dict[str, Any]) -> str | None:
+    """Why Codex may find no login in the run's home: credentials in the system keyring are keyed by
+    the CODEX_HOME path, so a home of its own has none (None when the user's login is a file)."""
+    mode = config.get("cli_auth_credentials_store", "file")
+    if (source / AUTH_FILE).is_file() or mode == "file" or os.environ.get("CODEX_API_KEY"):
+        return None
+    return (f"ledger-run: your Codex login is in the system keyring (cli_auth_credentials_store = {mode!r}), "
+            "which Codex keys by CODEX_HOME: this run's own home cannot use it. Give the run an API key "
+            "(CODEX_API_KEY), or keep the login in a file (cli_auth_credentials_store = \"file\", then codex login).")
+
+
+def hook_launcher() -> list[str]:
+    """How a hook runs ``ledger-run`` from this installation."""
+    script = Path(sys.executable).parent / "ledger-run"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    found = shutil.which("ledger-run")
+    return [found] if found else [sys.executable, "-m", "ledger_runtime"]
+
+
+def fast_launcher() -> list[str]:
+    """How a hook (and the command wrapper) runs: the interpreter, without its ``site`` start-up,
+    on fasthook.py, which needs nothing but the standard library (hooks run once per event)."""
+    from ledger_runtime import fasthook_script
+
+    script = fasthook_script()
+    return [sys.executable, "-S", "-E", str(script)] if script.is_file() else hook_launcher()
+
+
+def hook_overrides(launcher: list[str], socket_path: str, run_dir: Path, user_config: dict[str, Any],
+                   token: str | None = None) -> list[str]:
+    """``-c hooks.<Event>=[...]`` arguments: the user's own hooks for the event, then the ledger's."""
+    from ledger_adapters.codex.hooks import EVENTS, TOOL_MATCHER
+
+    user_hooks = user_config.get("hooks") if isinstance(user_config.get("hooks"), dict) else {}
+    args: list[str] = []
+    for event in EVENTS:
+        command = shlex.join([*launcher, "hook", event, "--socket", socket_path, "--run-dir", str(run_dir),
+                              *(["--token", token] if token else [])])
+        ours: dict[str, Any] = {"hooks": [{"type": "command", "command": command, "timeout": 600}]}
+        if event in ("PreToolUse", "PostToolUse"):
+            ours = {"matcher": TOOL_MATCHER, **ours}
+        theirs = user_hooks.get(event) if isinstance(user_hooks.get(event), list) else []
+        args += ["-c", f"hooks.{event}={toml_inline([*theirs, ours])}"]
+    return args
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def codex(
+    ctx: typer.Context,
+    codex_args: Optional[List[str]] = typer.Argument(None, help="Arguments for codex, after `--` (e.g. -- exec "
+                                                                 "\"fix the failing test\"; none: the interactive TUI)."),
+    workdir: Path = typer.Option(Path("."), "--workdir", "-w", help="The repository the agent works in."),
+    run_dir: Optional[Path] = typer.Option(None, "-o", "--run-dir", help="Where the ledger, Codex's home and "
+                                                                         "sessions go (default: ledger-runs/<time>)."),
+    ledger_config: Optional[Path] = typer.Option(None, "--ledger-config", help="Ledger settings (TOML)."),
+    no_inform: bool = typer.Option(False, "--no-inform", help="Do not give the model the state view."),
+    no_govern: bool = typer.Option(False, "--no-govern", help="Run every command (verdicts are still recorded)."),
+    shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: run every command, no state view."),
+    codex_bin: Optional[str] = typer.Option(None, "--codex-bin", help=f"The codex executable (default: $LEDGER_CODEX_BIN, "
+                                                                      f"then codex on PATH; pinned: {CODEX_VERSION})."),
+    allow_project_hooks: bool = typer.Option(False, "--allow-project-hooks",
+                                             help="Run even when the repository defines Codex hooks of its own "
+                                                  "(the run trusts every hook layer: they would run unreviewed)."),
+) -> None:
+    """Codex CLI (`codex exec ...` or the interactive TUI) with the ledger in its hooks."""
+    from ledger_runtime import err, fail
+    from ledger_runtime import ConfigError, load_config
+
+    args = list(codex_args or []) + list(ctx.args)
+    given = codex_cd(args)
+    if given is not None and workdir == Path("."):
+        workdir = Path(given)  # codex -C DIR: the ledger watches the same directory
+    workdir = workdir.resolve()
+    if not workdir.is_dir():
+        fail(f"--workdir {workdir} is not a directory")
+    if given is not None:  # codex starts in the workdir: its -C must not be relative to here
+        args = with_cd(args, str(workdir))
+    found = project_hooks(workdir, user_codex_home())
+    if found and not allow_project_hooks:
+        fail(f"{found[0]} defines Codex hooks of the repository's own, which this run would execute unreviewed "
+             f"(the ledger's own hooks need {BYPASS_TRUST}, and Codex applies it to every layer): remove them, or "
+             "pass --allow-project-hooks to run them anyway")
+    binary = find_codex(codex_bin)
+    if binary is None:
+        fail(f"codex not found{' at ' + codex_bin if codex_bin else ' on PATH'}: install the pinned version with "
+             f"`{INSTALL_HINT}` (or pass --codex-bin)")
+        return
+    try:
+        config = load_config(ledger_config, defaults=CODEX_DEFAULTS)
+        config = config.with_(inform=config.inform and not no_inform,
+                              govern=config.govern and not no_govern, shadow=config.shadow or shadow)
+    except ConfigError as e:
+        fail(str(e))
+        return
+    version = codex_version(binary)
+    if version != CODEX_VERSION:
+        err.print(f"[yellow]warning:[/yellow] codex {version or '(version unknown)'} at {binary}; ledger-run is "
+                  f"checked against {CODEX_VERSION} ({INSTALL_HINT})", highlight=False)
+    run_dir = (run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")).resolve()
+    from ledger_runtime import unwritable
+    from ledger_runtime import InUse
+
+    problem = unwritable(run_dir)
+    if problem:
+        fail(f"cannot write the run into -o {run_dir}: {problem}")
+    try:
+        rc = run_codex(binary, args, workdir, run_dir, config, meta={"agent": "codex", "codex_version": version,
+                                                                     "codex_args": args})
+    except OSError as e:  # the hook socket (SocketDirError says what to change), Codex's home
+        fail(str(e) if not getattr(e, "filename", None) else f"{e.filename}: {e.strerror}")
+        return
+    except InUse as e:  # another ledger-run writes this run directory
+        fail(str(e))
+        return
+    # plain lines (no wrapping): the paths are for copying
+    print(f"\nledger: {run_dir / 'ledger.sqlite'}\nCodex sessions: {run_dir / 'codex-home' / 'sessions'}\n"
+          f"look inside: ledger-run inspect {run_dir}", file=sys.stderr)
+    raise typer.Exit(rc)
+
+
+def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config: Any, *,
+              meta: dict[str, Any] | None = None, env: dict[str, str] | None = None,
+              source_home: Path | None = None) -> int:
+    """Run codex with the ledger's hooks until it exits; returns its exit code."""
+    from ledger_runtime import HookServer
+    from ledger_runtime import LedgerRuntime
+
+    from ledger_adapters.codex.hooks import CodexHooks
+
+    source = source_home or user_codex_home()
+    # the run directory's lock first: a second run on it is refused before it touches the home
+    runtime = LedgerRuntime(workdir, run_dir, config, meta=meta, secrets=login_secrets(source))
+    try:
+        home = make_codex_home(run_dir, source)
+    except BaseException:
+        runtime.close()
+        raise
+    note = keyring_note(source, read_toml(source / "config.toml"))
+    if note:
+        print(note, file=sys.stderr)
+    # the run's secret: on the hook command lines, never in the environment the agent's commands get
+    token = secrets.token_hex(16)
+    hooks = CodexHooks(runtime, note_chars=config.context_note_chars, wrap_launcher=fast_launcher(), token=token,
+                       sessions_dir=str(home / "sessions"))
+    try:
+        server = HookServer(hooks.handle, runtime.report_fault, authorize=hooks.authorize)
+    except BaseException:  # no socket (SocketDirError): the ledger is closed, the caller says why
+        runtime.close()
+        unlink_credentials(home)
+        raise
+    hooks.socket_path = server.socket_path
+    try:
+        cmd = [binary, BYPASS_TRUST,
+               *hook_overrides(fast_launcher(), server.socket_path, run_dir, read_toml(source / "config.toml"),
+                               token=token), *args]
+        base = env if env is not None else os.environ
+        child_env = {**{k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")},
+                     "CODEX_HOME": str(home)}
+        started: list[subprocess.Popen] = []
+
+        def forward(signum: int, _frame: Any) -> None:  # SIGTERM, SIGHUP: Codex stops, the ledger finishes
+            for p in started:
+                try:
+                    p.send_signal(signum)
+                except OSError:
+                    pass
+
+        # set before Codex starts (it inherits the ignored SIGINT, as before: Ctrl-C is codex's to handle)
+        previous = {s: signal.signal(s, h) for s, h in ((signal.SIGINT, signal.SIG_IGN),
+                                                          (signal.SIGTERM, forward), (signal.SIGHUP, forward))}
+        try:
+            started.append(subprocess.Popen(cmd, cwd=workdir, env=child_env))
+            rc = started[0].wait()
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+        return rc
+    finally:
+        server.close()
+        with server.lock:
+            try:
+                hooks.finish()
+            except Exception as e:
+                runtime.report_fault("finishing the run", e)
+            runtime.close()
+            unlink_credentials(home)

@@ -1,0 +1,399 @@
+"""Codex's hooks, answered from the ledger. ``CodexHooks.handle(event, payload)`` takes one hook
+event (the JSON Codex writes to the hook's stdin) and returns the JSON to answer with, or None (let
+the tool call go on). Facts about the protocol (Codex 0.171.0): ``../shared/docs/codex.md``.
+
+- ``SessionStart``: the state view, as ``additionalContext``.
+- ``UserPromptSubmit``: names the task when the run started without one; what the view gained since.
+- ``PreToolUse`` (``Bash``, ``apply_patch``): govern. A shell command that is to run is replaced by
+  ``ledger-run wrap ... -- COMMAND`` (wrapper.py): it runs the command, and the ``Answer`` event it
+  sends back here records the attempt and returns the answer built from the fresh output (repeats
+  of what the model holds as references; a NUDGE note with it), which the wrapper prints with the
+  command's own exit code. Codex's PostToolUse cannot replace an output; this way the model reads an
+  ordinary result of the command it asked for. A REUSE of a test run (``reuse_runs``) replaces the
+  command with one that prints the earlier output. REVISE and BLOCK deny with the rule and the
+  ledger state.
+- ``PostToolUse``: records the attempt when the wrapper did not (the exit code and the whole output
+  come from the rollout file, ``transcript_path``); answers with a note of what the state view
+  gained (``inform.view_delta``, capped: these notes stay in Codex's history).
+- The rollout also says when Codex compacted its history: the outputs shown before are gone from the
+  model's context then, and no later answer refers to them (``runtime.forget_context``).
+
+Commands other hooks or Codex itself stop after ``PreToolUse`` never get their ``PostToolUse``:
+``finish()`` records them from the rollout when the run ends.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shlex
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger_runtime import analyze, analyze_patch
+from ledger_runtime import ExecResult
+from ledger_runtime import view_delta
+from ledger_runtime import Truncation
+from ledger_runtime import Verdict, VerdictKind
+from ledger_runtime import LedgerRuntime, Plan
+
+from ledger_adapters.codex.rollout import RolloutReader, reader_for
+
+SHELL_TOOLS = ("Bash",)
+PATCH_TOOLS = ("apply_patch",)
+TOOL_MATCHER = "^(Bash|apply_patch)$"
+EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse")  # what Codex sends (``Answer``: the wrapper)
+DEFAULT_OUTPUT_TOKENS = 10_000  # Codex's truncation_policy for its models: 10,000 tokens
+# Codex budgets an output's head and tail in bytes, about 4 a token: count half that, so that what
+# the ledger claims the model saw, it saw (for text of several bytes a character too)
+BYTES_PER_TOKEN_SEEN = 2
+DEFAULT_NOTE_CHARS = 600
+STALE_PENDING_S = 1800.0
+
+
+def answer(event: str, **fields: Any) -> dict[str, Any]:
+    return {"hookSpecificOutput": {"hookEventName": event, **fields}}
+
+
+def truncation_for(args: dict[str, Any] | None) -> Truncation:
+    """What of an output the model sees, at least: Codex keeps the head and tail of an output over
+    its token limit (the call's ``max_output_tokens``, else the model's 10,000), budgeted in bytes."""
+    tokens = DEFAULT_OUTPUT_TOKENS
+    if args and isinstance(args.get("max_output_tokens"), int) and args["max_output_tokens"] > 0:
+        tokens = min(tokens, args["max_output_tokens"])
+    limit = tokens * BYTES_PER_TOKEN_SEEN
+    return Truncation(limit, limit // 2, limit // 2, exact=False, unit="bytes")
+
+
+@dataclass
+class _Pending:
+    plan: Plan
+    started: float
+    tool: str
+    transcript: Any
+
+
+@dataclass
+class CodexHooks:
+    runtime: LedgerRuntime
+    note_chars: int = DEFAULT_NOTE_CHARS
+    answers_dir: Path | None = None
+    pending: dict[str, _Pending] = field(default_factory=dict)
+    answered: dict[str, int] = field(default_factory=dict)  # tool_use_id -> attempt id (not run)
+    # tool_use_id -> (attempt id, is a patch) of commands recorded before the rollout had their end
+    # (a long-running command Codex left running and polls with write_stdin)
+    unfinished: dict[str, tuple[int, bool]] = field(default_factory=dict)
+    unfinished_pure: dict[str, bool] = field(default_factory=dict)
+    shown: set[str] = field(default_factory=set)  # state-view lines the model was given
+    rollouts: dict[str, RolloutReader] = field(default_factory=dict)
+    last_transcript: str | None = None
+    # how to run ``ledger-run wrap`` (None: commands are not wrapped, and the model gets raw outputs)
+    wrap_launcher: list[str] | None = None
+    socket_path: str | None = None
+    recorded: dict[str, int] = field(default_factory=dict)  # tool_use_id -> attempt id (answered by the wrapper)
+    compactions: int = 0  # compactions of Codex's history seen so far
+    # the run's secret, on the hook command lines only (never in the agent's environment); None: calls
+    # are not checked (tests driving the hooks directly)
+    token: str | None = None
+    call_tokens: dict[str, str] = field(default_factory=dict)  # tool_use_id -> the secret of its wrapper
+    # where Codex writes this run's rollouts: a transcript_path elsewhere (or not a regular file) is not read
+    sessions_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.answers_dir is None:
+            self.answers_dir = self.runtime.run_dir / "answers"
+
+    # -- dispatch --------------------------------------------------------------------------------
+
+    def authorize(self, event: str, token: str | None, payload: dict[str, Any]) -> bool:
+        """A hook call carries the run's secret; a wrapper's Answer the secret of its own call (its
+        command line is readable by the command it runs: that secret answers for that call only)."""
+        if self.token is None:
+            return True
+        if event == "Answer":
+            call = payload.get("tool_use_id")
+            expected = self.call_tokens.get(call) if isinstance(call, str) else None
+            if expected is None or token is None or not secrets.compare_digest(expected, token):
+                return False  # a wrong one does not use up the real wrapper's secret
+            del self.call_tokens[call]
+            return True
+        return token is not None and secrets.compare_digest(self.token, token)
+
+    def _transcript(self, path: Any) -> str | None:
+        """``path`` when it may be read as this run's rollout: absolute, and under the sessions directory."""
+        if not isinstance(path, str) or not os.path.isabs(path):
+            return None
+        if self.sessions_dir is not None:
+            real = os.path.realpath(path)
+            root = os.path.realpath(self.sessions_dir)
+            if not real.startswith(root + os.sep):
+                return None
+        return path
+
+    def handle(self, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        if "transcript_path" in payload:  # only a rollout of this run is ever read
+            payload = {**payload, "transcript_path": self._transcript(payload.get("transcript_path"))}
+        if isinstance(payload.get("transcript_path"), str):
+            self.last_transcript = payload["transcript_path"]
+        if self.unfinished:
+            self.complete_unfinished()
+        self._follow_compactions()
+        if event == "Answer":
+            return self.answer_event(payload)
+        if event == "PreToolUse":
+            return self.pre_tool_use(payload)
+        if event == "PostToolUse":
+            return self.post_tool_use(payload)
+        if event == "SessionStart":
+            return self.session_start(payload)
+        if event == "UserPromptSubmit":
+            return self.user_prompt_submit(payload)
+        if event == "Stop":
+            return None
+        raise ValueError(f"unknown hook event {event!r}")
+
+    # -- inform ----------------------------------------------------------------------------------
+
+    def _inform(self, event: str, *, full: bool) -> dict[str, Any] | None:
+        text = self._view_note(full=full)
+        return answer(event, additionalContext=text) if text else None
+
+    def _view_note(self, *, full: bool, just_ran: int | None = None) -> str:
+        """The whole state view (``full``), or what it gained since the model last saw it. Lines
+        about the step ``just_ran`` say what the model has just read in that step's result: they
+        count as shown (a later change to them, such as going stale, is news and is shown)."""
+        if not self.runtime.config.informs:
+            return ""
+        view = self.runtime.view()
+        if just_ran is not None:
+            self.shown |= {line for line in view.text.splitlines()
+                           if line.startswith(f"  #{just_ran} ") or line.endswith(f" (step {just_ran})")}
+        if full:
+            text = view.text
+            self.shown |= set(text.splitlines())
+        else:
+            text, showed = view_delta(view, self.shown, self.note_chars)
+            self.shown |= showed
+        self.runtime.note_injection("full" if full else "delta", text)
+        return text
+
+    def session_start(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        return self._inform("SessionStart", full=True)
+
+    def user_prompt_submit(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        prompt = payload.get("prompt")
+        if isinstance(prompt, str):
+            self.runtime.set_task(prompt)
+        return self._inform("UserPromptSubmit", full=not self.shown)
+
+    # -- govern ----------------------------------------------------------------------------------
+
+    def _proposal(self, payload: dict[str, Any]) -> tuple[str, str, str] | None:
+        tool = payload.get("tool_name")
+        tool_input = payload.get("tool_input")
+        command = tool_input.get("command") if isinstance(tool_input, dict) else None
+        if tool not in SHELL_TOOLS + PATCH_TOOLS or not isinstance(command, str) or not command.strip():
+            return None
+        cwd = payload.get("cwd")
+        cwd = cwd if isinstance(cwd, str) and os.path.isabs(cwd) else self.runtime.workdir
+        return str(tool), command, cwd
+
+    def _pending(self, payload: dict[str, Any]) -> _Pending | None:
+        """The tool call as a planned command (analysed, workspace scanned, verdict decided)."""
+        proposal = self._proposal(payload)
+        if proposal is None:
+            return None
+        tool, command, cwd = proposal
+        analysis = analyze_patch(command, cwd) if tool in PATCH_TOOLS else analyze(command, cwd)
+        plan = self.runtime.propose(command, cwd=cwd, analysis=analysis)
+        return _Pending(plan, time.perf_counter(), tool, payload.get("transcript_path")) if plan else None
+
+    def pre_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        call_id = payload.get("tool_use_id")
+        pending = self._pending(payload) if isinstance(call_id, str) else None
+        if pending is None:
+            return None
+        plan = pending.plan
+        if plan.verdict.kind is VerdictKind.REUSE and self._something_running():
+            # another command of the agent is still running and may be changing what this one reads
+            plan.verdict = Verdict(VerdictKind.RUN, "another command was running")
+        if plan.applied and not plan.verdict.kind.executes:
+            res = self.runtime.answer(plan)
+            if res is not None:
+                if plan.verdict.kind is VerdictKind.REUSE:
+                    replay = self._replay_command(res.attempt_id, res.output, res.returncode)
+                    self.answered[call_id] = res.attempt_id or 0
+                    return answer("PreToolUse", permissionDecision="allow", updatedInput={"command": replay})
+                self.answered[call_id] = res.attempt_id or 0
+                return answer("PreToolUse", permissionDecision="deny", permissionDecisionReason=res.output)
+        self.pending[call_id] = pending
+        wrapped = self._wrapped(call_id, pending)
+        if wrapped is not None:  # the NUDGE note comes back with the answer
+            return answer("PreToolUse", permissionDecision="allow", updatedInput={"command": wrapped})
+        if plan.applied and plan.verdict.kind is VerdictKind.NUDGE:
+            return answer("PreToolUse", additionalContext=f"[ledger] NUDGE: {plan.verdict.reason}.")
+        return None
+
+    def _wrapped(self, call_id: str, pending: _Pending) -> str | None:
+        """The wrapper command line that runs the shell command and prints the ledger's answer."""
+        plan = pending.plan
+        if (self.wrap_launcher is None or self.socket_path is None or pending.tool not in SHELL_TOOLS
+                or not plan.applied or not plan.verdict.kind.executes or self.runtime.config.dedupe == "off"
+                or plan.analysis.raw or plan.analysis.submits):
+            return None
+        extra: list[str] = []
+        if self.token is not None:
+            self.call_tokens[call_id] = secrets.token_hex(16)
+            extra = ["--token", self.call_tokens[call_id]]
+        return shlex.join([*self.wrap_launcher, "wrap", "--socket", self.socket_path, "--call", call_id, *extra,
+                           "--run-dir", str(self.runtime.run_dir), "--", plan.command])
+
+    def answer_event(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """The wrapper ran a command: record it, and answer with the text the model gets."""
+        call_id = payload.get("tool_use_id")
+        pending = self.pending.pop(call_id, None) if isinstance(call_id, str) else None
+        if pending is None:
+            return None  # not ours (or recorded already): the wrapper prints the raw output
+        try:
+            output = base64.b64decode(str(payload.get("output_b64") or "")).decode("utf-8", "replace")
+            code = payload.get("exit_code")
+            code = code if isinstance(code, int) else None
+            elapsed = float(payload.get("elapsed_s") or 0.0)
+        except (ValueError, TypeError):
+            self.pending[call_id] = pending  # PostToolUse records it from the rollout instead
+            raise
+        rollout = reader_for(self.rollouts, pending.transcript or self.last_transcript)
+        args = rollout.arguments.get(call_id) if rollout is not None else None
+        res = ExecResult(output, code, output_complete=bool(payload.get("complete", True)) and code is not None)
+        run = self.runtime.record(pending.plan, res, elapsed, truncation=truncation_for(args),
+                                  shown_raw=bool(payload.get("shown_raw")))
+        if run.attempt_id is not None:
+            self.recorded[call_id] = run.attempt_id
+        return {"text": run.output}
+
+    def _follow_compactions(self) -> None:
+        """Codex compacted its history: what it showed the model before is gone from its context."""
+        rollout = reader_for(self.rollouts, self.last_transcript)
+        if rollout is not None and rollout.compactions > self.compactions:
+            self.compactions = rollout.compactions
+            self.runtime.forget_context()
+            self.shown.clear()  # the state-view lines it was given went with them
+
+    def _something_running(self) -> bool:
+        """Whether a command that may change files is still running: started (PreToolUse) and not
+        ended in the rollout, or recorded while Codex left it running. A call that never ran (denied
+        by another hook, declined by the user) stops counting after STALE_PENDING_S."""
+        rollout = reader_for(self.rollouts, self.last_transcript)
+        ended = set(rollout.commands) | set(rollout.patches) if rollout is not None else set()
+        now = time.perf_counter()
+        for call_id, p in self.pending.items():
+            if not p.plan.analysis.readonly and call_id not in ended and now - p.started < STALE_PENDING_S:
+                return True
+        return any(not self.unfinished_pure.get(c, False) for c in self.unfinished)
+
+    def _answer_file(self, attempt_id: int | None) -> Path:
+        assert self.answers_dir is not None
+        return self.answers_dir / f"{attempt_id or 0}.out"
+
+    def _drop_answer_file(self, attempt_id: int | None) -> None:
+        """An earlier output handed back through a file holds what the command printed, secrets
+        too: it goes once Codex has read it (the ledger keeps only its masked copy)."""
+        if self.answers_dir is not None:
+            try:
+                self._answer_file(attempt_id).unlink()
+            except OSError:
+                pass
+
+    def _replay_command(self, attempt_id: int | None, output: str, returncode: int | None) -> str:
+        """A command that prints ``output`` byte for byte and exits with ``returncode``."""
+        assert self.answers_dir is not None
+        from ledger_runtime import private_dir, write_private
+
+        private_dir(self.answers_dir)
+        path = self._answer_file(attempt_id)
+        write_private(path, output.encode("utf-8", "surrogateescape"))
+        if not isinstance(returncode, int):
+            code = 0
+        elif returncode < 0:  # killed by a signal: as a shell reports it
+            code = min(255, 128 - returncode)
+        else:
+            code = returncode & 0xFF
+        return f"cat {shlex.quote(str(path))}; exit {code}"
+
+    # -- record ----------------------------------------------------------------------------------
+
+    def post_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        call_id = payload.get("tool_use_id")
+        if isinstance(call_id, str) and call_id in self.answered:
+            self._drop_answer_file(self.answered.pop(call_id))
+            return None
+        if isinstance(call_id, str) and call_id in self.recorded:  # the wrapper's answer recorded it
+            attempt = self.runtime.state.attempt(self.recorded.pop(call_id))
+            view = self._view_note(full=False, just_ran=attempt.step if attempt else None)
+            return answer("PostToolUse", additionalContext=view) if view else None
+        pending = self.pending.pop(call_id, None) if isinstance(call_id, str) else None
+        if pending is None:  # no PreToolUse seen for it: record it now, its changes as made before it
+            pending = self._pending(payload)
+            if pending is None:
+                return None
+        rollout = reader_for(self.rollouts, payload.get("transcript_path") or pending.transcript)
+        res, trunc = self._result(pending, call_id, rollout, payload.get("tool_response"))
+        run = self.runtime.record(pending.plan, res, time.perf_counter() - pending.started, truncation=trunc,
+                                  shown_raw=True)  # no wrapper answered: the model got the output as it is
+        if not res.output_complete and run.attempt_id is not None and isinstance(call_id, str):
+            self.unfinished[call_id] = (run.attempt_id, pending.tool in PATCH_TOOLS)
+            self.unfinished_pure[call_id] = pending.plan.analysis.readonly
+        notes = []
+        if run.note and not (pending.plan.applied and pending.plan.verdict.kind is VerdictKind.NUDGE
+                             and run.verdict == pending.plan.verdict):  # that NUDGE went with PreToolUse
+            notes.append(run.note)
+        view = self._view_note(full=False, just_ran=pending.plan.step)
+        if view:
+            notes.append(view)
+        return answer("PostToolUse", additionalContext="\n".join(notes)) if notes else None
+
+    def _result(self, pending: _Pending, call_id: Any, rollout: RolloutReader | None,
+                tool_response: Any) -> tuple[ExecResult, Truncation]:
+        """The command's exit code and whole output from the rollout when it has them; else the
+        hook's output text, marked incomplete (never reused)."""
+        args = rollout.arguments.get(call_id) if rollout is not None and isinstance(call_id, str) else None
+        trunc = truncation_for(args)
+        records = (rollout.patches if pending.tool in PATCH_TOOLS else rollout.commands) if rollout else {}
+        rec = records.get(call_id) if isinstance(call_id, str) else None
+        if rec is not None:
+            return ExecResult(rec.output, rec.exit_code, output_complete=rec.exit_code is not None), trunc
+        text = tool_response if isinstance(tool_response, str) else json.dumps(tool_response)
+        return ExecResult(text, None, output_complete=False), trunc
+
+    def complete_unfinished(self) -> None:
+        """Fold in the ends the rollout now has of commands recorded unfinished."""
+        rollout = reader_for(self.rollouts, self.last_transcript)
+        if rollout is None:
+            return
+        for call_id, (attempt_id, patch) in list(self.unfinished.items()):
+            rec = (rollout.patches if patch else rollout.commands).get(call_id)
+            if rec is not None and rec.exit_code is not None:
+                self.runtime.complete(attempt_id, ExecResult(rec.output, rec.exit_code))
+                del self.unfinished[call_id]
+                self.unfinished_pure.pop(call_id, None)
+
+    def finish(self) -> None:
+        """At the end of the run: record the commands whose PostToolUse never came, and the ends of
+        commands recorded unfinished."""
+        self.complete_unfinished()
+        if self.answers_dir is not None:
+            shutil.rmtree(self.answers_dir, ignore_errors=True)
+        for call_id, pending in list(self.pending.items()):
+            rollout = reader_for(self.rollouts, pending.transcript or self.last_transcript)
+            res, trunc = self._result(pending, call_id, rollout, "")
+            if rollout is None or (call_id not in rollout.commands and call_id not in rollout.patches):
+                res = ExecResult("", None, "no result: the tool call ended without a PostToolUse hook",
+                                 output_complete=False)
+            self.runtime.record(pending.plan, res, time.perf_counter() - pending.started, truncation=trunc,
+                                shown_raw=True)
+            del self.pending[call_id]

@@ -1,0 +1,318 @@
+"""ContainerWorkspace: the ledger's workspace where the agent's commands run, when that is not this
+machine: a Docker container (mini-swe-agent's DockerEnvironment: talked to with ``docker exec``), or
+any other environment that runs bash commands (singularity, bubblewrap, SWE-ReX, Modal...: talked
+to through the environment's own ``execute``).
+
+A small helper (container_helper.py) is installed in the container on first use, together with
+the first snapshot, in one ``docker exec``. After that, the post-command snapshot rides in the SAME
+``docker exec`` as the command: ``wrap`` prepends an EXIT trap that runs the helper when the
+command's shell exits, and ``unwrap`` cuts the helper's report off the output, so the agent gets
+the command's exact output and return code. Only when the report is missing (the command timed
+out, replaced its shell with ``exec``, or set its own EXIT trap) does ``scan`` cost a round trip of
+its own.
+
+The helper lives in a directory of its own per install (``/tmp/.ledger-runtime-<nonce>``, made
+with ``mkdir -m 700``, which never follows a planted symlink), and every call carries the run's
+nonce and the script's digest: an answer without the nonce is not taken. When the helper fails in
+any way (its directory removed, its state deleted or garbled, its call counter bumped, its script
+overwritten), what the workspace believed is dropped, the helper is installed again and its first
+snapshot is the new baseline: the changes since the last good snapshot are found against it, and
+the fault is reported (``on_fault``). Nothing but the agent's commands changes the container, so there is no scan before a
+command; signatures of keys the runtime has not asked about before are taken as they were after
+the command ("pending" before it).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import secrets
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ledger_runtime import analyze
+from ledger_runtime import FileState
+from ledger_runtime import PENDING
+from ledger_runtime import Baseline
+from ledger_runtime import Snapshot
+
+HELPER_BASE = "/tmp/.ledger-runtime"  # + "-<nonce>": one directory per install
+HELPER_SOURCE = Path(__file__).with_name("helper.py")
+HELPER_DIGEST = "b2:" + hashlib.blake2b(HELPER_SOURCE.read_bytes(), digest_size=16).hexdigest()
+EXEC_TIMEOUT = 120
+
+
+class HelperError(RuntimeError):
+    """The helper could not be installed or answered nonsense."""
+
+
+def _b2(data: bytes) -> str:
+    return "b2:" + hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+class DockerExec:
+    """Runs helper commands with ``docker exec`` (stdin supported)."""
+
+    def __init__(self, container: str, executable: str = "docker"):
+        self.container, self.executable = container, executable
+
+    def __call__(self, argv: list[str], stdin: bytes | None, timeout: float) -> bytes:
+        cmd = [self.executable, "exec", *(["-i"] if stdin is not None else []), self.container, *argv]
+        try:
+            proc = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout, check=False)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise HelperError(f"docker exec failed: {e}") from None
+        if proc.returncode != 0 and not proc.stdout:
+            raise HelperError(f"docker exec failed ({proc.returncode}): {proc.stderr.decode(errors='replace')[:300]}")
+        return proc.stdout
+
+
+class EnvExec:
+    """Runs helper commands through a mini-swe-agent environment's own ``execute`` (stdin is sent
+    base64-encoded inside the command)."""
+
+    def __init__(self, env: Any):
+        self.env = env
+
+    def __call__(self, argv: list[str], stdin: bytes | None, timeout: float) -> bytes:
+        cmd = " ".join(shlex.quote(a) for a in argv)
+        if stdin is not None:
+            cmd = f"echo {base64.b64encode(stdin).decode()} | base64 -d | {cmd}"
+        out = self.env.execute({"command": cmd}, timeout=int(timeout))
+        return str(out.get("output", "")).encode()
+
+
+class ContainerWorkspace:
+    """See the module docstring. ``env`` is the mini-swe-agent environment the commands run in."""
+
+    rescan_before_command = False
+    scan_is_cheap = False  # the snapshot rides in the command's own exec; there is no scan before one
+
+    def __init__(self, env: Any, root: str, *, executable: str | None = None, transport: str = "auto"):
+        self.env = env
+        self.root = os.path.normpath(root)
+        if transport not in ("auto", "docker", "env"):
+            raise ValueError(f"helper transport must be auto, docker or env, not {transport!r}")
+        if transport != "env" and getattr(env, "container_id", None):
+            self.transport: Any = DockerExec(env.container_id, executable or getattr(
+                getattr(env, "config", None), "executable", "docker"))
+        else:
+            self.transport = EnvExec(env)
+        self.nonce = ""
+        self.dir = ""  # the helper's directory in the container (set by _install)
+        self.on_fault: Callable[[str, BaseException], None] | None = None  # the runtime's report_fault
+        self.reinstalls = 0
+        self._files: dict[str, FileState] = {}
+        self._sigs: dict[str, str] = {}
+        self._states: dict[str, FileState | None] = {}
+        self._kept: dict[str, bytes] = {}
+        self._contents: dict[str, bytes] = {}  # files the last command's output claims to show, as they are now
+        self._heads: dict[str, bytes] = {}
+        self._report: dict | None = None
+        self._watch_new: list[str] = []
+        self._keep_limit = 2 * 1024 * 1024
+        self.python = "python3"
+        self.seq = 0  # each post call is numbered; the helper ignores one older than the last it took
+        self.state_file = self.marker = ""
+        self.round_trips = 0
+        self.reports_in_band = 0
+        self._git: dict = {}
+        self._first_scan = True
+        self._install()
+
+    # -- talking to the container -----------------------------------------------------------------
+
+    def _exec(self, argv: list[str], stdin: bytes | None = None, timeout: float = EXEC_TIMEOUT) -> bytes:
+        self.round_trips += 1
+        return self.transport(argv, stdin, timeout)
+
+    def _json(self, raw: bytes) -> dict:
+        for line in reversed(raw.decode("utf-8", "replace").strip().splitlines()):
+            if line.startswith("{"):
+                try:
+                    data = json.loads(line)
+                except ValueError:
+                    break
+                if not isinstance(data, dict):
+                    break
+                if "error" in data:
+                    raise HelperError(f"helper: {data['error']}")
+                if data.get("nonce") != self.nonce:
+                    raise HelperError("an answer not from this run's helper")
+                return data
+        raise HelperError(f"no answer from the helper: {raw[-300:]!r}")
+
+    def helper_argv(self, *args: str) -> list[str]:
+        """The argv of a helper call."""
+        return [self.python, "-S", "-E", f"{self.dir}/helper.py", "--run", self.nonce, HELPER_DIGEST, *args]
+
+    def _install(self) -> None:
+        """Copy the helper into a new private directory, find a Python, take the first snapshot: one
+        exec. The directory of an earlier install goes."""
+        old = self.dir
+        self.nonce = secrets.token_hex(8)
+        self.dir = f"{HELPER_BASE}-{self.nonce}"
+        self.state_file = f"{self.dir}/state.marshal"
+        self.marker = f"@@ledger-runtime:{self.nonce}@@"
+        self.seq = 0
+        script = (
+            f"umask 077; {f'rm -rf {shlex.quote(old)}; ' if old else ''}mkdir -m 700 {self.dir} && "
+            f"cat > {self.dir}/helper.py && "
+            "PY=$(command -v python3 || command -v python || echo /usr/bin/python3) && "
+            f"\"$PY\" -S -E {self.dir}/helper.py --run {self.nonce} {HELPER_DIGEST} init {shlex.quote(self.root)} "
+            f"{self.state_file}"
+        )
+        data = self._json(self._exec(["sh", "-c", script], stdin=HELPER_SOURCE.read_bytes()))
+        self.python = data.get("executable") or "python3"
+        self._files = {p: FileState(*fs) for p, fs in data["files"].items()}
+        self._git = data.get("git") or {}
+
+    def _recover(self, error: HelperError) -> None:
+        """The helper failed: forget what it said, install it again (its snapshot is the new
+        baseline), and report the fault. Raises HelperError when it cannot be installed."""
+        self._sigs, self._states, self._kept, self._contents, self._heads = {}, {}, {}, {}, {}
+        self._report, self._watch_new = None, []
+        self.reinstalls += 1
+        self._install()
+        if self.on_fault is not None:
+            self.on_fault("the container helper failed: installed again, its snapshot is the new baseline", error)
+
+    # -- the command's own exec carries the snapshot ------------------------------------------------
+
+    def wrap(self, command: str, cwd: str) -> str:
+        """``command`` with an EXIT trap that prints the helper's report after it."""
+        a = analyze(command, cwd)
+        keys = list(a.read_keys) + ["f:" + v.path for v in a.views]
+        self.seq += 1
+        args = ["post", self.state_file, "--seq", str(self.seq), "--keep", str(self._keep_limit)]
+        for k in dict.fromkeys(keys):
+            args += ["--sign", k]
+        for p in dict.fromkeys(v.path for v in a.views):  # what the output is checked against
+            args += ["--show", p]
+        for p in self._watch_new:
+            args += ["--watch", p]
+        self._watch_new = []
+        helper = " ".join(shlex.quote(x) for x in self.helper_argv(*args))
+        trap = (f"__ledger_rc=$?; trap - EXIT; if [ -p /dev/stdout ]; then printf '\\n%s\\n' {self.marker}; "
+                f"{helper} 2>/dev/null; fi; exit $__ledger_rc")
+        # stderr joins stdout first: docker exec carries the two streams apart and interleaves them at
+        # random, which could put the report before the command's last words; one stream keeps it last.
+        # All on the command's first line, so bash's "line N" messages keep their numbers.
+        return f"exec 2>&1; trap {shlex.quote(trap)} EXIT; {command}"
+
+    def unwrap(self, output: str) -> str:
+        """The command's own output; keeps the report for the next ``scan``."""
+        cut = output.rfind("\n" + self.marker + "\n")
+        if cut < 0:
+            self._report = None
+            return output
+        rest = output[cut + len(self.marker) + 2:]
+        line, _, after = rest.partition("\n")
+        try:
+            report = json.loads(line)
+            if not isinstance(report, dict) or "error" in report or report.get("nonce") != self.nonce:
+                raise ValueError("not a report of this run's helper")
+        except ValueError:
+            self._report = None
+            return output[:cut] + after
+        self._report = report
+        self.reports_in_band += 1
+        return output[:cut] + after  # anything a background job printed after the report stays
+
+    # -- Workspace ------------------------------------------------------------------------------
+
+    def scan(self, *, keep_limit: int = 0) -> Snapshot:
+        report, self._report = self._report, None
+        if report is None and self._first_scan:
+            self._first_scan = False  # the snapshot taken when installing is the first scan
+            return Snapshot(dict(self._files), self.root)
+        self._first_scan = False
+        if report is None:
+            self.seq += 1
+            try:
+                report = self._json(self._exec(self.helper_argv(
+                    "post", self.state_file, "--seq", str(self.seq), "--keep", str(self._keep_limit),
+                    *sum((["--watch", p] for p in self._watch_new), []))))
+            except HelperError as e:
+                self._recover(e)
+                return Snapshot(dict(self._files), self.root)
+            self._watch_new = []
+        for path, fs in report.get("changes", []):
+            if fs is None:
+                self._files.pop(path, None)
+            else:
+                self._files[path] = FileState(*fs)
+        self._sigs.update(report.get("sigs", {}))
+        self._states.update({p: (FileState(*fs) if fs else None) for p, fs in report.get("states", {}).items()})
+        self._kept = {p: base64.b64decode(v) for p, v in report.get("kept", {}).items()}
+        self._contents = {p: base64.b64decode(v) for p, v in report.get("contents", {}).items()}
+        self._heads.update({p: base64.b64decode(v) for p, v in report.get("heads", {}).items()})
+        return Snapshot(dict(self._files), self.root)
+
+    def kept(self) -> dict[str, bytes]:
+        return self._kept
+
+    def sign_many(self, keys: Iterable[str], *, exact: bool = True) -> dict[str, str]:
+        keys = list(keys)
+        out: dict[str, str] = {}
+        missing = []
+        for k in keys:
+            if k in self._sigs:
+                out[k] = self._sigs[k]
+            elif k.startswith("f:") and (fs := self._files.get(k[2:])) is not None and not fs.digest.startswith("link:"):
+                out[k] = fs.digest
+            else:
+                missing.append(k)
+        if missing and exact:
+            try:
+                data = self._json(self._exec(self.helper_argv("sign", self.state_file, *missing)))
+            except HelperError as e:
+                self._recover(e)
+                data = self._json(self._exec(self.helper_argv("sign", self.state_file, *missing)))
+            out.update(data["sigs"])
+        else:
+            out.update({k: PENDING for k in missing})
+        return out
+
+    def file_state(self, path: str) -> FileState | None:
+        if path in self._states:
+            return self._states[path]
+        fs = self._files.get(path)
+        return fs if fs is not None and not fs.digest.startswith("link:") else None
+
+    def content(self, path: str, limit: int) -> bytes | None:
+        data = self._contents.get(path)
+        return data if data is not None and len(data) <= limit else None
+
+    def watch(self, paths: Iterable[str]) -> None:
+        for p in paths:
+            if p not in self._watch_new:
+                self._watch_new.append(p)
+
+    def watched(self) -> int:
+        return len(self._watch_new)
+
+    def baseline(self, snapshot: Snapshot, task: str) -> Baseline:
+        git = self._git
+        return Baseline(root=self.root, is_git=bool(git.get("is_git")), head_commit=git.get("head"),
+                        branch=git.get("branch"), dirty_paths=tuple(git.get("dirty") or ()),
+                        file_count=len(snapshot.files), snapshot_digest=snapshot.digest, task=task)
+
+    def baseline_content(self, path: str, commit: str | None) -> bytes | None:
+        return self._heads.get(path)
+
+    def digest(self, data: bytes) -> str:
+        return _b2(data)
+
+    def close(self) -> None:
+        """Remove the helper's directory (best effort: the container may be gone already)."""
+        if self.dir:
+            try:
+                self._exec(["rm", "-rf", self.dir], timeout=10)
+            except Exception:
+                pass
+            self.dir = ""

@@ -1,0 +1,371 @@
+"""mini-swe-agent adapter: an environment wrapper and a model wrapper, usable by class path.
+
+``LedgerEnvironment`` wraps ANY mini-swe-agent environment (``inner_class``: local, docker, or any
+class path) and sends every command through the ledger runtime (govern, execute, record).
+``LedgerModel`` wraps any model (``inner_class``) and puts the current state view into a copy of
+the messages right before each query, so it is fresh every call and never piles up in the history
+(appended after the last message: after the tool results for tool-call models).
+
+Both plug in through a YAML config, so they work in ``mini``, ``mini-extra swebench-single`` and
+``mini-extra swebench`` (whose agent class is fixed)::
+
+    environment:
+      environment_class: ledger_adapters.mini.environment.LedgerEnvironment
+      inner_class: docker            # the environment it wraps (default: local)
+      ledger:                        # ledger settings; any key of ledger_runtime.config.LedgerConfig
+        run_dir: /path/to/ledger     # default: next to the trajectory
+        inform: true
+        govern: true
+        shadow: false
+    model:
+      model_class: ledger_adapters.mini.environment.LedgerModel
+      inner_class: litellm           # the model it wraps (default: chosen by model_name, as mini does)
+
+The two find each other per thread (mini-extra swebench runs one instance per worker thread).
+Each verdict is recorded in the observation's ``extra["ledger"]``; the ledger's path in the
+trajectory's ``info["ledger"]``. A fault of the ledger never breaks the agent's step.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from minisweagent.environments import get_environment_class
+from minisweagent.exceptions import Submitted
+from minisweagent.models import get_model_class
+from pydantic import BaseModel, ConfigDict
+
+from ledger_runtime import ContextPolicy, Sticky
+from ledger_runtime import LedgerConfig, from_mapping, load_config
+from ledger_runtime import ExecResult
+from ledger_runtime import VIEW_NOTE
+from ledger_runtime import Truncation
+from ledger_runtime import secret_values
+from ledger_runtime import LedgerRuntime
+
+from ledger_adapters.mini.context import sent_history
+from ledger_adapters.mini.format import MARKER as SUBMIT_MARKER
+from ledger_adapters.mini.format import SUBMISSION
+
+log = logging.getLogger("ledger_runtime.mini")
+_sessions = threading.local()
+_last_session: list["Session"] = []
+
+
+class Session:
+    """What the environment and the model wrappers of one run share: the runtime and the step."""
+
+    def __init__(self, runtime: LedgerRuntime):
+        self.runtime = runtime
+        self.step = 0  # model queries so far; every command of one response shares its step
+
+
+def current_session() -> Session | None:
+    """The session of this thread (the environment wrapper made it), else the latest one."""
+    s = getattr(_sessions, "session", None)
+    if s is None and _last_session:
+        s = _last_session[-1]
+    return s
+
+
+class LedgerSettings(BaseModel):
+    """The ``ledger:`` section of the environment config."""
+
+    model_config = ConfigDict(extra="allow")
+    run_dir: str = ""
+    config_file: str = ""
+    task: str = ""
+    workdir: str = ""
+    helper_transport: str = "auto"  # how the helper reaches a non-local environment: docker exec, or its execute
+
+
+def _runner_context() -> dict[str, Any]:
+    """What the mini-swe-agent runner that is building this environment knows (the instance, its
+    output directory, the task), read from its frames: the runners pass none of it to a custom
+    environment class. Empty outside the runners."""
+    found: dict[str, Any] = {}
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            if frame.f_globals.get("__name__", "").startswith("minisweagent.run"):
+                for name in ("instance", "instance_dir", "output_dir", "task", "run_task", "config", "image_name"):
+                    if name in frame.f_locals and name not in found:
+                        found[name] = frame.f_locals[name]
+            frame = frame.f_back
+    finally:
+        del frame
+    return found
+
+
+def _runs_here(env: Any) -> bool:
+    """Whether the environment's commands run on this machine, on this machine's files."""
+    from minisweagent.environments.local import LocalEnvironment
+
+    return isinstance(env, LocalEnvironment) and not getattr(env, "container_id", None)
+
+
+def _default_run_dir(ctx: dict[str, Any]) -> Path:
+    if ctx.get("instance_dir") is not None:
+        return Path(ctx["instance_dir"]) / "ledger"
+    output = (ctx.get("config") or {}).get("agent", {}).get("output_path") if isinstance(ctx.get("config"), dict) else None
+    if output:
+        p = Path(str(output))
+        return p.with_name(p.name.split(".")[0] + ".ledger")
+    return Path("ledger-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{threading.get_ident() % 10000}"
+
+
+def _instance_image(ctx: dict[str, Any]) -> str | None:
+    instance = ctx.get("instance")
+    if not isinstance(instance, dict):
+        return None
+    from minisweagent.run.benchmarks.swebench import get_swebench_docker_image_name
+
+    return get_swebench_docker_image_name(instance)
+
+
+def image_for(inner_class: str, class_name: str, instance_image: str | None) -> str | None:
+    """The image an environment of this class runs a SWE-bench instance in, named as mini-extra
+    swebench names it (get_sb_environment): the Docker image, or its ``docker://`` URI for the
+    environments that pull through another runtime (Singularity, ConTree)."""
+    if not instance_image:
+        return None
+    if inner_class in ("docker", "swerex_modal") or class_name == "DockerEnvironment":
+        return instance_image
+    if inner_class in ("singularity", "contree") or class_name in ("SingularityEnvironment", "ContreeEnvironment"):
+        return "docker://" + instance_image
+    return None
+
+
+class LedgerEnvironment:
+    """Any mini-swe-agent environment, with every command sent through the ledger."""
+
+    def __init__(self, *, inner_class: str = "local", ledger: dict[str, Any] | None = None, **inner_kwargs: Any):
+        ctx = _runner_context()
+        settings = LedgerSettings(**(ledger or {}))
+        self.inner_class = inner_class
+        cls = get_environment_class(inner_class)
+        if "image" not in inner_kwargs and (image := image_for(inner_class, cls.__name__, _instance_image(ctx))):
+            inner_kwargs["image"] = image  # mini-extra swebench hands the image only to its own classes
+        self.inner = cls(**inner_kwargs)
+        self.settings = settings
+        self.session: Session | None = None
+        self.container = None  # a ContainerWorkspace when the inner environment is a container
+        self.observers: list = []  # callables (action, output dict) run after each command, for live displays
+        self.run_dir = Path(settings.run_dir) if settings.run_dir else _default_run_dir(ctx)
+        task = settings.task or str(ctx.get("task") or ctx.get("run_task") or "")
+        if not task and isinstance(ctx.get("instance"), dict):
+            task = ctx["instance"].get("problem_statement", "")
+        try:
+            self.session = Session(self._runtime(task, inner_kwargs))
+        except Exception as e:  # no ledger, but the agent runs as it would without one
+            log.error("ledger disabled for this run: %s", e)
+            return
+        if self.container is not None:  # a helper that failed and was installed again is a fault of ours
+            self.container.on_fault = self.session.runtime.report_fault
+        _sessions.session = self.session
+        _last_session.append(self.session)
+        del _last_session[:-8]
+
+    def _runtime(self, task: str, inner_kwargs: dict[str, Any]) -> LedgerRuntime:
+        extra = {k: v for k, v in self.settings.model_dump().items()
+                 if k not in ("run_dir", "config_file", "task", "workdir", "helper_transport")}
+        config = load_config(self.settings.config_file) if self.settings.config_file else LedgerConfig()
+        config = from_mapping({**config.to_dict(), **extra}, origin="ledger settings")
+        workspace = None
+        workdir = self.settings.workdir or getattr(getattr(self.inner, "config", None), "cwd", "") or os.getcwd()
+        if not _runs_here(self.inner):
+            from ledger_adapters.container.workspace import ContainerWorkspace
+
+            workspace = self.container = ContainerWorkspace(self.inner, workdir or "/",
+                                                            transport=self.settings.helper_transport)
+        meta = {"agent": "mini-swe-agent", "environment": f"{type(self.inner).__module__}.{type(self.inner).__name__}"}
+        # the variables the environment sets for the agent's commands: secrets among them are masked too
+        env = getattr(getattr(self.inner, "config", None), "env", None)
+        secrets = tuple(secret_values(env)) if isinstance(env, dict) else ()
+        return LedgerRuntime(workdir, self.run_dir, config, task=task, meta=meta, workspace=workspace, secrets=secrets,
+                             submission=SUBMISSION,
+                             truncation=Truncation(config.output_limit_chars, config.output_head_chars,
+                                                   config.output_tail_chars))
+
+    @property
+    def runtime(self) -> LedgerRuntime | None:
+        return self.session.runtime if self.session else None
+
+    @property
+    def config(self) -> Any:
+        return self.inner.config
+
+    def execute(self, action: dict, cwd: str = "", *, timeout: int | None = None) -> dict[str, Any]:
+        rt = self.runtime
+        if rt is None:
+            return self.inner.execute(action, cwd, timeout=timeout)
+        command = action.get("command", "")
+        held: dict[str, Any] = {}
+
+        def run_inner(_command: str, _cwd: str) -> ExecResult:
+            ws = self.container
+            sent = {**action, "command": ws.wrap(command, _cwd)} if ws is not None else action
+            try:
+                out = self.inner.execute(sent, cwd, timeout=timeout)
+                if sent is not action:  # error texts quote the command: show the agent its own
+                    out = _unquote(out, sent["command"], command)
+            except Submitted as s:  # let the ledger record it, then raise it as the agent would see it
+                msg = s.messages[0] if s.messages else {}
+                submission = msg.get("extra", {}).get("submission", "")
+                if ws is not None:
+                    clean = ws.unwrap(f"{SUBMIT_MARKER}\n{submission}")
+                    submission = clean.split("\n", 1)[1] if "\n" in clean else ""
+                    s = Submitted({"role": "exit", "content": submission,
+                                   "extra": {"exit_status": "Submitted", "submission": submission}})
+                held["submitted"] = s
+                return ExecResult(f"{SUBMIT_MARKER}\n{submission}", 0)
+            if ws is not None:
+                out = {**out, "output": ws.unwrap(out.get("output", ""))}
+            held["raw"] = out
+            return ExecResult(out.get("output", ""), out.get("returncode"), out.get("exception_info") or "",
+                              dict(out.get("extra") or {}))
+
+        workdir = cwd or getattr(self.inner.config, "cwd", "") or rt.workdir
+        step = self.session.step if self.session and self.session.step else None
+        result = rt.run(command, run_inner, cwd=workdir, step=step)
+        out = dict(held.get("raw") or {})
+        out.update({"output": result.output, "returncode": result.returncode,
+                    "exception_info": result.exception_info or out.get("exception_info", "")})
+        v = result.verdict
+        extra = dict(out.get("extra") or {})
+        extra["ledger"] = {"verdict": v.kind.value, "reason": v.reason, "ref_step": v.ref_step,
+                           "executed": result.executed, "attempt": result.attempt_id, "answer": result.answer,
+                           "applied": rt.config.applies}
+        out["extra"] = extra
+        for observe in self.observers:
+            try:
+                observe(action, out)
+            except Exception as e:  # a display must never break the agent
+                log.warning("observer failed: %s", e)
+        if "submitted" in held:
+            raise held["submitted"]
+        return out
+
+    def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
+        return self.inner.get_template_vars(**kwargs)
+
+    def serialize(self) -> dict:
+        data = self.inner.serialize()
+        info = data.setdefault("info", {})
+        cfg = info.setdefault("config", {})
+        cfg["environment_type"] = f"{type(self).__module__}.{type(self).__name__}"
+        cfg["inner_environment_type"] = f"{type(self.inner).__module__}.{type(self.inner).__name__}"
+        rt = self.runtime
+        if rt is not None:
+            info["ledger"] = {"path": str(rt.store.path.resolve()), "run_dir": str(rt.run_dir.resolve()),
+                              "config": rt.config.to_dict()}
+        return data
+
+    def cleanup(self) -> None:
+        if self.runtime is not None:
+            self.runtime.close()
+        if hasattr(self.inner, "cleanup"):
+            self.inner.cleanup()
+
+    def __getattr__(self, name: str) -> Any:  # anything else the runner asks of the environment
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+class LedgerModel:
+    """Any mini-swe-agent model, with the state view in the prompt of every query."""
+
+    def __init__(self, *, inner_class: str = "", **kwargs: Any):
+        self.inner = get_model_class(kwargs.get("model_name", ""), inner_class)(**kwargs)
+        self.inner_class = inner_class
+        self.views_injected = 0
+        self.last_view = ""
+        self.sticky = Sticky()  # how the run's context policy was applied at the last call
+        self.last_sent: list[dict] = []  # what the model was sent at the last call
+
+    @property
+    def config(self) -> Any:
+        return self.inner.config
+
+    def query(self, messages: list[dict], **kwargs: Any) -> dict:
+        session = current_session()
+        if session is None:
+            return self.inner.query(messages, **kwargs)
+        session.step += 1
+        view = ""
+        if session.runtime.state.attempts:
+            view = session.runtime.inform()  # also takes the scan the context policy reads files by
+        sent = messages
+        try:
+            policy = session.runtime.config.context_policy
+            sent = sent_history(messages, session.runtime, policy, self.sticky)
+        except Exception as e:  # a fault of ours never keeps the model from its history
+            session.runtime.report_fault("applying the context policy", e)
+        if view:
+            self.views_injected += 1
+            self.last_view = view
+            sent = with_view(sent, view, self.inner)
+        self.last_sent = sent
+        return self.inner.query(sent, **kwargs)
+
+    def format_message(self, **kwargs: Any) -> dict:
+        return self.inner.format_message(**kwargs)
+
+    def format_observation_messages(self, message: dict, outputs: list[dict], template_vars: dict | None = None) -> list[dict]:
+        return self.inner.format_observation_messages(message, outputs, template_vars)
+
+    def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
+        return self.inner.get_template_vars(**kwargs)
+
+    def serialize(self) -> dict:
+        data = self.inner.serialize()
+        cfg = data.setdefault("info", {}).setdefault("config", {})
+        cfg["model_type"] = f"{type(self).__module__}.{type(self).__name__}"
+        cfg["inner_model_type"] = f"{type(self.inner).__module__}.{type(self.inner).__name__}"
+        # how many of the model's calls carried a state view: 0 for an uninformed agent (a baseline)
+        data["info"]["ledger_views"] = {"injected": self.views_injected}
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def _unquote(out: dict, sent: str, original: str) -> dict:
+    """The environment's result with the wrapped command replaced by the original wherever a message
+    quotes it (mini-swe-agent's timeout message quotes the whole docker exec command line)."""
+    def fix(text: Any) -> Any:
+        if not isinstance(text, str):
+            return text
+        return text.replace(repr(sent), repr(original)).replace(sent, original)
+
+    out = {**out, "exception_info": fix(out.get("exception_info"))}
+    if isinstance(out.get("extra"), dict):
+        out["extra"] = {k: fix(v) for k, v in out["extra"].items()}
+    return out
+
+
+
+
+def with_view(messages: list[dict], view: str, model: Any) -> list[dict]:
+    """A copy of ``messages`` with the state view after the last message. A plain user message
+    last (text-based models) gets the view appended, so no two user messages follow each other;
+    otherwise (tool results, Responses API items) a new user message follows, in the model's own
+    message format."""
+    text = VIEW_NOTE + view
+    out = list(messages)
+    last = out[-1] if out else None
+    if last is not None and last.get("role") == "user" and isinstance(last.get("content"), str) and "type" not in last:
+        out[-1] = {**last, "content": last["content"] + "\n\n" + text}
+        return out
+    msg = model.format_message(role="user", content=text)
+    out.append(msg)
+    return out

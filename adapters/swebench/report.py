@@ -1,0 +1,264 @@
+"""``ledger-run report OUT``: the arms of a ``ledger-run swebench`` output side by side.
+
+Per arm and per instance, from the files the run wrote:
+
+- resolved (``results.json``, when scored), with, for every pair of arms, the instances only one of
+  them resolved and McNemar's exact p-value on those;
+- cost and model calls (the trajectory's ``info.model_stats``), input and output tokens (the usage
+  of each model response in the trajectory; "n/a" when the model reported none), wall time
+  (``timings.json``);
+- from the ledgers, one definition for every arm (the baseline's ledger decides in shadow mode):
+  redundant re-reads = commands whose output came back with what the model already held (a whole-output
+  reference, line spans, a diff, a reused run; whether or not the arm acted on it), and
+  the characters of output they stand for; reuses and nudges = the verdicts the arm acted on, and
+  the characters spared; by command class.
+
+``--json`` prints the whole report; a PNG figure (per-instance cost and tokens, each arm against
+the baseline; characters spared by command class) goes to ``OUT/report.png``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ledger_runtime import load
+from ledger_runtime import VerdictKind
+from ledger_runtime import NotALedger
+
+from ledger_adapters.swebench.run import ARMS, BadInput, read_json
+
+
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """Two-sided exact McNemar p-value: a binomial test of the discordant pairs at 1/2."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    k = min(only_a, only_b)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def _tokens(messages: list[Any]) -> tuple[int | None, int | None, int | None]:
+    """Prompt, output and cached prompt tokens the provider reported, summed over the model's calls
+    (cached: OpenAI's ``prompt_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``)."""
+    inp = out = cached = 0
+    seen = False
+    for m in messages:
+        usage = ((m.get("extra") or {}).get("response") or {}).get("usage") if isinstance(m, dict) else None
+        if isinstance(usage, dict):
+            seen = True
+            inp += int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
+            out += int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
+            details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+            cached += int((details.get("cached_tokens") if isinstance(details, dict) else 0) or
+                          usage.get("cache_read_input_tokens") or 0)
+    return (inp, out, cached) if seen else (None, None, None)
+
+
+REFERENCING = ("whole", "spans", "delta", "reused")
+
+
+def ledger_figures(path: Path) -> dict[str, Any]:
+    state = load(path).state
+    # an output that came back with what the model already held (answers.py): decided the same way
+    # in every arm (the baseline's shadow ledger records what the model would have got)
+    re_reads = [a for a in state.attempts if (a.answer or {}).get("kind") in REFERENCING]
+    acted = [a for a in re_reads if a.applied]
+    by_class: Counter[str] = Counter()
+    chars_by_class: Counter[str] = Counter()
+    for a in re_reads:
+        by_class[a.command_class.value] += 1
+        chars_by_class[a.command_class.value] += a.output_chars
+    return {"commands": len(state.attempts), "executed": sum(1 for a in state.attempts if a.executed),
+            "re_reads": len(re_reads), "re_read_chars": sum(chars_by_class.values()),
+            "reuses": len(acted),
+            "nudges": sum(1 for a in state.attempts if a.applied and a.verdict.kind is VerdictKind.NUDGE),
+            "chars_spared": sum(a.output_chars - a.shown_chars for a in acted),
+            "re_reads_by_class": dict(by_class), "re_read_chars_by_class": dict(chars_by_class)}
+
+
+def instance_figures(arm_dir: Path, iid: str, timings: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"instance_id": iid}
+    traj_path = arm_dir / iid / f"{iid}.traj.json"
+    try:
+        traj = read_json(traj_path)
+        info = traj.get("info") or {}
+        stats = info.get("model_stats") or {}
+        inp, out, cached = _tokens(traj.get("messages") or [])
+        row.update(exit_status=info.get("exit_status"), cost=float(stats.get("instance_cost") or 0.0),
+                   calls=int(stats.get("api_calls") or 0), input_tokens=inp, output_tokens=out, cached_tokens=cached,
+                   submitted=bool((info.get("submission") or "").strip()))
+        ledger = (info.get("ledger") or {}).get("path")
+    except (OSError, ValueError, AttributeError) as e:
+        row.update(problem=f"trajectory: {type(e).__name__}: {e}")
+        ledger = None
+    ledger_path = Path(ledger) if ledger else arm_dir / iid / "ledger"
+    try:
+        row["ledger"] = ledger_figures(ledger_path)
+    except NotALedger as e:
+        row["ledger"] = None
+        row["problem"] = str(e)
+    row["wall_s"] = (timings.get(iid) or {}).get("wall_s")
+    scored = (results.get("instances") or {}).get(iid)
+    row["resolved"] = scored.get("resolved") if scored else None
+    return row
+
+
+def arm_report(arm_dir: Path) -> dict[str, Any]:
+    from ledger_adapters.swebench.eval import arm_preds
+
+    preds = arm_preds(arm_dir)
+    timings = read_json(arm_dir / "timings.json") if (arm_dir / "timings.json").exists() else {}
+    results = read_json(arm_dir / "results.json") if (arm_dir / "results.json").exists() else {}
+    rows = {iid: instance_figures(arm_dir, iid, timings, results) for iid in sorted(preds)}
+    n = len(rows)
+
+    def total(key: str) -> float | None:
+        vals = [r.get(key) for r in rows.values() if r.get(key) is not None]
+        return sum(vals) if vals else None  # instances without the figure (no trajectory) count as missing
+
+    def ledger_total(key: str) -> int:
+        return sum((r.get("ledger") or {}).get(key, 0) for r in rows.values())
+
+    by_class: Counter[str] = Counter()
+    chars_by_class: Counter[str] = Counter()
+    for r in rows.values():
+        by_class.update((r.get("ledger") or {}).get("re_reads_by_class", {}))
+        chars_by_class.update((r.get("ledger") or {}).get("re_read_chars_by_class", {}))
+    scored = [r["resolved"] for r in rows.values() if r["resolved"] is not None]
+    totals = {k: total(k) for k in ("cost", "calls", "input_tokens", "cached_tokens", "output_tokens", "wall_s")}
+    return {
+        "arm": arm_dir.name, "ledger_settings": ARMS.get(arm_dir.name), "instances": n,
+        "submitted": sum(1 for r in rows.values() if r.get("submitted")),
+        "scored": len(scored), "resolved": sum(scored) if scored else None,
+        "resolved_rate": (sum(scored) / len(scored)) if scored else None,
+        "totals": totals,
+        "per_instance": {k: (v / sum(1 for r in rows.values() if r.get(k) is not None) if v is not None else None)
+                         for k, v in totals.items()},
+        "re_reads": ledger_total("re_reads"), "re_read_chars": ledger_total("re_read_chars"),
+        "reuses": ledger_total("reuses"), "nudges": ledger_total("nudges"), "chars_spared": ledger_total("chars_spared"),
+        "re_reads_by_class": dict(by_class), "re_read_chars_by_class": dict(chars_by_class),
+        "rows": rows,
+    }
+
+
+def paired(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    common = sorted(set(a["rows"]) & set(b["rows"]))
+    both = [i for i in common if a["rows"][i]["resolved"] is not None and b["rows"][i]["resolved"] is not None]
+    if not both:
+        return {"a": a["arm"], "b": b["arm"], "instances": len(common), "scored": 0}
+    ra = {i: a["rows"][i]["resolved"] for i in both}
+    rb = {i: b["rows"][i]["resolved"] for i in both}
+    only_a = sorted(i for i in both if ra[i] and not rb[i])
+    only_b = sorted(i for i in both if rb[i] and not ra[i])
+    return {"a": a["arm"], "b": b["arm"], "instances": len(common), "scored": len(both),
+            "both": sum(1 for i in both if ra[i] and rb[i]), "neither": sum(1 for i in both if not ra[i] and not rb[i]),
+            "only_a": only_a, "only_b": only_b, "p_value": mcnemar_exact(len(only_a), len(only_b))}
+
+
+def build(out: Path) -> dict[str, Any]:
+    from ledger_adapters.swebench.eval import arm_dirs
+
+    arms = {d.name: arm_report(d) for d in arm_dirs(out)}
+    order = [a for a in ARMS if a in arms] + sorted(a for a in arms if a not in ARMS)
+    pairs = [paired(arms[x], arms[y]) for i, x in enumerate(order) for y in order[i + 1:]]
+    return {"out": str(out), "arms": {a: arms[a] for a in order}, "paired": pairs}
+
+
+def _fmt(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}"
+    return f"{v:,}"
+
+
+def print_report(report: dict[str, Any], console: Any) -> None:
+    from rich.table import Table
+
+    arms = report["arms"]
+    t = Table(title=f"SWE-bench arms: {report['out']}")
+    t.add_column("")
+    for a in arms:
+        t.add_column(a, justify="right")
+
+    def row(label: str, get) -> None:
+        t.add_row(label, *[get(r) for r in arms.values()])
+
+    row("instances (submitted)", lambda r: f"{r['instances']} ({r['submitted']})")
+    row("resolved", lambda r: "not scored" if r["resolved"] is None else
+        f"{r['resolved']}/{r['scored']} ({100 * r['resolved_rate']:.1f}%)")
+    row("cost $ total / per instance", lambda r: f"{_fmt(r['totals']['cost'])} / {_fmt(r['per_instance']['cost'], 3)}")
+    row("model calls total / per instance", lambda r: f"{_fmt(r['totals']['calls'])} / {_fmt(r['per_instance']['calls'], 1)}")
+    row("prompt tokens total / per instance", lambda r: f"{_fmt(r['totals']['input_tokens'])} / "
+                                                          f"{_fmt(r['per_instance']['input_tokens'], 0)}")
+    row("cached prompt tokens total / per instance", lambda r: f"{_fmt(r['totals']['cached_tokens'])} / "
+                                                                 f"{_fmt(r['per_instance']['cached_tokens'], 0)}")
+    row("output tokens total / per instance", lambda r: f"{_fmt(r['totals']['output_tokens'])} / "
+                                                          f"{_fmt(r['per_instance']['output_tokens'], 0)}")
+    row("redundant re-reads (chars)", lambda r: f"{r['re_reads']} ({r['re_read_chars']:,})")
+    row("reuses / nudges acted on", lambda r: f"{r['reuses']} / {r['nudges']}")
+    row("output chars spared", lambda r: f"{r['chars_spared']:,}")
+    row("wall time s total / per instance", lambda r: f"{_fmt(r['totals']['wall_s'], 1)} / {_fmt(r['per_instance']['wall_s'], 1)}")
+    console.print(t)
+    for p in report["paired"]:
+        if not p.get("scored"):
+            console.print(f"{p['a']} vs {p['b']}: {p['instances']} common instances, not scored "
+                          f"(ledger-run swebench evaluate {report['out']})")
+            continue
+        console.print(f"{p['a']} vs {p['b']}: {p['scored']} scored; both {p['both']}, neither {p['neither']}, "
+                      f"only {p['a']} {len(p['only_a'])}, only {p['b']} {len(p['only_b'])}; "
+                      f"McNemar exact p = {p['p_value']:.3g}")
+
+
+def write_png(report: dict[str, Any], path: Path) -> Path:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise BadInput("the figure needs matplotlib: pip install matplotlib (or pass --no-png)") from None
+    arms = report["arms"]
+    base = arms.get("baseline") or next(iter(arms.values()))
+    others = [r for r in arms.values() if r is not base]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    for ax, key, label in ((axes[0], "cost", "cost ($)"), (axes[1], "tokens", "input + output tokens")):
+        top = 0.0
+        for r in others:
+            xs, ys = [], []
+            for iid, row in r["rows"].items():
+                b = base["rows"].get(iid)
+                if b is None:
+                    continue
+                if key == "tokens":
+                    bx = (b.get("input_tokens") or 0) + (b.get("output_tokens") or 0)
+                    y = (row.get("input_tokens") or 0) + (row.get("output_tokens") or 0)
+                else:
+                    bx, y = b.get("cost") or 0.0, row.get("cost") or 0.0
+                xs.append(bx)
+                ys.append(y)
+            ax.scatter(xs, ys, label=r["arm"], alpha=0.7)
+            top = max([top, *xs, *ys])
+        ax.plot([0, top or 1], [0, top or 1], color="grey", linewidth=0.8)
+        ax.set_xlabel(f"{base['arm']}: {label}")
+        ax.set_ylabel(f"arm: {label}")
+        ax.set_title(f"per instance {label}")
+        if others:
+            ax.legend()
+    classes = sorted({c for r in arms.values() for c in r["re_read_chars_by_class"]})
+    width = 0.8 / max(1, len(arms))
+    for k, r in enumerate(arms.values()):
+        axes[2].bar([i + k * width for i in range(len(classes))], [r["re_read_chars_by_class"].get(c, 0) for c in classes],
+                    width=width, label=r["arm"])
+    axes[2].set_xticks([i + 0.4 - width / 2 for i in range(len(classes))], classes)
+    axes[2].set_ylabel("characters of redundant re-reads")
+    axes[2].set_title("redundant re-reads by command class")
+    axes[2].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,285 @@
+"""Command analysis: what a shell command is, which files it reads (and which of their lines it
+shows), and which files it writes.
+
+``analyze(command, cwd)`` is a pure function of the command text and working directory; it never
+touches the file system. It parses the command (shell.py), asks programs.py what each simple
+command does, and combines them along pipelines (``nl -ba f | sed -n 10,20p`` shows lines 10-20
+of f) and lists (the class of ``cat > f <<EOF ... && python f`` is ``modify``). Whatever it cannot
+read is class ``other``, impure, and simply runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ledger_runtime.analysis.patches import file_ops, written_paths
+from ledger_runtime.analysis.programs import ANY_FILE, Filter, Stream, apply, effect, normpath, resolve
+from ledger_runtime.ledger.records import CommandClass
+from ledger_runtime.analysis.shell import Pipeline, parse
+from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
+
+# The escape from dedupe: a command with this comment gets its output in full (bash ignores comments,
+# so the command is the same with or without the ledger).
+RAW_ESCAPE = "# ledger:raw"
+_RAW = re.compile(r"(?:^|\s)#\s*ledger:raw\b")
+__all__ = ["ANY_FILE", "Analysis", "FileView", "RAW_ESCAPE", "analyze", "analyze_patch", "resolve"]
+
+_RANK = {CommandClass.INSPECT: 0, CommandClass.SEARCH: 1, CommandClass.OTHER: 2, CommandClass.RUN: 3,
+         CommandClass.ENV: 4, CommandClass.MODIFY: 5}
+_DEVICES = {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero"}
+_VOLATILE_TREES = ("/proc/", "/sys/", "/dev/", "/run/")  # files whose content no stat data can vouch for
+
+
+@dataclass(frozen=True, slots=True)
+class FileView:
+    """Lines of one file that reach the output: ``kind`` "lines" (``selectors`` narrow the whole
+    file, see programs.resolve) or "matches" (lines a search printed); ``numbered`` says how they are
+    numbered (programs.FILE_NUMBERS: with their line numbers). A claim to check against the file."""
+
+    path: str
+    kind: str
+    selectors: tuple = ()
+    numbered: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """What ``analyze`` found. ``cwd`` is where the command effectively starts (a leading
+    ``cd DIR &&`` folded in); ``normalized`` with ``cwd`` identifies exact repeats; ``pure`` means
+    the output is a function of ``read_keys`` alone; ``views`` are the file lines the output shows,
+    one per output-producing pipeline that shows lines of a file."""
+
+    command: str
+    cwd: str
+    normalized: str
+    command_class: CommandClass
+    read_keys: tuple[str, ...] = ()
+    views: tuple[FileView, ...] = ()
+    writes: tuple[str, ...] = ()
+    pure: bool = False
+    submits: bool = False
+    parsed: bool = True
+    problem: str | None = None
+    outputs: int = 0  # pipelines whose output reaches the agent
+    env_change: bool = False
+    origin: str = ""  # the directory the command was given in (``cwd`` folds a leading ``cd DIR &&`` in)
+    raw: bool = False  # the command asks for its output in full (RAW_ESCAPE)
+    readonly: bool = False  # writes nothing and runs nothing the analysis does not know (pure implies it)
+    exact_run: bool = False  # a test run on the allow-list that reuse_runs may answer without running it
+
+    @property
+    def writes_any(self) -> bool:
+        return ANY_FILE in self.writes
+
+
+def _max(a: CommandClass | None, b: CommandClass | None) -> CommandClass | None:
+    if a is None or b is None:
+        return a or b
+    return a if _RANK[a] >= _RANK[b] else b
+
+
+@dataclass
+class _Pipe:
+    cls: CommandClass | None
+    reads: list[str]
+    writes: list[str]
+    pure: bool
+    env_change: bool
+    views: list[Stream]
+    prints: bool
+    side_effects: bool = False
+
+
+def _combine(pipe: Pipeline) -> _Pipe:
+    """A pipeline's class, reads and writes (all stages) and what its last stage shows."""
+    out = _Pipe(None, [], [], True, False, [], False)
+    current: Stream | tuple | None = None
+    for i, stage in enumerate(pipe.stages):
+        if stage is None:  # a subshell or loop inside the pipeline: data flow unknown
+            out.cls, out.pure, current, out.prints = _max(out.cls, CommandClass.OTHER), False, None, True
+            continue
+        e = effect(stage)
+        stdin_path = None
+        for r in stage.redirects:
+            if r.dup or r.target is None:
+                continue
+            v = r.target.value
+            path = None if v is None or r.target.glob else _abs(stage.cwd, v)
+            if r.op in ("<", "<>") and r.fd in (None, 0):
+                if path is None:
+                    e.pure = False
+                else:
+                    e.reads.append("f:" + path)
+                    stdin_path = path
+                if r.op == "<>":
+                    e.writes.append(path or ANY_FILE)
+            elif r.op not in ("<", "<<", "<<<", "<<-") and v not in _DEVICES:
+                e.writes.append(path or ANY_FILE)
+                e.cls, e.pure = CommandClass.MODIFY, False
+        out.cls = _max(out.cls, e.cls)
+        out.reads += e.reads
+        out.writes += e.writes
+        out.pure = out.pure and e.pure
+        out.side_effects = out.side_effects or e.side_effects
+        out.env_change = out.env_change or e.env_change
+        if isinstance(e.out, Filter):
+            if i == 0:  # reads a redirected file, a heredoc, or nothing
+                upstream = Stream("lines", stdin_path) if stdin_path else None
+                current = apply(upstream, e.out)
+                out.prints = stdin_path is not None or stage.stdin_text
+                if stdin_path is not None:
+                    out.cls = _max(out.cls, CommandClass.INSPECT)
+            else:
+                current = apply(current if isinstance(current, Stream) else None, e.out)
+        elif e.source or i == 0:
+            current = e.out
+            out.prints = out.prints or e.source or stage.stdin_text
+        else:
+            current = None  # a stage that transforms stdin in ways we do not follow
+    if isinstance(current, Stream):
+        out.views = [current]
+    elif isinstance(current, tuple):
+        out.views = list(current)
+    return out
+
+
+def _abs(cwd: str | None, value: str) -> str | None:
+    if ".." in value.split("/"):
+        return None  # resolved through symlinks by the file system, not lexically
+    if value.startswith("/"):
+        return normpath(value)
+    return None if cwd is None else normpath(os.path.join(cwd, value))
+
+
+@lru_cache(maxsize=8192)
+def analyze(command: str, cwd: str, submission: Submission = NO_SUBMISSION) -> Analysis:
+    """Classify ``command`` run in ``cwd``; find its reads, views and writes (``submission``: how the
+    agent submits, for ``Analysis.submits``). Never raises."""
+    try:
+        return _analyze(command, cwd, submission.in_command(command))
+    except Exception as e:  # a fault of ours must never stop the agent: the command just runs
+        return Analysis(command, cwd, command.strip(), CommandClass.OTHER, parsed=False,
+                        problem=f"analysis failed: {type(e).__name__}: {e}", submits=submission.in_command(command),
+                        raw=bool(_RAW.search(command)))
+
+
+def _analyze(command: str, cwd: str, submits: bool) -> Analysis:
+    raw = bool(_RAW.search(command))
+    script = parse(command, cwd)
+    if not script.ok:
+        return Analysis(command, cwd, command.strip(), CommandClass.OTHER, parsed=False,
+                        problem=script.problem, submits=submits, raw=raw)
+    pipelines = list(script.pipelines)
+    # `cd DIR && rest` prints what `rest` prints from DIR: fold the cd into the working directory.
+    start_cwd = cwd
+    start = 0
+    reads: list[str] = []
+    while len(pipelines) > 1 and _is_plain_cd(pipelines[0]) and pipelines[1].stages[0] is not None \
+            and pipelines[1].stages[0].cwd is not None and not pipelines[1].substituted:
+        start_cwd = pipelines[1].stages[0].cwd
+        reads.append("x:" + start_cwd)  # the directory must exist for the rest to run there
+        pipelines = pipelines[1:]
+        start = pipelines[0].start
+    cls: CommandClass | None = None
+    writes: list[str] = []
+    views: list[FileView] = []
+    pure = not script.complex
+    readonly = not script.complex
+    env_change = False
+    outputs = 0
+    exact_run = len(pipelines) == 1 and _exact_run(pipelines[0])
+    for k, pipe in enumerate(pipelines):
+        p = _combine(pipe)
+        target = _cd_target(pipe)
+        if target is not None:
+            reads.append("x:" + target)  # whether it exists decides what cd prints and where the rest runs
+        cls = _max(cls, p.cls)
+        reads += p.reads
+        writes += p.writes
+        pure = pure and p.pure and not pipe.background
+        readonly = readonly and not p.side_effects and not pipe.background and not p.writes and not p.env_change
+        env_change = env_change or p.env_change
+        if pipe.background:
+            cls = _max(cls, CommandClass.RUN)
+        shown = not pipe.stdout_redirected and not pipe.substituted
+        if shown and p.prints:
+            outputs += 1
+            views += [FileView(v.path, v.kind, v.selectors, v.numbered) for v in p.views]
+    if cls is None:
+        cls = CommandClass.OTHER
+    if cls not in (CommandClass.INSPECT, CommandClass.SEARCH) or any(k.endswith(":") for k in reads) \
+            or any(k[2:].startswith(_VOLATILE_TREES) for k in reads):
+        pure = False
+    return Analysis(
+        command=command,
+        cwd=start_cwd,
+        normalized=script.normalized(start),
+        command_class=cls,
+        read_keys=tuple(dict.fromkeys(reads)),
+        views=tuple(views),
+        writes=tuple(dict.fromkeys(writes)),
+        pure=pure,
+        submits=submits,
+        outputs=outputs,
+        env_change=env_change,
+        origin=cwd,
+        raw=raw,
+        exact_run=exact_run and cls is CommandClass.RUN,
+        readonly=readonly and cls in (CommandClass.INSPECT, CommandClass.SEARCH) and not writes,
+    )
+
+
+def analyze_patch(patch: str, cwd: str) -> Analysis:
+    """An edit sent to an ``apply_patch`` tool (patches.py): class modify, writing the files it
+    names. A text that is not a patch envelope is class other and simply runs. Never raises."""
+    ops = file_ops(patch)
+    normalized = "apply_patch\n" + patch.strip()
+    if ops is None:
+        return Analysis(patch, cwd, normalized, CommandClass.OTHER, parsed=False, problem="not a patch envelope")
+    return Analysis(patch, cwd, normalized, CommandClass.MODIFY, writes=tuple(written_paths(ops, cwd)))
+
+
+def _cd_target(pipe: Pipeline) -> str | None:
+    """The directory a ``cd DIR`` / ``pushd DIR`` pipeline names (absolute), if it names one."""
+    if len(pipe.stages) != 1 or pipe.stages[0] is None:
+        return None
+    s = pipe.stages[0]
+    words = [w.value for w in s.argv]
+    while words and words[0] in ("builtin", "command"):
+        words = words[1:]
+    if not words or words[0] not in ("cd", "pushd"):
+        return None
+    args = [w for w in words[1:] if w is None or not w.startswith("-")]
+    if len(args) != 1 or args[0] is None or s.cwd is None and not args[0].startswith("/"):
+        return None
+    return normpath(os.path.join(s.cwd or "/", args[0]))
+
+
+_RUN_TAILS = ("tail", "head")
+
+
+def _exact_run(pipe: Pipeline) -> bool:
+    """One allow-listed test run (programs.exact_run), its stderr joined in, maybe cut by a last
+    ``| tail -n N`` or ``| head -n N``; nothing else in the command."""
+    if not pipe.stages or any(s is None for s in pipe.stages) or pipe.background or pipe.stdout_redirected:
+        return False
+    first, rest = pipe.stages[0], pipe.stages[1:]
+    if any(not (r.dup and r.fd == 2) for r in first.redirects):
+        return False
+    if not effect(first).exact_run:
+        return False
+    for s in rest:
+        e = effect(s)
+        if s.name not in _RUN_TAILS or s.redirects or not isinstance(e.out, Filter) or not isinstance(e.out.action, tuple):
+            return False
+    return True
+
+
+def _is_plain_cd(pipe: Pipeline) -> bool:
+    if len(pipe.stages) != 1 or pipe.stages[0] is None or pipe.background or pipe.substituted:
+        return False
+    s = pipe.stages[0]
+    return s.name == "cd" and not s.redirects and len(s.argv) == 2 and s.argv[1].value is not None

@@ -1,0 +1,554 @@
+"""Answers: what the model gets back for a command that ran.
+
+Its fresh output, compared byte for byte with what the model has already been shown and still holds
+(``delivered.Delivered``), with verbatim repeats replaced by one-line references:
+
+- ``whole``: the output is identical to an earlier one (``[ledger: same as step 14's output
+  (`pytest -q`, exit 1)]``);
+- ``spans``: each long run of lines that an earlier output showed verbatim becomes one reference
+  line (``[ledger: lines 12-51 of step 9's output (`cat a.py`) repeat here]``), and so does a run
+  that repeats lines shown above it in the same answer (``[ledger: lines 3-9 of this output repeat
+  here]``); new and changed lines stay in full;
+- ``delta``: a re-read whose output differs from an earlier output of the same read is that earlier
+  output with a unified diff applied (hunks of changed lines with one line of context).
+
+An output the agent is going to cut anyway (mini-swe-agent keeps the first and last 5,000 characters
+of one of 10,000 or more) may keep that cut: its head and tail deduped, the middle left out with a
+line that says so (a ``cut`` piece: lines the model would not have been shown without the ledger
+either). Only where the cut is known exactly; never for an agent whose cut is estimated.
+
+An ``Answer`` is its text (exactly what the model reads) and the ``Piece``s it is made of: literal
+output, ledger notes (not output), and references. ``expand`` is the decoder and does not trust the
+pieces: it reads each reference from the answer's text, as the model would, resolves it against the
+earlier answers and checks every line a diff claims; a sound answer expands to exactly the fresh
+output. The replay and the tests check that for every command.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import Callable, Sequence
+
+
+class AnswerKind(str, Enum):
+    """How an answer hands the output back."""
+
+    RAW = "raw"  # the output as it is
+    WHOLE = "whole"  # a reference to an identical earlier output
+    SPANS = "spans"  # literal lines and references to runs of lines shown before
+    DELTA = "delta"  # an earlier output of the same read, with a diff
+    REUSED = "reused"  # not run: an earlier run's output (reuse_runs)
+    REFUSED = "refused"  # not run: a policy's refusal (REVISE, BLOCK)
+
+
+TEXT, NOTE, LINES, SAME, PATCH, CUT, AGAIN = "text", "note", "lines", "same", "patch", "cut", "again"
+REFERENCE_KINDS = (LINES, SAME, PATCH)  # to earlier outputs (AGAIN refers to lines above it in the same answer)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """How the agent cuts long outputs: at ``limit`` characters or more it shows the first ``head``
+    and the last ``tail``. ``exact``: the cut is known (mini-swe-agent's), not estimated (Codex's,
+    in tokens), so an answer may keep it."""
+
+    limit: int
+    head: int
+    tail: int
+    exact: bool = True
+
+    def visible(self, n: int) -> int:
+        return n if n < self.limit else min(n, self.head + self.tail)
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """``text[start:end]`` of an answer: literal output (``text``), the ledger's words (``note``), or
+    a reference to attempt ``ref``: some of its output lines (``lines``, ``first``..``last``,
+    1-based), all of it (``same``), or all of it with a diff (``patch``)."""
+
+    kind: str
+    start: int
+    end: int
+    ref: int | None = None
+    first: int = 0
+    last: int = 0
+
+    def to_list(self) -> list:
+        return [self.kind, self.start, self.end, self.ref, self.first, self.last]
+
+    @classmethod
+    def from_list(cls, raw: Sequence) -> Piece:
+        kind, start, end, ref, first, last = raw
+        return cls(str(kind), int(start), int(end), None if ref is None else int(ref), int(first), int(last))
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    kind: AnswerKind
+    text: str
+    pieces: tuple[Piece, ...]
+
+    @property
+    def refs(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys(p.ref for p in self.pieces if p.kind in REFERENCE_KINDS and p.ref is not None))
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind.value, "pieces": [p.to_list() for p in self.pieces]}
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """An earlier output the model holds, as the builder needs it: which attempt, how references
+    name it (``label``: "step 9", or "step 9.2" for the second command of step 9), its command
+    shortened for display, its exit code, and its lines."""
+
+    attempt: int
+    label: str
+    command: str
+    exit_code: int | None
+    lines: Sequence[str]
+    cut: tuple[int, int] | None = None  # the model saw only these first and last characters of it
+
+
+class Dedupe(str, Enum):
+    """What of a fresh output's repeats becomes references (the ``dedupe`` setting)."""
+
+    SPANS = "spans"  # whole outputs, runs of lines and diffs of re-reads
+    WHOLE = "whole"  # whole outputs only
+    OFF = "off"  # the output as it is
+
+
+@dataclass(frozen=True)
+class DedupeSettings:
+    mode: Dedupe = Dedupe.SPANS
+    min_lines: int = 2  # the shortest run of lines worth a reference
+    min_saving: int = 60  # characters an answer must save at least...
+
+    @property
+    def min_reference_saving(self) -> int:
+        """...and each reference in it: 40 characters, or less if the answer's threshold is lower."""
+        return min(self.min_saving, 40)
+
+
+class Pool:
+    """What ``build`` asks of the outputs the model holds (delivered.Delivered implements it)."""
+
+    def identical(self, output: str) -> Source | None: ...
+
+    def base(self, key: str) -> Source | None: ...
+
+    def longest_run(self, lines: Sequence[str], i: int, end: int | None = None) -> tuple[Source, int, int] | None:
+        """(source, its 0-based line index, run length) of the longest run of ``lines[i:end]`` that a
+        source showed literally and the model still holds."""
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their line ends (``\\n`` only: a ``\\r`` stays part of its line)."""
+    if not text:
+        return []
+    parts = text.split("\n")
+    out = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
+
+
+def lines_marker(src: Source, first: int, last: int) -> str:
+    return f"[ledger: lines {first}-{last} of {src.label}'s output (`{src.command}`) repeat here]\n"
+
+
+def again_marker(first: int, last: int) -> str:
+    return f"[ledger: lines {first}-{last} of this output repeat here]\n"
+
+
+def cut_marker(first: int, last: int, chars: int, cut: Cut) -> str:
+    return (f"[ledger: lines {first}-{last} of this output ({chars:,} characters) not shown: the agent shows only "
+            f"the first {cut.head:,} and last {cut.tail:,} characters of a long output]\n")
+
+
+SEEN_CUT = ", of which you were shown the first "
+
+
+def same_marker(src: Source, note: str = "") -> str:
+    rc = "" if src.exit_code is None else f", exit {src.exit_code}"
+    cut = f"{SEEN_CUT}{src.cut[0]:,} and last {src.cut[1]:,} characters" if src.cut else ""
+    return f"[ledger: same as {src.label}'s output (`{src.command}`{rc}){cut}{note}]\n"
+
+
+def patch_header(src: Source) -> str:
+    return (f"[ledger: {src.label}'s output (`{src.command}`) with these changes, a unified diff; "
+            f"every other line is as there]\n")
+
+
+_LABEL = r"step (\d+)(?:\.(\d+))?"
+LINES_RX = re.compile(r"\[ledger: lines (\d+)-(\d+) of " + _LABEL + r"'s output ")
+SAME_RX = re.compile(r"\[ledger: same as " + _LABEL + r"'s output ")
+PATCH_RX = re.compile(r"\[ledger: " + _LABEL + r"'s output \(.*\) with these changes, a unified diff;")
+CUT_RX = re.compile(r"\[ledger: lines (\d+)-(\d+) of this output \(")
+AGAIN_RX = re.compile(r"\[ledger: lines (\d+)-(\d+) of this output repeat here\]\n$")
+HUNK_RX = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+NO_NEWLINE = "\\ No newline at end of file\n"
+
+
+# -- building ------------------------------------------------------------------------------------
+
+
+MAX_ABOVE = 32  # earlier places of a line in the same answer tried as the start of a run
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.pieces: list[Piece] = []
+        self.size = 0
+        self.again = False  # holds a reference to lines above it
+        self.kept_cut: Cut | None = None
+
+    def add(self, kind: str, text: str, ref: int | None = None, first: int = 0, last: int = 0) -> None:
+        if not text and kind == TEXT:
+            return
+        if kind == TEXT and self.pieces and self.pieces[-1].kind == TEXT:
+            prev = self.pieces.pop()
+            self.pieces.append(Piece(TEXT, prev.start, self.size + len(text)))
+        else:
+            self.pieces.append(Piece(kind, self.size, self.size + len(text), ref, first, last))
+        self.parts.append(text)
+        self.size += len(text)
+
+    def note(self, text: str) -> None:
+        if self.size and not self.parts[-1].endswith("\n"):
+            text = "\n" + text
+        self.add(NOTE, text)
+
+    def answer(self, kind: AnswerKind) -> Answer:
+        return Answer(kind, "".join(self.parts), tuple(self.pieces))
+
+
+def raw(output: str, notes: Sequence[str] = ()) -> Answer:
+    w = _Writer()
+    w.add(TEXT, output)
+    for n in notes:
+        w.note(n)
+    return w.answer(AnswerKind.RAW)
+
+
+def kept_output(output: str, limit: int) -> str:
+    """``output`` as the ledger stores it: whole up to ``limit`` characters; a longer one keeps its
+    first and last lines up to about half the limit each, a line between saying how much is left
+    out (the model's answer is not cut by this: only what is stored)."""
+    if len(output) <= limit:
+        return output
+    half = max(1, limit // 2)
+    head, tail = output[:half], output[-half:]
+    if "\n" in head[:-1]:
+        head = head[: head.rindex("\n", 0, len(head) - 1) + 1]
+    if "\n" in tail[:-1]:
+        tail = tail[tail.index("\n") + 1:]
+    left = len(output) - len(head) - len(tail)
+    return f"{head}... {left} characters of this output are not stored (the ledger keeps at most {limit}) ...\n{tail}"
+
+
+def build(output: str, pool: Pool, settings: DedupeSettings, *, base_keys: Sequence[str] = (),
+          notes: Sequence[str] = (), same_note: Callable[[Source], str] | None = None,
+          cut: Cut | None = None) -> Answer:
+    """The answer for ``output``: a reference to an identical earlier output, else the shortest of
+    spans, a delta from a ``base_keys`` source and (for an output the agent cuts exactly: ``cut``)
+    spans that keep the agent's cut, when it saves the model at least ``settings.min_saving``
+    characters of what it would see; else the output as it is. ``notes`` (a NUDGE) follow."""
+    if settings.mode is Dedupe.OFF or not output:
+        return raw(output, notes)
+    seen = cut.visible if cut is not None else (lambda n: n)
+    extra = sum(len(n) + 1 for n in notes)  # the notes go with any answer, raw ones too
+    src = pool.identical(output)
+    if src is not None:
+        w = _Writer()
+        w.add(SAME, same_marker(src, same_note(src) if same_note else ""), src.attempt)
+        if seen(len(output) + extra) - seen(w.size + extra) >= settings.min_saving:
+            for n in notes:
+                w.note(n)
+            return w.answer(AnswerKind.WHOLE)
+    if settings.mode is Dedupe.WHOLE:
+        return raw(output, notes)
+    lines = split_lines(output)
+    bases = {b.attempt: b for b in (pool.base(k) for k in base_keys) if b is not None}
+    candidates = [_spans(lines, pool, settings), *(_delta(lines, b) for b in bases.values())]
+    if cut is not None and cut.exact and len(output) >= cut.limit:
+        candidates.append(_spans(lines, pool, settings, keep_cut=cut))
+    limit = cut.limit if cut is not None else None
+    candidates = [c if c is None or limit is None or c[1].size + extra < limit or not c[1].again
+                  else _spans(lines, pool, settings, keep_cut=c[1].kept_cut, again=False) for c in candidates]
+    best = None
+    for c in candidates:  # the shortest seen, but a delta a little longer than spans wins: it says what changed
+        if c is None:
+            continue
+        kind, writer = c
+        size = seen(writer.size + extra) - (_delta_allowance(writer.size) if kind is AnswerKind.DELTA else 0)
+        if best is None or size < best[0]:
+            best = (size, kind, writer)
+    if best is None or seen(len(output) + extra) - seen(best[2].size + extra) < settings.min_saving:
+        return raw(output, notes)
+    _, kind, w = best
+    for n in notes:
+        w.note(n)
+    return w.answer(kind)
+
+
+def _cut_middle(lines: list[str], cut: Cut) -> tuple[int, int] | None:
+    """The lines [a, b) the agent's cut would hide entirely: none of their characters in its first
+    ``head`` or last ``tail`` (a line it would show a part of stays, whole)."""
+    n = sum(len(x) for x in lines)
+    if n < cut.limit or cut.head + cut.tail >= n:
+        return None
+    pos = 0
+    a = b = None
+    for i, line in enumerate(lines):
+        end = pos + len(line)
+        if a is None and pos >= cut.head:
+            a = i
+        if end > n - cut.tail:
+            b = i
+            break
+        pos = end
+    if a is None or b is None or b <= a:
+        return None
+    return a, b
+
+
+def _delta_allowance(size: int) -> int:
+    """How much longer than spans a delta may be and still be chosen (its removed lines and context
+    cost characters, and tell the model what changed): 200 characters, or a third of its size."""
+    return max(200, size // 3)
+
+
+def _spans(lines: list[str], pool: Pool, settings: DedupeSettings, keep_cut: Cut | None = None,
+           again: bool = True) -> tuple[AnswerKind, _Writer] | None:
+    """Spans: runs of lines the pool holds, or (``again``) that this answer carried literally above,
+    as references. A reference to lines above in the same answer is only for an answer the agent
+    shows whole (``build`` builds it again without them otherwise)."""
+    w = _Writer()
+    w.kept_cut = keep_cut
+    i = 0
+    used = False
+    middle = _cut_middle(lines, keep_cut) if keep_cut is not None else None
+    above: dict[str, list[int]] = {}  # line -> where this answer carried it literally (0-based output lines)
+    literal: set[int] = set()
+    while i < len(lines):
+        if middle is not None and i == middle[0]:
+            chars = sum(len(x) for x in lines[middle[0]:middle[1]])
+            w.add(CUT, cut_marker(middle[0] + 1, middle[1], chars, keep_cut), None, middle[0] + 1, middle[1])
+            i = middle[1]
+            continue
+        stop = middle[0] if middle is not None and i < middle[0] else len(lines)
+        run = pool.longest_run(lines, i, stop)
+        here = _run_above(lines, i, stop, above, literal) if again else None
+        if here is not None and (run is None or here[1] > run[2]):
+            j, k = here
+            marker = again_marker(j + 1, j + k)
+            if k >= settings.min_lines and sum(len(x) for x in lines[i:i + k]) - len(marker) >= settings.min_reference_saving:
+                w.add(AGAIN, marker, None, j + 1, j + k)
+                w.again = True
+                i += k
+                used = True
+                continue
+        if run is not None:
+            src, j, k = run
+            if k >= settings.min_lines:
+                marker = lines_marker(src, j + 1, j + k)
+                if sum(len(x) for x in lines[i:i + k]) - len(marker) >= settings.min_reference_saving:
+                    w.add(LINES, marker, src.attempt, j + 1, j + k)
+                    i += k
+                    used = True
+                    continue
+        w.add(TEXT, lines[i])
+        above.setdefault(lines[i], []).append(i)
+        literal.add(i)
+        i += 1
+    return (AnswerKind.SPANS, w) if used else None
+
+
+def _run_above(lines: list[str], i: int, stop: int, above: dict[str, list[int]],
+               literal: set[int]) -> tuple[int, int] | None:
+    """The longest run of ``lines[i:stop]`` that this answer already carried literally, above it."""
+    best = None
+    for j in reversed(above.get(lines[i], [])[-MAX_ABOVE:]):
+        k = 0
+        while i + k < stop and j + k < i and (j + k) in literal and lines[j + k] == lines[i + k]:
+            k += 1
+        if best is None or k > best[1]:
+            best = (j, k)
+    return best if best and best[1] else None
+
+
+MAX_DELTA_LINES = 2000  # lines that differ, at most, between a re-read and its base (beyond: not short anyway)
+
+
+def _delta(lines: list[str], base: Source) -> tuple[AnswerKind, _Writer] | None:
+    old = list(base.lines)
+    if old == lines or not old:
+        return None
+    p, n = 0, min(len(old), len(lines))
+    while p < n and old[p] == lines[p]:
+        p += 1
+    q = 0
+    while q < n - p and old[-1 - q] == lines[-1 - q]:
+        q += 1
+    if max(len(old), len(lines)) - p - q > MAX_DELTA_LINES:
+        return None  # the diff is bounded in time: a matcher over thousands of changed lines is not
+    hunks = unified_hunks(old, lines)
+    if not hunks:
+        return None
+    w = _Writer()
+    w.add(PATCH, patch_header(base) + "".join(hunks), base.attempt)
+    return AnswerKind.DELTA, w
+
+
+def unified_hunks(old: list[str], new: list[str], context: int = 1) -> list[str]:
+    """Hunks of a unified diff from ``old`` to ``new`` (lines with their ends)."""
+    sm = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    out = []
+    for group in sm.get_grouped_opcodes(context):
+        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        body = []
+        for tag, a1, a2, b1, b2 in group:
+            if tag == "equal":
+                body += [_diff_line(" ", x) for x in old[a1:a2]]
+                continue
+            body += [_diff_line("-", x) for x in old[a1:a2]]
+            body += [_diff_line("+", x) for x in new[b1:b2]]
+        out.append(f"@@ -{_range(i1, i2)} +{_range(j1, j2)} @@\n" + "".join(body))
+    return out
+
+
+def _range(a: int, b: int) -> str:
+    n = b - a
+    return f"{a + (1 if n else 0)},{n}"
+
+
+def _diff_line(sign: str, line: str) -> str:
+    return sign + line if line.endswith("\n") else sign + line + "\n" + NO_NEWLINE
+
+
+# -- expanding -----------------------------------------------------------------------------------
+
+
+class ExpandError(ValueError):
+    """An answer that does not decode: the message says where."""
+
+
+Resolve = Callable[[str], "tuple[int, str] | None"]  # a label -> (attempt id, its expanded output)
+
+
+def expand(text: str, pieces: Sequence[Piece], resolve: Resolve, own: Callable[[], str | None] | None = None) -> str:
+    """The output an answer stands for, read from its ``text`` (what the model received): literal
+    pieces as they are, notes left out, each reference parsed from the text and resolved by its
+    label through ``resolve``; the lines a ``cut`` piece says were not shown come from the command's
+    own output (``own``: the ledger keeps it). Raises ExpandError when the text and the pieces
+    disagree, a label does not resolve, or a diff does not apply."""
+    out: list[str] = []
+    pos = 0
+    for p in pieces:
+        if p.start != pos or p.end < p.start or p.end > len(text):
+            raise ExpandError(f"piece {p.kind} at {p.start}-{p.end} does not follow on at {pos}")
+        pos = p.end
+        part = text[p.start:p.end]
+        if p.kind == TEXT:
+            out.append(part)
+        elif p.kind == NOTE:
+            continue
+        elif p.kind == LINES:
+            m = LINES_RX.match(part)
+            if m is None or not part.endswith("\n") or "\n" in part[:-1]:
+                raise ExpandError(f"not a line reference: {part[:80]!r}")
+            first, last = int(m.group(1)), int(m.group(2))
+            ref_lines = split_lines(_resolved(resolve, m.group(3), m.group(4), p))
+            if not 1 <= first <= last <= len(ref_lines):
+                raise ExpandError(f"lines {first}-{last} are not in {_label(m.group(3), m.group(4))}'s output")
+            out.append("".join(ref_lines[first - 1:last]))
+        elif p.kind == SAME:
+            m = SAME_RX.match(part)
+            if m is None:
+                raise ExpandError(f"not a whole-output reference: {part[:80]!r}")
+            out.append(_resolved(resolve, m.group(1), m.group(2), p))
+        elif p.kind == AGAIN:
+            m = AGAIN_RX.match(part)
+            mine = split_lines("".join(out))
+            if m is None or (int(m.group(1)), int(m.group(2))) != (p.first, p.last) or not 1 <= p.first <= p.last <= len(mine):
+                raise ExpandError(f"not lines above in this output: {part[:80]!r}")
+            out.append("".join(mine[p.first - 1:p.last]))
+        elif p.kind == CUT:
+            m = CUT_RX.match(part)
+            whole = own() if own is not None else None
+            if m is None or whole is None:
+                raise ExpandError(f"not a cut, or no output to take it from: {part[:80]!r}")
+            first, last = int(m.group(1)), int(m.group(2))
+            mine = split_lines(whole)
+            if (first, last) != (p.first, p.last) or not 1 <= first <= last <= len(mine):
+                raise ExpandError(f"lines {first}-{last} are not lines of this output")
+            out.append("".join(mine[first - 1:last]))
+        elif p.kind == PATCH:
+            m = PATCH_RX.match(part)
+            if m is None:
+                raise ExpandError(f"not a diff: {part[:80]!r}")
+            base = split_lines(_resolved(resolve, m.group(1), m.group(2), p))
+            out.append("".join(apply_hunks(base, split_lines(part)[1:])))
+        else:
+            raise ExpandError(f"unknown piece kind {p.kind!r}")
+    if pos != len(text):
+        raise ExpandError(f"the pieces end at {pos}, the text at {len(text)}")
+    return "".join(out)
+
+
+def _label(step: str, nth: str | None) -> str:
+    return f"step {step}" + (f".{nth}" if nth else "")
+
+
+def _resolved(resolve: Resolve, step: str, nth: str | None, p: Piece) -> str:
+    label = _label(step, nth)
+    got = resolve(label)
+    if got is None:
+        raise ExpandError(f"{label} names no earlier output")
+    attempt, output = got
+    if p.ref is not None and attempt != p.ref:
+        raise ExpandError(f"{label} is attempt {attempt}, the answer was built on attempt {p.ref}")
+    return output
+
+
+def apply_hunks(base: list[str], diff: list[str]) -> list[str]:
+    """``base`` with the unified-diff hunks in ``diff`` applied; every context and removed line
+    must be exactly the base's line there."""
+    out: list[str] = []
+    at = 0  # next base line to copy
+    i = 0
+    while i < len(diff):
+        m = HUNK_RX.match(diff[i])
+        if m is None:
+            raise ExpandError(f"not a hunk header: {diff[i][:80]!r}")
+        start, count = int(m.group(1)), int(m.group(2) or 1)
+        begin = start - 1 if count else start  # an empty old side names the line before it
+        if begin < at or begin > len(base):
+            raise ExpandError(f"hunk at old line {start} is out of order or past the end")
+        out += base[at:begin]
+        at = begin
+        i += 1
+        while i < len(diff) and not HUNK_RX.match(diff[i]):
+            line = diff[i]
+            sign, body = line[:1], line[1:]
+            if i + 1 < len(diff) and diff[i + 1] == NO_NEWLINE:
+                body = body[:-1] if body.endswith("\n") else body
+                i += 1
+            if sign in (" ", "-"):
+                if at >= len(base) or base[at] != body:
+                    raise ExpandError(f"the diff's line {at + 1} is not the base's")
+                at += 1
+                if sign == " ":
+                    out.append(body)
+            elif sign == "+":
+                out.append(body)
+            else:
+                raise ExpandError(f"not a diff line: {line[:80]!r}")
+            i += 1
+    out += base[at:]
+    return out

@@ -1,0 +1,265 @@
+"""What the model holds: the output lines each earlier answer delivered, for the dedupe of the next.
+
+A line counts as delivered by an attempt when its answer carried it literally and the model saw it:
+outside the part an agent cuts from a long answer (mini-swe-agent keeps the first and last 5,000
+characters), and only while that attempt is still in the model's context (``alive``: the window
+of recent steps, and nothing before a compaction of the agent's history). A reference may only
+point at delivered lines. An output can also be had whole through its references (``complete``):
+an answer the model saw uncut, that left nothing out (no ``cut`` piece), whose references point at
+outputs it can still have whole.
+
+``Delivered`` answers ``answers.Pool``: identical earlier outputs, the base of a re-read, and the
+longest delivered run of lines starting at a line of a new output.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import Callable, Iterable, Sequence
+
+from ledger_runtime.answers.build import AGAIN, CUT, LINES, PATCH, SAME, TEXT, Answer, Piece, Source, split_lines
+from ledger_runtime.workspace.hashing import digest_bytes
+
+MAX_CANDIDATES = 48  # positions tried per starting line (the most recent first)
+MAX_INDEXED_LINES = 20000  # per attempt
+MAX_LINE_CHARS = 4000  # longer lines are not indexed as run starts
+
+
+@dataclass
+class Shown:
+    """One earlier answer as the model holds it."""
+
+    attempt: int
+    step: int
+    label: str
+    command: str
+    exit_code: int | None
+    lines: list[str]
+    literal: list[bool]  # per output line: delivered literally and visible
+    refs: tuple[int, ...]  # attempts its references point at
+    uncut: bool  # the model saw all of the answer, and the answer left none of the output out
+    digest: str
+    epoch_after: int = 0
+    same_as: int | None = None  # its answer was only a reference to this attempt's identical output
+    cut_raw: tuple[int, int] | None = None  # the output as it is, of which the agent showed only these characters
+    source: Source | None = field(default=None, repr=False)
+
+    def as_source(self) -> Source:
+        if self.source is None:
+            self.source = Source(self.attempt, self.label, self.command, self.exit_code, self.lines)
+        return self.source
+
+
+def output_digest(output: str) -> str:
+    return digest_bytes(output.encode("utf-8", "surrogateescape"))
+
+
+def delivered_lines(output: str, answer: Answer, visible: tuple[int, int] | None) -> tuple[list[str], list[bool]]:
+    """The output's lines, and for each whether the answer carried it literally where the model
+    saw it. ``visible``: (head, tail) characters of the answer the agent kept, None for all."""
+    lines = split_lines(output)
+    n = len(answer.text)
+    first = answer.pieces[0] if answer.pieces else None
+    if first is not None and first.kind == TEXT and first.start == 0 and first.end == len(output) \
+            and answer.text.startswith(output):
+        return lines, shown_whole(lines, n, visible)  # a raw answer: a long output costs no loop per line
+    literal = [False] * len(lines)
+
+    def seen(a: int, b: int) -> bool:
+        if visible is None:
+            return True
+        head, tail = visible
+        return b <= head or (tail > 0 and a >= n - tail)
+
+    line = 0  # output line the next output-bearing piece starts at
+    for p in answer.pieces:
+        if p.kind == TEXT:
+            pos = p.start
+            for part in split_lines(answer.text[p.start:p.end]):
+                # an answer's line that is not the output's line (a partial output recorded against
+                # the completed one) is not delivered
+                if line < len(lines) and part == lines[line]:
+                    literal[line] = seen(pos, pos + len(part))
+                line += 1
+                pos += len(part)
+        elif p.kind in (LINES, CUT, AGAIN):
+            line += p.last - p.first + 1
+        elif p.kind in (SAME, PATCH):
+            line = len(lines)
+    return lines, literal
+
+
+def shown_whole(lines: list[str], n: int, visible: tuple[int, int] | None) -> list[bool]:
+    """Per line of an output the answer carries as it is, at its start (answer ``n`` characters
+    long): whether it lies wholly in the part the agent showed (``visible``: head, tail)."""
+    if visible is None:
+        return [True] * len(lines)
+    head, tail = visible
+    ends = list(accumulate(map(len, lines)))
+    in_head = bisect_right(ends, head)  # lines ending by ``head``
+    if tail <= 0:
+        return [True] * in_head + [False] * (len(lines) - in_head)
+    from_tail = bisect_left([0, *ends[:-1]], n - tail)  # lines starting at or after the tail
+    if from_tail <= in_head:
+        return [True] * len(lines)
+    return [True] * in_head + [False] * (from_tail - in_head) + [True] * (len(lines) - from_tail)
+
+
+def seen_lines(output: str, answer: Answer, visible: tuple[int, int] | None,
+               delivered: tuple[list[str], list[bool]] | None = None) -> list[bool]:
+    """Per output line: whether the model has it now, literally or through a reference whose line it
+    saw (a reference only names what it had). ``delivered``: ``delivered_lines`` of the same, if known."""
+    lines, literal = delivered or delivered_lines(output, answer, visible)
+    out = list(literal)
+    n = len(answer.text)
+
+    def seen(p: Piece) -> bool:
+        if visible is None:
+            return True
+        head, tail = visible
+        return p.end <= head or (tail > 0 and p.start >= n - tail)
+
+    line = 0
+    for p in answer.pieces:
+        if p.kind == TEXT:
+            line += len(split_lines(answer.text[p.start:p.end]))
+        elif p.kind in (LINES, AGAIN):
+            k = p.last - p.first + 1
+            if seen(p):
+                out[line:line + k] = [True] * k
+            line += k
+        elif p.kind == CUT:  # not shown
+            line += p.last - p.first + 1
+        elif p.kind in (SAME, PATCH):
+            if seen(p) and visible is None:  # a cut diff: which of its lines the model missed is unclear
+                out = [True] * len(lines)
+            line = len(lines)
+    return out[: len(lines)]
+
+
+class Delivered:
+    """The earlier answers the model holds (see the module docstring)."""
+
+    def __init__(self, alive: Callable[[int], bool]):
+        self.alive = alive  # step -> whether that step's output is still in the model's context
+        # how the agent will cut the output being answered ((head, tail) characters kept; None: not cut)
+        self.window: tuple[int, int] | None = None
+        self.items: dict[int, Shown] = {}
+        self._index: dict[str, list[tuple[int, int]]] = {}
+        self._by_digest: dict[str, list[int]] = {}
+        self._by_key: dict[str, list[int]] = {}
+
+    def add(self, shown: Shown, keys: Iterable[str] = ()) -> None:
+        self.items[shown.attempt] = shown
+        self._by_digest.setdefault(shown.digest, []).append(shown.attempt)
+        for k in keys:
+            self._by_key.setdefault(k, []).append(shown.attempt)
+        indexed = 0
+        for j, (line, lit) in enumerate(zip(shown.lines, shown.literal)):
+            if lit and len(line) <= MAX_LINE_CHARS:
+                self._index.setdefault(line, []).append((shown.attempt, j))
+                indexed += 1
+                if indexed >= MAX_INDEXED_LINES:
+                    break
+
+    def forget(self, keep: Callable[[Shown], bool]) -> None:
+        """Drop what the model no longer holds (keeps the index small in long runs)."""
+        gone = {a for a, s in self.items.items() if not keep(s)}
+        if not gone:
+            return
+        for a in gone:
+            del self.items[a]
+        for table in (self._by_digest, self._by_key):
+            for k in list(table):
+                table[k] = [a for a in table[k] if a not in gone]
+                if not table[k]:
+                    del table[k]
+        for line in list(self._index):
+            kept = [(a, j) for a, j in self._index[line] if a not in gone]
+            if kept:
+                self._index[line] = kept
+            else:
+                del self._index[line]
+
+    def _live(self, attempt: int) -> Shown | None:
+        s = self.items.get(attempt)
+        return s if s is not None and self.alive(s.step) else None
+
+    def complete(self, attempt: int, _seen: set[int] | None = None) -> bool:
+        """Whether the model can have the attempt's whole output: it saw all of its answer, the
+        answer left nothing out, and every reference in it points at an output it can have whole."""
+        s = self._live(attempt)
+        if s is None or not s.uncut:
+            return False
+        seen = _seen if _seen is not None else set()
+        if attempt in seen:
+            return True
+        seen.add(attempt)
+        return all(self.complete(r, seen) for r in s.refs)
+
+    # -- answers.Pool ------------------------------------------------------------------------------
+
+    def identical(self, output: str) -> Source | None:
+        """The most recent earlier output identical to ``output`` that the model can have whole, one
+        it saw literally first; or, for an output the agent cuts anyway, one it was shown as it is and
+        cut the same way (the model would see again exactly what it saw then)."""
+        ids = self._by_digest.get(output_digest(output), [])
+        fallback = None
+        for a in reversed(ids):
+            s = self._live(a)
+            if s is None:
+                continue
+            if not self.complete(a):
+                if self.window is not None and s.cut_raw == self.window and fallback is None:
+                    src = s.as_source()
+                    fallback = Source(src.attempt, src.label, src.command, src.exit_code, src.lines, s.cut_raw)
+                continue
+            if all(s.literal) and not s.refs:
+                return s.as_source()
+            fallback = fallback or s.as_source()
+        return fallback
+
+    def seen_through(self, attempt: int) -> list[bool] | None:
+        """The lines the model saw of an output it was not shown all of (None: it saw all of it)."""
+        s = self.items.get(attempt)
+        return list(s.literal) if s is not None and (s.cut_raw is not None or not s.uncut) else None
+
+    def base(self, key: str) -> Source | None:
+        """The most recent earlier output of the same read (``key``) that the model can have whole
+        (where it was only a reference to an identical output, that output)."""
+        for a in reversed(self._by_key.get(key, [])):
+            if self.complete(a):
+                s = self.items[a]
+                while s.same_as is not None and self.complete(s.same_as):
+                    s = self.items[s.same_as]
+                return s.as_source()
+        return None
+
+    def longest_run(self, lines: Sequence[str], i: int, end: int | None = None) -> tuple[Source, int, int] | None:
+        best: tuple[Shown, int, int] | None = None
+        cands = self._index.get(lines[i])
+        if not cands:
+            return None
+        n = len(lines) if end is None else min(end, len(lines))
+        tried = 0
+        for a, j in reversed(cands):
+            s = self._live(a)
+            if s is None:
+                continue
+            tried += 1
+            if tried > MAX_CANDIDATES:
+                break
+            src, lit = s.lines, s.literal
+            k = 0
+            while i + k < n and j + k < len(src) and lit[j + k] and src[j + k] == lines[i + k]:
+                k += 1
+            if best is None or k > best[2]:
+                best = (s, j, k)
+                if i + k == n:
+                    break
+        return (best[0].as_source(), best[1], best[2]) if best else None
+
+
+__all__ = ["Delivered", "Shown", "delivered_lines", "seen_lines", "output_digest", "shown_whole"]

@@ -1,0 +1,278 @@
+"""The ``ledger-run`` command line (typer + rich).
+
+Human output goes to the terminal through rich; ``--json`` prints plain, stable JSON on stdout.
+Errors are one line on stderr and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from ledger_runtime import __version__
+from ledger_runtime.cli.errors import err, fail  # adapters' commands use them too
+
+app = typer.Typer(
+    name="ledger-run",
+    help="An execution ledger around coding agents: inform (a state view in the prompt) and govern "
+         "(reuse, nudge, revise, block) for every shell command.",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"ledger-run {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True,
+                                           help="Print the version and exit."),
+) -> None:
+    """ledger-run: wrap a coding agent in an execution ledger."""
+
+
+@app.command()
+def inspect(
+    run: Path = typer.Argument(..., help="A run directory (holding ledger.sqlite), a ledger file, a trajectory "
+                                         "(.traj.json, by its info.ledger.path) or a SWE-bench OUT/<arm>/<instance>."),
+    step: Optional[int] = typer.Option(None, "--step", "-s", help="Show the state view as it was at this step."),
+    output: bool = typer.Option(False, "--output", help="With --step: print the exact text the model received "
+                                                        "for that step's command."),
+    expand: bool = typer.Option(False, "--expand", help="With --step: print what that text stands for, every "
+                                                        "[ledger: ...] reference replaced by the bytes it names."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON on stdout (per step: shown "
+                                                       "and expanded)."),
+    verdict: Optional[str] = typer.Option(None, "--verdict", help="Only commands with these verdicts in the "
+                                                                 "timeline (comma-separated: RUN,REUSE,NUDGE,...)."),
+    command_class: Optional[str] = typer.Option(None, "--class", help="Only commands of these classes in the "
+                                                                      "timeline (inspect,search,run,modify,env-change,"
+                                                                      "other)."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Write the run as one self-contained HTML page here."),
+) -> None:
+    """Look inside a ledger: the timeline, the summary, the state view at a step, or what the model
+    received at a step."""
+    from ledger_runtime.ledger.inspection import keep_row, load, outputs_at, print_inspection, summary, timeline, view_at
+    from ledger_runtime.ledger.records import CommandClass, VerdictKind
+    from ledger_runtime.ledger.store import NotALedger
+
+    verdicts = _choices(verdict, [v.value for v in VerdictKind], "--verdict", upper=True)
+    classes = _choices(command_class, [c.value for c in CommandClass], "--class")
+    try:
+        loaded = load(run)
+    except NotALedger as e:
+        fail(str(e))
+        return
+    if step is not None and step < 0:
+        fail(f"--step must be 0 or more, not {step}")
+    if step is not None and step > loaded.state.step:
+        fail(f"--step {step} is past the last step of this ledger ({loaded.state.step})")
+    if (output or expand) and step is None:
+        fail("--output and --expand need --step N (the step whose command to show)")
+    if output or expand:
+        found = outputs_at(loaded, step)
+        if not found:
+            fail(f"step {step} ran no command")
+        for i, (a, shown, expanded) in enumerate(found):
+            if len(found) > 1:  # several commands in one model call: say which is which
+                sys.stdout.write(f"{'' if i == 0 else chr(10)}--- {loaded.state.label(a.id)}: {a.command.splitlines()[0][:100]}\n")
+            sys.stdout.write((expanded if expand else shown) or "")  # the exact text: never re-wrapped
+        return
+    if html is not None:
+        from ledger_runtime.cli.html import run_page
+        from ledger_runtime.ledger.private import write_private
+
+        try:
+            write_private(html, run_page(loaded))
+        except OSError as e:
+            fail(f"cannot write --html {html}: {e.strerror}")
+        err.print(f"wrote {html}", highlight=False)
+        return
+    if as_json:
+        data = {"ledger": str(loaded.path), "summary": summary(loaded.state),
+                "timeline": [r for r in timeline(loaded.state, loaded.transcript()) if keep_row(r, verdicts, classes)]}
+        if step is not None:
+            data = {"ledger": str(loaded.path), "step": step, "state_view": view_at(loaded, step),
+                    "commands": [{"attempt": a.id, "command": a.command, "shown": shown, "expanded": expanded}
+                                 for a, shown, expanded in outputs_at(loaded, step)]}
+        json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
+        sys.stdout.write("\n")
+        return
+    console = Console()
+    if step is not None:
+        print(view_at(loaded, step))  # the exact text the model got: never re-wrapped
+        return
+    rows = [r for r in timeline(loaded.state) if keep_row(r, verdicts, classes)]
+    print_inspection(loaded, console, rows)
+
+
+def _choices(given: Optional[str], known: list[str], option: str, upper: bool = False) -> set[str] | None:
+    """A comma-separated filter, checked against the names it may hold (None: no filter)."""
+    if given is None:
+        return None
+    picked = {(x.strip().upper() if upper else x.strip().lower()) for x in given.split(",") if x.strip()}
+    unknown = sorted(picked - set(known))
+    if unknown:
+        fail(f"{option}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+    return picked
+
+
+@app.command()
+def replay(
+    trajectories: list[Path] = typer.Argument(..., help="Recorded runs: files, or directories of them, in a "
+                                                        "format an installed adapter reads (mini-swe-agent: "
+                                                        ".traj.json, actions.jsonl(.gz))."),
+    repo: list[Path] = typer.Option([], "--repo", help="A clone or a git directory (bare or not) holding the "
+                                                       "instances' commits; repeat for several repositories."),
+    workdir: Optional[Path] = typer.Option(None, "--workdir", help="Where each checkout goes (default: where the "
+                                           "recorded commands ran, as their format says: /testbed for "
+                                           "mini-swe-agent's). A directory that holds files and no replay's mark "
+                                           "is refused; a tree a replay made is replaced whole."),
+    format_: Optional[str] = typer.Option(None, "--format", help="The recorded runs' format (default: the only "
+                                          "one installed adapters read)."),
+    force: bool = typer.Option(False, "--force", help="Use --workdir even when it holds files a replay did not "
+                                                      "make (they are deleted)."),
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Replay this many trajectories at a time, each in its own "
+                                                     "work tree (a private mount namespace when run as root)."),
+    out: Path = typer.Option(Path("replay-results"), "--out", "-o", help="Per-trajectory JSON goes here."),
+    instances: Optional[Path] = typer.Option(None, "--instances", help="SWE-bench instances (JSONL): base commits "
+                                                                       "and repositories of .traj.json files."),
+    timeout: Optional[int] = typer.Option(None, "--timeout", help="Seconds per command (default: the recorded run's)."),
+    observations_only: bool = typer.Option(False, "--observations-only", help="Estimate redundancy from the "
+                                                                              "recorded outputs alone, no repository."),
+    filter_: Optional[str] = typer.Option(None, "--filter", help="Only instance ids matching this regex."),
+    redo: bool = typer.Option(False, "--redo", help="Replay trajectories that already have a result."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Also write the summary as Markdown here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+    context: Optional[str] = typer.Option(None, "--context", help="Also measure every model call's prompt under "
+                                          "these context policies, comma-separated (e.g. full,window:10,validity,"
+                                          "validity+window:10): tokens, cached tokens, cost, lines lost."),
+    price_model: str = typer.Option("gpt-5-mini", "--price-model", help="With --context: the model whose tokens "
+                                                                       "and prices (litellm's table) are used."),
+) -> None:
+    """Replay recorded trajectories through the ledger (shadow mode) against the real repository."""
+    from ledger_runtime.replay.cli import run_replay
+
+    run_replay(trajectories, repo, workdir, out, instances, timeout, observations_only, filter_, redo, report,
+               as_json, sys.argv, jobs=jobs, force=force, context=context, price_model=price_model, format_=format_)
+
+
+@app.command()
+def config(
+    write: Optional[Path] = typer.Option(None, "--write", help="Write a starter settings file here (every default, "
+                                                              "commented out) instead of printing it."),
+    check: Optional[Path] = typer.Option(None, "--check", help="Validate a settings file: say what it changes, or "
+                                                              "the one thing wrong with it."),
+    force: bool = typer.Option(False, "--force", help="With --write: replace an existing file."),
+) -> None:
+    """Every setting with its default and what it does (TOML), a starter file, or the check of one."""
+    from ledger_runtime.config import ConfigError
+    from ledger_runtime.config_file import changed, check as check_file, starter_toml, toml_inline
+
+    if check is not None and write is not None:
+        fail("give --write FILE or --check FILE, not both")
+    if check is not None:
+        if check.is_dir():
+            fail(f"--check {check} is a directory: give a settings file (TOML)")
+        try:
+            cfg = check_file(check)
+        except ConfigError as e:
+            fail(str(e))
+            return
+        except OSError as e:
+            fail(f"cannot read --check {check}: {e.strerror or e}")
+            return
+        diff = changed(cfg)
+        print(f"{check}: valid; " + (", ".join(f"{k} = {toml_inline(v) if not isinstance(v, dict) else 'a table'}"
+                                                  for k, v in diff.items()) if diff
+                                     else "every setting at its default"))
+        return
+    text = starter_toml()
+    if write is None:
+        sys.stdout.write(text)
+        return
+    if write.exists() and not force:
+        fail(f"{write} exists: pass --force to replace it")
+    from ledger_runtime.ledger.private import write_private
+
+    try:
+        write_private(write, text)
+    except OSError as e:
+        fail(f"cannot write {write}: {e.strerror}")
+    err.print(f"wrote {write}: every setting at its default, commented out; use it with --ledger-config {write}",
+              highlight=False)
+
+
+def _plugins() -> None:
+    """Commands that adapters add (``ledger_runtime.commands`` entry points): registered by name,
+    so the core never imports an adapter itself. A broken plugin costs its commands, nothing more."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="ledger_runtime.commands"):
+        try:
+            ep.load()(app)
+        except Exception as e:
+            err.print(f"[yellow]warning:[/yellow] commands from {ep.value} unavailable: {e}")
+
+
+_plugins()
+
+
+@app.command(hidden=True, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def hook(
+    ctx: typer.Context,
+    event: str = typer.Argument(..., help="The agent's hook event: SessionStart, UserPromptSubmit, PreToolUse, "
+                                          "PostToolUse."),
+    socket_path: Optional[str] = typer.Option(None, "--socket", help="The run's hook server (default: "
+                                                                     "$LEDGER_HOOK_SOCKET)."),
+    run_dir: Optional[str] = typer.Option(None, "--run-dir", help="Where faults are logged (default: $LEDGER_RUN_DIR)."),
+) -> None:
+    """Serve one agent hook event: its JSON on stdin, the answer on stdout (ledger-run codex registers this).
+    A fault never blocks the agent: the command runs and the fault goes to the run's faults.log."""
+    from ledger_runtime.hooks.client import main as hook_main
+
+    args = [event] + (["--socket", socket_path] if socket_path else []) + (["--run-dir", run_dir] if run_dir else []) \
+        + list(ctx.args)  # --token
+    raise typer.Exit(hook_main(args))
+
+
+def main() -> None:
+    """Entry point of the ``ledger-run`` script (entry.py sends ``hook`` straight to hookclient.py)."""
+    try:  # typer 0.2x carries its own click
+        from typer._click.exceptions import ClickException, UsageError
+    except ImportError:  # a typer that uses click itself
+        from click.exceptions import ClickException, UsageError  # type: ignore[no-redef]
+    Abort = typer.Abort
+    try:
+        code = app(standalone_mode=False)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except Abort:
+        err.print("interrupted")
+        sys.exit(130)
+    except UsageError as e:  # one line, with where to look, as every other error
+        if type(e).__name__ == "NoArgsIsHelpError":  # no arguments: the help, as asked for by no_args_is_help
+            if e.format_message().strip():
+                e.show()
+            sys.exit(2)
+        where = e.ctx.command_path if e.ctx is not None else "ledger-run"
+        err.print(f"[red]error:[/red] {e.format_message()} (see {where} --help)", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except ClickException as e:
+        err.print(f"[red]error:[/red] {e.format_message()}", highlight=False, soft_wrap=True)
+        sys.exit(e.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

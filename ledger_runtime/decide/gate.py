@@ -1,0 +1,242 @@
+"""The policy gate: named predicates over (proposal, ledger state, current hashes) that may refuse
+or annotate a command before it runs, composed with govern's verdict.
+
+A predicate is a pure function ``check(proposal: Analysis, state: LedgerState, current: Current,
+rule: Rule) -> Finding | None``. A finding carries the reason and the ledger state it read
+(``evidence``, recorded with the verdict under the rule's name); the rule's configured verdict (ALLOW by finding nothing, NUDGE, REVISE or BLOCK)
+says what the finding does. Built-in rules are in policies.py; users add their own by dotted path
+(``check = "package.module:function"``). A predicate that raises is reported and treated as ALLOW:
+the gate fails open, never in the agent's way.
+
+Composition, in this order (the first that applies wins):
+
+1. BLOCK from any rule: refused outright;
+2. REVISE from any rule: the call is dropped, the agent gets the rule and the conflicting state and
+   keeps its turn;
+3. govern's REUSE: a still-valid earlier result;
+4. NUDGE from any rule or from govern: the command runs, with every note;
+5. RUN.
+
+Configuration (TOML, under ``[ledger.policies.<name>]`` or ``[policies.<name>]``): ``enabled``,
+``verdict`` (NUDGE, REVISE or BLOCK), ``paths`` (globs the rule applies to; all when empty), and the
+rule's own parameters (policies.py lists them). Unknown rules and keys are errors that name them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import json
+import math
+import os
+import re
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
+
+from ledger_runtime.analysis.commands import Analysis
+from ledger_runtime.ledger.records import Verdict, VerdictKind
+
+GATE_KINDS = (VerdictKind.NUDGE, VerdictKind.REVISE, VerdictKind.BLOCK)
+
+
+class PolicyError(ValueError):
+    """A policy configuration the gate cannot use; the message names the rule and the key."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a predicate found: why the rule applies, and the ledger state it read."""
+
+    reason: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    ref_step: int | None = None
+    verdict: VerdictKind | None = None  # a rule may escalate past its configured verdict (repeat-failure)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One configured rule: its predicate, its verdict, its scope and parameters."""
+
+    name: str
+    check: Callable[..., Finding | None]
+    verdict: VerdictKind
+    params: Mapping[str, Any] = field(default_factory=dict)
+    paths: tuple[str, ...] = ()
+    workdir: str = ""
+    time_limit_s: float | None = None  # a rule of the user's own: past it, a fault, and ALLOW
+
+    def param(self, key: str, default: Any = None) -> Any:
+        return self.params.get(key, default)
+
+    def in_scope(self, path: str) -> bool:
+        """Whether ``path`` (absolute) is in the rule's ``paths`` (all paths when none are given)."""
+        return not self.paths or any(matches(path, g, self.workdir) for g in self.paths)
+
+
+def matches(path: str, glob: str, workdir: str) -> bool:
+    """A glob without a slash matches the file name; with one, the path relative to the workspace
+    (``*`` also crosses directories)."""
+    if "/" not in glob:
+        return fnmatch.fnmatchcase(os.path.basename(path), glob)
+    rel = os.path.relpath(path, workdir) if workdir and os.path.isabs(path) else path
+    return fnmatch.fnmatchcase(rel, glob)
+
+
+def _load_callable(spec: str, name: str) -> Callable[..., Finding | None]:
+    module, _, attr = spec.partition(":") if ":" in spec else spec.rpartition(".")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise PolicyError(f"policy {name!r}: cannot load check {spec!r}: {e}") from None
+    if not callable(fn):
+        raise PolicyError(f"policy {name!r}: {spec!r} is not callable")
+    return fn
+
+
+def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str, tuple[Callable, dict]]) -> list[Rule]:
+    """The rules in force: every built-in with its defaults, overridden by ``settings``, plus the
+    user's own rules (those with a ``check``)."""
+    rules = []
+    for name in settings:
+        if name not in builtins and not isinstance((settings[name] or {}).get("check"), str):
+            raise PolicyError(f"unknown policy {name!r} (built in: {', '.join(builtins)}; "
+                              f"your own need check = \"module:function\")")
+    for name in list(builtins) + [n for n in settings if n not in builtins]:
+        given = settings.get(name) or {}
+        if not isinstance(given, Mapping):
+            raise PolicyError(f"policy {name!r}: must be a table")
+        check, defaults = builtins.get(name, (None, {"enabled": True, "verdict": "NUDGE"}))
+        known = set(defaults) | {"enabled", "verdict", "paths", "check", "time_limit_s"}
+        for key in given:
+            if key not in known:
+                raise PolicyError(f"policy {name!r}: unknown key {key!r} (known: {', '.join(sorted(known))})")
+        merged = {**defaults, **given}
+        if not merged.get("enabled", True):
+            continue
+        try:
+            verdict = VerdictKind(str(merged.get("verdict", "NUDGE")).upper())
+        except ValueError:
+            verdict = None
+        if verdict not in GATE_KINDS:
+            raise PolicyError(f"policy {name!r}: verdict must be NUDGE, REVISE or BLOCK, not {merged.get('verdict')!r}")
+        if merged.get("after_run") and verdict is not VerdictKind.NUDGE:
+            raise PolicyError(f"policy {name!r} is decided after the command ran: its verdict can only be NUDGE")
+        limit = None
+        if isinstance(merged.get("check"), str):
+            check = _load_callable(merged["check"], name)
+            limit = merged.get("time_limit_s", USER_RULE_TIME_LIMIT_S)
+            if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) or limit <= 0:
+                raise PolicyError(f"policy {name!r}: time_limit_s must be a positive number of seconds, not {limit!r}")
+        paths = merged.get("paths") or ()
+        if isinstance(paths, str) or not all(isinstance(p, str) for p in paths):
+            raise PolicyError(f"policy {name!r}: paths must be a list of globs")
+        params = {k: v for k, v in merged.items()
+                  if k not in ("enabled", "verdict", "paths", "check", "after_run", "time_limit_s")}
+        for key, default in defaults.items():  # a parameter given as a list by default must stay one
+            if isinstance(default, list) and key in params:
+                value = params[key]
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise PolicyError(f"policy {name!r}: {key} must be a list of strings, not {value!r}")
+                if key.endswith("patterns"):
+                    for v in value:
+                        try:
+                            re.compile(v)
+                        except re.error as e:
+                            raise PolicyError(f"policy {name!r}: {key}: {v!r} is not a regular expression: {e}") from None
+        rules.append(Rule(name, check, verdict, params, tuple(paths), workdir, float(limit) if limit else None))
+    return rules
+
+
+USER_RULE_TIME_LIMIT_S = 2.0
+
+
+def _run_rule(rule: Rule, proposal: Analysis, state: Any, current: Any) -> Finding | None:
+    """The rule's finding; a rule of the user's own runs in a thread and has ``time_limit_s``
+    (past it: TimeoutError, and its thread is left to finish on its own)."""
+    if rule.time_limit_s is None:
+        return rule.check(proposal, state, current, rule)
+    box: list[Any] = []
+
+    def work() -> None:
+        try:
+            box.append((True, rule.check(proposal, state, current, rule)))
+        except Exception as e:
+            box.append((False, e))
+        except BaseException as e:  # SystemExit, KeyboardInterrupt from the rule: a fault like any other
+            box.append((False, RuntimeError(f"{type(e).__name__}: {e}")))
+
+    t = threading.Thread(target=work, name=f"policy-{rule.name}", daemon=True)
+    t.start()
+    t.join(rule.time_limit_s)
+    if not box:
+        raise TimeoutError(f"took longer than {rule.time_limit_s:g} s: allowed")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
+def check_all(rules: list[Rule], proposal: Analysis, state: Any, current: Any,
+              on_fault: Callable[[str, BaseException], None]) -> list[Verdict]:
+    """Every rule's verdict on the proposal (rules that find nothing, or raise, allow it)."""
+    out = []
+    for rule in rules:
+        try:
+            found = _run_rule(rule, proposal, state, current)
+        except Exception as e:  # fail open: a broken rule never stops the agent (a user rule's sys.exit() neither)
+            on_fault(f"policy {rule.name}", e)
+            continue
+        if found is None:
+            continue
+        try:
+            if not isinstance(found, Finding):
+                raise TypeError(f"returned {type(found).__name__}, not a Finding or None")
+            # the evidence is written to the ledger as JSON: anything else is a fault of the rule
+            evidence = json.loads(json.dumps(dict(found.evidence or {})))
+            escalated = VerdictKind(found.verdict) if found.verdict is not None else rule.verdict
+            if escalated not in GATE_KINDS:
+                raise ValueError(f"verdict {found.verdict!r} is not NUDGE, REVISE or BLOCK")
+        except (TypeError, ValueError) as e:
+            on_fault(f"policy {rule.name}", e)
+            continue
+        kind = max(rule.verdict, escalated, key=GATE_KINDS.index)  # a rule may escalate, never weaken
+        out.append(Verdict(kind, str(found.reason), rule=rule.name, ref_step=found.ref_step, evidence=evidence))
+    return out
+
+
+def compose(governed: Verdict, gated: list[Verdict]) -> Verdict:
+    """One verdict from govern's and the rules' (see the module docstring for the order)."""
+    for kind in (VerdictKind.BLOCK, VerdictKind.REVISE):
+        hits = [v for v in gated if v.kind is kind]
+        if hits:
+            if len(hits) == 1:
+                return replace(hits[0], evidence={hits[0].rule or "": hits[0].evidence})
+            return Verdict(kind, "; ".join(f"{v.rule}: {v.reason}" for v in hits), rule=",".join(v.rule or "" for v in hits),
+                           evidence={v.rule or "": v.evidence for v in hits})
+    if governed.kind is VerdictKind.REUSE:
+        return governed
+    nudges = [v for v in gated if v.kind is VerdictKind.NUDGE]
+    if nudges:
+        reasons = [f"{v.rule}: {v.reason}" for v in nudges]
+        if governed.kind is VerdictKind.NUDGE and not any(v.rule == "repeat-failure" for v in nudges):
+            reasons.append(governed.reason)
+        return Verdict(VerdictKind.NUDGE, "; ".join(reasons), rule=",".join(v.rule or "" for v in nudges),
+                       ref_attempt=governed.ref_attempt, ref_step=nudges[0].ref_step or governed.ref_step,
+                       evidence={v.rule or "": v.evidence for v in nudges})
+    return governed
+
+
+def in_force(config: Any, rules: list[Rule]) -> str | None:
+    """The state view's policies line: only where the rules act (govern on, not shadow mode)."""
+    return describe(rules) if config.applies else None
+
+
+def describe(rules: list[Rule]) -> str:
+    """The rules in force, in one line, for the state view: grouped by verdict, the strongest first."""
+    groups = []
+    for kind in (VerdictKind.BLOCK, VerdictKind.REVISE, VerdictKind.NUDGE):
+        names = [r.name for r in rules if r.verdict is kind]
+        if names:
+            groups.append(f"{kind.value} {', '.join(names)}")
+    return "; ".join(groups)

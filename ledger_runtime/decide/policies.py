@@ -1,0 +1,257 @@
+"""Built-in coding policies for the gate (gate.py): each a pure predicate over the proposal, the
+ledger state and the current signatures, with its default verdict and parameters.
+
+- ``stale-edit`` (NUDGE): an in-place edit (``sed -i``, ``patch``, ``git apply``, an apply_patch
+  update, ...) of a file whose current content the agent has not seen: never read, or changed since
+  its last read by something other than its own recognised edits (a script, a formatter).
+- ``protected-paths`` (REVISE; ``globs``, none by default): an edit of a file that existed at the
+  start and matches a glob (the SWE-bench arms protect tests and configuration files).
+- ``destructive`` (BLOCK; ``patterns`` replaces the list of regular expressions, ``extra_patterns``
+  adds to it): ``git reset --hard``, ``git checkout -- .`` / ``-f``, ``git clean -f...``, ``git
+  restore .``, ``rm -r`` of the workspace root or a parent of it (following ``cd``, ``*``, ``$PWD``);
+  matched outside quoted text, comments and heredoc bodies.
+- ``verify-before-submit`` (REVISE; ``ignore`` globs): a submission when files that existed at the
+  start changed after the last test or script run (files the agent created are taken for scratch);
+  once: the same submission again, with nothing changed, goes through.
+- ``noop-edit`` (NUDGE): decided after the command, in the runtime: an edit that changed no file.
+- ``repeat-failure`` (NUDGE, REVISE from ``revise_after`` = 3 runs): the same failing command again
+  with nothing changed since (not pure readers: their repeats are govern's REUSE).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from typing import Any, Callable
+
+from ledger_runtime.analysis.commands import ANY_FILE, Analysis
+from ledger_runtime.decide.gate import Finding, Rule, matches
+from ledger_runtime.decide.govern import Current
+from ledger_runtime.inform import short_command
+from ledger_runtime.analysis.patches import file_ops
+from ledger_runtime.ledger.records import CommandClass, VerdictKind
+from ledger_runtime.ledger.state import LedgerState
+
+IN_PLACE = re.compile(r"(^|[;&|(]\s*|\s)(sed|perl)\s+(-\S+\s+)*-[a-zA-Z]*i|(^|[;&|(]\s*|\s)(patch|ed|ex)\s|\bgit\s+apply\b")
+_GIT = r"\bgit(?:\s+-[cC]\s+\S+|\s+--?[a-zA-Z][\w-]*(?:=\S+)?)*\s+"  # git and its global options
+_ALL = r"\.?/?(?=\s|$|;|&|\|)"  # "." or "./" as the whole argument
+DESTRUCTIVE = (
+    _GIT + r"reset\s+(?:\S+\s+)*--hard\b",
+    _GIT + r"checkout\s+(?:\S+\s+)*--\s+" + _ALL,
+    _GIT + r"checkout\s+" + _ALL,
+    _GIT + r"checkout\s+(?:\S+\s+)*(?:-f|--force)\b",
+    _GIT + r"clean\s+(?:\S+\s+)*-[a-zA-Z]*f",
+    _GIT + r"restore\s+(?:\S+\s+)*" + _ALL,
+)
+# an rm at the start of a command (not inside an argument such as echo 'rm -rf .')
+_RM = re.compile(r"(?:^|[;&|(]|\n)\s*(?:sudo\s+)?rm\s+([^\n;&|)]+)")
+_CD = re.compile(r"(?:^|[;&|(]|\n)\s*cd\s+([^\n;&|)]+)")
+_RUN = re.compile(r"(?:^|[;&|(]|\n)\s*(?:timeout\s+\d+\s+)?(?:python[0-9.]*|pytest|py\.test|tox|nox|make|bash|sh|\./)")
+
+
+def _short(command: str, limit: int) -> str:
+    return short_command(command, limit)
+
+
+def _existing_writes(p: Analysis, current: Current) -> list[str]:
+    return [w for w in p.writes if w != ANY_FILE and current.files.get(w) is not None]
+
+
+def _display(path: str, rule: Rule) -> str:
+    return os.path.relpath(path, rule.workdir) if rule.workdir and path.startswith(rule.workdir + os.sep) else path
+
+
+def stale_edit(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    if p.command_class is not CommandClass.MODIFY or p.submits:
+        return None
+    in_place = IN_PLACE.search(_unquoted(p.command)) is not None
+    ops = file_ops(p.command) if p.normalized.startswith("apply_patch\n") else None
+    updated = {os.path.normpath(os.path.join(p.cwd, o.path)) for o in ops or () if o.kind == "update"}
+    if not in_place and not updated:
+        return None
+    for path in _existing_writes(p, current):
+        if (updated and path not in updated) or not rule.in_scope(path):
+            continue
+        seen = state.observations_of(path)
+        if not seen:
+            created = state.modifications_of(path) and state.modifications_of(path)[0].before_hash is None
+            if created:
+                continue  # the agent wrote it: it knows what is in it
+            return Finding(f"{_display(path, rule)} is edited in place but was never read; read the part you edit first",
+                           {"path": path, "observations": 0})
+        last = seen[-1]
+        foreign = [m for m in state.modifications_of(path) if m.step >= last.step and m.attempt != last.attempt
+                   and not m.recognised]
+        if foreign:
+            m = foreign[-1]
+            by = "outside any command" if m.attempt is None else f"by `{_command(state, m.attempt)}`"
+            return Finding(f"{_display(path, rule)} changed at step {m.step} {by} since you last read it at step "
+                           f"{last.step}; read it again before editing it", {"path": path, "read_at": last.step,
+                                                                              "changed_at": m.step}, ref_step=m.step)
+    return None
+
+
+def _command(state: LedgerState, attempt_id: int) -> str:
+    a = state.attempt(attempt_id)
+    return _short(a.command, 50) if a else "?"
+
+
+def _existed_at_start(path: str, state: LedgerState) -> bool:
+    mods = state.modifications_of(path)
+    return not mods or mods[0].before_hash is not None
+
+
+def protected_paths(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    globs = tuple(rule.param("globs") or ())
+    if not globs:
+        return None
+    for path in p.writes:
+        if path == ANY_FILE or not _existed_at_start(path, state) or current.files.get(path) is None:
+            continue
+        for g in globs:
+            if matches(path, g, rule.workdir):
+                return Finding(f"{_display(path, rule)} matches the protected glob {g!r}: leave it as it is "
+                               f"(fix the code, not the tests or the configuration)", {"path": path, "glob": g})
+    return None
+
+
+def _without_heredocs(command: str) -> str:
+    """The command's lines without the bodies of its heredocs (text written to a file is not run)."""
+    out: list[str] = []
+    delimiter = None
+    for line in command.splitlines():
+        if delimiter is not None:
+            if line.strip() == delimiter:
+                delimiter = None
+            continue
+        out.append(line)
+        m = re.search(r"<<-?\s*['\"]?([A-Za-z_][\w-]*)['\"]?", line)
+        if m:
+            delimiter = m.group(1)
+    return "\n".join(out)
+
+
+def _unquoted(command: str) -> str:
+    """The command without heredoc bodies, quoted strings and comments: text an echo prints is not run."""
+    text = re.sub(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"", "''", _without_heredocs(command))
+    return re.sub(r"(^|\s)#[^\n]*", r"\1", text)
+
+
+def destructive(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    text = _unquoted(p.command)
+    patterns = tuple(rule.param("patterns") or DESTRUCTIVE) + tuple(rule.param("extra_patterns") or ())
+    for pattern in patterns:
+        m = re.search(pattern, text)
+        if m:
+            return Finding(f"`{m.group(0).strip()}` would throw away work in the workspace; undo specific changes "
+                           f"instead (e.g. git checkout -- FILE)", {"pattern": pattern})
+    root = os.path.normpath(rule.workdir or p.cwd)
+    plain = _without_heredocs(p.command)
+    for m in _RM.finditer(plain):
+        try:
+            words = shlex.split(m.group(1), comments=True)
+        except ValueError:
+            continue
+        flags = "".join(w[1:] for w in words if w.startswith("-") and not w.startswith("--"))
+        if "r" not in flags.lower() and "--recursive" not in words:
+            continue
+        cwd = _cwd_at(plain, m.start(), p.origin or p.cwd)
+        if cwd is None:
+            continue  # a cd we cannot follow: do not guess
+        for w in (w for w in words if w and not w.startswith("-")):
+            w = w.replace("${PWD}", cwd).replace("$PWD", cwd)
+            if "$" in w or "`" in w:
+                continue
+            whole = w.rstrip("/").endswith("*") and os.path.basename(w.rstrip("/")) in ("*", ".*")
+            target = os.path.normpath(os.path.join(cwd, os.path.expanduser(os.path.dirname(w) if whole else w)))
+            if target == root or root.startswith(target.rstrip("/") + "/") or target == "/":
+                return Finding(f"`rm {m.group(1).strip()[:60]}` would delete the workspace {root}",
+                               {"target": target, "workspace": root})
+    return None
+
+
+def _cwd_at(command: str, position: int, cwd: str) -> str | None:
+    """The directory a command is in at ``position``, following its plain ``cd DIR`` before it."""
+    for m in _CD.finditer(command[:position]):
+        try:
+            words = shlex.split(m.group(1))
+        except ValueError:
+            return None
+        if len(words) != 1 or "$" in words[0] or "`" in words[0] or words[0] == "-":
+            return None
+        cwd = os.path.normpath(os.path.join(cwd, os.path.expanduser(words[0])))
+    return cwd
+
+
+def verify_before_submit(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    if not p.submits:
+        return None
+    ignore = tuple(rule.param("ignore") or ())
+    root = (rule.workdir or p.cwd).rstrip("/") + "/"
+    # files the agent created are its scratch (reproduction scripts) far more often than its fix
+    changed = [m for m in state.changed_files() if m.path.startswith(root) and rule.in_scope(m.path)
+               and state.modifications_of(m.path)[0].before_hash is not None
+               and not any(matches(m.path, g, rule.workdir) for g in ignore)]
+    if not changed:
+        return None
+    runs = [a for a in state.attempts if a.executed and not a.submits and (
+        a.command_class is CommandClass.RUN or (a.command_class is CommandClass.MODIFY and _RUN.search(_unquoted(a.command))))]
+    last_run = runs[-1] if runs else None
+    after = [m for m in changed if last_run is None or m.step > last_run.step]
+    if not after:
+        return None
+    # once: the same rule already held this submission back, and nothing changed since
+    if any(a.verdict.kind is VerdictKind.REVISE and a.verdict.rule and rule.name in a.verdict.rule.split(",")
+           and a.epoch_before == state.epoch for a in state.attempts):
+        return None
+    names = ", ".join(f"{_display(m.path, rule)} (step {m.step})" for m in after[:4]) + (" …" if len(after) > 4 else "")
+    if last_run is None:
+        why = f"files changed and no test or script has run since the start: {names}"
+    else:
+        why = (f"files changed after the last test or script run (step {last_run.step}: "
+               f"`{_short(last_run.command, 50)}`): {names}; run the tests again"
+               + (", or submit again to submit as is" if rule.verdict is VerdictKind.REVISE else ""))
+    return Finding(why, {"changed": [m.path for m in after], "last_run_step": last_run.step if last_run else None},
+                   ref_step=last_run.step if last_run else None)
+
+
+def repeat_failure(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    if p.submits or p.pure or p.command_class in (CommandClass.MODIFY, CommandClass.ENV):
+        return None  # a pure reader's repeat is govern's (REUSE)
+    chain = []
+    for a in state.repeats_of(p.normalized, p.cwd):
+        if not a.executed:
+            continue
+        if a.exit_code in (0, None) or a.epoch_after != state.epoch or a.env_epoch != state.env_epoch or a.exception:
+            break
+        chain.append(a)
+    if not chain:
+        return None
+    steps = sorted(a.step for a in chain)
+    revise_after = int(rule.param("revise_after", 3))
+    where = ", ".join(str(s) for s in steps[-4:])
+    reason = (f"nothing has changed since step {steps[-1]}, where this same command failed (exit {chain[0].exit_code})"
+              + (f"; it failed at steps {where}" if len(steps) > 1 else ""))
+    evidence = {"failed_at": steps, "exit_code": chain[0].exit_code}
+    if len(chain) + 1 >= revise_after:
+        return Finding(reason + f"; running it a {len(chain) + 1}th time will fail the same way: change something first",
+                       evidence, ref_step=steps[-1], verdict=VerdictKind.REVISE)
+    return Finding(reason, evidence, ref_step=steps[-1])
+
+
+def noop_edit(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    return None  # decided after the command runs (runtime.py): whether it changed a file
+
+
+BUILTINS: dict[str, tuple[Callable[..., Finding | None], dict[str, Any]]] = {
+    "stale-edit": (stale_edit, {"enabled": True, "verdict": "NUDGE"}),
+    "protected-paths": (protected_paths, {"enabled": True, "verdict": "REVISE", "globs": []}),
+    "destructive": (destructive, {"enabled": True, "verdict": "BLOCK", "patterns": list(DESTRUCTIVE),
+                                  "extra_patterns": []}),
+    "verify-before-submit": (verify_before_submit, {"enabled": True, "verdict": "REVISE",
+                                                    # the patch a submission prints is not code to test
+                                                    "ignore": ["patch.txt", "*.patch", "*.diff", "*.orig", "*.rej"]}),
+    "noop-edit": (noop_edit, {"enabled": True, "verdict": "NUDGE", "after_run": True}),
+    "repeat-failure": (repeat_failure, {"enabled": True, "verdict": "NUDGE", "revise_after": 3}),
+}

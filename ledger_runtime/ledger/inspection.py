@@ -1,0 +1,293 @@
+"""Looking inside a ledger after a run: the timeline, the summary, the state at any step, and
+what the model received for each command.
+
+``load(path)`` opens a run directory or ledger file read-only and folds its events; ``timeline`` and
+``summary`` turn the state into plain data (what ``--json`` prints); ``outputs_at`` gives the exact
+text the model received at a step and what it stands for (transcript.py); ``render_*`` draw it with
+rich.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from ledger_runtime.config import LedgerConfig, from_mapping
+from ledger_runtime.inform import render, short_command
+from ledger_runtime.ledger.records import VerdictKind
+from ledger_runtime.ledger.state import LedgerState
+from ledger_runtime.answers.build import ExpandError
+from ledger_runtime.ledger.store import LEDGER_FILE, LedgerStore, NotALedger
+from ledger_runtime.answers.transcript import Transcript
+from ledger_runtime.workspace.scanner import relative
+
+
+@dataclass
+class Loaded:
+    path: Path
+    meta: dict[str, Any]
+    events: list[dict[str, Any]]
+    state: LedgerState
+    blobs: dict[str, str | None] = field(default_factory=dict)  # blobs read so far, by hash
+
+    def text(self, h: str | None) -> str | None:
+        """A blob of the ledger as text (opened read-only when asked for)."""
+        if h is None:
+            return None
+        if h not in self.blobs:
+            store = LedgerStore.open(self.path, check=False)
+            try:
+                self.blobs[h] = store.text(h)
+            finally:
+                store.close()
+        return self.blobs[h]
+
+    def transcript(self) -> Transcript:
+        return Transcript(self.state, self.text)
+
+    @property
+    def config(self) -> LedgerConfig:
+        raw = self.state.run.get("config") or {}
+        try:
+            return from_mapping({k: v for k, v in raw.items() if k in LedgerConfig.__dataclass_fields__})
+        except ValueError:
+            return LedgerConfig()
+
+
+def find_ledger(path: str | Path) -> Path:
+    """The ledger a path names: a ledger file; a run directory; a directory holding one in ``ledger/``
+    or ``run/`` (``OUT/<arm>/<instance>`` of a SWE-bench run, a demo's ``-o``); or a trajectory
+    (``.traj.json``) whose ``info.ledger.path`` names it. Unresolved: the path as given."""
+    p = Path(path)
+    if p.is_dir():
+        for sub in ("", "ledger", "run"):
+            if (p / sub / LEDGER_FILE).is_file():
+                return p / sub / LEDGER_FILE
+        return p
+    if p.is_file() and p.name.endswith(".json"):
+        try:
+            named = (json.loads(p.read_text(encoding="utf-8")).get("info") or {}).get("ledger", {}).get("path")
+        except (OSError, ValueError, AttributeError):
+            return p
+        if isinstance(named, str) and named:
+            q = Path(named) if Path(named).is_absolute() else p.parent / named
+            if q.exists():
+                return q
+            if (p.parent / "ledger" / LEDGER_FILE).is_file():  # the run moved: the ledger next to it
+                return p.parent / "ledger" / LEDGER_FILE
+            raise NotALedger(p, f"the trajectory's ledger {named} is not there")
+        raise NotALedger(p, "a JSON file without info.ledger.path (not a trajectory of a run with the ledger)")
+    return p
+
+
+def load(path: str | Path) -> Loaded:
+    """Open a ledger read-only (raises store.NotALedger with a one-line reason)."""
+    store = LedgerStore.open(find_ledger(path))
+    try:
+        events = list(store.events())
+        meta = store.meta()
+    finally:
+        store.close()
+    return Loaded(store.path, meta, events, LedgerState.from_events(events))
+
+
+def _display(path: str, state: LedgerState) -> str:
+    return relative(path, state.baseline.root) if state.baseline else path
+
+
+def keep_row(row: dict[str, Any], verdicts: set[str] | None, classes: set[str] | None) -> bool:
+    """Whether a timeline row passes the filters (None: no filter)."""
+    return (verdicts is None or row["verdict"] in verdicts) and (classes is None or row["class"] in classes)
+
+
+def timeline(state: LedgerState, transcript: Transcript | None = None) -> list[dict[str, Any]]:
+    """One row per attempt: step, verdict, class, command, exit code, how its output came back, files
+    it changed; with a ``transcript``, also ``shown`` (the exact text the model received) and
+    ``expanded`` (what it stands for: every reference replaced by the bytes it names)."""
+    rows = []
+    for a in state.attempts:
+        extra: dict[str, Any] = {}
+        if transcript is not None:
+            try:
+                expanded = transcript.expanded(a) if a.executed or (a.answer or {}).get("kind") == "reused" else None
+            except ExpandError as e:
+                expanded = None
+                extra["expand_error"] = str(e)
+            extra.update(shown=transcript.shown(a), expanded=expanded)
+        rows.append({
+            "attempt": a.id,
+            "step": a.step,
+            "verdict": a.verdict.kind.value,
+            "rule": a.verdict.rule,
+            "applied": a.applied,
+            "reason": a.verdict.reason,
+            "ref_step": a.verdict.ref_step,
+            "class": a.command_class.value,
+            "command": a.command,
+            "executed": a.executed,
+            "exit_code": a.exit_code,
+            "output_chars": a.output_chars,
+            "shown_chars": a.shown_chars,
+            "answer": (a.answer or {}).get("kind", "raw"),
+            "duration_s": a.duration_s,
+            "files_changed": [_display(m.path, state) for m in state.modifications_of_attempt(a.id)],
+            **extra,
+        })
+    return rows
+
+
+REFERENCING = ("whole", "spans", "delta", "reused")
+
+
+def outputs_at(loaded: Loaded, step: int) -> list[tuple[Any, str | None, str | None]]:
+    """The attempts of ``step``, each with the exact text the model received and its expansion."""
+    t = loaded.transcript()
+    out = []
+    for a in loaded.state.attempts:
+        if a.step != step:
+            continue
+        try:
+            expanded = t.expanded(a)
+        except ExpandError as e:
+            expanded = f"(this answer does not expand: {e})"
+        out.append((a, t.shown(a), expanded))
+    return out
+
+
+def _visible_counter(state: LedgerState):
+    """Characters of a text of n characters that the model sees once the agent has cut it (the run's
+    output_limit_chars, head and tail; replay.visible_chars does the same from the text)."""
+    cfg = state.run.get("config") or {}
+    default = LedgerConfig()
+    limit = cfg.get("output_limit_chars", default.output_limit_chars)
+    kept = cfg.get("output_head_chars", default.output_head_chars) + cfg.get("output_tail_chars", default.output_tail_chars)
+    return lambda n: n if n < limit else min(n, kept)
+
+
+def summary(state: LedgerState) -> dict[str, Any]:
+    """Totals: verdicts, what reuse spared, files changed since the start, faults."""
+    verdicts = Counter(a.verdict.kind.value for a in state.attempts)
+    applied = [a for a in state.attempts if a.applied]
+    reused = [a for a in applied if a.verdict.kind is VerdictKind.REUSE]
+    deduped = [a for a in applied if (a.answer or {}).get("kind") in REFERENCING]
+    seen = _visible_counter(state)
+    # net (the references cost too), and of what the model sees: a cut output counts as its kept part
+    spared_chars = sum(seen(a.output_chars) - seen(a.shown_chars) for a in deduped)
+    shadow = [a for a in state.attempts if not a.applied and (a.answer or {}).get("kind") in REFERENCING]
+    answers = Counter((a.answer or {}).get("kind", "raw") for a in state.attempts)
+    changed = []
+    for m in state.changed_files():
+        first = state.modifications_of(m.path)[0]
+        changed.append({
+            "path": _display(m.path, state),
+            "change": "deleted" if m.after_hash is None else ("created" if first.before_hash is None else "modified"),
+            "added": m.baseline_added, "removed": m.baseline_removed, "last_step": m.step,
+        })
+    b = state.baseline
+    return {
+        "workdir": b.root if b else None,
+        "head_commit": b.head_commit if b else None,
+        "task": b.task if b else "",
+        "steps": state.step,
+        "attempts": len(state.attempts),
+        "executed": sum(1 for a in state.attempts if a.executed),
+        "verdicts": dict(sorted(verdicts.items())),
+        "classes": dict(sorted(Counter(a.command_class.value for a in state.attempts).items())),
+        "answers": dict(sorted(answers.items())),
+        "reused": len(reused),
+        "nudged": sum(1 for a in applied if a.verdict.kind is VerdictKind.NUDGE),
+        "not_executed": sum(1 for a in state.attempts if not a.executed),
+        "chars_spared": spared_chars,
+        "tokens_spared_estimate": (spared_chars + 3) // 4,
+        "shadow_answers": len(shadow),
+        "shadow_chars_spared": sum(seen(a.output_chars) - seen(a.shown_chars) for a in shadow),
+        "observations": len(state.observations),
+        "modifications": len(state.modifications),
+        "files_changed": changed,
+        "faults": len(state.faults),
+        # notes of the state view an agent keeps in its history (Codex's hook notes; a prompt view
+        # like mini-swe-agent's is sent afresh each call and is not counted here)
+        "context_notes": len(state.injections),
+        "context_note_chars": sum(i["chars"] for i in state.injections),
+    }
+
+
+def view_at(loaded: Loaded, step: int | None) -> str:
+    """The state view as it was at the end of ``step`` (the last step when None)."""
+    from ledger_runtime.decide.gate import PolicyError, build_rules, in_force
+    from ledger_runtime.decide.policies import BUILTINS
+
+    state = loaded.state if step is None else LedgerState.from_events(loaded.events, until_step=step)
+    config = loaded.config
+    try:
+        rules = build_rules(config.policies, state.baseline.root if state.baseline else "", BUILTINS)
+    except PolicyError:
+        rules = []
+    return render(state, config, policies=in_force(config, rules)).text
+
+
+_STYLE = {"RUN": "white", "REUSE": "green", "NUDGE": "yellow", "REVISE": "magenta", "BLOCK": "red"}
+
+
+FILE_CELL = 18  # characters of a path in the timeline: the table fits 80 columns
+
+
+def _abbreviated(path: str, n: int) -> str:
+    """``path`` in at most ``n`` characters: its end (the file's name) kept, the cut marked "…"."""
+    return path if len(path) <= n else "…" + path[-(n - 1):]
+
+
+def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None) -> Table:
+    # narrow terminals: a cell wraps on spaces and a word that does not fit ends in "…", never broken
+    t = Table(title="Timeline", show_lines=False, expand=False, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
+    for col, kw in (("step", {"justify": "right"}), ("verdict", {"max_width": 16}), ("class", {}),
+                    ("command", {"overflow": "ellipsis", "min_width": 18}),
+                    ("exit", {"justify": "right"}),
+                    ("files changed", {"overflow": "ellipsis", "min_width": FILE_CELL})):
+        t.add_column(col, **kw)
+    for r in (timeline(state) if rows is None else rows):
+        verdict = Text(r["verdict"] + (f" {r['rule']}" if r["rule"] else "") + ("" if r["applied"] else " (shadow)"),
+                       style=_STYLE.get(r["verdict"], ""))
+        files = "\n".join(_abbreviated(f, FILE_CELL) for f in r["files_changed"][:4]) \
+            + (f"\n+{len(r['files_changed']) - 4} more" if len(r["files_changed"]) > 4 else "")
+        t.add_row(str(r["step"]), verdict, r["class"], short_command(r["command"], 70),
+                  "" if r["exit_code"] is None else str(r["exit_code"]), files)
+    return t
+
+
+def render_summary(s: dict[str, Any]) -> Group:
+    t = Table(title="Summary", show_header=False)
+    t.add_column("what")
+    t.add_column("value", overflow="fold")
+    t.add_row("workdir", str(s["workdir"]))
+    if s["head_commit"]:
+        t.add_row("baseline commit", s["head_commit"][:12])
+    t.add_row("steps / commands", f"{s['steps']} / {s['attempts']} ({s['executed']} executed)")
+    t.add_row("verdicts", ", ".join(f"{k} {v}" for k, v in s["verdicts"].items()) or "none")
+    t.add_row("answers", ", ".join(f"{k} {v}" for k, v in s["answers"].items()) or "none")
+    t.add_row("reused / nudged", f"{s['reused']} / {s['nudged']}")
+    t.add_row("output spared", f"{s['chars_spared']:,} characters (~{s['tokens_spared_estimate']:,} tokens)")
+    if s["shadow_answers"]:
+        t.add_row("shadow answers", f"{s['shadow_answers']} with references (would have spared "
+                                    f"{s['shadow_chars_spared']:,} characters)")
+    files = [f"{f['path']} ({f['change']}" + (f", +{f['added']} -{f['removed']}" if f["added"] is not None else "") + ")"
+             for f in s["files_changed"]]
+    t.add_row("files changed", "\n".join(files) or "none")
+    if s["context_notes"]:
+        t.add_row("context notes", f"{s['context_notes']} ({s['context_note_chars']:,} characters in the agent's history)")
+    if s["faults"]:
+        t.add_row("faults", Text(str(s["faults"]), style="red"))
+    return Group(t)
+
+
+def print_inspection(loaded: Loaded, console: Console, rows: list[dict[str, Any]] | None = None) -> None:
+    console.print(render_timeline(loaded.state, rows))
+    console.print(render_summary(summary(loaded.state)))

@@ -1,0 +1,264 @@
+"""From one executed command to records: which lines the agent saw, and how files changed.
+
+Pure functions. ``observations`` takes what the command analysis claims an output shows (its file
+views: commands.FileView) and checks the claim against the files themselves, as they were after the
+command: a view counts only where the output's lines are the file's lines, byte for byte (after the
+line-number prefix a numbered view adds, whose numbers must be the file's line numbers). Whatever the
+analysis got wrong (a transforming option, a program of the workspace's own on PATH, a path through
+a symlink, a file edited while it was shown) then records nothing, never a false "seen". Of a cut
+output only the lines the model saw count (``seen``, per output line, from answers/delivered.py).
+The observation is signed with the digest of the content it was checked against.
+``line_delta`` counts lines added and removed between two contents, in one pass.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ledger_runtime.answers.build import split_lines
+from ledger_runtime.analysis.commands import Analysis, FileView
+from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
+from ledger_runtime.analysis.programs import FILE_NUMBERS, resolve
+from ledger_runtime.ledger.records import LineSpan, Observation
+
+_TAB_NUMBER = re.compile(r"\s*(\d+)\s*\t")  # nl -ba, cat -n: "     7\t"
+_GREP_NUMBER = re.compile(r"(\d+)[:-]")  # grep -n: "7:" for a match, "7-" for context
+_OTHER_PREFIX = re.compile(r"\s*\d*\s*\t?")  # nl's and cat -b's numbers, or none on a blank line
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """How the agent cuts long outputs: at ``limit`` characters (``unit`` "bytes": UTF-8 bytes) or
+    more, it keeps the first ``head`` and the last ``tail``."""
+
+    limit: int = 10000
+    head: int = 5000
+    tail: int = 5000
+    exact: bool = True  # the agent cuts exactly so (mini-swe-agent); False: an estimate (Codex counts tokens)
+    unit: str = "chars"
+
+    def cuts(self, output: str) -> bool:
+        if self.unit == "bytes":
+            return len(output) >= self.limit or len(output.encode("utf-8", "surrogateescape")) >= self.limit
+        return len(output) >= self.limit
+
+    def visible(self, output: str) -> tuple[str, str] | None:
+        """(head text, tail text) the model sees of a cut output, or None when it sees all of it."""
+        kept = self.kept(output)
+        if kept is None:
+            return None
+        return output[: kept[0]], output[-kept[1]:] if kept[1] else ""
+
+    def kept(self, output: str) -> tuple[int, int] | None:
+        """(head, tail) characters the model sees of a cut output, or None when it sees all of it."""
+        if not self.cuts(output):
+            return None
+        if self.unit != "bytes":
+            return self.head, self.tail
+        data = output.encode("utf-8", "surrogateescape")
+        head = len(data[: self.head].decode("utf-8", "ignore"))  # a character cut in two is not seen
+        tail = len(data[len(data) - self.tail:].decode("utf-8", "ignore")) if self.tail else 0
+        return head, tail
+
+
+@dataclass(frozen=True)
+class FileText:
+    """A file as it was after the command: the digest of its content, and its lines (decoded as the
+    agent's tools decode output: UTF-8, invalid bytes replaced)."""
+
+    digest: str
+    lines: list[str]
+
+    @classmethod
+    def of(cls, digest: str, data: bytes) -> FileText:
+        return cls(digest, split_lines(data.decode("utf-8", "replace")))
+
+
+def _same_line(out: str, text: str) -> bool:
+    """An output line that is exactly this file line (a last line without its newline gets one from
+    nl, grep and the like)."""
+    return out == text or (not text.endswith("\n") and out == text + "\n")
+
+
+def _shown_as(out: str, text: str, number: int, numbered: str) -> bool:
+    """Whether output line ``out`` shows file line ``number`` (``text``) as a view numbered so."""
+    if not numbered:
+        return _same_line(out, text)
+    if numbered == FILE_NUMBERS:
+        m = _TAB_NUMBER.match(out)
+        return m is not None and int(m.group(1)) == number and _same_line(out[m.end():], text)
+    o, t = _no_eol(out), _no_eol(text)  # other numbers (nl's default, cat -b): any number, or none
+    if not o.endswith(t) or (text.endswith("\n") and not out.endswith("\n")):
+        return False
+    return _OTHER_PREFIX.fullmatch(o[: len(o) - len(t)]) is not None
+
+
+def _no_eol(line: str) -> str:
+    return line[:-1] if line.endswith("\n") else line
+
+
+MAX_BLOCK_TRIES = 64
+
+
+def _find_block(out: list[str], start: int, lines: list[str], first: int, numbered: str) -> int | None:
+    """Where, at or after output line ``start``, the file's ``lines`` (numbered from ``first``)
+    appear as a contiguous run."""
+    if not lines:
+        return None
+    tries = 0
+    for at in range(start, len(out) - len(lines) + 1):
+        if not _shown_as(out[at], lines[0], first, numbered):
+            continue
+        if all(_shown_as(out[at + i], lines[i], first + i, numbered) for i in range(1, len(lines))):
+            return at
+        tries += 1
+        if tries >= MAX_BLOCK_TRIES:
+            return None
+    return None
+
+
+def _spans(numbers: list[int]) -> tuple[LineSpan, ...]:
+    out: list[LineSpan] = []
+    for n in sorted(set(numbers)):
+        if out and n == out[-1].end + 1:
+            out[-1] = LineSpan(out[-1].start, n)
+        else:
+            out.append(LineSpan(n, n))
+    return tuple(out)
+
+
+def observations(analysis: Analysis, output: str, exit_code: int | None, files: dict[str, FileText],
+                 seen: list[bool] | None, *, step: int, attempt: int,
+                 facts: dict[int, tuple[str, int, str]] | None = None,
+                 submission: Submission = NO_SUBMISSION) -> list[Observation]:
+    """What the agent saw of each file this command showed, checked against ``files`` (the files'
+    content after the command). ``seen``: per output line, whether the model saw it (None: all).
+    ``facts``, when given, gets for each output line that is a checked file line its (path, line
+    number, the file's text of it)."""
+    views = analysis.views
+    if not views:
+        return []
+    out_lines = split_lines(output)
+    visible = seen if seen is not None else [True] * len(out_lines)
+    pos = 0  # output line where the next view's lines may start (views print in order)
+    obs: list[Observation] = []
+    for view in views:
+        f = files.get(view.path)
+        if f is None:
+            continue
+        found = _observe(view, out_lines, visible, pos, f, exit_code, facts, submission)
+        if found is None:
+            continue
+        kind, spans, pos = found
+        obs.append(Observation(view.path, kind, spans, f.digest, len(f.lines), step, attempt))
+    return obs
+
+
+def _observe(view: FileView, out: list[str], visible: list[bool], pos: int, f: FileText,
+             exit_code: int | None, facts: dict[int, tuple[str, int, str]] | None = None,
+             submission: Submission = NO_SUBMISSION) -> tuple[str, tuple[LineSpan, ...] | None, int] | None:
+    total = len(f.lines)
+    if view.kind == "lines":
+        if exit_code not in (0, None) or not total:
+            return None
+        rng = resolve(view.selectors, total)
+        if rng is None:
+            return None
+        lo, hi = rng
+        at = _find_block(out, pos, f.lines[lo - 1:hi], lo, view.numbered)
+        if at is None:
+            return None  # the output is not those lines of the file as it is now
+        # a line that is the submission marker never counts as seen: a later read of it must run
+        shown = [lo + i for i in range(hi - lo + 1)
+                 if visible[at + i] and not submission.is_marker_line(f.lines[lo - 1 + i])]
+        if not shown:
+            return None
+        if facts is not None:
+            facts.update((at + i, (view.path, lo + i, f.lines[lo - 1 + i])) for i in range(hi - lo + 1))
+        if (lo, hi) == (1, total) and len(shown) == total:
+            return "whole", None, at + hi - lo + 1
+        return "range", _spans(shown), at + hi - lo + 1
+    if view.kind == "matches":
+        if not view.numbered:
+            text = any(line.strip() for line in out[pos:])
+            return ("matches", (), pos) if text and exit_code == 0 else None
+        numbers = []
+        for i in range(pos, len(out)):
+            if not visible[i]:
+                continue
+            line = out[i]
+            m = _GREP_NUMBER.match(line) or _TAB_NUMBER.match(line)
+            if m is None:
+                continue
+            n = int(m.group(1))
+            if 1 <= n <= total and _same_line(line[m.end():], f.lines[n - 1]) \
+                    and not submission.is_marker_line(f.lines[n - 1]):
+                numbers.append(n)
+                if facts is not None:
+                    facts[i] = (view.path, n, f.lines[n - 1])
+        return ("matches", _spans(numbers), pos) if numbers else None
+    return None
+
+
+def _common_prefix(x: bytes, y: bytes) -> int:
+    """Length of the longest common prefix of ``x`` and ``y`` (compared by C, in halving slices)."""
+    lo, hi = 0, min(len(x), len(y))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if x[lo:mid] == y[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _trim_common(before: bytes, after: bytes) -> tuple[bytes, bytes]:
+    """``before`` and ``after`` without the whole lines they begin and end with alike. A line common
+    to both sides changes no count (see line_delta), so any such cut gives the same answer; this one
+    finds it in C rather than line by line."""
+    p = _common_prefix(before, after)
+    p = before.rfind(b"\n", 0, p) + 1  # back to a line start (0 when there is none)
+    x, y = before[p:], after[p:]
+    s = _common_prefix(x[::-1], y[::-1])
+    if s:
+        tail = x[len(x) - s:]
+        k = tail.find(b"\n")
+        if k >= 0 and k + 1 < len(tail):
+            cut = s - (k + 1)  # the common tail from the line start after that newline
+            x, y = x[:len(x) - cut], y[:len(y) - cut]
+    return x, y
+
+
+def line_delta(before: bytes, after: bytes) -> tuple[int, int] | None:
+    """(lines added, lines removed) from ``before`` to ``after``: the common prefix and suffix are
+    trimmed, and of the rest a line counts as added (removed) as many times as it occurs more often
+    after (before). Exact for edits that insert, delete or replace lines; a line moved elsewhere
+    counts as unchanged. O(n), and for a small edit of a large file about the cost of comparing the
+    two. None for binary content."""
+    if b"\0" in before[:8192] or b"\0" in after[:8192]:
+        return None
+    before, after = _trim_common(before, after)
+    a = before.splitlines()
+    b = after.splitlines()
+    p = 0
+    n = min(len(a), len(b))
+    while p < n and a[p] == b[p]:
+        p += 1
+    q = 0
+    while q < n - p and a[-1 - q] == b[-1 - q]:
+        q += 1
+    a, b = a[p:len(a) - q], b[p:len(b) - q]
+    if not a or not b:
+        return len(b), len(a)
+    counts: dict[bytes, int] = {}
+    for line in a:
+        counts[line] = counts.get(line, 0) + 1
+    added = 0
+    for line in b:
+        c = counts.get(line, 0)
+        if c:
+            counts[line] = c - 1
+        else:
+            added += 1
+    return added, sum(counts.values())

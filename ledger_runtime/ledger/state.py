@@ -1,0 +1,196 @@
+"""LedgerState: the ledger's event log folded into queryable state.
+
+The state is a pure fold: ``LedgerState.from_events(events)`` gives the same state as applying the
+events one by one, so the state at any earlier step is the fold of the events up to it. Paths'
+current hashes come from the modification log: every change to a tracked file is recorded, so an
+observation is fresh while no later modification moved its file away from the observed hash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable
+
+from ledger_runtime.ledger.records import Attempt, Baseline, CommandClass, Modification, Observation, VerdictKind
+
+UNKNOWN = object()  # a path the ledger has no hash for
+
+
+@dataclass
+class LedgerState:
+    """Everything the ledger knows, indexed for govern and inform."""
+
+    attempts: list[Attempt] = field(default_factory=list)
+    observations: list[Observation] = field(default_factory=list)
+    modifications: list[Modification] = field(default_factory=list)
+    baseline: Baseline | None = None
+    run: dict[str, Any] = field(default_factory=dict)
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    # state-view text handed to the agent outside its prompt (hooks' context notes): event, chars
+    injections: list[dict[str, Any]] = field(default_factory=list)
+    epoch: int = 0  # workspace changes so far
+    env_epoch: int = 0  # environment changes so far (package installs, exports)
+    step: int = 0
+    context_floor: int = 0  # outputs of earlier steps are gone from the model's context (a compaction)
+    _by_key: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    _obs_by_path: dict[str, list[Observation]] = field(default_factory=dict)
+    _mods_by_path: dict[str, list[Modification]] = field(default_factory=dict)
+    _by_id: dict[int, Attempt] = field(default_factory=dict)
+    _mods_by_attempt: dict[int, list[Modification]] = field(default_factory=dict)
+    _reuse_sources: dict[int, int] = field(default_factory=dict)
+    _labels: dict[int, str] = field(default_factory=dict)
+    _by_label: dict[str, int] = field(default_factory=dict)
+    _per_step: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_events(cls, events: Iterable[dict[str, Any]], *, until_step: int | None = None) -> LedgerState:
+        state = cls()
+        for e in events:
+            if until_step is not None and e.get("step") is not None and e["step"] > until_step:
+                continue
+            state.apply(e)
+        return state
+
+    def apply(self, event: dict[str, Any]) -> None:
+        """Fold one event in. Unknown kinds are kept as faults, never raised."""
+        kind = event.get("kind")
+        try:
+            if kind == "attempt":
+                self.add_attempt(Attempt.from_dict(event))
+            elif kind == "observation":
+                self.add_observation(Observation.from_dict(event))
+            elif kind == "modification":
+                self.add_modification(Modification.from_dict(event), int(event.get("epoch", self.epoch + 1)))
+            elif kind == "baseline":
+                self.baseline = Baseline.from_dict(event)
+            elif kind == "run":
+                self.run = {k: v for k, v in event.items() if k not in ("seq", "kind", "step", "at")}
+            elif kind == "completion":
+                self.complete(int(event["attempt"]), event)
+            elif kind == "task":
+                if self.baseline is not None and not self.baseline.task:
+                    self.baseline = replace(self.baseline, task=str(event["task"]))
+            elif kind == "injection":
+                self.injections.append({"event": str(event["event"]), "chars": int(event["chars"]),
+                                        "step": event.get("step")})
+            elif kind == "context":
+                self.context_floor = max(self.context_floor, int(event["from_step"]))
+            elif kind == "fault":
+                self.faults.append(event)
+            else:
+                self.faults.append({"message": f"unknown event kind {kind!r}", **event})
+        except (KeyError, TypeError, ValueError) as e:
+            self.faults.append({"message": f"unreadable {kind} event {event.get('seq')}: {e}"})
+
+    # -- folding -------------------------------------------------------------------------------
+
+    def add_attempt(self, a: Attempt) -> None:
+        self.attempts.append(a)
+        self._by_id[a.id] = a
+        self._by_key.setdefault((a.normalized, a.cwd), []).append(a.id)
+        self.step = max(self.step, a.step)
+        nth = self._per_step.get(a.step, 0) + 1
+        self._per_step[a.step] = nth
+        label = f"step {a.step}" + (f".{nth}" if nth > 1 else "")
+        self._labels[a.id] = label
+        self._by_label[label] = a.id
+        if a.executed and a.command_class is CommandClass.ENV:
+            self.env_epoch += 1
+        if a.verdict.kind is VerdictKind.REUSE and a.verdict.ref_attempt is not None and not a.executed:
+            # a run not run again stands for the run it reused; a command that ran is its own source
+            self._reuse_sources[a.id] = self.source_of(a.verdict.ref_attempt)
+
+    def complete(self, attempt_id: int, fields: dict[str, Any]) -> None:
+        """What a command left unfinished when recorded (its exit code, its whole output), known later."""
+        old = self._by_id.get(attempt_id)
+        if old is None:
+            return
+        new = replace(old, exit_code=fields.get("exit_code"), output_hash=fields.get("output_hash"),
+                      output_chars=int(fields.get("output_chars") or 0),
+                      output_complete=bool(fields.get("output_complete")),
+                      read_set_stable=bool(fields.get("read_set_stable", old.read_set_stable)),
+                      answer={**old.answer, "altered": True} if fields.get("altered") and old.answer else old.answer)
+        self._by_id[attempt_id] = new
+        for i in range(len(self.attempts) - 1, -1, -1):
+            if self.attempts[i].id == attempt_id:
+                self.attempts[i] = new
+                break
+
+    def add_observation(self, o: Observation) -> None:
+        self.observations.append(o)
+        self._obs_by_path.setdefault(o.path, []).append(o)
+
+    def add_modification(self, m: Modification, epoch: int) -> None:
+        self.modifications.append(m)
+        self._mods_by_path.setdefault(m.path, []).append(m)
+        if m.attempt is not None:
+            self._mods_by_attempt.setdefault(m.attempt, []).append(m)
+        self.epoch = max(self.epoch, epoch)
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def attempt(self, attempt_id: int) -> Attempt | None:
+        return self._by_id.get(attempt_id)
+
+    def label(self, attempt_id: int) -> str:
+        """How answers name an attempt: "step 9" for the first command of step 9, "step 9.2" for the
+        second (agents that run several commands per model call)."""
+        return self._labels.get(attempt_id, f"attempt {attempt_id}")
+
+    def by_label(self, label: str) -> Attempt | None:
+        i = self._by_label.get(label)
+        return self._by_id.get(i) if i is not None else None
+
+    def source_of(self, attempt_id: int) -> int:
+        """The executed attempt behind a chain of reuses (itself when it ran)."""
+        return self._reuse_sources.get(attempt_id, attempt_id)
+
+    def repeats_of(self, normalized: str, cwd: str) -> list[Attempt]:
+        """Earlier attempts of the same command in the same directory, newest first."""
+        return [self._by_id[i] for i in reversed(self._by_key.get((normalized, cwd), []))]
+
+    def observations_of(self, path: str) -> list[Observation]:
+        return self._obs_by_path.get(path, [])
+
+    def modifications_of(self, path: str) -> list[Modification]:
+        return self._mods_by_path.get(path, [])
+
+    def modifications_of_attempt(self, attempt_id: int) -> list[Modification]:
+        return self._mods_by_attempt.get(attempt_id, [])
+
+    def current_hash(self, path: str) -> object:
+        """The path's latest known content hash (None: deleted), or UNKNOWN."""
+        mods = self._mods_by_path.get(path)
+        if mods:
+            return mods[-1].after_hash
+        obs = self._obs_by_path.get(path)
+        return obs[-1].content_hash if obs else UNKNOWN
+
+    def change_after(self, path: str, step: int, digest: str) -> Modification | None:
+        """The first modification of ``path`` at or after ``step`` that left it different from ``digest``."""
+        for m in self._mods_by_path.get(path, []):
+            if m.step >= step and m.after_hash != digest:
+                return m
+        return None
+
+    def is_fresh(self, o: Observation) -> bool:
+        cur = self.current_hash(o.path)
+        return cur is UNKNOWN or cur == o.content_hash
+
+    def changed_files(self) -> list[Modification]:
+        """The latest modification of every path that now differs from the baseline, by path."""
+        out = []
+        for path in sorted(self._mods_by_path):
+            mods = self._mods_by_path[path]
+            first, last = mods[0], mods[-1]
+            if last.after_hash != first.before_hash:
+                out.append(last)
+        return out
+
+    def in_context(self, step: int, context_steps: int) -> bool:
+        """Whether the output of ``step`` is still in the model's context: after the last compaction
+        of the agent's history, and within its last ``context_steps`` steps (0: all)."""
+        return step >= self.context_floor and (context_steps <= 0 or step > self.step - context_steps)
+
+    def modified_since(self, epoch_step: int, prefix: str | None = None) -> list[Modification]:
+        return [m for m in self.modifications if m.step >= epoch_step and (prefix is None or m.path.startswith(prefix))]

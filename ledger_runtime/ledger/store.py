@@ -1,0 +1,326 @@
+"""The ledger file: one SQLite database per run (WAL), an append-only event log and a
+content-addressed blob table.
+
+Events are JSON bodies with a kind (``run``, ``baseline``, ``attempt``, ``observation``,
+``modification``, ``fault``), appended in transactions: a step's records are committed together
+before the agent sees the step's result, so a killed run loses nothing the agent acted on.
+Triggers refuse updates and deletes of events. Blobs (command outputs, file contents) are keyed by
+their xxh3_128 hash and stored zlib-compressed when that helps.
+
+Opening anything that is not a ledger (a missing, truncated, corrupt or foreign file) raises
+``NotALedger`` with a one-line message ``not a ledger: <path>: <why>``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+import urllib.parse
+import zlib
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from ledger_runtime.workspace.hashing import digest_bytes
+from ledger_runtime.ledger.private import private_dir, touch_private
+from ledger_runtime.ledger.redact import Redactor
+
+FORMAT = "ledger-runtime"
+SCHEMA_VERSION = 1
+LEDGER_FILE = "ledger.sqlite"
+# A writer waits this long for a lock another process holds on the ledger (an open `sqlite3` shell),
+# and after a commit failed for a lock only QUICK_LOCK_S until one succeeds again: a locked ledger
+# costs a command a second once, then next to nothing (what cannot be written goes to faults.log).
+LOCK_TIMEOUT_S = 1.0
+QUICK_LOCK_S = 0.05
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    step INTEGER,
+    at REAL NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_step ON events(step);
+CREATE TABLE IF NOT EXISTS blobs (
+    hash TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    codec TEXT NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+"""
+
+
+class NotALedger(Exception):
+    """The path is not a ledger this version can read. ``str()`` is the one-line message."""
+
+    def __init__(self, path: str | os.PathLike, why: str):
+        self.path = str(path)
+        self.why = why
+        super().__init__(f"not a ledger: {self.path}: {why}")
+
+
+class StoreError(Exception):
+    """Writing to the ledger failed (disk full, permissions, a locked file)."""
+
+
+def ledger_path(path: str | os.PathLike) -> Path:
+    """The ledger file for a run directory or a ledger file path."""
+    p = Path(path)
+    return p / LEDGER_FILE if p.is_dir() else p
+
+
+def _why(e: BaseException) -> str:
+    msg = str(e).strip() or type(e).__name__
+    if "file is not a database" in msg:
+        return "not an SQLite database (or a corrupt one)"
+    if "malformed" in msg:
+        return "the database is corrupt or truncated"
+    return msg.splitlines()[0]
+
+
+Event = dict[str, Any]
+
+
+class LedgerStore:
+    """A ledger file open for appending (``create``) or reading (``open``)."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, writable: bool, redactor: Redactor | None = None):
+        self.path = path
+        self._conn = conn
+        self.writable = writable
+        # every blob and event body is masked with it before it is queued (redact.py)
+        self.redactor = redactor or Redactor.off()
+        self._locked = False  # the last commit failed for a lock
+        self._pending: list[tuple[str, int | None, str]] = []
+        self._pending_blobs: dict[str, tuple[int, str, bytes]] = {}
+
+    # -- opening -------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: str | os.PathLike, meta: dict[str, Any] | None = None, *,
+               redactor: Redactor | None = None) -> LedgerStore:
+        """Create a new ledger (its directory too). An existing ledger is opened for appending.
+        ``redactor``: masks what is written (none: written as given)."""
+        p = Path(path)
+        if p.is_dir() or not p.suffix:
+            private_dir(p)
+            p = p / LEDGER_FILE
+        else:
+            private_dir(p.parent)
+        existed = p.exists() and p.stat().st_size > 0
+        if existed:
+            store = cls.open(p, writable=True)
+            store.redactor = redactor or Redactor.off()
+            return store
+        touch_private(p)  # before SQLite makes it: its -wal and -shm files take the database's mode
+        try:
+            conn = sqlite3.connect(str(p), isolation_level=None, check_same_thread=False, timeout=LOCK_TIMEOUT_S)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a committed step survives a killed process
+            conn.executescript(_SCHEMA)
+            rows = {"format": FORMAT, "schema_version": str(SCHEMA_VERSION), "created_at": repr(time.time())}
+            rows.update({k: json.dumps(v) for k, v in (meta or {}).items()})
+            with conn:
+                conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", rows.items())
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot create ledger {p}: {e}") from None
+        return cls(p, conn, True, redactor)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, *, writable: bool = False, check: bool = True) -> LedgerStore:
+        """Open an existing ledger; raises NotALedger with the reason when it is not one.
+
+        ``check`` runs SQLite's quick integrity check (a full read of the file)."""
+        p = ledger_path(path)
+        if not p.exists():
+            raise NotALedger(p, "no such file" if not Path(path).is_dir() else f"no {LEDGER_FILE} in this directory")
+        if p.is_dir():
+            raise NotALedger(p, "is a directory")
+        if p.stat().st_size == 0:
+            raise NotALedger(p, "empty file")
+        try:
+            with open(p, "rb") as f:
+                head = f.read(16)
+        except OSError as e:
+            raise NotALedger(p, _why(e)) from None
+        if head != b"SQLite format 3\x00":
+            raise NotALedger(p, "not an SQLite database")
+        try:
+            conn = sqlite3.connect(str(p), isolation_level=None, check_same_thread=False, timeout=10)
+            conn.execute("PRAGMA query_only=0" if writable else "PRAGMA query_only=1")
+            try:
+                meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            except sqlite3.OperationalError as e:
+                # a ledger on read-only media, or in a directory one may not write (SQLite cannot
+                # make its -shm file there): read it as it is on disk
+                if writable or not any(w in str(e) for w in ("unable to open", "readonly", "read-only")):
+                    raise
+                conn.close()
+                wal = Path(str(p) + "-wal")
+                if wal.exists() and wal.stat().st_size > 0:  # read as on disk, it would lack those steps
+                    raise NotALedger(p, "its latest steps are still in its -wal file, which cannot be read here "
+                                        "(read-only): copy the run directory somewhere writable to inspect it") from None
+                conn = sqlite3.connect(f"file:{urllib.parse.quote(str(p.resolve()))}?mode=ro&immutable=1", uri=True,
+                                       isolation_level=None, check_same_thread=False, timeout=10)
+                meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            if meta.get("format") != FORMAT:
+                raise NotALedger(p, "an SQLite database, but not a ledger (no ledger format mark)")
+            version = int(meta.get("schema_version", "0"))
+            if version > SCHEMA_VERSION:
+                raise NotALedger(p, f"written by a newer ledger-runtime (schema {version} > {SCHEMA_VERSION})")
+            conn.execute("SELECT count(*) FROM events").fetchone()
+            if check and conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                raise NotALedger(p, "the database is corrupt or truncated")
+        except NotALedger:
+            raise
+        except sqlite3.Error as e:
+            if "no such table" in str(e):
+                raise NotALedger(p, "an SQLite database, but not a ledger (no ledger tables)") from None
+            raise NotALedger(p, _why(e)) from None
+        if writable:
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={int(LOCK_TIMEOUT_S * 1000)}")
+        return cls(p, conn, writable)
+
+    def close(self) -> None:
+        try:
+            self._conn.close()
+        except sqlite3.Error:
+            pass
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def put_blob(self, data: bytes, key: str | None = None) -> str:
+        """Queue ``data``, masked, for the next commit; returns its key (the hash of what is stored
+        unless ``key`` is given: a file's content goes under the file's digest, whatever hash its
+        workspace uses)."""
+        return self._put(self.redactor.mask_bytes(data), key)
+
+    def put_text(self, text: str) -> str:
+        """Queue ``text``, masked, for the next commit; returns its key (the hash of what is stored)."""
+        return self.put_masked(self.redactor.mask(text))
+
+    def put_masked(self, text: str) -> str:
+        """Queue ``text`` that this store's redactor has masked already (``put_text`` without masking it twice)."""
+        return self._put(text.encode("utf-8", "surrogateescape"))
+
+    def _put(self, data: bytes, key: str | None = None) -> str:
+        h = key or digest_bytes(data)
+        if h not in self._pending_blobs and not self._stored(h):
+            # level 1: a changed file is stored on the command's path; deeper levels cost 3-4x the time
+            packed = zlib.compress(data, 1) if len(data) > 512 else data
+            codec = "zlib" if packed is not data and len(packed) < len(data) else "raw"
+            self._pending_blobs[h] = (len(data), codec, packed if codec == "zlib" else data)
+        return h
+
+    def _stored(self, h: str) -> bool:
+        """Whether a blob is already in the file (content stored once: a file changed back and forth,
+        the same output again)."""
+        try:
+            return self._conn.execute("SELECT 1 FROM blobs WHERE hash = ?", (h,)).fetchone() is not None
+        except sqlite3.Error:
+            return False
+
+    def append(self, kind: str, body: dict[str, Any], step: int | None = None) -> None:
+        """Queue an event, its strings masked, for the next commit."""
+        body = self.redactor.mask_obj(body)
+        self._pending.append((kind, step, json.dumps(body, separators=(",", ":"), sort_keys=True)))
+
+    def commit(self) -> None:
+        """Write every queued event and blob in one transaction."""
+        if not self._pending and not self._pending_blobs:
+            return
+        now = time.time()
+        self._conn.execute(f"PRAGMA busy_timeout={int((QUICK_LOCK_S if self._locked else LOCK_TIMEOUT_S) * 1000)}")
+        try:
+            with self._conn:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.executemany(
+                    "INSERT OR IGNORE INTO blobs(hash, size, codec, data) VALUES (?, ?, ?, ?)",
+                    [(h, size, codec, data) for h, (size, codec, data) in self._pending_blobs.items()])
+                self._conn.executemany("INSERT INTO events(kind, step, at, body) VALUES (?, ?, ?, ?)",
+                                       [(k, s, now, b) for k, s, b in self._pending])
+        except sqlite3.Error as e:
+            self._locked = "locked" in str(e) or "busy" in str(e)
+            raise StoreError(f"cannot write to {self.path}: {e}") from None
+        self._locked = False
+        self._pending.clear()
+        self._pending_blobs.clear()
+
+    def discard_pending(self) -> list[tuple[str, int | None, str]]:
+        """Drop queued events (after a failed commit) and return them, so they can be logged."""
+        pending, self._pending = self._pending, []
+        self._pending_blobs.clear()
+        return pending
+
+    def set_meta(self, key: str, value: Any) -> None:
+        try:
+            with self._conn:
+                self._conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot write to {self.path}: {e}") from None
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def meta(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in self._conn.execute("SELECT key, value FROM meta"):
+            try:
+                out[k] = json.loads(v)
+            except ValueError:
+                out[k] = v
+        return out
+
+    def events(self, kinds: Iterable[str] | None = None) -> Iterator[Event]:
+        """Events in order, each ``{"seq", "kind", "step", "at", **body}``; unreadable rows are skipped
+        with a ``fault`` event in their place, so one bad row never hides the rest."""
+        sql = "SELECT seq, kind, step, at, body FROM events"
+        params: tuple = ()
+        if kinds is not None:
+            kinds = list(kinds)
+            sql += f" WHERE kind IN ({','.join('?' * len(kinds))})"
+            params = tuple(kinds)
+        sql += " ORDER BY seq"
+        try:
+            rows = self._conn.execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            raise NotALedger(self.path, _why(e)) from None
+        for seq, kind, step, at, body in rows:
+            try:
+                data = json.loads(body)
+                if not isinstance(data, dict):
+                    raise ValueError("event body is not an object")
+            except ValueError as e:
+                yield {"seq": seq, "kind": "fault", "step": step, "at": at, "message": f"unreadable event {seq}: {e}"}
+                continue
+            yield {**data, "seq": seq, "kind": kind, "step": step, "at": at}
+
+    def blob(self, h: str) -> bytes | None:
+        if h in self._pending_blobs:
+            size, codec, data = self._pending_blobs[h]
+            return zlib.decompress(data) if codec == "zlib" else data
+        row = self._conn.execute("SELECT codec, data FROM blobs WHERE hash = ?", (h,)).fetchone()
+        if row is None:
+            return None
+        codec, data = row
+        try:
+            return zlib.decompress(data) if codec == "zlib" else bytes(data)
+        except zlib.error:
+            return None
+
+    def has_blob(self, h: str) -> bool:
+        if h in self._pending_blobs:
+            return True
+        return self._conn.execute("SELECT 1 FROM blobs WHERE hash = ?", (h,)).fetchone() is not None
+
+    def text(self, h: str | None) -> str | None:
+        data = self.blob(h) if h else None
+        return None if data is None else data.decode("utf-8", "surrogateescape")

@@ -1,0 +1,386 @@
+"""``ledger-run replay``: find the trajectories, replay them with a progress display, resume where a
+previous run stopped, and print (and write) the summary."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from ledger_runtime.replay import tree as replay_tree
+from ledger_runtime.ledger.observe import Truncation
+from ledger_runtime.replay.engine import ReplaySettings, Skip, observations_only, replay_one, result_path
+from ledger_runtime.replay.report import (aggregate, class_table, context_md, context_table, load_results, results_md,
+                            summarize_context, table)
+from ledger_runtime.replay.trajectories import RecordedFormat, Trajectory, TrajectoryError, formats, load
+
+
+def _format(name: str | None, fail) -> RecordedFormat:
+    """The format the recorded runs are read in: ``name``, or the only one installed."""
+    known = formats()
+    if name is not None:
+        if name not in known:
+            fail(f"--format {name}: unknown (installed: {', '.join(sorted(known)) or 'none'})")
+        return known[name]
+    if len(known) != 1:
+        fail("no adapter that reads recorded runs is installed" if not known else
+             f"give --format (installed: {', '.join(sorted(known))})")
+    return next(iter(known.values()))
+
+
+def _instances(path: Path | None) -> tuple[dict[str, str], dict[str, str]]:
+    commits: dict[str, str] = {}
+    repos: dict[str, str] = {}
+    if path is None:
+        return commits, repos
+    lines = 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            lines += bool(line.strip())
+            try:
+                row = json.loads(line)
+                commits[row["instance_id"]] = row["base_commit"]
+                repos[row["instance_id"]] = row.get("repo", "")
+            except (ValueError, KeyError, TypeError):
+                continue
+    if lines and not commits:
+        raise ValueError(f"{path}: no line is a SWE-bench instance (JSON with instance_id and base_commit)")
+    return commits, repos
+
+
+def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, filter_, redo, report, as_json,
+               argv, jobs: int = 1, force: bool = False, context: str | None = None,
+               price_model: str = "gpt-5-mini", format_: str | None = None) -> None:
+    from ledger_runtime.cli.errors import fail
+    from ledger_runtime.decide.context import ContextError, ContextPolicy
+
+    contexts = tuple(c.strip() for c in (context or "").split(",") if c.strip())
+    try:
+        names = [ContextPolicy.parse(c).name for c in contexts]
+    except ContextError as e:
+        fail(f"--context: {e}")
+        return
+    if contexts:
+        if obs_only:
+            fail("--context measures a replay: it cannot go with --observations-only")
+        from ledger_runtime.replay.meter import load_pricing
+
+        try:
+            load_pricing(price_model)
+        except (LookupError, ImportError) as e:
+            fail(f"--price-model {price_model}: {e}")
+        if "full" not in names:
+            contexts = ("full", *contexts)  # the reference every other policy is compared with
+
+    err = Console(stderr=True)
+    fmt = _format(format_, fail)
+    workdir = workdir or (Path(fmt.root) if fmt.root else None)
+    if workdir is None and not obs_only:
+        fail(f"give --workdir: the {fmt.name} format does not say where its commands ran")
+    paths = list(trajectories)
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        fail(f"no such trajectory file: {missing[0]}")
+    if jobs < 1:
+        fail(f"-j must be 1 or more, not {jobs}")
+    if not obs_only and not repos:
+        fail("give --repo DIR (a clone or a git directory holding the instances' commits), or --observations-only")
+    git_dirs = []
+    for r in ([] if obs_only else repos):
+        g = replay_tree.git_dir(r)
+        if g is None:
+            fail(f"--repo {r} is not a git repository (give a clone or a git directory)")
+        git_dirs.append(g)
+    try:
+        commits, repo_names = _instances(instances)
+    except OSError as e:
+        fail(f"cannot read --instances: {e.strerror or e}")
+        return
+    except ValueError as e:
+        fail(f"--instances {e}")
+        return
+    if obs_only and report is not None:
+        fail("--report is for replays; --observations-only writes OUT/observations-only.json (and --json)")
+    from ledger_runtime.cli.dirs import unwritable
+
+    notes: list[str] = []
+    items = list(load(paths, notes, fmt))
+    trajs = [t for t in items if isinstance(t, Trajectory)]
+    skipped = [(str(e).split(":")[0], str(e)) for e in items if isinstance(e, TrajectoryError)]
+    if not trajs:
+        fail(f"no trajectory could be read: {skipped[0][1]}" if skipped else
+             f"no {fmt.name} trajectories found in " + ", ".join(str(p) for p in paths))
+    seen: set[str] = set()
+    unique = []
+    for t in trajs:  # one ledger and one result per instance: a second trajectory of it is skipped
+        if t.instance_id in seen:
+            skipped.append((t.instance_id, f"{t.source}: a second trajectory of {t.instance_id} (one per instance: "
+                                           "the first is replayed)"))
+            continue
+        seen.add(t.instance_id)
+        unique.append(t)
+    trajs = unique
+    if filter_:
+        try:
+            rx = re.compile(filter_)
+        except re.error as e:
+            fail(f"--filter {filter_!r} is not a regular expression: {e}")
+            return
+        trajs = [t for t in trajs if rx.search(t.instance_id)]
+        if not trajs:
+            fail(f"no trajectory's instance id matches --filter {filter_!r}")
+    for t in trajs:
+        t.repo = t.repo or repo_names.get(t.instance_id)
+    if obs_only:
+        problem = unwritable(out)
+        if problem:
+            fail(f"cannot write results into -o {out}: {problem}")
+        for iid, why in skipped:
+            err.print(f"[yellow]skipped[/yellow] {iid}: {why}", highlight=False)
+        _observations_only(trajs, out, as_json)
+        return
+    clash = replay_tree.overlaps(workdir, git_dirs)
+    if clash is not None:
+        fail(f"--workdir {workdir} and --repo {clash} overlap: emptying the work tree would delete the repository; "
+             "give another --workdir")
+    try:
+        replay_tree.check_usable(workdir, force)
+        lock = replay_tree.Lock(workdir)
+    except replay_tree.TreeError as e:
+        fail(str(e))
+        return
+    problem = unwritable(out)
+    if problem:
+        lock.release()
+        fail(f"cannot write results into -o {out}: {problem}")
+    settings = ReplaySettings(repos=git_dirs, out=out, workdir=workdir, base_commits=commits,
+                              repo_names=repo_names, timeout=timeout, force=force, contexts=contexts,
+                              price_model=price_model)
+    prov = provenance(settings.config, jobs)  # the code as it is when the replay starts
+    todo = [t for t in trajs if redo or not _done(result_path(out, t.instance_id), contexts)]
+    err.print(f"{len(trajs)} {'trajectory' if len(trajs) == 1 else 'trajectories'}, {len(trajs) - len(todo)} already replayed, {len(todo)} to go "
+              f"({sum(len(t.commands) for t in todo)} commands)" + (f", {jobs} at a time" if jobs > 1 else ""))
+    try:
+        skipped += _replay_all(todo, settings, jobs, err, notes)
+    finally:
+        lock.release()
+    if skipped:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "skipped.json").write_text(json.dumps(skipped, indent=1))
+    results = [r for r in load_results(out) if r["instance_id"] in {t.instance_id for t in trajs}]
+    if not results:
+        fail(f"no trajectory was replayed ({len(skipped)} skipped; the reasons above, and in {out / 'skipped.json'})", 1)
+    agg = aggregate(results)
+    ctx = summarize_context(results) if contexts else None
+    if as_json:
+        json.dump({"summary": agg, "skipped": skipped, "notes": notes, **({"context": ctx} if ctx else {})},
+                  sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        console = Console()
+        console.print(table(agg))
+        console.print(class_table(agg["total"]))
+        if ctx:
+            console.print(context_table(ctx, price_model))
+        for iid, why in skipped:
+            console.print(f"skipped {iid}: {why}", highlight=False)
+    if report is not None:
+        command = "ledger-run " + " ".join(shlex.quote(a) for a in argv[1:])
+        try:
+            report.parent.mkdir(parents=True, exist_ok=True)
+            report.write_text(results_md(agg, command, skipped, notes, prov)
+                              + (context_md(ctx, price_model) if ctx else ""))
+        except OSError as e:
+            fail(f"cannot write --report {report}: {e.strerror}")
+
+
+def _done(path: Path, contexts: tuple[str, ...]) -> bool:
+    """Whether a trajectory has a result (with every asked-for context policy measured)."""
+    if not path.exists():
+        return False
+    if not contexts:
+        return True
+    try:
+        measured = json.loads(path.read_text()).get("context") or {}
+    except (OSError, ValueError):
+        return False
+    from ledger_runtime.decide.context import ContextPolicy
+
+    return all(ContextPolicy.parse(c).name in measured for c in contexts)
+
+
+def _replay_all(todo: list[Trajectory], settings: ReplaySettings, jobs: int, err: Console,
+                notes: list[str]) -> list[tuple[str, str]]:
+    """Replay ``todo`` with a progress display, ``jobs`` at a time; returns the trajectories skipped."""
+    skipped: list[tuple[str, str]] = []
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("eta"), TimeRemainingColumn()]
+    with Progress(*columns, console=err, transient=False) as progress:
+        overall = progress.add_task("commands", total=sum(len(t.commands) for t in todo))
+
+        def finished(t: Trajectory, why: str | None, failed: bool = False) -> None:
+            if why is not None:
+                skipped.append((t.instance_id, why))
+                err.print(f"[{'red' if failed else 'yellow'}]{'failed' if failed else 'skipped'}[/] "
+                          f"{t.instance_id}: {why}", highlight=False)
+            progress.advance(overall, len(t.commands))
+
+        if jobs == 1:
+            for t in todo:
+                progress.update(overall, description=f"{t.instance_id:<32}")
+                start = progress.tasks[0].completed
+                try:
+                    replay_one(t, settings, on_step=lambda i, n, base=start: progress.update(overall, completed=base + i))
+                    progress.update(overall, completed=start)
+                    finished(t, None)
+                except Skip as e:
+                    progress.update(overall, completed=start)
+                    finished(t, str(e))
+                except Exception as e:  # one bad trajectory never stops the rest
+                    progress.update(overall, completed=start)
+                    finished(t, f"{type(e).__name__}: {e}", failed=True)
+            return skipped
+        _parallel(todo, settings, jobs, notes, finished, progress, overall)
+    return skipped
+
+
+ISOLATION_NOTES = {
+    "directory": "work trees: one private directory per worker (no mount namespaces here); commands naming the "
+                 "work tree by its absolute path ran against the shared one",
+    "namespace-shared-tmp": "/tmp: shared by the workers (a path the replay needs, -o or --repo, lies under it); "
+                            "commands writing /tmp may have seen each other's files",
+}
+
+
+def _parallel(todo: list[Trajectory], settings: ReplaySettings, jobs: int, notes: list[str], finished, progress,
+              overall) -> None:
+    """``todo`` in worker processes, each in its own tree. A worker that dies takes only the
+    trajectories it was running: the rest go to a fresh pool (each trajectory is tried twice at
+    most). Ctrl-C stops the workers and says what was kept."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    settings.workdir.mkdir(parents=True, exist_ok=True)  # the mount point of each worker's own tree
+    replay_tree.sweep_stale_workers()
+    ctx = multiprocessing.get_context("spawn")  # a fresh, single-threaded process: it may unshare
+    remaining = list(todo)
+    solo = False  # after a worker died: one trajectory per pool, so a death is its own trajectory's
+    progress.update(overall, description=f"{len(todo)} trajectories, {jobs} at a time")
+    while remaining:
+        batch = remaining[:1] if solo else remaining
+        remaining = remaining[1:] if solo else []
+        pool = ProcessPoolExecutor(max_workers=1 if solo else jobs, mp_context=ctx, initializer=_worker_start,
+                                   initargs=(str(settings.workdir), [settings.out, *settings.repos]))
+        futures = {pool.submit(_worker_replay, t, settings): t for t in batch}
+        try:
+            for fut in as_completed(futures):
+                t = futures[fut]
+                try:
+                    how = fut.result()
+                    kind = (how or "").split(":", 1)[0]
+                    if kind in ISOLATION_NOTES and ISOLATION_NOTES[kind] not in notes:
+                        notes.append(ISOLATION_NOTES[kind])
+                    finished(t, None)
+                except Skip as e:
+                    finished(t, str(e))
+                except BrokenProcessPool:  # a worker died (killed, out of memory): whose fault, solo tells
+                    if solo:
+                        finished(t, "its worker process died (killed by a command, or out of memory)", failed=True)
+                    else:
+                        remaining.append(t)
+                except Exception as e:
+                    finished(t, f"{type(e).__name__}: {e}", failed=True)
+        except KeyboardInterrupt:
+            procs = list((getattr(pool, "_processes", None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in procs:
+                proc.terminate()
+            replay_tree.sweep_stale_workers()
+            progress.stop()
+            print(f"interrupted: the finished trajectories are kept in {settings.out} (run the same command again "
+                  "to go on from there)", file=sys.stderr)
+            raise SystemExit(130) from None
+        pool.shutdown(wait=True)
+        if remaining and not solo:
+            solo = True
+            notes.append("a worker process died: the trajectories it took down were replayed again one at a time")
+    replay_tree.sweep_stale_workers()
+
+
+_ISOLATION: str | None = None
+
+
+def _worker_start(workdir: str, keep: list[Path]) -> None:
+    import signal
+
+    global _ISOLATION
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _ISOLATION = replay_tree.isolate(Path(workdir), keep)
+
+
+def _worker_replay(t: Trajectory, settings: ReplaySettings) -> str | None:
+    from dataclasses import replace
+
+    if _ISOLATION and _ISOLATION.startswith("directory:"):
+        settings = replace(settings, workdir=Path(_ISOLATION.split(":", 1)[1]))
+    replay_one(t, settings)
+    return _ISOLATION
+
+
+def provenance(config, jobs: int = 1) -> dict:
+    """The code and settings a report was made with: the commit of this checkout (and whether the
+    core had uncommitted changes), the ledger settings that decide answers."""
+    import subprocess
+    import time
+
+    from ledger_runtime import __version__
+
+    here = Path(__file__).resolve().parents[1]  # the package
+    out: dict = {"version": __version__, "written": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "jobs": jobs}
+    try:
+        head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--", str(here), str(here.parent / "adapters")],
+                               capture_output=True, text=True, timeout=30)
+        out["commit"] = head.stdout.strip() if head.returncode == 0 else None
+        out["dirty"] = bool(dirty.stdout.strip()) if dirty.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        out["commit"] = None
+    out["settings"] = {k: getattr(config, k) for k in ("dedupe", "dedupe_min_lines", "dedupe_min_saving", "reuse_runs",
+                                                       "output_limit_chars", "output_head_chars", "output_tail_chars",
+                                                       "context_steps")}
+    return out
+
+
+def _observations_only(trajs: list[Trajectory], out: Path, as_json: bool) -> None:
+    trunc = Truncation()
+    rows = [observations_only(t, trunc) for t in trajs]
+    total = {"instances": len(rows), "commands": sum(r["commands"] for r in rows),
+             "redundant": sum(r["redundant"] for r in rows),
+             "redundant_exact": sum(r["redundant_exact"] for r in rows),
+             "redundant_subsumed": sum(r["redundant_subsumed"] for r in rows),
+             "redundant_chars": sum(r["redundant_chars"] for r in rows)}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "observations-only.json").write_text(json.dumps({"total": total, "instances": rows}, indent=1))
+    if as_json:
+        json.dump(total, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    from rich.table import Table
+
+    t = Table(title="Redundancy estimated from recorded observations")
+    headers = {"instances": "runs", "commands": "commands", "redundant": "redundant", "redundant_exact": "exact",
+               "redundant_subsumed": "subsumed", "redundant_chars": "their chars"}
+    for k in total:
+        t.add_column(headers.get(k, k.replace("_", " ")), justify="right")
+    t.add_row(*[f"{v:,}" for v in total.values()])
+    Console().print(t)
+    share = total["redundant"] / total["commands"] if total["commands"] else 0
+    Console().print(f"{share:.1%} of commands redundant ({total['redundant_chars']:,} characters of output)")
+

@@ -1,0 +1,102 @@
+"""The Baseline of a run (git HEAD, branch, dirty paths) and file contents at that HEAD.
+
+``take_baseline`` reads git through GitPython; a root outside any git repository, an empty
+repository or a detached HEAD all give a Baseline, never an error. ``HeadContents`` fetches a
+tracked file's bytes at the baseline commit with one long-lived ``git cat-file --batch`` process,
+so the first edit of a file can still be counted in lines added and removed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+
+from ledger_runtime.ledger.records import Baseline
+from ledger_runtime.workspace.scanner import Snapshot
+
+
+def take_baseline(root: str, snapshot: Snapshot, task: str = "") -> Baseline:
+    head = branch = None
+    dirty: tuple[str, ...] = ()
+    is_git = False
+    try:
+        import git  # GitPython
+
+        repo = git.Repo(root, search_parent_directories=True)
+        is_git = True
+        try:
+            head = repo.head.commit.hexsha
+        except (ValueError, git.BadName):
+            head = None  # a repository with no commit yet
+        try:
+            branch = repo.active_branch.name
+        except TypeError:
+            branch = None  # detached HEAD
+        status = repo.git.status("--porcelain", "-z", "--untracked-files=no")
+        dirty = tuple(sorted(p[3:] for p in status.split("\0") if len(p) > 3))
+        repo.close()
+    except Exception:  # not a repository, git missing, or an unreadable one: still a baseline
+        pass
+    return Baseline(root=os.path.abspath(root), is_git=is_git, head_commit=head, branch=branch,
+                    dirty_paths=dirty, file_count=len(snapshot.files), snapshot_digest=snapshot.digest,
+                    task=task)
+
+
+class HeadContents:
+    """Bytes of files at a commit, from ``git cat-file --batch`` (started on first use)."""
+
+    def __init__(self, root: str, commit: str | None):
+        self.root = root
+        self.commit = commit
+        self._proc: subprocess.Popen | None = None
+        self._top: str | None = None
+        self._lock = threading.Lock()
+        self._broken = commit is None
+
+    def get(self, path: str) -> bytes | None:
+        if self._broken:
+            return None
+        with self._lock:
+            try:
+                return self._get(path)
+            except (OSError, ValueError, subprocess.SubprocessError):
+                self._broken = True
+                self.close()
+                return None
+
+    def _get(self, path: str) -> bytes | None:
+        if self._proc is None:
+            top = subprocess.run(["git", "-C", self.root, "rev-parse", "--show-toplevel"], capture_output=True,
+                                 timeout=30)
+            if top.returncode != 0:
+                self._broken = True
+                return None
+            self._top = os.fsdecode(top.stdout.strip())
+            self._proc = subprocess.Popen(["git", "-C", self._top, "cat-file", "--batch"], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert self._top is not None and self._proc.stdin and self._proc.stdout
+        rel = os.path.relpath(path, self._top)
+        if rel.startswith("..") or "\n" in rel:
+            return None
+        self._proc.stdin.write(os.fsencode(f"{self.commit}:{rel}") + b"\n")
+        self._proc.stdin.flush()
+        header = self._proc.stdout.readline()
+        if not header or header.endswith(b"missing\n") or header.endswith(b"ambiguous\n"):
+            return None
+        parts = header.split()
+        if len(parts) != 3:
+            raise ValueError(f"unexpected cat-file header {header!r}")
+        size = int(parts[2])
+        data = self._proc.stdout.read(size)
+        self._proc.stdout.read(1)  # the newline after the object
+        return data if parts[1] == b"blob" else None
+
+    def close(self) -> None:
+        if self._proc is not None:
+            try:
+                self._proc.stdin.close()  # type: ignore[union-attr]
+                self._proc.wait(timeout=5)
+            except (OSError, subprocess.SubprocessError):
+                self._proc.kill()
+            self._proc = None

@@ -1,0 +1,150 @@
+"""Where the workspace lives. The runtime talks to a ``Workspace``: something that can snapshot the
+files, sign read keys, tell a file's state, and give file contents at the baseline. ``LocalWorkspace``
+is the workspace on this machine (workspace.py's scanner, probe.py, git through baseline.py);
+adapters provide others (a container, where all of this runs in a helper next to the command).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import Iterable, Protocol
+
+from ledger_runtime.workspace.baseline import HeadContents, take_baseline
+from ledger_runtime.workspace.hashing import FileState, digest_bytes
+from ledger_runtime.workspace.signatures import PSEUDO_TREES, Probe
+from ledger_runtime.ledger.records import Baseline
+from ledger_runtime.workspace.scanner import Snapshot, WorkspaceScanner
+
+
+class Workspace(Protocol):
+    """What the runtime needs from a workspace."""
+
+    root: str
+    rescan_before_command: bool  # False where nothing but the agent's own commands can change files
+    scan_is_cheap: bool  # a scan costs what changed (events), not the size of the tree
+
+    def scan(self, *, keep_limit: int = 0) -> Snapshot: ...
+
+    def kept(self) -> dict[str, bytes]:
+        """Contents of text files (up to ``keep_limit`` bytes) that the last scan had to read."""
+
+    def sign_many(self, keys: Iterable[str], *, exact: bool = True) -> dict[str, str]:
+        """Signatures now. With ``exact`` False a workspace may answer probe.PENDING for keys it
+        cannot sign without a round trip; the runtime then takes the signature after the command."""
+
+    def digest(self, data: bytes) -> str:
+        """The content hash this workspace gives a file with these bytes."""
+
+    def file_state(self, path: str) -> FileState | None: ...
+
+    def content(self, path: str, limit: int) -> bytes | None:
+        """The bytes of a regular file as it is now (symlinks followed), if it has at most ``limit``
+        of them; None otherwise (missing, special, too large, under /proc, /sys or /dev)."""
+
+    def watch(self, paths: Iterable[str]) -> None: ...
+
+    def watched(self) -> int: ...
+
+    def baseline(self, snapshot: Snapshot, task: str) -> Baseline: ...
+
+    def baseline_content(self, path: str, commit: str | None) -> bytes | None: ...
+
+    def close(self) -> None: ...
+
+
+class LocalWorkspace:
+    """A workspace on this machine."""
+
+    rescan_before_command = True
+
+    def __init__(self, root: str, *, max_hash_bytes: int = 64 * 1024 * 1024, exclude: Iterable[str] = (),
+                 watch_events: bool = True):
+        self.scanner = WorkspaceScanner(root, max_hash_bytes=max_hash_bytes, exclude=exclude, watch_events=watch_events)
+        self.root = self.scanner.root
+        self.probe = Probe(self.scanner.cache)
+        self._head: HeadContents | None = None
+
+    @property
+    def scan_is_cheap(self) -> bool:
+        return self.scanner.watcher is not None
+
+    def scan(self, *, keep_limit: int = 0) -> Snapshot:
+        return self.scanner.scan(keep_limit=keep_limit)
+
+    def rehash(self, paths: Iterable[str]) -> None:
+        self.scanner.rehash(paths)
+
+    def kept(self) -> dict[str, bytes]:
+        return self.scanner.cache.kept
+
+    def sign_many(self, keys: Iterable[str], *, exact: bool = True) -> dict[str, str]:
+        return self.probe.sign_many(keys)
+
+    def digest(self, data: bytes) -> str:
+        return digest_bytes(data)
+
+    def file_state(self, path: str) -> FileState | None:
+        return self.probe.file_state(path)
+
+    def content(self, path: str, limit: int) -> bytes | None:
+        data = read_regular(path, limit)
+        if data is not None:
+            # a write the stat data did not show (a second write to a dirty mmapped page): the cache
+            # must not keep vouching for the old content, so the next scan hashes the file again
+            real = os.path.realpath(path)
+            cached = self.probe.cache.entries.get(real)
+            if cached is not None and cached[2].digest != digest_bytes(data):
+                self.probe.cache.forget(real)
+                self.scanner.recheck(real)  # inotify raised no event for it either
+                self.scanner.recheck(os.path.abspath(path))
+        return data
+
+    def watch(self, paths: Iterable[str]) -> None:
+        self.scanner.watch(paths)
+
+    def watched(self) -> int:
+        return len(self.scanner.extra_paths)
+
+    def baseline(self, snapshot: Snapshot, task: str) -> Baseline:
+        return take_baseline(self.root, snapshot, task)
+
+    def baseline_content(self, path: str, commit: str | None) -> bytes | None:
+        if commit is None:
+            return None
+        if self._head is None:
+            self._head = HeadContents(self.root, commit)
+        return self._head.get(path)
+
+    def close(self) -> None:
+        self.scanner.close()
+        if self._head is not None:
+            self._head.close()
+
+
+
+def read_regular(path: str, limit: int) -> bytes | None:
+    """A regular file's bytes, symlinks followed, if it is at most ``limit`` bytes and not under
+    /proc, /sys or /dev (however it is reached: through a symlink, or as //proc)."""
+    real = os.path.realpath(path)
+    if (real + "/").startswith(PSEUDO_TREES):
+        return None
+    try:
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        data = os.read(fd, limit + 1)
+        while len(data) <= limit:
+            more = os.read(fd, limit + 1 - len(data))
+            if not more:
+                break
+            data += more
+        return data if len(data) <= limit else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

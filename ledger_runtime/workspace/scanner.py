@@ -1,0 +1,606 @@
+"""Workspace snapshots: the content hash of every file under a root that git does not ignore.
+
+``WorkspaceScanner.scan()`` returns a ``Snapshot`` (absolute path -> FileState) of every file
+under the root that git does not ignore, tracked or not, plus any extra paths the caller watches
+(files outside the root, or ignored ones, that commands named). ``delta(before, after)`` turns
+two snapshots into the list of changed paths, whoever changed them.
+
+Scans are incremental. On Linux the scanner watches every directory it lists (inotify,
+watcher.py) and a scan re-lists and re-hashes only what the kernel reported changed since the last
+one: a scan after a command that changed nothing costs a read of an empty event queue, a change
+costs what changed, and the snapshot carries its changes, so ``delta`` against the previous one is
+free. Every ``cross_check_every`` scans, and whenever the watcher cannot vouch for the tree (events
+lost, a watch that could not be added), the scan is a full stat walk instead, which also finds what
+inotify cannot see (writes through a shared memory map). Without inotify every scan is that walk:
+directory listings cached by the directory's stat data, file contents cached by their stat data
+(hashing.HashCache), git asked about ignore rules only for entries it has not classified yet.
+When git's index changes, only the files whose included status can change with it are looked at
+(tracked files that the ignore rules match); when an ignore file changes, the listing is rebuilt
+from git. A root that is not in a git repository gets a small built-in ignore list. Entries that
+vanish mid-scan, unreadable directories, symlinks, FIFOs and non-UTF-8 names are all handled
+without raising.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import stat
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, NamedTuple
+
+from ledger_runtime.workspace.hashing import RACY_NS, FileState, HashCache, digest_bytes
+from ledger_runtime.workspace.watcher import Watcher
+
+DEFAULT_IGNORES = (".git", "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+                   ".tox", ".venv", "venv", "node_modules", ".eggs", "*.egg-info")
+GIT_TIMEOUT = 60
+
+
+class Change(NamedTuple):
+    """One path whose state differs between two snapshots (None: absent on that side)."""
+
+    path: str
+    before: FileState | None
+    after: FileState | None
+
+
+@dataclass
+class Snapshot:
+    """Files by absolute path; ``digest`` summarises them all in one hash. A snapshot an incremental
+    scan made also carries its ``changes`` against the snapshot it was made from (``base``)."""
+
+    files: dict[str, FileState]
+    root: str
+    taken_at: float = field(default_factory=time.time)
+    serial: int = 0
+    base: int | None = None
+    changes: list[Change] | None = None
+
+    @property
+    def digest(self) -> str:
+        parts = "\0".join(f"{p}\0{fs.digest}" for p, fs in sorted(self.files.items()))
+        return digest_bytes(os.fsencode(parts) if parts else b"")
+
+
+def delta(before: Snapshot, after: Snapshot) -> list[Change]:
+    """Every path added, removed or changed between two snapshots, sorted by path."""
+    if after.changes is not None and after.base is not None and after.base == before.serial and before.serial:
+        return list(after.changes)
+    out: list[Change] = []
+    b, a = before.files, after.files
+    for path, fs in a.items():
+        old = b.get(path)
+        if old is None or old.digest != fs.digest:
+            out.append(Change(path, old, fs))
+    for path, old in b.items():
+        if path not in a:
+            out.append(Change(path, old, None))
+    out.sort(key=lambda c: c.path)
+    return out
+
+
+class _Dir(NamedTuple):
+    key: tuple[int, int, int]  # mtime_ns, ctime_ns, inode of the directory
+    listed_at: int
+    files: tuple[str, ...]  # included regular files and symlinks (names)
+    dirs: tuple[str, ...]  # included subdirectories (names)
+    ignored: frozenset[str]  # names git ignores (or that are not files/dirs: FIFOs, sockets)
+    file_paths: tuple[str, ...]  # the same as full paths, built once per listing, not per scan
+    dir_paths: tuple[str, ...]
+
+
+def _make_dir(d: str, key: tuple[int, int, int], listed_at: int, files, dirs, ignored) -> _Dir:
+    base = d if d != os.sep else ""
+    files, dirs = tuple(files), tuple(dirs)
+    return _Dir(key, listed_at, files, dirs, frozenset(ignored), tuple(base + os.sep + n for n in files),
+                tuple(base + os.sep + n for n in dirs))
+
+
+def _dir_key(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def _run_git(root: str, args: list[str], stdin: bytes | None = None) -> bytes | None:
+    try:
+        proc = subprocess.run(["git", "-C", root, *args], input=stdin, capture_output=True,
+                              timeout=GIT_TIMEOUT, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode in (0, 1) else None
+
+
+def git_toplevel(root: str) -> str | None:
+    """The top of the git work tree containing ``root``, or None."""
+    out = _run_git(root, ["rev-parse", "--show-toplevel"])
+    if not out:
+        return None
+    top = os.fsdecode(out.strip())
+    return top or None
+
+
+class WorkspaceScanner:
+    """Snapshots one workspace root incrementally; see the module docstring."""
+
+    def __init__(self, root: str, *, max_hash_bytes: int = 64 * 1024 * 1024,
+                 cache: HashCache | None = None, exclude: Iterable[str] = (), watch_events: bool = True,
+                 cross_check_every: int = 200):
+        self.root = os.path.abspath(root)
+        # directories never scanned (the run's own directory when it lies inside the workspace)
+        self.excluded = tuple(os.path.abspath(e) for e in exclude)
+        self._excluded_under = tuple(e + os.sep for e in self.excluded)
+        self.cache = cache or HashCache(max_hash_bytes)
+        self.extra_paths: set[str] = set()
+        self.git_top = git_toplevel(self.root)
+        self._dirs: dict[str, _Dir] = {}
+        self._git_key: tuple | None = None
+        self._ignore_files: set[str] = set()
+        self.git_calls = 0  # for tests and benchmarks
+        self.watcher = Watcher.open() if watch_events else None
+        self.cross_check_every = cross_check_every
+        self._files: dict[str, FileState] | None = None  # the last scan's snapshot, for the next increment
+        self._serial = 0
+        self._since_full = 0
+        self._tracked_ignored: set[str] | None = None  # tracked files the ignore rules match
+        self._tracked_raw: bytes | None = None  # `git ls-files -z --cached` when that was computed
+        self.full_scans = 0  # for tests and benchmarks
+        self.incremental_scans = 0
+        self._recheck: set[str] = set()  # paths to hash again at the next scan, whatever inotify said
+
+    @property
+    def is_git(self) -> bool:
+        return self.git_top is not None
+
+    def watch(self, paths: Iterable[str]) -> None:
+        """Also track these absolute paths (files outside the root, or ignored inside it)."""
+        for p in paths:
+            if p and os.path.isabs(p):
+                self.extra_paths.add(os.path.normpath(p))
+
+    # -- scanning -------------------------------------------------------------------------------
+
+    def scan(self, *, keep_limit: int = 0) -> Snapshot:
+        """A snapshot of the workspace now. ``keep_limit``: see HashCache.state."""
+        self.cache.kept = {}
+        if self.watcher is not None and self._files is not None and self._since_full < self.cross_check_every:
+            snap = self._incremental(keep_limit)
+            if snap is not None:
+                return snap
+        return self._full(keep_limit)
+
+    def rehash(self, paths) -> None:
+        """Read ``paths`` again at the next scan, whatever their stat data says (a scan whose result
+        was dropped saw them first: the next one must read their content, to keep it)."""
+        for p in paths:
+            self.cache.entries.pop(p, None)
+            self._recheck.add(p)
+
+    def recheck(self, path: str) -> None:
+        """Hash ``path`` again at the next scan: its content was seen to differ from what the cache
+        holds, with no event for it (a write through a shared memory map)."""
+        self._recheck.add(path)
+
+    def close(self) -> None:
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
+
+    def _snapshot(self, files: dict[str, FileState], changes: list[Change] | None) -> Snapshot:
+        base = self._serial if changes is not None else None
+        self._serial += 1
+        self._files = files
+        return Snapshot(files, self.root, serial=self._serial, base=base, changes=changes)
+
+    def _full(self, keep_limit: int) -> Snapshot:
+        """The full stat walk."""
+        if self.watcher is not None:
+            self.watcher.drain()  # what was queued before the walk, the walk sees for itself
+        self.full_scans += 1
+        self._since_full = 0
+        files: dict[str, FileState] = {}
+        self._refresh_listing()
+        pending: list[tuple[str, list[str]]] = []  # directories with entries git must classify
+        self._walk([self.root], files, pending, keep_limit)
+        while pending:  # new entries: classify them with git, then hash and walk the included ones
+            new_dirs, new_files = self._classify(pending)
+            pending = []
+            self._hash_into(files, new_files, keep_limit)
+            self._walk(new_dirs, files, pending, keep_limit)
+        self._hash_into(files, (p for p in self.extra_paths if p not in files), keep_limit)
+        if self.watcher is not None:
+            self._watch_listed()
+        return self._snapshot(files, None)
+
+    def _watch_listed(self) -> None:
+        """A watch on every directory listed, none on those that are not any more."""
+        w = self.watcher
+        assert w is not None
+        listed = self._dirs.keys()
+        for d in list(w._wd_of):
+            if d not in listed:
+                w.discard(d)
+        for d in listed:
+            if not self.excluded or not (d in self.excluded or d.startswith(self._excluded_under)):
+                w.add(d)
+        if w.failed:  # the per-user limit of watches: walk every time, as without inotify
+            w.close()
+            self.watcher = None
+
+    def _incremental(self, keep_limit: int) -> Snapshot | None:
+        """A snapshot from the last one and what the kernel reported since; None: walk instead."""
+        assert self.watcher is not None and self._files is not None
+        reported = self.watcher.drain()
+        if reported.unsure:
+            return None
+        if self.is_git and self._git_state_key() != self._git_key and not self._index_changed_only(reported):
+            return None
+        self.incremental_scans += 1
+        self._since_full += 1
+        old = self._files
+        touched: set[str] = set()
+        pending: list[tuple[str, list[str]]] = []
+        for d in sorted(reported.dirs, key=lambda x: x.count(os.sep)):  # parents before their new children
+            if not (d == self.root or d.startswith(self.root + os.sep)):
+                continue
+            if self.excluded and (d in self.excluded or d.startswith(self._excluded_under)):
+                continue
+            before = self._dirs.get(d)
+            if before is None and not self._included_dir(d):
+                continue  # a directory the scanner does not list (ignored, or not yet classified)
+            entry = self._listing(d, pending)  # re-lists it: its stat data moved with its entries
+            if entry is None:  # gone: its files and everything under it
+                self._forget_tree(d, old, touched)
+                continue
+            if before is not None:
+                touched.update(p for p in before.file_paths if p not in set(entry.file_paths))
+                for sub in set(before.dir_paths) - set(entry.dir_paths):
+                    self._forget_tree(sub, old, touched)
+            self.watcher.add(d)
+        while pending:  # new names: classify them with git, then list the new directories, and so on down
+            dirs, files_ = self._classify(pending)
+            pending = []
+            touched.update(files_)
+            for nd in dirs:
+                self.watcher.add(nd)  # before listing it: what is created in it from now on is reported
+                self._listing(nd, pending)
+        names: dict[str, frozenset[str]] = {}
+        reported.files |= self._recheck
+        self._recheck = set()
+        for p in reported.files:
+            d = os.path.dirname(p)
+            entry = self._dirs.get(d)
+            if entry is not None:
+                if d not in names:
+                    names[d] = frozenset(entry.files)
+                if os.path.basename(p) in names[d]:
+                    touched.add(p)
+                    continue
+            if p in old:
+                touched.add(p)  # it was a file of the workspace: it may be gone
+        if self.watcher.failed:
+            return None
+        changes: list[Change] = []
+        fresh: dict[str, FileState | None] = {}
+        for p in touched:
+            d = os.path.dirname(p)
+            entry = self._dirs.get(d)
+            if entry is not None and d not in names:
+                names[d] = frozenset(entry.files)
+            listed = entry is not None and os.path.basename(p) in names[d]
+            fresh[p] = self.cache.state(p, keep_limit=keep_limit) if listed else None
+        for p in self.extra_paths:
+            if p not in fresh:
+                fresh[p] = self.cache.state(p, keep_limit=keep_limit)
+        for p, fs in fresh.items():
+            was = old.get(p)
+            if (was is None) != (fs is None) or (was is not None and fs is not None and was.digest != fs.digest):
+                changes.append(Change(p, was, fs))
+        if not changes:
+            return self._snapshot(old, [])
+        files = dict(old)
+        for c in changes:
+            if c.after is None:
+                files.pop(c.path, None)
+            else:
+                files[c.path] = c.after
+        changes.sort(key=lambda c: c.path)
+        return self._snapshot(files, changes)
+
+    def _list_tracked_ignored(self) -> set[str] | None:
+        """Tracked files the ignore rules match (included only because git tracks them)."""
+        if self.watcher is None:
+            return None
+        out = _run_git(self.root, ["ls-files", "-z", "--cached", "--ignored", "--exclude-standard"])
+        self.git_calls += 1
+        return None if out is None else {os.path.join(self.root, os.fsdecode(r)) for r in out.split(b"\0") if r}
+
+    def _included_dir(self, d: str) -> bool:
+        parent = self._dirs.get(os.path.dirname(d))
+        return parent is not None and os.path.basename(d) in parent.dirs
+
+    def _forget_tree(self, d: str, files: dict[str, FileState], touched: set[str]) -> None:
+        """A directory that is gone: every file under it changed (to nothing), its listings go."""
+        prefix = d + os.sep
+        touched.update(p for p in files if p.startswith(prefix))
+        for sub in [x for x in self._dirs if x == d or x.startswith(prefix)]:
+            del self._dirs[sub]
+            if self.watcher is not None:
+                self.watcher.discard(sub)
+
+    def _index_changed_only(self, reported) -> bool:
+        """git's index changed but no ignore file: only tracked files the ignore rules match can
+        change their included status. Update those and say True; False: rebuild the listing."""
+        key = self._git_state_key()
+        old = dict((p[0], p[1:]) for p in (self._git_key or ()))
+        new = dict((p[0], p[1:]) for p in key)
+        git_dir = self._git_dir()
+        index = os.path.join(git_dir, "index") if git_dir else None
+        if set(old) != set(new) or any(old[p] != new[p] for p in new if p != index):
+            return False  # an ignore file changed, or appeared
+        # Ignore rules unchanged: only a path that joined or left the index can change its status.
+        # Listing the index is git reading it (cheap); matching every tracked path against the
+        # rules is not: only the paths that joined are matched.
+        raw = _run_git(self.root, ["ls-files", "-z", "--cached"])
+        self.git_calls += 1
+        if raw is None or self._tracked_ignored is None or self._tracked_raw is None:
+            return False
+        before = self._tracked_ignored
+        now = before
+        if raw != self._tracked_raw:
+            was = set(self._tracked_raw.split(b"\0")) - {b""}
+            tracked = set(raw.split(b"\0")) - {b""}
+            left = {os.path.join(self.root, os.fsdecode(r)) for r in was - tracked}
+            joined = self._ignored([os.fsdecode(r) for r in tracked - was])
+            now = (before - left) | {os.path.join(self.root, r) for r in joined}
+            self._tracked_raw = raw
+        flipped = (now - before) | (before - now)
+        self._tracked_ignored = now
+        for p in flipped:  # included now (newly tracked) or no more (untracked, and ignored)
+            self._set_included(p, p in now)
+            reported.files.add(p)
+        self._git_key = key
+        return True
+
+    def _set_included(self, path: str, included: bool) -> None:
+        d, name = os.path.split(path)
+        old = self._dirs.get(d)
+        if old is None:
+            return
+        files = [f for f in old.files if f != name] + ([name] if included else [])
+        ignored = (old.ignored - {name}) if included else (old.ignored | {name})
+        self._dirs[d] = _make_dir(d, old.key, old.listed_at, files, old.dirs, ignored)
+
+    def _walk(self, stack: list[str], files: dict[str, FileState],
+              pending: list[tuple[str, list[str]]], keep_limit: int) -> None:
+        while stack:
+            d = stack.pop()
+            if self.excluded and (d in self.excluded or d.startswith(self._excluded_under)):
+                continue
+            entry = self._listing(d, pending)
+            if entry is None:
+                continue
+            self._hash_into(files, entry.file_paths, keep_limit)
+            stack.extend(entry.dir_paths)
+
+    def _hash_into(self, files: dict[str, FileState], paths: Iterable[str], keep_limit: int) -> None:
+        # The hot loop of every scan: the cache hit is inlined (HashCache.state has the same rule),
+        # which makes a no-change scan about a quarter faster.
+        state = self.cache.state
+        entries = self.cache.entries
+        lstat = os.lstat
+        for path in paths:
+            try:
+                st = lstat(path)
+            except OSError:
+                fs = state(path, keep_limit=keep_limit)
+            else:
+                hit = entries.get(path)
+                if hit is not None:
+                    k = hit[0]
+                    m = st.st_mtime_ns
+                    if m == k[0] and m < hit[1] - RACY_NS and st.st_ctime_ns == k[1] and st.st_size == k[2] \
+                            and st.st_ino == k[3] and st.st_mode == k[4]:
+                        files[path] = hit[2]
+                        continue
+                fs = state(path, st, keep_limit=keep_limit)
+            if fs is not None:
+                files[path] = fs
+
+    def _listing(self, d: str, pending: list[tuple[str, list[str]]]) -> _Dir | None:
+        """The cached listing of ``d`` when still valid, else a fresh one (new names -> pending)."""
+        try:
+            st = os.lstat(d)
+        except OSError:
+            self._dirs.pop(d, None)
+            return None
+        if not stat.S_ISDIR(st.st_mode):
+            self._dirs.pop(d, None)
+            return None
+        key = _dir_key(st)
+        cached = self._dirs.get(d)
+        if cached is not None and cached.key == key and st.st_mtime_ns < cached.listed_at - RACY_NS:
+            return cached
+        listed_at = time.time_ns()
+        files: list[str] = []
+        dirs: list[str] = []
+        ignored: set[str] = set()
+        new: list[str] = []
+        known_files = set(cached.files) if cached else set()
+        known_dirs = set(cached.dirs) if cached else set()
+        known_ignored = cached.ignored if cached else frozenset()
+        try:
+            with os.scandir(d) as it:
+                entries = list(it)
+        except OSError:
+            return None
+        for e in entries:
+            name = e.name
+            if name == ".git":
+                continue
+            try:
+                is_dir = e.is_dir(follow_symlinks=False)
+                is_file = e.is_file(follow_symlinks=False) or e.is_symlink()
+            except OSError:
+                continue
+            if not (is_dir or is_file):
+                ignored.add(name)  # FIFOs, sockets, devices: never opened
+                continue
+            if name in known_ignored:
+                ignored.add(name)
+            elif is_dir and name in known_dirs:
+                dirs.append(name)
+            elif is_file and name in known_files:
+                files.append(name)
+            else:
+                new.append(name + "/" if is_dir else name)
+        if new:
+            pending.append((d, new))
+        entry = _make_dir(d, key, listed_at, files, dirs, ignored)
+        self._dirs[d] = entry
+        return entry
+
+    def _classify(self, pending: list[tuple[str, list[str]]]) -> tuple[list[str], list[str]]:
+        """Sort new entries into included and ignored; returns the new included dirs and files."""
+        rel = []
+        for d, names in pending:
+            for n in names:
+                r = os.path.relpath(os.path.join(d, n.rstrip("/")), self.root)
+                rel.append((d, n, r + "/" if n.endswith("/") else r))
+        ignored = self._ignored([r for _, _, r in rel])
+        new_dirs: list[str] = []
+        new_files: list[str] = []
+        by_dir: dict[str, tuple[list[str], list[str], set[str]]] = {}
+        for d, n, r in rel:
+            files, dirs, ign = by_dir.setdefault(d, ([], [], set()))
+            name = n.rstrip("/")
+            if r in ignored or r.rstrip("/") in ignored:
+                ign.add(name)
+            elif n.endswith("/"):
+                dirs.append(name)
+                new_dirs.append(os.path.join(d, name))
+            else:
+                files.append(name)
+                new_files.append(os.path.join(d, name))
+                if name == ".gitignore":
+                    self._ignore_files.add(os.path.join(d, name))
+        for d, (files, dirs, ign) in by_dir.items():
+            old = self._dirs.get(d)
+            if old is not None:
+                self._dirs[d] = _make_dir(d, old.key, old.listed_at, old.files + tuple(files),
+                                          old.dirs + tuple(dirs), old.ignored | ign)
+        return new_dirs, new_files
+
+    def _ignored(self, rel_paths: list[str]) -> set[str]:
+        if not rel_paths:
+            return set()
+        if not self.is_git:
+            return {r for r in rel_paths if _default_ignored(r)}
+        self.git_calls += 1
+        out = _run_git(self.root, ["check-ignore", "--no-index", "-z", "--stdin"],
+                       stdin=b"\0".join(os.fsencode(r) for r in rel_paths) + b"\0")
+        if out is None:
+            return set()
+        return {os.fsdecode(p) for p in out.split(b"\0") if p}
+
+    # -- git listing ------------------------------------------------------------------------------
+
+    def _git_state_key(self) -> tuple:
+        """Stat data of what git's listing depends on: the index and every known ignore file."""
+        parts = []
+        git_dir = self._git_dir()
+        watched = [os.path.join(git_dir, "index"), os.path.join(git_dir, "info", "exclude")] if git_dir else []
+        for p in watched + sorted(self._ignore_files):
+            try:
+                st = os.stat(p)
+                parts.append((p, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
+            except OSError:
+                parts.append((p, None))
+        return tuple(parts)
+
+    def _git_dir(self) -> str | None:
+        if not self.git_top:
+            return None
+        g = os.path.join(self.git_top, ".git")
+        if os.path.isfile(g):  # worktrees and submodules: "gitdir: <path>"
+            try:
+                with open(g, encoding="utf-8", errors="surrogateescape") as f:
+                    line = f.read().strip()
+                if line.startswith("gitdir:"):
+                    g = os.path.normpath(os.path.join(self.git_top, line[7:].strip()))
+            except OSError:
+                return None
+        return g
+
+    def _refresh_listing(self) -> None:
+        """Rebuild directory listings from git when the index or an ignore file changed."""
+        if not self.is_git:
+            if not self._dirs:
+                self._dirs = {}
+            return
+        key = self._git_state_key()
+        if key == self._git_key and self._dirs:
+            return
+        self.git_calls += 1
+        out = _run_git(self.root, ["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        if out is None:  # git failed: fall back to walking with the built-in ignore list
+            self.git_top = None
+            self._dirs = {}
+            return
+        self._dirs = {}
+        self._ignore_files = set()
+        self._tracked_ignored = self._list_tracked_ignored()
+        self._tracked_raw = _run_git(self.root, ["ls-files", "-z", "--cached"]) if self._tracked_ignored is not None else None
+        tree: dict[str, tuple[set[str], set[str]]] = {self.root: (set(), set())}
+        for raw in out.split(b"\0"):
+            if not raw:
+                continue
+            rel = os.fsdecode(raw)
+            parts = rel.split("/")
+            d = self.root
+            for part in parts[:-1]:
+                files, dirs = tree.setdefault(d, (set(), set()))
+                dirs.add(part)
+                d = d + os.sep + part if d != os.sep else os.sep + part
+            tree.setdefault(d, (set(), set()))[0].add(parts[-1])
+            if parts[-1] == ".gitignore":
+                self._ignore_files.add(os.path.join(self.root, rel))
+        # Every other entry of a listed directory is ignored, or an empty directory. Directories
+        # with no included file are recorded as ignored only if git says so, so that a file created
+        # later in an empty directory is still found.
+        now = time.time_ns()
+        empty_dirs: list[str] = []
+        for d, (files, dirs) in tree.items():
+            try:
+                st = os.lstat(d)
+                names = os.listdir(d)
+            except OSError:
+                continue
+            others = [n for n in names if n not in files and n not in dirs and n != ".git"]
+            self._dirs[d] = _make_dir(d, _dir_key(st), now, sorted(files), sorted(dirs), others)
+            empty_dirs += [os.path.join(d, n) for n in others if os.path.isdir(os.path.join(d, n)) and not os.path.islink(os.path.join(d, n))]
+        if empty_dirs:
+            rels = [os.path.relpath(p, self.root) + "/" for p in empty_dirs]
+            ignored = self._ignored(rels)
+            for p, r in zip(empty_dirs, rels):
+                if r in ignored or r.rstrip("/") in ignored:
+                    continue
+                d, name = os.path.split(p)
+                old = self._dirs[d]
+                self._dirs[d] = _make_dir(d, old.key, old.listed_at, old.files, old.dirs + (name,),
+                                          old.ignored - {name})
+        self._git_key = self._git_state_key()
+
+
+def _default_ignored(rel: str) -> bool:
+    name = os.path.basename(rel.rstrip("/"))
+    return any(fnmatch.fnmatchcase(name, pat) for pat in DEFAULT_IGNORES)
+
+
+def relative(path: str, root: str) -> str:
+    """``path`` relative to ``root`` when inside it, else unchanged."""
+    if path == root:
+        return "."
+    prefix = root.rstrip(os.sep) + os.sep
+    return path[len(prefix):] if path.startswith(prefix) else path
