@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ledger_runtime.analysis.commands import RAW_ESCAPE
-from ledger_runtime.analysis.patches import BEGIN, file_ops
+from ledger_runtime.analysis.display import MAX_COMMAND_CHARS, short_command  # noqa: F401  (imported from here too)
 from ledger_runtime.ledger.records import Attempt, CommandClass, LineSpan, Modification, VerdictKind
 from ledger_runtime.ledger.state import UNKNOWN, LedgerState
 from ledger_runtime.workspace.scanner import relative
@@ -22,7 +22,6 @@ from ledger_runtime.workspace.scanner import relative
 if TYPE_CHECKING:
     from ledger_runtime.config import LedgerConfig
 
-MAX_COMMAND_CHARS = 72
 MAX_SPANS = 6  # line ranges listed per seen file (a grep -n over a long file can leave hundreds)
 
 # how the state view is introduced where an adapter puts it into the prompt
@@ -41,19 +40,6 @@ class StateView:
 
 def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
-
-
-def short_command(command: str, limit: int = MAX_COMMAND_CHARS) -> str:
-    """The command's first line, cut to ``limit`` characters (a patch: the files it edits)."""
-    if command.lstrip().startswith(BEGIN):
-        ops = file_ops(command) or []
-        command = "apply_patch " + " ".join(op.path for op in ops) + ("\n…" if ops else "")
-    lines = command.strip().splitlines() or [""]
-    first = lines[0]
-    more = len(lines) > 1
-    if len(first) > limit:
-        first, more = first[: limit - 1], True
-    return first + ("…" if more else "")
 
 
 def merge_spans(spans: list[LineSpan]) -> list[LineSpan]:

@@ -20,12 +20,9 @@ and the ledger when that works) and the command runs as if there were no ledger.
 from __future__ import annotations
 
 import json
-import logging
 import os
-import sys
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -39,16 +36,19 @@ from ledger_runtime.config import LedgerConfig
 from ledger_runtime.decide.context import Line, Said
 from ledger_runtime.answers.delivered import Delivered, Shown, delivered_lines, output_digest, seen_lines, shown_whole
 from ledger_runtime.executor import ExecResult
-from ledger_runtime.decide.gate import build_rules, check_all, compose, in_force
-from ledger_runtime.decide.govern import Current, govern
+from ledger_runtime.analysis.display import short_command
+from ledger_runtime.decide.current import Current
+from ledger_runtime.decide.gate import Outcome, after_run, build_rules, check_after, check_all, compose, in_force
+from ledger_runtime.decide.govern import govern, same_output
 from ledger_runtime.decide.policies import BUILTINS
-from ledger_runtime.ledger.private import append_private, hold, private_dir, write_private
+from ledger_runtime.ledger.faults import FaultLog
+from ledger_runtime.ledger.modifications import Modifications
+from ledger_runtime.ledger.private import hold, private_dir, write_private
 from ledger_runtime.ledger.redact import Redactor
-from ledger_runtime.workspace.hashing import FileState
 from ledger_runtime.workspace.signatures import PENDING
-from ledger_runtime.inform import StateView, render, short_command
+from ledger_runtime.inform import StateView, render
 from ledger_runtime.workspace.local import LocalWorkspace, Workspace
-from ledger_runtime.ledger.observe import FileText, Truncation, line_delta, observations
+from ledger_runtime.ledger.observe import FileText, Truncation, observations
 from ledger_runtime.ledger.records import Attempt, CommandClass, Modification, ReuseForm, Verdict, VerdictKind
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LedgerStore, StoreError
@@ -66,8 +66,6 @@ UNSIGNED = "unsigned"
 MARKER_TEXT = "[ledger:"  # how the ledger's own lines in an answer begin
 LOCK_FILE = ".lock"  # held by the runtime that writes the run directory
 FORGET_EVERY = 64  # attempts between prunings of what the model no longer holds
-log = logging.getLogger("ledger_runtime")
-FAULTS_FILE = "faults.log"
 
 
 @dataclass
@@ -149,8 +147,7 @@ class LedgerRuntime:
         # ``secrets`` (values an adapter gives the agent's commands, a container's environment)
         self.redactor = (Redactor.for_run(os.environ, self.config.redact_patterns).with_values(secrets)
                          if self.config.redact else Redactor.off())
-        self.faults = 0  # faults of the ledger so far (each logged; none ever stops the agent)
-        self.unwritten = 0  # faults that could not even be written to faults.log
+        self.fault_log = FaultLog(self.run_dir, self.redactor)  # none ever stops the agent
         self.dedupe = DedupeSettings(self.config.dedupe, self.config.dedupe_min_lines, self.config.dedupe_min_saving)
         self.truncation = truncation or Truncation(self.config.output_limit_chars, self.config.output_head_chars,
                                                    self.config.output_tail_chars)
@@ -159,7 +156,9 @@ class LedgerRuntime:
         self.workspace = workspace or LocalWorkspace(self.workdir, max_hash_bytes=self.config.max_hash_bytes,
                                                      exclude=[str(self.run_dir.resolve())])
         self.store = LedgerStore.create(self.run_dir, redactor=self.redactor)
+        self.fault_log.store = self.store
         self.state = LedgerState.from_events(self.store.events())
+        self.modifications = Modifications(self.store, self.state, self.workspace, self.redactor)
         self.rules = build_rules(self.config.policies, self.workdir, BUILTINS)
         self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
         self._now: int | None = None  # the step being answered
@@ -303,6 +302,7 @@ class LedgerRuntime:
             answer = self.answer(plan)
             if answer is not None:
                 return answer
+        self.workspace.prepare(plan.analysis)  # a workspace that signs inside the command reads it from here
         started = time.perf_counter()
         try:
             res = execute(command, plan.cwd)
@@ -614,24 +614,16 @@ class LedgerRuntime:
         output_hash, stored = self._put_output(output) if res is not None else (None, output)
         altered = stored is not output
         verdict = plan.verdict
-        if verdict.kind in (VerdictKind.RUN, VerdictKind.NUDGE) and analysis.command_class is CommandClass.MODIFY \
-                and analysis.writes and not changes and res is not None and not analysis.submits:
-            noop = self._noop_edit(analysis, res)
-            if noop is not None and verdict.kind is VerdictKind.NUDGE:  # with the NUDGE decided before it ran
-                noop = Verdict(VerdictKind.NUDGE, f"{verdict.reason}; noop-edit: {noop.reason}",
-                               rule=f"{verdict.rule},noop-edit" if verdict.rule else "noop-edit",
-                               evidence={**(verdict.evidence or {}), **(noop.evidence or {})})
-            verdict = noop or verdict
+        if verdict.kind.executes and res is not None:  # the rules decided after it ran (noop-edit)
+            found = check_after(self.rules, analysis, self._outcome(analysis, res, changes), self._policy_fault)
+            verdict = after_run(verdict, found)
         self._now = plan.step
         if not verdict.kind.executes:  # shadow mode, govern off: what the model would have got instead
             answer = self._would_answer(verdict)
         else:
             answer = self._fresh_answer(plan, verdict, output, res, trunc) if res is not None else raw("")
         if answer.kind is AnswerKind.WHOLE and verdict.kind is VerdictKind.RUN:
-            ref = self.state.attempt(answer.refs[0])
-            verdict = Verdict(VerdictKind.REUSE, "its output is identical to an earlier output the model holds",
-                              ref_attempt=ref.id if ref else None, ref_step=ref.step if ref else None,
-                              form=ReuseForm.REFERENCE)
+            verdict = same_output(self.state.attempt(answer.refs[0]))
         shown = answer.text
         shown_hash = None
         record = answer  # the answer as stored: a long raw one over the output as it is stored
@@ -667,7 +659,7 @@ class LedgerRuntime:
                 self.facts[attempt.id] = facts
             events += [("observation", o.to_dict()) for o in obs]
         # what may fail is worked out before anything is kept: the ledger on disk and in memory agree
-        mods = [self._modification(c, attempt.id, plan.step, analysis) for c in changes]
+        mods = [self.modifications.of(c, attempt.id, plan.step, analysis) for c in changes]
         events += [("modification", {**m.to_dict(), "epoch": epoch_after}) for m in mods]
         self._commit(events, plan.step)
         self.state.add_attempt(attempt)
@@ -690,6 +682,18 @@ class LedgerRuntime:
         return RunResult(out_text, res.returncode, verdict, True, attempt.id, res.exception_info, res.extra,
                          note if plan.applied else None, answer.kind.value if plan.applied else AnswerKind.RAW.value)
 
+    def _outcome(self, a: Analysis, res: ExecResult, changes: list[Change]) -> Outcome:
+        """What the command did, for the rules decided after it ran. Which of the paths an edit names
+        are files, and which are missing, is read only for an edit that changed nothing (and only
+        where the workspace's files are this machine's)."""
+        if changes or a.command_class is not CommandClass.MODIFY or not a.writes:
+            return Outcome(res.returncode, bool(changes), self.workdir)
+        if not self.workspace.rescan_before_command:
+            return Outcome(res.returncode, False, self.workdir, tuple(a.writes))
+        named = [w for w in a.writes if w != ANY_FILE]
+        return Outcome(res.returncode, False, self.workdir, tuple(w for w in named if not os.path.isdir(w)),
+                       tuple(w for w in named if not os.path.lexists(w)))
+
     def _file_texts(self, analysis: Analysis) -> dict[str, FileText]:
         """The files a command's views name, as they are now (what its output is checked against)."""
         out = {}
@@ -700,26 +704,6 @@ class LedgerRuntime:
             if data is not None:
                 out[v.path] = FileText.of(self.workspace.digest(data), data)
         return out
-
-    def _noop_edit(self, analysis: Analysis, res: ExecResult) -> Verdict | None:
-        """The noop-edit policy, decided after the command: an edit that changed no file."""
-        rule = next((r for r in self.rules if r.name == "noop-edit"), None)
-        if rule is None:
-            return None
-        files = [w for w in analysis.writes if w != ANY_FILE and not os.path.isdir(w)] \
-            if self.workspace.rescan_before_command else list(analysis.writes)
-        if not files:  # mkdir and the like: directories are not what the ledger tracks
-            return None
-        missing = [w for w in analysis.writes if w != ANY_FILE and not os.path.lexists(w)] \
-            if self.workspace.rescan_before_command else []
-        if res.returncode not in (0, None):
-            why = f"it failed (exit {res.returncode})"
-        elif missing:
-            why = "file not found: " + ", ".join(os.path.relpath(m, self.workdir) for m in missing[:3])
-        else:
-            why = "a pattern that did not match, or the wrong file?"
-        return Verdict(VerdictKind.NUDGE, f"this edit changed no file ({why})", rule="noop-edit",
-                       evidence={"noop-edit": {"writes": list(analysis.writes[:5]), "missing": missing[:5]}})
 
     def _attempt(self, plan: Plan, *, executed: bool, exit_code: int | None, output_hash: str | None,
                  output_chars: int, truncated: bool, duration: float, read_set: dict[str, str], stable: bool,
@@ -744,53 +728,11 @@ class LedgerRuntime:
     def _record_changes(self, changes: list[Change], attempt_id: int | None, step: int, *,
                         analysis: Analysis | None) -> list[Modification]:
         epoch = self.state.epoch + (1 if changes else 0)
-        mods = [self._modification(c, attempt_id, step, analysis) for c in changes]
+        mods = [self.modifications.of(c, attempt_id, step, analysis) for c in changes]
         self._commit([("modification", {**m.to_dict(), "epoch": epoch}) for m in mods], step)
         for m in mods:
             self.state.add_modification(m, epoch)
         return mods
-
-    def _modification(self, c: Change, attempt_id: int | None, step: int, analysis: Analysis | None) -> Modification:
-        kept = self.workspace.kept()
-        after_bytes = kept.get(c.path) if c.after is not None else b""
-        if c.after is not None and after_bytes is not None:
-            self.store.put_blob(after_bytes, key=c.after.digest)
-        before_bytes = self._content(c.path, c.before) if c.before is not None else b""
-        earlier = self.state.modifications_of(c.path)
-        baseline_hash = earlier[0].before_hash if earlier else (c.before.digest if c.before else None)
-        if baseline_hash is None:
-            baseline_bytes: bytes | None = b""
-        elif c.before is not None and baseline_hash == c.before.digest:
-            baseline_bytes = before_bytes
-        else:
-            baseline_bytes = self._content(c.path, FileState(baseline_hash, 0, None))
-        # the ledger's blobs are masked: counted against the new content masked alike (line by line)
-        after_bytes = self.redactor.mask_bytes(after_bytes) if after_bytes else after_bytes
-        d = line_delta(before_bytes, after_bytes) if before_bytes is not None and after_bytes is not None else None
-        if c.before is not None and baseline_hash == c.before.digest:
-            b = d  # the first change since the start: the same two contents
-        elif c.after is not None and baseline_hash == c.after.digest:
-            b = None if after_bytes is None or b"\0" in after_bytes[:8192] else (0, 0)  # back to the start
-        else:
-            b = line_delta(baseline_bytes, after_bytes) if baseline_bytes is not None and after_bytes is not None else None
-        recognised = attempt_id is not None and analysis is not None and _recognised(c.path, analysis.writes)
-        return Modification(
-            path=c.path, before_hash=c.before.digest if c.before else None, after_hash=c.after.digest if c.after else None,
-            lines_added=d[0] if d else None, lines_removed=d[1] if d else None, step=step, attempt=attempt_id,
-            recognised=recognised, baseline_added=b[0] if b else None, baseline_removed=b[1] if b else None,
-            baseline_hash=baseline_hash)
-
-    def _content(self, path: str, fs: FileState) -> bytes | None:
-        """A file's bytes for a digest: from the ledger's blobs, or from git at the baseline commit."""
-        data = self.store.blob(fs.digest)
-        if data is not None:
-            return data
-        commit = self.state.baseline.head_commit if self.state.baseline else None
-        head = self.workspace.baseline_content(path, commit)
-        if head is not None and self.workspace.digest(head) == fs.digest:
-            self.store.put_blob(head, key=fs.digest)
-            return self.redactor.mask_bytes(head)  # as the blob is stored: what it is compared with is too
-        return None
 
     def _watch(self, analysis: Analysis) -> None:
         """Track files named by commands that the workspace scan does not cover (outside the root,
@@ -819,26 +761,12 @@ class LedgerRuntime:
 
     def _fault(self, where: str, error: BaseException, command: str | None = None,
                records: list[dict] | None = None) -> None:
-        entry = {"at": time.time(), "where": where, "error": f"{type(error).__name__}: {error}",
-                 "command": command, "trace": traceback.format_exc(limit=6)}
-        if records:
-            entry["records"] = records  # what could not be written to the ledger, kept here instead
-        entry = self.redactor.mask_obj(entry)  # the log lines below are written somewhere too
-        self.faults += 1
-        log.warning("ledger fault %s: %s", where, entry["error"])
-        try:
-            with append_private(self.run_dir / FAULTS_FILE) as f:
-                f.write(json.dumps(entry, default=str) + "\n")
-        except OSError as e:  # a full disk, most likely: the one place left to say so
-            self.unwritten += 1
-            print(f"ledger-run: a fault could not be written to {self.run_dir / FAULTS_FILE} ({e.strerror or e}): "
-                  f"{where}: {entry['error']}" + ("; its records are lost" if records else ""), file=sys.stderr)
-        if records is None:
-            try:
-                self.store.append("fault", {k: v for k, v in entry.items() if k != "trace"})
-                self.store.commit()
-            except Exception:
-                self.store.discard_pending()
+        self.fault_log.add(where, error, command, records)
+
+    @property
+    def faults(self) -> int:
+        """Faults of the ledger so far (each logged; none ever stops the agent)."""
+        return self.fault_log.count
 
     def _safely(self, fn, *args) -> None:
         try:
@@ -847,9 +775,7 @@ class LedgerRuntime:
             self._fault("recording an interrupted command", e)
 
     def close(self) -> None:
-        if self.unwritten:
-            print(f"ledger-run: {self.unwritten} fault(s) of this run could not be written (disk full?); "
-                  "the ledger may lack the steps they name", file=sys.stderr)
+        self.fault_log.close()
         self._settle(discard=True)
         self.workspace.close()
         self.store.close()
@@ -899,12 +825,3 @@ def _read_keys_of(a: Analysis) -> tuple[str, ...]:
 
 def _command_key(cwd: str, normalized: str) -> str:
     return f"c:{cwd}\0{normalized}"
-
-
-def _recognised(path: str, writes: tuple[str, ...]) -> bool:
-    if ANY_FILE in writes:
-        return True
-    for w in writes:
-        if path == w or path.startswith(w.rstrip("/") + "/"):
-            return True
-    return False

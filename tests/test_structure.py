@@ -129,6 +129,22 @@ def test_no_import_cycles():
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
+def _room(module: str) -> str:
+    """The room a module is in: its subpackage (``ledger_runtime.decide``), or itself at the top."""
+    return ".".join(module.split(".")[:2])
+
+
+ROOMS = {}
+for _m, _targets in GRAPH.items():
+    ROOMS.setdefault(_room(_m), set()).update(_room(t) for t in _targets if _room(t) != _room(_m))
+
+
+def test_no_cycles_between_rooms():
+    # the subpackages layer: a room never imports, through any module, a room that imports it
+    cycles = _cycles(ROOMS)
+    assert not cycles, "rooms in a cycle: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
 def test_the_core_imports_no_agent():
     bad = {m: sorted(t for t in _imports(m, p) if t.split(".")[0] in AGENT_LIBRARIES)
            for m, p in MODULES.items() if m.startswith("ledger_runtime")}

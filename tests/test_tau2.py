@@ -103,9 +103,9 @@ def test_the_two_tool_rejected_retail_gold_writes_are_revised():
 
 
 def test_a_write_without_its_state_gets_told_which_read_to_make():
-    from ledger_adapters.tau2.gate import Session
+    from ledger_adapters.tau2.gate import Conversation
 
-    s = Session("airline", DATA)
+    s = Conversation("airline", DATA)
     o = s.call("cancel_reservation", {"reservation_id": "EHGLP3"})
     assert not o.executed and o.verdict.kind.value == "REVISE"
     assert "get_reservation_details(reservation_id='EHGLP3')" in o.verdict.reason
@@ -113,16 +113,16 @@ def test_a_write_without_its_state_gets_told_which_read_to_make():
     o = s.call("cancel_reservation", {"reservation_id": "EHGLP3"})
     assert not o.executed and o.verdict.rule == "A1" and "more than 24 h" in o.verdict.reason
     assert s.db.reservations["EHGLP3"].status != "cancelled", "refused: never sent to the tools"
-    r = Session("retail", DATA)
+    r = Conversation("retail", DATA)
     o = r.call("cancel_pending_order", {"order_id": "#W5918442", "reason": "no longer needed"})
     assert "find_user_id_by_email or find_user_id_by_name_zip" in o.verdict.reason
 
 
 def test_rules_allow_what_the_policy_allows():
     """Negative cases on real records: business cabin, a booking within 24 h, a silver member's bags."""
-    from ledger_adapters.tau2.gate import Session
+    from ledger_adapters.tau2.gate import Conversation
 
-    s = Session("airline", DATA)
+    s = Conversation("airline", DATA)
     business = next(r for r in s.db.reservations.values() if r.cabin == "business" and r.status != "cancelled"
                     and all(f.date > "2024-05-15" for f in r.flights))
     s.synthesize("cancel_reservation", {"reservation_id": business.reservation_id})
@@ -194,9 +194,9 @@ def test_tau2s_own_runner_offers_the_ledger_agent():
 
 
 def test_review_cases_empty_itinerary_two_users_merged_flights():
-    from ledger_adapters.tau2.gate import Session
+    from ledger_adapters.tau2.gate import Conversation
 
-    s = Session("airline", DATA)
+    s = Conversation("airline", DATA)
     s.synthesize("update_reservation_flights", {"reservation_id": "VAAOXJ"})
     empty = s.call("update_reservation_flights", {"reservation_id": "VAAOXJ", "cabin": "economy", "flights": [],
                                                   "payment_id": "credit_card_1052991"})
@@ -208,7 +208,7 @@ def test_review_cases_empty_itinerary_two_users_merged_flights():
     s.call("get_flight_status", {"flight_number": number, "date": day}, gated=False)
     assert {"origin", "destination", "status"} <= set(s.ledger.get(key))
 
-    r = Session("retail", DATA)
+    r = Conversation("retail", DATA)
     order = next(o for o in r.db.orders.values() if o.status == "pending")
     other = next(u for u in r.db.users if u != order.user_id)
     for uid in (other, order.user_id):  # two users looked up: one user per conversation
@@ -219,9 +219,9 @@ def test_review_cases_empty_itinerary_two_users_merged_flights():
 
 
 def test_a_certificate_needs_a_cancelled_or_delayed_flight():
-    from ledger_adapters.tau2.gate import Session
+    from ledger_adapters.tau2.gate import Conversation
 
-    s = Session("airline", DATA)
+    s = Conversation("airline", DATA)
     gold_user = next(u for u in s.db.users.values() if u.membership == "gold" and u.reservations and all(
         st.status not in ("cancelled", "delayed") for r in u.reservations if r in s.db.reservations
         for f in s.db.reservations[r].flights

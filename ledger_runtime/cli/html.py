@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import html
-from pathlib import Path
 from typing import Any
 
 from ledger_runtime.answers.build import ExpandError

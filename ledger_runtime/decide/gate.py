@@ -65,6 +65,7 @@ class Rule:
     paths: tuple[str, ...] = ()
     workdir: str = ""
     time_limit_s: float | None = None  # a rule of the user's own: past it, a fault, and ALLOW
+    after_run: bool = False  # decided after the command ran, from its Outcome (check_after)
 
     def param(self, key: str, default: Any = None) -> Any:
         return self.params.get(key, default)
@@ -144,7 +145,8 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
                             re.compile(v)
                         except re.error as e:
                             raise PolicyError(f"policy {name!r}: {key}: {v!r} is not a regular expression: {e}") from None
-        rules.append(Rule(name, check, verdict, params, tuple(paths), workdir, float(limit) if limit else None))
+        rules.append(Rule(name, check, verdict, params, tuple(paths), workdir, float(limit) if limit else None,
+                          bool(merged.get("after_run"))))
     return rules
 
 
@@ -182,27 +184,78 @@ def check_all(rules: list[Rule], proposal: Analysis, state: Any, current: Any,
     """Every rule's verdict on the proposal (rules that find nothing, or raise, allow it)."""
     out = []
     for rule in rules:
+        if rule.after_run:
+            continue
         try:
             found = _run_rule(rule, proposal, state, current)
         except Exception as e:  # fail open: a broken rule never stops the agent (a user rule's sys.exit() neither)
             on_fault(f"policy {rule.name}", e)
             continue
-        if found is None:
+        verdict = _verdict_of(rule, found, on_fault)
+        if verdict is not None:
+            out.append(verdict)
+    return out
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a command that ran did, for the rules decided after it (``after_run``)."""
+
+    returncode: int | None
+    changed: bool  # any file changed
+    workdir: str = ""
+    files: tuple[str, ...] = ()  # of the paths it writes, those that are files (known only when it changed none)
+    missing: tuple[str, ...] = ()  # ...and those that do not exist after it
+
+
+def check_after(rules: list[Rule], proposal: Analysis, outcome: Outcome,
+                on_fault: Callable[[str, BaseException], None]) -> list[Verdict]:
+    """The verdicts of the rules decided after the command ran (NUDGE only: it ran)."""
+    out = []
+    for rule in rules:
+        if not rule.after_run:
             continue
         try:
-            if not isinstance(found, Finding):
-                raise TypeError(f"returned {type(found).__name__}, not a Finding or None")
-            # the evidence is written to the ledger as JSON: anything else is a fault of the rule
-            evidence = json.loads(json.dumps(dict(found.evidence or {})))
-            escalated = VerdictKind(found.verdict) if found.verdict is not None else rule.verdict
-            if escalated not in GATE_KINDS:
-                raise ValueError(f"verdict {found.verdict!r} is not NUDGE, REVISE or BLOCK")
-        except (TypeError, ValueError) as e:
+            found = rule.check(proposal, outcome, rule)
+        except Exception as e:
             on_fault(f"policy {rule.name}", e)
             continue
-        kind = max(rule.verdict, escalated, key=GATE_KINDS.index)  # a rule may escalate, never weaken
-        out.append(Verdict(kind, str(found.reason), rule=rule.name, ref_step=found.ref_step, evidence=evidence))
+        verdict = _verdict_of(rule, found, on_fault)
+        if verdict is not None:
+            out.append(verdict)
     return out
+
+
+def after_run(before: Verdict, found: list[Verdict]) -> Verdict:
+    """The verdict of a command that ran: the one decided before it, with what the after-run rules
+    found joined to a NUDGE decided before (one note, both reasons)."""
+    if not found:
+        return before
+    noop = found[0]
+    if before.kind is not VerdictKind.NUDGE:
+        return noop
+    return Verdict(VerdictKind.NUDGE, f"{before.reason}; {noop.rule}: {noop.reason}",
+                   rule=f"{before.rule},{noop.rule}" if before.rule else noop.rule,
+                   evidence={**(before.evidence or {}), **(noop.evidence or {})})
+
+
+def _verdict_of(rule: Rule, found: Any, on_fault: Callable[[str, BaseException], None]) -> Verdict | None:
+    """A rule's finding as a verdict (None: it found nothing, or what it returned is a fault of it)."""
+    if found is None:
+        return None
+    try:
+        if not isinstance(found, Finding):
+            raise TypeError(f"returned {type(found).__name__}, not a Finding or None")
+        # the evidence is written to the ledger as JSON: anything else is a fault of the rule
+        evidence = json.loads(json.dumps(dict(found.evidence or {})))
+        escalated = VerdictKind(found.verdict) if found.verdict is not None else rule.verdict
+        if escalated not in GATE_KINDS:
+            raise ValueError(f"verdict {found.verdict!r} is not NUDGE, REVISE or BLOCK")
+    except (TypeError, ValueError) as e:
+        on_fault(f"policy {rule.name}", e)
+        return None
+    kind = max(rule.verdict, escalated, key=GATE_KINDS.index)  # a rule may escalate, never weaken
+    return Verdict(kind, str(found.reason), rule=rule.name, ref_step=found.ref_step, evidence=evidence)
 
 
 def compose(governed: Verdict, gated: list[Verdict]) -> Verdict:

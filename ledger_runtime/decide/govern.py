@@ -17,11 +17,10 @@ govern only
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from ledger_runtime.analysis.commands import Analysis
-from ledger_runtime.workspace.hashing import FileState
+from ledger_runtime.decide.current import Current
 from ledger_runtime.ledger.records import Attempt, CommandClass, ReuseForm, Verdict, VerdictKind
 from ledger_runtime.ledger.state import LedgerState
 
@@ -30,14 +29,6 @@ if TYPE_CHECKING:
 
 _READERS = (CommandClass.INSPECT, CommandClass.SEARCH)
 REFERENCE_MIN_CHARS = 200  # below this, a reference to an earlier output costs more than the output
-
-
-@dataclass(frozen=True)
-class Current:
-    """Signatures of read keys now (``sigs``), and the state of files the policies look at."""
-
-    sigs: Mapping[str, str] = field(default_factory=dict)
-    files: Mapping[str, FileState | None] = field(default_factory=dict)
 
 
 def _candidate(proposal: Analysis, state: LedgerState) -> Attempt | None:
@@ -75,6 +66,13 @@ def govern(proposal: Analysis, state: LedgerState, current: Current, config: Led
                        f"(exit {cand.exit_code})",
                        ref_attempt=cand.id, ref_step=cand.step)
     return Verdict(VerdictKind.RUN)
+
+
+def same_output(ref: Attempt | None) -> Verdict:
+    """The verdict of a command that ran and printed exactly an earlier output the model still holds
+    (answered with a reference to it): a REUSE of that output, by reference."""
+    return Verdict(VerdictKind.REUSE, "its output is identical to an earlier output the model holds",
+                   ref_attempt=ref.id if ref else None, ref_step=ref.step if ref else None, form=ReuseForm.REFERENCE)
 
 
 def _reuse(cand: Attempt, state: LedgerState, config: LedgerConfig, reason: str) -> Verdict:

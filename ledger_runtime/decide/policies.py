@@ -13,7 +13,8 @@ ledger state and the current signatures, with its default verdict and parameters
 - ``verify-before-submit`` (REVISE; ``ignore`` globs): a submission when files that existed at the
   start changed after the last test or script run (files the agent created are taken for scratch);
   once: the same submission again, with nothing changed, goes through.
-- ``noop-edit`` (NUDGE): decided after the command, in the runtime: an edit that changed no file.
+- ``noop-edit`` (NUDGE): decided after the command ran (from its ``Outcome``): an edit that changed
+  no file.
 - ``repeat-failure`` (NUDGE, REVISE from ``revise_after`` = 3 runs): the same failing command again
   with nothing changed since (not pure readers: their repeats are govern's REUSE).
 """
@@ -26,9 +27,9 @@ import shlex
 from typing import Any, Callable
 
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis
-from ledger_runtime.decide.gate import Finding, Rule, matches
-from ledger_runtime.decide.govern import Current
-from ledger_runtime.inform import short_command
+from ledger_runtime.decide.gate import Finding, Outcome, Rule, matches
+from ledger_runtime.analysis.display import short_command
+from ledger_runtime.decide.current import Current
 from ledger_runtime.analysis.patches import file_ops
 from ledger_runtime.ledger.records import CommandClass, VerdictKind
 from ledger_runtime.ledger.state import LedgerState
@@ -54,23 +55,23 @@ def _short(command: str, limit: int) -> str:
     return short_command(command, limit)
 
 
-def _existing_writes(p: Analysis, current: Current) -> list[str]:
-    return [w for w in p.writes if w != ANY_FILE and current.files.get(w) is not None]
+def _existing_writes(proposal: Analysis, current: Current) -> list[str]:
+    return [w for w in proposal.writes if w != ANY_FILE and current.files.get(w) is not None]
 
 
 def _display(path: str, rule: Rule) -> str:
     return os.path.relpath(path, rule.workdir) if rule.workdir and path.startswith(rule.workdir + os.sep) else path
 
 
-def stale_edit(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
-    if p.command_class is not CommandClass.MODIFY or p.submits:
+def stale_edit(proposal: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    if proposal.command_class is not CommandClass.MODIFY or proposal.submits:
         return None
-    in_place = IN_PLACE.search(_unquoted(p.command)) is not None
-    ops = file_ops(p.command) if p.normalized.startswith("apply_patch\n") else None
-    updated = {os.path.normpath(os.path.join(p.cwd, o.path)) for o in ops or () if o.kind == "update"}
+    in_place = IN_PLACE.search(_unquoted(proposal.command)) is not None
+    ops = file_ops(proposal.command) if proposal.normalized.startswith("apply_patch\n") else None
+    updated = {os.path.normpath(os.path.join(proposal.cwd, o.path)) for o in ops or () if o.kind == "update"}
     if not in_place and not updated:
         return None
-    for path in _existing_writes(p, current):
+    for path in _existing_writes(proposal, current):
         if (updated and path not in updated) or not rule.in_scope(path):
             continue
         seen = state.observations_of(path)
@@ -102,11 +103,11 @@ def _existed_at_start(path: str, state: LedgerState) -> bool:
     return not mods or mods[0].before_hash is not None
 
 
-def protected_paths(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+def protected_paths(proposal: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
     globs = tuple(rule.param("globs") or ())
     if not globs:
         return None
-    for path in p.writes:
+    for path in proposal.writes:
         if path == ANY_FILE or not _existed_at_start(path, state) or current.files.get(path) is None:
             continue
         for g in globs:
@@ -138,16 +139,16 @@ def _unquoted(command: str) -> str:
     return re.sub(r"(^|\s)#[^\n]*", r"\1", text)
 
 
-def destructive(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
-    text = _unquoted(p.command)
+def destructive(proposal: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    text = _unquoted(proposal.command)
     patterns = tuple(rule.param("patterns") or DESTRUCTIVE) + tuple(rule.param("extra_patterns") or ())
     for pattern in patterns:
         m = re.search(pattern, text)
         if m:
             return Finding(f"`{m.group(0).strip()}` would throw away work in the workspace; undo specific changes "
                            f"instead (e.g. git checkout -- FILE)", {"pattern": pattern})
-    root = os.path.normpath(rule.workdir or p.cwd)
-    plain = _without_heredocs(p.command)
+    root = os.path.normpath(rule.workdir or proposal.cwd)
+    plain = _without_heredocs(proposal.command)
     for m in _RM.finditer(plain):
         try:
             words = shlex.split(m.group(1), comments=True)
@@ -156,7 +157,7 @@ def destructive(p: Analysis, state: LedgerState, current: Current, rule: Rule) -
         flags = "".join(w[1:] for w in words if w.startswith("-") and not w.startswith("--"))
         if "r" not in flags.lower() and "--recursive" not in words:
             continue
-        cwd = _cwd_at(plain, m.start(), p.origin or p.cwd)
+        cwd = _cwd_at(plain, m.start(), proposal.origin or proposal.cwd)
         if cwd is None:
             continue  # a cd we cannot follow: do not guess
         for w in (w for w in words if w and not w.startswith("-")):
@@ -184,11 +185,11 @@ def _cwd_at(command: str, position: int, cwd: str) -> str | None:
     return cwd
 
 
-def verify_before_submit(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
-    if not p.submits:
+def verify_before_submit(proposal: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    if not proposal.submits:
         return None
     ignore = tuple(rule.param("ignore") or ())
-    root = (rule.workdir or p.cwd).rstrip("/") + "/"
+    root = (rule.workdir or proposal.cwd).rstrip("/") + "/"
     # files the agent created are its scratch (reproduction scripts) far more often than its fix
     changed = [m for m in state.changed_files() if m.path.startswith(root) and rule.in_scope(m.path)
                and state.modifications_of(m.path)[0].before_hash is not None
@@ -216,11 +217,11 @@ def verify_before_submit(p: Analysis, state: LedgerState, current: Current, rule
                    ref_step=last_run.step if last_run else None)
 
 
-def repeat_failure(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
-    if p.submits or p.pure or p.command_class in (CommandClass.MODIFY, CommandClass.ENV):
+def repeat_failure(proposal: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+    if proposal.submits or proposal.pure or proposal.command_class in (CommandClass.MODIFY, CommandClass.ENV):
         return None  # a pure reader's repeat is govern's (REUSE)
     chain = []
-    for a in state.repeats_of(p.normalized, p.cwd):
+    for a in state.repeats_of(proposal.normalized, proposal.cwd):
         if not a.executed:
             continue
         if a.exit_code in (0, None) or a.epoch_after != state.epoch or a.env_epoch != state.env_epoch or a.exception:
@@ -240,8 +241,21 @@ def repeat_failure(p: Analysis, state: LedgerState, current: Current, rule: Rule
     return Finding(reason, evidence, ref_step=steps[-1])
 
 
-def noop_edit(p: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
-    return None  # decided after the command runs (runtime.py): whether it changed a file
+def noop_edit(proposal: Analysis, outcome: Outcome, rule: Rule) -> Finding | None:
+    """After the command: an edit that changed no file (not a submission; directories, as mkdir
+    makes, are not what the ledger tracks)."""
+    if proposal.command_class is not CommandClass.MODIFY or not proposal.writes or outcome.changed or proposal.submits:
+        return None
+    if not outcome.files:
+        return None
+    if outcome.returncode not in (0, None):
+        why = f"it failed (exit {outcome.returncode})"
+    elif outcome.missing:
+        why = "file not found: " + ", ".join(os.path.relpath(m, outcome.workdir) for m in outcome.missing[:3])
+    else:
+        why = "a pattern that did not match, or the wrong file?"
+    return Finding(f"this edit changed no file ({why})",
+                   evidence={"noop-edit": {"writes": list(proposal.writes[:5]), "missing": list(outcome.missing[:5])}})
 
 
 BUILTINS: dict[str, tuple[Callable[..., Finding | None], dict[str, Any]]] = {

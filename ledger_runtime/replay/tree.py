@@ -18,7 +18,6 @@ import ctypes
 import ctypes.util
 import errno
 import fcntl
-import hashlib
 import os
 import shutil
 import subprocess

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Iterable, Protocol
+from typing import TYPE_CHECKING, Iterable, Protocol
 
 from ledger_runtime.workspace.baseline import HeadContents, take_baseline
 from ledger_runtime.workspace.hashing import FileState, digest_bytes
 from ledger_runtime.workspace.signatures import PSEUDO_TREES, Probe
 from ledger_runtime.ledger.records import Baseline
 from ledger_runtime.workspace.scanner import Snapshot, WorkspaceScanner
+
+if TYPE_CHECKING:
+    from ledger_runtime.analysis.commands import Analysis
 
 
 class Workspace(Protocol):
@@ -45,6 +48,10 @@ class Workspace(Protocol):
     def watch(self, paths: Iterable[str]) -> None: ...
 
     def watched(self) -> int: ...
+
+    def prepare(self, analysis: Analysis) -> None:
+        """The command about to run, as the runtime analysed it (a workspace whose signing travels
+        with the command, a container's, takes what to sign from here instead of analysing again)."""
 
     def baseline(self, snapshot: Snapshot, task: str) -> Baseline: ...
 
@@ -105,6 +112,9 @@ class LocalWorkspace:
 
     def watched(self) -> int:
         return len(self.scanner.extra_paths)
+
+    def prepare(self, analysis: Analysis) -> None:
+        pass  # a local scan needs nothing of the command
 
     def baseline(self, snapshot: Snapshot, task: str) -> Baseline:
         return take_baseline(self.root, snapshot, task)

@@ -1,0 +1,615 @@
+"""The container helper and LocalWorkspace agree, without Docker.
+
+adapters/container/helper.py is a hand-written copy of the local scanner (scanner.py, hashing.py) and
+of the signatures (signatures.py), run inside a container by ContainerWorkspace. Here the "container"
+is this machine: a ContainerWorkspace talks to the helper through mini-swe-agent's LocalEnvironment
+(the transport "env": installed with ``sh -c``, called with ``python3 -S -E helper.py --run NONCE
+DIGEST ...``, its answers read by ``_json``/``unwrap``, as in a container), and a LocalWorkspace
+looks at the same real git tree. Both must give the same snapshot (paths, digests, sizes, line
+counts), the same changes between snapshots, the same kept and baseline contents of changed files,
+the same file states and the same signatures of read keys, before and after edits, deletions,
+additions, chmods, renames and git index changes.
+
+The two hash with different algorithms (xxh3_128 locally, blake2b-128 in the helper), so a digest is
+compared in one of two ways:
+
+- "translated": LocalWorkspace as shipped; each of its content digests is mapped to the helper's
+  digest of the same bytes (``LocalWorkspace.digest(b)`` -> ``ContainerWorkspace.digest(b)``), from
+  the files as they are. A digest that is not the hash of the file's current bytes maps to nothing
+  and shows as a difference. The digests of listings (``d:``, ``r:``, ``f:`` of a directory) cannot
+  be mapped back to bytes: they are compared in the other way only.
+- "blake2b": LocalWorkspace computing with the helper's hash (its xxhash module replaced by
+  blake2b-128, spelled as the helper spells it): every value, listing signatures included, must then
+  be equal as it is.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import hashlib
+import os
+import shlex
+import shutil
+import stat
+import subprocess
+import types
+from pathlib import Path
+
+import pytest
+from conftest import age, git, make_repo
+
+from ledger_runtime.workspace import hashing, signatures
+from ledger_runtime.workspace.hashing import FileState
+from ledger_runtime.workspace.local import LocalWorkspace
+from ledger_runtime.workspace.scanner import Snapshot, delta
+
+pytest.importorskip("minisweagent")
+
+KEEP = 2 * 1024 * 1024  # what ContainerWorkspace keeps of changed text files (the runtime's max_content_bytes)
+MAX_HASH = 64 * 1024 * 1024  # both hash files up to this size, above it their stat data
+LATIN = b"latin-\xe9.txt"  # a file name that is not UTF-8
+
+
+# -- the helper's hash, for LocalWorkspace ---------------------------------------------------------
+
+class _Blake2:
+    """blake2b-128 behind xxhash's hasher interface; ``prefix`` spells the digest as the helper does."""
+
+    def __init__(self, prefix: str = ""):
+        self.prefix = prefix
+        self.h = hashlib.blake2b(digest_size=16)
+
+    def update(self, data: bytes) -> None:
+        self.h.update(data)
+
+    def hexdigest(self) -> str:
+        return self.prefix + self.h.hexdigest()
+
+
+def use_helper_hash(monkeypatch) -> None:
+    """LocalWorkspace hashing as the helper does: file contents "b2:<hex>" (helper.b2), a link's
+    target "link:<hex>" (``b2(target)[3:]``), listings and trees "<hex>" (blake2b().hexdigest())."""
+    monkeypatch.setattr(hashing, "xxhash", types.SimpleNamespace(
+        xxh3_128=lambda: _Blake2("b2:"),
+        xxh3_128_hexdigest=lambda data: hashlib.blake2b(data, digest_size=16).hexdigest()))
+    monkeypatch.setattr(signatures, "xxhash", types.SimpleNamespace(xxh3_128=lambda: _Blake2()))
+
+
+# -- the tree ----------------------------------------------------------------------------------------
+
+def _supports_latin_names(d: Path) -> bool:
+    try:
+        p = os.path.join(os.fsencode(d), b"probe-\xe9")
+        with open(p, "wb"):
+            pass
+        os.unlink(p)
+        return True
+    except (OSError, UnicodeError):
+        return False
+
+
+def build_tree(base: Path) -> Path:
+    """A real git repository with every kind of entry the scanner and the signatures tell apart."""
+    root = base / "repo"
+    (root / "src" / "pkg" / "deep").mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    files: dict[str, bytes] = {
+        "README.md": b"# project\n" + b"".join(b"line %d\n" % i for i in range(40)),
+        "stable.txt": b"never changed\n",
+        "dirty.txt": b"committed\n",
+        "src/app.py": b"def main():\n    return 1\n",
+        "src/pkg/__init__.py": b"",
+        "src/pkg/deep/mod.py": b"X = 1\n",
+        "data.bin": bytes(range(256)) * 8,  # NUL bytes: binary, no line count
+        "late_nul.bin": b"a text-like header\n" * 50 + b"\0 then binary\n",  # a NUL within the first 8 KiB
+        "nul_after_8k.txt": b"x" * 9000 + b"\0\n",  # a NUL after the first 8 KiB: text, lines counted
+        "empty.txt": b"",
+        "no_newline.txt": b"first\nsecond",
+        "crlf.txt": b"one\r\ntwo\r\n",
+        "run.sh": b"#!/bin/sh\necho hi\n",
+        "big.txt": b"".join(b"%07d the quick brown fox jumps over the lazy dog\n" % i for i in range(60000)),  # 3.3 MB
+        "unicode-\u00e9.txt": "caf\u00e9\n".encode(),
+        ".gitignore": b"*.log\nbuild/\n",
+        "forced.log": b"tracked although *.log is ignored\n",
+    }
+    for rel, data in files.items():
+        (root / rel).write_bytes(data)
+    os.chmod(root / "run.sh", 0o755)
+    if _supports_latin_names(root):
+        with open(os.path.join(os.fsencode(root), LATIN), "wb") as f:
+            f.write(b"latin-1 name\n")
+    os.symlink("README.md", root / "link_to_file")
+    os.symlink("src", root / "link_to_dir")
+    os.symlink("nowhere.txt", root / "dangling")
+    git(root, "add", "-A")
+    git(root, "add", "-f", "forced.log")
+    git(root, "commit", "-q", "-m", "initial")
+    (root / "dirty.txt").write_bytes(b"committed\nthen changed\n")  # a dirty path at the baseline
+    # untracked, included
+    (root / "notes.txt").write_text("untracked notes\n")
+    with open(root / "huge.img", "wb") as f:  # sparse, over the hash limit: signed by its stat data
+        f.truncate(MAX_HASH + 1024)
+    (base / "outside.txt").write_text("outside the root\n")
+    os.symlink(str(base / "outside.txt"), root / "link_out")
+    # ignored, or never listed
+    (root / "debug.log").write_text("ignored, watched\n")
+    (root / "trace.log").write_text("ignored until .gitignore says otherwise\n")
+    (root / "build").mkdir()
+    (root / "build" / "out.o").write_bytes(b"\x7fELF\0")
+    (root / "emptydir").mkdir()
+    (root / "emptydir2").mkdir()
+    os.mkfifo(root / "fifo")
+    age(root, 10.0)
+    return root
+
+
+def rel_paths(root: Path, files) -> set[str]:
+    return {os.path.relpath(p, root) for p in files}
+
+
+def entries(root: Path) -> set[str]:
+    """Every path under root, ignored ones included, .git itself but nothing in it."""
+    out = {str(root), str(root / ".git")}
+    for d, dirs, names in os.walk(root):
+        if ".git" in dirs:
+            dirs.remove(".git")
+        out.update(os.path.join(d, n) for n in dirs + names)
+    return out
+
+
+# -- the two workspaces ------------------------------------------------------------------------------
+
+def _python36() -> str | None:
+    """A Python 3.6, the oldest the helper promises to run on, if this machine has one."""
+    pyenv = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.6*/bin/python3.6")))
+    for cand in [shutil.which("python3.6"), *pyenv]:
+        if not cand:
+            continue
+        try:
+            out = subprocess.run([cand, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
+                                 text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out.returncode == 0 and out.stdout.strip() == "(3, 6)":
+            return cand
+    return None
+
+
+class Pair:
+    """A LocalWorkspace and a ContainerWorkspace (its helper run on this machine) on one tree."""
+
+    def __init__(self, tmp_path: Path, root: Path, *, translated: bool, watch_events: bool, python: str | None):
+        from minisweagent.environments.local import LocalEnvironment
+
+        from ledger_adapters.container.workspace import ContainerWorkspace
+
+        self.root, self.translated = root, translated
+        env = {}
+        if python:  # the helper's install finds "python3" on the PATH: make it this one
+            bindir = tmp_path / "bin"
+            bindir.mkdir()
+            os.symlink(python, bindir / "python3")
+            env["PATH"] = f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"
+        self.env = LocalEnvironment(cwd=str(root), env=env, timeout=120)
+        self.lw = LocalWorkspace(str(root), watch_events=watch_events)
+        assert self.lw.scan_is_cheap == watch_events, "inotify is not available here" if watch_events else ""
+        self.cw = ContainerWorkspace(self.env, str(root), transport="env")
+        self.names: dict[str, str] = {}  # a local digest -> the helper's digest of the same bytes
+        self.last: tuple[Snapshot, Snapshot] | None = None
+
+    def close(self) -> None:
+        helper_dir = self.cw.dir
+        self.cw.close()
+        self.lw.close()
+        assert helper_dir and not os.path.exists(helper_dir)
+
+    # running a command as the runtime does with a container: the report rides in its own exec
+    def run(self, command: str) -> str:
+        before = self.cw.reports_in_band
+        out = self.env.execute({"command": self.cw.wrap(command, str(self.root))}, cwd=str(self.root))
+        shown = self.cw.unwrap(out["output"])
+        assert out["returncode"] == 0, shown
+        assert self.cw.reports_in_band == before + 1, f"no in-band report: {out['output'][-500:]!r}"
+        return shown
+
+    # digests in the helper's terms
+    def learn(self, paths) -> None:
+        if not self.translated:
+            return
+        for p in paths:
+            try:
+                st = os.lstat(p)
+                if stat.S_ISLNK(st.st_mode):
+                    target = os.fsencode(os.readlink(p))
+                    # both: "link:" + the hash of the target's text (without the "b2:" of the helper's content hashes)
+                    self.names["link:" + self.lw.digest(target)] = "link:" + self.cw.digest(target)[3:]
+                elif stat.S_ISREG(st.st_mode) and st.st_size <= MAX_HASH:
+                    data = Path(p).read_bytes()
+                    self.names[self.lw.digest(data)] = self.cw.digest(data)
+            except OSError:
+                pass
+
+    def tr(self, fs: FileState | None) -> FileState | None:
+        return None if fs is None else FileState(self.names.get(fs.digest, fs.digest), fs.size, fs.lines)
+
+    def tr_sig(self, value: str, local: bool) -> str:
+        if self.translated and value.startswith("dir:"):
+            return "dir:<listing>"  # a listing's hash: compared in the blake2b mode
+        if not (self.translated and local):
+            return value
+        digest, at, real = value.partition("@")
+        return self.names.get(digest, digest) + at + real
+
+    # the comparisons
+    def snapshots(self, what: str) -> tuple[Snapshot, list[str] | None]:
+        """Scan both; the snapshots, the changes since the last ones, what was kept and the baseline
+        contents of the changed files must agree."""
+        ls = self.lw.scan(keep_limit=KEEP)
+        cs = self.cw.scan(keep_limit=KEEP)
+        self.learn(set(ls.files) | set(cs.files))
+        assert {p: self.tr(fs) for p, fs in ls.files.items()} == cs.files, f"{what}: snapshots differ"
+        for p, fs in cs.files.items():  # what the runtime checks a file's bytes against
+            if not fs.digest.startswith(("link:", "large:")):
+                data = Path(p).read_bytes()
+                assert fs.digest == self.cw.digest(data) and fs.size == len(data), p
+        changes = None
+        if self.last is not None:
+            ld = [(c.path, self.tr(c.before), self.tr(c.after)) for c in delta(self.last[0], ls)]
+            cd = [(c.path, c.before, c.after) for c in delta(self.last[1], cs)]
+            assert ld == cd, f"{what}: changes differ"
+            changes = [c[0] for c in cd]
+            written = [p for p, _, after in cd if after is not None and not after.digest.startswith("link:")]
+            lk = {p: self.lw.kept().get(p) for p in written}
+            ck = {p: self.cw.kept().get(p) for p in written}
+            assert lk == ck, f"{what}: kept contents of the changed files differ"
+            for p, before, after in cd:  # a new content was read: kept (a path new to the snapshot may be known)
+                data = Path(p).read_bytes() if after is not None and before is not None else None
+                if data is not None and p in written and len(data) <= KEEP and b"\0" not in data[:8192]:
+                    assert ck[p] == data, f"{what}: the content of {p} is not kept"
+            head = self.cw.baseline(cs, "").head_commit
+            for p in changes:
+                lh = self.lw.baseline_content(p, head)
+                if lh is None or len(lh) <= KEEP:  # the helper sends them up to its keep limit
+                    assert self.cw.baseline_content(p, head) == lh, f"{what}: baseline content of {p}"
+        gone = {p for p in (set(self.last[1].files) - set(cs.files) if self.last else ()) if not os.path.lexists(p)}
+        for p in sorted(gone | {p for p, fs in cs.files.items() if not fs.digest.startswith("link:")}):
+            assert self.tr(self.lw.file_state(p)) == self.cw.file_state(p), f"{what}: file_state({p!r})"
+        self.last = (ls, cs)
+        return cs, changes
+
+    def keys(self, paths) -> list[str]:
+        kinds = "fxm" if self.translated else "fxmdr"
+        return [f"{k}:{p}" for p in sorted(paths) for k in kinds]
+
+    def signatures(self, keys: list[str], what: str) -> dict[str, str]:
+        """The same signatures from both (ContainerWorkspace's, and the helper's own when asked now)."""
+        self.learn({os.path.realpath(k[2:]) for k in keys} | {k[2:] for k in keys})
+        local = self.lw.sign_many(keys)
+        theirs = self.cw.sign_many(keys)
+        asked = self.cw._json(self.cw._exec(self.cw.helper_argv("sign", self.cw.state_file, *keys)))["sigs"]
+        assert asked == theirs, f"{what}: ContainerWorkspace's signatures are not the helper's now"
+        mine = {k: self.tr_sig(v, True) for k, v in local.items()}
+        assert mine == {k: self.tr_sig(v, False) for k, v in theirs.items()}, f"{what}: signatures differ"
+        return theirs
+
+
+TRACKED = {"README.md", "stable.txt", "dirty.txt", "src/app.py", "src/pkg/__init__.py", "src/pkg/deep/mod.py",
+           "data.bin", "late_nul.bin", "nul_after_8k.txt", "empty.txt", "no_newline.txt", "crlf.txt", "run.sh",
+           "big.txt", "unicode-\u00e9.txt", ".gitignore", "forced.log", "link_to_file", "link_to_dir", "dangling"}
+UNTRACKED = {"notes.txt", "huge.img", "link_out"}
+
+
+MODES = [pytest.param(t, e, p, id=f"{'xxh3-translated' if t else 'blake2b'}-{'inotify' if e else 'walk'}-{p}")
+         for t in (True, False) for e in (True, False) for p in ("python3", "python3.6")]
+
+
+@pytest.mark.parametrize("translated,watch_events,python", MODES)
+def test_the_helper_and_the_local_workspace_agree_before_and_after_changes(tmp_path, monkeypatch, translated,
+                                                                          watch_events, python):
+    exe = None
+    if python == "python3.6":
+        exe = _python36()
+        if exe is None:
+            pytest.skip("no Python 3.6 on this machine")
+    if not translated:
+        use_helper_hash(monkeypatch)
+    root = build_tree(tmp_path)
+    latin = os.fsdecode(os.path.join(os.fsencode(root), LATIN))
+    has_latin = os.path.lexists(latin)
+    tracked = TRACKED | ({os.path.relpath(latin, root)} if has_latin else set())
+    pair = Pair(tmp_path, root, translated=translated, watch_events=watch_events, python=exe)
+    r = str(root)
+    try:
+        if exe:
+            version = subprocess.run([pair.cw.python, "-c", "import sys; print(sys.version_info[:2])"],
+                                     capture_output=True, text=True).stdout.strip()
+            assert version == "(3, 6)", f"the helper ran under {pair.cw.python}"
+        seen: set[str] = set()
+
+        # 0. the first snapshot (the helper's, taken when it was installed)
+        cs, _ = pair.snapshots("first snapshot")
+        assert rel_paths(root, cs.files) == tracked | UNTRACKED
+        f = cs.files
+        assert f[f"{r}/no_newline.txt"].lines == 2 and f[f"{r}/crlf.txt"].lines == 2
+        assert (f[f"{r}/empty.txt"].size, f[f"{r}/empty.txt"].lines) == (0, 0)
+        assert f[f"{r}/data.bin"].lines is None and f[f"{r}/big.txt"].lines == 60000
+        assert f[f"{r}/late_nul.bin"].lines is None and f[f"{r}/nul_after_8k.txt"].lines == 1
+        assert f[f"{r}/huge.img"].digest.startswith("large:") and f[f"{r}/huge.img"].lines is None
+        assert all(f[f"{r}/{n}"].digest.startswith("link:") for n in ("link_to_file", "link_to_dir", "dangling"))
+        lb, cb = pair.lw.baseline(pair.last[0], "t"), pair.cw.baseline(cs, "t")
+        head = git(root, "rev-parse", "HEAD").strip()
+        assert (cb.root, cb.is_git, cb.head_commit, cb.branch, cb.dirty_paths, cb.file_count) == \
+               (lb.root, lb.is_git, lb.head_commit, lb.branch, lb.dirty_paths, lb.file_count) == \
+               (r, True, head, "main", ("dirty.txt",), len(tracked | UNTRACKED))
+        # the current state, and a few paths that are not there
+        specials = {f"{r}/nope", f"{r}/nope/deeper", f"{r}/README.md/x", str(tmp_path / "outside.txt")}
+        seen |= entries(root) | specials
+        sigs = pair.signatures(pair.keys(seen), "first snapshot")
+        readme = (root / "README.md").read_bytes()
+        assert sigs[f"f:{r}/README.md"] == pair.cw.digest(readme)
+        assert sigs[f"f:{r}/link_to_file"] == f"{pair.cw.digest(readme)}@{r}/README.md"
+        assert sigs[f"x:{r}/link_to_dir"] == "link:src:dir" and sigs[f"x:{r}/dangling"] == "link:nowhere.txt:missing"
+        assert sigs[f"f:{r}/nope"] == sigs[f"f:{r}/README.md/x"] == sigs[f"f:{r}/dangling"] == "missing"
+        assert sigs[f"f:{r}/fifo"].startswith("special:") and sigs[f"f:{r}/huge.img"].startswith("large:")
+        assert sigs[f"m:{r}/run.sh"].startswith("100755,")
+
+        # 1. files the scan does not cover, watched; a command that reads a file, its report in band
+        watched = [str(tmp_path / "outside.txt"), f"{r}/debug.log"]
+        pair.lw.watch(watched)
+        pair.cw.watch(watched)
+        cs, changes = pair.snapshots("watched files")
+        assert sorted(changes) == sorted(watched)
+        assert pair.run("cat stable.txt") == "never changed\n"
+        cs, changes = pair.snapshots("after a read")
+        assert changes == []
+        shown = pair.cw.content(f"{r}/stable.txt", KEEP)  # what the command's output is checked against
+        assert shown == pair.lw.content(f"{r}/stable.txt", KEEP) == b"never changed\n"
+        pair.signatures(pair.keys(seen), "after a read")
+
+        # 2. changes made by a command, the snapshot in its report: edit, delete, add, chmod, rename...
+        script = [
+            "printf 'appended\\n' >> README.md",  # edit
+            "printf 'ONE\\r\\nTWO\\r\\n' > crlf.txt",  # same size, within the same second
+            "rm no_newline.txt",  # delete
+            "printf 'new\\n' > src/new.py && mkdir -p newdir/sub && printf x > newdir/sub/file.txt",  # add
+            "chmod -x run.sh && chmod +x empty.txt",  # chmod: no content change
+            "mv src/app.py src/app_renamed.py && mv src/pkg src/pkg2",  # rename a file, a directory
+            "ln -sfn crlf.txt link_to_file",  # a symlink to another target
+            "printf '\\000\\001' >> data.bin",  # binary
+            "printf 'tail\\n' >> big.txt",  # large-ish
+            "printf '!trace.log\\n' >> .gitignore",  # an ignore rule: trace.log is included now
+            "printf 'w\\n' >> debug.log && printf 'o\\n' >> ../outside.txt",  # the watched files
+        ]
+        if has_latin:
+            script.append("printf 'more\\n' >> \"$(printf 'latin-\\351.txt')\"")  # a name that is not UTF-8
+        pair.run(" && ".join(script))
+        cs, changes = pair.snapshots("after a command's changes")
+        moved = {"src/app.py", "src/pkg/__init__.py", "src/pkg/deep/mod.py", "no_newline.txt"}
+        assert rel_paths(root, cs.files) == (tracked | UNTRACKED | {"src/new.py", "newdir/sub/file.txt", "trace.log",
+                                             "src/app_renamed.py", "src/pkg2/__init__.py", "src/pkg2/deep/mod.py"}
+                                             | {"../outside.txt", "debug.log"}) - moved
+        expected = moved | {"README.md", "crlf.txt", "src/new.py", "newdir/sub/file.txt", "src/app_renamed.py",
+                            "src/pkg2/__init__.py", "src/pkg2/deep/mod.py", "link_to_file", "data.bin", "big.txt",
+                            ".gitignore", "trace.log", "debug.log", "../outside.txt"}
+        assert set(rel_paths(root, changes)) == expected | ({os.path.relpath(latin, root)} if has_latin else set())
+        seen |= entries(root)
+        sigs = pair.signatures(pair.keys(seen), "after a command's changes")
+        assert sigs[f"f:{r}/src/app.py"] == "missing" and sigs[f"x:{r}/src/pkg2/deep"] == "dir"
+        assert sigs[f"m:{r}/run.sh"].startswith("100644,") and sigs[f"m:{r}/empty.txt"].startswith("100755,")
+
+        # 3. changes made behind the helper's back (its own round trip): type changes, the index, ...
+        shutil.rmtree(root / "newdir")
+        (root / "src" / "new.py").write_text("new\nand more\n")
+        os.unlink(root / "empty.txt")
+        (root / "empty.txt").mkdir()
+        (root / "empty.txt" / "inner.txt").write_text("a file where a file was\n")
+        os.unlink(root / "link_to_dir")
+        (root / "link_to_dir").write_text("a file where a link was\n")
+        git(root, "rm", "-q", "--cached", "forced.log")  # untracked now, and ignored: out
+        git(root, "add", "notes.txt")  # tracked now: no change
+        os.utime(root / "stable.txt", (1_000_000_000, 1_000_000_000))  # stat data only: no change
+        (root / "emptydir" / "now.txt").write_text("in the directory that was empty\n")
+        (root / "build" / "new.o").write_bytes(b"ignored\n")
+        os.unlink(root / "debug.log")
+        cs, changes = pair.snapshots("after changes behind the helper's back")
+        assert set(rel_paths(root, changes)) == {"newdir/sub/file.txt", "src/new.py", "empty.txt",
+                                                 "empty.txt/inner.txt", "link_to_dir", "forced.log",
+                                                 "emptydir/now.txt", "debug.log"}
+        seen |= entries(root)
+        sigs = pair.signatures(pair.keys(seen), "after changes behind the helper's back")
+        assert sigs[f"x:{r}/empty.txt"] == "dir" and sigs[f"x:{r}/link_to_dir"] == "file"
+        assert sigs[f"x:{r}/newdir"] == "missing"
+
+        # 4. changes with git's index and ignore rules as they were (no listing rebuilt from git)
+        (root / "emptydir2" / "first.txt").write_text("the first file of a directory empty at the start\n")
+        (root / "late_nul.bin").write_bytes(b"still a header\n" * 10 + b"\0")
+        (root / "nul_after_8k.txt").write_bytes(b"y" * 9000 + b"\0\n")
+        os.unlink(root / "notes.txt")
+        (root / "src" / "added.py").write_text("A = 1\n")
+        cs, changes = pair.snapshots("after changes with the index unchanged")
+        assert set(rel_paths(root, changes)) == {"emptydir2/first.txt", "late_nul.bin", "nul_after_8k.txt",
+                                                 "notes.txt", "src/added.py"}
+        seen |= entries(root)
+        pair.signatures(pair.keys(seen), "after changes with the index unchanged")
+
+        # 5. nothing changed: the same again
+        cs, changes = pair.snapshots("a scan after nothing changed")
+        assert changes == []
+        pair.signatures(pair.keys(seen), "a scan after nothing changed")
+    finally:
+        pair.close()
+
+
+# -- the differences found: each asserts the agreement that should hold --------------------------------
+
+@pytest.fixture
+def pairs(tmp_path):
+    made: list[Pair] = []
+
+    def make(root: Path, *, translated: bool = True, watch_events: bool = False) -> Pair:
+        made.append(Pair(tmp_path, root, translated=translated, watch_events=watch_events, python=None))
+        return made[-1]
+
+    yield make
+    for pair in made:
+        pair.close()
+
+
+EVENTS = pytest.mark.parametrize("watch_events", [True, False], ids=["inotify", "walk"])
+
+
+@EVENTS
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "helper.py's git_key() watches only ROOT/.git/index and the .gitignore files git listed; scanner.py's "
+    "_git_state_key() also watches .git/info/exclude: a pattern added there drops the file from the local "
+    "snapshot, not from the helper's (until git's index changes)"))
+def test_a_pattern_added_to_info_exclude_drops_the_file_from_both(tmp_path, pairs, watch_events):
+    root = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    (root / "notes.txt").write_text("untracked\n")
+    pair = pairs(root, watch_events=watch_events)
+    cs, _ = pair.snapshots("before")
+    assert f"{root}/notes.txt" in cs.files
+    (root / ".git" / "info").mkdir(exist_ok=True)
+    with open(root / ".git" / "info" / "exclude", "a") as f:
+        f.write("notes.txt\n")
+    cs, changes = pair.snapshots("after info/exclude changed")
+    assert changes == [f"{root}/notes.txt"] and f"{root}/notes.txt" not in cs.files
+
+
+@EVENTS
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "helper.py records ignore files only in refresh() (from git ls-files), never when its scan finds a new "
+    ".gitignore, so a new .gitignore in a subdirectory never rebuilds its listing: the files it ignores stay in "
+    "the helper's snapshot; scanner.py's _classify() records it and its next scan rebuilds the listing from git"))
+def test_a_new_gitignore_in_a_subdirectory_drops_what_it_ignores_from_both(tmp_path, pairs, watch_events):
+    root = make_repo(tmp_path / "repo", {"sub/a.txt": "a\n"})
+    (root / "sub" / "b.tmp").write_text("untracked\n")
+    pair = pairs(root, watch_events=watch_events)
+    pair.snapshots("before")
+    (root / "sub" / ".gitignore").write_text("*.tmp\n")
+    pair.snapshots("the scan that finds the new .gitignore")
+    cs, changes = pair.snapshots("the next scan")
+    assert f"{root}/sub/b.tmp" not in cs.files and changes == [f"{root}/sub/b.tmp"]
+
+
+@EVENTS
+@pytest.mark.parametrize("layout", ["subdirectory", "worktree"])
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "helper.py's git_key() stats ROOT/.git/index: for a root below the top of the work tree, or a linked worktree "
+    "(.git is a file), there is no such file, so a change of git's index (a tracked file that the ignore rules "
+    "match, untracked with git rm --cached) never rebuilds the helper's listing and the file stays in its "
+    "snapshot; scanner.py finds the index through git_top and _git_dir()"))
+def test_an_index_change_is_seen_by_both_when_the_root_is_not_the_top_of_a_repository(tmp_path, pairs, layout,
+                                                                                    watch_events):
+    top = make_repo(tmp_path / "repo", {"sub/a.txt": "a\n", ".gitignore": "*.log\n"})
+    (top / "sub" / "forced.log").write_text("tracked although ignored\n")
+    git(top, "add", "-f", "sub/forced.log")
+    git(top, "commit", "-q", "-m", "forced")
+    if layout == "subdirectory":
+        root = top / "sub"
+    else:
+        git(top, "worktree", "add", "-q", str(tmp_path / "wt"))
+        root = tmp_path / "wt"  # a linked worktree: its .git is a file
+    pair = pairs(root, watch_events=watch_events)
+    forced = next(p for p in pair.snapshots("before")[0].files if p.endswith("forced.log"))
+    git(root, "rm", "-q", "--cached", os.path.relpath(forced, root))
+    cs, changes = pair.snapshots("after git rm --cached")
+    assert forced not in cs.files and changes == [forced]
+
+
+@EVENTS
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "outside a git repository, helper.DEFAULT_IGNORES lacks 'venv', '.ruff_cache', '.eggs' and '*.egg-info', which "
+    "scanner.DEFAULT_IGNORES has: their files are in the helper's snapshot only"))
+def test_a_root_outside_git_ignores_the_same_directories_in_both(tmp_path, pairs, watch_events):
+    root = tmp_path / "plain"
+    kept = ["a.py", "src/b.py", "build/out.txt"]
+    ignored = ["x.pyc", "__pycache__/m.pyc", ".venv/lib.py", "node_modules/m.js", ".tox/t", ".mypy_cache/m",
+               ".pytest_cache/p", ".git/HEAD", "venv/lib.py", ".ruff_cache/c", ".eggs/e.py", "pkg.egg-info/PKG-INFO"]
+    for rel in kept + ignored:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(rel + "\n")
+    pair = pairs(root, watch_events=watch_events)
+    cs, _ = pair.snapshots("a root outside git")
+    assert not pair.cw.baseline(cs, "").is_git and rel_paths(root, cs.files) == set(kept)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "signatures.py signs f: of a file under /proc, /sys or /dev (however reached: through a symlink too) as "
+    "'special:<stat data>' and never reads it; helper.py's sign() has no such check and hashes the file's content "
+    "('b2:...', 'b2:...@/proc/version' through a link)"))
+def test_a_file_under_proc_is_signed_by_its_stat_data_in_both(tmp_path, pairs):
+    root = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    os.symlink("/proc/version", root / "lproc")
+    pair = pairs(root)
+    pair.snapshots("start")
+    sigs = pair.signatures(["f:/proc/version", f"f:{root}/lproc", "m:/proc/version", f"x:{root}/lproc"], "/proc")
+    assert sigs["f:/proc/version"].startswith("special:") and sigs[f"f:{root}/lproc"].startswith("special:")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "on a path the kernel cannot resolve (ELOOP, a symlink loop), signatures.py signs f:, x:, d: and r: as "
+    "'error:<ELOOP>' (only ENOENT and ENOTDIR sign as 'missing'); helper.py's sign(), listing_sig() and tree_sig() "
+    "answer 'missing' for any OSError (m: agrees: 'error:<ELOOP>')"))
+def test_a_path_through_a_symlink_loop_signs_alike(tmp_path, pairs):
+    root = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    os.symlink("loop", root / "loop")
+    pair = pairs(root)
+    pair.snapshots("start")
+    keys = [f"f:{root}/loop", f"m:{root}/loop/x"] + [f"{k}:{root}/loop/x" for k in "fxdr"]
+    sigs = pair.signatures(keys, "a symlink loop")
+    assert sigs[f"m:{root}/loop/x"] == f"error:{errno.ELOOP}"
+
+
+@pytest.mark.xfail(strict=True, raises=(RecursionError, AssertionError), reason=(
+    "not a difference, a bug both share: x: of a symlink to itself recurses forever (os.path.realpath returns the "
+    "link, which is a link again): signatures.Probe._exists raises RecursionError; helper.py answers "
+    "'RecursionError', ContainerWorkspace reinstalls the helper and raises HelperError"))
+def test_a_symlink_to_itself_is_signed_by_both(tmp_path, pairs):
+    from ledger_adapters.container.workspace import HelperError
+
+    root = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    os.symlink("loop", root / "loop")
+    pair = pairs(root)
+    pair.snapshots("start")
+    try:
+        sigs = pair.signatures([f"x:{root}/loop"], "x: of a self-loop")
+    except HelperError as e:
+        raise AssertionError(f"the helper failed: {e}") from None
+    assert sigs[f"x:{root}/loop"].startswith("link:loop:")
+
+
+@pytest.mark.parametrize("which", ["ignored file", "file outside the root", "symlink in the snapshot"])
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "ContainerWorkspace.file_state() answers only from its snapshot (and the states of the last command's f: "
+    "keys): None for an ignored file, a file outside the root, and a symlink (its snapshot entry is the link's own "
+    "'link:' digest); LocalWorkspace.file_state() reads any path, following symlinks"))
+def test_file_state_of_a_path_the_snapshot_does_not_hash_agrees(tmp_path, pairs, which):
+    root = make_repo(tmp_path / "repo", {"a.txt": "a\n", ".gitignore": "*.log\n"})
+    (root / "debug.log").write_text("ignored\n")
+    (tmp_path / "outside.txt").write_text("outside\n")
+    os.symlink("a.txt", root / "la")
+    path = {"ignored file": root / "debug.log", "file outside the root": tmp_path / "outside.txt",
+            "symlink in the snapshot": root / "la"}[which]
+    pair = pairs(root)
+    pair.snapshots("start")
+    pair.learn([str(path), os.path.realpath(path)])
+    local = pair.tr(pair.lw.file_state(str(path)))
+    assert local is not None and local.size == len(path.read_bytes())
+    assert pair.cw.file_state(str(path)) == local
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "ContainerWorkspace.file_state() prefers _states, filled from the f: keys of an earlier command and never "
+    "updated by later scans: after `cat a.txt` then `printf >> a.txt` (which signs no key) it returns the state "
+    "a.txt had before the edit, while its own snapshot and LocalWorkspace have the new one"))
+def test_file_state_after_a_read_then_an_edit_is_the_new_state_in_both(tmp_path, pairs):
+    root = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    pair = pairs(root)
+    pair.snapshots("start")
+    assert pair.run("cat a.txt") == "a\n"
+    pair.snapshots("after the read")
+    pair.run("printf 'b\\n' >> a.txt")
+    cs, changes = pair.snapshots("after the edit")
+    assert changes == [f"{root}/a.txt"] and cs.files[f"{root}/a.txt"].size == 4
