@@ -5,10 +5,13 @@ anything else built on it import what they need from here, and only from here: t
 the public API (docs/adapters.md says how an adapter uses them). They load on first use, so
 importing the package costs nothing (the hook client's start-up depends on that).
 
-The subpackages, by job: ``analysis`` (what a command reads, shows and writes), ``workspace``
-(snapshots, signatures, hashing, baseline), ``ledger`` (records, state, store, masking, reading a
-finished ledger), ``decide`` (govern, the policy gate, the context policy), ``answers`` (the answer
-built from a fresh output), ``replay``, ``cli``, ``hooks``; ``runtime`` holds the step that joins them.
+The rooms, from the bottom up (a room imports only rooms below it; tests/test_structure.py checks):
+``records`` and ``lines`` (the vocabulary), ``analysis`` (what a command reads, shows and writes),
+``workspace`` (snapshots, signatures, hashing, baseline), ``ledger`` (state, store, observations,
+modifications, faults, masking), ``answers`` (the answer built from a fresh output), ``decide``
+(govern, the policy gate, the context policy), ``inform`` (the state view), ``config``, ``runtime``
+(the step that joins them), ``inspection``, ``replay``, ``cli``; ``hooks`` stands alone (standard
+library only).
 """
 
 from __future__ import annotations
@@ -34,9 +37,9 @@ _EXPORTS = {
     "Analysis": "analysis.commands", "analyze": "analysis.commands", "analyze_patch": "analysis.commands",
     "ANY_FILE": "analysis.commands",
     # records
-    "Verdict": "ledger.records", "VerdictKind": "ledger.records", "Baseline": "ledger.records",
+    "Verdict": "records", "VerdictKind": "records", "Baseline": "records",
     "Truncation": "ledger.observe", "NotALedger": "ledger.store",
-    "load": "ledger.inspection", "summary": "ledger.inspection", "render_summary": "ledger.inspection",
+    "load": "inspection", "summary": "inspection", "render_summary": "inspection",
     # privacy
     "secret_values": "ledger.redact", "private_dir": "ledger.private", "write_private": "ledger.private",
     "tighten": "ledger.private", "InUse": "ledger.private",
@@ -85,10 +88,10 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.hooks import fasthook_script
     from ledger_runtime.hooks.server import HookServer
     from ledger_runtime.inform import VIEW_NOTE, view_delta
-    from ledger_runtime.ledger.inspection import load, render_summary, summary
+    from ledger_runtime.inspection import load, render_summary, summary
     from ledger_runtime.ledger.observe import Truncation
     from ledger_runtime.ledger.private import InUse, private_dir, tighten, write_private
-    from ledger_runtime.ledger.records import Baseline, Verdict, VerdictKind
+    from ledger_runtime.records import Baseline, Verdict, VerdictKind
     from ledger_runtime.ledger.redact import secret_values
     from ledger_runtime.ledger.store import NotALedger
     from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger_runtime.answers.build import Dedupe
-from ledger_runtime.ledger.records import ReuseForm
+from ledger_runtime.records import ReuseForm
 
 
 class ConfigError(ValueError):

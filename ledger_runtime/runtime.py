@@ -49,7 +49,7 @@ from ledger_runtime.workspace.signatures import PENDING
 from ledger_runtime.inform import StateView, render
 from ledger_runtime.workspace.local import LocalWorkspace, Workspace
 from ledger_runtime.ledger.observe import FileText, Truncation, observations
-from ledger_runtime.ledger.records import Attempt, CommandClass, Modification, ReuseForm, Verdict, VerdictKind
+from ledger_runtime.records import Attempt, CommandClass, Modification, ReuseForm, Verdict, VerdictKind
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LedgerStore, StoreError
 from ledger_runtime.workspace.scanner import Change, Snapshot, delta

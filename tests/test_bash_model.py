@@ -26,7 +26,7 @@ from ledger_runtime.workspace.hashing import digest_bytes
 from ledger_runtime.decide.policies import BUILTINS, verify_before_submit
 from ledger_runtime.decide.gate import build_rules
 from ledger_runtime.decide.govern import Current
-from ledger_runtime.ledger.records import CommandClass
+from ledger_runtime.records import CommandClass
 from ledger_runtime.runtime import LedgerRuntime
 
 W = "/w"

@@ -21,8 +21,8 @@ from conftest import CALC_PROJECT, make_repo
 from fake_responses import FakeResponses, codex_user_home, developer_texts, function_outputs
 
 from ledger_adapters.codex.cli import CODEX_VERSION, find_codex, hook_launcher
-from ledger_runtime.ledger.inspection import load
-from ledger_runtime.ledger.records import VerdictKind
+from ledger_runtime.inspection import load
+from ledger_runtime.records import VerdictKind
 
 CODEX = find_codex(None)
 if CODEX is None and os.environ.get("LEDGER_REQUIRE_CODEX"):

@@ -22,8 +22,8 @@ from ledger_adapters.codex.hooks import CodexHooks, truncation_for
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.hooks.server import HookServer
 from ledger_runtime.inform import StateView, view_delta
-from ledger_runtime.ledger.inspection import load
-from ledger_runtime.ledger.records import VerdictKind
+from ledger_runtime.inspection import load
+from ledger_runtime.records import VerdictKind
 from ledger_runtime.runtime import LedgerRuntime
 
 DATA = Path(__file__).parent / "data" / "codex"

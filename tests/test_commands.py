@@ -10,7 +10,7 @@ import pytest
 from conftest import SHARED
 from ledger_adapters.mini.format import SUBMISSION  # the agent whose marker these commands use
 from ledger_runtime.analysis.commands import ANY_FILE, analyze
-from ledger_runtime.ledger.records import CommandClass
+from ledger_runtime.records import CommandClass
 from ledger_runtime.analysis.programs import awk_range, resolve, sed_range
 from ledger_runtime.analysis.shell import parse
 

@@ -6,7 +6,7 @@ from ledger_runtime.analysis.commands import analyze
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.decide.govern import Current, govern
 from ledger_runtime.workspace.hashing import FileState
-from ledger_runtime.ledger.records import Attempt, Observation, ReuseForm, Verdict, VerdictKind
+from ledger_runtime.records import Attempt, Observation, ReuseForm, Verdict, VerdictKind
 from ledger_runtime.ledger.state import LedgerState
 
 W = "/w"

@@ -18,7 +18,7 @@ from minisweagent.models.test_models import (DeterministicModel, DeterministicTo
                                              make_output, make_toolcall_output)
 
 from ledger_adapters.mini.environment import LedgerEnvironment, LedgerModel  # noqa: E402
-from ledger_runtime.ledger.inspection import load  # noqa: E402
+from ledger_runtime.inspection import load  # noqa: E402
 
 TEST = "python3 -m unittest -q test_calc"
 FILES = CALC_PROJECT

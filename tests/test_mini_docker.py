@@ -11,7 +11,7 @@ import pytest
 
 from docker_support import docker_image  # noqa: F401  (fixture)
 from ledger_adapters.mini.environment import LedgerEnvironment, LedgerModel
-from ledger_runtime.ledger.inspection import load
+from ledger_runtime.inspection import load
 from minisweagent.agents.default import DefaultAgent
 from minisweagent.environments.docker import DockerEnvironment
 from minisweagent.models.test_models import make_output

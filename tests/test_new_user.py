@@ -159,7 +159,7 @@ def test_mini_in_docker_works_on_the_work_tree(tmp_path, docker_image):  # noqa:
                    "--image", docker_image, "-t", "fix add", "-w", str(repo), "-o", str(run), "-y", "--exit-immediately")
     assert r.returncode == 0, r.stderr[-3000:]
     assert (repo / "made.txt").read_text() == "done\n" and "a + b" in (repo / "calc.py").read_text()
-    from ledger_runtime.ledger.inspection import load
+    from ledger_runtime.inspection import load
 
     state = load(run).state
     assert state.attempts[0].exit_code == 0 and [os.path.basename(m.path) for m in state.modifications
@@ -279,7 +279,7 @@ def test_ctrl_c_in_the_demo_says_what_was_kept(tmp_path):
     assert p.wait(timeout=120) == 130, "".join(out)
     text = " ".join("".join(out).split())
     assert f"interrupted: the ledger of the steps so far is kept in {tmp_path / 'd' / 'run'}" in text
-    from ledger_runtime.ledger.inspection import load
+    from ledger_runtime.inspection import load
 
     assert load(tmp_path / "d" / "run").state.attempts, "the steps before Ctrl-C are in the ledger"
 
@@ -288,7 +288,7 @@ def test_tables_fit_80_columns_without_breaking_words(tmp_path):
     from rich.cells import cell_len
     from rich.console import Console
 
-    from ledger_runtime.ledger.inspection import load, print_inspection
+    from ledger_runtime.inspection import load, print_inspection
     from ledger_runtime.replay.report import aggregate, table
 
     long_path = "inventory/pricing_and_discounts.py"

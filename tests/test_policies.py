@@ -12,11 +12,11 @@ import pytest
 from conftest import CALC_PROJECT, make_repo
 from ledger_runtime.config import ConfigError, LedgerConfig, load_config
 from ledger_runtime.executor import LocalExecutor
-from ledger_runtime.ledger.inspection import load
+from ledger_runtime.inspection import load
 from ledger_adapters.mini.format import SUBMISSION  # the agent whose marker these commands use
 from ledger_adapters.swebench.protected import SWEBENCH_PROTECTED
 from ledger_runtime.decide.policies import DESTRUCTIVE
-from ledger_runtime.ledger.records import VerdictKind
+from ledger_runtime.records import VerdictKind
 from ledger_runtime.runtime import LedgerRuntime
 
 EX = LocalExecutor(timeout=30)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ledger_runtime.config import ConfigError, LedgerConfig, load_config
-from ledger_runtime.ledger.records import (Attempt, Baseline, CommandClass, LineSpan, Modification, Observation, ReuseForm,
+from ledger_runtime.records import (Attempt, Baseline, CommandClass, LineSpan, Modification, Observation, ReuseForm,
                                     Verdict, VerdictKind)
 
 

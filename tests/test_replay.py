@@ -276,7 +276,7 @@ def test_parallel_replays_each_see_their_own_tree(tmp_path):
             assert res["rows"][0]["exit"] == 0
         ledgers = sorted((base / "out" / "ledgers").iterdir())
         assert len(ledgers) == 2
-        from ledger_runtime.ledger.inspection import load as load_ledger
+        from ledger_runtime.inspection import load as load_ledger
 
         for i, led in enumerate(ledgers):
             loaded = load_ledger(led)

@@ -13,8 +13,8 @@ from conftest import make_repo
 from ledger_adapters.mini.format import SUBMISSION  # the agent whose marker these commands use
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
-from ledger_runtime.ledger.inspection import load, summary
-from ledger_runtime.ledger.records import CommandClass, VerdictKind
+from ledger_runtime.inspection import load, summary
+from ledger_runtime.records import CommandClass, VerdictKind
 from ledger_runtime.runtime import LedgerRuntime
 from ledger_runtime.answers.transcript import Transcript
 
@@ -221,7 +221,7 @@ def test_state_view_is_deterministic_and_within_budget(repo, tmp_path):
     assert "Last failing run: #4" in v1 and "may no longer hold: calc.py changed at step 5" in v1
     rt.close()
     again = load(tmp_path / "run")
-    from ledger_runtime.ledger.inspection import view_at
+    from ledger_runtime.inspection import view_at
     assert view_at(again, None) == v1, "the same ledger renders to the same bytes after reload"
     assert "Policies: BLOCK destructive; REVISE protected-paths, verify-before-submit; NUDGE stale-edit" in v1
     tiny = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(view_budget_tokens=110))

@@ -314,7 +314,7 @@ def test_a_step_is_committed_before_run_returns(tmp_path):
     nothing the agent acted on is only in memory."""
     repo = make_repo(tmp_path / "r", {"a.py": "x = 'committed'\n"})
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
-    reader = ("import sys; from ledger_runtime.ledger.inspection import load; l = load(sys.argv[1]); a = l.state.attempts; "
+    reader = ("import sys; from ledger_runtime.inspection import load; l = load(sys.argv[1]); a = l.state.attempts; "
               "print(len(a), l.text(a[-1].output_hash) if a else '')")
     try:
         for n in (1, 2, 3):
@@ -437,7 +437,7 @@ def _secret_run(tmp_path, monkeypatch, **config):
 
 
 def test_secrets_are_masked_before_anything_is_stored_and_the_model_still_gets_them(tmp_path, monkeypatch):
-    from ledger_runtime.ledger.inspection import load
+    from ledger_runtime.inspection import load
     from ledger_runtime.answers.transcript import Transcript
 
     repo, rt = _secret_run(tmp_path, monkeypatch)
@@ -615,7 +615,7 @@ def test_the_helper_directory_is_never_a_planted_one(tmp_path, monkeypatch):
 
 
 def test_a_long_output_is_stored_as_its_head_and_tail_and_still_checks_out(tmp_path):
-    from ledger_runtime.ledger.inspection import load
+    from ledger_runtime.inspection import load
     from ledger_runtime.answers.transcript import Transcript
 
     repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
@@ -644,7 +644,7 @@ def test_a_locked_ledger_costs_a_command_a_second_once_and_loses_nothing(tmp_pat
     written is in faults.log; once the lock is gone, commands are committed again."""
     import time
 
-    from ledger_runtime.ledger.inspection import load
+    from ledger_runtime.inspection import load
 
     repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
@@ -693,7 +693,7 @@ def test_masking_edge_cases_found_in_review():
 
 
 def test_masked_storage_keeps_paths_counts_and_checks_true(tmp_path, monkeypatch):
-    from ledger_runtime.ledger.inspection import load
+    from ledger_runtime.inspection import load
     from ledger_runtime.answers.transcript import Transcript
 
     monkeypatch.setenv("SERVICE_API_KEY", "zq-" + "7" * 30)

@@ -16,8 +16,8 @@ import pytest
 from docker_support import docker_image  # noqa: F401  (fixture)
 
 from ledger_adapters.swebench.report import mcnemar_exact
-from ledger_runtime.ledger.inspection import load
-from ledger_runtime.ledger.records import VerdictKind
+from ledger_runtime.inspection import load
+from ledger_runtime.records import VerdictKind
 
 STEPS = ["cat calc.py", "cat calc.py", "python3 -m unittest -q test_calc", "sed -i '2s/a - b/a + b/' calc.py",
          "python3 -m unittest -q test_calc", "git diff -- calc.py > /tmp/patch.txt",

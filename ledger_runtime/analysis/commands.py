@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from ledger_runtime.analysis.patches import file_ops, written_paths
 from ledger_runtime.analysis.programs import ANY_FILE, Filter, Stream, apply, effect, normpath, resolve
-from ledger_runtime.ledger.records import CommandClass
+from ledger_runtime.records import CommandClass
 from ledger_runtime.analysis.shell import Pipeline, parse
 from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ledger_runtime.ledger.records import CommandClass
+from ledger_runtime.records import CommandClass
 from ledger_runtime.analysis.shell import Simple, Word
 
 ANY_FILE = "*"  # in writes: the program may write any file (patch, git checkout)

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable, Sequence
 
+from ledger_runtime.lines import split_lines
+
 
 class AnswerKind(str, Enum):
     """How an answer hands the output back."""
@@ -143,17 +145,6 @@ class Pool:
     def longest_run(self, lines: Sequence[str], i: int, end: int | None = None) -> tuple[Source, int, int] | None:
         """(source, its 0-based line index, run length) of the longest run of ``lines[i:end]`` that a
         source showed literally and the model still holds."""
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines with their line ends (``\\n`` only: a ``\\r`` stays part of its line)."""
-    if not text:
-        return []
-    parts = text.split("\n")
-    out = [p + "\n" for p in parts[:-1]]
-    if parts[-1]:
-        out.append(parts[-1])
-    return out
 
 
 def lines_marker(src: Source, first: int, last: int) -> str:

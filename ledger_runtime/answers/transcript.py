@@ -19,7 +19,7 @@ from typing import Callable
 
 from ledger_runtime.answers.build import (AGAIN, CUT, LINES, REFERENCE_KINDS, SAME, SEEN_CUT, TEXT, AnswerKind, ExpandError, Piece,
                       expand, split_lines)
-from ledger_runtime.ledger.records import Attempt
+from ledger_runtime.records import Attempt
 from ledger_runtime.ledger.state import LedgerState
 
 

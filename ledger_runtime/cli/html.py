@@ -14,7 +14,7 @@ import html
 from typing import Any
 
 from ledger_runtime.answers.build import ExpandError
-from ledger_runtime.ledger.inspection import Loaded, summary, view_at
+from ledger_runtime.inspection import Loaded, summary, view_at
 from ledger_runtime.ledger.state import LedgerState
 
 STYLE = """

@@ -61,8 +61,8 @@ def inspect(
 ) -> None:
     """Look inside a ledger: the timeline, the summary, the state view at a step, or what the model
     received at a step."""
-    from ledger_runtime.ledger.inspection import keep_row, load, outputs_at, print_inspection, summary, timeline, view_at
-    from ledger_runtime.ledger.records import CommandClass, VerdictKind
+    from ledger_runtime.inspection import keep_row, load, outputs_at, print_inspection, summary, timeline, view_at
+    from ledger_runtime.records import CommandClass, VerdictKind
     from ledger_runtime.ledger.store import NotALedger
 
     verdicts = _choices(verdict, [v.value for v in VerdictKind], "--verdict", upper=True)
@@ -160,7 +160,7 @@ def replay(
                                                                        "and prices (litellm's table) are used."),
 ) -> None:
     """Replay recorded trajectories through the ledger (shadow mode) against the real repository."""
-    from ledger_runtime.replay.cli import run_replay
+    from ledger_runtime.cli.replay import run_replay
 
     run_replay(trajectories, repo, workdir, out, instances, timeout, observations_only, filter_, redo, report,
                as_json, sys.argv, jobs=jobs, force=force, context=context, price_model=price_model, format_=format_)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from ledger_runtime.analysis.commands import Analysis
-from ledger_runtime.ledger.records import Verdict, VerdictKind
+from ledger_runtime.records import Verdict, VerdictKind
 
 GATE_KINDS = (VerdictKind.NUDGE, VerdictKind.REVISE, VerdictKind.BLOCK)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ledger_runtime.analysis.commands import Analysis
 from ledger_runtime.decide.current import Current
-from ledger_runtime.ledger.records import Attempt, CommandClass, ReuseForm, Verdict, VerdictKind
+from ledger_runtime.records import Attempt, CommandClass, ReuseForm, Verdict, VerdictKind
 from ledger_runtime.ledger.state import LedgerState
 
 if TYPE_CHECKING:

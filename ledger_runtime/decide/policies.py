@@ -31,7 +31,7 @@ from ledger_runtime.decide.gate import Finding, Outcome, Rule, matches
 from ledger_runtime.analysis.display import short_command
 from ledger_runtime.decide.current import Current
 from ledger_runtime.analysis.patches import file_ops
-from ledger_runtime.ledger.records import CommandClass, VerdictKind
+from ledger_runtime.records import CommandClass, VerdictKind
 from ledger_runtime.ledger.state import LedgerState
 
 IN_PLACE = re.compile(r"(^|[;&|(]\s*|\s)(sed|perl)\s+(-\S+\s+)*-[a-zA-Z]*i|(^|[;&|(]\s*|\s)(patch|ed|ex)\s|\bgit\s+apply\b")

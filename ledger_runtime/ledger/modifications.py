@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis
 from ledger_runtime.ledger.observe import line_delta
-from ledger_runtime.ledger.records import Modification
+from ledger_runtime.records import Modification
 from ledger_runtime.ledger.redact import Redactor
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LedgerStore

@@ -16,11 +16,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ledger_runtime.answers.build import split_lines
+from ledger_runtime.lines import split_lines
 from ledger_runtime.analysis.commands import Analysis, FileView
 from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
 from ledger_runtime.analysis.programs import FILE_NUMBERS, resolve
-from ledger_runtime.ledger.records import LineSpan, Observation
+from ledger_runtime.records import LineSpan, Observation
 
 _TAB_NUMBER = re.compile(r"\s*(\d+)\s*\t")  # nl -ba, cat -n: "     7\t"
 _GREP_NUMBER = re.compile(r"(\d+)[:-]")  # grep -n: "7:" for a match, "7-" for context

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
-from ledger_runtime.ledger.records import Attempt, Baseline, CommandClass, Modification, Observation, VerdictKind
+from ledger_runtime.records import Attempt, Baseline, CommandClass, Modification, Observation, VerdictKind
 
 UNKNOWN = object()  # a path the ledger has no hash for
 

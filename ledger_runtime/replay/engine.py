@@ -49,7 +49,7 @@ from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.replay import tree as replay_tree
 from ledger_runtime.analysis.programs import resolve
-from ledger_runtime.ledger.records import Attempt, CommandClass
+from ledger_runtime.records import Attempt, CommandClass
 from ledger_runtime.runtime import LedgerRuntime
 from ledger_runtime.replay.trajectories import Trajectory
 from ledger_runtime.answers.transcript import Transcript

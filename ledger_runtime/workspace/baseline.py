@@ -12,7 +12,7 @@ import os
 import subprocess
 import threading
 
-from ledger_runtime.ledger.records import Baseline
+from ledger_runtime.records import Baseline
 from ledger_runtime.workspace.scanner import Snapshot
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Iterable, Protocol
 from ledger_runtime.workspace.baseline import HeadContents, take_baseline
 from ledger_runtime.workspace.hashing import FileState, digest_bytes
 from ledger_runtime.workspace.signatures import PSEUDO_TREES, Probe
-from ledger_runtime.ledger.records import Baseline
+from ledger_runtime.records import Baseline
 from ledger_runtime.workspace.scanner import Snapshot, WorkspaceScanner
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ from ledger_runtime.decide.govern import Current
 from ledger_runtime.workspace.hashing import FileState
 from ledger_adapters.swebench.protected import SWEBENCH_PROTECTED
 from ledger_runtime.decide.policies import BUILTINS
-from ledger_runtime.ledger.records import Attempt
+from ledger_runtime.records import Attempt
 from ledger_runtime.ledger.state import UNKNOWN, LedgerState
 from ledger_runtime.ledger.store import LedgerStore, NotALedger
 
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     for c in on_resolved_submissions:
         console.print(f"  {c['instance']} step {c['step']}: {c['rule']} {c['verdict']}: {c['reason'][:160]}")
     from ledger_runtime.config import LedgerConfig
-    from ledger_runtime.replay.cli import provenance
+    from ledger_runtime.cli.replay import provenance
 
     report = {"command": "python swebench_runs/policies/policy_replay.py", "provenance": provenance(LedgerConfig()),
               "runs": len(per_instance), "commands": commands,

@@ -22,7 +22,7 @@ from rich.text import Text
 
 from ledger_runtime.config import LedgerConfig, from_mapping
 from ledger_runtime.inform import render, short_command
-from ledger_runtime.ledger.records import VerdictKind
+from ledger_runtime.records import VerdictKind
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.answers.build import ExpandError
 from ledger_runtime.ledger.store import LEDGER_FILE, LedgerStore, NotALedger
