@@ -25,6 +25,8 @@ Signatures mirror ledger_runtime/probe.py; the snapshot mirrors ledger_runtime/w
 """
 
 import binascii
+import errno
+import fnmatch
 import json
 import marshal
 import os
@@ -40,7 +42,10 @@ except ImportError:  # pragma: no cover
 VERSION = 1
 RACY_NS = 2000000000
 MAX_HASH = 64 * 1024 * 1024
-DEFAULT_IGNORES = (".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".tox", ".venv", "node_modules")
+# the same as the local scanner's (ledger_runtime/workspace/scanner.py; tests/test_helper_parity.py checks)
+DEFAULT_IGNORES = (".git", "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+                   ".tox", ".venv", "venv", "node_modules", ".eggs", "*.egg-info")
+PSEUDO_TREES = ("/proc/", "/sys/", "/dev/")  # never read to sign (signatures.py)
 
 
 def b2(data):
@@ -162,8 +167,8 @@ class State(object):
         if not rels:
             return set()
         if not self.data["is_git"]:
-            return set(r for r in rels if os.path.basename(r.rstrip("/")) in DEFAULT_IGNORES
-                       or r.endswith(".pyc"))
+            return set(r for r in rels if any(fnmatch.fnmatchcase(os.path.basename(r.rstrip("/")), pat)
+                                              for pat in DEFAULT_IGNORES))
         out = self.git(["check-ignore", "--no-index", "-z", "--stdin"], b"\0".join(os.fsencode(r) for r in rels) + b"\0")
         return set(os.fsdecode(x) for x in (out or b"").split(b"\0") if x)
 
@@ -331,13 +336,13 @@ class State(object):
             if kind == "f":
                 try:
                     st = os.stat(path)
-                except OSError:
+                except (FileNotFoundError, NotADirectoryError):
                     return "missing"
                 if stat.S_ISDIR(st.st_mode):
                     return "dir:" + self.listing_sig(path)
-                if not stat.S_ISREG(st.st_mode):
-                    return "special:" + meta(st)
                 real = os.path.realpath(path)
+                if not stat.S_ISREG(st.st_mode) or (real + "/").startswith(PSEUDO_TREES):
+                    return "special:" + meta(st)
                 fs = self.file_state(real)
                 if fs is None:
                     return "missing"
@@ -345,10 +350,13 @@ class State(object):
             if kind == "x":
                 try:
                     st = os.lstat(path)
-                except OSError:
+                except (FileNotFoundError, NotADirectoryError):
                     return "missing"
                 if stat.S_ISLNK(st.st_mode):
-                    return "link:" + os.readlink(path) + ":" + self.sign("x:" + os.path.realpath(path))
+                    real = os.path.realpath(path)
+                    if real == path:  # a link the path cannot be resolved past (a loop)
+                        return "link:" + os.readlink(path) + ":error:%s" % errno.ELOOP
+                    return "link:" + os.readlink(path) + ":" + self.sign("x:" + real)
                 return "dir" if stat.S_ISDIR(st.st_mode) else "file"
             if kind == "m":
                 return meta(os.lstat(path))
@@ -363,7 +371,7 @@ class State(object):
     def listing_sig(self, path):
         try:
             st = os.lstat(path)
-        except OSError:
+        except (FileNotFoundError, NotADirectoryError):
             return "missing"
         h = blake2b(digest_size=16)
         h.update(meta(st).encode())
@@ -389,7 +397,7 @@ class State(object):
     def tree_sig(self, path):
         try:
             st = os.lstat(path)
-        except OSError:
+        except (FileNotFoundError, NotADirectoryError):
             return "missing"
         h = blake2b(digest_size=16)
         if stat.S_ISLNK(st.st_mode):

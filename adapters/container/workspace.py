@@ -248,11 +248,17 @@ class ContainerWorkspace:
                 self._recover(e)
                 return Snapshot(dict(self._files), self.root)
             self._watch_new = []
+        changed = set()
         for path, fs in report.get("changes", []):
             if fs is None:
                 self._files.pop(path, None)
             else:
                 self._files[path] = FileState(*fs)
+            changed.add(path)
+        if changed:  # what an earlier command signed of them no longer holds: the new snapshot speaks
+            for path in changed:
+                self._states.pop(path, None)
+            self._sigs = {k: v for k, v in self._sigs.items() if not _touched(k, changed)}
         self._sigs.update(report.get("sigs", {}))
         self._states.update({p: (FileState(*fs) if fs else None) for p, fs in report.get("states", {}).items()})
         self._kept = {p: base64.b64decode(v) for p, v in report.get("kept", {}).items()}
@@ -323,3 +329,17 @@ class ContainerWorkspace:
             except Exception:
                 pass
             self.dir = ""
+
+
+def _touched(key: str, changed: set[str]) -> bool:
+    """Whether a change to one of the ``changed`` paths can change the signature ``key``: the path's
+    own content, existence or stat data, its directory's listing, the tree of a directory above it."""
+    kind, _, path = key.partition(":")
+    if kind in ("f", "x", "m"):
+        return path in changed
+    if kind == "d":
+        return any(os.path.dirname(c) == path for c in changed)
+    if kind == "r":
+        prefix = path.rstrip("/") + "/"
+        return any(c == path or c.startswith(prefix) for c in changed)
+    return True

@@ -17,6 +17,7 @@ git ignores count too. Missing paths sign as ``missing``.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from typing import Iterable
@@ -89,7 +90,10 @@ class Probe:
         except (FileNotFoundError, NotADirectoryError):
             return MISSING
         if stat.S_ISLNK(st.st_mode):
-            return "link:" + os.readlink(path) + ":" + self._exists(os.path.realpath(path))
+            real = os.path.realpath(path)
+            if real == path:  # a link the path cannot be resolved past (a loop)
+                return "link:" + os.readlink(path) + f":error:{errno.ELOOP}"
+            return "link:" + os.readlink(path) + ":" + self._exists(real)
         return "dir" if stat.S_ISDIR(st.st_mode) else "file"
 
     def _listing(self, path: str) -> str:
