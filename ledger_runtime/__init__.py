@@ -24,39 +24,75 @@ __version__ = "0.1.0"
 # name -> the module that defines it
 _EXPORTS = {
     # the runtime and its step
-    "LedgerRuntime": "runtime", "RunResult": "runtime", "Plan": "runtime",
-    "Submission": "analysis.submission", "NO_SUBMISSION": "analysis.submission",
+    "LedgerRuntime": "runtime",
+    "RunResult": "runtime",
+    "Plan": "runtime",
+    "Submission": "analysis.submission",
+    "NO_SUBMISSION": "analysis.submission",
     # settings
-    "LedgerConfig": "config", "ConfigError": "config", "load_config": "config", "from_mapping": "config",
+    "LedgerConfig": "config",
+    "ConfigError": "config",
+    "load_config": "config",
+    "from_mapping": "config",
     "toml_inline": "config_file",
     # running commands, and the files they run on
-    "ExecResult": "executor", "LocalExecutor": "executor", "Execute": "contract", "Adapter": "contract",
-    "Workspace": "workspace.local", "LocalWorkspace": "workspace.local", "Snapshot": "workspace.scanner",
-    "FileState": "workspace.hashing", "PENDING": "workspace.signatures",
+    "ExecResult": "executor",
+    "LocalExecutor": "executor",
+    "Execute": "contract",
+    "Adapter": "contract",
+    "Workspace": "workspace.local",
+    "LocalWorkspace": "workspace.local",
+    "Snapshot": "workspace.scanner",
+    "FileState": "workspace.hashing",
+    "PENDING": "workspace.signatures",
     # what a command is
-    "Analysis": "analysis.commands", "analyze": "analysis.commands", "analyze_patch": "analysis.commands",
+    "Analysis": "analysis.commands",
+    "analyze": "analysis.commands",
+    "analyze_patch": "analysis.commands",
     "ANY_FILE": "analysis.commands",
     # records
-    "Verdict": "records", "VerdictKind": "records", "Baseline": "records",
-    "Truncation": "ledger.observe", "NotALedger": "ledger.store",
-    "load": "inspection", "summary": "inspection", "render_summary": "inspection",
+    "Verdict": "records",
+    "VerdictKind": "records",
+    "Baseline": "records",
+    "Truncation": "ledger.observe",
+    "NotALedger": "ledger.store",
+    "load": "inspection",
+    "summary": "inspection",
+    "render_summary": "inspection",
     # privacy
-    "secret_values": "ledger.redact", "private_dir": "ledger.private", "write_private": "ledger.private",
-    "tighten": "ledger.private", "InUse": "ledger.private",
+    "secret_values": "ledger.redact",
+    "private_dir": "ledger.private",
+    "write_private": "ledger.private",
+    "tighten": "ledger.private",
+    "InUse": "ledger.private",
     # the policy gate, for adapters with rules of their own
-    "Rule": "decide.gate", "Finding": "decide.gate", "build_rules": "decide.gate", "check_all": "decide.gate",
+    "Rule": "decide.gate",
+    "Finding": "decide.gate",
+    "build_rules": "decide.gate",
+    "check_all": "decide.gate",
     "compose": "decide.gate",
     # what of the history is sent
-    "ContextPolicy": "decide.context", "Said": "decide.context", "Sticky": "decide.context", "KEEP": "decide.context",
-    "stub_text": "decide.context", "to_send": "decide.context",
-    "VIEW_NOTE": "inform", "view_delta": "inform",
+    "ContextPolicy": "decide.context",
+    "Said": "decide.context",
+    "Sticky": "decide.context",
+    "KEEP": "decide.context",
+    "stub_text": "decide.context",
+    "to_send": "decide.context",
+    "VIEW_NOTE": "inform",
+    "view_delta": "inform",
     # agents that run commands themselves (hooks)
     # recorded runs, for adapters whose agent records them (``ledger-run replay`` reads them)
-    "Trajectory": "replay.trajectories", "RecordedStep": "replay.trajectories",
-    "TrajectoryError": "replay.trajectories", "RecordedFormat": "replay.trajectories",
-    "HookServer": "hooks.server", "fasthook_script": "hooks",
+    "Trajectory": "replay.trajectories",
+    "RecordedStep": "replay.trajectories",
+    "TrajectoryError": "replay.trajectories",
+    "RecordedFormat": "replay.trajectories",
+    "HookServer": "hooks.server",
+    "fasthook_script": "hooks",
     # commands adapters add to ``ledger-run``
-    "fail": "cli.errors", "err": "cli.errors", "unwritable": "cli.dirs", "arms_page": "cli.html",
+    "fail": "cli.errors",
+    "err": "cli.errors",
+    "unwritable": "cli.dirs",
+    "arms_page": "cli.html",
 }
 __all__ = ["__version__", *_EXPORTS]
 
@@ -76,9 +112,10 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
     from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze, analyze_patch
+    from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
     from ledger_runtime.cli.dirs import unwritable
-    from ledger_runtime.cli.html import arms_page
     from ledger_runtime.cli.errors import err, fail
+    from ledger_runtime.cli.html import arms_page
     from ledger_runtime.config import ConfigError, LedgerConfig, from_mapping, load_config
     from ledger_runtime.config_file import toml_inline
     from ledger_runtime.contract import Adapter, Execute
@@ -91,10 +128,9 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.inspection import load, render_summary, summary
     from ledger_runtime.ledger.observe import Truncation
     from ledger_runtime.ledger.private import InUse, private_dir, tighten, write_private
-    from ledger_runtime.records import Baseline, Verdict, VerdictKind
     from ledger_runtime.ledger.redact import secret_values
     from ledger_runtime.ledger.store import NotALedger
-    from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
+    from ledger_runtime.records import Baseline, Verdict, VerdictKind
     from ledger_runtime.replay.trajectories import RecordedFormat, RecordedStep, Trajectory, TrajectoryError
     from ledger_runtime.runtime import LedgerRuntime, Plan, RunResult
     from ledger_runtime.workspace.hashing import FileState

@@ -111,8 +111,13 @@ class LedgerConfig:
             raise ConfigError(str(e)) from None
         if self.dedupe_min_lines < 1:
             raise ConfigError(f"dedupe_min_lines must be at least 1, not {self.dedupe_min_lines!r}")
-        for name in ("view_budget_tokens", "output_limit_chars", "max_hash_bytes", "context_note_chars",
-                     "max_stored_output_chars"):
+        for name in (
+            "view_budget_tokens",
+            "output_limit_chars",
+            "max_hash_bytes",
+            "context_note_chars",
+            "max_stored_output_chars",
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)!r}")
         if self.policies:
@@ -129,8 +134,14 @@ class LedgerConfig:
             compile_patterns(self.redact_patterns)
         except RedactError as e:
             raise ConfigError(str(e)) from None
-        for name in ("view_recent_attempts", "output_head_chars", "output_tail_chars", "context_steps",
-                     "max_content_bytes", "dedupe_min_saving"):
+        for name in (
+            "view_recent_attempts",
+            "output_head_chars",
+            "output_tail_chars",
+            "context_steps",
+            "max_content_bytes",
+            "dedupe_min_saving",
+        ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must not be negative, not {getattr(self, name)!r}")
 
@@ -187,8 +198,9 @@ def from_mapping(values: dict[str, Any], *, origin: str = "config") -> LedgerCon
         raise ConfigError(f"{origin}: {e}") from None
 
 
-def load_config(path: str | Path | None = None, *, defaults: dict[str, Any] | None = None,
-                **overrides: Any) -> LedgerConfig:
+def load_config(
+    path: str | Path | None = None, *, defaults: dict[str, Any] | None = None, **overrides: Any
+) -> LedgerConfig:
     """Load a TOML config file (keys at the top level or under ``[ledger]``), then apply overrides.
     ``defaults``: an adapter's own defaults, which the file may still change."""
     values: dict[str, Any] = dict(defaults or {})

@@ -20,8 +20,13 @@ def setting_docs() -> dict[str, str]:
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
     for node, after in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr) \
-                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
             docs[node.target.id] = " ".join(after.value.value.split())
     return docs
 
@@ -50,9 +55,12 @@ def starter_toml(width: int = 100) -> str:
     line is uncommented), each under what it does."""
     docs = setting_docs()
     default = LedgerConfig()
-    out = ["# ledger-run settings (ledger-run --ledger-config FILE, or [ledger] in a larger file).",
-           "# Every line below is a default, commented out: uncomment what you change.",
-           "# Check a file with: ledger-run config --check FILE", ""]
+    out = [
+        "# ledger-run settings (ledger-run --ledger-config FILE, or [ledger] in a larger file).",
+        "# Every line below is a default, commented out: uncomment what you change.",
+        "# Check a file with: ledger-run config --check FILE",
+        "",
+    ]
     for f in fields(LedgerConfig):
         if f.name == "policies":
             continue
@@ -73,4 +81,8 @@ def check(path: Path) -> LedgerConfig:
 def changed(config: LedgerConfig) -> dict[str, object]:
     """The settings that differ from the defaults."""
     default = LedgerConfig()
-    return {f.name: getattr(config, f.name) for f in fields(LedgerConfig) if getattr(config, f.name) != getattr(default, f.name)}
+    return {
+        f.name: getattr(config, f.name)
+        for f in fields(LedgerConfig)
+        if getattr(config, f.name) != getattr(default, f.name)
+    }

@@ -24,7 +24,6 @@ class ExecResult:
     output_complete: bool = True  # False when the executor itself cut the output
 
 
-
 @dataclass
 class LocalExecutor:
     """Runs a command with ``bash -c`` in ``cwd``; ``timeout`` seconds, then the group is killed."""
@@ -36,8 +35,15 @@ class LocalExecutor:
     def __call__(self, command: str, cwd: str) -> ExecResult:
         env = {**os.environ, **(self.env or {})}
         try:
-            proc = subprocess.Popen([self.shell, "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                [self.shell, "-c", command],
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError as e:
             return ExecResult("", -1, f"could not start the command: {e}")
         try:
@@ -53,6 +59,5 @@ class LocalExecutor:
                 proc.kill()
                 out = b""
             text = out.decode("utf-8", "replace") if out else ""
-            return ExecResult(text, -1, f"the command timed out after {self.timeout:g} s",
-                              {"timeout": True})
+            return ExecResult(text, -1, f"the command timed out after {self.timeout:g} s", {"timeout": True})
         return ExecResult(out.decode("utf-8", "replace"), proc.returncode)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from ledger_runtime.analysis.commands import RAW_ESCAPE
 from ledger_runtime.analysis.display import MAX_COMMAND_CHARS, short_command  # noqa: F401  (imported from here too)
-from ledger_runtime.records import Attempt, CommandClass, LineSpan, Modification, VerdictKind
 from ledger_runtime.ledger.state import UNKNOWN, LedgerState
+from ledger_runtime.records import Attempt, CommandClass, LineSpan, Modification, VerdictKind
 from ledger_runtime.workspace.scanner import relative
 
 if TYPE_CHECKING:
@@ -59,18 +59,20 @@ def _steps(steps: list[int]) -> str:
     return ("step " if len(u) == 1 else "steps ") + ("…, " if len(u) > 3 else "") + shown
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in range(32)} | {0x7f: "\\x7f", ord("\\"): "\\\\"}
+_CONTROL = {c: f"\\x{c:02x}" for c in range(32)} | {0x7F: "\\x7f", ord("\\"): "\\\\"}
 
 
 def _display(path: str, state: LedgerState) -> str:
     """A path as the view shows it: relative to the workspace, control characters escaped (a file
     name with a newline must not be able to write lines of the view)."""
     shown = relative(path, state.baseline.root) if state.baseline else path
-    return shown.translate(_CONTROL) if any(ord(c) < 32 or ord(c) == 0x7f for c in shown) else shown
+    return shown.translate(_CONTROL) if any(ord(c) < 32 or ord(c) == 0x7F for c in shown) else shown
 
 
-ESCAPE_LINE = ("Answers: output you were already shown comes back as [ledger: ...] references to that step; "
-               "end a command with `{escape}` to get its output in full.")
+ESCAPE_LINE = (
+    "Answers: output you were already shown comes back as [ledger: ...] references to that step; "
+    "end a command with `{escape}` to get its output in full."
+)
 _REFERENCING = ("whole", "spans", "delta")
 
 
@@ -144,15 +146,21 @@ def result_holds(a: Attempt, state: LedgerState) -> tuple[bool, str]:
                     return False, f"stale: {_display(path, state)} changed at step {m.step}"
             elif kind in ("d", "r"):
                 prefix = path.rstrip("/") + "/"
-                later = [m for m in state.modifications if m.step > a.step and
-                         (m.path.startswith(prefix) or (kind == "d" and m.path == path))]
+                later = [
+                    m
+                    for m in state.modifications
+                    if m.step > a.step and (m.path.startswith(prefix) or (kind == "d" and m.path == path))
+                ]
                 if later:
                     return False, f"stale: {_display(later[0].path, state)} changed at step {later[0].step}"
         return True, "holds"
     if a.epoch_after == state.epoch:
         return True, "holds: nothing changed since"
-    later = [m for m in state.modifications if m.step > a.step or (m.step == a.step and m.attempt != a.id
-                                                                    and m.attempt is not None and m.attempt > a.id)]
+    later = [
+        m
+        for m in state.modifications
+        if m.step > a.step or (m.step == a.step and m.attempt != a.id and m.attempt is not None and m.attempt > a.id)
+    ]
     if later:
         return False, f"stale: {_display(later[0].path, state)} changed at step {later[0].step}"
     return False, "stale: files changed since"
@@ -171,7 +179,9 @@ def _attempt_line(a: Attempt, state: LedgerState) -> str:
     mods = state.modifications_of_attempt(a.id)
     if a.command_class is CommandClass.MODIFY or mods:
         if mods:
-            names = ", ".join(_display(m.path, state) for m in mods[:3]) + (f" +{len(mods) - 3} more" if len(mods) > 3 else "")
+            names = ", ".join(_display(m.path, state) for m in mods[:3]) + (
+                f" +{len(mods) - 3} more" if len(mods) > 3 else ""
+            )
             return f"  #{a.step} {cmd} -> {status}; changed {names}"
         if a.command_class is CommandClass.MODIFY:
             return f"  #{a.step} {cmd} -> {status}; changed no file"
@@ -184,13 +194,21 @@ def _last_failing_run(state: LedgerState) -> str | None:
     for i in range(len(state.attempts) - 1, -1, -1):
         a = state.attempts[i]
         if a.command_class is CommandClass.RUN and a.executed and a.exit_code not in (0, None):
-            fixed = next((b for b in state.attempts[i + 1:] if b.executed and b.exit_code == 0
-                          and (b.normalized, b.cwd) == (a.normalized, a.cwd)), None)
+            fixed = next(
+                (
+                    b
+                    for b in state.attempts[i + 1 :]
+                    if b.executed and b.exit_code == 0 and (b.normalized, b.cwd) == (a.normalized, a.cwd)
+                ),
+                None,
+            )
             if fixed is not None:
                 verdict = f"since passed: the same command exited 0 at #{fixed.step}"
             else:
                 holds, why = result_holds(a, state)
-                verdict = "still holds: nothing changed since" if holds else why.replace("stale: ", "may no longer hold: ")
+                verdict = (
+                    "still holds: nothing changed since" if holds else why.replace("stale: ", "may no longer hold: ")
+                )
             return f"Last failing run: #{a.step} {short_command(a.command)} (exit {a.exit_code}); {verdict}"
     return None
 
@@ -210,7 +228,7 @@ def _last_refusal(state: LedgerState) -> str | None:
 
 def render(state: LedgerState, config: LedgerConfig, *, policies: str | None = None) -> StateView:
     """The state view of ``state`` under ``config.view_budget_tokens``."""
-    head = [f"<ledger_state step=\"{state.step}\">"]
+    head = [f'<ledger_state step="{state.step}">']
     task = (state.baseline.task if state.baseline else "").strip()
     if task:
         first = " ".join(task.split())
@@ -221,8 +239,11 @@ def render(state: LedgerState, config: LedgerConfig, *, policies: str | None = N
         head.append(ESCAPE_LINE.format(escape=RAW_ESCAPE))
     changed = _changed_entries(state)
     seen = _seen_entries(state)
-    attempts = [(a.step, _attempt_line(a, state)) for a in state.attempts[-config.view_recent_attempts:]] \
-        if config.view_recent_attempts else []
+    attempts = (
+        [(a.step, _attempt_line(a, state)) for a in state.attempts[-config.view_recent_attempts :]]
+        if config.view_recent_attempts
+        else []
+    )
     failing = _last_failing_run(state)
     refused = _last_refusal(state)
     budget_chars = config.view_budget_tokens * 4

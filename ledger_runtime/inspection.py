@@ -15,18 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console, Group
 from rich import box
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from ledger_runtime.answers.build import ExpandError
+from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.config import LedgerConfig, from_mapping
 from ledger_runtime.inform import render, short_command
-from ledger_runtime.records import VerdictKind
 from ledger_runtime.ledger.state import LedgerState
-from ledger_runtime.answers.build import ExpandError
 from ledger_runtime.ledger.store import LEDGER_FILE, LedgerStore, NotALedger
-from ledger_runtime.answers.transcript import Transcript
+from ledger_runtime.records import VerdictKind
 from ledger_runtime.workspace.scanner import relative
 
 
@@ -122,25 +122,27 @@ def timeline(state: LedgerState, transcript: Transcript | None = None) -> list[d
                 expanded = None
                 extra["expand_error"] = str(e)
             extra.update(shown=transcript.shown(a), expanded=expanded)
-        rows.append({
-            "attempt": a.id,
-            "step": a.step,
-            "verdict": a.verdict.kind.value,
-            "rule": a.verdict.rule,
-            "applied": a.applied,
-            "reason": a.verdict.reason,
-            "ref_step": a.verdict.ref_step,
-            "class": a.command_class.value,
-            "command": a.command,
-            "executed": a.executed,
-            "exit_code": a.exit_code,
-            "output_chars": a.output_chars,
-            "shown_chars": a.shown_chars,
-            "answer": (a.answer or {}).get("kind", "raw"),
-            "duration_s": a.duration_s,
-            "files_changed": [_display(m.path, state) for m in state.modifications_of_attempt(a.id)],
-            **extra,
-        })
+        rows.append(
+            {
+                "attempt": a.id,
+                "step": a.step,
+                "verdict": a.verdict.kind.value,
+                "rule": a.verdict.rule,
+                "applied": a.applied,
+                "reason": a.verdict.reason,
+                "ref_step": a.verdict.ref_step,
+                "class": a.command_class.value,
+                "command": a.command,
+                "executed": a.executed,
+                "exit_code": a.exit_code,
+                "output_chars": a.output_chars,
+                "shown_chars": a.shown_chars,
+                "answer": (a.answer or {}).get("kind", "raw"),
+                "duration_s": a.duration_s,
+                "files_changed": [_display(m.path, state) for m in state.modifications_of_attempt(a.id)],
+                **extra,
+            }
+        )
     return rows
 
 
@@ -168,7 +170,9 @@ def _visible_counter(state: LedgerState):
     cfg = state.run.get("config") or {}
     default = LedgerConfig()
     limit = cfg.get("output_limit_chars", default.output_limit_chars)
-    kept = cfg.get("output_head_chars", default.output_head_chars) + cfg.get("output_tail_chars", default.output_tail_chars)
+    kept = cfg.get("output_head_chars", default.output_head_chars) + cfg.get(
+        "output_tail_chars", default.output_tail_chars
+    )
     return lambda n: n if n < limit else min(n, kept)
 
 
@@ -186,11 +190,17 @@ def summary(state: LedgerState) -> dict[str, Any]:
     changed = []
     for m in state.changed_files():
         first = state.modifications_of(m.path)[0]
-        changed.append({
-            "path": _display(m.path, state),
-            "change": "deleted" if m.after_hash is None else ("created" if first.before_hash is None else "modified"),
-            "added": m.baseline_added, "removed": m.baseline_removed, "last_step": m.step,
-        })
+        changed.append(
+            {
+                "path": _display(m.path, state),
+                "change": "deleted"
+                if m.after_hash is None
+                else ("created" if first.before_hash is None else "modified"),
+                "added": m.baseline_added,
+                "removed": m.baseline_removed,
+                "last_step": m.step,
+            }
+        )
     b = state.baseline
     return {
         "workdir": b.root if b else None,
@@ -242,24 +252,39 @@ FILE_CELL = 18  # characters of a path in the timeline: the table fits 80 column
 
 def _abbreviated(path: str, n: int) -> str:
     """``path`` in at most ``n`` characters: its end (the file's name) kept, the cut marked "…"."""
-    return path if len(path) <= n else "…" + path[-(n - 1):]
+    return path if len(path) <= n else "…" + path[-(n - 1) :]
 
 
 def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None) -> Table:
     # narrow terminals: a cell wraps on spaces and a word that does not fit ends in "…", never broken
-    t = Table(title="Timeline", show_lines=False, expand=False, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
-    for col, kw in (("step", {"justify": "right"}), ("verdict", {"max_width": 16}), ("class", {}),
-                    ("command", {"overflow": "ellipsis", "min_width": 18}),
-                    ("exit", {"justify": "right"}),
-                    ("files changed", {"overflow": "ellipsis", "min_width": FILE_CELL})):
+    t = Table(
+        title="Timeline", show_lines=False, expand=False, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0)
+    )
+    for col, kw in (
+        ("step", {"justify": "right"}),
+        ("verdict", {"max_width": 16}),
+        ("class", {}),
+        ("command", {"overflow": "ellipsis", "min_width": 18}),
+        ("exit", {"justify": "right"}),
+        ("files changed", {"overflow": "ellipsis", "min_width": FILE_CELL}),
+    ):
         t.add_column(col, **kw)
-    for r in (timeline(state) if rows is None else rows):
-        verdict = Text(r["verdict"] + (f" {r['rule']}" if r["rule"] else "") + ("" if r["applied"] else " (shadow)"),
-                       style=_STYLE.get(r["verdict"], ""))
-        files = "\n".join(_abbreviated(f, FILE_CELL) for f in r["files_changed"][:4]) \
-            + (f"\n+{len(r['files_changed']) - 4} more" if len(r["files_changed"]) > 4 else "")
-        t.add_row(str(r["step"]), verdict, r["class"], short_command(r["command"], 70),
-                  "" if r["exit_code"] is None else str(r["exit_code"]), files)
+    for r in timeline(state) if rows is None else rows:
+        verdict = Text(
+            r["verdict"] + (f" {r['rule']}" if r["rule"] else "") + ("" if r["applied"] else " (shadow)"),
+            style=_STYLE.get(r["verdict"], ""),
+        )
+        files = "\n".join(_abbreviated(f, FILE_CELL) for f in r["files_changed"][:4]) + (
+            f"\n+{len(r['files_changed']) - 4} more" if len(r["files_changed"]) > 4 else ""
+        )
+        t.add_row(
+            str(r["step"]),
+            verdict,
+            r["class"],
+            short_command(r["command"], 70),
+            "" if r["exit_code"] is None else str(r["exit_code"]),
+            files,
+        )
     return t
 
 
@@ -276,13 +301,19 @@ def render_summary(s: dict[str, Any]) -> Group:
     t.add_row("reused / nudged", f"{s['reused']} / {s['nudged']}")
     t.add_row("output spared", f"{s['chars_spared']:,} characters (~{s['tokens_spared_estimate']:,} tokens)")
     if s["shadow_answers"]:
-        t.add_row("shadow answers", f"{s['shadow_answers']} with references (would have spared "
-                                    f"{s['shadow_chars_spared']:,} characters)")
-    files = [f"{f['path']} ({f['change']}" + (f", +{f['added']} -{f['removed']}" if f["added"] is not None else "") + ")"
-             for f in s["files_changed"]]
+        t.add_row(
+            "shadow answers",
+            f"{s['shadow_answers']} with references (would have spared {s['shadow_chars_spared']:,} characters)",
+        )
+    files = [
+        f"{f['path']} ({f['change']}" + (f", +{f['added']} -{f['removed']}" if f["added"] is not None else "") + ")"
+        for f in s["files_changed"]
+    ]
     t.add_row("files changed", "\n".join(files) or "none")
     if s["context_notes"]:
-        t.add_row("context notes", f"{s['context_notes']} ({s['context_note_chars']:,} characters in the agent's history)")
+        t.add_row(
+            "context notes", f"{s['context_notes']} ({s['context_note_chars']:,} characters in the agent's history)"
+        )
     if s["faults"]:
         t.add_row("faults", Text(str(s["faults"]), style="red"))
     return Group(t)

@@ -28,31 +28,46 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ledger_runtime import __version__
-from ledger_runtime.answers.build import (CUT, NOTE, SAME, TEXT, Answer, AnswerKind, Cut, DedupeSettings, Piece, Source, build,
-                      kept_output, raw, same_marker, split_lines)
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze
+from ledger_runtime.analysis.display import short_command
 from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
+from ledger_runtime.answers.build import (
+    CUT,
+    NOTE,
+    SAME,
+    TEXT,
+    Answer,
+    AnswerKind,
+    Cut,
+    DedupeSettings,
+    Piece,
+    Source,
+    build,
+    kept_output,
+    raw,
+    same_marker,
+    split_lines,
+)
+from ledger_runtime.answers.delivered import Delivered, Shown, delivered_lines, output_digest, seen_lines, shown_whole
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.decide.context import Line, Said
-from ledger_runtime.answers.delivered import Delivered, Shown, delivered_lines, output_digest, seen_lines, shown_whole
-from ledger_runtime.executor import ExecResult
-from ledger_runtime.analysis.display import short_command
 from ledger_runtime.decide.current import Current
 from ledger_runtime.decide.gate import Outcome, after_run, build_rules, check_after, check_all, compose, in_force
 from ledger_runtime.decide.govern import govern, same_output
 from ledger_runtime.decide.policies import BUILTINS
+from ledger_runtime.executor import ExecResult
+from ledger_runtime.inform import StateView, render
 from ledger_runtime.ledger.faults import FaultLog
 from ledger_runtime.ledger.modifications import Modifications
+from ledger_runtime.ledger.observe import FileText, Truncation, observations
 from ledger_runtime.ledger.private import hold, private_dir, write_private
 from ledger_runtime.ledger.redact import Redactor
-from ledger_runtime.workspace.signatures import PENDING
-from ledger_runtime.inform import StateView, render
-from ledger_runtime.workspace.local import LocalWorkspace, Workspace
-from ledger_runtime.ledger.observe import FileText, Truncation, observations
-from ledger_runtime.records import Attempt, CommandClass, Modification, ReuseForm, Verdict, VerdictKind
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LedgerStore, StoreError
+from ledger_runtime.records import Attempt, CommandClass, Modification, ReuseForm, Verdict, VerdictKind
+from ledger_runtime.workspace.local import LocalWorkspace, Workspace
 from ledger_runtime.workspace.scanner import Change, Snapshot, delta
+from ledger_runtime.workspace.signatures import PENDING
 
 MAX_WATCHED = 4096
 MAX_POLICY_FILES = 32  # files an edit writes whose state the policies get
@@ -101,7 +116,9 @@ class Plan:
     shown_raw: bool = False  # the model got the output as it is, whatever the ledger would answer
 
 
-def not_run_answer(v: Verdict, ref: Source | None, earlier: str | None, *, label: str = "") -> tuple[Answer, int | None]:
+def not_run_answer(
+    v: Verdict, ref: Source | None, earlier: str | None, *, label: str = ""
+) -> tuple[Answer, int | None]:
     """What the agent gets instead of running a command: an earlier run's output under a one-line
     header (REUSE, full form), a reference to the step whose output the model holds (REUSE,
     reference form), or the verdict's reason (REVISE, BLOCK). Returns the answer and the return
@@ -112,21 +129,32 @@ def not_run_answer(v: Verdict, ref: Source | None, earlier: str | None, *, label
             return Answer(AnswerKind.REUSED, marker, (Piece(SAME, 0, len(marker), ref.attempt),)), ref.exit_code
         head = f"[ledger] REUSE of {ref.label}'s output ({v.reason}; not run again):\n"
         text = head + earlier
-        return Answer(AnswerKind.REUSED, text, (Piece(NOTE, 0, len(head)), Piece(TEXT, len(head), len(text)))), \
-            ref.exit_code
+        return Answer(
+            AnswerKind.REUSED, text, (Piece(NOTE, 0, len(head)), Piece(TEXT, len(head), len(text)))
+        ), ref.exit_code
     by = f" by policy {v.rule}" if v.rule else ""
-    text = (f"[ledger] {v.kind.value}{by}: {v.reason}.\nThe command was not run"
-            + (" (it is refused outright)." if v.kind is VerdictKind.BLOCK else "; this turn is still yours."))
+    text = f"[ledger] {v.kind.value}{by}: {v.reason}.\nThe command was not run" + (
+        " (it is refused outright)." if v.kind is VerdictKind.BLOCK else "; this turn is still yours."
+    )
     return Answer(AnswerKind.REFUSED, text, (Piece(NOTE, 0, len(text)),)), 1
 
 
 class LedgerRuntime:
     """The runtime for one run; see the module docstring."""
 
-    def __init__(self, workdir: str | os.PathLike, run_dir: str | os.PathLike, config: LedgerConfig | None = None,
-                 *, task: str = "", truncation: Truncation | None = None, meta: dict[str, Any] | None = None,
-                 workspace: Workspace | None = None, secrets: tuple[str, ...] = (),
-                 submission: Submission = NO_SUBMISSION):
+    def __init__(
+        self,
+        workdir: str | os.PathLike,
+        run_dir: str | os.PathLike,
+        config: LedgerConfig | None = None,
+        *,
+        task: str = "",
+        truncation: Truncation | None = None,
+        meta: dict[str, Any] | None = None,
+        workspace: Workspace | None = None,
+        secrets: tuple[str, ...] = (),
+        submission: Submission = NO_SUBMISSION,
+    ):
         self.workdir = workspace.root if workspace is not None else os.path.abspath(workdir)
         self.run_dir = Path(run_dir)
         self.submission = submission  # how the agent submits: the adapter knows
@@ -139,22 +167,34 @@ class LedgerRuntime:
             self._release()
             raise
 
-    def _open(self, config: LedgerConfig | None, task: str, truncation: Truncation | None,
-              meta: dict[str, Any] | None, workspace: Workspace | None, secrets: tuple[str, ...]) -> None:
+    def _open(
+        self,
+        config: LedgerConfig | None,
+        task: str,
+        truncation: Truncation | None,
+        meta: dict[str, Any] | None,
+        workspace: Workspace | None,
+        secrets: tuple[str, ...],
+    ) -> None:
         _ignore_in_git(self.run_dir, self.workdir)
         self.config = config or LedgerConfig()
         # what the ledger keeps has the secrets masked: this process's environment's, and
         # ``secrets`` (values an adapter gives the agent's commands, a container's environment)
-        self.redactor = (Redactor.for_run(os.environ, self.config.redact_patterns).with_values(secrets)
-                         if self.config.redact else Redactor.off())
+        self.redactor = (
+            Redactor.for_run(os.environ, self.config.redact_patterns).with_values(secrets)
+            if self.config.redact
+            else Redactor.off()
+        )
         self.fault_log = FaultLog(self.run_dir, self.redactor)  # none ever stops the agent
         self.dedupe = DedupeSettings(self.config.dedupe, self.config.dedupe_min_lines, self.config.dedupe_min_saving)
-        self.truncation = truncation or Truncation(self.config.output_limit_chars, self.config.output_head_chars,
-                                                   self.config.output_tail_chars)
+        self.truncation = truncation or Truncation(
+            self.config.output_limit_chars, self.config.output_head_chars, self.config.output_tail_chars
+        )
         # the run directory may lie inside the workspace (`-o ledger-runs/...` from the repository):
         # its files are the ledger's own, never the agent's work
-        self.workspace = workspace or LocalWorkspace(self.workdir, max_hash_bytes=self.config.max_hash_bytes,
-                                                     exclude=[str(self.run_dir.resolve())])
+        self.workspace = workspace or LocalWorkspace(
+            self.workdir, max_hash_bytes=self.config.max_hash_bytes, exclude=[str(self.run_dir.resolve())]
+        )
         self.store = LedgerStore.create(self.run_dir, redactor=self.redactor)
         self.fault_log.store = self.store
         self.state = LedgerState.from_events(self.store.events())
@@ -171,8 +211,16 @@ class LedgerRuntime:
         self._pending: tuple[threading.Thread, list[Any]] | None = None  # a scan running while the model thinks
         if self.state.baseline is None:
             baseline = self.workspace.baseline(self._last, task)
-            self.store.append("run", {"version": __version__, "workdir": self.workdir, "config": self.config.to_dict(),
-                                      "started_at": time.time(), **(meta or {})})
+            self.store.append(
+                "run",
+                {
+                    "version": __version__,
+                    "workdir": self.workdir,
+                    "config": self.config.to_dict(),
+                    "started_at": time.time(),
+                    **(meta or {}),
+                },
+            )
             self.store.append("baseline", baseline.to_dict())
             self.store.commit()
             self.state.baseline = baseline
@@ -268,9 +316,15 @@ class LedgerRuntime:
             output_hash, stored = self._put_output(res.output)
             altered = stored is not res.output
             # its read set was signed while it still ran: it never vouches for a reuse
-            fields = {"attempt": attempt_id, "exit_code": res.returncode, "output_hash": output_hash,
-                      "output_chars": len(res.output), "output_complete": res.output_complete,
-                      "read_set_stable": False, **({"altered": True} if altered else {})}
+            fields = {
+                "attempt": attempt_id,
+                "exit_code": res.returncode,
+                "output_hash": output_hash,
+                "output_chars": len(res.output),
+                "output_complete": res.output_complete,
+                "read_set_stable": False,
+                **({"altered": True} if altered else {}),
+            }
             self._commit([("completion", fields)], a.step)
             self.state.complete(attempt_id, fields)
         except Exception as e:
@@ -290,14 +344,21 @@ class LedgerRuntime:
 
     # -- run -------------------------------------------------------------------------------------
 
-    def run(self, command: str, execute: Callable[[str, str], ExecResult], *, cwd: str | None = None,
-            step: int | None = None) -> RunResult:
+    def run(
+        self,
+        command: str,
+        execute: Callable[[str, str], ExecResult],
+        *,
+        cwd: str | None = None,
+        step: int | None = None,
+    ) -> RunResult:
         """Govern, execute (or not), record; returns what the agent should see."""
         plan = self.propose(command, cwd=cwd, step=step)
         if plan is None:
             res = execute(command, os.path.abspath(cwd or self.workdir))
-            return RunResult(res.output, res.returncode, Verdict(VerdictKind.RUN), True, None, res.exception_info,
-                             res.extra)
+            return RunResult(
+                res.output, res.returncode, Verdict(VerdictKind.RUN), True, None, res.exception_info, res.extra
+            )
         if plan.applied and not plan.verdict.kind.executes:
             answer = self.answer(plan)
             if answer is not None:
@@ -313,8 +374,9 @@ class LedgerRuntime:
 
     # -- the steps of run, for adapters whose agent runs the command itself ----------------------
 
-    def propose(self, command: str, *, cwd: str | None = None, step: int | None = None,
-                analysis: Analysis | None = None) -> Plan | None:
+    def propose(
+        self, command: str, *, cwd: str | None = None, step: int | None = None, analysis: Analysis | None = None
+    ) -> Plan | None:
         """Analyse, scan and govern ``command``. None on a fault of the ledger (logged): then the
         command just runs, unrecorded."""
         cwd = os.path.abspath(cwd or self.workdir)
@@ -336,8 +398,15 @@ class LedgerRuntime:
             plan.verdict = Verdict(VerdictKind.RUN, "ledger fault: ran instead")
             return None
 
-    def record(self, plan: Plan, res: ExecResult, elapsed: float, *,
-               truncation: Truncation | None = None, shown_raw: bool = False) -> RunResult:
+    def record(
+        self,
+        plan: Plan,
+        res: ExecResult,
+        elapsed: float,
+        *,
+        truncation: Truncation | None = None,
+        shown_raw: bool = False,
+    ) -> RunResult:
         """Record what running the planned command gave; returns what the agent should see.
         ``truncation``: how the agent cut this output, when not as usual (``self.truncation``);
         ``shown_raw``: the agent already got the output as it is (a command it ran itself)."""
@@ -363,15 +432,19 @@ class LedgerRuntime:
         if analysis.command_class is CommandClass.MODIFY:  # the policies look at what an edit writes
             files = {w: self.workspace.file_state(w) for w in analysis.writes[:MAX_POLICY_FILES] if w != ANY_FILE}
         current = Current(sigs, files)
-        verdict = compose(govern(analysis, self.state, current, self.config),
-                          check_all(self.rules, analysis, self.state, current, self._policy_fault))
+        verdict = compose(
+            govern(analysis, self.state, current, self.config),
+            check_all(self.rules, analysis, self.state, current, self._policy_fault),
+        )
         applied = self.config.applies
         shadow_hash = None
         if verdict.kind is VerdictKind.REUSE and verdict.ref_attempt is not None:
             ref = self.state.attempt(verdict.ref_attempt)
             if ref is not None and altered_output(ref):  # the ledger did not keep it as it was: no handing it back
-                verdict = Verdict(VerdictKind.RUN, "the ledger keeps the earlier output altered (a secret masked, "
-                                                   "or cut for its length)")
+                verdict = Verdict(
+                    VerdictKind.RUN,
+                    "the ledger keeps the earlier output altered (a secret masked, or cut for its length)",
+                )
                 ref = None
             shadow_hash = ref.output_hash if ref else None
         return Plan(command, cwd, step, analysis, verdict, applied, before, sigs, shadow_hash)
@@ -408,9 +481,17 @@ class LedgerRuntime:
         secret would leave a piece no pattern knows, and the answer is stored)."""
         return short_command(self.redactor.mask(command), MARKER_COMMAND_CHARS)
 
-    def _deliver(self, a: Attempt, output: str, answer: Answer, kept: tuple[int, int] | None, exact: bool,
-                 keys: tuple[str, ...] = (), delivered: tuple[list[str], list[bool]] | None = None,
-                 digest: str | None = None) -> None:
+    def _deliver(
+        self,
+        a: Attempt,
+        output: str,
+        answer: Answer,
+        kept: tuple[int, int] | None,
+        exact: bool,
+        keys: tuple[str, ...] = (),
+        delivered: tuple[list[str], list[bool]] | None = None,
+        digest: str | None = None,
+    ) -> None:
         """Remember which of the output's lines the model got literally (the source of later
         references), and under which ``keys`` it is a re-read's base. ``kept``: what the agent showed
         of the answer (None: all of it); ``exact``: the agent's cut is known, not estimated."""
@@ -420,9 +501,24 @@ class LedgerRuntime:
         same_as = answer.refs[0] if answer.kind in (AnswerKind.WHOLE, AnswerKind.REUSED) and answer.refs else None
         cut_raw = kept if kept is not None and exact and answer.text == output else None
         whole = kept is None and not any(p.kind == CUT for p in answer.pieces)
-        self.delivered.add(Shown(a.id, a.step, self.state.label(a.id), self._quoted(a.command),
-                                 a.exit_code, lines, literal, answer.refs, whole, digest or output_digest(output),
-                                 a.epoch_after, same_as, cut_raw), keys)
+        self.delivered.add(
+            Shown(
+                a.id,
+                a.step,
+                self.state.label(a.id),
+                self._quoted(a.command),
+                a.exit_code,
+                lines,
+                literal,
+                answer.refs,
+                whole,
+                digest or output_digest(output),
+                a.epoch_after,
+                same_as,
+                cut_raw,
+            ),
+            keys,
+        )
         if len(self.delivered.items) % FORGET_EVERY == 0:
             self.delivered.forget(lambda s: self._alive(s.step))
 
@@ -442,8 +538,9 @@ class LedgerRuntime:
             if shown is None or output is None:
                 continue
             try:
-                answer = Answer(AnswerKind(a.answer["kind"]), shown,
-                                tuple(Piece.from_list(p) for p in a.answer["pieces"]))
+                answer = Answer(
+                    AnswerKind(a.answer["kind"]), shown, tuple(Piece.from_list(p) for p in a.answer["pieces"])
+                )
                 kept = tuple(a.answer["kept"]) if a.answer.get("kept") else None
                 keys = tuple(str(k) for k in a.answer.get("keys") or ())
             except (KeyError, TypeError, ValueError):
@@ -466,11 +563,23 @@ class LedgerRuntime:
         if raw:
             output = "".join(shown.lines)
             literal = shown_whole(shown.lines, len(output), self.truncation.kept(output))
-        lines = tuple(Line(text, *facts[j]) if j in facts else Line(text)
-                      for j, (text, lit) in enumerate(zip(shown.lines, literal)) if lit)
+        lines = tuple(
+            Line(text, *facts[j]) if j in facts else Line(text)
+            for j, (text, lit) in enumerate(zip(shown.lines, literal))
+            if lit
+        )
         supersedable = a.executed and not a.submits and a.command_class not in (CommandClass.MODIFY, CommandClass.ENV)
-        return Said(index, attempt_id, self.state.label(attempt_id), self._quoted(a.command),
-                    _command_key(a.cwd, a.normalized), supersedable, lines, shown.refs, chars)
+        return Said(
+            index,
+            attempt_id,
+            self.state.label(attempt_id),
+            self._quoted(a.command),
+            _command_key(a.cwd, a.normalized),
+            supersedable,
+            lines,
+            shown.refs,
+            chars,
+        )
 
     def still_true(self, line: Line) -> bool:
         """Whether a file line is still that line of its file now (a file the ledger cannot read
@@ -494,13 +603,25 @@ class LedgerRuntime:
 
     # -- answering ---------------------------------------------------------------------------------
 
-    def _answer_record(self, answer: Answer, kept: tuple[int, int] | None, trunc: Truncation,
-                       keys: tuple[str, ...] = (), altered: bool = False) -> dict[str, Any]:
+    def _answer_record(
+        self,
+        answer: Answer,
+        kept: tuple[int, int] | None,
+        trunc: Truncation,
+        keys: tuple[str, ...] = (),
+        altered: bool = False,
+    ) -> dict[str, Any]:
         """An answer as the ledger keeps it: its pieces, and what the check of it needs (what the
         agent showed of it, the first step the model held, the keys it is a re-read's base under;
         ``altered``: the output is not stored as it was, see ``stored_output``)."""
-        return {**answer.to_dict(), "kept": list(kept) if kept else None, "exact": trunc.exact,
-                "held_from": self._held_from(), "keys": list(keys), **({"altered": True} if altered else {})}
+        return {
+            **answer.to_dict(),
+            "kept": list(kept) if kept else None,
+            "exact": trunc.exact,
+            "held_from": self._held_from(),
+            "keys": list(keys),
+            **({"altered": True} if altered else {}),
+        }
 
     def stored_output(self, output: str) -> str:
         """An output as the ledger keeps it: secrets masked, then cut to ``max_stored_output_chars``
@@ -532,19 +653,40 @@ class LedgerRuntime:
             if earlier is None:
                 raise LookupError(f"output blob {ref.output_hash} is missing")
             if v.form is ReuseForm.REFERENCE and not self.delivered.complete(ref.id):
-                v = plan.verdict = Verdict(v.kind, v.reason, v.ref_attempt, v.ref_step, ReuseForm.FULL, v.rule,
-                                           v.covered_by, v.estimated_chars, v.evidence)
+                v = plan.verdict = Verdict(
+                    v.kind,
+                    v.reason,
+                    v.ref_attempt,
+                    v.ref_step,
+                    ReuseForm.FULL,
+                    v.rule,
+                    v.covered_by,
+                    v.estimated_chars,
+                    v.evidence,
+                )
         answer, returncode = not_run_answer(v, self._source(ref) if ref is not None else None, earlier)
         kept = self.truncation.kept(answer.text)
         refused = v.kind in (VerdictKind.REVISE, VerdictKind.BLOCK)
         output_hash = ref.output_hash if ref is not None and v.kind is VerdictKind.REUSE else None
         shown_hash = self.store.put_text(answer.text)
-        attempt = self._attempt(plan, executed=False, exit_code=None if refused else returncode, output_hash=output_hash,
-                                output_chars=ref.output_chars if ref is not None else (v.estimated_chars or 0),
-                                truncated=self.truncation.cuts(answer.text), duration=0.0, read_set={}, stable=True,
-                                epoch_after=self.state.epoch, shown_chars=len(answer.text), verdict=v, exception=None,
-                                output_complete=True, shown_hash=shown_hash,
-                                answer=self._answer_record(answer, kept, self.truncation))
+        attempt = self._attempt(
+            plan,
+            executed=False,
+            exit_code=None if refused else returncode,
+            output_hash=output_hash,
+            output_chars=ref.output_chars if ref is not None else (v.estimated_chars or 0),
+            truncated=self.truncation.cuts(answer.text),
+            duration=0.0,
+            read_set={},
+            stable=True,
+            epoch_after=self.state.epoch,
+            shown_chars=len(answer.text),
+            verdict=v,
+            exception=None,
+            output_complete=True,
+            shown_hash=shown_hash,
+            answer=self._answer_record(answer, kept, self.truncation),
+        )
         self._commit([("attempt", attempt.to_dict())], plan.step)
         self.state.add_attempt(attempt)
         if earlier is not None:
@@ -585,11 +727,24 @@ class LedgerRuntime:
             return ""
 
         self.delivered.window = trunc.kept(output)
-        return build(output, self.delivered, self.dedupe, base_keys=_read_keys_of(a), notes=notes,
-                     same_note=same_note, cut=Cut(trunc.limit, trunc.head, trunc.tail, trunc.exact))
+        return build(
+            output,
+            self.delivered,
+            self.dedupe,
+            base_keys=_read_keys_of(a),
+            notes=notes,
+            same_note=same_note,
+            cut=Cut(trunc.limit, trunc.head, trunc.tail, trunc.exact),
+        )
 
-    def _record_run(self, plan: Plan, res: ExecResult | None, elapsed: float, exc: BaseException | None,
-                    truncation: Truncation | None = None) -> RunResult:
+    def _record_run(
+        self,
+        plan: Plan,
+        res: ExecResult | None,
+        elapsed: float,
+        exc: BaseException | None,
+        truncation: Truncation | None = None,
+    ) -> RunResult:
         trunc = truncation or self.truncation
         analysis = plan.analysis
         self._watch(analysis)
@@ -628,20 +783,31 @@ class LedgerRuntime:
         shown_hash = None
         record = answer  # the answer as stored: a long raw one over the output as it is stored
         if res is not None and len(output) > self.config.max_stored_output_chars:
-            record = raw(stored, [shown[p.start:p.end] for p in answer.pieces if p.kind == NOTE])
+            record = raw(stored, [shown[p.start : p.end] for p in answer.pieces if p.kind == NOTE])
         if res is not None:
             shown_hash = output_hash if shown == output else self.store.put_text(record.text)
         epoch_after = self.state.epoch + (1 if changes else 0)
         attempt = self._attempt(
-            plan, executed=True, exit_code=res.returncode if res is not None else None, output_hash=output_hash,
-            output_chars=len(output), truncated=trunc.cuts(shown), duration=elapsed,
-            read_set={k: post_sigs.get(k, UNSIGNED) for k in read_keys}, stable=stable, epoch_after=epoch_after,
-            shown_chars=len(shown), verdict=verdict,
+            plan,
+            executed=True,
+            exit_code=res.returncode if res is not None else None,
+            output_hash=output_hash,
+            output_chars=len(output),
+            truncated=trunc.cuts(shown),
+            duration=elapsed,
+            read_set={k: post_sigs.get(k, UNSIGNED) for k in read_keys},
+            stable=stable,
+            epoch_after=epoch_after,
+            shown_chars=len(shown),
+            verdict=verdict,
             exception=(self.redactor.mask(f"{type(exc).__name__}: {exc}")[:500] if exc is not None else None),
             output_complete=res.output_complete if res is not None else False,
-            submits=analysis.submits or self.submission.in_output(output), shown_hash=shown_hash,
+            submits=analysis.submits or self.submission.in_output(output),
+            shown_hash=shown_hash,
             answer=self._answer_record(record, trunc.kept(shown), trunc, _read_keys_of(analysis), altered)
-            if res is not None else None)
+            if res is not None
+            else None,
+        )
         events: list[tuple[str, dict]] = [("attempt", attempt.to_dict())]
         obs = []
         got = None
@@ -653,8 +819,17 @@ class LedgerRuntime:
                 if answer.kind is AnswerKind.WHOLE:  # the model has of it what it saw of the earlier output
                     seen = self.delivered.seen_through(answer.refs[0]) or seen
             facts: dict[int, tuple[str, int, str]] = {}
-            obs = observations(analysis, output, res.returncode, texts, seen, step=plan.step, attempt=attempt.id,
-                               facts=facts, submission=self.submission)
+            obs = observations(
+                analysis,
+                output,
+                res.returncode,
+                texts,
+                seen,
+                step=plan.step,
+                attempt=attempt.id,
+                facts=facts,
+                submission=self.submission,
+            )
             if facts:
                 self.facts[attempt.id] = facts
             events += [("observation", o.to_dict()) for o in obs]
@@ -675,12 +850,29 @@ class LedgerRuntime:
             if earlier is not None:
                 self._deliver(attempt, earlier, answer, trunc.kept(shown), trunc.exact)
         elif answer.kind is not AnswerKind.REFUSED:
-            self._deliver(attempt, output, answer, trunc.kept(shown), trunc.exact, _read_keys_of(analysis), got,
-                          None if altered else output_hash)
-        note = next((shown[p.start:p.end].strip() for p in answer.pieces if p.kind == NOTE), None)
+            self._deliver(
+                attempt,
+                output,
+                answer,
+                trunc.kept(shown),
+                trunc.exact,
+                _read_keys_of(analysis),
+                got,
+                None if altered else output_hash,
+            )
+        note = next((shown[p.start : p.end].strip() for p in answer.pieces if p.kind == NOTE), None)
         out_text = shown if plan.applied else output
-        return RunResult(out_text, res.returncode, verdict, True, attempt.id, res.exception_info, res.extra,
-                         note if plan.applied else None, answer.kind.value if plan.applied else AnswerKind.RAW.value)
+        return RunResult(
+            out_text,
+            res.returncode,
+            verdict,
+            True,
+            attempt.id,
+            res.exception_info,
+            res.extra,
+            note if plan.applied else None,
+            answer.kind.value if plan.applied else AnswerKind.RAW.value,
+        )
 
     def _outcome(self, a: Analysis, res: ExecResult, changes: list[Change]) -> Outcome:
         """What the command did, for the rules decided after it ran. Which of the paths an edit names
@@ -691,8 +883,13 @@ class LedgerRuntime:
         if not self.workspace.rescan_before_command:
             return Outcome(res.returncode, False, self.workdir, tuple(a.writes))
         named = [w for w in a.writes if w != ANY_FILE]
-        return Outcome(res.returncode, False, self.workdir, tuple(w for w in named if not os.path.isdir(w)),
-                       tuple(w for w in named if not os.path.lexists(w)))
+        return Outcome(
+            res.returncode,
+            False,
+            self.workdir,
+            tuple(w for w in named if not os.path.isdir(w)),
+            tuple(w for w in named if not os.path.lexists(w)),
+        )
 
     def _file_texts(self, analysis: Analysis) -> dict[str, FileText]:
         """The files a command's views name, as they are now (what its output is checked against)."""
@@ -705,28 +902,67 @@ class LedgerRuntime:
                 out[v.path] = FileText.of(self.workspace.digest(data), data)
         return out
 
-    def _attempt(self, plan: Plan, *, executed: bool, exit_code: int | None, output_hash: str | None,
-                 output_chars: int, truncated: bool, duration: float, read_set: dict[str, str], stable: bool,
-                 epoch_after: int, shown_chars: int, verdict: Verdict, exception: str | None,
-                 output_complete: bool, submits: bool | None = None, shown_hash: str | None = None,
-                 answer: dict[str, Any] | None = None) -> Attempt:
+    def _attempt(
+        self,
+        plan: Plan,
+        *,
+        executed: bool,
+        exit_code: int | None,
+        output_hash: str | None,
+        output_chars: int,
+        truncated: bool,
+        duration: float,
+        read_set: dict[str, str],
+        stable: bool,
+        epoch_after: int,
+        shown_chars: int,
+        verdict: Verdict,
+        exception: str | None,
+        output_complete: bool,
+        submits: bool | None = None,
+        shown_hash: str | None = None,
+        answer: dict[str, Any] | None = None,
+    ) -> Attempt:
         a = plan.analysis
         attempt_id = self._next_id
         self._next_id += 1
         return Attempt(
-            id=attempt_id, step=plan.step, command=plan.command, normalized=a.normalized, cwd=a.cwd,
-            command_class=a.command_class, verdict=verdict, executed=executed, exit_code=exit_code,
-            output_hash=output_hash, output_chars=output_chars, truncated=truncated, duration_s=round(duration, 6),
-            read_set=read_set, read_set_stable=stable, write_set=a.writes, epoch_before=self.state.epoch,
-            epoch_after=epoch_after, env_epoch=self.state.env_epoch, pure=a.pure, parsed=a.parsed,
-            submits=a.submits if submits is None else submits, shown_chars=shown_chars, exception=exception,
+            id=attempt_id,
+            step=plan.step,
+            command=plan.command,
+            normalized=a.normalized,
+            cwd=a.cwd,
+            command_class=a.command_class,
+            verdict=verdict,
+            executed=executed,
+            exit_code=exit_code,
+            output_hash=output_hash,
+            output_chars=output_chars,
+            truncated=truncated,
+            duration_s=round(duration, 6),
+            read_set=read_set,
+            read_set_stable=stable,
+            write_set=a.writes,
+            epoch_before=self.state.epoch,
+            epoch_after=epoch_after,
+            env_epoch=self.state.env_epoch,
+            pure=a.pure,
+            parsed=a.parsed,
+            submits=a.submits if submits is None else submits,
+            shown_chars=shown_chars,
+            exception=exception,
             shadow_output_hash=plan.shadow_output_hash if not plan.applied else None,
-            output_complete=output_complete, applied=plan.applied, shown_hash=shown_hash, answer=answer)
+            output_complete=output_complete,
+            applied=plan.applied,
+            shown_hash=shown_hash,
+            answer=answer,
+        )
 
     # -- modifications -----------------------------------------------------------------------------
 
-    def _record_changes(self, changes: list[Change], attempt_id: int | None, step: int, *,
-                        analysis: Analysis | None) -> list[Modification]:
+    def _record_changes(
+        self, changes: list[Change], attempt_id: int | None, step: int, *, analysis: Analysis | None
+    ) -> list[Modification]:
         epoch = self.state.epoch + (1 if changes else 0)
         mods = [self.modifications.of(c, attempt_id, step, analysis) for c in changes]
         self._commit([("modification", {**m.to_dict(), "epoch": epoch}) for m in mods], step)
@@ -742,7 +978,9 @@ class LedgerRuntime:
         last = self._last.files if self._last else {}
         paths = [k[2:] for k in analysis.read_keys if k.startswith("f:")]
         paths += [w for w in analysis.writes if w != ANY_FILE]
-        self.workspace.watch(p for p in paths if p not in last and not p.startswith("/dev/") and not p.startswith("/proc/"))
+        self.workspace.watch(
+            p for p in paths if p not in last and not p.startswith("/dev/") and not p.startswith("/proc/")
+        )
 
     # -- persistence and faults ----------------------------------------------------------------------
 
@@ -759,8 +997,9 @@ class LedgerRuntime:
         """Log a fault of the ledger's own making (an adapter's too): faults.log and the ledger."""
         self._fault(where, error, command)
 
-    def _fault(self, where: str, error: BaseException, command: str | None = None,
-               records: list[dict] | None = None) -> None:
+    def _fault(
+        self, where: str, error: BaseException, command: str | None = None, records: list[dict] | None = None
+    ) -> None:
         self.fault_log.add(where, error, command, records)
 
     @property

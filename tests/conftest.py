@@ -15,23 +15,29 @@ os.environ.setdefault("MSWEA_CONFIGURED", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MSWEA_GLOBAL_CONFIG_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), "ledger-tests-mswea"))
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.com"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+}
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
 # A small project with a failing unittest: the agent-loop tests, locally and in the Docker image.
 CALC_PROJECT = {
-    "calc.py": "def add(a, b):\n    return a - b\n\n\n" + "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(30)),
+    "calc.py": "def add(a, b):\n    return a - b\n\n\n"
+    + "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(30)),
     "test_calc.py": "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
-                    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
     ".gitignore": "__pycache__/\n",
 }
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
-                          env={**os.environ, **GIT_ENV}).stdout
+    return subprocess.run(
+        ["git", "-C", str(root), *args], check=True, capture_output=True, text=True, env={**os.environ, **GIT_ENV}
+    ).stdout
 
 
 def make_repo(root: Path, files: dict[str, str | bytes], *, commit: bool = True, age_s: float = 10.0) -> Path:
@@ -70,11 +76,14 @@ def age(root: Path, seconds: float) -> None:
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A small Python project with a failing test, in a real git repository."""
-    return make_repo(tmp_path / "proj", {
-        "calc.py": "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n",
-        "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
-        "README.md": "# calc\n" + "".join(f"line {i}\n" for i in range(2, 41)),
-        "pkg/__init__.py": "",
-        "pkg/util.py": "".join(f"def f{i}():\n    return {i}\n\n" for i in range(60)),
-        ".gitignore": "*.log\nbuild/\n__pycache__/\n",
-    })
+    return make_repo(
+        tmp_path / "proj",
+        {
+            "calc.py": "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n",
+            "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+            "README.md": "# calc\n" + "".join(f"line {i}\n" for i in range(2, 41)),
+            "pkg/__init__.py": "",
+            "pkg/util.py": "".join(f"def f{i}():\n    return {i}\n\n" for i in range(60)),
+            ".gitignore": "*.log\nbuild/\n__pycache__/\n",
+        },
+    )

@@ -16,16 +16,17 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from conftest import CALC_PROJECT
 
 BASE_IMAGE = "local/bookworm:py"
 PROJECT = CALC_PROJECT
 
 
-DOCKERFILE = (f"FROM {BASE_IMAGE}\nCOPY proj /testbed\n"
-              "RUN cd /testbed && git init -q && git add -A && git -c user.email=t@t -c user.name=t commit -qm init\n"
-              "WORKDIR /testbed\n")
+DOCKERFILE = (
+    f"FROM {BASE_IMAGE}\nCOPY proj /testbed\n"
+    "RUN cd /testbed && git init -q && git add -A && git -c user.email=t@t -c user.name=t commit -qm init\n"
+    "WORKDIR /testbed\n"
+)
 # Tagged by content, so an image built from an older project is never taken for this one.
 TEST_IMAGE = "ledger-test/testbed:" + hashlib.sha256(json.dumps([PROJECT, DOCKERFILE]).encode()).hexdigest()[:12]
 
@@ -42,8 +43,10 @@ def engine_problem() -> str | None:
     except subprocess.TimeoutExpired:
         return "the docker engine did not answer within 15 s"
     if r.returncode != 0:
-        return f"no docker engine reachable ({r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'no answer'}); " \
-               "run scripts/docker-engine.sh up"
+        return (
+            f"no docker engine reachable ({r.stderr.strip().splitlines()[-1] if r.stderr.strip() else 'no answer'}); "
+            "run scripts/docker-engine.sh up"
+        )
     if _run("docker", "image", "inspect", BASE_IMAGE).returncode != 0:
         return f"base image {BASE_IMAGE} missing; scripts/docker-engine.sh up builds it"
     return None
@@ -59,8 +62,13 @@ def build_test_image() -> str:
             (ctx / "proj" / rel).parent.mkdir(parents=True, exist_ok=True)
             (ctx / "proj" / rel).write_text(text)
         (ctx / "Dockerfile").write_text(DOCKERFILE)
-        r = subprocess.run(["docker", "build", "-q", "-t", TEST_IMAGE, str(ctx)], capture_output=True, text=True,
-                           env={"DOCKER_BUILDKIT": "0", "PATH": "/usr/local/bin:/usr/bin:/bin"}, timeout=600)
+        r = subprocess.run(
+            ["docker", "build", "-q", "-t", TEST_IMAGE, str(ctx)],
+            capture_output=True,
+            text=True,
+            env={"DOCKER_BUILDKIT": "0", "PATH": "/usr/local/bin:/usr/bin:/bin"},
+            timeout=600,
+        )
         if r.returncode != 0:
             raise RuntimeError(f"building {TEST_IMAGE} failed: {r.stderr[-500:]}")
     return TEST_IMAGE

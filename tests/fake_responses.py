@@ -12,8 +12,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-USAGE = {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110,
-         "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}
+USAGE = {
+    "input_tokens": 100,
+    "output_tokens": 10,
+    "total_tokens": 110,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens_details": {"reasoning_tokens": 0},
+}
 
 
 def decode_body(raw: bytes, encoding: str | None) -> Any:
@@ -82,18 +87,34 @@ class FakeResponses:
             args: dict[str, Any] = {"cmd": arg}
             if self.workdir:
                 args["workdir"] = self.workdir
-            item = {"type": "function_call", "id": f"fc_{turn}", "call_id": f"call_{turn}", "name": "exec_command",
-                    "arguments": json.dumps(args)}
+            item = {
+                "type": "function_call",
+                "id": f"fc_{turn}",
+                "call_id": f"call_{turn}",
+                "name": "exec_command",
+                "arguments": json.dumps(args),
+            }
         elif kind == "patch":
-            item = {"type": "custom_tool_call", "id": f"ctc_{turn}", "call_id": f"call_{turn}", "name": "apply_patch",
-                    "input": arg}
+            item = {
+                "type": "custom_tool_call",
+                "id": f"ctc_{turn}",
+                "call_id": f"call_{turn}",
+                "name": "apply_patch",
+                "input": arg,
+            }
         else:
-            item = {"type": "message", "id": f"msg_{turn}", "role": "assistant",
-                    "content": [{"type": "output_text", "text": arg}]}
-        return [{"type": "response.created", "response": {"id": rid}},
-                {"type": "response.output_item.added", "output_index": 0, "item": item},
-                {"type": "response.output_item.done", "output_index": 0, "item": item},
-                {"type": "response.completed", "response": {"id": rid, "usage": USAGE}}]
+            item = {
+                "type": "message",
+                "id": f"msg_{turn}",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": arg}],
+            }
+        return [
+            {"type": "response.created", "response": {"id": rid}},
+            {"type": "response.output_item.added", "output_index": 0, "item": item},
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+            {"type": "response.completed", "response": {"id": rid, "usage": USAGE}},
+        ]
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -101,8 +122,9 @@ class FakeResponses:
 
 
 def is_agent_turn(body: Any) -> bool:
-    return isinstance(body, dict) and any(isinstance(t, dict) and t.get("name") == "exec_command"
-                                          for t in body.get("tools") or [])
+    return isinstance(body, dict) and any(
+        isinstance(t, dict) and t.get("name") == "exec_command" for t in body.get("tools") or []
+    )
 
 
 def codex_user_home(path: Path, base_url: str) -> Path:
@@ -115,16 +137,25 @@ def codex_user_home(path: Path, base_url: str) -> Path:
         f'[model_providers.fake]\nname = "fake"\nbase_url = "{base_url}"\nwire_api = "responses"\n'
         'env_key = "LEDGER_FAKE_KEY"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n'
         # the TUI would otherwise open by offering a newer model
-        '[notice.model_migrations]\n"gpt-5.5" = "gpt-6-sol"\n')
+        '[notice.model_migrations]\n"gpt-5.5" = "gpt-6-sol"\n'
+    )
     return path
 
 
 def function_outputs(body: dict[str, Any]) -> dict[str, str]:
     """call_id -> output text, of the tool results in one request."""
-    return {i["call_id"]: i["output"] if isinstance(i.get("output"), str) else json.dumps(i.get("output"))
-            for i in body.get("input", []) if i.get("type") in ("function_call_output", "custom_tool_call_output")}
+    return {
+        i["call_id"]: i["output"] if isinstance(i.get("output"), str) else json.dumps(i.get("output"))
+        for i in body.get("input", [])
+        if i.get("type") in ("function_call_output", "custom_tool_call_output")
+    }
 
 
 def developer_texts(body: dict[str, Any]) -> list[str]:
-    return [c.get("text", "") for i in body.get("input", []) if i.get("type") == "message" and i.get("role") == "developer"
-            for c in i.get("content", []) if isinstance(c, dict)]
+    return [
+        c.get("text", "")
+        for i in body.get("input", [])
+        if i.get("type") == "message" and i.get("role") == "developer"
+        for c in i.get("content", [])
+        if isinstance(c, dict)
+    ]

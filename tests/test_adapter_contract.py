@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 import xxhash
+from conftest import GIT_ENV, git
 
 import ledger_runtime
-from conftest import GIT_ENV, git
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "adapters.md"
@@ -77,8 +77,14 @@ def ran(tmp_path_factory) -> Ran:
     path = base / "minimal_adapter.py"
     path.write_text(example(), encoding="utf-8")
     run_dir = base / "toy-run"
-    proc = subprocess.run([sys.executable, str(path), str(workdir), str(run_dir)], cwd=base, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(path), str(workdir), str(run_dir)],
+        cwd=base,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     script = runpy.run_path(str(path), run_name="minimal_adapter")  # its names; main() does not run
     return Ran(workdir, run_dir, proc.stdout, script, start, ledger_runtime.load(run_dir))
@@ -97,9 +103,10 @@ def test_the_example_imports_nothing_but_the_public_api():
     used = [a.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom) for a in n.names]
     assert {"LedgerRuntime", "LocalExecutor", "Submission"} <= set(used) <= set(ledger_runtime.__all__)
     # the check itself sees what it must refuse
-    assert not_public("from ledger_runtime.runtime import LedgerRuntime\nimport minisweagent\nfrom . import x\n"
-                      "import ledger_runtime.executor\nimport os\nfrom ledger_runtime import load\n") == [
-        "ledger_runtime.runtime", "minisweagent", ".", "ledger_runtime.executor"]
+    assert not_public(
+        "from ledger_runtime.runtime import LedgerRuntime\nimport minisweagent\nfrom . import x\n"
+        "import ledger_runtime.executor\nimport os\nfrom ledger_runtime import load\n"
+    ) == ["ledger_runtime.runtime", "minisweagent", ".", "ledger_runtime.executor"]
 
 
 def test_one_attempt_per_command_with_its_verdict(ran):
@@ -173,14 +180,25 @@ def test_the_doc_shows_what_the_script_prints(ran):
     at = 0
     for line in shown[0].splitlines():  # in order; a line ending " ..." is cut in the doc
         prefix = line.endswith(" ...")
-        found = next((i for i in range(at, len(printed))
-                      if (printed[i].startswith(line[:-3]) if prefix else printed[i] == line)), None)
+        found = next(
+            (
+                i
+                for i in range(at, len(printed))
+                if (printed[i].startswith(line[:-3]) if prefix else printed[i] == line)
+            ),
+            None,
+        )
         assert found is not None, f"the doc shows {line!r}, the script does not print it (after line {at})"
         at = found + 1
 
 
 def test_ledger_run_inspect_reads_the_run(ran):
-    proc = subprocess.run([sys.executable, "-m", "ledger_runtime", "inspect", str(ran.run_dir)],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "120"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", "inspect", str(ran.run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "120"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "REVISE" in proc.stdout and "REUSE 1, REVISE 1, RUN 5" in proc.stdout

@@ -6,16 +6,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import make_repo
-from ledger_runtime.answers.build import (AnswerKind, DedupeSettings, ExpandError, Piece, apply_hunks, build, expand,
-                                    split_lines, unified_hunks)
-from ledger_runtime.config import LedgerConfig
+
+from ledger_runtime.answers.build import (
+    AnswerKind,
+    DedupeSettings,
+    ExpandError,
+    Piece,
+    apply_hunks,
+    build,
+    expand,
+    split_lines,
+    unified_hunks,
+)
 from ledger_runtime.answers.delivered import Delivered, Shown, output_digest
+from ledger_runtime.answers.transcript import Transcript
+from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import ExecResult, LocalExecutor
 from ledger_runtime.replay.engine import _soundness
 from ledger_runtime.runtime import LedgerRuntime
-from ledger_runtime.answers.transcript import Transcript
 
 EX = LocalExecutor(timeout=30)
 BODY = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(40))
@@ -27,8 +36,10 @@ def pool_of(*outputs: str) -> tuple[Delivered, dict[str, tuple[int, str]]]:
     labels = {}
     for i, out in enumerate(outputs, 1):
         lines = split_lines(out)
-        d.add(Shown(i, i, f"step {i}", f"cmd{i}", 0, lines, [True] * len(lines), (), True, output_digest(out)),
-              keys=("k",))
+        d.add(
+            Shown(i, i, f"step {i}", f"cmd{i}", 0, lines, [True] * len(lines), (), True, output_digest(out)),
+            keys=("k",),
+        )
         labels[f"step {i}"] = (i, out)
     return d, labels
 
@@ -40,8 +51,13 @@ def test_each_kind_expands_to_the_output():
     d, labels = pool_of(BODY)
     changed = BODY.replace("return x + 7\n", "return x + 70\n")
     middle = "".join(split_lines(BODY)[10:90])
-    for fresh, kind in ((BODY, AnswerKind.WHOLE), (middle, AnswerKind.SPANS), (changed, AnswerKind.DELTA),
-                        ("short\n", AnswerKind.RAW), ("new " * 50 + "\n", AnswerKind.RAW)):
+    for fresh, kind in (
+        (BODY, AnswerKind.WHOLE),
+        (middle, AnswerKind.SPANS),
+        (changed, AnswerKind.DELTA),
+        ("short\n", AnswerKind.RAW),
+        ("new " * 50 + "\n", AnswerKind.RAW),
+    ):
         a = build(fresh, d, S, base_keys=("k",))
         assert a.kind is kind, (kind, a.text[:200])
         assert expand(a.text, a.pieces, labels.get) == fresh
@@ -150,13 +166,16 @@ def test_an_output_cut_the_same_way_twice_is_a_reference_that_says_what_was_seen
         first = rt.run("cat big.txt", EX)
         assert first.output == big and rt.state.attempts[0].truncated
         again = rt.run("cat big.txt", EX)
-        assert again.output.startswith("[ledger: same as step 1's output (`cat big.txt`, exit 0), of which "
-                                       "you were shown the first 5,000 and last 5,000 characters]")
+        assert again.output.startswith(
+            "[ledger: same as step 1's output (`cat big.txt`, exit 0), of which "
+            "you were shown the first 5,000 and last 5,000 characters]"
+        )
         t = Transcript(rt.state, rt.store.text)
         assert t.check(rt.state.attempts[1], big).sound
         seen_lines = {o.step: o for o in rt.state.observations}
-        assert seen_lines[2].spans == seen_lines[1].spans and seen_lines[2].kind == "range", \
+        assert seen_lines[2].spans == seen_lines[1].spans and seen_lines[2].kind == "range", (
             "what the model has of it is what it saw at step 1"
+        )
         middle = rt.run("sed -n '150,160p' big.txt", EX)
         assert "[ledger" not in middle.output, "the middle was never shown: nothing may refer to it"
 
@@ -177,8 +196,9 @@ def test_a_long_output_the_agent_cuts_anyway_keeps_the_cut_and_dedupes_what_it_s
         assert "of this output (" in r.output and "not shown: the agent shows only the first 5,000" in r.output
         t = Transcript(rt.state, rt.store.text)
         assert t.check(rt.state.attempts[-1], fresh).sound
-        assert 200 not in {n for o in rt.state.observations if o.step == 2 for s in (o.spans or ()) for n in
-                           range(s.start, s.end + 1)}, "the cut middle was not seen"
+        assert 200 not in {
+            n for o in rt.state.observations if o.step == 2 for s in (o.spans or ()) for n in range(s.start, s.end + 1)
+        }, "the cut middle was not seen"
 
 
 # -- cases an outside review found (each fails on the commit before its fix) --------------------------
@@ -252,7 +272,7 @@ def test_codex_cut_is_counted_in_bytes_so_text_of_several_bytes_is_not_taken_for
 
     text = "".join(f"{i:04d} " + "日本語のテキスト" * 4 + "\n" for i in range(430))  # 16k characters, 43k bytes
     kept = truncation_for(None).kept(text)
-    assert kept is not None and len(text[: kept[0]].encode()) <= 10_000 and len(text[-kept[1]:].encode()) <= 10_000
+    assert kept is not None and len(text[: kept[0]].encode()) <= 10_000 and len(text[-kept[1] :].encode()) <= 10_000
 
 
 def test_output_that_reads_like_a_reference_comes_back_as_it_is(tmp_path: Path):
@@ -284,11 +304,15 @@ def test_a_continued_run_holds_what_the_first_held(tmp_path: Path):
     root = make_repo(tmp_path / "w", {"a.py": BODY})
     with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
         rt.run("cat ./a.py", EX)
-        first = {a: (s.literal, s.uncut, sorted(k for k, v in rt.delivered._by_key.items() if a in v))
-                 for a, s in rt.delivered.items.items()}
+        first = {
+            a: (s.literal, s.uncut, sorted(k for k, v in rt.delivered._by_key.items() if a in v))
+            for a, s in rt.delivered.items.items()
+        }
     with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt2:
-        again = {a: (s.literal, s.uncut, sorted(k for k, v in rt2.delivered._by_key.items() if a in v))
-                 for a, s in rt2.delivered.items.items()}
+        again = {
+            a: (s.literal, s.uncut, sorted(k for k, v in rt2.delivered._by_key.items() if a in v))
+            for a, s in rt2.delivered.items.items()
+        }
         assert again == first
         (root / "a.py").write_text(BODY.replace("x + 3\n", "x + 33\n"))
         r = rt2.run("cat a.py", EX)  # another way to read the same file: a delta from what it saw
@@ -296,7 +320,7 @@ def test_a_continued_run_holds_what_the_first_held(tmp_path: Path):
 
 
 def test_lines_repeated_within_one_output_refer_to_the_lines_above(tmp_path: Path):
-    block = "".join(f"  File \"x.py\", line {i}, in f\n    raise ValueError({i})\n" for i in range(6))
+    block = "".join(f'  File "x.py", line {i}, in f\n    raise ValueError({i})\n' for i in range(6))
     out = "first failure\n" + block + "second failure\n" + block + "done\n"
     root = make_repo(tmp_path / "w", {"t.py": "x\n"})
     with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:

@@ -10,24 +10,22 @@ still recorded where the claim is true."""
 from __future__ import annotations
 
 import os
-import stat
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-
 from conftest import make_repo
+
 from ledger_adapters.mini.format import SUBMISSION  # the agent whose marker these commands use
 from ledger_runtime.analysis.commands import analyze
 from ledger_runtime.config import LedgerConfig
-from ledger_runtime.executor import LocalExecutor
-from ledger_runtime.workspace.hashing import digest_bytes
-from ledger_runtime.decide.policies import BUILTINS, verify_before_submit
 from ledger_runtime.decide.gate import build_rules
 from ledger_runtime.decide.govern import Current
+from ledger_runtime.decide.policies import BUILTINS, verify_before_submit
+from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.records import CommandClass
 from ledger_runtime.runtime import LedgerRuntime
+from ledger_runtime.workspace.hashing import digest_bytes
 
 W = "/w"
 EX = LocalExecutor(timeout=30)
@@ -52,8 +50,15 @@ def spans(obs) -> set[int]:
 
 @pytest.fixture
 def rt(tmp_path: Path):
-    root = make_repo(tmp_path / "w", {"f.txt": BODY, "gaps.txt": "a\n\n\nfoo one\n\nb\nfoo two\n",
-                                      "sub/c.py": BODY.replace("line", "sub"), "a.py": BODY.replace("line", "top")})
+    root = make_repo(
+        tmp_path / "w",
+        {
+            "f.txt": BODY,
+            "gaps.txt": "a\n\n\nfoo one\n\nb\nfoo two\n",
+            "sub/c.py": BODY.replace("line", "sub"),
+            "a.py": BODY.replace("line", "top"),
+        },
+    )
     r = LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t", submission=SUBMISSION)
     yield r
     r.close()
@@ -62,8 +67,17 @@ def rt(tmp_path: Path):
 # -- what a command showed ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cmd", ["cat -A f.txt | sed -n '2,3p'", "cat -v f.txt", "cat -T f.txt", "cat -e f.txt",
-                                 "awk -v ORS=' ' 'NR>=1 && NR<=3' f.txt", "awk -v RS= 'NR>=1 && NR<=2' f.txt"])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "cat -A f.txt | sed -n '2,3p'",
+        "cat -v f.txt",
+        "cat -T f.txt",
+        "cat -e f.txt",
+        "awk -v ORS=' ' 'NR>=1 && NR<=3' f.txt",
+        "awk -v RS= 'NR>=1 && NR<=2' f.txt",
+    ],
+)
 def test_transforming_options_show_no_lines(rt, cmd):
     rt.run(cmd, EX)
     assert not seen(rt, "f.txt", 1), f"`{cmd}` does not print the file's lines as they are"
@@ -72,8 +86,13 @@ def test_transforming_options_show_no_lines(rt, cmd):
 def test_nl_numbering_is_not_line_numbering(rt):
     """nl numbers non-blank lines only by default; cat -b too; nl -v N starts elsewhere; numbering
     after a selection counts the selection. None of these numbers are the file's line numbers."""
-    for cmd in ("nl gaps.txt | grep foo", "cat -b gaps.txt | grep foo", "nl -ba -v 10 gaps.txt | grep foo",
-                "sed -n '3,7p' gaps.txt | nl -ba | grep foo", "cat -n gaps.txt | grep foo"):
+    for cmd in (
+        "nl gaps.txt | grep foo",
+        "cat -b gaps.txt | grep foo",
+        "nl -ba -v 10 gaps.txt | grep foo",
+        "sed -n '3,7p' gaps.txt | nl -ba | grep foo",
+        "cat -n gaps.txt | grep foo",
+    ):
         rt.run(cmd, EX)
     claimed = {a.step: spans(seen(rt, "gaps.txt", a.step)) for a in rt.state.attempts}
     assert claimed[1] == claimed[2] == claimed[3] == claimed[4] == set(), claimed
@@ -173,14 +192,17 @@ def test_a_second_write_to_a_mapped_page_is_seen(tmp_path):
 # -- what a command depends on -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cmd, key", [
-    ("test -e new.txt && echo yes", "x:/w/new.txt"),
-    ("[ -f x.py ] || echo no", "x:/w/x.py"),
-    ("test -s log.txt", "m:/w/log.txt"),
-    ("ls && cd sub", "x:/w/sub"),
-    ("grep -r --exclude-from=skip.txt foo .", "f:/w/skip.txt"),
-    ("grep -rf pats.txt .", "f:/w/pats.txt"),
-])
+@pytest.mark.parametrize(
+    "cmd, key",
+    [
+        ("test -e new.txt && echo yes", "x:/w/new.txt"),
+        ("[ -f x.py ] || echo no", "x:/w/x.py"),
+        ("test -s log.txt", "m:/w/log.txt"),
+        ("ls && cd sub", "x:/w/sub"),
+        ("grep -r --exclude-from=skip.txt foo .", "f:/w/skip.txt"),
+        ("grep -rf pats.txt .", "f:/w/pats.txt"),
+    ],
+)
 def test_what_a_command_tests_is_a_read(cmd, key):
     assert key in analyze(cmd, W).read_keys
 
@@ -192,19 +214,22 @@ def test_the_view_knows_a_test_no_longer_holds(rt):
     assert "stale" in line and "new.txt" in line
 
 
-@pytest.mark.parametrize("cmd", [
-    "printf '%(%H:%M:%S)T\\n' -1",
-    "find . -newermt '2024-01-01'",
-    "find . -newer a.py",
-    "ls -l",
-    "ls -la sub",
-    "find . -xtype l",
-    "du -L .",
-    "du -sh --dereference .",
-    "ls -F",
-    "ls -L sub",
-    "grep -R foo .",
-])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "printf '%(%H:%M:%S)T\\n' -1",
+        "find . -newermt '2024-01-01'",
+        "find . -newer a.py",
+        "ls -l",
+        "ls -la sub",
+        "find . -xtype l",
+        "du -L .",
+        "du -sh --dereference .",
+        "ls -F",
+        "ls -L sub",
+        "grep -R foo .",
+    ],
+)
 def test_clocks_and_followed_links_are_impure(cmd):
     assert not analyze(cmd, W).pure
 
@@ -212,13 +237,16 @@ def test_clocks_and_followed_links_are_impure(cmd):
 # -- where a command runs ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cmd, path", [
-    ("builtin cd sub && cat c.py", "/w/sub/c.py"),
-    ("command cd sub && cat c.py", "/w/sub/c.py"),
-    ("pushd -n sub > /dev/null && cat c.py", "/w/c.py"),
-    ("cd sub & cat c.py", "/w/c.py"),
-    ("cd sub; cd ..; cat c.py", "/w/c.py"),
-])
+@pytest.mark.parametrize(
+    "cmd, path",
+    [
+        ("builtin cd sub && cat c.py", "/w/sub/c.py"),
+        ("command cd sub && cat c.py", "/w/sub/c.py"),
+        ("pushd -n sub > /dev/null && cat c.py", "/w/c.py"),
+        ("cd sub & cat c.py", "/w/c.py"),
+        ("cd sub; cd ..; cat c.py", "/w/c.py"),
+    ],
+)
 def test_the_working_directory_is_followed_as_bash_does(cmd, path):
     assert [v.path for v in analyze(cmd, W).views] == [path]
 
@@ -226,8 +254,18 @@ def test_the_working_directory_is_followed_as_bash_does(cmd, path):
 # -- what a command is ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cmd", ["bin/test -v", "./bin/test", "./runtests.py", "scripts/test.sh --fast",
-                                 "tests/runtests.py foo", "/testbed/bin/test", "cd sub && ./run"])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "bin/test -v",
+        "./bin/test",
+        "./runtests.py",
+        "scripts/test.sh --fast",
+        "tests/runtests.py foo",
+        "/testbed/bin/test",
+        "cd sub && ./run",
+    ],
+)
 def test_a_program_of_the_workspace_is_a_run(cmd):
     assert analyze(cmd, "/testbed").command_class is CommandClass.RUN
 

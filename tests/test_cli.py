@@ -13,15 +13,23 @@ from ledger_runtime.runtime import LedgerRuntime
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ledger_runtime.cli", *args], capture_output=True, text=True,
-                          env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "ledger_runtime.cli", *args],
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"},
+    )
 
 
 def make_run(repo, tmp_path):
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(), task="Make test_add pass")
     ex = LocalExecutor()
-    for cmd in ["cat pkg/util.py", "cat pkg/util.py", "sed -i '2s/a - b/a + b/' calc.py",
-                "python3 -m pytest -q test_calc.py -p no:cacheprovider"]:
+    for cmd in [
+        "cat pkg/util.py",
+        "cat pkg/util.py",
+        "sed -i '2s/a - b/a + b/' calc.py",
+        "python3 -m pytest -q test_calc.py -p no:cacheprovider",
+    ]:
         rt.run(cmd, ex)
     rt.close()
     return tmp_path / "run"

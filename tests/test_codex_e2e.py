@@ -26,14 +26,28 @@ from ledger_runtime.records import VerdictKind
 
 CODEX = find_codex(None)
 if CODEX is None and os.environ.get("LEDGER_REQUIRE_CODEX"):
-    raise RuntimeError(f"LEDGER_REQUIRE_CODEX is set but no codex binary was found (npm install -g @openai/codex@{CODEX_VERSION})")
-pytestmark = pytest.mark.skipif(CODEX is None, reason=f"no codex binary on PATH or in $LEDGER_CODEX_BIN "
-                                                      f"(npm install -g @openai/codex@{CODEX_VERSION})")
+    raise RuntimeError(
+        f"LEDGER_REQUIRE_CODEX is set but no codex binary was found (npm install -g @openai/codex@{CODEX_VERSION})"
+    )
+pytestmark = pytest.mark.skipif(
+    CODEX is None,
+    reason=f"no codex binary on PATH or in $LEDGER_CODEX_BIN (npm install -g @openai/codex@{CODEX_VERSION})",
+)
 
 TEST = "python3 -m unittest -q test_calc"
-FIX = "*** Begin Patch\n*** Update File: calc.py\n@@\n def add(a, b):\n-    return a - b\n+    return a + b\n*** End Patch\n"
-SCRIPT = [("exec", "cat calc.py"), ("exec", "cat calc.py"), ("exec", TEST), ("exec", TEST), ("patch", FIX),
-          ("exec", TEST), ("say", "Fixed add(); the test passes.")]
+FIX = (
+    "*** Begin Patch\n*** Update File: calc.py\n@@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
+    "*** End Patch\n"
+)
+SCRIPT = [
+    ("exec", "cat calc.py"),
+    ("exec", "cat calc.py"),
+    ("exec", TEST),
+    ("exec", TEST),
+    ("patch", FIX),
+    ("exec", TEST),
+    ("say", "Fixed add(); the test passes."),
+]
 
 
 def ledger_run(*args: str, env: dict[str, str], cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -67,8 +81,19 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     config_before = (user_home / "config.toml").read_bytes()
     (user_home / "auth.json").write_text('{"OPENAI_API_KEY": null}\n')
     run_dir = tmp_path / "run"
-    p = ledger_run("codex", "--workdir", str(repo), "-o", str(run_dir), "--", "exec", "--skip-git-repo-check",
-                   "Fix the failing test in test_calc.py", env=env, cwd=repo)
+    p = ledger_run(
+        "codex",
+        "--workdir",
+        str(repo),
+        "-o",
+        str(run_dir),
+        "--",
+        "exec",
+        "--skip-git-repo-check",
+        "Fix the failing test in test_calc.py",
+        env=env,
+        cwd=repo,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"ledger-run inspect {run_dir}" in p.stderr
     state = load(run_dir).state
@@ -86,8 +111,10 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     # every command ran inside the ledger's wrapper, which printed the ledger's answer to it: the
     # output the first time, a reference to it the second time
     executed = rollout_commands(run_dir)
-    assert all(" wrap --socket " in executed[c][-1] and executed[c][-1].endswith(" -- 'cat calc.py'")
-               for c in ("call_0", "call_1"))
+    assert all(
+        " wrap --socket " in executed[c][-1] and executed[c][-1].endswith(" -- 'cat calc.py'")
+        for c in ("call_0", "call_1")
+    )
     seen = function_outputs(fake.agent_requests[2])
     calc = (repo / "calc.py").read_text()
     assert seen["call_0"].endswith(CALC_PROJECT["calc.py"])
@@ -107,7 +134,9 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     # the apply_patch edit is a modification of calc.py by that step
     edit = state.attempts[4]
     mods = state.modifications_of_attempt(edit.id)
-    assert [(Path(m.path).name, m.lines_added, m.lines_removed, m.recognised) for m in mods] == [("calc.py", 1, 1, True)]
+    assert [(Path(m.path).name, m.lines_added, m.lines_removed, m.recognised) for m in mods] == [
+        ("calc.py", 1, 1, True)
+    ]
     assert "return a + b" in calc
     # the user's own Codex home was read, never written; the run has its own
     assert (user_home / "config.toml").read_bytes() == config_before and not (user_home / "sessions").exists()
@@ -121,8 +150,20 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
 def test_codex_shadow_runs_everything_and_shows_nothing(codex_env, tmp_path: Path) -> None:
     repo, fake, user_home, env = codex_env
     run_dir = tmp_path / "shadow"
-    p = ledger_run("codex", "--shadow", "--workdir", str(repo), "-o", str(run_dir), "--", "exec",
-                   "--skip-git-repo-check", "Fix the failing test", env=env, cwd=repo)
+    p = ledger_run(
+        "codex",
+        "--shadow",
+        "--workdir",
+        str(repo),
+        "-o",
+        str(run_dir),
+        "--",
+        "exec",
+        "--skip-git-repo-check",
+        "Fix the failing test",
+        env=env,
+        cwd=repo,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     state = load(run_dir).state
     second = state.attempts[1]
@@ -139,8 +180,11 @@ class Tui:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: ledger-run codex in the terminal
             os.chdir(repo)
-            os.execve(hook_launcher()[0], [*hook_launcher(), "codex", "-o", str(run_dir), "--", "--no-alt-screen"],
-                      {**env, "TERM": "xterm-256color"})
+            os.execve(
+                hook_launcher()[0],
+                [*hook_launcher(), "codex", "-o", str(run_dir), "--", "--no-alt-screen"],
+                {**env, "TERM": "xterm-256color"},
+            )
         fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
 
     def pump(self, seconds: float) -> None:
@@ -196,7 +240,9 @@ def test_codex_tui_with_the_ledger(codex_env, tmp_path: Path) -> None:
     screen = tui.screen
     state = load(run_dir).state
     assert [(a.command, a.verdict.kind, a.executed) for a in state.attempts] == [
-        ("cat calc.py", VerdictKind.RUN, True), ("cat calc.py", VerdictKind.REUSE, True)], screen[-2000:]
+        ("cat calc.py", VerdictKind.RUN, True),
+        ("cat calc.py", VerdictKind.REUSE, True),
+    ], screen[-2000:]
     assert state.attempts[1].answer["kind"] == "whole"
     assert state.baseline.task == "what is wrong with calc.py"
 
@@ -206,15 +252,27 @@ def test_codex_gets_a_deny_for_a_blocked_command(codex_env, tmp_path: Path) -> N
     fake.steps = [("exec", "git reset --hard"), ("say", "I will not reset.")]
     (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")  # uncommitted work a reset would lose
     run_dir = tmp_path / "deny"
-    p = ledger_run("codex", "--workdir", str(repo), "-o", str(run_dir), "--", "exec", "--skip-git-repo-check",
-                   "Clean up the repository", env=env, cwd=repo)
+    p = ledger_run(
+        "codex",
+        "--workdir",
+        str(repo),
+        "-o",
+        str(run_dir),
+        "--",
+        "exec",
+        "--skip-git-repo-check",
+        "Clean up the repository",
+        env=env,
+        cwd=repo,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert (repo / "calc.py").read_text().endswith("a + b\n"), "the reset did not run"
     seen = function_outputs(fake.agent_requests[1])["call_0"]
     assert seen.startswith("Command blocked by PreToolUse hook: [ledger] BLOCK by policy destructive")
     state = load(run_dir).state
     assert [(a.verdict.kind, a.verdict.rule, a.executed) for a in state.attempts] == [
-        (VerdictKind.BLOCK, "destructive", False)]
+        (VerdictKind.BLOCK, "destructive", False)
+    ]
 
 
 def test_codex_with_a_relative_binary_and_a_long_tmpdir(codex_env, tmp_path: Path) -> None:
@@ -225,9 +283,27 @@ def test_codex_with_a_relative_binary_and_a_long_tmpdir(codex_env, tmp_path: Pat
     long_tmp = tmp_path / ("t" * 90)
     long_tmp.mkdir()
     run_dir = tmp_path / "rel"
-    p = subprocess.run([*hook_launcher(), "codex", "--codex-bin", "./" + Path(CODEX).resolve().name, "--workdir", str(repo),
-                        "-o", str(run_dir), "--", "exec", "--skip-git-repo-check", "Fix the failing test"],
-                       env={**env, "TMPDIR": str(long_tmp)}, cwd=bindir, capture_output=True, text=True, timeout=180)
+    p = subprocess.run(
+        [
+            *hook_launcher(),
+            "codex",
+            "--codex-bin",
+            "./" + Path(CODEX).resolve().name,
+            "--workdir",
+            str(repo),
+            "-o",
+            str(run_dir),
+            "--",
+            "exec",
+            "--skip-git-repo-check",
+            "Fix the failing test",
+        ],
+        env={**env, "TMPDIR": str(long_tmp)},
+        cwd=bindir,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert len(load(run_dir).state.attempts) >= 3, "the hooks reached the ledger: the socket had a path that fits"
     assert not (run_dir / "faults.log").exists()
@@ -270,7 +346,9 @@ def test_sigterm_stops_codex_and_finishes_the_ledger(codex_env, tmp_path: Path) 
         if status is None:
             tui.kill()
         os.close(tui.fd)
-    assert status is not None, "ledger-run codex did not stop on SIGTERM: " + tui.screen[-1500:].decode(errors="replace")
+    assert status is not None, "ledger-run codex did not stop on SIGTERM: " + tui.screen[-1500:].decode(
+        errors="replace"
+    )
     assert len(load(run_dir).state.attempts) == 2
     assert set(glob.glob(sockets)) <= before, "the hook socket's directory is removed"
 
@@ -282,7 +360,9 @@ def test_codex_refuses_a_run_directory_another_ledger_writes(codex_env, tmp_path
     repo, fake, user_home, env = codex_env
     held = LedgerRuntime(repo, tmp_path / "held", LedgerConfig())
     try:
-        p = ledger_run("codex", "--workdir", str(repo), "-o", str(tmp_path / "held"), "--", "exec", "x", env=env, cwd=repo)
+        p = ledger_run(
+            "codex", "--workdir", str(repo), "-o", str(tmp_path / "held"), "--", "exec", "x", env=env, cwd=repo
+        )
     finally:
         held.close()
     assert p.returncode == 2 and "in use by another ledger" in p.stderr and "Traceback" not in p.stderr
@@ -298,9 +378,21 @@ def test_codex_refuses_a_repository_with_hooks_of_its_own(codex_env, tmp_path: P
     p = ledger_run("codex", "--workdir", str(repo), "-o", str(tmp_path / "r1"), "--", "exec", "x", env=env, cwd=repo)
     assert p.returncode == 2 and ".codex/hooks.json defines Codex hooks" in p.stderr and not fake.agent_requests
     (repo / ".codex" / "hooks.json").unlink()
-    (repo / ".codex" / "config.toml").write_text('[hooks]\nPreToolUse = []\n')
+    (repo / ".codex" / "config.toml").write_text("[hooks]\nPreToolUse = []\n")
     p = ledger_run("codex", "--workdir", str(repo), "-o", str(tmp_path / "r2"), "--", "exec", "x", env=env, cwd=repo)
     assert p.returncode == 2 and ".codex/config.toml defines Codex hooks" in p.stderr
-    p = ledger_run("codex", "--allow-project-hooks", "--workdir", str(repo), "-o", str(tmp_path / "r3"), "--", "exec",
-                   "--skip-git-repo-check", "Fix the failing test", env=env, cwd=repo)
+    p = ledger_run(
+        "codex",
+        "--allow-project-hooks",
+        "--workdir",
+        str(repo),
+        "-o",
+        str(tmp_path / "r3"),
+        "--",
+        "exec",
+        "--skip-git-repo-check",
+        "Fix the failing test",
+        env=env,
+        cwd=repo,
+    )
     assert p.returncode == 0, p.stderr[-2000:]

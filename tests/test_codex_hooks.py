@@ -34,8 +34,9 @@ CALC = "x = 1\nprint(x)\n"
 class Session:
     """A ledger run with its hook server, fed recorded payloads through ``ledger-run hook``."""
 
-    def __init__(self, tmp: Path, config: LedgerConfig | None = None, *, wrap: bool = False,
-                 files: dict[str, str] | None = None):
+    def __init__(
+        self, tmp: Path, config: LedgerConfig | None = None, *, wrap: bool = False, files: dict[str, str] | None = None
+    ):
         self.repo = make_repo(tmp / "repo", files or {"calc.py": CALC})
         self.run_dir = tmp / "run"
         self.transcript = tmp / "sessions" / "rollout-test.jsonl"
@@ -45,18 +46,33 @@ class Session:
         self.hooks = CodexHooks(self.rt, wrap_launcher=hook_launcher() if wrap else None)
         self.server = HookServer(self.hooks.handle, self.rt.report_fault)
         self.hooks.socket_path = self.server.socket_path
-        self.rollout = [line.replace("{cwd}", str(self.repo)) for line in (DATA / "rollout.jsonl").read_text().splitlines()]
+        self.rollout = [
+            line.replace("{cwd}", str(self.repo)) for line in (DATA / "rollout.jsonl").read_text().splitlines()
+        ]
 
     def payload(self, event: str, tool: str = "", nth: int = 0, **changes: Any) -> dict[str, Any]:
         found = [p for p in RECORDED if p["hook_event_name"] == event and p.get("tool_name", "") == tool][nth]
         text = json.dumps(found).replace("{cwd}", str(self.repo)).replace("{transcript}", str(self.transcript))
         return {**json.loads(text), **changes}
 
-    def send(self, event: str, payload: dict[str, Any] | bytes, *, socket: str | None = None,
-             run_dir: Path | None = None) -> tuple[dict[str, Any] | None, subprocess.CompletedProcess]:
+    def send(
+        self, event: str, payload: dict[str, Any] | bytes, *, socket: str | None = None, run_dir: Path | None = None
+    ) -> tuple[dict[str, Any] | None, subprocess.CompletedProcess]:
         raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        proc = subprocess.run([*hook_launcher(), "hook", event, "--socket", socket or self.server.socket_path,
-                               "--run-dir", str(run_dir or self.run_dir)], input=raw, capture_output=True, timeout=60)
+        proc = subprocess.run(
+            [
+                *hook_launcher(),
+                "hook",
+                event,
+                "--socket",
+                socket or self.server.socket_path,
+                "--run-dir",
+                str(run_dir or self.run_dir),
+            ],
+            input=raw,
+            capture_output=True,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         out = proc.stdout.decode().strip()
         return (json.loads(out) if out else None), proc
@@ -76,8 +92,11 @@ class Session:
             p = e["payload"]
             if p.get("call_id") == call_id or (p.get("item") or {}).get("id") == call_id:
                 if "item" in p and item:
-                    p["item"].update({"aggregated_output": item["output"], "exit_code": item["exit_code"]}
-                                     if p["item"]["type"] == "CommandExecution" else item)
+                    p["item"].update(
+                        {"aggregated_output": item["output"], "exit_code": item["exit_code"]}
+                        if p["item"]["type"] == "CommandExecution"
+                        else item
+                    )
                 lines.append(json.dumps(e))
         with open(self.transcript, "a") as f:
             f.write("\n".join(lines) + "\n")
@@ -123,7 +142,11 @@ def _recorded_session(session: Session) -> None:
     pre = session.payload("PreToolUse", "Bash")
     decision = session.send("PreToolUse", pre)[0]["hookSpecificOutput"]
     wrapped = decision["updatedInput"]["command"]
-    assert decision["permissionDecision"] == "allow" and " wrap --socket " in wrapped and wrapped.endswith(" -- 'cat calc.py'")
+    assert (
+        decision["permissionDecision"] == "allow"
+        and " wrap --socket " in wrapped
+        and wrapped.endswith(" -- 'cat calc.py'")
+    )
     out, code = session.codex_runs(wrapped, "c0")
     assert (out, code) == (LONG, 0), "the first time: the output as it is"
     first = session.state().attempts[0]
@@ -137,7 +160,9 @@ def _recorded_session(session: Session) -> None:
     assert out.startswith("[ledger: same as step 1's output (`cat calc.py`, exit 0)") and code == 0
     again = session.state().attempts[1]
     assert again.verdict.kind is VerdictKind.REUSE and again.executed and again.command == "cat calc.py"
-    note = context(session.send("PostToolUse", {**session.payload("PostToolUse", "Bash"), "tool_use_id": "c0-again"})[0])
+    note = context(
+        session.send("PostToolUse", {**session.payload("PostToolUse", "Bash"), "tool_use_id": "c0-again"})[0]
+    )
     assert "end a command with `# ledger:raw` to get its output in full" in note, "the escape, named once"
 
     # a failing script: its own exit code and output come back through the wrapper
@@ -157,7 +182,9 @@ def _recorded_session(session: Session) -> None:
     edit = state.attempts[3]
     assert edit.command_class.value == "modify" and edit.exit_code == 0
     mods = state.modifications_of_attempt(edit.id)
-    assert [(Path(m.path).name, m.recognised, m.lines_added, m.lines_removed) for m in mods] == [("calc.py", True, 1, 1)]
+    assert [(Path(m.path).name, m.recognised, m.lines_added, m.lines_removed) for m in mods] == [
+        ("calc.py", True, 1, 1)
+    ]
     note = context(post)
     assert "calc.py: +1 -1" in note and "calc.py: STALE" in note and "#1 cat calc.py -> exit 0; stale" in note
     assert f"#{edit.step} " not in note and len(note) <= LedgerConfig().context_note_chars
@@ -166,7 +193,9 @@ def _recorded_session(session: Session) -> None:
     out, code = session.codex_runs(decision["updatedInput"]["command"], "c9")
     assert out.startswith("[ledger: step 1's output (`cat calc.py`) with these changes") and code == 0
     assert "-    return x + 7\n+    return x + 70\n" in out
-    assert state.injections and all(i["chars"] <= max(LedgerConfig().context_note_chars, 4800) for i in state.injections)
+    assert state.injections and all(
+        i["chars"] <= max(LedgerConfig().context_note_chars, 4800) for i in state.injections
+    )
     assert not (session.run_dir / "faults.log").exists()
 
 
@@ -179,8 +208,12 @@ def test_after_a_compaction_no_answer_refers_to_what_came_before(tmp_path: Path)
             out, _ = session.codex_runs(decision["updatedInput"]["command"], "c0")
         assert out.startswith("[ledger: same as step 1's output")
         with open(session.transcript, "a") as f:  # Codex rebuilt its history from a summary
-            f.write(json.dumps({"timestamp": "2026-01-01T00:00:00Z", "type": "compacted",
-                                "payload": {"message": "summary"}}) + "\n")
+            f.write(
+                json.dumps(
+                    {"timestamp": "2026-01-01T00:00:00Z", "type": "compacted", "payload": {"message": "summary"}}
+                )
+                + "\n"
+            )
         decision = session.send("PreToolUse", {**pre, "tool_use_id": "c0-third"})[0]["hookSpecificOutput"]
         out, _ = session.codex_runs(decision["updatedInput"]["command"], "c0")
         assert out == LONG, "the outputs it was shown before the compaction are gone: the whole output again"
@@ -191,8 +224,18 @@ def test_after_a_compaction_no_answer_refers_to_what_came_before(tmp_path: Path)
 
 def test_a_wrapper_that_cannot_reach_the_ledger_prints_the_raw_output(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"calc.py": LONG})
-    cmd = [*hook_launcher(), "wrap", "--socket", str(tmp_path / "gone.sock"), "--call", "c0", "--run-dir", str(tmp_path),
-           "--", "cat calc.py; exit 4"]
+    cmd = [
+        *hook_launcher(),
+        "wrap",
+        "--socket",
+        str(tmp_path / "gone.sock"),
+        "--call",
+        "c0",
+        "--run-dir",
+        str(tmp_path),
+        "--",
+        "cat calc.py; exit 4",
+    ]
     p = subprocess.run(cmd, cwd=repo, capture_output=True, timeout=60)
     assert (p.stdout.decode(), p.returncode) == (LONG, 4) and b"Traceback" not in p.stderr
     assert "gave no answer" in (tmp_path / "faults.log").read_text()
@@ -295,24 +338,37 @@ def test_posttooluse_without_pretooluse_and_unfinished_calls_are_recorded(sessio
     session.codex_runs(session.payload("PreToolUse", "Bash", 1)["tool_input"]["command"], "c1")
     session.hooks.finish()  # the run ended before c1's PostToolUse
     attempts = session.state().attempts
-    assert [(a.command.split()[0], a.exit_code, a.executed) for a in attempts] == [("cat", 0, True), ("python", 3, True)]
+    assert [(a.command.split()[0], a.exit_code, a.executed) for a in attempts] == [
+        ("cat", 0, True),
+        ("python", 3, True),
+    ]
 
 
 def test_faults_never_block_the_agent(session: Session, tmp_path: Path) -> None:
     faults = session.run_dir / "faults.log"
-    for event, payload in (("PreToolUse", b"{not json"), ("PreToolUse", b"[1, 2]"), ("Bogus", b"{}"),
-                           ("PreToolUse", json.dumps({"tool_name": "Bash", "tool_input": None}).encode())):
+    for event, payload in (
+        ("PreToolUse", b"{not json"),
+        ("PreToolUse", b"[1, 2]"),
+        ("Bogus", b"{}"),
+        ("PreToolUse", json.dumps({"tool_name": "Bash", "tool_input": None}).encode()),
+    ):
         answer, proc = session.send(event, payload)
         assert answer is None and proc.stdout == b""
     logged = [json.loads(line) for line in faults.read_text().splitlines()]
-    assert any("not JSON" in f["error"] for f in logged) and any("unknown hook event 'Bogus'" in f["error"] for f in logged)
+    assert any("not JSON" in f["error"] for f in logged) and any(
+        "unknown hook event 'Bogus'" in f["error"] for f in logged
+    )
     assert any("not a JSON object" in f["error"] for f in logged)
     # no server at all: the command runs, the fault goes to the run directory
     answer, proc = session.send("PreToolUse", session.payload("PreToolUse", "Bash"), socket=str(tmp_path / "gone.sock"))
     assert answer is None and "did not answer" in faults.read_text().splitlines()[-1]
     # no run directory either: one line on stderr, no traceback
-    answer, proc = session.send("PreToolUse", session.payload("PreToolUse", "Bash"), socket=str(tmp_path / "gone.sock"),
-                                run_dir=tmp_path / "nowhere")
+    answer, proc = session.send(
+        "PreToolUse",
+        session.payload("PreToolUse", "Bash"),
+        socket=str(tmp_path / "gone.sock"),
+        run_dir=tmp_path / "nowhere",
+    )
     assert answer is None and proc.stderr.decode().count("\n") == 1 and b"Traceback" not in proc.stderr
 
 
@@ -337,7 +393,7 @@ def test_locked_ledger_loses_nothing(session: Session) -> None:
 
 def test_view_delta_is_capped_and_carries_what_did_not_fit() -> None:
     lines = [f"  file{i}.py: whole file (step {i})" for i in range(40)]
-    text = "<ledger_state step=\"40\">\nSeen (fresh unless marked STALE):\n" + "\n".join(lines) + "\n</ledger_state>"
+    text = '<ledger_state step="40">\nSeen (fresh unless marked STALE):\n' + "\n".join(lines) + "\n</ledger_state>"
     view = StateView(text, 0, 0, 40)
     note, showed = view_delta(view, set(), 300)
     assert len(note) <= 300 and note.startswith("<ledger_update") and "more new lines" in note
@@ -356,7 +412,9 @@ def test_truncation_follows_the_calls_output_limit() -> None:
 def test_codex_home_copies_the_users_config_without_touching_it(tmp_path: Path) -> None:
     user = tmp_path / "user-codex"
     user.mkdir()
-    config = 'model = "gpt-5.5"\n[[hooks.PreToolUse]]\nmatcher = "Bash"\nhooks = [{type = "command", command = "mine"}]\n'
+    config = (
+        'model = "gpt-5.5"\n[[hooks.PreToolUse]]\nmatcher = "Bash"\nhooks = [{type = "command", command = "mine"}]\n'
+    )
     (user / "config.toml").write_text(config)
     (user / "auth.json").write_text('{"OPENAI_API_KEY": "sk-test"}')
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in user.iterdir()}
@@ -375,8 +433,21 @@ def test_codex_home_copies_the_users_config_without_touching_it(tmp_path: Path) 
 def test_hook_help_and_entry(tmp_path: Path) -> None:
     p = subprocess.run([*hook_launcher(), "hook", "--help"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "PreToolUse" in p.stdout
-    p = subprocess.run([sys.executable, "-m", "ledger_runtime", "hook", "PreToolUse", "--socket",
-                        str(tmp_path / "none.sock"), "--run-dir", str(tmp_path)], input=b"{}", capture_output=True)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledger_runtime",
+            "hook",
+            "PreToolUse",
+            "--socket",
+            str(tmp_path / "none.sock"),
+            "--run-dir",
+            str(tmp_path),
+        ],
+        input=b"{}",
+        capture_output=True,
+    )
     assert p.returncode == 0 and p.stdout == b"" and (tmp_path / "faults.log").exists()
 
 

@@ -6,13 +6,13 @@ import gzip
 import json
 
 import pytest
-
 from conftest import SHARED
+
 from ledger_adapters.mini.format import SUBMISSION  # the agent whose marker these commands use
 from ledger_runtime.analysis.commands import ANY_FILE, analyze
-from ledger_runtime.records import CommandClass
 from ledger_runtime.analysis.programs import awk_range, resolve, sed_range
 from ledger_runtime.analysis.shell import parse
+from ledger_runtime.records import CommandClass
 
 W = "/testbed"
 
@@ -25,50 +25,53 @@ def views(x):
     return [(v.path, v.kind, v.selectors, v.numbered) for v in x.views]
 
 
-@pytest.mark.parametrize("cmd, cls, keys, pure", [
-    ("cat foo.py", "inspect", ["f:/testbed/foo.py"], True),
-    ("cat -n /abs/x.py", "inspect", ["f:/abs/x.py"], True),
-    ("head -n 30 a.py", "inspect", ["f:/testbed/a.py"], True),
-    ("tail -20 a.py", "inspect", ["f:/testbed/a.py"], True),
-    ("tail -f log.txt", "run", [], False),
-    ("nl -ba src/x.py | sed -n '10,20p'", "inspect", ["f:/testbed/src/x.py"], True),
-    ("sed -n '5,10p' < f.py", "inspect", ["f:/testbed/f.py"], True),
-    ("awk 'NR>=5 && NR<=9' f.py", "inspect", ["f:/testbed/f.py"], True),
-    ("awk '{print > \"out\"}' f.py", "run", [], False),
-    ("wc -l f.py", "inspect", ["f:/testbed/f.py"], True),
-    ("grep -n 'def foo' a.py", "search", ["f:/testbed/a.py"], True),
-    ("grep -rn foo src", "search", ["r:/testbed/src"], True),
-    ("grep -rn foo", "search", ["r:/testbed"], True),
-    ("grep -n foo $FILE", "search", [], False),
-    ("find . -name '*.py' | head", "search", ["r:/testbed"], True),
-    ("find . -name '*.pyc' -delete", "modify", [], False),
-    ("find . -exec cat {} +", "run", [], False),
-    ("ls -la", "inspect", [], False),  # the long format's times depend on the clock
-    ("ls -la --time-style=long-iso", "inspect", ["d:/testbed", "m:/"], True),
-    ("ls", "inspect", ["d:/testbed"], True),
-    ("ls -R src", "inspect", ["r:/testbed/src"], True),
-    ("cat *.py", "inspect", [], False),
-    ("cat ~/notes", "inspect", [], False),
-    ("git status", "inspect", [], False),
-    ("git diff HEAD~1", "inspect", [], False),
-    ("git checkout -- a.py", "modify", [], False),
-    ("python -m pytest tests/test_x.py -x", "run", [], False),
-    ("./tests/runtests.py foo", "run", [], False),
-    ("pip install -e .", "env-change", [], False),
-    ("python -m pip install requests", "env-change", [], False),
-    ("export FOO=1", "env-change", [], False),
-    ("sed -i 's/a/b/' x.py", "modify", [], False),
-    ("echo hi", "other", [], False),
-    ("frobnicate --all", "other", [], False),
-    ("timeout 10 cat a.py", "inspect", ["f:/testbed/a.py"], True),
-    ("LC_ALL=C grep -n x a.py", "search", ["f:/testbed/a.py"], False),
-    ("for f in a b; do cat $f; done", "inspect", [], False),
-    ("cat x | (grep a; grep b)", "other", ["f:/testbed/x"], False),
-    ("cat a.py &", "run", ["f:/testbed/a.py"], False),
-    ("diff a.py b.py", "inspect", ["f:/testbed/a.py", "f:/testbed/b.py"], True),
-    ("sed -n '1,5w out.txt' a.py", "inspect", ["f:/testbed/a.py"], False),
-    ("sed 's/x/y/e' a.py", "inspect", ["f:/testbed/a.py"], False),
-])
+@pytest.mark.parametrize(
+    "cmd, cls, keys, pure",
+    [
+        ("cat foo.py", "inspect", ["f:/testbed/foo.py"], True),
+        ("cat -n /abs/x.py", "inspect", ["f:/abs/x.py"], True),
+        ("head -n 30 a.py", "inspect", ["f:/testbed/a.py"], True),
+        ("tail -20 a.py", "inspect", ["f:/testbed/a.py"], True),
+        ("tail -f log.txt", "run", [], False),
+        ("nl -ba src/x.py | sed -n '10,20p'", "inspect", ["f:/testbed/src/x.py"], True),
+        ("sed -n '5,10p' < f.py", "inspect", ["f:/testbed/f.py"], True),
+        ("awk 'NR>=5 && NR<=9' f.py", "inspect", ["f:/testbed/f.py"], True),
+        ("awk '{print > \"out\"}' f.py", "run", [], False),
+        ("wc -l f.py", "inspect", ["f:/testbed/f.py"], True),
+        ("grep -n 'def foo' a.py", "search", ["f:/testbed/a.py"], True),
+        ("grep -rn foo src", "search", ["r:/testbed/src"], True),
+        ("grep -rn foo", "search", ["r:/testbed"], True),
+        ("grep -n foo $FILE", "search", [], False),
+        ("find . -name '*.py' | head", "search", ["r:/testbed"], True),
+        ("find . -name '*.pyc' -delete", "modify", [], False),
+        ("find . -exec cat {} +", "run", [], False),
+        ("ls -la", "inspect", [], False),  # the long format's times depend on the clock
+        ("ls -la --time-style=long-iso", "inspect", ["d:/testbed", "m:/"], True),
+        ("ls", "inspect", ["d:/testbed"], True),
+        ("ls -R src", "inspect", ["r:/testbed/src"], True),
+        ("cat *.py", "inspect", [], False),
+        ("cat ~/notes", "inspect", [], False),
+        ("git status", "inspect", [], False),
+        ("git diff HEAD~1", "inspect", [], False),
+        ("git checkout -- a.py", "modify", [], False),
+        ("python -m pytest tests/test_x.py -x", "run", [], False),
+        ("./tests/runtests.py foo", "run", [], False),
+        ("pip install -e .", "env-change", [], False),
+        ("python -m pip install requests", "env-change", [], False),
+        ("export FOO=1", "env-change", [], False),
+        ("sed -i 's/a/b/' x.py", "modify", [], False),
+        ("echo hi", "other", [], False),
+        ("frobnicate --all", "other", [], False),
+        ("timeout 10 cat a.py", "inspect", ["f:/testbed/a.py"], True),
+        ("LC_ALL=C grep -n x a.py", "search", ["f:/testbed/a.py"], False),
+        ("for f in a b; do cat $f; done", "inspect", [], False),
+        ("cat x | (grep a; grep b)", "other", ["f:/testbed/x"], False),
+        ("cat a.py &", "run", ["f:/testbed/a.py"], False),
+        ("diff a.py b.py", "inspect", ["f:/testbed/a.py", "f:/testbed/b.py"], True),
+        ("sed -n '1,5w out.txt' a.py", "inspect", ["f:/testbed/a.py"], False),
+        ("sed 's/x/y/e' a.py", "inspect", ["f:/testbed/a.py"], False),
+    ],
+)
 def test_class_keys_purity(cmd, cls, keys, pure):
     x = a(cmd)
     assert x.parsed, x.problem
@@ -77,42 +80,48 @@ def test_class_keys_purity(cmd, cls, keys, pure):
     assert x.pure is pure
 
 
-@pytest.mark.parametrize("cmd, expected", [
-    ("cat foo.py", [("/testbed/foo.py", "lines", (), "")]),
-    ("cat -n foo.py", [("/testbed/foo.py", "lines", (), "file")]),
-    ("nl -ba src/x.py | sed -n '10,20p'", [("/testbed/src/x.py", "lines", (("range", 10, 20),), "file")]),
-    ("sed -n '7p' a.py", [("/testbed/a.py", "lines", (("range", 7, 7),), "")]),
-    ("sed -n '40,$p' a.py", [("/testbed/a.py", "lines", (("range", 40, None),), "")]),
-    ("head -n 30 a.py", [("/testbed/a.py", "lines", (("head", 30),), "")]),
-    ("head a.py", [("/testbed/a.py", "lines", (("head", 10),), "")]),
-    ("tail -n +5 a.py", [("/testbed/a.py", "lines", (("from", 5),), "")]),
-    ("cat -n a.py | head -n 50 | tail -n 10", [("/testbed/a.py", "lines", (("head", 50), ("tail", 10)), "file")]),
-    ("grep -n foo a.py", [("/testbed/a.py", "matches", (), "file")]),
-    ("grep foo a.py b.py", []),
-    ("cat a.py > b.py", []),
-    ("cat a b", [("/testbed/a", "lines", (), ""), ("/testbed/b", "lines", (), "")]),
-    ("cat a.py | sort", []),
-    ("wc -l a.py", []),
-])
+@pytest.mark.parametrize(
+    "cmd, expected",
+    [
+        ("cat foo.py", [("/testbed/foo.py", "lines", (), "")]),
+        ("cat -n foo.py", [("/testbed/foo.py", "lines", (), "file")]),
+        ("nl -ba src/x.py | sed -n '10,20p'", [("/testbed/src/x.py", "lines", (("range", 10, 20),), "file")]),
+        ("sed -n '7p' a.py", [("/testbed/a.py", "lines", (("range", 7, 7),), "")]),
+        ("sed -n '40,$p' a.py", [("/testbed/a.py", "lines", (("range", 40, None),), "")]),
+        ("head -n 30 a.py", [("/testbed/a.py", "lines", (("head", 30),), "")]),
+        ("head a.py", [("/testbed/a.py", "lines", (("head", 10),), "")]),
+        ("tail -n +5 a.py", [("/testbed/a.py", "lines", (("from", 5),), "")]),
+        ("cat -n a.py | head -n 50 | tail -n 10", [("/testbed/a.py", "lines", (("head", 50), ("tail", 10)), "file")]),
+        ("grep -n foo a.py", [("/testbed/a.py", "matches", (), "file")]),
+        ("grep foo a.py b.py", []),
+        ("cat a.py > b.py", []),
+        ("cat a b", [("/testbed/a", "lines", (), ""), ("/testbed/b", "lines", (), "")]),
+        ("cat a.py | sort", []),
+        ("wc -l a.py", []),
+    ],
+)
 def test_views(cmd, expected):
     assert views(a(cmd)) == expected
 
 
-@pytest.mark.parametrize("cmd, writes", [
-    ("sed -i 's/a/b/' x.py y.py", ["/testbed/x.py", "/testbed/y.py"]),
-    ("sed -i.bak -e 's/a/b/' x.py", ["/testbed/x.py"]),
-    ("cat <<'EOF' > r.py\nprint(1)\nEOF\npython r.py", ["/testbed/r.py"]),
-    ("echo x >> /tmp/log.txt 2>/dev/null", ["/tmp/log.txt"]),
-    ("python run.py > out.txt 2>&1", ["/testbed/out.txt"]),
-    ("echo hi | tee a.txt b.txt", ["/testbed/a.txt", "/testbed/b.txt"]),
-    ("mv a.py b.py", ["/testbed/a.py", "/testbed/b.py"]),
-    ("cp a.py /tmp/b.py", ["/tmp/b.py"]),
-    ("rm -rf build dist", ["/testbed/build", "/testbed/dist"]),
-    ("patch -p1 < fix.patch", [ANY_FILE]),
-    ("git apply fix.patch", [ANY_FILE]),
-    ("touch $X", [ANY_FILE]),
-    ("cd src && sed -i 's/a/b/' m.py", ["/testbed/src/m.py"]),
-])
+@pytest.mark.parametrize(
+    "cmd, writes",
+    [
+        ("sed -i 's/a/b/' x.py y.py", ["/testbed/x.py", "/testbed/y.py"]),
+        ("sed -i.bak -e 's/a/b/' x.py", ["/testbed/x.py"]),
+        ("cat <<'EOF' > r.py\nprint(1)\nEOF\npython r.py", ["/testbed/r.py"]),
+        ("echo x >> /tmp/log.txt 2>/dev/null", ["/tmp/log.txt"]),
+        ("python run.py > out.txt 2>&1", ["/testbed/out.txt"]),
+        ("echo hi | tee a.txt b.txt", ["/testbed/a.txt", "/testbed/b.txt"]),
+        ("mv a.py b.py", ["/testbed/a.py", "/testbed/b.py"]),
+        ("cp a.py /tmp/b.py", ["/tmp/b.py"]),
+        ("rm -rf build dist", ["/testbed/build", "/testbed/dist"]),
+        ("patch -p1 < fix.patch", [ANY_FILE]),
+        ("git apply fix.patch", [ANY_FILE]),
+        ("touch $X", [ANY_FILE]),
+        ("cd src && sed -i 's/a/b/' m.py", ["/testbed/src/m.py"]),
+    ],
+)
 def test_writes(cmd, writes):
     x = a(cmd)
     assert x.command_class.value == "modify"
@@ -191,38 +200,40 @@ def test_parse_coverage_on_real_commands():
     assert parsed / len(cmds) >= 0.99, f"parse coverage {parsed / len(cmds):.4f}"
 
 
-@pytest.mark.parametrize("cmd", [
-    "time cat f.py",                      # prints timings
-    "cat /proc/uptime",                   # no stat data vouches for /proc
-    "head -c 16 /dev/urandom | xxd",
-    "awk '{print rand()}' f.py",
-    "awk '{print ENVIRON[\"HOME\"]}' f.py",
-    "sort -R f.py",
-    "cat f.py | sort -R",
-    "find src -name *.py",                # the glob expands against the working directory
-    "grep -rn foo* src",
-    "ls src && echo *.py",
-    "ls src/{a..c}",
-    "cat fi\\\nle",                       # bash joins the word; the parser splits it
-    "stat f.py",                          # shows the access time
-    "ls -lu src",
-    "ls -l --time=atime src",
-    "find . -printf '%A@ %p\\n'",
-    "jq now f.json",
-    "find . -follow -name x",
-    "find -L . -name x",
-    "cd sub && rg foo",
-    "sed -n '/s/w/x/p' f.py",
-    "sed 's/a/b/w out' f.py",
-    "cat a | grep x | head -5\nrm -rf build && echo ok",
-])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "time cat f.py",  # prints timings
+        "cat /proc/uptime",  # no stat data vouches for /proc
+        "head -c 16 /dev/urandom | xxd",
+        "awk '{print rand()}' f.py",
+        "awk '{print ENVIRON[\"HOME\"]}' f.py",
+        "sort -R f.py",
+        "cat f.py | sort -R",
+        "find src -name *.py",  # the glob expands against the working directory
+        "grep -rn foo* src",
+        "ls src && echo *.py",
+        "ls src/{a..c}",
+        "cat fi\\\nle",  # bash joins the word; the parser splits it
+        "stat f.py",  # shows the access time
+        "ls -lu src",
+        "ls -l --time=atime src",
+        "find . -printf '%A@ %p\\n'",
+        "jq now f.json",
+        "find . -follow -name x",
+        "find -L . -name x",
+        "cd sub && rg foo",
+        "sed -n '/s/w/x/p' f.py",
+        "sed 's/a/b/w out' f.py",
+        "cat a | grep x | head -5\nrm -rf build && echo ok",
+    ],
+)
 def test_commands_whose_output_can_change_without_their_reads_changing_are_impure(cmd):
     assert not a(cmd).pure
 
 
 def test_misparses_are_caught_and_run_as_other():
-    for cmd in ["cat a | grep x | head -5\nrm -rf build && echo ok",
-                "cat <<'EOF' > f.py\n\\first\nx = 1\nEOF"]:
+    for cmd in ["cat a | grep x | head -5\nrm -rf build && echo ok", "cat <<'EOF' > f.py\n\\first\nx = 1\nEOF"]:
         x = a(cmd)
         assert not x.parsed and x.command_class.value == "other"
 
@@ -247,8 +258,10 @@ def test_smaller_analysis_fixes():
 def test_apply_patch_envelope_is_an_edit_of_the_files_it_names(tmp_path) -> None:
     from ledger_runtime.analysis.commands import analyze_patch
 
-    patch = ("*** Begin Patch\n*** Update File: pkg/a.py\n*** Move to: pkg/b.py\n@@\n-x\n+y\n"
-             "*** Add File: new.txt\n+hello\n*** Delete File: old.txt\n*** End Patch\n")
+    patch = (
+        "*** Begin Patch\n*** Update File: pkg/a.py\n*** Move to: pkg/b.py\n@@\n-x\n+y\n"
+        "*** Add File: new.txt\n+hello\n*** Delete File: old.txt\n*** End Patch\n"
+    )
     a = analyze_patch(patch, "/w")
     assert a.command_class is CommandClass.MODIFY and not a.pure and a.parsed
     assert a.writes == ("/w/pkg/a.py", "/w/pkg/b.py", "/w/new.txt", "/w/old.txt")
@@ -256,11 +269,23 @@ def test_apply_patch_envelope_is_an_edit_of_the_files_it_names(tmp_path) -> None
     assert bad.command_class is CommandClass.OTHER and not bad.parsed and bad.writes == ()
 
 
-@pytest.mark.parametrize("cmd, readonly", [
-    ("ls -la", True), ("cat *.py", True), ("git status", True), ("find . -newer a.py", True), ("time cat f", True),
-    ("sed -n '1,5w out.txt' a.py", False), ("cat a | sed 's/x/y/w o'", False), ("cat a > b", False),
-    ("python x.py", False), ("cat a &", False), ("echo $(rm x)", False), ("for f in *; do cat $f; done", False),
-])
+@pytest.mark.parametrize(
+    "cmd, readonly",
+    [
+        ("ls -la", True),
+        ("cat *.py", True),
+        ("git status", True),
+        ("find . -newer a.py", True),
+        ("time cat f", True),
+        ("sed -n '1,5w out.txt' a.py", False),
+        ("cat a | sed 's/x/y/w o'", False),
+        ("cat a > b", False),
+        ("python x.py", False),
+        ("cat a &", False),
+        ("echo $(rm x)", False),
+        ("for f in *; do cat $f; done", False),
+    ],
+)
 def test_readonly_is_about_writing_not_about_a_deterministic_output(cmd, readonly):
     """A reader (nothing written, nothing run) needs no workspace scan around it, however its output
     depends on the clock or on links; purity is the stricter claim that its output is a function of

@@ -9,13 +9,35 @@ import pytest
 from conftest import make_repo
 
 from ledger_runtime.config import ConfigError, LedgerConfig
-from ledger_runtime.decide.context import (KEEP, PART, STUB, ContextPolicy, Line, Said, Sticky, Stub, Treatment, decide,
-                                    stub_holds, stub_text, valid_unique_dropped)
+from ledger_runtime.decide.context import (
+    KEEP,
+    PART,
+    STUB,
+    ContextPolicy,
+    Line,
+    Said,
+    Sticky,
+    Stub,
+    Treatment,
+    decide,
+    stub_holds,
+    stub_text,
+    valid_unique_dropped,
+)
 
 
 def said(i, lines, key=None, refs=(), supersedable=True, attempt=None):
-    return Said(i, attempt if attempt is not None else i + 1, f"step {i + 1}", f"cmd{i}", key, supersedable,
-                tuple(lines), tuple(refs), 10_000)
+    return Said(
+        i,
+        attempt if attempt is not None else i + 1,
+        f"step {i + 1}",
+        f"cmd{i}",
+        key,
+        supersedable,
+        tuple(lines),
+        tuple(refs),
+        10_000,
+    )
 
 
 def fl(path, n, text):
@@ -36,17 +58,21 @@ def test_validity_stubs_stale_superseded_and_repeated_and_keeps_what_is_unique()
     def still_true(line):
         return now.get((line.path, line.number)) == line.was
 
-    h = [said(0, [fl("a.py", 1, "x = 1\n")]),                      # a.py changed since
-         said(1, [fl("b.py", 1, "y = 1\n")]),                      # shown again by step 5
-         said(2, [Line("FAILED test_x\n")], key="run"),            # superseded by step 4
-         said(3, [Line("ok\n")], key="run"),
-         said(4, [fl("b.py", 1, "y = 1\n"), Line("unique note\n")], key="other")]
+    h = [
+        said(0, [fl("a.py", 1, "x = 1\n")]),  # a.py changed since
+        said(1, [fl("b.py", 1, "y = 1\n")]),  # shown again by step 5
+        said(2, [Line("FAILED test_x\n")], key="run"),  # superseded by step 4
+        said(3, [Line("ok\n")], key="run"),
+        said(4, [fl("b.py", 1, "y = 1\n"), Line("unique note\n")], key="other"),
+    ]
     t = decide(h, ContextPolicy(validity=True), still_true)
     assert [x.kind for x in t] == [STUB, STUB, STUB, KEEP, KEEP]
     assert t[0].stub.reason() == "1 line changed since"
     assert t[1].stub.later and t[1].stub.reason() == "shown again later" and t[2].stub.superseded_by == "step 4"
-    assert stub_text(h[2], t[2]) == "[ledger: step 3's output (`cmd2`) left out: superseded by step 4 (the same command)]"
-    assert all(stub_holds(h[j], t[j], list(zip(h[j + 1:], t[j + 1:])), still_true) for j in range(len(h)))
+    assert (
+        stub_text(h[2], t[2]) == "[ledger: step 3's output (`cmd2`) left out: superseded by step 4 (the same command)]"
+    )
+    assert all(stub_holds(h[j], t[j], list(zip(h[j + 1 :], t[j + 1 :])), still_true) for j in range(len(h)))
     assert valid_unique_dropped(h, t, still_true) == []
     # a stub whose claims are untrue is caught: step 2's line is not shown again once step 5 is a stub
     forged_after = list(zip(h[2:], t[2:4] + [Treatment(STUB, Stub(later=True))]))
@@ -63,13 +89,20 @@ def test_validity_stubs_stale_superseded_and_repeated_and_keeps_what_is_unique()
 
 
 def test_an_output_a_later_one_refers_to_is_kept_and_validity_window_keeps_unique_lines_only():
-    h = [said(0, [Line("alpha\n"), Line("beta\n")]),
-         said(1, [Line("alpha\n")], refs=(1,)),  # refers to step 1's lines
-         said(2, [Line("gamma\n")]), said(3, [Line("delta\n")])]
+    h = [
+        said(0, [Line("alpha\n"), Line("beta\n")]),
+        said(1, [Line("alpha\n")], refs=(1,)),  # refers to step 1's lines
+        said(2, [Line("gamma\n")]),
+        said(3, [Line("delta\n")]),
+    ]
     t = decide(h, ContextPolicy(validity=True), lambda line: True)
     assert t[0].kind == KEEP, "step 2 refers to it"
-    h2 = [said(0, [Line("alpha\n"), Line("beta\n")]), said(1, [Line("alpha\n")]),
-          said(2, [Line("gamma\n")]), said(3, [Line("delta\n")])]
+    h2 = [
+        said(0, [Line("alpha\n"), Line("beta\n")]),
+        said(1, [Line("alpha\n")]),
+        said(2, [Line("gamma\n")]),
+        said(3, [Line("delta\n")]),
+    ]
     t2 = decide(h2, ContextPolicy(validity=True, window=2), lambda line: True)
     assert t2[0].kind == PART and t2[0].kept == (1,), "alpha is shown by step 2; beta is unique"
     assert "beta" in stub_text(h2[0], t2[0]) and "alpha" not in stub_text(h2[0], t2[0]).split("]\n", 1)[1]
@@ -85,8 +118,12 @@ def test_validity_never_drops_a_line_that_still_holds_and_is_shown_nowhere_later
         truth = {(p, n): rng.choice(["v1\n", "v2\n"]) for p in ("a", "b") for n in (1, 2, 3)}
         h = []
         for i in range(rng.randint(1, 9)):
-            lines = [fl(rng.choice("ab"), rng.randint(1, 3), rng.choice(["v1\n", "v2\n"])) if rng.random() < 0.5
-                     else Line(rng.choice(texts)) for _ in range(rng.randint(0, 4))]
+            lines = [
+                fl(rng.choice("ab"), rng.randint(1, 3), rng.choice(["v1\n", "v2\n"]))
+                if rng.random() < 0.5
+                else Line(rng.choice(texts))
+                for _ in range(rng.randint(0, 4))
+            ]
             refs = (rng.randint(1, i),) if i and rng.random() < 0.2 else ()
             h.append(said(i, lines, key=rng.choice(["k1", "k2", None]), refs=refs, supersedable=rng.random() < 0.7))
 
@@ -97,7 +134,7 @@ def test_validity_never_drops_a_line_that_still_holds_and_is_shown_nowhere_later
             t = decide(h, policy, still_true)
             assert valid_unique_dropped(h, t, still_true) == [], (policy, h, t)
             for j in range(len(h)):
-                assert stub_holds(h[j], t[j], list(zip(h[j + 1:], t[j + 1:])), still_true)
+                assert stub_holds(h[j], t[j], list(zip(h[j + 1 :], t[j + 1 :])), still_true)
             kept = {h[j].attempt for j in range(len(h)) if t[j].kind == KEEP}
             assert all(r in kept for j in range(len(h)) if t[j].kind == KEEP for r in h[j].refs)
 
@@ -119,22 +156,31 @@ def test_sticky_restores_at_once_and_leaves_out_in_batches():
 
 # -- through mini-swe-agent's real agent loop ----------------------------------------------------
 
+
 def test_the_real_loop_sends_stubs_where_the_rule_says_and_keeps_the_history(tmp_path):
     from test_mini_adapter import RecordingModel, agent_for, ledger_env, text_outputs
 
     from ledger_adapters.mini.environment import LedgerModel
 
-    repo = make_repo(tmp_path / "r", {"a.py": "".join(f"x{i} = 1\n" for i in range(1, 7)),
-                                      "b.py": "def f():\n    return 'only here'\n",
-                                      "check.py": "import a\nfor i in range(1, 7):\n    print(f'x{i} is', getattr(a, f'x{i}'), 'with x6 at', a.x6)\n"})
-    script = ["cat -n a.py",                   # 1: stale after step 2
-              "sed -i 's/= 1/= 2/' a.py",      # 2
-              "cat -n b.py",                   # 3: unique, still true: kept
-              "python3 check.py",              # 4: superseded by step 7
-              "echo note-$((6*7))",            # 5: unique text: kept
-              "sed -i 's/x6 = 2/x6 = 3/' a.py",  # 6: every line step 7 prints differs from step 4's
-              "python3 check.py",              # 7
-              "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]
+    repo = make_repo(
+        tmp_path / "r",
+        {
+            "a.py": "".join(f"x{i} = 1\n" for i in range(1, 7)),
+            "b.py": "def f():\n    return 'only here'\n",
+            "check.py": "import a\nfor i in range(1, 7):\n"
+            "    print(f'x{i} is', getattr(a, f'x{i}'), 'with x6 at', a.x6)\n",
+        },
+    )
+    script = [
+        "cat -n a.py",  # 1: stale after step 2
+        "sed -i 's/= 1/= 2/' a.py",  # 2
+        "cat -n b.py",  # 3: unique, still true: kept
+        "python3 check.py",  # 4: superseded by step 7
+        "echo note-$((6*7))",  # 5: unique text: kept
+        "sed -i 's/x6 = 2/x6 = 3/' a.py",  # 6: every line step 7 prints differs from step 4's
+        "python3 check.py",  # 7
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+    ]
     env = ledger_env(repo, tmp_path / "run", context="validity")
     model = LedgerModel(inner_class="deterministic", outputs=[], cost_per_call=0.0)
     model.inner = RecordingModel(outputs=text_outputs(script), cost_per_call=0.0)
@@ -147,7 +193,9 @@ def test_the_real_loop_sends_stubs_where_the_rule_says_and_keeps_the_history(tmp
     outputs = [m["content"] for m in last if m["role"] == "user"][1:]
     assert outputs[0] == "[ledger: step 1's output (`cat -n a.py`) left out: 6 lines changed since]"
     assert "only here" in outputs[2], "step 3 still holds and is shown nowhere else"
-    assert outputs[3] == "[ledger: step 4's output (`python3 check.py`) left out: superseded by step 7 (the same command)]"
+    assert (
+        outputs[3] == "[ledger: step 4's output (`python3 check.py`) left out: superseded by step 7 (the same command)]"
+    )
     assert "note-42" in outputs[4] and "x6 is 3" in outputs[6]
     assert "Ledger runtime: current execution state" in last[-1]["content"], "the state view is still there"
     # the agent's own history is untouched

@@ -5,9 +5,9 @@ from __future__ import annotations
 from ledger_runtime.analysis.commands import analyze
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.decide.govern import Current, govern
-from ledger_runtime.workspace.hashing import FileState
-from ledger_runtime.records import Attempt, Observation, ReuseForm, Verdict, VerdictKind
 from ledger_runtime.ledger.state import LedgerState
+from ledger_runtime.records import Attempt, Observation, ReuseForm, Verdict, VerdictKind
+from ledger_runtime.workspace.hashing import FileState
 
 W = "/w"
 CFG = LedgerConfig()
@@ -15,11 +15,24 @@ CFG = LedgerConfig()
 
 def attempt(i: int, cmd: str, *, step: int | None = None, read_set=None, exit_code=0, chars=500, **kw) -> Attempt:
     an = analyze(cmd, W)
-    base = dict(id=i, step=step or i, command=cmd, normalized=an.normalized, cwd=an.cwd,
-                command_class=an.command_class, verdict=Verdict(VerdictKind.RUN), executed=True, exit_code=exit_code,
-                output_hash=f"out{i}", output_chars=chars, truncated=False, duration_s=0.01,
-                read_set=read_set if read_set is not None else {k: "h1" for k in an.read_keys},
-                pure=an.pure, submits=an.submits)
+    base = dict(
+        id=i,
+        step=step or i,
+        command=cmd,
+        normalized=an.normalized,
+        cwd=an.cwd,
+        command_class=an.command_class,
+        verdict=Verdict(VerdictKind.RUN),
+        executed=True,
+        exit_code=exit_code,
+        output_hash=f"out{i}",
+        output_chars=chars,
+        truncated=False,
+        duration_s=0.01,
+        read_set=read_set if read_set is not None else {k: "h1" for k in an.read_keys},
+        pure=an.pure,
+        submits=an.submits,
+    )
     base.update(kw)
     return Attempt(**base)
 
@@ -62,8 +75,10 @@ def test_runs_are_nudged_when_nothing_changed():
     assert decide(run, s, cfg=CFG.with_(reuse_runs=True)).kind is VerdictKind.REUSE
     writer = state_with(attempt(1, run, epoch_before=0, epoch_after=1), epoch=1)
     assert decide(run, writer, cfg=CFG.with_(reuse_runs=True)).kind is VerdictKind.NUDGE
-    assert decide(run, state_with(attempt(1, run, exit_code=1), env_epoch=1), cfg=CFG.with_(reuse_runs=True)).kind \
-        is VerdictKind.RUN, "a package installed since: the run must run"
+    assert (
+        decide(run, state_with(attempt(1, run, exit_code=1), env_epoch=1), cfg=CFG.with_(reuse_runs=True)).kind
+        is VerdictKind.RUN
+    ), "a package installed since: the run must run"
 
 
 def test_reuse_runs_only_for_the_allow_list():
@@ -71,11 +86,27 @@ def test_reuse_runs_only_for_the_allow_list():
     with known options. Anything else (a script, a random order, the last-failed cache, timings,
     parallel workers) runs, with a note at most."""
     cfg = CFG.with_(reuse_runs=True)
-    allowed = ["python -m pytest t.py -x -q", "pytest -k 'foo and not bar' tests/", "python3 -m unittest -v test_x",
-               "cd sub && pytest t.py", "timeout 60 pytest --tb=short t.py 2>&1 | tail -n 20"]
-    refused = ["python t.py", "pytest -p randomly t.py", "pytest --lf", "pytest -n 4 t.py", "time pytest t.py",
-               "pytest --durations=5 t.py", "PYTHONPATH=. pytest t.py", "pytest t.py > out.txt", "bin/test",
-               "pytest t.py; echo done", "pytest $T", "pytest t*.py"]
+    allowed = [
+        "python -m pytest t.py -x -q",
+        "pytest -k 'foo and not bar' tests/",
+        "python3 -m unittest -v test_x",
+        "cd sub && pytest t.py",
+        "timeout 60 pytest --tb=short t.py 2>&1 | tail -n 20",
+    ]
+    refused = [
+        "python t.py",
+        "pytest -p randomly t.py",
+        "pytest --lf",
+        "pytest -n 4 t.py",
+        "time pytest t.py",
+        "pytest --durations=5 t.py",
+        "PYTHONPATH=. pytest t.py",
+        "pytest t.py > out.txt",
+        "bin/test",
+        "pytest t.py; echo done",
+        "pytest $T",
+        "pytest t*.py",
+    ]
     for run in allowed + refused:
         s = state_with(attempt(1, run, exit_code=1, epoch_before=0, epoch_after=0))
         got = decide(run, s, cfg=cfg).kind
@@ -90,8 +121,9 @@ def test_reuse_form():
     assert decide(run, state_with(attempt(1, run, chars=20)), cfg=cfg).form is ReuseForm.FULL
     assert decide(run, state_with(attempt(1, run)), cfg=cfg.with_(reuse_output="full")).form is ReuseForm.FULL
     old = state_with(attempt(1, run), *[attempt(i, "true") for i in range(2, 12)])
-    assert decide(run, old, cfg=cfg.with_(context_steps=5)).form is ReuseForm.FULL, \
+    assert decide(run, old, cfg=cfg.with_(context_steps=5)).form is ReuseForm.FULL, (
         "the model no longer has step 1's output"
+    )
     compacted = state_with(attempt(1, run))
     compacted.apply({"kind": "context", "from_step": 2})
     assert decide(run, compacted, cfg=cfg).form is ReuseForm.FULL, "a compaction dropped step 1's output"

@@ -29,7 +29,6 @@ import errno
 import glob
 import hashlib
 import os
-import shlex
 import shutil
 import stat
 import subprocess
@@ -53,6 +52,7 @@ LATIN = b"latin-\xe9.txt"  # a file name that is not UTF-8
 
 # -- the helper's hash, for LocalWorkspace ---------------------------------------------------------
 
+
 class _Blake2:
     """blake2b-128 behind xxhash's hasher interface; ``prefix`` spells the digest as the helper does."""
 
@@ -70,13 +70,19 @@ class _Blake2:
 def use_helper_hash(monkeypatch) -> None:
     """LocalWorkspace hashing as the helper does: file contents "b2:<hex>" (helper.b2), a link's
     target "link:<hex>" (``b2(target)[3:]``), listings and trees "<hex>" (blake2b().hexdigest())."""
-    monkeypatch.setattr(hashing, "xxhash", types.SimpleNamespace(
-        xxh3_128=lambda: _Blake2("b2:"),
-        xxh3_128_hexdigest=lambda data: hashlib.blake2b(data, digest_size=16).hexdigest()))
+    monkeypatch.setattr(
+        hashing,
+        "xxhash",
+        types.SimpleNamespace(
+            xxh3_128=lambda: _Blake2("b2:"),
+            xxh3_128_hexdigest=lambda data: hashlib.blake2b(data, digest_size=16).hexdigest(),
+        ),
+    )
     monkeypatch.setattr(signatures, "xxhash", types.SimpleNamespace(xxh3_128=lambda: _Blake2()))
 
 
 # -- the tree ----------------------------------------------------------------------------------------
+
 
 def _supports_latin_names(d: Path) -> bool:
     try:
@@ -160,6 +166,7 @@ def entries(root: Path) -> set[str]:
 
 # -- the two workspaces ------------------------------------------------------------------------------
 
+
 def _python36() -> str | None:
     """A Python 3.6, the oldest the helper promises to run on, if this machine has one."""
     pyenv = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.6*/bin/python3.6")))
@@ -167,8 +174,9 @@ def _python36() -> str | None:
         if not cand:
             continue
         try:
-            out = subprocess.run([cand, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
-                                 text=True, timeout=30)
+            out = subprocess.run(
+                [cand, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True, timeout=30
+            )
         except (OSError, subprocess.SubprocessError):
             continue
         if out.returncode == 0 and out.stdout.strip() == "(3, 6)":
@@ -294,19 +302,43 @@ class Pair:
         return theirs
 
 
-TRACKED = {"README.md", "stable.txt", "dirty.txt", "src/app.py", "src/pkg/__init__.py", "src/pkg/deep/mod.py",
-           "data.bin", "late_nul.bin", "nul_after_8k.txt", "empty.txt", "no_newline.txt", "crlf.txt", "run.sh",
-           "big.txt", "unicode-\u00e9.txt", ".gitignore", "forced.log", "link_to_file", "link_to_dir", "dangling"}
+TRACKED = {
+    "README.md",
+    "stable.txt",
+    "dirty.txt",
+    "src/app.py",
+    "src/pkg/__init__.py",
+    "src/pkg/deep/mod.py",
+    "data.bin",
+    "late_nul.bin",
+    "nul_after_8k.txt",
+    "empty.txt",
+    "no_newline.txt",
+    "crlf.txt",
+    "run.sh",
+    "big.txt",
+    "unicode-\u00e9.txt",
+    ".gitignore",
+    "forced.log",
+    "link_to_file",
+    "link_to_dir",
+    "dangling",
+}
 UNTRACKED = {"notes.txt", "huge.img", "link_out"}
 
 
-MODES = [pytest.param(t, e, p, id=f"{'xxh3-translated' if t else 'blake2b'}-{'inotify' if e else 'walk'}-{p}")
-         for t in (True, False) for e in (True, False) for p in ("python3", "python3.6")]
+MODES = [
+    pytest.param(t, e, p, id=f"{'xxh3-translated' if t else 'blake2b'}-{'inotify' if e else 'walk'}-{p}")
+    for t in (True, False)
+    for e in (True, False)
+    for p in ("python3", "python3.6")
+]
 
 
 @pytest.mark.parametrize("translated,watch_events,python", MODES)
-def test_the_helper_and_the_local_workspace_agree_before_and_after_changes(tmp_path, monkeypatch, translated,
-                                                                          watch_events, python):
+def test_the_helper_and_the_local_workspace_agree_before_and_after_changes(
+    tmp_path, monkeypatch, translated, watch_events, python
+):
     exe = None
     if python == "python3.6":
         exe = _python36()
@@ -322,8 +354,9 @@ def test_the_helper_and_the_local_workspace_agree_before_and_after_changes(tmp_p
     r = str(root)
     try:
         if exe:
-            version = subprocess.run([pair.cw.python, "-c", "import sys; print(sys.version_info[:2])"],
-                                     capture_output=True, text=True).stdout.strip()
+            version = subprocess.run(
+                [pair.cw.python, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
+            ).stdout.strip()
             assert version == "(3, 6)", f"the helper ran under {pair.cw.python}"
         seen: set[str] = set()
 
@@ -339,9 +372,11 @@ def test_the_helper_and_the_local_workspace_agree_before_and_after_changes(tmp_p
         assert all(f[f"{r}/{n}"].digest.startswith("link:") for n in ("link_to_file", "link_to_dir", "dangling"))
         lb, cb = pair.lw.baseline(pair.last[0], "t"), pair.cw.baseline(cs, "t")
         head = git(root, "rev-parse", "HEAD").strip()
-        assert (cb.root, cb.is_git, cb.head_commit, cb.branch, cb.dirty_paths, cb.file_count) == \
-               (lb.root, lb.is_git, lb.head_commit, lb.branch, lb.dirty_paths, lb.file_count) == \
-               (r, True, head, "main", ("dirty.txt",), len(tracked | UNTRACKED))
+        assert (
+            (cb.root, cb.is_git, cb.head_commit, cb.branch, cb.dirty_paths, cb.file_count)
+            == (lb.root, lb.is_git, lb.head_commit, lb.branch, lb.dirty_paths, lb.file_count)
+            == (r, True, head, "main", ("dirty.txt",), len(tracked | UNTRACKED))
+        )
         # the current state, and a few paths that are not there
         specials = {f"{r}/nope", f"{r}/nope/deeper", f"{r}/README.md/x", str(tmp_path / "outside.txt")}
         seen |= entries(root) | specials
@@ -386,12 +421,39 @@ def test_the_helper_and_the_local_workspace_agree_before_and_after_changes(tmp_p
         pair.run(" && ".join(script))
         cs, changes = pair.snapshots("after a command's changes")
         moved = {"src/app.py", "src/pkg/__init__.py", "src/pkg/deep/mod.py", "no_newline.txt"}
-        assert rel_paths(root, cs.files) == (tracked | UNTRACKED | {"src/new.py", "newdir/sub/file.txt", "trace.log",
-                                             "src/app_renamed.py", "src/pkg2/__init__.py", "src/pkg2/deep/mod.py"}
-                                             | {"../outside.txt", "debug.log"}) - moved
-        expected = moved | {"README.md", "crlf.txt", "src/new.py", "newdir/sub/file.txt", "src/app_renamed.py",
-                            "src/pkg2/__init__.py", "src/pkg2/deep/mod.py", "link_to_file", "data.bin", "big.txt",
-                            ".gitignore", "trace.log", "debug.log", "../outside.txt"}
+        assert (
+            rel_paths(root, cs.files)
+            == (
+                tracked
+                | UNTRACKED
+                | {
+                    "src/new.py",
+                    "newdir/sub/file.txt",
+                    "trace.log",
+                    "src/app_renamed.py",
+                    "src/pkg2/__init__.py",
+                    "src/pkg2/deep/mod.py",
+                }
+                | {"../outside.txt", "debug.log"}
+            )
+            - moved
+        )
+        expected = moved | {
+            "README.md",
+            "crlf.txt",
+            "src/new.py",
+            "newdir/sub/file.txt",
+            "src/app_renamed.py",
+            "src/pkg2/__init__.py",
+            "src/pkg2/deep/mod.py",
+            "link_to_file",
+            "data.bin",
+            "big.txt",
+            ".gitignore",
+            "trace.log",
+            "debug.log",
+            "../outside.txt",
+        }
         assert set(rel_paths(root, changes)) == expected | ({os.path.relpath(latin, root)} if has_latin else set())
         seen |= entries(root)
         sigs = pair.signatures(pair.keys(seen), "after a command's changes")
@@ -413,9 +475,16 @@ def test_the_helper_and_the_local_workspace_agree_before_and_after_changes(tmp_p
         (root / "build" / "new.o").write_bytes(b"ignored\n")
         os.unlink(root / "debug.log")
         cs, changes = pair.snapshots("after changes behind the helper's back")
-        assert set(rel_paths(root, changes)) == {"newdir/sub/file.txt", "src/new.py", "empty.txt",
-                                                 "empty.txt/inner.txt", "link_to_dir", "forced.log",
-                                                 "emptydir/now.txt", "debug.log"}
+        assert set(rel_paths(root, changes)) == {
+            "newdir/sub/file.txt",
+            "src/new.py",
+            "empty.txt",
+            "empty.txt/inner.txt",
+            "link_to_dir",
+            "forced.log",
+            "emptydir/now.txt",
+            "debug.log",
+        }
         seen |= entries(root)
         sigs = pair.signatures(pair.keys(seen), "after changes behind the helper's back")
         assert sigs[f"x:{r}/empty.txt"] == "dir" and sigs[f"x:{r}/link_to_dir"] == "file"
@@ -428,8 +497,13 @@ def test_the_helper_and_the_local_workspace_agree_before_and_after_changes(tmp_p
         os.unlink(root / "notes.txt")
         (root / "src" / "added.py").write_text("A = 1\n")
         cs, changes = pair.snapshots("after changes with the index unchanged")
-        assert set(rel_paths(root, changes)) == {"emptydir2/first.txt", "late_nul.bin", "nul_after_8k.txt",
-                                                 "notes.txt", "src/added.py"}
+        assert set(rel_paths(root, changes)) == {
+            "emptydir2/first.txt",
+            "late_nul.bin",
+            "nul_after_8k.txt",
+            "notes.txt",
+            "src/added.py",
+        }
         seen |= entries(root)
         pair.signatures(pair.keys(seen), "after changes with the index unchanged")
 
@@ -442,6 +516,7 @@ def test_the_helper_and_the_local_workspace_agree_before_and_after_changes(tmp_p
 
 
 # -- the differences found: each asserts the agreement that should hold --------------------------------
+
 
 @pytest.fixture
 def pairs(tmp_path):
@@ -460,10 +535,15 @@ EVENTS = pytest.mark.parametrize("watch_events", [True, False], ids=["inotify", 
 
 
 @EVENTS
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "helper.py's git_key() watches only ROOT/.git/index and the .gitignore files git listed; scanner.py's "
-    "_git_state_key() also watches .git/info/exclude: a pattern added there drops the file from the local "
-    "snapshot, not from the helper's (until git's index changes)"))
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason=(
+        "helper.py's git_key() watches only ROOT/.git/index and the .gitignore files git listed; scanner.py's "
+        "_git_state_key() also watches .git/info/exclude: a pattern added there drops the file from the local "
+        "snapshot, not from the helper's (until git's index changes)"
+    ),
+)
 def test_a_pattern_added_to_info_exclude_drops_the_file_from_both(tmp_path, pairs, watch_events):
     root = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
     (root / "notes.txt").write_text("untracked\n")
@@ -478,10 +558,15 @@ def test_a_pattern_added_to_info_exclude_drops_the_file_from_both(tmp_path, pair
 
 
 @EVENTS
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "helper.py records ignore files only in refresh() (from git ls-files), never when its scan finds a new "
-    ".gitignore, so a new .gitignore in a subdirectory never rebuilds its listing: the files it ignores stay in "
-    "the helper's snapshot; scanner.py's _classify() records it and its next scan rebuilds the listing from git"))
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason=(
+        "helper.py records ignore files only in refresh() (from git ls-files), never when its scan finds a new "
+        ".gitignore, so a new .gitignore in a subdirectory never rebuilds its listing: the files it ignores stay in "
+        "the helper's snapshot; scanner.py's _classify() records it and its next scan rebuilds the listing from git"
+    ),
+)
 def test_a_new_gitignore_in_a_subdirectory_drops_what_it_ignores_from_both(tmp_path, pairs, watch_events):
     root = make_repo(tmp_path / "repo", {"sub/a.txt": "a\n"})
     (root / "sub" / "b.tmp").write_text("untracked\n")
@@ -495,13 +580,19 @@ def test_a_new_gitignore_in_a_subdirectory_drops_what_it_ignores_from_both(tmp_p
 
 @EVENTS
 @pytest.mark.parametrize("layout", ["subdirectory", "worktree"])
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "helper.py's git_key() stats ROOT/.git/index: for a root below the top of the work tree, or a linked worktree "
-    "(.git is a file), there is no such file, so a change of git's index (a tracked file that the ignore rules "
-    "match, untracked with git rm --cached) never rebuilds the helper's listing and the file stays in its "
-    "snapshot; scanner.py finds the index through git_top and _git_dir()"))
-def test_an_index_change_is_seen_by_both_when_the_root_is_not_the_top_of_a_repository(tmp_path, pairs, layout,
-                                                                                    watch_events):
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason=(
+        "helper.py's git_key() stats ROOT/.git/index: for a root below the top of the work tree, or a linked worktree "
+        "(.git is a file), there is no such file, so a change of git's index (a tracked file that the ignore rules "
+        "match, untracked with git rm --cached) never rebuilds the helper's listing and the file stays in its "
+        "snapshot; scanner.py finds the index through git_top and _git_dir()"
+    ),
+)
+def test_an_index_change_is_seen_by_both_when_the_root_is_not_the_top_of_a_repository(
+    tmp_path, pairs, layout, watch_events
+):
     top = make_repo(tmp_path / "repo", {"sub/a.txt": "a\n", ".gitignore": "*.log\n"})
     (top / "sub" / "forced.log").write_text("tracked although ignored\n")
     git(top, "add", "-f", "sub/forced.log")
@@ -522,8 +613,20 @@ def test_an_index_change_is_seen_by_both_when_the_root_is_not_the_top_of_a_repos
 def test_a_root_outside_git_ignores_the_same_directories_in_both(tmp_path, pairs, watch_events):
     root = tmp_path / "plain"
     kept = ["a.py", "src/b.py", "build/out.txt"]
-    ignored = ["x.pyc", "__pycache__/m.pyc", ".venv/lib.py", "node_modules/m.js", ".tox/t", ".mypy_cache/m",
-               ".pytest_cache/p", ".git/HEAD", "venv/lib.py", ".ruff_cache/c", ".eggs/e.py", "pkg.egg-info/PKG-INFO"]
+    ignored = [
+        "x.pyc",
+        "__pycache__/m.pyc",
+        ".venv/lib.py",
+        "node_modules/m.js",
+        ".tox/t",
+        ".mypy_cache/m",
+        ".pytest_cache/p",
+        ".git/HEAD",
+        "venv/lib.py",
+        ".ruff_cache/c",
+        ".eggs/e.py",
+        "pkg.egg-info/PKG-INFO",
+    ]
     for rel in kept + ignored:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(rel + "\n")
@@ -566,17 +669,25 @@ def test_a_symlink_to_itself_is_signed_by_both(tmp_path, pairs):
 
 
 @pytest.mark.parametrize("which", ["ignored file", "file outside the root", "symlink in the snapshot"])
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "ContainerWorkspace.file_state() answers only from its snapshot (and the states of the last command's f: "
-    "keys): None for an ignored file, a file outside the root, and a symlink (its snapshot entry is the link's own "
-    "'link:' digest); LocalWorkspace.file_state() reads any path, following symlinks"))
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason=(
+        "ContainerWorkspace.file_state() answers only from its snapshot (and the states of the last command's f: "
+        "keys): None for an ignored file, a file outside the root, and a symlink (its snapshot entry is the link's own "
+        "'link:' digest); LocalWorkspace.file_state() reads any path, following symlinks"
+    ),
+)
 def test_file_state_of_a_path_the_snapshot_does_not_hash_agrees(tmp_path, pairs, which):
     root = make_repo(tmp_path / "repo", {"a.txt": "a\n", ".gitignore": "*.log\n"})
     (root / "debug.log").write_text("ignored\n")
     (tmp_path / "outside.txt").write_text("outside\n")
     os.symlink("a.txt", root / "la")
-    path = {"ignored file": root / "debug.log", "file outside the root": tmp_path / "outside.txt",
-            "symlink in the snapshot": root / "la"}[which]
+    path = {
+        "ignored file": root / "debug.log",
+        "file outside the root": tmp_path / "outside.txt",
+        "symlink in the snapshot": root / "la",
+    }[which]
     pair = pairs(root)
     pair.snapshots("start")
     pair.learn([str(path), os.path.realpath(path)])

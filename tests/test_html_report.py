@@ -22,23 +22,43 @@ from ledger_runtime.runtime import LedgerRuntime
 BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 if BROWSER is None and os.environ.get("LEDGER_REQUIRE_BROWSER"):
     raise RuntimeError("LEDGER_REQUIRE_BROWSER is set but no chromium was found")
-FILES = {"calc.py": "def add(a, b):\n    return a - b\n" + "".join(f"\n\ndef f{i}(x):\n    return x + {i}\n" for i in range(20))}
+FILES = {
+    "calc.py": "def add(a, b):\n    return a - b\n"
+    + "".join(f"\n\ndef f{i}(x):\n    return x + {i}\n" for i in range(20))
+}
 
 
 def dom(page: Path) -> str:
     """The page's DOM after load, as the browser built it (scripts run)."""
     if BROWSER is None:
         pytest.skip("no headless browser: apt-get install chromium (CI installs it)")
-    r = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                        "--virtual-time-budget=2000", "--dump-dom", page.resolve().as_uri()],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            BROWSER,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--virtual-time-budget=2000",
+            "--dump-dom",
+            page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ledger_runtime", *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def test_a_run_page_in_a_browser(tmp_path):
@@ -60,7 +80,9 @@ def test_a_run_page_in_a_browser(tmp_path):
     assert len(re.findall(r'<section class="step"', built)) == 4
     assert "what the model received" in built and "what the command printed" in built
     assert "[ledger: same as step 1's output (`cat calc.py`, exit 0)]" in built
-    assert '<span class="add">+    return a + b</span>' in built and '<span class="del">-    return a - b</span>' in built
+    assert (
+        '<span class="add">+    return a + b</span>' in built and '<span class="del">-    return a - b</span>' in built
+    )
     assert "cat calc.py &lt;b&gt;" in built, "commands are escaped, never markup"
     assert "the state view before this step" in built
 
@@ -69,8 +91,11 @@ def test_an_arms_page_in_a_browser(tmp_path):
     out = tmp_path / "out"
     for arm in ("ledger", "baseline"):
         (out / arm).mkdir(parents=True)
-        (out / arm / "preds.json").write_text(json.dumps([{"instance_id": f"demo__calc-{i}", "model_patch": "d",
-                                                           "model_name_or_path": "m"} for i in (1, 2)]))
+        (out / arm / "preds.json").write_text(
+            json.dumps(
+                [{"instance_id": f"demo__calc-{i}", "model_patch": "d", "model_name_or_path": "m"} for i in (1, 2)]
+            )
+        )
     page = tmp_path / "arms.html"
     r = cli("report", str(out), "--no-png", "--html", str(page))
     assert r.returncode == 0, r.stderr

@@ -9,13 +9,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import CALC_PROJECT, make_repo
-
 from minisweagent.agents.default import DefaultAgent  # noqa: E402
 from minisweagent.environments.local import LocalEnvironment  # noqa: E402
-from minisweagent.models.test_models import (DeterministicModel, DeterministicToolcallModel,  # noqa: E402
-                                             make_output, make_toolcall_output)
+from minisweagent.models.test_models import (
+    DeterministicModel,
+    DeterministicToolcallModel,  # noqa: E402
+    make_output,
+    make_toolcall_output,
+)
 
 from ledger_adapters.mini.environment import LedgerEnvironment, LedgerModel  # noqa: E402
 from ledger_runtime.inspection import load  # noqa: E402
@@ -54,22 +56,38 @@ class RecordingToolcallModel(Recording, DeterministicToolcallModel):
 
 
 def text_outputs(cmds):
-    return [make_output(f"step {i}\n```mswea_bash_command\n{c}\n```", [{"command": c}], cost=0.0)
-            for i, c in enumerate(cmds)]
+    return [
+        make_output(f"step {i}\n```mswea_bash_command\n{c}\n```", [{"command": c}], cost=0.0)
+        for i, c in enumerate(cmds)
+    ]
 
 
 def agent_for(model, env, tmp_path):
-    return DefaultAgent(model, env, system_template="You fix bugs.", instance_template="{{task}}", cost_limit=0,
-                        step_limit=30, output_path=tmp_path / "traj.json")
+    return DefaultAgent(
+        model,
+        env,
+        system_template="You fix bugs.",
+        instance_template="{{task}}",
+        cost_limit=0,
+        step_limit=30,
+        output_path=tmp_path / "traj.json",
+    )
 
 
 def ledger_env(repo: Path, run: Path, **ledger):
-    return LedgerEnvironment(inner_class="local", cwd=str(repo), timeout=60,
-                             env={"PYTHONDONTWRITEBYTECODE": "1"}, ledger={"run_dir": str(run), **ledger})
+    return LedgerEnvironment(
+        inner_class="local",
+        cwd=str(repo),
+        timeout=60,
+        env={"PYTHONDONTWRITEBYTECODE": "1"},
+        ledger={"run_dir": str(run), **ledger},
+    )
 
 
 def observations(messages):
-    return [(m["content"], (m.get("extra") or {}).get("returncode")) for m in messages if m["role"] in ("user", "tool")][1:]
+    return [
+        (m["content"], (m.get("extra") or {}).get("returncode")) for m in messages if m["role"] in ("user", "tool")
+    ][1:]
 
 
 def test_text_model_end_to_end(tmp_path):
@@ -108,15 +126,23 @@ def test_toolcall_model_several_calls_share_a_step_and_view_follows_tool_results
     repo = make_repo(tmp_path / "repo", FILES)
 
     def call(i, cmd):
-        return {"id": f"call_{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": cmd})}}
+        return {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": cmd})},
+        }
 
     turns = [
         [("a", "cat calc.py"), ("b", "ls")],
         [("c", "cat calc.py"), ("d", TEST)],
         [("e", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")],
     ]
-    outputs = [make_toolcall_output(None, [call(i, c) for i, c in t], [{"command": c, "tool_call_id": f"call_{i}"} for i, c in t])
-               for t in turns]
+    outputs = [
+        make_toolcall_output(
+            None, [call(i, c) for i, c in t], [{"command": c, "tool_call_id": f"call_{i}"} for i, c in t]
+        )
+        for t in turns
+    ]
     inner = RecordingToolcallModel(outputs=outputs, cost_per_call=0.0)
     model = LedgerModel(inner_class="minisweagent.models.test_models.DeterministicToolcallModel", outputs=[])
     model.inner = inner
@@ -135,18 +161,23 @@ def test_toolcall_model_several_calls_share_a_step_and_view_follows_tool_results
 def test_switches_off_gives_the_same_observations_as_plain_mini(tmp_path):
     """With inform and govern off, a scripted run sees exactly what plain mini-swe-agent sees."""
     plain_repo = make_repo(tmp_path / "repo", FILES)
-    plain = agent_for(DeterministicModel(outputs=text_outputs(SCRIPT), cost_per_call=0.0),
-                      LocalEnvironment(cwd=str(plain_repo), env={"PYTHONDONTWRITEBYTECODE": "1"}), tmp_path / "p")
+    plain = agent_for(
+        DeterministicModel(outputs=text_outputs(SCRIPT), cost_per_call=0.0),
+        LocalEnvironment(cwd=str(plain_repo), env={"PYTHONDONTWRITEBYTECODE": "1"}),
+        tmp_path / "p",
+    )
     plain.run("task")
     shutil.rmtree(plain_repo)
     ledger_repo = make_repo(tmp_path / "repo", FILES)  # the same path, the same content
     env = ledger_env(ledger_repo, tmp_path / "run", inform=False, govern=False)
-    wrapped = agent_for(LedgerModel(inner_class="deterministic", outputs=text_outputs(SCRIPT), cost_per_call=0.0),
-                        env, tmp_path / "l")
+    wrapped = agent_for(
+        LedgerModel(inner_class="deterministic", outputs=text_outputs(SCRIPT), cost_per_call=0.0), env, tmp_path / "l"
+    )
     wrapped.run("task")
 
     def scrub(obs):  # unittest prints its own timing
         import re
+
         return [(re.sub(r"in \d+\.\d+s", "in Xs", c), rc) for c, rc in obs]
 
     assert scrub(observations(wrapped.messages)) == scrub(observations(plain.messages))
@@ -169,12 +200,23 @@ def test_litellm_model_with_mock_response(tmp_path):
     litellm.callbacks = [Capture()]
     try:
         repo = make_repo(tmp_path / "repo", FILES)
-        calls = [{"id": "call_1", "type": "function",
-                  "function": {"name": "bash", "arguments": json.dumps({"command": "cat calc.py"})}}]
-        model = LedgerModel(inner_class="litellm", model_name="gpt-4o-mini", cost_tracking="ignore_errors",
-                            model_kwargs={"mock_response": "Reading the file.", "mock_tool_calls": calls})
+        calls = [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": "cat calc.py"})},
+            }
+        ]
+        model = LedgerModel(
+            inner_class="litellm",
+            model_name="gpt-4o-mini",
+            cost_tracking="ignore_errors",
+            model_kwargs={"mock_response": "Reading the file.", "mock_tool_calls": calls},
+        )
         env = ledger_env(repo, tmp_path / "run")
-        agent = DefaultAgent(model, env, system_template="sys", instance_template="{{task}}", step_limit=3, cost_limit=0)
+        agent = DefaultAgent(
+            model, env, system_template="sys", instance_template="{{task}}", step_limit=3, cost_limit=0
+        )
         assert agent.run("read it")["exit_status"] == "LimitsExceeded"
     finally:
         litellm.callbacks = []
@@ -197,8 +239,15 @@ def test_a_full_disk_never_breaks_the_agent(tmp_path):
         repo = make_repo(tmp_path / "repo", {"big.txt": "x" * 400_000 + "\n", **FILES})
         env = ledger_env(repo, small / "run")
         cmds = ["cat big.txt | wc -c", "cat big.txt", "echo done"]
-        agent = agent_for(LedgerModel(inner_class="deterministic", outputs=text_outputs(cmds + ["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]),
-                                      cost_per_call=0.0), env, tmp_path)
+        agent = agent_for(
+            LedgerModel(
+                inner_class="deterministic",
+                outputs=text_outputs(cmds + ["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]),
+                cost_per_call=0.0,
+            ),
+            env,
+            tmp_path,
+        )
         info = agent.run("task")
         assert info["exit_status"] == "Submitted"
         obs = observations(agent.messages)
@@ -214,10 +263,13 @@ def test_a_full_disk_never_breaks_the_agent(tmp_path):
 def test_workspace_deleted_under_the_agent(tmp_path):
     repo = make_repo(tmp_path / "repo", FILES)
     # the policies that would stop this are off: the point is a workspace gone under the ledger
-    env = ledger_env(repo, tmp_path / "run", policies={"destructive": {"enabled": False},
-                                                       "verify-before-submit": {"enabled": False}})
+    env = ledger_env(
+        repo, tmp_path / "run", policies={"destructive": {"enabled": False}, "verify-before-submit": {"enabled": False}}
+    )
     cmds = [f"rm -rf {repo}/* {repo}/.git", "echo still here", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]
-    agent = agent_for(LedgerModel(inner_class="deterministic", outputs=text_outputs(cmds), cost_per_call=0.0), env, tmp_path)
+    agent = agent_for(
+        LedgerModel(inner_class="deterministic", outputs=text_outputs(cmds), cost_per_call=0.0), env, tmp_path
+    )
     assert agent.run("task")["exit_status"] == "Submitted"
     assert "still here" in observations(agent.messages)[1][0]
     assert any(m.after_hash is None for m in load(tmp_path / "run").state.modifications)
@@ -238,21 +290,51 @@ def test_ledger_run_mini_command(tmp_path):
 
     repo = make_repo(tmp_path / "repo", FILES)
     # the edit is not followed by a test run: verify-before-submit holds the first submission back once
-    steps = ["cat calc.py", "cat calc.py", "sed -i '2s/a - b/a + b/' calc.py", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
-             "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]
-    from minisweagent.config import builtin_config_dir
+    steps = [
+        "cat calc.py",
+        "cat calc.py",
+        "sed -i '2s/a - b/a + b/' calc.py",
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+    ]
     import yaml
+    from minisweagent.config import builtin_config_dir
 
     cfg = yaml.safe_load((builtin_config_dir / "mini.yaml").read_text())
-    cfg["model"] = {"model_class": "deterministic", "model_name": "deterministic", "cost_per_call": 0.0,
-                    "outputs": [{"role": "assistant", "content": f"THOUGHT {i}",
-                                 "extra": {"actions": [{"command": c}], "cost": 0.0}} for i, c in enumerate(steps)]}
+    cfg["model"] = {
+        "model_class": "deterministic",
+        "model_name": "deterministic",
+        "cost_per_call": 0.0,
+        "outputs": [
+            {"role": "assistant", "content": f"THOUGHT {i}", "extra": {"actions": [{"command": c}], "cost": 0.0}}
+            for i, c in enumerate(steps)
+        ],
+    }
     (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
     run = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "ledger_runtime.cli", "mini", "-c", str(tmp_path / "cfg.yaml"),
-                        "-t", "make add add", "--workdir", str(repo), "-o", str(run), "-y", "--exit-immediately"],
-                       capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300,
-                       env={**os.environ, "COLUMNS": "200"})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledger_runtime.cli",
+            "mini",
+            "-c",
+            str(tmp_path / "cfg.yaml"),
+            "-t",
+            "make add add",
+            "--workdir",
+            str(repo),
+            "-o",
+            str(run),
+            "-y",
+            "--exit-immediately",
+        ],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"ledger: {run / 'ledger.sqlite'}" in r.stdout.replace("\n", "") or str(run / "ledger.sqlite") in r.stdout
     state = load(run).state
@@ -260,8 +342,12 @@ def test_ledger_run_mini_command(tmp_path):
     assert state.attempts[3].verdict.rule == "verify-before-submit" and not state.attempts[3].executed
     assert state.baseline.task == "make add add"
     assert json.loads((run / "trajectory.traj.json").read_text())["info"]["exit_status"] == "Submitted"
-    bad = subprocess.run([sys.executable, "-m", "ledger_runtime.cli", "mini", "--workdir", str(tmp_path / "nope")],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "ledger_runtime.cli", "mini", "--workdir", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "is not a directory" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -271,10 +357,16 @@ def test_the_submission_marker_in_any_form_ends_the_run(tmp_path):
     first must end the run, through the real loop."""
     marker = "  COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT  \r\n"
     repo = make_repo(tmp_path / "repo", {**FILES, "notes.txt": marker + "".join(f"note {i}\n" for i in range(40))})
-    script = ["nl -s ': ' -ba notes.txt", "cat -n notes.txt | head -n 20", "sed -n '1p' notes.txt", "echo never reached"]
+    script = [
+        "nl -s ': ' -ba notes.txt",
+        "cat -n notes.txt | head -n 20",
+        "sed -n '1p' notes.txt",
+        "echo never reached",
+    ]
     env = ledger_env(repo, tmp_path / "run")
-    agent = agent_for(LedgerModel(inner_class="deterministic", outputs=text_outputs(script), cost_per_call=0.0),
-                      env, tmp_path)
+    agent = agent_for(
+        LedgerModel(inner_class="deterministic", outputs=text_outputs(script), cost_per_call=0.0), env, tmp_path
+    )
     info = agent.run("read the notes")
     assert info["exit_status"] == "Submitted"
     attempts = load(tmp_path / "run").state.attempts

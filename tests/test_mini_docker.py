@@ -8,13 +8,13 @@ import re
 import subprocess
 
 import pytest
-
 from docker_support import docker_image  # noqa: F401  (fixture)
-from ledger_adapters.mini.environment import LedgerEnvironment, LedgerModel
-from ledger_runtime.inspection import load
 from minisweagent.agents.default import DefaultAgent
 from minisweagent.environments.docker import DockerEnvironment
 from minisweagent.models.test_models import make_output
+
+from ledger_adapters.mini.environment import LedgerEnvironment, LedgerModel
+from ledger_runtime.inspection import load
 
 DOCKER_CFG = {"cwd": "/testbed", "timeout": 30, "interpreter": ["bash", "-c"], "env": {"PAGER": "cat"}}
 TEST = "python3 -m unittest -q test_calc"
@@ -28,14 +28,31 @@ def outputs(cmds):
 def test_scripted_agent_in_a_container(docker_image, tmp_path, transport):
     """``env``: the helper reaches the container through the environment's own execute, as it does
     for environments that are not Docker (singularity, SWE-ReX...)."""
-    cmds = ["cat calc.py", "cat calc.py", TEST, TEST, "sed -i '2s/a - b/a + b/' calc.py", TEST,
-            "nl -ba calc.py | sed -n '1,5p'", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"]
-    env = LedgerEnvironment(inner_class="docker", image=docker_image, **DOCKER_CFG,
-                            ledger={"run_dir": str(tmp_path / "run"), "helper_transport": transport})
+    cmds = [
+        "cat calc.py",
+        "cat calc.py",
+        TEST,
+        TEST,
+        "sed -i '2s/a - b/a + b/' calc.py",
+        TEST,
+        "nl -ba calc.py | sed -n '1,5p'",
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff",
+    ]
+    env = LedgerEnvironment(
+        inner_class="docker",
+        image=docker_image,
+        **DOCKER_CFG,
+        ledger={"run_dir": str(tmp_path / "run"), "helper_transport": transport},
+    )
     try:
         assert type(env.container.transport).__name__ == ("DockerExec" if transport == "docker" else "EnvExec")
-        agent = DefaultAgent(LedgerModel(inner_class="deterministic", outputs=outputs(cmds), cost_per_call=0.0), env,
-                             system_template="s", instance_template="{{task}}", cost_limit=0)
+        agent = DefaultAgent(
+            LedgerModel(inner_class="deterministic", outputs=outputs(cmds), cost_per_call=0.0),
+            env,
+            system_template="s",
+            instance_template="{{task}}",
+            cost_limit=0,
+        )
         info = agent.run("fix add")
         assert env.container.round_trips == 1, "only installing the helper took an exec of its own"
         assert env.container.reports_in_band == 8, "every command ran, and its report rode in its own exec"
@@ -71,13 +88,21 @@ CASES = [
 
 def test_outputs_and_return_codes_are_exactly_as_without_the_ledger(docker_image, tmp_path):
     plain = DockerEnvironment(image=docker_image, **DOCKER_CFG)
-    ledgered = LedgerEnvironment(inner_class="docker", image=docker_image, **DOCKER_CFG,
-                                 ledger={"run_dir": str(tmp_path / "run"), "govern": False, "inform": False})
+    ledgered = LedgerEnvironment(
+        inner_class="docker",
+        image=docker_image,
+        **DOCKER_CFG,
+        ledger={"run_dir": str(tmp_path / "run"), "govern": False, "inform": False},
+    )
     try:
         for cmd in CASES:
             a = plain.execute({"command": cmd})
             b = ledgered.execute({"command": cmd})
-            assert (b["output"], b["returncode"], b["exception_info"]) == (a["output"], a["returncode"], a["exception_info"]), cmd
+            assert (b["output"], b["returncode"], b["exception_info"]) == (
+                a["output"],
+                a["returncode"],
+                a["exception_info"],
+            ), cmd
         # stdout and stderr travel apart through docker exec and interleave at random, with or without
         # the ledger: compare their lines, not their order
         for mixed, rc in (("echo out; echo err >&2; exit 4", 4), ("cat calc.py | head -3\n(", 2)):
@@ -93,16 +118,21 @@ def test_outputs_and_return_codes_are_exactly_as_without_the_ledger(docker_image
 
 def test_timeout_behaves_as_without_the_ledger(docker_image, tmp_path):
     plain = DockerEnvironment(image=docker_image, **{**DOCKER_CFG, "timeout": 2})
-    ledgered = LedgerEnvironment(inner_class="docker", image=docker_image, **{**DOCKER_CFG, "timeout": 2},
-                                 ledger={"run_dir": str(tmp_path / "run")})
+    ledgered = LedgerEnvironment(
+        inner_class="docker",
+        image=docker_image,
+        **{**DOCKER_CFG, "timeout": 2},
+        ledger={"run_dir": str(tmp_path / "run")},
+    )
     try:
         a = plain.execute({"command": "echo start; sleep 10; echo never"})
         trips = ledgered.container.round_trips
         b = ledgered.execute({"command": "echo start; sleep 10; echo never"})
         assert ledgered.container.round_trips == trips + 1, "a timed-out command's snapshot costs one exec"
         assert b["returncode"] == a["returncode"] == -1
-        assert re.sub(r"[0-9a-f]{64}", "CID", b["exception_info"]) == re.sub(r"[0-9a-f]{64}", "CID", a["exception_info"]), \
-            "the same message, command text included, up to the container id"
+        assert re.sub(r"[0-9a-f]{64}", "CID", b["exception_info"]) == re.sub(
+            r"[0-9a-f]{64}", "CID", a["exception_info"]
+        ), "the same message, command text included, up to the container id"
         trips = ledgered.container.round_trips
         after = ledgered.execute({"command": "echo fine"})
         assert after["output"] == "fine\n"
@@ -119,31 +149,75 @@ def test_mini_extra_swebench_runs_the_adapter_by_class_path(docker_image, tmp_pa
     path from YAML, and the instance's image reaches the wrapped docker environment."""
     data = tmp_path / "dataset"
     data.mkdir()
-    row = {"instance_id": "demo__calc-1", "repo": "demo/calc", "base_commit": "HEAD", "image_name": docker_image,
-           "problem_statement": "add() subtracts; make test_add pass."}
+    row = {
+        "instance_id": "demo__calc-1",
+        "repo": "demo/calc",
+        "base_commit": "HEAD",
+        "image_name": docker_image,
+        "problem_statement": "add() subtracts; make test_add pass.",
+    }
     (data / "test.jsonl").write_text(json.dumps(row) + "\n")
-    steps = ["cat calc.py", "cat calc.py", "sed -i '2s/a - b/a + b/' calc.py", "python3 -m unittest -q test_calc",
-             "git diff -- calc.py > patch.txt", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat patch.txt"]
+    steps = [
+        "cat calc.py",
+        "cat calc.py",
+        "sed -i '2s/a - b/a + b/' calc.py",
+        "python3 -m unittest -q test_calc",
+        "git diff -- calc.py > patch.txt",
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat patch.txt",
+    ]
     config = {
-        "environment": {"environment_class": "ledger_adapters.mini.environment.LedgerEnvironment",
-                        "inner_class": "docker", "ledger": {"reuse_output": "full"}},
-        "model": {"model_class": "ledger_adapters.mini.environment.LedgerModel", "inner_class": "deterministic",
-                  "model_name": "deterministic", "cost_per_call": 0.0,
-                  "outputs": [{"role": "assistant", "content": f"THOUGHT {i}",
-                               "extra": {"actions": [{"command": c}], "cost": 0.0}} for i, c in enumerate(steps)]},
+        "environment": {
+            "environment_class": "ledger_adapters.mini.environment.LedgerEnvironment",
+            "inner_class": "docker",
+            "ledger": {"reuse_output": "full"},
+        },
+        "model": {
+            "model_class": "ledger_adapters.mini.environment.LedgerModel",
+            "inner_class": "deterministic",
+            "model_name": "deterministic",
+            "cost_per_call": 0.0,
+            "outputs": [
+                {"role": "assistant", "content": f"THOUGHT {i}", "extra": {"actions": [{"command": c}], "cost": 0.0}}
+                for i, c in enumerate(steps)
+            ],
+        },
         "agent": {"cost_limit": 0},
     }
     (tmp_path / "ledger.yaml").write_text(json.dumps(config))
     out = tmp_path / "out"
-    env = {"MSWEA_SILENT_STARTUP": "1", "MSWEA_CONFIGURED": "1", "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
-           "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "MSWEA_GLOBAL_CONFIG_DIR": str(tmp_path / "cfg")}
+    env = {
+        "MSWEA_SILENT_STARTUP": "1",
+        "MSWEA_CONFIGURED": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "MSWEA_GLOBAL_CONFIG_DIR": str(tmp_path / "cfg"),
+    }
     import shutil
     import sys
 
     mini_extra = shutil.which("mini-extra", path=str(__import__("pathlib").Path(sys.executable).parent))
-    r = subprocess.run([mini_extra, "swebench", "--subset", str(data), "--split", "test", "-o", str(out),
-                        "-c", "swebench.yaml", "-c", str(tmp_path / "ledger.yaml")],
-                       capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run(
+        [
+            mini_extra,
+            "swebench",
+            "--subset",
+            str(data),
+            "--split",
+            "test",
+            "-o",
+            str(out),
+            "-c",
+            "swebench.yaml",
+            "-c",
+            str(tmp_path / "ledger.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     preds = json.loads((out / "preds.json").read_text())
     assert "+    return a + b" in preds["demo__calc-1"]["model_patch"]

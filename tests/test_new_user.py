@@ -20,14 +20,29 @@ from ledger_runtime.config import LedgerConfig, load_config
 from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.runtime import LedgerRuntime
 
-FILES = {"calc.py": "def add(a, b):\n    return a - b\n" + "".join(f"\n\ndef f{i}(x):\n    return x + {i}\n" for i in range(30))}
+FILES = {
+    "calc.py": "def add(a, b):\n    return a - b\n"
+    + "".join(f"\n\ndef f{i}(x):\n    return x + {i}\n" for i in range(30))
+}
 
 
 def ledger_run(*args: str, timeout: float = 300, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
-    base = {**os.environ, "MSWEA_SILENT_STARTUP": "1", "MSWEA_CONFIGURED": "1", "COLUMNS": "200",
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run([sys.executable, "-m", "ledger_runtime", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**base, **(env or {})}, stdin=subprocess.DEVNULL, **kw)
+    base = {
+        **os.environ,
+        "MSWEA_SILENT_STARTUP": "1",
+        "MSWEA_CONFIGURED": "1",
+        "COLUMNS": "200",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**base, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        **kw,
+    )
 
 
 def one_line_error(r: subprocess.CompletedProcess) -> str:
@@ -40,13 +55,17 @@ def one_line_error(r: subprocess.CompletedProcess) -> str:
 
 # -- shadow mode: record and decide only, nothing reaches the model --------------------------------
 
+
 def test_shadow_shows_the_model_nothing_unless_a_view_is_asked_for(tmp_path):
     repo = make_repo(tmp_path / "r", FILES)
     cfg = tmp_path / "ledger.toml"
     cfg.write_text("shadow = true\n")
     views = {}
-    for name, config in (("toml", load_config(cfg)), ("default", LedgerConfig()),
-                         ("asked", LedgerConfig(shadow=True, shadow_view=True))):
+    for name, config in (
+        ("toml", load_config(cfg)),
+        ("default", LedgerConfig()),
+        ("asked", LedgerConfig(shadow=True, shadow_view=True)),
+    ):
         rt = LedgerRuntime(repo, tmp_path / f"run-{name}", config)
         try:
             rt.run("cat calc.py", LocalExecutor())
@@ -67,6 +86,7 @@ def test_demo_shadow_reaches_the_model_with_nothing(tmp_path):
 
 
 # -- one-line errors ------------------------------------------------------------------------------
+
 
 def test_demo_output_that_cannot_be_written(tmp_path):
     f = tmp_path / "a-file"
@@ -99,31 +119,75 @@ def test_mini_without_an_api_key_says_which_variable(tmp_path):
     repo = make_repo(tmp_path / "r", FILES)
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "ledger_runtime", "mini", "-m", "openai/gpt-5-mini", "-t", "x", "-w",
-                        str(repo), "-o", str(tmp_path / "run"), "-y"], capture_output=True, text=True, timeout=120,
-                       env={**env, "MSWEA_CONFIGURED": "1", "MSWEA_SILENT_STARTUP": "1",
-                            "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "200"}, stdin=subprocess.DEVNULL)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledger_runtime",
+            "mini",
+            "-m",
+            "openai/gpt-5-mini",
+            "-t",
+            "x",
+            "-w",
+            str(repo),
+            "-o",
+            str(tmp_path / "run"),
+            "-y",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **env,
+            "MSWEA_CONFIGURED": "1",
+            "MSWEA_SILENT_STARTUP": "1",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "COLUMNS": "200",
+        },
+        stdin=subprocess.DEVNULL,
+    )
     assert "OPENAI_API_KEY" in one_line_error(r)
     assert time.monotonic() - t0 < 60, "said up front, not after minutes of retries"
 
 
 def test_mini_container_environment_needs_an_image(tmp_path):
     repo = make_repo(tmp_path / "r", FILES)
-    msg = one_line_error(ledger_run("mini", "--environment-class", "docker", "-t", "x", "-w", str(repo), "-m",
-                                    "deterministic", "-o", str(tmp_path / "run")))
+    msg = one_line_error(
+        ledger_run(
+            "mini",
+            "--environment-class",
+            "docker",
+            "-t",
+            "x",
+            "-w",
+            str(repo),
+            "-m",
+            "deterministic",
+            "-o",
+            str(tmp_path / "run"),
+        )
+    )
     assert "--image" in msg
 
 
 # -- mini's -c ------------------------------------------------------------------------------------
+
 
 def scripted(path: Path, steps: list[str], **environment) -> Path:
     from minisweagent.config import builtin_config_dir
 
     cfg = yaml.safe_load((builtin_config_dir / "mini.yaml").read_text())
     cfg["environment"] = {**(cfg.get("environment") or {}), **environment}
-    cfg["model"] = {"model_class": "deterministic", "model_name": "deterministic", "cost_per_call": 0.0,
-                    "outputs": [{"role": "assistant", "content": f"THOUGHT {i}",
-                                 "extra": {"actions": [{"command": c}], "cost": 0.0}} for i, c in enumerate(steps)]}
+    cfg["model"] = {
+        "model_class": "deterministic",
+        "model_name": "deterministic",
+        "cost_per_call": 0.0,
+        "outputs": [
+            {"role": "assistant", "content": f"THOUGHT {i}", "extra": {"actions": [{"command": c}], "cost": 0.0}}
+            for i, c in enumerate(steps)
+        ],
+    }
     path.write_text(yaml.safe_dump(cfg))
     return path
 
@@ -131,11 +195,26 @@ def scripted(path: Path, steps: list[str], **environment) -> Path:
 def test_mini_c_is_minis_own(tmp_path):
     """-c takes config files and KEY=VALUE specs, merged in order, as mini does."""
     repo = make_repo(tmp_path / "r", FILES)
-    cfg = scripted(tmp_path / "cfg.yaml", ["cat calc.py", "echo one", "echo two", "echo three",
-                                           "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"])
+    cfg = scripted(
+        tmp_path / "cfg.yaml",
+        ["cat calc.py", "echo one", "echo two", "echo three", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"],
+    )
     run = tmp_path / "run"
-    r = ledger_run("mini", "-c", str(cfg), "-c", "agent.step_limit=2", "-t", "look", "-w", str(repo), "-o", str(run),
-                   "-y", "--exit-immediately")
+    r = ledger_run(
+        "mini",
+        "-c",
+        str(cfg),
+        "-c",
+        "agent.step_limit=2",
+        "-t",
+        "look",
+        "-w",
+        str(repo),
+        "-o",
+        str(run),
+        "-y",
+        "--exit-immediately",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     traj = json.loads((run / "trajectory.traj.json").read_text())
     assert traj["info"]["exit_status"] == "LimitsExceeded"
@@ -148,35 +227,81 @@ def test_mini_in_docker_works_on_the_work_tree(tmp_path, docker_image):  # noqa:
     """--environment-class docker --image IMAGE: the work tree is mounted into the container at the
     same path, commands start there, and what they write is in the work tree."""
     repo = make_repo(tmp_path / "r", FILES)
-    cfg = scripted(tmp_path / "cfg.yaml", ["cat calc.py", "sed -i 's/a - b/a + b/' calc.py && echo done > made.txt",
-                                           "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",  # held back once: verify-before-submit
-                                           "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"], interpreter=["bash", "-c"])
+    cfg = scripted(
+        tmp_path / "cfg.yaml",
+        [
+            "cat calc.py",
+            "sed -i 's/a - b/a + b/' calc.py && echo done > made.txt",
+            "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",  # held back once: verify-before-submit
+            "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+        ],
+        interpreter=["bash", "-c"],
+    )
     run = tmp_path / "run"
-    bad = ledger_run("mini", "-c", str(cfg), "-c", "environment.timeout=soon", "--environment-class", "docker",
-                     "--image", docker_image, "-t", "x", "-w", str(repo), "-o", str(tmp_path / "bad"), "-y")
+    bad = ledger_run(
+        "mini",
+        "-c",
+        str(cfg),
+        "-c",
+        "environment.timeout=soon",
+        "--environment-class",
+        "docker",
+        "--image",
+        docker_image,
+        "-t",
+        "x",
+        "-w",
+        str(repo),
+        "-o",
+        str(tmp_path / "bad"),
+        "-y",
+    )
     assert "the docker environment cannot start" in one_line_error(bad)
-    r = ledger_run("mini", "-c", str(cfg), "--environment-class", "docker",
-                   "--image", docker_image, "-t", "fix add", "-w", str(repo), "-o", str(run), "-y", "--exit-immediately")
+    r = ledger_run(
+        "mini",
+        "-c",
+        str(cfg),
+        "--environment-class",
+        "docker",
+        "--image",
+        docker_image,
+        "-t",
+        "fix add",
+        "-w",
+        str(repo),
+        "-o",
+        str(run),
+        "-y",
+        "--exit-immediately",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert (repo / "made.txt").read_text() == "done\n" and "a + b" in (repo / "calc.py").read_text()
     from ledger_runtime.inspection import load
 
     state = load(run).state
-    assert state.attempts[0].exit_code == 0 and [os.path.basename(m.path) for m in state.modifications
-                                                if m.attempt == state.attempts[1].id] == ["calc.py", "made.txt"]
+    assert state.attempts[0].exit_code == 0 and [
+        os.path.basename(m.path) for m in state.modifications if m.attempt == state.attempts[1].id
+    ] == ["calc.py", "made.txt"]
 
 
 from docker_support import docker_image  # noqa: E402,F401  (fixture)
 
-
 # -- the hook client -------------------------------------------------------------------------------
+
 
 def test_hook_client_with_garbage_never_blocks_and_logs(tmp_path):
     fast = Path(__file__).resolve().parents[1] / "ledger_runtime" / "hooks" / "fasthook.py"
-    for argv, stdin in ((["hook", 'Pre"Tool'], b"{}"), (["hook", "PreToolUse", "--socket", str(tmp_path / "none")], b"\xff\x00"),
-                        (["hook"], b"")):
-        r = subprocess.run([sys.executable, "-S", "-E", str(fast), *argv, "--run-dir", str(tmp_path)], input=stdin,
-                           capture_output=True, timeout=60)
+    for argv, stdin in (
+        (["hook", 'Pre"Tool'], b"{}"),
+        (["hook", "PreToolUse", "--socket", str(tmp_path / "none")], b"\xff\x00"),
+        (["hook"], b""),
+    ):
+        r = subprocess.run(
+            [sys.executable, "-S", "-E", str(fast), *argv, "--run-dir", str(tmp_path)],
+            input=stdin,
+            capture_output=True,
+            timeout=60,
+        )
         assert r.returncode == 0 and r.stdout == b"" and b"Traceback" not in r.stderr, r.stderr
     faults = [json.loads(ln) for ln in (tmp_path / "faults.log").read_text().splitlines()]
     assert len(faults) == 3 and "event's name" in faults[0]["error"] and "did not answer" in faults[1]["error"]
@@ -184,13 +309,15 @@ def test_hook_client_with_garbage_never_blocks_and_logs(tmp_path):
 
 # -- past one machine -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("env_class,prefix", [("singularity", "docker://"), ("swerex_modal", ""), ("docker", "")])
 def test_any_environment_reaches_mini_swe_agent_wrapped(env_class, prefix):
     """--environment-class NAME: every arm wraps that environment in the ledger's, with the image named
     as mini-extra swebench names it, and Docker's labels only where Docker runs the instances."""
+    from minisweagent.run.benchmarks.swebench import get_swebench_docker_image_name
+
     from ledger_adapters.mini.environment import image_for
     from ledger_adapters.swebench.run import ENV_CLASS, arm_config, base_config, uses_docker
-    from minisweagent.run.benchmarks.swebench import get_swebench_docker_image_name
 
     cfg = base_config([], "openai/gpt-5-mini", None, env_class)
     assert uses_docker(cfg) is (env_class == "docker")
@@ -251,7 +378,7 @@ def test_config_command_writes_checks_and_prints(tmp_path):
 
     printed = ledger_run("config")
     assert printed.returncode == 0 and tomllib.loads(printed.stdout) == {}, "every default commented out"
-    assert "# dedupe = \"spans\"" in printed.stdout and "# shadow_view = false" in printed.stdout
+    assert '# dedupe = "spans"' in printed.stdout and "# shadow_view = false" in printed.stdout
     f = tmp_path / "ledger.toml"
     assert ledger_run("config", "--write", str(f)).returncode == 0
     assert (f.stat().st_mode & 0o777) == 0o600
@@ -266,9 +393,13 @@ def test_config_command_writes_checks_and_prints(tmp_path):
 def test_ctrl_c_in_the_demo_says_what_was_kept(tmp_path):
     import signal
 
-    p = subprocess.Popen([sys.executable, "-m", "ledger_runtime", "demo", "-o", str(tmp_path / "d")],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env={**os.environ, "COLUMNS": "200", "MSWEA_SILENT_STARTUP": "1"})
+    p = subprocess.Popen(
+        [sys.executable, "-m", "ledger_runtime", "demo", "-o", str(tmp_path / "d")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", "MSWEA_SILENT_STARTUP": "1"},
+    )
     out = []
     sent = False
     for line in p.stdout:
@@ -295,18 +426,44 @@ def test_tables_fit_80_columns_without_breaking_words(tmp_path):
     repo = make_repo(tmp_path / "r", {**FILES, long_path: "x = 1\n"})
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
     try:
-        for cmd in ("cat inventory/pricing_and_discounts.py", "sed -i 's/x = 1/x = 2/' inventory/pricing_and_discounts.py",
-                    "python3 -c 'print(1)' && echo " + "a_rather_long_argument_without_any_space_in_it" * 2):
+        for cmd in (
+            "cat inventory/pricing_and_discounts.py",
+            "sed -i 's/x = 1/x = 2/' inventory/pricing_and_discounts.py",
+            "python3 -c 'print(1)' && echo " + "a_rather_long_argument_without_any_space_in_it" * 2,
+        ):
             rt.run(cmd, LocalExecutor())
     finally:
         rt.close()
     console = Console(width=80, record=True, file=open(os.devnull, "w"))
     print_inspection(load(tmp_path / "run"), console)
-    row = {"rows": [], "repo": "sphinx-doc/sphinx", "instance_id": "x", "summary": {
-        "commands": 1, "parsed": 1, "verdicts": {}, "by_class": {}, "answers": {}, "spared_by_kind": {},
-        "spared_by_class": {}, "visible_by_class": {}, "checked": 1, "unsound": 0, "unsound_masked": 0,
-        "output_chars": 10, "visible_chars": 10, "shown_visible_chars": 10, "chars_spared": 0, "repeated_chars": 0,
-        "redundant": 0, "redundant_exact": 0, "redundant_subsumed": 0, "caught": 0, "not_executed": 0}}
+    row = {
+        "rows": [],
+        "repo": "sphinx-doc/sphinx",
+        "instance_id": "x",
+        "summary": {
+            "commands": 1,
+            "parsed": 1,
+            "verdicts": {},
+            "by_class": {},
+            "answers": {},
+            "spared_by_kind": {},
+            "spared_by_class": {},
+            "visible_by_class": {},
+            "checked": 1,
+            "unsound": 0,
+            "unsound_masked": 0,
+            "output_chars": 10,
+            "visible_chars": 10,
+            "shown_visible_chars": 10,
+            "chars_spared": 0,
+            "repeated_chars": 0,
+            "redundant": 0,
+            "redundant_exact": 0,
+            "redundant_subsumed": 0,
+            "caught": 0,
+            "not_executed": 0,
+        },
+    }
     console.print(table(aggregate([row])))
     text = console.export_text()
     assert max(cell_len(line) for line in text.splitlines()) <= 80
@@ -346,11 +503,21 @@ def test_shell_completion_completes_commands_and_options():
     if not script.exists():
         pytest.skip(f"no ledger-run script next to {sys.executable} (pip install -e .)")
     env = {**os.environ, "_LEDGER_RUN_COMPLETE": "complete_bash"}
-    first = subprocess.run([str(script)], capture_output=True, text=True, timeout=60,
-                           env={**env, "COMP_WORDS": "ledger-run ins", "COMP_CWORD": "1"})
+    first = subprocess.run(
+        [str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "COMP_WORDS": "ledger-run ins", "COMP_CWORD": "1"},
+    )
     assert first.stdout.split() == ["inspect"], first.stderr
-    opt = subprocess.run([str(script)], capture_output=True, text=True, timeout=60,
-                         env={**env, "COMP_WORDS": "ledger-run inspect --ver", "COMP_CWORD": "2"})
+    opt = subprocess.run(
+        [str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "COMP_WORDS": "ledger-run inspect --ver", "COMP_CWORD": "2"},
+    )
     assert opt.stdout.split() == ["--verdict"]
     assert "--install-completion" in ledger_run("--help").stdout
 
@@ -376,8 +543,18 @@ def test_replay_leaves_nothing_behind_in_tmp(tmp_path):
     (tmp_path / "i.jsonl").write_text(json.dumps({"instance_id": "demo__calc-1", "base_commit": commit}) + "\n")
     pattern = os.path.join(tempfile.gettempdir(), "ledger-replay-*")
     before = set(glob.glob(pattern))
-    r = ledger_run("replay", str(tmp_path / "a.traj.json"), "--repo", str(bare), "--instances", str(tmp_path / "i.jsonl"),
-                   "--workdir", str(tmp_path / "tb"), "-o", str(tmp_path / "o"))
+    r = ledger_run(
+        "replay",
+        str(tmp_path / "a.traj.json"),
+        "--repo",
+        str(bare),
+        "--instances",
+        str(tmp_path / "i.jsonl"),
+        "--workdir",
+        str(tmp_path / "tb"),
+        "-o",
+        str(tmp_path / "o"),
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     left = {p for p in set(glob.glob(pattern)) - before if not p.endswith(f"-{os.getuid()}")}
     assert not left, left
@@ -405,15 +582,31 @@ def test_an_answer_cut_short_is_not_passed_on(tmp_path):
 
     threading.Thread(target=serve, daemon=True).start()
     fast = Path(__file__).resolve().parents[1] / "ledger_runtime" / "hooks" / "fasthook.py"
-    outs = [subprocess.run([sys.executable, "-S", "-E", str(fast), "hook", "PreToolUse", "--socket", path, "--run-dir",
-                            str(tmp_path)], input=b"{}", capture_output=True, timeout=60) for _ in answers]
+    outs = [
+        subprocess.run(
+            [sys.executable, "-S", "-E", str(fast), "hook", "PreToolUse", "--socket", path, "--run-dir", str(tmp_path)],
+            input=b"{}",
+            capture_output=True,
+            timeout=60,
+        )
+        for _ in answers
+    ]
     srv.close()
     assert outs[0].returncode == 0 and outs[0].stdout == b"", "cut short: nothing passed on"
     assert outs[1].stdout == b'{"ok": true}\n'
     assert "cut short" in (tmp_path / "faults.log").read_text()
 
 
-@pytest.mark.parametrize("args", [["inspect", "--step", "abc", "."], ["inspect"], ["bogus"], ["--nosuch"],
-                                  ["config", "--check", "/"], ["replay", ".", "--filter", "(", "--observations-only"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["inspect", "--step", "abc", "."],
+        ["inspect"],
+        ["bogus"],
+        ["--nosuch"],
+        ["config", "--check", "/"],
+        ["replay", ".", "--filter", "(", "--observations-only"],
+    ],
+)
 def test_usage_errors_are_one_line_too(args):
     assert one_line_error(ledger_run(*args)).startswith("error: ")

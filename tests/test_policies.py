@@ -8,20 +8,24 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import CALC_PROJECT, make_repo
-from ledger_runtime.config import ConfigError, LedgerConfig, load_config
-from ledger_runtime.executor import LocalExecutor
-from ledger_runtime.inspection import load
+
 from ledger_adapters.mini.format import SUBMISSION  # the agent whose marker these commands use
 from ledger_adapters.swebench.protected import SWEBENCH_PROTECTED
+from ledger_runtime.config import ConfigError, LedgerConfig, load_config
 from ledger_runtime.decide.policies import DESTRUCTIVE
+from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.inspection import load
 from ledger_runtime.records import VerdictKind
 from ledger_runtime.runtime import LedgerRuntime
 
 EX = LocalExecutor(timeout=30)
 TEST = "python3 -m unittest -q test_calc"
-FILES = {**CALC_PROJECT, "tests/test_more.py": "def test_x():\n    assert True\n", "setup.cfg": "[metadata]\nname = calc\n"}
+FILES = {
+    **CALC_PROJECT,
+    "tests/test_more.py": "def test_x():\n    assert True\n",
+    "setup.cfg": "[metadata]\nname = calc\n",
+}
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"
 
 
@@ -31,8 +35,9 @@ def repo(tmp_path: Path) -> Path:
 
 
 def runtime(repo: Path, tmp_path: Path, policies: dict | None = None, **cfg) -> LedgerRuntime:
-    return LedgerRuntime(repo, tmp_path / "run", LedgerConfig(policies=policies or {}, **cfg), task="fix add",
-                         submission=SUBMISSION)
+    return LedgerRuntime(
+        repo, tmp_path / "run", LedgerConfig(policies=policies or {}, **cfg), task="fix add", submission=SUBMISSION
+    )
 
 
 def run(rt: LedgerRuntime, cmd: str):
@@ -63,8 +68,11 @@ def test_stale_edit(repo, tmp_path):
 def test_protected_paths(repo, tmp_path):
     rt = runtime(repo, tmp_path, {"protected-paths": {"globs": list(SWEBENCH_PROTECTED)}})
     run(rt, "cat test_calc.py tests/test_more.py setup.cfg")
-    for cmd, glob in (("sed -i 's/5)/6)/' test_calc.py", "test_*.py"), ("echo '# more' >> tests/test_more.py", "test_*.py"),
-                      ("sed -i 's/calc/calc2/' setup.cfg", "setup.cfg")):
+    for cmd, glob in (
+        ("sed -i 's/5)/6)/' test_calc.py", "test_*.py"),
+        ("echo '# more' >> tests/test_more.py", "test_*.py"),
+        ("sed -i 's/calc/calc2/' setup.cfg", "setup.cfg"),
+    ):
         r = run(rt, cmd)
         assert r.verdict.kind is VerdictKind.REVISE and r.verdict.rule == "protected-paths" and not r.executed, cmd
         assert repr(glob) in r.output and "The command was not run" in r.output
@@ -76,12 +84,31 @@ def test_protected_paths(repo, tmp_path):
     assert run(runtime(repo, tmp_path / "off"), "sed -i 's/5)/7)/' test_calc.py").verdict.rule != "protected-paths"
 
 
-@pytest.mark.parametrize("cmd", ["git reset --hard", "git reset -q --hard HEAD~1", "git checkout -- .", "git checkout .",
-                                 "git clean -fdx", "git clean -f -d", "rm -rf .", "cd /tmp && rm -rf {repo}",
-                                 "rm -r -f {parent}", "rm -rf *", "git -C {repo} reset --hard", "git -c x.y=1 reset --hard",
-                                 "git checkout ./", "git checkout -f", "rm -rf {repo}/*", "cd tests && rm -rf ../*",
-                                 "rm -rf \"{repo}\"", "rm -rf $PWD", "cat > n.txt <<EOF\nhello\nEOF\ngit reset --hard",
-                                 "python3 -c 'print(1<<3)'\ngit reset --hard"])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "git reset --hard",
+        "git reset -q --hard HEAD~1",
+        "git checkout -- .",
+        "git checkout .",
+        "git clean -fdx",
+        "git clean -f -d",
+        "rm -rf .",
+        "cd /tmp && rm -rf {repo}",
+        "rm -r -f {parent}",
+        "rm -rf *",
+        "git -C {repo} reset --hard",
+        "git -c x.y=1 reset --hard",
+        "git checkout ./",
+        "git checkout -f",
+        "rm -rf {repo}/*",
+        "cd tests && rm -rf ../*",
+        'rm -rf "{repo}"',
+        "rm -rf $PWD",
+        "cat > n.txt <<EOF\nhello\nEOF\ngit reset --hard",
+        "python3 -c 'print(1<<3)'\ngit reset --hard",
+    ],
+)
 def test_destructive_commands_are_blocked(repo, tmp_path, cmd):
     rt = runtime(repo, tmp_path)
     r = run(rt, cmd.format(repo=repo, parent=repo.parent))
@@ -90,11 +117,26 @@ def test_destructive_commands_are_blocked(repo, tmp_path, cmd):
     assert (repo / "calc.py").exists() and (repo / ".git").exists()
 
 
-@pytest.mark.parametrize("cmd", ["git checkout -- calc.py", "git reset HEAD calc.py", "rm -rf build", "rm -f calc.py.orig",
-                                 "git clean -n", "git stash list", "echo 'git reset --hard' > notes.txt",
-                                 "cat > notes.md <<'EOF'\ndo not run git clean -fdx here\nEOF", 'rm -rf "build"',
-                                 "rm -rf 'my dir'", 'rm -rf "/tmp/scratch x"', "mkdir -p /tmp/lt && cd /tmp/lt && rm -rf *",
-                                 "echo x # git reset --hard", "echo 'rm -rf .'", "git checkout -b fix"])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "git checkout -- calc.py",
+        "git reset HEAD calc.py",
+        "rm -rf build",
+        "rm -f calc.py.orig",
+        "git clean -n",
+        "git stash list",
+        "echo 'git reset --hard' > notes.txt",
+        "cat > notes.md <<'EOF'\ndo not run git clean -fdx here\nEOF",
+        'rm -rf "build"',
+        "rm -rf 'my dir'",
+        'rm -rf "/tmp/scratch x"',
+        "mkdir -p /tmp/lt && cd /tmp/lt && rm -rf *",
+        "echo x # git reset --hard",
+        "echo 'rm -rf .'",
+        "git checkout -b fix",
+    ],
+)
 def test_ordinary_commands_are_not_destructive(repo, tmp_path, cmd):
     r = run(runtime(repo, tmp_path), cmd)
     assert r.verdict.kind is not VerdictKind.BLOCK and r.executed, cmd
@@ -160,7 +202,11 @@ def test_noop_edit(repo, tmp_path):
 def test_repeat_failure_nudges_then_revises(repo, tmp_path):
     rt = runtime(repo, tmp_path)
     first, second, third = (run(rt, TEST) for _ in range(3))
-    assert (first.verdict.kind, second.verdict.kind, third.verdict.kind) == (VerdictKind.RUN, VerdictKind.NUDGE, VerdictKind.REVISE)
+    assert (first.verdict.kind, second.verdict.kind, third.verdict.kind) == (
+        VerdictKind.RUN,
+        VerdictKind.NUDGE,
+        VerdictKind.REVISE,
+    )
     assert second.verdict.rule == "repeat-failure" and second.executed and not third.executed
     assert "failed at steps 1, 2" in third.output
     run(rt, "cat calc.py")
@@ -173,8 +219,10 @@ def test_repeat_failure_nudges_then_revises(repo, tmp_path):
 
 
 def test_user_rules_by_dotted_path_and_fail_open(repo, tmp_path):
-    rules = {"no-docs": {"check": "custom_rules:no_docs", "verdict": "REVISE"},
-             "broken": {"check": "custom_rules:broken", "verdict": "BLOCK"}}
+    rules = {
+        "no-docs": {"check": "custom_rules:no_docs", "verdict": "REVISE"},
+        "broken": {"check": "custom_rules:broken", "verdict": "BLOCK"},
+    }
     rt = runtime(repo, tmp_path, rules)
     r = run(rt, "echo hi > README.md")
     assert r.verdict.kind is VerdictKind.REVISE and r.verdict.rule == "no-docs" and not (repo / "README.md").exists()
@@ -185,15 +233,19 @@ def test_user_rules_by_dotted_path_and_fail_open(repo, tmp_path):
 
 
 def test_policy_configuration_errors_name_the_problem(tmp_path):
-    for policies, message in (({"stale-edt": {}}, "unknown policy 'stale-edt'"),
-                              ({"destructive": {"verdict": "WARN"}}, "verdict must be NUDGE, REVISE or BLOCK"),
-                              ({"noop-edit": {"treshold": 2}}, "unknown key 'treshold'"),
-                              ({"noop-edit": {"verdict": "BLOCK"}}, "decided after the command ran"),
-                              ({"mine": {"check": "no.such.module:f"}}, "cannot load check")):
+    for policies, message in (
+        ({"stale-edt": {}}, "unknown policy 'stale-edt'"),
+        ({"destructive": {"verdict": "WARN"}}, "verdict must be NUDGE, REVISE or BLOCK"),
+        ({"noop-edit": {"treshold": 2}}, "unknown key 'treshold'"),
+        ({"noop-edit": {"verdict": "BLOCK"}}, "decided after the command ran"),
+        ({"mine": {"check": "no.such.module:f"}}, "cannot load check"),
+    ):
         with pytest.raises(ConfigError, match=message):
             LedgerConfig(policies=policies)
     f = tmp_path / "ledger.toml"
-    f.write_text('[ledger.policies.protected-paths]\nglobs = ["tests/*"]\n[ledger.policies.stale-edit]\nverdict = "REVISE"\n')
+    f.write_text(
+        '[ledger.policies.protected-paths]\nglobs = ["tests/*"]\n[ledger.policies.stale-edit]\nverdict = "REVISE"\n'
+    )
     cfg = load_config(f)
     assert cfg.policies["protected-paths"]["globs"] == ["tests/*"] and cfg.policies["stale-edit"]["verdict"] == "REVISE"
 
@@ -203,12 +255,28 @@ def test_codex_denies_a_refused_command(repo, tmp_path):
 
     rt = runtime(repo, tmp_path)
     hooks = CodexHooks(rt)
-    answer = hooks.handle("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "git reset --hard"},
-                                         "tool_use_id": "c1", "cwd": str(repo)})
+    answer = hooks.handle(
+        "PreToolUse",
+        {"tool_name": "Bash", "tool_input": {"command": "git reset --hard"}, "tool_use_id": "c1", "cwd": str(repo)},
+    )
     decision = answer["hookSpecificOutput"]
-    assert decision["permissionDecision"] == "deny" and "BLOCK by policy destructive" in decision["permissionDecisionReason"]
-    assert hooks.handle("PostToolUse", {"tool_name": "Bash", "tool_input": {"command": "git reset --hard"},
-                                        "tool_use_id": "c1", "cwd": str(repo), "tool_response": ""}) is None
+    assert (
+        decision["permissionDecision"] == "deny"
+        and "BLOCK by policy destructive" in decision["permissionDecisionReason"]
+    )
+    assert (
+        hooks.handle(
+            "PostToolUse",
+            {
+                "tool_name": "Bash",
+                "tool_input": {"command": "git reset --hard"},
+                "tool_use_id": "c1",
+                "cwd": str(repo),
+                "tool_response": "",
+            },
+        )
+        is None
+    )
     assert [a.verdict.kind for a in load(tmp_path / "run").state.attempts] == [VerdictKind.BLOCK]
 
 
@@ -220,23 +288,46 @@ def test_mini_swe_agent_run_with_the_gate(repo, tmp_path):
 
     from ledger_adapters.mini.environment import LedgerEnvironment, LedgerModel
 
-    cmds = ["cat calc.py test_calc.py", "git reset --hard", "sed -i 's/5)/-1)/' test_calc.py",
-            "sed -i '2s/a - b/a + b/' calc.py", SUBMIT, SUBMIT]
-    outputs = [make_output(f"step {i}\n```mswea_bash_command\n{c}\n```", [{"command": c}], cost=0.0)
-               for i, c in enumerate(cmds)]
-    env = LedgerEnvironment(inner_class="local", cwd=str(repo), timeout=60,
-                            ledger={"run_dir": str(tmp_path / "run"),
-                                    "policies": {"protected-paths": {"globs": list(SWEBENCH_PROTECTED)}}})
+    cmds = [
+        "cat calc.py test_calc.py",
+        "git reset --hard",
+        "sed -i 's/5)/-1)/' test_calc.py",
+        "sed -i '2s/a - b/a + b/' calc.py",
+        SUBMIT,
+        SUBMIT,
+    ]
+    outputs = [
+        make_output(f"step {i}\n```mswea_bash_command\n{c}\n```", [{"command": c}], cost=0.0)
+        for i, c in enumerate(cmds)
+    ]
+    env = LedgerEnvironment(
+        inner_class="local",
+        cwd=str(repo),
+        timeout=60,
+        ledger={"run_dir": str(tmp_path / "run"), "policies": {"protected-paths": {"globs": list(SWEBENCH_PROTECTED)}}},
+    )
     model = LedgerModel(inner_class="deterministic", outputs=outputs, cost_per_call=0.0)
-    agent = DefaultAgent(model, env, system_template="You fix bugs.", instance_template="{{task}}", cost_limit=0,
-                         step_limit=30, output_path=tmp_path / "traj.json")
+    agent = DefaultAgent(
+        model,
+        env,
+        system_template="You fix bugs.",
+        instance_template="{{task}}",
+        cost_limit=0,
+        step_limit=30,
+        output_path=tmp_path / "traj.json",
+    )
     info = agent.run("fix add")
     assert info["exit_status"] == "Submitted"
     assert "+    return a + b" in info["submission"] and "test_calc.py" not in info["submission"]
     state = load(tmp_path / "run").state
     assert [(a.verdict.kind.value, a.verdict.rule, a.executed) for a in state.attempts] == [
-        ("RUN", None, True), ("BLOCK", "destructive", False), ("REVISE", "protected-paths", False),
-        ("RUN", None, True), ("REVISE", "verify-before-submit", False), ("RUN", None, True)]
+        ("RUN", None, True),
+        ("BLOCK", "destructive", False),
+        ("REVISE", "protected-paths", False),
+        ("RUN", None, True),
+        ("REVISE", "verify-before-submit", False),
+        ("RUN", None, True),
+    ]
     observations = [m["content"] for m in agent.messages if m["role"] == "user"][1:]
     assert any("[ledger] BLOCK by policy destructive" in o for o in observations)
     assert any("[ledger] REVISE by policy protected-paths" in o for o in observations)
@@ -258,8 +349,14 @@ def test_a_submission_that_edits_a_protected_file_is_revised(repo, tmp_path):
 
 
 def test_a_rule_with_bad_evidence_or_verdict_fails_open(repo, tmp_path):
-    rt = runtime(repo, tmp_path, {"odd": {"check": "custom_rules:unserialisable", "verdict": "BLOCK"},
-                                  "weak": {"check": "custom_rules:bad_verdict", "verdict": "NUDGE"}})
+    rt = runtime(
+        repo,
+        tmp_path,
+        {
+            "odd": {"check": "custom_rules:unserialisable", "verdict": "BLOCK"},
+            "weak": {"check": "custom_rules:bad_verdict", "verdict": "NUDGE"},
+        },
+    )
     r = run(rt, "echo hi")
     assert r.executed and r.verdict.kind is VerdictKind.RUN and r.output == "hi\n"
     assert load(tmp_path / "run").state.attempts[0].command == "echo hi", "the record is kept"
@@ -268,9 +365,11 @@ def test_a_rule_with_bad_evidence_or_verdict_fails_open(repo, tmp_path):
 
 
 def test_parameters_are_checked(tmp_path):
-    for policies, message in (({"destructive": {"patterns": "\\bdropdb\\b"}}, "must be a list of strings"),
-                              ({"destructive": {"extra_patterns": ["(unclosed"]}}, "is not a regular expression"),
-                              ({"protected-paths": {"globs": "tests/*"}}, "must be a list of strings")):
+    for policies, message in (
+        ({"destructive": {"patterns": "\\bdropdb\\b"}}, "must be a list of strings"),
+        ({"destructive": {"extra_patterns": ["(unclosed"]}}, "is not a regular expression"),
+        ({"protected-paths": {"globs": "tests/*"}}, "must be a list of strings"),
+    ):
         with pytest.raises(ConfigError, match=message):
             LedgerConfig(policies=policies)
 
@@ -295,9 +394,11 @@ def test_a_user_rule_that_hangs_exits_or_interrupts_is_contained(repo, tmp_path)
     KeyboardInterrupt from a rule are faults too: the command runs."""
     import time
 
-    rules = {"slow": {"check": "custom_rules:slow", "verdict": "BLOCK", "time_limit_s": 0.5},
-             "exits": {"check": "custom_rules:exits", "verdict": "BLOCK"},
-             "interrupts": {"check": "custom_rules:interrupts", "verdict": "BLOCK"}}
+    rules = {
+        "slow": {"check": "custom_rules:slow", "verdict": "BLOCK", "time_limit_s": 0.5},
+        "exits": {"check": "custom_rules:exits", "verdict": "BLOCK"},
+        "interrupts": {"check": "custom_rules:interrupts", "verdict": "BLOCK"},
+    }
     rt = runtime(repo, tmp_path, rules)
     t0 = time.monotonic()
     r = run(rt, "echo hi")

@@ -5,17 +5,52 @@ from __future__ import annotations
 import pytest
 
 from ledger_runtime.config import ConfigError, LedgerConfig, load_config
-from ledger_runtime.records import (Attempt, Baseline, CommandClass, LineSpan, Modification, Observation, ReuseForm,
-                                    Verdict, VerdictKind)
+from ledger_runtime.records import (
+    Attempt,
+    Baseline,
+    CommandClass,
+    LineSpan,
+    Modification,
+    Observation,
+    ReuseForm,
+    Verdict,
+    VerdictKind,
+)
 
 
 def test_attempt_round_trip_keeps_every_field():
-    a = Attempt(id=3, step=2, command="cat a.py", normalized="cat a.py", cwd="/w", command_class=CommandClass.INSPECT,
-                verdict=Verdict(VerdictKind.REUSE, "same", ref_attempt=1, ref_step=1, form=ReuseForm.REFERENCE,
-                                covered_by=(1,), estimated_chars=40),
-                executed=False, exit_code=0, output_hash="ab", output_chars=10, truncated=False, duration_s=0.5,
-                read_set={"f:/w/a.py": "h"}, read_set_stable=True, write_set=("/w/b",), epoch_before=1,
-                epoch_after=1, env_epoch=0, pure=True, shown_chars=5, applied=False)
+    a = Attempt(
+        id=3,
+        step=2,
+        command="cat a.py",
+        normalized="cat a.py",
+        cwd="/w",
+        command_class=CommandClass.INSPECT,
+        verdict=Verdict(
+            VerdictKind.REUSE,
+            "same",
+            ref_attempt=1,
+            ref_step=1,
+            form=ReuseForm.REFERENCE,
+            covered_by=(1,),
+            estimated_chars=40,
+        ),
+        executed=False,
+        exit_code=0,
+        output_hash="ab",
+        output_chars=10,
+        truncated=False,
+        duration_s=0.5,
+        read_set={"f:/w/a.py": "h"},
+        read_set_stable=True,
+        write_set=("/w/b",),
+        epoch_before=1,
+        epoch_after=1,
+        env_epoch=0,
+        pure=True,
+        shown_chars=5,
+        applied=False,
+    )
     assert Attempt.from_dict(a.to_dict()) == a
 
 
@@ -47,18 +82,21 @@ def test_config_defaults_and_toml(tmp_path):
     f.write_text('[ledger]\nreuse_output = "full"\nview_budget_tokens = 600\n')
     c = load_config(f, shadow=True)
     assert (c.reuse_output, c.view_budget_tokens, c.shadow) == ("full", 600, True)
-    f.write_text('reuse_runs = true\n')
+    f.write_text("reuse_runs = true\n")
     assert load_config(f).reuse_runs is True
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("reuse_outptu = 'full'\n", "unknown key 'reuse_outptu'"),
-    ("view_budget_tokens = 'big'\n", "'view_budget_tokens' must be int"),
-    ("inform = 1\n", "'inform' must be bool"),
-    ("reuse_output = 'sometimes'\n", "reuse_output must be"),
-    ("view_budget_tokens = 0\n", "view_budget_tokens must be positive"),
-    ("this is not toml", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("reuse_outptu = 'full'\n", "unknown key 'reuse_outptu'"),
+        ("view_budget_tokens = 'big'\n", "'view_budget_tokens' must be int"),
+        ("inform = 1\n", "'inform' must be bool"),
+        ("reuse_output = 'sometimes'\n", "reuse_output must be"),
+        ("view_budget_tokens = 0\n", "view_budget_tokens must be positive"),
+        ("this is not toml", "not valid TOML"),
+    ],
+)
 def test_config_errors_name_the_problem(tmp_path, text, needle):
     f = tmp_path / "bad.toml"
     f.write_text(text)

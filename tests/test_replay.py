@@ -8,27 +8,29 @@ import sys
 from pathlib import Path
 
 from conftest import git, make_repo
-from ledger_runtime.ledger.observe import Truncation
-from ledger_runtime.replay.engine import ReplaySettings, Skip, observations_only, replay_one
+
 from ledger_adapters.mini.trajectories import from_traj_json
 from ledger_runtime import TrajectoryError
+from ledger_runtime.ledger.observe import Truncation
+from ledger_runtime.replay.engine import ReplaySettings, Skip, observations_only, replay_one
 from ledger_runtime.replay.volatile import mask, same
 
 FILES = {
-    "calc.py": "def add(a, b):\n    return a - b\n\n\n" + "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(40)),
+    "calc.py": "def add(a, b):\n    return a - b\n\n\n"
+    + "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(40)),
     "test_calc.py": "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
-                    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
 }
 RUN = "python3 -m unittest -q test_calc 2>&1 | grep -v '^Ran'"  # no timing: the same bytes when nothing changed
 COMMANDS = [
     "cat calc.py",
-    "cat calc.py",                              # exact repeat: a reference to step 1, redundant
-    "nl -ba calc.py | sed -n '10,60p'",         # subsumed, but numbered: other bytes, shown in full
-    "nl -ba calc.py | sed -n '20,90p'",         # lines 20-60 as step 3 showed them: spans
+    "cat calc.py",  # exact repeat: a reference to step 1, redundant
+    "nl -ba calc.py | sed -n '10,60p'",  # subsumed, but numbered: other bytes, shown in full
+    "nl -ba calc.py | sed -n '20,90p'",  # lines 20-60 as step 3 showed them: spans
     RUN,
-    RUN,                                        # repeated run: NUDGE, and a reference, redundant
+    RUN,  # repeated run: NUDGE, and a reference, redundant
     "sed -i '2s/a - b/a + b/' calc.py",
-    "cat calc.py",                              # changed: a delta from what step 1 showed
+    "cat calc.py",  # changed: a delta from what step 1 showed
     "grep -n 'def add' calc.py",
     "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff",
 ]
@@ -40,8 +42,9 @@ def traj_file(path: Path, instance_id: str, commands: list[str]) -> Path:
         msgs.append({"role": "assistant", "content": f"THOUGHT: go\n\n```bash\n{c}\n```"})
         msgs.append({"role": "user", "content": "<returncode>0</returncode>\n<output>\nrecorded\n</output>"})
     msgs.insert(3, {"role": "assistant", "content": "no command here"})  # a format error
-    path.write_text(json.dumps({"instance_id": instance_id, "info": {"config": {"environment": {"timeout": 30}}},
-                                "messages": msgs}))
+    path.write_text(
+        json.dumps({"instance_id": instance_id, "info": {"config": {"environment": {"timeout": 30}}}, "messages": msgs})
+    )
     return path
 
 
@@ -53,8 +56,14 @@ def mirror(tmp_path: Path) -> tuple[Path, str]:
 
 
 def settings(tmp_path: Path, bare: Path, commit: str, iid: str) -> ReplaySettings:
-    return ReplaySettings(repos=[bare], out=tmp_path / "out", workdir=tmp_path / "testbed",
-                          base_commits={iid: commit}, repo_names={iid: "demo/calc"}, fresh_python=False)
+    return ReplaySettings(
+        repos=[bare],
+        out=tmp_path / "out",
+        workdir=tmp_path / "testbed",
+        base_commits={iid: commit},
+        repo_names={iid: "demo/calc"},
+        fresh_python=False,
+    )
 
 
 def test_trajectory_formats(tmp_path):
@@ -77,8 +86,18 @@ def test_replay_verdicts_soundness_and_oracle(tmp_path):
     res = replay_one(t, settings(tmp_path, bare, commit, "demo__calc-1"))
     rows = res["rows"]
     assert [r["verdict"] for r in rows] == ["RUN", "REUSE", "RUN", "RUN", "RUN", "NUDGE", "RUN", "RUN", "RUN", "REVISE"]
-    assert [r["answer"] for r in rows] == ["raw", "whole", "raw", "spans", "raw", "whole", "raw", "delta", "raw",
-                                           "refused"]
+    assert [r["answer"] for r in rows] == [
+        "raw",
+        "whole",
+        "raw",
+        "spans",
+        "raw",
+        "whole",
+        "raw",
+        "delta",
+        "raw",
+        "refused",
+    ]
     assert [r["redundant"] for r in rows][:8] == [None, "exact", "subsumed", "subsumed", None, "exact", None, None]
     assert all(r["sound"] is True for r in rows[:9]) and rows[9]["sound"] is None
     s = res["summary"]
@@ -116,8 +135,24 @@ def test_cli_resumes_and_reports(tmp_path):
     (trajs / "broken.traj.json").write_text('{"messages": 3}')
     inst = tmp_path / "instances.jsonl"
     inst.write_text(json.dumps({"instance_id": "demo__calc-1", "base_commit": commit, "repo": "demo/calc"}) + "\n")
-    cmd = [sys.executable, "-m", "ledger_runtime.cli", "replay", str(trajs), "--repo", str(bare), "--instances", str(inst),
-           "--workdir", str(tmp_path / "testbed"), "-o", str(tmp_path / "out"), "--report", str(tmp_path / "R.md"), "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ledger_runtime.cli",
+        "replay",
+        str(trajs),
+        "--repo",
+        str(bare),
+        "--instances",
+        str(inst),
+        "--workdir",
+        str(tmp_path / "testbed"),
+        "-o",
+        str(tmp_path / "out"),
+        "--report",
+        str(tmp_path / "R.md"),
+        "--json",
+    ]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-2000:]
     data = json.loads(first.stdout)
@@ -129,7 +164,9 @@ def test_cli_resumes_and_reports(tmp_path):
 
 
 def test_observations_only_estimate(tmp_path):
-    t = from_traj_json(traj_file(tmp_path / "a.traj.json", "x", ["cat a.py", "cat a.py", "sed -i s/a/b/ a.py", "cat a.py"]))
+    t = from_traj_json(
+        traj_file(tmp_path / "a.traj.json", "x", ["cat a.py", "cat a.py", "sed -i s/a/b/ a.py", "cat a.py"])
+    )
     est = observations_only(t, Truncation())
     assert est["redundant_exact"] == 1, "the repeat before the edit; the one after it is not"
 
@@ -142,8 +179,9 @@ def test_volatile_masks():
 
 
 def _cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ledger_runtime.cli", "replay", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "ledger_runtime.cli", "replay", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _one_line_error(r: subprocess.CompletedProcess) -> str:
@@ -153,7 +191,9 @@ def _one_line_error(r: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def _calc_case(tmp_path: Path, commands: list[str] = COMMANDS[:3], iid: str = "demo__calc-1") -> tuple[Path, Path, Path]:
+def _calc_case(
+    tmp_path: Path, commands: list[str] = COMMANDS[:3], iid: str = "demo__calc-1"
+) -> tuple[Path, Path, Path]:
     """A clone of the demo repository, its bare mirror, a directory with one trajectory, the instances file."""
     bare, commit = mirror(tmp_path)
     trajs = tmp_path / "trajs"
@@ -187,7 +227,9 @@ def test_one_replay_per_work_tree(tmp_path):
     tree = tmp_path / "testbed"
     held = Lock(tree)  # another replay holds it (a flock: another process is refused the same way)
     try:
-        r = _cli(str(trajs), "--repo", str(bare), "--instances", str(inst), "--workdir", str(tree), "-o", str(tmp_path / "o"))
+        r = _cli(
+            str(trajs), "--repo", str(bare), "--instances", str(inst), "--workdir", str(tree), "-o", str(tmp_path / "o")
+        )
         assert "in use by another replay" in _one_line_error(r)
         assert not (tmp_path / "o").exists() and not tree.exists()
     finally:
@@ -196,8 +238,18 @@ def test_one_replay_per_work_tree(tmp_path):
 
 def test_repo_may_be_a_clone(tmp_path):
     bare, trajs, inst = _calc_case(tmp_path)
-    r = _cli(str(trajs), "--repo", str(tmp_path / "src"), "--instances", str(inst), "--workdir",
-             str(tmp_path / "testbed"), "-o", str(tmp_path / "o"), "--json")
+    r = _cli(
+        str(trajs),
+        "--repo",
+        str(tmp_path / "src"),
+        "--instances",
+        str(inst),
+        "--workdir",
+        str(tmp_path / "testbed"),
+        "-o",
+        str(tmp_path / "o"),
+        "--json",
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["summary"]["total"]["instances"] == 1
     nogit = tmp_path / "plain"
@@ -210,8 +262,19 @@ def test_a_replay_where_everything_was_skipped_fails(tmp_path):
     bare, trajs, _ = _calc_case(tmp_path)
     inst = tmp_path / "wrong.jsonl"
     inst.write_text(json.dumps({"instance_id": "demo__calc-1", "base_commit": "0" * 40}) + "\n")
-    r = _cli(str(trajs), "--repo", str(bare), "--instances", str(inst), "--workdir", str(tmp_path / "testbed"),
-             "-o", str(tmp_path / "o"), "--report", str(tmp_path / "R.md"))
+    r = _cli(
+        str(trajs),
+        "--repo",
+        str(bare),
+        "--instances",
+        str(inst),
+        "--workdir",
+        str(tmp_path / "testbed"),
+        "-o",
+        str(tmp_path / "o"),
+        "--report",
+        str(tmp_path / "R.md"),
+    )
     assert "no trajectory was replayed" in _one_line_error(r) and r.returncode == 1
     assert "in none of the --repo" in r.stderr
 
@@ -247,11 +310,22 @@ def _isolation_case(base: Path, n: int) -> tuple[list[str], Path]:
     rows = []
     for i in range(n):
         iid = f"demo__calc-{i}"
-        cmd = f"echo {iid} > mine.txt && echo {iid} > /tmp/ledger-replay-test-shared.txt && sleep 2 && cat mine.txt /tmp/ledger-replay-test-shared.txt"
+        shared = "/tmp/ledger-replay-test-shared.txt"
+        cmd = f"echo {iid} > mine.txt && echo {iid} > {shared} && sleep 2 && cat mine.txt {shared}"
         traj_file(trajs / f"{iid}.traj.json", iid, [cmd])
         rows.append(json.dumps({"instance_id": iid, "base_commit": commit, "repo": "demo/calc"}))
     (base / "inst.jsonl").write_text("\n".join(rows) + "\n")
-    return [str(trajs), "--repo", str(src), "--instances", str(base / "inst.jsonl"), "-o", str(base / "out"), "-j", "2"], base
+    return [
+        str(trajs),
+        "--repo",
+        str(src),
+        "--instances",
+        str(base / "inst.jsonl"),
+        "-o",
+        str(base / "out"),
+        "-j",
+        "2",
+    ], base
 
 
 def test_parallel_replays_each_see_their_own_tree(tmp_path):
@@ -295,8 +369,20 @@ def test_a_second_trajectory_of_an_instance_is_skipped_not_mixed_in(tmp_path):
     bare, trajs, inst = _calc_case(tmp_path)
     (trajs / "again").mkdir()
     traj_file(trajs / "again" / "demo__calc-1.traj.json", "demo__calc-1", COMMANDS[:1])
-    r = _cli(str(trajs), "--repo", str(bare), "--instances", str(inst), "--workdir", str(tmp_path / "tb"), "-o",
-             str(tmp_path / "o"), "--json", "-j", "2")
+    r = _cli(
+        str(trajs),
+        "--repo",
+        str(bare),
+        "--instances",
+        str(inst),
+        "--workdir",
+        str(tmp_path / "tb"),
+        "-o",
+        str(tmp_path / "o"),
+        "--json",
+        "-j",
+        "2",
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     data = json.loads(r.stdout)
     assert data["summary"]["total"]["commands"] == 3 and any("a second trajectory" in why for _, why in data["skipped"])
@@ -306,8 +392,18 @@ def test_force_never_empties_a_work_tree_that_holds_the_repository(tmp_path):
     bare, trajs, inst = _calc_case(tmp_path)
     src = tmp_path / "src"
     for workdir in (src, tmp_path):  # the clone itself, and a directory holding it
-        r = _cli(str(trajs), "--repo", str(src), "--instances", str(inst), "--workdir", str(workdir), "-o",
-                 str(tmp_path / "o"), "--force")
+        r = _cli(
+            str(trajs),
+            "--repo",
+            str(src),
+            "--instances",
+            str(inst),
+            "--workdir",
+            str(workdir),
+            "-o",
+            str(tmp_path / "o"),
+            "--force",
+        )
         assert "overlap" in _one_line_error(r)
     assert (src / "calc.py").exists() and (src / ".git").is_dir()
 
@@ -323,9 +419,27 @@ def test_the_lock_holds_whatever_the_tmpdir(tmp_path):
     try:
         other = tmp_path / "other-tmp"
         other.mkdir()
-        r = subprocess.run([sys.executable, "-m", "ledger_runtime.cli", "replay", str(trajs), "--repo", str(bare),
-                            "--instances", str(inst), "--workdir", str(tree), "-o", str(tmp_path / "o")],
-                           capture_output=True, text=True, timeout=300, env={**os.environ, "TMPDIR": str(other)})
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ledger_runtime.cli",
+                "replay",
+                str(trajs),
+                "--repo",
+                str(bare),
+                "--instances",
+                str(inst),
+                "--workdir",
+                str(tree),
+                "-o",
+                str(tmp_path / "o"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "TMPDIR": str(other)},
+        )
         assert "in use by another replay" in _one_line_error(r)
     finally:
         held.release()
@@ -346,8 +460,20 @@ def test_parallel_workers_survive_a_worker_that_dies_and_say_when_tmp_is_shared(
         traj_file(trajs / f"{iid}.traj.json", iid, [cmd])
         rows.append(json.dumps({"instance_id": iid, "base_commit": commit}))
     (tmp_path / "i.jsonl").write_text("\n".join(rows) + "\n")
-    r = _cli(str(trajs), "--repo", str(src), "--instances", str(tmp_path / "i.jsonl"), "--workdir",
-             str(tmp_path / "tb"), "-o", str(tmp_path / "o"), "-j", "2", "--json")
+    r = _cli(
+        str(trajs),
+        "--repo",
+        str(src),
+        "--instances",
+        str(tmp_path / "i.jsonl"),
+        "--workdir",
+        str(tmp_path / "tb"),
+        "-o",
+        str(tmp_path / "o"),
+        "-j",
+        "2",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     data = json.loads(r.stdout)
     assert data["summary"]["total"]["instances"] == 3
@@ -370,10 +496,29 @@ def test_ctrl_c_stops_a_parallel_replay(tmp_path):
         traj_file(trajs / f"demo__calc-{i}.traj.json", f"demo__calc-{i}", ["sleep 20"])
         rows.append(json.dumps({"instance_id": f"demo__calc-{i}", "base_commit": commit}))
     (tmp_path / "i.jsonl").write_text("\n".join(rows) + "\n")
-    p = subprocess.Popen([sys.executable, "-m", "ledger_runtime.cli", "replay", str(trajs), "--repo", str(src),
-                          "--instances", str(tmp_path / "i.jsonl"), "--workdir", str(tmp_path / "tb"), "-o",
-                          str(tmp_path / "o"), "-j", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ledger_runtime.cli",
+            "replay",
+            str(trajs),
+            "--repo",
+            str(src),
+            "--instances",
+            str(tmp_path / "i.jsonl"),
+            "--workdir",
+            str(tmp_path / "tb"),
+            "-o",
+            str(tmp_path / "o"),
+            "-j",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     time.sleep(8)
     t0 = time.monotonic()
     os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group

@@ -8,15 +8,15 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from conftest import make_repo
+
 from ledger_adapters.mini.format import SUBMISSION  # the agent whose marker these commands use
+from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.inspection import load, summary
 from ledger_runtime.records import CommandClass, VerdictKind
 from ledger_runtime.runtime import LedgerRuntime
-from ledger_runtime.answers.transcript import Transcript
 
 EX = LocalExecutor(timeout=30)
 
@@ -93,8 +93,9 @@ def test_cut_output_only_counts_the_visible_lines(repo, tmp_path):
     assert obs.kind == "range" and len(obs.spans) == 2
     assert obs.spans[0].start == 1 and obs.spans[-1].end == obs.lines_total
     middle = rt.run("sed -n '60,70p' pkg/util.py", EX)
-    assert middle.verdict.kind is VerdictKind.RUN and "[ledger" not in middle.output, \
+    assert middle.verdict.kind is VerdictKind.RUN and "[ledger" not in middle.output, (
         "the model never saw the middle of a cut output: nothing may refer to it"
+    )
 
 
 def test_repeated_test_run_is_nudged_until_something_changes(repo, tmp_path):
@@ -141,7 +142,11 @@ def test_modifications_are_recorded_with_line_counts(repo, tmp_path):
     assert by_path["NEW.md"].before_hash is None and by_path["NEW.md"].recognised
     s = summary(rt.state)
     assert {f["path"]: f["change"] for f in s["files_changed"]} == {
-        "calc.py": "modified", "pkg/util.py": "modified", "README.md": "deleted", "NEW.md": "created"}
+        "calc.py": "modified",
+        "pkg/util.py": "modified",
+        "README.md": "deleted",
+        "NEW.md": "created",
+    }
 
 
 def test_noop_edit_gets_a_nudge(repo, tmp_path):
@@ -210,8 +215,13 @@ def test_submission_output_is_never_touched(repo, tmp_path):
 
 def test_state_view_is_deterministic_and_within_budget(repo, tmp_path):
     rt = runtime(repo, tmp_path)
-    for cmd in ["cat calc.py", "grep -n def pkg/util.py", "sed -n '1,5p' README.md",
-                "python -m pytest -q test_calc.py -p no:cacheprovider", "sed -i '2s/a - b/a + b/' calc.py"]:
+    for cmd in [
+        "cat calc.py",
+        "grep -n def pkg/util.py",
+        "sed -n '1,5p' README.md",
+        "python -m pytest -q test_calc.py -p no:cacheprovider",
+        "sed -i '2s/a - b/a + b/' calc.py",
+    ]:
         rt.run(cmd, EX)
     v1 = rt.inform()
     assert v1 == rt.inform()
@@ -222,6 +232,7 @@ def test_state_view_is_deterministic_and_within_budget(repo, tmp_path):
     rt.close()
     again = load(tmp_path / "run")
     from ledger_runtime.inspection import view_at
+
     assert view_at(again, None) == v1, "the same ledger renders to the same bytes after reload"
     assert "Policies: BLOCK destructive; REVISE protected-paths, verify-before-submit; NUDGE stale-edit" in v1
     tiny = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(view_budget_tokens=110))
@@ -302,16 +313,17 @@ def test_timeout_is_reported_like_the_executor_does(repo, tmp_path):
 def test_many_matched_lines_do_not_flood_the_view(repo, tmp_path):
     rt = runtime(repo, tmp_path)
     rt.run("grep -n return pkg/util.py", EX)
-    line = [l for l in rt.inform().splitlines() if "pkg/util.py" in l and "lines" in l][0]
+    line = [ln for ln in rt.inform().splitlines() if "pkg/util.py" in ln and "lines" in ln][0]
     assert "and 54 more ranges" in line and len(line) < 150
 
 
 def test_same_output_after_a_change_is_said_so(repo, tmp_path):
     rt = runtime(repo, tmp_path)
     test = "python3 -m unittest -q 2>&1 | grep -v '^Ran'"  # no timings: the same bytes when nothing is fixed
-    (repo / "test_u.py").write_text("import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
-                                    + "".join(f"    def test_{i}(self):\n        self.assertEqual(add(2, {i}), {2 + i})\n\n"
-                                              for i in range(1, 4)))
+    (repo / "test_u.py").write_text(
+        "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
+        + "".join(f"    def test_{i}(self):\n        self.assertEqual(add(2, {i}), {2 + i})\n\n" for i in range(1, 4))
+    )
     first = rt.run(test, EX)
     rt.run("sed -i 's/^def sub/def subtract/' calc.py", EX)  # a change that does not fix anything
     again = rt.run(test, EX)

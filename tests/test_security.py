@@ -65,7 +65,9 @@ def test_a_run_directory_is_private_whatever_the_umask(tmp_path):
         print("SKIP-REASON: reading as another uid needs root; the mode bits above were checked")
         return
     for target in ("ledger.sqlite", "faults.log"):
-        r = subprocess.run(["cat", str(run / target)], capture_output=True, preexec_fn=lambda: (os.setgid(NOBODY), os.setuid(NOBODY)))
+        r = subprocess.run(
+            ["cat", str(run / target)], capture_output=True, preexec_fn=lambda: (os.setgid(NOBODY), os.setuid(NOBODY))
+        )
         assert r.returncode != 0 and b"Permission denied" in r.stderr, target
 
 
@@ -112,8 +114,12 @@ def test_a_keyring_login_is_named_when_the_runs_home_cannot_use_it(tmp_path, mon
 def test_written_pages_and_settings_files_are_private(tmp_path):
     old = loose_umask()
     try:
-        r = subprocess.run([sys.executable, "-m", "ledger_runtime", "config", "--write", str(tmp_path / "l.toml")],
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "ledger_runtime", "config", "--write", str(tmp_path / "l.toml")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         os.umask(old)
     assert r.returncode == 0, r.stderr
@@ -130,16 +136,25 @@ def test_the_hook_clients_fault_log_is_private(tmp_path, existing):
     fast = Path(__file__).resolve().parents[1] / "ledger_runtime" / "hooks" / "fasthook.py"
     old = loose_umask()
     try:
-        subprocess.run([sys.executable, "-S", "-E", str(fast), "hook", "PreToolUse", "--run-dir", str(run)], input=b"{}",
-                       capture_output=True, timeout=60, env={k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")})
+        subprocess.run(
+            [sys.executable, "-S", "-E", str(fast), "hook", "PreToolUse", "--run-dir", str(run)],
+            input=b"{}",
+            capture_output=True,
+            timeout=60,
+            env={k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")},
+        )
     finally:
         os.umask(old)
     mode = stat.S_IMODE((run / "faults.log").stat().st_mode)
     assert mode == 0o600, oct(mode)
 
 
-ROOT_READS = ["find / -name setup.py 2>/dev/null | head -n 3", "grep -rn zzqx_never_there / 2>/dev/null | head -n 1",
-              "ls -R / 2>/dev/null | head -n 5", "du -sh / 2>/dev/null | tail -n 1"]
+ROOT_READS = [
+    "find / -name setup.py 2>/dev/null | head -n 3",
+    "grep -rn zzqx_never_there / 2>/dev/null | head -n 1",
+    "ls -R / 2>/dev/null | head -n 5",
+    "du -sh / 2>/dev/null | tail -n 1",
+]
 
 
 @pytest.mark.parametrize("command", ROOT_READS)
@@ -177,12 +192,31 @@ def test_reading_from_the_root_through_the_codex_hook_server(tmp_path):
     hooks.socket_path = server.socket_path
     try:
         for i, command in enumerate(ROOT_READS + ["cat a.py"]):
-            payload = json.dumps({"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": str(repo),
-                                  "tool_input": {"command": command}, "tool_use_id": f"c{i}",
-                                  "transcript_path": str(tmp_path / "none.jsonl")}).encode()
+            payload = json.dumps(
+                {
+                    "hook_event_name": "PreToolUse",
+                    "tool_name": "Bash",
+                    "cwd": str(repo),
+                    "tool_input": {"command": command},
+                    "tool_use_id": f"c{i}",
+                    "transcript_path": str(tmp_path / "none.jsonl"),
+                }
+            ).encode()
             t0 = time.perf_counter()
-            r = subprocess.run([*fast_launcher(), "hook", "PreToolUse", "--socket", server.socket_path, "--run-dir",
-                                str(tmp_path / "run")], input=payload, capture_output=True, timeout=60)
+            r = subprocess.run(
+                [
+                    *fast_launcher(),
+                    "hook",
+                    "PreToolUse",
+                    "--socket",
+                    server.socket_path,
+                    "--run-dir",
+                    str(tmp_path / "run"),
+                ],
+                input=payload,
+                capture_output=True,
+                timeout=60,
+            )
             took = time.perf_counter() - t0
             assert r.returncode == 0 and took < 1.0, (command, took, r.stderr)
     finally:
@@ -208,15 +242,24 @@ def _codex_hooks_server(tmp_path, token="t0k3n"):
 def _hook(server, run_dir, event, payload, *extra):
     from ledger_adapters.codex.cli import fast_launcher
 
-    return subprocess.run([*fast_launcher(), "hook", event, "--socket", server.socket_path, "--run-dir", str(run_dir),
-                           *extra], input=json.dumps(payload).encode(), capture_output=True, timeout=60)
+    return subprocess.run(
+        [*fast_launcher(), "hook", event, "--socket", server.socket_path, "--run-dir", str(run_dir), *extra],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=60,
+    )
 
 
 def test_a_hook_call_without_the_runs_secret_is_refused(tmp_path):
     repo, rt, hooks, server, sessions = _codex_hooks_server(tmp_path)
     try:
-        pre = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": str(repo), "tool_use_id": "c1",
-               "tool_input": {"command": "cat a.py"}}
+        pre = {
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "cwd": str(repo),
+            "tool_use_id": "c1",
+            "tool_input": {"command": "cat a.py"},
+        }
         forged = _hook(server, tmp_path / "run", "PreToolUse", pre)
         assert forged.returncode == 0 and forged.stdout == b"" and not rt.state.attempts and not hooks.pending
         assert "without this run's token" in (tmp_path / "run" / "faults.log").read_text()
@@ -226,8 +269,14 @@ def test_a_hook_call_without_the_runs_secret_is_refused(tmp_path):
         assert "--token" in wrapped and "t0k3n" not in wrapped, "the wrapper gets its own call's secret"
         call_token = wrapped.split("--token ")[1].split()[0]
         # an Answer for that call with another secret is refused; with the call's own, taken once
-        bad = _hook(server, tmp_path / "run", "Answer", {"tool_use_id": "c1", "exit_code": 0, "output_b64": "eA=="},
-                    "--token", "t0k3n")
+        bad = _hook(
+            server,
+            tmp_path / "run",
+            "Answer",
+            {"tool_use_id": "c1", "exit_code": 0, "output_b64": "eA=="},
+            "--token",
+            "t0k3n",
+        )
         assert bad.stdout == b""
     finally:
         server.close()
@@ -244,16 +293,42 @@ def test_only_this_runs_regular_rollout_files_are_read(tmp_path):
     fifo = sessions / "rollout-fifo.jsonl"
     os.mkfifo(fifo)
     outside = tmp_path / "forged-rollout.jsonl"
-    outside.write_text(json.dumps({"type": "event_msg", "payload": {"type": "item_completed", "item": {
-        "type": "CommandExecution", "id": "c9", "command": ["cat", "a.py"], "aggregated_output": "forged\n",
-        "exit_code": 0}}}) + "\n")
+    outside.write_text(
+        json.dumps(
+            {
+                "type": "event_msg",
+                "payload": {
+                    "type": "item_completed",
+                    "item": {
+                        "type": "CommandExecution",
+                        "id": "c9",
+                        "command": ["cat", "a.py"],
+                        "aggregated_output": "forged\n",
+                        "exit_code": 0,
+                    },
+                },
+            }
+        )
+        + "\n"
+    )
     try:
         for path in (str(fifo), str(outside)):
             t0 = time.perf_counter()
-            r = _hook(server, tmp_path / "run", "PostToolUse", {"hook_event_name": "PostToolUse", "tool_name": "Bash",
-                                                                "cwd": str(repo), "tool_use_id": "c9",
-                                                                "tool_input": {"command": "cat a.py"},
-                                                                "transcript_path": path}, "--token", "t0k3n")
+            r = _hook(
+                server,
+                tmp_path / "run",
+                "PostToolUse",
+                {
+                    "hook_event_name": "PostToolUse",
+                    "tool_name": "Bash",
+                    "cwd": str(repo),
+                    "tool_use_id": "c9",
+                    "tool_input": {"command": "cat a.py"},
+                    "transcript_path": path,
+                },
+                "--token",
+                "t0k3n",
+            )
             assert r.returncode == 0 and time.perf_counter() - t0 < 5, path
         assert hooks.last_transcript == str(fifo), "the path outside the sessions directory was never taken"
         assert all("forged" not in (rt.store.text(a.output_hash) or "") for a in rt.state.attempts)
@@ -296,9 +371,17 @@ def test_one_runtime_per_run_directory(tmp_path):
         with pytest.raises(InUse, match="this process"):
             LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
         # from another process too: the lock is the kernel's
-        r = subprocess.run([sys.executable, "-c", "import sys; from ledger_runtime.runtime import LedgerRuntime\n"
-                            f"LedgerRuntime({str(repo)!r}, {str(tmp_path / 'run')!r})"], capture_output=True, text=True,
-                           timeout=60)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from ledger_runtime.runtime import LedgerRuntime\n"
+                f"LedgerRuntime({str(repo)!r}, {str(tmp_path / 'run')!r})",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode != 0 and "in use by another ledger" in r.stderr
     finally:
         first.close()
@@ -314,13 +397,16 @@ def test_a_step_is_committed_before_run_returns(tmp_path):
     nothing the agent acted on is only in memory."""
     repo = make_repo(tmp_path / "r", {"a.py": "x = 'committed'\n"})
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
-    reader = ("import sys; from ledger_runtime.inspection import load; l = load(sys.argv[1]); a = l.state.attempts; "
-              "print(len(a), l.text(a[-1].output_hash) if a else '')")
+    reader = (
+        "import sys; from ledger_runtime.inspection import load; l = load(sys.argv[1]); a = l.state.attempts; "
+        "print(len(a), l.text(a[-1].output_hash) if a else '')"
+    )
     try:
         for n in (1, 2, 3):
             rt.run(f"cat a.py && echo {n}", LocalExecutor())
-            seen = subprocess.run([sys.executable, "-c", reader, str(tmp_path / "run")], capture_output=True, text=True,
-                                  timeout=60)
+            seen = subprocess.run(
+                [sys.executable, "-c", reader, str(tmp_path / "run")], capture_output=True, text=True, timeout=60
+            )
             assert seen.stdout.split("\n")[0] == f"{n} x = 'committed'", seen.stderr[-500:]
             assert seen.stdout.split("\n")[1] == str(n)
     finally:
@@ -357,8 +443,12 @@ def test_a_ledger_on_read_only_media_is_inspected_not_refused(tmp_path):
     try:
         assert subprocess.run(["mount", "-o", "remount,ro,bind", str(ro)], capture_output=True).returncode == 0
         assert subprocess.run(["touch", str(ro / "run" / "x")], capture_output=True).returncode != 0, "really read-only"
-        r = subprocess.run([sys.executable, "-m", "ledger_runtime", "inspect", str(ro / "run"), "--json"],
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-m", "ledger_runtime", "inspect", str(ro / "run"), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == 0, r.stderr
         assert [row["command"] for row in json.loads(r.stdout)["timeline"]] == ["cat a.py"]
     finally:
@@ -409,8 +499,12 @@ def test_a_read_only_ledger_with_steps_still_in_its_wal_says_so(tmp_path):
         pytest.skip("bind mounts are not allowed here")
     try:
         subprocess.run(["mount", "-o", "remount,ro,bind", str(copy)], capture_output=True, check=True)
-        r = subprocess.run([sys.executable, "-m", "ledger_runtime", "inspect", str(copy / "run")], capture_output=True,
-                           text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-m", "ledger_runtime", "inspect", str(copy / "run")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == 2 and "still in its -wal" in r.stderr, r.stderr
     finally:
         subprocess.run(["umount", str(copy)], capture_output=True)
@@ -437,14 +531,18 @@ def _secret_run(tmp_path, monkeypatch, **config):
 
 
 def test_secrets_are_masked_before_anything_is_stored_and_the_model_still_gets_them(tmp_path, monkeypatch):
-    from ledger_runtime.inspection import load
     from ledger_runtime.answers.transcript import Transcript
+    from ledger_runtime.inspection import load
 
     repo, rt = _secret_run(tmp_path, monkeypatch)
     try:
-        got = [rt.run(c, LocalExecutor()) for c in ("env | sort", "cat .env", "cat .env",
-                                                   f"echo 'export GH_TOKEN=ghp_{'a1B2' * 9}' >> .env")]
-        rt.report_fault("a test", RuntimeError(f"failed with {OPENAI}"), command=f"curl -H 'Authorization: Bearer {AWS}'")
+        got = [
+            rt.run(c, LocalExecutor())
+            for c in ("env | sort", "cat .env", "cat .env", f"echo 'export GH_TOKEN=ghp_{'a1B2' * 9}' >> .env")
+        ]
+        rt.report_fault(
+            "a test", RuntimeError(f"failed with {OPENAI}"), command=f"curl -H 'Authorization: Bearer {AWS}'"
+        )
     finally:
         rt.close()
     # what the model is shown is the agent's business: the secret comes back
@@ -483,7 +581,9 @@ def test_a_continued_run_never_refers_to_a_masked_line(tmp_path, monkeypatch):
 
 def test_a_reuse_of_a_masked_output_runs_instead(tmp_path, monkeypatch):
     monkeypatch.setenv("SERVICE_TOKEN", "tok-" + "9" * 20)
-    repo = make_repo(tmp_path / "r", {"test_a.py": "import os\ndef test_a():\n    print(os.environ['SERVICE_TOKEN'])\n"})
+    repo = make_repo(
+        tmp_path / "r", {"test_a.py": "import os\ndef test_a():\n    print(os.environ['SERVICE_TOKEN'])\n"}
+    )
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(reuse_runs=True, reuse_output="full"))
     cmd = "python -m pytest -q -s test_a.py -p no:cacheprovider"
     try:
@@ -522,15 +622,35 @@ def test_masking_keeps_length_and_lines_and_is_the_same_line_by_line():
 
     from ledger_runtime.ledger.redact import Redactor, secret_values
 
-    r = Redactor.for_run({"OPENAI_API_KEY": OPENAI, "PWD": "/home/someone/work", "SHORT_TOKEN": "abc",
-                          "MULTI_SECRET": "line-one-secret\nline-two-secret", "PATH": "/usr/bin"})
+    r = Redactor.for_run(
+        {
+            "OPENAI_API_KEY": OPENAI,
+            "PWD": "/home/someone/work",
+            "SHORT_TOKEN": "abc",
+            "MULTI_SECRET": "line-one-secret\nline-two-secret",
+            "PATH": "/usr/bin",
+        }
+    )
     assert secret_values({"PWD": "/home/someone/work", "HOME": "/root", "SHORT_TOKEN": "abc"}) == []
-    pool = [OPENAI, "line-two-secret", f"AKIA{'B' * 16}", "Authorization: Bearer abcdefghijk", "DB_PASSWORD=swordfish9",
-            "tokens = tokenize(source)", "plain text", "", "x" * 30, "sk-", "API_KEY: 'quoted-value-1'"]
+    pool = [
+        OPENAI,
+        "line-two-secret",
+        f"AKIA{'B' * 16}",
+        "Authorization: Bearer abcdefghijk",
+        "DB_PASSWORD=swordfish9",
+        "tokens = tokenize(source)",
+        "plain text",
+        "",
+        "x" * 30,
+        "sk-",
+        "API_KEY: 'quoted-value-1'",
+    ]
     rng = random.Random(7)
     for _ in range(300):
-        lines = ["".join(rng.choice(pool) + rng.choice([" ", "", "="]) for _ in range(rng.randint(0, 3)))
-                 for _ in range(rng.randint(1, 6))]
+        lines = [
+            "".join(rng.choice(pool) + rng.choice([" ", "", "="]) for _ in range(rng.randint(0, 3)))
+            for _ in range(rng.randint(1, 6))
+        ]
         text = "\n".join(lines)
         masked = r.mask(text)
         assert len(masked) == len(text) and masked.count("\n") == text.count("\n")
@@ -542,6 +662,7 @@ def test_masking_keeps_length_and_lines_and_is_the_same_line_by_line():
 
 
 # -- the container helper: its state lost or tampered with -----------------------------------------
+
 
 def _helper_run(tmp_path):
     """A ContainerWorkspace whose "container" is this machine (mini-swe-agent's LocalEnvironment,
@@ -569,7 +690,9 @@ TAMPERINGS = {
     "state deleted": "rm -f {dir}/state.marshal",
     "state garbled": "head -c 300 /dev/urandom > {dir}/state.marshal",
     "call counter bumped": "echo 999999 > {dir}/state.marshal.seq",
-    "script overwritten": "printf 'import json; print(json.dumps({{\"changes\": [], \"sigs\": {{}}}}))' > {dir}/helper.py",
+    "script overwritten": (
+        'printf \'import json; print(json.dumps({{"changes": [], "sigs": {{}}}}))\' > {dir}/helper.py'
+    ),
 }
 
 
@@ -615,8 +738,8 @@ def test_the_helper_directory_is_never_a_planted_one(tmp_path, monkeypatch):
 
 
 def test_a_long_output_is_stored_as_its_head_and_tail_and_still_checks_out(tmp_path):
-    from ledger_runtime.inspection import load
     from ledger_runtime.answers.transcript import Transcript
+    from ledger_runtime.inspection import load
 
     repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(max_stored_output_chars=100_000))
@@ -648,10 +771,18 @@ def test_a_locked_ledger_costs_a_command_a_second_once_and_loses_nothing(tmp_pat
 
     repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
-    holder = subprocess.Popen([sys.executable, "-c", "import sqlite3, sys, time\n"
-                               f"c = sqlite3.connect({str(tmp_path / 'run' / 'ledger.sqlite')!r}, isolation_level=None)\n"
-                               "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); sys.stdin.read()"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            f"c = sqlite3.connect({str(tmp_path / 'run' / 'ledger.sqlite')!r}, isolation_level=None)\n"
+            "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         spent = []
@@ -675,6 +806,7 @@ def test_a_locked_ledger_costs_a_command_a_second_once_and_loses_nothing(tmp_pat
 
 # -- what a review of the masking found ------------------------------------------------------------
 
+
 def test_masking_edge_cases_found_in_review():
     import time as _time
 
@@ -693,19 +825,31 @@ def test_masking_edge_cases_found_in_review():
 
 
 def test_masked_storage_keeps_paths_counts_and_checks_true(tmp_path, monkeypatch):
-    from ledger_runtime.inspection import load
     from ledger_runtime.answers.transcript import Transcript
+    from ledger_runtime.inspection import load
 
     monkeypatch.setenv("SERVICE_API_KEY", "zq-" + "7" * 30)
-    repo = make_repo(tmp_path / "r", {"task-queue-worker-implementation.py": "x = 1\n",
-                                      ".env": "API_KEY=" + "Q" * 24 + "\nDEBUG=1\n",
-                                      "settings.py": "".join(f"SECRET_KEY={i}abcdefgh{i}\nOTHER_{i} = 1\n" for i in range(12))})
+    repo = make_repo(
+        tmp_path / "r",
+        {
+            "task-queue-worker-implementation.py": "x = 1\n",
+            ".env": "API_KEY=" + "Q" * 24 + "\nDEBUG=1\n",
+            "settings.py": "".join(f"SECRET_KEY={i}abcdefgh{i}\nOTHER_{i} = 1\n" for i in range(12)),
+        },
+    )
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(max_stored_output_chars=20_000))
     printed = []
     try:
-        for cmd in ("echo y >> task-queue-worker-implementation.py", "echo MORE=1 >> .env",
-                    "grep -v SECRET_KEY= settings.py", "echo OTHER_99 = 2 >> settings.py", "grep -v SECRET_KEY= settings.py",
-                    "seq 1 20000", "seq 19000 20000", "python3 -c \"print('a' * 480 + '$SERVICE_API_KEY' + 'b' * 2000)\""):
+        for cmd in (
+            "echo y >> task-queue-worker-implementation.py",
+            "echo MORE=1 >> .env",
+            "grep -v SECRET_KEY= settings.py",
+            "echo OTHER_99 = 2 >> settings.py",
+            "grep -v SECRET_KEY= settings.py",
+            "seq 1 20000",
+            "seq 19000 20000",
+            "python3 -c \"print('a' * 480 + '$SERVICE_API_KEY' + 'b' * 2000)\"",
+        ):
             res = rt.run(cmd, LocalExecutor())
             printed.append(LocalExecutor()(cmd, str(repo)).output if res.answer != "raw" else res.output)
     finally:

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from ledger_runtime.workspace.hashing import digest_bytes
 from ledger_runtime.ledger.store import LEDGER_FILE, LedgerStore, NotALedger
+from ledger_runtime.workspace.hashing import digest_bytes
 
 
 def test_events_and_blobs_round_trip(tmp_path):
@@ -106,7 +106,7 @@ def _error(path) -> str:
     with pytest.raises(NotALedger) as e:
         LedgerStore.open(path)
     msg = str(e.value)
-    assert msg.startswith(f"not a ledger: ") and "\n" not in msg
+    assert msg.startswith("not a ledger: ") and "\n" not in msg
     return msg
 
 
@@ -148,7 +148,7 @@ def test_truncated_and_corrupt_ledgers(tmp_path):
     assert "corrupt or truncated" in _error(truncated)
     corrupt = tmp_path / "corrupt.sqlite"
     mid = len(data) // 2
-    corrupt.write_bytes(data[:mid] + b"\xff" * 8192 + data[mid + 8192:])
+    corrupt.write_bytes(data[:mid] + b"\xff" * 8192 + data[mid + 8192 :])
     _error(corrupt)
 
 

@@ -33,8 +33,9 @@ MODULES = _modules()
 
 def _is_type_checking(node: ast.If) -> bool:
     t = node.test
-    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or \
-        (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(name: str, path: Path) -> set[str]:
@@ -146,14 +147,20 @@ def test_no_cycles_between_rooms():
 
 
 def test_the_core_imports_no_agent():
-    bad = {m: sorted(t for t in _imports(m, p) if t.split(".")[0] in AGENT_LIBRARIES)
-           for m, p in MODULES.items() if m.startswith("ledger_runtime")}
+    bad = {
+        m: sorted(t for t in _imports(m, p) if t.split(".")[0] in AGENT_LIBRARIES)
+        for m, p in MODULES.items()
+        if m.startswith("ledger_runtime")
+    }
     assert not {m: t for m, t in bad.items() if t}
 
 
 def test_adapters_use_the_public_api_only():
-    inner = {m: sorted(t for t in _imports(m, p) if t.startswith("ledger_runtime."))
-             for m, p in MODULES.items() if m.startswith("ledger_adapters")}
+    inner = {
+        m: sorted(t for t in _imports(m, p) if t.startswith("ledger_runtime."))
+        for m, p in MODULES.items()
+        if m.startswith("ledger_adapters")
+    }
     assert not {m: t for m, t in inner.items() if t}
 
 

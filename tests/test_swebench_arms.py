@@ -19,33 +19,71 @@ from ledger_adapters.swebench.report import mcnemar_exact
 from ledger_runtime.inspection import load
 from ledger_runtime.records import VerdictKind
 
-STEPS = ["cat calc.py", "cat calc.py", "python3 -m unittest -q test_calc", "sed -i '2s/a - b/a + b/' calc.py",
-         "python3 -m unittest -q test_calc", "git diff -- calc.py > /tmp/patch.txt",
-         "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat /tmp/patch.txt"]
+STEPS = [
+    "cat calc.py",
+    "cat calc.py",
+    "python3 -m unittest -q test_calc",
+    "sed -i '2s/a - b/a + b/' calc.py",
+    "python3 -m unittest -q test_calc",
+    "git diff -- calc.py > /tmp/patch.txt",
+    "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat /tmp/patch.txt",
+]
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 50, "prompt_tokens_details": {"cached_tokens": 768}}
 
 
 def scripted_config(path: Path) -> Path:
-    config = {"model": {"model_class": "deterministic", "model_name": "scripted", "cost_per_call": 0.0,
-                        "outputs": [{"role": "assistant", "content": f"THOUGHT {i}",
-                                     "extra": {"actions": [{"command": c}], "cost": 0.01, "response": {"usage": USAGE}}}
-                                    for i, c in enumerate(STEPS)]},
-              "agent": {"cost_limit": 0}}
+    config = {
+        "model": {
+            "model_class": "deterministic",
+            "model_name": "scripted",
+            "cost_per_call": 0.0,
+            "outputs": [
+                {
+                    "role": "assistant",
+                    "content": f"THOUGHT {i}",
+                    "extra": {"actions": [{"command": c}], "cost": 0.01, "response": {"usage": USAGE}},
+                }
+                for i, c in enumerate(STEPS)
+            ],
+        },
+        "agent": {"cost_limit": 0},
+    }
     path.write_text(json.dumps(config))
     return path
 
 
 def instances_file(path: Path, image: str, ids: list[str]) -> Path:
-    path.write_text("".join(json.dumps({"instance_id": i, "repo": "demo/calc", "base_commit": "HEAD", "image_name": image,
-                                        "problem_statement": "add() subtracts; make test_add pass."}) + "\n" for i in ids))
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "instance_id": i,
+                    "repo": "demo/calc",
+                    "base_commit": "HEAD",
+                    "image_name": image,
+                    "problem_statement": "add() subtracts; make test_add pass.",
+                }
+            )
+            + "\n"
+            for i in ids
+        )
+    )
     return path
 
 
 def ledger_run(*args: str, tmp: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MSWEA_SILENT_STARTUP": "1", "MSWEA_CONFIGURED": "1", "HF_DATASETS_OFFLINE": "1",
-           "HF_HUB_OFFLINE": "1", "MSWEA_GLOBAL_CONFIG_DIR": str(tmp / "cfg"), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "ledger_runtime", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    env = {
+        **os.environ,
+        "MSWEA_SILENT_STARTUP": "1",
+        "MSWEA_CONFIGURED": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "MSWEA_GLOBAL_CONFIG_DIR": str(tmp / "cfg"),
+        "COLUMNS": "200",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 def two_instances(image: str, tmp: Path) -> tuple[list[str], Path, Path, Path]:
@@ -60,31 +98,51 @@ def our_containers() -> list:
 
 def test_two_arms_end_to_end_and_the_report_agrees_with_the_files(docker_image, tmp_path):  # noqa: F811
     ids, data, out, cfg = two_instances(docker_image, tmp_path)
-    r = ledger_run("swebench", "--instances", str(data), "--arms", "ledger,baseline", "-w", "2", "-o", str(out),
-                   "--config", str(cfg), "--no-pull", tmp=tmp_path)
+    r = ledger_run(
+        "swebench",
+        "--instances",
+        str(data),
+        "--arms",
+        "ledger,baseline",
+        "-w",
+        "2",
+        "-o",
+        str(out),
+        "--config",
+        str(cfg),
+        "--no-pull",
+        tmp=tmp_path,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert not our_containers(), "no container of the run is left"
     for arm in ("ledger", "baseline"):
         preds = json.loads((out / arm / "preds.json").read_text())
         assert set(preds) == set(ids)
-        assert all("+    return a + b" in p["model_patch"] and p["model_name_or_path"] == "scripted" for p in preds.values())
+        assert all(
+            "+    return a + b" in p["model_patch"] and p["model_name_or_path"] == "scripted" for p in preds.values()
+        )
         manifest = json.loads((out / arm / "manifest.json").read_text())
         assert manifest["arm"] == arm and manifest["model"] == "scripted" and manifest["instances"] == ids
         assert manifest["versions"]["mini-swe-agent"] and len(manifest["config_hash"]) == 16
         assert manifest["runs"][-1]["status"] == "complete" and manifest["runs"][-1]["ended_at"]
         assert manifest["config"]["environment"]["ledger"]["shadow"] is (arm == "baseline")
-        views = [json.loads((out / arm / i / f"{i}.traj.json").read_text())["info"]["ledger_views"]["injected"]
-                 for i in ids]
-        assert all(v == 0 for v in views) if arm == "baseline" else all(v > 0 for v in views), \
+        views = [
+            json.loads((out / arm / i / f"{i}.traj.json").read_text())["info"]["ledger_views"]["injected"] for i in ids
+        ]
+        assert all(v == 0 for v in views) if arm == "baseline" else all(v > 0 for v in views), (
             "the baseline is an uninformed agent: no state view reached its model"
+        )
         assert "test_*.py" in manifest["config"]["environment"]["ledger"]["policies"]["protected-paths"]["globs"]
     ledger_state = load(out / "ledger" / "demo__calc-1" / "ledger").state
     base_state = load(out / "baseline" / "demo__calc-1" / "ledger").state
     assert [a.verdict.kind for a in ledger_state.attempts][:2] == [VerdictKind.RUN, VerdictKind.REUSE]
     assert ledger_state.attempts[1].executed and ledger_state.attempts[1].applied
     assert ledger_state.attempts[1].answer["kind"] == "whole", "the repeat ran, and came back as a reference"
-    assert base_state.attempts[1].verdict.kind is VerdictKind.REUSE and base_state.attempts[1].executed \
+    assert (
+        base_state.attempts[1].verdict.kind is VerdictKind.REUSE
+        and base_state.attempts[1].executed
         and not base_state.attempts[1].applied
+    )
 
     rep = ledger_run("report", str(out), "--json", tmp=tmp_path)
     assert rep.returncode == 0, rep.stderr[-2000:]
@@ -113,14 +171,28 @@ def test_two_arms_end_to_end_and_the_report_agrees_with_the_files(docker_image, 
     # scores from a harness report: ledger resolved both, baseline one
     for arm, resolved in (("ledger", ids), ("baseline", ids[:1])):
         harness = tmp_path / f"{arm}.json"
-        harness.write_text(json.dumps({"resolved_ids": resolved, "unresolved_ids": [i for i in ids if i not in resolved],
-                                       "error_ids": [], "empty_patch_ids": []}))
+        harness.write_text(
+            json.dumps(
+                {
+                    "resolved_ids": resolved,
+                    "unresolved_ids": [i for i in ids if i not in resolved],
+                    "error_ids": [],
+                    "empty_patch_ids": [],
+                }
+            )
+        )
         ev = ledger_run("swebench", "evaluate", str(out / arm), "--from-report", str(harness), tmp=tmp_path)
         assert ev.returncode == 0, ev.stderr
     report = json.loads(ledger_run("report", str(out), "--json", "--no-png", tmp=tmp_path).stdout)
     assert report["arms"]["ledger"]["resolved_rate"] == 1.0 and report["arms"]["baseline"]["resolved_rate"] == 0.5
     pair = report["paired"][0]
-    assert (pair["a"], pair["b"], pair["only_a"], pair["only_b"], pair["both"]) == ("ledger", "baseline", ["demo__calc-2"], [], 1)
+    assert (pair["a"], pair["b"], pair["only_a"], pair["only_b"], pair["both"]) == (
+        "ledger",
+        "baseline",
+        ["demo__calc-2"],
+        [],
+        1,
+    )
     assert pair["p_value"] == 1.0
     text = ledger_run("report", str(out), "--no-png", tmp=tmp_path)
     assert "McNemar exact p = 1" in text.stdout and "2/2 (100.0%)" in text.stdout
@@ -128,14 +200,38 @@ def test_two_arms_end_to_end_and_the_report_agrees_with_the_files(docker_image, 
 
 def test_a_half_written_output_resumes(docker_image, tmp_path):  # noqa: F811
     ids, data, out, cfg = two_instances(docker_image, tmp_path)
-    first = ledger_run("swebench", "--instances", str(data), "--arms", "ledger", "--slice", "0:1", "-o", str(out),
-                       "--config", str(cfg), "--no-pull", tmp=tmp_path)
+    first = ledger_run(
+        "swebench",
+        "--instances",
+        str(data),
+        "--arms",
+        "ledger",
+        "--slice",
+        "0:1",
+        "-o",
+        str(out),
+        "--config",
+        str(cfg),
+        "--no-pull",
+        tmp=tmp_path,
+    )
     assert first.returncode == 0, first.stderr[-2000:]
     traj = out / "ledger" / ids[0] / f"{ids[0]}.traj.json"
     before = traj.stat().st_mtime_ns
     (out / "ledger" / "preds.json").write_text('{"demo__calc-1": {"model_na')  # killed mid-write
-    again = ledger_run("swebench", "--instances", str(data), "--arms", "ledger", "-o", str(out),
-                       "--config", str(cfg), "--no-pull", tmp=tmp_path)
+    again = ledger_run(
+        "swebench",
+        "--instances",
+        str(data),
+        "--arms",
+        "ledger",
+        "-o",
+        str(out),
+        "--config",
+        str(cfg),
+        "--no-pull",
+        tmp=tmp_path,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     preds = json.loads((out / "ledger" / "preds.json").read_text())
     assert set(preds) == set(ids) and "+    return a + b" in preds[ids[0]]["model_patch"]
@@ -157,8 +253,17 @@ def test_bad_input_gets_one_line(docker_image, tmp_path):  # noqa: F811
     for extra, message in cases:
         r = ledger_run("swebench", *common, *extra, tmp=tmp_path)
         assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
-    r = ledger_run("swebench", "--instances", str(missing), "-o", str(tmp_path / "out"), "--config", str(cfg),
-                   "--no-pull", tmp=tmp_path)
+    r = ledger_run(
+        "swebench",
+        "--instances",
+        str(missing),
+        "-o",
+        str(tmp_path / "out"),
+        "--config",
+        str(cfg),
+        "--no-pull",
+        tmp=tmp_path,
+    )
     assert r.returncode == 2 and "image ledger-test/not-built:never is not on the Docker engine" in r.stderr
     assert "docker pull ledger-test/not-built:never" in r.stderr
     r = ledger_run("report", str(tmp_path / "nothing"), tmp=tmp_path)
@@ -177,13 +282,39 @@ def test_ctrl_c_stops_cleanly_and_the_next_run_finishes(docker_image, tmp_path):
 
     ids, data, out, cfg = two_instances(docker_image, tmp_path)
     slow = json.loads(cfg.read_text())
-    slow["model"]["outputs"].insert(1, {"role": "assistant", "content": "wait",
-                                        "extra": {"actions": [{"command": "sleep 60"}], "cost": 0.0}})
+    slow["model"]["outputs"].insert(
+        1, {"role": "assistant", "content": "wait", "extra": {"actions": [{"command": "sleep 60"}], "cost": 0.0}}
+    )
     (tmp_path / "slow.yaml").write_text(json.dumps(slow))
-    env = {**os.environ, "MSWEA_SILENT_STARTUP": "1", "MSWEA_CONFIGURED": "1", "MSWEA_GLOBAL_CONFIG_DIR": str(tmp_path / "c")}
-    proc = subprocess.Popen([sys.executable, "-m", "ledger_runtime", "swebench", "--instances", str(data), "--arms",
-                             "ledger,baseline", "-w", "2", "-o", str(out), "--config", str(tmp_path / "slow.yaml"),
-                             "--no-pull"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "MSWEA_SILENT_STARTUP": "1",
+        "MSWEA_CONFIGURED": "1",
+        "MSWEA_GLOBAL_CONFIG_DIR": str(tmp_path / "c"),
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ledger_runtime",
+            "swebench",
+            "--instances",
+            str(data),
+            "--arms",
+            "ledger,baseline",
+            "-w",
+            "2",
+            "-o",
+            str(out),
+            "--config",
+            str(tmp_path / "slow.yaml"),
+            "--no-pull",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     while len(our_containers()) < 2 and time.time() < deadline:
         time.sleep(0.5)
@@ -197,8 +328,21 @@ def test_ctrl_c_stops_cleanly_and_the_next_run_finishes(docker_image, tmp_path):
         assert json.loads((out / arm / "manifest.json").read_text())["runs"][-1]["status"] == "interrupted"
         preds = json.loads((out / arm / "preds.json").read_text()) if (out / arm / "preds.json").exists() else {}
         assert not preds, "an instance cut short is not counted as finished"
-    again = ledger_run("swebench", "--instances", str(data), "--arms", "ledger,baseline", "-w", "2", "-o", str(out),
-                       "--config", str(cfg), "--no-pull", tmp=tmp_path)
+    again = ledger_run(
+        "swebench",
+        "--instances",
+        str(data),
+        "--arms",
+        "ledger,baseline",
+        "-w",
+        "2",
+        "-o",
+        str(out),
+        "--config",
+        str(cfg),
+        "--no-pull",
+        tmp=tmp_path,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     assert all(set(json.loads((out / a / "preds.json").read_text())) == set(ids) for a in ("ledger", "baseline"))
 
@@ -209,10 +353,13 @@ def test_the_context_arm_sends_its_policy_to_the_ledger(tmp_path):
     from ledger_adapters.swebench.run import arm_config, parse_arms
     from ledger_runtime.config import from_mapping
 
-    cfg = arm_config({"environment": {"environment_class": "docker"}, "model": {"model_name": "x"}},
-                     "ledger+context", "run1")
+    cfg = arm_config(
+        {"environment": {"environment_class": "docker"}, "model": {"model_name": "x"}}, "ledger+context", "run1"
+    )
     ledger = cfg["environment"]["ledger"]
     assert ledger["context"] == "validity+window:10" and ledger["govern"] and ledger["inform"]
-    assert from_mapping({k: v for k, v in ledger.items() if k in ("context", "govern", "inform", "shadow")}).context \
+    assert (
+        from_mapping({k: v for k, v in ledger.items() if k in ("context", "govern", "inform", "shadow")}).context
         == "validity+window:10"
+    )
     assert "ledger+context" in parse_arms("ledger,ledger+context")

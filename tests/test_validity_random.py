@@ -19,19 +19,17 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+from collections import Counter
 from pathlib import Path
 
-import pytest
-
-from collections import Counter
-
 from conftest import git, make_repo
+
 from ledger_runtime.answers.build import LINES, PATCH, SAME, split_lines
+from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.runtime import LedgerRuntime
-from ledger_runtime.answers.transcript import Transcript
 
 EX = LocalExecutor(timeout=30)
 
@@ -161,19 +159,28 @@ def _check_references(rt: LedgerRuntime, t: Transcript, a, config: LedgerConfig,
             assert src.step > a.step - config.context_steps - 1, f"seed {seed}: step {a.step} refers to {src.step}"
         if p.kind != LINES:
             continue
-        want = "".join(split_lines(t.expanded(src))[p.first - 1:p.last])
+        want = "".join(split_lines(t.expanded(src))[p.first - 1 : p.last])
         shown = t.shown(src)
         kept = trunc.kept(shown)
-        visible = [shown] if kept is None else [shown[: kept[0]], shown[-kept[1]:] if kept[1] else ""]
+        visible = [shown] if kept is None else [shown[: kept[0]], shown[-kept[1] :] if kept[1] else ""]
         assert any(want in part for part in visible), (
             f"seed {seed}: step {a.step} refers to lines {p.first}-{p.last} of step {src.step}, "
-            "which the model did not see there")
+            "which the model did not see there"
+        )
 
 
-CONFIGS = [LedgerConfig(reuse_runs=True, dedupe_min_saving=20, dedupe_min_lines=2),
-           LedgerConfig(reuse_runs=True, dedupe_min_saving=20, dedupe_min_lines=2, context_steps=4),
-           LedgerConfig(reuse_runs=True, dedupe_min_saving=10, dedupe_min_lines=1, output_limit_chars=1200,
-                        output_head_chars=500, output_tail_chars=400)]
+CONFIGS = [
+    LedgerConfig(reuse_runs=True, dedupe_min_saving=20, dedupe_min_lines=2),
+    LedgerConfig(reuse_runs=True, dedupe_min_saving=20, dedupe_min_lines=2, context_steps=4),
+    LedgerConfig(
+        reuse_runs=True,
+        dedupe_min_saving=10,
+        dedupe_min_lines=1,
+        output_limit_chars=1200,
+        output_head_chars=500,
+        output_tail_chars=400,
+    ),
+]
 
 
 def test_every_answer_expands_to_what_the_command_prints(tmp_path):
@@ -188,9 +195,15 @@ def _sequence(tmp_path: Path, seed: int) -> Counter:
     rng = random.Random(seed)
     config = CONFIGS[seed % len(CONFIGS)]
     big = {k: v + "".join(f"# filler line {i} of {k}\n" for i in range(25)) for k, v in FILES.items()}
-    root = make_repo(tmp_path / "w", {**big, "test_t.py": "import unittest\nimport a\n\n\n"
-                                      "class T(unittest.TestCase):\n    def test_x(self):\n"
-                                      "        self.assertEqual(a.x, 1)\n"})
+    root = make_repo(
+        tmp_path / "w",
+        {
+            **big,
+            "test_t.py": "import unittest\nimport a\n\n\n"
+            "class T(unittest.TestCase):\n    def test_x(self):\n"
+            "        self.assertEqual(a.x, 1)\n",
+        },
+    )
     rt = LedgerRuntime(root, tmp_path / "run", config)
     t = Transcript(rt.state, rt.store.text)
     fingerprints: dict[int, str] = {}  # attempt id -> the test's fingerprint of what a run reads
@@ -218,7 +231,8 @@ def _sequence(tmp_path: Path, seed: int) -> Counter:
         if kind == "reused":
             ref = rt.state.attempt(a.verdict.ref_attempt)
             assert not a.executed and fingerprints[ref.id] == before, (
-                f"seed {seed}: a reused run although something it reads changed since")
+                f"seed {seed}: a reused run although something it reads changed since"
+            )
     rt.close()
     return kinds
 
@@ -233,8 +247,9 @@ def test_all_answer_kinds_happen_across_seeds_with_a_cut(tmp_path):
     seen = Counter()
     for _ in range(40):
         lo = rng.randint(1, 70)
-        cmd = rng.choice([f"sed -n '{lo},{lo + rng.randint(2, 9)}p' big.py", "cat big.py", "head -n 5 big.py",
-                          "tail -n 4 big.py"])
+        cmd = rng.choice(
+            [f"sed -n '{lo},{lo + rng.randint(2, 9)}p' big.py", "cat big.py", "head -n 5 big.py", "tail -n 4 big.py"]
+        )
         rt.run(cmd, EX)
         a = rt.state.attempts[-1]
         seen[a.answer["kind"]] += 1

@@ -10,13 +10,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import git, make_repo
+
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.runtime import LedgerRuntime
-from ledger_runtime.workspace.watcher import Watcher
 from ledger_runtime.workspace.scanner import WorkspaceScanner, delta
+from ledger_runtime.workspace.watcher import Watcher
 
 pytestmark = pytest.mark.skipif(Watcher.open() is None, reason="no inotify on this machine (Linux only)")
 
@@ -33,8 +33,24 @@ def truth(root: Path) -> dict[str, str]:
 def ops(rng: random.Random, root: Path) -> None:
     files = [p for p in root.rglob("*") if p.is_file() and ".git" not in p.parts]
     dirs = [p for p in root.rglob("*") if p.is_dir() and ".git" not in p.parts]
-    kind = rng.choice(["write", "append", "create", "delete", "rename", "mkdir-tree", "rmtree", "move-dir", "symlink",
-                       "ignored", "gitignore", "checkout", "add-f", "same-size"])
+    kind = rng.choice(
+        [
+            "write",
+            "append",
+            "create",
+            "delete",
+            "rename",
+            "mkdir-tree",
+            "rmtree",
+            "move-dir",
+            "symlink",
+            "ignored",
+            "gitignore",
+            "checkout",
+            "add-f",
+            "same-size",
+        ]
+    )
     if kind in ("write", "append", "delete", "rename", "same-size") and not files:
         kind = "create"
     if kind == "write":
@@ -170,19 +186,25 @@ def test_changes_between_commands_are_taken_while_the_model_thinks(tmp_path, wat
         scans = ws.scanner.full_scans + ws.scanner.incremental_scans
         rt.inform()  # the model's turn
         if watch:
-            assert [os.path.relpath(m.path, root) for m in rt.state.modifications if m.attempt is None] == ["pkg1/mod2.py"], \
-                "taken at once: a watched scan costs what changed"
+            assert [os.path.relpath(m.path, root) for m in rt.state.modifications if m.attempt is None] == [
+                "pkg1/mod2.py"
+            ], "taken at once: a watched scan costs what changed"
         rt.run("echo b > b.txt", ex)
         between = [m for m in rt.state.modifications if m.attempt is None]
         ours = [m for m in rt.state.modifications if m.attempt == rt.state.attempts[-1].id]
-        assert [os.path.relpath(m.path, root) for m in between] == ["pkg1/mod2.py"] and [os.path.relpath(m.path, root) for m in ours] == ["b.txt"]
+        assert [os.path.relpath(m.path, root) for m in between] == ["pkg1/mod2.py"] and [
+            os.path.relpath(m.path, root) for m in ours
+        ] == ["b.txt"]
         used = ws.scanner.full_scans + ws.scanner.incremental_scans - scans
         # a watched scan at the model's turn, at the command (reading the events queued since), after it;
         # a walk only at the model's turn and after the command
         assert used == (3 if watch else 2), "without a watcher the walk before the command was taken before it"
         (root / "c.txt").write_text("made while no view was rendered\n")
         rt.run("echo d > d.txt", ex)  # no model turn in between: the scan before the command finds it
-        assert sorted(os.path.relpath(m.path, root) for m in rt.state.modifications if m.attempt is None) == ["c.txt", "pkg1/mod2.py"]
+        assert sorted(os.path.relpath(m.path, root) for m in rt.state.modifications if m.attempt is None) == [
+            "c.txt",
+            "pkg1/mod2.py",
+        ]
     finally:
         rt.close()
 

@@ -11,11 +11,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import age, git, make_repo, write_files
+
 from ledger_runtime.workspace.hashing import HashCache, digest_bytes
-from ledger_runtime.workspace.signatures import MISSING, Probe
 from ledger_runtime.workspace.scanner import WorkspaceScanner, delta
+from ledger_runtime.workspace.signatures import MISSING, Probe
 
 
 def rel(root: Path, snap) -> set[str]:
@@ -24,13 +24,22 @@ def rel(root: Path, snap) -> set[str]:
 
 def changes(root: Path, scanner: WorkspaceScanner, before):
     after = scanner.scan()
-    return after, {(os.path.relpath(c.path, root), "created" if c.before is None else
-                    "deleted" if c.after is None else "modified") for c in delta(before, after)}
+    return after, {
+        (os.path.relpath(c.path, root), "created" if c.before is None else "deleted" if c.after is None else "modified")
+        for c in delta(before, after)
+    }
 
 
 def test_tracked_and_untracked_but_not_ignored(repo):
-    write_files(repo, {"new.py": "x = 1\n", "debug.log": "noise\n", "build/out.txt": "b\n",
-                       "__pycache__/calc.cpython-311.pyc": b"\0\1"})
+    write_files(
+        repo,
+        {
+            "new.py": "x = 1\n",
+            "debug.log": "noise\n",
+            "build/out.txt": "b\n",
+            "__pycache__/calc.cpython-311.pyc": b"\0\1",
+        },
+    )
     snap = WorkspaceScanner(str(repo)).scan()
     files = rel(repo, snap)
     assert {"calc.py", "test_calc.py", "pkg/util.py", ".gitignore", "new.py"} <= files
@@ -56,16 +65,22 @@ def test_unchanged_files_are_not_read_again(repo):
     assert s.git_calls == calls, "no git call when nothing changed"
 
 
-@pytest.mark.parametrize("command, expected", [
-    ("sed -i 's/a - b/a + b/' calc.py", {("calc.py", "modified")}),
-    ("python3 -c \"import pathlib; [pathlib.Path(p).write_text('# x\\n') for p in ('calc.py', 'pkg/util.py', 'gen.py')]\"",
-     {("calc.py", "modified"), ("pkg/util.py", "modified"), ("gen.py", "created")}),
-    ("rm test_calc.py", {("test_calc.py", "deleted")}),
-    ("mv calc.py calc2.py", {("calc.py", "deleted"), ("calc2.py", "created")}),
-    ("mkdir -p deep/er && echo hi > deep/er/f.txt", {("deep/er/f.txt", "created")}),
-    ("echo x >> debug.log && mkdir -p build && echo y > build/z", set()),
-    ("ln -s calc.py link.py", {("link.py", "created")}),
-])
+@pytest.mark.parametrize(
+    "command, expected",
+    [
+        ("sed -i 's/a - b/a + b/' calc.py", {("calc.py", "modified")}),
+        (
+            "python3 -c \"import pathlib; [pathlib.Path(p).write_text('# x\\n') "
+            "for p in ('calc.py', 'pkg/util.py', 'gen.py')]\"",
+            {("calc.py", "modified"), ("pkg/util.py", "modified"), ("gen.py", "created")},
+        ),
+        ("rm test_calc.py", {("test_calc.py", "deleted")}),
+        ("mv calc.py calc2.py", {("calc.py", "deleted"), ("calc2.py", "created")}),
+        ("mkdir -p deep/er && echo hi > deep/er/f.txt", {("deep/er/f.txt", "created")}),
+        ("echo x >> debug.log && mkdir -p build && echo y > build/z", set()),
+        ("ln -s calc.py link.py", {("link.py", "created")}),
+    ],
+)
 def test_delta_finds_changes_whoever_made_them(repo, command, expected):
     s = WorkspaceScanner(str(repo))
     before = s.scan()
@@ -164,9 +179,9 @@ def test_unreadable_file_gets_a_token_that_still_changes():
         import sys
         from ledger_runtime.workspace.scanner import WorkspaceScanner
         s = WorkspaceScanner({str(root)!r})
-        print(s.scan().files[{str(root / 'secret.txt')!r}].digest, flush=True)
+        print(s.scan().files[{str(root / "secret.txt")!r}].digest, flush=True)
         sys.stdin.readline()
-        print(s.scan().files[{str(root / 'secret.txt')!r}].digest, flush=True)
+        print(s.scan().files[{str(root / "secret.txt")!r}].digest, flush=True)
     """)
     if os.geteuid() == 0:  # root reads everything: run the scan as an unprivileged user
         if shutil.which("setpriv") is None:
@@ -175,8 +190,9 @@ def test_unreadable_file_gets_a_token_that_still_changes():
     else:
         cmd = [sys.executable, "-c", code]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, cwd="/")
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd="/"
+    )
     first = proc.stdout.readline().strip()
     (root / "secret.txt").write_text("a longer secret\n")  # still mode 000
     proc.stdin.write("\n")

@@ -180,9 +180,11 @@ def keyring_note(source: Path, config: dict[str, Any]) -> str | None:
     mode = config.get("cli_auth_credentials_store", "file")
     if (source / AUTH_FILE).is_file() or mode == "file" or os.environ.get("CODEX_API_KEY"):
         return None
-    return (f"ledger-run: your Codex login is in the system keyring (cli_auth_credentials_store = {mode!r}), "
-            "which Codex keys by CODEX_HOME: this run's own home cannot use it. Give the run an API key "
-            "(CODEX_API_KEY), or keep the login in a file (cli_auth_credentials_store = \"file\", then codex login).")
+    return (
+        f"ledger-run: your Codex login is in the system keyring (cli_auth_credentials_store = {mode!r}), "
+        "which Codex keys by CODEX_HOME: this run's own home cannot use it. Give the run an API key "
+        '(CODEX_API_KEY), or keep the login in a file (cli_auth_credentials_store = "file", then codex login).'
+    )
 
 
 def hook_launcher() -> list[str]:
@@ -203,16 +205,27 @@ def fast_launcher() -> list[str]:
     return [sys.executable, "-S", "-E", str(script)] if script.is_file() else hook_launcher()
 
 
-def hook_overrides(launcher: list[str], socket_path: str, run_dir: Path, user_config: dict[str, Any],
-                   token: str | None = None) -> list[str]:
+def hook_overrides(
+    launcher: list[str], socket_path: str, run_dir: Path, user_config: dict[str, Any], token: str | None = None
+) -> list[str]:
     """``-c hooks.<Event>=[...]`` arguments: the user's own hooks for the event, then the ledger's."""
     from ledger_adapters.codex.hooks import EVENTS, TOOL_MATCHER
 
     user_hooks = user_config.get("hooks") if isinstance(user_config.get("hooks"), dict) else {}
     args: list[str] = []
     for event in EVENTS:
-        command = shlex.join([*launcher, "hook", event, "--socket", socket_path, "--run-dir", str(run_dir),
-                              *(["--token", token] if token else [])])
+        command = shlex.join(
+            [
+                *launcher,
+                "hook",
+                event,
+                "--socket",
+                socket_path,
+                "--run-dir",
+                str(run_dir),
+                *(["--token", token] if token else []),
+            ]
+        )
         ours: dict[str, Any] = {"hooks": [{"type": "command", "command": command, "timeout": 600}]}
         if event in ("PreToolUse", "PostToolUse"):
             ours = {"matcher": TOOL_MATCHER, **ours}
@@ -231,24 +244,31 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 def codex(
     ctx: typer.Context,
-    codex_args: Optional[List[str]] = typer.Argument(None, help="Arguments for codex, after `--` (e.g. -- exec "
-                                                                 "\"fix the failing test\"; none: the interactive TUI)."),
+    codex_args: Optional[List[str]] = typer.Argument(
+        None, help='Arguments for codex, after `--` (e.g. -- exec "fix the failing test"; none: the interactive TUI).'
+    ),
     workdir: Path = typer.Option(Path("."), "--workdir", "-w", help="The repository the agent works in."),
-    run_dir: Optional[Path] = typer.Option(None, "-o", "--run-dir", help="Where the ledger, Codex's home and "
-                                                                         "sessions go (default: ledger-runs/<time>)."),
+    run_dir: Optional[Path] = typer.Option(
+        None, "-o", "--run-dir", help="Where the ledger, Codex's home and sessions go (default: ledger-runs/<time>)."
+    ),
     ledger_config: Optional[Path] = typer.Option(None, "--ledger-config", help="Ledger settings (TOML)."),
     no_inform: bool = typer.Option(False, "--no-inform", help="Do not give the model the state view."),
     no_govern: bool = typer.Option(False, "--no-govern", help="Run every command (verdicts are still recorded)."),
     shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: run every command, no state view."),
-    codex_bin: Optional[str] = typer.Option(None, "--codex-bin", help=f"The codex executable (default: $LEDGER_CODEX_BIN, "
-                                                                      f"then codex on PATH; pinned: {CODEX_VERSION})."),
-    allow_project_hooks: bool = typer.Option(False, "--allow-project-hooks",
-                                             help="Run even when the repository defines Codex hooks of its own "
-                                                  "(the run trusts every hook layer: they would run unreviewed)."),
+    codex_bin: Optional[str] = typer.Option(
+        None,
+        "--codex-bin",
+        help=f"The codex executable (default: $LEDGER_CODEX_BIN, then codex on PATH; pinned: {CODEX_VERSION}).",
+    ),
+    allow_project_hooks: bool = typer.Option(
+        False,
+        "--allow-project-hooks",
+        help="Run even when the repository defines Codex hooks of its own "
+        "(the run trusts every hook layer: they would run unreviewed).",
+    ),
 ) -> None:
     """Codex CLI (`codex exec ...` or the interactive TUI) with the ledger in its hooks."""
-    from ledger_runtime import err, fail
-    from ledger_runtime import ConfigError, load_config
+    from ledger_runtime import ConfigError, err, fail, load_config
 
     args = list(codex_args or []) + list(ctx.args)
     given = codex_cd(args)
@@ -261,35 +281,50 @@ def codex(
         args = with_cd(args, str(workdir))
     found = project_hooks(workdir, user_codex_home())
     if found and not allow_project_hooks:
-        fail(f"{found[0]} defines Codex hooks of the repository's own, which this run would execute unreviewed "
-             f"(the ledger's own hooks need {BYPASS_TRUST}, and Codex applies it to every layer): remove them, or "
-             "pass --allow-project-hooks to run them anyway")
+        fail(
+            f"{found[0]} defines Codex hooks of the repository's own, which this run would execute unreviewed "
+            f"(the ledger's own hooks need {BYPASS_TRUST}, and Codex applies it to every layer): remove them, or "
+            "pass --allow-project-hooks to run them anyway"
+        )
     binary = find_codex(codex_bin)
     if binary is None:
-        fail(f"codex not found{' at ' + codex_bin if codex_bin else ' on PATH'}: install the pinned version with "
-             f"`{INSTALL_HINT}` (or pass --codex-bin)")
+        fail(
+            f"codex not found{' at ' + codex_bin if codex_bin else ' on PATH'}: install the pinned version with "
+            f"`{INSTALL_HINT}` (or pass --codex-bin)"
+        )
         return
     try:
         config = load_config(ledger_config, defaults=CODEX_DEFAULTS)
-        config = config.with_(inform=config.inform and not no_inform,
-                              govern=config.govern and not no_govern, shadow=config.shadow or shadow)
+        config = config.with_(
+            inform=config.inform and not no_inform,
+            govern=config.govern and not no_govern,
+            shadow=config.shadow or shadow,
+        )
     except ConfigError as e:
         fail(str(e))
         return
     version = codex_version(binary)
     if version != CODEX_VERSION:
-        err.print(f"[yellow]warning:[/yellow] codex {version or '(version unknown)'} at {binary}; ledger-run is "
-                  f"checked against {CODEX_VERSION} ({INSTALL_HINT})", highlight=False)
+        err.print(
+            f"[yellow]warning:[/yellow] codex {version or '(version unknown)'} at {binary}; ledger-run is "
+            f"checked against {CODEX_VERSION} ({INSTALL_HINT})",
+            highlight=False,
+        )
     run_dir = (run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")).resolve()
-    from ledger_runtime import unwritable
-    from ledger_runtime import InUse
+    from ledger_runtime import InUse, unwritable
 
     problem = unwritable(run_dir)
     if problem:
         fail(f"cannot write the run into -o {run_dir}: {problem}")
     try:
-        rc = run_codex(binary, args, workdir, run_dir, config, meta={"agent": "codex", "codex_version": version,
-                                                                     "codex_args": args})
+        rc = run_codex(
+            binary,
+            args,
+            workdir,
+            run_dir,
+            config,
+            meta={"agent": "codex", "codex_version": version, "codex_args": args},
+        )
     except OSError as e:  # the hook socket (SocketDirError says what to change), Codex's home
         fail(str(e) if not getattr(e, "filename", None) else f"{e.filename}: {e.strerror}")
         return
@@ -297,19 +332,28 @@ def codex(
         fail(str(e))
         return
     # plain lines (no wrapping): the paths are for copying
-    print(f"\nledger: {run_dir / 'ledger.sqlite'}\nCodex sessions: {run_dir / 'codex-home' / 'sessions'}\n"
-          f"look inside: ledger-run inspect {run_dir}", file=sys.stderr)
+    print(
+        f"\nledger: {run_dir / 'ledger.sqlite'}\nCodex sessions: {run_dir / 'codex-home' / 'sessions'}\n"
+        f"look inside: ledger-run inspect {run_dir}",
+        file=sys.stderr,
+    )
     raise typer.Exit(rc)
 
 
-def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config: Any, *,
-              meta: dict[str, Any] | None = None, env: dict[str, str] | None = None,
-              source_home: Path | None = None) -> int:
+def run_codex(
+    binary: str,
+    args: list[str],
+    workdir: Path,
+    run_dir: Path,
+    config: Any,
+    *,
+    meta: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    source_home: Path | None = None,
+) -> int:
     """Run codex with the ledger's hooks until it exits; returns its exit code."""
-    from ledger_runtime import HookServer
-    from ledger_runtime import LedgerRuntime
-
     from ledger_adapters.codex.hooks import CodexHooks
+    from ledger_runtime import HookServer, LedgerRuntime
 
     source = source_home or user_codex_home()
     # the run directory's lock first: a second run on it is refused before it touches the home
@@ -324,8 +368,13 @@ def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config
         print(note, file=sys.stderr)
     # the run's secret: on the hook command lines, never in the environment the agent's commands get
     token = secrets.token_hex(16)
-    hooks = CodexHooks(runtime, note_chars=config.context_note_chars, wrap_launcher=fast_launcher(), token=token,
-                       sessions_dir=str(home / "sessions"))
+    hooks = CodexHooks(
+        runtime,
+        note_chars=config.context_note_chars,
+        wrap_launcher=fast_launcher(),
+        token=token,
+        sessions_dir=str(home / "sessions"),
+    )
     try:
         server = HookServer(hooks.handle, runtime.report_fault, authorize=hooks.authorize)
     except BaseException:  # no socket (SocketDirError): the ledger is closed, the caller says why
@@ -334,12 +383,19 @@ def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config
         raise
     hooks.socket_path = server.socket_path
     try:
-        cmd = [binary, BYPASS_TRUST,
-               *hook_overrides(fast_launcher(), server.socket_path, run_dir, read_toml(source / "config.toml"),
-                               token=token), *args]
+        cmd = [
+            binary,
+            BYPASS_TRUST,
+            *hook_overrides(
+                fast_launcher(), server.socket_path, run_dir, read_toml(source / "config.toml"), token=token
+            ),
+            *args,
+        ]
         base = env if env is not None else os.environ
-        child_env = {**{k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")},
-                     "CODEX_HOME": str(home)}
+        child_env = {
+            **{k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")},
+            "CODEX_HOME": str(home),
+        }
         started: list[subprocess.Popen] = []
 
         def forward(signum: int, _frame: Any) -> None:  # SIGTERM, SIGHUP: Codex stops, the ledger finishes
@@ -350,8 +406,10 @@ def run_codex(binary: str, args: list[str], workdir: Path, run_dir: Path, config
                     pass
 
         # set before Codex starts (it inherits the ignored SIGINT, as before: Ctrl-C is codex's to handle)
-        previous = {s: signal.signal(s, h) for s, h in ((signal.SIGINT, signal.SIG_IGN),
-                                                          (signal.SIGTERM, forward), (signal.SIGHUP, forward))}
+        previous = {
+            s: signal.signal(s, h)
+            for s, h in ((signal.SIGINT, signal.SIG_IGN), (signal.SIGTERM, forward), (signal.SIGHUP, forward))
+        }
         try:
             started.append(subprocess.Popen(cmd, cwd=workdir, env=child_env))
             rc = started[0].wait()

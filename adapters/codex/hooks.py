@@ -35,14 +35,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger_runtime import analyze, analyze_patch
-from ledger_runtime import ExecResult
-from ledger_runtime import view_delta
-from ledger_runtime import Truncation
-from ledger_runtime import Verdict, VerdictKind
-from ledger_runtime import LedgerRuntime, Plan
-
 from ledger_adapters.codex.rollout import RolloutReader, reader_for
+from ledger_runtime import (
+    ExecResult,
+    LedgerRuntime,
+    Plan,
+    Truncation,
+    Verdict,
+    VerdictKind,
+    analyze,
+    analyze_patch,
+    view_delta,
+)
 
 SHELL_TOOLS = ("Bash",)
 PATCH_TOOLS = ("apply_patch",)
@@ -171,8 +175,11 @@ class CodexHooks:
             return ""
         view = self.runtime.view()
         if just_ran is not None:
-            self.shown |= {line for line in view.text.splitlines()
-                           if line.startswith(f"  #{just_ran} ") or line.endswith(f" (step {just_ran})")}
+            self.shown |= {
+                line
+                for line in view.text.splitlines()
+                if line.startswith(f"  #{just_ran} ") or line.endswith(f" (step {just_ran})")
+            }
         if full:
             text = view.text
             self.shown |= set(text.splitlines())
@@ -242,16 +249,36 @@ class CodexHooks:
     def _wrapped(self, call_id: str, pending: _Pending) -> str | None:
         """The wrapper command line that runs the shell command and prints the ledger's answer."""
         plan = pending.plan
-        if (self.wrap_launcher is None or self.socket_path is None or pending.tool not in SHELL_TOOLS
-                or not plan.applied or not plan.verdict.kind.executes or self.runtime.config.dedupe == "off"
-                or plan.analysis.raw or plan.analysis.submits):
+        if (
+            self.wrap_launcher is None
+            or self.socket_path is None
+            or pending.tool not in SHELL_TOOLS
+            or not plan.applied
+            or not plan.verdict.kind.executes
+            or self.runtime.config.dedupe == "off"
+            or plan.analysis.raw
+            or plan.analysis.submits
+        ):
             return None
         extra: list[str] = []
         if self.token is not None:
             self.call_tokens[call_id] = secrets.token_hex(16)
             extra = ["--token", self.call_tokens[call_id]]
-        return shlex.join([*self.wrap_launcher, "wrap", "--socket", self.socket_path, "--call", call_id, *extra,
-                           "--run-dir", str(self.runtime.run_dir), "--", plan.command])
+        return shlex.join(
+            [
+                *self.wrap_launcher,
+                "wrap",
+                "--socket",
+                self.socket_path,
+                "--call",
+                call_id,
+                *extra,
+                "--run-dir",
+                str(self.runtime.run_dir),
+                "--",
+                plan.command,
+            ]
+        )
 
     def answer_event(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         """The wrapper ran a command: record it, and answer with the text the model gets."""
@@ -270,8 +297,9 @@ class CodexHooks:
         rollout = reader_for(self.rollouts, pending.transcript or self.last_transcript)
         args = rollout.arguments.get(call_id) if rollout is not None else None
         res = ExecResult(output, code, output_complete=bool(payload.get("complete", True)) and code is not None)
-        run = self.runtime.record(pending.plan, res, elapsed, truncation=truncation_for(args),
-                                  shown_raw=bool(payload.get("shown_raw")))
+        run = self.runtime.record(
+            pending.plan, res, elapsed, truncation=truncation_for(args), shown_raw=bool(payload.get("shown_raw"))
+        )
         if run.attempt_id is not None:
             self.recorded[call_id] = run.attempt_id
         return {"text": run.output}
@@ -343,22 +371,27 @@ class CodexHooks:
                 return None
         rollout = reader_for(self.rollouts, payload.get("transcript_path") or pending.transcript)
         res, trunc = self._result(pending, call_id, rollout, payload.get("tool_response"))
-        run = self.runtime.record(pending.plan, res, time.perf_counter() - pending.started, truncation=trunc,
-                                  shown_raw=True)  # no wrapper answered: the model got the output as it is
+        run = self.runtime.record(
+            pending.plan, res, time.perf_counter() - pending.started, truncation=trunc, shown_raw=True
+        )  # no wrapper answered: the model got the output as it is
         if not res.output_complete and run.attempt_id is not None and isinstance(call_id, str):
             self.unfinished[call_id] = (run.attempt_id, pending.tool in PATCH_TOOLS)
             self.unfinished_pure[call_id] = pending.plan.analysis.readonly
         notes = []
-        if run.note and not (pending.plan.applied and pending.plan.verdict.kind is VerdictKind.NUDGE
-                             and run.verdict == pending.plan.verdict):  # that NUDGE went with PreToolUse
+        if run.note and not (
+            pending.plan.applied
+            and pending.plan.verdict.kind is VerdictKind.NUDGE
+            and run.verdict == pending.plan.verdict
+        ):  # that NUDGE went with PreToolUse
             notes.append(run.note)
         view = self._view_note(full=False, just_ran=pending.plan.step)
         if view:
             notes.append(view)
         return answer("PostToolUse", additionalContext="\n".join(notes)) if notes else None
 
-    def _result(self, pending: _Pending, call_id: Any, rollout: RolloutReader | None,
-                tool_response: Any) -> tuple[ExecResult, Truncation]:
+    def _result(
+        self, pending: _Pending, call_id: Any, rollout: RolloutReader | None, tool_response: Any
+    ) -> tuple[ExecResult, Truncation]:
         """The command's exit code and whole output from the rollout when it has them; else the
         hook's output text, marked incomplete (never reused)."""
         args = rollout.arguments.get(call_id) if rollout is not None and isinstance(call_id, str) else None
@@ -392,8 +425,10 @@ class CodexHooks:
             rollout = reader_for(self.rollouts, pending.transcript or self.last_transcript)
             res, trunc = self._result(pending, call_id, rollout, "")
             if rollout is None or (call_id not in rollout.commands and call_id not in rollout.patches):
-                res = ExecResult("", None, "no result: the tool call ended without a PostToolUse hook",
-                                 output_complete=False)
-            self.runtime.record(pending.plan, res, time.perf_counter() - pending.started, truncation=trunc,
-                                shown_raw=True)
+                res = ExecResult(
+                    "", None, "no result: the tool call ended without a PostToolUse hook", output_complete=False
+                )
+            self.runtime.record(
+                pending.plan, res, time.perf_counter() - pending.started, truncation=trunc, shown_raw=True
+            )
             del self.pending[call_id]

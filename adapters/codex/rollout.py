@@ -86,9 +86,11 @@ class RolloutReader:
                 return
             if item.get("type") == "CommandExecution":
                 code = item.get("exit_code")
-                self.commands[call_id] = CommandRecord(code if isinstance(code, int) else None,
-                                                       str(item.get("aggregated_output") or ""),
-                                                       str(item.get("status") or ""))
+                self.commands[call_id] = CommandRecord(
+                    code if isinstance(code, int) else None,
+                    str(item.get("aggregated_output") or ""),
+                    str(item.get("status") or ""),
+                )
             elif item.get("type") == "FileChange":
                 status = str(item.get("status") or "")
                 text = str(item.get("stdout") or "") + str(item.get("stderr") or "")

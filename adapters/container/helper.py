@@ -12,7 +12,8 @@ is no longer what was installed refuses to answer, a state file of another run i
 every answer carries the NONCE, so the ledger takes nothing from an old, foreign or changed helper.
 
 Options of ``post``: ``--seq N`` (calls are numbered; one older than the last taken is ignored:
-the late EXIT trap of a command that timed out must not overwrite newer state), ``--keep N`` (send the content of changed text files up to N bytes),
+the late EXIT trap of a command that timed out must not overwrite newer state), ``--keep N`` (send
+the content of changed text files up to N bytes),
 ``--sign KEY`` (sign this read key now and after every later command, when cheap),
 ``--watch PATH`` (also track this file outside the workspace), ``--show PATH`` (send the content of
 this file, a command's output claims to show lines of it, up to the --keep size; not under /proc,
@@ -43,8 +44,20 @@ VERSION = 1
 RACY_NS = 2000000000
 MAX_HASH = 64 * 1024 * 1024
 # the same as the local scanner's (ledger_runtime/workspace/scanner.py; tests/test_helper_parity.py checks)
-DEFAULT_IGNORES = (".git", "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache",
-                   ".tox", ".venv", "venv", "node_modules", ".eggs", "*.egg-info")
+DEFAULT_IGNORES = (
+    ".git",
+    "__pycache__",
+    "*.pyc",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".tox",
+    ".venv",
+    "venv",
+    "node_modules",
+    ".eggs",
+    "*.egg-info",
+)
 PSEUDO_TREES = ("/proc/", "/sys/", "/dev/")  # never read to sign (signatures.py)
 
 
@@ -53,8 +66,16 @@ def b2(data):
 
 
 def meta(st):
-    return "%o,%d,%d,%d,%d,%d,%d,%d" % (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
-                                        st.st_nlink, st.st_uid, st.st_gid)
+    return "%o,%d,%d,%d,%d,%d,%d,%d" % (
+        st.st_mode,
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+        st.st_ino,
+        st.st_nlink,
+        st.st_uid,
+        st.st_gid,
+    )
 
 
 NONCE = ""  # the run's, from --run: every answer carries it
@@ -82,8 +103,19 @@ class State(object):
         except Exception:
             self.data = None
         if self.data is None:
-            self.data = {"version": VERSION, "root": "", "cache": {}, "dirs": {}, "files": {}, "keys": [],
-                         "extra": [], "git_key": None, "head_sent": {}, "is_git": False, "nonce": NONCE}
+            self.data = {
+                "version": VERSION,
+                "root": "",
+                "cache": {},
+                "dirs": {},
+                "files": {},
+                "keys": [],
+                "extra": [],
+                "git_key": None,
+                "head_sent": {},
+                "is_git": False,
+                "nonce": NONCE,
+            }
         self.kept = {}
         self.keep_limit = 0
         self.dirty = False  # only a changed state is written back
@@ -129,8 +161,11 @@ class State(object):
         except OSError:
             if not os.path.lexists(path):
                 return None
-            return ["unreadable:%d:%d:%d:%d" % (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino), st.st_size,
-                    None]
+            return [
+                "unreadable:%d:%d:%d:%d" % (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino),
+                st.st_size,
+                None,
+            ]
         binary = b"\0" in data[:8192]
         lines = None if binary else data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         fs = [b2(data), len(data), lines]
@@ -146,8 +181,12 @@ class State(object):
         try:
             import subprocess  # only when git is needed: importing it costs milliseconds
 
-            p = subprocess.Popen(["git", "-C", self.data["root"]] + args, stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            p = subprocess.Popen(
+                ["git", "-C", self.data["root"]] + args,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
             out, _ = p.communicate(stdin)
         except OSError:
             return None
@@ -167,9 +206,14 @@ class State(object):
         if not rels:
             return set()
         if not self.data["is_git"]:
-            return set(r for r in rels if any(fnmatch.fnmatchcase(os.path.basename(r.rstrip("/")), pat)
-                                              for pat in DEFAULT_IGNORES))
-        out = self.git(["check-ignore", "--no-index", "-z", "--stdin"], b"\0".join(os.fsencode(r) for r in rels) + b"\0")
+            return set(
+                r
+                for r in rels
+                if any(fnmatch.fnmatchcase(os.path.basename(r.rstrip("/")), pat) for pat in DEFAULT_IGNORES)
+            )
+        out = self.git(
+            ["check-ignore", "--no-index", "-z", "--stdin"], b"\0".join(os.fsencode(r) for r in rels) + b"\0"
+        )
         return set(os.fsdecode(x) for x in (out or b"").split(b"\0") if x)
 
     def refresh(self):
@@ -471,8 +515,9 @@ def head_content(state, path, top, head):
     try:
         import subprocess
 
-        p = subprocess.Popen(["git", "-C", top, "cat-file", "blob", head + ":" + rel], stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(
+            ["git", "-C", top, "cat-file", "blob", head + ":" + rel], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
         out, _ = p.communicate()
     except OSError:
         return None
@@ -539,8 +584,14 @@ def main(argv):
         files = state.scan()
         state.data["files"] = files
         state.save(force=True)
-        out = {"algo": "blake2b-128", "root": state.data["root"], "files": files, "git": info,
-               "python": sys.version.split()[0], "executable": sys.executable}
+        out = {
+            "algo": "blake2b-128",
+            "root": state.data["root"],
+            "files": files,
+            "git": info,
+            "python": sys.version.split()[0],
+            "executable": sys.executable,
+        }
         reply(out)
         return 0
     state = State(argv[2])

@@ -17,7 +17,8 @@ nonce and the script's digest: an answer without the nonce is not taken. When th
 any way (its directory removed, its state deleted or garbled, its call counter bumped, its script
 overwritten), what the workspace believed is dropped, the helper is installed again and its first
 snapshot is the new baseline: the changes since the last good snapshot are found against it, and
-the fault is reported (``on_fault``). Nothing but the agent's commands changes the container, so there is no scan before a
+the fault is reported (``on_fault``). Nothing but the agent's commands changes the container, so
+there is no scan before a
 command; signatures of keys the runtime has not asked about before are taken as they were after
 the command ("pending" before it).
 """
@@ -34,11 +35,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ledger_runtime import Analysis, analyze
-from ledger_runtime import FileState
-from ledger_runtime import PENDING
-from ledger_runtime import Baseline
-from ledger_runtime import Snapshot
+from ledger_runtime import PENDING, Analysis, Baseline, FileState, Snapshot, analyze
 
 HELPER_BASE = "/tmp/.ledger-runtime"  # + "-<nonce>": one directory per install
 HELPER_SOURCE = Path(__file__).with_name("helper.py")
@@ -99,8 +96,9 @@ class ContainerWorkspace:
         if transport not in ("auto", "docker", "env"):
             raise ValueError(f"helper transport must be auto, docker or env, not {transport!r}")
         if transport != "env" and getattr(env, "container_id", None):
-            self.transport: Any = DockerExec(env.container_id, executable or getattr(
-                getattr(env, "config", None), "executable", "docker"))
+            self.transport: Any = DockerExec(
+                env.container_id, executable or getattr(getattr(env, "config", None), "executable", "docker")
+            )
         else:
             self.transport = EnvExec(env)
         self.nonce = ""
@@ -164,7 +162,7 @@ class ContainerWorkspace:
             f"umask 077; {f'rm -rf {shlex.quote(old)}; ' if old else ''}mkdir -m 700 {self.dir} && "
             f"cat > {self.dir}/helper.py && "
             "PY=$(command -v python3 || command -v python || echo /usr/bin/python3) && "
-            f"\"$PY\" -S -E {self.dir}/helper.py --run {self.nonce} {HELPER_DIGEST} init {shlex.quote(self.root)} "
+            f'"$PY" -S -E {self.dir}/helper.py --run {self.nonce} {HELPER_DIGEST} init {shlex.quote(self.root)} '
             f"{self.state_file}"
         )
         data = self._json(self._exec(["sh", "-c", script], stdin=HELPER_SOURCE.read_bytes()))
@@ -204,8 +202,10 @@ class ContainerWorkspace:
             args += ["--watch", p]
         self._watch_new = []
         helper = " ".join(shlex.quote(x) for x in self.helper_argv(*args))
-        trap = (f"__ledger_rc=$?; trap - EXIT; if [ -p /dev/stdout ]; then printf '\\n%s\\n' {self.marker}; "
-                f"{helper} 2>/dev/null; fi; exit $__ledger_rc")
+        trap = (
+            f"__ledger_rc=$?; trap - EXIT; if [ -p /dev/stdout ]; then printf '\\n%s\\n' {self.marker}; "
+            f"{helper} 2>/dev/null; fi; exit $__ledger_rc"
+        )
         # stderr joins stdout first: docker exec carries the two streams apart and interleaves them at
         # random, which could put the report before the command's last words; one stream keeps it last.
         # All on the command's first line, so bash's "line N" messages keep their numbers.
@@ -217,7 +217,7 @@ class ContainerWorkspace:
         if cut < 0:
             self._report = None
             return output
-        rest = output[cut + len(self.marker) + 2:]
+        rest = output[cut + len(self.marker) + 2 :]
         line, _, after = rest.partition("\n")
         try:
             report = json.loads(line)
@@ -241,9 +241,19 @@ class ContainerWorkspace:
         if report is None:
             self.seq += 1
             try:
-                report = self._json(self._exec(self.helper_argv(
-                    "post", self.state_file, "--seq", str(self.seq), "--keep", str(self._keep_limit),
-                    *sum((["--watch", p] for p in self._watch_new), []))))
+                report = self._json(
+                    self._exec(
+                        self.helper_argv(
+                            "post",
+                            self.state_file,
+                            "--seq",
+                            str(self.seq),
+                            "--keep",
+                            str(self._keep_limit),
+                            *sum((["--watch", p] for p in self._watch_new), []),
+                        )
+                    )
+                )
             except HelperError as e:
                 self._recover(e)
                 return Snapshot(dict(self._files), self.root)
@@ -276,7 +286,9 @@ class ContainerWorkspace:
         for k in keys:
             if k in self._sigs:
                 out[k] = self._sigs[k]
-            elif k.startswith("f:") and (fs := self._files.get(k[2:])) is not None and not fs.digest.startswith("link:"):
+            elif (
+                k.startswith("f:") and (fs := self._files.get(k[2:])) is not None and not fs.digest.startswith("link:")
+            ):
                 out[k] = fs.digest
             else:
                 missing.append(k)
@@ -311,9 +323,16 @@ class ContainerWorkspace:
 
     def baseline(self, snapshot: Snapshot, task: str) -> Baseline:
         git = self._git
-        return Baseline(root=self.root, is_git=bool(git.get("is_git")), head_commit=git.get("head"),
-                        branch=git.get("branch"), dirty_paths=tuple(git.get("dirty") or ()),
-                        file_count=len(snapshot.files), snapshot_digest=snapshot.digest, task=task)
+        return Baseline(
+            root=self.root,
+            is_git=bool(git.get("is_git")),
+            head_commit=git.get("head"),
+            branch=git.get("branch"),
+            dirty_paths=tuple(git.get("dirty") or ()),
+            file_count=len(snapshot.files),
+            snapshot_digest=snapshot.digest,
+            task=task,
+        )
 
     def baseline_content(self, path: str, commit: str | None) -> bytes | None:
         return self._heads.get(path)

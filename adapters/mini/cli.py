@@ -6,9 +6,8 @@ core never imports an adapter. Heavy imports (mini-swe-agent, litellm) happen in
 
 from __future__ import annotations
 
-import shutil
-
 import os
+import shutil
 from pathlib import Path
 from typing import List, Optional
 
@@ -22,26 +21,23 @@ def register(app: typer.Typer) -> None:
 
 
 def demo(
-    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Directory for the workspace and the run "
-                                                                "(default: a new temporary directory)."),
+    out: Optional[Path] = typer.Option(
+        None, "-o", "--out", help="Directory for the workspace and the run (default: a new temporary directory)."
+    ),
     shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: run every command, no state view."),
 ) -> None:
     """The main job, offline: mini-swe-agent with a scripted model fixes a small buggy project, with the ledger."""
-    from ledger_runtime import load, render_summary, summary
-
     from ledger_adapters.mini.demo import main_demo
-
-    from ledger_runtime import fail
-
-    from ledger_runtime import unwritable
+    from ledger_runtime import fail, load, render_summary, summary, unwritable
 
     if out is not None:
         if out.is_dir() and any((out / name).exists() for name in ("workspace", "run")):
             fail(f"{out} already holds a demo run: pass a new -o directory (or none, for a temporary one)")
         problem = unwritable(out)
         if problem:
-            fail(f"cannot write the demo into -o {out}: {problem} (pass a new -o directory, or none for a "
-                 "temporary one)")
+            fail(
+                f"cannot write the demo into -o {out}: {problem} (pass a new -o directory, or none for a temporary one)"
+            )
     missing = [tool for tool in ("git", "python3") if shutil.which(tool) is None]
     if missing:
         fail(f"the demo needs {' and '.join(missing)} on PATH")
@@ -49,9 +45,11 @@ def demo(
     run_dir = main_demo(out, console, shadow=shadow)
     loaded = load(run_dir)
     console.print(render_summary(summary(loaded.state)))
-    console.print(f"\nledger: {loaded.path}\ntrajectory: {run_dir / 'trajectory.traj.json'}\n"
-                  f"look inside: [bold]ledger-run inspect {run_dir}[/bold]   "
-                  f"(the state view at a step: ledger-run inspect {run_dir} --step 5)")
+    console.print(
+        f"\nledger: {loaded.path}\ntrajectory: {run_dir / 'trajectory.traj.json'}\n"
+        f"look inside: [bold]ledger-run inspect {run_dir}[/bold]   "
+        f"(the state view at a step: ledger-run inspect {run_dir} --step 5)"
+    )
 
 
 def quiet_startup() -> None:
@@ -86,8 +84,12 @@ def _missing_api_keys(model_cfg: dict, model_class: str) -> list[str]:
     or a key or a server is configured."""
     name = model_cfg.get("model_name")
     kwargs = model_cfg.get("model_kwargs") or {}
-    if not isinstance(name, str) or not name or model_class not in ("", "litellm", "litellm_response") \
-            or any(kwargs.get(k) for k in ("api_key", "api_base", "base_url")):
+    if (
+        not isinstance(name, str)
+        or not name
+        or model_class not in ("", "litellm", "litellm_response")
+        or any(kwargs.get(k) for k in ("api_key", "api_base", "base_url"))
+    ):
         return []
     try:
         import litellm
@@ -99,36 +101,50 @@ def _missing_api_keys(model_cfg: dict, model_class: str) -> list[str]:
 
 
 def mini(
-    model: Optional[str] = typer.Option(None, "-m", "--model", help="Model name, any litellm supports "
-                                                                   "(default: mini-swe-agent's configured model)."),
+    model: Optional[str] = typer.Option(
+        None, "-m", "--model", help="Model name, any litellm supports (default: mini-swe-agent's configured model)."
+    ),
     task: Optional[str] = typer.Option(None, "-t", "--task", help="The task (asked for when not given)."),
     workdir: Path = typer.Option(Path("."), "--workdir", "-w", help="The repository the agent works in."),
-    config: Optional[List[str]] = typer.Option(None, "--config", "-c",
-                                               help="As in mini: a config file (path or a built-in name such as "
-                                                    "mini.yaml) or KEY=VALUE (agent.step_limit=3); repeat to "
-                                                    "merge. Given, mini.yaml is not used unless named "
-                                                    "(default: mini.yaml)."),
+    config: Optional[List[str]] = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help="As in mini: a config file (path or a built-in name such as "
+        "mini.yaml) or KEY=VALUE (agent.step_limit=3); repeat to "
+        "merge. Given, mini.yaml is not used unless named "
+        "(default: mini.yaml).",
+    ),
     ledger_config: Optional[Path] = typer.Option(None, "--ledger-config", help="Ledger settings (TOML)."),
     no_inform: bool = typer.Option(False, "--no-inform", help="Do not put the state view into the prompt."),
     no_govern: bool = typer.Option(False, "--no-govern", help="Run every command (verdicts are still recorded)."),
     shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: run every command, no state view."),
-    context: Optional[str] = typer.Option(None, "--context", help="What of the earlier outputs the model is sent: "
-                                          "full, window:M, validity or validity+window:M (docs/context.md)."),
+    context: Optional[str] = typer.Option(
+        None,
+        "--context",
+        help="What of the earlier outputs the model is sent: "
+        "full, window:M, validity or validity+window:M (docs/context.md).",
+    ),
     run_dir: Optional[Path] = typer.Option(None, "-o", "--run-dir", help="Where the ledger and trajectory go."),
     yolo: bool = typer.Option(False, "-y", "--yolo", help="Run commands without asking for confirmation."),
-    exit_immediately: bool = typer.Option(False, "--exit-immediately",
-                                          help="Finish when the agent submits, without asking."),
+    exit_immediately: bool = typer.Option(
+        False, "--exit-immediately", help="Finish when the agent submits, without asking."
+    ),
     cost_limit: Optional[float] = typer.Option(None, "-l", "--cost-limit", help="Cost limit (0: none)."),
     model_class: Optional[str] = typer.Option(None, "--model-class", help="mini-swe-agent model class to wrap."),
-    environment_class: str = typer.Option("local", "--environment-class", help="mini-swe-agent environment to wrap "
-                                                                            "(local, docker, singularity, ...)."),
-    image: Optional[str] = typer.Option(None, "--image", help="The image of a container environment (docker, "
-                                                              "singularity, ...); --workdir is mounted into it at "
-                                                              "the same path."),
+    environment_class: str = typer.Option(
+        "local", "--environment-class", help="mini-swe-agent environment to wrap (local, docker, singularity, ...)."
+    ),
+    image: Optional[str] = typer.Option(
+        None,
+        "--image",
+        help="The image of a container environment (docker, "
+        "singularity, ...); --workdir is mounted into it at "
+        "the same path.",
+    ),
 ) -> None:
     """mini-swe-agent with the ledger around it, on any model litellm supports."""
-    from ledger_runtime import fail
-    from ledger_runtime import ConfigError, load_config
+    from ledger_runtime import ConfigError, fail, load_config
 
     workdir = workdir.resolve()
     if not workdir.is_dir():
@@ -138,14 +154,14 @@ def mini(
     except ConfigError as e:
         fail(str(e))
     quiet_startup()
+    import time
+
+    import yaml
     from minisweagent.agents import get_agent
     from minisweagent.config import builtin_config_dir, get_config_from_spec
     from minisweagent.environments import get_environment
     from minisweagent.models import get_model
     from minisweagent.utils.serialize import UNSET, recursive_merge
-    import yaml
-
-    import time
 
     run_dir = (run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")).resolve()
     specs = list(config or [str(builtin_config_dir / "mini.yaml")])
@@ -169,21 +185,41 @@ def mini(
         env_cfg.setdefault("cwd", str(workdir))
     model_cfg = dict(base.get("model") or {})
     inner_model = model_cfg.pop("model_class", None) or model_class or ""
-    ledger = {"run_dir": str(run_dir), "inform": not no_inform, "govern": not no_govern,
-              "shadow": shadow, "task": task or ""}
+    ledger = {
+        "run_dir": str(run_dir),
+        "inform": not no_inform,
+        "govern": not no_govern,
+        "shadow": shadow,
+        "task": task or "",
+    }
     if ledger_config:
         ledger["config_file"] = str(ledger_config)
     if context:
         ledger["context"] = context
-    cfg = recursive_merge(base, {
-        "environment": {**env_cfg, "environment_class": "ledger_adapters.mini.environment.LedgerEnvironment",
-                        "inner_class": inner_env, "cwd": str(workdir), "ledger": ledger},
-        "model": {**model_cfg, "model_class": "ledger_adapters.mini.environment.LedgerModel", "inner_class": inner_model,
-                  "model_name": model or model_cfg.get("model_name") or UNSET},
-        "agent": {"mode": "yolo" if yolo else UNSET, "cost_limit": cost_limit if cost_limit is not None else UNSET,
-                  "confirm_exit": False if exit_immediately else UNSET,
-                  "output_path": str(run_dir / "trajectory.traj.json")},
-    })
+    cfg = recursive_merge(
+        base,
+        {
+            "environment": {
+                **env_cfg,
+                "environment_class": "ledger_adapters.mini.environment.LedgerEnvironment",
+                "inner_class": inner_env,
+                "cwd": str(workdir),
+                "ledger": ledger,
+            },
+            "model": {
+                **model_cfg,
+                "model_class": "ledger_adapters.mini.environment.LedgerModel",
+                "inner_class": inner_model,
+                "model_name": model or model_cfg.get("model_name") or UNSET,
+            },
+            "agent": {
+                "mode": "yolo" if yolo else UNSET,
+                "cost_limit": cost_limit if cost_limit is not None else UNSET,
+                "confirm_exit": False if exit_immediately else UNSET,
+                "output_path": str(run_dir / "trajectory.traj.json"),
+            },
+        },
+    )
     if not task:
         from minisweagent.agents.utils.prompt_user import _multiline_prompt
 
@@ -202,8 +238,10 @@ def mini(
         env = get_environment(cfg.get("environment", {}))
     except Exception as e:  # a config the environment rejects (pydantic), an engine that is not there
         first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-        fail(f"the {inner_env} environment cannot start: {first}"
-             + (f" ({'; '.join(ln.strip() for ln in str(e).splitlines()[1:3])})" if len(str(e).splitlines()) > 1 else ""))
+        fail(
+            f"the {inner_env} environment cannot start: {first}"
+            + (f" ({'; '.join(ln.strip() for ln in str(e).splitlines()[1:3])})" if len(str(e).splitlines()) > 1 else "")
+        )
         return
     agent = get_agent(mdl, env, cfg.get("agent", {}), default_type="interactive")
     console = Console()
@@ -211,6 +249,8 @@ def mini(
         agent.run(task)
     finally:
         env.cleanup()
-        console.print(f"\nledger: [bold]{run_dir / 'ledger.sqlite'}[/bold]\n"
-                      f"trajectory: [bold]{run_dir / 'trajectory.traj.json'}[/bold]\n"
-                      f"look inside: ledger-run inspect {run_dir}")
+        console.print(
+            f"\nledger: [bold]{run_dir / 'ledger.sqlite'}[/bold]\n"
+            f"trajectory: [bold]{run_dir / 'trajectory.traj.json'}[/bold]\n"
+            f"look inside: ledger-run inspect {run_dir}"
+        )

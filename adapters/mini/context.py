@@ -8,8 +8,7 @@ into its message).
 
 from __future__ import annotations
 
-from ledger_runtime import KEEP, ContextPolicy, Said, Sticky, stub_text, to_send
-from ledger_runtime import LedgerRuntime
+from ledger_runtime import KEEP, ContextPolicy, LedgerRuntime, Said, Sticky, stub_text, to_send
 
 
 def attempt_of(message: dict) -> int | None:

@@ -76,7 +76,7 @@ class Stock:
     # the project's test runner: unittest without its timing line, so a run that fails the same way
     # prints the same bytes
     "run_tests.sh": "#!/bin/bash\nset -o pipefail\npython3 -m unittest -q tests.test_pricing 2>&1 | grep -v '^Ran '\n",
-    "tests/test_pricing.py": '''import unittest
+    "tests/test_pricing.py": """import unittest
 
 from inventory.pricing import apply_discount, bulk_price, with_tax
 
@@ -94,14 +94,18 @@ class PricingTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
-''',
+""",
 }
 
-TASK = ("apply_discount(200.0, 25) returns 5000.0 instead of 150.0, and bulk prices are wrong too. "
-        "Fix it so that the tests in tests/test_pricing.py pass.")
+TASK = (
+    "apply_discount(200.0, 25) returns 5000.0 instead of 150.0, and bulk prices are wrong too. "
+    "Fix it so that the tests in tests/test_pricing.py pass."
+)
 
 TEST = "./run_tests.sh"
-FIX = "sed -i 's/return round(price \\* percent, 2)/return round(price * (1 - percent \\/ 100), 2)/' inventory/pricing.py"
+FIX = (
+    "sed -i 's/return round(price \\* percent, 2)/return round(price * (1 - percent \\/ 100), 2)/' inventory/pricing.py"
+)
 
 # (what the agent thinks, the command it runs)
 SCRIPT: list[tuple[str, str]] = [
@@ -110,7 +114,10 @@ SCRIPT: list[tuple[str, str]] = [
     ("Let me look closely at bulk_price and apply_discount again.", "sed -n '11,28p' inventory/pricing.py"),
     ("Let me run the tests to see the failure.", TEST),
     ("Let me run the tests once more to be sure the failure is stable.", TEST),
-    ("apply_discount multiplies by the percentage. Let me find every use of it.", "grep -n 'apply_discount' -r inventory"),
+    (
+        "apply_discount multiplies by the percentage. Let me find every use of it.",
+        "grep -n 'apply_discount' -r inventory",
+    ),
     ("The discount must take percent/100 off the price. Let me fix the formula.", FIX),
     ("Let me check the file after the edit.", "cat inventory/pricing.py"),
     ("Now the tests should pass.", TEST),
@@ -119,8 +126,11 @@ SCRIPT: list[tuple[str, str]] = [
 ]
 
 
-ANSWER_WORDS = {"whole": "identical to an earlier output", "spans": "lines seen before, as references",
-                "delta": "a diff from the version seen"}
+ANSWER_WORDS = {
+    "whole": "identical to an earlier output",
+    "spans": "lines seen before, as references",
+    "delta": "a diff from the version seen",
+}
 
 
 def lay_out(root: Path) -> None:
@@ -131,8 +141,13 @@ def lay_out(root: Path) -> None:
         p.write_text(text)
         if rel.endswith(".sh"):
             p.chmod(0o755)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.com",
-           "GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@example.com"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "demo",
+        "GIT_AUTHOR_EMAIL": "demo@example.com",
+        "GIT_COMMITTER_NAME": "demo",
+        "GIT_COMMITTER_EMAIL": "demo@example.com",
+    }
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "inventory: initial import"]):
         subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env)
 
@@ -149,11 +164,17 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
     workspace, run_dir = base / "workspace", base / "run"
     workspace.mkdir(parents=True, exist_ok=True)
     lay_out(workspace)
-    outputs = [make_output(f"THOUGHT: {thought}\n\n```mswea_bash_command\n{cmd}\n```", [{"command": cmd}], cost=0.0)
-               for thought, cmd in SCRIPT]
-    env = LedgerEnvironment(inner_class="local", cwd=str(workspace), timeout=60,
-                            env={"PYTHONDONTWRITEBYTECODE": "1", "PAGER": "cat", "GIT_PAGER": "cat"},
-                            ledger={"run_dir": str(run_dir), "task": TASK, "shadow": shadow})
+    outputs = [
+        make_output(f"THOUGHT: {thought}\n\n```mswea_bash_command\n{cmd}\n```", [{"command": cmd}], cost=0.0)
+        for thought, cmd in SCRIPT
+    ]
+    env = LedgerEnvironment(
+        inner_class="local",
+        cwd=str(workspace),
+        timeout=60,
+        env={"PYTHONDONTWRITEBYTECODE": "1", "PAGER": "cat", "GIT_PAGER": "cat"},
+        ledger={"run_dir": str(run_dir), "task": TASK, "shadow": shadow},
+    )
     model = LedgerModel(inner_class="deterministic", outputs=outputs, cost_per_call=0.0)
     from rich.padding import Padding
     from rich.text import Text
@@ -174,30 +195,48 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
         attempt = rt.state.attempt(led["attempt"]) if rt is not None and led.get("attempt") else None
         details = []
         if attempt is not None and led.get("answer") not in (None, "raw"):
-            details.append((f"{led['answer']}: {attempt.shown_chars:,} of {attempt.output_chars:,} characters "
-                            f"({ANSWER_WORDS.get(led['answer'], '')})", "green"))
+            details.append(
+                (
+                    f"{led['answer']}: {attempt.shown_chars:,} of {attempt.output_chars:,} characters "
+                    f"({ANSWER_WORDS.get(led['answer'], '')})",
+                    "green",
+                )
+            )
         if verdict not in ("RUN", "REUSE") and led.get("reason"):
             details.append((led["reason"], "dim"))
         for text, detail_style in details:  # wrapped under the command, on word boundaries
             console.print(Padding(Text(text, style=detail_style), (0, 0, 0, 13)))
 
     env.observers.append(show)
-    agent = DefaultAgent(model, env, system_template="You are a careful software engineer.",
-                         instance_template="{{task}}", step_limit=len(SCRIPT) + 2, cost_limit=0,
-                         output_path=run_dir / "trajectory.traj.json")
-    console.print(f"[bold]Ledger runtime demo[/bold]: mini-swe-agent, a scripted model, a buggy project in {workspace}\n")
+    agent = DefaultAgent(
+        model,
+        env,
+        system_template="You are a careful software engineer.",
+        instance_template="{{task}}",
+        step_limit=len(SCRIPT) + 2,
+        cost_limit=0,
+        output_path=run_dir / "trajectory.traj.json",
+    )
+    console.print(
+        f"[bold]Ledger runtime demo[/bold]: mini-swe-agent, a scripted model, a buggy project in {workspace}\n"
+    )
     try:
         info = agent.run(TASK)
     except KeyboardInterrupt:
         env.cleanup()
-        console.print(f"\ninterrupted: the ledger of the steps so far is kept in {run_dir} "
-                      f"(ledger-run inspect {run_dir}), the project in {workspace}", highlight=False)
+        console.print(
+            f"\ninterrupted: the ledger of the steps so far is kept in {run_dir} "
+            f"(ledger-run inspect {run_dir}), the project in {workspace}",
+            highlight=False,
+        )
         sys.exit(130)
     env.cleanup()
     elapsed = time.perf_counter() - started
     status = info.get("exit_status")
-    console.print(f"\nagent finished: [bold]{status}[/bold] in {elapsed:.1f} s; "
-                  f"the state view reached the model {model.views_injected} times. The last one:\n")
+    console.print(
+        f"\nagent finished: [bold]{status}[/bold] in {elapsed:.1f} s; "
+        f"the state view reached the model {model.views_injected} times. The last one:\n"
+    )
     if model.last_view:
         from rich.panel import Panel
 
@@ -209,6 +248,7 @@ def main_demo(out_dir: Path | None, console: Any, shadow: bool = False) -> Path:
     try:
         return run_demo(out_dir, console, shadow=shadow)
     except OSError as e:
-        console.print(f"[red]error:[/red] the demo could not write {e.filename or 'its files'}: {e.strerror}",
-                      highlight=False)
+        console.print(
+            f"[red]error:[/red] the demo could not write {e.filename or 'its files'}: {e.strerror}", highlight=False
+        )
         sys.exit(2)

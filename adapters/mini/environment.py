@@ -41,17 +41,20 @@ from minisweagent.exceptions import Submitted
 from minisweagent.models import get_model_class
 from pydantic import BaseModel, ConfigDict
 
-from ledger_runtime import Sticky
-from ledger_runtime import LedgerConfig, from_mapping, load_config
-from ledger_runtime import ExecResult
-from ledger_runtime import VIEW_NOTE
-from ledger_runtime import Truncation
-from ledger_runtime import secret_values
-from ledger_runtime import LedgerRuntime
-
 from ledger_adapters.mini.context import sent_history
 from ledger_adapters.mini.format import MARKER as SUBMIT_MARKER
 from ledger_adapters.mini.format import SUBMISSION
+from ledger_runtime import (
+    VIEW_NOTE,
+    ExecResult,
+    LedgerConfig,
+    LedgerRuntime,
+    Sticky,
+    Truncation,
+    from_mapping,
+    load_config,
+    secret_values,
+)
 
 log = logging.getLogger("ledger_runtime.mini")
 _sessions = threading.local()
@@ -113,7 +116,9 @@ def _runs_here(env: Any) -> bool:
 def _default_run_dir(ctx: dict[str, Any]) -> Path:
     if ctx.get("instance_dir") is not None:
         return Path(ctx["instance_dir"]) / "ledger"
-    output = (ctx.get("config") or {}).get("agent", {}).get("output_path") if isinstance(ctx.get("config"), dict) else None
+    output = (
+        (ctx.get("config") or {}).get("agent", {}).get("output_path") if isinstance(ctx.get("config"), dict) else None
+    )
     if output:
         p = Path(str(output))
         return p.with_name(p.name.split(".")[0] + ".ledger")
@@ -173,8 +178,11 @@ class LedgerEnvironment:
         del _last_run[:-8]
 
     def _runtime(self, task: str, inner_kwargs: dict[str, Any]) -> LedgerRuntime:
-        extra = {k: v for k, v in self.settings.model_dump().items()
-                 if k not in ("run_dir", "config_file", "task", "workdir", "helper_transport")}
+        extra = {
+            k: v
+            for k, v in self.settings.model_dump().items()
+            if k not in ("run_dir", "config_file", "task", "workdir", "helper_transport")
+        }
         config = load_config(self.settings.config_file) if self.settings.config_file else LedgerConfig()
         config = from_mapping({**config.to_dict(), **extra}, origin="ledger settings")
         workspace = None
@@ -182,16 +190,24 @@ class LedgerEnvironment:
         if not _runs_here(self.inner):
             from ledger_adapters.container.workspace import ContainerWorkspace
 
-            workspace = self.container = ContainerWorkspace(self.inner, workdir or "/",
-                                                            transport=self.settings.helper_transport)
+            workspace = self.container = ContainerWorkspace(
+                self.inner, workdir or "/", transport=self.settings.helper_transport
+            )
         meta = {"agent": "mini-swe-agent", "environment": f"{type(self.inner).__module__}.{type(self.inner).__name__}"}
         # the variables the environment sets for the agent's commands: secrets among them are masked too
         env = getattr(getattr(self.inner, "config", None), "env", None)
         secrets = tuple(secret_values(env)) if isinstance(env, dict) else ()
-        return LedgerRuntime(workdir, self.run_dir, config, task=task, meta=meta, workspace=workspace, secrets=secrets,
-                             submission=SUBMISSION,
-                             truncation=Truncation(config.output_limit_chars, config.output_head_chars,
-                                                   config.output_tail_chars))
+        return LedgerRuntime(
+            workdir,
+            self.run_dir,
+            config,
+            task=task,
+            meta=meta,
+            workspace=workspace,
+            secrets=secrets,
+            submission=SUBMISSION,
+            truncation=Truncation(config.output_limit_chars, config.output_head_chars, config.output_tail_chars),
+        )
 
     @property
     def runtime(self) -> LedgerRuntime | None:
@@ -221,27 +237,47 @@ class LedgerEnvironment:
                 if ws is not None:
                     clean = ws.unwrap(f"{SUBMIT_MARKER}\n{submission}")
                     submission = clean.split("\n", 1)[1] if "\n" in clean else ""
-                    s = Submitted({"role": "exit", "content": submission,
-                                   "extra": {"exit_status": "Submitted", "submission": submission}})
+                    s = Submitted(
+                        {
+                            "role": "exit",
+                            "content": submission,
+                            "extra": {"exit_status": "Submitted", "submission": submission},
+                        }
+                    )
                 held["submitted"] = s
                 return ExecResult(f"{SUBMIT_MARKER}\n{submission}", 0)
             if ws is not None:
                 out = {**out, "output": ws.unwrap(out.get("output", ""))}
             held["raw"] = out
-            return ExecResult(out.get("output", ""), out.get("returncode"), out.get("exception_info") or "",
-                              dict(out.get("extra") or {}))
+            return ExecResult(
+                out.get("output", ""),
+                out.get("returncode"),
+                out.get("exception_info") or "",
+                dict(out.get("extra") or {}),
+            )
 
         workdir = cwd or getattr(self.inner.config, "cwd", "") or rt.workdir
         step = self.session.step if self.session and self.session.step else None
         result = rt.run(command, run_inner, cwd=workdir, step=step)
         out = dict(held.get("raw") or {})
-        out.update({"output": result.output, "returncode": result.returncode,
-                    "exception_info": result.exception_info or out.get("exception_info", "")})
+        out.update(
+            {
+                "output": result.output,
+                "returncode": result.returncode,
+                "exception_info": result.exception_info or out.get("exception_info", ""),
+            }
+        )
         v = result.verdict
         extra = dict(out.get("extra") or {})
-        extra["ledger"] = {"verdict": v.kind.value, "reason": v.reason, "ref_step": v.ref_step,
-                           "executed": result.executed, "attempt": result.attempt_id, "answer": result.answer,
-                           "applied": rt.config.applies}
+        extra["ledger"] = {
+            "verdict": v.kind.value,
+            "reason": v.reason,
+            "ref_step": v.ref_step,
+            "executed": result.executed,
+            "attempt": result.attempt_id,
+            "answer": result.answer,
+            "applied": rt.config.applies,
+        }
         out["extra"] = extra
         for observe in self.observers:
             try:
@@ -263,8 +299,11 @@ class LedgerEnvironment:
         cfg["inner_environment_type"] = f"{type(self.inner).__module__}.{type(self.inner).__name__}"
         rt = self.runtime
         if rt is not None:
-            info["ledger"] = {"path": str(rt.store.path.resolve()), "run_dir": str(rt.run_dir.resolve()),
-                              "config": rt.config.to_dict()}
+            info["ledger"] = {
+                "path": str(rt.store.path.resolve()),
+                "run_dir": str(rt.run_dir.resolve()),
+                "config": rt.config.to_dict(),
+            }
         return data
 
     def cleanup(self) -> None:
@@ -318,7 +357,9 @@ class LedgerModel:
     def format_message(self, **kwargs: Any) -> dict:
         return self.inner.format_message(**kwargs)
 
-    def format_observation_messages(self, message: dict, outputs: list[dict], template_vars: dict | None = None) -> list[dict]:
+    def format_observation_messages(
+        self, message: dict, outputs: list[dict], template_vars: dict | None = None
+    ) -> list[dict]:
         return self.inner.format_observation_messages(message, outputs, template_vars)
 
     def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
@@ -342,6 +383,7 @@ class LedgerModel:
 def _unquote(out: dict, sent: str, original: str) -> dict:
     """The environment's result with the wrapped command replaced by the original wherever a message
     quotes it (mini-swe-agent's timeout message quotes the whole docker exec command line)."""
+
     def fix(text: Any) -> Any:
         if not isinstance(text, str):
             return text
@@ -351,8 +393,6 @@ def _unquote(out: dict, sent: str, original: str) -> dict:
     if isinstance(out.get("extra"), dict):
         out["extra"] = {k: fix(v) for k, v in out["extra"].items()}
     return out
-
-
 
 
 def with_view(messages: list[dict], view: str, model: Any) -> list[dict]:

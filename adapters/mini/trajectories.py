@@ -18,9 +18,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from ledger_runtime import RecordedFormat, RecordedStep, Trajectory, TrajectoryError, Truncation
-
 from ledger_adapters.mini.format import MARKER, SUBMISSION
+from ledger_runtime import RecordedFormat, RecordedStep, Trajectory, TrajectoryError, Truncation
 
 _FENCE = re.compile(r"```(?:bash|mswea_bash_command|sh)\s*\n(.*?)\n?```", re.S)
 _RC = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
@@ -88,8 +87,17 @@ def from_traj_json(path: Path) -> Trajectory:
             replies.append(msgs[j])
             j += 1
         if not commands:
-            steps.append(RecordedStep(step, "format_error", None, None, _content(replies[0]) if replies else None,
-                                      i, i + 1 if replies else None))
+            steps.append(
+                RecordedStep(
+                    step,
+                    "format_error",
+                    None,
+                    None,
+                    _content(replies[0]) if replies else None,
+                    i,
+                    i + 1 if replies else None,
+                )
+            )
             prompt.append(chars)
         for k, cmd in enumerate(commands):
             reply = _content(replies[k]) if k < len(replies) else None
@@ -105,9 +113,16 @@ def from_traj_json(path: Path) -> Trajectory:
             chars += len(_content(r))
         step += 1
         i = j
-    return Trajectory(iid, steps, env=dict(cfg.get("env") or {}), timeout=int(cfg.get("timeout") or 60),
-                      source=str(path), prompt_chars=prompt,
-                      messages=[(str(m.get("role")), _content(m)) for m in msgs], format=FORMAT)
+    return Trajectory(
+        iid,
+        steps,
+        env=dict(cfg.get("env") or {}),
+        timeout=int(cfg.get("timeout") or 60),
+        source=str(path),
+        prompt_chars=prompt,
+        messages=[(str(m.get("role")), _content(m)) for m in msgs],
+        format=FORMAT,
+    )
 
 
 def from_actions_jsonl(path: Path, notes: list[str] | None = None) -> Iterator[Trajectory]:
@@ -127,10 +142,24 @@ def from_actions_jsonl(path: Path, notes: list[str] | None = None) -> Iterator[T
         raise TrajectoryError(f"{path}: cannot read: {e}") from None
     for iid, rows in by_id.items():
         rows.sort(key=lambda r: r.get("step", 0))
-        steps = [RecordedStep(int(r.get("step", 0)), str(r.get("kind") or "action"), r.get("command"),
-                              r.get("returncode"), r.get("observation")) for r in rows]
-        yield Trajectory(iid, steps, repo=rows[0].get("repo"), base_commit=rows[0].get("base_commit"), source=str(path),
-                         format=FORMAT)
+        steps = [
+            RecordedStep(
+                int(r.get("step", 0)),
+                str(r.get("kind") or "action"),
+                r.get("command"),
+                r.get("returncode"),
+                r.get("observation"),
+            )
+            for r in rows
+        ]
+        yield Trajectory(
+            iid,
+            steps,
+            repo=rows[0].get("repo"),
+            base_commit=rows[0].get("base_commit"),
+            source=str(path),
+            format=FORMAT,
+        )
 
 
 def _expand(paths: list[Path]) -> list[Path]:
@@ -161,8 +190,11 @@ def with_answer(message: str, answer: str, trunc: Truncation) -> str:
     """A recorded observation message with its output replaced by ``answer`` as the agent shows it
     (cut to its head and tail when long, as mini-swe-agent cuts)."""
     kept = trunc.kept(answer)
-    shown = answer if kept is None else (answer[: kept[0]] + "\n[... output cut ...]\n" + answer[-kept[1]:]
-                                         if kept[1] else answer[: kept[0]])
+    shown = (
+        answer
+        if kept is None
+        else (answer[: kept[0]] + "\n[... output cut ...]\n" + answer[-kept[1] :] if kept[1] else answer[: kept[0]])
+    )
     start = message.find("<output>")
     end = message.rfind("</output>")
     if start >= 0 and end > start:
@@ -170,7 +202,7 @@ def with_answer(message: str, answer: str, trunc: Truncation) -> str:
     head = message.find("<output_head>")
     tail_end = message.rfind("</output_tail>")
     if head >= 0 and tail_end > head:
-        return message[:head] + "<output>\n" + shown + "</output>" + message[tail_end + len("</output_tail>"):]
+        return message[:head] + "<output>\n" + shown + "</output>" + message[tail_end + len("</output_tail>") :]
     return shown
 
 

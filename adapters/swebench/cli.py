@@ -11,8 +11,11 @@ import typer
 
 from ledger_adapters.swebench.run import DEFAULT_ARMS, BadInput
 
-swebench_app = typer.Typer(help="SWE-bench with and without the ledger: mini-swe-agent's setup, once per arm.",
-                           invoke_without_command=True, no_args_is_help=False)
+swebench_app = typer.Typer(
+    help="SWE-bench with and without the ledger: mini-swe-agent's setup, once per arm.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -40,23 +43,34 @@ def _docker_client():
 @swebench_app.callback()
 def swebench(
     ctx: typer.Context,
-    subset: str = typer.Option("verified", "--subset", help="SWE-bench subset (verified, lite, full) or a dataset name."),
+    subset: str = typer.Option(
+        "verified", "--subset", help="SWE-bench subset (verified, lite, full) or a dataset name."
+    ),
     split: str = typer.Option("test", "--split", help="The dataset split."),
     slice_spec: str = typer.Option("", "--slice", help="Instances A:B of the (filtered) list."),
     filter_spec: str = typer.Option("", "--filter", help="Instance ids matching this regular expression."),
-    instances: Optional[Path] = typer.Option(None, "--instances", help="A JSONL file of instances (or a directory "
-                                                                       "with SPLIT.jsonl): offline, no dataset download."),
+    instances: Optional[Path] = typer.Option(
+        None,
+        "--instances",
+        help="A JSONL file of instances (or a directory with SPLIT.jsonl): offline, no dataset download.",
+    ),
     model: Optional[str] = typer.Option(None, "-m", "--model", help="Model name, any litellm supports."),
-    model_class: Optional[str] = typer.Option(None, "--model-class", help="mini-swe-agent model class (default: "
-                                                                          "from the model name)."),
-    environment_class: Optional[str] = typer.Option(None, "--environment-class", help="mini-swe-agent environment "
-                                                    "the instances run in (default docker; singularity, swerex_modal "
-                                                    "or a class path to scale out)."),
+    model_class: Optional[str] = typer.Option(
+        None, "--model-class", help="mini-swe-agent model class (default: from the model name)."
+    ),
+    environment_class: Optional[str] = typer.Option(
+        None,
+        "--environment-class",
+        help="mini-swe-agent environment "
+        "the instances run in (default docker; singularity, swerex_modal "
+        "or a class path to scale out).",
+    ),
     arms: str = typer.Option(",".join(DEFAULT_ARMS), "--arms", help="ledger, baseline, inform-only, govern-only."),
     workers: int = typer.Option(1, "-w", "--workers", help="Instances run in parallel."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Output directory: OUT/<arm>/..."),
-    config: Optional[List[Path]] = typer.Option(None, "--config", "-c", help="mini-swe-agent YAML over its "
-                                                                             "swebench.yaml (repeatable)."),
+    config: Optional[List[Path]] = typer.Option(
+        None, "--config", "-c", help="mini-swe-agent YAML over its swebench.yaml (repeatable)."
+    ),
     pull: bool = typer.Option(True, "--pull/--no-pull", help="Pull instance images that are not on the engine."),
     evaluate_after: bool = typer.Option(False, "--evaluate", help="Score the predictions with the SWE-bench harness."),
     eval_workers: int = typer.Option(4, "--eval-workers", help="With --evaluate: the harness's parallel workers."),
@@ -70,7 +84,15 @@ def swebench(
         return
     from rich.console import Console
 
-    from ledger_adapters.swebench.run import base_config, load_instances, missing_images, parse_arms, run, select, uses_docker
+    from ledger_adapters.swebench.run import (
+        base_config,
+        load_instances,
+        missing_images,
+        parse_arms,
+        run,
+        select,
+        uses_docker,
+    )
 
     if out is None:
         _fail("-o OUT is required: where the arms' predictions, trajectories and ledgers go")
@@ -85,18 +107,25 @@ def swebench(
         client = _docker_client() if uses_docker(cfg) else None  # other environments bring their own
         missing = missing_images(rows, client, pull=pull) if client is not None else []
         if missing:
-            raise BadInput(f"image {missing[0]} is not on the Docker engine"
-                           + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
-                           + f": get it with `docker pull {missing[0]}`, or build it with the SWE-bench harness")
+            raise BadInput(
+                f"image {missing[0]} is not on the Docker engine"
+                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+                + f": get it with `docker pull {missing[0]}`, or build it with the SWE-bench harness"
+            )
     except BadInput as e:
         _fail(str(e))
         return
     out.mkdir(parents=True, exist_ok=True)
-    console.print(f"{len(rows)} instances x {len(chosen_arms)} arms ({', '.join(chosen_arms)}), {workers} workers -> {out}")
+    console.print(
+        f"{len(rows)} instances x {len(chosen_arms)} arms ({', '.join(chosen_arms)}), {workers} workers -> {out}"
+    )
     done = run(out, chosen_arms, rows, cfg, workers=workers, console=console, client=client, command=sys.argv)
-    console.print(f"{done['status']}: {done['ran']} instance runs; "
-                  + "; ".join(f"{a}: " + (", ".join(f"{k} {v}" for k, v in s.items()) or "nothing to do")
-                              for a, s in done["arms"].items()))
+    console.print(
+        f"{done['status']}: {done['ran']} instance runs; "
+        + "; ".join(
+            f"{a}: " + (", ".join(f"{k} {v}" for k, v in s.items()) or "nothing to do") for a, s in done["arms"].items()
+        )
+    )
     console.print(f"look at them: ledger-run report {out}")
     if done["status"] == "interrupted":
         raise typer.Exit(130)
@@ -110,8 +139,9 @@ def _evaluate(out: Path, subset: str, split: str, workers: int, console, modal: 
     from ledger_adapters.swebench.eval import evaluate as run_evaluation
 
     try:
-        run_evaluation(out, dataset=DATASET_MAPPING.get(subset, subset), split=split, workers=workers, console=console,
-                       modal=modal)
+        run_evaluation(
+            out, dataset=DATASET_MAPPING.get(subset, subset), split=split, workers=workers, console=console, modal=modal
+        )
     except BadInput as e:
         _fail(str(e))
 
@@ -119,13 +149,17 @@ def _evaluate(out: Path, subset: str, split: str, workers: int, console, modal: 
 @swebench_app.command("evaluate")
 def evaluate(
     out: Path = typer.Argument(..., help="The output directory of ledger-run swebench."),
-    subset: str = typer.Option("verified", "--subset", help="SWE-bench subset (verified, lite, full) or a dataset name."),
+    subset: str = typer.Option(
+        "verified", "--subset", help="SWE-bench subset (verified, lite, full) or a dataset name."
+    ),
     split: str = typer.Option("test", "--split", help="The dataset split."),
     workers: int = typer.Option(4, "-w", "--workers", help="The harness's parallel workers."),
-    modal: bool = typer.Option(False, "--modal", help="Score on Modal (the harness's --modal) instead of the local "
-                                                      "Docker engine."),
-    report_file: Optional[Path] = typer.Option(None, "--from-report", help="Read a harness report already made "
-                                                                           "(one arm: OUT/<arm>) instead of running it."),
+    modal: bool = typer.Option(
+        False, "--modal", help="Score on Modal (the harness's --modal) instead of the local Docker engine."
+    ),
+    report_file: Optional[Path] = typer.Option(
+        None, "--from-report", help="Read a harness report already made (one arm: OUT/<arm>) instead of running it."
+    ),
 ) -> None:
     """Score each arm's predictions with the official SWE-bench harness; results.json per arm."""
     from rich.console import Console
@@ -149,8 +183,9 @@ def report(
     as_json: bool = typer.Option(False, "--json", help="Print the whole report as JSON on stdout."),
     png: Optional[Path] = typer.Option(None, "--png", help="Where the figure goes (default OUT/report.png)."),
     no_png: bool = typer.Option(False, "--no-png", help="No figure."),
-    html: Optional[Path] = typer.Option(None, "--html", help="Also write the arms side by side as one "
-                                                             "self-contained HTML page here."),
+    html: Optional[Path] = typer.Option(
+        None, "--html", help="Also write the arms side by side as one self-contained HTML page here."
+    ),
 ) -> None:
     """The arms of a ledger-run swebench output side by side: resolved, cost, calls, tokens, re-reads."""
     from rich.console import Console
@@ -164,8 +199,7 @@ def report(
         _fail(str(e))
         return
     if html is not None:
-        from ledger_runtime import arms_page
-        from ledger_runtime import write_private
+        from ledger_runtime import arms_page, write_private
 
         try:
             write_private(html, arms_page(rep))

@@ -18,15 +18,20 @@ from typing import Any
 
 from ledger_adapters.swebench.run import BadInput, preds_file, read_json, read_preds, write_json
 
-STATUS_KEYS = (("resolved_ids", "resolved"), ("unresolved_ids", "unresolved"), ("error_ids", "error"),
-               ("empty_patch_ids", "empty patch"))
+STATUS_KEYS = (
+    ("resolved_ids", "resolved"),
+    ("unresolved_ids", "unresolved"),
+    ("error_ids", "error"),
+    ("empty_patch_ids", "empty patch"),
+)
 
 
 def arm_dirs(out: Path) -> list[Path]:
     dirs = sorted(d for d in out.iterdir() if preds_file(d)) if out.is_dir() else []
     if not dirs:
-        raise BadInput(f"{out}: no arm results here (OUT/<arm>/preds.json or preds.jsonl); run ledger-run swebench "
-                       f"-o {out} first")
+        raise BadInput(
+            f"{out}: no arm results here (OUT/<arm>/preds.json or preds.jsonl); run ledger-run swebench -o {out} first"
+        )
     return dirs
 
 
@@ -38,8 +43,10 @@ def arm_preds(arm_dir: Path) -> dict[str, dict[str, Any]]:
     try:
         return read_preds(path)
     except (OSError, ValueError) as e:
-        raise BadInput(f"{path} cannot be read ({e}); a run may be writing it, or rerun ledger-run swebench on "
-                       "this output to rebuild it") from None
+        raise BadInput(
+            f"{path} cannot be read ({e}); a run may be writing it, or rerun ledger-run swebench on "
+            "this output to rebuild it"
+        ) from None
 
 
 def results_from_report(arm_dir: Path, report: Path) -> dict[str, Any]:
@@ -55,18 +62,35 @@ def results_from_report(arm_dir: Path, report: Path) -> dict[str, Any]:
     for key, status in STATUS_KEYS:
         for iid in data.get(key) or []:
             statuses[iid] = status
-    results = {"report": str(report), "instances": {iid: {"status": s, "resolved": s == "resolved"}
-                                                     for iid, s in sorted(statuses.items())}}
+    results = {
+        "report": str(report),
+        "instances": {iid: {"status": s, "resolved": s == "resolved"} for iid, s in sorted(statuses.items())},
+    }
     write_json(arm_dir / "results.json", results)
     return results
 
 
-def harness_command(predictions: Path, *, dataset: str, split: str, workers: int, run_id: str, report_dir: Path,
-                    modal: bool = False) -> list[str]:
+def harness_command(
+    predictions: Path, *, dataset: str, split: str, workers: int, run_id: str, report_dir: Path, modal: bool = False
+) -> list[str]:
     """The SWE-bench harness's command line for one arm's predictions."""
-    cmd = [sys.executable, "-m", "swebench.harness.run_evaluation", "--dataset_name", dataset, "--split", split,
-           "--predictions_path", str(predictions.resolve()), "--max_workers", str(workers),
-           "--run_id", run_id, "--report_dir", str(report_dir.resolve())]
+    cmd = [
+        sys.executable,
+        "-m",
+        "swebench.harness.run_evaluation",
+        "--dataset_name",
+        dataset,
+        "--split",
+        split,
+        "--predictions_path",
+        str(predictions.resolve()),
+        "--max_workers",
+        str(workers),
+        "--run_id",
+        run_id,
+        "--report_dir",
+        str(report_dir.resolve()),
+    ]
     return cmd + (["--modal", "true"] if modal else [])
 
 
@@ -84,12 +108,15 @@ def evaluate(out: Path, *, dataset: str, split: str, workers: int, console: Any,
         report_dir = arm_dir / "evaluation"
         report_dir.mkdir(exist_ok=True)
         console.print(f"scoring {arm_dir.name}: {len(preds)} predictions with the SWE-bench harness...")
-        cmd = harness_command(path, dataset=dataset, split=split, workers=workers, run_id=run_id,
-                              report_dir=report_dir, modal=modal)
+        cmd = harness_command(
+            path, dataset=dataset, split=split, workers=workers, run_id=run_id, report_dir=report_dir, modal=modal
+        )
         p = subprocess.run(cmd, cwd=report_dir)
         report = report_dir / f"{model.replace('/', '__')}.{run_id}.json"
         if p.returncode != 0 or not report.exists():
-            raise BadInput(f"the SWE-bench harness failed for {arm_dir.name} (exit {p.returncode}); its logs are in "
-                           f"{report_dir}/logs")
+            raise BadInput(
+                f"the SWE-bench harness failed for {arm_dir.name} (exit {p.returncode}); its logs are in "
+                f"{report_dir}/logs"
+            )
         done[arm_dir.name] = results_from_report(arm_dir, report)
     return done

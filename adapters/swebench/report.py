@@ -24,11 +24,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ledger_runtime import load
-from ledger_runtime import VerdictKind
-from ledger_runtime import NotALedger
-
 from ledger_adapters.swebench.run import ARMS, BadInput, read_json
+from ledger_runtime import NotALedger, VerdictKind, load
 
 
 def mcnemar_exact(only_a: int, only_b: int) -> float:
@@ -37,7 +34,7 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     if n == 0:
         return 1.0
     k = min(only_a, only_b)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
     return min(1.0, 2 * tail)
 
 
@@ -53,8 +50,11 @@ def _tokens(messages: list[Any]) -> tuple[int | None, int | None, int | None]:
             inp += int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
             out += int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
             details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
-            cached += int((details.get("cached_tokens") if isinstance(details, dict) else 0) or
-                          usage.get("cache_read_input_tokens") or 0)
+            cached += int(
+                (details.get("cached_tokens") if isinstance(details, dict) else 0)
+                or usage.get("cache_read_input_tokens")
+                or 0
+            )
     return (inp, out, cached) if seen else (None, None, None)
 
 
@@ -72,12 +72,17 @@ def ledger_figures(path: Path) -> dict[str, Any]:
     for a in re_reads:
         by_class[a.command_class.value] += 1
         chars_by_class[a.command_class.value] += a.output_chars
-    return {"commands": len(state.attempts), "executed": sum(1 for a in state.attempts if a.executed),
-            "re_reads": len(re_reads), "re_read_chars": sum(chars_by_class.values()),
-            "reuses": len(acted),
-            "nudges": sum(1 for a in state.attempts if a.applied and a.verdict.kind is VerdictKind.NUDGE),
-            "chars_spared": sum(a.output_chars - a.shown_chars for a in acted),
-            "re_reads_by_class": dict(by_class), "re_read_chars_by_class": dict(chars_by_class)}
+    return {
+        "commands": len(state.attempts),
+        "executed": sum(1 for a in state.attempts if a.executed),
+        "re_reads": len(re_reads),
+        "re_read_chars": sum(chars_by_class.values()),
+        "reuses": len(acted),
+        "nudges": sum(1 for a in state.attempts if a.applied and a.verdict.kind is VerdictKind.NUDGE),
+        "chars_spared": sum(a.output_chars - a.shown_chars for a in acted),
+        "re_reads_by_class": dict(by_class),
+        "re_read_chars_by_class": dict(chars_by_class),
+    }
 
 
 def instance_figures(arm_dir: Path, iid: str, timings: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
@@ -88,9 +93,15 @@ def instance_figures(arm_dir: Path, iid: str, timings: dict[str, Any], results: 
         info = traj.get("info") or {}
         stats = info.get("model_stats") or {}
         inp, out, cached = _tokens(traj.get("messages") or [])
-        row.update(exit_status=info.get("exit_status"), cost=float(stats.get("instance_cost") or 0.0),
-                   calls=int(stats.get("api_calls") or 0), input_tokens=inp, output_tokens=out, cached_tokens=cached,
-                   submitted=bool((info.get("submission") or "").strip()))
+        row.update(
+            exit_status=info.get("exit_status"),
+            cost=float(stats.get("instance_cost") or 0.0),
+            calls=int(stats.get("api_calls") or 0),
+            input_tokens=inp,
+            output_tokens=out,
+            cached_tokens=cached,
+            submitted=bool((info.get("submission") or "").strip()),
+        )
         ledger = (info.get("ledger") or {}).get("path")
     except (OSError, ValueError, AttributeError) as e:
         row.update(problem=f"trajectory: {type(e).__name__}: {e}")
@@ -131,16 +142,25 @@ def arm_report(arm_dir: Path) -> dict[str, Any]:
     scored = [r["resolved"] for r in rows.values() if r["resolved"] is not None]
     totals = {k: total(k) for k in ("cost", "calls", "input_tokens", "cached_tokens", "output_tokens", "wall_s")}
     return {
-        "arm": arm_dir.name, "ledger_settings": ARMS.get(arm_dir.name), "instances": n,
+        "arm": arm_dir.name,
+        "ledger_settings": ARMS.get(arm_dir.name),
+        "instances": n,
         "submitted": sum(1 for r in rows.values() if r.get("submitted")),
-        "scored": len(scored), "resolved": sum(scored) if scored else None,
+        "scored": len(scored),
+        "resolved": sum(scored) if scored else None,
         "resolved_rate": (sum(scored) / len(scored)) if scored else None,
         "totals": totals,
-        "per_instance": {k: (v / sum(1 for r in rows.values() if r.get(k) is not None) if v is not None else None)
-                         for k, v in totals.items()},
-        "re_reads": ledger_total("re_reads"), "re_read_chars": ledger_total("re_read_chars"),
-        "reuses": ledger_total("reuses"), "nudges": ledger_total("nudges"), "chars_spared": ledger_total("chars_spared"),
-        "re_reads_by_class": dict(by_class), "re_read_chars_by_class": dict(chars_by_class),
+        "per_instance": {
+            k: (v / sum(1 for r in rows.values() if r.get(k) is not None) if v is not None else None)
+            for k, v in totals.items()
+        },
+        "re_reads": ledger_total("re_reads"),
+        "re_read_chars": ledger_total("re_read_chars"),
+        "reuses": ledger_total("reuses"),
+        "nudges": ledger_total("nudges"),
+        "chars_spared": ledger_total("chars_spared"),
+        "re_reads_by_class": dict(by_class),
+        "re_read_chars_by_class": dict(chars_by_class),
         "rows": rows,
     }
 
@@ -154,9 +174,17 @@ def paired(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     rb = {i: b["rows"][i]["resolved"] for i in both}
     only_a = sorted(i for i in both if ra[i] and not rb[i])
     only_b = sorted(i for i in both if rb[i] and not ra[i])
-    return {"a": a["arm"], "b": b["arm"], "instances": len(common), "scored": len(both),
-            "both": sum(1 for i in both if ra[i] and rb[i]), "neither": sum(1 for i in both if not ra[i] and not rb[i]),
-            "only_a": only_a, "only_b": only_b, "p_value": mcnemar_exact(len(only_a), len(only_b))}
+    return {
+        "a": a["arm"],
+        "b": b["arm"],
+        "instances": len(common),
+        "scored": len(both),
+        "both": sum(1 for i in both if ra[i] and rb[i]),
+        "neither": sum(1 for i in both if not ra[i] and not rb[i]),
+        "only_a": only_a,
+        "only_b": only_b,
+        "p_value": mcnemar_exact(len(only_a), len(only_b)),
+    }
 
 
 def build(out: Path) -> dict[str, Any]:
@@ -164,7 +192,7 @@ def build(out: Path) -> dict[str, Any]:
 
     arms = {d.name: arm_report(d) for d in arm_dirs(out)}
     order = [a for a in ARMS if a in arms] + sorted(a for a in arms if a not in ARMS)
-    pairs = [paired(arms[x], arms[y]) for i, x in enumerate(order) for y in order[i + 1:]]
+    pairs = [paired(arms[x], arms[y]) for i, x in enumerate(order) for y in order[i + 1 :]]
     return {"out": str(out), "arms": {a: arms[a] for a in order}, "paired": pairs}
 
 
@@ -189,29 +217,51 @@ def print_report(report: dict[str, Any], console: Any) -> None:
         t.add_row(label, *[get(r) for r in arms.values()])
 
     row("instances (submitted)", lambda r: f"{r['instances']} ({r['submitted']})")
-    row("resolved", lambda r: "not scored" if r["resolved"] is None else
-        f"{r['resolved']}/{r['scored']} ({100 * r['resolved_rate']:.1f}%)")
+    row(
+        "resolved",
+        lambda r: (
+            "not scored"
+            if r["resolved"] is None
+            else f"{r['resolved']}/{r['scored']} ({100 * r['resolved_rate']:.1f}%)"
+        ),
+    )
     row("cost $ total / per instance", lambda r: f"{_fmt(r['totals']['cost'])} / {_fmt(r['per_instance']['cost'], 3)}")
-    row("model calls total / per instance", lambda r: f"{_fmt(r['totals']['calls'])} / {_fmt(r['per_instance']['calls'], 1)}")
-    row("prompt tokens total / per instance", lambda r: f"{_fmt(r['totals']['input_tokens'])} / "
-                                                          f"{_fmt(r['per_instance']['input_tokens'], 0)}")
-    row("cached prompt tokens total / per instance", lambda r: f"{_fmt(r['totals']['cached_tokens'])} / "
-                                                                 f"{_fmt(r['per_instance']['cached_tokens'], 0)}")
-    row("output tokens total / per instance", lambda r: f"{_fmt(r['totals']['output_tokens'])} / "
-                                                          f"{_fmt(r['per_instance']['output_tokens'], 0)}")
+    row(
+        "model calls total / per instance",
+        lambda r: f"{_fmt(r['totals']['calls'])} / {_fmt(r['per_instance']['calls'], 1)}",
+    )
+    row(
+        "prompt tokens total / per instance",
+        lambda r: f"{_fmt(r['totals']['input_tokens'])} / {_fmt(r['per_instance']['input_tokens'], 0)}",
+    )
+    row(
+        "cached prompt tokens total / per instance",
+        lambda r: f"{_fmt(r['totals']['cached_tokens'])} / {_fmt(r['per_instance']['cached_tokens'], 0)}",
+    )
+    row(
+        "output tokens total / per instance",
+        lambda r: f"{_fmt(r['totals']['output_tokens'])} / {_fmt(r['per_instance']['output_tokens'], 0)}",
+    )
     row("redundant re-reads (chars)", lambda r: f"{r['re_reads']} ({r['re_read_chars']:,})")
     row("reuses / nudges acted on", lambda r: f"{r['reuses']} / {r['nudges']}")
     row("output chars spared", lambda r: f"{r['chars_spared']:,}")
-    row("wall time s total / per instance", lambda r: f"{_fmt(r['totals']['wall_s'], 1)} / {_fmt(r['per_instance']['wall_s'], 1)}")
+    row(
+        "wall time s total / per instance",
+        lambda r: f"{_fmt(r['totals']['wall_s'], 1)} / {_fmt(r['per_instance']['wall_s'], 1)}",
+    )
     console.print(t)
     for p in report["paired"]:
         if not p.get("scored"):
-            console.print(f"{p['a']} vs {p['b']}: {p['instances']} common instances, not scored "
-                          f"(ledger-run swebench evaluate {report['out']})")
+            console.print(
+                f"{p['a']} vs {p['b']}: {p['instances']} common instances, not scored "
+                f"(ledger-run swebench evaluate {report['out']})"
+            )
             continue
-        console.print(f"{p['a']} vs {p['b']}: {p['scored']} scored; both {p['both']}, neither {p['neither']}, "
-                      f"only {p['a']} {len(p['only_a'])}, only {p['b']} {len(p['only_b'])}; "
-                      f"McNemar exact p = {p['p_value']:.3g}")
+        console.print(
+            f"{p['a']} vs {p['b']}: {p['scored']} scored; both {p['both']}, neither {p['neither']}, "
+            f"only {p['a']} {len(p['only_a'])}, only {p['b']} {len(p['only_b'])}; "
+            f"McNemar exact p = {p['p_value']:.3g}"
+        )
 
 
 def write_png(report: dict[str, Any], path: Path) -> Path:
@@ -252,8 +302,12 @@ def write_png(report: dict[str, Any], path: Path) -> Path:
     classes = sorted({c for r in arms.values() for c in r["re_read_chars_by_class"]})
     width = 0.8 / max(1, len(arms))
     for k, r in enumerate(arms.values()):
-        axes[2].bar([i + k * width for i in range(len(classes))], [r["re_read_chars_by_class"].get(c, 0) for c in classes],
-                    width=width, label=r["arm"])
+        axes[2].bar(
+            [i + k * width for i in range(len(classes))],
+            [r["re_read_chars_by_class"].get(c, 0) for c in classes],
+            width=width,
+            label=r["arm"],
+        )
     axes[2].set_xticks([i + 0.4 - width / 2 for i in range(len(classes))], classes)
     axes[2].set_ylabel("characters of redundant re-reads")
     axes[2].set_title("redundant re-reads by command class")

@@ -65,8 +65,11 @@ def parse_arms(text: str) -> list[str]:
     for a in arms:
         if a not in ARMS:
             close = difflib.get_close_matches(a, list(ARMS), n=1)
-            raise BadInput(f"unknown arm {a!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
-                           + f"; arms: {', '.join(ARMS)}")
+            raise BadInput(
+                f"unknown arm {a!r}"
+                + (f" (did you mean {close[0]!r}?)" if close else "")
+                + f"; arms: {', '.join(ARMS)}"
+            )
     if not arms:
         raise BadInput(f"no arm given; arms: {', '.join(ARMS)}")
     return list(dict.fromkeys(arms))
@@ -81,7 +84,9 @@ def load_instances(subset: str, split: str, instances: Path | None) -> list[dict
     if instances is not None:
         path = instances / f"{split}.jsonl" if instances.is_dir() else instances
         if not path.is_file():
-            raise BadInput(f"--instances {instances}: no such file" + (f" ({path.name} in it)" if instances.is_dir() else ""))
+            raise BadInput(
+                f"--instances {instances}: no such file" + (f" ({path.name} in it)" if instances.is_dir() else "")
+            )
         rows = []
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
@@ -90,8 +95,11 @@ def load_instances(subset: str, split: str, instances: Path | None) -> list[dict
                 row = json.loads(line)
             except ValueError as e:
                 raise BadInput(f"{path}:{n}: not a JSON line: {e}") from None
-            if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str) \
-                    or not isinstance(row.get("problem_statement"), str):
+            if (
+                not isinstance(row, dict)
+                or not isinstance(row.get("instance_id"), str)
+                or not isinstance(row.get("problem_statement"), str)
+            ):
                 raise BadInput(f"{path}:{n}: an instance needs instance_id and problem_statement")
             rows.append(row)
         return rows
@@ -102,8 +110,10 @@ def load_instances(subset: str, split: str, instances: Path | None) -> list[dict
     try:
         return [dict(r) for r in load_dataset(name, split=split)]
     except Exception as e:
-        raise BadInput(f"cannot load the dataset {name} (split {split}): {type(e).__name__}: {e}; offline, pass "
-                       f"--instances FILE.jsonl") from None
+        raise BadInput(
+            f"cannot load the dataset {name} (split {split}): {type(e).__name__}: {e}; offline, pass "
+            f"--instances FILE.jsonl"
+        ) from None
 
 
 def select(instances: list[dict[str, Any]], *, slice_spec: str = "", filter_spec: str = "") -> list[dict[str, Any]]:
@@ -169,8 +179,9 @@ def uses_docker(config: dict[str, Any]) -> bool:
     return inner in DOCKER_CLASSES
 
 
-def base_config(config_files: list[Path], model: str | None, model_class: str | None,
-                environment_class: str | None = None) -> dict[str, Any]:
+def base_config(
+    config_files: list[Path], model: str | None, model_class: str | None, environment_class: str | None = None
+) -> dict[str, Any]:
     """mini-swe-agent's swebench.yaml, then the user's files over it, then -m / --model-class /
     --environment-class (any of mini-swe-agent's environments: docker, singularity, swerex_modal...)."""
     from minisweagent.config import get_config_from_spec
@@ -214,9 +225,11 @@ def arm_config(config: dict[str, Any], arm: str, run_id: str) -> dict[str, Any]:
     inner_model = model.pop("model_class", None) or ""
     if inner_model == MODEL_CLASS:
         inner_model = model.pop("inner_class", "")
-    return {**config,
-            "environment": {**env, "environment_class": ENV_CLASS, "inner_class": inner_env, "ledger": ledger},
-            "model": {**model, "model_class": MODEL_CLASS, "inner_class": inner_model}}
+    return {
+        **config,
+        "environment": {**env, "environment_class": ENV_CLASS, "inner_class": inner_env, "ledger": ledger},
+        "model": {**model, "model_class": MODEL_CLASS, "inner_class": inner_model},
+    }
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -307,8 +320,11 @@ def rebuild_preds(arm_dir: Path) -> dict[str, Any]:
             data = read_json(traj)
             info = data.get("info") or {}
             iid = data.get("instance_id") or traj.parent.name
-            preds[iid] = {"model_name_or_path": (info.get("config") or {}).get("model", {}).get("model_name", ""),
-                          "instance_id": iid, "model_patch": info.get("submission") or ""}
+            preds[iid] = {
+                "model_name_or_path": (info.get("config") or {}).get("model", {}).get("model_name", ""),
+                "instance_id": iid,
+                "model_patch": info.get("submission") or "",
+            }
         except (ValueError, AttributeError):
             continue
     write_json(arm_dir / "preds.json", preds)
@@ -353,8 +369,11 @@ class ArmProgress:
         key = exit_status or "none"
         self.statuses[key] = self.statuses.get(key, 0) + 1
         self.last[instance_id] = exit_status
-        self.progress.update(self.task, advance=1, description=f"{self.arm}: "
-                             + ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())))
+        self.progress.update(
+            self.task,
+            advance=1,
+            description=f"{self.arm}: " + ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())),
+        )
 
     def on_uncaught_exception(self, instance_id: str, exception: Exception) -> None:
         self.on_instance_end(instance_id, type(exception).__name__)
@@ -372,8 +391,9 @@ def remove_containers(client: Any, run_id: str) -> int:
     return n
 
 
-def run_instance(instance: dict[str, Any], arm_dir: Path, config: dict[str, Any], progress: ArmProgress,
-                 stopping: threading.Event) -> None:
+def run_instance(
+    instance: dict[str, Any], arm_dir: Path, config: dict[str, Any], progress: ArmProgress, stopping: threading.Event
+) -> None:
     from minisweagent.run.benchmarks.swebench import process_instance, remove_from_preds_file
 
     iid = instance["instance_id"]
@@ -390,11 +410,27 @@ def run_instance(instance: dict[str, Any], arm_dir: Path, config: dict[str, Any]
         record_timing(arm_dir, iid, time.monotonic() - started, status)
 
 
-def run(out: Path, arms: list[str], instances: list[dict[str, Any]], config: dict[str, Any], *, workers: int,
-        console: Any, client: Any, command: list[str] | None = None,
-        on_progress: Callable[[Any], None] | None = None) -> dict[str, Any]:
+def run(
+    out: Path,
+    arms: list[str],
+    instances: list[dict[str, Any]],
+    config: dict[str, Any],
+    *,
+    workers: int,
+    console: Any,
+    client: Any,
+    command: list[str] | None = None,
+    on_progress: Callable[[Any], None] | None = None,
+) -> dict[str, Any]:
     """Run every arm on ``instances`` (the finished ones skipped); returns what was done."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     run_id = uuid.uuid4().hex[:12]
     ids = [i["instance_id"] for i in instances]
@@ -407,28 +443,53 @@ def run(out: Path, arms: list[str], instances: list[dict[str, Any]], config: dic
         cfg = arm_config(config, arm, run_id)
         manifest_path = arm_dir / "manifest.json"
         old = read_json(manifest_path) if manifest_path.exists() else {}
-        manifest = {"arm": arm, "ledger": ARMS[arm], "model": cfg["model"].get("model_name"),
-                    "model_class": cfg["model"].get("inner_class") or "(from the model name)",
-                    "versions": versions(), "config_hash": config_hash(cfg), "config": cfg,
-                    "instances": sorted(set(old.get("instances", [])) | set(ids)),
-                    "runs": old.get("runs", []) + [{"run_id": run_id, "started_at": time.time(), "ended_at": None,
-                                                      "status": "running", "command": command,
-                                                      "skipped_finished": sorted(set(ids) & done)}]}
+        manifest = {
+            "arm": arm,
+            "ledger": ARMS[arm],
+            "model": cfg["model"].get("model_name"),
+            "model_class": cfg["model"].get("inner_class") or "(from the model name)",
+            "versions": versions(),
+            "config_hash": config_hash(cfg),
+            "config": cfg,
+            "instances": sorted(set(old.get("instances", [])) | set(ids)),
+            "runs": old.get("runs", [])
+            + [
+                {
+                    "run_id": run_id,
+                    "started_at": time.time(),
+                    "ended_at": None,
+                    "status": "running",
+                    "command": command,
+                    "skipped_finished": sorted(set(ids) & done),
+                }
+            ],
+        }
         write_json(manifest_path, manifest)
         plans[arm] = (arm_dir, manifest)
         todo += [(arm, inst, cfg, arm_dir) for inst in instances if inst["instance_id"] not in done]
     status = "complete"
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=console, transient=False) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
         stopping = threading.Event()
-        bars = {arm: ArmProgress(progress, progress.add_task(arm, total=sum(1 for t in todo if t[0] == arm)), arm,
-                                 stopping) for arm in arms}
+        bars = {
+            arm: ArmProgress(progress, progress.add_task(arm, total=sum(1 for t in todo if t[0] == arm)), arm, stopping)
+            for arm in arms
+        }
         # arms interleaved, instance by instance: an interrupted run has every arm on the same instances
         position = {iid: n for n, iid in enumerate(ids)}
         order = sorted(todo, key=lambda t: (position[t[1]["instance_id"]], arms.index(t[0])))
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers))
-        futures = {pool.submit(run_instance, inst, arm_dir, cfg, bars[arm], stopping): (arm, inst["instance_id"])
-                   for arm, inst, cfg, arm_dir in order}
+        futures = {
+            pool.submit(run_instance, inst, arm_dir, cfg, bars[arm], stopping): (arm, inst["instance_id"])
+            for arm, inst, cfg, arm_dir in order
+        }
         try:
             for f in concurrent.futures.as_completed(futures):
                 try:
@@ -439,7 +500,9 @@ def run(out: Path, arms: list[str], instances: list[dict[str, Any]], config: dic
         except KeyboardInterrupt:
             status = "interrupted"
             stopping.set()
-            console.print("[yellow]interrupted: cancelling the instances not started, removing this run's containers...")
+            console.print(
+                "[yellow]interrupted: cancelling the instances not started, removing this run's containers..."
+            )
             for f in futures:
                 f.cancel()
             if client is not None:
@@ -454,5 +517,10 @@ def run(out: Path, arms: list[str], instances: list[dict[str, Any]], config: dic
     for arm, (arm_dir, manifest) in plans.items():
         manifest["runs"][-1].update(ended_at=time.time(), status=status)
         write_json(arm_dir / "manifest.json", manifest)
-    return {"run_id": run_id, "status": status, "ran": len(todo), "containers_removed_at_end": left,
-            "arms": {arm: bars[arm].statuses for arm in arms}}
+    return {
+        "run_id": run_id,
+        "status": status,
+        "ran": len(todo),
+        "containers_removed_at_end": left,
+        "arms": {arm: bars[arm].statuses for arm in arms},
+    }

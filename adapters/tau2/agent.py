@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger_runtime import VerdictKind
-from ledger_adapters.tau2.typed_ledger import TypedLedger
-
 from ledger_adapters.tau2.gate import decide
 from ledger_adapters.tau2.paths import READS, WRITES, absorb
 from ledger_adapters.tau2.rules import Tau2Context, ToolCallProposal, rules_for
+from ledger_adapters.tau2.typed_ledger import TypedLedger
+from ledger_runtime import VerdictKind
 
 try:  # tau2 is optional: the class exists only where tau2 does
     from tau2.agent.llm_agent import LLMAgent
@@ -40,7 +39,9 @@ def domain_of(tool_names: set[str]) -> str:
     return "airline" if "get_reservation_details" in tool_names else "retail"
 
 
-def substitute_read(domain: str, name: str, args: dict[str, Any], evidence: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def substitute_read(
+    domain: str, name: str, args: dict[str, Any], evidence: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
     """The READ that stands in for a refused write: the read the rule asked for, else the record it concerns."""
     for found in evidence.values():
         wanted = found.get("read_call") if isinstance(found, dict) else None
@@ -64,8 +65,15 @@ if LLMAgent is not None:
     class LedgerAgent(LLMAgent):
         """tau2's LLMAgent with the LedgerAgent ledger and gate (see the module docstring)."""
 
-        def __init__(self, tools, domain_policy: str, llm: str | None = None, llm_args: dict | None = None,
-                     domain: str | None = None, policies: dict | None = None):
+        def __init__(
+            self,
+            tools,
+            domain_policy: str,
+            llm: str | None = None,
+            llm_args: dict | None = None,
+            domain: str | None = None,
+            policies: dict | None = None,
+        ):
             super().__init__(tools=tools, domain_policy=domain_policy, llm=llm, llm_args=llm_args)
             self.domain = domain or domain_of({t.name for t in tools})
             self.ledger = TypedLedger()
@@ -92,9 +100,15 @@ if LLMAgent is not None:
                 message = message.model_copy(update={"tool_messages": [self._absorb(t) for t in message.tool_messages]})
             elif isinstance(message, ToolMessage):
                 message = self._absorb(message)
-            state.system_messages = [SystemMessage(role="system", content=self.system_prompt + "\n\n"
-                                                   + "The ledger of what you have read (current; prefer it to older "
-                                                     "tool results):\n" + self.ledger.render(LEDGER_BUDGET_CHARS))]
+            state.system_messages = [
+                SystemMessage(
+                    role="system",
+                    content=self.system_prompt
+                    + "\n\n"
+                    + "The ledger of what you have read (current; prefer it to older "
+                    "tool results):\n" + self.ledger.render(LEDGER_BUDGET_CHARS),
+                )
+            ]
             assistant, state = super().generate_next_message(message, state)
             if not assistant.tool_calls:
                 return assistant, state
@@ -108,15 +122,21 @@ if LLMAgent is not None:
             args = tc.arguments if isinstance(tc.arguments, dict) else {}
             if tc.name in WRITES[self.domain]:
                 v = decide(ToolCallProposal(tc.name, args), self.ledger, self.context, self.rules, self.faults)
-                self.verdicts.append({"tool": tc.name, "arguments": args, "verdict": v.kind.value, "rule": v.rule,
-                                      "reason": v.reason})
+                self.verdicts.append(
+                    {"tool": tc.name, "arguments": args, "verdict": v.kind.value, "rule": v.rule, "reason": v.reason}
+                )
                 if v.kind in (VerdictKind.REVISE, VerdictKind.BLOCK):
                     read, read_args = substitute_read(self.domain, tc.name, args, v.evidence or {})
-                    self.refusals[tc.id] = (f"[ledger] {v.kind.value} by rule {v.rule}: your {tc.name}({args}) was NOT "
-                                            f"executed: {v.reason}. "
-                                            + ("It is refused outright." if v.kind is VerdictKind.BLOCK else
-                                               "Fix what the rule says, then call it again.")
-                                            + f" (In its place, {read} was run:)")
+                    self.refusals[tc.id] = (
+                        f"[ledger] {v.kind.value} by rule {v.rule}: your {tc.name}({args}) was NOT "
+                        f"executed: {v.reason}. "
+                        + (
+                            "It is refused outright."
+                            if v.kind is VerdictKind.BLOCK
+                            else "Fix what the rule says, then call it again."
+                        )
+                        + f" (In its place, {read} was run:)"
+                    )
                     tc = tc.model_copy(update={"name": read, "arguments": read_args})
             self.calls[tc.id] = (tc.name, tc.arguments if isinstance(tc.arguments, dict) else {})
             return tc

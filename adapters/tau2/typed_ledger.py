@@ -55,8 +55,10 @@ class TypedLedger:
         head = ["<ledger>"]
         for k in sorted(self.facts):
             head.append(f"{k}: {json.dumps(self.facts[k], sort_keys=True)}")
-        lines = [f"{e.path} (step {e.step}, {e.source}): {json.dumps(e.record, sort_keys=True, separators=(',', ':'))}"
-                 for e in sorted(self.entries.values(), key=lambda e: (e.step, e.path))]
+        lines = [
+            f"{e.path} (step {e.step}, {e.source}): {json.dumps(e.record, sort_keys=True, separators=(',', ':'))}"
+            for e in sorted(self.entries.values(), key=lambda e: (e.step, e.path))
+        ]
         omitted = 0
         while lines and sum(len(x) + 1 for x in head + lines) + 80 > budget_chars:
             lines.pop(0)

@@ -17,9 +17,9 @@ from functools import lru_cache
 
 from ledger_runtime.analysis.patches import file_ops, written_paths
 from ledger_runtime.analysis.programs import ANY_FILE, Filter, Stream, apply, effect, normpath, resolve
-from ledger_runtime.records import CommandClass
 from ledger_runtime.analysis.shell import Pipeline, parse
 from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
+from ledger_runtime.records import CommandClass
 
 # The escape from dedupe: a command with this comment gets its output in full (bash ignores comments,
 # so the command is the same with or without the ledger).
@@ -27,8 +27,14 @@ RAW_ESCAPE = "# ledger:raw"
 _RAW = re.compile(r"(?:^|\s)#\s*ledger:raw\b")
 __all__ = ["ANY_FILE", "Analysis", "FileView", "RAW_ESCAPE", "analyze", "analyze_patch", "resolve"]
 
-_RANK = {CommandClass.INSPECT: 0, CommandClass.SEARCH: 1, CommandClass.OTHER: 2, CommandClass.RUN: 3,
-         CommandClass.ENV: 4, CommandClass.MODIFY: 5}
+_RANK = {
+    CommandClass.INSPECT: 0,
+    CommandClass.SEARCH: 1,
+    CommandClass.OTHER: 2,
+    CommandClass.RUN: 3,
+    CommandClass.ENV: 4,
+    CommandClass.MODIFY: 5,
+}
 _DEVICES = {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero"}
 _VOLATILE_TREES = ("/proc/", "/sys/", "/dev/", "/run/")  # files whose content no stat data can vouch for
 
@@ -161,24 +167,44 @@ def analyze(command: str, cwd: str, submission: Submission = NO_SUBMISSION) -> A
     try:
         return _analyze(command, cwd, submission.in_command(command))
     except Exception as e:  # a fault of ours must never stop the agent: the command just runs
-        return Analysis(command, cwd, command.strip(), CommandClass.OTHER, parsed=False,
-                        problem=f"analysis failed: {type(e).__name__}: {e}", submits=submission.in_command(command),
-                        raw=bool(_RAW.search(command)))
+        return Analysis(
+            command,
+            cwd,
+            command.strip(),
+            CommandClass.OTHER,
+            parsed=False,
+            problem=f"analysis failed: {type(e).__name__}: {e}",
+            submits=submission.in_command(command),
+            raw=bool(_RAW.search(command)),
+        )
 
 
 def _analyze(command: str, cwd: str, submits: bool) -> Analysis:
     raw = bool(_RAW.search(command))
     script = parse(command, cwd)
     if not script.ok:
-        return Analysis(command, cwd, command.strip(), CommandClass.OTHER, parsed=False,
-                        problem=script.problem, submits=submits, raw=raw)
+        return Analysis(
+            command,
+            cwd,
+            command.strip(),
+            CommandClass.OTHER,
+            parsed=False,
+            problem=script.problem,
+            submits=submits,
+            raw=raw,
+        )
     pipelines = list(script.pipelines)
     # `cd DIR && rest` prints what `rest` prints from DIR: fold the cd into the working directory.
     start_cwd = cwd
     start = 0
     reads: list[str] = []
-    while len(pipelines) > 1 and _is_plain_cd(pipelines[0]) and pipelines[1].stages[0] is not None \
-            and pipelines[1].stages[0].cwd is not None and not pipelines[1].substituted:
+    while (
+        len(pipelines) > 1
+        and _is_plain_cd(pipelines[0])
+        and pipelines[1].stages[0] is not None
+        and pipelines[1].stages[0].cwd is not None
+        and not pipelines[1].substituted
+    ):
         start_cwd = pipelines[1].stages[0].cwd
         reads.append("x:" + start_cwd)  # the directory must exist for the rest to run there
         pipelines = pipelines[1:]
@@ -210,8 +236,11 @@ def _analyze(command: str, cwd: str, submits: bool) -> Analysis:
             views += [FileView(v.path, v.kind, v.selectors, v.numbered) for v in p.views]
     if cls is None:
         cls = CommandClass.OTHER
-    if cls not in (CommandClass.INSPECT, CommandClass.SEARCH) or any(k.endswith(":") for k in reads) \
-            or any(k[2:].startswith(_VOLATILE_TREES) for k in reads):
+    if (
+        cls not in (CommandClass.INSPECT, CommandClass.SEARCH)
+        or any(k.endswith(":") for k in reads)
+        or any(k[2:].startswith(_VOLATILE_TREES) for k in reads)
+    ):
         pure = False
     return Analysis(
         command=command,
@@ -273,7 +302,12 @@ def _exact_run(pipe: Pipeline) -> bool:
         return False
     for s in rest:
         e = effect(s)
-        if s.name not in _RUN_TAILS or s.redirects or not isinstance(e.out, Filter) or not isinstance(e.out.action, tuple):
+        if (
+            s.name not in _RUN_TAILS
+            or s.redirects
+            or not isinstance(e.out, Filter)
+            or not isinstance(e.out.action, tuple)
+        ):
             return False
     return True
 

@@ -31,13 +31,13 @@ def file_ops(text: str) -> list[FileOp] | None:
     if start is None:
         return None
     ops: list[FileOp] = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if line.startswith(_MOVE) and ops and ops[-1].kind == "update":
-            ops[-1] = ops[-1]._replace(move_to=line[len(_MOVE):].strip())
+            ops[-1] = ops[-1]._replace(move_to=line[len(_MOVE) :].strip())
             continue
         for prefix, kind in _OPS.items():
             if line.startswith(prefix):
-                path = line[len(prefix):].strip()
+                path = line[len(prefix) :].strip()
                 if path:
                     ops.append(FileOp(kind, path))
                 break

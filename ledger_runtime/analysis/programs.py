@@ -15,8 +15,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ledger_runtime.records import CommandClass
 from ledger_runtime.analysis.shell import Simple, Word
+from ledger_runtime.records import CommandClass
 
 ANY_FILE = "*"  # in writes: the program may write any file (patch, git checkout)
 
@@ -121,8 +121,9 @@ def resolve(selectors: tuple[Selector, ...], total: int) -> tuple[int, int] | No
 # -- argument handling --------------------------------------------------------------------------
 
 
-def split_opts(args: list[Word], with_arg: str = "", long_with_arg: tuple[str, ...] = (),
-               numeric: bool = False) -> tuple[list[tuple[str, str | None]], list[Word]] | None:
+def split_opts(
+    args: list[Word], with_arg: str = "", long_with_arg: tuple[str, ...] = (), numeric: bool = False
+) -> tuple[list[tuple[str, str | None]], list[Word]] | None:
     """getopt-style options and operands; None when an option's argument is not a literal."""
     opts: list[tuple[str, str | None]] = []
     operands: list[Word] = []
@@ -132,7 +133,7 @@ def split_opts(args: list[Word], with_arg: str = "", long_with_arg: tuple[str, .
         if v is None or v == "-" or not v.startswith("-"):
             operands.append(args[i])
         elif v == "--":
-            operands.extend(args[i + 1:])
+            operands.extend(args[i + 1 :])
             break
         elif v.startswith("--"):
             name, eq, val = v[2:].partition("=")
@@ -147,7 +148,7 @@ def split_opts(args: list[Word], with_arg: str = "", long_with_arg: tuple[str, .
         else:
             for j, ch in enumerate(v[1:], 1):
                 if ch in with_arg:
-                    val = v[j + 1:]
+                    val = v[j + 1 :]
                     if not val:
                         i += 1
                         if i >= len(args) or args[i].value is None:
@@ -236,10 +237,15 @@ def _cat(s: Simple, args: list[Word]) -> Effect:
         return _impure(CommandClass.INSPECT)
     opts, operands = split
     exact = all(o in _CAT_EXACT for o, _ in opts)  # -A, -v, -T, -E, -e, -t, -s rewrite or drop lines
-    numbered = OTHER_NUMBERS if _has(opts, "-b", "--number-nonblank") else (
-        FILE_NUMBERS if _has(opts, "-n", "--number") else UNNUMBERED)
+    numbered = (
+        OTHER_NUMBERS
+        if _has(opts, "-b", "--number-nonblank")
+        else (FILE_NUMBERS if _has(opts, "-n", "--number") else UNNUMBERED)
+    )
     if not operands:
-        action = "opaque" if not exact else {FILE_NUMBERS: "numbered", OTHER_NUMBERS: "renumbered"}.get(numbered, "same")
+        action = (
+            "opaque" if not exact else {FILE_NUMBERS: "numbered", OTHER_NUMBERS: "renumbered"}.get(numbered, "same")
+        )
         return Effect(None, source=False, out=Filter(action))
     paths = literal_paths(s.cwd, operands)
     if paths is None:
@@ -288,9 +294,22 @@ def _head_tail(s: Simple, args: list[Word], name: str) -> Effect:
 
 
 def _nl(s: Simple, args: list[Word]) -> Effect:
-    split = split_opts(args, with_arg="bdfhilnpsvw", long_with_arg=(
-        "body-numbering", "section-delimiter", "footer-numbering", "header-numbering", "line-increment",
-        "join-blank-lines", "number-format", "number-separator", "starting-line-number", "number-width"))
+    split = split_opts(
+        args,
+        with_arg="bdfhilnpsvw",
+        long_with_arg=(
+            "body-numbering",
+            "section-delimiter",
+            "footer-numbering",
+            "header-numbering",
+            "line-increment",
+            "join-blank-lines",
+            "number-format",
+            "number-separator",
+            "starting-line-number",
+            "number-width",
+        ),
+    )
     if split is None:
         return _impure(CommandClass.INSPECT)
     opts = split[0]
@@ -407,8 +426,10 @@ _AWK_RANGES = [
     (re.compile(r"^\s*NR\s*>\s*(\d+)\s*&&\s*NR\s*<\s*(\d+)" + _AWK_PRINT), 1, -1),
 ]
 _AWK_ONE = re.compile(r"^\s*NR\s*==\s*(\d+)" + _AWK_PRINT)
-_AWK_UNSAFE = re.compile(r"system|getline|fflush|close\s*\(|print[^;{}]*[>|]|printf[^;{}]*[>|]"
-                         r"|rand|systime|strftime|ENVIRON|PROCINFO")  # side effects, or output not from the input
+_AWK_UNSAFE = re.compile(
+    r"system|getline|fflush|close\s*\(|print[^;{}]*[>|]|printf[^;{}]*[>|]"
+    r"|rand|systime|strftime|ENVIRON|PROCINFO"
+)  # side effects, or output not from the input
 
 
 def awk_range(program: str) -> tuple[int, int] | None:
@@ -445,9 +466,29 @@ def _awk(s: Simple, args: list[Word]) -> Effect:
 
 
 _GREP_ARG = "efmABCdD"
-_GREP_LONG = ("regexp", "file", "max-count", "after-context", "before-context", "context", "devices",
-              "directories", "label", "binary-files", "include", "exclude", "exclude-dir", "exclude-from",
-              "color", "colour", "type", "glob", "type-add", "max-depth", "sort")
+_GREP_LONG = (
+    "regexp",
+    "file",
+    "max-count",
+    "after-context",
+    "before-context",
+    "context",
+    "devices",
+    "directories",
+    "label",
+    "binary-files",
+    "include",
+    "exclude",
+    "exclude-dir",
+    "exclude-from",
+    "color",
+    "colour",
+    "type",
+    "glob",
+    "type-add",
+    "max-depth",
+    "sort",
+)
 
 
 def _grep(s: Simple, args: list[Word], name: str) -> Effect:
@@ -466,8 +507,11 @@ def _grep(s: Simple, args: list[Word], name: str) -> Effect:
         if not operands or operands[0].value is None:
             return _impure(CommandClass.SEARCH)
         operands = operands[1:]  # the pattern
-    recursive = name == "rg" or _has(opts, "-r", "-R", "--recursive", "--dereference-recursive") or \
-        _last(opts, "-d", "--directories") == "recurse"
+    recursive = (
+        name == "rg"
+        or _has(opts, "-r", "-R", "--recursive", "--dereference-recursive")
+        or _last(opts, "-d", "--directories") == "recurse"
+    )
     if name == "rg":
         e.pure = False  # obeys .gitignore files above the tree it reads
     if _has(opts, "-R", "--dereference-recursive"):
@@ -476,8 +520,12 @@ def _grep(s: Simple, args: list[Word], name: str) -> Effect:
         if not recursive:
             n = _has(opts, "-n", "--line-number")
             shows = not _has(opts, "-l", "-L", "-c", "-q", "-o", "--count", "--quiet", "--silent", "--only-matching")
-            return Effect(None, pure=e.pure, source=False,
-                          out=Filter("matches-n" if n else "matches") if shows else Filter("opaque"))
+            return Effect(
+                None,
+                pure=e.pure,
+                source=False,
+                out=Filter("matches-n" if n else "matches") if shows else Filter("opaque"),
+            )
         if s.cwd is None:
             return _impure(CommandClass.SEARCH)
         e.reads.append("r:" + s.cwd)
@@ -486,8 +534,20 @@ def _grep(s: Simple, args: list[Word], name: str) -> Effect:
     if paths is None:
         return _impure(CommandClass.SEARCH)
     e.reads.extend(("r:" if recursive else "f:") + p for p in paths)
-    shows_lines = not _has(opts, "-l", "-L", "-c", "-q", "-o", "--files-with-matches", "--files-without-match",
-                           "--count", "--quiet", "--silent", "--only-matching")
+    shows_lines = not _has(
+        opts,
+        "-l",
+        "-L",
+        "-c",
+        "-q",
+        "-o",
+        "--files-with-matches",
+        "--files-without-match",
+        "--count",
+        "--quiet",
+        "--silent",
+        "--only-matching",
+    )
     if len(paths) == 1 and not recursive and shows_lines and not _has(opts, "-H", "--with-filename"):
         e.out = Stream("matches", paths[0], (), FILE_NUMBERS if _has(opts, "-n", "--line-number") else UNNUMBERED)
     return e
@@ -526,8 +586,13 @@ def _find(s: Simple, args: list[Word]) -> Effect:
         e = _impure(CommandClass.RUN)
     if any(x in _FIND_ACTIONS_WRITE for x in expr):
         e = Effect(CommandClass.MODIFY, writes=[ANY_FILE], pure=False)
-    if follow or any(x is None or x in _FIND_CLOCK or x.startswith("-newer") or x in (
-            "-follow", "-xtype", "-printf", "-fprintf", "-ls", "-fls") for x in expr):
+    if follow or any(
+        x is None
+        or x in _FIND_CLOCK
+        or x.startswith("-newer")
+        or x in ("-follow", "-xtype", "-printf", "-fprintf", "-ls", "-fls")
+        for x in expr
+    ):
         e.pure = False  # follows links out of the tree, depends on the clock, or prints times
     paths = literal_paths(s.cwd, roots) if roots else ([s.cwd] if s.cwd else None)
     if paths is None:
@@ -549,17 +614,43 @@ def _ls_clock(opts) -> bool:
 def _listing(s: Simple, args: list[Word], name: str) -> Effect:
     """ls, tree, du, stat, file, readlink, realpath."""
     if name == "ls":
-        split = split_opts(args, with_arg="ITw", long_with_arg=(
-            "ignore", "hide", "tabsize", "width", "sort", "time", "format", "color", "block-size",
-            "indicator-style", "quoting-style", "time-style"))
+        split = split_opts(
+            args,
+            with_arg="ITw",
+            long_with_arg=(
+                "ignore",
+                "hide",
+                "tabsize",
+                "width",
+                "sort",
+                "time",
+                "format",
+                "color",
+                "block-size",
+                "indicator-style",
+                "quoting-style",
+                "time-style",
+            ),
+        )
         recursive = split is not None and _has(split[0], "-R", "--recursive") and not _has(split[0], "-d")
         kind = "r:" if recursive else "d:"
-        if split is not None and (_has(split[0], "-L", "--dereference", "-H", "--dereference-command-line",
-                                       "--dereference-command-line-symlink-to-dir", "-F", "--classify",
-                                       "-u", "--full-time")
-                                  or _last(split[0], "--time") in ("atime", "access", "use", "birth", "creation")
-                                  or _last(split[0], "--sort") in ("atime", "access", "use")
-                                  or _ls_clock(split[0])):
+        if split is not None and (
+            _has(
+                split[0],
+                "-L",
+                "--dereference",
+                "-H",
+                "--dereference-command-line",
+                "--dereference-command-line-symlink-to-dir",
+                "-F",
+                "--classify",
+                "-u",
+                "--full-time",
+            )
+            or _last(split[0], "--time") in ("atime", "access", "use", "birth", "creation")
+            or _last(split[0], "--sort") in ("atime", "access", "use")
+            or _ls_clock(split[0])
+        ):
             return _impure(CommandClass.INSPECT)
     elif name == "tree":
         split = split_opts(args, with_arg="LIPo", long_with_arg=("filelimit", "timefmt", "sort", "charset"))
@@ -567,15 +658,20 @@ def _listing(s: Simple, args: list[Word], name: str) -> Effect:
             return Effect(CommandClass.MODIFY, writes=[ANY_FILE], pure=False)
         kind = "r:"
     elif name == "du":
-        split = split_opts(args, with_arg="BdtX", long_with_arg=(
-            "block-size", "max-depth", "threshold", "exclude-from", "exclude", "time-style"))
+        split = split_opts(
+            args,
+            with_arg="BdtX",
+            long_with_arg=("block-size", "max-depth", "threshold", "exclude-from", "exclude", "time-style"),
+        )
         kind = "r:"
-        if split is not None and _has(split[0], "-L", "--dereference", "-H", "-D", "--dereference-args", "-X",
-                                      "--exclude-from", "--time"):
+        if split is not None and _has(
+            split[0], "-L", "--dereference", "-H", "-D", "--dereference-args", "-X", "--exclude-from", "--time"
+        ):
             return _impure(CommandClass.INSPECT)  # follows links anywhere, or reads a list of its own
     elif name == "file":
-        split = split_opts(args, with_arg="fmeFP", long_with_arg=("files-from", "magic-file", "exclude",
-                                                                   "separator", "parameter"))
+        split = split_opts(
+            args, with_arg="fmeFP", long_with_arg=("files-from", "magic-file", "exclude", "separator", "parameter")
+        )
         kind = "f:"
     else:  # stat, readlink, realpath: the paths themselves, with their stat data
         split = split_opts(args, with_arg="ct", long_with_arg=("format", "printf", "relative-to", "relative-base"))
@@ -637,9 +733,27 @@ def _checksum(s: Simple, args: list[Word]) -> Effect:
 
 
 def _diff(s: Simple, args: list[Word]) -> Effect:
-    split = split_opts(args, with_arg="CUDFIxXLSn", long_with_arg=(
-        "context", "unified", "label", "ifdef", "ignore-matching-lines", "exclude", "exclude-from",
-        "starting-file", "from-file", "to-file", "color", "palette", "tabsize", "width", "horizon-lines"))
+    split = split_opts(
+        args,
+        with_arg="CUDFIxXLSn",
+        long_with_arg=(
+            "context",
+            "unified",
+            "label",
+            "ifdef",
+            "ignore-matching-lines",
+            "exclude",
+            "exclude-from",
+            "starting-file",
+            "from-file",
+            "to-file",
+            "color",
+            "palette",
+            "tabsize",
+            "width",
+            "horizon-lines",
+        ),
+    )
     if split is None or _has(split[0], "-X", "--exclude-from", "--from-file", "--to-file"):
         return _impure(CommandClass.INSPECT)
     opts, operands = split
@@ -652,12 +766,50 @@ def _diff(s: Simple, args: list[Word]) -> Effect:
 
 # -- git ------------------------------------------------------------------------------------------
 
-_GIT_READ = {"diff", "status", "log", "show", "blame", "ls-files", "grep", "rev-parse", "describe", "shortlog",
-             "ls-tree", "cat-file", "reflog", "whatchanged", "help", "version", "rev-list", "name-rev",
-             "merge-base", "for-each-ref", "show-ref", "annotate", "count-objects", "check-ignore"}
+_GIT_READ = {
+    "diff",
+    "status",
+    "log",
+    "show",
+    "blame",
+    "ls-files",
+    "grep",
+    "rev-parse",
+    "describe",
+    "shortlog",
+    "ls-tree",
+    "cat-file",
+    "reflog",
+    "whatchanged",
+    "help",
+    "version",
+    "rev-list",
+    "name-rev",
+    "merge-base",
+    "for-each-ref",
+    "show-ref",
+    "annotate",
+    "count-objects",
+    "check-ignore",
+}
 _GIT_LISTS = {"branch", "tag", "remote", "stash", "config", "worktree"}  # read with no operands, else write
-_GIT_WORKTREE = {"checkout", "reset", "stash", "apply", "restore", "rm", "mv", "clean", "cherry-pick",
-                 "revert", "merge", "rebase", "am", "switch", "pull"}
+_GIT_WORKTREE = {
+    "checkout",
+    "reset",
+    "stash",
+    "apply",
+    "restore",
+    "rm",
+    "mv",
+    "clean",
+    "cherry-pick",
+    "revert",
+    "merge",
+    "rebase",
+    "am",
+    "switch",
+    "pull",
+}
 
 
 def _git(s: Simple, args: list[Word]) -> Effect:
@@ -666,28 +818,58 @@ def _git(s: Simple, args: list[Word]) -> Effect:
         i += 2 if args[i].value in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") else 1
     if i >= len(args) or args[i].value is None:
         return _impure(CommandClass.OTHER)
-    sub, rest = args[i].value, args[i + 1:]
+    sub, rest = args[i].value, args[i + 1 :]
     # git's output depends on .git state that read keys do not capture: never reused for now.
     if sub in _GIT_READ:
         return _impure(CommandClass.SEARCH if sub == "grep" else CommandClass.INSPECT)
     if sub in _GIT_LISTS:
         words = [w.value for w in rest]
-        listing = sub == "stash" and words[:1] in ([], ["list"], ["show"]) or sub != "stash" and all(
-            w is not None and w.startswith("-") and w in ("-a", "-r", "-v", "-vv", "--list", "-l", "--all",
-                                                          "--show-current", "--get", "--get-all")
-            for w in words[:1]) and (sub != "config" or (words and words[0] in ("--get", "--get-all", "--list", "-l")))
+        listing = (
+            sub == "stash"
+            and words[:1] in ([], ["list"], ["show"])
+            or sub != "stash"
+            and all(
+                w is not None
+                and w.startswith("-")
+                and w in ("-a", "-r", "-v", "-vv", "--list", "-l", "--all", "--show-current", "--get", "--get-all")
+                for w in words[:1]
+            )
+            and (sub != "config" or (words and words[0] in ("--get", "--get-all", "--list", "-l")))
+        )
         if listing or not words and sub != "config":
             return _impure(CommandClass.INSPECT)
-    if sub in _GIT_WORKTREE or sub in _GIT_LISTS or sub in ("add", "commit", "init", "clone", "fetch",
-                                                            "update-index", "submodule", "gc", "notes"):
+    if (
+        sub in _GIT_WORKTREE
+        or sub in _GIT_LISTS
+        or sub in ("add", "commit", "init", "clone", "fetch", "update-index", "submodule", "gc", "notes")
+    ):
         return Effect(CommandClass.MODIFY, writes=[ANY_FILE] if sub in _GIT_WORKTREE else [], pure=False)
     return _impure(CommandClass.OTHER)
 
 
 # -- writers, runners, environment -------------------------------------------------------------------
 
-_MODIFIERS = {"mv", "cp", "rm", "rmdir", "mkdir", "touch", "ln", "chmod", "chown", "chgrp", "truncate", "tee",
-              "patch", "install", "dd", "ed", "ex", "shred", "unlink"}
+_MODIFIERS = {
+    "mv",
+    "cp",
+    "rm",
+    "rmdir",
+    "mkdir",
+    "touch",
+    "ln",
+    "chmod",
+    "chown",
+    "chgrp",
+    "truncate",
+    "tee",
+    "patch",
+    "install",
+    "dd",
+    "ed",
+    "ex",
+    "shred",
+    "unlink",
+}
 
 
 def _modifier(s: Simple, args: list[Word], name: str) -> Effect:
@@ -697,8 +879,20 @@ def _modifier(s: Simple, args: list[Word], name: str) -> Effect:
         split = split_opts(args, long_with_arg=("output-error",))
         operands = split[1] if split else None
     elif name == "patch":
-        split = split_opts(args, with_arg="pdiDoBrVYzFgx", long_with_arg=(
-            "strip", "directory", "input", "output", "reject-file", "backup-if-mismatch", "prefix", "suffix"))
+        split = split_opts(
+            args,
+            with_arg="pdiDoBrVYzFgx",
+            long_with_arg=(
+                "strip",
+                "directory",
+                "input",
+                "output",
+                "reject-file",
+                "backup-if-mismatch",
+                "prefix",
+                "suffix",
+            ),
+        )
         e.writes.append(ANY_FILE)
         inp = _last(split[0], "-i", "--input") if split else None
         if inp and (p := _path(s.cwd, inp)):
@@ -710,9 +904,11 @@ def _modifier(s: Simple, args: list[Word], name: str) -> Effect:
         split = split_opts(args, with_arg="p")
         operands = split[1] if split else None
     else:
-        split = split_opts(args, with_arg="mtSogrZ" if name != "truncate" else "sor",
-                           long_with_arg=("mode", "target-directory", "suffix", "owner", "group", "reference",
-                                          "context", "size"))
+        split = split_opts(
+            args,
+            with_arg="mtSogrZ" if name != "truncate" else "sor",
+            long_with_arg=("mode", "target-directory", "suffix", "owner", "group", "reference", "context", "size"),
+        )
         if split is None:
             operands = None
         else:
@@ -743,8 +939,23 @@ def _pip(args: list[Word]) -> Effect:
 # reuse_runs: the test runners, and the options of theirs, whose output depends on nothing but the
 # workspace's files and the environment (no clock-driven selection, no random order, no cache of the
 # last run, no parallel workers). Anything else runs every time.
-_PYTEST_FLAGS = {"-q", "-v", "-x", "-s", "-l", "--quiet", "--verbose", "--exitfirst", "--showlocals", "--no-header",
-                 "--disable-warnings", "--disable-pytest-warnings", "--strict-markers", "--strict", "--runxfail"}
+_PYTEST_FLAGS = {
+    "-q",
+    "-v",
+    "-x",
+    "-s",
+    "-l",
+    "--quiet",
+    "--verbose",
+    "--exitfirst",
+    "--showlocals",
+    "--no-header",
+    "--disable-warnings",
+    "--disable-pytest-warnings",
+    "--strict-markers",
+    "--strict",
+    "--runxfail",
+}
 _PYTEST_VALUED = {"-k", "-m", "-r", "-W", "--tb", "--maxfail", "--color", "--capture", "--import-mode"}
 _UNITTEST_FLAGS = {"-q", "-v", "-f", "-b", "--quiet", "--verbose", "--failfast", "--buffer"}
 
@@ -757,8 +968,9 @@ def exact_run(program: str, args: list[Word]) -> bool:
         split = split_opts(args, with_arg="kmrWp", long_with_arg=("tb", "maxfail", "color", "capture", "import-mode"))
         if split is None:
             return False
-        return all(o in _PYTEST_FLAGS or o in _PYTEST_VALUED or (o == "-p" and v == "no:cacheprovider")
-                   for o, v in split[0])
+        return all(
+            o in _PYTEST_FLAGS or o in _PYTEST_VALUED or (o == "-p" and v == "no:cacheprovider") for o, v in split[0]
+        )
     if program == "unittest":
         split = split_opts(args, with_arg="k")
         return split is not None and all(o in _UNITTEST_FLAGS or o == "-k" for o, _ in split[0])
@@ -782,31 +994,186 @@ def _python(args: list[Word]) -> Effect:
 
 # Programs that run code of their own: class run, impure. (pytest and xargs are runners with a model
 # of their own; perl -i and npm install are caught by _OPTION_GUARDS first.)
-_RUNNERS = {"tox", "nox", "make", "node", "npm", "npx", "yarn", "ruby", "perl", "php",
-            "go", "cargo", "java", "javac", "mvn", "gradle", "bash", "sh", "zsh", "dash", "coverage",
-            "django-admin", "sphinx-build", "sphinx-apidoc", "pylint", "pyreverse", "flake8", "mypy", "ruff",
-            "black", "isort", "sqlite3", "psql", "mysql", "gcc", "g++", "cc", "clang", "rustc", "ipython",
-            "jupyter", "nosetests", "trial", "gdb", "valgrind", "strace", "msgfmt", "parallel",
-            "watch", "docker", "curl", "wget", "ssh", "scp", "rsync", "tar", "unzip", "zip", "gzip", "gunzip",
-            "bzip2", "xz", "date", "ps", "top", "kill", "pkill", "uname", "whoami", "id", "hostname", "df",
-            "free", "lsof", "locale", "hatch", "pdm", "http"}
-_ENV = {"export", "unset", "source", ".", "alias", "unalias", "conda", "mamba", "apt", "apt-get", "dpkg", "yum",
-        "apk", "brew", "pipx", "poetry", "uv", "virtualenv", "declare", "typeset", "readonly", "local", "ulimit",
-        "umask", "hash", "micromamba"}
+_RUNNERS = {
+    "tox",
+    "nox",
+    "make",
+    "node",
+    "npm",
+    "npx",
+    "yarn",
+    "ruby",
+    "perl",
+    "php",
+    "go",
+    "cargo",
+    "java",
+    "javac",
+    "mvn",
+    "gradle",
+    "bash",
+    "sh",
+    "zsh",
+    "dash",
+    "coverage",
+    "django-admin",
+    "sphinx-build",
+    "sphinx-apidoc",
+    "pylint",
+    "pyreverse",
+    "flake8",
+    "mypy",
+    "ruff",
+    "black",
+    "isort",
+    "sqlite3",
+    "psql",
+    "mysql",
+    "gcc",
+    "g++",
+    "cc",
+    "clang",
+    "rustc",
+    "ipython",
+    "jupyter",
+    "nosetests",
+    "trial",
+    "gdb",
+    "valgrind",
+    "strace",
+    "msgfmt",
+    "parallel",
+    "watch",
+    "docker",
+    "curl",
+    "wget",
+    "ssh",
+    "scp",
+    "rsync",
+    "tar",
+    "unzip",
+    "zip",
+    "gzip",
+    "gunzip",
+    "bzip2",
+    "xz",
+    "date",
+    "ps",
+    "top",
+    "kill",
+    "pkill",
+    "uname",
+    "whoami",
+    "id",
+    "hostname",
+    "df",
+    "free",
+    "lsof",
+    "locale",
+    "hatch",
+    "pdm",
+    "http",
+}
+_ENV = {
+    "export",
+    "unset",
+    "source",
+    ".",
+    "alias",
+    "unalias",
+    "conda",
+    "mamba",
+    "apt",
+    "apt-get",
+    "dpkg",
+    "yum",
+    "apk",
+    "brew",
+    "pipx",
+    "poetry",
+    "uv",
+    "virtualenv",
+    "declare",
+    "typeset",
+    "readonly",
+    "local",
+    "ulimit",
+    "umask",
+    "hash",
+    "micromamba",
+}
 # Builtins and trivia: they never set the command's class. Those in _PURE print only their arguments,
 # those in _SILENT print nothing. (test and [ are builtins with a model of their own: _test.)
-_NEUTRAL = {"echo", "printf", "true", "false", ":", "pwd", "sleep", "clear", "basename", "dirname", "seq",
-            "expr", "cd", "pushd", "popd", "exit", "return", "set", "shopt", "wait"}
+_NEUTRAL = {
+    "echo",
+    "printf",
+    "true",
+    "false",
+    ":",
+    "pwd",
+    "sleep",
+    "clear",
+    "basename",
+    "dirname",
+    "seq",
+    "expr",
+    "cd",
+    "pushd",
+    "popd",
+    "exit",
+    "return",
+    "set",
+    "shopt",
+    "wait",
+}
 _PURE = {"echo", "printf", "true", "false", ":", "pwd", "basename", "dirname", "seq", "cd", "pushd", "expr"}
 _SILENT = {"cd", "pushd", "popd", "true", "false", ":", "sleep", "exit", "return", "set", "shopt", "wait"}
-_TEXT_FILTERS = {"sort", "uniq", "cut", "tr", "column", "rev", "fold", "fmt", "paste", "expand", "unexpand",
-                 "tac", "comm", "join", "less", "more"}
-_FILTER_ARGS = {"sort": "kotSTy", "cut": "bcdf", "paste": "d", "column": "cstoNRWlHEJ", "uniq": "fsw",
-                "fold": "w", "fmt": "wpg", "expand": "t", "unexpand": "t", "join": "12jotae", "tac": "s"}
+_TEXT_FILTERS = {
+    "sort",
+    "uniq",
+    "cut",
+    "tr",
+    "column",
+    "rev",
+    "fold",
+    "fmt",
+    "paste",
+    "expand",
+    "unexpand",
+    "tac",
+    "comm",
+    "join",
+    "less",
+    "more",
+}
+_FILTER_ARGS = {
+    "sort": "kotSTy",
+    "cut": "bcdf",
+    "paste": "d",
+    "column": "cstoNRWlHEJ",
+    "uniq": "fsw",
+    "fold": "w",
+    "fmt": "wpg",
+    "expand": "t",
+    "unexpand": "t",
+    "join": "12jotae",
+    "tac": "s",
+}
 _CHECKSUMS = {"md5sum", "sha1sum", "sha256sum", "sha512sum", "cksum", "xxd", "hexdump", "od", "strings", "b2sum"}
 _WRAPPERS = {"timeout", "time", "nice", "nohup", "sudo", "command", "stdbuf", "ionice", "builtin", "exec", "env"}
-_LOCALE_VARS = {"PATH", "LC_ALL", "LC_COLLATE", "LC_CTYPE", "LANG", "GREP_OPTIONS", "GREP_COLORS",
-                "POSIXLY_CORRECT", "LS_COLORS", "TZ", "COLUMNS"}
+_LOCALE_VARS = {
+    "PATH",
+    "LC_ALL",
+    "LC_COLLATE",
+    "LC_CTYPE",
+    "LANG",
+    "GREP_OPTIONS",
+    "GREP_COLORS",
+    "POSIXLY_CORRECT",
+    "LS_COLORS",
+    "TZ",
+    "COLUMNS",
+}
 
 
 SYSTEM_BIN = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/", "/usr/local/sbin/")
@@ -822,10 +1189,19 @@ def _unwrap(argv: list[Word]) -> tuple[list[Word], bool]:
             pure = False  # prints how long the command took
         if head == "command" and argv and argv[0].value in ("-v", "-V"):
             return [Word("which", "which"), *argv[1:]], False
-        with_arg = {"timeout": ("-s", "-k", "--signal", "--kill-after"), "nice": ("-n",), "ionice": ("-c", "-n", "-p"),
-                    "stdbuf": ("-i", "-o", "-e"), "env": ("-u", "-C", "--unset", "--chdir"), "sudo": ("-u", "-g")}
-        while argv and argv[0].value is not None and (argv[0].value.startswith("-")
-                                                      or (head == "env" and "=" in argv[0].value)):
+        with_arg = {
+            "timeout": ("-s", "-k", "--signal", "--kill-after"),
+            "nice": ("-n",),
+            "ionice": ("-c", "-n", "-p"),
+            "stdbuf": ("-i", "-o", "-e"),
+            "env": ("-u", "-C", "--unset", "--chdir"),
+            "sudo": ("-u", "-g"),
+        }
+        while (
+            argv
+            and argv[0].value is not None
+            and (argv[0].value.startswith("-") or (head == "env" and "=" in argv[0].value))
+        ):
             if head == "env":
                 pure = False if ("=" in argv[0].value or argv[0].value.startswith("-")) else pure
             if argv[0].value in with_arg.get(head, ()):
@@ -922,11 +1298,19 @@ def _xargs(s: Simple, args: list[Word], name: str) -> Effect:
     if at is None:
         return _impure(CommandClass.RUN)
     inner = os.path.basename(args[at].value or "")
-    e = _dispatch(s, inner, args[at].value or "", args[at + 1:])
-    cls = e.cls or (CommandClass.SEARCH if inner in _SEARCHERS else
-                    CommandClass.INSPECT if inner in ("cat", "head", "tail", "wc", "nl", "sed", "ls") else None)
-    return Effect(cls if cls in (CommandClass.SEARCH, CommandClass.INSPECT, CommandClass.MODIFY) else CommandClass.RUN,
-                  writes=e.writes or ([ANY_FILE] if cls is CommandClass.MODIFY else []), pure=False)
+    e = _dispatch(s, inner, args[at].value or "", args[at + 1 :])
+    cls = e.cls or (
+        CommandClass.SEARCH
+        if inner in _SEARCHERS
+        else CommandClass.INSPECT
+        if inner in ("cat", "head", "tail", "wc", "nl", "sed", "ls")
+        else None
+    )
+    return Effect(
+        cls if cls in (CommandClass.SEARCH, CommandClass.INSPECT, CommandClass.MODIFY) else CommandClass.RUN,
+        writes=e.writes or ([ANY_FILE] if cls is CommandClass.MODIFY else []),
+        pure=False,
+    )
 
 
 def _by_name(*groups: tuple[Iterable[str], Model]) -> dict[str, Model]:
@@ -1000,14 +1384,17 @@ def _printf_clock(s: Simple, args: list[Word], name: str) -> Effect | None:
 
 def _sort_output(s: Simple, args: list[Word], name: str) -> Effect | None:
     """``sort -o FILE`` writes FILE: a modify, not the text filter sort otherwise is."""
-    if name == "sort" and any(w.value and (w.value.startswith("-o") or w.value.startswith("--output"))
-                              for w in args):
+    if name == "sort" and any(w.value and (w.value.startswith("-o") or w.value.startswith("--output")) for w in args):
         return Effect(CommandClass.MODIFY, writes=[ANY_FILE], pure=False)
     return None
 
 
 _OPTION_GUARDS: tuple[Callable[[Simple, list[Word], str], Effect | None], ...] = (
-    _perl_in_place, _package_install, _printf_clock, _sort_output)
+    _perl_in_place,
+    _package_install,
+    _printf_clock,
+    _sort_output,
+)
 """Decisions that depend on a program's options, not on its name alone: asked in this order before
 _PROGRAMS, the first that returns an Effect decides; None leaves the program to the table. Each
 concerns programs of its own, so only their place before the table matters: ``perl -i`` is a

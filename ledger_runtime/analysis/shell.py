@@ -113,8 +113,21 @@ def _squeeze(gap: bytes) -> bytes:
     return _BLANKS.sub(b" ", _BREAKS.sub(b"\n", gap))
 
 
-_ATOMIC = {"word", "string", "raw_string", "ansi_c_string", "number", "heredoc_body", "heredoc_start",
-           "heredoc_end", "concatenation", "comment", "simple_expansion", "expansion", "translated_string"}
+_ATOMIC = {
+    "word",
+    "string",
+    "raw_string",
+    "ansi_c_string",
+    "number",
+    "heredoc_body",
+    "heredoc_start",
+    "heredoc_end",
+    "concatenation",
+    "comment",
+    "simple_expansion",
+    "expansion",
+    "translated_string",
+}
 
 
 def _atoms(root) -> list[tuple[int, int]]:
@@ -155,8 +168,13 @@ def parse(command: str, cwd: str) -> Script:
         return Script([], ok=False, problem="command nested too deeply")
     except _Unsupported as e:
         return Script([], ok=False, problem=str(e))
-    return Script(lowering.pipelines, complex=lowering.complex, cwd_changes=lowering.cwd_changes,
-                  source=source, atoms=_atoms(root))
+    return Script(
+        lowering.pipelines,
+        complex=lowering.complex,
+        cwd_changes=lowering.cwd_changes,
+        source=source,
+        atoms=_atoms(root),
+    )
 
 
 class _Unsupported(Exception):
@@ -209,8 +227,27 @@ def word_of(node) -> Word:
     return Word(None, raw)  # expansions, substitutions, $'...', arithmetic
 
 
-_TEST_LEAVES = {"word", "string", "raw_string", "number", "concatenation", "test_operator", "simple_expansion",
-                "expansion", "command_substitution", "ansi_c_string", "&&", "||", "!", "=", "==", "!=", "=~", "<", ">"}
+_TEST_LEAVES = {
+    "word",
+    "string",
+    "raw_string",
+    "number",
+    "concatenation",
+    "test_operator",
+    "simple_expansion",
+    "expansion",
+    "command_substitution",
+    "ansi_c_string",
+    "&&",
+    "||",
+    "!",
+    "=",
+    "==",
+    "!=",
+    "=~",
+    "<",
+    ">",
+}
 
 
 def _test_leaves(node) -> list:
@@ -246,16 +283,47 @@ class _Lowering:
 
     # Statements update self.cwd as ``cd`` would; scopes (subshells) restore it.
 
-    def statements(self, nodes, cwd: str | None, *, stdout_redirected: bool = False,
-                   substituted: bool = False, last_redirected: bool | None = None) -> None:
+    def statements(
+        self,
+        nodes,
+        cwd: str | None,
+        *,
+        stdout_redirected: bool = False,
+        substituted: bool = False,
+        last_redirected: bool | None = None,
+    ) -> None:
         self.cwd = cwd
         prev = None
         before_prev = cwd
         named = [n for n in nodes if n.is_named and n.type != "comment"]
         for n in nodes:
             t = n.type
-            if t in (";", "\n", "&&", "comment", "(", ")", "{", "}", "do", "done", "then", "fi",
-                     "else", "elif", "in", "esac", "$(", "`", ";;", "if", "while", "until", "for", "case"):
+            if t in (
+                ";",
+                "\n",
+                "&&",
+                "comment",
+                "(",
+                ")",
+                "{",
+                "}",
+                "do",
+                "done",
+                "then",
+                "fi",
+                "else",
+                "elif",
+                "in",
+                "esac",
+                "$(",
+                "`",
+                ";;",
+                "if",
+                "while",
+                "until",
+                "for",
+                "case",
+            ):
                 continue
             if t == "&":
                 if prev is not None and self.pipelines:
@@ -275,8 +343,7 @@ class _Lowering:
         t = n.type
         if t == "command":
             simple = self.simple(n)
-            self.pipelines.append(Pipeline([simple], stdout_redirected, substituted=substituted,
-                                           start=n.start_byte))
+            self.pipelines.append(Pipeline([simple], stdout_redirected, substituted=substituted, start=n.start_byte))
             self._after_simple(simple)
         elif t == "pipeline":
             self.pipeline(n, stdout_redirected=stdout_redirected, substituted=substituted)
@@ -295,8 +362,9 @@ class _Lowering:
             words = [Word(_text(c), _text(c)) for c in n.children]
             for c in n.children:
                 self._substitutions(c)
-            self.pipelines.append(Pipeline([Simple(words, cwd=self.cwd)], stdout_redirected, substituted=substituted,
-                                           start=n.start_byte))
+            self.pipelines.append(
+                Pipeline([Simple(words, cwd=self.cwd)], stdout_redirected, substituted=substituted, start=n.start_byte)
+            )
         elif t == "variable_assignment":
             self._substitutions(n)
         elif t == "variable_assignments":
@@ -305,21 +373,52 @@ class _Lowering:
         elif t == "test_command":  # [ -f x ], [[ -e a && -d b ]]: a command whose status depends on paths
             self._substitutions(n)
             bracket = _text(n.children[0]) if n.children else "["
-            words = [Word(bracket, bracket)] + [Word(_text(c), _text(c)) if c.type == "test_operator" or not c.is_named
-                                                else word_of(c) for c in _test_leaves(n)]
-            self.pipelines.append(Pipeline([Simple(words, cwd=self.cwd)], stdout_redirected, substituted=substituted,
-                                           start=n.start_byte))
-        elif t in ("if_statement", "for_statement", "c_style_for_statement", "while_statement",
-                   "case_statement", "function_definition", "do_group", "elif_clause",
-                   "else_clause", "case_item", "ternary_expression", "arithmetic_expansion"):
+            words = [Word(bracket, bracket)] + [
+                Word(_text(c), _text(c)) if c.type == "test_operator" or not c.is_named else word_of(c)
+                for c in _test_leaves(n)
+            ]
+            self.pipelines.append(
+                Pipeline([Simple(words, cwd=self.cwd)], stdout_redirected, substituted=substituted, start=n.start_byte)
+            )
+        elif t in (
+            "if_statement",
+            "for_statement",
+            "c_style_for_statement",
+            "while_statement",
+            "case_statement",
+            "function_definition",
+            "do_group",
+            "elif_clause",
+            "else_clause",
+            "case_item",
+            "ternary_expression",
+            "arithmetic_expansion",
+        ):
             self.complex = True
             saved = self.cwd
             for c in n.children:
-                if c.type in ("command", "pipeline", "list", "redirected_statement", "subshell",
-                              "compound_statement", "negated_command", "if_statement", "for_statement",
-                              "while_statement", "case_statement", "do_group", "elif_clause", "else_clause",
-                              "case_item", "c_style_for_statement", "declaration_command", "function_definition",
-                              "variable_assignment", "unset_command"):
+                if c.type in (
+                    "command",
+                    "pipeline",
+                    "list",
+                    "redirected_statement",
+                    "subshell",
+                    "compound_statement",
+                    "negated_command",
+                    "if_statement",
+                    "for_statement",
+                    "while_statement",
+                    "case_statement",
+                    "do_group",
+                    "elif_clause",
+                    "else_clause",
+                    "case_item",
+                    "c_style_for_statement",
+                    "declaration_command",
+                    "function_definition",
+                    "variable_assignment",
+                    "unset_command",
+                ):
                     self.statement(c, stdout_redirected=stdout_redirected, substituted=substituted)
                 else:
                     self._substitutions(c)
@@ -357,8 +456,13 @@ class _Lowering:
         elif body is not None and body.type == "list":
             # `a && b > out`: the redirection belongs to b alone.
             start = len(self.pipelines)
-            self.statements(body.children, self.cwd, stdout_redirected=stdout_redirected, substituted=substituted,
-                            last_redirected=out)
+            self.statements(
+                body.children,
+                self.cwd,
+                stdout_redirected=stdout_redirected,
+                substituted=substituted,
+                last_redirected=out,
+            )
             for p in reversed(self.pipelines[start:]):
                 if p.stages and p.stages[-1] is not None:
                     p.stages[-1].redirects.extend(redirects)
@@ -396,7 +500,11 @@ class _Lowering:
     def _stage(self, c) -> Simple | None:
         if c.type == "command":
             return self.simple(c)
-        if c.type == "redirected_statement" and (b := c.child_by_field_name("body")) is not None and b.type == "command":
+        if (
+            c.type == "redirected_statement"
+            and (b := c.child_by_field_name("body")) is not None
+            and b.type == "command"
+        ):
             simple = self.simple(b)
             for r in c.children:
                 if r.type == "file_redirect":
@@ -424,9 +532,17 @@ class _Lowering:
                 for cc in c.children:
                     argv.append(word_of(cc))
                     self._substitutions(cc)
-            elif field_name == "argument" or c.type in ("word", "string", "raw_string", "concatenation",
-                                                        "number", "simple_expansion", "expansion",
-                                                        "command_substitution", "ansi_c_string"):
+            elif field_name == "argument" or c.type in (
+                "word",
+                "string",
+                "raw_string",
+                "concatenation",
+                "number",
+                "simple_expansion",
+                "expansion",
+                "command_substitution",
+                "ansi_c_string",
+            ):
                 argv.append(word_of(c))
                 self._substitutions(c)
             elif c.type == "file_redirect":
@@ -443,10 +559,10 @@ class _Lowering:
         joins (``fi\`` NEWLINE ``le`` is ``file``)."""
         kids = n.children
         for a, b in zip(kids, kids[1:]):
-            gap = self.source[a.end_byte:b.start_byte].replace(b"\\\n", b"")
+            gap = self.source[a.end_byte : b.start_byte].replace(b"\\\n", b"")
             if b"\n" in gap:
                 raise _Unsupported("a line break inside one command (the parser merged two lines)")
-            if not gap and self.source[a.end_byte:b.start_byte]:
+            if not gap and self.source[a.end_byte : b.start_byte]:
                 raise _Unsupported("a word continued across lines")
 
     def redirect(self, n) -> Redirect:
@@ -465,10 +581,16 @@ class _Lowering:
                 self._substitutions(c)
             elif not c.is_named:
                 op = _text(c)
-        dup = op in (">&", "<&", ">&-", "<&-") or (target is not None and target.value is not None
-                                                  and op in (">&",) and target.value.isdigit())
-        if op == ">&" and target is not None and target.value is not None and not target.value.isdigit() \
-                and target.value != "-":
+        dup = op in (">&", "<&", ">&-", "<&-") or (
+            target is not None and target.value is not None and op in (">&",) and target.value.isdigit()
+        )
+        if (
+            op == ">&"
+            and target is not None
+            and target.value is not None
+            and not target.value.isdigit()
+            and target.value != "-"
+        ):
             op, dup = "&>", False  # `>& file` is `&> file`
         return Redirect(op, fd, target, dup)
 

@@ -156,8 +156,10 @@ def again_marker(first: int, last: int) -> str:
 
 
 def cut_marker(first: int, last: int, chars: int, cut: Cut) -> str:
-    return (f"[ledger: lines {first}-{last} of this output ({chars:,} characters) not shown: the agent shows only "
-            f"the first {cut.head:,} and last {cut.tail:,} characters of a long output]\n")
+    return (
+        f"[ledger: lines {first}-{last} of this output ({chars:,} characters) not shown: the agent shows only "
+        f"the first {cut.head:,} and last {cut.tail:,} characters of a long output]\n"
+    )
 
 
 SEEN_CUT = ", of which you were shown the first "
@@ -170,8 +172,10 @@ def same_marker(src: Source, note: str = "") -> str:
 
 
 def patch_header(src: Source) -> str:
-    return (f"[ledger: {src.label}'s output (`{src.command}`) with these changes, a unified diff; "
-            f"every other line is as there]\n")
+    return (
+        f"[ledger: {src.label}'s output (`{src.command}`) with these changes, a unified diff; "
+        f"every other line is as there]\n"
+    )
 
 
 _LABEL = r"step (\d+)(?:\.(\d+))?"
@@ -237,14 +241,21 @@ def kept_output(output: str, limit: int) -> str:
     if "\n" in head[:-1]:
         head = head[: head.rindex("\n", 0, len(head) - 1) + 1]
     if "\n" in tail[:-1]:
-        tail = tail[tail.index("\n") + 1:]
+        tail = tail[tail.index("\n") + 1 :]
     left = len(output) - len(head) - len(tail)
     return f"{head}... {left} characters of this output are not stored (the ledger keeps at most {limit}) ...\n{tail}"
 
 
-def build(output: str, pool: Pool, settings: DedupeSettings, *, base_keys: Sequence[str] = (),
-          notes: Sequence[str] = (), same_note: Callable[[Source], str] | None = None,
-          cut: Cut | None = None) -> Answer:
+def build(
+    output: str,
+    pool: Pool,
+    settings: DedupeSettings,
+    *,
+    base_keys: Sequence[str] = (),
+    notes: Sequence[str] = (),
+    same_note: Callable[[Source], str] | None = None,
+    cut: Cut | None = None,
+) -> Answer:
     """The answer for ``output``: a reference to an identical earlier output, else the shortest of
     spans, a delta from a ``base_keys`` source and (for an output the agent cuts exactly: ``cut``)
     spans that keep the agent's cut, when it saves the model at least ``settings.min_saving``
@@ -269,8 +280,12 @@ def build(output: str, pool: Pool, settings: DedupeSettings, *, base_keys: Seque
     if cut is not None and cut.exact and len(output) >= cut.limit:
         candidates.append(_spans(lines, pool, settings, keep_cut=cut))
     limit = cut.limit if cut is not None else None
-    candidates = [c if c is None or limit is None or c[1].size + extra < limit or not c[1].again
-                  else _spans(lines, pool, settings, keep_cut=c[1].kept_cut, again=False) for c in candidates]
+    candidates = [
+        c
+        if c is None or limit is None or c[1].size + extra < limit or not c[1].again
+        else _spans(lines, pool, settings, keep_cut=c[1].kept_cut, again=False)
+        for c in candidates
+    ]
     best = None
     for c in candidates:  # the shortest seen, but a delta a little longer than spans wins: it says what changed
         if c is None:
@@ -314,8 +329,9 @@ def _delta_allowance(size: int) -> int:
     return max(200, size // 3)
 
 
-def _spans(lines: list[str], pool: Pool, settings: DedupeSettings, keep_cut: Cut | None = None,
-           again: bool = True) -> tuple[AnswerKind, _Writer] | None:
+def _spans(
+    lines: list[str], pool: Pool, settings: DedupeSettings, keep_cut: Cut | None = None, again: bool = True
+) -> tuple[AnswerKind, _Writer] | None:
     """Spans: runs of lines the pool holds, or (``again``) that this answer carried literally above,
     as references. A reference to lines above in the same answer is only for an answer the agent
     shows whole (``build`` builds it again without them otherwise)."""
@@ -328,7 +344,7 @@ def _spans(lines: list[str], pool: Pool, settings: DedupeSettings, keep_cut: Cut
     literal: set[int] = set()
     while i < len(lines):
         if middle is not None and i == middle[0]:
-            chars = sum(len(x) for x in lines[middle[0]:middle[1]])
+            chars = sum(len(x) for x in lines[middle[0] : middle[1]])
             w.add(CUT, cut_marker(middle[0] + 1, middle[1], chars, keep_cut), None, middle[0] + 1, middle[1])
             i = middle[1]
             continue
@@ -338,7 +354,10 @@ def _spans(lines: list[str], pool: Pool, settings: DedupeSettings, keep_cut: Cut
         if here is not None and (run is None or here[1] > run[2]):
             j, k = here
             marker = again_marker(j + 1, j + k)
-            if k >= settings.min_lines and sum(len(x) for x in lines[i:i + k]) - len(marker) >= settings.min_reference_saving:
+            if (
+                k >= settings.min_lines
+                and sum(len(x) for x in lines[i : i + k]) - len(marker) >= settings.min_reference_saving
+            ):
                 w.add(AGAIN, marker, None, j + 1, j + k)
                 w.again = True
                 i += k
@@ -348,7 +367,7 @@ def _spans(lines: list[str], pool: Pool, settings: DedupeSettings, keep_cut: Cut
             src, j, k = run
             if k >= settings.min_lines:
                 marker = lines_marker(src, j + 1, j + k)
-                if sum(len(x) for x in lines[i:i + k]) - len(marker) >= settings.min_reference_saving:
+                if sum(len(x) for x in lines[i : i + k]) - len(marker) >= settings.min_reference_saving:
                     w.add(LINES, marker, src.attempt, j + 1, j + k)
                     i += k
                     used = True
@@ -360,8 +379,9 @@ def _spans(lines: list[str], pool: Pool, settings: DedupeSettings, keep_cut: Cut
     return (AnswerKind.SPANS, w) if used else None
 
 
-def _run_above(lines: list[str], i: int, stop: int, above: dict[str, list[int]],
-               literal: set[int]) -> tuple[int, int] | None:
+def _run_above(
+    lines: list[str], i: int, stop: int, above: dict[str, list[int]], literal: set[int]
+) -> tuple[int, int] | None:
     """The longest run of ``lines[i:stop]`` that this answer already carried literally, above it."""
     best = None
     for j in reversed(above.get(lines[i], [])[-MAX_ABOVE:]):
@@ -444,7 +464,7 @@ def expand(text: str, pieces: Sequence[Piece], resolve: Resolve, own: Callable[[
         if p.start != pos or p.end < p.start or p.end > len(text):
             raise ExpandError(f"piece {p.kind} at {p.start}-{p.end} does not follow on at {pos}")
         pos = p.end
-        part = text[p.start:p.end]
+        part = text[p.start : p.end]
         if p.kind == TEXT:
             out.append(part)
         elif p.kind == NOTE:
@@ -457,7 +477,7 @@ def expand(text: str, pieces: Sequence[Piece], resolve: Resolve, own: Callable[[
             ref_lines = split_lines(_resolved(resolve, m.group(3), m.group(4), p))
             if not 1 <= first <= last <= len(ref_lines):
                 raise ExpandError(f"lines {first}-{last} are not in {_label(m.group(3), m.group(4))}'s output")
-            out.append("".join(ref_lines[first - 1:last]))
+            out.append("".join(ref_lines[first - 1 : last]))
         elif p.kind == SAME:
             m = SAME_RX.match(part)
             if m is None:
@@ -466,9 +486,13 @@ def expand(text: str, pieces: Sequence[Piece], resolve: Resolve, own: Callable[[
         elif p.kind == AGAIN:
             m = AGAIN_RX.match(part)
             mine = split_lines("".join(out))
-            if m is None or (int(m.group(1)), int(m.group(2))) != (p.first, p.last) or not 1 <= p.first <= p.last <= len(mine):
+            if (
+                m is None
+                or (int(m.group(1)), int(m.group(2))) != (p.first, p.last)
+                or not 1 <= p.first <= p.last <= len(mine)
+            ):
                 raise ExpandError(f"not lines above in this output: {part[:80]!r}")
-            out.append("".join(mine[p.first - 1:p.last]))
+            out.append("".join(mine[p.first - 1 : p.last]))
         elif p.kind == CUT:
             m = CUT_RX.match(part)
             whole = own() if own is not None else None
@@ -478,7 +502,7 @@ def expand(text: str, pieces: Sequence[Piece], resolve: Resolve, own: Callable[[
             mine = split_lines(whole)
             if (first, last) != (p.first, p.last) or not 1 <= first <= last <= len(mine):
                 raise ExpandError(f"lines {first}-{last} are not lines of this output")
-            out.append("".join(mine[first - 1:last]))
+            out.append("".join(mine[first - 1 : last]))
         elif p.kind == PATCH:
             m = PATCH_RX.match(part)
             if m is None:

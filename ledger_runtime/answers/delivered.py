@@ -62,8 +62,13 @@ def delivered_lines(output: str, answer: Answer, visible: tuple[int, int] | None
     lines = split_lines(output)
     n = len(answer.text)
     first = answer.pieces[0] if answer.pieces else None
-    if first is not None and first.kind == TEXT and first.start == 0 and first.end == len(output) \
-            and answer.text.startswith(output):
+    if (
+        first is not None
+        and first.kind == TEXT
+        and first.start == 0
+        and first.end == len(output)
+        and answer.text.startswith(output)
+    ):
         return lines, shown_whole(lines, n, visible)  # a raw answer: a long output costs no loop per line
     literal = [False] * len(lines)
 
@@ -77,7 +82,7 @@ def delivered_lines(output: str, answer: Answer, visible: tuple[int, int] | None
     for p in answer.pieces:
         if p.kind == TEXT:
             pos = p.start
-            for part in split_lines(answer.text[p.start:p.end]):
+            for part in split_lines(answer.text[p.start : p.end]):
                 # an answer's line that is not the output's line (a partial output recorded against
                 # the completed one) is not delivered
                 if line < len(lines) and part == lines[line]:
@@ -107,8 +112,9 @@ def shown_whole(lines: list[str], n: int, visible: tuple[int, int] | None) -> li
     return [True] * in_head + [False] * (from_tail - in_head) + [True] * (len(lines) - from_tail)
 
 
-def seen_lines(output: str, answer: Answer, visible: tuple[int, int] | None,
-               delivered: tuple[list[str], list[bool]] | None = None) -> list[bool]:
+def seen_lines(
+    output: str, answer: Answer, visible: tuple[int, int] | None, delivered: tuple[list[str], list[bool]] | None = None
+) -> list[bool]:
     """Per output line: whether the model has it now, literally or through a reference whose line it
     saw (a reference only names what it had). ``delivered``: ``delivered_lines`` of the same, if known."""
     lines, literal = delivered or delivered_lines(output, answer, visible)
@@ -124,11 +130,11 @@ def seen_lines(output: str, answer: Answer, visible: tuple[int, int] | None,
     line = 0
     for p in answer.pieces:
         if p.kind == TEXT:
-            line += len(split_lines(answer.text[p.start:p.end]))
+            line += len(split_lines(answer.text[p.start : p.end]))
         elif p.kind in (LINES, AGAIN):
             k = p.last - p.first + 1
             if seen(p):
-                out[line:line + k] = [True] * k
+                out[line : line + k] = [True] * k
             line += k
         elif p.kind == CUT:  # not shown
             line += p.last - p.first + 1

@@ -9,7 +9,8 @@ expansions it takes in turn. For a command that ran, a sound answer expands to e
 in the model's context then; for a whole-output reference or a diff, an output the model had whole
 (an uncut answer that left nothing out, whose own references it had whole), or, where the reference
 says so, one it saw cut the same way. Lines an answer says it left out as the agent's own cut would
-have are taken from the command's output, which the ledger keeps. Ledgers written before answers were recorded show the output.
+have are taken from the command's output, which the ledger keeps. Ledgers written before answers
+were recorded show the output.
 """
 
 from __future__ import annotations
@@ -17,10 +18,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ledger_runtime.answers.build import (AGAIN, CUT, LINES, REFERENCE_KINDS, SAME, SEEN_CUT, TEXT, AnswerKind, ExpandError, Piece,
-                      expand, split_lines)
-from ledger_runtime.records import Attempt
+from ledger_runtime.answers.build import (
+    AGAIN,
+    CUT,
+    LINES,
+    REFERENCE_KINDS,
+    SAME,
+    SEEN_CUT,
+    TEXT,
+    AnswerKind,
+    ExpandError,
+    Piece,
+    expand,
+    split_lines,
+)
 from ledger_runtime.ledger.state import LedgerState
+from ledger_runtime.records import Attempt
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,7 @@ class Transcript:
         if pieces is None:
             out = shown
         else:
+
             def resolve(label: str) -> tuple[int, str] | None:
                 b = self.state.by_label(label)
                 if b is None or b.id >= a.id:
@@ -114,12 +128,14 @@ class Transcript:
                 return f"a reference to step {src.step}, out of the model's context (it held steps from {held_from})"
             if p.kind == LINES:
                 try:
-                    want = "".join(split_lines(self.expanded(src) or "")[p.first - 1:p.last])
+                    want = "".join(split_lines(self.expanded(src) or "")[p.first - 1 : p.last])
                 except ExpandError:
                     return f"step {src.step}'s answer does not expand"
                 if not any(want in part for part in self._visible_literal(src)):
-                    return f"lines {p.first}-{p.last} of step {src.step} were not shown literally where the model saw them"
-            elif p.kind == SAME and SEEN_CUT in shown_a[p.start:p.end]:
+                    return (
+                        f"lines {p.first}-{p.last} of step {src.step} were not shown literally where the model saw them"
+                    )
+            elif p.kind == SAME and SEEN_CUT in shown_a[p.start : p.end]:
                 if self.kind(src) != AnswerKind.RAW.value or not (src.answer or {}).get("kept"):
                     return f"step {src.step} was not shown cut as it is, as the reference says"
             elif not self._whole(src, held_from, set()):
@@ -139,7 +155,7 @@ class Transcript:
         line = 0
         for p in pieces:
             if p.kind == TEXT:
-                n = len(split_lines(shown[p.start:p.end]))
+                n = len(split_lines(shown[p.start : p.end]))
                 literal |= set(range(line + 1, line + n + 1))
                 line += n
             elif p.kind in (LINES, CUT, AGAIN):

@@ -20,7 +20,7 @@ from ledger_runtime.cli.errors import err, fail  # adapters' commands use them t
 app = typer.Typer(
     name="ledger-run",
     help="An execution ledger around coding agents: inform (a state view in the prompt) and govern "
-         "(reuse, nudge, revise, block) for every shell command.",
+    "(reuse, nudge, revise, block) for every shell command.",
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
@@ -35,35 +35,50 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True,
-                                           help="Print the version and exit."),
+    version: Optional[bool] = typer.Option(
+        None, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """ledger-run: wrap a coding agent in an execution ledger."""
 
 
 @app.command()
 def inspect(
-    run: Path = typer.Argument(..., help="A run directory (holding ledger.sqlite), a ledger file, a trajectory "
-                                         "(.traj.json, by its info.ledger.path) or a SWE-bench OUT/<arm>/<instance>."),
+    run: Path = typer.Argument(
+        ...,
+        help="A run directory (holding ledger.sqlite), a ledger file, a trajectory "
+        "(.traj.json, by its info.ledger.path) or a SWE-bench OUT/<arm>/<instance>.",
+    ),
     step: Optional[int] = typer.Option(None, "--step", "-s", help="Show the state view as it was at this step."),
-    output: bool = typer.Option(False, "--output", help="With --step: print the exact text the model received "
-                                                        "for that step's command."),
-    expand: bool = typer.Option(False, "--expand", help="With --step: print what that text stands for, every "
-                                                        "[ledger: ...] reference replaced by the bytes it names."),
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON on stdout (per step: shown "
-                                                       "and expanded)."),
-    verdict: Optional[str] = typer.Option(None, "--verdict", help="Only commands with these verdicts in the "
-                                                                 "timeline (comma-separated: RUN,REUSE,NUDGE,...)."),
-    command_class: Optional[str] = typer.Option(None, "--class", help="Only commands of these classes in the "
-                                                                      "timeline (inspect,search,run,modify,env-change,"
-                                                                      "other)."),
+    output: bool = typer.Option(
+        False, "--output", help="With --step: print the exact text the model received for that step's command."
+    ),
+    expand: bool = typer.Option(
+        False,
+        "--expand",
+        help="With --step: print what that text stands for, every "
+        "[ledger: ...] reference replaced by the bytes it names.",
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print machine-readable JSON on stdout (per step: shown and expanded)."
+    ),
+    verdict: Optional[str] = typer.Option(
+        None,
+        "--verdict",
+        help="Only commands with these verdicts in the timeline (comma-separated: RUN,REUSE,NUDGE,...).",
+    ),
+    command_class: Optional[str] = typer.Option(
+        None,
+        "--class",
+        help="Only commands of these classes in the timeline (inspect,search,run,modify,env-change,other).",
+    ),
     html: Optional[Path] = typer.Option(None, "--html", help="Write the run as one self-contained HTML page here."),
 ) -> None:
     """Look inside a ledger: the timeline, the summary, the state view at a step, or what the model
     received at a step."""
     from ledger_runtime.inspection import keep_row, load, outputs_at, print_inspection, summary, timeline, view_at
-    from ledger_runtime.records import CommandClass, VerdictKind
     from ledger_runtime.ledger.store import NotALedger
+    from ledger_runtime.records import CommandClass, VerdictKind
 
     verdicts = _choices(verdict, [v.value for v in VerdictKind], "--verdict", upper=True)
     classes = _choices(command_class, [c.value for c in CommandClass], "--class")
@@ -84,7 +99,9 @@ def inspect(
             fail(f"step {step} ran no command")
         for i, (a, shown, expanded) in enumerate(found):
             if len(found) > 1:  # several commands in one model call: say which is which
-                sys.stdout.write(f"{'' if i == 0 else chr(10)}--- {loaded.state.label(a.id)}: {a.command.splitlines()[0][:100]}\n")
+                sys.stdout.write(
+                    f"{'' if i == 0 else chr(10)}--- {loaded.state.label(a.id)}: {a.command.splitlines()[0][:100]}\n"
+                )
             sys.stdout.write((expanded if expand else shown) or "")  # the exact text: never re-wrapped
         return
     if html is not None:
@@ -98,12 +115,21 @@ def inspect(
         err.print(f"wrote {html}", highlight=False)
         return
     if as_json:
-        data = {"ledger": str(loaded.path), "summary": summary(loaded.state),
-                "timeline": [r for r in timeline(loaded.state, loaded.transcript()) if keep_row(r, verdicts, classes)]}
+        data = {
+            "ledger": str(loaded.path),
+            "summary": summary(loaded.state),
+            "timeline": [r for r in timeline(loaded.state, loaded.transcript()) if keep_row(r, verdicts, classes)],
+        }
         if step is not None:
-            data = {"ledger": str(loaded.path), "step": step, "state_view": view_at(loaded, step),
-                    "commands": [{"attempt": a.id, "command": a.command, "shown": shown, "expanded": expanded}
-                                 for a, shown, expanded in outputs_at(loaded, step)]}
+            data = {
+                "ledger": str(loaded.path),
+                "step": step,
+                "state_view": view_at(loaded, step),
+                "commands": [
+                    {"attempt": a.id, "command": a.command, "shown": shown, "expanded": expanded}
+                    for a, shown, expanded in outputs_at(loaded, step)
+                ],
+            }
         json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
         sys.stdout.write("\n")
         return
@@ -128,55 +154,104 @@ def _choices(given: Optional[str], known: list[str], option: str, upper: bool = 
 
 @app.command()
 def replay(
-    trajectories: list[Path] = typer.Argument(..., help="Recorded runs: files, or directories of them, in a "
-                                                        "format an installed adapter reads (mini-swe-agent: "
-                                                        ".traj.json, actions.jsonl(.gz))."),
-    repo: list[Path] = typer.Option([], "--repo", help="A clone or a git directory (bare or not) holding the "
-                                                       "instances' commits; repeat for several repositories."),
-    workdir: Optional[Path] = typer.Option(None, "--workdir", help="Where each checkout goes (default: where the "
-                                           "recorded commands ran, as their format says: /testbed for "
-                                           "mini-swe-agent's). A directory that holds files and no replay's mark "
-                                           "is refused; a tree a replay made is replaced whole."),
-    format_: Optional[str] = typer.Option(None, "--format", help="The recorded runs' format (default: the only "
-                                          "one installed adapters read)."),
-    force: bool = typer.Option(False, "--force", help="Use --workdir even when it holds files a replay did not "
-                                                      "make (they are deleted)."),
-    jobs: int = typer.Option(1, "--jobs", "-j", help="Replay this many trajectories at a time, each in its own "
-                                                     "work tree (a private mount namespace when run as root)."),
+    trajectories: list[Path] = typer.Argument(
+        ...,
+        help="Recorded runs: files, or directories of them, in a "
+        "format an installed adapter reads (mini-swe-agent: "
+        ".traj.json, actions.jsonl(.gz)).",
+    ),
+    repo: list[Path] = typer.Option(
+        [],
+        "--repo",
+        help="A clone or a git directory (bare or not) holding the "
+        "instances' commits; repeat for several repositories.",
+    ),
+    workdir: Optional[Path] = typer.Option(
+        None,
+        "--workdir",
+        help="Where each checkout goes (default: where the "
+        "recorded commands ran, as their format says: /testbed for "
+        "mini-swe-agent's). A directory that holds files and no replay's mark "
+        "is refused; a tree a replay made is replaced whole.",
+    ),
+    format_: Optional[str] = typer.Option(
+        None, "--format", help="The recorded runs' format (default: the only one installed adapters read)."
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Use --workdir even when it holds files a replay did not make (they are deleted)."
+    ),
+    jobs: int = typer.Option(
+        1,
+        "--jobs",
+        "-j",
+        help="Replay this many trajectories at a time, each in its own "
+        "work tree (a private mount namespace when run as root).",
+    ),
     out: Path = typer.Option(Path("replay-results"), "--out", "-o", help="Per-trajectory JSON goes here."),
-    instances: Optional[Path] = typer.Option(None, "--instances", help="SWE-bench instances (JSONL): base commits "
-                                                                       "and repositories of .traj.json files."),
+    instances: Optional[Path] = typer.Option(
+        None, "--instances", help="SWE-bench instances (JSONL): base commits and repositories of .traj.json files."
+    ),
     timeout: Optional[int] = typer.Option(None, "--timeout", help="Seconds per command (default: the recorded run's)."),
-    observations_only: bool = typer.Option(False, "--observations-only", help="Estimate redundancy from the "
-                                                                              "recorded outputs alone, no repository."),
+    observations_only: bool = typer.Option(
+        False, "--observations-only", help="Estimate redundancy from the recorded outputs alone, no repository."
+    ),
     filter_: Optional[str] = typer.Option(None, "--filter", help="Only instance ids matching this regex."),
     redo: bool = typer.Option(False, "--redo", help="Replay trajectories that already have a result."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write the summary as Markdown here."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
-    context: Optional[str] = typer.Option(None, "--context", help="Also measure every model call's prompt under "
-                                          "these context policies, comma-separated (e.g. full,window:10,validity,"
-                                          "validity+window:10): tokens, cached tokens, cost, lines lost."),
-    price_model: str = typer.Option("gpt-5-mini", "--price-model", help="With --context: the model whose tokens "
-                                                                       "and prices (litellm's table) are used."),
+    context: Optional[str] = typer.Option(
+        None,
+        "--context",
+        help="Also measure every model call's prompt under "
+        "these context policies, comma-separated (e.g. full,window:10,validity,"
+        "validity+window:10): tokens, cached tokens, cost, lines lost.",
+    ),
+    price_model: str = typer.Option(
+        "gpt-5-mini",
+        "--price-model",
+        help="With --context: the model whose tokens and prices (litellm's table) are used.",
+    ),
 ) -> None:
     """Replay recorded trajectories through the ledger (shadow mode) against the real repository."""
     from ledger_runtime.cli.replay import run_replay
 
-    run_replay(trajectories, repo, workdir, out, instances, timeout, observations_only, filter_, redo, report,
-               as_json, sys.argv, jobs=jobs, force=force, context=context, price_model=price_model, format_=format_)
+    run_replay(
+        trajectories,
+        repo,
+        workdir,
+        out,
+        instances,
+        timeout,
+        observations_only,
+        filter_,
+        redo,
+        report,
+        as_json,
+        sys.argv,
+        jobs=jobs,
+        force=force,
+        context=context,
+        price_model=price_model,
+        format_=format_,
+    )
 
 
 @app.command()
 def config(
-    write: Optional[Path] = typer.Option(None, "--write", help="Write a starter settings file here (every default, "
-                                                              "commented out) instead of printing it."),
-    check: Optional[Path] = typer.Option(None, "--check", help="Validate a settings file: say what it changes, or "
-                                                              "the one thing wrong with it."),
+    write: Optional[Path] = typer.Option(
+        None,
+        "--write",
+        help="Write a starter settings file here (every default, commented out) instead of printing it.",
+    ),
+    check: Optional[Path] = typer.Option(
+        None, "--check", help="Validate a settings file: say what it changes, or the one thing wrong with it."
+    ),
     force: bool = typer.Option(False, "--force", help="With --write: replace an existing file."),
 ) -> None:
     """Every setting with its default and what it does (TOML), a starter file, or the check of one."""
     from ledger_runtime.config import ConfigError
-    from ledger_runtime.config_file import changed, check as check_file, starter_toml, toml_inline
+    from ledger_runtime.config_file import changed, starter_toml, toml_inline
+    from ledger_runtime.config_file import check as check_file
 
     if check is not None and write is not None:
         fail("give --write FILE or --check FILE, not both")
@@ -192,9 +267,14 @@ def config(
             fail(f"cannot read --check {check}: {e.strerror or e}")
             return
         diff = changed(cfg)
-        print(f"{check}: valid; " + (", ".join(f"{k} = {toml_inline(v) if not isinstance(v, dict) else 'a table'}"
-                                                  for k, v in diff.items()) if diff
-                                     else "every setting at its default"))
+        print(
+            f"{check}: valid; "
+            + (
+                ", ".join(f"{k} = {toml_inline(v) if not isinstance(v, dict) else 'a table'}" for k, v in diff.items())
+                if diff
+                else "every setting at its default"
+            )
+        )
         return
     text = starter_toml()
     if write is None:
@@ -208,8 +288,10 @@ def config(
         write_private(write, text)
     except OSError as e:
         fail(f"cannot write {write}: {e.strerror}")
-    err.print(f"wrote {write}: every setting at its default, commented out; use it with --ledger-config {write}",
-              highlight=False)
+    err.print(
+        f"wrote {write}: every setting at its default, commented out; use it with --ledger-config {write}",
+        highlight=False,
+    )
 
 
 def _plugins() -> None:
@@ -230,18 +312,26 @@ _plugins()
 @app.command(hidden=True, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def hook(
     ctx: typer.Context,
-    event: str = typer.Argument(..., help="The agent's hook event: SessionStart, UserPromptSubmit, PreToolUse, "
-                                          "PostToolUse."),
-    socket_path: Optional[str] = typer.Option(None, "--socket", help="The run's hook server (default: "
-                                                                     "$LEDGER_HOOK_SOCKET)."),
-    run_dir: Optional[str] = typer.Option(None, "--run-dir", help="Where faults are logged (default: $LEDGER_RUN_DIR)."),
+    event: str = typer.Argument(
+        ..., help="The agent's hook event: SessionStart, UserPromptSubmit, PreToolUse, PostToolUse."
+    ),
+    socket_path: Optional[str] = typer.Option(
+        None, "--socket", help="The run's hook server (default: $LEDGER_HOOK_SOCKET)."
+    ),
+    run_dir: Optional[str] = typer.Option(
+        None, "--run-dir", help="Where faults are logged (default: $LEDGER_RUN_DIR)."
+    ),
 ) -> None:
     """Serve one agent hook event: its JSON on stdin, the answer on stdout (ledger-run codex registers this).
     A fault never blocks the agent: the command runs and the fault goes to the run's faults.log."""
     from ledger_runtime.hooks.client import main as hook_main
 
-    args = [event] + (["--socket", socket_path] if socket_path else []) + (["--run-dir", run_dir] if run_dir else []) \
-        + list(ctx.args)  # --token
+    args = (
+        [event]
+        + (["--socket", socket_path] if socket_path else [])
+        + (["--run-dir", run_dir] if run_dir else [])
+        + list(ctx.args)
+    )  # --token
     raise typer.Exit(hook_main(args))
 
 

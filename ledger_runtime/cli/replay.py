@@ -7,17 +7,24 @@ import json
 import re
 import shlex
 import sys
-
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from ledger_runtime.replay import tree as replay_tree
 from ledger_runtime.ledger.observe import Truncation
+from ledger_runtime.replay import tree as replay_tree
 from ledger_runtime.replay.engine import ReplaySettings, Skip, observations_only, replay_one, result_path
-from ledger_runtime.replay.report import (aggregate, class_table, context_md, context_table, load_results, results_md,
-                            summarize_context, table)
+from ledger_runtime.replay.report import (
+    aggregate,
+    class_table,
+    context_md,
+    context_table,
+    load_results,
+    results_md,
+    summarize_context,
+    table,
+)
 from ledger_runtime.replay.trajectories import RecordedFormat, Trajectory, TrajectoryError, formats, load
 
 
@@ -29,8 +36,11 @@ def _format(name: str | None, fail) -> RecordedFormat:
             fail(f"--format {name}: unknown (installed: {', '.join(sorted(known)) or 'none'})")
         return known[name]
     if len(known) != 1:
-        fail("no adapter that reads recorded runs is installed" if not known else
-             f"give --format (installed: {', '.join(sorted(known))})")
+        fail(
+            "no adapter that reads recorded runs is installed"
+            if not known
+            else f"give --format (installed: {', '.join(sorted(known))})"
+        )
     return next(iter(known.values()))
 
 
@@ -54,9 +64,25 @@ def _instances(path: Path | None) -> tuple[dict[str, str], dict[str, str]]:
     return commits, repos
 
 
-def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, filter_, redo, report, as_json,
-               argv, jobs: int = 1, force: bool = False, context: str | None = None,
-               price_model: str = "gpt-5-mini", format_: str | None = None) -> None:
+def run_replay(
+    trajectories,
+    repos,
+    workdir,
+    out,
+    instances,
+    timeout,
+    obs_only,
+    filter_,
+    redo,
+    report,
+    as_json,
+    argv,
+    jobs: int = 1,
+    force: bool = False,
+    context: str | None = None,
+    price_model: str = "gpt-5-mini",
+    format_: str | None = None,
+) -> None:
     from ledger_runtime.cli.errors import fail
     from ledger_runtime.decide.context import ContextError, ContextPolicy
 
@@ -92,7 +118,7 @@ def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, 
     if not obs_only and not repos:
         fail("give --repo DIR (a clone or a git directory holding the instances' commits), or --observations-only")
     git_dirs = []
-    for r in ([] if obs_only else repos):
+    for r in [] if obs_only else repos:
         g = replay_tree.git_dir(r)
         if g is None:
             fail(f"--repo {r} is not a git repository (give a clone or a git directory)")
@@ -114,14 +140,21 @@ def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, 
     trajs = [t for t in items if isinstance(t, Trajectory)]
     skipped = [(str(e).split(":")[0], str(e)) for e in items if isinstance(e, TrajectoryError)]
     if not trajs:
-        fail(f"no trajectory could be read: {skipped[0][1]}" if skipped else
-             f"no {fmt.name} trajectories found in " + ", ".join(str(p) for p in paths))
+        fail(
+            f"no trajectory could be read: {skipped[0][1]}"
+            if skipped
+            else f"no {fmt.name} trajectories found in " + ", ".join(str(p) for p in paths)
+        )
     seen: set[str] = set()
     unique = []
     for t in trajs:  # one ledger and one result per instance: a second trajectory of it is skipped
         if t.instance_id in seen:
-            skipped.append((t.instance_id, f"{t.source}: a second trajectory of {t.instance_id} (one per instance: "
-                                           "the first is replayed)"))
+            skipped.append(
+                (
+                    t.instance_id,
+                    f"{t.source}: a second trajectory of {t.instance_id} (one per instance: the first is replayed)",
+                )
+            )
             continue
         seen.add(t.instance_id)
         unique.append(t)
@@ -147,8 +180,10 @@ def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, 
         return
     clash = replay_tree.overlaps(workdir, git_dirs)
     if clash is not None:
-        fail(f"--workdir {workdir} and --repo {clash} overlap: emptying the work tree would delete the repository; "
-             "give another --workdir")
+        fail(
+            f"--workdir {workdir} and --repo {clash} overlap: emptying the work tree would delete the repository; "
+            "give another --workdir"
+        )
     try:
         replay_tree.check_usable(workdir, force)
         lock = replay_tree.Lock(workdir)
@@ -159,13 +194,24 @@ def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, 
     if problem:
         lock.release()
         fail(f"cannot write results into -o {out}: {problem}")
-    settings = ReplaySettings(repos=git_dirs, out=out, workdir=workdir, base_commits=commits,
-                              repo_names=repo_names, timeout=timeout, force=force, contexts=contexts,
-                              price_model=price_model)
+    settings = ReplaySettings(
+        repos=git_dirs,
+        out=out,
+        workdir=workdir,
+        base_commits=commits,
+        repo_names=repo_names,
+        timeout=timeout,
+        force=force,
+        contexts=contexts,
+        price_model=price_model,
+    )
     prov = provenance(settings.config, jobs)  # the code as it is when the replay starts
     todo = [t for t in trajs if redo or not _done(result_path(out, t.instance_id), contexts)]
-    err.print(f"{len(trajs)} {'trajectory' if len(trajs) == 1 else 'trajectories'}, {len(trajs) - len(todo)} already replayed, {len(todo)} to go "
-              f"({sum(len(t.commands) for t in todo)} commands)" + (f", {jobs} at a time" if jobs > 1 else ""))
+    err.print(
+        f"{len(trajs)} {'trajectory' if len(trajs) == 1 else 'trajectories'}, "
+        f"{len(trajs) - len(todo)} already replayed, {len(todo)} to go "
+        f"({sum(len(t.commands) for t in todo)} commands)" + (f", {jobs} at a time" if jobs > 1 else "")
+    )
     try:
         skipped += _replay_all(todo, settings, jobs, err, notes)
     finally:
@@ -175,12 +221,18 @@ def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, 
         (out / "skipped.json").write_text(json.dumps(skipped, indent=1))
     results = [r for r in load_results(out) if r["instance_id"] in {t.instance_id for t in trajs}]
     if not results:
-        fail(f"no trajectory was replayed ({len(skipped)} skipped; the reasons above, and in {out / 'skipped.json'})", 1)
+        fail(
+            f"no trajectory was replayed ({len(skipped)} skipped; the reasons above, and in {out / 'skipped.json'})", 1
+        )
     agg = aggregate(results)
     ctx = summarize_context(results) if contexts else None
     if as_json:
-        json.dump({"summary": agg, "skipped": skipped, "notes": notes, **({"context": ctx} if ctx else {})},
-                  sys.stdout, indent=2, default=str)
+        json.dump(
+            {"summary": agg, "skipped": skipped, "notes": notes, **({"context": ctx} if ctx else {})},
+            sys.stdout,
+            indent=2,
+            default=str,
+        )
         sys.stdout.write("\n")
     else:
         console = Console()
@@ -194,8 +246,9 @@ def run_replay(trajectories, repos, workdir, out, instances, timeout, obs_only, 
         command = "ledger-run " + " ".join(shlex.quote(a) for a in argv[1:])
         try:
             report.parent.mkdir(parents=True, exist_ok=True)
-            report.write_text(results_md(agg, command, skipped, notes, prov)
-                              + (context_md(ctx, price_model) if ctx else ""))
+            report.write_text(
+                results_md(agg, command, skipped, notes, prov) + (context_md(ctx, price_model) if ctx else "")
+            )
         except OSError as e:
             fail(f"cannot write --report {report}: {e.strerror}")
 
@@ -215,20 +268,29 @@ def _done(path: Path, contexts: tuple[str, ...]) -> bool:
     return all(ContextPolicy.parse(c).name in measured for c in contexts)
 
 
-def _replay_all(todo: list[Trajectory], settings: ReplaySettings, jobs: int, err: Console,
-                notes: list[str]) -> list[tuple[str, str]]:
+def _replay_all(
+    todo: list[Trajectory], settings: ReplaySettings, jobs: int, err: Console, notes: list[str]
+) -> list[tuple[str, str]]:
     """Replay ``todo`` with a progress display, ``jobs`` at a time; returns the trajectories skipped."""
     skipped: list[tuple[str, str]] = []
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("eta"), TimeRemainingColumn()]
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+    ]
     with Progress(*columns, console=err, transient=False) as progress:
         overall = progress.add_task("commands", total=sum(len(t.commands) for t in todo))
 
         def finished(t: Trajectory, why: str | None, failed: bool = False) -> None:
             if why is not None:
                 skipped.append((t.instance_id, why))
-                err.print(f"[{'red' if failed else 'yellow'}]{'failed' if failed else 'skipped'}[/] "
-                          f"{t.instance_id}: {why}", highlight=False)
+                err.print(
+                    f"[{'red' if failed else 'yellow'}]{'failed' if failed else 'skipped'}[/] {t.instance_id}: {why}",
+                    highlight=False,
+                )
             progress.advance(overall, len(t.commands))
 
         if jobs == 1:
@@ -236,7 +298,9 @@ def _replay_all(todo: list[Trajectory], settings: ReplaySettings, jobs: int, err
                 progress.update(overall, description=f"{t.instance_id:<32}")
                 start = progress.tasks[0].completed
                 try:
-                    replay_one(t, settings, on_step=lambda i, n, base=start: progress.update(overall, completed=base + i))
+                    replay_one(
+                        t, settings, on_step=lambda i, n, base=start: progress.update(overall, completed=base + i)
+                    )
                     progress.update(overall, completed=start)
                     finished(t, None)
                 except Skip as e:
@@ -252,14 +316,15 @@ def _replay_all(todo: list[Trajectory], settings: ReplaySettings, jobs: int, err
 
 ISOLATION_NOTES = {
     "directory": "work trees: one private directory per worker (no mount namespaces here); commands naming the "
-                 "work tree by its absolute path ran against the shared one",
+    "work tree by its absolute path ran against the shared one",
     "namespace-shared-tmp": "/tmp: shared by the workers (a path the replay needs, -o or --repo, lies under it); "
-                            "commands writing /tmp may have seen each other's files",
+    "commands writing /tmp may have seen each other's files",
 }
 
 
-def _parallel(todo: list[Trajectory], settings: ReplaySettings, jobs: int, notes: list[str], finished, progress,
-              overall) -> None:
+def _parallel(
+    todo: list[Trajectory], settings: ReplaySettings, jobs: int, notes: list[str], finished, progress, overall
+) -> None:
     """``todo`` in worker processes, each in its own tree. A worker that dies takes only the
     trajectories it was running: the rest go to a fresh pool (each trajectory is tried twice at
     most). Ctrl-C stops the workers and says what was kept."""
@@ -276,8 +341,12 @@ def _parallel(todo: list[Trajectory], settings: ReplaySettings, jobs: int, notes
     while remaining:
         batch = remaining[:1] if solo else remaining
         remaining = remaining[1:] if solo else []
-        pool = ProcessPoolExecutor(max_workers=1 if solo else jobs, mp_context=ctx, initializer=_worker_start,
-                                   initargs=(str(settings.workdir), [settings.out, *settings.repos]))
+        pool = ProcessPoolExecutor(
+            max_workers=1 if solo else jobs,
+            mp_context=ctx,
+            initializer=_worker_start,
+            initargs=(str(settings.workdir), [settings.out, *settings.repos]),
+        )
         futures = {pool.submit(_worker_replay, t, settings): t for t in batch}
         try:
             for fut in as_completed(futures):
@@ -304,8 +373,11 @@ def _parallel(todo: list[Trajectory], settings: ReplaySettings, jobs: int, notes
                 proc.terminate()
             replay_tree.sweep_stale_workers()
             progress.stop()
-            print(f"interrupted: the finished trajectories are kept in {settings.out} (run the same command again "
-                  "to go on from there)", file=sys.stderr)
+            print(
+                f"interrupted: the finished trajectories are kept in {settings.out} (run the same command again "
+                "to go on from there)",
+                file=sys.stderr,
+            )
             raise SystemExit(130) from None
         pool.shutdown(wait=True)
         if remaining and not solo:
@@ -346,26 +418,43 @@ def provenance(config, jobs: int = 1) -> dict:
     out: dict = {"version": __version__, "written": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "jobs": jobs}
     try:
         head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
-        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--", str(here), str(here.parent / "adapters")],
-                               capture_output=True, text=True, timeout=30)
+        dirty = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--", str(here), str(here.parent / "adapters")],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         out["commit"] = head.stdout.strip() if head.returncode == 0 else None
         out["dirty"] = bool(dirty.stdout.strip()) if dirty.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         out["commit"] = None
-    out["settings"] = {k: getattr(config, k) for k in ("dedupe", "dedupe_min_lines", "dedupe_min_saving", "reuse_runs",
-                                                       "output_limit_chars", "output_head_chars", "output_tail_chars",
-                                                       "context_steps")}
+    out["settings"] = {
+        k: getattr(config, k)
+        for k in (
+            "dedupe",
+            "dedupe_min_lines",
+            "dedupe_min_saving",
+            "reuse_runs",
+            "output_limit_chars",
+            "output_head_chars",
+            "output_tail_chars",
+            "context_steps",
+        )
+    }
     return out
 
 
 def _observations_only(trajs: list[Trajectory], out: Path, as_json: bool) -> None:
     trunc = Truncation()
     rows = [observations_only(t, trunc) for t in trajs]
-    total = {"instances": len(rows), "commands": sum(r["commands"] for r in rows),
-             "redundant": sum(r["redundant"] for r in rows),
-             "redundant_exact": sum(r["redundant_exact"] for r in rows),
-             "redundant_subsumed": sum(r["redundant_subsumed"] for r in rows),
-             "redundant_chars": sum(r["redundant_chars"] for r in rows)}
+    total = {
+        "instances": len(rows),
+        "commands": sum(r["commands"] for r in rows),
+        "redundant": sum(r["redundant"] for r in rows),
+        "redundant_exact": sum(r["redundant_exact"] for r in rows),
+        "redundant_subsumed": sum(r["redundant_subsumed"] for r in rows),
+        "redundant_chars": sum(r["redundant_chars"] for r in rows),
+    }
     out.mkdir(parents=True, exist_ok=True)
     (out / "observations-only.json").write_text(json.dumps({"total": total, "instances": rows}, indent=1))
     if as_json:
@@ -375,12 +464,17 @@ def _observations_only(trajs: list[Trajectory], out: Path, as_json: bool) -> Non
     from rich.table import Table
 
     t = Table(title="Redundancy estimated from recorded observations")
-    headers = {"instances": "runs", "commands": "commands", "redundant": "redundant", "redundant_exact": "exact",
-               "redundant_subsumed": "subsumed", "redundant_chars": "their chars"}
+    headers = {
+        "instances": "runs",
+        "commands": "commands",
+        "redundant": "redundant",
+        "redundant_exact": "exact",
+        "redundant_subsumed": "subsumed",
+        "redundant_chars": "their chars",
+    }
     for k in total:
         t.add_column(headers.get(k, k.replace("_", " ")), justify="right")
     t.add_row(*[f"{v:,}" for v in total.values()])
     Console().print(t)
     share = total["redundant"] / total["commands"] if total["commands"] else 0
     Console().print(f"{share:.1%} of commands redundant ({total['redundant_chars']:,} characters of output)")
-

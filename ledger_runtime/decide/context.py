@@ -55,7 +55,7 @@ class ContextPolicy:
         for prefix, validity in (("window:", False), ("validity+window:", True)):
             if t.startswith(prefix):
                 try:
-                    m = int(t[len(prefix):])
+                    m = int(t[len(prefix) :])
                 except ValueError:
                     m = 0
                 if m < 1:
@@ -156,8 +156,9 @@ def decide(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue) 
         return out
     recent_from = n - policy.window if policy.window else n
     if not policy.validity:
-        return [Treatment(KEEP) if s.index >= recent_from else Treatment(STUB, Stub(window=policy.window))
-                for s in saids]
+        return [
+            Treatment(KEEP) if s.index >= recent_from else Treatment(STUB, Stub(window=policy.window)) for s in saids
+        ]
     later: set[tuple] = set()  # what the outputs sent after this one tell (Line.fact)
     later_runs: dict[str, str] = {}  # command key -> label of a later run still sent
     needed: set[int] = set()  # attempts later outputs refer to
@@ -166,8 +167,9 @@ def decide(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue) 
         if j == n - 1 or s.attempt is None or s.attempt in needed or (policy.window and j >= recent_from):
             t = Treatment(KEEP)
         else:
-            t = _judge(s, still_true, later, later_runs.get(s.key) if s.supersedable else None,
-                       partial=bool(policy.window))
+            t = _judge(
+                s, still_true, later, later_runs.get(s.key) if s.supersedable else None, partial=bool(policy.window)
+            )
             if t.kind != KEEP and s.chars and len(stub_text(s, t)) >= s.chars:
                 t = Treatment(KEEP)  # a stub no shorter than the output saves nothing
         out[j] = t
@@ -234,8 +236,9 @@ def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], s
     return stale == t.stub.stale
 
 
-def valid_unique_dropped(saids: Sequence[Said], treatments: Sequence[Treatment],
-                         still_true: StillTrue) -> list[tuple[int, int]]:
+def valid_unique_dropped(
+    saids: Sequence[Said], treatments: Sequence[Treatment], still_true: StillTrue
+) -> list[tuple[int, int]]:
     """The (output index, line index) pairs left out that were still true and shown nowhere later
     in what is sent: lines the model lost. Computed from what is sent, whatever decided it."""
     later: set[tuple] = set()
@@ -247,7 +250,7 @@ def valid_unique_dropped(saids: Sequence[Said], treatments: Sequence[Treatment],
         for i, line in enumerate(s.lines):
             if t.keeps(i) or line.blank or line.fact in later:
                 continue
-            if (still_true(line) if line.is_file else not superseded):
+            if still_true(line) if line.is_file else not superseded:
                 lost.append((s.index, i))
         later |= sent_facts(s, t)
         if t.kind == KEEP and s.key is not None:
@@ -257,8 +260,15 @@ def valid_unique_dropped(saids: Sequence[Said], treatments: Sequence[Treatment],
 
 # -- what is sent -----------------------------------------------------------------------------------
 
-def to_send(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue, sticky: Sticky,
-            texts: Sequence[str], positions: Sequence[int]) -> list[Treatment]:
+
+def to_send(
+    saids: Sequence[Said],
+    policy: ContextPolicy,
+    still_true: StillTrue,
+    sticky: Sticky,
+    texts: Sequence[str],
+    positions: Sequence[int],
+) -> list[Treatment]:
     """How each output is sent at this call: ``decide``, applied through ``sticky`` under the
     validity policies (the baseline masks by age, every call). ``texts``: the prompt's messages in
     order; ``positions``: where among them each output of ``saids`` stands."""
@@ -289,8 +299,10 @@ def stub_text(s: Said, t: Treatment, lines: int | None = None) -> str:
         return placeholder(len(s.lines) if lines is None else lines)
     if t.kind == STUB:
         return f"[ledger: {s.label}'s output (`{s.command}`) left out: {t.stub.reason()}]"
-    head = (f"[ledger: {s.label}'s output (`{s.command}`), only its lines that still hold and are shown nowhere "
-            f"later; the rest left out: {t.stub.reason()}]\n")
+    head = (
+        f"[ledger: {s.label}'s output (`{s.command}`), only its lines that still hold and are shown nowhere "
+        f"later; the rest left out: {t.stub.reason()}]\n"
+    )
     body = []
     for i in t.kept:
         line = s.lines[i]
@@ -313,16 +325,30 @@ class Sticky:
     applied: dict[int, Treatment] = field(default_factory=dict)  # output index -> what was sent last
     calls: int = 0
 
-    def apply(self, desired: Sequence[Treatment], saids: Sequence[Said], after_chars: Sequence[int],
-              sent_chars: Callable[[Said, Treatment], int], still_true: StillTrue | None = None) -> list[Treatment]:
+    def apply(
+        self,
+        desired: Sequence[Treatment],
+        saids: Sequence[Said],
+        after_chars: Sequence[int],
+        sent_chars: Callable[[Said, Treatment], int],
+        still_true: StillTrue | None = None,
+    ) -> list[Treatment]:
         """What to send at this call. ``after_chars[j]``: characters of the prompt from output j on;
         ``sent_chars``: an output's size as a treatment sends it. A stub sent before whose claims no
         longer hold (checked with ``still_true`` against what follows it) is replaced at once."""
         self.calls += 1
         now = [self.applied.get(s.index, Treatment(KEEP)) for s in saids]
-        must = [j for j, (d, a) in enumerate(zip(desired, now)) if _restores(d, a, len(saids[j].lines))
-                or (d != a and a.kind != KEEP and still_true is not None
-                    and not stub_holds(saids[j], a, list(zip(saids[j + 1:], desired[j + 1:])), still_true))]
+        must = [
+            j
+            for j, (d, a) in enumerate(zip(desired, now))
+            if _restores(d, a, len(saids[j].lines))
+            or (
+                d != a
+                and a.kind != KEEP
+                and still_true is not None
+                and not stub_holds(saids[j], a, list(zip(saids[j + 1 :], desired[j + 1 :])), still_true)
+            )
+        ]
         may = [j for j, (d, a) in enumerate(zip(desired, now)) if j not in must and d != a]
         for j in must:
             now[j] = desired[j]
@@ -349,8 +375,25 @@ class Sticky:
 def _restores(desired: Treatment, applied: Treatment, n: int) -> bool:
     """Whether ``desired`` sends a line ``applied`` leaves out (it must be sent at once)."""
     return any(desired.keeps(i) and not applied.keeps(i) for i in range(n)) or (
-        desired.kind == KEEP and applied.kind != KEEP)
+        desired.kind == KEEP and applied.kind != KEEP
+    )
 
 
-__all__ = ["ContextPolicy", "ContextError", "Line", "Said", "Stub", "Treatment", "Sticky", "decide", "to_send",
-           "stub_holds", "valid_unique_dropped", "stub_text", "placeholder", "KEEP", "STUB", "PART"]
+__all__ = [
+    "ContextPolicy",
+    "ContextError",
+    "Line",
+    "Said",
+    "Stub",
+    "Treatment",
+    "Sticky",
+    "decide",
+    "to_send",
+    "stub_holds",
+    "valid_unique_dropped",
+    "stub_text",
+    "placeholder",
+    "KEEP",
+    "STUB",
+    "PART",
+]

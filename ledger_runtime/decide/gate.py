@@ -3,10 +3,12 @@ or annotate a command before it runs, composed with govern's verdict.
 
 A predicate is a pure function ``check(proposal: Analysis, state: LedgerState, current: Current,
 rule: Rule) -> Finding | None``. A finding carries the reason and the ledger state it read
-(``evidence``, recorded with the verdict under the rule's name); the rule's configured verdict (ALLOW by finding nothing, NUDGE, REVISE or BLOCK)
-says what the finding does. Built-in rules are in policies.py; users add their own by dotted path
-(``check = "package.module:function"``). A predicate that raises is reported and treated as ALLOW:
-the gate fails open, never in the agent's way.
+(``evidence``, recorded with the verdict under the rule's name); the rule's configured verdict
+(ALLOW by finding nothing, NUDGE, REVISE or BLOCK) says what the finding does. Built-in rules are in
+policies.py; users add their own by dotted path (``check = "package.module:function"``). A rule
+decided after the command ran (``after_run``: noop-edit) is ``check(proposal, outcome, rule)``. A
+predicate that raises is reported and treated as ALLOW: the gate fails open, never in the agent's
+way.
 
 Composition, in this order (the first that applies wins):
 
@@ -101,8 +103,9 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
     rules = []
     for name in settings:
         if name not in builtins and not isinstance((settings[name] or {}).get("check"), str):
-            raise PolicyError(f"unknown policy {name!r} (built in: {', '.join(builtins)}; "
-                              f"your own need check = \"module:function\")")
+            raise PolicyError(
+                f'unknown policy {name!r} (built in: {", ".join(builtins)}; your own need check = "module:function")'
+            )
     for name in list(builtins) + [n for n in settings if n not in builtins]:
         given = settings.get(name) or {}
         if not isinstance(given, Mapping):
@@ -132,8 +135,11 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
         paths = merged.get("paths") or ()
         if isinstance(paths, str) or not all(isinstance(p, str) for p in paths):
             raise PolicyError(f"policy {name!r}: paths must be a list of globs")
-        params = {k: v for k, v in merged.items()
-                  if k not in ("enabled", "verdict", "paths", "check", "after_run", "time_limit_s")}
+        params = {
+            k: v
+            for k, v in merged.items()
+            if k not in ("enabled", "verdict", "paths", "check", "after_run", "time_limit_s")
+        }
         for key, default in defaults.items():  # a parameter given as a list by default must stay one
             if isinstance(default, list) and key in params:
                 value = params[key]
@@ -144,9 +150,21 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
                         try:
                             re.compile(v)
                         except re.error as e:
-                            raise PolicyError(f"policy {name!r}: {key}: {v!r} is not a regular expression: {e}") from None
-        rules.append(Rule(name, check, verdict, params, tuple(paths), workdir, float(limit) if limit else None,
-                          bool(merged.get("after_run"))))
+                            raise PolicyError(
+                                f"policy {name!r}: {key}: {v!r} is not a regular expression: {e}"
+                            ) from None
+        rules.append(
+            Rule(
+                name,
+                check,
+                verdict,
+                params,
+                tuple(paths),
+                workdir,
+                float(limit) if limit else None,
+                bool(merged.get("after_run")),
+            )
+        )
     return rules
 
 
@@ -179,8 +197,9 @@ def _run_rule(rule: Rule, proposal: Analysis, state: Any, current: Any) -> Findi
     return value
 
 
-def check_all(rules: list[Rule], proposal: Analysis, state: Any, current: Any,
-              on_fault: Callable[[str, BaseException], None]) -> list[Verdict]:
+def check_all(
+    rules: list[Rule], proposal: Analysis, state: Any, current: Any, on_fault: Callable[[str, BaseException], None]
+) -> list[Verdict]:
     """Every rule's verdict on the proposal (rules that find nothing, or raise, allow it)."""
     out = []
     for rule in rules:
@@ -208,8 +227,9 @@ class Outcome:
     missing: tuple[str, ...] = ()  # ...and those that do not exist after it
 
 
-def check_after(rules: list[Rule], proposal: Analysis, outcome: Outcome,
-                on_fault: Callable[[str, BaseException], None]) -> list[Verdict]:
+def check_after(
+    rules: list[Rule], proposal: Analysis, outcome: Outcome, on_fault: Callable[[str, BaseException], None]
+) -> list[Verdict]:
     """The verdicts of the rules decided after the command ran (NUDGE only: it ran)."""
     out = []
     for rule in rules:
@@ -234,9 +254,12 @@ def after_run(before: Verdict, found: list[Verdict]) -> Verdict:
     noop = found[0]
     if before.kind is not VerdictKind.NUDGE:
         return noop
-    return Verdict(VerdictKind.NUDGE, f"{before.reason}; {noop.rule}: {noop.reason}",
-                   rule=f"{before.rule},{noop.rule}" if before.rule else noop.rule,
-                   evidence={**(before.evidence or {}), **(noop.evidence or {})})
+    return Verdict(
+        VerdictKind.NUDGE,
+        f"{before.reason}; {noop.rule}: {noop.reason}",
+        rule=f"{before.rule},{noop.rule}" if before.rule else noop.rule,
+        evidence={**(before.evidence or {}), **(noop.evidence or {})},
+    )
 
 
 def _verdict_of(rule: Rule, found: Any, on_fault: Callable[[str, BaseException], None]) -> Verdict | None:
@@ -265,8 +288,12 @@ def compose(governed: Verdict, gated: list[Verdict]) -> Verdict:
         if hits:
             if len(hits) == 1:
                 return replace(hits[0], evidence={hits[0].rule or "": hits[0].evidence})
-            return Verdict(kind, "; ".join(f"{v.rule}: {v.reason}" for v in hits), rule=",".join(v.rule or "" for v in hits),
-                           evidence={v.rule or "": v.evidence for v in hits})
+            return Verdict(
+                kind,
+                "; ".join(f"{v.rule}: {v.reason}" for v in hits),
+                rule=",".join(v.rule or "" for v in hits),
+                evidence={v.rule or "": v.evidence for v in hits},
+            )
     if governed.kind is VerdictKind.REUSE:
         return governed
     nudges = [v for v in gated if v.kind is VerdictKind.NUDGE]
@@ -274,9 +301,14 @@ def compose(governed: Verdict, gated: list[Verdict]) -> Verdict:
         reasons = [f"{v.rule}: {v.reason}" for v in nudges]
         if governed.kind is VerdictKind.NUDGE and not any(v.rule == "repeat-failure" for v in nudges):
             reasons.append(governed.reason)
-        return Verdict(VerdictKind.NUDGE, "; ".join(reasons), rule=",".join(v.rule or "" for v in nudges),
-                       ref_attempt=governed.ref_attempt, ref_step=nudges[0].ref_step or governed.ref_step,
-                       evidence={v.rule or "": v.evidence for v in nudges})
+        return Verdict(
+            VerdictKind.NUDGE,
+            "; ".join(reasons),
+            rule=",".join(v.rule or "" for v in nudges),
+            ref_attempt=governed.ref_attempt,
+            ref_step=nudges[0].ref_step or governed.ref_step,
+            evidence={v.rule or "": v.evidence for v in nudges},
+        )
     return governed
 
 

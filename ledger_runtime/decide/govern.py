@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 from ledger_runtime.analysis.commands import Analysis
 from ledger_runtime.decide.current import Current
-from ledger_runtime.records import Attempt, CommandClass, ReuseForm, Verdict, VerdictKind
 from ledger_runtime.ledger.state import LedgerState
+from ledger_runtime.records import Attempt, CommandClass, ReuseForm, Verdict, VerdictKind
 
 if TYPE_CHECKING:
     from ledger_runtime.config import LedgerConfig
@@ -42,8 +42,15 @@ def _candidate(proposal: Analysis, state: LedgerState) -> Attempt | None:
 
 def reusable_run(a: Attempt) -> bool:
     """Whether an earlier run may stand in for a repeat of it (reuse_runs)."""
-    return (a.executed and a.command_class is CommandClass.RUN and a.output_complete and not a.submits
-            and a.exception is None and a.epoch_before == a.epoch_after and a.exit_code is not None)
+    return (
+        a.executed
+        and a.command_class is CommandClass.RUN
+        and a.output_complete
+        and not a.submits
+        and a.exception is None
+        and a.epoch_before == a.epoch_after
+        and a.exit_code is not None
+    )
 
 
 def govern(proposal: Analysis, state: LedgerState, current: Current, config: LedgerConfig) -> Verdict:
@@ -61,23 +68,34 @@ def govern(proposal: Analysis, state: LedgerState, current: Current, config: Led
         return _reuse(cand, state, config, "same test run, and no file has changed since")
     if config.nudge_repeats and (cls is CommandClass.RUN or cand.exit_code not in (0, None)):
         how = "failed" if cand.exit_code not in (0, None) else "ran"
-        return Verdict(VerdictKind.NUDGE,
-                       f"nothing has changed since step {cand.step}, where this same command {how} "
-                       f"(exit {cand.exit_code})",
-                       ref_attempt=cand.id, ref_step=cand.step)
+        return Verdict(
+            VerdictKind.NUDGE,
+            f"nothing has changed since step {cand.step}, where this same command {how} (exit {cand.exit_code})",
+            ref_attempt=cand.id,
+            ref_step=cand.step,
+        )
     return Verdict(VerdictKind.RUN)
 
 
 def same_output(ref: Attempt | None) -> Verdict:
     """The verdict of a command that ran and printed exactly an earlier output the model still holds
     (answered with a reference to it): a REUSE of that output, by reference."""
-    return Verdict(VerdictKind.REUSE, "its output is identical to an earlier output the model holds",
-                   ref_attempt=ref.id if ref else None, ref_step=ref.step if ref else None, form=ReuseForm.REFERENCE)
+    return Verdict(
+        VerdictKind.REUSE,
+        "its output is identical to an earlier output the model holds",
+        ref_attempt=ref.id if ref else None,
+        ref_step=ref.step if ref else None,
+        form=ReuseForm.REFERENCE,
+    )
 
 
 def _reuse(cand: Attempt, state: LedgerState, config: LedgerConfig, reason: str) -> Verdict:
     form = ReuseForm.FULL
-    if config.reuse_output is ReuseForm.REFERENCE and not cand.truncated and cand.output_chars >= REFERENCE_MIN_CHARS \
-            and state.in_context(cand.step, config.context_steps):
+    if (
+        config.reuse_output is ReuseForm.REFERENCE
+        and not cand.truncated
+        and cand.output_chars >= REFERENCE_MIN_CHARS
+        and state.in_context(cand.step, config.context_steps)
+    ):
         form = ReuseForm.REFERENCE
     return Verdict(VerdictKind.REUSE, reason, ref_attempt=cand.id, ref_step=cand.step, form=form)

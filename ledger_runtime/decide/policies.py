@@ -27,14 +27,16 @@ import shlex
 from typing import Any, Callable
 
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis
-from ledger_runtime.decide.gate import Finding, Outcome, Rule, matches
 from ledger_runtime.analysis.display import short_command
-from ledger_runtime.decide.current import Current
 from ledger_runtime.analysis.patches import file_ops
-from ledger_runtime.records import CommandClass, VerdictKind
+from ledger_runtime.decide.current import Current
+from ledger_runtime.decide.gate import Finding, Outcome, Rule, matches
 from ledger_runtime.ledger.state import LedgerState
+from ledger_runtime.records import CommandClass, VerdictKind
 
-IN_PLACE = re.compile(r"(^|[;&|(]\s*|\s)(sed|perl)\s+(-\S+\s+)*-[a-zA-Z]*i|(^|[;&|(]\s*|\s)(patch|ed|ex)\s|\bgit\s+apply\b")
+IN_PLACE = re.compile(
+    r"(^|[;&|(]\s*|\s)(sed|perl)\s+(-\S+\s+)*-[a-zA-Z]*i|(^|[;&|(]\s*|\s)(patch|ed|ex)\s|\bgit\s+apply\b"
+)
 _GIT = r"\bgit(?:\s+-[cC]\s+\S+|\s+--?[a-zA-Z][\w-]*(?:=\S+)?)*\s+"  # git and its global options
 _ALL = r"\.?/?(?=\s|$|;|&|\|)"  # "." or "./" as the whole argument
 DESTRUCTIVE = (
@@ -79,17 +81,25 @@ def stale_edit(proposal: Analysis, state: LedgerState, current: Current, rule: R
             created = state.modifications_of(path) and state.modifications_of(path)[0].before_hash is None
             if created:
                 continue  # the agent wrote it: it knows what is in it
-            return Finding(f"{_display(path, rule)} is edited in place but was never read; read the part you edit first",
-                           {"path": path, "observations": 0})
+            return Finding(
+                f"{_display(path, rule)} is edited in place but was never read; read the part you edit first",
+                {"path": path, "observations": 0},
+            )
         last = seen[-1]
-        foreign = [m for m in state.modifications_of(path) if m.step >= last.step and m.attempt != last.attempt
-                   and not m.recognised]
+        foreign = [
+            m
+            for m in state.modifications_of(path)
+            if m.step >= last.step and m.attempt != last.attempt and not m.recognised
+        ]
         if foreign:
             m = foreign[-1]
             by = "outside any command" if m.attempt is None else f"by `{_command(state, m.attempt)}`"
-            return Finding(f"{_display(path, rule)} changed at step {m.step} {by} since you last read it at step "
-                           f"{last.step}; read it again before editing it", {"path": path, "read_at": last.step,
-                                                                              "changed_at": m.step}, ref_step=m.step)
+            return Finding(
+                f"{_display(path, rule)} changed at step {m.step} {by} since you last read it at step "
+                f"{last.step}; read it again before editing it",
+                {"path": path, "read_at": last.step, "changed_at": m.step},
+                ref_step=m.step,
+            )
     return None
 
 
@@ -112,8 +122,11 @@ def protected_paths(proposal: Analysis, state: LedgerState, current: Current, ru
             continue
         for g in globs:
             if matches(path, g, rule.workdir):
-                return Finding(f"{_display(path, rule)} matches the protected glob {g!r}: leave it as it is "
-                               f"(fix the code, not the tests or the configuration)", {"path": path, "glob": g})
+                return Finding(
+                    f"{_display(path, rule)} matches the protected glob {g!r}: leave it as it is "
+                    f"(fix the code, not the tests or the configuration)",
+                    {"path": path, "glob": g},
+                )
     return None
 
 
@@ -145,8 +158,11 @@ def destructive(proposal: Analysis, state: LedgerState, current: Current, rule: 
     for pattern in patterns:
         m = re.search(pattern, text)
         if m:
-            return Finding(f"`{m.group(0).strip()}` would throw away work in the workspace; undo specific changes "
-                           f"instead (e.g. git checkout -- FILE)", {"pattern": pattern})
+            return Finding(
+                f"`{m.group(0).strip()}` would throw away work in the workspace; undo specific changes "
+                f"instead (e.g. git checkout -- FILE)",
+                {"pattern": pattern},
+            )
     root = os.path.normpath(rule.workdir or proposal.cwd)
     plain = _without_heredocs(proposal.command)
     for m in _RM.finditer(plain):
@@ -167,8 +183,10 @@ def destructive(proposal: Analysis, state: LedgerState, current: Current, rule: 
             whole = w.rstrip("/").endswith("*") and os.path.basename(w.rstrip("/")) in ("*", ".*")
             target = os.path.normpath(os.path.join(cwd, os.path.expanduser(os.path.dirname(w) if whole else w)))
             if target == root or root.startswith(target.rstrip("/") + "/") or target == "/":
-                return Finding(f"`rm {m.group(1).strip()[:60]}` would delete the workspace {root}",
-                               {"target": target, "workspace": root})
+                return Finding(
+                    f"`rm {m.group(1).strip()[:60]}` would delete the workspace {root}",
+                    {"target": target, "workspace": root},
+                )
     return None
 
 
@@ -191,30 +209,53 @@ def verify_before_submit(proposal: Analysis, state: LedgerState, current: Curren
     ignore = tuple(rule.param("ignore") or ())
     root = (rule.workdir or proposal.cwd).rstrip("/") + "/"
     # files the agent created are its scratch (reproduction scripts) far more often than its fix
-    changed = [m for m in state.changed_files() if m.path.startswith(root) and rule.in_scope(m.path)
-               and state.modifications_of(m.path)[0].before_hash is not None
-               and not any(matches(m.path, g, rule.workdir) for g in ignore)]
+    changed = [
+        m
+        for m in state.changed_files()
+        if m.path.startswith(root)
+        and rule.in_scope(m.path)
+        and state.modifications_of(m.path)[0].before_hash is not None
+        and not any(matches(m.path, g, rule.workdir) for g in ignore)
+    ]
     if not changed:
         return None
-    runs = [a for a in state.attempts if a.executed and not a.submits and (
-        a.command_class is CommandClass.RUN or (a.command_class is CommandClass.MODIFY and _RUN.search(_unquoted(a.command))))]
+    runs = [
+        a
+        for a in state.attempts
+        if a.executed
+        and not a.submits
+        and (
+            a.command_class is CommandClass.RUN
+            or (a.command_class is CommandClass.MODIFY and _RUN.search(_unquoted(a.command)))
+        )
+    ]
     last_run = runs[-1] if runs else None
     after = [m for m in changed if last_run is None or m.step > last_run.step]
     if not after:
         return None
     # once: the same rule already held this submission back, and nothing changed since
-    if any(a.verdict.kind is VerdictKind.REVISE and a.verdict.rule and rule.name in a.verdict.rule.split(",")
-           and a.epoch_before == state.epoch for a in state.attempts):
+    if any(
+        a.verdict.kind is VerdictKind.REVISE
+        and a.verdict.rule
+        and rule.name in a.verdict.rule.split(",")
+        and a.epoch_before == state.epoch
+        for a in state.attempts
+    ):
         return None
     names = ", ".join(f"{_display(m.path, rule)} (step {m.step})" for m in after[:4]) + (" …" if len(after) > 4 else "")
     if last_run is None:
         why = f"files changed and no test or script has run since the start: {names}"
     else:
-        why = (f"files changed after the last test or script run (step {last_run.step}: "
-               f"`{_short(last_run.command, 50)}`): {names}; run the tests again"
-               + (", or submit again to submit as is" if rule.verdict is VerdictKind.REVISE else ""))
-    return Finding(why, {"changed": [m.path for m in after], "last_run_step": last_run.step if last_run else None},
-                   ref_step=last_run.step if last_run else None)
+        why = (
+            f"files changed after the last test or script run (step {last_run.step}: "
+            f"`{_short(last_run.command, 50)}`): {names}; run the tests again"
+            + (", or submit again to submit as is" if rule.verdict is VerdictKind.REVISE else "")
+        )
+    return Finding(
+        why,
+        {"changed": [m.path for m in after], "last_run_step": last_run.step if last_run else None},
+        ref_step=last_run.step if last_run else None,
+    )
 
 
 def repeat_failure(proposal: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
@@ -232,12 +273,18 @@ def repeat_failure(proposal: Analysis, state: LedgerState, current: Current, rul
     steps = sorted(a.step for a in chain)
     revise_after = int(rule.param("revise_after", 3))
     where = ", ".join(str(s) for s in steps[-4:])
-    reason = (f"nothing has changed since step {steps[-1]}, where this same command failed (exit {chain[0].exit_code})"
-              + (f"; it failed at steps {where}" if len(steps) > 1 else ""))
+    reason = (
+        f"nothing has changed since step {steps[-1]}, where this same command failed (exit {chain[0].exit_code})"
+        + (f"; it failed at steps {where}" if len(steps) > 1 else "")
+    )
     evidence = {"failed_at": steps, "exit_code": chain[0].exit_code}
     if len(chain) + 1 >= revise_after:
-        return Finding(reason + f"; running it a {len(chain) + 1}th time will fail the same way: change something first",
-                       evidence, ref_step=steps[-1], verdict=VerdictKind.REVISE)
+        return Finding(
+            reason + f"; running it a {len(chain) + 1}th time will fail the same way: change something first",
+            evidence,
+            ref_step=steps[-1],
+            verdict=VerdictKind.REVISE,
+        )
     return Finding(reason, evidence, ref_step=steps[-1])
 
 
@@ -254,18 +301,28 @@ def noop_edit(proposal: Analysis, outcome: Outcome, rule: Rule) -> Finding | Non
         why = "file not found: " + ", ".join(os.path.relpath(m, outcome.workdir) for m in outcome.missing[:3])
     else:
         why = "a pattern that did not match, or the wrong file?"
-    return Finding(f"this edit changed no file ({why})",
-                   evidence={"noop-edit": {"writes": list(proposal.writes[:5]), "missing": list(outcome.missing[:5])}})
+    return Finding(
+        f"this edit changed no file ({why})",
+        evidence={"noop-edit": {"writes": list(proposal.writes[:5]), "missing": list(outcome.missing[:5])}},
+    )
 
 
 BUILTINS: dict[str, tuple[Callable[..., Finding | None], dict[str, Any]]] = {
     "stale-edit": (stale_edit, {"enabled": True, "verdict": "NUDGE"}),
     "protected-paths": (protected_paths, {"enabled": True, "verdict": "REVISE", "globs": []}),
-    "destructive": (destructive, {"enabled": True, "verdict": "BLOCK", "patterns": list(DESTRUCTIVE),
-                                  "extra_patterns": []}),
-    "verify-before-submit": (verify_before_submit, {"enabled": True, "verdict": "REVISE",
-                                                    # the patch a submission prints is not code to test
-                                                    "ignore": ["patch.txt", "*.patch", "*.diff", "*.orig", "*.rej"]}),
+    "destructive": (
+        destructive,
+        {"enabled": True, "verdict": "BLOCK", "patterns": list(DESTRUCTIVE), "extra_patterns": []},
+    ),
+    "verify-before-submit": (
+        verify_before_submit,
+        {
+            "enabled": True,
+            "verdict": "REVISE",
+            # the patch a submission prints is not code to test
+            "ignore": ["patch.txt", "*.patch", "*.diff", "*.orig", "*.rej"],
+        },
+    ),
     "noop-edit": (noop_edit, {"enabled": True, "verdict": "NUDGE", "after_run": True}),
     "repeat-failure": (repeat_failure, {"enabled": True, "verdict": "NUDGE", "revise_after": 3}),
 }

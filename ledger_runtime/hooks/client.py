@@ -44,8 +44,12 @@ def _args(argv: list[str]) -> tuple[str | None, str | None, str | None, str | No
         if event is None and not a.startswith("-"):
             event = a
         i += 1
-    return (event, opts.get("--socket") or os.environ.get(SOCKET_ENV), opts.get("--run-dir") or os.environ.get(RUN_DIR_ENV),
-            opts.get("--token"))
+    return (
+        event,
+        opts.get("--socket") or os.environ.get(SOCKET_ENV),
+        opts.get("--run-dir") or os.environ.get(RUN_DIR_ENV),
+        opts.get("--token"),
+    )
 
 
 def log_fault(run_dir: str | None, event: str | None, message: str) -> None:
@@ -82,7 +86,7 @@ def ask(sock_path: str, event: str, payload: bytes, timeout: float, token: str |
         s.settimeout(timeout)
         s.connect(sock_path)
         token_field = b', "token": "' + token.encode() + b'"' if token else b""
-        s.sendall(b'{"event": "' + event.encode() + b'"' + token_field + b'}\n' + payload)
+        s.sendall(b'{"event": "' + event.encode() + b'"' + token_field + b"}\n" + payload)
         s.shutdown(socket.SHUT_WR)
         chunks = []
         while True:

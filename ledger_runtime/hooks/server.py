@@ -38,19 +38,25 @@ def _socket_dir() -> str:
     """A private directory of our own for the socket, with a path short enough for a Unix socket:
     under $TMPDIR when it fits, else under /tmp."""
     for base in (tempfile.gettempdir(), "/tmp"):
-        if len(os.path.join(base, "ledger-hook-xxxxxxxx", "hook.sock")) <= SOCKET_PATH_MAX and os.path.isdir(base) \
-                and os.access(base, os.W_OK | os.X_OK):
+        if (
+            len(os.path.join(base, "ledger-hook-xxxxxxxx", "hook.sock")) <= SOCKET_PATH_MAX
+            and os.path.isdir(base)
+            and os.access(base, os.W_OK | os.X_OK)
+        ):
             return tempfile.mkdtemp(prefix="ledger-hook-", dir=base)
-    raise SocketDirError(f"no directory for the hook socket: $TMPDIR ({tempfile.gettempdir()}) is too long for a "
-                         f"Unix socket path (at most {SOCKET_PATH_MAX} bytes) and /tmp is not writable; set TMPDIR "
-                         "to a short writable directory")
+    raise SocketDirError(
+        f"no directory for the hook socket: $TMPDIR ({tempfile.gettempdir()}) is too long for a "
+        f"Unix socket path (at most {SOCKET_PATH_MAX} bytes) and /tmp is not writable; set TMPDIR "
+        "to a short writable directory"
+    )
 
 
 class HookServer:
     """Serves ``handler(event, payload) -> answer | None`` on a Unix socket until ``close()``."""
 
-    def __init__(self, handler: Handler, on_fault: Callable[[str, BaseException], None],
-                 authorize: Authorize | None = None):
+    def __init__(
+        self, handler: Handler, on_fault: Callable[[str, BaseException], None], authorize: Authorize | None = None
+    ):
         self.handler = handler
         self.on_fault = on_fault
         self.authorize = authorize  # None: every call is served (a caller that authenticates otherwise)
@@ -113,8 +119,9 @@ class HookServer:
         if not isinstance(payload, dict):
             raise ValueError(f"{event} payload is not a JSON object: {body[:60]!r}")
         with self.lock:
-            if self.authorize is not None and not self.authorize(event, token if isinstance(token, str) else None,
-                                                                  payload):
+            if self.authorize is not None and not self.authorize(
+                event, token if isinstance(token, str) else None, payload
+            ):
                 raise PermissionError(f"a {event} call without this run's token: refused")
             self.handled += 1
             return self.handler(event, payload)

@@ -47,7 +47,9 @@ def _args(argv: list[str]) -> dict[str, str] | None:
     while i < len(argv):
         a = argv[i]
         if a == "--":
-            out["command"] = " ".join(argv[i + 1:]) if len(argv) > i + 2 else (argv[i + 1] if i + 1 < len(argv) else "")
+            out["command"] = (
+                " ".join(argv[i + 1 :]) if len(argv) > i + 2 else (argv[i + 1] if i + 1 < len(argv) else "")
+            )
             return out
         if a in ("--socket", "--call", "--run-dir", "--wait", "--token") and i + 1 < len(argv):
             out[a[2:]] = argv[i + 1]
@@ -94,8 +96,9 @@ def main(argv: list[str]) -> int:
             signal.signal(s, h)
 
 
-def _run(proc: subprocess.Popen, command: str, args: dict[str, str], run_dir: str | None, wait: float,
-         started: float) -> int:
+def _run(
+    proc: subprocess.Popen, command: str, args: dict[str, str], run_dir: str | None, wait: float, started: float
+) -> int:
     assert proc.stdout is not None
     out = sys.stdout.buffer
     buf = bytearray()
@@ -124,9 +127,14 @@ def _run(proc: subprocess.Popen, command: str, args: dict[str, str], run_dir: st
             buf += chunk
     sel.close()
     rc = exit_code(proc.wait())
-    payload = {"tool_use_id": args.get("call"), "exit_code": rc, "output_b64": base64.b64encode(bytes(buf)).decode(),
-               "complete": len(buf) <= MAX_OUTPUT, "shown_raw": passthrough,
-               "elapsed_s": round(time.perf_counter() - started, 6)}
+    payload = {
+        "tool_use_id": args.get("call"),
+        "exit_code": rc,
+        "output_b64": base64.b64encode(bytes(buf)).decode(),
+        "complete": len(buf) <= MAX_OUTPUT,
+        "shown_raw": passthrough,
+        "elapsed_s": round(time.perf_counter() - started, 6),
+    }
     text = _answer(args.get("socket"), run_dir, payload, command, args.get("token"))
     if not passthrough:
         out.write(text.encode("utf-8", "surrogateescape") if text is not None else bytes(buf))

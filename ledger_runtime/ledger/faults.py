@@ -29,11 +29,17 @@ class FaultLog:
         self.count = 0  # faults so far
         self.unwritten = 0  # faults that could not even be written to faults.log
 
-    def add(self, where: str, error: BaseException, command: str | None = None,
-            records: list[dict] | None = None) -> None:
+    def add(
+        self, where: str, error: BaseException, command: str | None = None, records: list[dict] | None = None
+    ) -> None:
         """Log one fault. ``records``: what could not be written to the ledger, kept here instead."""
-        entry = {"at": time.time(), "where": where, "error": f"{type(error).__name__}: {error}",
-                 "command": command, "trace": traceback.format_exc(limit=6)}
+        entry = {
+            "at": time.time(),
+            "where": where,
+            "error": f"{type(error).__name__}: {error}",
+            "command": command,
+            "trace": traceback.format_exc(limit=6),
+        }
         if records:
             entry["records"] = records
         entry = self.redactor.mask_obj(entry)  # the log lines below are written somewhere too
@@ -44,8 +50,11 @@ class FaultLog:
                 f.write(json.dumps(entry, default=str) + "\n")
         except OSError as e:  # a full disk, most likely: the one place left to say so
             self.unwritten += 1
-            print(f"ledger-run: a fault could not be written to {self.path} ({e.strerror or e}): "
-                  f"{where}: {entry['error']}" + ("; its records are lost" if records else ""), file=sys.stderr)
+            print(
+                f"ledger-run: a fault could not be written to {self.path} ({e.strerror or e}): "
+                f"{where}: {entry['error']}" + ("; its records are lost" if records else ""),
+                file=sys.stderr,
+            )
         if records is None and self.store is not None:
             try:
                 self.store.append("fault", {k: v for k, v in entry.items() if k != "trace"})
@@ -55,5 +64,8 @@ class FaultLog:
 
     def close(self) -> None:
         if self.unwritten:
-            print(f"ledger-run: {self.unwritten} fault(s) of this run could not be written (disk full?); "
-                  "the ledger may lack the steps they name", file=sys.stderr)
+            print(
+                f"ledger-run: {self.unwritten} fault(s) of this run could not be written (disk full?); "
+                "the ledger may lack the steps they name",
+                file=sys.stderr,
+            )

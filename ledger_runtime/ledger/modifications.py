@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis
 from ledger_runtime.ledger.observe import line_delta
-from ledger_runtime.records import Modification
 from ledger_runtime.ledger.redact import Redactor
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LedgerStore
+from ledger_runtime.records import Modification
 from ledger_runtime.workspace.hashing import FileState
 from ledger_runtime.workspace.local import Workspace
 from ledger_runtime.workspace.scanner import Change
@@ -44,13 +44,25 @@ class Modifications:
         elif c.after is not None and baseline_hash == c.after.digest:
             b = None if after_bytes is None or b"\0" in after_bytes[:8192] else (0, 0)  # back to the start
         else:
-            b = line_delta(baseline_bytes, after_bytes) if baseline_bytes is not None and after_bytes is not None else None
+            b = (
+                line_delta(baseline_bytes, after_bytes)
+                if baseline_bytes is not None and after_bytes is not None
+                else None
+            )
         recognised = attempt_id is not None and analysis is not None and _recognised(c.path, analysis.writes)
         return Modification(
-            path=c.path, before_hash=c.before.digest if c.before else None, after_hash=c.after.digest if c.after else None,
-            lines_added=d[0] if d else None, lines_removed=d[1] if d else None, step=step, attempt=attempt_id,
-            recognised=recognised, baseline_added=b[0] if b else None, baseline_removed=b[1] if b else None,
-            baseline_hash=baseline_hash)
+            path=c.path,
+            before_hash=c.before.digest if c.before else None,
+            after_hash=c.after.digest if c.after else None,
+            lines_added=d[0] if d else None,
+            lines_removed=d[1] if d else None,
+            step=step,
+            attempt=attempt_id,
+            recognised=recognised,
+            baseline_added=b[0] if b else None,
+            baseline_removed=b[1] if b else None,
+            baseline_hash=baseline_hash,
+        )
 
     def _content(self, path: str, fs: FileState) -> bytes | None:
         """A file's bytes for a digest: from the ledger's blobs, or from git at the baseline commit."""

@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ledger_runtime.lines import split_lines
 from ledger_runtime.analysis.commands import Analysis, FileView
-from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
 from ledger_runtime.analysis.programs import FILE_NUMBERS, resolve
+from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
+from ledger_runtime.lines import split_lines
 from ledger_runtime.records import LineSpan, Observation
 
 _TAB_NUMBER = re.compile(r"\s*(\d+)\s*\t")  # nl -ba, cat -n: "     7\t"
@@ -48,7 +48,7 @@ class Truncation:
         kept = self.kept(output)
         if kept is None:
             return None
-        return output[: kept[0]], output[-kept[1]:] if kept[1] else ""
+        return output[: kept[0]], output[-kept[1] :] if kept[1] else ""
 
     def kept(self, output: str) -> tuple[int, int] | None:
         """(head, tail) characters the model sees of a cut output, or None when it sees all of it."""
@@ -58,7 +58,7 @@ class Truncation:
             return self.head, self.tail
         data = output.encode("utf-8", "surrogateescape")
         head = len(data[: self.head].decode("utf-8", "ignore"))  # a character cut in two is not seen
-        tail = len(data[len(data) - self.tail:].decode("utf-8", "ignore")) if self.tail else 0
+        tail = len(data[len(data) - self.tail :].decode("utf-8", "ignore")) if self.tail else 0
         return head, tail
 
 
@@ -87,7 +87,7 @@ def _shown_as(out: str, text: str, number: int, numbered: str) -> bool:
         return _same_line(out, text)
     if numbered == FILE_NUMBERS:
         m = _TAB_NUMBER.match(out)
-        return m is not None and int(m.group(1)) == number and _same_line(out[m.end():], text)
+        return m is not None and int(m.group(1)) == number and _same_line(out[m.end() :], text)
     o, t = _no_eol(out), _no_eol(text)  # other numbers (nl's default, cat -b): any number, or none
     if not o.endswith(t) or (text.endswith("\n") and not out.endswith("\n")):
         return False
@@ -128,10 +128,18 @@ def _spans(numbers: list[int]) -> tuple[LineSpan, ...]:
     return tuple(out)
 
 
-def observations(analysis: Analysis, output: str, exit_code: int | None, files: dict[str, FileText],
-                 seen: list[bool] | None, *, step: int, attempt: int,
-                 facts: dict[int, tuple[str, int, str]] | None = None,
-                 submission: Submission = NO_SUBMISSION) -> list[Observation]:
+def observations(
+    analysis: Analysis,
+    output: str,
+    exit_code: int | None,
+    files: dict[str, FileText],
+    seen: list[bool] | None,
+    *,
+    step: int,
+    attempt: int,
+    facts: dict[int, tuple[str, int, str]] | None = None,
+    submission: Submission = NO_SUBMISSION,
+) -> list[Observation]:
     """What the agent saw of each file this command showed, checked against ``files`` (the files'
     content after the command). ``seen``: per output line, whether the model saw it (None: all).
     ``facts``, when given, gets for each output line that is a checked file line its (path, line
@@ -155,9 +163,16 @@ def observations(analysis: Analysis, output: str, exit_code: int | None, files: 
     return obs
 
 
-def _observe(view: FileView, out: list[str], visible: list[bool], pos: int, f: FileText,
-             exit_code: int | None, facts: dict[int, tuple[str, int, str]] | None = None,
-             submission: Submission = NO_SUBMISSION) -> tuple[str, tuple[LineSpan, ...] | None, int] | None:
+def _observe(
+    view: FileView,
+    out: list[str],
+    visible: list[bool],
+    pos: int,
+    f: FileText,
+    exit_code: int | None,
+    facts: dict[int, tuple[str, int, str]] | None = None,
+    submission: Submission = NO_SUBMISSION,
+) -> tuple[str, tuple[LineSpan, ...] | None, int] | None:
     total = len(f.lines)
     if view.kind == "lines":
         if exit_code not in (0, None) or not total:
@@ -166,12 +181,13 @@ def _observe(view: FileView, out: list[str], visible: list[bool], pos: int, f: F
         if rng is None:
             return None
         lo, hi = rng
-        at = _find_block(out, pos, f.lines[lo - 1:hi], lo, view.numbered)
+        at = _find_block(out, pos, f.lines[lo - 1 : hi], lo, view.numbered)
         if at is None:
             return None  # the output is not those lines of the file as it is now
         # a line that is the submission marker never counts as seen: a later read of it must run
-        shown = [lo + i for i in range(hi - lo + 1)
-                 if visible[at + i] and not submission.is_marker_line(f.lines[lo - 1 + i])]
+        shown = [
+            lo + i for i in range(hi - lo + 1) if visible[at + i] and not submission.is_marker_line(f.lines[lo - 1 + i])
+        ]
         if not shown:
             return None
         if facts is not None:
@@ -192,8 +208,11 @@ def _observe(view: FileView, out: list[str], visible: list[bool], pos: int, f: F
             if m is None:
                 continue
             n = int(m.group(1))
-            if 1 <= n <= total and _same_line(line[m.end():], f.lines[n - 1]) \
-                    and not submission.is_marker_line(f.lines[n - 1]):
+            if (
+                1 <= n <= total
+                and _same_line(line[m.end() :], f.lines[n - 1])
+                and not submission.is_marker_line(f.lines[n - 1])
+            ):
                 numbers.append(n)
                 if facts is not None:
                     facts[i] = (view.path, n, f.lines[n - 1])
@@ -222,11 +241,11 @@ def _trim_common(before: bytes, after: bytes) -> tuple[bytes, bytes]:
     x, y = before[p:], after[p:]
     s = _common_prefix(x[::-1], y[::-1])
     if s:
-        tail = x[len(x) - s:]
+        tail = x[len(x) - s :]
         k = tail.find(b"\n")
         if k >= 0 and k + 1 < len(tail):
             cut = s - (k + 1)  # the common tail from the line start after that newline
-            x, y = x[:len(x) - cut], y[:len(y) - cut]
+            x, y = x[: len(x) - cut], y[: len(y) - cut]
     return x, y
 
 
@@ -248,7 +267,7 @@ def line_delta(before: bytes, after: bytes) -> tuple[int, int] | None:
     q = 0
     while q < n - p and a[-1 - q] == b[-1 - q]:
         q += 1
-    a, b = a[p:len(a) - q], b[p:len(b) - q]
+    a, b = a[p : len(a) - q], b[p : len(b) - q]
     if not a or not b:
         return len(b), len(a)
     counts: dict[bytes, int] = {}

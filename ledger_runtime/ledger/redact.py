@@ -21,13 +21,37 @@ from typing import Any, Iterable, Mapping
 MASK = "*"
 # event fields that name places, not what was printed: never masked (a path is no secret's home, and
 # a masked one would no longer match the file after a restart)
-STRUCTURAL = frozenset({"path", "paths", "cwd", "workdir", "root", "dirty_paths", "writes", "reads", "read_keys",
-                        "keys", "spans", "content_hash", "before_hash", "after_hash", "baseline_hash", "output_hash",
-                        "shown_hash", "head_commit", "branch", "snapshot_digest"})
+STRUCTURAL = frozenset(
+    {
+        "path",
+        "paths",
+        "cwd",
+        "workdir",
+        "root",
+        "dirty_paths",
+        "writes",
+        "reads",
+        "read_keys",
+        "keys",
+        "spans",
+        "content_hash",
+        "before_hash",
+        "after_hash",
+        "baseline_hash",
+        "output_hash",
+        "shown_hash",
+        "head_commit",
+        "branch",
+        "snapshot_digest",
+    }
+)
 MIN_SECRET_CHARS = 8  # shorter values ("1", "true", a port) would mask half of every output
 # a variable whose name says it holds a secret
-SECRET_NAME = re.compile(r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|PWD|CREDENTIALS?|AUTH|"
-                         r"PRIVATE|SESSION|COOKIE|DSN)(?:_|$)|(?:APIKEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
+SECRET_NAME = re.compile(
+    r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|PWD|CREDENTIALS?|AUTH|"
+    r"PRIVATE|SESSION|COOKIE|DSN)(?:_|$)|(?:APIKEY|TOKEN|SECRET|PASSWORD)$",
+    re.IGNORECASE,
+)
 NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
 # Token shapes worth masking wherever they appear. Where a pattern has a group, only the group is
 # masked (the name before it stays readable). Each begins with a literal, which the regular

@@ -71,8 +71,9 @@ class LedgerState:
                 if self.baseline is not None and not self.baseline.task:
                     self.baseline = replace(self.baseline, task=str(event["task"]))
             elif kind == "injection":
-                self.injections.append({"event": str(event["event"]), "chars": int(event["chars"]),
-                                        "step": event.get("step")})
+                self.injections.append(
+                    {"event": str(event["event"]), "chars": int(event["chars"]), "step": event.get("step")}
+                )
             elif kind == "context":
                 self.context_floor = max(self.context_floor, int(event["from_step"]))
             elif kind == "fault":
@@ -105,11 +106,15 @@ class LedgerState:
         old = self._by_id.get(attempt_id)
         if old is None:
             return
-        new = replace(old, exit_code=fields.get("exit_code"), output_hash=fields.get("output_hash"),
-                      output_chars=int(fields.get("output_chars") or 0),
-                      output_complete=bool(fields.get("output_complete")),
-                      read_set_stable=bool(fields.get("read_set_stable", old.read_set_stable)),
-                      answer={**old.answer, "altered": True} if fields.get("altered") and old.answer else old.answer)
+        new = replace(
+            old,
+            exit_code=fields.get("exit_code"),
+            output_hash=fields.get("output_hash"),
+            output_chars=int(fields.get("output_chars") or 0),
+            output_complete=bool(fields.get("output_complete")),
+            read_set_stable=bool(fields.get("read_set_stable", old.read_set_stable)),
+            answer={**old.answer, "altered": True} if fields.get("altered") and old.answer else old.answer,
+        )
         self._by_id[attempt_id] = new
         for i in range(len(self.attempts) - 1, -1, -1):
             if self.attempts[i].id == attempt_id:

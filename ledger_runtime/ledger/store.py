@@ -22,9 +22,9 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ledger_runtime.workspace.hashing import digest_bytes
 from ledger_runtime.ledger.private import private_dir, touch_private
 from ledger_runtime.ledger.redact import Redactor
+from ledger_runtime.workspace.hashing import digest_bytes
 
 FORMAT = "ledger-runtime"
 SCHEMA_VERSION = 1
@@ -105,8 +105,9 @@ class LedgerStore:
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, path: str | os.PathLike, meta: dict[str, Any] | None = None, *,
-               redactor: Redactor | None = None) -> LedgerStore:
+    def create(
+        cls, path: str | os.PathLike, meta: dict[str, Any] | None = None, *, redactor: Redactor | None = None
+    ) -> LedgerStore:
         """Create a new ledger (its directory too). An existing ledger is opened for appending.
         ``redactor``: masks what is written (none: written as given)."""
         p = Path(path)
@@ -166,10 +167,18 @@ class LedgerStore:
                 conn.close()
                 wal = Path(str(p) + "-wal")
                 if wal.exists() and wal.stat().st_size > 0:  # read as on disk, it would lack those steps
-                    raise NotALedger(p, "its latest steps are still in its -wal file, which cannot be read here "
-                                        "(read-only): copy the run directory somewhere writable to inspect it") from None
-                conn = sqlite3.connect(f"file:{urllib.parse.quote(str(p.resolve()))}?mode=ro&immutable=1", uri=True,
-                                       isolation_level=None, check_same_thread=False, timeout=10)
+                    raise NotALedger(
+                        p,
+                        "its latest steps are still in its -wal file, which cannot be read here "
+                        "(read-only): copy the run directory somewhere writable to inspect it",
+                    ) from None
+                conn = sqlite3.connect(
+                    f"file:{urllib.parse.quote(str(p.resolve()))}?mode=ro&immutable=1",
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=10,
+                )
                 meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
             if meta.get("format") != FORMAT:
                 raise NotALedger(p, "an SQLite database, but not a ledger (no ledger format mark)")
@@ -245,9 +254,12 @@ class LedgerStore:
                 self._conn.execute("BEGIN IMMEDIATE")
                 self._conn.executemany(
                     "INSERT OR IGNORE INTO blobs(hash, size, codec, data) VALUES (?, ?, ?, ?)",
-                    [(h, size, codec, data) for h, (size, codec, data) in self._pending_blobs.items()])
-                self._conn.executemany("INSERT INTO events(kind, step, at, body) VALUES (?, ?, ?, ?)",
-                                       [(k, s, now, b) for k, s, b in self._pending])
+                    [(h, size, codec, data) for h, (size, codec, data) in self._pending_blobs.items()],
+                )
+                self._conn.executemany(
+                    "INSERT INTO events(kind, step, at, body) VALUES (?, ?, ?, ?)",
+                    [(k, s, now, b) for k, s, b in self._pending],
+                )
         except sqlite3.Error as e:
             self._locked = "locked" in str(e) or "busy" in str(e)
             raise StoreError(f"cannot write to {self.path}: {e}") from None

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,19 +41,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ledger_runtime.ledger.private import private_dir, write_private
-from ledger_runtime.answers.build import AnswerKind, ExpandError, split_lines
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze
+from ledger_runtime.analysis.programs import resolve
+from ledger_runtime.answers.build import AnswerKind, ExpandError, split_lines
+from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.ledger.observe import Truncation
-from ledger_runtime.replay import tree as replay_tree
-from ledger_runtime.analysis.programs import resolve
+from ledger_runtime.ledger.private import private_dir, write_private
 from ledger_runtime.records import Attempt, CommandClass
-from ledger_runtime.runtime import LedgerRuntime
+from ledger_runtime.replay import tree as replay_tree
 from ledger_runtime.replay.trajectories import Trajectory
-from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.replay.volatile import mask, same
+from ledger_runtime.runtime import LedgerRuntime
 
 RESULT_VERSION = 1
 _NUMBER_PREFIX = re.compile(r"^\s*\d+\t")
@@ -140,7 +140,7 @@ def _visible(output: str, trunc: Truncation, numbers: dict[int, str]) -> dict[in
         pieces.pop()
     t = max(len(pieces) - 1, 0)
     keys = sorted(numbers)
-    keep = set(keys[:h]) | set(keys[len(keys) - t:] if t else [])
+    keep = set(keys[:h]) | set(keys[len(keys) - t :] if t else [])
     return {k: numbers[k] for k in keep}
 
 
@@ -157,8 +157,9 @@ class Oracle:
         self.outputs: dict[tuple[str, str], list[tuple[str, int]]] = {}  # (normalized, cwd) -> (masked, epoch after)
         self.shown: dict[str, dict[str, dict[int, str]]] = {}  # path -> sha256 -> lines seen with that content
 
-    def judge(self, a: Analysis, output: str, shas: dict[str, str | None], totals: dict[str, int | None],
-              epoch: int) -> str | None:
+    def judge(
+        self, a: Analysis, output: str, shas: dict[str, str | None], totals: dict[str, int | None], epoch: int
+    ) -> str | None:
         """'exact', 'subsumed' or None, judged before this output is added."""
         cls = a.command_class
         if cls not in (CommandClass.MODIFY, CommandClass.ENV) and not a.submits:
@@ -177,8 +178,9 @@ class Oracle:
                     return "subsumed"
         return None
 
-    def add(self, a: Analysis, output: str, shas: dict[str, str | None], totals: dict[str, int | None],
-            epoch_after: int) -> None:
+    def add(
+        self, a: Analysis, output: str, shas: dict[str, str | None], totals: dict[str, int | None], epoch_after: int
+    ) -> None:
         self.outputs.setdefault((a.normalized, a.cwd), []).append((mask(output), epoch_after))
         if a.outputs != 1:
             return
@@ -206,8 +208,10 @@ def _checkout(repo: Path, commit: str, workdir: Path, force: bool = False) -> No
     except OSError as e:
         raise Skip(f"cannot empty --workdir {workdir}: {e.strerror}") from None
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    for args in (["clone", "-q", "--shared", "--no-checkout", str(repo), str(workdir)],
-                 ["-C", str(workdir), "checkout", "-q", "--detach", commit]):
+    for args in (
+        ["clone", "-q", "--shared", "--no-checkout", str(repo), str(workdir)],
+        ["-C", str(workdir), "checkout", "-q", "--detach", commit],
+    ):
         r = subprocess.run(["git", *args], capture_output=True, text=True, env=env, timeout=900)
         if r.returncode != 0:
             raise Skip(f"git {args[0] if args[0] != '-C' else args[2]} failed: {r.stderr.strip()[:200]}")
@@ -251,7 +255,7 @@ class RepeatedLines:
         lines = split_lines(output)
         kept = self.trunc.kept(output)
         if kept is not None:  # the agent shows only the head and the tail of it anyway
-            lines = split_lines(output[: kept[0]])[:-1] + (split_lines(output[-kept[1]:])[1:] if kept[1] else [])
+            lines = split_lines(output[: kept[0]])[:-1] + (split_lines(output[-kept[1] :])[1:] if kept[1] else [])
         return sum(len(x) for x in lines if x in self.lines), output in self.outputs
 
     def add(self, output: str) -> None:
@@ -262,7 +266,7 @@ class RepeatedLines:
         else:
             self.lines.update(split_lines(output[: kept[0]])[:-1])
             if kept[1]:
-                self.lines.update(split_lines(output[-kept[1]:])[1:])
+                self.lines.update(split_lines(output[-kept[1] :])[1:])
 
 
 def replay_one(traj: Trajectory, settings: ReplaySettings, on_step: Callable[[int, int], None] | None = None) -> dict:
@@ -287,8 +291,15 @@ def replay_one(traj: Trajectory, settings: ReplaySettings, on_step: Callable[[in
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _replay_in(traj: Trajectory, settings: ReplaySettings, commit: str, workdir: Path, run_dir: Path, scratch: Path,
-               on_step: Callable[[int, int], None] | None) -> dict:
+def _replay_in(
+    traj: Trajectory,
+    settings: ReplaySettings,
+    commit: str,
+    workdir: Path,
+    run_dir: Path,
+    scratch: Path,
+    on_step: Callable[[int, int], None] | None,
+) -> dict:
     (scratch / "home").mkdir()
     env = {**traj.env, "PYTHONHASHSEED": "0", "PAGER": "cat", "GIT_PAGER": "cat", "HOME": str(scratch / "home")}
     if settings.fresh_python:
@@ -297,8 +308,14 @@ def _replay_in(traj: Trajectory, settings: ReplaySettings, commit: str, workdir:
     executor = LocalExecutor(timeout=timeout, env=env)
     config = settings.config.with_(shadow=True)
     trunc = Truncation(config.output_limit_chars, config.output_head_chars, config.output_tail_chars)
-    rt = LedgerRuntime(workdir, run_dir, config, truncation=trunc, submission=traj.recorded.submission,
-                       meta={"replay_of": traj.instance_id, "source": traj.source})
+    rt = LedgerRuntime(
+        workdir,
+        run_dir,
+        config,
+        truncation=trunc,
+        submission=traj.recorded.submission,
+        meta={"replay_of": traj.instance_id, "source": traj.source},
+    )
     oracle = Oracle(trunc)
     repeated = RepeatedLines(trunc)
     transcript = Transcript(rt.state, rt.store.text)
@@ -307,8 +324,9 @@ def _replay_in(traj: Trajectory, settings: ReplaySettings, commit: str, workdir:
         from ledger_runtime.decide.context import ContextPolicy
         from ledger_runtime.replay.meter import ContextMeter, load_pricing
 
-        meter = ContextMeter(traj, [ContextPolicy.parse(c) for c in settings.contexts],
-                             load_pricing(settings.price_model), trunc)
+        meter = ContextMeter(
+            traj, [ContextPolicy.parse(c) for c in settings.contexts], load_pricing(settings.price_model), trunc
+        )
     rows: list[dict] = []
     commands = traj.commands
     started = time.time()
@@ -334,13 +352,25 @@ def _replay_in(traj: Trajectory, settings: ReplaySettings, commit: str, workdir:
             shown = transcript.shown(att) or ""
             kind = transcript.kind(att)
             row = {
-                "step": i + 1, "kind": s.kind, "command": rt.redactor.mask(s.command)[:300], "class": att.command_class.value,
-                "parsed": att.parsed, "pure": att.pure, "verdict": verdict.kind.value, "reason": verdict.reason,
-                "answer": kind, "exit": att.exit_code, "recorded_exit": s.returncode,
-                "output_chars": len(res.output), "visible_chars": visible_chars(res.output, trunc),
-                "shown_chars": len(shown), "shown_visible_chars": visible_chars(shown, trunc),
-                "repeated_chars": rep_chars, "repeated_whole": rep_whole,
-                "exec_ms": round(att.duration_s * 1000, 3), "overhead_ms": round((total - att.duration_s) * 1000, 3),
+                "step": i + 1,
+                "kind": s.kind,
+                "command": rt.redactor.mask(s.command)[:300],
+                "class": att.command_class.value,
+                "parsed": att.parsed,
+                "pure": att.pure,
+                "verdict": verdict.kind.value,
+                "reason": verdict.reason,
+                "answer": kind,
+                "exit": att.exit_code,
+                "recorded_exit": s.returncode,
+                "output_chars": len(res.output),
+                "visible_chars": visible_chars(res.output, trunc),
+                "shown_chars": len(shown),
+                "shown_visible_chars": visible_chars(shown, trunc),
+                "repeated_chars": rep_chars,
+                "repeated_whole": rep_whole,
+                "exec_ms": round(att.duration_s * 1000, 3),
+                "overhead_ms": round((total - att.duration_s) * 1000, 3),
                 "view_tokens": view_tokens,
                 "prompt_tokens": (traj.prompt_chars[i] + 3) // 4 if i < len(traj.prompt_chars) else None,
                 "redundant": judged,
@@ -356,11 +386,19 @@ def _replay_in(traj: Trajectory, settings: ReplaySettings, commit: str, workdir:
             meter.measure(None, rt, rt.view().text)
     finally:
         rt.close()
-    result = {"version": RESULT_VERSION, "instance_id": traj.instance_id, "status": "done",
-              "repo": settings.repo_names.get(traj.instance_id) or traj.repo, "base_commit": commit,
-              "commands": len(rows), "seconds": round(time.time() - started, 1), "faults": rt.faults,
-              "rows": rt.redactor.mask_obj(rows), "summary": summarize_rows(rows),
-              **({"context": meter.result(), "price_model": settings.price_model} if meter is not None else {})}
+    result = {
+        "version": RESULT_VERSION,
+        "instance_id": traj.instance_id,
+        "status": "done",
+        "repo": settings.repo_names.get(traj.instance_id) or traj.repo,
+        "base_commit": commit,
+        "commands": len(rows),
+        "seconds": round(time.time() - started, 1),
+        "faults": rt.faults,
+        "rows": rt.redactor.mask_obj(rows),
+        "summary": summarize_rows(rows),
+        **({"context": meter.result(), "price_model": settings.price_model} if meter is not None else {}),
+    }
     private_dir(settings.out)
     write_private(result_path(settings.out, traj.instance_id), json.dumps(result, indent=1))
     return result
@@ -387,8 +425,14 @@ def _soundness(transcript: Transcript, att: Attempt, fresh: str, kind: str) -> d
             got = transcript.expanded(att)
         except ExpandError:
             got = None
-        out["evidence"] = {"error": check.error, "exact": check.exact, "held": check.held, "why": check.why,
-                           "expanded": (got or "")[:400], "fresh": fresh[:400]}
+        out["evidence"] = {
+            "error": check.error,
+            "exact": check.exact,
+            "held": check.held,
+            "why": check.why,
+            "expanded": (got or "")[:400],
+            "fresh": fresh[:400],
+        }
     return out
 
 
@@ -450,12 +494,19 @@ def observations_only(traj: Trajectory, trunc: Truncation) -> dict:
         judged = None
         key = (a.normalized, a.cwd)
         whole = a.command_class not in (CommandClass.INSPECT, CommandClass.SEARCH) or not a.pure
-        if a.command_class not in (CommandClass.MODIFY, CommandClass.ENV) and not a.submits and any(
-                o == mask(out) and (not whole or w == writes) for o, w in seen_out.get(key, [])):
+        if (
+            a.command_class not in (CommandClass.MODIFY, CommandClass.ENV)
+            and not a.submits
+            and any(o == mask(out) and (not whole or w == writes) for o, w in seen_out.get(key, []))
+        ):
             judged = "exact"
         span = _recorded_span(a, out, trunc) if rc in (0, None) else None
-        if judged is None and span and a.command_class is CommandClass.INSPECT and \
-                set(range(span[1], span[2] + 1)) <= shown.get(span[0], set()):
+        if (
+            judged is None
+            and span
+            and a.command_class is CommandClass.INSPECT
+            and set(range(span[1], span[2] + 1)) <= shown.get(span[0], set())
+        ):
             judged = "subsumed"
         rows.append({"step": i + 1, "class": a.command_class.value, "redundant": judged, "chars": len(out)})
         seen_out.setdefault(key, []).append((mask(out), writes))
@@ -468,10 +519,15 @@ def observations_only(traj: Trajectory, trunc: Truncation) -> dict:
         if span:
             shown.setdefault(span[0], set()).update(range(span[1], span[2] + 1))
     red = [r for r in rows if r["redundant"]]
-    return {"instance_id": traj.instance_id, "commands": len(rows), "redundant": len(red),
-            "redundant_exact": sum(r["redundant"] == "exact" for r in red),
-            "redundant_subsumed": sum(r["redundant"] == "subsumed" for r in red),
-            "redundant_chars": sum(r["chars"] for r in red), "rows": rows}
+    return {
+        "instance_id": traj.instance_id,
+        "commands": len(rows),
+        "redundant": len(red),
+        "redundant_exact": sum(r["redundant"] == "exact" for r in red),
+        "redundant_subsumed": sum(r["redundant"] == "subsumed" for r in red),
+        "redundant_chars": sum(r["chars"] for r in red),
+        "rows": rows,
+    }
 
 
 def _recorded_span(a: Analysis, out: str, trunc: Truncation) -> tuple[str, int, int] | None:
@@ -485,7 +541,7 @@ def _recorded_span(a: Analysis, out: str, trunc: Truncation) -> tuple[str, int, 
     if not v.selectors:
         return (v.path, 1, n)
     if all(sel[0] in ("range", "head") for sel in v.selectors):
-        rng = resolve(v.selectors, 10 ** 9)
+        rng = resolve(v.selectors, 10**9)
         if rng and n == rng[1] - rng[0] + 1:
             return (v.path, rng[0], rng[1])
     return None

@@ -21,8 +21,17 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol
 
-from ledger_runtime.decide.context import (KEEP, STUB, ContextPolicy, Said, Sticky, stub_holds, stub_text, to_send,
-                      valid_unique_dropped)
+from ledger_runtime.decide.context import (
+    KEEP,
+    STUB,
+    ContextPolicy,
+    Said,
+    Sticky,
+    stub_holds,
+    stub_text,
+    to_send,
+    valid_unique_dropped,
+)
 from ledger_runtime.inform import VIEW_NOTE
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.replay.trajectories import Trajectory
@@ -69,11 +78,21 @@ class PolicyTally:
     dropped: set = field(default_factory=set)  # (step, line) pairs
 
     def as_dict(self, pricing: Pricing) -> dict:
-        cost = ((self.prompt_tokens - self.cached_tokens) * pricing.input_cost + self.cached_tokens * pricing.cached_cost
-                + self.output_tokens * pricing.output_cost)
-        return {"calls": self.calls, "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
-                "output_tokens": self.output_tokens, "cost_usd": round(cost, 6), "stubs": self.stubs,
-                "stubs_false": self.stubs_false, "valid_unique_lines_dropped": len(self.dropped)}
+        cost = (
+            (self.prompt_tokens - self.cached_tokens) * pricing.input_cost
+            + self.cached_tokens * pricing.cached_cost
+            + self.output_tokens * pricing.output_cost
+        )
+        return {
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": round(cost, 6),
+            "stubs": self.stubs,
+            "stubs_false": self.stubs_false,
+            "valid_unique_lines_dropped": len(self.dropped),
+        }
 
 
 class ContextMeter:
@@ -83,8 +102,10 @@ class ContextMeter:
     def __init__(self, traj: Trajectory, policies: list[ContextPolicy], pricing: Pricing, trunc: Truncation):
         self.traj, self.policies, self.pricing, self.trunc = traj, policies, pricing, trunc
         self.tally = {p.name: PolicyTally() for p in policies}
-        self.sticky = {p.name: Sticky(cache_ratio=pricing.cached_cost / pricing.input_cost if pricing.input_cost else 1)
-                       for p in policies}
+        self.sticky = {
+            p.name: Sticky(cache_ratio=pricing.cached_cost / pricing.input_cost if pricing.input_cost else 1)
+            for p in policies
+        }
         self.previous: dict[str, list[tuple[str, str]]] = {}
         self.answer_of: dict[int, tuple[int, str]] = {}  # reply message index -> (attempt, answer text)
         self.done = 0  # assistant messages measured so far
@@ -122,7 +143,7 @@ class ContextMeter:
                 if t.kind != KEEP:
                     sent[k] = (sent[k][0], stub_text(saids[n], t, msgs[k][1].count("\n") + 1))
                     tally.stubs += 1
-                    after = list(zip(saids[n + 1:], treat[n + 1:]))
+                    after = list(zip(saids[n + 1 :], treat[n + 1 :]))
                     if not stub_holds(saids[n], t, after, rt.still_true):
                         tally.stubs_false += 1
             if policy.validity and view and sent:

@@ -53,23 +53,38 @@ def _group(results: list[dict]) -> dict[str, Any]:
     red = sums["redundant"]
     visible = sums["visible_chars"]
     return {
-        "instances": len(results), "commands": sums["commands"], "parsed": sums["parsed"],
+        "instances": len(results),
+        "commands": sums["commands"],
+        "parsed": sums["parsed"],
         "parse_coverage": sums["parsed"] / sums["commands"] if sums["commands"] else None,
-        "checked": sums["checked"], "unsound": sums["unsound"], "unsound_masked": sums["unsound_masked"],
+        "checked": sums["checked"],
+        "unsound": sums["unsound"],
+        "unsound_masked": sums["unsound_masked"],
         "answers": dict(nested["answers"]),
-        "output_chars": sums["output_chars"], "visible_chars": visible,
-        "chars_spared": sums["chars_spared"], "tokens_spared": sums["chars_spared"] // 4,
+        "output_chars": sums["output_chars"],
+        "visible_chars": visible,
+        "chars_spared": sums["chars_spared"],
+        "tokens_spared": sums["chars_spared"] // 4,
         "spared_share": sums["chars_spared"] / visible if visible else None,
-        "spared_by_kind": dict(nested["spared_by_kind"]), "spared_by_class": dict(nested["spared_by_class"]),
+        "spared_by_kind": dict(nested["spared_by_kind"]),
+        "spared_by_class": dict(nested["spared_by_class"]),
         "visible_by_class": dict(nested["visible_by_class"]),
-        "repeated_chars": sums["repeated_chars"], "repeated_share": sums["repeated_chars"] / visible if visible else None,
-        "redundant": red, "redundant_exact": sums["redundant_exact"], "redundant_subsumed": sums["redundant_subsumed"],
-        "caught": sums["caught"], "coverage": sums["caught"] / red if red else None,
+        "repeated_chars": sums["repeated_chars"],
+        "repeated_share": sums["repeated_chars"] / visible if visible else None,
+        "redundant": red,
+        "redundant_exact": sums["redundant_exact"],
+        "redundant_subsumed": sums["redundant_subsumed"],
+        "caught": sums["caught"],
+        "coverage": sums["caught"] / red if red else None,
         "not_executed": sums["not_executed"],
-        "overhead_ms_p50": _pct(overhead, 0.5), "overhead_ms_p95": _pct(overhead, 0.95),
-        "overhead_ratio_p50": _pct(ratio, 0.5), "overhead_ratio_p95": _pct(ratio, 0.95),
-        "view_tokens_p50": _pct(views, 0.5), "view_tokens_p95": _pct(views, 0.95),
-        "prompt_tokens_p50": _pct(prompts, 0.5), "prompt_tokens_p95": _pct(prompts, 0.95),
+        "overhead_ms_p50": _pct(overhead, 0.5),
+        "overhead_ms_p95": _pct(overhead, 0.95),
+        "overhead_ratio_p50": _pct(ratio, 0.5),
+        "overhead_ratio_p95": _pct(ratio, 0.95),
+        "view_tokens_p50": _pct(views, 0.5),
+        "view_tokens_p95": _pct(views, 0.95),
+        "prompt_tokens_p50": _pct(prompts, 0.5),
+        "prompt_tokens_p95": _pct(prompts, 0.95),
         "by_class": {c: dict(v) for c, v in sorted(by_class.items())},
         "faults": sum(r.get("faults", 0) for r in results),
     }
@@ -85,15 +100,26 @@ def _f(v: Any, fmt: str = "{:,}") -> str:
 
 def table(agg: dict[str, dict[str, Any]]) -> Table:
     # fits 80 columns: short human headers, the repository by its name (RESULTS.md has owner/name)
-    t = Table(title="Replay of recorded trajectories (shadow mode)", box=box.SIMPLE_HEAD, show_edge=False,
-              padding=(0, 1, 0, 0))
+    t = Table(
+        title="Replay of recorded trajectories (shadow mode)",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 1, 0, 0),
+    )
     for c in ("repository", "runs", "commands", "unsound", "spared", "repeated", "caught", "ms p50", "view p95"):
         t.add_column(c, justify="left" if c == "repository" else "right", overflow="ellipsis", min_width=len(c))
     for repo, g in agg.items():
-        t.add_row(repo.rsplit("/", 1)[-1], str(g["instances"]), _f(g["commands"]), str(g["unsound"]),
-                  _f(g["spared_share"], "{:.1%}"),
-                  _f(g["repeated_share"], "{:.1%}"), _f(g["coverage"], "{:.0%}"), _f(g["overhead_ms_p50"], "{:.1f}"),
-                  _f(g["view_tokens_p95"], "{:.0f}"))
+        t.add_row(
+            repo.rsplit("/", 1)[-1],
+            str(g["instances"]),
+            _f(g["commands"]),
+            str(g["unsound"]),
+            _f(g["spared_share"], "{:.1%}"),
+            _f(g["repeated_share"], "{:.1%}"),
+            _f(g["coverage"], "{:.0%}"),
+            _f(g["overhead_ms_p50"], "{:.1f}"),
+            _f(g["view_tokens_p95"], "{:.0f}"),
+        )
     return t
 
 
@@ -109,64 +135,101 @@ def class_table(g: dict[str, Any]) -> Table:
     return t
 
 
-def results_md(agg: dict[str, dict[str, Any]], command: str, skipped: list[tuple[str, str]], notes: list[str],
-               provenance: dict[str, Any] | None = None) -> str:
+def results_md(
+    agg: dict[str, dict[str, Any]],
+    command: str,
+    skipped: list[tuple[str, str]],
+    notes: list[str],
+    provenance: dict[str, Any] | None = None,
+) -> str:
     """RESULTS.md: only what the replay computed, with the code's commit and the settings it ran with."""
     tot = agg["total"]
     prov = provenance or {}
-    lines = ["# Replay of recorded SWE-bench Verified trajectories", "",
-             "Every recorded command of each trajectory ran again, in order, through the ledger in shadow mode "
-             "(verdicts and answers decided and recorded, every command executed), in a fresh checkout of the "
-             "instance's base commit. Definitions: `ledger_runtime/replay.py`.", ""]
+    lines = [
+        "# Replay of recorded SWE-bench Verified trajectories",
+        "",
+        "Every recorded command of each trajectory ran again, in order, through the ledger in shadow mode "
+        "(verdicts and answers decided and recorded, every command executed), in a fresh checkout of the "
+        "instance's base commit. Definitions: `ledger_runtime/replay.py`.",
+        "",
+    ]
     if prov:
-        lines += [f"- code: ledger-runtime {prov.get('version', '?')} at commit `{prov.get('commit') or 'unknown'}`"
-                  + (" (with uncommitted changes)" if prov.get("dirty") else ""),
-                  f"- settings: {', '.join(f'`{k} = {v!r}`' for k, v in (prov.get('settings') or {}).items())}",
-                  f"- written: {prov.get('written', '?')}"]
+        lines += [
+            f"- code: ledger-runtime {prov.get('version', '?')} at commit `{prov.get('commit') or 'unknown'}`"
+            + (" (with uncommitted changes)" if prov.get("dirty") else ""),
+            f"- settings: {', '.join(f'`{k} = {v!r}`' for k, v in (prov.get('settings') or {}).items())}",
+            f"- written: {prov.get('written', '?')}",
+        ]
         if (prov.get("jobs") or 1) > 1:
             lines.append(f"- {prov['jobs']} trajectories replayed at a time: the overhead timings are contended")
         lines.append("")
-    lines += ["Reproduce:", "", "```bash", command, "```", "",
-              "| repository | trajectories | commands | parse coverage | answers checked | unsound | output seen (chars) | "
-              "spared (chars) | spared | repeated lines (ceiling) | redundant (exact / subsumed) | caught | "
-              "overhead ms p50 / p95 | overhead / command p50 / p95 | view tokens p50 / p95 |",
-              "|" + "---|" * 15]
+    lines += [
+        "Reproduce:",
+        "",
+        "```bash",
+        command,
+        "```",
+        "",
+        "| repository | trajectories | commands | parse coverage | answers checked | unsound | output seen (chars) | "
+        "spared (chars) | spared | repeated lines (ceiling) | redundant (exact / subsumed) | caught | "
+        "overhead ms p50 / p95 | overhead / command p50 / p95 | view tokens p50 / p95 |",
+        "|" + "---|" * 15,
+    ]
     for repo, g in agg.items():
         lines.append(
             f"| {repo} | {g['instances']} | {g['commands']} | {_f(g['parse_coverage'], '{:.2%}')} | {g['checked']} | "
             f"{g['unsound']} | {g['visible_chars']:,} | {g['chars_spared']:,} | {_f(g['spared_share'], '{:.1%}')} | "
-            f"{_f(g['repeated_share'], '{:.1%}')} | {g['redundant']} ({g['redundant_exact']} / {g['redundant_subsumed']}) | "
-            f"{_f(g['coverage'], '{:.1%}')} | {_f(g['overhead_ms_p50'], '{:.1f}')} / {_f(g['overhead_ms_p95'], '{:.1f}')} | "
+            f"{_f(g['repeated_share'], '{:.1%}')} | "
+            f"{g['redundant']} ({g['redundant_exact']} / {g['redundant_subsumed']}) | "
+            f"{_f(g['coverage'], '{:.1%}')} | "
+            f"{_f(g['overhead_ms_p50'], '{:.1f}')} / {_f(g['overhead_ms_p95'], '{:.1f}')} | "
             f"{_f(g['overhead_ratio_p50'], '{:.2f}')} / {_f(g['overhead_ratio_p95'], '{:.2f}')} | "
-            f"{_f(g['view_tokens_p50'], '{:.0f}')} / {_f(g['view_tokens_p95'], '{:.0f}')} |")
+            f"{_f(g['view_tokens_p50'], '{:.0f}')} / {_f(g['view_tokens_p95'], '{:.0f}')} |"
+        )
     vis = tot["visible_chars"]
-    lines += ["", "## What the answers spared, by kind", "",
-              "| answer | commands | chars spared | share of output seen |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "## What the answers spared, by kind",
+        "",
+        "| answer | commands | chars spared | share of output seen |",
+        "|---|---|---|---|",
+    ]
     for kind in ("raw", *KINDS, "refused"):
         n = tot["answers"].get(kind, 0)
         sp = tot["spared_by_kind"].get(kind, 0)
         lines.append(f"| {kind} | {n} | {sp:,} | {_f(sp / vis if vis else None, '{:.1%}')} |")
-    lines += ["", "## By command class", "", "| class | commands | output seen (chars) | spared (chars) | share |",
-              "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## By command class",
+        "",
+        "| class | commands | output seen (chars) | spared (chars) | share |",
+        "|---|---|---|---|---|",
+    ]
     for cls in sorted(tot["visible_by_class"]):
         v = tot["visible_by_class"][cls]
         sp = tot["spared_by_class"].get(cls, 0)
         n = sum(tot["by_class"].get(cls, {}).values())
         lines.append(f"| {cls} | {n} | {v:,} | {sp:,} | {_f(sp / v if v else None, '{:.1%}')} |")
-    lines += ["", "## Checks", "",
-              f"- answers checked against the fresh output, byte for byte: {tot['checked']:,}; unsound: {tot['unsound']}"
-              + (f" ({tot['unsound_masked']} even with volatile text masked)" if tot["unsound"] else ""),
-              f"- characters spared: {tot['chars_spared']:,} of {vis:,} seen ({_f(tot['spared_share'], '{:.1%}')}); "
-              f"whole lines already shown verbatim: {_f(tot['repeated_share'], '{:.1%}')} (an upper bound for spans)",
-              f"- redundant commands (the oracle) answered with a reference: {_f(tot['coverage'], '{:.1%}')} "
-              f"({tot['caught']} of {tot['redundant']})",
-              f"- ledger overhead per command: p50 {_f(tot['overhead_ms_p50'], '{:.1f}')} ms, "
-              f"p95 {_f(tot['overhead_ms_p95'], '{:.1f}')} ms",
-              f"- state view: p50 {_f(tot['view_tokens_p50'], '{:.0f}')}, p95 {_f(tot['view_tokens_p95'], '{:.0f}')} tokens",
-              "", "## Verdicts by command class", "",
-              "| class | " + " | ".join(sorted({v for c in tot['by_class'].values() for v in c})) + " |",
-              "|---|" + "---|" * len({v for c in tot['by_class'].values() for v in c})]
-    verdicts = sorted({v for c in tot['by_class'].values() for v in c})
+    lines += [
+        "",
+        "## Checks",
+        "",
+        f"- answers checked against the fresh output, byte for byte: {tot['checked']:,}; unsound: {tot['unsound']}"
+        + (f" ({tot['unsound_masked']} even with volatile text masked)" if tot["unsound"] else ""),
+        f"- characters spared: {tot['chars_spared']:,} of {vis:,} seen ({_f(tot['spared_share'], '{:.1%}')}); "
+        f"whole lines already shown verbatim: {_f(tot['repeated_share'], '{:.1%}')} (an upper bound for spans)",
+        f"- redundant commands (the oracle) answered with a reference: {_f(tot['coverage'], '{:.1%}')} "
+        f"({tot['caught']} of {tot['redundant']})",
+        f"- ledger overhead per command: p50 {_f(tot['overhead_ms_p50'], '{:.1f}')} ms, "
+        f"p95 {_f(tot['overhead_ms_p95'], '{:.1f}')} ms",
+        f"- state view: p50 {_f(tot['view_tokens_p50'], '{:.0f}')}, p95 {_f(tot['view_tokens_p95'], '{:.0f}')} tokens",
+        "",
+        "## Verdicts by command class",
+        "",
+        "| class | " + " | ".join(sorted({v for c in tot["by_class"].values() for v in c})) + " |",
+        "|---|" + "---|" * len({v for c in tot["by_class"].values() for v in c}),
+    ]
+    verdicts = sorted({v for c in tot["by_class"].values() for v in c})
     for cls, counts in tot["by_class"].items():
         lines.append(f"| {cls} | " + " | ".join(str(counts.get(v, 0)) for v in verdicts) + " |")
     if skipped:
@@ -208,27 +271,50 @@ def summarize_context(results: Iterable[dict]) -> dict[str, dict[str, Any]]:
 
 def context_table(ctx: dict[str, dict[str, Any]], model: str) -> Table:
     t = Table(title=f"Context policies, every model call (priced as {model})", box=box.SIMPLE)
-    for col in ("policy", "prompt tokens", "vs full", "cached", "cost USD", "vs full", "valid unique dropped",
-                "stubs (false)"):
+    for col in (
+        "policy",
+        "prompt tokens",
+        "vs full",
+        "cached",
+        "cost USD",
+        "vs full",
+        "valid unique dropped",
+        "stubs (false)",
+    ):
         t.add_column(col, justify="left" if col == "policy" else "right")
     for name, r in ctx.items():
-        t.add_row(name, f"{r['prompt_tokens']:,}", _f(r.get("prompt_vs_full"), "{:.1%}"), f"{r['cached_tokens']:,}",
-                  f"{r['cost_usd']:.2f}", _f(r.get("cost_vs_full"), "{:.1%}"), f"{r['valid_unique_lines_dropped']:,}",
-                  f"{r['stubs']:,} ({r['stubs_false']})")
+        t.add_row(
+            name,
+            f"{r['prompt_tokens']:,}",
+            _f(r.get("prompt_vs_full"), "{:.1%}"),
+            f"{r['cached_tokens']:,}",
+            f"{r['cost_usd']:.2f}",
+            _f(r.get("cost_vs_full"), "{:.1%}"),
+            f"{r['valid_unique_lines_dropped']:,}",
+            f"{r['stubs']:,} ({r['stubs_false']})",
+        )
     return t
 
 
 def context_md(ctx: dict[str, dict[str, Any]], model: str) -> str:
-    lines = ["", "## Context policies (open loop)", "",
-             f"For every model call of each trajectory, the prompt it would have been sent under each policy "
-             f"(`ledger_runtime/context_replay.py`), tokens by litellm's `token_counter`, priced as `{model}` "
-             "(cached input at its cache price). `valid unique dropped`: distinct output lines left out at some "
-             "call while still true and shown nowhere later in what was sent. `stubs (false)`: outputs sent "
-             "as a stub or as their kept lines, summed over calls, and how many of them said something untrue.", "",
-             "| policy | prompt tokens | vs full | cached tokens | cost (USD) | vs full | valid unique lines dropped | "
-             "stubs (false) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## Context policies (open loop)",
+        "",
+        f"For every model call of each trajectory, the prompt it would have been sent under each policy "
+        f"(`ledger_runtime/context_replay.py`), tokens by litellm's `token_counter`, priced as `{model}` "
+        "(cached input at its cache price). `valid unique dropped`: distinct output lines left out at some "
+        "call while still true and shown nowhere later in what was sent. `stubs (false)`: outputs sent "
+        "as a stub or as their kept lines, summed over calls, and how many of them said something untrue.",
+        "",
+        "| policy | prompt tokens | vs full | cached tokens | cost (USD) | vs full | valid unique lines dropped | "
+        "stubs (false) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, r in ctx.items():
-        lines.append(f"| {name} | {r['prompt_tokens']:,} | {_f(r.get('prompt_vs_full'), '{:.1%}')} | "
-                     f"{r['cached_tokens']:,} | {r['cost_usd']:.2f} | {_f(r.get('cost_vs_full'), '{:.1%}')} | "
-                     f"{r['valid_unique_lines_dropped']:,} | {r['stubs']:,} ({r['stubs_false']}) |")
+        lines.append(
+            f"| {name} | {r['prompt_tokens']:,} | {_f(r.get('prompt_vs_full'), '{:.1%}')} | "
+            f"{r['cached_tokens']:,} | {r['cost_usd']:.2f} | {_f(r.get('cost_vs_full'), '{:.1%}')} | "
+            f"{r['valid_unique_lines_dropped']:,} | {r['stubs']:,} ({r['stubs_false']}) |"
+        )
     return "\n".join(lines) + "\n"

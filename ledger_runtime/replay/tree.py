@@ -42,8 +42,13 @@ def git_dir(path: Path) -> Path | None:
     """The git directory of ``path``: a bare repository, a clone's ``.git``, or a worktree's."""
     for args in (["--git-dir", str(path)], ["-C", str(path)]):
         try:
-            r = subprocess.run(["git", *args, "rev-parse", "--absolute-git-dir"], capture_output=True, text=True,
-                               timeout=60, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+            r = subprocess.run(
+                ["git", *args, "rev-parse", "--absolute-git-dir"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+            )
         except (OSError, subprocess.SubprocessError):
             return None
         if r.returncode == 0 and r.stdout.strip():
@@ -70,8 +75,10 @@ def check_usable(tree: Path, force: bool) -> None:
     except OSError as e:
         raise TreeError(f"cannot read --workdir {tree}: {e.strerror}") from None
     if not empty:
-        raise TreeError(f"--workdir {tree} holds files a replay did not make (they would be deleted); "
-                        "choose an empty or new directory, or pass --force")
+        raise TreeError(
+            f"--workdir {tree} holds files a replay did not make (they would be deleted); "
+            "choose an empty or new directory, or pass --force"
+        )
 
 
 def clear(tree: Path) -> None:
@@ -112,8 +119,10 @@ class Lock:
             holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
             os.close(fd)
             if e.errno in (errno.EAGAIN, errno.EACCES):
-                raise TreeError(f"--workdir {tree} is in use by another replay (pid {holder}); "
-                                "give each replay its own --workdir, or use -j N") from None
+                raise TreeError(
+                    f"--workdir {tree} is in use by another replay (pid {holder}); "
+                    "give each replay its own --workdir, or use -j N"
+                ) from None
             raise TreeError(f"cannot lock --workdir {tree}: {e.strerror}") from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
@@ -130,8 +139,12 @@ def overlaps(tree: Path, repos: list[Path]) -> Path | None:
     the tree would delete it."""
     t = os.path.realpath(tree)
     for r in repos:
-        for p in {os.path.realpath(r), os.path.realpath(os.path.dirname(os.path.realpath(r)))
-                  if os.path.basename(os.path.realpath(r)) == ".git" else os.path.realpath(r)}:
+        for p in {
+            os.path.realpath(r),
+            os.path.realpath(os.path.dirname(os.path.realpath(r)))
+            if os.path.basename(os.path.realpath(r)) == ".git"
+            else os.path.realpath(r),
+        }:
             if p == t or p.startswith(t + os.sep) or t.startswith(p + os.sep):
                 return r
     return None
@@ -157,7 +170,7 @@ def sweep_stale_workers() -> int:
         if not name.startswith(WORKER_PREFIX):
             continue
         try:
-            pid = int(name[len(WORKER_PREFIX):].split("-", 1)[0])
+            pid = int(name[len(WORKER_PREFIX) :].split("-", 1)[0])
         except ValueError:
             continue
         path = os.path.join(base, name)

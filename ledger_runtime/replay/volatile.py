@@ -19,8 +19,11 @@ PATTERNS: list[tuple[str, re.Pattern[str], str]] = [
     ("temporary names", re.compile(r"\btmp[a-z0-9_]{6,}\b"), "<TMP>"),
     ("process ids", re.compile(r"\b(pid|PID|process) ?[:=]? ?\d+\b"), r"\1 <PID>"),
     ("random seeds", re.compile(r"(random(?:ly)?[-_ ]seed[=: ]+)\d+"), r"\1<SEED>"),
-    ("pytest's cache and plugin banner", re.compile(r"^(cachedir|rootdir|plugins|hypothesis profile).*$", re.M),
-     r"\1 <BANNER>"),
+    (
+        "pytest's cache and plugin banner",
+        re.compile(r"^(cachedir|rootdir|plugins|hypothesis profile).*$", re.M),
+        r"\1 <BANNER>",
+    ),
 ]
 
 

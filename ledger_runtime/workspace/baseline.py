@@ -38,9 +38,16 @@ def take_baseline(root: str, snapshot: Snapshot, task: str = "") -> Baseline:
         repo.close()
     except Exception:  # not a repository, git missing, or an unreadable one: still a baseline
         pass
-    return Baseline(root=os.path.abspath(root), is_git=is_git, head_commit=head, branch=branch,
-                    dirty_paths=dirty, file_count=len(snapshot.files), snapshot_digest=snapshot.digest,
-                    task=task)
+    return Baseline(
+        root=os.path.abspath(root),
+        is_git=is_git,
+        head_commit=head,
+        branch=branch,
+        dirty_paths=dirty,
+        file_count=len(snapshot.files),
+        snapshot_digest=snapshot.digest,
+        task=task,
+    )
 
 
 class HeadContents:
@@ -67,14 +74,19 @@ class HeadContents:
 
     def _get(self, path: str) -> bytes | None:
         if self._proc is None:
-            top = subprocess.run(["git", "-C", self.root, "rev-parse", "--show-toplevel"], capture_output=True,
-                                 timeout=30)
+            top = subprocess.run(
+                ["git", "-C", self.root, "rev-parse", "--show-toplevel"], capture_output=True, timeout=30
+            )
             if top.returncode != 0:
                 self._broken = True
                 return None
             self._top = os.fsdecode(top.stdout.strip())
-            self._proc = subprocess.Popen(["git", "-C", self._top, "cat-file", "--batch"], stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            self._proc = subprocess.Popen(
+                ["git", "-C", self._top, "cat-file", "--batch"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
         assert self._top is not None and self._proc.stdin and self._proc.stdout
         rel = os.path.relpath(path, self._top)
         if rel.startswith("..") or "\n" in rel:

@@ -10,11 +10,11 @@ import os
 import stat
 from typing import TYPE_CHECKING, Iterable, Protocol
 
+from ledger_runtime.records import Baseline
 from ledger_runtime.workspace.baseline import HeadContents, take_baseline
 from ledger_runtime.workspace.hashing import FileState, digest_bytes
-from ledger_runtime.workspace.signatures import PSEUDO_TREES, Probe
-from ledger_runtime.records import Baseline
 from ledger_runtime.workspace.scanner import Snapshot, WorkspaceScanner
+from ledger_runtime.workspace.signatures import PSEUDO_TREES, Probe
 
 if TYPE_CHECKING:
     from ledger_runtime.analysis.commands import Analysis
@@ -65,8 +65,14 @@ class LocalWorkspace:
 
     rescan_before_command = True
 
-    def __init__(self, root: str, *, max_hash_bytes: int = 64 * 1024 * 1024, exclude: Iterable[str] = (),
-                 watch_events: bool = True):
+    def __init__(
+        self,
+        root: str,
+        *,
+        max_hash_bytes: int = 64 * 1024 * 1024,
+        exclude: Iterable[str] = (),
+        watch_events: bool = True,
+    ):
         self.scanner = WorkspaceScanner(root, max_hash_bytes=max_hash_bytes, exclude=exclude, watch_events=watch_events)
         self.root = self.scanner.root
         self.probe = Probe(self.scanner.cache)
@@ -130,7 +136,6 @@ class LocalWorkspace:
         self.scanner.close()
         if self._head is not None:
             self._head.close()
-
 
 
 def read_regular(path: str, limit: int) -> bytes | None:

@@ -34,8 +34,20 @@ from typing import Iterable, NamedTuple
 from ledger_runtime.workspace.hashing import RACY_NS, FileState, HashCache, digest_bytes
 from ledger_runtime.workspace.watcher import Watcher
 
-DEFAULT_IGNORES = (".git", "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache",
-                   ".tox", ".venv", "venv", "node_modules", ".eggs", "*.egg-info")
+DEFAULT_IGNORES = (
+    ".git",
+    "__pycache__",
+    "*.pyc",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".tox",
+    ".venv",
+    "venv",
+    "node_modules",
+    ".eggs",
+    "*.egg-info",
+)
 GIT_TIMEOUT = 60
 
 
@@ -95,8 +107,15 @@ class _Dir(NamedTuple):
 def _make_dir(d: str, key: tuple[int, int, int], listed_at: int, files, dirs, ignored) -> _Dir:
     base = d if d != os.sep else ""
     files, dirs = tuple(files), tuple(dirs)
-    return _Dir(key, listed_at, files, dirs, frozenset(ignored), tuple(base + os.sep + n for n in files),
-                tuple(base + os.sep + n for n in dirs))
+    return _Dir(
+        key,
+        listed_at,
+        files,
+        dirs,
+        frozenset(ignored),
+        tuple(base + os.sep + n for n in files),
+        tuple(base + os.sep + n for n in dirs),
+    )
 
 
 def _dir_key(st: os.stat_result) -> tuple[int, int, int]:
@@ -105,8 +124,9 @@ def _dir_key(st: os.stat_result) -> tuple[int, int, int]:
 
 def _run_git(root: str, args: list[str], stdin: bytes | None = None) -> bytes | None:
     try:
-        proc = subprocess.run(["git", "-C", root, *args], input=stdin, capture_output=True,
-                              timeout=GIT_TIMEOUT, check=False)
+        proc = subprocess.run(
+            ["git", "-C", root, *args], input=stdin, capture_output=True, timeout=GIT_TIMEOUT, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return proc.stdout if proc.returncode in (0, 1) else None
@@ -124,9 +144,16 @@ def git_toplevel(root: str) -> str | None:
 class WorkspaceScanner:
     """Snapshots one workspace root incrementally; see the module docstring."""
 
-    def __init__(self, root: str, *, max_hash_bytes: int = 64 * 1024 * 1024,
-                 cache: HashCache | None = None, exclude: Iterable[str] = (), watch_events: bool = True,
-                 cross_check_every: int = 200):
+    def __init__(
+        self,
+        root: str,
+        *,
+        max_hash_bytes: int = 64 * 1024 * 1024,
+        cache: HashCache | None = None,
+        exclude: Iterable[str] = (),
+        watch_events: bool = True,
+        cross_check_every: int = 200,
+    ):
         self.root = os.path.abspath(root)
         # directories never scanned (the run's own directory when it lies inside the workspace)
         self.excluded = tuple(os.path.abspath(e) for e in exclude)
@@ -372,8 +399,9 @@ class WorkspaceScanner:
         ignored = (old.ignored - {name}) if included else (old.ignored | {name})
         self._dirs[d] = _make_dir(d, old.key, old.listed_at, files, old.dirs, ignored)
 
-    def _walk(self, stack: list[str], files: dict[str, FileState],
-              pending: list[tuple[str, list[str]]], keep_limit: int) -> None:
+    def _walk(
+        self, stack: list[str], files: dict[str, FileState], pending: list[tuple[str, list[str]]], keep_limit: int
+    ) -> None:
         while stack:
             d = stack.pop()
             if self.excluded and (d in self.excluded or d.startswith(self._excluded_under)):
@@ -400,8 +428,14 @@ class WorkspaceScanner:
                 if hit is not None:
                     k = hit[0]
                     m = st.st_mtime_ns
-                    if m == k[0] and m < hit[1] - RACY_NS and st.st_ctime_ns == k[1] and st.st_size == k[2] \
-                            and st.st_ino == k[3] and st.st_mode == k[4]:
+                    if (
+                        m == k[0]
+                        and m < hit[1] - RACY_NS
+                        and st.st_ctime_ns == k[1]
+                        and st.st_size == k[2]
+                        and st.st_ino == k[3]
+                        and st.st_mode == k[4]
+                    ):
                         files[path] = hit[2]
                         continue
                 fs = state(path, st, keep_limit=keep_limit)
@@ -488,8 +522,9 @@ class WorkspaceScanner:
         for d, (files, dirs, ign) in by_dir.items():
             old = self._dirs.get(d)
             if old is not None:
-                self._dirs[d] = _make_dir(d, old.key, old.listed_at, old.files + tuple(files),
-                                          old.dirs + tuple(dirs), old.ignored | ign)
+                self._dirs[d] = _make_dir(
+                    d, old.key, old.listed_at, old.files + tuple(files), old.dirs + tuple(dirs), old.ignored | ign
+                )
         return new_dirs, new_files
 
     def _ignored(self, rel_paths: list[str]) -> set[str]:
@@ -498,8 +533,11 @@ class WorkspaceScanner:
         if not self.is_git:
             return {r for r in rel_paths if _default_ignored(r)}
         self.git_calls += 1
-        out = _run_git(self.root, ["check-ignore", "--no-index", "-z", "--stdin"],
-                       stdin=b"\0".join(os.fsencode(r) for r in rel_paths) + b"\0")
+        out = _run_git(
+            self.root,
+            ["check-ignore", "--no-index", "-z", "--stdin"],
+            stdin=b"\0".join(os.fsencode(r) for r in rel_paths) + b"\0",
+        )
         if out is None:
             return set()
         return {os.fsdecode(p) for p in out.split(b"\0") if p}
@@ -551,7 +589,9 @@ class WorkspaceScanner:
         self._dirs = {}
         self._ignore_files = set()
         self._tracked_ignored = self._list_tracked_ignored()
-        self._tracked_raw = _run_git(self.root, ["ls-files", "-z", "--cached"]) if self._tracked_ignored is not None else None
+        self._tracked_raw = (
+            _run_git(self.root, ["ls-files", "-z", "--cached"]) if self._tracked_ignored is not None else None
+        )
         tree: dict[str, tuple[set[str], set[str]]] = {self.root: (set(), set())}
         for raw in out.split(b"\0"):
             if not raw:
@@ -579,7 +619,11 @@ class WorkspaceScanner:
                 continue
             others = [n for n in names if n not in files and n not in dirs and n != ".git"]
             self._dirs[d] = _make_dir(d, _dir_key(st), now, sorted(files), sorted(dirs), others)
-            empty_dirs += [os.path.join(d, n) for n in others if os.path.isdir(os.path.join(d, n)) and not os.path.islink(os.path.join(d, n))]
+            empty_dirs += [
+                os.path.join(d, n)
+                for n in others
+                if os.path.isdir(os.path.join(d, n)) and not os.path.islink(os.path.join(d, n))
+            ]
         if empty_dirs:
             rels = [os.path.relpath(p, self.root) + "/" for p in empty_dirs]
             ignored = self._ignored(rels)
@@ -588,8 +632,9 @@ class WorkspaceScanner:
                     continue
                 d, name = os.path.split(p)
                 old = self._dirs[d]
-                self._dirs[d] = _make_dir(d, old.key, old.listed_at, old.files, old.dirs + (name,),
-                                          old.ignored - {name})
+                self._dirs[d] = _make_dir(
+                    d, old.key, old.listed_at, old.files, old.dirs + (name,), old.ignored - {name}
+                )
         self._git_key = self._git_state_key()
 
 
@@ -603,4 +648,4 @@ def relative(path: str, root: str) -> str:
     if path == root:
         return "."
     prefix = root.rstrip(os.sep) + os.sep
-    return path[len(prefix):] if path.startswith(prefix) else path
+    return path[len(prefix) :] if path.startswith(prefix) else path

@@ -34,8 +34,10 @@ PENDING = "pending"  # a signature not known before a command; taken as unchange
 def _meta(st: os.stat_result) -> str:
     """Stat data a listing can show (atime excluded: reading changes it; commands that show it are
     impure instead)."""
-    return (f"{st.st_mode:o},{st.st_size},{st.st_mtime_ns},{st.st_ctime_ns},{st.st_ino},{st.st_nlink},"
-            f"{st.st_uid},{st.st_gid}")
+    return (
+        f"{st.st_mode:o},{st.st_size},{st.st_mtime_ns},{st.st_ctime_ns},{st.st_ino},{st.st_nlink},"
+        f"{st.st_uid},{st.st_gid}"
+    )
 
 
 class Probe:

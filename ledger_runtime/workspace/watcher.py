@@ -137,7 +137,7 @@ class Watcher:
         while pos + _HEADER.size <= len(data):
             wd, mask, _cookie, length = _HEADER.unpack_from(data, pos)
             pos += _HEADER.size
-            name = data[pos:pos + length].rstrip(b"\0")
+            name = data[pos : pos + length].rstrip(b"\0")
             pos += length
             self.events += 1
             if mask & IN_Q_OVERFLOW:

@@ -100,9 +100,8 @@ from rich.table import Table  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_core  # noqa: E402  (the tree generator and the statistics helpers)
-from bench_core import WORDS, pct, summary  # noqa: E402
-
 import minisweagent  # noqa: E402
+from bench_core import WORDS, pct, summary  # noqa: E402
 from minisweagent.environments.docker import DockerEnvironment  # noqa: E402
 from minisweagent.environments.local import LocalEnvironment  # noqa: E402
 
@@ -129,9 +128,20 @@ RUN if [ ! -d .git ]; then git init -q && git add -A \\
     && git status --porcelain > /dev/null
 """
 # The kinds of commands and how often each comes (the first command, writing the script, is fixed).
-MIX = [("nl|sed", 0.17), ("cat", 0.07), ("grep -n", 0.10), ("grep -rn", 0.08), ("ls -la", 0.05),
-       ("find|head", 0.04), ("python3 -c", 0.04), ("python3 script", 0.10), ("sed -i", 0.10),
-       ("echo >", 0.04), ("git diff", 0.04), ("repeat", 0.17)]
+MIX = [
+    ("nl|sed", 0.17),
+    ("cat", 0.07),
+    ("grep -n", 0.10),
+    ("grep -rn", 0.08),
+    ("ls -la", 0.05),
+    ("find|head", 0.04),
+    ("python3 -c", 0.04),
+    ("python3 script", 0.10),
+    ("sed -i", 0.10),
+    ("echo >", 0.04),
+    ("git diff", 0.04),
+    ("repeat", 0.17),
+]
 READ_KINDS = ("nl|sed", "cat", "grep -n", "grep -rn", "ls -la", "find|head")
 PLAIN, SHADOW, GOVERN = "plain", "shadow", "govern"
 
@@ -176,8 +186,9 @@ def tree_hash(root: Path) -> str:
     h.update(DOCKERFILE.encode())
     head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD^{tree}"], capture_output=True, text=True)
     h.update(head.stdout.encode())
-    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--others", "--ignored", "--exclude-standard"],
-                            capture_output=True)
+    listed = subprocess.run(
+        ["git", "-C", str(root), "ls-files", "-z", "--others", "--ignored", "--exclude-standard"], capture_output=True
+    )
     ignored = set(os.fsdecode(listed.stdout).split("\0")) if listed.returncode == 0 else set()
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d != ".git")
@@ -204,8 +215,11 @@ class Command:
 def build_session(root: Path, n: int, rng: random.Random, generated: bool) -> list[Command]:
     """``n`` commands an agent fixing something in the tree would issue (see the module docstring)."""
     snap = WorkspaceScanner(str(root)).scan()
-    lines = {os.path.relpath(p, root): fs.lines for p, fs in snap.files.items()
-             if fs.lines and p.endswith(".py") and fs.size > 2000}
+    lines = {
+        os.path.relpath(p, root): fs.lines
+        for p, fs in snap.files.items()
+        if fs.lines and p.endswith(".py") and fs.size > 2000
+    }
     pool = sorted(lines)
     core = sorted(p for p in pool if p.startswith("sympy/core/") and "/tests/" not in p) or pool
     focus = rng.sample(core, min(3, len(core))) + rng.sample(pool, min(3, len(pool)))
@@ -213,9 +227,11 @@ def build_session(root: Path, n: int, rng: random.Random, generated: bool) -> li
         focus[0] = "sympy/core/numbers.py"
     others = sorted(set(pool) - set(focus)) or pool
     marked = {f for f in focus if re.search(r"^_BENCH_MARK = ", (root / f).read_text(errors="replace"), re.M)}
-    script = (f"import pathlib\nimport re\n\ntext = pathlib.Path({focus[0]!r}).read_text()\n"
-              "m = re.search(r\"^_BENCH_MARK = (\\d+)\", text, re.M)\n"
-              "print(\"mark:\", m.group(1) if m else None, \"lines:\", text.count(\"\\n\"))\n")
+    script = (
+        f"import pathlib\nimport re\n\ntext = pathlib.Path({focus[0]!r}).read_text()\n"
+        'm = re.search(r"^_BENCH_MARK = (\\d+)", text, re.M)\n'
+        'print("mark:", m.group(1) if m else None, "lines:", text.count("\\n"))\n'
+    )
     out = [Command(0, "heredoc script", f"cat > reproduce.py <<'EOF'\n{script}EOF", False)]
     seen = {out[0].command}
     edits = 0
@@ -254,8 +270,11 @@ def build_session(root: Path, n: int, rng: random.Random, generated: bool) -> li
         elif kind == "ls -la":
             cmd = f"ls -la {d}"
         elif kind == "find|head":
-            cmd = "find . -name '*.py' | head -n 20" if rng.random() < 0.5 else \
-                f"find {d} -name '*.py' -type f | head -20"
+            cmd = (
+                "find . -name '*.py' | head -n 20"
+                if rng.random() < 0.5
+                else f"find {d} -name '*.py' -type f | head -20"
+            )
         elif kind == "python3 -c":
             cmd = "python3 -c 'print(1)'"
         elif kind == "python3 script":
@@ -263,8 +282,11 @@ def build_session(root: Path, n: int, rng: random.Random, generated: bool) -> li
         elif kind == "sed -i":
             edits += 1
             f = rng.choice(focus)
-            cmd = (f"sed -i 's/^_BENCH_MARK = .*/_BENCH_MARK = {edits}/' {f}" if f in marked
-                   else f"sed -i '1s/$/ # ledger bench {edits}/' {f}")
+            cmd = (
+                f"sed -i 's/^_BENCH_MARK = .*/_BENCH_MARK = {edits}/' {f}"
+                if f in marked
+                else f"sed -i '1s/$/ # ledger bench {edits}/' {f}"
+            )
         elif kind == "echo >":
             cmd = f"echo 'bench note {i}' > bench_note_{i}.txt"
         else:
@@ -377,15 +399,21 @@ def run_session(handles: list[Handle], session: list[Command], console: Console,
             dt = time.perf_counter() - t0
             trips1 = h.trips()
             info = (out.get("extra") or {}).get("ledger") or {}
-            recs[h.name].append({
-                "s": dt, "inner_s": h.timer.last if h.timer is not None and h.timer.calls else 0.0,
-                "executed": info.get("executed", True), "verdict": info.get("verdict", "RUN"),
-                "output": out.get("output", ""), "returncode": out.get("returncode"),
-                "extra_trips": trips1[0] - trips0[0], "in_band": trips1[1] - trips0[1],
-                "helper_execs": COUNTER.n - execs0})
+            recs[h.name].append(
+                {
+                    "s": dt,
+                    "inner_s": h.timer.last if h.timer is not None and h.timer.calls else 0.0,
+                    "executed": info.get("executed", True),
+                    "verdict": info.get("verdict", "RUN"),
+                    "output": out.get("output", ""),
+                    "returncode": out.get("returncode"),
+                    "extra_trips": trips1[0] - trips0[0],
+                    "in_band": trips1[1] - trips0[1],
+                    "helper_execs": COUNTER.n - execs0,
+                }
+            )
         if (c.index + 1) % 50 == 0:
-            console.print(f"  {label}: {c.index + 1}/{len(session)} commands "
-                          f"({time.perf_counter() - t_start:.0f} s)")
+            console.print(f"  {label}: {c.index + 1}/{len(session)} commands ({time.perf_counter() - t_start:.0f} s)")
     return recs
 
 
@@ -397,8 +425,9 @@ def docker_problem() -> str | None:
     if shutil.which("docker") is None:
         return "no docker client on PATH (scripts/docker-engine.sh up installs one and starts an engine)"
     try:
-        r = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True,
-                           text=True, timeout=15)
+        r = subprocess.run(
+            ["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True, timeout=15
+        )
     except subprocess.TimeoutExpired:
         return "the docker engine did not answer within 15 s"
     if r.returncode != 0:
@@ -426,13 +455,19 @@ def build_image(source: Path, work: Path, console: Console) -> dict:
     console.print(f"building docker image {tag} (FROM {BASE_IMAGE}, tree at {DOCKER_CWD})...")
     shutil.copytree(source, ctx / "tree", symlinks=True)
     (ctx / "Dockerfile").write_text(DOCKERFILE)
-    r = subprocess.run(["docker", "build", "-q", "-t", tag, str(ctx)], capture_output=True, text=True,
-                       env={**os.environ, "DOCKER_BUILDKIT": "0"}, timeout=1200)
+    r = subprocess.run(
+        ["docker", "build", "-q", "-t", tag, str(ctx)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DOCKER_BUILDKIT": "0"},
+        timeout=1200,
+    )
     shutil.rmtree(ctx, ignore_errors=True)
     if r.returncode != 0:
         raise RuntimeError(f"building {tag} failed: {r.stderr[-800:]}")
-    image_id = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True,
-                              text=True).stdout.strip()
+    image_id = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True, text=True
+    ).stdout.strip()
     return {"tag": tag, "id": image_id, "built": True, "seconds": round(time.perf_counter() - t0, 2)}
 
 
@@ -449,8 +484,11 @@ def force_remove(ids: list[str]) -> None:
 def refresh_index(container_id: str) -> None:
     """Refresh the git index in a container (untimed, in every container alike: the helper's git
     baseline would otherwise do it in the ledger's containers only)."""
-    subprocess.run(["docker", "exec", container_id, "git", "-C", DOCKER_CWD, "status", "--porcelain"],
-                   capture_output=True, check=False)
+    subprocess.run(
+        ["docker", "exec", container_id, "git", "-C", DOCKER_CWD, "status", "--porcelain"],
+        capture_output=True,
+        check=False,
+    )
 
 
 def helper_anatomy(env: LedgerEnvironment, repeat: int) -> dict:
@@ -477,30 +515,39 @@ def helper_anatomy(env: LedgerEnvironment, repeat: int) -> dict:
     }
     samples: dict[str, list[float]] = {k: [] for k in layers}
     for rep in range(repeat):
-        for name in (list(layers) if rep % 2 == 0 else list(reversed(layers))):
+        for name in list(layers) if rep % 2 == 0 else list(reversed(layers)):
             argv = ["docker", "exec", cid, *layers[name]()]
             t0 = time.perf_counter()
             subprocess.run(argv, capture_output=True, check=False)
             samples[name].append(time.perf_counter() - t0)
-    size = subprocess.run(["docker", "exec", cid, "stat", "-c", "%s", ws.state_file], capture_output=True,
-                          text=True).stdout.strip()
-    out: dict[str, Any] = {"layers": {k: summary(v) for k, v in samples.items()},
-                           "state_file_bytes": int(size) if size.isdigit() else None}
+    size = subprocess.run(
+        ["docker", "exec", cid, "stat", "-c", "%s", ws.state_file], capture_output=True, text=True
+    ).stdout.strip()
+    out: dict[str, Any] = {
+        "layers": {k: summary(v) for k, v in samples.items()},
+        "state_file_bytes": int(size) if size.isdigit() else None,
+    }
     names = list(layers)
-    out["increments_p50_ms"] = {names[i]: round(pct(samples[names[i]], 50) * 1000 - (
-        pct(samples[names[i - 1]], 50) * 1000 if i else 0.0), 3) for i in range(len(names))}
+    out["increments_p50_ms"] = {
+        names[i]: round(pct(samples[names[i]], 50) * 1000 - (pct(samples[names[i - 1]], 50) * 1000 if i else 0.0), 3)
+        for i in range(len(names))
+    }
     return out
 
 
 # -- measurements --------------------------------------------------------------------------------------
 
 
-def first_use(make_plain: Callable[[int], Any], make_ledger_env: Callable[[int], LedgerEnvironment], repeat: int,
-              dispose: Callable[[Any], None]) -> dict:
+def first_use(
+    make_plain: Callable[[int], Any],
+    make_ledger_env: Callable[[int], LedgerEnvironment],
+    repeat: int,
+    dispose: Callable[[Any], None],
+) -> dict:
     """Construction times of fresh plain and ledger environments, interleaved, order alternating."""
     plain_s, ledger_s, trips, execs = [], [], [], []
     for rep in range(repeat):
-        for which in ((PLAIN, SHADOW) if rep % 2 == 0 else (SHADOW, PLAIN)):
+        for which in (PLAIN, SHADOW) if rep % 2 == 0 else (SHADOW, PLAIN):
             gc.collect()
             execs0 = COUNTER.n
             t0 = time.perf_counter()
@@ -512,9 +559,12 @@ def first_use(make_plain: Callable[[int], Any], make_ledger_env: Callable[[int],
             if which == SHADOW and env.container is not None:
                 trips.append(env.container.round_trips)
             dispose(env)
-    out = {"plain": summary(plain_s), "ledger": summary(ledger_s),
-           "added_paired": summary([b - a for a, b in zip(plain_s, ledger_s)]),
-           "added_p50_ms": round((pct(ledger_s, 50) - pct(plain_s, 50)) * 1000, 3)}
+    out = {
+        "plain": summary(plain_s),
+        "ledger": summary(ledger_s),
+        "added_paired": summary([b - a for a, b in zip(plain_s, ledger_s)]),
+        "added_p50_ms": round((pct(ledger_s, 50) - pct(plain_s, 50)) * 1000, 3),
+    }
     if trips:
         out["ledger_round_trips_at_construction"] = max(trips)
         out["ledger_helper_docker_execs_at_construction"] = max(execs)
@@ -528,14 +578,29 @@ def compare_outputs(plain: list[dict], other: list[dict], session: list[Command]
     for c, p, o in zip(session, plain, other):
         if p["output"] == o["output"] and p["returncode"] == o["returncode"]:
             same += 1
-        elif sorted(p["output"].splitlines()) == sorted(o["output"].splitlines()) and p["returncode"] == o["returncode"]:
+        elif (
+            sorted(p["output"].splitlines()) == sorted(o["output"].splitlines()) and p["returncode"] == o["returncode"]
+        ):
             reordered += 1  # find / grep -r list directories in readdir order, which differs between copies
         else:
-            differ.append({"index": c.index, "kind": c.kind, "command": c.command[:100],
-                           "plain_rc": p["returncode"], "ledger_rc": o["returncode"],
-                           "plain_head": p["output"][:160], "ledger_head": o["output"][:160]})
-    return {"n": len(session), "identical": same, "same_lines_other_order": reordered, "different": len(differ),
-            "differences": differ[:10]}
+            differ.append(
+                {
+                    "index": c.index,
+                    "kind": c.kind,
+                    "command": c.command[:100],
+                    "plain_rc": p["returncode"],
+                    "ledger_rc": o["returncode"],
+                    "plain_head": p["output"][:160],
+                    "ledger_head": o["output"][:160],
+                }
+            )
+    return {
+        "n": len(session),
+        "identical": same,
+        "same_lines_other_order": reordered,
+        "different": len(differ),
+        "differences": differ[:10],
+    }
 
 
 def analyse(session: list[Command], recs: dict[str, list[dict]], docker: bool) -> dict:
@@ -544,7 +609,8 @@ def analyse(session: list[Command], recs: dict[str, list[dict]], docker: bool) -
     p = [r["s"] for r in plain]
     s = [r["s"] for r in shadow]
     out: dict[str, Any] = {
-        "plain": summary(p), SHADOW: summary(s),
+        "plain": summary(p),
+        SHADOW: summary(s),
         "shadow_added": summary([b - a for a, b in zip(p, s)]),
         "shadow_ratio_p50": round(pct(s, 50) / pct(p, 50), 4),
         "shadow_host_side": summary([r["s"] - r["inner_s"] for r in shadow]),
@@ -556,21 +622,27 @@ def analyse(session: list[Command], recs: dict[str, list[dict]], docker: bool) -
     }
     if docker:
         out["round_trips"] = {
-            SHADOW: {"extra_round_trips_during_session": sum(r["extra_trips"] for r in shadow),
-                     "helper_docker_execs_during_session": sum(r["helper_execs"] for r in shadow),
-                     "reports_in_band": sum(r["in_band"] for r in shadow),
-                     "commands_executed": sum(r["executed"] for r in shadow),
-                     "commands_with_extra_round_trips": [
-                         {"index": c.index, "kind": c.kind, "command": c.command[:100], "round_trips": r["extra_trips"]}
-                         for c, r in zip(session, shadow) if r["extra_trips"]][:20]}}
+            SHADOW: {
+                "extra_round_trips_during_session": sum(r["extra_trips"] for r in shadow),
+                "helper_docker_execs_during_session": sum(r["helper_execs"] for r in shadow),
+                "reports_in_band": sum(r["in_band"] for r in shadow),
+                "commands_executed": sum(r["executed"] for r in shadow),
+                "commands_with_extra_round_trips": [
+                    {"index": c.index, "kind": c.kind, "command": c.command[:100], "round_trips": r["extra_trips"]}
+                    for c, r in zip(session, shadow)
+                    if r["extra_trips"]
+                ][:20],
+            }
+        }
     if GOVERN in recs:
         g = recs[GOVERN]
         ex = [i for i, r in enumerate(g) if r["executed"]]
         ru = [i for i, r in enumerate(g) if not r["executed"]]
         out["govern_executed"] = summary([g[i]["s"] for i in ex]) if ex else None
         out["govern_executed_added"] = summary([g[i]["s"] - p[i] for i in ex]) if ex else None
-        out["govern_executed_ratio_p50"] = round(pct([g[i]["s"] for i in ex], 50) / pct([p[i] for i in ex], 50), 4) \
-            if ex else None
+        out["govern_executed_ratio_p50"] = (
+            round(pct([g[i]["s"] for i in ex], 50) / pct([p[i] for i in ex], 50), 4) if ex else None
+        )
         out["govern_reused"] = summary([g[i]["s"] for i in ru]) if ru else None
         out["govern_reused_vs_plain"] = summary([g[i]["s"] - p[i] for i in ru]) if ru else None
         out["govern_reused_plain_same_commands"] = summary([p[i] for i in ru]) if ru else None
@@ -581,7 +653,9 @@ def analyse(session: list[Command], recs: dict[str, list[dict]], docker: bool) -
             out["round_trips"][GOVERN] = {
                 "extra_round_trips_during_session": sum(r["extra_trips"] for r in g),
                 "helper_docker_execs_during_session": sum(r["helper_execs"] for r in g),
-                "reports_in_band": sum(r["in_band"] for r in g), "commands_executed": len(ex)}
+                "reports_in_band": sum(r["in_band"] for r in g),
+                "commands_executed": len(ex),
+            }
     by_kind: dict[str, dict] = {}
     groups: dict[str, list[int]] = {}
     for c in session:
@@ -590,11 +664,15 @@ def analyse(session: list[Command], recs: dict[str, list[dict]], docker: bool) -
     for kind, idx in groups.items():
         if not idx:
             continue
-        row = {"n": len(idx), "exact_repeats": sum(session[i].repeat for i in idx),
-               "plain": summary([p[i] for i in idx]), SHADOW: summary([s[i] for i in idx]),
-               "shadow_added": summary([s[i] - p[i] for i in idx]),
-               "shadow_host_side": summary([shadow[i]["s"] - shadow[i]["inner_s"] for i in idx]),
-               "shadow_in_exec": summary([shadow[i]["inner_s"] - p[i] for i in idx])}
+        row = {
+            "n": len(idx),
+            "exact_repeats": sum(session[i].repeat for i in idx),
+            "plain": summary([p[i] for i in idx]),
+            SHADOW: summary([s[i] for i in idx]),
+            "shadow_added": summary([s[i] - p[i] for i in idx]),
+            "shadow_host_side": summary([shadow[i]["s"] - shadow[i]["inner_s"] for i in idx]),
+            "shadow_in_exec": summary([shadow[i]["inner_s"] - p[i] for i in idx]),
+        }
         if docker:
             row["extra_round_trips"] = sum(shadow[i]["extra_trips"] for i in idx)
         if GOVERN in recs:
@@ -607,12 +685,24 @@ def analyse(session: list[Command], recs: dict[str, list[dict]], docker: bool) -
     out["by_kind"] = by_kind
     rows = []
     for c in session:
-        row = {"i": c.index, "kind": c.kind, "repeat": c.repeat, "plain_ms": _ms(plain[c.index]["s"]),
-               "shadow_ms": _ms(shadow[c.index]["s"]), "shadow_inner_ms": _ms(shadow[c.index]["inner_s"])}
+        row = {
+            "i": c.index,
+            "kind": c.kind,
+            "repeat": c.repeat,
+            "plain_ms": _ms(plain[c.index]["s"]),
+            "shadow_ms": _ms(shadow[c.index]["s"]),
+            "shadow_inner_ms": _ms(shadow[c.index]["inner_s"]),
+        }
         if GOVERN in recs:
             g = recs[GOVERN][c.index]
-            row.update({"govern_ms": _ms(g["s"]), "govern_inner_ms": _ms(g["inner_s"]), "govern_verdict": g["verdict"],
-                        "govern_executed": g["executed"]})
+            row.update(
+                {
+                    "govern_ms": _ms(g["s"]),
+                    "govern_inner_ms": _ms(g["inner_s"]),
+                    "govern_verdict": g["verdict"],
+                    "govern_executed": g["executed"],
+                }
+            )
         if docker:
             row["shadow_extra_round_trips"] = shadow[c.index]["extra_trips"]
         rows.append(row)
@@ -631,17 +721,22 @@ def _count(items) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def measure_local(source: Path, work: Path, session: list[Command], args: argparse.Namespace,
-                  console: Console) -> dict:
+def measure_local(source: Path, work: Path, session: list[Command], args: argparse.Namespace, console: Console) -> dict:
     mtime = time.time() - AGE_S
-    trees = {name: copy_tree(source, work / f"local-{name}", mtime)
-             for name in ([PLAIN, SHADOW] + ([GOVERN] if args.govern else []))}
+    trees = {
+        name: copy_tree(source, work / f"local-{name}", mtime)
+        for name in ([PLAIN, SHADOW] + ([GOVERN] if args.govern else []))
+    }
     runs = work / "runs"
     console.print(f"local: first use x{args.first_use_repeat} (construction, interleaved)...")
-    fu = first_use(lambda rep: LocalEnvironment(cwd=str(trees[SHADOW]), timeout=TIMEOUT),
-                   lambda rep: make_ledger("local", runs / f"local-first-use-{rep}", True,
-                                           cwd=str(trees[SHADOW]), timeout=TIMEOUT),
-                   args.first_use_repeat, lambda env: env.cleanup() if hasattr(env, "cleanup") else None)
+    fu = first_use(
+        lambda rep: LocalEnvironment(cwd=str(trees[SHADOW]), timeout=TIMEOUT),
+        lambda rep: make_ledger(
+            "local", runs / f"local-first-use-{rep}", True, cwd=str(trees[SHADOW]), timeout=TIMEOUT
+        ),
+        args.first_use_repeat,
+        lambda env: env.cleanup() if hasattr(env, "cleanup") else None,
+    )
     handles = [Handle(PLAIN, LocalEnvironment(cwd=str(trees[PLAIN]), timeout=TIMEOUT))]
     for name in [SHADOW] + ([GOVERN] if args.govern else []):
         env = make_ledger("local", runs / f"local-{name}", name == SHADOW, cwd=str(trees[name]), timeout=TIMEOUT)
@@ -661,8 +756,7 @@ def measure_local(source: Path, work: Path, session: list[Command], args: argpar
     return out
 
 
-def measure_docker(image: str, work: Path, session: list[Command], args: argparse.Namespace,
-                   console: Console) -> dict:
+def measure_docker(image: str, work: Path, session: list[Command], args: argparse.Namespace, console: Console) -> dict:
     kwargs = {"image": image, "cwd": DOCKER_CWD, "timeout": TIMEOUT, "interpreter": INTERPRETER}
     runs = work / "runs"
     started: list[str] = []  # every container this benchmark started
@@ -682,11 +776,15 @@ def measure_docker(image: str, work: Path, session: list[Command], args: argpars
     removal: dict[str, Any] = {}
     try:
         COUNTER.__enter__()
-        console.print(f"docker: first use x{args.first_use_repeat} (construction, interleaved; "
-                      "each a fresh container)...")
-        fu = first_use(lambda rep: track(DockerEnvironment(**kwargs)),
-                       lambda rep: track(make_ledger("docker", runs / f"docker-first-use-{rep}", True, **kwargs)),
-                       args.first_use_repeat, dispose_now)
+        console.print(
+            f"docker: first use x{args.first_use_repeat} (construction, interleaved; each a fresh container)..."
+        )
+        fu = first_use(
+            lambda rep: track(DockerEnvironment(**kwargs)),
+            lambda rep: track(make_ledger("docker", runs / f"docker-first-use-{rep}", True, **kwargs)),
+            args.first_use_repeat,
+            dispose_now,
+        )
         handles.append(Handle(PLAIN, track(DockerEnvironment(**kwargs))))
         for name in [SHADOW] + ([GOVERN] if args.govern else []):
             env = track(make_ledger("docker", runs / f"docker-{name}", name == SHADOW, **kwargs))
@@ -714,8 +812,10 @@ def measure_docker(image: str, work: Path, session: list[Command], args: argpars
         force_remove(left)
         still = present_containers(started)
         removal.update({"containers_started": len(started), "still_present": len(still)})
-        console.print(f"docker: {len(started)} containers started; after cleanup, `docker ps -a` shows "
-                      f"{len(still)} of them" + (f" ({len(left)} removed by force)" if left else ""))
+        console.print(
+            f"docker: {len(started)} containers started; after cleanup, `docker ps -a` shows "
+            f"{len(still)} of them" + (f" ({len(left)} removed by force)" if left else "")
+        )
     out = analyse(session, recs, docker=True)
     out["first_use"] = fu
     out["ledger_faults"] = faults
@@ -770,17 +870,29 @@ def profile_local(source: Path, work: Path, session: list[Command], console: Con
     n = len(session)
     keyed: list[dict] = []
     for label, suffix, func in KEY_FUNCS:
-        hits = [(v[1], v[3]) for (file, _line, name), v in st.stats.items()  # type: ignore[attr-defined]
-                if name == func and file.replace(os.sep, "/").endswith(suffix)]
+        hits = [
+            (v[1], v[3])
+            for (file, _line, name), v in st.stats.items()  # type: ignore[attr-defined]
+            if name == func and file.replace(os.sep, "/").endswith(suffix)
+        ]
         if hits:
             calls, cum = sum(h[0] for h in hits), sum(h[1] for h in hits)
             keyed.append({"step": label, "ms_per_command": round(cum / n * 1000, 3), "calls": calls})
     top = sorted(st.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:15]  # type: ignore[attr-defined]
-    own = [{"function": f"{os.path.basename(file)}:{line}({name})" if line else name,
-            "own_ms_per_command": round(v[2] / n * 1000, 3), "calls_per_command": round(v[1] / n, 2)}
-           for (file, line, name), v in top]
-    return {"commands": n, "wall_ms_per_command_profiled": round(wall / n * 1000, 3), "steps": keyed,
-            "top_own_time": own}
+    own = [
+        {
+            "function": f"{os.path.basename(file)}:{line}({name})" if line else name,
+            "own_ms_per_command": round(v[2] / n * 1000, 3),
+            "calls_per_command": round(v[1] / n, 2),
+        }
+        for (file, line, name), v in top
+    ]
+    return {
+        "commands": n,
+        "wall_ms_per_command_profiled": round(wall / n * 1000, 3),
+        "steps": keyed,
+        "top_own_time": own,
+    }
 
 
 # -- report ----------------------------------------------------------------------------------------------
@@ -793,14 +905,26 @@ def _f(x: float | None, digits: int = 1) -> str:
 def print_report(console: Console, report: dict) -> None:
     env, res = report["environment"], report["results"]
     tree = env["tree"]
-    console.print(f"[bold]Ledger adapter benchmark[/bold]  python {env['python']}, {env['cpu_count']} CPUs, "
-                  f"mini-swe-agent {env['mini_swe_agent']}, docker {env.get('docker_server') or '-'}")
-    console.print(f"tree: {tree['origin']}: {tree['files']} files, {tree['bytes'] / 1e6:.1f} MB; session of "
-                  f"{report['settings']['commands']} commands ({report['settings']['exact_repeats']} exact repeats)")
+    console.print(
+        f"[bold]Ledger adapter benchmark[/bold]  python {env['python']}, {env['cpu_count']} CPUs, "
+        f"mini-swe-agent {env['mini_swe_agent']}, docker {env.get('docker_server') or '-'}"
+    )
+    console.print(
+        f"tree: {tree['origin']}: {tree['files']} files, {tree['bytes'] / 1e6:.1f} MB; session of "
+        f"{report['settings']['commands']} commands ({report['settings']['exact_repeats']} exact repeats)"
+    )
     t = Table(title="Time per command (ms): plain mini-swe-agent environment vs LedgerEnvironment, paired by command")
-    for col, just in (("executor", "left"), ("environment", "left"), ("n", "right"), ("p50", "right"),
-                      ("p95", "right"), ("added p50", "right"), ("added p95", "right"), ("ratio p50", "right"),
-                      ("notes", "left")):
+    for col, just in (
+        ("executor", "left"),
+        ("environment", "left"),
+        ("n", "right"),
+        ("p50", "right"),
+        ("p95", "right"),
+        ("added p50", "right"),
+        ("added p95", "right"),
+        ("ratio p50", "right"),
+        ("notes", "left"),
+    ):
         t.add_column(col, justify=just, overflow="fold")
     for ex in ("local", "docker"):
         r = res.get(ex)
@@ -810,57 +934,111 @@ def print_report(console: Console, report: dict) -> None:
             t.add_row(ex, f"skipped: {r['skipped']}", *[""] * 7)
             continue
         p, s, a = r["plain"], r[SHADOW], r["shadow_added"]
-        t.add_row(ex, "plain", str(p["n"]), _f(p["p50_ms"]), _f(p["p95_ms"]), "", "", "1.00",
-                  f"total {r['totals_s'][PLAIN]:.1f} s")
+        t.add_row(
+            ex,
+            "plain",
+            str(p["n"]),
+            _f(p["p50_ms"]),
+            _f(p["p95_ms"]),
+            "",
+            "",
+            "1.00",
+            f"total {r['totals_s'][PLAIN]:.1f} s",
+        )
         o = r["outputs_shadow_vs_plain"]
-        note = (f"host-side p50 {r['shadow_host_side']['p50_ms']:.1f}, in-exec p50 {r['shadow_in_exec']['p50_ms']:.1f}; "
-                f"outputs = plain {o['identical']}/{o['n']}"
-                + (f" (+{o['same_lines_other_order']} same lines reordered)" if o["same_lines_other_order"] else "")
-                + (f", {o['different']} differ" if o["different"] else ""))
+        note = (
+            f"host-side p50 {r['shadow_host_side']['p50_ms']:.1f}, in-exec p50 {r['shadow_in_exec']['p50_ms']:.1f}; "
+            f"outputs = plain {o['identical']}/{o['n']}"
+            + (f" (+{o['same_lines_other_order']} same lines reordered)" if o["same_lines_other_order"] else "")
+            + (f", {o['different']} differ" if o["different"] else "")
+        )
         if ex == "docker":
             rt = r["round_trips"][SHADOW]
-            note += (f"; extra round trips {rt['extra_round_trips_during_session']} (helper docker execs counted: "
-                     f"{rt['helper_docker_execs_during_session']}), in-band reports "
-                     f"{rt['reports_in_band']}/{rt['commands_executed']}")
-        t.add_row("", "ledger, shadow", str(s["n"]), _f(s["p50_ms"]), _f(s["p95_ms"]), _f(a["p50_ms"]),
-                  _f(a["p95_ms"]), f"{r['shadow_ratio_p50']:.2f}", note)
+            note += (
+                f"; extra round trips {rt['extra_round_trips_during_session']} (helper docker execs counted: "
+                f"{rt['helper_docker_execs_during_session']}), in-band reports "
+                f"{rt['reports_in_band']}/{rt['commands_executed']}"
+            )
+        t.add_row(
+            "",
+            "ledger, shadow",
+            str(s["n"]),
+            _f(s["p50_ms"]),
+            _f(s["p95_ms"]),
+            _f(a["p50_ms"]),
+            _f(a["p95_ms"]),
+            f"{r['shadow_ratio_p50']:.2f}",
+            note,
+        )
         if r.get("govern_executed"):
             g, ga = r["govern_executed"], r["govern_executed_added"]
             vc = ", ".join(f"{k} {v}" for k, v in r["verdicts_govern"].items())
-            t.add_row("", "ledger, govern: executed", str(g["n"]), _f(g["p50_ms"]), _f(g["p95_ms"]), _f(ga["p50_ms"]),
-                      _f(ga["p95_ms"]), f"{r['govern_executed_ratio_p50']:.2f}",
-                      f"verdicts {vc}; total {r['totals_s'][GOVERN]:.1f} s vs plain {r['totals_s'][PLAIN]:.1f} s")
+            t.add_row(
+                "",
+                "ledger, govern: executed",
+                str(g["n"]),
+                _f(g["p50_ms"]),
+                _f(g["p95_ms"]),
+                _f(ga["p50_ms"]),
+                _f(ga["p95_ms"]),
+                f"{r['govern_executed_ratio_p50']:.2f}",
+                f"verdicts {vc}; total {r['totals_s'][GOVERN]:.1f} s vs plain {r['totals_s'][PLAIN]:.1f} s",
+            )
         if r.get("govern_reused"):
             g, gv, gp = r["govern_reused"], r["govern_reused_vs_plain"], r["govern_reused_plain_same_commands"]
-            t.add_row("", "ledger, govern: reused (not run)", str(g["n"]), _f(g["p50_ms"]), _f(g["p95_ms"]),
-                      _f(gv["p50_ms"]), _f(gv["p95_ms"]), f"{g['p50_ms'] / gp['p50_ms']:.2f}",
-                      f"the same commands plain: p50 {gp['p50_ms']:.1f}")
+            t.add_row(
+                "",
+                "ledger, govern: reused (not run)",
+                str(g["n"]),
+                _f(g["p50_ms"]),
+                _f(g["p95_ms"]),
+                _f(gv["p50_ms"]),
+                _f(gv["p95_ms"]),
+                f"{g['p50_ms'] / gp['p50_ms']:.2f}",
+                f"the same commands plain: p50 {gp['p50_ms']:.1f}",
+            )
         fu = r["first_use"]
         fnote = f"plain construction p50 {fu['plain']['p50_ms']:.1f} ms"
         if "ledger_round_trips_at_construction" in fu:
-            fnote += (f"; ledger round_trips {fu['ledger_round_trips_at_construction']}, helper docker execs counted "
-                      f"{fu['ledger_helper_docker_execs_at_construction']} (install + first snapshot, interpreter path)")
-        t.add_row("", "first use (construction)", str(fu["ledger"]["n"]), _f(fu["ledger"]["p50_ms"]),
-                  _f(fu["ledger"]["p95_ms"]), _f(fu["added_paired"]["p50_ms"]), _f(fu["added_paired"]["p95_ms"]),
-                  f"{fu['ledger']['p50_ms'] / max(fu['plain']['p50_ms'], 1e-6):.0f}" if ex == "docker" else "-",
-                  fnote)
+            fnote += (
+                f"; ledger round_trips {fu['ledger_round_trips_at_construction']}, helper docker execs counted "
+                f"{fu['ledger_helper_docker_execs_at_construction']} (install + first snapshot, interpreter path)"
+            )
+        t.add_row(
+            "",
+            "first use (construction)",
+            str(fu["ledger"]["n"]),
+            _f(fu["ledger"]["p50_ms"]),
+            _f(fu["ledger"]["p95_ms"]),
+            _f(fu["added_paired"]["p50_ms"]),
+            _f(fu["added_paired"]["p95_ms"]),
+            f"{fu['ledger']['p50_ms'] / max(fu['plain']['p50_ms'], 1e-6):.0f}" if ex == "docker" else "-",
+            fnote,
+        )
     console.print(t)
     for ex in ("local", "docker"):
         r = res.get(ex)
         if r is None or "skipped" in r:
             continue
         k = Table(title=f"{ex}: by command kind (ms; added = ledger shadow - plain, paired)")
-        cols = ["kind", "n", "rep", "plain p50", "shadow p50", "added p50", "added p95", "host-side p50",
-                "in-exec p50"]
+        cols = ["kind", "n", "rep", "plain p50", "shadow p50", "added p50", "added p95", "host-side p50", "in-exec p50"]
         if ex == "docker":
             cols.append("extra trips")
         cols += ["govern reused", "govern added p50"]
         for col in cols:
             k.add_column(col, justify="left" if col == "kind" else "right")
         for kind, row in sorted(r["by_kind"].items(), key=lambda kv: (kv[0].startswith("("), -kv[1]["n"])):
-            cells = [kind, str(row["n"]), str(row["exact_repeats"]), _f(row["plain"]["p50_ms"]),
-                     _f(row[SHADOW]["p50_ms"]), _f(row["shadow_added"]["p50_ms"]), _f(row["shadow_added"]["p95_ms"]),
-                     _f(row["shadow_host_side"]["p50_ms"]), _f(row["shadow_in_exec"]["p50_ms"])]
+            cells = [
+                kind,
+                str(row["n"]),
+                str(row["exact_repeats"]),
+                _f(row["plain"]["p50_ms"]),
+                _f(row[SHADOW]["p50_ms"]),
+                _f(row["shadow_added"]["p50_ms"]),
+                _f(row["shadow_added"]["p95_ms"]),
+                _f(row["shadow_host_side"]["p50_ms"]),
+                _f(row["shadow_in_exec"]["p50_ms"]),
+            ]
             if ex == "docker":
                 cells.append(str(row["extra_round_trips"]))
             ga = row.get("govern_executed_added")
@@ -869,8 +1047,10 @@ def print_report(console: Console, report: dict) -> None:
         console.print(k)
     anat = (res.get("docker") or {}).get("helper_anatomy")
     if anat:
-        at = Table(title=f"docker: one snapshot helper call in layers, each its own docker exec (ms; state file "
-                         f"{(anat['state_file_bytes'] or 0) / 1024:.0f} KiB)")
+        at = Table(
+            title=f"docker: one snapshot helper call in layers, each its own docker exec (ms; state file "
+            f"{(anat['state_file_bytes'] or 0) / 1024:.0f} KiB)"
+        )
         for col in ("layer", "n", "p50", "p95", "increment p50"):
             at.add_column(col, justify="left" if col == "layer" else "right")
         for name, sm in anat["layers"].items():
@@ -878,8 +1058,10 @@ def print_report(console: Console, report: dict) -> None:
         console.print(at)
     prof = res.get("local", {}).get("profile") if isinstance(res.get("local"), dict) else None
     if prof:
-        pt = Table(title=f"local shadow ledger under cProfile ({prof['commands']} commands, "
-                         f"{prof['wall_ms_per_command_profiled']:.1f} ms per command profiled): cumulative ms per command")
+        pt = Table(
+            title=f"local shadow ledger under cProfile ({prof['commands']} commands, "
+            f"{prof['wall_ms_per_command_profiled']:.1f} ms per command profiled): cumulative ms per command"
+        )
         pt.add_column("step")
         pt.add_column("ms/cmd", justify="right")
         pt.add_column("calls", justify="right")
@@ -902,34 +1084,70 @@ def environment(source: Path, origin: str, docker: str | None) -> dict:
     git_version = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
     repo = Path(__file__).resolve().parents[2]
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", "ledger_runtime", "adapters"],
-                           capture_output=True, text=True).stdout.split("\n")
-    return {"python": sys.version.split()[0], "implementation": platform.python_implementation(),
-            "project_commit": head, "project_uncommitted": [line[3:] for line in dirty if line.strip()],
-            "platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
-            "git": git_version, "ledger_runtime": ledger_version, "mini_swe_agent": minisweagent.__version__,
-            "docker_server": docker,
-            "tree": {"origin": origin, "root": str(source), "files": len(snap.files),
-                     "bytes": sum(fs.size for fs in snap.files.values())}}
+    dirty = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain", "--", "ledger_runtime", "adapters"],
+        capture_output=True,
+        text=True,
+    ).stdout.split("\n")
+    return {
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "project_commit": head,
+        "project_uncommitted": [line[3:] for line in dirty if line.strip()],
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "git": git_version,
+        "ledger_runtime": ledger_version,
+        "mini_swe_agent": minisweagent.__version__,
+        "docker_server": docker,
+        "tree": {
+            "origin": origin,
+            "root": str(source),
+            "files": len(snap.files),
+            "bytes": sum(fs.size for fs in snap.files.values()),
+        },
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeat", "-n", type=int, default=DEFAULT_REPEAT,
-                    help=f"commands in the session, run in every environment of both executors (default {DEFAULT_REPEAT})")
-    ap.add_argument("--first-use-repeat", type=int, default=3,
-                    help="fresh constructions of each environment for the first-use cost (default 3)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--repeat",
+        "-n",
+        type=int,
+        default=DEFAULT_REPEAT,
+        help=f"commands in the session, run in every environment of both executors (default {DEFAULT_REPEAT})",
+    )
+    ap.add_argument(
+        "--first-use-repeat",
+        type=int,
+        default=3,
+        help="fresh constructions of each environment for the first-use cost (default 3)",
+    )
     ap.add_argument("--tree", help="use this tree (copied, never modified); generated there first if missing or empty")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON results (default {DEFAULT_OUT})")
     ap.add_argument("--skip-docker", action="store_true", help="measure the local executor only")
     ap.add_argument("--skip-local", action="store_true", help="measure the docker executor only")
-    ap.add_argument("--no-govern", dest="govern", action="store_false",
-                    help="leave out the third environment (ledger with govern on)")
-    ap.add_argument("--profile", action="store_true",
-                    help=f"profile the local ledger even when it adds less than {PROFILE_THRESHOLD_MS:g} ms at p50")
-    ap.add_argument("--anatomy-repeat", type=int, default=15,
-                    help="docker: repetitions of each layer of the helper's cost (default 15)")
+    ap.add_argument(
+        "--no-govern",
+        dest="govern",
+        action="store_false",
+        help="leave out the third environment (ledger with govern on)",
+    )
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help=f"profile the local ledger even when it adds less than {PROFILE_THRESHOLD_MS:g} ms at p50",
+    )
+    ap.add_argument(
+        "--anatomy-repeat",
+        type=int,
+        default=15,
+        help="docker: repetitions of each layer of the helper's cost (default 15)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temporary trees and ledgers (prints the path)")
     ap.add_argument("--seed", type=int, default=SEED, help="seed of the session's commands")
     args = ap.parse_args(argv)
@@ -943,8 +1161,10 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         source, origin, generated = prepare_source(args, work, console)
         session = build_session(source, args.repeat, random.Random(args.seed), generated)
-        console.print(f"tree ready in {time.perf_counter() - t0:.1f} s; session of {len(session)} commands, "
-                      f"{sum(c.repeat for c in session)} exact repeats")
+        console.print(
+            f"tree ready in {time.perf_counter() - t0:.1f} s; session of {len(session)} commands, "
+            f"{sum(c.repeat for c in session)} exact repeats"
+        )
         docker_skip = "--skip-docker" if args.skip_docker else docker_problem()
         results: dict[str, Any] = {}
         if not args.skip_local:
@@ -959,17 +1179,29 @@ def main(argv: list[str] | None = None) -> int:
             results["docker"]["image"] = image
         local = results.get("local")
         if local is not None and (args.profile or local["shadow_added"]["p50_ms"] > PROFILE_THRESHOLD_MS):
-            console.print(f"local: profiling the shadow ledger (added p50 {local['shadow_added']['p50_ms']:.1f} ms"
-                          f"{' > ' + format(PROFILE_THRESHOLD_MS, 'g') + ' ms' if not args.profile else ''})...")
+            console.print(
+                f"local: profiling the shadow ledger (added p50 {local['shadow_added']['p50_ms']:.1f} ms"
+                f"{' > ' + format(PROFILE_THRESHOLD_MS, 'g') + ' ms' if not args.profile else ''})..."
+            )
             local["profile"] = profile_local(source, work, session, console)
         report = {
-            "benchmark": "ledger-adapter", "version": 1, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "benchmark": "ledger-adapter",
+            "version": 1,
+            "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "command": " ".join([os.path.basename(sys.argv[0]), *(argv if argv is not None else sys.argv[1:])]),
             "environment": environment(source, origin, None if docker_skip else docker_version()),
-            "settings": {"commands": len(session), "exact_repeats": sum(c.repeat for c in session),
-                         "first_use_repeat": args.first_use_repeat, "seed": args.seed, "govern_row": args.govern,
-                         "timeout": TIMEOUT, "docker_interpreter": INTERPRETER, "docker_cwd": DOCKER_CWD,
-                         "mix": dict(MIX), "mtime_age_s": AGE_S},
+            "settings": {
+                "commands": len(session),
+                "exact_repeats": sum(c.repeat for c in session),
+                "first_use_repeat": args.first_use_repeat,
+                "seed": args.seed,
+                "govern_row": args.govern,
+                "timeout": TIMEOUT,
+                "docker_interpreter": INTERPRETER,
+                "docker_cwd": DOCKER_CWD,
+                "mix": dict(MIX),
+                "mtime_age_s": AGE_S,
+            },
             "session": [{"i": c.index, "kind": c.kind, "repeat": c.repeat, "command": c.command} for c in session],
             "results": results,
             "notes": [

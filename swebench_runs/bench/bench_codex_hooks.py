@@ -89,9 +89,22 @@ class TimedHooks:
 
 
 def rollout_line(call_id: str, command: str, output: str, code: int) -> str:
-    return json.dumps({"type": "event_msg", "payload": {"type": "item_completed", "item": {
-        "type": "CommandExecution", "id": call_id, "command": ["/bin/bash", "-lc", command],
-        "status": "completed" if code == 0 else "failed", "aggregated_output": output, "exit_code": code}}})
+    return json.dumps(
+        {
+            "type": "event_msg",
+            "payload": {
+                "type": "item_completed",
+                "item": {
+                    "type": "CommandExecution",
+                    "id": call_id,
+                    "command": ["/bin/bash", "-lc", command],
+                    "status": "completed" if code == 0 else "failed",
+                    "aggregated_output": output,
+                    "exit_code": code,
+                },
+            },
+        }
+    )
 
 
 def measure_hooks(tree: Path, session: list, work: Path, console: Console) -> dict:
@@ -103,12 +116,20 @@ def measure_hooks(tree: Path, session: list, work: Path, console: Console) -> di
     server = HookServer(timed.handle, rt.report_fault)
     noop = HookServer(lambda e, p: None, rt.report_fault)
     launcher = hook_launcher()
-    base = {"session_id": "bench", "turn_id": "t", "transcript_path": str(transcript), "cwd": str(tree),
-            "model": "gpt-5.5", "permission_mode": "bypassPermissions"}
+    base = {
+        "session_id": "bench",
+        "turn_id": "t",
+        "transcript_path": str(transcript),
+        "cwd": str(tree),
+        "model": "gpt-5.5",
+        "permission_mode": "bypassPermissions",
+    }
 
     def hook(event: str, payload: dict, sock: str) -> tuple[float, dict | None]:
-        ms, out = spawn([*launcher, "hook", event, "--socket", sock, "--run-dir", str(run_dir)],
-                        json.dumps({**base, "hook_event_name": event, **payload}).encode())
+        ms, out = spawn(
+            [*launcher, "hook", event, "--socket", sock, "--run-dir", str(run_dir)],
+            json.dumps({**base, "hook_event_name": event, **payload}).encode(),
+        )
         return ms, json.loads(out) if out.strip() else None
 
     times: dict[str, list[float]] = {"PreToolUse": [], "PostToolUse": [], "python_start": [], "hook_floor": []}
@@ -120,20 +141,37 @@ def measure_hooks(tree: Path, session: list, work: Path, console: Console) -> di
         for i, c in enumerate(session):
             call = f"call_{i}"
             times["python_start"].append(spawn([sys.executable, "-c", "pass"], b"")[0])
-            times["hook_floor"].append(hook("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "true"},
-                                                           "tool_use_id": "noop"}, noop.socket_path)[0])
-            ms, pre = hook("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": c.command}, "tool_use_id": call},
-                           server.socket_path)
+            times["hook_floor"].append(
+                hook(
+                    "PreToolUse",
+                    {"tool_name": "Bash", "tool_input": {"command": "true"}, "tool_use_id": "noop"},
+                    noop.socket_path,
+                )[0]
+            )
+            ms, pre = hook(
+                "PreToolUse",
+                {"tool_name": "Bash", "tool_input": {"command": c.command}, "tool_use_id": call},
+                server.socket_path,
+            )
             times["PreToolUse"].append(ms)
             decided = (pre or {}).get("hookSpecificOutput", {})
             command = decided.get("updatedInput", {}).get("command", c.command)
-            p = subprocess.run(["bash", "-lc", command], cwd=tree, capture_output=True, text=True, errors="replace",
-                               timeout=120)
+            p = subprocess.run(
+                ["bash", "-lc", command], cwd=tree, capture_output=True, text=True, errors="replace", timeout=120
+            )
             output = p.stdout + p.stderr
             with open(transcript, "a") as f:
                 f.write(rollout_line(call, command, output, p.returncode) + "\n")
-            ms, post = hook("PostToolUse", {"tool_name": "Bash", "tool_input": {"command": command},
-                                            "tool_response": output[-2000:], "tool_use_id": call}, server.socket_path)
+            ms, post = hook(
+                "PostToolUse",
+                {
+                    "tool_name": "Bash",
+                    "tool_input": {"command": command},
+                    "tool_response": output[-2000:],
+                    "tool_use_id": call,
+                },
+                server.socket_path,
+            )
             times["PostToolUse"].append(ms)
             note = (post or {}).get("hookSpecificOutput", {}).get("additionalContext", "")
             if note:
@@ -150,11 +188,19 @@ def measure_hooks(tree: Path, session: list, work: Path, console: Console) -> di
         "commands": len(session),
         "round_trip_ms": {k: summary(v) for k, v in times.items()},
         "inside_server_ms": {k: summary(v) for k, v in timed.inside.items()},
-        "client_and_transport_ms": {"PreToolUse": summary([a - b for a, b in zip(times["PreToolUse"], timed.inside["PreToolUse"][:len(times["PreToolUse"])])])},
-        "context": {"session_start_view_chars": view_chars, "notes": len(notes),
-                    "note_chars": summary([float(n) for n in notes]) if notes else {"n": 0},
-                    "note_chars_total": sum(notes), "note_tokens_total_estimate": (sum(notes) + 3) // 4,
-                    "note_cap_chars": LedgerConfig().context_note_chars},
+        "client_and_transport_ms": {
+            "PreToolUse": summary(
+                [a - b for a, b in zip(times["PreToolUse"], timed.inside["PreToolUse"][: len(times["PreToolUse"])])]
+            )
+        },
+        "context": {
+            "session_start_view_chars": view_chars,
+            "notes": len(notes),
+            "note_chars": summary([float(n) for n in notes]) if notes else {"n": 0},
+            "note_chars_total": sum(notes),
+            "note_tokens_total_estimate": (sum(notes) + 3) // 4,
+            "note_cap_chars": LedgerConfig().context_note_chars,
+        },
         "verdicts": verdicts,
         "faults": faults,
     }
@@ -168,7 +214,7 @@ def measure_codex(binary: str, repeat: int, work: Path, console: Console) -> dic
     calls = sum(1 for k, _ in SCRIPT if k != "say")
     walls: dict[str, list[float]] = {"plain": [], "ledger": []}
     for r in range(repeat):
-        for arm in (("plain", "ledger") if r % 2 == 0 else ("ledger", "plain")):
+        for arm in ("plain", "ledger") if r % 2 == 0 else ("ledger", "plain"):
             d = work / f"codex-{arm}-{r}"
             repo = make_repo(d / "repo", CALC_PROJECT)
             fake = FakeResponses(SCRIPT, workdir=str(repo))
@@ -186,10 +232,14 @@ def measure_codex(binary: str, repeat: int, work: Path, console: Console) -> dic
             if p.returncode != 0:
                 raise RuntimeError(f"{arm} codex run failed: {p.stderr[-500:]!r}")
     added = [b - a for a, b in zip(walls["plain"], walls["ledger"])]
-    return {"repeat": repeat, "tool_calls_per_run": calls, "run_wall_ms": {k: summary(v) for k, v in walls.items()},
-            "added_per_run_ms": summary(added),
-            # includes the fixed start-up (ledger-run's imports, codex --version, the first scan)
-            "added_per_tool_call_ms": summary([a / calls for a in added])}
+    return {
+        "repeat": repeat,
+        "tool_calls_per_run": calls,
+        "run_wall_ms": {k: summary(v) for k, v in walls.items()},
+        "added_per_run_ms": summary(added),
+        # includes the fixed start-up (ledger-run's imports, codex --version, the first scan)
+        "added_per_tool_call_ms": summary([a / calls for a in added]),
+    }
 
 
 def print_report(console: Console, report: dict) -> None:
@@ -197,34 +247,52 @@ def print_report(console: Console, report: dict) -> None:
     t = Table(title=f"Codex hooks: {h['commands']} commands, {report['tree']['files']} files")
     for col in ("what", "p50 ms", "p95 ms"):
         t.add_column(col, justify="right" if col != "what" else "left")
-    rows = [("PreToolUse round trip (ledger-run hook process)", h["round_trip_ms"]["PreToolUse"]),
-            ("PostToolUse round trip", h["round_trip_ms"]["PostToolUse"]),
-            ("  inside the server: PreToolUse", h["inside_server_ms"]["PreToolUse"]),
-            ("  inside the server: PostToolUse", h["inside_server_ms"]["PostToolUse"]),
-            ("floor: python3 -c pass", h["round_trip_ms"]["python_start"]),
-            ("floor: ledger-run hook to a server that answers nothing", h["round_trip_ms"]["hook_floor"])]
+    rows = [
+        ("PreToolUse round trip (ledger-run hook process)", h["round_trip_ms"]["PreToolUse"]),
+        ("PostToolUse round trip", h["round_trip_ms"]["PostToolUse"]),
+        ("  inside the server: PreToolUse", h["inside_server_ms"]["PreToolUse"]),
+        ("  inside the server: PostToolUse", h["inside_server_ms"]["PostToolUse"]),
+        ("floor: python3 -c pass", h["round_trip_ms"]["python_start"]),
+        ("floor: ledger-run hook to a server that answers nothing", h["round_trip_ms"]["hook_floor"]),
+    ]
     for name, s in rows:
         t.add_row(name, f"{s['p50_ms']:.1f}", f"{s['p95_ms']:.1f}")
     if "codex" in report:
         c = report["codex"]
-        t.add_row(f"real codex: added per run ({c['repeat']} runs each, {c['tool_calls_per_run']} tool calls)",
-                  f"{c['added_per_run_ms']['p50_ms']:.0f}", f"{c['added_per_run_ms']['p95_ms']:.0f}")
-        t.add_row("  per tool call, start-up included", f"{c['added_per_tool_call_ms']['p50_ms']:.1f}",
-                  f"{c['added_per_tool_call_ms']['p95_ms']:.1f}")
-        t.add_row("real codex: whole run, plain", f"{c['run_wall_ms']['plain']['p50_ms']:.0f}",
-                  f"{c['run_wall_ms']['plain']['p95_ms']:.0f}")
-        t.add_row("real codex: whole run, with the ledger", f"{c['run_wall_ms']['ledger']['p50_ms']:.0f}",
-                  f"{c['run_wall_ms']['ledger']['p95_ms']:.0f}")
+        t.add_row(
+            f"real codex: added per run ({c['repeat']} runs each, {c['tool_calls_per_run']} tool calls)",
+            f"{c['added_per_run_ms']['p50_ms']:.0f}",
+            f"{c['added_per_run_ms']['p95_ms']:.0f}",
+        )
+        t.add_row(
+            "  per tool call, start-up included",
+            f"{c['added_per_tool_call_ms']['p50_ms']:.1f}",
+            f"{c['added_per_tool_call_ms']['p95_ms']:.1f}",
+        )
+        t.add_row(
+            "real codex: whole run, plain",
+            f"{c['run_wall_ms']['plain']['p50_ms']:.0f}",
+            f"{c['run_wall_ms']['plain']['p95_ms']:.0f}",
+        )
+        t.add_row(
+            "real codex: whole run, with the ledger",
+            f"{c['run_wall_ms']['ledger']['p50_ms']:.0f}",
+            f"{c['run_wall_ms']['ledger']['p95_ms']:.0f}",
+        )
     console.print(t)
     ctx = h["context"]
-    console.print(f"context: SessionStart view {ctx['session_start_view_chars']} chars; {ctx['notes']} PostToolUse notes, "
-                  f"p50 {ctx['note_chars'].get('p50_ms', 0):.0f} / p95 {ctx['note_chars'].get('p95_ms', 0):.0f} / "
-                  f"max {ctx['note_chars'].get('max_ms', 0):.0f} chars (cap {ctx['note_cap_chars']}); "
-                  f"{ctx['note_chars_total']:,} chars (~{ctx['note_tokens_total_estimate']:,} tokens) over the session")
+    console.print(
+        f"context: SessionStart view {ctx['session_start_view_chars']} chars; {ctx['notes']} PostToolUse notes, "
+        f"p50 {ctx['note_chars'].get('p50_ms', 0):.0f} / p95 {ctx['note_chars'].get('p95_ms', 0):.0f} / "
+        f"max {ctx['note_chars'].get('max_ms', 0):.0f} chars (cap {ctx['note_cap_chars']}); "
+        f"{ctx['note_chars_total']:,} chars (~{ctx['note_tokens_total_estimate']:,} tokens) over the session"
+    )
     console.print(f"verdicts: {h['verdicts']}; faults: {h['faults']}")
     p50 = h["round_trip_ms"]["PreToolUse"]["p50_ms"]
-    console.print(f"target: hook round trip p50 <= {TARGET_P50_MS:.0f} ms: "
-                  f"{'met' if max(p50, h['round_trip_ms']['PostToolUse']['p50_ms']) <= TARGET_P50_MS else 'MISSED'}")
+    console.print(
+        f"target: hook round trip p50 <= {TARGET_P50_MS:.0f} ms: "
+        f"{'met' if max(p50, h['round_trip_ms']['PostToolUse']['p50_ms']) <= TARGET_P50_MS else 'MISSED'}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -242,9 +310,10 @@ def main(argv: list[str] | None = None) -> int:
         source, origin, generated = bench_adapter.prepare_source(args, work, console)
         tree = bench_adapter.copy_tree(source, work / "tree", time.time() - 3600)
         session = bench_adapter.build_session(tree, args.commands, random.Random(args.seed), generated)
-        report: dict[str, Any] = {"tree": {"origin": origin, **bench_core.tree_stats(tree)},
-                                  "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                                              "platform": platform.platform()}}
+        report: dict[str, Any] = {
+            "tree": {"origin": origin, **bench_core.tree_stats(tree)},
+            "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        }
         console.print(f"{len(session)} commands through ledger-run hook...")
         report["hooks"] = measure_hooks(tree, session, work, console)
         binary = find_codex(None)

@@ -73,10 +73,10 @@ from rich.table import Table
 
 from ledger_runtime import __version__ as ledger_version
 from ledger_runtime.analysis.commands import analyze
-from ledger_runtime.config import LedgerConfig
-from ledger_runtime.executor import ExecResult, LocalExecutor
 from ledger_runtime.answers.build import build as build_answer
+from ledger_runtime.config import LedgerConfig
 from ledger_runtime.decide.govern import Current, govern
+from ledger_runtime.executor import ExecResult, LocalExecutor
 from ledger_runtime.inform import render
 from ledger_runtime.runtime import LedgerRuntime
 from ledger_runtime.workspace.scanner import WorkspaceScanner, delta
@@ -89,9 +89,13 @@ MAX_FILE = 200 * 1024
 AGE_S = 3600.0
 LEDGER_STEPS = 150
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "core.json"
-GIT_ENV = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid",
-           "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 TARGETS = {
     "no_change_p50_ms": 10.0,  # and no slower than git status in the same run
@@ -169,14 +173,18 @@ def _statement(rng: random.Random, indent: str) -> str:
 def _function(rng: random.Random, indent: str = "", test: bool = False) -> str:
     name = ("test_" if test else "") + _ident(rng, rng.randint(1, 3))
     if test:
-        body = "\n".join(f"{indent}    assert {_ident(rng)}({rng.choice(WORDS)}) == {rng.choice(WORDS)}"
-                         for _ in range(rng.randint(2, 14)))
+        body = "\n".join(
+            f"{indent}    assert {_ident(rng)}({rng.choice(WORDS)}) == {rng.choice(WORDS)}"
+            for _ in range(rng.randint(2, 14))
+        )
         return f"{indent}def {name}():\n{body}\n"
     a, b = rng.choice(WORDS), rng.choice(WORDS) + "_"
     self_ = "self, " if indent else ""
-    doc = (f'{indent}    """{_sentence(rng)}\n\n{indent}    {_sentence(rng)}\n\n{indent}    Examples\n'
-           f'{indent}    ========\n\n{indent}    >>> from sympy import {_camel(rng)}\n'
-           f'{indent}    >>> {name}({a}, {b})\n{indent}    {a} + {b}\n{indent}    """\n')
+    doc = (
+        f'{indent}    """{_sentence(rng)}\n\n{indent}    {_sentence(rng)}\n\n{indent}    Examples\n'
+        f"{indent}    ========\n\n{indent}    >>> from sympy import {_camel(rng)}\n"
+        f'{indent}    >>> {name}({a}, {b})\n{indent}    {a} + {b}\n{indent}    """\n'
+    )
     body = "\n".join(_statement(rng, indent + "    ") for _ in range(rng.randint(3, 18)))
     return f"{indent}def {name}({self_}{a}, {b}=None, **kwargs):\n{doc}{body}\n{indent}    return {a}\n"
 
@@ -187,8 +195,10 @@ def _class(rng: random.Random) -> str:
 
 
 def python_module(rng: random.Random, size: int, title: str, test: bool = False) -> str:
-    parts = [f'"""{title}: {_sentence(rng)}\n\n{_sentence(rng)} {_sentence(rng)}\n"""\n\n'
-             "from __future__ import annotations\n\nimport math\n\n_BENCH_MARK = 0\n\n\n"]
+    parts = [
+        f'"""{title}: {_sentence(rng)}\n\n{_sentence(rng)} {_sentence(rng)}\n"""\n\n'
+        "from __future__ import annotations\n\nimport math\n\n_BENCH_MARK = 0\n\n\n"
+    ]
     n = len(parts[0])
     while n < size:
         block = _function(rng, test=test) if test or rng.random() < 0.6 else _class(rng)
@@ -207,7 +217,11 @@ def rst_document(rng: random.Random, size: int, title: str) -> str:
             h = _sentence(rng, 2, 5)[:-1]
             block = f"{h}\n{'-' * len(h)}\n\n"
         elif rng.random() < 0.3:
-            block = "::\n\n" + "".join(f"    >>> {_ident(rng)}({rng.choice(WORDS)})\n" for _ in range(rng.randint(2, 8))) + "\n"
+            block = (
+                "::\n\n"
+                + "".join(f"    >>> {_ident(rng)}({rng.choice(WORDS)})\n" for _ in range(rng.randint(2, 8)))
+                + "\n"
+            )
         else:
             block = " ".join(_sentence(rng) for _ in range(rng.randint(2, 7))) + "\n\n"
         parts.append(block)
@@ -243,9 +257,11 @@ def generate_tree(root: Path, seed: int = SEED) -> None:
     slots: list[tuple[str, str]] = []
     weights = {d: rng.paretovariate(1.3) for d in pkg_dirs + test_dirs + DOC_DIRS + OTHER_DIRS}
     budget = {"py": 1440 - len(pkg_dirs) - len(test_dirs), "rst": 300, "example": 55, "bin": 12, "png": 12}
+
     def spread(dirs: list[str], kind: str, count: int) -> None:
         w = [weights[d] for d in dirs]
         slots.extend((d, kind) for d in rng.choices(dirs, weights=w, k=count))
+
     spread(pkg_dirs, "module", budget["py"])
     spread(test_dirs, "test", 170)
     spread(DOC_DIRS[:-2], "rst", budget["rst"])
@@ -259,8 +275,14 @@ def generate_tree(root: Path, seed: int = SEED) -> None:
         size = next(sizes)
         for _ in range(50):
             stem = _ident(rng, rng.choice((1, 1, 2)))
-            name = {"module": f"{stem}.py", "test": f"test_{stem}.py", "rst": f"{stem}.rst", "png": f"{stem}.png",
-                    "example": f"{stem}.py", "bin": f"{stem}"}[kind]
+            name = {
+                "module": f"{stem}.py",
+                "test": f"test_{stem}.py",
+                "rst": f"{stem}.rst",
+                "png": f"{stem}.png",
+                "example": f"{stem}.py",
+                "bin": f"{stem}",
+            }[kind]
             if f"{d}/{name}" not in files:
                 break
         rel = f"{d}/{name}"
@@ -279,7 +301,8 @@ def generate_tree(root: Path, seed: int = SEED) -> None:
         "def _mark(name):\n    text = (CORE / name).read_text()\n"
         "    return int(re.search(r'^_BENCH_MARK = (\\d+)', text, re.M).group(1))\n\n\n"
         "def test_numbers_mark_is_even():\n    assert _mark('numbers.py') % 2 == 0\n\n\n"
-        "def test_arithmetic():\n    assert 2 + 2 == 4\n")
+        "def test_arithmetic():\n    assert 2 + 2 == 4\n"
+    )
     if "sympy/core/numbers.py" not in files:
         files["sympy/core/numbers.py"] = python_module(rng, 150_000, "sympy/core/numbers.py")
     for rel, content in files.items():
@@ -313,8 +336,9 @@ def generate_tree(root: Path, seed: int = SEED) -> None:
 
 
 def _git(root: Path, *args: str, check: bool = True) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], check=check, capture_output=True, text=True,
-                          env={**os.environ, **GIT_ENV}).stdout
+    return subprocess.run(
+        ["git", "-C", str(root), *args], check=check, capture_output=True, text=True, env={**os.environ, **GIT_ENV}
+    ).stdout
 
 
 def age_tree(root: Path, seconds: float = AGE_S) -> None:
@@ -342,11 +366,18 @@ def tree_stats(root: Path) -> dict:
             all_bytes += os.lstat(os.path.join(dirpath, n)).st_size
     included_dirs = len({os.path.dirname(p) for p in snap.files})
     sizes = [fs.size for fs in snap.files.values()]
-    return {"files": len(snap.files), "bytes": tracked_bytes, "file_bytes_p50": int(pct(sizes, 50)),
-            "file_bytes_p90": int(pct(sizes, 90)), "file_bytes_max": max(sizes),
-            "dirs": included_dirs, "dirs_on_disk": dirs,
-            "max_depth": max_depth, "ignored_files": all_files - len(snap.files),
-            "ignored_bytes": all_bytes - tracked_bytes}
+    return {
+        "files": len(snap.files),
+        "bytes": tracked_bytes,
+        "file_bytes_p50": int(pct(sizes, 50)),
+        "file_bytes_p90": int(pct(sizes, 90)),
+        "file_bytes_max": max(sizes),
+        "dirs": included_dirs,
+        "dirs_on_disk": dirs,
+        "max_depth": max_depth,
+        "ignored_files": all_files - len(snap.files),
+        "ignored_bytes": all_bytes - tracked_bytes,
+    }
 
 
 def prepare_tree(args: argparse.Namespace, console: Console) -> tuple[Path, Path | None, str]:
@@ -363,8 +394,10 @@ def prepare_tree(args: argparse.Namespace, console: Console) -> tuple[Path, Path
         marker = root / ".git" / MARKER
         if root.exists() and any(root.iterdir()):
             if not marker.exists() or json.loads(marker.read_text()).get("version") != TREE_VERSION:
-                sys.exit(f"{root} exists and is not a tree this script generated (no .git/{MARKER}); "
-                         "pass an empty or missing directory")
+                sys.exit(
+                    f"{root} exists and is not a tree this script generated (no .git/{MARKER}); "
+                    "pass an empty or missing directory"
+                )
             console.print(f"reusing {root}: resetting it to its commit")
             _git(root, "reset", "-q", "--hard")
             _git(root, "clean", "-q", "-fd")
@@ -390,8 +423,13 @@ def pct(values: list[float], q: float) -> float:
 
 def summary(samples_s: list[float]) -> dict:
     ms = [x * 1000 for x in samples_s]
-    return {"n": len(ms), "p50_ms": round(pct(ms, 50), 4), "p95_ms": round(pct(ms, 95), 4),
-            "min_ms": round(min(ms), 4), "max_ms": round(max(ms), 4)}
+    return {
+        "n": len(ms),
+        "p50_ms": round(pct(ms, 50), 4),
+        "p95_ms": round(pct(ms, 95), 4),
+        "min_ms": round(min(ms), 4),
+        "max_ms": round(max(ms), 4),
+    }
 
 
 def _git_status(root: Path) -> None:
@@ -432,13 +470,18 @@ def measure_no_change(root: Path, repeat: int, is_git: bool) -> dict:
     samples: dict[str, list[float]] = {k: [] for k in ops}
     gc.collect()
     for i in range(repeat):
-        for name in (list(ops) if i % 2 == 0 else list(reversed(ops))):  # alternate the order
+        for name in list(ops) if i % 2 == 0 else list(reversed(ops)):  # alternate the order
             t0 = time.perf_counter()
             ops[name]()
             samples[name].append(time.perf_counter() - t0)
-    out = {"scan": {**summary(samples["scan"]), "file_reads": scanner.cache.reads - reads,
-                    "git_calls": scanner.git_calls - calls},
-           "lstat_floor": summary(samples["lstat_floor"])}
+    out = {
+        "scan": {
+            **summary(samples["scan"]),
+            "file_reads": scanner.cache.reads - reads,
+            "git_calls": scanner.git_calls - calls,
+        },
+        "lstat_floor": summary(samples["lstat_floor"]),
+    }
     out["ratio_scan_to_lstat_floor_p50"] = round(out["scan"]["p50_ms"] / out["lstat_floor"]["p50_ms"], 4)
     if is_git:
         out["git_status"] = summary(samples["git_status"])
@@ -447,14 +490,15 @@ def measure_no_change(root: Path, repeat: int, is_git: bool) -> dict:
         # other just evicted (git status stats every file with two threads), which slows the next one.
         blocks: dict[str, list[float]] = {"scan": [], "git_status": []}
         for i in range(max(repeat // 5, 2)):
-            for name in (("scan", "git_status") if i % 2 == 0 else ("git_status", "scan")):
+            for name in ("scan", "git_status") if i % 2 == 0 else ("git_status", "scan"):
                 for _ in range(5):
                     t0 = time.perf_counter()
                     ops[name]()
                     blocks[name].append(time.perf_counter() - t0)
         out["blocks"] = {k: summary(v) for k, v in blocks.items()}
         out["ratio_scan_to_git_status_p50_blocks"] = round(
-            out["blocks"]["scan"]["p50_ms"] / out["blocks"]["git_status"]["p50_ms"], 4)
+            out["blocks"]["scan"]["p50_ms"] / out["blocks"]["git_status"]["p50_ms"], 4
+        )
     return out
 
 
@@ -482,9 +526,14 @@ def measure_one_change(root: Path, repeat: int, rng: random.Random) -> dict:
         t0 = time.perf_counter()
         before = scanner.scan()  # the same loop's no-change reference
         reference.append(time.perf_counter() - t0)
-    out = {**summary(samples), "no_change_reference": summary(reference),
-           "changed_file_bytes_p50": int(pct(sizes, 50)), "changed_file_bytes_max": max(sizes),
-           "file_reads_per_scan_max": max(reads), "deltas_not_exactly_the_file": wrong}
+    out = {
+        **summary(samples),
+        "no_change_reference": summary(reference),
+        "changed_file_bytes_p50": int(pct(sizes, 50)),
+        "changed_file_bytes_max": max(sizes),
+        "file_reads_per_scan_max": max(reads),
+        "deltas_not_exactly_the_file": wrong,
+    }
     out["ratio_to_no_change_reference_p50"] = round(out["p50_ms"] / out["no_change_reference"]["p50_ms"], 4)
     return out
 
@@ -567,7 +616,9 @@ class Session:
     def proposals(self) -> list[tuple[str, str]]:
         """(kind, command) pairs to time: what an agent could propose at step 151."""
         r = self.rng
-        reads = list(dict.fromkeys(h for h in self.history if h.startswith(("sed -n", "nl ", "cat ", "grep -n", "head "))))
+        reads = list(
+            dict.fromkeys(h for h in self.history if h.startswith(("sed -n", "nl ", "cat ", "grep -n", "head ")))
+        )
         rgreps = list(dict.fromkeys(h for h in self.history if h.startswith("grep -rn")))
         out: list[tuple[str, str]] = [("repeat-read", c) for c in r.sample(reads, min(8, len(reads)))]
         out += [("repeat-grep-r", c) for c in r.sample(rgreps, min(2, len(rgreps)))]
@@ -579,8 +630,12 @@ class Session:
             out.append(("new-read", f"nl -ba {self.rel(f)} | sed -n '{a},{b}p'"))
         out += [("repeat-run", self.test_cmd), ("repeat-impure", "git diff")]
         out += [("edit", self.edit(f)) for f in r.sample(self.focus, 2)]
-        out.append(("cd-grep", f"cd {os.path.dirname(self.rel(self.focus[0]))} && grep -n 'def ' "
-                               f"{os.path.basename(self.focus[0])}"))
+        out.append(
+            (
+                "cd-grep",
+                f"cd {os.path.dirname(self.rel(self.focus[0]))} && grep -n 'def ' {os.path.basename(self.focus[0])}",
+            )
+        )
         return out
 
 
@@ -597,8 +652,11 @@ def build_session(root: Path, rng: random.Random, generated: bool) -> Session:
         test_cmd = "python -m pytest -q sympy/core/tests/test_bench_smoke.py"
     else:
         tests = sorted(p for p in text if os.path.basename(p).startswith("test_"))
-        test_cmd = f"python -m pytest -q -x {os.path.relpath(rng.choice(tests), root)}" if tests \
+        test_cmd = (
+            f"python -m pytest -q -x {os.path.relpath(rng.choice(tests), root)}"
+            if tests
             else f"python -m py_compile {os.path.relpath(focus[0], root)}"
+        )
     return Session(root, rng, focus, text, test_cmd, generated)
 
 
@@ -636,11 +694,17 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
         decide = config.with_(govern=True)
         proposals = session.proposals()
         view = render(state, config)
-        ledger = {"attempts": len(state.attempts), "observations": len(state.observations),
-                  "modifications": len(state.modifications), "epoch": state.epoch,
-                  "faults": len(state.faults), "verdicts_while_driving": verdicts_run,
-                  "view_tokens": view.tokens, "view_omitted_entries": view.omitted,
-                  "classes": _count(a.command_class.value for a in state.attempts)}
+        ledger = {
+            "attempts": len(state.attempts),
+            "observations": len(state.observations),
+            "modifications": len(state.modifications),
+            "epoch": state.epoch,
+            "faults": len(state.faults),
+            "verdicts_while_driving": verdicts_run,
+            "view_tokens": view.tokens,
+            "view_omitted_entries": view.omitted,
+            "classes": _count(a.command_class.value for a in state.attempts),
+        }
         # Settle: the last commands' files are inside the racy window; wait it out once so the timed
         # probe signs from the hash cache as it would a few seconds into a real step.
         time.sleep(2.2)
@@ -650,8 +714,9 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
         for att in state.attempts:
             if att.output_hash:
                 last_output[att.normalized] = runtime.store.text(att.output_hash) or ""
-        parts = {k: [] for k in ("analyze", "answer", "probe", "govern", "render", "total_excl_probe",
-                                 "total_incl_probe")}
+        parts = {
+            k: [] for k in ("analyze", "answer", "probe", "govern", "render", "total_excl_probe", "total_incl_probe")
+        }
         by_kind: dict[str, list[float]] = {}
         verdicts: dict[str, str] = {}
         cwd = str(root)
@@ -673,20 +738,31 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
                 render(state, config)
                 t5 = time.perf_counter()
                 excl = (t2 - t0) + (t5 - t3)
-                for name, v in (("analyze", t1 - t0), ("answer", t2 - t1), ("probe", t3 - t2),
-                                ("govern", t4 - t3), ("render", t5 - t4), ("total_excl_probe", excl),
-                                ("total_incl_probe", t5 - t0)):
+                for name, v in (
+                    ("analyze", t1 - t0),
+                    ("answer", t2 - t1),
+                    ("probe", t3 - t2),
+                    ("govern", t4 - t3),
+                    ("render", t5 - t4),
+                    ("total_excl_probe", excl),
+                    ("total_incl_probe", t5 - t0),
+                ):
                     parts[name].append(v)
                 by_kind.setdefault(kind, []).append(t5 - t0)
                 verdicts[f"{kind}: {cmd}"] = verdict.kind.value
     finally:
         runtime.close()
         shutil.rmtree(run_dir, ignore_errors=True)
-    return {"ledger": ledger, "proposals": len(proposals), "parts": {k: summary(v) for k, v in parts.items()},
-            "incl_probe_by_kind": {k: summary(v) for k, v in sorted(by_kind.items())},
-            "verdicts": verdicts, "verdict_counts": _count(verdicts.values()),
-            "runtime_overhead_per_command": summary(overhead),
-            "command_execution": summary(exec_s)}
+    return {
+        "ledger": ledger,
+        "proposals": len(proposals),
+        "parts": {k: summary(v) for k, v in parts.items()},
+        "incl_probe_by_kind": {k: summary(v) for k, v in sorted(by_kind.items())},
+        "verdicts": verdicts,
+        "verdict_counts": _count(verdicts.values()),
+        "runtime_overhead_per_command": summary(overhead),
+        "command_execution": summary(exec_s),
+    }
 
 
 def _keys(a, state, config) -> set[str]:
@@ -705,30 +781,64 @@ def _count(items) -> dict[str, int]:
 
 def environment(root: Path, stats: dict, origin: str) -> dict:
     git_version = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
-    return {"python": sys.version.split()[0], "implementation": platform.python_implementation(),
-            "platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
-            "git": git_version, "ledger_runtime": ledger_version, "tree": {"origin": origin, "root": str(root), **stats}}
+    return {
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "git": git_version,
+        "ledger_runtime": ledger_version,
+        "tree": {"origin": origin, "root": str(root), **stats},
+    }
 
 
 def targets(results: dict) -> list[dict]:
     nc = results["no_change"]
     one = results["one_file_change"]
     gi = results["govern_inform"]["parts"]
-    rows = [{"name": "no-change snapshot p50", "target": f"<= {TARGETS['no_change_p50_ms']:g} ms",
-             "value_ms": nc["scan"]["p50_ms"], "pass": nc["scan"]["p50_ms"] <= TARGETS["no_change_p50_ms"]}]
+    rows = [
+        {
+            "name": "no-change snapshot p50",
+            "target": f"<= {TARGETS['no_change_p50_ms']:g} ms",
+            "value_ms": nc["scan"]["p50_ms"],
+            "pass": nc["scan"]["p50_ms"] <= TARGETS["no_change_p50_ms"],
+        }
+    ]
     if "git_status" in nc:
-        rows.append({"name": "no-change snapshot p50 / git status p50, blocks of 5", "target": "<= 1.0",
-                     "value_ratio": nc["ratio_scan_to_git_status_p50_blocks"],
-                     "pass": nc["ratio_scan_to_git_status_p50_blocks"] <= 1.0})
-        rows.append({"name": "no-change snapshot p50 / git status p50", "target": "<= 1.0",
-                     "value_ratio": nc["ratio_scan_to_git_status_p50"],
-                     "pass": nc["ratio_scan_to_git_status_p50"] <= 1.0})
-    rows.append({"name": "one-file-change snapshot p50", "target": f"<= {TARGETS['one_file_change_p50_ms']:g} ms",
-                 "value_ms": one["p50_ms"], "pass": one["p50_ms"] <= TARGETS["one_file_change_p50_ms"]})
+        rows.append(
+            {
+                "name": "no-change snapshot p50 / git status p50, blocks of 5",
+                "target": "<= 1.0",
+                "value_ratio": nc["ratio_scan_to_git_status_p50_blocks"],
+                "pass": nc["ratio_scan_to_git_status_p50_blocks"] <= 1.0,
+            }
+        )
+        rows.append(
+            {
+                "name": "no-change snapshot p50 / git status p50",
+                "target": "<= 1.0",
+                "value_ratio": nc["ratio_scan_to_git_status_p50"],
+                "pass": nc["ratio_scan_to_git_status_p50"] <= 1.0,
+            }
+        )
+    rows.append(
+        {
+            "name": "one-file-change snapshot p50",
+            "target": f"<= {TARGETS['one_file_change_p50_ms']:g} ms",
+            "value_ms": one["p50_ms"],
+            "pass": one["p50_ms"] <= TARGETS["one_file_change_p50_ms"],
+        }
+    )
     for col in ("total_excl_probe", "total_incl_probe"):
-        rows.append({"name": f"govern+inform per step p50 ({col.replace('total_', '').replace('_', ' ')})",
-                     "target": f"<= {TARGETS['govern_inform_p50_ms']:g} ms", "value_ms": gi[col]["p50_ms"],
-                     "pass": gi[col]["p50_ms"] <= TARGETS["govern_inform_p50_ms"]})
+        rows.append(
+            {
+                "name": f"govern+inform per step p50 ({col.replace('total_', '').replace('_', ' ')})",
+                "target": f"<= {TARGETS['govern_inform_p50_ms']:g} ms",
+                "value_ms": gi[col]["p50_ms"],
+                "pass": gi[col]["p50_ms"] <= TARGETS["govern_inform_p50_ms"],
+            }
+        )
     return rows
 
 
@@ -736,12 +846,13 @@ def print_report(console: Console, report: dict) -> None:
     env, res = report["environment"], report["results"]
     tree = env["tree"]
     console.print(f"[bold]Ledger core benchmark[/bold]  python {env['python']}, {env['cpu_count']} CPUs, {env['git']}")
-    console.print(f"tree: {tree['origin']}: {tree['files']} files, {tree['bytes'] / 1e6:.1f} MB in {tree['dirs']} "
-                  f"directories (depth <= {tree['max_depth']}), plus {tree['ignored_files']} ignored files "
-                  f"({tree['ignored_bytes'] / 1e6:.1f} MB)")
+    console.print(
+        f"tree: {tree['origin']}: {tree['files']} files, {tree['bytes'] / 1e6:.1f} MB in {tree['dirs']} "
+        f"directories (depth <= {tree['max_depth']}), plus {tree['ignored_files']} ignored files "
+        f"({tree['ignored_bytes'] / 1e6:.1f} MB)"
+    )
     t = Table(title="Snapshots and govern + inform (ms)", show_lines=False)
-    for col, just in (("measurement", "left"), ("n", "right"), ("p50", "right"), ("p95", "right"),
-                      ("notes", "left")):
+    for col, just in (("measurement", "left"), ("n", "right"), ("p50", "right"), ("p95", "right"), ("notes", "left")):
         t.add_column(col, justify=just)
     cold, nc, one, gi = res["cold_snapshot"], res["no_change"], res["one_file_change"], res["govern_inform"]
 
@@ -749,26 +860,50 @@ def print_report(console: Console, report: dict) -> None:
         t.add_row(name, str(s["n"]), f"{s['p50_ms']:.2f}", f"{s['p95_ms']:.2f}", note)
 
     row("1. cold first snapshot (new scanner)", cold, f"{cold['files']} files hashed; page cache warm")
-    row("2. snapshot, no change", nc["scan"], f"file reads {nc['scan']['file_reads']}, git calls {nc['scan']['git_calls']}")
+    row(
+        "2. snapshot, no change",
+        nc["scan"],
+        f"file reads {nc['scan']['file_reads']}, git calls {nc['scan']['git_calls']}",
+    )
     if "git_status" in nc:
-        row("   git status --porcelain (same loop)", nc["git_status"],
+        row(
+            "   git status --porcelain (same loop)",
+            nc["git_status"],
             f"scan/git p50 ratio {nc['ratio_scan_to_git_status_p50']:.2f} interleaved, "
-            f"{nc.get('ratio_scan_to_git_status_p50_blocks', float('nan')):.2f} in blocks of 5")
-    row("   lstat of every file, Python loop (same loop)", nc["lstat_floor"],
-        f"floor of a stat-cache scan; scan/floor {nc['ratio_scan_to_lstat_floor_p50']:.2f}")
-    row("3. snapshot after a one-file change", one,
-        f"changed file p50 {one['changed_file_bytes_p50'] / 1024:.0f} KiB; reads/scan <= {one['file_reads_per_scan_max']}")
-    row("   no-change scan (same loop)", one["no_change_reference"],
-        f"one-change/no-change p50 ratio {one['ratio_to_no_change_reference_p50']:.2f}")
+            f"{nc.get('ratio_scan_to_git_status_p50_blocks', float('nan')):.2f} in blocks of 5",
+        )
+    row(
+        "   lstat of every file, Python loop (same loop)",
+        nc["lstat_floor"],
+        f"floor of a stat-cache scan; scan/floor {nc['ratio_scan_to_lstat_floor_p50']:.2f}",
+    )
+    row(
+        "3. snapshot after a one-file change",
+        one,
+        f"changed file p50 {one['changed_file_bytes_p50'] / 1024:.0f} KiB; "
+        f"reads/scan <= {one['file_reads_per_scan_max']}",
+    )
+    row(
+        "   no-change scan (same loop)",
+        one["no_change_reference"],
+        f"one-change/no-change p50 ratio {one['ratio_to_no_change_reference_p50']:.2f}",
+    )
     p = gi["parts"]
     led = gi["ledger"]
-    row("4. govern+inform per step, excl. probe", p["total_excl_probe"],
-        f"{led['attempts']} attempts, {led['observations']} obs, {led['modifications']} mods; {gi['proposals']} proposals")
+    row(
+        "4. govern+inform per step, excl. probe",
+        p["total_excl_probe"],
+        f"{led['attempts']} attempts, {led['observations']} obs, {led['modifications']} mods; "
+        f"{gi['proposals']} proposals",
+    )
     row("   govern+inform per step, incl. probe", p["total_incl_probe"], "probe.sign_many + file_state")
     for name in ("analyze", "answer", "probe", "govern", "render"):
         row(f"     {name}", p[name])
-    row("   (info) ledger overhead per command", gi["runtime_overhead_per_command"],
-        "runtime.run minus execution, 150 commands")
+    row(
+        "   (info) ledger overhead per command",
+        gi["runtime_overhead_per_command"],
+        "runtime.run minus execution, 150 commands",
+    )
     console.print(t)
     k = Table(title="govern+inform incl. probe, by proposal kind (ms)")
     for col in ("kind", "n", "p50", "p95"):
@@ -783,15 +918,18 @@ def print_report(console: Console, report: dict) -> None:
         value = f"{r['value_ms']:.2f} ms" if "value_ms" in r else f"{r['value_ratio']:.2f}x"
         tt.add_row(r["name"], value, r["target"], "[green]pass[/green]" if r["pass"] else "[red]FAIL[/red]")
     console.print(tt)
-    console.print(f"verdicts for the timed proposals: {gi['verdict_counts']}; view {led['view_tokens']} tokens, "
-                  f"{led['view_omitted_entries']} entries left out")
+    console.print(
+        f"verdicts for the timed proposals: {gi['verdict_counts']}; view {led['view_tokens']} tokens, "
+        f"{led['view_omitted_entries']} entries left out"
+    )
     for note in report["notes"]:
         console.print(f"[dim]- {note}[/dim]")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--repeat", "-n", type=int, default=50, help="repetitions per measurement (default 50)")
     ap.add_argument("--cold-repeat", type=int, default=5, help="repetitions of the cold snapshot (default 5)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON results (default {DEFAULT_OUT})")
@@ -809,8 +947,10 @@ def main(argv: list[str] | None = None) -> int:
         age_tree(root)
         is_git = (root / ".git").exists()
         stats = tree_stats(root)
-        console.print(f"tree ready in {time.perf_counter() - t0:.1f} s: {stats['files']} files; mtimes moved "
-                      f"{AGE_S:.0f} s into the past (outside the 2 s racy window)")
+        console.print(
+            f"tree ready in {time.perf_counter() - t0:.1f} s: {stats['files']} files; mtimes moved "
+            f"{AGE_S:.0f} s into the past (outside the 2 s racy window)"
+        )
         results = {}
         console.print(f"1/4 cold snapshot x{args.cold_repeat}...")
         results["cold_snapshot"] = measure_cold(root, args.cold_repeat)
@@ -819,24 +959,36 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"3/4 one-file change x{args.repeat}...")
         results["one_file_change"] = measure_one_change(root, args.repeat, random.Random(args.seed))
         console.print(f"4/4 govern + inform x{args.repeat}...")
-        results["govern_inform"] = measure_govern(root, args.repeat, random.Random(args.seed + 1),
-                                                  origin.startswith("generated"), console)
+        results["govern_inform"] = measure_govern(
+            root, args.repeat, random.Random(args.seed + 1), origin.startswith("generated"), console
+        )
         report = {
-            "benchmark": "ledger-core", "version": 1, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "benchmark": "ledger-core",
+            "version": 1,
+            "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "command": " ".join([os.path.basename(sys.argv[0]), *(argv if argv is not None else sys.argv[1:])]),
             "environment": environment(root, stats, origin),
-            "settings": {"repeat": args.repeat, "cold_repeat": args.cold_repeat, "seed": args.seed,
-                         "ledger_steps": LEDGER_STEPS, "mtime_age_s": AGE_S},
+            "settings": {
+                "repeat": args.repeat,
+                "cold_repeat": args.cold_repeat,
+                "seed": args.seed,
+                "ledger_steps": LEDGER_STEPS,
+                "mtime_age_s": AGE_S,
+            },
             "results": results,
-            "ratios": {"no_change_scan_to_git_status_p50": results["no_change"].get("ratio_scan_to_git_status_p50"),
-                       "no_change_scan_to_lstat_floor_p50": results["no_change"]["ratio_scan_to_lstat_floor_p50"],
-                       "one_change_to_no_change_same_loop_p50":
-                           results["one_file_change"]["ratio_to_no_change_reference_p50"],
-                       "cold_to_no_change_p50": round(results["cold_snapshot"]["p50_ms"]
-                                                      / results["no_change"]["scan"]["p50_ms"], 4),
-                       "govern_incl_to_excl_probe_p50": round(
-                           results["govern_inform"]["parts"]["total_incl_probe"]["p50_ms"]
-                           / results["govern_inform"]["parts"]["total_excl_probe"]["p50_ms"], 4)},
+            "ratios": {
+                "no_change_scan_to_git_status_p50": results["no_change"].get("ratio_scan_to_git_status_p50"),
+                "no_change_scan_to_lstat_floor_p50": results["no_change"]["ratio_scan_to_lstat_floor_p50"],
+                "one_change_to_no_change_same_loop_p50": results["one_file_change"]["ratio_to_no_change_reference_p50"],
+                "cold_to_no_change_p50": round(
+                    results["cold_snapshot"]["p50_ms"] / results["no_change"]["scan"]["p50_ms"], 4
+                ),
+                "govern_incl_to_excl_probe_p50": round(
+                    results["govern_inform"]["parts"]["total_incl_probe"]["p50_ms"]
+                    / results["govern_inform"]["parts"]["total_excl_probe"]["p50_ms"],
+                    4,
+                ),
+            },
             "targets": [],
             "notes": [
                 "OS page cache warm throughout: the cold snapshot is a first scan by a new scanner, not a cold disk.",

@@ -58,14 +58,26 @@ from ledger_runtime.executor import LocalExecutor  # noqa: E402
 from ledger_runtime.runtime import LedgerRuntime  # noqa: E402
 
 OUT = HERE / "results" / "cost.json"
-GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.com", "GIT_COMMITTER_NAME": "b",
-           "GIT_COMMITTER_EMAIL": "b@example.com"}
-TARGETS = {"touch_p50_ms_2k": 2.0, "touch_p50_ms_100k": 10.0, "checkout_p50_ms": 100.0, "root_read_max_ms": 1000.0,
-           "hook_p50_ms": 15.0}
+GIT_ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "b",
+    "GIT_AUTHOR_EMAIL": "b@example.com",
+    "GIT_COMMITTER_NAME": "b",
+    "GIT_COMMITTER_EMAIL": "b@example.com",
+}
+TARGETS = {
+    "touch_p50_ms_2k": 2.0,
+    "touch_p50_ms_100k": 10.0,
+    "checkout_p50_ms": 100.0,
+    "root_read_max_ms": 1000.0,
+    "hook_p50_ms": 15.0,
+}
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True, env=GIT_ENV).stdout
+    return subprocess.run(
+        ["git", "-C", str(root), *args], check=True, capture_output=True, text=True, env=GIT_ENV
+    ).stdout
 
 
 def pct(v: list[float], q: float) -> float:
@@ -86,8 +98,10 @@ def make_tree(sympy: Path, work: Path, copies: int) -> Path:
     root.mkdir(parents=True)
     for i in range(copies):
         dest = root if copies == 1 else root / f"copy{i:02d}"
-        subprocess.run(["cp", "-a", *[str(p) for p in src.iterdir() if p.name != ".git"], str(dest if copies == 1 else _mk(dest))],
-                       check=True)
+        subprocess.run(
+            ["cp", "-a", *[str(p) for p in src.iterdir() if p.name != ".git"], str(dest if copies == 1 else _mk(dest))],
+            check=True,
+        )
     git(root, "init", "-q", "-b", "a")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "a")
@@ -119,8 +133,13 @@ def operations(root: Path) -> list[tuple[str, list[str]]]:
     return [
         ("touch x (trivial impure)", ["touch x"]),
         ("sed -n (pure read)", [f"sed -n '100,160p' {rel}"]),
-        ("sed -i (one file)", [f"sed -i 's/^# BENCH A$/# BENCH B/;t;s/^# BENCH B$/# BENCH A/' {rel} || true",
-                               f"sed -i '1s/^/# BENCH A\\n/' {rel}"]),
+        (
+            "sed -i (one file)",
+            [
+                f"sed -i 's/^# BENCH A$/# BENCH B/;t;s/^# BENCH B$/# BENCH A/' {rel} || true",
+                f"sed -i '1s/^/# BENCH A\\n/' {rel}",
+            ],
+        ),
         ("git checkout (~300 files)", ["git checkout -q b", "git checkout -q a"]),
         ("find / -maxdepth 3 -name x", ["find / -maxdepth 3 -name x 2>/dev/null | head -n 3"]),
         ("git add -A", ["echo y >> x && git add -A"]),
@@ -151,13 +170,21 @@ def measure(root: Path, repeat: int) -> dict[str, Any]:
                 rt.run(cmd, ex)
                 total = (time.perf_counter() - t0) * 1000
                 added.append(total - rt.state.attempts[-1].duration_s * 1000)
-            out[name] = {"added_p50_ms": round(statistics.median(added), 3), "added_p95_ms": round(pct(added, 0.95), 3),
-                         "added_max_ms": round(max(added), 3), "bare_p50_ms": round(statistics.median(bare), 3),
-                         "bare_p95_ms": round(pct(bare, 0.95), 3), "model_turn_p50_ms": round(statistics.median(turn), 3),
-                         "n": repeat}
+            out[name] = {
+                "added_p50_ms": round(statistics.median(added), 3),
+                "added_p95_ms": round(pct(added, 0.95), 3),
+                "added_max_ms": round(max(added), 3),
+                "bare_p50_ms": round(statistics.median(bare), 3),
+                "bare_p95_ms": round(pct(bare, 0.95), 3),
+                "model_turn_p50_ms": round(statistics.median(turn), 3),
+                "n": repeat,
+            }
         scanner = rt.workspace.scanner
-        out["scans"] = {"incremental": scanner.incremental_scans, "full": scanner.full_scans,
-                        "watcher": scanner.watcher is not None}
+        out["scans"] = {
+            "incremental": scanner.incremental_scans,
+            "full": scanner.full_scans,
+            "watcher": scanner.watcher is not None,
+        }
     finally:
         rt.close()
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -176,17 +203,34 @@ def hooks(root: Path, repeat: int) -> dict[str, Any]:
     h = CodexHooks(rt, wrap_launcher=fast_launcher())
     server = HookServer(h.handle, rt.report_fault)
     h.socket_path = server.socket_path
-    times: dict[str, list[float]] = {"python -S -c pass": [], "fasthook PreToolUse": [], "ledger-run hook PreToolUse": []}
+    times: dict[str, list[float]] = {
+        "python -S -c pass": [],
+        "fasthook PreToolUse": [],
+        "ledger-run hook PreToolUse": [],
+    }
     try:
         for i in range(repeat):
-            payload = json.dumps({"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": str(root),
-                                  "tool_input": {"command": "cat README.md"}, "tool_use_id": f"c{i}",
-                                  "transcript_path": str(run_dir / "none.jsonl")}).encode()
-            for name, argv in (("python -S -c pass", [sys.executable, "-S", "-c", "pass"]),
-                               ("fasthook PreToolUse", [*fast_launcher(), "hook", "PreToolUse", "--socket",
-                                                        server.socket_path, "--run-dir", str(run_dir)]),
-                               ("ledger-run hook PreToolUse", [*hook_launcher(), "hook", "PreToolUse", "--socket",
-                                                               server.socket_path, "--run-dir", str(run_dir)])):
+            payload = json.dumps(
+                {
+                    "hook_event_name": "PreToolUse",
+                    "tool_name": "Bash",
+                    "cwd": str(root),
+                    "tool_input": {"command": "cat README.md"},
+                    "tool_use_id": f"c{i}",
+                    "transcript_path": str(run_dir / "none.jsonl"),
+                }
+            ).encode()
+            for name, argv in (
+                ("python -S -c pass", [sys.executable, "-S", "-c", "pass"]),
+                (
+                    "fasthook PreToolUse",
+                    [*fast_launcher(), "hook", "PreToolUse", "--socket", server.socket_path, "--run-dir", str(run_dir)],
+                ),
+                (
+                    "ledger-run hook PreToolUse",
+                    [*hook_launcher(), "hook", "PreToolUse", "--socket", server.socket_path, "--run-dir", str(run_dir)],
+                ),
+            ):
                 t0 = time.perf_counter()
                 subprocess.run(argv, input=payload, capture_output=True, check=False)
                 times[name].append((time.perf_counter() - t0) * 1000)
@@ -195,8 +239,10 @@ def hooks(root: Path, repeat: int) -> dict[str, Any]:
         server.close()
         rt.close()
         shutil.rmtree(run_dir, ignore_errors=True)
-    return {k: {"p50_ms": round(statistics.median(v), 3), "p95_ms": round(pct(v, 0.95), 3), "n": len(v)}
-            for k, v in times.items()}
+    return {
+        k: {"p50_ms": round(statistics.median(v), 3), "p95_ms": round(pct(v, 0.95), 3), "n": len(v)}
+        for k, v in times.items()
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,10 +255,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     console = Console()
-    report: dict[str, Any] = {"machine": {"python": sys.version.split()[0], "platform": platform.platform(),
-                                          "cpus": os.cpu_count()},
-                              "command": "python swebench_runs/bench/bench_cost.py " + " ".join(argv or sys.argv[1:]),
-                              "targets": TARGETS, "trees": {}}
+    report: dict[str, Any] = {
+        "machine": {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()},
+        "command": "python swebench_runs/bench/bench_cost.py " + " ".join(argv or sys.argv[1:]),
+        "targets": TARGETS,
+        "trees": {},
+    }
     for copies in (int(x) for x in args.sizes.split(",")):
         console.print(f"tree x{copies}: preparing…")
         root = make_tree(args.sympy, args.work, copies)

@@ -56,11 +56,10 @@ try:
 except ImportError:
     sys.exit("compare_parsers.py needs bashlex: pip install -e '.[parsers]'")
 import tree_sitter_bash  # noqa: E402
+from _common import DEFAULT_DATA, DEFAULT_OUT, Row, load_commands, one_line, timing_summary, write_json  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 from tree_sitter import Language, Parser  # noqa: E402
-
-from _common import DEFAULT_DATA, DEFAULT_OUT, Row, load_commands, one_line, timing_summary, write_json  # noqa: E402
 
 TS_PARSER = Parser(Language(tree_sitter_bash.language()))
 
@@ -119,7 +118,7 @@ _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z_0-9]*)\1")
 def construct_of(command: str) -> str:
     """The first notable shell construct the command uses (a heuristic, for grouping)."""
     for m in _HEREDOC.finditer(command):  # a body line that is the delimiter word, indented
-        if re.search(r"^[ \t]+" + re.escape(m.group(2)) + r"\b", command[m.end():], re.M):
+        if re.search(r"^[ \t]+" + re.escape(m.group(2)) + r"\b", command[m.end() :], re.M):
             return "heredoc body line starting with the indented delimiter"
     for name, rx in _CONSTRUCTS:
         if rx.search(command):
@@ -132,8 +131,11 @@ def exception_category(e: Exception) -> str:
     msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
     msg = re.sub(r"\s*\(position \d+\)", "", msg)
     msg = re.sub(r"\bline \d+", "line N", msg)
-    msg = re.sub(r"\(wanted (['\"])(.*)\1\)",
-                 lambda m: "(wanted a quoted delimiter)" if m.group(2)[:1] in "'\"" else "(wanted DELIM)", msg)
+    msg = re.sub(
+        r"\(wanted (['\"])(.*)\1\)",
+        lambda m: "(wanted a quoted delimiter)" if m.group(2)[:1] in "'\"" else "(wanted DELIM)",
+        msg,
+    )
     return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
 
 
@@ -171,8 +173,9 @@ def bash_rejects(commands: set[str]) -> dict[str, bool]:
 
     def check(cmd: str) -> tuple[str, bool]:
         try:
-            p = subprocess.run([bash, "-n"], input=cmd.encode("utf-8", "surrogateescape"),
-                               capture_output=True, timeout=30, check=False)
+            p = subprocess.run(
+                [bash, "-n"], input=cmd.encode("utf-8", "surrogateescape"), capture_output=True, timeout=30, check=False
+            )
         except subprocess.TimeoutExpired:
             return cmd, False
         return cmd, p.returncode != 0
@@ -228,8 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     rows, info = load_commands(args.data)
     commands = [r.command for r in rows]
     distinct = len(set(commands))
-    console.print(f"[bold]{info['commands']}[/] commands ({distinct} distinct) from {info['instances']} trajectories "
-                  f"in {len(info['files'])} file(s); rows by kind: {info['rows_by_kind']}")
+    console.print(
+        f"[bold]{info['commands']}[/] commands ({distinct} distinct) from {info['instances']} trajectories "
+        f"in {len(info['files'])} file(s); rows by kind: {info['rows_by_kind']}"
+    )
 
     measured: dict[str, dict] = {}
     for name, fn in PARSERS.items():
@@ -242,18 +247,26 @@ def main(argv: list[str] | None = None) -> int:
     have_bash = bool(rejects) or not failing
 
     summary_rows = []
-    report: dict = {"data": info, "versions": {
-        "python": platform.python_version(),
-        "bashlex": version("bashlex"),
-        "tree-sitter": version("tree-sitter"),
-        "tree-sitter-bash": version("tree-sitter-bash"),
-        "bash": _bash_version(),
-    }, "method": {
-        "warmup_passes": 1, "timer": "time.perf_counter per command", "gc": "disabled while timing",
-        "tree_sitter_ok": "root_node.has_error is False", "bashlex_ok": "bashlex.parse raises nothing",
-        "shlex_ok": "shlex.split(posix=True) raises nothing",
-        "bash_n": "failing commands checked with `bash -n` (syntax only)",
-    }, "parsers": {}}
+    report: dict = {
+        "data": info,
+        "versions": {
+            "python": platform.python_version(),
+            "bashlex": version("bashlex"),
+            "tree-sitter": version("tree-sitter"),
+            "tree-sitter-bash": version("tree-sitter-bash"),
+            "bash": _bash_version(),
+        },
+        "method": {
+            "warmup_passes": 1,
+            "timer": "time.perf_counter per command",
+            "gc": "disabled while timing",
+            "tree_sitter_ok": "root_node.has_error is False",
+            "bashlex_ok": "bashlex.parse raises nothing",
+            "shlex_ok": "shlex.split(posix=True) raises nothing",
+            "bash_n": "failing commands checked with `bash -n` (syntax only)",
+        },
+        "parsers": {},
+    }
 
     for name, m in measured.items():
         failed = m["failed"]
@@ -298,15 +311,33 @@ def main(argv: list[str] | None = None) -> int:
 
     # -- printing ------------------------------------------------------------------------------------
     t = Table(title="Parse coverage and speed (all commands; time per command)", title_justify="left")
-    for col, just in [("parser", "left"), ("ok", "right"), ("failed", "right"), ("coverage", "right"),
-                      ("distinct cov.", "right"), ("valid bash refused", "right"), ("median µs", "right"),
-                      ("p95 µs", "right"), ("max µs", "right"), ("total s", "right")]:
+    for col, just in [
+        ("parser", "left"),
+        ("ok", "right"),
+        ("failed", "right"),
+        ("coverage", "right"),
+        ("distinct cov.", "right"),
+        ("valid bash refused", "right"),
+        ("median µs", "right"),
+        ("p95 µs", "right"),
+        ("max µs", "right"),
+        ("total s", "right"),
+    ]:
         t.add_column(col, justify=just)
     for name, e in summary_rows:
         tm = e["timing"]
-        t.add_row(name, str(e["ok"]), str(e["failed"]), f"{e['coverage']:.2%}", f"{e['coverage_distinct']:.2%}",
-                  "?" if e["rejects_valid_bash"] is None else str(e["rejects_valid_bash"]),
-                  f"{tm['median_us']:.1f}", f"{tm['p95_us']:.1f}", f"{tm['max_us']:.0f}", f"{tm['total_s']:.3f}")
+        t.add_row(
+            name,
+            str(e["ok"]),
+            str(e["failed"]),
+            f"{e['coverage']:.2%}",
+            f"{e['coverage_distinct']:.2%}",
+            "?" if e["rejects_valid_bash"] is None else str(e["rejects_valid_bash"]),
+            f"{tm['median_us']:.1f}",
+            f"{tm['p95_us']:.1f}",
+            f"{tm['max_us']:.0f}",
+            f"{tm['total_s']:.3f}",
+        )
     console.print(t)
     console.print("[dim]valid bash refused = failures that `bash -n` accepts (the parser's own limits)[/]")
 
@@ -323,9 +354,14 @@ def main(argv: list[str] | None = None) -> int:
         ft.add_column("example", overflow="fold", max_width=50)
         for cat, c in list(e["failure_categories"].items())[:8]:
             cons = ", ".join(f"{k} {v}" for k, v in list(c["constructs"].items())[:3])
-            ft.add_row(cat, str(c["count"]), str(c["distinct"]),
-                       "?" if c["bash_n_rejects"] is None else str(c["bash_n_rejects"]), cons,
-                       one_line(c["examples"][0]["command"], 50))
+            ft.add_row(
+                cat,
+                str(c["count"]),
+                str(c["distinct"]),
+                "?" if c["bash_n_rejects"] is None else str(c["bash_n_rejects"]),
+                cons,
+                one_line(c["examples"][0]["command"], 50),
+            )
         if len(e["failure_categories"]) > 8:
             ft.caption = f"... and {len(e['failure_categories']) - 8} more categories in the JSON"
         console.print(ft)
@@ -348,14 +384,16 @@ def main(argv: list[str] | None = None) -> int:
             "bash_n_rejects": rejects.get(c) if have_bash else None,
             "construct": construct_of(c),
             "chars": len(c),
-            "context": src[max(0, at - 60): at + 60].decode("utf-8", "replace"),
+            "context": src[max(0, at - 60) : at + 60].decode("utf-8", "replace"),
             "command": c,
         }
         examples.append(ex)
     report["tree_sitter_failing_commands"] = examples
     if examples:
-        et = Table(title=f"Commands tree-sitter-bash fails on ({len(examples)} distinct; first {args.examples})",
-                   title_justify="left")
+        et = Table(
+            title=f"Commands tree-sitter-bash fails on ({len(examples)} distinct; first {args.examples})",
+            title_justify="left",
+        )
         et.add_column("where", overflow="fold", max_width=34)
         et.add_column("category", overflow="fold", max_width=28)
         et.add_column("bash -n", justify="center")
@@ -363,8 +401,13 @@ def main(argv: list[str] | None = None) -> int:
         et.add_column("command (first 120 chars)", overflow="fold", max_width=60)
         for ex in examples[: args.examples]:
             verdict = {True: "rejects", False: "accepts", None: "?"}[ex["bash_n_rejects"]]
-            et.add_row(f"{ex['instance_id']} step {ex['step']}", ex["category"], verdict, ex["construct"],
-                       one_line(ex["command"], 120))
+            et.add_row(
+                f"{ex['instance_id']} step {ex['step']}",
+                ex["category"],
+                verdict,
+                ex["construct"],
+                one_line(ex["command"], 120),
+            )
         console.print(et)
 
     # -- tree-sitter trees without errors but with a known-wrong shape ---------------------------------
@@ -373,14 +416,18 @@ def main(argv: list[str] | None = None) -> int:
     wrong_distinct = list(dict.fromkeys(commands[i] for i in wrong))
     report["tree_sitter_misassociated_pipelines"] = {
         "description": "parsed without error, but a pipeline has a list stage: `a | b | c && d` read as "
-                       "`a | (b | c && d)`",
+        "`a | (b | c && d)`",
         "count": len(wrong),
         "distinct": len(wrong_distinct),
         "examples": wrong_distinct[:10],
     }
-    console.print(f"tree-sitter-bash caveat: {len(wrong)} commands ({len(wrong_distinct)} distinct) parse without "
-                  f"error into a pipeline with a list stage (`a | b | c && d` read as `a | (b | c && d)`), e.g. "
-                  f"{one_line(wrong_distinct[0], 90)!r}" if wrong else "tree-sitter-bash: no misassociated pipelines")
+    console.print(
+        f"tree-sitter-bash caveat: {len(wrong)} commands ({len(wrong_distinct)} distinct) parse without "
+        f"error into a pipeline with a list stage (`a | b | c && d` read as `a | (b | c && d)`), e.g. "
+        f"{one_line(wrong_distinct[0], 90)!r}"
+        if wrong
+        else "tree-sitter-bash: no misassociated pipelines"
+    )
 
     path = write_json(args.out, "compare_parsers.json", report)
     console.print(f"JSON written to {path}")

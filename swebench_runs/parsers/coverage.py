@@ -43,17 +43,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import DEFAULT_DATA, DEFAULT_OUT, Row, load_commands, one_line, timing_summary, write_json  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from _common import DEFAULT_DATA, DEFAULT_OUT, Row, load_commands, one_line, timing_summary, write_json  # noqa: E402
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze  # noqa: E402
 
 CWD = "/testbed"
 GOAL = 0.99
-KEY_KINDS = {"f": "file content", "d": "directory listing", "r": "whole subtree", "x": "existence",
-             "m": "stat data"}
+KEY_KINDS = {"f": "file content", "d": "directory listing", "r": "whole subtree", "x": "existence", "m": "stat data"}
 
 
 def analyze_all(commands: list[str]) -> tuple[list[Analysis], list[float]]:
@@ -87,7 +86,7 @@ def rel(path: str) -> str:
     """A path relative to /testbed when it lies under it ("." for /testbed itself)."""
     if path == CWD:
         return "."
-    return path[len(CWD) + 1:] if path.startswith(CWD + "/") else path
+    return path[len(CWD) + 1 :] if path.startswith(CWD + "/") else path
 
 
 def show_key(key: str) -> str:
@@ -124,8 +123,10 @@ def analysis_dict(a: Analysis) -> dict:
         "problem": a.problem,
         "cwd": a.cwd,
         "read_keys": list(a.read_keys),
-        "views": [{"path": v.path, "kind": v.kind, "selectors": [list(s) for s in v.selectors],
-                   "numbered": v.numbered} for v in a.views],
+        "views": [
+            {"path": v.path, "kind": v.kind, "selectors": [list(s) for s in v.selectors], "numbered": v.numbered}
+            for v in a.views
+        ],
         "writes": list(a.writes),
         "outputs": a.outputs,
         "env_change": a.env_change,
@@ -153,8 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     rows, info = load_commands(args.data)
     commands = [r.command for r in rows]
     n = len(commands)
-    console.print(f"[bold]{n}[/] commands ({info['distinct_commands']} distinct) from {info['instances']} "
-                  f"trajectories in {len(info['files'])} file(s); analysed in cwd {CWD}")
+    console.print(
+        f"[bold]{n}[/] commands ({info['distinct_commands']} distinct) from {info['instances']} "
+        f"trajectories in {len(info['files'])} file(s); analysed in cwd {CWD}"
+    )
 
     results, times = analyze_all(commands)
 
@@ -207,8 +210,13 @@ def main(argv: list[str] | None = None) -> int:
     tt = Table(title="Time of analyze() per command (uncached)", title_justify="left")
     for col in ("median µs", "p95 µs", "max µs", "mean µs", "total s"):
         tt.add_column(col, justify="right")
-    tt.add_row(f"{timing['median_us']:.1f}", f"{timing['p95_us']:.1f}", f"{timing['max_us']:.0f}",
-               f"{timing['mean_us']:.1f}", f"{timing['total_s']:.3f}")
+    tt.add_row(
+        f"{timing['median_us']:.1f}",
+        f"{timing['p95_us']:.1f}",
+        f"{timing['max_us']:.0f}",
+        f"{timing['mean_us']:.1f}",
+        f"{timing['total_s']:.3f}",
+    )
     console.print(tt)
 
     problem_report = {}
@@ -239,8 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     k = min(args.sample, len(distinct_cmds))
     picked = sorted(random.Random(args.seed).sample(range(len(distinct_cmds)), k))
     sample = []
-    st = Table(title=f"Quality sample: {k} distinct commands (seed {args.seed}); paths relative to {CWD}",
-               title_justify="left", show_lines=False)
+    st = Table(
+        title=f"Quality sample: {k} distinct commands (seed {args.seed}); paths relative to {CWD}",
+        title_justify="left",
+        show_lines=False,
+    )
     st.add_column("#", justify="right")
     st.add_column("command (first 80 chars)", no_wrap=True, min_width=80)
     st.add_column("class")
@@ -253,17 +264,26 @@ def main(argv: list[str] | None = None) -> int:
         i = first_seen[cmd]
         a = results[i]
         sample.append({"n": j, **where(rows[i]), "command": cmd, "analysis": analysis_dict(a)})
-        st.add_row(str(j), escape(one_line(cmd, 80)), a.command_class.value, "yes" if a.pure else "no",
-                   escape(" ".join(show_key(x) for x in a.read_keys)),
-                   escape("; ".join(show_view(v) for v in a.views)),
-                   escape(" ".join(rel(w) for w in a.writes)))
+        st.add_row(
+            str(j),
+            escape(one_line(cmd, 80)),
+            a.command_class.value,
+            "yes" if a.pure else "no",
+            escape(" ".join(show_key(x) for x in a.read_keys)),
+            escape("; ".join(show_view(v) for v in a.views)),
+            escape(" ".join(rel(w) for w in a.writes)),
+        )
     console.print(st)
 
     report = {
         "data": info,
         "cwd": CWD,
-        "method": {"function": "ledger_runtime.analysis.commands.analyze (uncached via __wrapped__)", "warmup_passes": 1,
-                   "timer": "time.perf_counter per command", "gc": "disabled while timing"},
+        "method": {
+            "function": "ledger_runtime.analysis.commands.analyze (uncached via __wrapped__)",
+            "warmup_passes": 1,
+            "timer": "time.perf_counter per command",
+            "gc": "disabled while timing",
+        },
         "summary": {
             "commands": n,
             "parsed": parsed,
@@ -284,12 +304,13 @@ def main(argv: list[str] | None = None) -> int:
             "env_change": env_change,
             "submits": submits,
         },
-        "classes": {cls: {"count": c, "share": round(c / n, 6), "pure": pure_by_class.get(cls, 0)}
-                    for cls, c in classes.most_common()},
+        "classes": {
+            cls: {"count": c, "share": round(c / n, 6), "pure": pure_by_class.get(cls, 0)}
+            for cls, c in classes.most_common()
+        },
         "timing": timing,
         "problems": problem_report,
-        "sample": {"seed": args.seed, "size": k, "drawn_from": "distinct commands, first occurrence",
-                   "items": sample},
+        "sample": {"seed": args.seed, "size": k, "drawn_from": "distinct commands, first occurrence", "items": sample},
     }
     path = write_json(args.out, "coverage.json", report)
     console.print(f"JSON written to {path}")

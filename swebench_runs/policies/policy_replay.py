@@ -17,9 +17,9 @@ table and writes ``swebench_runs/policies/results.json`` and ``RESULTS.md``.
 from __future__ import annotations
 
 import argparse
-import re
 import csv
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -30,25 +30,38 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ledger_adapters.swebench.protected import SWEBENCH_PROTECTED
 from ledger_runtime.analysis.commands import analyze
 from ledger_runtime.decide.gate import build_rules, check_all
 from ledger_runtime.decide.govern import Current
-from ledger_runtime.workspace.hashing import FileState
-from ledger_adapters.swebench.protected import SWEBENCH_PROTECTED
 from ledger_runtime.decide.policies import BUILTINS
-from ledger_runtime.records import Attempt
 from ledger_runtime.ledger.state import UNKNOWN, LedgerState
 from ledger_runtime.ledger.store import LedgerStore, NotALedger
+from ledger_runtime.records import Attempt
+from ledger_runtime.workspace.hashing import FileState
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 LEDGERS = ROOT / "swebench_runs" / "replay" / "results" / "ledgers"
-RESOLVED = ROOT.parent / "shared" / "data" / "trajectories" / "20251118_mini-v1.15.0_gemini-3-pro-preview-20251118" / "resolved.csv"
+RESOLVED = (
+    ROOT.parent
+    / "shared"
+    / "data"
+    / "trajectories"
+    / "20251118_mini-v1.15.0_gemini-3-pro-preview-20251118"
+    / "resolved.csv"
+)
 EXISTS = FileState("exists", 0, None)
 MIRRORS = Path("/work/.mirror")
-REPOS = {"psf": "psf+requests", "pallets": "pallets+flask", "pytest-dev": "pytest-dev+pytest",
-         "pylint-dev": "pylint-dev+pylint", "mwaskom": "mwaskom+seaborn", "pydata": "pydata+xarray",
-         "sphinx-doc": "sphinx-doc+sphinx"}
+REPOS = {
+    "psf": "psf+requests",
+    "pallets": "pallets+flask",
+    "pytest-dev": "pytest-dev+pytest",
+    "pylint-dev": "pylint-dev+pylint",
+    "mwaskom": "mwaskom+seaborn",
+    "pydata": "pydata+xarray",
+    "sphinx-doc": "sphinx-doc+sphinx",
+}
 
 
 class BaseTree:
@@ -60,8 +73,9 @@ class BaseTree:
         self.dirs: set[str] = set()
         repo = mirrors / REPOS.get(iid.split("__")[0], "") / "repo"
         if commit and repo.exists():
-            out = subprocess.run(["git", "--git-dir", str(repo), "ls-tree", "-r", "--name-only", commit],
-                                 capture_output=True, text=True).stdout
+            out = subprocess.run(
+                ["git", "--git-dir", str(repo), "ls-tree", "-r", "--name-only", commit], capture_output=True, text=True
+            ).stdout
             self.files = {self.root + p for p in out.splitlines()}
             self.dirs = {d for p in self.files for d in _parents(p)}
 
@@ -108,40 +122,81 @@ def replay_ledger(path: Path, mirrors: Path = MIRRORS) -> dict:
             verdicts = check_all(rules, analysis, state, current, lambda w, err: None)
             gate_us.append((time.perf_counter() - t0) * 1e6)
             for v in verdicts:
-                fired.append({"step": a.step, "rule": v.rule, "verdict": v.kind.value, "reason": v.reason,
-                              "command": a.command[:200], "submission": analysis.submits})
+                fired.append(
+                    {
+                        "step": a.step,
+                        "rule": v.rule,
+                        "verdict": v.kind.value,
+                        "reason": v.reason,
+                        "command": a.command[:200],
+                        "submission": analysis.submits,
+                    }
+                )
             # noop-edit is decided after a command: an edit whose attempt changed no file
         state.apply(e)
         if e.get("kind") == "attempt":
             pass
     for a in state.attempts:  # as the runtime decides it: an edit of files (not directories) that changed none
         files = [w for w in a.write_set if w not in (tree.dirs if tree else set()) and not w.endswith("/")]
-        if a.command_class.value == "modify" and files and a.executed and not a.submits \
-                and not state.modifications_of_attempt(a.id) and a.exception is None \
-                and not re.match(r"\s*(mkdir|rmdir)\b", a.command):
-            fired.append({"step": a.step, "rule": "noop-edit", "verdict": "NUDGE", "reason": "this edit changed no file",
-                          "command": a.command[:200], "submission": False})
-    return {"commands": commands, "fired": fired, "submitted": any(a.submits for a in state.attempts), "gate_us": gate_us}
+        if (
+            a.command_class.value == "modify"
+            and files
+            and a.executed
+            and not a.submits
+            and not state.modifications_of_attempt(a.id)
+            and a.exception is None
+            and not re.match(r"\s*(mkdir|rmdir)\b", a.command)
+        ):
+            fired.append(
+                {
+                    "step": a.step,
+                    "rule": "noop-edit",
+                    "verdict": "NUDGE",
+                    "reason": "this edit changed no file",
+                    "command": a.command[:200],
+                    "submission": False,
+                }
+            )
+    return {
+        "commands": commands,
+        "fired": fired,
+        "submitted": any(a.submits for a in state.attempts),
+        "gate_us": gate_us,
+    }
 
 
 def markdown(report: dict) -> str:
     prov = report.get("provenance") or {}
-    lines = ["# The policy gate on real SWE-bench runs", "",
-             f"Reproduce: `{report['command']}` (needs the replay ledgers: see ../replay/RESULTS.md).", "",
-             f"Made with ledger-runtime {prov.get('version', '?')} at commit `{prov.get('commit') or 'unknown'}`"
-             + (" (with uncommitted changes)" if prov.get("dirty") else "") + f", {prov.get('written', '?')}.", "",
-             f"{report['runs']} mini-swe-agent runs (Gemini 3 Pro preview, SWE-bench Verified), {report['commands']:,} "
-             "commands; each rule asked right before each command, against the ledger state at that point of the "
-             "real run (the built-in rules with their defaults, protected-paths with the SWE-bench globs).", "",
-             f"The gate's time per command (all six rules): p50 {report['gate_time']['p50_us']} us, p95 "
-             f"{report['gate_time']['p95_us']} us.", "",
-             "| policy | fired | per 1,000 commands | runs | verdicts |", "| --- | ---: | ---: | ---: | --- |"]
+    lines = [
+        "# The policy gate on real SWE-bench runs",
+        "",
+        f"Reproduce: `{report['command']}` (needs the replay ledgers: see ../replay/RESULTS.md).",
+        "",
+        f"Made with ledger-runtime {prov.get('version', '?')} at commit `{prov.get('commit') or 'unknown'}`"
+        + (" (with uncommitted changes)" if prov.get("dirty") else "")
+        + f", {prov.get('written', '?')}.",
+        "",
+        f"{report['runs']} mini-swe-agent runs (Gemini 3 Pro preview, SWE-bench Verified), {report['commands']:,} "
+        "commands; each rule asked right before each command, against the ledger state at that point of the "
+        "real run (the built-in rules with their defaults, protected-paths with the SWE-bench globs).",
+        "",
+        f"The gate's time per command (all six rules): p50 {report['gate_time']['p50_us']} us, p95 "
+        f"{report['gate_time']['p95_us']} us.",
+        "",
+        "| policy | fired | per 1,000 commands | runs | verdicts |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
     for name, p in report["policies"].items():
         vs = ", ".join(f"{k} {v}" for k, v in sorted(p["verdicts"].items()))
         lines.append(f"| {name} | {p['fired']} | {p['per_1000_commands']} | {p['instances']} | {vs} |")
     cases = report["on_resolved_submissions"]
-    lines += ["", f"## Submissions of runs that resolved their instance ({report['resolved_runs']} runs)", "",
-              f"A policy fires on {len(cases)} of them" + (":" if cases else "."), ""]
+    lines += [
+        "",
+        f"## Submissions of runs that resolved their instance ({report['resolved_runs']} runs)",
+        "",
+        f"A policy fires on {len(cases)} of them" + (":" if cases else "."),
+        "",
+    ]
     for c in cases:
         lines.append(f"- `{c['instance']}` step {c['step']}: {c['rule']} ({c['verdict']}): {c['reason']}")
     return "\n".join(lines) + "\n"
@@ -179,27 +234,45 @@ def main(argv: list[str] | None = None) -> int:
         t.add_column(col, justify="left" if col in ("policy", "verdicts") else "right")
     for name in rules:
         vs = ", ".join(f"{k[1]} {v}" for k, v in sorted(verdicts.items()) if k[0] == name)
-        t.add_row(name, str(counts[name]), f"{1000 * counts[name] / max(1, commands):.1f}", str(len(instances[name])), vs)
+        t.add_row(
+            name, str(counts[name]), f"{1000 * counts[name] / max(1, commands):.1f}", str(len(instances[name])), vs
+        )
     console.print(t)
     n_resolved = sum(1 for iid in per_instance if resolved.get(iid))
     times = sorted(t for r in per_instance.values() for t in r["gate_us"])
-    gate = {"p50_us": round(statistics.median(times), 1), "p95_us": round(times[int(0.95 * (len(times) - 1))], 1),
-            "max_us": round(times[-1], 1)}
+    gate = {
+        "p50_us": round(statistics.median(times), 1),
+        "p95_us": round(times[int(0.95 * (len(times) - 1))], 1),
+        "max_us": round(times[-1], 1),
+    }
     console.print(f"the gate per command (all six rules): p50 {gate['p50_us']} us, p95 {gate['p95_us']} us")
-    console.print(f"submissions of resolved runs ({n_resolved}) on which a policy fires: {len(on_resolved_submissions)}")
+    console.print(
+        f"submissions of resolved runs ({n_resolved}) on which a policy fires: {len(on_resolved_submissions)}"
+    )
     for c in on_resolved_submissions:
         console.print(f"  {c['instance']} step {c['step']}: {c['rule']} {c['verdict']}: {c['reason'][:160]}")
-    from ledger_runtime.config import LedgerConfig
     from ledger_runtime.cli.replay import provenance
+    from ledger_runtime.config import LedgerConfig
 
-    report = {"command": "python swebench_runs/policies/policy_replay.py", "provenance": provenance(LedgerConfig()),
-              "runs": len(per_instance), "commands": commands,
-              "resolved_runs": n_resolved, "gate_time": gate,
-              "policies": {n: {"fired": counts[n], "per_1000_commands": round(1000 * counts[n] / max(1, commands), 2),
-                               "instances": len(instances[n]),
-                               "verdicts": {k[1]: v for k, v in verdicts.items() if k[0] == n}} for n in rules},
-              "on_resolved_submissions": on_resolved_submissions,
-              "fired": {iid: r["fired"] for iid, r in per_instance.items() if r["fired"]}}
+    report = {
+        "command": "python swebench_runs/policies/policy_replay.py",
+        "provenance": provenance(LedgerConfig()),
+        "runs": len(per_instance),
+        "commands": commands,
+        "resolved_runs": n_resolved,
+        "gate_time": gate,
+        "policies": {
+            n: {
+                "fired": counts[n],
+                "per_1000_commands": round(1000 * counts[n] / max(1, commands), 2),
+                "instances": len(instances[n]),
+                "verdicts": {k[1]: v for k, v in verdicts.items() if k[0] == n},
+            }
+            for n in rules
+        },
+        "on_resolved_submissions": on_resolved_submissions,
+        "fired": {iid: r["fired"] for iid, r in per_instance.items() if r["fired"]},
+    }
     out = Path(args.out)
     (out / "results.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / "RESULTS.md").write_text(markdown(report))

@@ -50,12 +50,19 @@ def figures(results: dict[str, dict], ids: list[str]) -> dict:
     if rows and "visible_chars" in rows[0]:
         spared = sum(r["visible_chars"] - r["shown_visible_chars"] for r in rows if r["answer"] != "refused")
     else:
-        spared = sum(r["output_chars"] - r.get("would_show_chars", r["output_chars"]) for r in rows
-                     if r["verdict"] == "REUSE")
+        spared = sum(
+            r["output_chars"] - r.get("would_show_chars", r["output_chars"]) for r in rows if r["verdict"] == "REUSE"
+        )
     ov = [r["overhead_ms"] for r in rows]
-    return {"commands": len(rows), "overhead_ms_p50": pct(ov, 0.5), "overhead_ms_p95": pct(ov, 0.95),
-            "overhead_ms_p50_by_class": {c: round(statistics.median(v), 3) for c, v in sorted(by_class.items())},
-            "chars_seen": seen, "chars_spared": spared, "spared_share": spared / seen if seen else None}
+    return {
+        "commands": len(rows),
+        "overhead_ms_p50": pct(ov, 0.5),
+        "overhead_ms_p95": pct(ov, 0.95),
+        "overhead_ms_p50_by_class": {c: round(statistics.median(v), 3) for c, v in sorted(by_class.items())},
+        "chars_seen": seen,
+        "chars_spared": spared,
+        "spared_share": spared / seen if seen else None,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,20 +86,42 @@ def main(argv: list[str] | None = None) -> int:
     def ratio(x, y):
         return f"{y / x:.2f}" if x and y is not None else "-"
 
-    t.add_row("overhead ms p50", f"{fa['overhead_ms_p50']:.2f}", f"{fb['overhead_ms_p50']:.2f}",
-              ratio(fa["overhead_ms_p50"], fb["overhead_ms_p50"]))
-    t.add_row("overhead ms p95", f"{fa['overhead_ms_p95']:.2f}", f"{fb['overhead_ms_p95']:.2f}",
-              ratio(fa["overhead_ms_p95"], fb["overhead_ms_p95"]))
+    t.add_row(
+        "overhead ms p50",
+        f"{fa['overhead_ms_p50']:.2f}",
+        f"{fb['overhead_ms_p50']:.2f}",
+        ratio(fa["overhead_ms_p50"], fb["overhead_ms_p50"]),
+    )
+    t.add_row(
+        "overhead ms p95",
+        f"{fa['overhead_ms_p95']:.2f}",
+        f"{fb['overhead_ms_p95']:.2f}",
+        ratio(fa["overhead_ms_p95"], fb["overhead_ms_p95"]),
+    )
     for c in sorted(set(fa["overhead_ms_p50_by_class"]) | set(fb["overhead_ms_p50_by_class"])):
         x, y = fa["overhead_ms_p50_by_class"].get(c), fb["overhead_ms_p50_by_class"].get(c)
         t.add_row(f"  p50 {c}", f"{x:.2f}" if x is not None else "-", f"{y:.2f}" if y is not None else "-", ratio(x, y))
-    t.add_row("chars spared", f"{fa['chars_spared']:,} ({fa['spared_share']:.1%})",
-              f"{fb['chars_spared']:,} ({fb['spared_share']:.1%})", "")
+    t.add_row(
+        "chars spared",
+        f"{fa['chars_spared']:,} ({fa['spared_share']:.1%})",
+        f"{fb['chars_spared']:,} ({fb['spared_share']:.1%})",
+        "",
+    )
     Console().print(t)
     if args.json:
-        args.json.write_text(json.dumps({"trajectories": len(ids), la: fa, lb: fb,
-                                         "command": "python swebench_runs/replay/compare_runs.py " + " ".join(
-                                             sys.argv[1:] if argv is None else argv)}, indent=1) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "trajectories": len(ids),
+                    la: fa,
+                    lb: fb,
+                    "command": "python swebench_runs/replay/compare_runs.py "
+                    + " ".join(sys.argv[1:] if argv is None else argv),
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     return 0
 
 
