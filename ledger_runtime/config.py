@@ -1,7 +1,8 @@
 """LedgerConfig: every setting of the runtime, with its default, loadable from a TOML file.
 
-A TOML file may give the keys at the top level or under a ``[ledger]`` table. An unknown key is an
-error that names it; so is a value of the wrong type.
+A TOML file may give the keys at the top level, or under a ``[ledger]`` table (then only that table
+is read: the file may hold other tools' settings too). An unknown key is an error that names it; so
+is a value of the wrong type.
 """
 
 from __future__ import annotations
@@ -214,12 +215,13 @@ def load_config(
             raise ConfigError(f"{p}: cannot read it as a config file: {e.strerror or e}") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"{p}: not valid TOML: {e}") from None
-        section = data.pop("ledger", None)
-        if section is not None:
+        section = data.get("ledger")
+        if section is not None:  # a [ledger] table in a larger file: the rest of it is not ours
             if not isinstance(section, dict):
                 raise ConfigError(f"{p}: 'ledger' must be a table")
             values.update(section)
-        values.update(data)
+        else:
+            values.update(data)
         config = from_mapping(values, origin=str(p))
     else:
         config = from_mapping(values, origin="defaults")

@@ -56,7 +56,7 @@ def starter_toml(width: int = 100) -> str:
     docs = setting_docs()
     default = LedgerConfig()
     out = [
-        "# ledger-run settings (ledger-run --ledger-config FILE, or [ledger] in a larger file).",
+        "# ledger-run settings (ledger-run mini|codex --ledger-config FILE; or a [ledger] table in a larger file).",
         "# Every line below is a default, commented out: uncomment what you change.",
         "# Check a file with: ledger-run config --check FILE",
         "",

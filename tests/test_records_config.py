@@ -86,6 +86,16 @@ def test_config_defaults_and_toml(tmp_path):
     assert load_config(f).reuse_runs is True
 
 
+def test_a_ledger_table_in_a_larger_file_is_read_alone(tmp_path):
+    # the starter file's header promises it: [ledger] among other tools' settings
+    f = tmp_path / "pyproject.toml"
+    f.write_text('[project]\nname = "x"\n\n[ledger]\ninform = false\n\n[tool.other]\nkey = 1\n')
+    assert load_config(f).inform is False
+    f.write_text('[ledger]\ninform = "no"\n[tool.other]\nkey = 1\n')
+    with pytest.raises(ConfigError, match="'inform' must be bool"):
+        load_config(f)
+
+
 @pytest.mark.parametrize(
     "text, needle",
     [

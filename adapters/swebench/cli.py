@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from ledger_adapters.swebench.run import DEFAULT_ARMS, BadInput
+from ledger_adapters.swebench.run import ARMS, DEFAULT_ARMS, BadInput
 
 swebench_app = typer.Typer(
     help="SWE-bench with and without the ledger: mini-swe-agent's setup, once per arm.",
@@ -65,7 +65,7 @@ def swebench(
         "the instances run in (default docker; singularity, swerex_modal "
         "or a class path to scale out).",
     ),
-    arms: str = typer.Option(",".join(DEFAULT_ARMS), "--arms", help="ledger, baseline, inform-only, govern-only."),
+    arms: str = typer.Option(",".join(DEFAULT_ARMS), "--arms", help="Comma-separated, of: " + ", ".join(ARMS) + "."),
     workers: int = typer.Option(1, "-w", "--workers", help="Instances run in parallel."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Output directory: OUT/<arm>/..."),
     config: Optional[List[Path]] = typer.Option(

@@ -57,7 +57,7 @@ def inspect(
         False,
         "--expand",
         help="With --step: print what that text stands for, every "
-        "[ledger: ...] reference replaced by the bytes it names.",
+        "\\[ledger: ...] reference replaced by the bytes it names.",
     ),
     as_json: bool = typer.Option(
         False, "--json", help="Print machine-readable JSON on stdout (per step: shown and expanded)."
