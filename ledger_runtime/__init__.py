@@ -16,8 +16,9 @@ library only).
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+import sys
+
+TYPE_CHECKING = False  # typing is not imported for it: the hook client's start-up pays for every module
 
 __version__ = "0.1.0"
 
@@ -97,11 +98,13 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'ledger_runtime' has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
+    qualified = f"{__name__}.{module}"
+    __import__(qualified)
+    value = getattr(sys.modules[qualified], name)
     globals()[name] = value  # the next lookup is a plain one
     return value
 

@@ -363,7 +363,7 @@ class LedgerRuntime:
             answer = self.answer(plan)
             if answer is not None:
                 return answer
-        self.workspace.prepare(plan.analysis)  # a workspace that signs inside the command reads it from here
+        self._prepare(plan)
         started = time.perf_counter()
         try:
             res = execute(command, plan.cwd)
@@ -448,6 +448,17 @@ class LedgerRuntime:
                 ref = None
             shadow_hash = ref.output_hash if ref else None
         return Plan(command, cwd, step, analysis, verdict, applied, before, sigs, shadow_hash)
+
+    def _prepare(self, plan: Plan) -> None:
+        """Hand the workspace the command about to run, as analysed (one that signs inside the
+        command reads it from here; a workspace written before ``prepare`` existed has none)."""
+        prepare = getattr(self.workspace, "prepare", None)
+        if prepare is None:
+            return
+        try:
+            prepare(plan.analysis)
+        except Exception as e:
+            self._fault("preparing the workspace for the command", e, plan.command)
 
     def _policy_fault(self, where: str, error: BaseException) -> None:
         self._fault(where + " (treated as ALLOW)", error)

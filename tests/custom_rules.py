@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ledger_runtime.decide.gate import Finding
+from ledger_runtime import Finding  # as docs/policies.md tells users
 
 
 def no_docs(proposal, state, current, rule):

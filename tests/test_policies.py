@@ -411,3 +411,17 @@ def test_a_user_rule_that_hangs_exits_or_interrupts_is_contained(repo, tmp_path)
             raise AssertionError(f"time_limit_s = {bad!r} accepted")
         except ValueError as e:
             assert "time_limit_s must be a positive number" in str(e)
+
+
+def test_a_rule_written_for_the_earlier_gate_path_still_loads(repo, tmp_path, monkeypatch):
+    """Custom rules of earlier releases import ``ledger_runtime.gate``: they keep working."""
+    (tmp_path / "old_rules.py").write_text(
+        "from ledger_runtime.gate import Finding\n\n"
+        "def no_readme(proposal, state, current, rule):\n"
+        "    hits = [w for w in proposal.writes if w.endswith('README.md')]\n"
+        "    return Finding('no README edits', {'path': hits[0]}) if hits else None\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rt = runtime(repo, tmp_path / "rt", {"old-readme": {"check": "old_rules:no_readme", "verdict": "REVISE"}})
+    r = run(rt, "echo hi > README.md")
+    assert r.verdict.kind is VerdictKind.REVISE and r.verdict.rule == "old-readme" and not r.executed

@@ -123,3 +123,12 @@ def test_config_missing_file(tmp_path):
 def test_with_rejects_unknown_names():
     with pytest.raises(ConfigError, match="unknown key 'nope'"):
         LedgerConfig().with_(nope=1)
+
+
+def test_a_replay_reports_the_settings_words():
+    """The report's settings line quotes each setting as a file gives it, never an enum's repr."""
+    from ledger_runtime.cli.replay import provenance
+
+    settings = provenance(LedgerConfig(dedupe="whole", reuse_output="full"))["settings"]
+    assert settings["dedupe"] == "whole" and type(settings["dedupe"]) is str
+    assert "Dedupe" not in repr(settings)

@@ -363,3 +363,20 @@ def test_the_context_arm_sends_its_policy_to_the_ledger(tmp_path):
         == "validity+window:10"
     )
     assert "ledger+context" in parse_arms("ledger,ledger+context")
+
+
+@pytest.mark.parametrize("prefix", ["ledger_adapters.mini.environment", "ledger_adapters.mini_swe_agent"])
+def test_a_config_that_names_our_wrappers_is_not_wrapped_twice(prefix):
+    """A user's config may already name the ledger's classes (by today's class path or an earlier
+    release's): the arm unwraps them, so the commands still run in the instance's container."""
+    from ledger_adapters.swebench.run import ENV_CLASS, MODEL_CLASS, arm_config, uses_docker
+
+    user = {
+        "environment": {"environment_class": f"{prefix}.LedgerEnvironment", "inner_class": "docker"},
+        "model": {"model_class": f"{prefix}.LedgerModel", "inner_class": "litellm", "model_name": "x"},
+    }
+    assert uses_docker(user)
+    cfg = arm_config(user, "ledger", "run1")
+    assert (cfg["environment"]["environment_class"], cfg["environment"]["inner_class"]) == (ENV_CLASS, "docker")
+    assert (cfg["model"]["model_class"], cfg["model"]["inner_class"]) == (MODEL_CLASS, "litellm")
+    assert uses_docker(cfg)

@@ -189,7 +189,7 @@ class ContainerWorkspace:
     def wrap(self, command: str, cwd: str) -> str:
         """``command`` with an EXIT trap that prints the helper's report after it."""
         a, self._prepared = self._prepared, None
-        if a is None or a.command != command or a.origin != cwd:  # run without the runtime's plan
+        if a is None or a.command != command or (a.origin or a.cwd) != cwd:  # run without the runtime's plan
             a = analyze(command, cwd)
         keys = list(a.read_keys) + ["f:" + v.path for v in a.views]
         self.seq += 1

@@ -207,4 +207,10 @@ def with_answer(message: str, answer: str, trunc: Truncation) -> str:
 
 
 # SWE-bench's images hold the repository at /testbed: the recorded commands name it
-FORMAT = RecordedFormat("mini-swe-agent", "/testbed", SUBMISSION, load, parse_observation, with_answer)
+def observation(text: str, returncode: int | None) -> tuple[int | None, str]:
+    """A step's recorded observation: a whole observation message is parsed; what is the output
+    already (an actions.jsonl row) is taken as it is, with its recorded return code."""
+    return parse_observation(text) if "<returncode>" in text else (returncode, text)
+
+
+FORMAT = RecordedFormat("mini-swe-agent", "/testbed", SUBMISSION, load, observation, with_answer)

@@ -49,6 +49,9 @@ LABEL_RUN = "ledger-run.run"
 LABEL_ARM = "ledger-run.arm"
 ENV_CLASS = "ledger_adapters.mini.environment.LedgerEnvironment"
 MODEL_CLASS = "ledger_adapters.mini.environment.LedgerModel"
+# a config may name the wrappers by the class paths of earlier releases (adapters/mini_swe_agent.py)
+OUR_ENV_CLASSES = (ENV_CLASS, "ledger_adapters.mini_swe_agent.LedgerEnvironment")
+OUR_MODEL_CLASSES = (MODEL_CLASS, "ledger_adapters.mini_swe_agent.LedgerModel")
 _FILE_LOCK = threading.Lock()
 
 
@@ -174,7 +177,7 @@ def uses_docker(config: dict[str, Any]) -> bool:
     """Whether the arms' environment runs on this machine's Docker engine (the default)."""
     env = config.get("environment") or {}
     inner = env.get("environment_class") or "docker"
-    if inner == ENV_CLASS:
+    if inner in OUR_ENV_CLASSES:
         inner = env.get("inner_class") or "docker"
     return inner in DOCKER_CLASSES
 
@@ -211,7 +214,7 @@ def arm_config(config: dict[str, Any], arm: str, run_id: str) -> dict[str, Any]:
     """The config of one arm: the environment and the model wrapped by the ledger's classes."""
     env = dict(config.get("environment") or {})
     inner_env = env.pop("environment_class", None) or "docker"
-    if inner_env == ENV_CLASS:
+    if inner_env in OUR_ENV_CLASSES:
         inner_env = env.pop("inner_class", "docker")
     ledger = {**(env.pop("ledger", None) or {}), **ARMS[arm]}
     # SWE-bench's prompt asks the agent to leave tests and configuration alone: the gate holds it to that
@@ -223,7 +226,7 @@ def arm_config(config: dict[str, Any], arm: str, run_id: str) -> dict[str, Any]:
         env["run_args"] = run_args + ["--label", f"{LABEL_RUN}={run_id}", "--label", f"{LABEL_ARM}={arm}"]
     model = dict(config.get("model") or {})
     inner_model = model.pop("model_class", None) or ""
-    if inner_model == MODEL_CLASS:
+    if inner_model in OUR_MODEL_CLASSES:
         inner_model = model.pop("inner_class", "")
     return {
         **config,

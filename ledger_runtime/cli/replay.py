@@ -30,7 +30,10 @@ from ledger_runtime.replay.trajectories import RecordedFormat, Trajectory, Traje
 
 def _format(name: str | None, fail) -> RecordedFormat:
     """The format the recorded runs are read in: ``name``, or the only one installed."""
-    known = formats()
+    problems: list[str] = []
+    known = formats(problems)
+    for why in problems:
+        Console(stderr=True).print(f"[yellow]note[/yellow] {why}", highlight=False)
     if name is not None:
         if name not in known:
             fail(f"--format {name}: unknown (installed: {', '.join(sorted(known)) or 'none'})")
@@ -428,8 +431,9 @@ def provenance(config, jobs: int = 1) -> dict:
         out["dirty"] = bool(dirty.stdout.strip()) if dirty.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         out["commit"] = None
+    words = config.to_dict()  # the settings' words, as a file gives them (not their enums)
     out["settings"] = {
-        k: getattr(config, k)
+        k: words[k]
         for k in (
             "dedupe",
             "dedupe_min_lines",

@@ -171,16 +171,16 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
 USER_RULE_TIME_LIMIT_S = 2.0
 
 
-def _run_rule(rule: Rule, proposal: Analysis, state: Any, current: Any) -> Finding | None:
-    """The rule's finding; a rule of the user's own runs in a thread and has ``time_limit_s``
-    (past it: TimeoutError, and its thread is left to finish on its own)."""
+def _run_rule(rule: Rule, *args: Any) -> Finding | None:
+    """The rule's finding, ``rule.check(*args, rule)``; a rule of the user's own runs in a thread and
+    has ``time_limit_s`` (past it: TimeoutError, and its thread is left to finish on its own)."""
     if rule.time_limit_s is None:
-        return rule.check(proposal, state, current, rule)
+        return rule.check(*args, rule)
     box: list[Any] = []
 
     def work() -> None:
         try:
-            box.append((True, rule.check(proposal, state, current, rule)))
+            box.append((True, rule.check(*args, rule)))
         except Exception as e:
             box.append((False, e))
         except BaseException as e:  # SystemExit, KeyboardInterrupt from the rule: a fault like any other
@@ -236,7 +236,7 @@ def check_after(
         if not rule.after_run:
             continue
         try:
-            found = rule.check(proposal, outcome, rule)
+            found = _run_rule(rule, proposal, outcome)
         except Exception as e:
             on_fault(f"policy {rule.name}", e)
             continue

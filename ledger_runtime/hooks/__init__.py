@@ -4,9 +4,13 @@ runtime's process that answers them."""
 
 from __future__ import annotations
 
-from pathlib import Path
+TYPE_CHECKING = False  # nothing imported here: the hook client's start-up pays for every module
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def fasthook_script() -> Path:
     """The script a hook configuration runs by path (``python -S -E fasthook.py hook EVENT ...``)."""
+    from pathlib import Path
+
     return Path(__file__).with_name("fasthook.py")

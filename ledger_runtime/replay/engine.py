@@ -490,7 +490,7 @@ def observations_only(traj: Trajectory, trunc: Truncation) -> dict:
     for i, s in enumerate(traj.commands):
         a = analyze(s.command, root, traj.recorded.submission)
         raw = s.observation or ""
-        rc, out = traj.recorded.parse_observation(raw) if "<returncode>" in raw else (s.returncode, raw)
+        rc, out = traj.recorded.observation(raw, s.returncode)
         judged = None
         key = (a.normalized, a.cwd)
         whole = a.command_class not in (CommandClass.INSPECT, CommandClass.SEARCH) or not a.pure

@@ -150,7 +150,7 @@ def results_md(
         "",
         "Every recorded command of each trajectory ran again, in order, through the ledger in shadow mode "
         "(verdicts and answers decided and recorded, every command executed), in a fresh checkout of the "
-        "instance's base commit. Definitions: `ledger_runtime/replay.py`.",
+        "instance's base commit. Definitions: `ledger_runtime/replay/engine.py`.",
         "",
     ]
     if prov:
@@ -257,7 +257,7 @@ def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-# -- the open loop of the context policies (context_replay.py) -----------------------------------
+# -- the open loop of the context policies (replay/meter.py) -------------------------------------
 
 CONTEXT_COLUMNS = ("prompt_tokens", "cached_tokens", "cost_usd", "valid_unique_lines_dropped", "stubs", "stubs_false")
 
@@ -302,7 +302,7 @@ def context_md(ctx: dict[str, dict[str, Any]], model: str) -> str:
         "## Context policies (open loop)",
         "",
         f"For every model call of each trajectory, the prompt it would have been sent under each policy "
-        f"(`ledger_runtime/context_replay.py`), tokens by litellm's `token_counter`, priced as `{model}` "
+        f"(`ledger_runtime/replay/meter.py`), tokens by litellm's `token_counter`, priced as `{model}` "
         "(cached input at its cache price). `valid unique dropped`: distinct output lines left out at some "
         "call while still true and shown nowhere later in what was sent. `stubs (false)`: outputs sent "
         "as a stub or as their kept lines, summed over calls, and how many of them said something untrue.",

@@ -67,8 +67,8 @@ class RecordedFormat:
     load: Callable[[list[Path], list[str]], Iterator[Trajectory | TrajectoryError]]
     """Every trajectory in the paths (a file that cannot be read yields its TrajectoryError; notes get
     what was skipped)."""
-    parse_observation: Callable[[str], tuple[int | None, str]]
-    """A recorded observation message: its return code and output."""
+    observation: Callable[[str, int | None], tuple[int | None, str]]
+    """A step's recorded observation and return code -> the return code and output the agent saw."""
     with_answer: Callable[[str, str, Truncation], str]
     """A recorded observation message with its output replaced by an answer, as the agent shows it."""
 
@@ -77,8 +77,8 @@ def _nothing(paths: list[Path], notes: list[str]) -> Iterator[Trajectory | Traje
     return iter(())
 
 
-def _as_recorded(text: str) -> tuple[int | None, str]:
-    return None, text
+def _as_recorded(text: str, returncode: int | None) -> tuple[int | None, str]:
+    return returncode, text
 
 
 def _answer_alone(message: str, answer: str, trunc: Truncation) -> str:
@@ -89,11 +89,18 @@ def _answer_alone(message: str, answer: str, trunc: Truncation) -> str:
 PLAIN = RecordedFormat("plain", "", NO_SUBMISSION, _nothing, _as_recorded, _answer_alone)
 
 
-def formats() -> dict[str, RecordedFormat]:
-    """The installed formats, by name."""
+def formats(problems: list[str] | None = None) -> dict[str, RecordedFormat]:
+    """The installed formats, by name; one that cannot be loaded is left out (``problems`` gets why)."""
     out = {}
     for ep in entry_points(group=FORMATS_GROUP):
-        fmt = ep.load()
+        try:
+            fmt = ep.load()
+            if not isinstance(fmt, RecordedFormat):
+                raise TypeError(f"{ep.value} is a {type(fmt).__name__}, not a RecordedFormat")
+        except Exception as e:  # a broken adapter leaves the others usable
+            if problems is not None:
+                problems.append(f"the {ep.name} format ({ep.value}) cannot be loaded: {type(e).__name__}: {e}")
+            continue
         out[fmt.name] = fmt
     return out
 

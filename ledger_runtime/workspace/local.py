@@ -51,7 +51,8 @@ class Workspace(Protocol):
 
     def prepare(self, analysis: Analysis) -> None:
         """The command about to run, as the runtime analysed it (a workspace whose signing travels
-        with the command, a container's, takes what to sign from here instead of analysing again)."""
+        with the command, a container's, takes what to sign from here instead of analysing again).
+        Optional: the runtime calls it where it exists."""
 
     def baseline(self, snapshot: Snapshot, task: str) -> Baseline: ...
 

@@ -829,24 +829,24 @@ def measure_docker(image: str, work: Path, session: list[Command], args: argpars
 # -- profile ---------------------------------------------------------------------------------------------
 
 KEY_FUNCS = [
-    ("LedgerEnvironment.execute (whole call)", "adapters/mini_swe_agent.py", "execute"),
+    ("LedgerEnvironment.execute (whole call)", "adapters/mini/environment.py", "execute"),
     ("  LedgerRuntime.run", "ledger_runtime/runtime.py", "run"),
     ("    the command: LocalEnvironment.execute", "minisweagent/environments/local.py", "execute"),
     ("    _plan (before the command)", "ledger_runtime/runtime.py", "_plan"),
-    ("      analyze", "ledger_runtime/commands.py", "analyze"),
-    ("      govern", "ledger_runtime/govern.py", "govern"),
+    ("      analyze", "ledger_runtime/analysis/commands.py", "analyze"),
+    ("      govern", "ledger_runtime/decide/govern.py", "govern"),
     ("    _record_run (after the command)", "ledger_runtime/runtime.py", "_record_run"),
-    ("      observations", "ledger_runtime/observe.py", "observations"),
+    ("      observations", "ledger_runtime/ledger/observe.py", "observations"),
     ("      _record_changes", "ledger_runtime/runtime.py", "_record_changes"),
-    ("        file at the baseline (git cat-file)", "ledger_runtime/baseline.py", "get"),
-    ("        line_delta", "ledger_runtime/observe.py", "line_delta"),
-    ("    workspace scans (before + after)", "ledger_runtime/workspace.py", "scan"),
-    ("      git calls in scans", "ledger_runtime/workspace.py", "_run_git"),
-    ("      listing refresh", "ledger_runtime/workspace.py", "_refresh_listing"),
-    ("      file hashing (HashCache.state)", "ledger_runtime/hashing.py", "state"),
-    ("    probe sign_many", "ledger_runtime/probe.py", "sign_many"),
-    ("    store put_blob (zlib)", "ledger_runtime/store.py", "put_blob"),
-    ("    store commit (SQLite)", "ledger_runtime/store.py", "commit"),
+    ("        file at the baseline (git cat-file)", "ledger_runtime/workspace/baseline.py", "get"),
+    ("        line_delta", "ledger_runtime/ledger/observe.py", "line_delta"),
+    ("    workspace scans (before + after)", "ledger_runtime/workspace/scanner.py", "scan"),
+    ("      git calls in scans", "ledger_runtime/workspace/scanner.py", "_run_git"),
+    ("      listing refresh", "ledger_runtime/workspace/scanner.py", "_refresh_listing"),
+    ("      file hashing (HashCache.state)", "ledger_runtime/workspace/hashing.py", "state"),
+    ("    probe sign_many", "ledger_runtime/workspace/signatures.py", "sign_many"),
+    ("    store put_blob (zlib)", "ledger_runtime/ledger/store.py", "put_blob"),
+    ("    store commit (SQLite)", "ledger_runtime/ledger/store.py", "commit"),
 ]
 
 

@@ -48,6 +48,7 @@ from rich.console import Console  # noqa: E402
 from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from ledger_adapters.mini.format import SUBMISSION  # noqa: E402  (the recorded agent's marker)
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze  # noqa: E402
 
 CWD = "/testbed"
@@ -60,7 +61,7 @@ def analyze_all(commands: list[str]) -> tuple[list[Analysis], list[float]]:
     fn = analyze.__wrapped__  # analyze without its lru_cache (same exception handling)
     analyze.cache_clear()
     for c in commands:
-        fn(c, CWD)
+        fn(c, CWD, SUBMISSION)
     results: list[Analysis] = []
     times: list[float] = []
     clock = time.perf_counter
@@ -69,7 +70,7 @@ def analyze_all(commands: list[str]) -> tuple[list[Analysis], list[float]]:
     try:
         for c in commands:
             t0 = clock()
-            a = fn(c, CWD)
+            a = fn(c, CWD, SUBMISSION)
             t1 = clock()
             times.append(t1 - t0)
             results.append(a)

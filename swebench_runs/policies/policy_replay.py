@@ -30,6 +30,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ledger_adapters.mini.format import SUBMISSION  # the recorded agent's marker
 from ledger_adapters.swebench.protected import SWEBENCH_PROTECTED
 from ledger_runtime.analysis.commands import analyze
 from ledger_runtime.decide.gate import build_rules, check_all
@@ -115,7 +116,7 @@ def replay_ledger(path: Path, mirrors: Path = MIRRORS) -> dict:
                 root = state.baseline.root if state.baseline else "/testbed"
                 rules = build_rules({"protected-paths": {"globs": list(SWEBENCH_PROTECTED)}}, root, BUILTINS)
                 tree = BaseTree(path.parent.name, state.baseline.head_commit if state.baseline else None, root, mirrors)
-            analysis = analyze(a.command, a.cwd)
+            analysis = analyze(a.command, a.cwd, SUBMISSION)
             commands += 1
             current = current_for(analysis, state, tree)
             t0 = time.perf_counter()
