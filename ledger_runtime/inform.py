@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ledger_runtime.analysis.commands import RAW_ESCAPE
-from ledger_runtime.analysis.display import MAX_COMMAND_CHARS, short_command  # noqa: F401  (imported from here too)
+from ledger_runtime.analysis.display import short_command
 from ledger_runtime.ledger.state import UNKNOWN, LedgerState
 from ledger_runtime.records import Attempt, CommandClass, LineSpan, Modification, VerdictKind
 from ledger_runtime.workspace.scanner import relative

@@ -20,10 +20,11 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from ledger_runtime.analysis.display import short_command
 from ledger_runtime.answers.build import ExpandError
 from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.config import LedgerConfig, from_mapping
-from ledger_runtime.inform import render, short_command
+from ledger_runtime.inform import render
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LEDGER_FILE, LedgerStore, NotALedger
 from ledger_runtime.records import VerdictKind

@@ -164,35 +164,32 @@ def _abs(cwd: str | None, value: str) -> str | None:
 def analyze(command: str, cwd: str, submission: Submission = NO_SUBMISSION) -> Analysis:
     """Classify ``command`` run in ``cwd``; find its reads, views and writes (``submission``: how the
     agent submits, for ``Analysis.submits``). Never raises."""
+    submits = submission.named_in(command)
     try:
-        return _analyze(command, cwd, submission.in_command(command))
+        return _analyze(command, cwd, submits)
     except Exception as e:  # a fault of ours must never stop the agent: the command just runs
-        return Analysis(
-            command,
-            cwd,
-            command.strip(),
-            CommandClass.OTHER,
-            parsed=False,
-            problem=f"analysis failed: {type(e).__name__}: {e}",
-            submits=submission.in_command(command),
-            raw=bool(_RAW.search(command)),
-        )
+        return _unparsed(command, cwd, f"analysis failed: {type(e).__name__}: {e}", submits)
+
+
+def _unparsed(command: str, cwd: str, problem: str | None, submits: bool) -> Analysis:
+    """A command the analysis cannot read: class other, impure, and it simply runs."""
+    return Analysis(
+        command,
+        cwd,
+        command.strip(),
+        CommandClass.OTHER,
+        parsed=False,
+        problem=problem,
+        submits=submits,
+        raw=bool(_RAW.search(command)),
+    )
 
 
 def _analyze(command: str, cwd: str, submits: bool) -> Analysis:
     raw = bool(_RAW.search(command))
     script = parse(command, cwd)
     if not script.ok:
-        return Analysis(
-            command,
-            cwd,
-            command.strip(),
-            CommandClass.OTHER,
-            parsed=False,
-            problem=script.problem,
-            submits=submits,
-            raw=raw,
-        )
+        return _unparsed(command, cwd, script.problem, submits)
     pipelines = list(script.pipelines)
     # `cd DIR && rest` prints what `rest` prints from DIR: fold the cd into the working directory.
     start_cwd = cwd

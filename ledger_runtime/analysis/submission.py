@@ -15,9 +15,6 @@ class Submission:
 
     marker: str = ""
 
-    def in_command(self, command: str) -> bool:
-        return bool(self.marker) and self.marker in command
-
     def in_output(self, output: str) -> bool:
         """An output that ends the run: its first line is the marker."""
         if not self.marker:
@@ -25,9 +22,10 @@ class Submission:
         lines = output.lstrip().splitlines()
         return bool(lines) and lines[0].strip() == self.marker
 
-    def named_in(self, output: str) -> bool:
-        """The marker appears anywhere in ``output`` (nothing may move it)."""
-        return bool(self.marker) and self.marker in output
+    def named_in(self, text: str) -> bool:
+        """The marker appears anywhere in ``text``: a command that submits, an output that nothing
+        may move it in."""
+        return bool(self.marker) and self.marker in text
 
     def is_marker_line(self, line: str) -> bool:
         return bool(self.marker) and line.strip() == self.marker

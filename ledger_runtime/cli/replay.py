@@ -25,7 +25,7 @@ from ledger_runtime.replay.report import (
     summarize_context,
     table,
 )
-from ledger_runtime.replay.trajectories import RecordedFormat, Trajectory, TrajectoryError, formats, load
+from ledger_runtime.replay.trajectories import RecordedFormat, Trajectory, TrajectoryError, formats
 
 
 def _format(name: str | None, fail) -> RecordedFormat:
@@ -139,7 +139,7 @@ def run_replay(
     from ledger_runtime.cli.dirs import unwritable
 
     notes: list[str] = []
-    items = list(load(paths, notes, fmt))
+    items = list(fmt.load(paths, notes))
     trajs = [t for t in items if isinstance(t, Trajectory)]
     skipped = [(str(e).split(":")[0], str(e)) for e in items if isinstance(e, TrajectoryError)]
     if not trajs:

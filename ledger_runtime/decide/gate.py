@@ -201,19 +201,7 @@ def check_all(
     rules: list[Rule], proposal: Analysis, state: Any, current: Any, on_fault: Callable[[str, BaseException], None]
 ) -> list[Verdict]:
     """Every rule's verdict on the proposal (rules that find nothing, or raise, allow it)."""
-    out = []
-    for rule in rules:
-        if rule.after_run:
-            continue
-        try:
-            found = _run_rule(rule, proposal, state, current)
-        except Exception as e:  # fail open: a broken rule never stops the agent (a user rule's sys.exit() neither)
-            on_fault(f"policy {rule.name}", e)
-            continue
-        verdict = _verdict_of(rule, found, on_fault)
-        if verdict is not None:
-            out.append(verdict)
-    return out
+    return _verdicts([r for r in rules if not r.after_run], on_fault, proposal, state, current)
 
 
 @dataclass(frozen=True)
@@ -231,13 +219,17 @@ def check_after(
     rules: list[Rule], proposal: Analysis, outcome: Outcome, on_fault: Callable[[str, BaseException], None]
 ) -> list[Verdict]:
     """The verdicts of the rules decided after the command ran (NUDGE only: it ran)."""
+    return _verdicts([r for r in rules if r.after_run], on_fault, proposal, outcome)
+
+
+def _verdicts(rules: list[Rule], on_fault: Callable[[str, BaseException], None], *args: Any) -> list[Verdict]:
+    """What each rule finds, ``rule.check(*args, rule)``, as verdicts (a rule that finds nothing, or
+    raises, allows it)."""
     out = []
     for rule in rules:
-        if not rule.after_run:
-            continue
         try:
-            found = _run_rule(rule, proposal, outcome)
-        except Exception as e:
+            found = _run_rule(rule, *args)
+        except Exception as e:  # fail open: a broken rule never stops the agent (a user rule's sys.exit() neither)
             on_fault(f"policy {rule.name}", e)
             continue
         verdict = _verdict_of(rule, found, on_fault)

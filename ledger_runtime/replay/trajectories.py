@@ -103,8 +103,3 @@ def formats(problems: list[str] | None = None) -> dict[str, RecordedFormat]:
             continue
         out[fmt.name] = fmt
     return out
-
-
-def load(paths: list[Path], notes: list[str], fmt: RecordedFormat) -> Iterator[Trajectory | TrajectoryError]:
-    """Every trajectory in ``paths`` read as ``fmt``; a file that cannot be read yields its error."""
-    yield from fmt.load(paths, notes)
