@@ -80,7 +80,10 @@ _EXPORTS = {
     "stub_text": "decide.context",
     "to_send": "decide.context",
     "VIEW_NOTE": "inform",
-    "view_delta": "inform",
+    "History": "prompt.history",
+    "Message": "prompt.history",
+    "Sent": "prompt.history",
+    "ViewNotes": "prompt.notes",
     # agents that run commands themselves (hooks)
     # recorded runs, for adapters whose agent records them (``ledger-run replay`` reads them)
     "Trajectory": "replay.trajectories",
@@ -127,12 +130,14 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.executor import ExecResult, LocalExecutor
     from ledger_runtime.hooks import fasthook_script
     from ledger_runtime.hooks.server import HookServer
-    from ledger_runtime.inform import VIEW_NOTE, view_delta
+    from ledger_runtime.inform import VIEW_NOTE
     from ledger_runtime.inspection import load, render_summary, summary
     from ledger_runtime.ledger.observe import Truncation
     from ledger_runtime.ledger.private import InUse, private_dir, tighten, write_private
     from ledger_runtime.ledger.redact import secret_values
     from ledger_runtime.ledger.store import NotALedger
+    from ledger_runtime.prompt.history import History, Message, Sent
+    from ledger_runtime.prompt.notes import ViewNotes
     from ledger_runtime.records import Baseline, Verdict, VerdictKind
     from ledger_runtime.replay.trajectories import RecordedFormat, RecordedStep, Trajectory, TrajectoryError
     from ledger_runtime.runtime import LedgerRuntime, Plan, RunResult

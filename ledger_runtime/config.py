@@ -78,6 +78,10 @@ class LedgerConfig:
     "full"; "window:M" (outputs older than the last M become a placeholder: the masking baseline);
     "validity" (an output with nothing both still true and shown nowhere later becomes a one-line
     stub); "validity+window:M" (older than the last M: only such lines are kept). See context.py."""
+    view_share: float = 0.5
+    """The notes of the state view the model holds take at most this share of the characters the
+    answers spared it so far (references, diffs), so that the ledger never makes a run dearer than
+    the same run without it; ``inf``: no such bound. See docs/context.md."""
     context_note_chars: int = 600
     """Agents whose context notes stay in their history (Codex's hooks): each note of what the state
     view gained is cut to this many characters."""
@@ -110,6 +114,8 @@ class LedgerConfig:
             object.__setattr__(self, "_context_policy", ContextPolicy.parse(self.context))
         except ContextError as e:
             raise ConfigError(str(e)) from None
+        if not self.view_share >= 0:  # NaN too
+            raise ConfigError(f"view_share must be 0 or more (inf: no bound), not {self.view_share!r}")
         if self.dedupe_min_lines < 1:
             raise ConfigError(f"dedupe_min_lines must be at least 1, not {self.dedupe_min_lines!r}")
         for name in (
@@ -190,6 +196,8 @@ def from_mapping(values: dict[str, Any], *, origin: str = "config") -> LedgerCon
         if key not in types:
             raise ConfigError(f"{origin}: unknown key {key!r} (known: {', '.join(sorted(types))})")
         want = types[key]
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)  # `view_share = 1` is a share too
         if want is int and isinstance(value, bool) or not isinstance(value, want):
             raise ConfigError(f"{origin}: {key!r} must be {want.__name__}, not {type(value).__name__}")
         clean[key] = value

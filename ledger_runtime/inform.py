@@ -11,7 +11,7 @@ then the oldest commands, then the oldest changed files, and says how many it le
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from ledger_runtime.analysis.commands import RAW_ESCAPE
 from ledger_runtime.analysis.display import short_command
@@ -36,6 +36,7 @@ class StateView:
     tokens: int
     omitted: int
     step: int
+    entries: tuple[ViewEntry, ...] = ()  # every line of it, unbudgeted (what notes are made of)
 
 
 def estimate_tokens(text: str) -> int:
@@ -83,7 +84,24 @@ def _changer(m: Modification, state: LedgerState) -> str:
     return f"step {m.step} by `{short_command(a.command, 40)}`" if a else f"step {m.step}"
 
 
-def _changed_entries(state: LedgerState) -> list[tuple[int, str]]:
+@dataclass(frozen=True)
+class ViewEntry:
+    """One line of the view: its section, what it is about (``key``: a path, a command), its text,
+    its order, and ``told_by``: the step whose own output showed the model what the line says (its
+    command, the lines it read, the edit it made), if any; news otherwise."""
+
+    section: str
+    key: tuple
+    text: str
+    order: int
+    told_by: int | None = None
+    quiet: bool = False  # news for a note only, not a line of the view (a file back as at the start)
+
+
+CHANGED, SEEN, COMMANDS = "Changed since start", "Seen (fresh unless marked STALE)", "Recent commands"
+
+
+def _changed_entries(state: LedgerState) -> list[ViewEntry]:
     out = []
     for m in state.changed_files():
         first = state.modifications_of(m.path)[0]
@@ -94,12 +112,19 @@ def _changed_entries(state: LedgerState) -> list[tuple[int, str]]:
             what = ("created, " if created else "") + f"+{m.baseline_added} -{m.baseline_removed}"
         else:
             what = "created" if created else "changed"
-        out.append((m.step, f"  {_display(m.path, state)}: {what} (last at step {m.step})"))
-    out.sort(key=lambda e: (e[0], e[1]))
+        told = _own(m)
+        when = f"step {m.step}" if told is not None else _changer(m, state)  # whose change, where it is news
+        text = f"  {_display(m.path, state)}: {what} (last at {when})"
+        out.append(ViewEntry(CHANGED, ("changed", m.path), text, m.step, told))
+    for first, last in state.reverted_files():
+        what = "removed again: it was not there at the start" if first.before_hash is None else "back as at the start"
+        text = f"  {_display(last.path, state)}: {what} (step {last.step})"
+        out.append(ViewEntry(CHANGED, ("changed", last.path), text, last.step, _own(last), quiet=True))
+    out.sort(key=lambda e: (e.order, e.text))
     return out
 
 
-def _seen_entries(state: LedgerState) -> list[tuple[int, str]]:
+def _seen_entries(state: LedgerState) -> list[ViewEntry]:
     by_path: dict[str, list] = {}
     for o in state.observations:
         by_path.setdefault(o.path, []).append(o)
@@ -124,26 +149,40 @@ def _seen_entries(state: LedgerState) -> list[tuple[int, str]]:
             note = ""
             if len(fresh) < len(obs):
                 note = "; earlier views stale"
-            out.append((last_step, f"  {name}: {ranges} ({_steps([o.step for o in fresh])}{note})"))
+            # a fresh view the model has just read: the newest read told it so; fresh again after an
+            # edit (a revert): that edit's own command, where it was one
+            mods = state.modifications_of(path)
+            told = last_step if max(o.step for o in fresh) == last_step else _own(mods[-1] if mods else None)
+            text = f"  {name}: {ranges} ({_steps([o.step for o in fresh])}{note})"
+            out.append(ViewEntry(SEEN, ("seen", path), text, last_step, told))
         else:
             newest = max(obs, key=lambda o: o.step)
             m = state.change_after(path, newest.step, newest.content_hash)
             why = f"changed at {_changer(m, state)}" if m else "changed since"
-            if cur is None:
+            if cur is None:  # the change that matters is the deletion, not the first change after the view
+                mods = state.modifications_of(path)
+                m = mods[-1] if mods else m
                 why = f"deleted at step {m.step}" if m else "deleted"
-            out.append((last_step, f"  {name}: STALE, {why}; seen at {_steps([o.step for o in obs])}"))
+            text = f"  {name}: STALE, {why}; seen at {_steps([o.step for o in obs])}"
+            out.append(ViewEntry(SEEN, ("seen", path), text, last_step, _own(m)))
     return out
 
 
 def result_holds(a: Attempt, state: LedgerState) -> tuple[bool, str]:
     """Whether an attempt's result still describes the workspace, and if not, why."""
+    holds, why, _ = _holds(a, state)
+    return holds, why
+
+
+def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | None]:
+    """``result_holds``, and the change that ended it (None: it holds, or no one change is known)."""
     if a.command_class in (CommandClass.INSPECT, CommandClass.SEARCH) and a.pure:
         for key, sig in a.read_set.items():
             kind, path = key[:1], key[2:]
             if kind == "f":
                 m = state.change_after(path, a.step + (0 if a.executed else 1), sig)
                 if m is not None and (m.attempt != a.id):
-                    return False, f"stale: {_display(path, state)} changed at step {m.step}"
+                    return False, f"stale: {_display(path, state)} changed at step {m.step}", m
             elif kind in ("d", "r"):
                 prefix = path.rstrip("/") + "/"
                 later = [
@@ -152,27 +191,38 @@ def result_holds(a: Attempt, state: LedgerState) -> tuple[bool, str]:
                     if m.step > a.step and (m.path.startswith(prefix) or (kind == "d" and m.path == path))
                 ]
                 if later:
-                    return False, f"stale: {_display(later[0].path, state)} changed at step {later[0].step}"
-        return True, "holds"
+                    return False, f"stale: {_display(later[0].path, state)} changed at step {later[0].step}", later[0]
+        return True, "holds", None
     if a.epoch_after == state.epoch:
-        return True, "holds: nothing changed since"
+        return True, "holds: nothing changed since", None
     later = [
         m
         for m in state.modifications
         if m.step > a.step or (m.step == a.step and m.attempt != a.id and m.attempt is not None and m.attempt > a.id)
     ]
     if later:
-        return False, f"stale: {_display(later[0].path, state)} changed at step {later[0].step}"
-    return False, "stale: files changed since"
+        return False, f"stale: {_display(later[0].path, state)} changed at step {later[0].step}", later[0]
+    return False, "stale: files changed since", None
 
 
-def _attempt_line(a: Attempt, state: LedgerState) -> str:
+def _own(m: Modification | None) -> int | None:
+    """The step whose command made the change ``m`` as it was asked to (a recognised edit): what the
+    change means, that command's own result told the model. None for any other change."""
+    return m.step if m is not None and m.recognised and m.attempt is not None else None
+
+
+def _attempt_entry(a: Attempt, state: LedgerState) -> ViewEntry:
+    """A command's line: told by its own step while it says what the model read in its result then
+    (its exit, the edits it made itself); news once its result no longer holds, or when it changed
+    files the model did not ask it to (a script's, a formatter's)."""
     cmd = short_command(a.command)
+    key = ("command", a.id)
     if a.verdict.kind is VerdictKind.REUSE and not a.executed:
-        return f"  #{a.step} {cmd} -> not run again: reused step {a.verdict.ref_step}'s result"
+        text = f"  #{a.step} {cmd} -> not run again: reused step {a.verdict.ref_step}'s result"
+        return ViewEntry(COMMANDS, key, text, a.step, a.step)
     if a.verdict.kind in (VerdictKind.REVISE, VerdictKind.BLOCK) and not a.executed:
         rule = f" ({a.verdict.rule})" if a.verdict.rule else ""
-        return f"  #{a.step} {cmd} -> {a.verdict.kind.value}{rule}, not run"
+        return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {a.verdict.kind.value}{rule}, not run", a.step, a.step)
     status = "no exit code" if a.exit_code is None else f"exit {a.exit_code}"
     if a.exception:
         status += f", {a.exception.splitlines()[0][:60]}"
@@ -182,15 +232,17 @@ def _attempt_line(a: Attempt, state: LedgerState) -> str:
             names = ", ".join(_display(m.path, state) for m in mods[:3]) + (
                 f" +{len(mods) - 3} more" if len(mods) > 3 else ""
             )
-            return f"  #{a.step} {cmd} -> {status}; changed {names}"
+            told = a.step if all(m.recognised for m in mods) else None
+            return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {status}; changed {names}", a.step, told)
         if a.command_class is CommandClass.MODIFY:
-            return f"  #{a.step} {cmd} -> {status}; changed no file"
+            return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {status}; changed no file", a.step)
     holds, why = result_holds(a, state)
     same = f"; same output as #{a.verdict.ref_step}" if a.verdict.kind is VerdictKind.REUSE else ""
-    return f"  #{a.step} {cmd} -> {status}{same}; {'result holds' if holds else why}"
+    text = f"  #{a.step} {cmd} -> {status}{same}; {'result holds' if holds else why}"
+    return ViewEntry(COMMANDS, key, text, a.step, a.step if holds else None)
 
 
-def _last_failing_run(state: LedgerState) -> str | None:
+def _last_failing_run(state: LedgerState) -> ViewEntry | None:
     for i in range(len(state.attempts) - 1, -1, -1):
         a = state.attempts[i]
         if a.command_class is CommandClass.RUN and a.executed and a.exit_code not in (0, None):
@@ -202,129 +254,120 @@ def _last_failing_run(state: LedgerState) -> str | None:
                 ),
                 None,
             )
+            told = None
             if fixed is not None:
                 verdict = f"since passed: the same command exited 0 at #{fixed.step}"
+                told = fixed.step
             else:
-                holds, why = result_holds(a, state)
+                holds, why, m = _holds(a, state)
                 verdict = (
                     "still holds: nothing changed since" if holds else why.replace("stale: ", "may no longer hold: ")
                 )
-            return f"Last failing run: #{a.step} {short_command(a.command)} (exit {a.exit_code}); {verdict}"
+                told = a.step if holds else _own(m)
+            text = f"Last failing run: #{a.step} {short_command(a.command)} (exit {a.exit_code}); {verdict}"
+            return ViewEntry("", ("failing",), text, a.step, told)
     return None
 
 
-def _last_refusal(state: LedgerState) -> str | None:
+def _last_refusal(state: LedgerState, as_applied: bool = False) -> ViewEntry | None:
     """The last REVISE or BLOCK, while nothing has changed since it."""
     for a in reversed(state.attempts):
-        if a.verdict.kind in (VerdictKind.REVISE, VerdictKind.BLOCK) and a.applied:
+        if a.verdict.kind in (VerdictKind.REVISE, VerdictKind.BLOCK) and (a.applied or as_applied):
             if a.epoch_before != state.epoch or a.env_epoch != state.env_epoch:
                 return None
             reason = a.verdict.reason if len(a.verdict.reason) <= 240 else a.verdict.reason[:239] + "…"
-            return f"Refused at #{a.step} ({a.verdict.kind.value}, {a.verdict.rule}): {reason}"
+            text = f"Refused at #{a.step} ({a.verdict.kind.value}, {a.verdict.rule}): {reason}"
+            return ViewEntry("", ("refused",), text, a.step, a.step)
         if a.executed and a.step < state.step - 8:
             return None
     return None
 
 
-def render(state: LedgerState, config: LedgerConfig, *, policies: str | None = None) -> StateView:
-    """The state view of ``state`` under ``config.view_budget_tokens``."""
-    head = [f'<ledger_state step="{state.step}">']
+def view_entries(
+    state: LedgerState,
+    config: LedgerConfig,
+    *,
+    policies: str | None = None,
+    commands: Iterable[int] = (),
+    as_applied: bool = False,
+) -> list[ViewEntry]:
+    """Every line of the state view, unbudgeted, in the view's order: the head (task, policies, how
+    answers read), the files changed since the start, the files seen, the recent commands (and those
+    of ``commands``: attempt ids, wherever they are), the last failing run and the last refusal.
+    ``as_applied``: the view of a run whose verdicts took effect (a replay's, in shadow mode)."""
+    out: list[ViewEntry] = []
     task = (state.baseline.task if state.baseline else "").strip()
     if task:
         first = " ".join(task.split())
-        head.append("Task: " + (first[:157] + "…" if len(first) > 160 else first))
+        out.append(ViewEntry("", ("task",), "Task: " + (first[:157] + "…" if len(first) > 160 else first), 0))
     if policies:
-        head.append("Policies: " + policies)
-    if policies is not None and any(a.applied and (a.answer or {}).get("kind") in _REFERENCING for a in state.attempts):
-        head.append(ESCAPE_LINE.format(escape=RAW_ESCAPE))
-    changed = _changed_entries(state)
-    seen = _seen_entries(state)
-    attempts = (
-        [(a.step, _attempt_line(a, state)) for a in state.attempts[-config.view_recent_attempts :]]
-        if config.view_recent_attempts
-        else []
-    )
-    failing = _last_failing_run(state)
-    refused = _last_refusal(state)
+        out.append(ViewEntry("", ("policies",), "Policies: " + policies, 0))
+    if policies is not None and any(
+        (a.applied or as_applied) and (a.answer or {}).get("kind") in _REFERENCING for a in state.attempts
+    ):
+        out.append(ViewEntry("", ("answers",), ESCAPE_LINE.format(escape=RAW_ESCAPE), 0))
+    out += _changed_entries(state)
+    out += _seen_entries(state)
+    recent = state.attempts[-config.view_recent_attempts :] if config.view_recent_attempts else []
+    wanted = {a.id for a in recent} | set(commands)
+    out += [_attempt_entry(a, state) for a in state.attempts if a.id in wanted]
+    for last in (_last_failing_run(state), _last_refusal(state, as_applied)):
+        if last is not None:
+            out.append(last)
+    return out
+
+
+def _assemble(open_tag: str, close_tag: str, entries: list[ViewEntry], tail: list[str]) -> str:
+    """The lines of ``entries`` under their section headers (a section's count where it has one)."""
+    lines = [open_tag]
+    counts = {CHANGED: sum(e.section == CHANGED and not e.quiet for e in entries)}
+    section = None
+    for e in entries:
+        if e.section and e.section != section:
+            n = counts.get(e.section)
+            lines.append(f"{e.section} ({n}):" if n else f"{e.section}:")
+        section = e.section
+        lines.append(e.text)
+    lines += tail
+    lines.append(close_tag)
+    return "\n".join(lines)
+
+
+def render(
+    state: LedgerState,
+    config: LedgerConfig,
+    *,
+    policies: str | None = None,
+    watch: Iterable[int] = (),
+    as_applied: bool = False,
+) -> StateView:
+    """The state view of ``state`` under ``config.view_budget_tokens``; its ``entries`` (unbudgeted)
+    hold the commands of ``watch`` too (attempt ids). ``as_applied``: see ``view_entries``."""
+    every = tuple(view_entries(state, config, policies=policies, commands=watch, as_applied=as_applied))
+    recent = {a.id for a in state.attempts[-config.view_recent_attempts :]} if config.view_recent_attempts else set()
+    entries = [e for e in every if not e.quiet and (e.key[0] != "command" or e.key[1] in recent)]
     budget_chars = config.view_budget_tokens * 4
+    open_tag, close_tag = f'<ledger_state step="{state.step}">', "</ledger_state>"
     omitted = 0
 
     def assemble() -> str:
-        lines = list(head)
-        if changed:
-            lines.append(f"Changed since start ({len(changed)}):")
-            lines += [t for _, t in changed]
-        if seen:
-            lines.append("Seen (fresh unless marked STALE):")
-            lines += [t for _, t in seen]
-        if attempts:
-            lines.append("Recent commands:")
-            lines += [t for _, t in attempts]
-        if failing:
-            lines.append(failing)
-        if refused:
-            lines.append(refused)
-        if omitted:
-            lines.append(f"({omitted} older entries left out to stay within {config.view_budget_tokens} tokens)")
-        if len(lines) == 1:
-            lines.append("Nothing recorded yet.")
-        lines.append("</ledger_state>")
-        return "\n".join(lines)
+        tail = (
+            [f"({omitted} older entries left out to stay within {config.view_budget_tokens} tokens)"] if omitted else []
+        )
+        if not entries and not omitted:
+            tail = ["Nothing recorded yet."]
+        return _assemble(open_tag, close_tag, entries, tail)
 
     text = assemble()
-    while len(text) > budget_chars and (seen or attempts or changed):
-        for entries in (seen, attempts, changed):
-            if entries:
-                oldest = min(range(len(entries)), key=lambda i: entries[i][0])
-                entries.pop(oldest)
+    droppable = (SEEN, COMMANDS, CHANGED)  # the oldest seen file first, then command, then changed file
+    while len(text) > budget_chars and any(e.section in droppable for e in entries):
+        for section in droppable:
+            candidates = [i for i, e in enumerate(entries) if e.section == section]
+            if candidates:
+                entries.pop(min(candidates, key=lambda i: entries[i].order))
                 omitted += 1
                 break
         text = assemble()
     if len(text) > budget_chars:  # the fixed parts alone are too long: cut, never overflow
         text = text[: budget_chars - 20].rstrip() + "\n…</ledger_state>"
-    return StateView(text, estimate_tokens(text), omitted, state.step)
-
-
-def _is_header(line: str) -> bool:
-    return not line.startswith(" ") and line.endswith(":")
-
-
-def view_delta(view: StateView, shown: set[str], limit_chars: int) -> tuple[str, set[str]]:
-    """The lines of ``view`` the agent has not been shown (``shown``: lines it was given before),
-    under their section headers, as a short note of at most ``limit_chars`` characters; for agents
-    whose context notes pile up in their history, where the whole view each time would not do.
-    Returns the note ("" when nothing is new) and the lines it showed. Lines that did not fit are
-    not marked shown, so a later note carries them."""
-    body = view.text.splitlines()[1:-1]  # between <ledger_state> and </ledger_state>
-    head, tail = f'<ledger_update step="{view.step}">', "</ledger_update>"
-    more = "({} more new lines, left for a later update)"
-    budget = limit_chars - len(head) - len(tail) - 2 - len(more.format(9999)) - 1
-    out: list[str] = []
-    showed: set[str] = set()
-    header = None
-    header_out = False
-    left = 0
-    for line in body:
-        if _is_header(line):
-            header, header_out = line, False
-            continue
-        if line in shown or line.startswith("(") and line.endswith("tokens)"):
-            continue
-        add = ([header] if header is not None and not header_out else []) + [short_line(line)]
-        cost = sum(len(a) + 1 for a in add)
-        if cost > budget:
-            left += 1
-            continue
-        budget -= cost
-        out += add
-        header_out = True
-        showed.add(line)
-    if not out:
-        return "", showed
-    if left:
-        out.append(more.format(left))
-    return "\n".join([head, *out, tail]), showed
-
-
-def short_line(line: str, limit: int = 160) -> str:
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return StateView(text, estimate_tokens(text), omitted, state.step, every)

@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Sequence
 
 from ledger_runtime import __version__
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze
@@ -52,7 +52,16 @@ from ledger_runtime.answers.delivered import Delivered, Shown, delivered_lines, 
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.decide.context import Line, Said
 from ledger_runtime.decide.current import Current
-from ledger_runtime.decide.gate import Outcome, after_run, build_rules, check_after, check_all, compose, in_force
+from ledger_runtime.decide.gate import (
+    Outcome,
+    after_run,
+    build_rules,
+    check_after,
+    check_all,
+    compose,
+    describe,
+    in_force,
+)
 from ledger_runtime.decide.govern import govern, same_output
 from ledger_runtime.decide.policies import BUILTINS
 from ledger_runtime.executor import ExecResult
@@ -227,8 +236,23 @@ class LedgerRuntime:
 
     # -- inform --------------------------------------------------------------------------------
 
-    def view(self) -> StateView:
-        return render(self.state, self.config, policies=in_force(self.config, self.rules))
+    def view(self, watch: Iterable[int] = (), *, as_applied: bool = False) -> StateView:
+        """The state view now; its entries also hold the commands of ``watch`` (attempt ids).
+        ``as_applied``: as the model of a run whose verdicts take effect would see it (a replay in
+        shadow mode measures that run)."""
+        policies = describe(self.rules) if as_applied else in_force(self.config, self.rules)
+        return render(self.state, self.config, policies=policies, watch=watch, as_applied=as_applied)
+
+    def view_for_notes(self, watch: Sequence[int] = ()) -> StateView | None:
+        """The state view the notes of the view are made from (prompt/notes.py); None when inform is
+        off, in shadow mode, or on a fault."""
+        if not self.config.informs:
+            return None
+        try:
+            return self.view(watch)
+        except Exception as e:
+            self._fault("rendering the state view", e)
+            return None
 
     def inform(self) -> str:
         """The state view to put into the prompt now ("" when inform is off, in shadow mode, or on a
@@ -242,6 +266,23 @@ class LedgerRuntime:
         except Exception as e:
             self._fault("rendering the state view", e)
             return ""
+
+    def spared(self, attempt_id: int | None) -> int:
+        """Characters the answer of an attempt spared the model: what the agent would have shown of the
+        output as it is, less what it showed of the answer (0 where the verdict did not take effect)."""
+        a = self.state.attempt(attempt_id) if attempt_id is not None else None
+        if a is None or not a.applied:
+            return 0
+        t = self.truncation
+
+        def seen(n: int) -> int:
+            return n if n < t.limit else t.head + t.tail
+
+        return seen(a.output_chars) - seen(a.shown_chars)
+
+    def spared_total(self) -> int:
+        """``spared`` summed over every attempt so far."""
+        return sum(self.spared(a.id) for a in self.state.attempts)
 
     def prescan(self) -> None:
         """Take the scan before the next command now, while the model thinks: changes made since the

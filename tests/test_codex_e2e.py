@@ -121,15 +121,17 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     assert "[ledger: same as step 1's output (`cat calc.py`, exit 0)]" in seen["call_1"]
     assert len(seen["call_1"]) < 400, "the model did not get the file a second time"
 
-    # the state view reached the model, and the nudge with the run's own output
-    first = developer_texts(fake.agent_requests[0])
-    assert any(t.startswith("<ledger_state") for t in first)
+    # a note of the state view reached the model once the reference spared it the file (how answers
+    # read: news no output showed it), and the nudge came with the run's own output
+    assert not any("<ledger" in t for t in developer_texts(fake.agent_requests[0])), "nothing is news yet"
+    after_reuse = developer_texts(fake.agent_requests[2])
+    assert any(t.startswith("(Ledger runtime:") and "Answers: output you were already shown" in t for t in after_reuse)
     nudged = function_outputs(fake.agent_requests[4])["call_3"]
     assert "[ledger] NUDGE: repeat-failure: nothing has changed since step 3" in nudged
     after_edit = developer_texts(fake.agent_requests[5])
-    assert any(t.startswith("<ledger_update") and "calc.py: STALE, changed at step 5" in t for t in after_edit)
+    assert not any("calc.py: STALE" in t for t in after_edit), "the model's own patch: its result told it"
     notes = [i["chars"] for i in state.injections]
-    assert notes and max(notes[1:]) <= 600  # each note after the first view is capped
+    assert notes and max(notes) <= 600  # each note is capped
 
     # the apply_patch edit is a modification of calc.py by that step
     edit = state.attempts[4]

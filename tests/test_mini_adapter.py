@@ -107,12 +107,17 @@ def test_text_model_end_to_end(tmp_path):
     second = [m for m in agent.messages if m["role"] == "user"][2]["content"]
     assert "[ledger: lines 20-80 of step 1's output (`nl -ba calc.py | sed -n '1,80p'`) repeat here" in second
     assert "    81\t" in second and "    19\t" not in second, "new lines in full, repeated ones by reference"
-    # the state view reached the model fresh before each query after the first command, never in the history
-    views = [q[-1]["content"] for q in inner.received[1:]]
-    assert all("<ledger_state" in v for v in views)
-    assert "calc.py: +1 -1" in views[-1] and "#4 " in views[-1]
-    assert not any("<ledger_state" in str(m.get("content")) for m in agent.messages)
-    assert sum("<ledger_state" in str(m.get("content")) for m in inner.received[-1]) == 1
+    # what the model was sent at a call is, message for message, the start of what it is sent at the next:
+    # the notes of the state view are sent once and kept where they were sent (the provider's cache holds)
+    for before, after in zip(inner.received, inner.received[1:]):
+        assert [m["content"] for m in after[: len(before)]] == [m["content"] for m in before]
+    last = [m["content"] for m in inner.received[-1]]
+    notes = [c for c in last if "<ledger_update" in c]
+    assert notes and all(c.startswith("<returncode>") for c in notes), "appended to an output, not a message"
+    assert "Answers: output you were already shown comes back as [ledger: ...] references" in "".join(notes)
+    assert "Recent commands" not in "".join(notes), "only what the model's own outputs did not show it"
+    assert not any("<ledger_update" in str(m.get("content")) for m in agent.messages), "the agent's history is its own"
+    assert model.views_injected == len(notes)
     traj = json.loads((tmp_path / "traj.json").read_text())
     assert traj["info"]["ledger"]["path"].endswith("ledger.sqlite")
     assert traj["info"]["config"]["environment_type"] == "ledger_adapters.mini.environment.LedgerEnvironment"
@@ -122,7 +127,7 @@ def test_text_model_end_to_end(tmp_path):
     assert loaded.state.attempts[-1].submits
 
 
-def test_toolcall_model_several_calls_share_a_step_and_view_follows_tool_results(tmp_path):
+def test_toolcall_model_several_calls_share_a_step_and_a_note_follows_tool_results(tmp_path):
     repo = make_repo(tmp_path / "repo", FILES)
 
     def call(i, cmd):
@@ -149,8 +154,11 @@ def test_toolcall_model_several_calls_share_a_step_and_view_follows_tool_results
     env = ledger_env(repo, tmp_path / "run")
     agent = agent_for(model, env, tmp_path)
     assert agent.run("look")["exit_status"] == "Submitted"
-    second = inner.received[1]
-    assert [m["role"] for m in second[-4:]] == ["assistant", "tool", "tool", "user"], "view after the tool results"
+    last = inner.received[-1]
+    roles = [m["role"] for m in last]
+    assert roles[-4:] == ["assistant", "tool", "tool", "user"] and "<ledger_update" in last[-1]["content"], (
+        "the note follows the tool results, in a user message of its own"
+    )
     steps = [a.step for a in load(tmp_path / "run").state.attempts]
     assert steps == [1, 1, 2, 2, 3]
     tools = [m for m in agent.messages if m["role"] == "tool"]
@@ -222,8 +230,8 @@ def test_litellm_model_with_mock_response(tmp_path):
         litellm.callbacks = []
     tools = [m for m in agent.messages if m["role"] == "tool"]
     assert [t["extra"]["ledger"]["verdict"] for t in tools] == ["RUN", "REUSE", "REUSE"]
-    assert len(seen) == 3 and seen[1][-1]["role"] == "user" and "<ledger_state" in seen[1][-1]["content"]
-    assert seen[1][-2]["role"] == "tool"
+    assert len(seen) == 3 and seen[2][-1]["role"] == "user" and "<ledger_update" in seen[2][-1]["content"]
+    assert seen[2][-2]["role"] == "tool" and seen[2][: len(seen[1])] == seen[1], "nothing sent before changed"
 
 
 def test_a_full_disk_never_breaks_the_agent(tmp_path):

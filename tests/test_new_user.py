@@ -82,7 +82,7 @@ def test_shadow_shows_the_model_nothing_unless_a_view_is_asked_for(tmp_path):
 def test_demo_shadow_reaches_the_model_with_nothing(tmp_path):
     r = ledger_run("demo", "--shadow", "-o", str(tmp_path / "d"))
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "the state view reached the model 0 times" in " ".join(r.stdout.split())
+    assert "notes of the state view reached the model 0 times" in " ".join(r.stdout.split())
 
 
 # -- one-line errors ------------------------------------------------------------------------------

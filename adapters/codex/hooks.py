@@ -2,8 +2,8 @@
 event (the JSON Codex writes to the hook's stdin) and returns the JSON to answer with, or None (let
 the tool call go on). Facts about the protocol (Codex 0.171.0): ``../shared/docs/codex.md``.
 
-- ``SessionStart``: the state view, as ``additionalContext``.
-- ``UserPromptSubmit``: names the task when the run started without one; what the view gained since.
+- ``SessionStart``, ``UserPromptSubmit`` (which also names the task when the run started without one):
+  a note of what is news in the state view, as ``additionalContext`` (prompt/notes.py).
 - ``PreToolUse`` (``Bash``, ``apply_patch``): govern. A shell command that is to run is replaced by
   ``ledger-run wrap ... -- COMMAND`` (wrapper.py): it runs the command, and the ``Answer`` event it
   sends back here records the attempt and returns the answer built from the fresh output (repeats
@@ -13,8 +13,9 @@ the tool call go on). Facts about the protocol (Codex 0.171.0): ``../shared/docs
   command with one that prints the earlier output. REVISE and BLOCK deny with the rule and the
   ledger state.
 - ``PostToolUse``: records the attempt when the wrapper did not (the exit code and the whole output
-  come from the rollout file, ``transcript_path``); answers with a note of what the state view
-  gained (``inform.view_delta``, capped: these notes stay in Codex's history).
+  come from the rollout file, ``transcript_path``); answers with a note of the state view's news
+  (what the model's own outputs did not show it, capped, paid from what the answers spared: these
+  notes stay in Codex's history, each sent once).
 - The rollout also says when Codex compacted its history: the outputs shown before are gone from the
   model's context then, and no later answer refers to them (``runtime.forget_context``).
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import secrets
 import shlex
@@ -43,9 +45,9 @@ from ledger_runtime import (
     Truncation,
     Verdict,
     VerdictKind,
+    ViewNotes,
     analyze,
     analyze_patch,
-    view_delta,
 )
 
 SHELL_TOOLS = ("Bash",)
@@ -93,7 +95,7 @@ class CodexHooks:
     # (a long-running command Codex left running and polls with write_stdin)
     unfinished: dict[str, tuple[int, bool]] = field(default_factory=dict)
     unfinished_pure: dict[str, bool] = field(default_factory=dict)
-    shown: set[str] = field(default_factory=set)  # state-view lines the model was given
+    notes: ViewNotes | None = None  # what the model was told of the state view (prompt/notes.py)
     rollouts: dict[str, RolloutReader] = field(default_factory=dict)
     last_transcript: str | None = None
     # how to run ``ledger-run wrap`` (None: commands are not wrapped, and the model gets raw outputs)
@@ -111,6 +113,8 @@ class CodexHooks:
     def __post_init__(self) -> None:
         if self.answers_dir is None:
             self.answers_dir = self.runtime.run_dir / "answers"
+        if self.notes is None:
+            self.notes = ViewNotes(limit_chars=self.note_chars)
 
     # -- dispatch --------------------------------------------------------------------------------
 
@@ -163,40 +167,35 @@ class CodexHooks:
 
     # -- inform ----------------------------------------------------------------------------------
 
-    def _inform(self, event: str, *, full: bool) -> dict[str, Any] | None:
-        text = self._view_note(full=full)
+    def _inform(self, event: str) -> dict[str, Any] | None:
+        text = self._view_note()
         return answer(event, additionalContext=text) if text else None
 
-    def _view_note(self, *, full: bool, just_ran: int | None = None) -> str:
-        """The whole state view (``full``), or what it gained since the model last saw it. Lines
-        about the step ``just_ran`` say what the model has just read in that step's result: they
-        count as shown (a later change to them, such as going stale, is news and is shown)."""
-        if not self.runtime.config.informs:
+    def _view_note(self) -> str:
+        """A note of the state view's news since the model was last told (prompt/notes.py: what the
+        outputs it got did not show it), paid from what the answers spared it (``view_share``); ""
+        when there is none. Codex keeps every note in its history: each is sent once."""
+        rt = self.runtime
+        if not rt.config.informs:
             return ""
-        view = self.runtime.view()
-        if just_ran is not None:
-            self.shown |= {
-                line
-                for line in view.text.splitlines()
-                if line.startswith(f"  #{just_ran} ") or line.endswith(f" (step {just_ran})")
-            }
-        if full:
-            text = view.text
-            self.shown |= set(text.splitlines())
-        else:
-            text, showed = view_delta(view, self.shown, self.note_chars)
-            self.shown |= showed
-        self.runtime.note_injection("full" if full else "delta", text)
+        view = rt.view_for_notes(self.notes.watching())
+        if view is None:
+            return ""
+        share = rt.config.view_share
+        budget = None if math.isinf(share) else int(rt.spared_total() * share) - self.notes.chars
+        text = self.notes.next(view, len(self.notes.notes), budget=budget)
+        if text:
+            rt.note_injection("note", text)
         return text
 
     def session_start(self, payload: dict[str, Any]) -> dict[str, Any] | None:
-        return self._inform("SessionStart", full=True)
+        return self._inform("SessionStart")
 
     def user_prompt_submit(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         prompt = payload.get("prompt")
         if isinstance(prompt, str):
             self.runtime.set_task(prompt)
-        return self._inform("UserPromptSubmit", full=not self.shown)
+        return self._inform("UserPromptSubmit")
 
     # -- govern ----------------------------------------------------------------------------------
 
@@ -310,7 +309,7 @@ class CodexHooks:
         if rollout is not None and rollout.compactions > self.compactions:
             self.compactions = rollout.compactions
             self.runtime.forget_context()
-            self.shown.clear()  # the state-view lines it was given went with them
+            self.notes.reset(full=True)  # the notes it was given went with them: the whole view next
 
     def _something_running(self) -> bool:
         """Whether a command that may change files is still running: started (PreToolUse) and not
@@ -361,8 +360,8 @@ class CodexHooks:
             self._drop_answer_file(self.answered.pop(call_id))
             return None
         if isinstance(call_id, str) and call_id in self.recorded:  # the wrapper's answer recorded it
-            attempt = self.runtime.state.attempt(self.recorded.pop(call_id))
-            view = self._view_note(full=False, just_ran=attempt.step if attempt else None)
+            self.recorded.pop(call_id)
+            view = self._view_note()
             return answer("PostToolUse", additionalContext=view) if view else None
         pending = self.pending.pop(call_id, None) if isinstance(call_id, str) else None
         if pending is None:  # no PreToolUse seen for it: record it now, its changes as made before it
@@ -384,7 +383,7 @@ class CodexHooks:
             and run.verdict == pending.plan.verdict
         ):  # that NUDGE went with PreToolUse
             notes.append(run.note)
-        view = self._view_note(full=False, just_ran=pending.plan.step)
+        view = self._view_note()
         if view:
             notes.append(view)
         return answer("PostToolUse", additionalContext="\n".join(notes)) if notes else None

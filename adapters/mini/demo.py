@@ -235,12 +235,15 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
     status = info.get("exit_status")
     console.print(
         f"\nagent finished: [bold]{status}[/bold] in {elapsed:.1f} s; "
-        f"the state view reached the model {model.views_injected} times. The last one:\n"
+        f"notes of the state view reached the model {model.views_injected} times"
+        + (" (each sent once and kept where it was sent). The last one:\n" if model.last_view else ".\n")
     )
     if model.last_view:
         from rich.panel import Panel
 
-        console.print(Panel(model.last_view, title="state view", expand=False), markup=False, highlight=False)
+        console.print(
+            Panel(model.last_view, title="note of the state view", expand=False), markup=False, highlight=False
+        )
     return run_dir
 
 

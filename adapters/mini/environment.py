@@ -2,9 +2,10 @@
 
 ``LedgerEnvironment`` wraps ANY mini-swe-agent environment (``inner_class``: local, docker, or any
 class path) and sends every command through the ledger runtime (govern, execute, record).
-``LedgerModel`` wraps any model (``inner_class``) and puts the current state view into a copy of
-the messages right before each query, so it is fresh every call and never piles up in the history
-(appended after the last message: after the tool results for tool-call models).
+``LedgerModel`` wraps any model (``inner_class``) and sends it a copy of the agent's messages
+through the ledger's ``History``: the notes of the state view (what changed that the model's own
+commands cannot have told it) are appended once, after the newest output, and then kept where they
+were sent, so the provider's cached prefix never changes because of them (context.py).
 
 Both plug in through a YAML config, so they work in ``mini``, ``mini-extra swebench-single`` and
 ``mini-extra swebench`` (whose agent class is fixed)::
@@ -31,6 +32,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -41,16 +43,17 @@ from minisweagent.exceptions import Submitted
 from minisweagent.models import get_model_class
 from pydantic import BaseModel, ConfigDict
 
-from ledger_adapters.mini.context import sent_history
+from ledger_adapters.mini.context import history_for
 from ledger_adapters.mini.format import MARKER as SUBMIT_MARKER
 from ledger_adapters.mini.format import SUBMISSION
 from ledger_runtime import (
-    VIEW_NOTE,
     ExecResult,
+    History,
     LedgerConfig,
     LedgerRuntime,
     Sticky,
     Truncation,
+    ViewNotes,
     from_mapping,
     load_config,
     secret_values,
@@ -277,6 +280,7 @@ class LedgerEnvironment:
             "attempt": result.attempt_id,
             "answer": result.answer,
             "applied": rt.config.applies,
+            "spared": rt.spared(result.attempt_id),
         }
         out["extra"] = extra
         for observe in self.observers:
@@ -319,14 +323,18 @@ class LedgerEnvironment:
 
 
 class LedgerModel:
-    """Any mini-swe-agent model, with the state view in the prompt of every query."""
+    """Any mini-swe-agent model, sent its history through the ledger: the answers as the agent holds
+    them, the notes of the state view kept where they were first sent (never re-rendered into a
+    message already sent: that would cost the provider's cache), outputs left out where the run's
+    context policy says (context.py)."""
 
     def __init__(self, *, inner_class: str = "", **kwargs: Any):
         self.inner = get_model_class(kwargs.get("model_name", ""), inner_class)(**kwargs)
         self.inner_class = inner_class
-        self.views_injected = 0
-        self.last_view = ""
-        self.sticky = Sticky()  # how the run's context policy was applied at the last call
+        self.views_injected = 0  # notes of the state view sent
+        self.last_view = ""  # the latest of them
+        self.cache_ratios: tuple[float, float] | None = None  # (read, write) price over input; None: the model's
+        self.history: History | None = None  # what the model was sent, call after call
         self.last_sent: list[dict] = []  # what the model was sent at the last call
 
     @property
@@ -338,21 +346,33 @@ class LedgerModel:
         if session is None:
             return self.inner.query(messages, **kwargs)
         session.step += 1
-        view = ""
-        if session.runtime.state.attempts:
-            view = session.runtime.inform()  # also takes the scan the context policy reads files by
+        rt = session.runtime
+        rt.prescan()  # the model's turn starts: changes made from now on are made between commands
         sent = messages
         try:
-            policy = session.runtime.config.context_policy
-            sent = sent_history(messages, session.runtime, policy, self.sticky)
+            history = self._history(rt)
+            made = history.notes_sent
+            sent = history_for(messages, history, rt, self.inner)
+            if history.notes_sent != made and history.notes.notes:
+                self.views_injected += 1
+                self.last_view = history.notes.notes[-1].text
+                rt.note_injection("note", self.last_view)
         except Exception as e:  # a fault of ours never keeps the model from its history
-            session.runtime.report_fault("applying the context policy", e)
-        if view:
-            self.views_injected += 1
-            self.last_view = view
-            sent = with_view(sent, view, self.inner)
+            rt.report_fault("building what the model is sent", e)
+            sent = messages
         self.last_sent = sent
         return self.inner.query(sent, **kwargs)
+
+    def _history(self, rt: LedgerRuntime) -> History:
+        if self.history is None:
+            read, write = self.cache_ratios or _cache_ratios(getattr(self.inner.config, "model_name", ""))
+            self.history = History(
+                policy=rt.config.context_policy,
+                notes=ViewNotes(limit_chars=rt.config.context_note_chars),
+                sticky=Sticky(cache_ratio=read, write_ratio=write),
+                view_share=rt.config.view_share,
+            )
+        return self.history
 
     def format_message(self, **kwargs: Any) -> dict:
         return self.inner.format_message(**kwargs)
@@ -370,7 +390,7 @@ class LedgerModel:
         cfg = data.setdefault("info", {}).setdefault("config", {})
         cfg["model_type"] = f"{type(self).__module__}.{type(self).__name__}"
         cfg["inner_model_type"] = f"{type(self.inner).__module__}.{type(self.inner).__name__}"
-        # how many of the model's calls carried a state view: 0 for an uninformed agent (a baseline)
+        # how many of the model's calls carried a note of the state view: 0 for an uninformed agent (a baseline)
         data["info"]["ledger_views"] = {"injected": self.views_injected}
         return data
 
@@ -378,6 +398,24 @@ class LedgerModel:
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+
+def _cache_ratios(model_name: str) -> tuple[float, float]:
+    """(cache read, cache write) price over the input price of a model, from litellm's table when
+    litellm is loaded already (a model that is not litellm's does not pay its import), else a tenth
+    and no write price (OpenAI's and Gemini's rule; gpt-5-mini's prices)."""
+    litellm = sys.modules.get("litellm")
+    price = None
+    if litellm is not None and model_name:
+        table = getattr(litellm, "model_cost", {}) or {}
+        price = table.get(model_name) or table.get(model_name.split("/", 1)[-1])
+    try:
+        base = float(price["input_cost_per_token"])
+        read = float(price.get("cache_read_input_token_cost") or base) / base
+        write = float(price.get("cache_creation_input_token_cost") or base) / base
+        return read, write
+    except (TypeError, KeyError, ValueError, ZeroDivisionError):
+        return 0.1, 1.0
 
 
 def _unquote(out: dict, sent: str, original: str) -> dict:
@@ -392,20 +430,4 @@ def _unquote(out: dict, sent: str, original: str) -> dict:
     out = {**out, "exception_info": fix(out.get("exception_info"))}
     if isinstance(out.get("extra"), dict):
         out["extra"] = {k: fix(v) for k, v in out["extra"].items()}
-    return out
-
-
-def with_view(messages: list[dict], view: str, model: Any) -> list[dict]:
-    """A copy of ``messages`` with the state view after the last message. A plain user message
-    last (text-based models) gets the view appended, so no two user messages follow each other;
-    otherwise (tool results, Responses API items) a new user message follows, in the model's own
-    message format."""
-    text = VIEW_NOTE + view
-    out = list(messages)
-    last = out[-1] if out else None
-    if last is not None and last.get("role") == "user" and isinstance(last.get("content"), str) and "type" not in last:
-        out[-1] = {**last, "content": last["content"] + "\n\n" + text}
-        return out
-    msg = model.format_message(role="user", content=text)
-    out.append(msg)
     return out

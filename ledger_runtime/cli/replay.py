@@ -86,10 +86,12 @@ def run_replay(
     price_model: str = "gpt-5-mini",
     format_: str | None = None,
 ) -> None:
+    """``ledger-run replay`` (see cli/main.py for its options)."""
     from ledger_runtime.cli.errors import fail
     from ledger_runtime.decide.context import ContextError, ContextPolicy
 
     contexts = tuple(c.strip() for c in (context or "").split(",") if c.strip())
+    models = tuple(m.strip() for m in (price_model or "").split(",") if m.strip())
     try:
         names = [ContextPolicy.parse(c).name for c in contexts]
     except ContextError as e:
@@ -98,14 +100,16 @@ def run_replay(
     if contexts:
         if obs_only:
             fail("--context measures a replay: it cannot go with --observations-only")
+        if not models:
+            fail("--price-model: give at least one model")
         from ledger_runtime.replay.meter import load_pricing
 
-        try:
-            load_pricing(price_model)
-        except (LookupError, ImportError) as e:
-            fail(f"--price-model {price_model}: {e}")
-        if "full" not in names:
-            contexts = ("full", *contexts)  # the reference every other policy is compared with
+        for m in models:
+            try:
+                load_pricing(m)
+            except (LookupError, ImportError) as e:
+                fail(f"--price-model {m}: {e}")
+        contexts = tuple(dict.fromkeys(names))  # the arms none, answers and ledger are always measured
 
     err = Console(stderr=True)
     fmt = _format(format_, fail)
@@ -206,10 +210,10 @@ def run_replay(
         timeout=timeout,
         force=force,
         contexts=contexts,
-        price_model=price_model,
+        price_models=models,
     )
     prov = provenance(settings.config, jobs)  # the code as it is when the replay starts
-    todo = [t for t in trajs if redo or not _done(result_path(out, t.instance_id), contexts)]
+    todo = [t for t in trajs if redo or not _done(result_path(out, t.instance_id), contexts, models)]
     err.print(
         f"{len(trajs)} {'trajectory' if len(trajs) == 1 else 'trajectories'}, "
         f"{len(trajs) - len(todo)} already replayed, {len(todo)} to go "
@@ -242,33 +246,31 @@ def run_replay(
         console.print(table(agg))
         console.print(class_table(agg["total"]))
         if ctx:
-            console.print(context_table(ctx, price_model))
+            for m in models:
+                console.print(context_table(ctx, m))
         for iid, why in skipped:
             console.print(f"skipped {iid}: {why}", highlight=False)
     if report is not None:
         command = "ledger-run " + " ".join(shlex.quote(a) for a in argv[1:])
         try:
             report.parent.mkdir(parents=True, exist_ok=True)
-            report.write_text(
-                results_md(agg, command, skipped, notes, prov) + (context_md(ctx, price_model) if ctx else "")
-            )
+            report.write_text(results_md(agg, command, skipped, notes, prov) + (context_md(ctx, models) if ctx else ""))
         except OSError as e:
             fail(f"cannot write --report {report}: {e.strerror}")
 
 
-def _done(path: Path, contexts: tuple[str, ...]) -> bool:
-    """Whether a trajectory has a result (with every asked-for context policy measured)."""
+def _done(path: Path, contexts: tuple[str, ...], models: tuple[str, ...] = ()) -> bool:
+    """Whether a trajectory has a result (with every asked-for context policy measured in every
+    asked-for price model)."""
     if not path.exists():
         return False
     if not contexts:
         return True
     try:
-        measured = json.loads(path.read_text()).get("context") or {}
+        arms = (json.loads(path.read_text()).get("cost") or {}).get("arms") or {}
     except (OSError, ValueError):
         return False
-    from ledger_runtime.decide.context import ContextPolicy
-
-    return all(ContextPolicy.parse(c).name in measured for c in contexts)
+    return all(m in arms.get(c, {}) for c in ("ledger", *contexts) if c != "full" for m in models)
 
 
 def _replay_all(

@@ -269,11 +269,12 @@ def to_send(
     texts: Sequence[str],
     positions: Sequence[int],
 ) -> list[Treatment]:
-    """How each output is sent at this call: ``decide``, applied through ``sticky`` under the
-    validity policies (the baseline masks by age, every call). ``texts``: the prompt's messages in
-    order; ``positions``: where among them each output of ``saids`` stands."""
+    """How each output is sent at this call: ``decide``, applied through ``sticky`` (the window's
+    placeholders too go in in batches, when what they save pays for the cache they break).
+    ``texts``: the prompt's messages in order; ``positions``: where among them each output of
+    ``saids`` stands."""
     desired = decide(saids, policy, still_true)
-    if not policy.validity:
+    if policy.full:
         return desired
     suffix = [0] * (len(texts) + 1)
     for k in range(len(texts) - 1, -1, -1):
@@ -318,9 +319,12 @@ def stub_text(s: Said, t: Treatment, lines: int | None = None) -> str:
 @dataclass
 class Sticky:
     """Applies decisions so the cached prefix of the prompt stays (see the module docstring).
-    ``cache_ratio``: the price of a cached input token over an uncached one (gpt-5-mini: 0.1)."""
+    ``cache_ratio``: the price of a cached input token over an uncached one (gpt-5-mini: 0.1);
+    ``write_ratio``: the price of a token written to the cache over an uncached one (Anthropic's
+    cache writes: 1.25; OpenAI and Gemini bill none: 1)."""
 
     cache_ratio: float = 0.1
+    write_ratio: float = 1.0
     min_calls_ahead: int = 4
     applied: dict[int, Treatment] = field(default_factory=dict)  # output index -> what was sent last
     calls: int = 0
@@ -362,10 +366,11 @@ class Sticky:
                 saving = sum(sent_chars(saids[j], now[j]) - sent_chars(saids[j], desired[j]) for j in costly)
                 lost = after_chars[min(costly)] - (after_chars[first_break] if first_break < len(saids) else 0)
                 ahead = max(self.min_calls_ahead, self.calls)  # a run goes on about as long again
-                # keeping it: this call pays what follows the change at the cache price, and every call
-                # to come the saving at the cache price; changing it: this call pays what follows,
-                # less the saving, in full
-                if saving * (1 + self.cache_ratio * ahead) >= lost * (1 - self.cache_ratio):
+                # keeping it: this call reads what follows the change from the cache, and so does every
+                # call to come with the saving; changing it: this call writes what follows, less the
+                # saving, at the uncached (or cache-write) price
+                r, w = self.cache_ratio, self.write_ratio
+                if saving * (w + r * ahead) >= lost * (w - r):
                     for j in costly:
                         now[j] = desired[j]
         self.applied = {s.index: t for s, t in zip(saids, now)}

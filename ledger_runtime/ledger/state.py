@@ -192,6 +192,15 @@ class LedgerState:
                 out.append(last)
         return out
 
+    def reverted_files(self) -> list[tuple[Modification, Modification]]:
+        """(first, last) modification of every path that changed and is now as at the start, by path."""
+        out = []
+        for path in sorted(self._mods_by_path):
+            mods = self._mods_by_path[path]
+            if mods[-1].after_hash == mods[0].before_hash:
+                out.append((mods[0], mods[-1]))
+        return out
+
     def in_context(self, step: int, context_steps: int) -> bool:
         """Whether the output of ``step`` is still in the model's context: after the last compaction
         of the agent's history, and within its last ``context_steps`` steps (0: all)."""

@@ -74,8 +74,9 @@ class ReplaySettings:
     config: LedgerConfig = field(default_factory=lambda: LedgerConfig(shadow=True))
     fresh_python: bool = True  # a new virtualenv per trajectory: pip installs stay there
     force: bool = False  # use --workdir even when it holds files a replay did not make
-    contexts: tuple[str, ...] = ()  # context policies to measure in the open loop (context_replay.py)
-    price_model: str = "gpt-5-mini"  # whose prices and tokens they are measured in
+    contexts: tuple[str, ...] = ()  # context policies to measure in the open loop (replay/meter.py)
+    price_models: tuple[str, ...] = ("gpt-5-mini",)  # whose prices and tokens the calls are billed in
+    keep_prompts: tuple[str, ...] = ()  # arms whose prompts the result holds, call by call
 
 
 def sha256_file(path: str) -> str | None:
@@ -322,10 +323,16 @@ def _replay_in(
     meter = None
     if settings.contexts:
         from ledger_runtime.decide.context import ContextPolicy
-        from ledger_runtime.replay.meter import ContextMeter, load_pricing
+        from ledger_runtime.replay.meter import CostMeter, load_pricing
 
-        meter = ContextMeter(
-            traj, [ContextPolicy.parse(c) for c in settings.contexts], load_pricing(settings.price_model), trunc
+        meter = CostMeter(
+            traj,
+            [ContextPolicy.parse(c) for c in settings.contexts],
+            [load_pricing(m) for m in settings.price_models],
+            trunc,
+            view_share=config.view_share,
+            note_chars=config.context_note_chars,
+            keep=settings.keep_prompts,
         )
     rows: list[dict] = []
     commands = traj.commands
@@ -337,7 +344,7 @@ def _replay_in(
             view = rt.view()
             view_tokens = view.tokens
             if meter is not None:  # the model calls up to the one that asked for this command
-                meter.measure(s.call, rt, view.text)
+                meter.measure(s.call, rt)
             a = analyze(s.command, str(workdir), traj.recorded.submission)
             paths = [v.path for v in a.views]
             shas = {p: sha256_file(p) for p in paths}
@@ -379,11 +386,11 @@ def _replay_in(
             row.update(_soundness(transcript, att, rt.stored_output(res.output), kind))
             rows.append(row)
             if meter is not None:
-                meter.attempt_done(s.reply, att.id, shown)
+                meter.attempt_done(s.reply, att.id, shown, len(res.output))
             oracle.add(a, res.output, shas, totals, att.epoch_after)
             repeated.add(res.output)
         if meter is not None:
-            meter.measure(None, rt, rt.view().text)
+            meter.measure(None, rt)
     finally:
         rt.close()
     result = {
@@ -397,7 +404,7 @@ def _replay_in(
         "faults": rt.faults,
         "rows": rt.redactor.mask_obj(rows),
         "summary": summarize_rows(rows),
-        **({"context": meter.result(), "price_model": settings.price_model} if meter is not None else {}),
+        **({"cost": meter.result()} if meter is not None else {}),
     }
     private_dir(settings.out)
     write_private(result_path(settings.out, traj.instance_id), json.dumps(result, indent=1))

@@ -1,55 +1,61 @@
-"""The open loop of the context policies: for every model call of a recorded run, the prompt it would
-have been sent under each policy, measured in tokens, cached tokens and money.
+"""The open loop of what the model is sent, in money: for every model call of a recorded run, the
+prompt each *arm* would have sent, billed as each provider bills it (replay/billing.py: uncached
+input, cache reads, cache writes, output) at each price model's prices.
 
-``full`` and ``window:M`` are the recorded messages as the agent got them without the ledger
-(``window:M`` with outputs older than the last M as the baseline's placeholder); ``validity`` and
-``validity+window:M`` are the same messages with each output replaced by the answer the ledger gave
-in the replay (its visible part, cut as mini-swe-agent cuts) and the state view after the last
-message, as ``LedgerModel`` sends them, then the policy applied through ``Sticky``. Tokens are
-counted by a ``Pricing`` (an entry point of the group ``ledger_runtime.pricing``; the package's own
-counts with litellm's ``token_counter`` and prices with its bundled table). Cached tokens: the
-messages a prompt shares, from its start, with the previous call's, counted as the provider caches
-them (OpenAI: nothing below 1,024 tokens, then in steps of 128). ``valid_unique_lines_dropped``:
-distinct output lines left out at some call while still true and shown nowhere later in what was
-sent (context.valid_unique_dropped); stubs whose claims do not hold (context.stub_holds) are counted
-too.
+The arms:
+
+- ``none``: the recorded messages, as the agent sent them without the ledger.
+- ``answers``: each output replaced by the answer the ledger gave in the replay (its visible part,
+  cut as the agent cuts), no state view.
+- ``ledger``: what the live adapters send by default: the answers and the notes of the state view,
+  through ``prompt.History`` (the class ``LedgerModel`` sends with), under the default settings.
+- ``view-every-call``: the answers and the whole state view re-rendered after the last message at
+  every call (what the adapters sent before the notes: a change to a message already sent).
+- every context policy asked for: ``window:M`` (the masking baseline over the recorded outputs, its
+  placeholders scheduled against the cache), ``validity`` and ``validity+window:M`` (the ledger's
+  answers and notes, outputs that hold nothing still true and shown nowhere later as stubs), each
+  through ``prompt.History`` with a ``Sticky`` priced by the arm's own price model.
+- ``bound`` (replay/bound.py): with the whole run known, the cheapest schedule of history rewrites
+  that drops no still-true line shown nowhere later and sends no false stub.
+
+Tokens are counted by a ``Pricing`` (an entry point of the group ``ledger_runtime.pricing``; the
+package's own counts with litellm's ``token_counter`` and prices with its bundled table). Per arm
+and stub policy: ``valid_unique_lines_dropped`` (distinct output lines left out at some call while
+still true and shown nowhere later in what was sent: context.valid_unique_dropped) and stubs whose
+claims do not hold (context.stub_holds), checked on what was sent.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Protocol
+from typing import Protocol, Sequence
 
-from ledger_runtime.decide.context import (
-    KEEP,
-    STUB,
-    ContextPolicy,
-    Said,
-    Sticky,
-    stub_holds,
-    stub_text,
-    to_send,
-    valid_unique_dropped,
-)
-from ledger_runtime.inform import VIEW_NOTE
+from ledger_runtime.decide.context import ContextPolicy, Line, Said, Sticky, stub_holds, valid_unique_dropped
+from ledger_runtime.inform import VIEW_NOTE, StateView
 from ledger_runtime.ledger.observe import Truncation
+from ledger_runtime.prompt.history import History, Message, placed
+from ledger_runtime.prompt.notes import ViewNotes
+from ledger_runtime.replay.billing import Bill, Cache, Part, Rates
 from ledger_runtime.replay.trajectories import Trajectory
 
-CACHE_MIN_TOKENS = 1024
-CACHE_STEP_TOKENS = 128
 PRICING_GROUP = "ledger_runtime.pricing"
+BASE_ARMS = ("none", "answers", "ledger", "view-every-call")
 
 
 class Pricing(Protocol):
-    """Counts a message's tokens and prices tokens (per token, in USD)."""
+    """Counts a message's tokens and prices tokens (per token, in USD) for one model."""
 
     model: str
+    provider: str  # openai | anthropic | gemini (billing.py's rules) | none
     input_cost: float
     cached_cost: float
+    cache_write_cost: float
     output_cost: float
 
     def tokens(self, role: str, text: str) -> int: ...
+
+    def text_tokens(self, text: str) -> int: ...
 
     def overhead(self) -> int: ...  # tokens a prompt costs beyond its messages
 
@@ -62,146 +68,281 @@ def load_pricing(model: str) -> Pricing:
     return found[0].load()(model)
 
 
-def cached_of(tokens: int) -> int:
-    """Tokens a provider bills at its cache price for a shared prefix of ``tokens`` (OpenAI's rule)."""
-    return 0 if tokens < CACHE_MIN_TOKENS else tokens // CACHE_STEP_TOKENS * CACHE_STEP_TOKENS
+def rates_of(p: Pricing) -> Rates:
+    return Rates(p.model, p.provider, p.input_cost, p.cached_cost, p.cache_write_cost, p.output_cost)
+
+
+def sticky_for(rates: Rates) -> Sticky:
+    """The scheduler of history rewrites for a model's prices."""
+    return Sticky(cache_ratio=rates.read_ratio, write_ratio=rates.write_ratio)
+
+
+class _Memo:
+    """A pricing's counter, each text counted once."""
+
+    def __init__(self, p: Pricing):
+        self.p = p
+        self._m: dict[tuple[str, str], int] = {}
+        self._t: dict[str, int] = {}
+        self._overhead = p.overhead()
+
+    def tokens(self, role: str, text: str) -> int:
+        n = self._m.get((role, text))
+        if n is None:
+            n = self._m[(role, text)] = self.p.tokens(role, text)
+        return n
+
+    def text_tokens(self, text: str) -> int:
+        n = self._t.get(text)
+        if n is None:
+            n = self._t[text] = self.p.text_tokens(text)
+        return n
+
+    def overhead(self) -> int:
+        return self._overhead
+
+
+def with_view_every_call(messages: list[tuple[str, str]], view: str) -> list[tuple[str, str]]:
+    """The earlier adapters' prompt: the whole view after the last message, re-rendered every call."""
+    if not view or not messages:
+        return messages
+    out = list(messages)
+    role, text = out[-1]
+    if role == "user":
+        out[-1] = (role, text + "\n\n" + VIEW_NOTE + view)
+    else:
+        out.append(("user", VIEW_NOTE + view))
+    return out
+
+
+class _Raw:
+    """The runtime as the masking baseline sees it: the lines of each output as it is."""
+
+    def __init__(self, rt):
+        self.rt = rt
+
+    def said(self, attempt_id: int, index: int, chars: int = 0) -> Said | None:
+        return self.rt.said(attempt_id, index, chars, raw=True)
+
+    def still_true(self, line: Line) -> bool:
+        return self.rt.still_true(line)
+
+    def view_for_notes(self, watch: Sequence[int]) -> StateView | None:
+        return None
+
+
+class _Views:
+    """The runtime as the replay holds it, seen as the live run it measures (the replay is in shadow
+    mode, whose own switch says no view, no policy in force): views on, verdicts in force."""
+
+    def __init__(self, rt):
+        self.rt = rt
+
+    def said(self, attempt_id: int, index: int, chars: int = 0) -> Said | None:
+        return self.rt.said(attempt_id, index, chars)
+
+    def still_true(self, line: Line) -> bool:
+        return self.rt.still_true(line)
+
+    def view_for_notes(self, watch: Sequence[int]) -> StateView | None:
+        return self.rt.view(watch, as_applied=True)
 
 
 @dataclass
-class PolicyTally:
-    calls: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    output_tokens: int = 0
+class Tally:
+    """One arm's figures under one price model."""
+
+    bill: Bill = field(default_factory=Bill)
     stubs: int = 0  # outputs sent as a stub or as their kept lines, summed over calls
     stubs_false: int = 0
-    dropped: set = field(default_factory=set)  # (step, line) pairs
+    dropped: set = field(default_factory=set)  # (step label, line index) pairs
+    note_chars: int = 0  # characters of state-view notes sent (each counted once)
+    rewrites: int = 0
 
-    def as_dict(self, pricing: Pricing) -> dict:
-        cost = (
-            (self.prompt_tokens - self.cached_tokens) * pricing.input_cost
-            + self.cached_tokens * pricing.cached_cost
-            + self.output_tokens * pricing.output_cost
-        )
+    def as_dict(self, rates: Rates) -> dict:
         return {
-            "calls": self.calls,
-            "prompt_tokens": self.prompt_tokens,
-            "cached_tokens": self.cached_tokens,
-            "output_tokens": self.output_tokens,
-            "cost_usd": round(cost, 6),
+            **self.bill.as_dict(rates),
             "stubs": self.stubs,
             "stubs_false": self.stubs_false,
             "valid_unique_lines_dropped": len(self.dropped),
+            "note_chars": self.note_chars,
+            "rewrites": self.rewrites,
         }
 
 
-class ContextMeter:
-    """Measures the calls of one replayed trajectory under each policy (see the module docstring).
+class CostMeter:
+    """Measures the calls of one replayed trajectory for each arm and price model (module docstring).
     Call ``attempt_done`` after each replayed command and ``measure`` before each; ``result`` at the end."""
 
-    def __init__(self, traj: Trajectory, policies: list[ContextPolicy], pricing: Pricing, trunc: Truncation):
-        self.traj, self.policies, self.pricing, self.trunc = traj, policies, pricing, trunc
-        self.tally = {p.name: PolicyTally() for p in policies}
-        self.sticky = {
-            p.name: Sticky(cache_ratio=pricing.cached_cost / pricing.input_cost if pricing.input_cost else 1)
-            for p in policies
+    def __init__(
+        self,
+        traj: Trajectory,
+        policies: Sequence[ContextPolicy],
+        pricings: Sequence[Pricing],
+        trunc: Truncation,
+        *,
+        view_share: float | None = 0.5,
+        note_chars: int = 600,
+        bound: bool = True,
+        keep: Sequence[str] = (),
+    ):
+        self.traj, self.trunc = traj, trunc
+        self.rates = {p.model: rates_of(p) for p in pricings}
+        self.counters = {p.model: _Memo(p) for p in pricings}
+        self.policies = [p for p in policies if not p.full]
+        self.arms = list(BASE_ARMS) + [p.name for p in self.policies]
+        self.tally = {(a, m): Tally() for a in self.arms for m in self.rates}
+        self.caches = {(a, m): Cache(self.rates[m], self.counters[m]) for a in self.arms for m in self.rates}
+
+        def notes() -> ViewNotes:
+            return ViewNotes(limit_chars=note_chars)
+
+        self.ledger = History(notes=notes(), view_share=view_share)
+        self.histories = {
+            (p.name, m): History(policy=p, notes=notes(), sticky=sticky_for(r), view_share=view_share)
+            for p in self.policies
+            for m, r in self.rates.items()
         }
-        self.previous: dict[str, list[tuple[str, str]]] = {}
-        self.answer_of: dict[int, tuple[int, str]] = {}  # reply message index -> (attempt, answer text)
-        self.done = 0  # assistant messages measured so far
+        self.keep = tuple(keep)  # arms whose prompts ``result`` returns, call by call (tests compare them)
+        self.kept: dict[str, list[list[tuple[str, str, bool]]]] = {a: [] for a in self.keep}
+        self.answer_of: dict[int, tuple[int, str, int]] = {}  # reply index -> (attempt, answer, chars spared)
+        self.done = 0
         self.calls = [k for k, (role, _) in enumerate(traj.messages) if role == "assistant"]
-        self._tokens: dict[tuple[str, str], int] = {}
+        self.bound = None
+        if bound:
+            from ledger_runtime.replay.bound import OfflineBound
 
-    def attempt_done(self, reply: int | None, attempt: int, answer: str) -> None:
+            self.bound = OfflineBound(self.rates, self.counters, self.policies)
+
+    def attempt_done(self, reply: int | None, attempt: int, answer: str, output_chars: int) -> None:
         if reply is not None:
-            self.answer_of[reply] = (attempt, answer)
+            spared = self._visible(output_chars) - self._visible(len(answer))
+            self.answer_of[reply] = (attempt, answer, spared)
 
-    def measure(self, upto: int | None, rt, view: str) -> None:
+    def _visible(self, n: int) -> int:
+        return n if n < self.trunc.limit else self.trunc.head + self.trunc.tail
+
+    def measure(self, upto: int | None, rt) -> None:
         """Every call up to the assistant message ``upto`` (None: all the rest), with the ledger as it is."""
         while self.done < len(self.calls) and (upto is None or self.calls[self.done] <= upto):
-            self._call(self.calls[self.done], rt, view)
+            self._call(self.calls[self.done], rt)
             self.done += 1
 
     def result(self) -> dict:
-        return {name: t.as_dict(self.pricing) for name, t in self.tally.items()}
+        out: dict = {"arms": {}, "models": list(self.rates)}
+        for (arm, model), t in self.tally.items():
+            h = self.ledger if arm == "ledger" else self.histories.get((arm, model))
+            if h is not None:
+                t.note_chars, t.rewrites = h.notes_sent, h.rewrites
+            out["arms"].setdefault(arm, {})[model] = t.as_dict(self.rates[model])
+        if self.bound is not None:
+            for model, b in self.bound.result().items():
+                out["arms"].setdefault("bound", {})[model] = b
+        if self.keep:
+            out["prompts"] = self.kept
+        return out
 
     # -- one call ----------------------------------------------------------------------------------
 
-    def _call(self, c: int, rt, view: str) -> None:
+    def _call(self, c: int, rt) -> None:
         recorded = self.traj.messages[:c]
-        output_tokens = self._count("assistant", self.traj.messages[c][1])
+        roles = [r for r, _ in recorded]
         replies = [k for k, (role, _) in enumerate(recorded) if k > 1 and role in ("user", "tool")]
-        for policy in self.policies:
-            if policy.validity:
-                msgs, saids = self._ledger_messages(recorded, replies, rt)
-            else:
-                msgs, saids = list(recorded), self._saids(replies, recorded, rt, raw=True)
-            treat = to_send(saids, policy, rt.still_true, self.sticky[policy.name], [t for _, t in msgs], replies)
-            sent = list(msgs)
-            tally = self.tally[policy.name]
-            for n, (k, t) in enumerate(zip(replies, treat)):
-                if t.kind != KEEP:
-                    sent[k] = (sent[k][0], stub_text(saids[n], t, msgs[k][1].count("\n") + 1))
-                    tally.stubs += 1
-                    after = list(zip(saids[n + 1 :], treat[n + 1 :]))
-                    if not stub_holds(saids[n], t, after, rt.still_true):
-                        tally.stubs_false += 1
-            if policy.validity and view and sent:
-                role, text = sent[-1]
-                sent[-1] = (role, text + "\n\n" + VIEW_NOTE + view)
-            lost = valid_unique_dropped(saids, treat, rt.still_true)
-            tally.dropped.update((saids[i].label, line) for i, line in lost)
-            tokens = [self._count(r, t) for r, t in sent]
-            prev = self.previous.get(policy.name, [])
-            shared = 0
-            for a, b, n in zip(prev, sent, tokens):
-                if a != b:
-                    break
-                shared += n
-            tally.calls += 1
-            tally.prompt_tokens += sum(tokens) + self.pricing.overhead()
-            tally.cached_tokens += cached_of(shared)
-            tally.output_tokens += output_tokens
-            self.previous[policy.name] = sent
-
-    def _saids(self, replies, msgs, rt, raw: bool) -> list[Said]:
-        out = []
-        for n, k in enumerate(replies):
-            got = self.answer_of.get(k)
-            s = rt.said(got[0], n, len(msgs[k][1]), raw=raw) if got is not None else None
-            out.append(s or Said(n, None, f"message {k}", "", None, False, (), (), len(msgs[k][1])))
-        return out
-
-    def _ledger_messages(self, recorded, replies, rt):
-        msgs = list(recorded)
+        answered = list(recorded)
+        messages: list[Message] = [Message(t) for _, t in recorded]
+        raw_messages: list[Message] = list(messages)
         for k in replies:
             got = self.answer_of.get(k)
-            if got is not None:
-                msgs[k] = (msgs[k][0], self.traj.recorded.with_answer(msgs[k][1], got[1], self.trunc))
-        return msgs, self._saids(replies, msgs, rt, raw=False)
+            if got is None:
+                continue
+            attempt, answer, spared = got
+            answered[k] = (roles[k], self.traj.recorded.with_answer(recorded[k][1], answer, self.trunc))
+            messages[k] = Message(answered[k][1], attempt, spared)
+            raw_messages[k] = Message(recorded[k][1], attempt)
+        views = _Views(rt)
+        prompts: dict[str, list[tuple[str, str]]] = {"none": recorded, "answers": answered}
+        sent = self.ledger.send(messages, views)
+        prompts["ledger"] = placed(roles, sent)
+        every = rt.view(as_applied=True).text if rt.state.attempts else ""
+        prompts["view-every-call"] = with_view_every_call(answered, every)
+        output = self.traj.messages[c][1]
+        for model in self.rates:
+            out_tokens = self.counters[model].tokens("assistant", output)
+            for arm, msgs in prompts.items():
+                self._bill(arm, model, msgs, out_tokens)
+            for p in self.policies:
+                h = self.histories[(p.name, model)]
+                if p.validity:
+                    sent_p = h.send(messages, views)
+                else:
+                    sent_p = h.send(raw_messages, _Raw(rt), inform=False)
+                self._checks(p.name, model, h, rt)
+                self._bill(p.name, model, placed(roles, sent_p), out_tokens)
+        if self.bound is not None:
+            self.bound.call(roles, messages, sent, views, output)
 
-    def _count(self, role: str, text: str) -> int:
-        key = (role, text)
-        n = self._tokens.get(key)
-        if n is None:
-            n = self._tokens[key] = self.pricing.tokens(role, text)
-        return n
+    def _bill(self, arm: str, model: str, msgs: list[tuple[str, str]], out_tokens: int) -> None:
+        """One call of an arm, billed; the breakpoint where mini-swe-agent's set_cache_control puts it."""
+        parts = [Part(r, t, k == len(msgs) - 1) for k, (r, t) in enumerate(msgs)]
+        if arm in self.kept and model == next(iter(self.rates)):
+            self.kept[arm].append([(p.role, p.text, p.breakpoint) for p in parts])
+        self.tally[(arm, model)].bill.add(self.caches[(arm, model)].bill(parts, out_tokens))
+
+    def _checks(self, arm: str, model: str, h: History, rt) -> None:
+        saids, treat = h.decisions
+        tally = self.tally[(arm, model)]
+        for n, t in enumerate(treat):
+            if t.kind != "keep":
+                tally.stubs += 1
+                if not stub_holds(saids[n], t, list(zip(saids[n + 1 :], treat[n + 1 :])), rt.still_true):
+                    tally.stubs_false += 1
+        for i, line in valid_unique_dropped(saids, treat, rt.still_true):
+            tally.dropped.add((saids[i].label, line))
 
 
 def summarize(results: list[dict]) -> dict:
-    """Per policy, the figures of every trajectory summed (ratios against ``full``)."""
-    total: dict[str, dict] = {}
+    """Per arm and price model: every trajectory's figures summed (``input_vs_none``, ``cost_vs_none``:
+    against the arm ``none``), and the run-by-run ratio of input cost to ``none``'s (``runs``: median,
+    largest, how many runs above 1.00). ``view_share``: the part of the ``ledger`` arm's input cost
+    that the notes of the state view cost (``ledger`` against ``answers``)."""
+    total: dict[str, dict[str, dict]] = {}
+    ratios: dict[str, dict[str, list[float]]] = {}
     for r in results:
-        for name, row in (r.get("context") or {}).items():
-            t = total.setdefault(name, {})
-            for k, v in row.items():
-                t[k] = round(t.get(k, 0) + v, 6)
-    full = total.get("full")
-    for name, t in total.items():
-        if full and full.get("prompt_tokens"):
-            t["prompt_vs_full"] = round(t["prompt_tokens"] / full["prompt_tokens"], 4)
-            t["cost_vs_full"] = round(t["cost_usd"] / full["cost_usd"], 4) if full.get("cost_usd") else None
+        arms = (r.get("cost") or {}).get("arms") or {}
+        for arm, by_model in arms.items():
+            for model, row in by_model.items():
+                t = total.setdefault(arm, {}).setdefault(model, {})
+                for k, v in row.items():
+                    if isinstance(v, (int, float)) and not isinstance(v, bool):
+                        t[k] = round(t.get(k, 0) + v, 6)
+                none = (arms.get("none") or {}).get(model) or {}
+                if none.get("input_cost_usd"):
+                    ratios.setdefault(arm, {}).setdefault(model, []).append(
+                        row.get("input_cost_usd", 0) / none["input_cost_usd"]
+                    )
+    for arm, by_model in total.items():
+        for model, t in by_model.items():
+            none = total.get("none", {}).get(model)
+            if none and none.get("input_cost_usd"):
+                t["input_vs_none"] = round(t["input_cost_usd"] / none["input_cost_usd"], 4)
+                if "cost_usd" in t:
+                    t["cost_vs_none"] = round(t["cost_usd"] / none["cost_usd"], 4)
+            rs = sorted(ratios.get(arm, {}).get(model, []))
+            if rs:
+                t["runs"] = {
+                    "n": len(rs),
+                    "median": round(rs[len(rs) // 2], 4),
+                    "max": round(rs[-1], 4),
+                    "above_1": sum(x > 1.0 for x in rs),
+                }
+            bound = total.get("bound", {}).get(model)
+            if bound and bound.get("input_cost_usd") and arm != "bound":
+                t["vs_bound"] = round(t["input_cost_usd"] / bound["input_cost_usd"] - 1, 4)
+    for model, t in total.get("ledger", {}).items():
+        answers = total.get("answers", {}).get(model)
+        if answers and t.get("input_cost_usd"):
+            t["view_share"] = round(1 - answers["input_cost_usd"] / t["input_cost_usd"], 4)
     return total
 
 
-__all__ = ["ContextMeter", "Pricing", "load_pricing", "summarize", "cached_of", "STUB"]
+__all__ = ["CostMeter", "Pricing", "load_pricing", "summarize", "rates_of", "sticky_for"]

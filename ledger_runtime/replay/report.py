@@ -257,64 +257,90 @@ def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-# -- the open loop of the context policies (replay/meter.py) -------------------------------------
+# -- the open loop of what the model is sent, in money (replay/meter.py) ----------------------------
 
-CONTEXT_COLUMNS = ("prompt_tokens", "cached_tokens", "cost_usd", "valid_unique_lines_dropped", "stubs", "stubs_false")
+CONTEXT_COLUMNS = (
+    "arm",
+    "prompt tokens",
+    "uncached",
+    "cache reads",
+    "cache writes",
+    "input USD",
+    "vs none",
+    "runs > 1.00 (max)",
+    "vs bound",
+    "total USD",
+    "notes (chars)",
+    "rewrites",
+    "valid unique dropped",
+    "stubs (false)",
+)
 
 
 def summarize_context(results: Iterable[dict]) -> dict[str, dict[str, Any]]:
-    """Per context policy, every trajectory's figures summed, with ratios against ``full``."""
+    """Per arm and price model, every trajectory's figures summed, with ratios against ``none``."""
     from ledger_runtime.replay.meter import summarize
 
-    return summarize([r for r in results if r.get("context")])
+    return summarize([r for r in results if r.get("cost")])
+
+
+def _context_row(arm: str, r: dict[str, Any]) -> list[str]:
+    runs = r.get("runs") or {}
+    return [
+        arm,
+        f"{r.get('prompt_tokens', 0):,}",
+        f"{r.get('uncached_tokens', 0):,}",
+        f"{r.get('cache_read_tokens', 0):,}",
+        f"{r.get('cache_write_tokens', 0):,}",
+        f"{r.get('input_cost_usd', 0):.2f}",
+        _f(r.get("input_vs_none"), "{:.3f}"),
+        f"{runs.get('above_1', 0)} ({runs['max']:.3f})" if runs else "-",
+        _f(r.get("vs_bound"), "{:+.1%}"),
+        f"{r.get('cost_usd', 0):.2f}",
+        f"{int(r.get('note_chars', 0)):,}",
+        f"{int(r.get('rewrites', 0)):,}",
+        f"{int(r.get('valid_unique_lines_dropped', 0)):,}",
+        f"{int(r.get('stubs', 0)):,} ({int(r.get('stubs_false', 0))})",
+    ]
 
 
 def context_table(ctx: dict[str, dict[str, Any]], model: str) -> Table:
-    t = Table(title=f"Context policies, every model call (priced as {model})", box=box.SIMPLE)
-    for col in (
-        "policy",
-        "prompt tokens",
-        "vs full",
-        "cached",
-        "cost USD",
-        "vs full",
-        "valid unique dropped",
-        "stubs (false)",
-    ):
-        t.add_column(col, justify="left" if col == "policy" else "right")
-    for name, r in ctx.items():
-        t.add_row(
-            name,
-            f"{r['prompt_tokens']:,}",
-            _f(r.get("prompt_vs_full"), "{:.1%}"),
-            f"{r['cached_tokens']:,}",
-            f"{r['cost_usd']:.2f}",
-            _f(r.get("cost_vs_full"), "{:.1%}"),
-            f"{r['valid_unique_lines_dropped']:,}",
-            f"{r['stubs']:,} ({r['stubs_false']})",
-        )
+    t = Table(title=f"What the model is sent, every model call, billed as {model}", box=box.SIMPLE)
+    for col in CONTEXT_COLUMNS:
+        t.add_column(col, justify="left" if col == "arm" else "right")
+    for arm, by_model in ctx.items():
+        if model in by_model:
+            t.add_row(*_context_row(arm, by_model[model]))
     return t
 
 
-def context_md(ctx: dict[str, dict[str, Any]], model: str) -> str:
+def context_md(ctx: dict[str, dict[str, Any]], models: Iterable[str]) -> str:
     lines = [
         "",
-        "## Context policies (open loop)",
+        "## What the model is sent, in money (open loop)",
         "",
-        f"For every model call of each trajectory, the prompt it would have been sent under each policy "
-        f"(`ledger_runtime/replay/meter.py`), tokens by litellm's `token_counter`, priced as `{model}` "
-        "(cached input at its cache price). `valid unique dropped`: distinct output lines left out at some "
-        "call while still true and shown nowhere later in what was sent. `stubs (false)`: outputs sent "
-        "as a stub or as their kept lines, summed over calls, and how many of them said something untrue.",
-        "",
-        "| policy | prompt tokens | vs full | cached tokens | cost (USD) | vs full | valid unique lines dropped | "
-        "stubs (false) |",
-        "|---|---|---|---|---|---|---|---|",
+        "For every model call of each trajectory, the prompt each arm would have sent "
+        "(`ledger_runtime/replay/meter.py`), billed as the model's provider bills it "
+        "(`ledger_runtime/replay/billing.py`: uncached input, cache reads, cache writes, output), tokens by "
+        "litellm's `token_counter`, prices from litellm's table. `vs none`: input cost (uncached, cache reads "
+        "and writes) against the recorded run; `runs > 1.00`: runs whose input cost is above theirs without the "
+        "ledger, and the largest ratio; `vs bound`: input cost above the offline bound; `notes`: characters of "
+        "state-view notes sent; `rewrites`: calls that changed a message already sent; `valid unique dropped`: "
+        "distinct output lines left out at some call while still true and shown nowhere later in what was sent; "
+        "`stubs (false)`: outputs sent as a stub or as their kept lines, summed over calls, and how many said "
+        "something untrue.",
     ]
-    for name, r in ctx.items():
-        lines.append(
-            f"| {name} | {r['prompt_tokens']:,} | {_f(r.get('prompt_vs_full'), '{:.1%}')} | "
-            f"{r['cached_tokens']:,} | {r['cost_usd']:.2f} | {_f(r.get('cost_vs_full'), '{:.1%}')} | "
-            f"{r['valid_unique_lines_dropped']:,} | {r['stubs']:,} ({r['stubs_false']}) |"
-        )
+    for model in models:
+        share = (ctx.get("ledger", {}).get(model) or {}).get("view_share")
+        lines += [
+            "",
+            f"### Billed as `{model}`"
+            + (f" (the state view's share of the ledger arm's input cost: {share:.1%})" if share is not None else ""),
+            "",
+            "| " + " | ".join(CONTEXT_COLUMNS) + " |",
+            "|" + "---|" * len(CONTEXT_COLUMNS),
+        ]
+        for arm, by_model in ctx.items():
+            if model in by_model:
+                lines.append("| " + " | ".join(_context_row(arm, by_model[model])) + " |")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,147 @@
+"""The copy of an agent's history the model is sent at each call: its outputs as the context policy
+sends them, and the notes of the state view kept where they were first sent.
+
+The agent's own history is never changed. Before each model call an adapter hands ``History.send``
+the agent's messages (``Message``: the text, the ledger attempt it is the output of, the characters
+its answer spared the model) and sends what comes back: per message, the text to send in its place (a
+stub where the policy leaves an output out) and the note that follows it ("" for none). What was
+sent stays as it was unless the policy rewrites it (``Sticky`` schedules that against the cache); a
+note is sent once, after the newest message, and kept. The cached prefix of the prompt never changes
+because of the view: after a rewrite, what the notes after it said goes into one note at the end.
+
+The notes are paid from what the answers spared: all the notes the model holds take at most
+``view_share`` of the characters that answers (references, diffs) spared it so far, so the ledger
+never makes a run dearer than the same run without it (None: no such bound).
+
+``replay/meter.py`` sends a recorded run through the same class, so what it prices is what the live
+adapters send.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+from ledger_runtime.decide.context import KEEP, ContextPolicy, Line, Said, Sticky, Treatment, stub_text, to_send
+from ledger_runtime.inform import StateView
+from ledger_runtime.prompt.notes import ViewNotes
+from ledger_runtime.workspace.hashing import digest_bytes
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of the agent's history, as the history copy needs it."""
+
+    text: str
+    attempt: int | None = None  # the ledger attempt it is the output of
+    spared: int = 0  # characters its answer spared the model (the output as it is, less the answer)
+
+
+@dataclass(frozen=True)
+class Sent:
+    """How one message is sent: its text (a stub's, when left out) and the note after it."""
+
+    text: str
+    note: str = ""
+
+
+class Ledger(Protocol):
+    """What the history copy asks of the runtime."""
+
+    def said(self, attempt_id: int, index: int, chars: int = 0) -> Said | None: ...
+
+    def still_true(self, line: Line) -> bool: ...
+
+    def view_for_notes(self, watch: Sequence[int]) -> StateView | None: ...
+
+
+@dataclass
+class History:
+    """The history the model is sent, call after call (see the module docstring)."""
+
+    policy: ContextPolicy = field(default_factory=ContextPolicy)
+    notes: ViewNotes = field(default_factory=ViewNotes)
+    sticky: Sticky = field(default_factory=Sticky)
+    view_share: float | None = 0.5
+    sent: list[str] = field(default_factory=list)  # the texts sent at the last call, per message
+    anchors: dict[int, str] = field(default_factory=dict)  # note position -> digest of the message then
+    rewrites: int = 0  # calls that changed a message already sent
+    notes_sent: int = 0  # characters of every note sent (a note taken back and told again counts twice)
+    decisions: tuple[list[Said], list[Treatment]] = ((), ())  # the outputs and how the last call sent them
+
+    def send(self, messages: Sequence[Message], ledger: Ledger, *, inform: bool = True) -> list[Sent]:
+        """What to send in place of each message of ``messages`` now (see the module docstring)."""
+        if not self._holds(messages):
+            self._forget()
+        texts = self._texts(messages, ledger)
+        changed = next((k for k, (a, b) in enumerate(zip(self.sent, texts)) if a != b), None)
+        if changed is not None:
+            self.rewrites += 1
+            self.notes.rewind(changed)
+            self.anchors = {k: d for k, d in self.anchors.items() if k < changed}
+        self.sent = texts
+        if inform and messages:
+            view = ledger.view_for_notes(self.notes.watching())
+            if view is not None:
+                at = len(messages) - 1
+                note = self.notes.next(view, at, budget=self._budget(messages))
+                if note:
+                    self.anchors[at] = _digest(messages[at].text)
+                    self.notes_sent += len(note)
+        notes = {n.at: n.text for n in self.notes.notes}
+        return [Sent(t, notes.get(k, "")) for k, t in enumerate(texts)]
+
+    def _budget(self, messages: Sequence[Message]) -> int | None:
+        if self.view_share is None or math.isinf(self.view_share):
+            return None
+        spared = sum(m.spared for m in messages)
+        return int(spared * self.view_share) - self.notes.chars
+
+    def _holds(self, messages: Sequence[Message]) -> bool:
+        """Whether the messages the notes were sent after are still there, unchanged."""
+        return all(k < len(messages) and _digest(messages[k].text) == d for k, d in self.anchors.items())
+
+    def _forget(self) -> None:
+        self.notes.reset()
+        self.anchors = {}
+        self.sent = []
+        self.sticky = Sticky(self.sticky.cache_ratio, self.sticky.write_ratio, self.sticky.min_calls_ahead)
+
+    def _texts(self, messages: Sequence[Message], ledger: Ledger) -> list[str]:
+        texts = [m.text for m in messages]
+        outputs = [k for k, m in enumerate(messages) if m.attempt is not None]
+        if self.policy.full or not outputs:
+            return texts
+        saids: list[Said] = []
+        for n, k in enumerate(outputs):
+            size = len(texts[k])
+            said = ledger.said(messages[k].attempt, n, size)  # type: ignore[arg-type]
+            saids.append(said or Said(n, None, "", "", None, False, (), (), size))
+        treat = to_send(saids, self.policy, ledger.still_true, self.sticky, texts, outputs)
+        self.decisions = (saids, treat)
+        for k, s, t in zip(outputs, saids, treat):
+            if t.kind != KEEP:
+                texts[k] = stub_text(s, t, texts[k].count("\n") + 1)
+        return texts
+
+
+def placed(roles: Sequence[str], sent: Sequence[Sent]) -> list[tuple[str, str]]:
+    """The messages of a prompt, notes placed as the adapters place them: appended to a user message
+    (text-based agents: no two user messages in a row), else a user message of their own after it."""
+    out: list[tuple[str, str]] = []
+    for role, s in zip(roles, sent):
+        if s.note and role == "user":
+            out.append((role, s.text + "\n\n" + s.note))
+            continue
+        out.append((role, s.text))
+        if s.note:
+            out.append(("user", s.note))
+    return out
+
+
+def _digest(text: str) -> str:
+    return digest_bytes(text.encode("utf-8", "surrogateescape"))
+
+
+__all__ = ["History", "Message", "Sent", "Ledger", "placed"]
