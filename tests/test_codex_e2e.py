@@ -21,6 +21,7 @@ from conftest import CALC_PROJECT, make_repo
 from fake_responses import FakeResponses, codex_user_home, developer_texts, function_outputs
 
 from ledger_adapters.codex.cli import CODEX_VERSION, find_codex, hook_launcher
+from ledger_adapters.codex.rollout import is_ledger_note, item_text, model_inputs
 from ledger_runtime.inspection import load
 from ledger_runtime.records import VerdictKind
 
@@ -132,6 +133,14 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     assert not any("calc.py: STALE" in t for t in after_edit), "the model's own patch: its result told it"
     notes = [i["chars"] for i in state.injections]
     assert notes and max(notes) <= 600  # each note is capped
+    # what the rollout says each model call was sent is what Codex sent, all but its own base
+    # instructions (the first item of every call, the same each time): the cost meter bills rollouts
+    (rollout,) = (run_dir / "codex-home" / "sessions").rglob("rollout-*.jsonl")
+    rebuilt = model_inputs(str(rollout))
+    sent = [r["input"][1:] for r in fake.agent_requests]
+    assert [[i.get("id") for i in c] for c in rebuilt] == [[i.get("id") for i in c] for c in sent]
+    assert [[item_text(i) for i in c] for c in rebuilt] == [[item_text(i) for i in c] for c in sent]
+    assert sum(is_ledger_note(i) for i in rebuilt[-1]) == len(state.injections), "every note, once, kept"
 
     # the apply_patch edit is a modification of calc.py by that step
     edit = state.attempts[4]

@@ -330,15 +330,17 @@ def test_what_mini_sends_through_litellm_is_what_the_meter_prices(tmp_path, mode
         base_commits={traj.instance_id: commit},
         contexts=("full",),
         price_models=(price_model,),
-        keep_prompts=("ledger", "none"),
+        keep_prompts=("ledger", "none", "recorded"),
         force=True,
         fresh_python=False,
     )
     result = replay_one(traj, settings)
     metered = result["cost"]["prompts"]
-    assert [[(r, t) for r, t, _ in call] for call in metered["none"]] == [
-        message_texts(b) for b in recorded_run.requests
-    ], "the arm none is the recorded run as it was sent"
+    recorded = [message_texts(b) for b in recorded_run.requests]
+    assert [[(r, t) for r, t, _ in call] for call in metered["recorded"]] == recorded, "the recorded run as sent"
+    assert [[(r, t) for r, t, _ in call] for call in metered["none"]] == recorded, (
+        "without the ledger, the replay's outputs are the recorded ones (the commands print the same)"
+    )
     assert [[(r, t) for r, t, _ in call] for call in metered["ledger"]] == sent, (
         "the meter prices exactly what the live adapter sent"
     )

@@ -28,7 +28,12 @@ STEPS = [
     "git diff -- calc.py > /tmp/patch.txt",
     "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat /tmp/patch.txt",
 ]
-USAGE = {"prompt_tokens": 1000, "completion_tokens": 50, "prompt_tokens_details": {"cached_tokens": 768}}
+USAGE = {
+    "prompt_tokens": 1000,
+    "completion_tokens": 50,
+    "prompt_tokens_details": {"cached_tokens": 768},
+    "cache_creation_input_tokens": 200,  # as litellm hands on Anthropic's
+}
 
 
 def scripted_config(path: Path) -> Path:
@@ -156,6 +161,7 @@ def test_two_arms_end_to_end_and_the_report_agrees_with_the_files(docker_image, 
         assert a["totals"]["cost"] == pytest.approx(sum(t["info"]["model_stats"]["instance_cost"] for t in trajs))
         assert a["totals"]["input_tokens"] == 2 * len(STEPS) * USAGE["prompt_tokens"]
         assert a["totals"]["cached_tokens"] == 2 * len(STEPS) * 768
+        assert a["totals"]["cache_write_tokens"] == 2 * len(STEPS) * 200
         states = [load(out / arm / i / "ledger").state for i in ids]
         reuse = [x for s in states for x in s.attempts if (x.answer or {}).get("kind") in ("whole", "spans", "delta")]
         assert a["re_reads"] == len(reuse) >= 2

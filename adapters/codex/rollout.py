@@ -114,3 +114,74 @@ def reader_for(cache: dict[str, RolloutReader], path: Any) -> RolloutReader | No
         r = cache[path] = RolloutReader(path)
     r.refresh()
     return r
+
+
+# -- what each model call was sent, rebuilt from the rollout (for the cost meter) ---------------------
+
+MODEL_OUTPUTS = ("function_call", "custom_tool_call", "reasoning", "local_shell_call", "web_search_call")
+
+
+def _from_model(item: dict[str, Any]) -> bool:
+    return item.get("type") in MODEL_OUTPUTS or (item.get("type") == "message" and item.get("role") == "assistant")
+
+
+def model_inputs(path: str) -> list[list[dict[str, Any]]]:
+    """The input items of every model call of a rollout, in order: the history Codex held when it
+    called the model (each call's response starts a run of items the model produced). A compaction
+    replaces the history with the one it recorded. Codex's own base instructions, which it sends
+    with every call, are not in the rollout: the same prefix in every call."""
+    items: list[dict[str, Any]] = []
+    calls: list[list[dict[str, Any]]] = []
+    in_output = False
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    for raw in lines:
+        try:
+            entry = json.loads(raw)
+            p = entry.get("payload") or {}
+        except (ValueError, AttributeError):
+            continue
+        if entry.get("type") == "compacted" and isinstance(p, dict):
+            items = [i for i in p.get("replacement_history") or [] if isinstance(i, dict)]
+            in_output = False
+            continue
+        if entry.get("type") != "response_item" or not isinstance(p, dict):
+            continue
+        if _from_model(p):
+            if not in_output:
+                calls.append(list(items))
+            in_output = True
+        else:
+            in_output = False
+        items.append(p)
+    return calls
+
+
+def item_text(item: dict[str, Any]) -> tuple[str, str]:
+    """(role, text) of a Responses API item, as the cost meter bills it."""
+    kind = item.get("type")
+    if kind == "message":
+        content = item.get("content")
+        text = (
+            "".join(c.get("text", "") for c in content if isinstance(c, dict))
+            if isinstance(content, list)
+            else str(content or "")
+        )
+        return str(item.get("role") or "user"), text
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        out = item.get("output")
+        return "tool", out if isinstance(out, str) else json.dumps(out)
+    if kind == "function_call":
+        return "assistant", f"{item.get('name')}({item.get('arguments')})"
+    if kind == "custom_tool_call":
+        return "assistant", f"{item.get('name')}({item.get('input')})"
+    return "assistant", json.dumps(item.get("summary") or item.get("encrypted_content") or "")
+
+
+def is_ledger_note(item: dict[str, Any]) -> bool:
+    """A developer message that is one of the ledger's notes (additionalContext of its hooks)."""
+    role, text = item_text(item)
+    return item.get("type") == "message" and role == "developer" and text.startswith(("(Ledger runtime:", "<ledger_"))

@@ -4,9 +4,9 @@ Per arm and per instance, from the files the run wrote:
 
 - resolved (``results.json``, when scored), with, for every pair of arms, the instances only one of
   them resolved and McNemar's exact p-value on those;
-- cost and model calls (the trajectory's ``info.model_stats``), input and output tokens (the usage
-  of each model response in the trajectory; "n/a" when the model reported none), wall time
-  (``timings.json``);
+- cost and model calls (the trajectory's ``info.model_stats``), prompt tokens with the cached ones
+  and the cache writes, and output tokens (the usage the provider returned for each model response,
+  in the trajectory; "n/a" when the model reported none), wall time (``timings.json``);
 - from the ledgers, one definition for every arm (the baseline's ledger decides in shadow mode):
   redundant re-reads = commands whose output came back with what the model already held (a whole-output
   reference, line spans, a diff, a reused run; whether or not the arm acted on it), and
@@ -38,24 +38,33 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def _tokens(messages: list[Any]) -> tuple[int | None, int | None, int | None]:
-    """Prompt, output and cached prompt tokens the provider reported, summed over the model's calls
-    (cached: OpenAI's ``prompt_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``)."""
-    inp = out = cached = 0
+def _tokens(messages: list[Any]) -> tuple[int | None, int | None, int | None, int | None]:
+    """Prompt, output, cached prompt and cache-write tokens the provider reported, summed over the
+    model's calls, as litellm hands them on (cached: OpenAI's ``prompt_tokens_details.cached_tokens``,
+    Anthropic's ``cache_read_input_tokens``; written: Anthropic's ``cache_creation_input_tokens``, which
+    OpenAI and Gemini do not bill)."""
+    inp = out = cached = written = 0
     seen = False
     for m in messages:
         usage = ((m.get("extra") or {}).get("response") or {}).get("usage") if isinstance(m, dict) else None
         if isinstance(usage, dict):
             seen = True
-            inp += int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
-            out += int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
+            inp += _int(usage.get("prompt_tokens") or usage.get("input_tokens"))
+            out += _int(usage.get("completion_tokens") or usage.get("output_tokens"))
             details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
-            cached += int(
+            cached += _int(
                 (details.get("cached_tokens") if isinstance(details, dict) else 0)
                 or usage.get("cache_read_input_tokens")
-                or 0
             )
-    return (inp, out, cached) if seen else (None, None, None)
+            written += _int(usage.get("cache_creation_input_tokens"))
+    return (inp, out, cached, written) if seen else (None, None, None, None)
+
+
+def _int(v: Any) -> int:
+    try:
+        return int(v or 0)
+    except (TypeError, ValueError):  # a provider's odd usage field never breaks the report
+        return 0
 
 
 REFERENCING = ("whole", "spans", "delta", "reused")
@@ -92,7 +101,7 @@ def instance_figures(arm_dir: Path, iid: str, timings: dict[str, Any], results: 
         traj = read_json(traj_path)
         info = traj.get("info") or {}
         stats = info.get("model_stats") or {}
-        inp, out, cached = _tokens(traj.get("messages") or [])
+        inp, out, cached, written = _tokens(traj.get("messages") or [])
         row.update(
             exit_status=info.get("exit_status"),
             cost=float(stats.get("instance_cost") or 0.0),
@@ -100,6 +109,7 @@ def instance_figures(arm_dir: Path, iid: str, timings: dict[str, Any], results: 
             input_tokens=inp,
             output_tokens=out,
             cached_tokens=cached,
+            cache_write_tokens=written,
             submitted=bool((info.get("submission") or "").strip()),
         )
         ledger = (info.get("ledger") or {}).get("path")
@@ -140,7 +150,10 @@ def arm_report(arm_dir: Path) -> dict[str, Any]:
         by_class.update((r.get("ledger") or {}).get("re_reads_by_class", {}))
         chars_by_class.update((r.get("ledger") or {}).get("re_read_chars_by_class", {}))
     scored = [r["resolved"] for r in rows.values() if r["resolved"] is not None]
-    totals = {k: total(k) for k in ("cost", "calls", "input_tokens", "cached_tokens", "output_tokens", "wall_s")}
+    totals = {
+        k: total(k)
+        for k in ("cost", "calls", "input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "wall_s")
+    }
     return {
         "arm": arm_dir.name,
         "ledger_settings": ARMS.get(arm_dir.name),
@@ -237,6 +250,10 @@ def print_report(report: dict[str, Any], console: Any) -> None:
     row(
         "cached prompt tokens total / per instance",
         lambda r: f"{_fmt(r['totals']['cached_tokens'])} / {_fmt(r['per_instance']['cached_tokens'], 0)}",
+    )
+    row(
+        "cache-write prompt tokens total / per instance",
+        lambda r: f"{_fmt(r['totals']['cache_write_tokens'])} / {_fmt(r['per_instance']['cache_write_tokens'], 0)}",
     )
     row(
         "output tokens total / per instance",

@@ -202,14 +202,21 @@ def replay(
     context: Optional[str] = typer.Option(
         None,
         "--context",
-        help="Also measure every model call's prompt under "
-        "these context policies, comma-separated (e.g. full,window:10,validity,"
-        "validity+window:10): tokens, cached tokens, cost, lines lost.",
+        help="Also bill every model call's prompt, as each arm would have sent it (none, answers, ledger, "
+        "view-every-call, the offline bound) and under these context policies, comma-separated (e.g. "
+        "full,window:10,validity,validity+window:10): uncached, cached and written tokens, cost, lines lost.",
     ),
     price_model: str = typer.Option(
         "gpt-5-mini",
         "--price-model",
-        help="With --context: the model whose tokens and prices (litellm's table) are used.",
+        help="With --context: the models whose tokens, prices (litellm's table) and caching rule bill the calls, "
+        "comma-separated (e.g. gpt-5-mini,claude-sonnet-4-5,gemini/gemini-2.5-pro).",
+    ),
+    outputs: str = typer.Option(
+        "fresh",
+        "--outputs",
+        help="What the ledger is given as each command's output: fresh (what it prints now) or recorded "
+        "(what the agent got in the recorded run; the command still runs, for its effects).",
     ),
 ) -> None:
     """Replay recorded trajectories through the ledger (shadow mode) against the real repository."""
@@ -233,6 +240,7 @@ def replay(
         context=context,
         price_model=price_model,
         format_=format_,
+        outputs=outputs,
     )
 
 

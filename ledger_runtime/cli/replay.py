@@ -85,11 +85,14 @@ def run_replay(
     context: str | None = None,
     price_model: str = "gpt-5-mini",
     format_: str | None = None,
+    outputs: str = "fresh",
 ) -> None:
     """``ledger-run replay`` (see cli/main.py for its options)."""
     from ledger_runtime.cli.errors import fail
     from ledger_runtime.decide.context import ContextError, ContextPolicy
 
+    if outputs not in ("fresh", "recorded"):
+        fail(f"--outputs must be fresh or recorded, not {outputs!r}")
     contexts = tuple(c.strip() for c in (context or "").split(",") if c.strip())
     models = tuple(m.strip() for m in (price_model or "").split(",") if m.strip())
     try:
@@ -211,8 +214,9 @@ def run_replay(
         force=force,
         contexts=contexts,
         price_models=models,
+        outputs=outputs,
     )
-    prov = provenance(settings.config, jobs)  # the code as it is when the replay starts
+    prov = provenance(settings.config, jobs, outputs)  # the code as it is when the replay starts
     todo = [t for t in trajs if redo or not _done(result_path(out, t.instance_id), contexts, models)]
     err.print(
         f"{len(trajs)} {'trajectory' if len(trajs) == 1 else 'trajectories'}, "
@@ -411,7 +415,7 @@ def _worker_replay(t: Trajectory, settings: ReplaySettings) -> str | None:
     return _ISOLATION
 
 
-def provenance(config, jobs: int = 1) -> dict:
+def provenance(config, jobs: int = 1, outputs: str = "fresh") -> dict:
     """The code and settings a report was made with: the commit of this checkout (and whether the
     core had uncommitted changes), the ledger settings that decide answers."""
     import subprocess
@@ -420,7 +424,12 @@ def provenance(config, jobs: int = 1) -> dict:
     from ledger_runtime import __version__
 
     here = Path(__file__).resolve().parents[1]  # the package
-    out: dict = {"version": __version__, "written": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "jobs": jobs}
+    out: dict = {
+        "version": __version__,
+        "written": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "jobs": jobs,
+        "outputs": outputs,
+    }
     try:
         head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
         dirty = subprocess.run(

@@ -365,7 +365,10 @@ class Sticky:
             if costly:
                 saving = sum(sent_chars(saids[j], now[j]) - sent_chars(saids[j], desired[j]) for j in costly)
                 lost = after_chars[min(costly)] - (after_chars[first_break] if first_break < len(saids) else 0)
-                ahead = max(self.min_calls_ahead, self.calls)  # a run goes on about as long again
+                # the calls to come, unknown: a run goes on about as long again, but a rewrite that
+                # does not pay back costs all that follows it, and one that waits only its saving of a
+                # call: count on half of that
+                ahead = max(self.min_calls_ahead, self.calls) / 2
                 # keeping it: this call reads what follows the change from the cache, and so does every
                 # call to come with the saving; changing it: this call writes what follows, less the
                 # saving, at the uncached (or cache-write) price

@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -77,6 +77,9 @@ class ReplaySettings:
     contexts: tuple[str, ...] = ()  # context policies to measure in the open loop (replay/meter.py)
     price_models: tuple[str, ...] = ("gpt-5-mini",)  # whose prices and tokens the calls are billed in
     keep_prompts: tuple[str, ...] = ()  # arms whose prompts the result holds, call by call
+    # what the ledger is given as each command's output: "fresh" (what it prints now) or "recorded" (what
+    # the agent got in the recorded run, in its own environment; the command still runs, for its effects)
+    outputs: str = "fresh"
 
 
 def sha256_file(path: str) -> str | None:
@@ -337,6 +340,7 @@ def _replay_in(
     rows: list[dict] = []
     commands = traj.commands
     started = time.time()
+    run = executor if settings.outputs == "fresh" else _as_recorded(traj, executor)
     try:
         for i, s in enumerate(commands):
             if on_step:
@@ -350,7 +354,8 @@ def _replay_in(
             shas = {p: sha256_file(p) for p in paths}
             totals = {p: (fs.lines if (fs := rt.workspace.file_state(p)) else None) for p in paths}
             t0 = time.perf_counter()
-            res = rt.run(s.command, executor, step=i + 1)
+            run.step = s  # type: ignore[attr-defined]
+            res = rt.run(s.command, run, step=i + 1)
             total = time.perf_counter() - t0
             att = rt.state.attempts[-1]
             verdict = att.verdict
@@ -386,7 +391,7 @@ def _replay_in(
             row.update(_soundness(transcript, att, rt.stored_output(res.output), kind))
             rows.append(row)
             if meter is not None:
-                meter.attempt_done(s.reply, att.id, shown, len(res.output))
+                meter.attempt_done(s.reply, att.id, shown, res.output)
             oracle.add(a, res.output, shas, totals, att.epoch_after)
             repeated.add(res.output)
         if meter is not None:
@@ -409,6 +414,24 @@ def _replay_in(
     private_dir(settings.out)
     write_private(result_path(settings.out, traj.instance_id), json.dumps(result, indent=1))
     return result
+
+
+class _as_recorded:
+    """Runs each command (its effects on the work tree are real), and hands the ledger the output
+    the agent got for it in the recorded run, with its return code (``--outputs recorded``); a step
+    with no recorded output gets what the command printed now."""
+
+    def __init__(self, traj: Trajectory, execute: Callable[[str, str], Any]):
+        self.traj, self.execute = traj, execute
+        self.step = None
+
+    def __call__(self, command: str, cwd: str):
+        res = self.execute(command, cwd)
+        s = self.step
+        if s is None or s.observation is None:
+            return res
+        rc, out = self.traj.recorded.observation(s.observation, s.returncode)
+        return replace(res, output=out, returncode=rc if rc is not None else res.returncode, output_complete=True)
 
 
 def _soundness(transcript: Transcript, att: Attempt, fresh: str, kind: str) -> dict:

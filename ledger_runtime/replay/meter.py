@@ -4,14 +4,18 @@ input, cache reads, cache writes, output) at each price model's prices.
 
 The arms:
 
-- ``none``: the recorded messages, as the agent sent them without the ledger.
+- ``recorded``: the recorded messages, as the agent sent them in the recorded run.
+- ``none``: the same without the ledger in the replay: each output as the command printed it now
+  (cut as the agent cuts). Every other arm is measured against this one: the replay runs the
+  commands again, not always in the recorded run's environment, and an output that differs from the
+  recorded one is the replay's, not the ledger's.
 - ``answers``: each output replaced by the answer the ledger gave in the replay (its visible part,
   cut as the agent cuts), no state view.
 - ``ledger``: what the live adapters send by default: the answers and the notes of the state view,
   through ``prompt.History`` (the class ``LedgerModel`` sends with), under the default settings.
 - ``view-every-call``: the answers and the whole state view re-rendered after the last message at
   every call (what the adapters sent before the notes: a change to a message already sent).
-- every context policy asked for: ``window:M`` (the masking baseline over the recorded outputs, its
+- every context policy asked for: ``window:M`` (the masking baseline over the outputs as they are, its
   placeholders scheduled against the cache), ``validity`` and ``validity+window:M`` (the ledger's
   answers and notes, outputs that hold nothing still true and shown nowhere later as stubs), each
   through ``prompt.History`` with a ``Sticky`` priced by the arm's own price model.
@@ -40,7 +44,7 @@ from ledger_runtime.replay.billing import Bill, Cache, Part, Rates
 from ledger_runtime.replay.trajectories import Trajectory
 
 PRICING_GROUP = "ledger_runtime.pricing"
-BASE_ARMS = ("none", "answers", "ledger", "view-every-call")
+BASE_ARMS = ("recorded", "none", "answers", "ledger", "view-every-call")
 
 
 class Pricing(Protocol):
@@ -205,7 +209,8 @@ class CostMeter:
         }
         self.keep = tuple(keep)  # arms whose prompts ``result`` returns, call by call (tests compare them)
         self.kept: dict[str, list[list[tuple[str, str, bool]]]] = {a: [] for a in self.keep}
-        self.answer_of: dict[int, tuple[int, str, int]] = {}  # reply index -> (attempt, answer, chars spared)
+        # reply index -> (attempt, answer, chars spared, the output as printed now)
+        self.answer_of: dict[int, tuple[int, str, int, str]] = {}
         self.done = 0
         self.calls = [k for k, (role, _) in enumerate(traj.messages) if role == "assistant"]
         self.bound = None
@@ -214,10 +219,11 @@ class CostMeter:
 
             self.bound = OfflineBound(self.rates, self.counters, self.policies)
 
-    def attempt_done(self, reply: int | None, attempt: int, answer: str, output_chars: int) -> None:
+    def attempt_done(self, reply: int | None, attempt: int, answer: str, output: str) -> None:
+        """A replayed command: the answer the ledger gave, and the output as the command printed it now."""
         if reply is not None:
-            spared = self._visible(output_chars) - self._visible(len(answer))
-            self.answer_of[reply] = (attempt, answer, spared)
+            spared = self._visible(len(output)) - self._visible(len(answer))
+            self.answer_of[reply] = (attempt, answer, spared, output)
 
     def _visible(self, n: int) -> int:
         return n if n < self.trunc.limit else self.trunc.head + self.trunc.tail
@@ -248,19 +254,20 @@ class CostMeter:
         recorded = self.traj.messages[:c]
         roles = [r for r, _ in recorded]
         replies = [k for k, (role, _) in enumerate(recorded) if k > 1 and role in ("user", "tool")]
-        answered = list(recorded)
+        answered, fresh = list(recorded), list(recorded)
         messages: list[Message] = [Message(t) for _, t in recorded]
         raw_messages: list[Message] = list(messages)
         for k in replies:
             got = self.answer_of.get(k)
             if got is None:
                 continue
-            attempt, answer, spared = got
+            attempt, answer, spared, output = got
             answered[k] = (roles[k], self.traj.recorded.with_answer(recorded[k][1], answer, self.trunc))
+            fresh[k] = (roles[k], self.traj.recorded.with_answer(recorded[k][1], output, self.trunc))
             messages[k] = Message(answered[k][1], attempt, spared)
-            raw_messages[k] = Message(recorded[k][1], attempt)
+            raw_messages[k] = Message(fresh[k][1], attempt)
         views = _Views(rt)
-        prompts: dict[str, list[tuple[str, str]]] = {"none": recorded, "answers": answered}
+        prompts: dict[str, list[tuple[str, str]]] = {"recorded": recorded, "none": fresh, "answers": answered}
         sent = self.ledger.send(messages, views)
         prompts["ledger"] = placed(roles, sent)
         every = rt.view(as_applied=True).text if rt.state.attempts else ""

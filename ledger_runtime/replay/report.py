@@ -162,6 +162,11 @@ def results_md(
         ]
         if (prov.get("jobs") or 1) > 1:
             lines.append(f"- {prov['jobs']} trajectories replayed at a time: the overhead timings are contended")
+        if prov.get("outputs") == "recorded":
+            lines.append(
+                "- outputs: the ones the agent got in the recorded run (`--outputs recorded`): each command still "
+                "ran, for its effects, and the ledger was given its recorded output; answers are checked against it"
+            )
         lines.append("")
     lines += [
         "Reproduce:",
@@ -343,4 +348,42 @@ def context_md(ctx: dict[str, dict[str, Any]], models: Iterable[str]) -> str:
         for arm, by_model in ctx.items():
             if model in by_model:
                 lines.append("| " + " | ".join(_context_row(arm, by_model[model])) + " |")
+        lines += ["", *cost_targets(ctx, model)]
     return "\n".join(lines) + "\n"
+
+
+def cost_targets(ctx: dict[str, dict[str, Any]], model: str) -> list[str]:
+    """The cost targets, each with the figure that meets or misses it (from ``ctx`` alone)."""
+    ledger = (ctx.get("ledger") or {}).get(model) or {}
+    out = []
+
+    def line(ok: bool, text: str) -> None:
+        out.append(f"- {'met' if ok else 'MISSED'}: {text}")
+
+    ratio = ledger.get("input_vs_none")
+    if ratio is not None:
+        line(ratio <= 0.88, f"`ledger` (the default) input cost {ratio:.3f}x of `none` (target 0.88x at most)")
+    runs = ledger.get("runs") or {}
+    if runs:
+        line(
+            runs["above_1"] == 0,
+            f"runs of `ledger` above 1.00x of `none`: {runs['above_1']} of {runs['n']} (largest {runs['max']:.3f}x)",
+        )
+    share = ledger.get("view_share")
+    if share is not None:
+        line(share <= 0.03, f"the state view's share of `ledger`'s input cost: {share:.2%} (target 3% at most)")
+    validity = {a: r[model] for a, r in ctx.items() if a.startswith("validity") and model in r}
+    if validity:
+        arm, best = min(validity.items(), key=lambda kv: kv[1].get("input_cost_usd", float("inf")))
+        v = best.get("input_vs_none")
+        if v is not None:
+            line(v <= 0.85, f"the best validity policy (`{arm}`) {v:.3f}x of `none` (target 0.85x at most)")
+        gap = best.get("vs_bound")
+        if gap is not None:
+            line(gap <= 0.05, f"`{arm}` {gap:+.1%} against the offline bound (target within 5%)")
+        dropped = sum(int(r.get("valid_unique_lines_dropped", 0)) for r in validity.values())
+        false = sum(int(r.get("stubs_false", 0)) for r in validity.values())
+        line(
+            dropped == 0 and false == 0, f"validity policies: {dropped} valid unique lines dropped, {false} false stubs"
+        )
+    return out
