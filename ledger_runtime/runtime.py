@@ -32,6 +32,7 @@ from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze
 from ledger_runtime.analysis.display import short_command
 from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
 from ledger_runtime.answers.build import (
+    AS_PRINTED,
     CUT,
     NOTE,
     SAME,
@@ -40,10 +41,14 @@ from ledger_runtime.answers.build import (
     AnswerKind,
     Cut,
     DedupeSettings,
+    ExpandError,
     Piece,
     Source,
     build,
+    diff_shown,
+    expand,
     kept_output,
+    mistakable,
     raw,
     same_marker,
     split_lines,
@@ -87,7 +92,6 @@ MARKER_COMMAND_CHARS = 32  # how much of a command a reference quotes
 # against the modifications), and a subtree can be all of / (a read of it must never hash it).
 SIGNED = ("f:", "x:", "m:")
 UNSIGNED = "unsigned"
-MARKER_TEXT = "[ledger:"  # how the ledger's own lines in an answer begin
 LOCK_FILE = ".lock"  # held by the runtime that writes the run directory
 FORGET_EVERY = 64  # attempts between prunings of what the model no longer holds
 
@@ -214,6 +218,7 @@ class LedgerRuntime:
         self.delivered = Delivered(self._alive)
         # per attempt: its output lines that are checked file lines -> (path, number, the file's text)
         self.facts: dict[int, dict[int, tuple[str, int, str]]] = {}
+        self._standing = Standing()  # answers that refer to other outputs, and what they stand for
         self._current: dict[str, tuple[str, list[str] | None]] = {}  # path -> (digest, lines) for still_true
         self._restore_delivered()
         self._last: Snapshot | None = self.workspace.scan()
@@ -517,6 +522,31 @@ class LedgerRuntime:
         window = now - self.config.context_steps if self.config.context_steps > 0 else 0
         return max(self.state.context_floor, window)
 
+    def holds(self, attempt_id: int) -> bool:
+        """Whether the model still holds the output of an attempt, before its next call."""
+        a = self.state.attempt(attempt_id)
+        if a is None:
+            return False
+        now = self.state.step + 1
+        window = now - self.config.context_steps if self.config.context_steps > 0 else 0
+        return a.step >= max(self.state.context_floor, window)
+
+    def outlived(self, attempt_id: int) -> tuple[str, str] | None:
+        """An answer that refers to an output the model no longer holds: (the answer as the model got
+        it, what to send in its place from now on: what it stands for, or, when the ledger no longer
+        has that, a line that says so and how to get it). None when it refers to nothing gone."""
+        kept = self._standing.get(attempt_id)
+        if kept is None or all(self.holds(r) for r in kept[0]):
+            return None
+        refs, answer, output = kept
+        if output is None:
+            gone = ", ".join(self.state.label(r) for r in refs if not self.holds(r))
+            output = (
+                f"[ledger] This output referred to {gone}'s, which is no longer in your context: "
+                "run the command again to see it.\n"
+            )
+        return answer, output
+
     def forget_context(self) -> None:
         """The agent dropped the outputs it was shown so far from its history (a compaction): no
         later answer refers to them."""
@@ -547,8 +577,8 @@ class LedgerRuntime:
         """Remember which of the output's lines the model got literally (the source of later
         references), and under which ``keys`` it is a re-read's base. ``kept``: what the agent showed
         of the answer (None: all of it); ``exact``: the agent's cut is known, not estimated."""
-        if not self._refers(output):
-            return
+        if not self._refers(output) or mistakable(output):
+            return  # too long to refer into; or holding lines that read like ours: never a source
         lines, literal = delivered or delivered_lines(output, answer, kept)
         same_as = answer.refs[0] if answer.kind in (AnswerKind.WHOLE, AnswerKind.REUSED) and answer.refs else None
         cut_raw = kept if kept is not None and exact and answer.text == output else None
@@ -568,6 +598,9 @@ class LedgerRuntime:
                 a.epoch_after,
                 same_as,
                 cut_raw,
+                in_diff=frozenset(diff_shown(answer.text, answer.pieces))
+                if answer.kind is AnswerKind.DELTA
+                else frozenset(),
             ),
             keys,
         )
@@ -618,7 +651,7 @@ class LedgerRuntime:
         lines = tuple(
             Line(text, *facts[j]) if j in facts else Line(text)
             for j, (text, lit) in enumerate(zip(shown.lines, literal))
-            if lit
+            if lit or (not raw and j in shown.in_diff)  # a diff's lines are the model's too
         )
         supersedable = a.executed and not a.submits and a.command_class not in (CommandClass.MODIFY, CommandClass.ENV)
         return Said(
@@ -629,7 +662,7 @@ class LedgerRuntime:
             _command_key(a.cwd, a.normalized),
             supersedable,
             lines,
-            shown.refs,
+            () if raw else shown.refs,  # the output as it is refers to nothing
             chars,
         )
 
@@ -762,8 +795,8 @@ class LedgerRuntime:
         notes = [f"[ledger] NUDGE: {verdict.reason}."] if verdict.kind is VerdictKind.NUDGE else []
         if self.submission.named_in(output) or a.submits:
             return raw(output)  # the agent reads the marker off the output: nothing may move it
-        if MARKER_TEXT in output:
-            return raw(output, notes)  # text that reads like a reference: no answer of ours next to it
+        if mistakable(output):  # text a reader could take for ours: shown as printed, and said so
+            return raw(output, [*notes, AS_PRINTED])
         if plan.shown_raw and plan.applied:
             return raw(output)  # what the agent got: recorded as it was (shadow mode: what it would have got)
         if a.raw:
@@ -779,7 +812,7 @@ class LedgerRuntime:
             return ""
 
         self.delivered.window = trunc.kept(output)
-        return build(
+        answer = build(
             output,
             self.delivered,
             self.dedupe,
@@ -788,6 +821,30 @@ class LedgerRuntime:
             same_note=same_note,
             cut=Cut(trunc.limit, trunc.head, trunc.tail, trunc.exact),
         )
+        return self._checked(answer, output, notes)
+
+    def _checked(self, answer: Answer, output: str, notes: list[str]) -> Answer:
+        """``answer``, once its references are read back as the model reads them and found to stand for
+        exactly ``output`` (from the outputs the ledger holds in memory); else, a fault of ours, the
+        output as it is. Every reference the model gets is checked so, before it gets it."""
+        if answer.kind is AnswerKind.RAW:
+            return answer
+
+        def resolve(label: str) -> tuple[int, str] | None:
+            b = self.state.by_label(label)
+            shown = self.delivered.items.get(b.id) if b is not None else None
+            return None if shown is None else (b.id, "".join(shown.lines))
+
+        try:
+            ok = expand(answer.text, answer.pieces, resolve, lambda: output) == output
+        except ExpandError as e:
+            ok, why = False, str(e)
+        else:
+            why = "it expands to other bytes than the output"
+        if ok:
+            return answer
+        self._fault("checking an answer before the model gets it", ValueError(why))
+        return raw(output, notes)
 
     def _record_run(
         self,
@@ -884,6 +941,8 @@ class LedgerRuntime:
             )
             if facts:
                 self.facts[attempt.id] = facts
+            if answer.refs and plan.applied:  # what it stands for, should what it refers to leave the model
+                self._standing.keep(attempt.id, answer.refs, shown, output)
             events += [("observation", o.to_dict()) for o in obs]
         # what may fail is worked out before anything is kept: the ledger on disk and in memory agree
         mods = [self.modifications.of(c, attempt.id, plan.step, analysis) for c in changes]
@@ -912,7 +971,9 @@ class LedgerRuntime:
                 got,
                 None if altered else output_hash,
             )
-        note = next((shown[p.start : p.end].strip() for p in answer.pieces if p.kind == NOTE), None)
+        note = next(
+            (t for p in answer.pieces if p.kind == NOTE and (t := shown[p.start : p.end].strip()) != AS_PRINTED), None
+        )
         out_text = shown if plan.applied else output
         return RunResult(
             out_text,
@@ -1082,6 +1143,31 @@ class LedgerRuntime:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class Standing:
+    """What answers that hold references stand for (the command's output as it printed it, kept in
+    memory only: what is stored is masked), so that one whose source leaves the model's context can be
+    sent expanded. At most ``limit`` characters are kept: an older one is then only named."""
+
+    def __init__(self, limit: int = 32 * 1024 * 1024):
+        self.limit = limit
+        self.items: dict[int, tuple[tuple[int, ...], str, str | None]] = {}
+        self.chars = 0
+
+    def keep(self, attempt: int, refs: tuple[int, ...], answer: str, output: str) -> None:
+        self.items[attempt] = (tuple(refs), answer, output)
+        self.chars += len(output)
+        for a in list(self.items):
+            if self.chars <= self.limit:
+                break
+            r, ans, out = self.items[a]
+            if out is not None:
+                self.items[a] = (r, ans, None)
+                self.chars -= len(out)
+
+    def get(self, attempt: int) -> tuple[tuple[int, ...], str, str | None] | None:
+        return self.items.get(attempt)
 
 
 def altered_output(a: Attempt) -> bool:

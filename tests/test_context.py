@@ -67,7 +67,7 @@ def test_validity_stubs_stale_superseded_and_repeated_and_keeps_what_is_unique()
     ]
     t = decide(h, ContextPolicy(validity=True), still_true)
     assert [x.kind for x in t] == [STUB, STUB, STUB, KEEP, KEEP]
-    assert t[0].stub.reason() == "1 line changed since"
+    assert t[0].stub.reason() == "lines of it changed since"
     assert t[1].stub.later and t[1].stub.reason() == "shown again later" and t[2].stub.superseded_by == "step 4"
     assert (
         stub_text(h[2], t[2]) == "[ledger: step 3's output (`cmd2`) left out: superseded by step 4 (the same command)]"
@@ -77,7 +77,9 @@ def test_validity_stubs_stale_superseded_and_repeated_and_keeps_what_is_unique()
     # a stub whose claims are untrue is caught: step 2's line is not shown again once step 5 is a stub
     forged_after = list(zip(h[2:], t[2:4] + [Treatment(STUB, Stub(later=True))]))
     assert not stub_holds(h[1], t[1], forged_after, still_true)
-    assert not stub_holds(h[0], Treatment(STUB, Stub(stale=2)), list(zip(h[1:], t[1:])), still_true), "a wrong count"
+    assert not stub_holds(h[0], Treatment(STUB, Stub(later=True)), list(zip(h[1:], t[1:])), still_true), (
+        "it says nothing changed, but a line did"
+    )
     assert not stub_holds(h[2], Treatment(STUB, Stub(superseded_by="step 5")), list(zip(h[3:], t[3:])), still_true)
     # the masking baseline drops by age alone: the unique line of step 2 goes
     w = decide(h, ContextPolicy(window=2), still_true)
@@ -191,7 +193,7 @@ def test_the_real_loop_sends_stubs_where_the_rule_says_and_keeps_the_history(tmp
     agent.run("change x")
     last = model.inner.received[-1]  # the call that wrote the submission: after step 7
     outputs = [m["content"] for m in last if m["role"] == "user"][1:]
-    assert outputs[0] == "[ledger: step 1's output (`cat -n a.py`) left out: 6 lines changed since]"
+    assert outputs[0] == "[ledger: step 1's output (`cat -n a.py`) left out: lines of it changed since]"
     assert "only here" in outputs[2], "step 3 still holds and is shown nowhere else"
     assert (
         outputs[3] == "[ledger: step 4's output (`python3 check.py`) left out: superseded by step 7 (the same command)]"
@@ -206,3 +208,99 @@ def test_the_real_loop_sends_stubs_where_the_rule_says_and_keeps_the_history(tmp
     model2.inner = RecordingModel(outputs=text_outputs(["cat -n b.py", "cat -n b.py", script[-1]]), cost_per_call=0.0)
     agent_for(model2, env2, tmp_path / "t2").run("look")
     assert not any("left out" in m["content"] for m in model2.inner.received[-1] if m["role"] == "user")
+
+
+def test_a_reference_whose_source_the_model_no_longer_holds_is_sent_as_what_it_stands_for(tmp_path):
+    """context_steps=3: once step 1 has left what the model holds, step 2's "same as step 1" would
+    point at nothing; from then on the copy the model is sent holds step 2's output itself."""
+    from test_mini_adapter import RecordingModel, agent_for, ledger_env, text_outputs
+
+    from ledger_adapters.mini.environment import LedgerModel
+
+    mid = "".join(f"M{i:03} = {i}  # a line of the module, long enough to refer to\n" for i in range(1, 41))
+    repo = make_repo(tmp_path / "r", {"mid.py": mid})
+    script = ["cat mid.py", "cat mid.py", "echo x", "echo y", "echo z", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]
+    env = ledger_env(repo, tmp_path / "run", context_steps=3)
+    model = LedgerModel(inner_class="deterministic", outputs=[], cost_per_call=0.0)
+    model.inner = RecordingModel(outputs=text_outputs(script), cost_per_call=0.0)
+    agent = agent_for(model, env, tmp_path)
+    agent.run("read it")
+
+    def second(messages):  # step 2's output, as a list of messages holds it
+        return [m["content"] for m in messages if m["role"] == "user"][2]
+
+    assert "[ledger: same as step 1's output (`cat mid.py`, exit 0)]" in second(model.inner.received[2])
+    last = second(model.inner.received[-1])
+    assert "[ledger: same as step 1" not in last and mid in last, "sent as what it stands for"
+    assert "[ledger: same as step 1's output" in second(agent.messages), "the agent's own history is its own"
+
+
+def test_a_diff_is_what_the_model_holds_of_a_re_read_and_no_stub_says_otherwise(tmp_path):
+    """validity, after a delta answer: the diff was the only place the model saw the edited line, so
+    that output is never a stub that says it held nothing but blank lines."""
+    from ledger_runtime.executor import LocalExecutor
+    from ledger_runtime.prompt.history import History, Message
+    from ledger_runtime.runtime import LedgerRuntime
+
+    mid = "".join(f"M{i:03} = {i}  # a line of the module, long enough to refer to\n" for i in range(1, 41))
+    repo = make_repo(tmp_path / "r", {"mid.py": mid})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(context="validity"))
+    ex = LocalExecutor(timeout=30)
+    script = ["cat mid.py", "sed -i 's/^M020 = 20 /M020 EDITED! /' mid.py", "cat mid.py", "echo one", "echo two"]
+    history = History(policy=ContextPolicy(validity=True), sticky=Sticky(cache_ratio=1.0), view_share=None)
+    msgs = [Message("system"), Message("task")]
+    for i, c in enumerate(script, 1):
+        r = rt.run(c, ex, step=i)
+        if i == 3:
+            assert r.answer == "delta" and "+M020 EDITED!" in r.output
+        msgs += [Message(c), Message(r.output, r.attempt_id, rt.spared(r.attempt_id))]
+        sent = history.send(msgs, rt)
+    saids, treat = history.decisions
+    delta = next(n for n, s in enumerate(saids) if s.label == "step 3")
+    assert any("M020 EDITED!" in line.text for line in saids[delta].lines), "the diff's lines are the model's"
+    assert treat[delta].kind == KEEP or "nothing but blank lines" not in sent[2 * delta + 3].text
+    assert all(
+        stub_holds(saids[j], treat[j], list(zip(saids[j + 1 :], treat[j + 1 :])), rt.still_true)
+        for j in range(len(saids))
+    )
+    assert valid_unique_dropped(saids, treat, rt.still_true) == []
+    rt.close()
+
+
+def test_under_a_window_an_output_a_kept_one_refers_to_is_kept(tmp_path):
+    """window:2, and the latest output is "same as step 1's output": step 1 is not a placeholder,
+    or the reference would point at nothing the model was sent."""
+    from ledger_runtime.executor import LocalExecutor
+    from ledger_runtime.prompt.history import History, Message
+    from ledger_runtime.runtime import LedgerRuntime
+
+    body = "".join(f"line {i} of a file long enough to refer to\n" for i in range(40))
+    repo = make_repo(tmp_path / "r", {"a.txt": body})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    ex = LocalExecutor(timeout=30)
+    history = History(policy=ContextPolicy(window=2), sticky=Sticky(cache_ratio=1.0), view_share=None)
+    msgs = [Message("system"), Message("task")]
+    for i, c in enumerate(["cat a.txt", "echo x", "echo y", "echo z", "cat a.txt"], 1):
+        r = rt.run(c, ex, step=i)
+        msgs += [Message(c), Message(r.output, r.attempt_id)]
+        sent = history.send(msgs, rt)
+    assert "[ledger: same as step 1's output" in sent[-1].text
+    assert sent[3].text == body and sent[5].text.startswith("Old environment output"), [s.text[:40] for s in sent]
+    rt.close()
+
+
+def test_a_dropped_file_line_that_still_holds_is_counted_and_a_line_is_its_number_too():
+    """The meter's count of lost lines: a still-true file line left out and shown nowhere later is
+    one; the same text at another line number of the file is another fact, not the same one."""
+    now = {("a.py", 1): "x = 1\n", ("a.py", 2): "x = 1\n"}
+
+    def still_true(line):
+        return now.get((line.path, line.number)) == line.was
+
+    first, second = fl("a.py", 1, "x = 1\n"), fl("a.py", 2, "x = 1\n")
+    assert first.fact != second.fact, "a file line is its path, its number and its text"
+    h = [said(0, [first]), said(1, [second])]
+    left_out = [Treatment(STUB, Stub(later=True)), Treatment(KEEP)]
+    assert valid_unique_dropped(h, left_out, still_true) == [(0, 0)], "line 1 is shown nowhere later"
+    assert not stub_holds(h[0], left_out[0], list(zip(h[1:], left_out[1:])), still_true)
+    assert decide(h, ContextPolicy(validity=True), still_true)[0].kind == KEEP

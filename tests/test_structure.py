@@ -29,6 +29,7 @@ def _modules() -> dict[str, Path]:
 
 
 MODULES = _modules()
+API = dict(ledger_runtime._EXPORTS)  # name -> the module of ledger_runtime that defines it
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -64,6 +65,8 @@ def _imports(name: str, path: Path) -> set[str]:
                 for a in child.names:  # `from pkg import submodule`
                     if f"{mod}.{a.name}" in MODULES:
                         found.add(f"{mod}.{a.name}")
+                    elif mod == "ledger_runtime" and a.name in API:  # a name of the API: where it is defined
+                        found.add(f"ledger_runtime:{a.name}")
             visit(child)
 
     visit(tree)
@@ -71,7 +74,10 @@ def _imports(name: str, path: Path) -> set[str]:
 
 
 def _resolve(target: str) -> str | None:
-    """The project module an import names (the longest known prefix), or None."""
+    """The project module an import names (the longest known prefix; for a name of the public API, the
+    module that defines it: it is loaded on first use), or None."""
+    if target.startswith("ledger_runtime:"):
+        return f"ledger_runtime.{API[target.split(':', 1)[1]]}"
     parts = target.split(".")
     while parts:
         if ".".join(parts) in MODULES:

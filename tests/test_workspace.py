@@ -240,3 +240,28 @@ def test_probe_signatures_follow_what_commands_read(repo):
     assert after[r] != before[r] and after[f] == before[f] and after[d] == before[d]
     (repo / "pkg" / "new.py").write_text("")
     assert p.sign(d) != before[d]
+
+
+def test_the_ledgers_own_reads_leave_access_times_as_they_were(tmp_path):
+    """Reads with O_NOATIME (the file's owner, or root, may ask for it): hashing a file and reading
+    its content for the ledger leave its atime as it was, where a plain read would have moved it."""
+    import os
+    import time
+
+    from conftest import make_repo
+
+    from ledger_runtime.workspace.local import LocalWorkspace
+
+    root = make_repo(tmp_path / "w", {"a.txt": "some content\n" * 100, "b.txt": "more\n" * 100})
+    old = time.time() - 3 * 86400
+    for name in ("a.txt", "b.txt"):
+        os.utime(root / name, (old + 86400, old))  # atime after mtime, both days ago: relatime moves it on a read
+    ws = LocalWorkspace(str(root))
+    assert ws.file_state(str(root / "a.txt")) is not None
+    assert ws.content(str(root / "a.txt"), 1 << 20) == b"some content\n" * 100
+    assert os.stat(root / "a.txt").st_atime == old + 86400, "the ledger's reads did not move it"
+    with open(root / "b.txt", "rb") as f:  # the control: a plain read does, on this file system
+        f.read()
+    moved = os.stat(root / "b.txt").st_atime != old + 86400
+    if not moved:
+        pytest.skip("this file system keeps no access times (noatime): nothing to compare against")

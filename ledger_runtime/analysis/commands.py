@@ -24,7 +24,10 @@ from ledger_runtime.records import CommandClass
 # The escape from dedupe: a command with this comment gets its output in full (bash ignores comments,
 # so the command is the same with or without the ledger).
 RAW_ESCAPE = "# ledger:raw"
-_RAW = re.compile(r"(?:^|\s)#\s*ledger:raw\b")
+# where the parser cannot read a command line, a # after a separator or a blank is taken for a comment
+# (a raw answer is the output as it is: never wrong, only longer)
+_RAW = re.compile(r"(?:^|[\s;&|()])#\s*ledger:raw\b")
+_RAW_COMMENT = re.compile(r"#\s*ledger:raw\b")
 __all__ = ["ANY_FILE", "Analysis", "FileView", "RAW_ESCAPE", "analyze", "analyze_patch", "resolve"]
 
 _RANK = {
@@ -186,10 +189,10 @@ def _unparsed(command: str, cwd: str, problem: str | None, submits: bool) -> Ana
 
 
 def _analyze(command: str, cwd: str, submits: bool) -> Analysis:
-    raw = bool(_RAW.search(command))
     script = parse(command, cwd)
     if not script.ok:
         return _unparsed(command, cwd, script.problem, submits)
+    raw = any(_RAW_COMMENT.match(c) for c in script.comments)  # the escape is a comment, as bash reads one
     pipelines = list(script.pipelines)
     # `cd DIR && rest` prints what `rest` prints from DIR: fold the cd into the working directory.
     start_cwd = cwd

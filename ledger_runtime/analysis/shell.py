@@ -81,6 +81,7 @@ class Script:
     cwd_changes: int = 0
     source: bytes = b""
     atoms: list[tuple[int, int]] = field(default_factory=list)  # byte ranges kept verbatim
+    comments: tuple[str, ...] = ()  # the command line's comments, as bash reads them (``# ...``)
 
     def normalized(self, start: int = 0) -> str:
         """The command from byte ``start`` on, with insignificant whitespace collapsed.
@@ -130,6 +131,19 @@ _ATOMIC = {
 }
 
 
+def _comments(root, source: bytes) -> tuple[str, ...]:
+    """The texts of the comments in the tree: what bash skips as a comment (a ``#`` that begins a word)."""
+    out = []
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.type == "comment":
+            out.append(source[n.start_byte : n.end_byte].decode("utf-8", "surrogateescape"))
+            continue
+        stack.extend(n.children)
+    return tuple(out)
+
+
 def _atoms(root) -> list[tuple[int, int]]:
     out = []
     stack = [root]
@@ -174,6 +188,7 @@ def parse(command: str, cwd: str) -> Script:
         cwd_changes=lowering.cwd_changes,
         source=source,
         atoms=_atoms(root),
+        comments=_comments(root, source),
     )
 
 

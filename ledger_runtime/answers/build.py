@@ -213,21 +213,39 @@ class _Writer:
         self.parts.append(text)
         self.size += len(text)
 
-    def note(self, text: str) -> None:
-        if self.size and not self.parts[-1].endswith("\n"):
-            text = "\n" + text
-        self.add(NOTE, text)
-
-    def answer(self, kind: AnswerKind) -> Answer:
-        return Answer(kind, "".join(self.parts), tuple(self.pieces))
+    def answer(self, kind: AnswerKind, notes: Sequence[str] = ()) -> Answer:
+        """The answer, the ledger's ``notes`` first: each a line of its own, so that where the output
+        ends (with a newline or not) is where the answer ends."""
+        head = "".join(n if n.endswith("\n") else n + "\n" for n in notes)
+        pieces, at = [], 0
+        for n in notes:
+            line = n if n.endswith("\n") else n + "\n"
+            pieces.append(Piece(NOTE, at, at + len(line)))
+            at += len(line)
+        pieces += [Piece(p.kind, p.start + at, p.end + at, p.ref, p.first, p.last) for p in self.pieces]
+        return Answer(kind, head + "".join(self.parts), tuple(pieces))
 
 
 def raw(output: str, notes: Sequence[str] = ()) -> Answer:
     w = _Writer()
     w.add(TEXT, output)
-    for n in notes:
-        w.note(n)
-    return w.answer(AnswerKind.RAW)
+    return w.answer(AnswerKind.RAW, notes)
+
+
+# Where the ledger's own words could be read in an output: a line that begins (after blanks) as one of
+# the ledger's lines does ("[ledger] NUDGE", "[ledger: same as", "(Ledger runtime:", "<ledger_update"),
+# or a reference's opening anywhere. Such an output is shown as printed under AS_PRINTED, and is never
+# the source of a reference (a reader expanding the line it holds would get other lines).
+_LEDGER_LIKE = re.compile(r"(?im)^[ \t\r]*(?:\[ledger|\(ledger runtime|</?ledger_)|\[ledger:")
+AS_PRINTED = (
+    "[ledger] What follows is the command's output as it printed it; "
+    "its lines that begin like the ledger's are its own."
+)
+
+
+def mistakable(output: str) -> bool:
+    """Whether an output holds text a reader could take for the ledger's own (see ``AS_PRINTED``)."""
+    return _LEDGER_LIKE.search(output) is not None
 
 
 def kept_output(output: str, limit: int) -> str:
@@ -259,7 +277,7 @@ def build(
     """The answer for ``output``: a reference to an identical earlier output, else the shortest of
     spans, a delta from a ``base_keys`` source and (for an output the agent cuts exactly: ``cut``)
     spans that keep the agent's cut, when it saves the model at least ``settings.min_saving``
-    characters of what it would see; else the output as it is. ``notes`` (a NUDGE) follow."""
+    characters of what it would see; else the output as it is. ``notes`` (a NUDGE) come first."""
     if settings.mode is Dedupe.OFF or not output:
         return raw(output, notes)
     seen = cut.visible if cut is not None else (lambda n: n)
@@ -269,9 +287,7 @@ def build(
         w = _Writer()
         w.add(SAME, same_marker(src, same_note(src) if same_note else ""), src.attempt)
         if seen(len(output) + extra) - seen(w.size + extra) >= settings.min_saving:
-            for n in notes:
-                w.note(n)
-            return w.answer(AnswerKind.WHOLE)
+            return w.answer(AnswerKind.WHOLE, notes)
     if settings.mode is Dedupe.WHOLE:
         return raw(output, notes)
     lines = split_lines(output)
@@ -297,9 +313,7 @@ def build(
     if best is None or seen(len(output) + extra) - seen(best[2].size + extra) < settings.min_saving:
         return raw(output, notes)
     _, kind, w = best
-    for n in notes:
-        w.note(n)
-    return w.answer(kind)
+    return w.answer(kind, notes)
 
 
 def _cut_middle(lines: list[str], cut: Cut) -> tuple[int, int] | None:
@@ -529,6 +543,27 @@ def _resolved(resolve: Resolve, step: str, nth: str | None, p: Piece) -> str:
     if p.ref is not None and attempt != p.ref:
         raise ExpandError(f"{label} is attempt {attempt}, the answer was built on attempt {p.ref}")
     return output
+
+
+def diff_shown(answer_text: str, pieces: Sequence[Piece]) -> set[int]:
+    """The output lines (0-based) a delta answer's diff carries itself: its context and added lines
+    (the model read them there, not in the earlier output the diff applies to)."""
+    out: set[int] = set()
+    for p in pieces:
+        if p.kind != PATCH:
+            continue
+        line = None
+        for text in split_lines(answer_text[p.start : p.end])[1:]:
+            m = HUNK_RX.match(text)
+            if m is not None:
+                line = int(m.group(3)) - (1 if int(m.group(4) or 1) else 0)
+                continue
+            if line is None or text == NO_NEWLINE:
+                continue
+            if text[:1] in (" ", "+"):
+                out.add(line)
+                line += 1
+    return out
 
 
 def apply_hunks(base: list[str], diff: list[str]) -> list[str]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Callable, Iterable, Sequence
 
-from ledger_runtime.answers.build import AGAIN, CUT, LINES, PATCH, SAME, TEXT, Answer, Piece, Source, split_lines
+from ledger_runtime.answers.build import AGAIN, CUT, LINES, NOTE, PATCH, SAME, TEXT, Answer, Piece, Source, split_lines
 from ledger_runtime.workspace.hashing import digest_bytes
 
 MAX_CANDIDATES = 48  # positions tried per starting line (the most recent first)
@@ -44,6 +44,7 @@ class Shown:
     epoch_after: int = 0
     same_as: int | None = None  # its answer was only a reference to this attempt's identical output
     cut_raw: tuple[int, int] | None = None  # the output as it is, of which the agent showed only these characters
+    in_diff: frozenset[int] = frozenset()  # lines a delta answer's diff carried (not references' sources)
     source: Source | None = field(default=None, repr=False)
 
     def as_source(self) -> Source:
@@ -61,15 +62,16 @@ def delivered_lines(output: str, answer: Answer, visible: tuple[int, int] | None
     saw it. ``visible``: (head, tail) characters of the answer the agent kept, None for all."""
     lines = split_lines(output)
     n = len(answer.text)
-    first = answer.pieces[0] if answer.pieces else None
+    body = [p for p in answer.pieces if p.kind != NOTE]
+    first = body[0] if len(body) == 1 else None
     if (
         first is not None
         and first.kind == TEXT
-        and first.start == 0
-        and first.end == len(output)
-        and answer.text.startswith(output)
-    ):
-        return lines, shown_whole(lines, n, visible)  # a raw answer: a long output costs no loop per line
+        and first.end == n
+        and first.end - first.start == len(output)
+        and answer.text.endswith(output)
+    ):  # a raw answer (the ledger's notes before it): a long output costs no loop per line
+        return lines, shown_whole(lines, n, visible, first.start)
     literal = [False] * len(lines)
 
     def seen(a: int, b: int) -> bool:
@@ -96,17 +98,18 @@ def delivered_lines(output: str, answer: Answer, visible: tuple[int, int] | None
     return lines, literal
 
 
-def shown_whole(lines: list[str], n: int, visible: tuple[int, int] | None) -> list[bool]:
-    """Per line of an output the answer carries as it is, at its start (answer ``n`` characters
-    long): whether it lies wholly in the part the agent showed (``visible``: head, tail)."""
+def shown_whole(lines: list[str], n: int, visible: tuple[int, int] | None, at: int = 0) -> list[bool]:
+    """Per line of an output the answer carries as it is, from character ``at`` of the answer to its
+    end (answer ``n`` characters long): whether it lies wholly in the part the agent showed
+    (``visible``: head, tail)."""
     if visible is None:
         return [True] * len(lines)
     head, tail = visible
-    ends = list(accumulate(map(len, lines)))
+    ends = [at + e for e in accumulate(map(len, lines))]
     in_head = bisect_right(ends, head)  # lines ending by ``head``
     if tail <= 0:
         return [True] * in_head + [False] * (len(lines) - in_head)
-    from_tail = bisect_left([0, *ends[:-1]], n - tail)  # lines starting at or after the tail
+    from_tail = bisect_left([at, *ends[:-1]], n - tail)  # lines starting at or after the tail
     if from_tail <= in_head:
         return [True] * len(lines)
     return [True] * in_head + [False] * (from_tail - in_head) + [True] * (len(lines) - from_tail)

@@ -22,6 +22,7 @@ from ledger_runtime.answers.build import (
     AGAIN,
     CUT,
     LINES,
+    PATCH,
     REFERENCE_KINDS,
     SAME,
     SEEN_CUT,
@@ -128,10 +129,11 @@ class Transcript:
                 return f"a reference to step {src.step}, out of the model's context (it held steps from {held_from})"
             if p.kind == LINES:
                 try:
-                    want = "".join(split_lines(self.expanded(src) or "")[p.first - 1 : p.last])
+                    src_lines = split_lines(self.expanded(src) or "")
                 except ExpandError:
                     return f"step {src.step}'s answer does not expand"
-                if not any(want in part for part in self._visible_literal(src)):
+                literal = self._literal_lines(src, src_lines)
+                if not all(literal.get(n) == src_lines[n - 1] for n in range(p.first, p.last + 1)):
                     return (
                         f"lines {p.first}-{p.last} of step {src.step} were not shown literally where the model saw them"
                     )
@@ -163,6 +165,32 @@ class Transcript:
                     return f"lines {p.first}-{p.last} of this output were not shown literally above"
                 line += p.last - p.first + 1
         return None
+
+    def _literal_lines(self, a: Attempt, out_lines: list[str]) -> dict[int, str]:
+        """Output line number (1-based) -> the text ``a``'s answer showed literally as that line, where
+        the agent showed it whole (read from the answer's pieces, as a reader counts lines)."""
+        shown = self.shown(a) or ""
+        kept = (a.answer or {}).get("kept")
+        windows = [(0, len(shown))] if not kept else [(0, kept[0]), (len(shown) - kept[1], len(shown))]
+        pieces = self.pieces(a) or [Piece(TEXT, 0, len(shown))]
+        out: dict[int, str] = {}
+        line = 1
+        for q in pieces:
+            if q.kind == TEXT:
+                pos = q.start
+                for part in split_lines(shown[q.start : q.end]):
+                    end = pos + len(part)
+                    if any(lo <= pos and end <= hi for lo, hi in windows) and part.endswith("\n"):
+                        out[line] = part
+                    elif any(lo <= pos and end <= hi for lo, hi in windows) and line == len(out_lines):
+                        out[line] = part  # the last line, without a newline
+                    line += 1
+                    pos = end
+            elif q.kind in (LINES, CUT, AGAIN):
+                line += q.last - q.first + 1
+            elif q.kind in (SAME, PATCH):
+                line = len(out_lines) + 1
+        return out
 
     def _visible_literal(self, a: Attempt) -> list[str]:
         """The parts of ``a``'s answer that were output shown literally, where the agent showed them."""

@@ -217,6 +217,7 @@ def run_replay(
         outputs=outputs,
     )
     prov = provenance(settings.config, jobs, outputs)  # the code as it is when the replay starts
+    settings.code = {k: prov.get(k) for k in ("version", "commit", "dirty")}
     todo = [t for t in trajs if redo or not _done(result_path(out, t.instance_id), contexts, models)]
     err.print(
         f"{len(trajs)} {'trajectory' if len(trajs) == 1 else 'trajectories'}, "

@@ -5,7 +5,7 @@ The agent's own history stays as it is; only the copy sent to the model changes.
 
 - ``full``: everything, as it is.
 - ``window:M``: the masking baseline (Lindenbauer et al., "The Complexity Trap", 2025): outputs
-  older than the last M become a placeholder, whatever they hold.
+  older than the last M become a placeholder, whatever they hold (but one a kept output refers to).
 - ``validity``: an earlier output becomes a one-line stub naming its step, its command and why, when
   nothing in it is both still true and shown nowhere later. A line is *still true* unless it is a
   file line (a checked view: ledger_runtime/observe.py) whose file no longer has that text at that
@@ -126,8 +126,8 @@ class Stub:
         if self.window:
             return f"older than the last {self.window} outputs"
         parts = []
-        if self.stale:
-            parts.append(f"{self.stale} line{'s' if self.stale != 1 else ''} changed since")
+        if self.stale:  # no count: more of its lines may change, and "3 lines changed" would stop being true
+            parts.append("lines of it changed since")
         if self.later:
             parts.append("the rest shown again later" if parts else "shown again later")
         if self.superseded_by:
@@ -155,10 +155,15 @@ def decide(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue) 
     if policy.full:
         return out
     recent_from = n - policy.window if policy.window else n
-    if not policy.validity:
-        return [
-            Treatment(KEEP) if s.index >= recent_from else Treatment(STUB, Stub(window=policy.window)) for s in saids
-        ]
+    if not policy.validity:  # by age; but an output a kept later one refers to is kept: it stands for it
+        needed_by: set[int] = set()
+        for j in range(n - 1, -1, -1):
+            s = saids[j]
+            if s.index >= recent_from or s.attempt in needed_by:
+                needed_by.update(s.refs)
+            else:
+                out[j] = Treatment(STUB, Stub(window=policy.window))
+        return out
     later: set[tuple] = set()  # what the outputs sent after this one tell (Line.fact)
     later_runs: dict[str, str] = {}  # command key -> label of a later run still sent
     needed: set[int] = set()  # attempts later outputs refer to
@@ -212,7 +217,7 @@ def _judge(s: Said, still_true: StillTrue, later: set[tuple], superseded_by: str
 def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], still_true: StillTrue) -> bool:
     """Whether what a stub (or a partial output) says of ``s`` is true of the outputs sent after it
     (``after``: each with how it is sent): each line it leaves out is blank, a file line whose file has
-    other text there now (as many as it says), shown again by a later output as sent, or, for a line
+    other text there now (where it says so), shown again by a later output as sent, or, for a line
     that is no file line, of an output a later run of the same command supersedes (the step it names
     ran the same command later, and a later run of it is sent whole)."""
     if t.kind == KEEP or t.stub is None:
@@ -233,7 +238,7 @@ def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], s
             stale += 1
         elif line.fact not in shown and (line.is_file or sup is None):
             return False
-    return stale == t.stub.stale
+    return (stale > 0) == (t.stub.stale > 0)  # "lines of it changed since": some, or it says nothing of it
 
 
 def valid_unique_dropped(

@@ -9,6 +9,9 @@ sent stays as it was unless the policy rewrites it (``Sticky`` schedules that ag
 note is sent once, after the newest message, and kept. The cached prefix of the prompt never changes
 because of the view: after a rewrite, what the notes after it said goes into one note at the end.
 
+An answer whose reference points at an output the model no longer holds (an agent that drops old
+steps, ``context_steps``) is sent, from then on, as what it stands for.
+
 The notes are paid from what the answers spared: all the notes the model holds take at most
 ``view_share`` of the characters that answers (references, diffs) spared it so far, so the ledger
 never makes a run dearer than the same run without it (None: no such bound).
@@ -54,6 +57,8 @@ class Ledger(Protocol):
     def still_true(self, line: Line) -> bool: ...
 
     def view_for_notes(self, watch: Sequence[int]) -> StateView | None: ...
+
+    def outlived(self, attempt_id: int) -> tuple[str, str] | None: ...
 
 
 @dataclass
@@ -111,6 +116,10 @@ class History:
     def _texts(self, messages: Sequence[Message], ledger: Ledger) -> list[str]:
         texts = [m.text for m in messages]
         outputs = [k for k, m in enumerate(messages) if m.attempt is not None]
+        for k in outputs:  # a reference whose source the model no longer holds: sent as what it stands for
+            gone = ledger.outlived(messages[k].attempt)  # type: ignore[arg-type]
+            if gone is not None and gone[0] in texts[k]:
+                texts[k] = texts[k].replace(gone[0], gone[1], 1)
         if self.policy.full or not outputs:
             return texts
         saids: list[Said] = []

@@ -56,6 +56,7 @@ from ledger_runtime.replay.volatile import mask, same
 from ledger_runtime.runtime import LedgerRuntime
 
 RESULT_VERSION = 1
+REFERRING = ("whole", "spans", "delta", "reused")  # answers that stand for an output through a reference
 _NUMBER_PREFIX = re.compile(r"^\s*\d+\t")
 
 
@@ -74,6 +75,7 @@ class ReplaySettings:
     config: LedgerConfig = field(default_factory=lambda: LedgerConfig(shadow=True))
     fresh_python: bool = True  # a new virtualenv per trajectory: pip installs stay there
     force: bool = False  # use --workdir even when it holds files a replay did not make
+    code: dict = field(default_factory=dict)  # the code it ran (version, commit): each result names it
     contexts: tuple[str, ...] = ()  # context policies to measure in the open loop (replay/meter.py)
     price_models: tuple[str, ...] = ("gpt-5-mini",)  # whose prices and tokens the calls are billed in
     keep_prompts: tuple[str, ...] = ()  # arms whose prompts the result holds, call by call
@@ -402,6 +404,8 @@ def _replay_in(
         "version": RESULT_VERSION,
         "instance_id": traj.instance_id,
         "status": "done",
+        "code": settings.code,
+        "outputs": settings.outputs,
         "repo": settings.repo_names.get(traj.instance_id) or traj.repo,
         "base_commit": commit,
         "commands": len(rows),
@@ -485,6 +489,8 @@ def summarize_rows(rows: list[dict]) -> dict:
         s["spared_by_class"][r["class"]] = s["spared_by_class"].get(r["class"], 0) + spared
         s["visible_by_class"][r["class"]] = s["visible_by_class"].get(r["class"], 0) + r["visible_chars"]
     s["checked"] = sum(r.get("sound") is not None for r in rows)
+    # of those, the answers that hold a reference (the rest are the output as it is: compared with itself)
+    s["checked_refs"] = sum(r.get("sound") is not None and r["answer"] in REFERRING for r in rows)
     s["unsound"] = sum(r.get("sound") is False for r in rows)
     s["unsound_masked"] = sum(r.get("sound") is False and r.get("sound_masked") is False for r in rows)
     s["output_chars"] = sum(r["output_chars"] for r in rows)

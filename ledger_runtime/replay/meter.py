@@ -134,6 +134,9 @@ class _Raw:
     def view_for_notes(self, watch: Sequence[int]) -> StateView | None:
         return None
 
+    def outlived(self, attempt_id: int) -> tuple[str, str] | None:
+        return None  # the output as it is refers to nothing
+
 
 class _Views:
     """The runtime as the replay holds it, seen as the live run it measures (the replay is in shadow
@@ -151,6 +154,9 @@ class _Views:
     def view_for_notes(self, watch: Sequence[int]) -> StateView | None:
         return self.rt.view(watch, as_applied=True)
 
+    def outlived(self, attempt_id: int) -> tuple[str, str] | None:
+        return self.rt.outlived(attempt_id)
+
 
 @dataclass
 class Tally:
@@ -162,6 +168,7 @@ class Tally:
     dropped: set = field(default_factory=set)  # (step label, line index) pairs
     note_chars: int = 0  # characters of state-view notes sent (each counted once)
     rewrites: int = 0
+    dangling: int = 0  # outputs sent whole whose references name an output not sent whole, summed over calls
 
     def as_dict(self, rates: Rates) -> dict:
         return {
@@ -171,6 +178,7 @@ class Tally:
             "valid_unique_lines_dropped": len(self.dropped),
             "note_chars": self.note_chars,
             "rewrites": self.rewrites,
+            "dangling_references": self.dangling,
         }
 
 
@@ -305,6 +313,11 @@ class CostMeter:
                     tally.stubs_false += 1
         for i, line in valid_unique_dropped(saids, treat, rt.still_true):
             tally.dropped.add((saids[i].label, line))
+        # what was sent, read as sent: an output sent whole that refers to one sent as a stub points at nothing
+        sent_whole = {s.attempt for s, t in zip(saids, treat) if t.kind == "keep" and s.attempt is not None}
+        for s, t in zip(saids, treat):
+            if t.kind == "keep" and any(r not in sent_whole for r in s.refs):
+                tally.dangling += 1
 
 
 def summarize(results: list[dict]) -> dict:

@@ -58,6 +58,7 @@ def _group(results: list[dict]) -> dict[str, Any]:
         "parsed": sums["parsed"],
         "parse_coverage": sums["parsed"] / sums["commands"] if sums["commands"] else None,
         "checked": sums["checked"],
+        "checked_refs": sums["checked_refs"],
         "unsound": sums["unsound"],
         "unsound_masked": sums["unsound_masked"],
         "answers": dict(nested["answers"]),
@@ -219,7 +220,9 @@ def results_md(
         "",
         "## Checks",
         "",
-        f"- answers checked against the fresh output, byte for byte: {tot['checked']:,}; unsound: {tot['unsound']}"
+        f"- answers checked against the output the ledger was given, byte for byte: {tot['checked']:,}; unsound: "
+        f"{tot['unsound']}; of them {tot.get('checked_refs', 0):,} hold a reference (the other "
+        f"{tot['checked'] - tot.get('checked_refs', 0):,} are the output as it is, which only a wrong store could fail)"
         + (f" ({tot['unsound_masked']} even with volatile text masked)" if tot["unsound"] else ""),
         f"- characters spared: {tot['chars_spared']:,} of {vis:,} seen ({_f(tot['spared_share'], '{:.1%}')}); "
         f"whole lines already shown verbatim: {_f(tot['repeated_share'], '{:.1%}')} (an upper bound for spans)",

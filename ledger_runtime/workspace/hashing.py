@@ -33,6 +33,21 @@ class FileState(NamedTuple):
     lines: int | None
 
 
+NOATIME = getattr(os, "O_NOATIME", 0)
+
+
+def open_quietly(path: str, flags: int) -> int:
+    """``os.open`` without changing the file's access time where the file's owner (or root) may ask
+    for that (O_NOATIME); for another's file, as usual: the ledger's reads leave atimes as they were
+    wherever the system lets them."""
+    if NOATIME:
+        try:
+            return os.open(path, flags | NOATIME)
+        except PermissionError:
+            pass  # EPERM: not the file's owner
+    return os.open(path, flags)
+
+
 def digest_bytes(data: bytes) -> str:
     """The ledger's content hash: hex xxh3_128."""
     return xxhash.xxh3_128_hexdigest(data)
@@ -101,7 +116,7 @@ class HashCache:
     def _read(self, path: str, st: os.stat_result, keep_limit: int) -> FileState | None:
         self.reads += 1
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+            fd = open_quietly(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
         except (FileNotFoundError, NotADirectoryError):
             return None  # vanished between the stat and the open
         except OSError:

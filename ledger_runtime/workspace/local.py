@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Iterable, Protocol
 
 from ledger_runtime.records import Baseline
 from ledger_runtime.workspace.baseline import HeadContents, take_baseline
-from ledger_runtime.workspace.hashing import FileState, digest_bytes
+from ledger_runtime.workspace.hashing import FileState, digest_bytes, open_quietly
 from ledger_runtime.workspace.scanner import Snapshot, WorkspaceScanner
 from ledger_runtime.workspace.signatures import PSEUDO_TREES, Probe
 
@@ -146,7 +146,7 @@ def read_regular(path: str, limit: int) -> bytes | None:
     if (real + "/").startswith(PSEUDO_TREES):
         return None
     try:
-        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        fd = open_quietly(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
     try:
