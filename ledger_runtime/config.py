@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from ledger_runtime.answers.build import Dedupe
-from ledger_runtime.records import ReuseForm
 
 
 class ConfigError(ValueError):
@@ -48,13 +47,6 @@ class LedgerConfig:
     dedupe_min_saving: int = 60
     """Characters an answer must save the model at least (and each reference in it 40, or this if
     less); below that the output stays as it is."""
-    reuse_output: ReuseForm = ReuseForm.REFERENCE
-    """How a run that is not run again (``reuse_runs``) is handed back: a short "reference" to the
-    step whose output the model still has, or the "full" earlier output under a one-line header."""
-    reuse_runs: bool = False
-    """Do not run an exact repeat of a test run again when nothing changed since and the run itself
-    changed no file; only for an allow-list of test runners and options (programs.exact_run). Off by
-    default: runs print timings and other volatile text, and the earlier output comes back instead."""
     nudge_repeats: bool = True
     """NUDGE a repeated run, or a repeated failing command, when nothing changed since."""
     output_limit_chars: int = 10000
@@ -177,7 +169,15 @@ class LedgerConfig:
 
 
 # the settings that take one of a fixed set of words, and the enum that is their vocabulary
-_CHOICES: dict[str, type[Enum]] = {"dedupe": Dedupe, "reuse_output": ReuseForm}
+_CHOICES: dict[str, type[Enum]] = {"dedupe": Dedupe}
+
+# settings that are no more: a file may still name them as they were off; on, the reason they went
+REMOVED = {
+    "reuse_runs": "reuse_runs was removed: a test run not run again hands back a prediction of its output, and "
+    "what a run reads (the environment, files outside the tree, time, randomness) has no end; every command "
+    "runs now, and a repeat comes back as a reference to an identical earlier output (docs/settings.md)",
+    "reuse_output": "reuse_output was removed with reuse_runs (docs/settings.md)",
+}
 
 
 def _plain(value: Any) -> Any:
@@ -193,6 +193,10 @@ def from_mapping(values: dict[str, Any], *, origin: str = "config") -> LedgerCon
     types = _field_types()
     clean: dict[str, Any] = {}
     for key, value in values.items():
+        if key in REMOVED:
+            if key == "reuse_runs" and value is True:
+                raise ConfigError(f"{origin}: {REMOVED[key]}")
+            continue  # off, or how an option that is no more was shown: nothing to do
         if key not in types:
             raise ConfigError(f"{origin}: unknown key {key!r} (known: {', '.join(sorted(types))})")
         want = types[key]

@@ -7,11 +7,10 @@ the adapter's ``execute``; the workspace is scanned again (never around a pure r
 nothing). Then the fresh output is compared with what the model already holds and the answer is
 built (answers.py: the output with verbatim repeats as references); the attempt, the exact text the
 model gets, what the command showed (checked against the files) and what it changed are committed in
-one transaction before the answer goes back. Only REVISE, BLOCK and an opted-in reuse of a test run
-(``reuse_runs``) answer without running. In shadow mode every command executes and returns its real
-output; verdicts and answers are decided and recorded only (the ledger keeps the text the model
-would have got). Verdicts are also decided and recorded when govern is off, so runs with and without
-govern are measured alike.
+one transaction before the answer goes back. Only REVISE and BLOCK answer without running. In
+shadow mode every command executes and returns its real output; verdicts and answers are decided
+and recorded only (the ledger keeps the text the model would have got). Verdicts are also decided
+and recorded when govern is off, so runs with and without govern are measured alike.
 
 A fault of the ledger never stops the agent: it is logged (``faults.log`` in the run directory,
 and the ledger when that works) and the command runs as if there were no ledger.

@@ -304,3 +304,28 @@ def test_a_dropped_file_line_that_still_holds_is_counted_and_a_line_is_its_numbe
     assert valid_unique_dropped(h, left_out, still_true) == [(0, 0)], "line 1 is shown nowhere later"
     assert not stub_holds(h[0], left_out[0], list(zip(h[1:], left_out[1:])), still_true)
     assert decide(h, ContextPolicy(validity=True), still_true)[0].kind == KEEP
+
+
+def test_the_independent_check_finds_a_still_true_line_left_out(tmp_path):
+    """lost_lines reads the files from the disk and what was sent as text: a file line left out, shown
+    in no later message and still in the file at that number, is lost; one the file no longer has,
+    or one a later message shows, is not."""
+    from ledger_runtime.prompt.history import Message, Sent
+    from ledger_runtime.replay.meter import lost_lines
+
+    f = tmp_path / "a.py"
+    f.write_text("x = 1\ny = 2\nz = 3\n")
+    p = str(f)
+    lines = [
+        Line("1\tx = 1\n", p, 1, "x = 1\n"),
+        Line("2\ty = 20\n", p, 2, "y = 20\n"),
+        Line("3\tz = 3\n", p, 3, "z = 3\n"),
+    ]
+    h = [said(0, lines), said(1, [Line("other\n")])]
+    msgs = [Message("sys"), Message("task"), Message("out1", 1), Message("out2", 2)]
+    stub = Treatment(STUB, Stub(stale=1, later=True))
+    sent = [Sent("sys"), Sent("task"), Sent("[ledger: stub]"), Sent("z = 3 is shown here\n")]
+    assert lost_lines(h, [stub, Treatment(KEEP)], msgs, sent) == {("step 1", 0)}, (
+        "line 1 is still in the file and shown nowhere later; line 2 the file no longer has; line 3 is shown"
+    )
+    assert lost_lines(h, [Treatment(KEEP), Treatment(KEEP)], msgs, sent) == set()

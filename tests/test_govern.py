@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ledger_runtime.analysis.commands import analyze
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.decide.govern import Current, govern
 from ledger_runtime.ledger.state import LedgerState
-from ledger_runtime.records import Attempt, Observation, ReuseForm, Verdict, VerdictKind
+from ledger_runtime.records import Attempt, Observation, Verdict, VerdictKind
 from ledger_runtime.workspace.hashing import FileState
 
 W = "/w"
@@ -72,73 +74,25 @@ def test_runs_are_nudged_when_nothing_changed():
     assert v.kind is VerdictKind.NUDGE and "failed" in v.reason and v.ref_step == 1
     assert decide(run, state_with(attempt(1, run, exit_code=1), epoch=1)).kind is VerdictKind.RUN
     assert decide(run, s, cfg=CFG.with_(nudge_repeats=False)).kind is VerdictKind.RUN
-    assert decide(run, s, cfg=CFG.with_(reuse_runs=True)).kind is VerdictKind.REUSE
-    writer = state_with(attempt(1, run, epoch_before=0, epoch_after=1), epoch=1)
-    assert decide(run, writer, cfg=CFG.with_(reuse_runs=True)).kind is VerdictKind.NUDGE
-    assert (
-        decide(run, state_with(attempt(1, run, exit_code=1), env_epoch=1), cfg=CFG.with_(reuse_runs=True)).kind
-        is VerdictKind.RUN
-    ), "a package installed since: the run must run"
-
-
-def test_reuse_runs_only_for_the_allow_list():
-    """Under reuse_runs a run is skipped only when the analysis models it exactly: a known test runner
-    with known options. Anything else (a script, a random order, the last-failed cache, timings,
-    parallel workers) runs, with a note at most."""
-    cfg = CFG.with_(reuse_runs=True)
-    allowed = [
-        "python -m pytest t.py -x -q",
-        "pytest -k 'foo and not bar' tests/",
-        "python3 -m unittest -v test_x",
-        "cd sub && pytest t.py",
-        "timeout 60 pytest --tb=short t.py 2>&1 | tail -n 20",
-    ]
-    refused = [
-        "python t.py",
-        "pytest -p randomly t.py",
-        "pytest --lf",
-        "pytest -n 4 t.py",
-        "time pytest t.py",
-        "pytest --durations=5 t.py",
-        "PYTHONPATH=. pytest t.py",
-        "pytest t.py > out.txt",
-        "bin/test",
-        "pytest t.py; echo done",
-        "pytest $T",
-        "pytest t*.py",
-    ]
-    for run in allowed + refused:
-        s = state_with(attempt(1, run, exit_code=1, epoch_before=0, epoch_after=0))
-        got = decide(run, s, cfg=cfg).kind
-        assert (got is VerdictKind.REUSE) == (run in allowed), (run, got)
-
-
-def test_reuse_form():
-    run = "pytest t.py"
-    cfg = CFG.with_(reuse_runs=True)
-    assert decide(run, state_with(attempt(1, run)), cfg=cfg).form is ReuseForm.REFERENCE
-    assert decide(run, state_with(attempt(1, run, truncated=True)), cfg=cfg).form is ReuseForm.FULL
-    assert decide(run, state_with(attempt(1, run, chars=20)), cfg=cfg).form is ReuseForm.FULL
-    assert decide(run, state_with(attempt(1, run)), cfg=cfg.with_(reuse_output="full")).form is ReuseForm.FULL
-    old = state_with(attempt(1, run), *[attempt(i, "true") for i in range(2, 12)])
-    assert decide(run, old, cfg=cfg.with_(context_steps=5)).form is ReuseForm.FULL, (
-        "the model no longer has step 1's output"
+    assert decide(run, state_with(attempt(1, run, exit_code=1), env_epoch=1)).kind is VerdictKind.RUN, (
+        "a package installed since: no note"
     )
-    compacted = state_with(attempt(1, run))
-    compacted.apply({"kind": "context", "from_step": 2})
-    assert decide(run, compacted, cfg=cfg).form is ReuseForm.FULL, "a compaction dropped step 1's output"
 
 
-def test_no_reuse_of_a_run_when_anything_about_it_is_doubtful():
-    run = "pytest t.py"
-    cfg = CFG.with_(reuse_runs=True)
-    for kw in ({"output_complete": False}, {"exception": "Timeout"}, {"exit_code": None}):
-        got = decide(run, state_with(attempt(1, run, **kw)), cfg=cfg).kind
-        assert got is not VerdictKind.REUSE, kw
+def test_no_run_is_ever_skipped_for_an_earlier_one():
+    """reuse_runs is gone: a repeat of a test run with nothing changed runs (with a note at most), and
+    a config that asks for the option is refused with the reason; one that has it off still loads."""
+    from ledger_runtime.config import ConfigError, from_mapping
+
+    run = "python -m pytest t.py -x -q"
+    s = state_with(attempt(1, run, exit_code=1, epoch_before=0, epoch_after=0))
+    assert decide(run, s).kind is VerdictKind.NUDGE and decide(run, s).kind.executes
+    with pytest.raises(ConfigError, match="reuse_runs was removed: a test run not run again hands back a prediction"):
+        from_mapping({"reuse_runs": True})
+    assert from_mapping({"reuse_runs": False, "reuse_output": "full"}) == CFG
     # govern off: the verdict is decided all the same (runs are measured alike); it only takes no effect
-    off = cfg.with_(govern=False)
-    assert decide(run, state_with(attempt(1, run)), cfg=off) == decide(run, state_with(attempt(1, run)), cfg=cfg)
-    assert not off.applies
+    off = CFG.with_(govern=False)
+    assert decide(run, s, cfg=off) == decide(run, s) and not off.applies
 
 
 def test_other_commands_are_nudged_only_when_they_failed():

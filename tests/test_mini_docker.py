@@ -169,7 +169,7 @@ def test_mini_extra_swebench_runs_the_adapter_by_class_path(docker_image, tmp_pa
         "environment": {
             "environment_class": "ledger_adapters.mini.environment.LedgerEnvironment",
             "inner_class": "docker",
-            "ledger": {"reuse_output": "full"},
+            "ledger": {"dedupe": "spans"},
         },
         "model": {
             "model_class": "ledger_adapters.mini.environment.LedgerModel",

@@ -394,9 +394,9 @@ def test_config_command_writes_checks_and_prints(tmp_path):
     assert ledger_run("config", "--write", str(f)).returncode == 0
     assert (f.stat().st_mode & 0o777) == 0o600
     assert "exists" in one_line_error(ledger_run("config", "--write", str(f)))
-    f.write_text(f.read_text().replace("# reuse_runs = false", "reuse_runs = true"))
+    f.write_text(f.read_text().replace("# shadow_view = false", "shadow_view = true"))
     ok = ledger_run("config", "--check", str(f))
-    assert ok.returncode == 0 and "reuse_runs = true" in ok.stdout
+    assert ok.returncode == 0 and "shadow_view = true" in ok.stdout
     f.write_text("dedupe = 'some'\n")
     assert "dedupe must be" in one_line_error(ledger_run("config", "--check", str(f)))
 

@@ -79,11 +79,14 @@ def test_verdict_kinds_that_execute():
 def test_config_defaults_and_toml(tmp_path):
     assert LedgerConfig().view_budget_tokens == 1200
     f = tmp_path / "ledger.toml"
-    f.write_text('[ledger]\nreuse_output = "full"\nview_budget_tokens = 600\n')
+    f.write_text('[ledger]\ndedupe = "whole"\nview_budget_tokens = 600\n')
     c = load_config(f, shadow=True)
-    assert (c.reuse_output, c.view_budget_tokens, c.shadow) == ("full", 600, True)
+    assert (c.dedupe, c.view_budget_tokens, c.shadow) == ("whole", 600, True)
     f.write_text("reuse_runs = true\n")
-    assert load_config(f).reuse_runs is True
+    with pytest.raises(ConfigError, match="reuse_runs was removed"):
+        load_config(f)
+    f.write_text("reuse_runs = false\nreuse_output = 'full'\n")  # an older file, with the option off
+    assert load_config(f) == LedgerConfig()
 
 
 def test_a_ledger_table_in_a_larger_file_is_read_alone(tmp_path):
@@ -99,10 +102,10 @@ def test_a_ledger_table_in_a_larger_file_is_read_alone(tmp_path):
 @pytest.mark.parametrize(
     "text, needle",
     [
-        ("reuse_outptu = 'full'\n", "unknown key 'reuse_outptu'"),
+        ("dedup = 'full'\n", "unknown key 'dedup'"),
         ("view_budget_tokens = 'big'\n", "'view_budget_tokens' must be int"),
         ("inform = 1\n", "'inform' must be bool"),
-        ("reuse_output = 'sometimes'\n", "reuse_output must be"),
+        ("dedupe = 'sometimes'\n", "dedupe must be"),
         ("view_budget_tokens = 0\n", "view_budget_tokens must be positive"),
         ("this is not toml", "not valid TOML"),
     ],
@@ -129,6 +132,6 @@ def test_a_replay_reports_the_settings_words():
     """The report's settings line quotes each setting as a file gives it, never an enum's repr."""
     from ledger_runtime.cli.replay import provenance
 
-    settings = provenance(LedgerConfig(dedupe="whole", reuse_output="full"))["settings"]
+    settings = provenance(LedgerConfig(dedupe="whole"))["settings"]
     assert settings["dedupe"] == "whole" and type(settings["dedupe"]) is str
     assert "Dedupe" not in repr(settings)

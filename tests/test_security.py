@@ -579,22 +579,6 @@ def test_a_continued_run_never_refers_to_a_masked_line(tmp_path, monkeypatch):
     assert res.answer == "raw" and res.output == (repo / ".env").read_text()
 
 
-def test_a_reuse_of_a_masked_output_runs_instead(tmp_path, monkeypatch):
-    monkeypatch.setenv("SERVICE_TOKEN", "tok-" + "9" * 20)
-    repo = make_repo(
-        tmp_path / "r", {"test_a.py": "import os\ndef test_a():\n    print(os.environ['SERVICE_TOKEN'])\n"}
-    )
-    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(reuse_runs=True, reuse_output="full"))
-    cmd = "python -m pytest -q -s test_a.py -p no:cacheprovider"
-    try:
-        first = rt.run(cmd, LocalExecutor())
-        second = rt.run(cmd, LocalExecutor())
-    finally:
-        rt.close()
-    assert "tok-" + "9" * 20 in first.output
-    assert second.executed and second.verdict.kind.value == "RUN" and "tok-" + "9" * 20 in second.output
-
-
 def test_redact_off_stores_as_is_and_user_patterns_mask_more(tmp_path, monkeypatch):
     from ledger_runtime.config import ConfigError
 

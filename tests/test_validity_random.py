@@ -2,16 +2,16 @@
 
 Random sequences mix reads (the kinds agents use) with changes made every way a file can change:
 sed -i, scripts, appends, same-size rewrites, touch, rm, new files and directories, git checkout,
-and edits made between commands behind the runtime's back; and a test run that may be reused
-(``reuse_runs``). For every answer the model gets, checked independently of the runtime:
+and edits made between commands behind the runtime's back; and a test run. For every answer the
+model gets, checked independently of the runtime:
 
 1. it expands (transcript.py, reading the answer's text as the model does) to exactly what the
    command prints when the test runs it again itself, at once, with nothing changed in between;
 2. every reference names lines its source showed literally, where the model saw them (not in the
    part the agent cut from a long output), in a step the model still holds;
-3. every kind of answer happens: whole outputs, spans, deltas and reused runs.
+3. every kind of answer happens: whole outputs, spans and deltas.
 
-The old rule is kept as a property too: no run is reused after a change to what it reads.
+And no command is ever answered without running (reuse_runs is gone): every answer is a fresh run's.
 """
 
 from __future__ import annotations
@@ -170,10 +170,9 @@ def _check_references(rt: LedgerRuntime, t: Transcript, a, config: LedgerConfig,
 
 
 CONFIGS = [
-    LedgerConfig(reuse_runs=True, dedupe_min_saving=20, dedupe_min_lines=2),
-    LedgerConfig(reuse_runs=True, dedupe_min_saving=20, dedupe_min_lines=2, context_steps=4),
+    LedgerConfig(dedupe_min_saving=20, dedupe_min_lines=2),
+    LedgerConfig(dedupe_min_saving=20, dedupe_min_lines=2, context_steps=4),
     LedgerConfig(
-        reuse_runs=True,
         dedupe_min_saving=10,
         dedupe_min_lines=1,
         output_limit_chars=1200,
@@ -187,8 +186,9 @@ def test_every_answer_expands_to_what_the_command_prints(tmp_path):
     kinds: Counter = Counter()
     for seed in range(9):
         kinds += _sequence(tmp_path / f"seed{seed}", seed)
-    for kind in ("whole", "spans", "delta", "reused"):
+    for kind in ("whole", "spans", "delta"):
         assert kinds[kind] >= 3, f"every kind of answer must be exercised, not only: {kinds}"
+    assert kinds["reused"] == 0, "no command is answered without running"
 
 
 def _sequence(tmp_path: Path, seed: int) -> Counter:
@@ -228,11 +228,7 @@ def _sequence(tmp_path: Path, seed: int) -> Counter:
         assert t.expanded(a) == now, f"seed {seed}: `{cmd}` ({kind}) does not stand for what it prints now"
         _check_references(rt, t, a, config, seed)
         fingerprints[a.id] = before
-        if kind == "reused":
-            ref = rt.state.attempt(a.verdict.ref_attempt)
-            assert not a.executed and fingerprints[ref.id] == before, (
-                f"seed {seed}: a reused run although something it reads changed since"
-            )
+        assert a.executed, f"seed {seed}: `{cmd}` was answered without running"
     rt.close()
     return kinds
 

@@ -9,9 +9,8 @@ the tool call go on). Facts about the protocol (Codex 0.171.0): ``../shared/docs
   sends back here records the attempt and returns the answer built from the fresh output (repeats
   of what the model holds as references; a NUDGE note with it), which the wrapper prints with the
   command's own exit code. Codex's PostToolUse cannot replace an output; this way the model reads an
-  ordinary result of the command it asked for. A REUSE of a test run (``reuse_runs``) replaces the
-  command with one that prints the earlier output. REVISE and BLOCK deny with the rule and the
-  ledger state.
+  ordinary result of the command it asked for. REVISE and BLOCK deny with the rule and the ledger
+  state.
 - ``PostToolUse``: records the attempt when the wrapper did not (the exit code and the whole output
   come from the rollout file, ``transcript_path``); answers with a note of the state view's news
   (what the model's own outputs did not show it, capped, paid from what the answers spared: these

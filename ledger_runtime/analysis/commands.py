@@ -77,7 +77,6 @@ class Analysis:
     origin: str = ""  # the directory the command was given in (``cwd`` folds a leading ``cd DIR &&`` in)
     raw: bool = False  # the command asks for its output in full (RAW_ESCAPE)
     readonly: bool = False  # writes nothing and runs nothing the analysis does not know (pure implies it)
-    exact_run: bool = False  # a test run on the allow-list that reuse_runs may answer without running it
 
     @property
     def writes_any(self) -> bool:
@@ -216,7 +215,6 @@ def _analyze(command: str, cwd: str, submits: bool) -> Analysis:
     readonly = not script.complex
     env_change = False
     outputs = 0
-    exact_run = len(pipelines) == 1 and _exact_run(pipelines[0])
     for k, pipe in enumerate(pipelines):
         p = _combine(pipe)
         target = _cd_target(pipe)
@@ -256,7 +254,6 @@ def _analyze(command: str, cwd: str, submits: bool) -> Analysis:
         env_change=env_change,
         origin=cwd,
         raw=raw,
-        exact_run=exact_run and cls is CommandClass.RUN,
         readonly=readonly and cls in (CommandClass.INSPECT, CommandClass.SEARCH) and not writes,
     )
 
@@ -285,31 +282,6 @@ def _cd_target(pipe: Pipeline) -> str | None:
     if len(args) != 1 or args[0] is None or s.cwd is None and not args[0].startswith("/"):
         return None
     return normpath(os.path.join(s.cwd or "/", args[0]))
-
-
-_RUN_TAILS = ("tail", "head")
-
-
-def _exact_run(pipe: Pipeline) -> bool:
-    """One allow-listed test run (programs.exact_run), its stderr joined in, maybe cut by a last
-    ``| tail -n N`` or ``| head -n N``; nothing else in the command."""
-    if not pipe.stages or any(s is None for s in pipe.stages) or pipe.background or pipe.stdout_redirected:
-        return False
-    first, rest = pipe.stages[0], pipe.stages[1:]
-    if any(not (r.dup and r.fd == 2) for r in first.redirects):
-        return False
-    if not effect(first).exact_run:
-        return False
-    for s in rest:
-        e = effect(s)
-        if (
-            s.name not in _RUN_TAILS
-            or s.redirects
-            or not isinstance(e.out, Filter)
-            or not isinstance(e.out.action, tuple)
-        ):
-            return False
-    return True
 
 
 def _is_plain_cd(pipe: Pipeline) -> bool:

@@ -63,7 +63,6 @@ class Effect:
     out: Stream | Filter | tuple[Stream, ...] | None = None  # a tuple: several whole files (cat a b)
     source: bool = True  # prints output of its own rather than transforming stdin
     env_change: bool = False
-    exact_run: bool = False  # a test run on the allow-list of exact_run(): may be reused under reuse_runs
     side_effects: bool = False  # may write or run something the analysis does not follow (sed's w and e)
 
 
@@ -936,53 +935,10 @@ def _pip(args: list[Word]) -> Effect:
     return _impure(CommandClass.INSPECT)
 
 
-# reuse_runs: the test runners, and the options of theirs, whose output depends on nothing but the
-# workspace's files and the environment (no clock-driven selection, no random order, no cache of the
-# last run, no parallel workers). Anything else runs every time.
-_PYTEST_FLAGS = {
-    "-q",
-    "-v",
-    "-x",
-    "-s",
-    "-l",
-    "--quiet",
-    "--verbose",
-    "--exitfirst",
-    "--showlocals",
-    "--no-header",
-    "--disable-warnings",
-    "--disable-pytest-warnings",
-    "--strict-markers",
-    "--strict",
-    "--runxfail",
-}
-_PYTEST_VALUED = {"-k", "-m", "-r", "-W", "--tb", "--maxfail", "--color", "--capture", "--import-mode"}
-_UNITTEST_FLAGS = {"-q", "-v", "-f", "-b", "--quiet", "--verbose", "--failfast", "--buffer"}
-
-
-def exact_run(program: str, args: list[Word]) -> bool:
-    """Whether ``program args`` is a test run on the reuse_runs allow-list (see above)."""
-    if any(w.value is None or w.glob for w in args):
-        return False
-    if program == "pytest":
-        split = split_opts(args, with_arg="kmrWp", long_with_arg=("tb", "maxfail", "color", "capture", "import-mode"))
-        if split is None:
-            return False
-        return all(
-            o in _PYTEST_FLAGS or o in _PYTEST_VALUED or (o == "-p" and v == "no:cacheprovider") for o, v in split[0]
-        )
-    if program == "unittest":
-        split = split_opts(args, with_arg="k")
-        return split is not None and all(o in _UNITTEST_FLAGS or o == "-k" for o, _ in split[0])
-    return False
-
-
 def _python(args: list[Word]) -> Effect:
     vals = [w.value for w in args]
     if vals[:2] in (["-m", "pytest"], ["-m", "unittest"]):
-        e = _impure(CommandClass.RUN)
-        e.exact_run = exact_run(vals[1], args[2:])
-        return e
+        return _impure(CommandClass.RUN)
     if vals[:2] == ["-m", "pip"]:
         return _pip(args[2:])
     if vals[:1] == ["setup.py"] and len(vals) > 1 and vals[1] in ("install", "develop"):
@@ -1231,8 +1187,6 @@ def effect(s: Simple) -> Effect:
     e = _dispatch(s, base, name, args)
     if not pure or any(w.glob for w in argv):
         e.pure = False  # an unquoted glob expands against a directory no read key covers
-    if not pure or s.assigns:
-        e.exact_run = False  # `time` prints timings; assignments change the environment
     return e
 
 
@@ -1284,9 +1238,7 @@ def _run(s: Simple, args: list[Word], name: str) -> Effect:
 
 
 def _pytest(s: Simple, args: list[Word], name: str) -> Effect:
-    e = _impure(CommandClass.RUN)
-    e.exact_run = exact_run("pytest", args)
-    return e
+    return _impure(CommandClass.RUN)
 
 
 _SEARCHERS = ("grep", "egrep", "fgrep", "rg")

@@ -42,7 +42,7 @@ class AnswerKind(str, Enum):
     WHOLE = "whole"  # a reference to an identical earlier output
     SPANS = "spans"  # literal lines and references to runs of lines shown before
     DELTA = "delta"  # an earlier output of the same read, with a diff
-    REUSED = "reused"  # not run: an earlier run's output (reuse_runs)
+    REUSED = "reused"  # not run: an earlier run's output (reuse_runs, removed: only in older ledgers)
     REFUSED = "refused"  # not run: a policy's refusal (REVISE, BLOCK)
 
 

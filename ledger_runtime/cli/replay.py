@@ -450,7 +450,6 @@ def provenance(config, jobs: int = 1, outputs: str = "fresh") -> dict:
             "dedupe",
             "dedupe_min_lines",
             "dedupe_min_saving",
-            "reuse_runs",
             "output_limit_chars",
             "output_head_chars",
             "output_tail_chars",

@@ -6,11 +6,11 @@ with what the model already holds (answers.py; DESIGN.md, "Validity"). So before
 govern only
 
 - NUDGEs a repeat of a test or script run, or of a failing command that is not a plain read, when
-  nothing has changed since (the note goes with the fresh output);
-- with ``reuse_runs``, REUSEs a repeat of an allow-listed test run (commands.Analysis.exact_run:
-  test runners and options whose output depends on the workspace alone) when no file and nothing
-  in the environment changed since, and that run changed no file itself: the one case where a
-  command the model asked for does not run.
+  nothing has changed since (the note goes with the fresh output).
+
+No command the model asked for is skipped because an earlier run is believed to stand for it: that
+would be a prediction of its output, and what a run reads has no end (docs/settings.md, the removed
+``reuse_runs``). Only the policies refuse commands (REVISE, BLOCK).
 
 ``Current`` carries the signatures and file states the policies read (policies.py).
 """
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from ledger_runtime.config import LedgerConfig
 
 _READERS = (CommandClass.INSPECT, CommandClass.SEARCH)
-REFERENCE_MIN_CHARS = 200  # below this, a reference to an earlier output costs more than the output
 
 
 def _candidate(proposal: Analysis, state: LedgerState) -> Attempt | None:
@@ -38,19 +37,6 @@ def _candidate(proposal: Analysis, state: LedgerState) -> Attempt | None:
         if src is not None and src.executed:
             return src
     return None
-
-
-def reusable_run(a: Attempt) -> bool:
-    """Whether an earlier run may stand in for a repeat of it (reuse_runs)."""
-    return (
-        a.executed
-        and a.command_class is CommandClass.RUN
-        and a.output_complete
-        and not a.submits
-        and a.exception is None
-        and a.epoch_before == a.epoch_after
-        and a.exit_code is not None
-    )
 
 
 def govern(proposal: Analysis, state: LedgerState, current: Current, config: LedgerConfig) -> Verdict:
@@ -64,8 +50,6 @@ def govern(proposal: Analysis, state: LedgerState, current: Current, config: Led
     cand = _candidate(proposal, state)
     if cand is None or cand.env_epoch != state.env_epoch or cand.epoch_after != state.epoch or cand.exception:
         return Verdict(VerdictKind.RUN)
-    if config.reuse_runs and proposal.exact_run and reusable_run(cand):
-        return _reuse(cand, state, config, "same test run, and no file has changed since")
     if config.nudge_repeats and (cls is CommandClass.RUN or cand.exit_code not in (0, None)):
         how = "failed" if cand.exit_code not in (0, None) else "ran"
         return Verdict(
@@ -87,15 +71,3 @@ def same_output(ref: Attempt | None) -> Verdict:
         ref_step=ref.step if ref else None,
         form=ReuseForm.REFERENCE,
     )
-
-
-def _reuse(cand: Attempt, state: LedgerState, config: LedgerConfig, reason: str) -> Verdict:
-    form = ReuseForm.FULL
-    if (
-        config.reuse_output is ReuseForm.REFERENCE
-        and not cand.truncated
-        and cand.output_chars >= REFERENCE_MIN_CHARS
-        and state.in_context(cand.step, config.context_steps)
-    ):
-        form = ReuseForm.REFERENCE
-    return Verdict(VerdictKind.REUSE, reason, ref_attempt=cand.id, ref_step=cand.step, form=form)

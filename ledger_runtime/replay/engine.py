@@ -14,8 +14,9 @@ without the ledger (after the agent's cut), the time the ledger added, the size 
 the model would have received before it, and independent judgements:
 
 - soundness (transcript.py): the answer, read as the model reads it, expands to the fresh output
-  byte for byte, and every reference names lines its source showed literally; a run not run again
-  (reuse_runs) hands back what the run prints now (exactly, and with volatile text masked);
+  byte for byte, and every reference names lines its source showed literally (a run not run again,
+  in a ledger from before reuse_runs was removed: what the run prints now, also with volatile text
+  masked);
 - what could be spared: characters of whole lines of the output the model had already been shown
   verbatim (``RepeatedLines``, from the outputs alone);
 - the oracle of redundancy, computed from the fresh outputs and the replay's own SHA-256 of the
@@ -441,8 +442,8 @@ class _as_recorded:
 def _soundness(transcript: Transcript, att: Attempt, fresh: str, kind: str) -> dict:
     """The check of one answer against the fresh output (transcript.Check). Built from the fresh
     output (every command that ran): its expansion must be the output, byte for byte, and every
-    reference must name what the model held. A run not run again (reuse_runs): the earlier output it
-    hands back against what the run prints now, exactly and with volatile text (timings) masked.
+    reference must name what the model held. A run not run again (reuse_runs, removed): the earlier
+    output it hands back against what the run prints now, exactly and with volatile text masked.
     A refusal stands for no output: nothing to check."""
     if kind == AnswerKind.REFUSED.value:
         return {"sound": None}

@@ -38,7 +38,7 @@ from typing import Protocol, Sequence
 from ledger_runtime.decide.context import ContextPolicy, Line, Said, Sticky, stub_holds, valid_unique_dropped
 from ledger_runtime.inform import VIEW_NOTE, StateView
 from ledger_runtime.ledger.observe import Truncation
-from ledger_runtime.prompt.history import History, Message, placed
+from ledger_runtime.prompt.history import History, Message, Sent, placed
 from ledger_runtime.prompt.notes import ViewNotes
 from ledger_runtime.replay.billing import Bill, Cache, Part, Rates
 from ledger_runtime.replay.trajectories import Trajectory
@@ -169,6 +169,7 @@ class Tally:
     note_chars: int = 0  # characters of state-view notes sent (each counted once)
     rewrites: int = 0
     dangling: int = 0  # outputs sent whole whose references name an output not sent whole, summed over calls
+    lost: set = field(default_factory=set)  # (step label, line index) the independent check finds lost
 
     def as_dict(self, rates: Rates) -> dict:
         return {
@@ -179,6 +180,7 @@ class Tally:
             "note_chars": self.note_chars,
             "rewrites": self.rewrites,
             "dangling_references": self.dangling,
+            "lines_lost_independent": len(self.lost),
         }
 
 
@@ -287,11 +289,10 @@ class CostMeter:
                 self._bill(arm, model, msgs, out_tokens)
             for p in self.policies:
                 h = self.histories[(p.name, model)]
-                if p.validity:
-                    sent_p = h.send(messages, views)
-                else:
-                    sent_p = h.send(raw_messages, _Raw(rt), inform=False)
+                msgs = messages if p.validity else raw_messages
+                sent_p = h.send(msgs, views) if p.validity else h.send(msgs, _Raw(rt), inform=False)
                 self._checks(p.name, model, h, rt)
+                self._lost(p.name, model, h, msgs, sent_p)
                 self._bill(p.name, model, placed(roles, sent_p), out_tokens)
         if self.bound is not None:
             self.bound.call(roles, messages, sent, views, output)
@@ -318,6 +319,52 @@ class CostMeter:
         for s, t in zip(saids, treat):
             if t.kind == "keep" and any(r not in sent_whole for r in s.refs):
                 tally.dangling += 1
+
+    def _lost(self, arm: str, model: str, h: History, msgs: list[Message], sent: list[Sent]) -> None:
+        saids, treat = h.decisions
+        self.tally[(arm, model)].lost |= lost_lines(saids, treat, msgs, sent)
+
+
+def lost_lines(saids: Sequence[Said], treat: Sequence, msgs: Sequence[Message], sent: Sequence[Sent]) -> set:
+    """The check of what was sent that shares nothing with the decision but where a line came from:
+    a line of an output sent as a stub or in part is lost when its text is in no message sent after
+    it, the file itself (read here, from the disk, at the number the output showed it at) does not say
+    otherwise now, and no later message is a run of the same command sent whole. (step label, line
+    index) pairs."""
+    outs = [k for k, m in enumerate(msgs) if m.attempt is not None]
+    if not saids or len(outs) != len(saids):
+        return set()  # the history's outputs and the decisions do not line up: nothing to say
+    texts = [x.text for x in sent]
+    files: dict[str, list[str] | None] = {}
+    lost = set()
+    for n, (s, t) in enumerate(zip(saids, treat)):
+        if t.kind == "keep":
+            continue
+        after = "\n".join(texts[outs[n] + 1 :])
+        later_runs = {saids[j].command for j in range(n + 1, len(saids)) if treat[j].kind == "keep"}
+        for i, line in enumerate(s.lines):
+            if t.keeps(i) or not line.text.strip():
+                continue
+            if line.text.rstrip("\n") in after or (line.was and line.was.rstrip("\n") in after):
+                continue  # shown later, as text
+            if line.path is not None and line.number is not None:
+                if line.path not in files:
+                    files[line.path] = _lines_now(line.path)
+                now = files[line.path]
+                if now is None or line.number > len(now) or now[line.number - 1] != line.was.rstrip("\n"):
+                    continue  # the file says otherwise now
+            elif s.supersedable and s.command in later_runs:
+                continue  # the same command, sent whole later: it prints what it prints now
+            lost.add((s.label, i))
+    return lost
+
+
+def _lines_now(path: str) -> list[str] | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace").split("\n")
+    except OSError:
+        return None
 
 
 def summarize(results: list[dict]) -> dict:

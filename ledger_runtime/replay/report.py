@@ -281,6 +281,7 @@ CONTEXT_COLUMNS = (
     "notes (chars)",
     "rewrites",
     "valid unique dropped",
+    "lost (check)",
     "stubs (false)",
 )
 
@@ -308,6 +309,7 @@ def _context_row(arm: str, r: dict[str, Any]) -> list[str]:
         f"{int(r.get('note_chars', 0)):,}",
         f"{int(r.get('rewrites', 0)):,}",
         f"{int(r.get('valid_unique_lines_dropped', 0)):,}",
+        f"{int(r.get('lines_lost_independent', 0)):,}",
         f"{int(r.get('stubs', 0)):,} ({int(r.get('stubs_false', 0))})",
     ]
 
@@ -331,12 +333,13 @@ def context_md(ctx: dict[str, dict[str, Any]], models: Iterable[str]) -> str:
         "(`ledger_runtime/replay/meter.py`), billed as the model's provider bills it "
         "(`ledger_runtime/replay/billing.py`: uncached input, cache reads, cache writes, output), tokens by "
         "litellm's `token_counter`, prices from litellm's table. `vs none`: input cost (uncached, cache reads "
-        "and writes) against the recorded run; `runs > 1.00`: runs whose input cost is above theirs without the "
-        "ledger, and the largest ratio; `vs bound`: input cost above the offline bound; `notes`: characters of "
-        "state-view notes sent; `rewrites`: calls that changed a message already sent; `valid unique dropped`: "
-        "distinct output lines left out at some call while still true and shown nowhere later in what was sent; "
-        "`stubs (false)`: outputs sent as a stub or as their kept lines, summed over calls, and how many said "
-        "something untrue.",
+        "and writes) against the arm `none` (the same outputs, without the ledger); `runs > 1.00`: runs whose "
+        "input cost is above theirs without the ledger, and the largest ratio; `vs bound`: input cost above the "
+        "offline bound; `notes`: characters of state-view notes sent; `rewrites`: calls that changed a message "
+        "already sent; `valid unique dropped`: distinct output lines left out at some call while still true and "
+        "shown nowhere later in what was sent; `lost (check)`: the same, found by an independent check (the "
+        "text of what was sent, the files read from the disk); `stubs (false)`: outputs sent as a stub or as "
+        "their kept lines, summed over calls, and how many said something untrue.",
     ]
     for model in models:
         share = (ctx.get("ledger", {}).get(model) or {}).get("view_share")
@@ -386,7 +389,10 @@ def cost_targets(ctx: dict[str, dict[str, Any]], model: str) -> list[str]:
             line(gap <= 0.05, f"`{arm}` {gap:+.1%} against the offline bound (target within 5%)")
         dropped = sum(int(r.get("valid_unique_lines_dropped", 0)) for r in validity.values())
         false = sum(int(r.get("stubs_false", 0)) for r in validity.values())
+        lost = sum(int(r.get("lines_lost_independent", 0)) for r in validity.values())
         line(
-            dropped == 0 and false == 0, f"validity policies: {dropped} valid unique lines dropped, {false} false stubs"
+            dropped == 0 and false == 0 and lost == 0,
+            f"validity policies: {dropped} valid unique lines dropped, {false} false stubs; "
+            f"the independent check: {lost} lines lost",
         )
     return out

@@ -111,7 +111,7 @@ def measure_hooks(tree: Path, session: list, work: Path, console: Console) -> di
     run_dir = work / "run"
     transcript = work / "rollout.jsonl"
     transcript.write_text("")
-    rt = LedgerRuntime(tree, run_dir, LedgerConfig(reuse_output="full"))
+    rt = LedgerRuntime(tree, run_dir, LedgerConfig())
     timed = TimedHooks(CodexHooks(rt))
     server = HookServer(timed.handle, rt.report_fault)
     noop = HookServer(lambda e, p: None, rt.report_fault)
