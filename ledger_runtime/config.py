@@ -75,8 +75,8 @@ class LedgerConfig:
     answers spared it so far (references, diffs), so that the ledger never makes a run dearer than
     the same run without it; ``inf``: no such bound. See docs/context.md."""
     context_note_chars: int = 600
-    """Agents whose context notes stay in their history (Codex's hooks): each note of what the state
-    view gained is cut to this many characters."""
+    """The longest note of the state view (notes stay where they were sent: mini-swe-agent's copy of
+    the history sent to its model, Codex's own history); what does not fit goes into the next note."""
     policies: dict = field(default_factory=dict)
     """The policy gate's rules: ``[policies.<name>]`` tables (enabled, verdict, paths, parameters);
     see gate.py and policies.py. Every built-in rule is on with its defaults unless set here."""

@@ -46,6 +46,7 @@ from ledger_runtime.answers.build import (
     build,
     diff_shown,
     expand,
+    expand_in_place,
     kept_output,
     mistakable,
     raw,
@@ -524,27 +525,44 @@ class LedgerRuntime:
     def holds(self, attempt_id: int) -> bool:
         """Whether the model still holds the output of an attempt, before its next call."""
         a = self.state.attempt(attempt_id)
-        if a is None:
-            return False
-        now = self.state.step + 1
-        window = now - self.config.context_steps if self.config.context_steps > 0 else 0
-        return a.step >= max(self.state.context_floor, window)
+        return a is not None and self.holds_step(a.step)
 
     def outlived(self, attempt_id: int) -> tuple[str, str] | None:
         """An answer that refers to an output the model no longer holds: (the answer as the model got
-        it, what to send in its place from now on: what it stands for, or, when the ledger no longer
-        has that, a line that says so and how to get it). None when it refers to nothing gone."""
+        it, what to send in its place from now on: the answer with its references replaced by what they
+        stand for, its notes and the agent's cut as they were; or, when the ledger no longer has that,
+        a line that says so and how to get it). None when it refers to nothing gone. Once handed out,
+        the same text is handed out again: what was sent stays as it was."""
         kept = self._standing.get(attempt_id)
-        if kept is None or all(self.holds(r) for r in kept[0]):
+        if kept is None or all(self.holds(r) for r in kept.refs):
             return None
-        refs, answer, output = kept
-        if output is None:
-            gone = ", ".join(self.state.label(r) for r in refs if not self.holds(r))
-            output = (
+        if kept.in_place is None:
+            gone = ", ".join(self.state.label(r) for r in kept.refs if not self.holds(r))
+            kept.in_place = (
                 f"[ledger] This output referred to {gone}'s, which is no longer in your context: "
                 "run the command again to see it.\n"
             )
-        return answer, output
+        kept.sent = True
+        self._standing.forget(lambda s: self.holds_step(s))
+        return kept.answer, kept.in_place
+
+    def holds_step(self, step: int) -> bool:
+        now = self.state.step + 1
+        window = now - self.config.context_steps if self.config.context_steps > 0 else 0
+        return step >= max(self.state.context_floor, window)
+
+    def _in_place(self, answer: Answer) -> str | None:
+        """The answer with its references replaced by what they stand for (None: it does not expand)."""
+
+        def resolve(label: str) -> tuple[int, str] | None:
+            b = self.state.by_label(label)
+            shown = self.delivered.items.get(b.id) if b is not None else None
+            return None if shown is None else (b.id, "".join(shown.lines))
+
+        try:
+            return expand_in_place(answer.text, answer.pieces, resolve)
+        except ExpandError:
+            return None
 
     def forget_context(self) -> None:
         """The agent dropped the outputs it was shown so far from its history (a compaction): no
@@ -792,12 +810,12 @@ class LedgerRuntime:
         (never a submission, never a command that asks for its raw output)."""
         a = plan.analysis
         notes = [f"[ledger] NUDGE: {verdict.reason}."] if verdict.kind is VerdictKind.NUDGE else []
-        if self.submission.named_in(output) or a.submits:
-            return raw(output)  # the agent reads the marker off the output: nothing may move it
-        if mistakable(output):  # text a reader could take for ours: shown as printed, and said so
-            return raw(output, [*notes, AS_PRINTED])
+        if self.submission.in_output(output) or a.submits:
+            return raw(output)  # the agent reads the marker off the output's first line: nothing may move it
         if plan.shown_raw and plan.applied:
             return raw(output)  # what the agent got: recorded as it was (shadow mode: what it would have got)
+        if mistakable(output):  # text a reader could take for ours: shown as printed, and said so
+            return raw(output, [*notes, AS_PRINTED])
         if a.raw:
             return raw(output, notes)
         if not self._refers(output):
@@ -940,8 +958,10 @@ class LedgerRuntime:
             )
             if facts:
                 self.facts[attempt.id] = facts
-            if answer.refs and plan.applied:  # what it stands for, should what it refers to leave the model
-                self._standing.keep(attempt.id, answer.refs, shown, output)
+            if answer.refs and plan.applied and self.config.context_steps > 0:
+                # an agent that keeps only its last steps: what the answer stands for, should what it refers
+                # to leave the model before the answer does (an answer's references as the model reads them)
+                self._standing.keep(attempt.id, plan.step, answer.refs, shown, self._in_place(answer))
             events += [("observation", o.to_dict()) for o in obs]
         # what may fail is worked out before anything is kept: the ledger on disk and in memory agree
         mods = [self.modifications.of(c, attempt.id, plan.step, analysis) for c in changes]
@@ -1144,29 +1164,45 @@ class LedgerRuntime:
         self.close()
 
 
+@dataclass
+class _Standing:
+    step: int  # of the answer
+    refs: tuple[int, ...]
+    answer: str  # as the model got it
+    in_place: str | None  # its references replaced by what they stand for (None: dropped, or never had)
+    sent: bool = False  # handed out in place of the answer: kept as it is from then on
+
+
 class Standing:
-    """What answers that hold references stand for (the command's output as it printed it, kept in
-    memory only: what is stored is masked), so that one whose source leaves the model's context can be
-    sent expanded. At most ``limit`` characters are kept: an older one is then only named."""
+    """Answers that refer to other outputs, in an agent that keeps only its last steps, and what each
+    stands for (the output as the command printed it, in memory only: what is stored is masked), so
+    that one whose source leaves the model's context before it does can be sent expanded. At most
+    ``limit`` characters are kept: past it the oldest not yet handed out is then only named."""
 
     def __init__(self, limit: int = 32 * 1024 * 1024):
         self.limit = limit
-        self.items: dict[int, tuple[tuple[int, ...], str, str | None]] = {}
+        self.items: dict[int, _Standing] = {}
         self.chars = 0
 
-    def keep(self, attempt: int, refs: tuple[int, ...], answer: str, output: str) -> None:
-        self.items[attempt] = (tuple(refs), answer, output)
-        self.chars += len(output)
-        for a in list(self.items):
+    def keep(self, attempt: int, step: int, refs: tuple[int, ...], answer: str, in_place: str | None) -> None:
+        self.items[attempt] = _Standing(step, tuple(refs), answer, in_place)
+        self.chars += len(answer) + len(in_place or "")
+        for item in self.items.values():
             if self.chars <= self.limit:
                 break
-            r, ans, out = self.items[a]
-            if out is not None:
-                self.items[a] = (r, ans, None)
-                self.chars -= len(out)
+            if not item.sent and item.in_place is not None:
+                self.chars -= len(item.in_place)
+                item.in_place = None
 
-    def get(self, attempt: int) -> tuple[tuple[int, ...], str, str | None] | None:
+    def get(self, attempt: int) -> _Standing | None:
         return self.items.get(attempt)
+
+    def forget(self, holds: Callable[[int], bool]) -> None:
+        """Drop the answers the model no longer holds itself and that were never sent in place (one
+        that was is sent so from then on, wherever the agent keeps it)."""
+        for a in [a for a, item in self.items.items() if not item.sent and not holds(item.step)]:
+            item = self.items.pop(a)
+            self.chars -= len(item.answer) + len(item.in_place or "")
 
 
 def altered_output(a: Attempt) -> bool:

@@ -329,3 +329,30 @@ def test_the_independent_check_finds_a_still_true_line_left_out(tmp_path):
         "line 1 is still in the file and shown nowhere later; line 2 the file no longer has; line 3 is shown"
     )
     assert lost_lines(h, [Treatment(KEEP), Treatment(KEEP)], msgs, sent) == set()
+
+
+def test_an_expansion_once_sent_stays_as_it_was_sent(tmp_path):
+    """The expansion of an answer whose source left is what the model is sent from then on: a later
+    answer that fills the ledger's memory never turns it into the line that only names it."""
+    from ledger_runtime.executor import LocalExecutor
+    from ledger_runtime.prompt.history import History, Message
+    from ledger_runtime.runtime import LedgerRuntime
+
+    mid = "".join(f"M{i:03} = {i}  # a line of the module, long enough to refer to\n" for i in range(1, 41))
+    repo = make_repo(tmp_path / "r", {"mid.py": mid, "b.py": mid.replace("M", "B")})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(context_steps=3))
+    rt._standing.limit = 6000  # room for two answers and their expansions, not for three
+    ex = LocalExecutor(timeout=30)
+    history = History(view_share=None)
+    msgs = [Message("system"), Message("task")]
+    sent_at: list[str] = []
+    script = ["cat mid.py", "cat mid.py", "cat b.py", "cat b.py", "echo x", "cat b.py", "cat b.py", "echo z"]
+    for i, c in enumerate(script, 1):
+        r = rt.run(c, ex, step=i)
+        msgs += [Message(c), Message(r.output, r.attempt_id)]
+        sent = history.send(msgs, rt)
+        if len(sent) > 5:
+            sent_at.append(sent[5].text)  # step 2's output
+    first = next(k for k, t in enumerate(sent_at) if t == mid)
+    assert all(t == mid for t in sent_at[first:]), [t[:50] for t in sent_at]
+    rt.close()

@@ -350,3 +350,24 @@ def test_what_mini_sends_through_litellm_is_what_the_meter_prices(tmp_path, mode
     arms = result["cost"]["arms"]
     assert arms["ledger"][price_model]["input_cost_usd"] < arms["none"][price_model]["input_cost_usd"]
     json.dumps(result)  # the result is plain JSON
+
+
+def test_two_calls_on_the_same_history_send_one_note_and_change_nothing(tmp_path):
+    """An adapter that asks twice before a new message: the second call sends what the first did."""
+    repo = make_repo(tmp_path / "r", {"a.txt": "".join(f"{i}\n" for i in range(400))})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    history = History(view_share=None)
+    results = [_run(rt, "cat a.txt", 1), _run(rt, "cat a.txt", 2)]
+    msgs, first = _history_after(rt, results, history)
+    (repo / "a.txt").write_text("changed by someone else\n")
+    rt.prescan()
+    again = history.send(msgs, rt)
+    assert again == first and len(history.notes.notes) == 1
+    rt.close()
+
+
+def test_gemini_models_before_2_5_cache_nothing():
+    from ledger_runtime.replay.billing import min_cached
+
+    assert min_cached(GEMINI, "gemini/gemini-2.0-flash") > 10**9 and min_cached(GEMINI, "gemini-1.5-pro") > 10**9
+    assert min_cached(GEMINI, "gemini-2.5-flash") == 2048 and min_cached(GEMINI, "gemini-3-pro-preview") == 4096

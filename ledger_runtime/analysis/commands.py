@@ -27,7 +27,7 @@ RAW_ESCAPE = "# ledger:raw"
 # where the parser cannot read a command line, a # after a separator or a blank is taken for a comment
 # (a raw answer is the output as it is: never wrong, only longer)
 _RAW = re.compile(r"(?:^|[\s;&|()])#\s*ledger:raw\b")
-_RAW_COMMENT = re.compile(r"#\s*ledger:raw\b")
+_RAW_COMMENT = re.compile(r"(?:^|\s)#\s*ledger:raw\b")  # within a comment's text (it starts with #)
 __all__ = ["ANY_FILE", "Analysis", "FileView", "RAW_ESCAPE", "analyze", "analyze_patch", "resolve"]
 
 _RANK = {
@@ -191,7 +191,7 @@ def _analyze(command: str, cwd: str, submits: bool) -> Analysis:
     script = parse(command, cwd)
     if not script.ok:
         return _unparsed(command, cwd, script.problem, submits)
-    raw = any(_RAW_COMMENT.match(c) for c in script.comments)  # the escape is a comment, as bash reads one
+    raw = any(_RAW_COMMENT.search(c) for c in script.comments)  # the escape is a comment, as bash reads one
     pipelines = list(script.pipelines)
     # `cd DIR && rest` prints what `rest` prints from DIR: fold the cd into the working directory.
     start_cwd = cwd

@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import difflib
 import re
+import unicodedata
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 from typing import Callable, Sequence
 
 from ledger_runtime.lines import split_lines
@@ -236,7 +238,15 @@ def raw(output: str, notes: Sequence[str] = ()) -> Answer:
 # the ledger's lines does ("[ledger] NUDGE", "[ledger: same as", "(Ledger runtime:", "<ledger_update"),
 # or a reference's opening anywhere. Such an output is shown as printed under AS_PRINTED, and is never
 # the source of a reference (a reader expanding the line it holds would get other lines).
-_LEDGER_LIKE = re.compile(r"(?im)^[ \t\r]*(?:\[ledger|\(ledger runtime|</?ledger_)|\[ledger:")
+_LEDGER_LIKE = re.compile(r"(?i)\[ledger|\(ledger runtime|</?ledger_")
+
+
+@lru_cache(maxsize=1)
+def _invisible() -> dict[int, None]:
+    """Format characters (zero-width, bidi marks, BOM): not seen, so not there (built on first need)."""
+    return dict.fromkeys(c for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf")
+
+
 AS_PRINTED = (
     "[ledger] What follows is the command's output as it printed it; "
     "its lines that begin like the ledger's are its own."
@@ -244,8 +254,15 @@ AS_PRINTED = (
 
 
 def mistakable(output: str) -> bool:
-    """Whether an output holds text a reader could take for the ledger's own (see ``AS_PRINTED``)."""
-    return _LEDGER_LIKE.search(output) is not None
+    """Whether an output holds text a reader could take for the ledger's own (see ``AS_PRINTED``):
+    the opening of one of its lines anywhere, whatever precedes it on the line (a colour code, a
+    carriage return, blanks), in any case, in full-width or other compatibility forms, with
+    invisible characters between its letters."""
+    if _LEDGER_LIKE.search(output) is not None:
+        return True
+    if output.isascii():
+        return False
+    return _LEDGER_LIKE.search(unicodedata.normalize("NFKC", output.translate(_invisible()))) is not None
 
 
 def kept_output(output: str, limit: int) -> str:
@@ -464,6 +481,32 @@ class ExpandError(ValueError):
 
 
 Resolve = Callable[[str], "tuple[int, str] | None"]  # a label -> (attempt id, its expanded output)
+
+
+def expand_in_place(text: str, pieces: Sequence[Piece], resolve: Resolve) -> str:
+    """The answer with each reference replaced by what it stands for and everything else as the
+    model got it: the ledger's notes, and the line saying which lines of a long output were not
+    shown (the agent's cut, kept). What to send in place of an answer whose sources the model no
+    longer holds. Raises ExpandError as ``expand`` does."""
+    shown: list[str] = []
+    mine: list[str] = []  # the output so far: what a reference to lines above in it names
+    for p in pieces:
+        part = text[p.start : p.end]
+        if p.kind in (NOTE, CUT):
+            shown.append(part)
+            continue
+        if p.kind == TEXT:
+            one = part
+        elif p.kind == AGAIN:
+            above = split_lines("".join(mine))
+            if not 1 <= p.first <= p.last <= len(above):
+                raise ExpandError(f"not lines above in this output: {part[:80]!r}")
+            one = "".join(above[p.first - 1 : p.last])
+        else:
+            one = expand(part, (Piece(p.kind, 0, len(part), p.ref, p.first, p.last),), resolve)
+        shown.append(one)
+        mine.append(one)
+    return "".join(shown)
 
 
 def expand(text: str, pieces: Sequence[Piece], resolve: Resolve, own: Callable[[], str | None] | None = None) -> str:

@@ -203,14 +203,14 @@ def replay(
         None,
         "--context",
         help="Also bill every model call's prompt, as each arm would have sent it (none, answers, ledger, "
-        "view-every-call, the offline bound) and under these context policies, comma-separated (e.g. "
-        "full,window:10,validity,validity+window:10): uncached, cached and written tokens, cost, lines lost.",
+        "view-every-call, the offline bound) and under these context policies, joined by commas: full, "
+        "window:M, validity, validity+window:M. Uncached, cached and written tokens, cost, lines lost.",
     ),
     price_model: str = typer.Option(
         "gpt-5-mini",
         "--price-model",
         help="With --context: the models whose tokens, prices (litellm's table) and caching rule bill the calls, "
-        "comma-separated (e.g. gpt-5-mini,claude-sonnet-4-5,gemini/gemini-2.5-pro).",
+        "joined by commas, for example gpt-5-mini, claude-sonnet-4-5 and gemini/gemini-2.5-pro.",
     ),
     outputs: str = typer.Option(
         "fresh",

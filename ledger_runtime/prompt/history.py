@@ -86,10 +86,10 @@ class History:
             self.notes.rewind(changed)
             self.anchors = {k: d for k, d in self.anchors.items() if k < changed}
         self.sent = texts
-        if inform and messages:
+        at = len(messages) - 1
+        if inform and messages and not any(n.at == at for n in self.notes.notes):  # one note a message
             view = ledger.view_for_notes(self.notes.watching())
             if view is not None:
-                at = len(messages) - 1
                 note = self.notes.next(view, at, budget=self._budget(messages))
                 if note:
                     self.anchors[at] = _digest(messages[at].text)

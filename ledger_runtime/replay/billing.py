@@ -32,6 +32,7 @@ OPENAI, ANTHROPIC, GEMINI, NO_CACHE = "openai", "anthropic", "gemini", "none"
 OPENAI_MIN, OPENAI_STEP = 1024, 128
 ANTHROPIC_LOOKBACK_BLOCKS = 20
 COMPARED = 16  # earlier prompts a prompt is compared with for its cached prefix (OpenAI, Gemini)
+NEVER = 1 << 62  # the minimum of a model nothing is cached for
 
 
 class Counter(Protocol):
@@ -54,7 +55,9 @@ def min_cached(provider: str, model: str) -> int:
             return 2048
         return 1024
     if provider == GEMINI:
-        return 2048 if "gemini-2.5" in m or "gemini-2.0" in m else 4096
+        if any(old in m for old in ("gemini-1", "gemini-2.0", "gemini-pro")):
+            return NEVER  # implicit caching came with the 2.5 models
+        return 2048 if "gemini-2.5" in m else 4096
     return OPENAI_MIN
 
 
