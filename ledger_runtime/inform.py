@@ -11,7 +11,7 @@ then the oldest commands, then the oldest changed files, and says how many it le
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from ledger_runtime.analysis.commands import RAW_ESCAPE
 from ledger_runtime.analysis.display import short_command
@@ -288,12 +288,11 @@ def view_entries(
     config: LedgerConfig,
     *,
     policies: str | None = None,
-    commands: Iterable[int] = (),
     as_applied: bool = False,
 ) -> list[ViewEntry]:
     """Every line of the state view, unbudgeted, in the view's order: the head (task, policies, how
-    answers read), the files changed since the start, the files seen, the recent commands (and those
-    of ``commands``: attempt ids, wherever they are), the last failing run and the last refusal.
+    answers read), the files changed since the start, the files seen, the recent commands, the last
+    failing run and the last refusal.
     ``as_applied``: the view of a run whose verdicts took effect (a replay's, in shadow mode)."""
     out: list[ViewEntry] = []
     task = (state.baseline.task if state.baseline else "").strip()
@@ -309,8 +308,7 @@ def view_entries(
     out += _changed_entries(state)
     out += _seen_entries(state)
     recent = state.attempts[-config.view_recent_attempts :] if config.view_recent_attempts else []
-    wanted = {a.id for a in recent} | set(commands)
-    out += [_attempt_entry(a, state) for a in state.attempts if a.id in wanted]
+    out += [_attempt_entry(a, state) for a in recent]
     for last in (_last_failing_run(state), _last_refusal(state, as_applied)):
         if last is not None:
             out.append(last)
@@ -338,14 +336,12 @@ def render(
     config: LedgerConfig,
     *,
     policies: str | None = None,
-    watch: Iterable[int] = (),
     as_applied: bool = False,
 ) -> StateView:
-    """The state view of ``state`` under ``config.view_budget_tokens``; its ``entries`` (unbudgeted)
-    hold the commands of ``watch`` too (attempt ids). ``as_applied``: see ``view_entries``."""
-    every = tuple(view_entries(state, config, policies=policies, commands=watch, as_applied=as_applied))
-    recent = {a.id for a in state.attempts[-config.view_recent_attempts :]} if config.view_recent_attempts else set()
-    entries = [e for e in every if not e.quiet and (e.key[0] != "command" or e.key[1] in recent)]
+    """The state view of ``state`` under ``config.view_budget_tokens``; its ``entries`` are every line
+    of it, unbudgeted (what notes are made of). ``as_applied``: see ``view_entries``."""
+    every = tuple(view_entries(state, config, policies=policies, as_applied=as_applied))
+    entries = [e for e in every if not e.quiet]
     budget_chars = config.view_budget_tokens * 4
     open_tag, close_tag = f'<ledger_state step="{state.step}">', "</ledger_state>"
     omitted = 0

@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable
 
 from ledger_runtime import __version__
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze
@@ -241,20 +241,19 @@ class LedgerRuntime:
 
     # -- inform --------------------------------------------------------------------------------
 
-    def view(self, watch: Iterable[int] = (), *, as_applied: bool = False) -> StateView:
-        """The state view now; its entries also hold the commands of ``watch`` (attempt ids).
-        ``as_applied``: as the model of a run whose verdicts take effect would see it (a replay in
-        shadow mode measures that run)."""
+    def view(self, *, as_applied: bool = False) -> StateView:
+        """The state view now. ``as_applied``: as the model of a run whose verdicts take effect would
+        see it (a replay in shadow mode measures that run)."""
         policies = describe(self.rules) if as_applied else in_force(self.config, self.rules)
-        return render(self.state, self.config, policies=policies, watch=watch, as_applied=as_applied)
+        return render(self.state, self.config, policies=policies, as_applied=as_applied)
 
-    def view_for_notes(self, watch: Sequence[int] = ()) -> StateView | None:
+    def view_for_notes(self) -> StateView | None:
         """The state view the notes of the view are made from (prompt/notes.py); None when inform is
         off, in shadow mode, or on a fault."""
         if not self.config.informs:
             return None
         try:
-            return self.view(watch)
+            return self.view()
         except Exception as e:
             self._fault("rendering the state view", e)
             return None
@@ -515,10 +514,12 @@ class LedgerRuntime:
         """Whether the output of ``step`` is still in the model's context at the step being answered."""
         return step >= self._held_from()
 
-    def _held_from(self) -> int:
-        """The first step whose outputs the model still holds, for the step being answered: after the
-        last compaction, and within the last ``context_steps`` steps before it (0: all)."""
-        now = self._now if self._now is not None else self.state.step + 1
+    def _held_from(self, now: int | None = None) -> int:
+        """The first step whose outputs the model still holds, for the step being answered (``now``;
+        by default the one in hand, else the next): after the last compaction, and within the last
+        ``context_steps`` steps before it (0: all)."""
+        if now is None:
+            now = self._now if self._now is not None else self.state.step + 1
         window = now - self.config.context_steps if self.config.context_steps > 0 else 0
         return max(self.state.context_floor, window)
 
@@ -547,9 +548,8 @@ class LedgerRuntime:
         return kept.answer, kept.in_place
 
     def holds_step(self, step: int) -> bool:
-        now = self.state.step + 1
-        window = now - self.config.context_steps if self.config.context_steps > 0 else 0
-        return step >= max(self.state.context_floor, window)
+        """Whether the model still holds the outputs of ``step``, before its next call."""
+        return step >= self._held_from(self.state.step + 1)
 
     def _in_place(self, answer: Answer) -> str | None:
         """The answer with its references replaced by what they stand for (None: it does not expand)."""

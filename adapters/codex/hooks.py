@@ -177,7 +177,7 @@ class CodexHooks:
         rt = self.runtime
         if not rt.config.informs:
             return ""
-        view = rt.view_for_notes(self.notes.watching())
+        view = rt.view_for_notes()
         if view is None:
             return ""
         share = rt.config.view_share

@@ -56,7 +56,7 @@ class Ledger(Protocol):
 
     def still_true(self, line: Line) -> bool: ...
 
-    def view_for_notes(self, watch: Sequence[int]) -> StateView | None: ...
+    def view_for_notes(self) -> StateView | None: ...
 
     def outlived(self, attempt_id: int) -> tuple[str, str] | None: ...
 
@@ -88,7 +88,7 @@ class History:
         self.sent = texts
         at = len(messages) - 1
         if inform and messages and not any(n.at == at for n in self.notes.notes):  # one note a message
-            view = ledger.view_for_notes(self.notes.watching())
+            view = ledger.view_for_notes()
             if view is not None:
                 note = self.notes.next(view, at, budget=self._budget(messages))
                 if note:

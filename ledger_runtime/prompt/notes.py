@@ -59,14 +59,9 @@ class ViewNotes:
     chars: int = 0  # characters of the notes the model holds
     full_next: bool = False  # the next note is the whole view (after the agent lost its history)
 
-    def watching(self) -> list[int]:
-        """Attempts whose lines the view must render out of its recent window too (none: a command's
-        result that stops holding is news through the files it read, and the last failing run)."""
-        return []
-
     def next(self, view: StateView, at: int, *, budget: int | None = None) -> str:
         """The note to append now at position ``at`` ("" when nothing is news or ``budget``, in
-        characters, allows none of it). ``view`` holds the entries of ``watching()`` too."""
+        characters, allows none of it)."""
         if (self.first == "view" or self.full_next) and not self.told and not self.notes:
             text = VIEW_NOTE + view.text
             if budget is not None and len(text) > budget:
@@ -78,7 +73,7 @@ class ViewNotes:
         room = min(self.limit_chars, self.limit_chars if budget is None else budget)
         intro = "" if self.notes else UPDATE_NOTE  # said once: the first update the model holds says it
         room -= len(intro) + len(open_tag) + len(CLOSE_UPDATE) + 2
-        lines, told = self._news(view.entries, view.step, room)
+        lines, told = self._news(view.entries, room)
         self.told = told
         if not lines:
             self.since_step = view.step
@@ -91,7 +86,7 @@ class ViewNotes:
         self.since_step = step
         return text
 
-    def _news(self, entries: Sequence[ViewEntry], step: int, limit: int) -> tuple[list[str], dict[tuple, str]]:
+    def _news(self, entries: Sequence[ViewEntry], limit: int) -> tuple[list[str], dict[tuple, str]]:
         told = dict(self.told)
         news: list[ViewEntry] = []
         present = set()

@@ -131,7 +131,7 @@ class _Raw:
     def still_true(self, line: Line) -> bool:
         return self.rt.still_true(line)
 
-    def view_for_notes(self, watch: Sequence[int]) -> StateView | None:
+    def view_for_notes(self) -> StateView | None:
         return None
 
     def outlived(self, attempt_id: int) -> tuple[str, str] | None:
@@ -151,8 +151,8 @@ class _Views:
     def still_true(self, line: Line) -> bool:
         return self.rt.still_true(line)
 
-    def view_for_notes(self, watch: Sequence[int]) -> StateView | None:
-        return self.rt.view(watch, as_applied=True)
+    def view_for_notes(self) -> StateView | None:
+        return self.rt.view(as_applied=True)
 
     def outlived(self, attempt_id: int) -> tuple[str, str] | None:
         return self.rt.outlived(attempt_id)
