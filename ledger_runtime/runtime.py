@@ -277,12 +277,7 @@ class LedgerRuntime:
         a = self.state.attempt(attempt_id) if attempt_id is not None else None
         if a is None or not a.applied:
             return 0
-        t = self.truncation
-
-        def seen(n: int) -> int:
-            return n if n < t.limit else t.head + t.tail
-
-        return seen(a.output_chars) - seen(a.shown_chars)
+        return self.truncation.seen_chars(a.output_chars) - self.truncation.seen_chars(a.shown_chars)
 
     def spared_total(self) -> int:
         """``spared`` summed over every attempt so far."""
@@ -551,16 +546,17 @@ class LedgerRuntime:
         """Whether the model still holds the outputs of ``step``, before its next call."""
         return step >= self._held_from(self.state.step + 1)
 
+    def _held_output(self, label: str) -> tuple[int, str] | None:
+        """An earlier output the model holds, by the label a reference names it with (what answers
+        are read back against, in memory: the command's output as it printed it)."""
+        b = self.state.by_label(label)
+        shown = self.delivered.items.get(b.id) if b is not None else None
+        return None if shown is None else (b.id, "".join(shown.lines))
+
     def _in_place(self, answer: Answer) -> str | None:
         """The answer with its references replaced by what they stand for (None: it does not expand)."""
-
-        def resolve(label: str) -> tuple[int, str] | None:
-            b = self.state.by_label(label)
-            shown = self.delivered.items.get(b.id) if b is not None else None
-            return None if shown is None else (b.id, "".join(shown.lines))
-
         try:
-            return expand_in_place(answer.text, answer.pieces, resolve)
+            return expand_in_place(answer.text, answer.pieces, self._held_output)
         except ExpandError:
             return None
 
@@ -847,13 +843,8 @@ class LedgerRuntime:
         if answer.kind is AnswerKind.RAW:
             return answer
 
-        def resolve(label: str) -> tuple[int, str] | None:
-            b = self.state.by_label(label)
-            shown = self.delivered.items.get(b.id) if b is not None else None
-            return None if shown is None else (b.id, "".join(shown.lines))
-
         try:
-            ok = expand(answer.text, answer.pieces, resolve, lambda: output) == output
+            ok = expand(answer.text, answer.pieces, self._held_output, lambda: output) == output
         except ExpandError as e:
             ok, why = False, str(e)
         else:

@@ -212,12 +212,17 @@ def test_a_rewrite_takes_back_the_notes_after_it_and_says_them_once_at_the_end()
     assert notes.next(view(4, "  f0: STALE, changed at step 1"), 9).startswith("(Ledger runtime: current")
 
 
-def test_a_history_the_agent_rewrote_itself_starts_the_notes_again(tmp_path):
+def _read_twice(tmp_path: Path):
+    """A file read twice through a real ledger (the second read a reference: a note to send)."""
     repo = make_repo(tmp_path / "r", {"a.txt": "".join(f"{i}\n" for i in range(400))})
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
     history = History(view_share=None)
-    results = [_run(rt, "cat a.txt", 1), _run(rt, "cat a.txt", 2)]
-    msgs, sent = _history_after(rt, results, history)
+    msgs, sent = _history_after(rt, [_run(rt, "cat a.txt", 1), _run(rt, "cat a.txt", 2)], history)
+    return repo, rt, history, msgs, sent
+
+
+def test_a_history_the_agent_rewrote_itself_starts_the_notes_again(tmp_path):
+    _, rt, history, msgs, sent = _read_twice(tmp_path)
     assert sent[-1].note and history.anchors
     changed = [Message("a summary of the run so far")] + msgs[-2:]  # the agent compacted its history
     again = history.send(changed, rt)
@@ -354,11 +359,7 @@ def test_what_mini_sends_through_litellm_is_what_the_meter_prices(tmp_path, mode
 
 def test_two_calls_on_the_same_history_send_one_note_and_change_nothing(tmp_path):
     """An adapter that asks twice before a new message: the second call sends what the first did."""
-    repo = make_repo(tmp_path / "r", {"a.txt": "".join(f"{i}\n" for i in range(400))})
-    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
-    history = History(view_share=None)
-    results = [_run(rt, "cat a.txt", 1), _run(rt, "cat a.txt", 2)]
-    msgs, first = _history_after(rt, results, history)
+    repo, rt, history, msgs, first = _read_twice(tmp_path)
     (repo / "a.txt").write_text("changed by someone else\n")
     rt.prescan()
     again = history.send(msgs, rt)

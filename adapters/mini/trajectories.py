@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from ledger_adapters.mini.context import text_of
 from ledger_adapters.mini.format import MARKER, SUBMISSION
 from ledger_runtime import RecordedFormat, RecordedStep, Trajectory, TrajectoryError, Truncation
 
@@ -38,13 +39,6 @@ def parse_observation(text: str) -> tuple[int | None, str]:
     if ht:
         return rc, ht.group(1) + ht.group(2)
     return rc, text
-
-
-def _content(msg: dict) -> str:
-    c = msg.get("content")
-    if isinstance(c, list):
-        return "".join(part.get("text", "") for part in c if isinstance(part, dict))
-    return c if isinstance(c, str) else ""
 
 
 def from_traj_json(path: Path) -> Trajectory:
@@ -71,10 +65,10 @@ def from_traj_json(path: Path) -> Trajectory:
             raise TrajectoryError(f"{path}: message {i} is not an object")
         role = m.get("role")
         if role != "assistant":
-            chars += len(_content(m))
+            chars += len(text_of(m))
             i += 1
             continue
-        text = _content(m)
+        text = text_of(m)
         actions = ((m.get("extra") or {}).get("actions")) or []
         commands = [a.get("command") for a in actions if isinstance(a, dict) and a.get("command")]
         if not commands:
@@ -93,14 +87,14 @@ def from_traj_json(path: Path) -> Trajectory:
                     "format_error",
                     None,
                     None,
-                    _content(replies[0]) if replies else None,
+                    text_of(replies[0]) if replies else None,
                     i,
                     i + 1 if replies else None,
                 )
             )
             prompt.append(chars)
         for k, cmd in enumerate(commands):
-            reply = _content(replies[k]) if k < len(replies) else None
+            reply = text_of(replies[k]) if k < len(replies) else None
             kind = "action"
             rc, out = parse_observation(reply) if reply is not None else (None, None)
             if reply is not None and "<returncode>" not in reply and MARKER in cmd:
@@ -110,7 +104,7 @@ def from_traj_json(path: Path) -> Trajectory:
             steps.append(RecordedStep(step, kind, cmd, rc, out, i, i + 1 + k if k < len(replies) else None))
             prompt.append(chars)
         for r in replies:
-            chars += len(_content(r))
+            chars += len(text_of(r))
         step += 1
         i = j
     return Trajectory(
@@ -120,7 +114,7 @@ def from_traj_json(path: Path) -> Trajectory:
         timeout=int(cfg.get("timeout") or 60),
         source=str(path),
         prompt_chars=prompt,
-        messages=[(str(m.get("role")), _content(m)) for m in msgs],
+        messages=[(str(m.get("role")), text_of(m)) for m in msgs],
         format=FORMAT,
     )
 

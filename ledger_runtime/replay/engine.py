@@ -343,7 +343,7 @@ def _replay_in(
     rows: list[dict] = []
     commands = traj.commands
     started = time.time()
-    run = executor if settings.outputs == "fresh" else _as_recorded(traj, executor)
+    recorded = settings.outputs == "recorded"
     try:
         for i, s in enumerate(commands):
             if on_step:
@@ -357,8 +357,7 @@ def _replay_in(
             shas = {p: sha256_file(p) for p in paths}
             totals = {p: (fs.lines if (fs := rt.workspace.file_state(p)) else None) for p in paths}
             t0 = time.perf_counter()
-            run.step = s  # type: ignore[attr-defined]
-            res = rt.run(s.command, run, step=i + 1)
+            res = rt.run(s.command, _as_recorded(traj, s, executor) if recorded else executor, step=i + 1)
             total = time.perf_counter() - t0
             att = rt.state.attempts[-1]
             verdict = att.verdict
@@ -421,22 +420,19 @@ def _replay_in(
     return result
 
 
-class _as_recorded:
-    """Runs each command (its effects on the work tree are real), and hands the ledger the output
-    the agent got for it in the recorded run, with its return code (``--outputs recorded``); a step
-    with no recorded output gets what the command printed now."""
+def _as_recorded(traj: Trajectory, s, execute: Callable[[str, str], Any]) -> Callable[[str, str], Any]:
+    """Runs the command (its effects on the work tree are real), and hands the ledger the output the
+    agent got for step ``s`` in the recorded run, with its return code (``--outputs recorded``); a
+    step with no recorded output gets what the command printed now."""
 
-    def __init__(self, traj: Trajectory, execute: Callable[[str, str], Any]):
-        self.traj, self.execute = traj, execute
-        self.step = None
-
-    def __call__(self, command: str, cwd: str):
-        res = self.execute(command, cwd)
-        s = self.step
-        if s is None or s.observation is None:
+    def run(command: str, cwd: str):
+        res = execute(command, cwd)
+        if s.observation is None:
             return res
-        rc, out = self.traj.recorded.observation(s.observation, s.returncode)
+        rc, out = traj.recorded.observation(s.observation, s.returncode)
         return replace(res, output=out, returncode=rc if rc is not None else res.returncode, output_complete=True)
+
+    return run
 
 
 def _soundness(transcript: Transcript, att: Attempt, fresh: str, kind: str) -> dict:

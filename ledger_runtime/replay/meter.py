@@ -232,11 +232,8 @@ class CostMeter:
     def attempt_done(self, reply: int | None, attempt: int, answer: str, output: str) -> None:
         """A replayed command: the answer the ledger gave, and the output as the command printed it now."""
         if reply is not None:
-            spared = self._visible(len(output)) - self._visible(len(answer))
+            spared = self.trunc.seen_chars(len(output)) - self.trunc.seen_chars(len(answer))
             self.answer_of[reply] = (attempt, answer, spared, output)
-
-    def _visible(self, n: int) -> int:
-        return n if n < self.trunc.limit else self.trunc.head + self.trunc.tail
 
     def measure(self, upto: int | None, rt) -> None:
         """Every call up to the assistant message ``upto`` (None: all the rest), with the ledger as it is."""
