@@ -1,6 +1,7 @@
 """A fake OpenAI Responses API on loopback that drives the real ``codex`` binary through scripted
 turns (server-sent events), and keeps every request body Codex sent, so tests can check what
-reached the model. Steps: ``("exec", cmd)``, ``("patch", text)``, ``("say", text)``; after the
+reached the model. Steps: ``("exec", cmd)`` (or ``("exec", {"cmd": ..., "tty": True, ...})``, the
+call's arguments), ``("patch", text)``, ``("say", text)``; after the
 last step every turn ends with a final message."""
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ class FakeResponses:
             kind, arg = self.steps[turn] if turn < len(self.steps) else ("say", "All done.")
         rid = f"resp_{turn}"
         if kind == "exec":
-            args: dict[str, Any] = {"cmd": arg}
-            if self.workdir:
+            args: dict[str, Any] = dict(arg) if isinstance(arg, dict) else {"cmd": arg}  # a dict: more arguments
+            if self.workdir and "workdir" not in args:
                 args["workdir"] = self.workdir
             item = {
                 "type": "function_call",

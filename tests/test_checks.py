@@ -66,18 +66,24 @@ def test_slack_and_jwt_shapes_are_masked():
         assert secret not in masked and len(masked) == len(secret) + len("token:  end"), masked
 
 
-def test_a_wrappers_call_secret_answers_once(tmp_path: Path):
+def test_a_wrappers_call_secret_is_traded_once_for_its_key(tmp_path: Path):
     from ledger_adapters.codex.hooks import CodexHooks
 
     root = make_repo(tmp_path / "w", {"a.txt": BODY})
     with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
         hooks = CodexHooks(rt, token="run-secret")
         hooks.call_tokens["c1"] = "call-secret"
-        payload = {"tool_use_id": "c1"}
-        assert not hooks.authorize("Answer", "wrong", payload), "a wrong one is refused"
-        assert hooks.authorize("Answer", "call-secret", payload)
-        assert not hooks.authorize("Answer", "call-secret", payload), "taken once"
-        assert hooks.authorize("PreToolUse", "run-secret", {}) and not hooks.authorize("PreToolUse", None, {})
+        hooks.pending["c1"] = object()  # type: ignore[assignment]  # a call waiting for its wrapper
+        assert not hooks.authorize("Begin", "wrong", "c1"), "a wrong one is refused"
+        assert not hooks.authorize("Answer", "call-secret", "c1"), "the command line's secret never answers"
+        assert hooks.authorize("Begin", "call-secret", "c1")
+        assert hooks.begin({"tool_use_id": "c1", "key": "k" * 32}) == {"ok": True}
+        assert not hooks.authorize("Begin", "call-secret", "c1"), "spent before the command starts"
+        assert not hooks.authorize("Answer", "call-secret", "c1"), "the secret a command could read answers nothing"
+        assert hooks.authorize("Answer", "k" * 32, "c1")
+        assert not hooks.authorize("Answer", "k" * 32, "c1"), "taken once"
+        assert not hooks.authorize("Answer", "k" * 32, None), "an answer names its call"
+        assert hooks.authorize("PreToolUse", "run-secret", None) and not hooks.authorize("PreToolUse", None, None)
 
 
 def test_the_replay_counts_an_answer_that_does_not_stand_for_the_fresh_output(tmp_path: Path):

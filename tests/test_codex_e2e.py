@@ -113,7 +113,7 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     # output the first time, a reference to it the second time
     executed = rollout_commands(run_dir)
     assert all(
-        " wrap --socket " in executed[c][-1] and executed[c][-1].endswith(" -- 'cat calc.py'")
+        " wrap --socket " in executed[c][-1] and "\ncat calc.py\nLEDGER_COMMAND_" in executed[c][-1]
         for c in ("call_0", "call_1")
     )
     seen = function_outputs(fake.agent_requests[2])
@@ -407,3 +407,88 @@ def test_codex_refuses_a_repository_with_hooks_of_its_own(codex_env, tmp_path: P
         cwd=repo,
     )
     assert p.returncode == 0, p.stderr[-2000:]
+
+
+# commands whose meaning a wrapper could change: bash syntax under SHELL=/bin/sh, a job left in the
+# background, a terminal, another shell, no login shell, a long here-document full of quotes, an error
+# message that names the line
+QUOTED = "cat <<'EOF' | wc -c\n" + "x'y'z\n" * 3300 + "EOF"  # 20 KB, 6,600 single quotes
+SAME_MEANING = [
+    {
+        "cmd": "echo {1..3}; [[ a == a ]] && echo dbl; x=hello; echo ${x:0:1}; echo $'t\\tab'; a=(p q); "
+        "echo ${a[1]}; echo 'echo sourced' > s.sh; source ./s.sh; shopt login_shell; echo $0"
+    },
+    {"cmd": "sleep 25 & echo started-bg"},
+    {"cmd": "[ -t 1 ] && echo tty || echo pipe; read -p 'name? ' n; echo got $n", "tty": True, "yield_time_ms": 1000},
+    {"cmd": "echo $0 {1..3}", "shell": "/bin/sh"},
+    {"cmd": "shopt login_shell", "login": False},
+    {"cmd": QUOTED},
+    {"cmd": "no_such_command_here"},
+]
+
+
+def _seen(fake: FakeResponses) -> dict[str, str]:
+    """What the model got for each call, without what differs from run to run (ids, wall times)."""
+    import re
+
+    out = function_outputs(fake.agent_requests[-1])
+    return {
+        c: re.sub(r"session ID \d+", "session ID N", re.sub(r"^(Chunk ID|Wall time): .*\n", "", text, flags=re.M))
+        for c, text in out.items()
+    }
+
+
+def test_a_wrapped_command_means_what_it_means_without_the_ledger(codex_env, tmp_path: Path) -> None:
+    """Side by side with plain Codex: each command gives the model the same output and exit code with
+    the ledger as without it, and the ledger records that exit code."""
+    repo, _, _, env = codex_env
+    plain_repo = make_repo(tmp_path / "plain-repo", CALC_PROJECT)  # each run in a tree of its own
+    env = {**env, "SHELL": "/bin/sh"}  # the wrapper must not take the shell from $SHELL
+    steps = [("exec", c) for c in SAME_MEANING]
+    plain = FakeResponses(steps, workdir=str(plain_repo))
+    ledger = FakeResponses(steps, workdir=str(repo))
+    try:
+        plain_home = codex_user_home(tmp_path / "plain-home", plain.base_url)
+        p = subprocess.run(
+            [CODEX, "exec", "--skip-git-repo-check", "go"],
+            env={**env, "CODEX_HOME": str(plain_home)},
+            cwd=plain_repo,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert p.returncode == 0, p.stderr[-2000:]
+        ledger_home = codex_user_home(tmp_path / "ledger-home", ledger.base_url)
+        run_dir = tmp_path / "run"
+        started = time.monotonic()
+        p = ledger_run(
+            "codex",
+            "--workdir",
+            str(repo),
+            "-o",
+            str(run_dir),
+            "--",
+            "exec",
+            "--skip-git-repo-check",
+            "go",
+            env={**env, "CODEX_HOME": str(ledger_home)},
+            cwd=repo,
+        )
+        elapsed = time.monotonic() - started
+        assert p.returncode == 0, p.stderr[-2000:]
+        without, with_ledger = _seen(plain), _seen(ledger)
+    finally:
+        plain.close()
+        ledger.close()
+    assert without == with_ledger
+    assert "1 2 3\ndbl\nh\nt\tab\nq\nsourced\nlogin_shell    \ton\n/bin/bash\n" in with_ledger["call_0"]
+    assert with_ledger["call_1"].startswith("Process exited with code 0\n") and "started-bg" in with_ledger["call_1"]
+    assert "tty\r\nname? " in with_ledger["call_2"] and "login_shell    \toff" in with_ledger["call_4"]
+    assert "Output:\n19800\n" in with_ledger["call_5"] and "line 1: no_such_command_here" in with_ledger["call_6"]
+    assert elapsed < 60, "the background job held nothing up"
+    state = load(run_dir).state
+    codes = {a.command.split()[0]: a.exit_code for a in state.attempts}
+    assert codes["sleep"] == 0 and codes["shopt"] == 1 and codes["no_such_command_here"] == 127
+    executed = rollout_commands(run_dir)
+    assert " wrap --socket " not in executed["call_2"][-1], "a terminal's command runs as it is, in the terminal"
+    assert all(" wrap --socket " in executed[f"call_{i}"][-1] for i in (0, 1, 3, 4, 5, 6))

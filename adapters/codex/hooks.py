@@ -75,6 +75,55 @@ def truncation_for(args: dict[str, Any] | None) -> Truncation:
     return Truncation(limit, limit // 2, limit // 2, exact=False, unit="bytes")
 
 
+# the shells Codex may run a command with whose ``-c`` the wrapper runs the same way (wrapper.SHELLS)
+POSIX_SHELLS = ("bash", "sh", "dash", "zsh", "ksh", "mksh")
+MAX_WRAPPED_BYTES = 120_000  # Linux passes at most 128 KiB in one argument: past it, the command runs as it is
+DEFAULT_YIELD_MS = 10_000  # exec_command's yield_time_ms: how long Codex waits before it says "still running"
+
+
+def run_as(args: dict[str, Any] | None, login_shell: bool, size: int) -> tuple[bool, float] | None:
+    """How the wrapper runs a call as Codex would (its ``exec_command`` arguments from the rollout):
+    (login shell, seconds to wait for the end before passing the output through as it comes); None
+    when it could not: a terminal (``tty``: the command's stdout must be Codex's own terminal), a
+    shell that is not a POSIX one, a command too long to pass once more."""
+    args = args or {}
+    if args.get("tty") is True or size > MAX_WRAPPED_BYTES:
+        return None
+    given = args.get("shell")
+    if given is not None and (not isinstance(given, str) or os.path.basename(given) not in POSIX_SHELLS):
+        return None
+    if given is None and os.path.basename(default_shell()) not in POSIX_SHELLS:
+        return None
+    login = args["login"] if isinstance(args.get("login"), bool) else login_shell
+    yield_ms = args.get("yield_time_ms")
+    yield_ms = (
+        min(max(float(yield_ms), 250.0), 30_000.0)
+        if isinstance(yield_ms, (int, float)) and not isinstance(yield_ms, bool) and math.isfinite(yield_ms)
+        else DEFAULT_YIELD_MS
+    )
+    seconds = yield_ms / 1000
+    return login, round(max(seconds - min(2.0, seconds / 4), 0.05), 3)  # answer before Codex yields
+
+
+def default_shell() -> str:
+    """The user's shell, as Codex takes it when a call names none."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_shell or "/bin/sh"
+    except (ImportError, KeyError):
+        return os.environ.get("SHELL") or "/bin/sh"
+
+
+def here_document(line: str, command: str) -> str:
+    """``line`` with ``command`` on its file descriptor 3, verbatim: a here-document whose quoted
+    delimiter appears nowhere in the command (nothing in it is expanded, nothing is quoted again)."""
+    while True:
+        delimiter = f"LEDGER_COMMAND_{secrets.token_hex(8)}"
+        if delimiter not in command:
+            return f"{line} 3<<'{delimiter}'\n{command}\n{delimiter}"
+
+
 @dataclass
 class _Pending:
     plan: Plan
@@ -106,6 +155,10 @@ class CodexHooks:
     # are not checked (tests driving the hooks directly)
     token: str | None = None
     call_tokens: dict[str, str] = field(default_factory=dict)  # tool_use_id -> the secret of its wrapper
+    call_keys: dict[str, str] = field(default_factory=dict)  # tool_use_id -> the key its wrapper traded it for
+    # a command run without ``login`` in its call: a login shell, unless the user's config says
+    # ``allow_login_shell = false`` (Codex's own rule)
+    login_shell: bool = True
     # where Codex writes this run's rollouts: a transcript_path elsewhere (or not a regular file) is not read
     sessions_dir: str | None = None
 
@@ -117,19 +170,30 @@ class CodexHooks:
 
     # -- dispatch --------------------------------------------------------------------------------
 
-    def authorize(self, event: str, token: str | None, payload: dict[str, Any]) -> bool:
-        """A hook call carries the run's secret; a wrapper's Answer the secret of its own call (its
-        command line is readable by the command it runs: that secret answers for that call only)."""
+    def authorize(self, event: str, token: str | None, call: str | None) -> bool:
+        """A hook call carries the run's secret. A wrapper speaks for its own call only: its ``Begin``
+        with the secret of that call (on its command line, so readable by the command it runs, which
+        has not started yet), which trades it for a key only the wrapper holds; its ``Answer`` with
+        that key. Each is taken once; a wrong one does not use up the real wrapper's."""
         if self.token is None:
             return True
-        if event == "Answer":
-            call = payload.get("tool_use_id")
-            expected = self.call_tokens.get(call) if isinstance(call, str) else None
+        if event in ("Begin", "Answer"):
+            held = self.call_tokens if event == "Begin" else self.call_keys
+            expected = held.get(call) if call is not None else None
             if expected is None or token is None or not secrets.compare_digest(expected, token):
-                return False  # a wrong one does not use up the real wrapper's secret
-            del self.call_tokens[call]
+                return False
+            del held[call]  # type: ignore[arg-type]
             return True
         return token is not None and secrets.compare_digest(self.token, token)
+
+    def begin(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """A wrapper is about to run its command: the key it will answer with."""
+        call, key = payload.get("tool_use_id"), payload.get("key")
+        if not isinstance(call, str) or call not in self.pending or not isinstance(key, str) or len(key) < 16:
+            return None
+        if self.token is not None:
+            self.call_keys[call] = key
+        return {"ok": True}
 
     def _transcript(self, path: Any) -> str | None:
         """``path`` when it may be read as this run's rollout: absolute, and under the sessions directory."""
@@ -150,6 +214,8 @@ class CodexHooks:
         if self.unfinished:
             self.complete_unfinished()
         self._follow_compactions()
+        if event == "Begin":
+            return self.begin(payload)
         if event == "Answer":
             return self.answer_event(payload)
         if event == "PreToolUse":
@@ -245,7 +311,8 @@ class CodexHooks:
         return None
 
     def _wrapped(self, call_id: str, pending: _Pending) -> str | None:
-        """The wrapper command line that runs the shell command and prints the ledger's answer."""
+        """The wrapper command line that runs the shell command as Codex would and prints the
+        ledger's answer; None where it could not keep the command's meaning (the command runs as it is)."""
         plan = pending.plan
         if (
             self.wrap_launcher is None
@@ -258,11 +325,17 @@ class CodexHooks:
             or plan.analysis.submits
         ):
             return None
+        rollout = reader_for(self.rollouts, pending.transcript or self.last_transcript)
+        args = rollout.arguments.get(call_id) if rollout is not None else None
+        how = run_as(args, self.login_shell, len(plan.command.encode()))
+        if how is None:
+            return None
+        login, wait = how
         extra: list[str] = []
         if self.token is not None:
             self.call_tokens[call_id] = secrets.token_hex(16)
             extra = ["--token", self.call_tokens[call_id]]
-        return shlex.join(
+        line = shlex.join(
             [
                 *self.wrap_launcher,
                 "wrap",
@@ -273,10 +346,13 @@ class CodexHooks:
                 *extra,
                 "--run-dir",
                 str(self.runtime.run_dir),
-                "--",
-                plan.command,
+                "--wait",
+                f"{wait:g}",
+                "--login",
+                "1" if login else "0",
             ]
         )
+        return here_document(f'{line} --shell "$0" --command-fd 3', plan.command)
 
     def answer_event(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         """The wrapper ran a command: record it, and answer with the text the model gets."""

@@ -55,11 +55,17 @@ def _args(argv: list[str]) -> tuple[str | None, str | None, str | None, str | No
 def log_fault(run_dir: str | None, event: str | None, message: str) -> None:
     """One JSON line in the run's faults.log (stderr when there is no run directory to write to)."""
     import json
+    import stat  # os has loaded it: free
 
     entry = {"at": time.time(), "where": f"hook {event or '?'}", "error": message, "command": None}
     if run_dir and os.path.isdir(run_dir):
-        try:
-            fd = os.open(os.path.join(run_dir, FAULTS_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:  # never through a link, never into another user's file, a FIFO or a device
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+            fd = os.open(os.path.join(run_dir, FAULTS_FILE), flags, 0o600)
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                os.close(fd)
+                raise PermissionError("faults.log is not this user's regular file")
             os.fchmod(fd, 0o600)
             with os.fdopen(fd, "a", encoding="utf-8") as f:  # owner only, as every file of the run
                 f.write(json.dumps(entry) + "\n")
@@ -74,19 +80,25 @@ def event_name(event: str) -> bool:
     return bool(event) and event.isascii() and event.replace("_", "a").isalnum()
 
 
-def ask(sock_path: str, event: str, payload: bytes, timeout: float, token: str | None = None) -> bytes:
+def ask(
+    sock_path: str, event: str, payload: bytes, timeout: float, token: str | None = None, call: str | None = None
+) -> bytes:
     """Send one event to the hook server and return its answer (b"" for none). ``token``: the run's
-    (or the call's) secret, which the server asks of every call."""
+    (or the call's) secret, which the server asks of every call; ``call``: the tool call it speaks for
+    (a wrapper's). Both go in the first line, which the server checks before it reads the rest."""
     if not event_name(event):
         raise ValueError(f"not an event name: {event[:40]!r}")
     if token is not None and not event_name(token):
         raise ValueError("a token is letters and digits")
+    if call is not None and not event_name(call.replace("-", "_")):
+        raise ValueError(f"not a tool call id: {call[:40]!r}")
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.settimeout(timeout)
         s.connect(sock_path)
         token_field = b', "token": "' + token.encode() + b'"' if token else b""
-        s.sendall(b'{"event": "' + event.encode() + b'"' + token_field + b"}\n" + payload)
+        call_field = b', "call": "' + call.encode() + b'"' if call else b""
+        s.sendall(b'{"event": "' + event.encode() + b'"' + token_field + call_field + b"}\n" + payload)
         s.shutdown(socket.SHUT_WR)
         chunks = []
         while True:

@@ -2,14 +2,24 @@
 command, so the model gets the ledger's answer instead of the raw output.
 
 Codex's PostToolUse hook cannot replace an output, but PreToolUse can replace the command. The
-ledger replaces it with ``ledger-run wrap --socket S --call ID -- COMMAND``: this process runs the
-original command with the shell (stdin, environment and working directory are Codex's), collects its
-output (stdout and stderr together), asks the run's hook server for the answer to it (event
-``Answer``: the server records the attempt and builds the answer from this fresh output), prints
-the answer, and exits with the command's own exit code.
+ledger replaces it with ``ledger-run wrap --socket S --call ID --token T --shell "$0" --login 1
+--command-fd 3 3<<'DELIMITER'`` and the command itself, verbatim, in the here-document: Codex's own
+shell runs this line, so ``"$0"`` is the very shell binary Codex chose, and the command reaches the
+wrapper byte for byte, with no quoting added (it is no longer than Codex would have passed). This
+process runs the command as Codex would have: ``[SHELL, "-lc" | "-c", COMMAND]``, with Codex's
+stdin, environment and working directory; collects its output (stdout and stderr together); asks
+the run's hook server for the answer to it (event ``Answer``: the server records the attempt and
+builds the answer from this fresh output), prints the answer, and exits with the command's own exit
+code. (``-- COMMAND`` instead of ``--command-fd`` takes the command from the arguments.)
+
+The call's secret on its command line is readable by the command it wraps; before the command
+starts, the wrapper trades it (event ``Begin``) for a key of its own, which only this process holds:
+the secret is spent by then, and no process of the command can answer for the call.
 
 It never changes what the command does, and never blocks the agent for a fault of ours:
 
+- the answer comes once the shell exits, as Codex's own result does: a job it left running in the
+  background (``sleep 60 &``) does not hold it up;
 - a command still running after ``--wait`` seconds (a server, a long test the model polls) gets
   its output so far and the rest as it comes, unchanged (the server records it as shown raw);
 - an output over ``MAX_OUTPUT`` bytes is passed through the same way;
@@ -38,7 +48,18 @@ except ImportError:  # run by path (fasthook.py): this directory is on sys.path
 
 DEFAULT_WAIT_S = 8.0  # Codex's exec_command yields after 10 s by default: answer before that
 MAX_OUTPUT = 8 * 1024 * 1024
-USAGE = "usage: ledger-run wrap --socket PATH --call ID [--token T] [--run-dir DIR] [--wait SECONDS] -- COMMAND"
+# after the shell exits, what its background jobs still print is read until they are quiet this long
+# (at most DRAIN_MAX_S in all): Codex's own result of `sleep 60 & echo started` comes at once
+DRAIN_QUIET_S = 0.05
+DRAIN_MAX_S = 0.5
+POLL_S = 0.05
+# the shells whose ``-c`` / ``-lc`` the wrapper runs as Codex does (Codex passes the same two forms)
+SHELLS = ("bash", "sh", "dash", "zsh", "ksh", "mksh")
+OPTIONS = ("--socket", "--call", "--run-dir", "--wait", "--token", "--shell", "--login", "--command-fd")
+USAGE = (
+    "usage: ledger-run wrap --socket PATH --call ID [--token T] [--run-dir DIR] [--wait SECONDS] "
+    "[--shell PATH] [--login 0|1] (--command-fd N | -- COMMAND)"
+)
 
 
 def _args(argv: list[str]) -> dict[str, str] | None:
@@ -51,20 +72,47 @@ def _args(argv: list[str]) -> dict[str, str] | None:
                 " ".join(argv[i + 1 :]) if len(argv) > i + 2 else (argv[i + 1] if i + 1 < len(argv) else "")
             )
             return out
-        if a in ("--socket", "--call", "--run-dir", "--wait", "--token") and i + 1 < len(argv):
+        if a in OPTIONS and i + 1 < len(argv):
             out[a[2:]] = argv[i + 1]
             i += 2
             continue
         return None
-    return None
+    return out if "command-fd" in out else None
 
 
-def shell() -> str:
-    """The shell to run the command with: bash where there is one (as Codex's own shell tool)."""
-    for candidate in (os.environ.get("SHELL"), shutil.which("bash"), "/bin/sh"):
-        if candidate and os.path.basename(candidate) in ("bash", "zsh", "sh", "dash") and os.access(candidate, os.X_OK):
+def _command_from(fd_text: str) -> str | None:
+    """The command from the here-document on file descriptor ``fd_text`` (which is closed then, so
+    the command never inherits it); a here-document ends with one newline of its own."""
+    try:
+        fd = int(fd_text)
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(fd)
+    except (ValueError, OSError):
+        return None
+    data = b"".join(chunks)
+    data = data[:-1] if data.endswith(b"\n") else data
+    return data.decode("utf-8", "surrogateescape")
+
+
+def shell(given: str | None = None) -> str:
+    """The shell to run the command with: the one Codex ran this wrapper with (``"$0"``), when it is
+    a shell whose ``-c`` we know; else bash where there is one (as Codex's own shell tool)."""
+    for candidate in (given, os.environ.get("SHELL"), shutil.which("bash"), "/bin/sh"):
+        if candidate and not os.path.isabs(candidate):
+            candidate = shutil.which(candidate)
+        if candidate and os.path.basename(candidate) in SHELLS and os.access(candidate, os.X_OK):
             return candidate
     return "/bin/sh"
+
+
+def shell_argv(given: str | None, login: str | None, command: str) -> list[str]:
+    """What Codex runs for a command: ``[SHELL, "-lc", COMMAND]``, or ``-c`` without a login shell."""
+    return [shell(given), "-c" if login == "0" else "-lc", command]
 
 
 def exit_code(rc: int) -> int:
@@ -73,6 +121,10 @@ def exit_code(rc: int) -> int:
 
 def main(argv: list[str]) -> int:
     args = _args(argv)
+    if args is not None and "command-fd" in args and "command" not in args:
+        command = _command_from(args["command-fd"])
+        if command is not None:
+            args["command"] = command
     if args is None or "command" not in args:
         print(USAGE, file=sys.stderr)
         return 2
@@ -83,17 +135,37 @@ def main(argv: list[str]) -> int:
     except ValueError:
         wait = DEFAULT_WAIT_S
     started = time.perf_counter()
+    key = _begin(args, run_dir, command)  # before the command starts: its secret is spent then
+    argv_ = shell_argv(args.get("shell"), args.get("login"), command)
     try:
-        proc = subprocess.Popen([shell(), "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv_, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     except OSError as e:
-        print(f"{shell()}: {e}", file=sys.stderr)
+        print(f"{argv_[0]}: {e}", file=sys.stderr)
         return 127
     previous = {s: signal.signal(s, lambda n, f: proc.send_signal(n)) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return _run(proc, command, args, run_dir, wait, started)
+        return _run(proc, command, {**args, "key": key or ""}, run_dir, wait, started)
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def _begin(args: dict[str, str], run_dir: str | None, command: str) -> str | None:
+    """Trade the call's secret (on the command line, readable by the command) for a key only this
+    process holds; None when the server took no key (the raw output is printed then)."""
+    sock = args.get("socket")
+    if not sock:
+        return None  # said when the answer is asked for
+    key = os.urandom(16).hex()
+    body = json.dumps({"tool_use_id": args.get("call"), "key": key}).encode()
+    try:
+        raw = ask(sock, "Begin", body, DEFAULT_TIMEOUT_S, args.get("token"), call=args.get("call"))
+        if json.loads(raw or b"null") != {"ok": True}:
+            raise ValueError(f"the call was not taken: {raw[:80]!r}")
+    except (OSError, ValueError) as e:
+        log_fault(run_dir, "Begin", f"hook server {sock} gave no key for `{command[:80]}`: {e}")
+        return None
+    return key
 
 
 def _run(
@@ -107,17 +179,26 @@ def _run(
     deadline = time.monotonic() + wait
     passthrough = False
     fd = proc.stdout.fileno()
+    exited_at: float | None = None  # the shell is gone: what its background jobs print is drained
+    quiet_since = 0.0
     while True:
-        left = deadline - time.monotonic()
-        if not passthrough and (left <= 0 or len(buf) > MAX_OUTPUT):
+        now = time.monotonic()
+        if not passthrough and (deadline - now <= 0 or len(buf) > MAX_OUTPUT):
             passthrough = True  # still running, or too much: the output so far, then the rest as it comes
             out.write(bytes(buf))
             out.flush()
-        if not sel.select(timeout=None if passthrough else max(left, 0.01)):
+        if exited_at is None and proc.poll() is not None:
+            exited_at = quiet_since = now
+        if exited_at is not None and (now - quiet_since >= DRAIN_QUIET_S or now - exited_at >= DRAIN_MAX_S):
+            break  # a background job holds the pipe: Codex's own result would not wait for it either
+        # a look at the shell every POLL_S: the pipe's end does not say it exited while a job holds it
+        timeout = POLL_S if passthrough or exited_at is not None else min(max(deadline - now, 0.01), POLL_S)
+        if not sel.select(timeout=timeout):
             continue
         chunk = os.read(fd, 65536)
         if not chunk:
             break
+        quiet_since = time.monotonic()
         if passthrough:
             out.write(chunk)
             out.flush()
@@ -126,6 +207,7 @@ def _run(
         else:
             buf += chunk
     sel.close()
+    proc.stdout.close()
     rc = exit_code(proc.wait())
     payload = {
         "tool_use_id": args.get("call"),
@@ -135,20 +217,24 @@ def _run(
         "shown_raw": passthrough,
         "elapsed_s": round(time.perf_counter() - started, 6),
     }
-    text = _answer(args.get("socket"), run_dir, payload, command, args.get("token"))
+    text = _answer(args.get("socket"), run_dir, payload, command, args.get("key"), args.get("call"))
     if not passthrough:
         out.write(text.encode("utf-8", "surrogateescape") if text is not None else bytes(buf))
         out.flush()
     return rc
 
 
-def _answer(sock: str | None, run_dir: str | None, payload: dict, command: str, token: str | None = None) -> str | None:
+def _answer(
+    sock: str | None, run_dir: str | None, payload: dict, command: str, key: str | None, call: str | None
+) -> str | None:
     """The server's answer text; None (print the raw output) on any fault, which is logged."""
     if not sock:
         log_fault(run_dir, "Answer", f"no hook server socket given for `{command[:80]}`")
         return None
+    if not key:
+        return None  # the call was not taken (said then): the output goes as it is
     try:
-        raw = ask(sock, "Answer", json.dumps(payload).encode(), DEFAULT_TIMEOUT_S, token)
+        raw = ask(sock, "Answer", json.dumps(payload).encode(), DEFAULT_TIMEOUT_S, key, call=call)
         if not raw.strip():
             return None  # the server kept the output as it is (or had nothing to say)
         data = json.loads(raw)

@@ -1,0 +1,233 @@
+"""The hook channel between Codex's hooks, the command wrapper and the run's hook server, attacked as
+the agent's own commands (which run as the user) could: a command speaking for its own call,
+strangers holding the socket, and the directories a killed server leaves behind. Real hook and
+wrapper processes, a real server and runtime, real commands in a git repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import make_repo
+
+from ledger_adapters.codex.cli import fast_launcher
+from ledger_adapters.codex.hooks import CodexHooks
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.hooks import server as hook_server
+from ledger_runtime.hooks.server import HookServer
+from ledger_runtime.inspection import load
+from ledger_runtime.runtime import LedgerRuntime
+
+TOKEN = "t0k3n"
+EXPECTED = "".join(f"expected line {i}: the answer the test wants\n" for i in range(40))
+# a script in the repository that finds its wrapper's command line among its ancestors and records a
+# fake output for its own call (the call's secret, then a key traded for it), as the review's did
+FORGE = r"""
+import json, os, socket, sys
+def cmdline(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().split(b"\0")
+def ppid(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+def send(sock, event, token, call, body):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock)
+    s.sendall(json.dumps({"event": event, "token": token, "call": call}).encode() + b"\n" + json.dumps(body).encode())
+    s.shutdown(socket.SHUT_WR)
+    out = s.recv(65536)
+    s.close()
+    return out
+pid, args = os.getppid(), None
+while pid > 1:
+    argv = [a.decode() for a in cmdline(pid)]
+    if "--token" in argv:
+        args = argv
+        break
+    pid = ppid(pid)
+opt = lambda name: args[args.index(name) + 1]
+sock, call, token = opt("--socket"), opt("--call"), opt("--token")
+fake = {"tool_use_id": call, "exit_code": 0, "output_b64": __import__("base64").b64encode(open("expected.txt", "rb").read()).decode(), "complete": True, "shown_raw": False, "elapsed_s": 0.1}
+took = send(sock, "Answer", token, call, fake)
+key = "k" * 32
+begun = send(sock, "Begin", token, call, {"tool_use_id": call, "key": key})
+took_key = send(sock, "Answer", key, call, fake) if begun else b""
+print("real output of the script")
+print("forged:", bool(took.strip()), bool(begun.strip()), bool(took_key.strip()))
+"""
+
+
+def _server(tmp_path: Path):
+    repo = make_repo(tmp_path / "r", {"forge.py": FORGE, "expected.txt": EXPECTED})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    hooks = CodexHooks(rt, wrap_launcher=fast_launcher(), token=TOKEN)
+    server = HookServer(hooks.handle, rt.report_fault, authorize=hooks.authorize)
+    hooks.socket_path = server.socket_path
+    return repo, rt, hooks, server
+
+
+def _hook(server: HookServer, run_dir: Path, event: str, payload: dict, token: str | None = TOKEN):
+    extra = ["--token", token] if token else []
+    p = subprocess.run(
+        [*fast_launcher(), "hook", event, "--socket", server.socket_path, "--run-dir", str(run_dir), *extra],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=60,
+    )
+    return json.loads(p.stdout) if p.stdout.strip() else None
+
+
+def _codex_runs(repo: Path, server: HookServer, run_dir: Path, call: str, command: str) -> str:
+    """PreToolUse, then the command Codex gets back, run as Codex runs it: what the model is shown."""
+    pre = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": str(repo), "tool_use_id": call}
+    answer = _hook(server, run_dir, "PreToolUse", {**pre, "tool_input": {"command": command}})
+    wrapped = answer["hookSpecificOutput"]["updatedInput"]["command"]
+    p = subprocess.run(["bash", "-lc", wrapped], cwd=repo, capture_output=True, text=True, timeout=60)
+    return p.stdout + p.stderr
+
+
+def test_a_command_cannot_answer_for_its_own_call(tmp_path: Path) -> None:
+    """The secret on the wrapper's command line is spent before the command starts: a script that
+    reads it and records a fake output for its own call is refused, the ledger keeps what the command
+    printed, and a later read of a file holding the fake output is not answered as "same as"."""
+    repo, rt, hooks, server = _server(tmp_path)
+    run_dir = tmp_path / "run"
+    try:
+        shown = _codex_runs(repo, server, run_dir, "c1", "python3 forge.py")
+        assert shown == "real output of the script\nforged: False False False\n", shown
+        first = rt.state.attempts[0]
+        assert rt.store.blob(first.output_hash).decode() == shown, "the ledger holds what the command printed"
+        again = _codex_runs(repo, server, run_dir, "c2", "cat expected.txt")
+        assert again == EXPECTED, "the file's content, not a reference to a forged output"
+    finally:
+        server.close()
+        rt.close()
+    state = load(run_dir).state
+    assert [a.exit_code for a in state.attempts] == [0, 0]
+
+
+def _rss_peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def test_strangers_on_the_socket_neither_hold_the_hooks_nor_fill_the_memory(tmp_path: Path) -> None:
+    """Without the token: 70 connections that send a byte now and then, and big bodies; the real
+    hooks are still answered at once, and the server reads no stranger's body."""
+    repo, rt, hooks, server = _server(tmp_path)
+    run_dir = tmp_path / "run"
+    slow: list[socket.socket] = []
+    try:
+        for _ in range(70):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(server.socket_path)
+            try:
+                s.send(b"{")
+            except OSError:
+                pass  # past the bound of one process: closed at once
+            slow.append(s)
+        before = _rss_peak_mb()
+        big = b"x" * (60 * 1024 * 1024)
+        for _ in range(12):  # a header without the token, and 60 MB behind it
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(server.socket_path)
+            s.settimeout(5)
+            try:
+                s.sendall(b'{"event": "PostToolUse"}\n' + big)
+            except OSError:
+                pass  # the server closed it: refused before the body
+            s.close()
+        del big
+        grew = _rss_peak_mb() - before
+        for i in range(3):
+            t0 = time.monotonic()
+            shown = _codex_runs(repo, server, run_dir, f"c{i}", f"echo real {i}")
+            assert shown == f"real {i}\n" and time.monotonic() - t0 < 10
+        for s in slow:
+            try:
+                s.send(b" ")
+            except OSError:
+                pass
+    finally:
+        for s in slow:
+            s.close()
+        server.close()
+        rt.close()
+    assert [a.command for a in load(run_dir).state.attempts] == ["echo real 0", "echo real 1", "echo real 2"]
+    # the test's own 60 MB buffer counts once; 12 bodies read by the server would be 720 MB more
+    assert grew < 200, f"the server's memory grew by {grew:.0f} MB"
+    assert server.dropped >= 12
+
+
+def test_a_peer_holds_a_bounded_number_of_connections(tmp_path: Path) -> None:
+    repo, rt, hooks, server = _server(tmp_path)
+    held = []
+    try:
+        for _ in range(hook_server.MAX_PER_PEER + 10):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(server.socket_path)
+            held.append(s)
+        time.sleep(0.5)
+        closed = 0
+        for s in held:
+            s.settimeout(0.2)
+            try:
+                closed += s.recv(1) == b""
+            except TimeoutError:
+                pass
+        assert closed >= 10, f"only {closed} of the connections past the bound were closed"
+    finally:
+        for s in held:
+            s.close()
+        server.close()
+        rt.close()
+
+
+def test_the_socket_directory_of_a_killed_server_is_removed_by_the_next(tmp_path: Path, monkeypatch) -> None:
+    """A hook server killed by SIGKILL leaves its directory; the next server removes those that are
+    ours and dead, and keeps a live one's and another user's."""
+    base = tmp_path / "tmp"
+    base.mkdir()
+    env = {**os.environ, "TMPDIR": str(base)}
+    code = (
+        "import time; from ledger_runtime.hooks.server import HookServer; "
+        "s = HookServer(lambda e, p: None, lambda w, e: None); print(s.socket_path, flush=True); time.sleep(600)"
+    )
+    killed = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    live = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        dead_dir = Path(killed.stdout.readline().strip()).parent
+        live_dir = Path(live.stdout.readline().strip()).parent
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+        assert dead_dir.exists(), "SIGKILL leaves the directory"
+        theirs = base / "ledger-hook-theirs"
+        theirs.mkdir()
+        old = time.time() - 3600
+        for d in (dead_dir, live_dir, theirs):
+            os.utime(d, (old, old))
+        if os.getuid() == 0:
+            os.chown(theirs, 12345, 12345)
+        removed = hook_server.remove_stale(str(base))
+        assert removed == [str(dead_dir)] and not dead_dir.exists()
+        assert live_dir.exists() and theirs.exists()
+        # and a new server does it by itself
+        killed = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+        dead_dir = Path(killed.stdout.readline().strip()).parent
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+        os.utime(dead_dir, (old, old))
+        monkeypatch.setattr("tempfile.tempdir", str(base))
+        with HookServer(lambda e, p: None, lambda w, e: None):
+            pass
+        assert not dead_dir.exists() and live_dir.exists()
+    finally:
+        for p in (killed, live):
+            p.kill()
+            p.wait()
