@@ -154,6 +154,10 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     assert not os.path.lexists(run_dir / "codex-home" / "auth.json"), "the link to the user's login went at the end"
     assert (user_home / "auth.json").read_text() == '{"OPENAI_API_KEY": null}\n'
     assert list((run_dir / "codex-home" / "sessions").rglob("rollout-*.jsonl"))
+    codex_files = [f for f in (run_dir / "codex-home").rglob("*") if f.is_file() and not f.is_symlink()]
+    assert any(f.suffix == ".sqlite" for f in codex_files), "Codex keeps state (and outputs) in SQLite files"
+    loose = [str(f) for f in codex_files if f.stat().st_mode & 0o077]
+    assert not loose, f"Codex's own files are owner-only once the run ends: {loose}"
     inspect = ledger_run("inspect", str(run_dir), "--json", env=env, cwd=repo)
     assert inspect.returncode == 0 and json.loads(inspect.stdout)["summary"]["reused"] == 1
 

@@ -299,12 +299,14 @@ def test_ledger_run_mini_command(tmp_path):
     repo = make_repo(tmp_path / "repo", FILES)
     # the edit is not followed by a test run: verify-before-submit holds the first submission back once
     steps = [
+        "echo the token is $MY_SERVICE_TOKEN",  # a secret the trajectory must not keep in clear
         "cat calc.py",
         "cat calc.py",
         "sed -i '2s/a - b/a + b/' calc.py",
         "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
         "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
     ]
+    secret = "s3cr3t-" + "value-1234567"
     import yaml
     from minisweagent.config import builtin_config_dir
 
@@ -341,13 +343,16 @@ def test_ledger_run_mini_command(tmp_path):
         text=True,
         stdin=subprocess.DEVNULL,
         timeout=300,
-        env={**os.environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "200", "MY_SERVICE_TOKEN": secret},
     )
     assert r.returncode == 0, r.stderr[-2000:]
+    trajectory = (run / "trajectory.traj.json").read_text()
+    assert "the token is " + "*" * len(secret) in trajectory and secret not in trajectory, "masked, as in the ledger"
+    assert (run / "trajectory.traj.json").stat().st_mode & 0o777 == 0o600
     assert f"ledger: {run / 'ledger.sqlite'}" in r.stdout.replace("\n", "") or str(run / "ledger.sqlite") in r.stdout
     state = load(run).state
-    assert [a.verdict.kind.value for a in state.attempts] == ["RUN", "REUSE", "RUN", "REVISE", "RUN"]
-    assert state.attempts[3].verdict.rule == "verify-before-submit" and not state.attempts[3].executed
+    assert [a.verdict.kind.value for a in state.attempts] == ["RUN", "RUN", "REUSE", "RUN", "REVISE", "RUN"]
+    assert state.attempts[4].verdict.rule == "verify-before-submit" and not state.attempts[4].executed
     assert state.baseline.task == "make add add"
     assert json.loads((run / "trajectory.traj.json").read_text())["info"]["exit_status"] == "Submitted"
     bad = subprocess.run(

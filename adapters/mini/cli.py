@@ -245,10 +245,22 @@ def mini(
         return
     agent = get_agent(mdl, env, cfg.get("agent", {}), default_type="interactive")
     console = Console()
+    trajectory = run_dir / "trajectory.traj.json"
+    from ledger_runtime import mask_json_file, prepare_private
+
+    try:
+        prepare_private(trajectory)  # mini-swe-agent rewrites it in place after each step: owner-only
+    except OSError:
+        pass  # no run directory (the ledger could not start): mini-swe-agent writes it as it would
     try:
         agent.run(task)
     finally:
         env.cleanup()
+        runtime = getattr(env, "runtime", None)
+        if runtime is not None:  # the secrets in it masked as in the ledger (the agent is done with it)
+            problem = mask_json_file(trajectory, runtime.redactor)
+            if problem:
+                console.print(f"[yellow]warning:[/yellow] {problem}", highlight=False)
         console.print(
             f"\nledger: [bold]{run_dir / 'ledger.sqlite'}[/bold]\n"
             f"trajectory: [bold]{run_dir / 'trajectory.traj.json'}[/bold]\n"
