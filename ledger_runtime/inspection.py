@@ -13,7 +13,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rich import box
 from rich.console import Console, Group
@@ -278,13 +278,13 @@ def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None
         files = "\n".join(_abbreviated(f, FILE_CELL) for f in r["files_changed"][:4]) + (
             f"\n+{len(r['files_changed']) - 4} more" if len(r["files_changed"]) > 4 else ""
         )
-        t.add_row(
+        t.add_row(  # commands and file names as text, never as markup
             str(r["step"]),
             verdict,
             r["class"],
-            short_command(r["command"], 70),
+            Text(short_command(r["command"], 70)),
             "" if r["exit_code"] is None else str(r["exit_code"]),
-            files,
+            Text(files),
         )
     return t
 
@@ -293,7 +293,7 @@ def render_summary(s: dict[str, Any]) -> Group:
     t = Table(title="Summary", show_header=False)
     t.add_column("what")
     t.add_column("value", overflow="fold")
-    t.add_row("workdir", str(s["workdir"]))
+    t.add_row("workdir", Text(str(s["workdir"])))
     if s["head_commit"]:
         t.add_row("baseline commit", s["head_commit"][:12])
     t.add_row("steps / commands", f"{s['steps']} / {s['attempts']} ({s['executed']} executed)")
@@ -310,7 +310,7 @@ def render_summary(s: dict[str, Any]) -> Group:
         f"{f['path']} ({f['change']}" + (f", +{f['added']} -{f['removed']}" if f["added"] is not None else "") + ")"
         for f in s["files_changed"]
     ]
-    t.add_row("files changed", "\n".join(files) or "none")
+    t.add_row("files changed", Text("\n".join(files) or "none"))
     if s["context_notes"]:
         t.add_row(
             "context notes", f"{s['context_notes']} ({s['context_note_chars']:,} characters in the agent's history)"
@@ -320,6 +320,13 @@ def render_summary(s: dict[str, Any]) -> Group:
     return Group(t)
 
 
-def print_inspection(loaded: Loaded, console: Console, rows: list[dict[str, Any]] | None = None) -> None:
-    console.print(render_timeline(loaded.state, rows))
-    console.print(render_summary(summary(loaded.state)))
+def print_inspection(
+    loaded: Loaded,
+    console: Console,
+    rows: list[dict[str, Any]] | None = None,
+    shown: Callable[[Any], Any] = lambda data: data,
+) -> None:
+    """The timeline and the summary; ``shown`` readies their data for the screen (the command line
+    escapes the characters a terminal would act on)."""
+    console.print(render_timeline(loaded.state, shown(timeline(loaded.state) if rows is None else rows)))
+    console.print(render_summary(shown(summary(loaded.state))))

@@ -310,7 +310,8 @@ def codex(
             f"checked against {CODEX_VERSION} ({INSTALL_HINT})",
             highlight=False,
         )
-    run_dir = (run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")).resolve()
+    # absolute, links not resolved: a run directory that is a link is refused, never followed
+    run_dir = Path(os.path.abspath(run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")))
     from ledger_runtime import InUse, unwritable
 
     problem = unwritable(run_dir)

@@ -163,7 +163,13 @@ def mini(
     from minisweagent.models import get_model
     from minisweagent.utils.serialize import UNSET, recursive_merge
 
-    run_dir = (run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")).resolve()
+    # absolute, links not resolved: a run directory that is a link is refused, never followed
+    run_dir = Path(os.path.abspath(run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")))
+    from ledger_runtime import unwritable
+
+    problem = unwritable(run_dir)
+    if problem:
+        fail(f"cannot write the run into -o {run_dir}: {problem}")
     specs = list(config or [str(builtin_config_dir / "mini.yaml")])
     try:
         base = recursive_merge(*[get_config_from_spec(spec) for spec in specs])

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
+from rich.text import Text
+
+from ledger_runtime.cli.printable import visible
 
 err = Console(stderr=True)
 
 
 def fail(message: str, code: int = 2) -> None:
-    """Print a one-line error and exit."""
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    """Print a one-line error and exit. The message is text, never markup: it may quote a path or a
+    command (its control characters escaped)."""
+    err.print(Text.assemble(("error:", "red"), " ", visible(message)), highlight=False, soft_wrap=True)
     raise typer.Exit(code)

@@ -14,6 +14,7 @@ import html
 from typing import Any
 
 from ledger_runtime.answers.build import ExpandError
+from ledger_runtime.cli.printable import visible
 from ledger_runtime.inspection import Loaded, summary, view_at
 from ledger_runtime.ledger.state import LedgerState
 
@@ -44,7 +45,9 @@ document.body.dataset.ready='1';
 
 
 def _e(text: Any) -> str:
-    return html.escape("" if text is None else str(text), quote=True)
+    """Text for the page: control and bidi characters shown as escapes (an RLO would reverse what
+    follows it), then HTML-escaped."""
+    return html.escape(visible("" if text is None else str(text)), quote=True)
 
 
 def _page(title: str, body: str) -> str:

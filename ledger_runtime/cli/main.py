@@ -59,6 +59,13 @@ def inspect(
         help="With --step: print what that text stands for, every "
         "\\[ledger: ...] reference replaced by the bytes it names.",
     ),
+    raw: bool = typer.Option(
+        False,
+        "--raw",
+        help="With --step (its state view, --output or --expand): print the text byte for byte, control "
+        "characters included, for pipes and files. Without it, control and bidi characters are shown "
+        "escaped (\\x1b, \\u202e): a terminal would act on them.",
+    ),
     as_json: bool = typer.Option(
         False, "--json", help="Print machine-readable JSON on stdout (per step: shown and expanded)."
     ),
@@ -76,6 +83,7 @@ def inspect(
 ) -> None:
     """Look inside a ledger: the timeline, the summary, the state view at a step, or what the model
     received at a step."""
+    from ledger_runtime.cli.printable import visible, visible_data
     from ledger_runtime.inspection import keep_row, load, outputs_at, print_inspection, summary, timeline, view_at
     from ledger_runtime.ledger.store import NotALedger
     from ledger_runtime.records import CommandClass, VerdictKind
@@ -93,16 +101,20 @@ def inspect(
         fail(f"--step {step} is past the last step of this ledger ({loaded.state.step})")
     if (output or expand) and step is None:
         fail("--output and --expand need --step N (the step whose command to show)")
+    if raw and step is None:
+        fail("--raw goes with --step N (its state view, --output or --expand)")
+    if raw and (as_json or html is not None):
+        fail("--raw is for text on stdout: not with --json or --html")
+    show = _exact if raw else (lambda text: sys.stdout.write(visible(text)))
     if output or expand:
         found = outputs_at(loaded, step)
         if not found:
             fail(f"step {step} ran no command")
         for i, (a, shown, expanded) in enumerate(found):
             if len(found) > 1:  # several commands in one model call: say which is which
-                sys.stdout.write(
-                    f"{'' if i == 0 else chr(10)}--- {loaded.state.label(a.id)}: {a.command.splitlines()[0][:100]}\n"
-                )
-            sys.stdout.write((expanded if expand else shown) or "")  # the exact text: never re-wrapped
+                first = (a.command.splitlines() or [""])[0][:100]
+                sys.stdout.write(f"{'' if i == 0 else chr(10)}--- {loaded.state.label(a.id)}: {visible(first)}\n")
+            show((expanded if expand else shown) or "")  # never re-wrapped
         return
     if html is not None:
         from ledger_runtime.cli.html import run_page
@@ -111,8 +123,8 @@ def inspect(
         try:
             write_private(html, run_page(loaded))
         except OSError as e:
-            fail(f"cannot write --html {html}: {e.strerror}")
-        err.print(f"wrote {html}", highlight=False)
+            fail(f"cannot write --html {html}: {e.strerror or e}")
+        err.print(f"wrote {visible(str(html))}", highlight=False, markup=False)
         return
     if as_json:
         data = {
@@ -133,12 +145,18 @@ def inspect(
         json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
         sys.stdout.write("\n")
         return
-    console = Console()
     if step is not None:
-        print(view_at(loaded, step))  # the exact text the model got: never re-wrapped
+        show(view_at(loaded, step) + "\n")  # the text the model got: never re-wrapped
         return
     rows = [r for r in timeline(loaded.state) if keep_row(r, verdicts, classes)]
-    print_inspection(loaded, console, rows)
+    print_inspection(loaded, Console(), rows, shown=visible_data)
+
+
+def _exact(text: str) -> None:
+    """``text`` on stdout byte for byte (bytes that were not UTF-8 as they were)."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
+    sys.stdout.buffer.flush()
 
 
 def _choices(given: Optional[str], known: list[str], option: str, upper: bool = False) -> set[str] | None:
@@ -295,10 +313,11 @@ def config(
     try:
         write_private(write, text)
     except OSError as e:
-        fail(f"cannot write {write}: {e.strerror}")
+        fail(f"cannot write {write}: {e.strerror or e}")
     err.print(
         f"wrote {write}: every setting at its default, commented out; use it with --ledger-config {write}",
         highlight=False,
+        markup=False,
     )
 
 

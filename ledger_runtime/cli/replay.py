@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ledger_runtime.ledger.observe import Truncation
+from ledger_runtime.ledger.private import private_dir, write_private
 from ledger_runtime.replay import tree as replay_tree
 from ledger_runtime.replay.engine import ReplaySettings, Skip, observations_only, replay_one, result_path
 from ledger_runtime.replay.report import (
@@ -229,8 +230,10 @@ def run_replay(
     finally:
         lock.release()
     if skipped:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "skipped.json").write_text(json.dumps(skipped, indent=1))
+        try:
+            write_private(private_dir(out) / "skipped.json", json.dumps(skipped, indent=1))
+        except OSError as e:
+            fail(f"cannot write {out / 'skipped.json'}: {e.strerror or e}")
     results = [r for r in load_results(out) if r["instance_id"] in {t.instance_id for t in trajs}]
     if not results:
         fail(
@@ -259,9 +262,11 @@ def run_replay(
         command = "ledger-run " + " ".join(shlex.quote(a) for a in argv[1:])
         try:
             report.parent.mkdir(parents=True, exist_ok=True)
-            report.write_text(results_md(agg, command, skipped, notes, prov) + (context_md(ctx, models) if ctx else ""))
+            write_private(
+                report, results_md(agg, command, skipped, notes, prov) + (context_md(ctx, models) if ctx else "")
+            )
         except OSError as e:
-            fail(f"cannot write --report {report}: {e.strerror}")
+            fail(f"cannot write --report {report}: {e.strerror or e}")
 
 
 def _done(path: Path, contexts: tuple[str, ...], models: tuple[str, ...] = ()) -> bool:
@@ -470,8 +475,14 @@ def _observations_only(trajs: list[Trajectory], out: Path, as_json: bool) -> Non
         "redundant_subsumed": sum(r["redundant_subsumed"] for r in rows),
         "redundant_chars": sum(r["redundant_chars"] for r in rows),
     }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "observations-only.json").write_text(json.dumps({"total": total, "instances": rows}, indent=1))
+    try:
+        write_private(
+            private_dir(out) / "observations-only.json", json.dumps({"total": total, "instances": rows}, indent=1)
+        )
+    except OSError as e:
+        from ledger_runtime.cli.errors import fail
+
+        fail(f"cannot write {out / 'observations-only.json'}: {e.strerror or e}")
     if as_json:
         json.dump(total, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -1,27 +1,106 @@
 """Files the product writes are its owner's alone: a ledger holds what the agent saw, secrets
 included. Directories 0700 and files 0600 whatever the umask (the agent's own commands keep the
-umask they had: only what the ledger writes is made private)."""
+umask they had: only what the ledger writes is made private).
+
+Nothing is written through a link or into another user's file, as a shared directory such as /tmp
+may hold one planted there (``NotOurs``): a file written, a file appended to and a run directory must
+not be a symbolic link and must be the current user's. A file is written whole to a new file beside
+it, made exclusively, then renamed onto its name: a link planted after the check is replaced, not
+followed, and in a sticky directory the kernel refuses to rename over another user's file. A link is
+refused rather than replaced: as root, replacing ``/dev/stdout`` would break it for everyone. The
+directories above may be links (/tmp is one on macOS): only the last component is checked."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 from typing import IO
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
+DIRECTORY = "directory"  # entered and written into: ours, a real directory
+FILE = "file"  # written (by a rename) or appended to: ours, a regular file
+
+
+class NotOurs(PermissionError):
+    """A path the product will not write through: a symbolic link, or another user's. An OSError
+    (EPERM) whose ``strerror`` says why, so every handler of a failed write reports it."""
+
+    def __init__(self, path: str | os.PathLike, why: str):
+        super().__init__(errno.EPERM, why, os.fspath(path))
+
+
+def refusal(st: os.stat_result | None, uid: int, kind: str) -> str | None:
+    """Why an entry whose ``lstat`` is ``st`` (None: there is none) must not be written as ``kind``
+    (DIRECTORY, FILE) by the user ``uid``; None when it may."""
+    if st is None:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return "it is a symbolic link, never followed"
+    if st.st_uid != uid:
+        return f"it belongs to another user (uid {st.st_uid})"
+    if kind == DIRECTORY and not stat.S_ISDIR(st.st_mode):
+        return "it is not a directory"
+    if kind == FILE and not stat.S_ISREG(st.st_mode):
+        return "it is not a regular file"
+    return None
+
+
+def _lstat(path: str | os.PathLike) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:  # nothing there, or nothing reachable: the write says why if it fails
+        return None
+
+
+def _check(path: str | os.PathLike, st: os.stat_result | None, kind: str) -> None:
+    why = refusal(st, os.geteuid(), kind)
+    if why is not None:
+        raise NotOurs(path, why)
+
 
 def private_dir(path: str | os.PathLike) -> Path:
-    """``path`` as a directory only its owner can enter (made, with its missing parents, if needed)."""
+    """``path`` as a directory only its owner can enter (made, with its missing parents, if needed);
+    NotOurs when it is a symbolic link or another user's."""
     p = Path(path)
-    p.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-    os.chmod(p, DIR_MODE)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(p, DIR_MODE)
+    except FileExistsError:
+        pass
+    _check(p, _lstat(p), DIRECTORY)
+    try:  # the mode is set on what was checked: a link swapped in meanwhile is not followed
+        fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as e:
+        if e.errno != errno.EACCES:  # ELOOP: it became a link; ENOTDIR: a file
+            raise NotOurs(p, "it is a symbolic link or not a directory") from None
+        os.chmod(p, DIR_MODE)  # ours (checked) but not readable by us: set it by name
+        return p
+    try:
+        _check(p, os.fstat(fd), DIRECTORY)
+        os.fchmod(fd, DIR_MODE)
+    finally:
+        os.close(fd)
     return p
 
 
 def _fd(path: str | os.PathLike, flags: int) -> int:
-    fd = os.open(path, flags | os.O_CREAT, FILE_MODE)
+    """``path`` opened in place (made if missing), never through a link, never another user's file
+    nor a FIFO or device (O_NONBLOCK: a FIFO without a reader fails instead of hanging)."""
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, FILE_MODE)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise NotOurs(path, "it is a symbolic link, never followed") from None
+        raise
+    try:
+        _check(path, os.fstat(fd), FILE)
+    except NotOurs:
+        os.close(fd)
+        raise
     try:
         os.fchmod(fd, FILE_MODE)  # also a file that existed with looser bits
     except OSError:
@@ -30,14 +109,37 @@ def _fd(path: str | os.PathLike, flags: int) -> int:
 
 
 def write_private(path: str | os.PathLike, data: str | bytes) -> None:
-    """Write ``data`` to ``path``, readable by its owner only."""
-    fd = _fd(path, os.O_WRONLY | os.O_TRUNC)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data)
+    """Write ``data`` to ``path``, readable by its owner only: a new file (O_EXCL, 0600) in the same
+    directory, renamed onto ``path``. NotOurs when ``path`` is a link, or another user's."""
+    target = os.fspath(path)
+    _check(target, _lstat(target), FILE)
+    directory, name = os.path.split(target)
+    blob = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+    for _ in range(100):
+        tmp = os.path.join(directory, f".{name[:100]}.{os.urandom(6).hex()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(errno.EEXIST, "no fresh name for a temporary file", target)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), FILE_MODE)  # whatever the umask
+            f.write(blob)
+        os.replace(tmp, target)  # in a sticky directory, over another user's file: EPERM
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def append_private(path: str | os.PathLike) -> IO[str]:
-    """``path`` open for appending text, readable by its owner only."""
+    """``path`` open for appending text, readable by its owner only (NotOurs: a link, another
+    user's file, not a regular file)."""
     return os.fdopen(_fd(path, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8")
 
 
@@ -65,7 +167,6 @@ def hold(path: str | os.PathLike, what: str) -> IO[bytes] | None:
     long as the returned file stays open (closed by the garbage collector too); InUse when a live
     process holds it. None where the file system has no locks (some network mounts): no lock then."""
     import fcntl
-    import stat
 
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_NOCTTY", 0), FILE_MODE)
