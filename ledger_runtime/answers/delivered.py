@@ -196,17 +196,30 @@ class Delivered:
         s = self.items.get(attempt)
         return s if s is not None and self.alive(s.step) else None
 
-    def complete(self, attempt: int, _seen: set[int] | None = None) -> bool:
+    def complete(self, attempt: int) -> bool:
         """Whether the model can have the attempt's whole output: it saw all of its answer, the
-        answer left nothing out, and every reference in it points at an output it can have whole."""
-        s = self._live(attempt)
-        if s is None or not s.uncut:
-            return False
-        seen = _seen if _seen is not None else set()
-        if attempt in seen:
-            return True
-        seen.add(attempt)
-        return all(self.complete(r, seen) for r in s.refs)
+        answer left nothing out, and every reference in it points at an output it can have whole
+        (followed without recursion: a long run makes long chains of references)."""
+        stack, seen = [attempt], set()
+        while stack:
+            a = stack.pop()
+            if a in seen:
+                continue
+            seen.add(a)
+            s = self._live(a)
+            if s is None or not s.uncut:
+                return False
+            stack.extend(s.refs)
+        return True
+
+    def _root(self, s: Shown) -> Shown:
+        """Where ``s`` was only a reference to an identical output the model can have whole, that
+        output (so references never chain from one repeat to the next)."""
+        seen = {s.attempt}
+        while s.same_as is not None and s.same_as not in seen and self.complete(s.same_as):
+            seen.add(s.same_as)
+            s = self.items[s.same_as]
+        return s
 
     # -- answers.Pool ------------------------------------------------------------------------------
 
@@ -227,7 +240,7 @@ class Delivered:
                 continue
             if all(s.literal) and not s.refs:
                 return s.as_source()
-            fallback = fallback or s.as_source()
+            fallback = fallback or self._root(s).as_source()
         return fallback
 
     def seen_through(self, attempt: int) -> list[bool] | None:
@@ -240,10 +253,7 @@ class Delivered:
         (where it was only a reference to an identical output, that output)."""
         for a in reversed(self._by_key.get(key, [])):
             if self.complete(a):
-                s = self.items[a]
-                while s.same_as is not None and self.complete(s.same_as):
-                    s = self.items[s.same_as]
-                return s.as_source()
+                return self._root(self.items[a]).as_source()
         return None
 
     def longest_run(self, lines: Sequence[str], i: int, end: int | None = None) -> tuple[Source, int, int] | None:

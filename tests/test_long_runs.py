@@ -1,0 +1,56 @@
+"""A long run through one ledger: what grows with the number of steps must not break it or slow it
+down past what the view and the answers need (issue 26). Real runtime, real files in a git repo."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from conftest import make_repo
+
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.inspection import load
+from ledger_runtime.runtime import LedgerRuntime
+
+BODY = "".join(f"line {i}: the same text every time\n" for i in range(30))
+
+
+def test_a_long_chain_of_repeats_is_answered_from_the_first_output(tmp_path: Path) -> None:
+    """The same output again and again, more times than Python's recursion limit: every repeat is a
+    reference to the first output, never a fault (it was a RecursionError past ~1,000 repeats, each
+    answer referring to the one before)."""
+    root = make_repo(tmp_path / "w", {"a.txt": BODY})
+    executor = LocalExecutor(timeout=30)
+    printed = {}
+
+    def execute(command: str, cwd: str):  # the command runs once for real; its output is the same after
+        if command not in printed:
+            printed[command] = executor(command, cwd)
+        return printed[command]
+
+    repeats = sys.getrecursionlimit() + 200
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        first = rt.run("cat a.txt", execute)
+        answers = [rt.run("cat a.txt", execute) for _ in range(repeats)]
+    assert first.output == BODY
+    assert all(a.output.startswith("[ledger: same as step 1's output") for a in answers[-5:]), answers[-1].output
+    assert not (tmp_path / "run" / "faults.log").exists()
+    assert len(load(tmp_path / "run").state.attempts) == repeats + 1
+
+
+def test_whether_the_model_holds_an_output_whole_is_found_without_recursion() -> None:
+    """A long run makes long chains of references (an answer refers to lines only the one before it
+    printed literally, and so on down): checking one must not recurse down the chain. In a 5,000-step
+    run it raised RecursionError, and each such step's answer was lost to a fault."""
+    from ledger_runtime.answers.delivered import Delivered, Shown
+
+    pool = Delivered(alive=lambda step: True)
+    n = sys.getrecursionlimit() * 3
+    for a in range(1, n + 1):
+        refs = (a - 1,) if a > 1 else ()
+        pool.add(Shown(a, a, f"step {a}", "grep -rn x", 0, ["x"], [a == 1], refs, True, f"d{a}"), keys=["grep"])
+    assert pool.complete(n)
+    assert pool.base("grep") is not None
+    pool.items[1].uncut = False  # the first one was cut: no output down the chain is whole
+    assert not pool.complete(n)
