@@ -125,47 +125,57 @@ def _changed_entries(state: LedgerState) -> list[ViewEntry]:
 
 
 def _seen_entries(state: LedgerState) -> list[ViewEntry]:
-    by_path: dict[str, list] = {}
-    for o in state.observations:
-        by_path.setdefault(o.path, []).append(o)
+    """A line per file the model saw. What a line says depends on that file's observations and
+    modifications alone: it is made again only when one of them is new (a long run renders in the
+    time its files take, not its steps)."""
+    memo = state.view_memo.setdefault("seen", {})
     out = []
-    for path in sorted(by_path):
-        obs = by_path[path]
-        cur = state.current_hash(path)
-        fresh = [o for o in obs if cur is UNKNOWN or o.content_hash == cur]
-        last_step = max(o.step for o in obs)
-        name = _display(path, state)
-        if fresh:
-            if any(o.spans is None for o in fresh):
-                ranges = "whole file"
-            else:
-                spans = merge_spans([s for o in fresh for s in (o.spans or ())])
-                shown = spans[:MAX_SPANS]
-                ranges = ", ".join(f"lines {s}" if i == 0 else str(s) for i, s in enumerate(shown)) or "search matches"
-                if len(spans) > MAX_SPANS:
-                    ranges += f" and {len(spans) - MAX_SPANS} more ranges"
-                if all(o.kind == "matches" for o in fresh) and not spans:
-                    ranges = "search matches"
-            note = ""
-            if len(fresh) < len(obs):
-                note = "; earlier views stale"
-            # a fresh view the model has just read: the newest read told it so; fresh again after an
-            # edit (a revert): that edit's own command, where it was one
-            mods = state.modifications_of(path)
-            told = last_step if max(o.step for o in fresh) == last_step else _own(mods[-1] if mods else None)
-            text = f"  {name}: {ranges} ({_steps([o.step for o in fresh])}{note})"
-            out.append(ViewEntry(SEEN, ("seen", path), text, last_step, told))
-        else:
-            newest = max(obs, key=lambda o: o.step)
-            m = state.change_after(path, newest.step, newest.content_hash)
-            why = f"changed at {_changer(m, state)}" if m else "changed since"
-            if cur is None:  # the change that matters is the deletion, not the first change after the view
-                mods = state.modifications_of(path)
-                m = mods[-1] if mods else m
-                why = f"deleted at step {m.step}" if m else "deleted"
-            text = f"  {name}: STALE, {why}; seen at {_steps([o.step for o in obs])}"
-            out.append(ViewEntry(SEEN, ("seen", path), text, last_step, _own(m)))
+    for path in sorted(state.observed_paths()):
+        key = (len(state.observations_of(path)), len(state.modifications_of(path)))
+        kept = memo.get(path)
+        if kept is None or kept[0] != key:
+            kept = memo[path] = (key, _seen_entry(state, path))
+        out.append(kept[1])
     return out
+
+
+def _seen_entry(state: LedgerState, path: str) -> ViewEntry:
+    """The line of one file the model saw: the lines it holds as they are now, or STALE and why."""
+    obs = state.observations_of(path)
+    cur = state.current_hash(path)
+    fresh = [o for o in obs if cur is UNKNOWN or o.content_hash == cur]
+    last_step = max(o.step for o in obs)
+    name = _display(path, state)
+    if fresh:
+        if any(o.spans is None for o in fresh):
+            ranges = "whole file"
+        else:
+            spans = merge_spans([s for o in fresh for s in (o.spans or ())])
+            shown = spans[:MAX_SPANS]
+            ranges = ", ".join(f"lines {s}" if i == 0 else str(s) for i, s in enumerate(shown)) or "search matches"
+            if len(spans) > MAX_SPANS:
+                ranges += f" and {len(spans) - MAX_SPANS} more ranges"
+            if all(o.kind == "matches" for o in fresh) and not spans:
+                ranges = "search matches"
+        note = ""
+        if len(fresh) < len(obs):
+            note = "; earlier views stale"
+        # a fresh view the model has just read: the newest read told it so; fresh again after an
+        # edit (a revert): that edit's own command, where it was one
+        mods = state.modifications_of(path)
+        told = last_step if max(o.step for o in fresh) == last_step else _own(mods[-1] if mods else None)
+        text = f"  {name}: {ranges} ({_steps([o.step for o in fresh])}{note})"
+        return ViewEntry(SEEN, ("seen", path), text, last_step, told)
+    else:
+        newest = max(obs, key=lambda o: o.step)
+        m = state.change_after(path, newest.step, newest.content_hash)
+        why = f"changed at {_changer(m, state)}" if m else "changed since"
+        if cur is None:  # the change that matters is the deletion, not the first change after the view
+            mods = state.modifications_of(path)
+            m = mods[-1] if mods else m
+            why = f"deleted at step {m.step}" if m else "deleted"
+        text = f"  {name}: STALE, {why}; seen at {_steps([o.step for o in obs])}"
+        return ViewEntry(SEEN, ("seen", path), text, last_step, _own(m))
 
 
 def result_holds(a: Attempt, state: LedgerState) -> tuple[bool, str]:
@@ -187,7 +197,7 @@ def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | No
                 prefix = path.rstrip("/") + "/"
                 later = [
                     m
-                    for m in state.modifications
+                    for m in state.modifications_after(a.step + 1)
                     if m.step > a.step and (m.path.startswith(prefix) or (kind == "d" and m.path == path))
                 ]
                 if later:
@@ -197,7 +207,7 @@ def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | No
         return True, "holds: nothing changed since", None
     later = [
         m
-        for m in state.modifications
+        for m in state.modifications_after(a.step)
         if m.step > a.step or (m.step == a.step and m.attempt != a.id and m.attempt is not None and m.attempt > a.id)
     ]
     if later:
@@ -242,31 +252,47 @@ def _attempt_entry(a: Attempt, state: LedgerState) -> ViewEntry:
     return ViewEntry(COMMANDS, key, text, a.step, a.step if holds else None)
 
 
+def _failing(a: Attempt) -> bool:
+    return a.command_class is CommandClass.RUN and a.executed and a.exit_code not in (0, None)
+
+
+def _fixes(b: Attempt, a: Attempt) -> bool:
+    return b.executed and b.exit_code == 0 and (b.normalized, b.cwd) == (a.normalized, a.cwd)
+
+
+def _last_failing(state: LedgerState) -> tuple[int | None, Attempt | None]:
+    """(index of the last failing run, the later run of it that passed), found from where the last
+    render left off: only the attempts recorded since are looked at, unless one changed in place."""
+    n = len(state.attempts)
+    memo = state.view_memo.get("failing")
+    if memo is None or memo[0] != state.revision or memo[1] > n:
+        memo = (state.revision, 0, None, None)
+    _, scanned, index, fixed = memo
+    for i in range(n - 1, scanned - 1, -1):  # a newer failure replaces the one kept
+        if _failing(state.attempts[i]):
+            index, fixed, scanned = i, None, i + 1
+            break
+    if index is not None and fixed is None:
+        a = state.attempts[index]
+        fixed = next((b for b in state.attempts[max(scanned, index + 1) :] if _fixes(b, a)), None)
+    state.view_memo["failing"] = (state.revision, n, index, fixed)
+    return index, fixed
+
+
 def _last_failing_run(state: LedgerState) -> ViewEntry | None:
-    for i in range(len(state.attempts) - 1, -1, -1):
-        a = state.attempts[i]
-        if a.command_class is CommandClass.RUN and a.executed and a.exit_code not in (0, None):
-            fixed = next(
-                (
-                    b
-                    for b in state.attempts[i + 1 :]
-                    if b.executed and b.exit_code == 0 and (b.normalized, b.cwd) == (a.normalized, a.cwd)
-                ),
-                None,
-            )
-            told = None
-            if fixed is not None:
-                verdict = f"since passed: the same command exited 0 at #{fixed.step}"
-                told = fixed.step
-            else:
-                holds, why, m = _holds(a, state)
-                verdict = (
-                    "still holds: nothing changed since" if holds else why.replace("stale: ", "may no longer hold: ")
-                )
-                told = a.step if holds else _own(m)
-            text = f"Last failing run: #{a.step} {short_command(a.command)} (exit {a.exit_code}); {verdict}"
-            return ViewEntry("", ("failing",), text, a.step, told)
-    return None
+    i, fixed = _last_failing(state)
+    if i is None:
+        return None
+    a = state.attempts[i]
+    if fixed is not None:
+        verdict = f"since passed: the same command exited 0 at #{fixed.step}"
+        told = fixed.step
+    else:
+        holds, why, m = _holds(a, state)
+        verdict = "still holds: nothing changed since" if holds else why.replace("stale: ", "may no longer hold: ")
+        told = a.step if holds else _own(m)
+    text = f"Last failing run: #{a.step} {short_command(a.command)} (exit {a.exit_code}); {verdict}"
+    return ViewEntry("", ("failing",), text, a.step, told)
 
 
 def _last_refusal(state: LedgerState, as_applied: bool = False) -> ViewEntry | None:

@@ -13,7 +13,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from rich import box
 from rich.console import Console, Group
@@ -231,18 +231,43 @@ def summary(state: LedgerState) -> dict[str, Any]:
     }
 
 
-def view_at(loaded: Loaded, step: int | None) -> str:
-    """The state view as it was at the end of ``step`` (the last step when None)."""
+def views_at(loaded: Loaded, steps: Iterable[int]) -> dict[int, str]:
+    """``view_at`` of each of ``steps``, in one pass over the events (a page of a long run renders in
+    time linear in its steps): the events come in the order of their steps, so the state at a step
+    is the state of the events before the first of a later step (with those that name no step: the
+    run's start, faults). Where they do not, each view is folded anew."""
+    wanted = sorted(set(steps))
+    events = loaded.events
+    numbered = [e["step"] for e in events if e.get("step") is not None]
+    if any(b < a for a, b in zip(numbered, numbered[1:])):
+        return {s: view_at(loaded, s) for s in wanted}
+    out: dict[int, str] = {}
+    state = LedgerState()
+    at = 0
+    for s in wanted:
+        while at < len(events) and (events[at].get("step") is None or events[at]["step"] <= s):
+            state.apply(events[at])
+            at += 1
+        out[s] = _render_at(loaded, state)
+    return out
+
+
+def _render_at(loaded: Loaded, state: LedgerState) -> str:
     from ledger_runtime.decide.gate import PolicyError, build_rules, in_force
     from ledger_runtime.decide.policies import BUILTINS
 
-    state = loaded.state if step is None else LedgerState.from_events(loaded.events, until_step=step)
     config = loaded.config
     try:
         rules = build_rules(config.policies, state.baseline.root if state.baseline else "", BUILTINS)
     except PolicyError:
         rules = []
     return render(state, config, policies=in_force(config, rules)).text
+
+
+def view_at(loaded: Loaded, step: int | None) -> str:
+    """The state view as it was at the end of ``step`` (the last step when None)."""
+    state = loaded.state if step is None else LedgerState.from_events(loaded.events, until_step=step)
+    return _render_at(loaded, state)
 
 
 _STYLE = {"RUN": "white", "REUSE": "green", "NUDGE": "yellow", "REVISE": "magenta", "BLOCK": "red"}

@@ -54,3 +54,56 @@ def test_whether_the_model_holds_an_output_whole_is_found_without_recursion() ->
     assert pool.base("grep") is not None
     pool.items[1].uncut = False  # the first one was cut: no output down the chain is whole
     assert not pool.complete(n)
+
+
+def test_the_view_kept_between_renders_is_the_view_made_afresh(tmp_path: Path) -> None:
+    """The state view keeps what it derived for the next render (a line per file seen, the last
+    failing run): at every step it must read exactly as the view of the same events folded anew,
+    through reads, edits by commands and between them, a failing run, its fix, a reversion."""
+    from ledger_runtime.inform import render
+    from ledger_runtime.ledger.state import LedgerState
+
+    root = make_repo(tmp_path / "w", {"a.py": BODY, "b.py": BODY, "t.sh": "grep -q fixed a.py\n"})
+    executor = LocalExecutor(timeout=30)
+    commands = [
+        "cat a.py",
+        "sed -n '2,5p' b.py",
+        "bash t.sh",
+        "sed -i 's/line 3:/line 3 fixed:/' a.py",
+        "nl -ba a.py | sed -n '1,10p'",
+        "bash t.sh",
+        "cat b.py",
+        None,  # b.py changed between commands
+        "grep -n line b.py",
+        "git checkout a.py",
+        "bash t.sh",
+        "cat a.py",
+    ]
+    config = LedgerConfig()
+    with LedgerRuntime(root, tmp_path / "run", config) as rt:
+        for i, command in enumerate(commands * 3):
+            if command is None:
+                (root / "b.py").write_text(BODY + f"one more line {i}\n")
+                continue
+            rt.run(command, executor)
+            kept = render(rt.state, config).text
+            anew = render(LedgerState.from_events(rt.store.events()), config).text
+            assert kept == anew, (i, command)
+        assert "Last failing run" in kept and "a.py" in kept
+
+
+def test_the_pages_views_in_one_pass_are_the_views_at_each_step(tmp_path: Path) -> None:
+    """inspect --html shows the state view before each step; folding the events once for all of them
+    must give each view exactly as folding them anew up to that step does."""
+    from ledger_runtime.inspection import load, view_at, views_at
+
+    root = make_repo(tmp_path / "w", {"a.py": BODY, "t.sh": "grep -q fixed a.py\n"})
+    executor = LocalExecutor(timeout=30)
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        for i, command in enumerate(["cat a.py", "bash t.sh", "sed -i 's/line 3:/fixed:/' a.py", "bash t.sh"] * 3):
+            if i == 5:
+                (root / "a.py").write_text(BODY)  # a change between commands
+            rt.run(command, executor)
+    loaded = load(tmp_path / "run")
+    steps = range(0, loaded.state.step + 1)
+    assert views_at(loaded, steps) == {s: view_at(loaded, s) for s in steps}

@@ -159,8 +159,17 @@ class Delivered:
         self._index: dict[str, list[tuple[int, int]]] = {}
         self._by_digest: dict[str, list[int]] = {}
         self._by_key: dict[str, list[int]] = {}
+        self._lines: dict[str, str] = {}  # every line held, once
 
     def add(self, shown: Shown, keys: Iterable[str] = ()) -> None:
+        # one copy of each output and of each line, however often they were printed (a long run
+        # re-reads the same files: memory grows with what was new, not with the steps)
+        same = self._by_digest.get(shown.digest)
+        first = self.items.get(same[-1]) if same else None
+        if first is not None and first.lines == shown.lines:
+            shown.lines = first.lines
+        else:
+            shown.lines = [self._lines.setdefault(line, line) for line in shown.lines]
         self.items[shown.attempt] = shown
         self._by_digest.setdefault(shown.digest, []).append(shown.attempt)
         for k in keys:
@@ -191,6 +200,7 @@ class Delivered:
                 self._index[line] = kept
             else:
                 del self._index[line]
+        self._lines = {line: line for s in self.items.values() for line in s.lines}
 
     def _live(self, attempt: int) -> Shown | None:
         s = self.items.get(attempt)

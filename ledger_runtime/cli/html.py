@@ -15,7 +15,7 @@ from typing import Any
 
 from ledger_runtime.answers.build import ExpandError
 from ledger_runtime.cli.printable import visible
-from ledger_runtime.inspection import Loaded, summary, view_at
+from ledger_runtime.inspection import Loaded, summary, views_at
 from ledger_runtime.ledger.state import LedgerState
 
 STYLE = """
@@ -102,7 +102,8 @@ def run_page(loaded: Loaded) -> str:
         + "".join(f'<button data-verdict="{_e(v)}">{_e(v)}</button>' for v in verdicts)
         + "</nav>",
     ]
-    views: dict[int, str] = {}
+    before = views_at(loaded, {a.step - 1 for a in state.attempts if a.step > 1})
+    views = {a.step: before.get(a.step - 1, "") for a in state.attempts}
     for a in state.attempts:
         shown = transcript.shown(a)
         try:
@@ -110,8 +111,6 @@ def run_page(loaded: Loaded) -> str:
         except ExpandError as e:
             printed = f"(this answer does not expand: {e})"
         kind = (a.answer or {}).get("kind", "raw")
-        if a.step not in views:
-            views[a.step] = view_at(loaded, a.step - 1) if a.step > 1 else ""
         v = a.verdict
         head = (
             f'<header><h2>step {a.step}</h2><span class="v v-{_e(v.kind.value)}">{_e(v.kind.value)}</span>'

@@ -8,6 +8,7 @@ observation is fresh while no later modification moved its file away from the ob
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
@@ -41,6 +42,10 @@ class LedgerState:
     _labels: dict[int, str] = field(default_factory=dict)
     _by_label: dict[str, int] = field(default_factory=dict)
     _per_step: dict[int, int] = field(default_factory=dict)
+    _mod_steps: list[int] = field(default_factory=list)  # modifications' steps, in order (nondecreasing)
+    revision: int = 0  # attempts changed in place so far (``complete``): what was derived from them may not hold
+    # what the state view derived from this state, kept for the next render (inform.py's to fill)
+    view_memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_events(cls, events: Iterable[dict[str, Any]], *, until_step: int | None = None) -> LedgerState:
@@ -116,6 +121,7 @@ class LedgerState:
             answer={**old.answer, "altered": True} if fields.get("altered") and old.answer else old.answer,
         )
         self._by_id[attempt_id] = new
+        self.revision += 1
         for i in range(len(self.attempts) - 1, -1, -1):
             if self.attempts[i].id == attempt_id:
                 self.attempts[i] = new
@@ -126,6 +132,10 @@ class LedgerState:
         self._obs_by_path.setdefault(o.path, []).append(o)
 
     def add_modification(self, m: Modification, epoch: int) -> None:
+        if self._mod_steps and m.step < self._mod_steps[-1]:
+            self._mod_steps = []  # out of order (never so far): modifications_after looks at them all
+        elif len(self._mod_steps) == len(self.modifications):
+            self._mod_steps.append(m.step)
         self.modifications.append(m)
         self._mods_by_path.setdefault(m.path, []).append(m)
         if m.attempt is not None:
@@ -153,6 +163,15 @@ class LedgerState:
     def repeats_of(self, normalized: str, cwd: str) -> list[Attempt]:
         """Earlier attempts of the same command in the same directory, newest first."""
         return [self._by_id[i] for i in reversed(self._by_key.get((normalized, cwd), []))]
+
+    def modifications_after(self, step: int) -> list[Modification]:
+        """The modifications at ``step`` and after, in order (a slice: what came before is not looked at)."""
+        if len(self._mod_steps) != len(self.modifications):
+            return [m for m in self.modifications if m.step >= step]
+        return self.modifications[bisect.bisect_left(self._mod_steps, step) :]
+
+    def observed_paths(self) -> Iterable[str]:
+        return self._obs_by_path.keys()
 
     def observations_of(self, path: str) -> list[Observation]:
         return self._obs_by_path.get(path, [])
