@@ -423,12 +423,15 @@ SAME_MEANING = [
         "echo ${a[1]}; echo 'echo sourced' > s.sh; source ./s.sh; shopt login_shell; echo $0"
     },
     {"cmd": "sleep 25 & echo started-bg"},
-    {"cmd": "[ -t 1 ] && echo tty || echo pipe; read -p 'name? ' n; echo got $n", "tty": True, "yield_time_ms": 1000},
+    {"cmd": "[ -t 1 ] && echo tty || echo pipe; read -p 'name? ' n; echo got $n", "tty": True, "yield_time_ms": 3000},
     {"cmd": "echo $0 {1..3}", "shell": "/bin/sh"},
     {"cmd": "shopt login_shell", "login": False},
     {"cmd": QUOTED},
     {"cmd": "no_such_command_here"},
+    {"cmd": "yes | head -n 2; echo ${PIPESTATUS[0]}"},  # SIGPIPE as a shell gives it (Python ignores it)
+    {"cmd": 'echo $FROM_PROFILE; wc -l < "$HOME/profile-ran"'},  # the login profile read once per command
 ]
+PROFILE = 'echo ran >> "$HOME/profile-ran"\nexport FROM_PROFILE=yes\n'
 
 
 def _seen(fake: FakeResponses) -> dict[str, str]:
@@ -448,6 +451,11 @@ def test_a_wrapped_command_means_what_it_means_without_the_ledger(codex_env, tmp
     repo, _, _, env = codex_env
     plain_repo = make_repo(tmp_path / "plain-repo", CALC_PROJECT)  # each run in a tree of its own
     env = {**env, "SHELL": "/bin/sh"}  # the wrapper must not take the shell from $SHELL
+    homes = {}
+    for name in ("plain", "ledger"):  # a login profile of each run's own, that counts its readings
+        homes[name] = tmp_path / f"{name}-user"
+        homes[name].mkdir()
+        (homes[name] / ".bash_profile").write_text(PROFILE)
     steps = [("exec", c) for c in SAME_MEANING]
     plain = FakeResponses(steps, workdir=str(plain_repo))
     ledger = FakeResponses(steps, workdir=str(repo))
@@ -455,7 +463,7 @@ def test_a_wrapped_command_means_what_it_means_without_the_ledger(codex_env, tmp
         plain_home = codex_user_home(tmp_path / "plain-home", plain.base_url)
         p = subprocess.run(
             [CODEX, "exec", "--skip-git-repo-check", "go"],
-            env={**env, "CODEX_HOME": str(plain_home)},
+            env={**env, "CODEX_HOME": str(plain_home), "HOME": str(homes["plain"])},
             cwd=plain_repo,
             capture_output=True,
             text=True,
@@ -475,7 +483,7 @@ def test_a_wrapped_command_means_what_it_means_without_the_ledger(codex_env, tmp
             "exec",
             "--skip-git-repo-check",
             "go",
-            env={**env, "CODEX_HOME": str(ledger_home)},
+            env={**env, "CODEX_HOME": str(ledger_home), "HOME": str(homes["ledger"])},
             cwd=repo,
         )
         elapsed = time.monotonic() - started
@@ -485,7 +493,8 @@ def test_a_wrapped_command_means_what_it_means_without_the_ledger(codex_env, tmp
         plain.close()
         ledger.close()
     assert without == with_ledger
-    assert "1 2 3\ndbl\nh\nt\tab\nq\nsourced\nlogin_shell    \ton\n/bin/bash\n" in with_ledger["call_0"]
+    # (login_shell as Codex ran it: a login shell, or -c after a snapshot of what the profile set)
+    assert "1 2 3\ndbl\nh\nt\tab\nq\nsourced\nlogin_shell    \to" in with_ledger["call_0"]
     assert with_ledger["call_1"].startswith("Process exited with code 0\n") and "started-bg" in with_ledger["call_1"]
     assert "tty\r\nname? " in with_ledger["call_2"] and "login_shell    \toff" in with_ledger["call_4"]
     assert "Output:\n19800\n" in with_ledger["call_5"] and "line 1: no_such_command_here" in with_ledger["call_6"]
@@ -495,4 +504,8 @@ def test_a_wrapped_command_means_what_it_means_without_the_ledger(codex_env, tmp
     assert codes["sleep"] == 0 and codes["shopt"] == 1 and codes["no_such_command_here"] == 127
     executed = rollout_commands(run_dir)
     assert " wrap --socket " not in executed["call_2"][-1], "a terminal's command runs as it is, in the terminal"
-    assert all(" wrap --socket " in executed[f"call_{i}"][-1] for i in (0, 1, 3, 4, 5, 6))
+    assert all(" wrap --socket " in executed[f"call_{i}"][-1] for i in (0, 1, 3, 4, 5, 6, 7))
+    assert "Output:\ny\ny\n141\n" in with_ledger["call_7"]
+    # what the login profile set reached the command, and the profile ran as often as without the
+    # ledger (Codex reads it once per session into a snapshot, or once per command)
+    assert "Output:\nyes\n" in with_ledger["call_8"] and without["call_8"] == with_ledger["call_8"]

@@ -232,3 +232,19 @@ def test_the_socket_directory_of_a_killed_server_is_removed_by_the_next(tmp_path
         for p in (killed, live):
             p.kill()
             p.wait()
+
+
+def test_the_hook_client_and_the_wrapper_import_little() -> None:
+    """Each runs once per command (the wrapper) or per hook: what they import is their cost. Neither
+    loads json, re, subprocess, selectors, base64, enum or socket.py on its way (they did: the wrapper's
+    imports were most of its start)."""
+    import ledger_runtime.hooks as hooks_dir
+
+    here = os.path.dirname(hooks_dir.__file__)
+    heavy = ("json", "re", "subprocess", "selectors", "base64", "enum", "socket", "shutil")
+    for module in ("client", "wrapper"):
+        code = f"import sys; sys.path.insert(0, {here!r}); import {module}; print(' '.join(sorted(sys.modules)))"
+        loaded = set(
+            subprocess.run([sys.executable, "-S", "-E", "-c", code], capture_output=True, text=True).stdout.split()
+        )
+        assert module in loaded and not loaded & set(heavy), (module, sorted(loaded & set(heavy)))

@@ -375,7 +375,6 @@ def run_codex(
         wrap_launcher=fast_launcher(),
         token=token,
         sessions_dir=str(home / "sessions"),
-        login_shell=read_toml(source / "config.toml").get("allow_login_shell") is not False,
     )
     try:
         server = HookServer(hooks.handle, runtime.report_fault, authorize=hooks.authorize)

@@ -77,15 +77,19 @@ def truncation_for(args: dict[str, Any] | None) -> Truncation:
 
 # the shells Codex may run a command with whose ``-c`` the wrapper runs the same way (wrapper.SHELLS)
 POSIX_SHELLS = ("bash", "sh", "dash", "zsh", "ksh", "mksh")
+# the shell Codex started for the wrapper line says what it is: its binary, and whether it is a login
+# shell (Codex runs ``-lc``, or ``-c`` with a snapshot of what the login profile set): POSIX syntax,
+# so any of POSIX_SHELLS reads it; bash and zsh can tell, the others say no
+AS_THIS_SHELL = '--shell "$0" --login "$( (shopt -q login_shell || [[ -o login ]]) 2>/dev/null && echo 1 || echo 0)"'
 MAX_WRAPPED_BYTES = 120_000  # Linux passes at most 128 KiB in one argument: past it, the command runs as it is
 DEFAULT_YIELD_MS = 10_000  # exec_command's yield_time_ms: how long Codex waits before it says "still running"
 
 
-def run_as(args: dict[str, Any] | None, login_shell: bool, size: int) -> tuple[bool, float] | None:
-    """How the wrapper runs a call as Codex would (its ``exec_command`` arguments from the rollout):
-    (login shell, seconds to wait for the end before passing the output through as it comes); None
-    when it could not: a terminal (``tty``: the command's stdout must be Codex's own terminal), a
-    shell that is not a POSIX one, a command too long to pass once more."""
+def wait_for(args: dict[str, Any] | None, size: int) -> float | None:
+    """How long the wrapper waits for a call's end before it passes the output through as it comes
+    (before Codex would say "still running": the call's ``yield_time_ms``); None when the wrapper
+    could not run the call as Codex does: a terminal (``tty``: the command's stdout must be Codex's
+    own terminal), a shell that is not a POSIX one, a command too long to pass once more."""
     args = args or {}
     if args.get("tty") is True or size > MAX_WRAPPED_BYTES:
         return None
@@ -94,7 +98,6 @@ def run_as(args: dict[str, Any] | None, login_shell: bool, size: int) -> tuple[b
         return None
     if given is None and os.path.basename(default_shell()) not in POSIX_SHELLS:
         return None
-    login = args["login"] if isinstance(args.get("login"), bool) else login_shell
     yield_ms = args.get("yield_time_ms")
     yield_ms = (
         min(max(float(yield_ms), 250.0), 30_000.0)
@@ -102,7 +105,7 @@ def run_as(args: dict[str, Any] | None, login_shell: bool, size: int) -> tuple[b
         else DEFAULT_YIELD_MS
     )
     seconds = yield_ms / 1000
-    return login, round(max(seconds - min(2.0, seconds / 4), 0.05), 3)  # answer before Codex yields
+    return round(max(seconds - min(2.0, seconds / 4), 0.05), 3)  # answer before Codex yields
 
 
 def default_shell() -> str:
@@ -156,9 +159,6 @@ class CodexHooks:
     token: str | None = None
     call_tokens: dict[str, str] = field(default_factory=dict)  # tool_use_id -> the secret of its wrapper
     call_keys: dict[str, str] = field(default_factory=dict)  # tool_use_id -> the key its wrapper traded it for
-    # a command run without ``login`` in its call: a login shell, unless the user's config says
-    # ``allow_login_shell = false`` (Codex's own rule)
-    login_shell: bool = True
     # where Codex writes this run's rollouts: a transcript_path elsewhere (or not a regular file) is not read
     sessions_dir: str | None = None
 
@@ -327,10 +327,9 @@ class CodexHooks:
             return None
         rollout = reader_for(self.rollouts, pending.transcript or self.last_transcript)
         args = rollout.arguments.get(call_id) if rollout is not None else None
-        how = run_as(args, self.login_shell, len(plan.command.encode()))
-        if how is None:
+        wait = wait_for(args, len(plan.command.encode()))
+        if wait is None:
             return None
-        login, wait = how
         extra: list[str] = []
         if self.token is not None:
             self.call_tokens[call_id] = secrets.token_hex(16)
@@ -348,11 +347,9 @@ class CodexHooks:
                 str(self.runtime.run_dir),
                 "--wait",
                 f"{wait:g}",
-                "--login",
-                "1" if login else "0",
             ]
         )
-        return here_document(f'{line} --shell "$0" --command-fd 3', plan.command)
+        return here_document(f"{line} {AS_THIS_SHELL} --command-fd 3", plan.command)
 
     def answer_event(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         """The wrapper ran a command: record it, and answer with the text the model gets."""
@@ -376,7 +373,8 @@ class CodexHooks:
         )
         if run.attempt_id is not None:
             self.recorded[call_id] = run.attempt_id
-        return {"text": run.output}
+        # base64: the wrapper reads it without a JSON parser (wrapper.ANSWER_HEAD)
+        return {"text_b64": base64.b64encode(run.output.encode("utf-8", "surrogateescape")).decode()}
 
     def _follow_compactions(self) -> None:
         """Codex compacted its history: what it showed the model before is gone from its context."""

@@ -6,8 +6,9 @@ ledger replaces it with ``ledger-run wrap --socket S --call ID --token T --shell
 --command-fd 3 3<<'DELIMITER'`` and the command itself, verbatim, in the here-document: Codex's own
 shell runs this line, so ``"$0"`` is the very shell binary Codex chose, and the command reaches the
 wrapper byte for byte, with no quoting added (it is no longer than Codex would have passed). This
-process runs the command as Codex would have: ``[SHELL, "-lc" | "-c", COMMAND]``, with Codex's
-stdin, environment and working directory; collects its output (stdout and stderr together); asks
+process runs the command as Codex would have, ``[SHELL, "-lc" | "-c", COMMAND]``, without reading
+the login profile a second time (``shell_argv``), with Codex's stdin, environment and working
+directory; collects its output (stdout and stderr together); asks
 the run's hook server for the answer to it (event ``Answer``: the server records the attempt and
 builds the answer from this fresh output), prints the answer, and exits with the command's own exit
 code. (``-- COMMAND`` instead of ``--command-fd`` takes the command from the arguments.)
@@ -31,13 +32,10 @@ Like the hook client, it imports only the standard library (entry.py dispatches 
 
 from __future__ import annotations
 
-import base64
-import json
+import _signal  # the C module: ``signal`` would import ``enum``
+import binascii
 import os
-import selectors
-import shutil
-import signal
-import subprocess
+import select
 import sys
 import time
 
@@ -46,6 +44,9 @@ try:
 except ImportError:  # run by path (fasthook.py): this directory is on sys.path
     from client import DEFAULT_TIMEOUT_S, ask, log_fault  # type: ignore[no-redef]
 
+# What it imports is its cost on every command: os, sys, time, select, binascii and the C signal
+# module only (no json, re, subprocess, selectors, shutil: the payloads it sends and the answers it
+# reads have a fixed shape, built and read by hand).
 DEFAULT_WAIT_S = 8.0  # Codex's exec_command yields after 10 s by default: answer before that
 MAX_OUTPUT = 8 * 1024 * 1024
 # after the shell exits, what its background jobs still print is read until they are quiet this long
@@ -60,6 +61,7 @@ USAGE = (
     "usage: ledger-run wrap --socket PATH --call ID [--token T] [--run-dir DIR] [--wait SECONDS] "
     "[--shell PATH] [--login 0|1] (--command-fd N | -- COMMAND)"
 )
+ANSWER_HEAD, ANSWER_TAIL = b'{"text_b64": "', b'"}'  # the server's answer to Answer: the text, base64
 
 
 def _args(argv: list[str]) -> dict[str, str] | None:
@@ -99,24 +101,89 @@ def _command_from(fd_text: str) -> str | None:
     return data.decode("utf-8", "surrogateescape")
 
 
+def _which(name: str) -> str | None:
+    for d in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        candidate = os.path.join(d or ".", name)
+        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    return None
+
+
 def shell(given: str | None = None) -> str:
     """The shell to run the command with: the one Codex ran this wrapper with (``"$0"``), when it is
     a shell whose ``-c`` we know; else bash where there is one (as Codex's own shell tool)."""
-    for candidate in (given, os.environ.get("SHELL"), shutil.which("bash"), "/bin/sh"):
+    for candidate in (given, os.environ.get("SHELL"), "bash", "/bin/sh"):
         if candidate and not os.path.isabs(candidate):
-            candidate = shutil.which(candidate)
+            candidate = _which(candidate)
         if candidate and os.path.basename(candidate) in SHELLS and os.access(candidate, os.X_OK):
             return candidate
     return "/bin/sh"
 
 
 def shell_argv(given: str | None, login: str | None, command: str) -> list[str]:
-    """What Codex runs for a command: ``[SHELL, "-lc", COMMAND]``, or ``-c`` without a login shell."""
-    return [shell(given), "-c" if login == "0" else "-lc", command]
+    """How to run a command Codex runs as ``[SHELL, "-lc", COMMAND]`` (``-c`` without a login shell),
+    from inside the shell Codex started for this wrapper, which has read the login profile already:
+    the same shell, the environment that profile set, and a login shell again where the shell can be
+    told so without reading the profile twice (``bash --noprofile -l``, ``zsh -f -l``: a profile that
+    prints, or adds to PATH, does it once, as without the ledger); other shells with ``-c``."""
+    sh = shell(given)
+    if login == "0":
+        return [sh, "-c", command]
+    name = os.path.basename(sh)
+    if name == "bash":
+        return [sh, "--noprofile", "-lc", command]
+    if name == "zsh":
+        return [sh, "-f", "-lc", command]
+    return [sh, "-c", command]
 
 
-def exit_code(rc: int) -> int:
-    return 128 - rc if rc < 0 else rc & 0xFF  # killed by a signal: as a shell reports it
+def exit_code(status: int) -> int:
+    """A wait status as a shell reports it (killed by a signal: 128 + the signal)."""
+    rc = os.waitstatus_to_exitcode(status)
+    return 128 - rc if rc < 0 else rc & 0xFF
+
+
+class Child:
+    """The shell, its stdout and stderr one pipe whose other end this process reads."""
+
+    def __init__(self, argv: list[str]):
+        r, w = os.pipe()  # both close-on-exec; dup2 makes the child's 1 and 2 inherited
+        try:
+            self.pid = os.posix_spawn(
+                argv[0],
+                argv,
+                os.environ,
+                file_actions=[(os.POSIX_SPAWN_DUP2, w, 1), (os.POSIX_SPAWN_DUP2, w, 2)],
+                # Python ignores SIGPIPE and SIGXFSZ; the command gets them as a shell would (subprocess's
+                # restore_signals)
+                setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
+            )
+        except OSError:
+            os.close(r)
+            os.close(w)
+            raise
+        os.close(w)
+        self.fd = r
+        self.status: int | None = None
+
+    def poll(self) -> int | None:
+        if self.status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = status
+        return self.status
+
+    def wait(self) -> int:
+        if self.status is None:
+            self.status = os.waitpid(self.pid, 0)[1]
+        return self.status
+
+    def send_signal(self, signum: int) -> None:
+        if self.status is None:
+            try:
+                os.kill(self.pid, signum)
+            except OSError:
+                pass
 
 
 def main(argv: list[str]) -> int:
@@ -138,16 +205,17 @@ def main(argv: list[str]) -> int:
     key = _begin(args, run_dir, command)  # before the command starts: its secret is spent then
     argv_ = shell_argv(args.get("shell"), args.get("login"), command)
     try:
-        proc = subprocess.Popen(argv_, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        child = Child(argv_)
     except OSError as e:
         print(f"{argv_[0]}: {e}", file=sys.stderr)
         return 127
-    previous = {s: signal.signal(s, lambda n, f: proc.send_signal(n)) for s in (signal.SIGINT, signal.SIGTERM)}
+    signals = (_signal.SIGINT, _signal.SIGTERM)
+    previous = {s: _signal.signal(s, lambda n, f: child.send_signal(n)) for s in signals}
     try:
-        return _run(proc, command, {**args, "key": key or ""}, run_dir, wait, started)
+        return _run(child, command, {**args, "key": key or ""}, run_dir, wait, started)
     finally:
         for s, h in previous.items():
-            signal.signal(s, h)
+            _signal.signal(s, h)
 
 
 def _begin(args: dict[str, str], run_dir: str | None, command: str) -> str | None:
@@ -157,10 +225,11 @@ def _begin(args: dict[str, str], run_dir: str | None, command: str) -> str | Non
     if not sock:
         return None  # said when the answer is asked for
     key = os.urandom(16).hex()
-    body = json.dumps({"tool_use_id": args.get("call"), "key": key}).encode()
+    call = args.get("call") or ""
+    body = b'{"tool_use_id": "' + call.encode() + b'", "key": "' + key.encode() + b'"}'
     try:
-        raw = ask(sock, "Begin", body, DEFAULT_TIMEOUT_S, args.get("token"), call=args.get("call"))
-        if json.loads(raw or b"null") != {"ok": True}:
+        raw = ask(sock, "Begin", body, DEFAULT_TIMEOUT_S, args.get("token"), call=call or None)
+        if raw.strip() != b'{"ok": true}':
             raise ValueError(f"the call was not taken: {raw[:80]!r}")
     except (OSError, ValueError) as e:
         log_fault(run_dir, "Begin", f"hook server {sock} gave no key for `{command[:80]}`: {e}")
@@ -168,17 +237,12 @@ def _begin(args: dict[str, str], run_dir: str | None, command: str) -> str | Non
     return key
 
 
-def _run(
-    proc: subprocess.Popen, command: str, args: dict[str, str], run_dir: str | None, wait: float, started: float
-) -> int:
-    assert proc.stdout is not None
+def _run(child: Child, command: str, args: dict[str, str], run_dir: str | None, wait: float, started: float) -> int:
     out = sys.stdout.buffer
     buf = bytearray()
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
     deadline = time.monotonic() + wait
     passthrough = False
-    fd = proc.stdout.fileno()
+    fd = child.fd
     exited_at: float | None = None  # the shell is gone: what its background jobs print is drained
     quiet_since = 0.0
     while True:
@@ -187,13 +251,17 @@ def _run(
             passthrough = True  # still running, or too much: the output so far, then the rest as it comes
             out.write(bytes(buf))
             out.flush()
-        if exited_at is None and proc.poll() is not None:
+        if exited_at is None and child.poll() is not None:
             exited_at = quiet_since = now
         if exited_at is not None and (now - quiet_since >= DRAIN_QUIET_S or now - exited_at >= DRAIN_MAX_S):
             break  # a background job holds the pipe: Codex's own result would not wait for it either
         # a look at the shell every POLL_S: the pipe's end does not say it exited while a job holds it
         timeout = POLL_S if passthrough or exited_at is not None else min(max(deadline - now, 0.01), POLL_S)
-        if not sel.select(timeout=timeout):
+        try:
+            ready, _, _ = select.select([fd], [], [], timeout)
+        except InterruptedError:
+            continue
+        if not ready:
             continue
         chunk = os.read(fd, 65536)
         if not chunk:
@@ -206,27 +274,36 @@ def _run(
                 buf += chunk
         else:
             buf += chunk
-    sel.close()
-    proc.stdout.close()
-    rc = exit_code(proc.wait())
-    payload = {
-        "tool_use_id": args.get("call"),
-        "exit_code": rc,
-        "output_b64": base64.b64encode(bytes(buf)).decode(),
-        "complete": len(buf) <= MAX_OUTPUT,
-        "shown_raw": passthrough,
-        "elapsed_s": round(time.perf_counter() - started, 6),
-    }
+    os.close(fd)
+    rc = exit_code(child.wait())
+    complete = len(buf) <= MAX_OUTPUT
+    payload = b"".join(
+        [
+            b'{"tool_use_id": "',
+            (args.get("call") or "").encode(),
+            b'", "exit_code": ',
+            str(rc).encode(),
+            b', "output_b64": "',
+            binascii.b2a_base64(bytes(buf), newline=False),
+            b'", "complete": ',
+            b"true" if complete else b"false",
+            b', "shown_raw": ',
+            b"true" if passthrough else b"false",
+            b', "elapsed_s": ',
+            f"{time.perf_counter() - started:.6f}".encode(),
+            b"}",
+        ]
+    )
     text = _answer(args.get("socket"), run_dir, payload, command, args.get("key"), args.get("call"))
     if not passthrough:
-        out.write(text.encode("utf-8", "surrogateescape") if text is not None else bytes(buf))
+        out.write(text if text is not None else bytes(buf))
         out.flush()
     return rc
 
 
 def _answer(
-    sock: str | None, run_dir: str | None, payload: dict, command: str, key: str | None, call: str | None
-) -> str | None:
+    sock: str | None, run_dir: str | None, payload: bytes, command: str, key: str | None, call: str | None
+) -> bytes | None:
     """The server's answer text; None (print the raw output) on any fault, which is logged."""
     if not sock:
         log_fault(run_dir, "Answer", f"no hook server socket given for `{command[:80]}`")
@@ -234,14 +311,13 @@ def _answer(
     if not key:
         return None  # the call was not taken (said then): the output goes as it is
     try:
-        raw = ask(sock, "Answer", json.dumps(payload).encode(), DEFAULT_TIMEOUT_S, key, call=call)
+        raw = ask(sock, "Answer", payload, DEFAULT_TIMEOUT_S, key, call=call)
         if not raw.strip():
             return None  # the server kept the output as it is (or had nothing to say)
-        data = json.loads(raw)
-        text = data.get("text") if isinstance(data, dict) else None
-        if not isinstance(text, str):
+        raw = raw.strip()
+        if not (raw.startswith(ANSWER_HEAD) and raw.endswith(ANSWER_TAIL)):
             raise ValueError(f"no answer text in {raw[:80]!r}")
-        return text
-    except (OSError, ValueError) as e:
+        return binascii.a2b_base64(raw[len(ANSWER_HEAD) : -len(ANSWER_TAIL)])
+    except (OSError, ValueError, binascii.Error) as e:
         log_fault(run_dir, "Answer", f"hook server {sock} gave no answer for `{command[:80]}`: {e}")
         return None
