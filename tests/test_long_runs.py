@@ -107,3 +107,32 @@ def test_the_pages_views_in_one_pass_are_the_views_at_each_step(tmp_path: Path) 
     loaded = load(tmp_path / "run")
     steps = range(0, loaded.state.step + 1)
     assert views_at(loaded, steps) == {s: view_at(loaded, s) for s in steps}
+
+
+def test_a_long_output_masked_in_what_is_kept_is_masked_as_the_whole_would_be() -> None:
+    """A long output is stored as its head and tail; masking only those (with a margin) must give
+    exactly what masking the whole output and then cutting it gives, secrets at the cut included."""
+    import random
+
+    from ledger_runtime.answers.build import MASK_MARGIN, kept_output, masked_kept
+    from ledger_runtime.ledger.redact import Redactor
+
+    secret = "hunter2-" + "s3cr3t-value"
+    r = Redactor.for_run({"MY_API_TOKEN": secret})
+    rng = random.Random(7)
+    limit = 1000
+    for _ in range(40):
+        lines = []
+        for i in range(rng.randint(200, 9000)):
+            pick = rng.random()
+            if pick < 0.05:
+                lines.append(f"token {secret} in line {i}")
+            elif pick < 0.1:
+                lines.append(f"Authorization: Bearer abc{i}def{i}ghi{i}jkl")
+            else:
+                lines.append("x" * rng.randint(0, 90))
+        text = "\n".join(lines) + rng.choice(["", "\n"])
+        assert masked_kept(text, limit, r.mask) == kept_output(r.mask(text), limit)
+    big = ("y" * 99 + "\n") * (4 * MASK_MARGIN // 100) + secret + "\n"  # the secret in the kept tail
+    kept = masked_kept(big, limit, r.mask)
+    assert secret not in kept and kept == kept_output(r.mask(big), limit)

@@ -258,11 +258,17 @@ def mistakable(output: str) -> bool:
     the opening of one of its lines anywhere, whatever precedes it on the line (a colour code, a
     carriage return, blanks), in any case, in full-width or other compatibility forms, with
     invisible characters between its letters."""
-    if _LEDGER_LIKE.search(output) is not None:
-        return True
-    if output.isascii():
-        return False
-    return _LEDGER_LIKE.search(unicodedata.normalize("NFKC", output.translate(_invisible()))) is not None
+    if _mistakable_last and _mistakable_last[0][0] is output:  # a step asks of its output several times
+        return _mistakable_last[0][1]
+    found = _LEDGER_LIKE.search(output) is not None or (
+        not output.isascii()
+        and _LEDGER_LIKE.search(unicodedata.normalize("NFKC", output.translate(_invisible()))) is not None
+    )
+    _mistakable_last[:] = [(output, found)]
+    return found
+
+
+_mistakable_last: list[tuple[str, bool]] = []
 
 
 def kept_output(output: str, limit: int) -> str:
@@ -271,13 +277,43 @@ def kept_output(output: str, limit: int) -> str:
     out (the model's answer is not cut by this: only what is stored)."""
     if len(output) <= limit:
         return output
+    head_end, tail_start = _cut_points(output, limit)
+    return _kept(output[:head_end], output[tail_start:], len(output), limit)
+
+
+# a masked text keeps its length and lines, so where it is cut does not depend on the masking; what
+# is kept of a long output is masked with this much of what is cut away on each side, so a secret a
+# pattern finds across the cut is masked as in the whole text
+MASK_MARGIN = 64 * 1024
+
+
+def masked_kept(output: str, limit: int, mask: Callable[[str], str]) -> str:
+    """``kept_output(mask(output), limit)``, masking only what is kept (and a margin around it): a
+    100 MB output costs what its kept 4 MB do, not what masking all of it would."""
+    if len(output) <= limit + 2 * MASK_MARGIN:
+        return kept_output(mask(output), limit)
+    head_end, tail_start = _cut_points(output, limit)
+    head = mask(output[: head_end + MASK_MARGIN])[:head_end]
+    from_ = tail_start - MASK_MARGIN
+    tail = mask(output[from_:])[tail_start - from_ :]
+    return _kept(head, tail, len(output), limit)
+
+
+def _cut_points(output: str, limit: int) -> tuple[int, int]:
+    """Where ``kept_output`` cuts a longer output: the end of its head, the start of its tail."""
     half = max(1, limit // 2)
-    head, tail = output[:half], output[-half:]
-    if "\n" in head[:-1]:
-        head = head[: head.rindex("\n", 0, len(head) - 1) + 1]
-    if "\n" in tail[:-1]:
-        tail = tail[tail.index("\n") + 1 :]
-    left = len(output) - len(head) - len(tail)
+    head_end, tail_start = half, len(output) - half
+    cut = output.rfind("\n", 0, head_end - 1)
+    if cut >= 0:
+        head_end = cut + 1
+    cut = output.find("\n", tail_start, len(output) - 1)
+    if cut >= 0:
+        tail_start = cut + 1
+    return head_end, tail_start
+
+
+def _kept(head: str, tail: str, total: int, limit: int) -> str:
+    left = total - len(head) - len(tail)
     return f"{head}... {left} characters of this output are not stored (the ledger keeps at most {limit}) ...\n{tail}"
 
 
@@ -403,10 +439,16 @@ def _spans(
                     i += k
                     used = True
                     continue
-        w.add(TEXT, lines[i])
+        # a line carried as it is, and those after it that no reference could start at: one piece
+        j = i + 1
         above.setdefault(lines[i], []).append(i)
         literal.add(i)
-        i += 1
+        while j < stop and lines[j] not in above and pool.longest_run(lines, j, stop) is None:
+            above[lines[j]] = [j]
+            literal.add(j)
+            j += 1
+        w.add(TEXT, "".join(lines[i:j]))
+        i = j
     return (AnswerKind.SPANS, w) if used else None
 
 
