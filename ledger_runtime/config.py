@@ -90,6 +90,15 @@ class LedgerConfig:
     rescan_before_command: bool = True
     """Scan the workspace before each command too, so changes made between commands (by the user
     or a background process) are recorded as such and not blamed on the next command."""
+    scan_budget_s: float = 3.0
+    """Seconds one scan spends at most taking in what is new (listing, classifying, hashing new
+    entries); past it, what it was taking in is untracked: its contents are unknown from then on."""
+    scan_max_new_entries: int = 1000
+    """New entries (files and directories) one scan takes in under one new directory, or directly in
+    a known one (twice this in all); past it, that directory is untracked: a summary and a fault are
+    recorded, and its contents are unknown from then on (workspace/scanner.py, "Bounds")."""
+    scan_max_depth: int = 64
+    """Directory levels below the root that are listed; a directory deeper than that is untracked."""
 
     def __post_init__(self) -> None:
         """Every setting is checked here, and only here: a config that exists is one the runtime can use."""
@@ -108,6 +117,8 @@ class LedgerConfig:
             raise ConfigError(str(e)) from None
         if not self.view_share >= 0:  # NaN too
             raise ConfigError(f"view_share must be 0 or more (inf: no bound), not {self.view_share!r}")
+        if not 0 < self.scan_budget_s < float("inf"):  # NaN too
+            raise ConfigError(f"scan_budget_s must be a positive number of seconds, not {self.scan_budget_s!r}")
         if self.dedupe_min_lines < 1:
             raise ConfigError(f"dedupe_min_lines must be at least 1, not {self.dedupe_min_lines!r}")
         for name in (
@@ -116,6 +127,8 @@ class LedgerConfig:
             "max_hash_bytes",
             "context_note_chars",
             "max_stored_output_chars",
+            "scan_max_new_entries",
+            "scan_max_depth",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)!r}")

@@ -370,26 +370,37 @@ def render(
     entries = [e for e in every if not e.quiet]
     budget_chars = config.view_budget_tokens * 4
     open_tag, close_tag = f'<ledger_state step="{state.step}">', "</ledger_state>"
-    omitted = 0
+    # what goes first when the view is over its budget: the oldest seen file, then command, then
+    # changed file; the fewest dropped that fit (a binary search: the text shortens with each)
+    droppable = (SEEN, COMMANDS, CHANGED)
+    order = [
+        i
+        for section in droppable
+        for i in sorted((i for i, e in enumerate(entries) if e.section == section), key=lambda i: entries[i].order)
+    ]
 
-    def assemble() -> str:
+    def assemble(omitted: int) -> str:
+        gone = set(order[:omitted])
+        kept = [e for i, e in enumerate(entries) if i not in gone]
         tail = (
             [f"({omitted} older entries left out to stay within {config.view_budget_tokens} tokens)"] if omitted else []
         )
-        if not entries and not omitted:
+        if not kept and not omitted:
             tail = ["Nothing recorded yet."]
-        return _assemble(open_tag, close_tag, entries, tail)
+        return _assemble(open_tag, close_tag, kept, tail)
 
-    text = assemble()
-    droppable = (SEEN, COMMANDS, CHANGED)  # the oldest seen file first, then command, then changed file
-    while len(text) > budget_chars and any(e.section in droppable for e in entries):
-        for section in droppable:
-            candidates = [i for i, e in enumerate(entries) if e.section == section]
-            if candidates:
-                entries.pop(min(candidates, key=lambda i: entries[i].order))
-                omitted += 1
-                break
-        text = assemble()
+    omitted = 0
+    text = assemble(0)
+    if len(text) > budget_chars and order:
+        lo, hi = 1, len(order)  # assemble(hi) is the shortest there is
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if len(assemble(mid)) <= budget_chars:
+                hi = mid
+            else:
+                lo = mid + 1
+        omitted = lo
+        text = assemble(omitted)
     if len(text) > budget_chars:  # the fixed parts alone are too long: cut, never overflow
         text = text[: budget_chars - 20].rstrip() + "\n…</ledger_state>"
     return StateView(text, estimate_tokens(text), omitted, state.step, every)

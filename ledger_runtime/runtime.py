@@ -47,7 +47,7 @@ from ledger_runtime.answers.build import (
     diff_shown,
     expand,
     expand_in_place,
-    kept_output,
+    masked_kept,
     mistakable,
     raw,
     same_marker,
@@ -80,7 +80,7 @@ from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LedgerStore, StoreError
 from ledger_runtime.records import Attempt, CommandClass, Modification, ReuseForm, Verdict, VerdictKind
 from ledger_runtime.workspace.local import LocalWorkspace, Workspace
-from ledger_runtime.workspace.scanner import Change, Snapshot, delta
+from ledger_runtime.workspace.scanner import Change, ScanBounds, Snapshot, delta
 from ledger_runtime.workspace.signatures import PENDING
 
 MAX_WATCHED = 4096
@@ -206,7 +206,11 @@ class LedgerRuntime:
         # the run directory may lie inside the workspace (`-o ledger-runs/...` from the repository):
         # its files are the ledger's own, never the agent's work
         self.workspace = workspace or LocalWorkspace(
-            self.workdir, max_hash_bytes=self.config.max_hash_bytes, exclude=[str(self.run_dir.resolve())]
+            self.workdir,
+            max_hash_bytes=self.config.max_hash_bytes,
+            exclude=[str(self.run_dir.resolve())],
+            bounds=ScanBounds(self.config.scan_budget_s, self.config.scan_max_new_entries, self.config.scan_max_depth),
+            report=self._fault,
         )
         self.store = LedgerStore.create(self.run_dir, redactor=self.redactor)
         self.fault_log.store = self.store
@@ -725,7 +729,7 @@ class LedgerRuntime:
         """An output as the ledger keeps it: secrets masked, then cut to ``max_stored_output_chars``
         (masked first: a cut through a secret would leave a piece no pattern knows) - what a check
         of its answer compares the expansion with."""
-        return kept_output(self.redactor.mask(output), self.config.max_stored_output_chars)
+        return masked_kept(output, self.config.max_stored_output_chars, self.redactor.mask)
 
     def _put_output(self, output: str) -> tuple[str, str]:
         """Store an output as ``stored_output`` says; returns its key and what is stored (``output``
@@ -1099,7 +1103,8 @@ class LedgerRuntime:
         if self.workspace.watched() >= MAX_WATCHED:
             return
         last = self._last.files if self._last else {}
-        paths = [k[2:] for k in analysis.read_keys if k.startswith("f:")]
+        # a listing or a search too: a directory the scan no longer covers (untracked) then counts as changed
+        paths = [k[2:] for k in analysis.read_keys if k[:2] in ("f:", "d:", "r:")]
         paths += [w for w in analysis.writes if w != ANY_FILE]
         self.workspace.watch(
             p for p in paths if p not in last and not p.startswith("/dev/") and not p.startswith("/proc/")

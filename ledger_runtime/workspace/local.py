@@ -2,18 +2,22 @@
 files, sign read keys, tell a file's state, and give file contents at the baseline. ``LocalWorkspace``
 is the workspace on this machine (workspace.py's scanner, probe.py, git through baseline.py);
 adapters provide others (a container, where all of this runs in a helper next to the command).
+``LocalWorkspace`` scans within ``bounds`` (scanner.ScanBounds) and reports each directory the
+scanner stops tracking through ``report`` (the runtime's fault log), as an ``UntrackedTree``: never
+from a scan the runtime runs in the background (a walk, while the model thinks), only from one it
+runs itself (with the watcher: ``scan_is_cheap``) or when it records the changes (``kept``).
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from ledger_runtime.records import Baseline
 from ledger_runtime.workspace.baseline import HeadContents, take_baseline
 from ledger_runtime.workspace.hashing import FileState, digest_bytes, open_quietly
-from ledger_runtime.workspace.scanner import Snapshot, WorkspaceScanner
+from ledger_runtime.workspace.scanner import ScanBounds, Snapshot, Untracked, UntrackedTree, WorkspaceScanner
 from ledger_runtime.workspace.signatures import PSEUDO_TREES, Probe
 
 if TYPE_CHECKING:
@@ -73,23 +77,48 @@ class LocalWorkspace:
         max_hash_bytes: int = 64 * 1024 * 1024,
         exclude: Iterable[str] = (),
         watch_events: bool = True,
+        bounds: ScanBounds | None = None,
+        report: Callable[[str, BaseException], None] | None = None,
     ):
-        self.scanner = WorkspaceScanner(root, max_hash_bytes=max_hash_bytes, exclude=exclude, watch_events=watch_events)
+        self.report = report
+        self._unreported: list[Untracked] = []
+        self.scanner = WorkspaceScanner(
+            root,
+            max_hash_bytes=max_hash_bytes,
+            exclude=exclude,
+            watch_events=watch_events,
+            bounds=bounds,
+            on_untracked=self._untracked,
+        )
         self.root = self.scanner.root
         self.probe = Probe(self.scanner.cache)
         self._head: HeadContents | None = None
+
+    def _untracked(self, u: Untracked) -> None:
+        self._unreported.append(u)
+
+    def _report_untracked(self) -> None:
+        while self._unreported:
+            u = self._unreported.pop(0)
+            if self.report is not None:
+                self.report("scanning the workspace", UntrackedTree(u.summary(self.scanner.root)))
 
     @property
     def scan_is_cheap(self) -> bool:
         return self.scanner.watcher is not None
 
     def scan(self, *, keep_limit: int = 0) -> Snapshot:
-        return self.scanner.scan(keep_limit=keep_limit)
+        foreground = self.scan_is_cheap  # the runtime runs only a walk in the background
+        snap = self.scanner.scan(keep_limit=keep_limit)
+        if foreground:
+            self._report_untracked()
+        return snap
 
     def rehash(self, paths: Iterable[str]) -> None:
         self.scanner.rehash(paths)
 
     def kept(self) -> dict[str, bytes]:
+        self._report_untracked()  # the changes are being recorded, on the runtime's own thread
         return self.scanner.cache.kept
 
     def sign_many(self, keys: Iterable[str], *, exact: bool = True) -> dict[str, str]:

@@ -19,6 +19,31 @@ When git's index changes, only the files whose included status can change with i
 from git. A root that is not in a git repository gets a small built-in ignore list. Entries that
 vanish mid-scan, unreadable directories, symlinks, FIFOs and non-UTF-8 names are all handled
 without raising.
+
+Bounds (``ScanBounds``; settings ``scan_budget_s``, ``scan_max_new_entries``, ``scan_max_depth``).
+What is new since the last scan (names a listing had not shown before) is taken in level by level:
+listed, classified with git (one ``check-ignore`` per level, for every directory of the level at
+once), hashed. Each new entry is charged to the topmost directory new in this scan above it, or to
+the known directory it appeared in. One scan takes in at most ``max_new_entries`` new entries under
+one such directory and twice that in all, spends at most ``budget_s`` seconds on new entries
+(checked while it lists, classifies and hashes them: a directory of a million names is not even
+read to its end), and lists no directory more than ``max_depth`` levels below the root. Where a
+bound is reached, the directory being charged is *untracked*: a new one with everything under it;
+a known one keeps what it held before (those files and subdirectories are still tracked), and
+whatever is new in it is not taken in. Past the entry total or the time budget, every directory
+with new entries left is untracked the same way; more than ``MAX_UNTRACKED_PER_DIR`` new
+directories untracked side by side untrack their parent instead. An untracked directory is never
+listed again, re-walked, re-hashed or watched by inotify (its known part excepted), and git is
+told to leave it out of its listings. What is in it is unknown, and the snapshot says so: it holds
+an entry ``<directory>/`` (``untracked_entry``) whose digest is new at every scan, so every scan
+records it as changed (a modification of ``x/``): nothing a scan spans is taken as unchanged while
+part of the tree is unknown, and a listing or search of the directory or above it is never taken
+as still holding. Files in it that commands name (``watch``) are still hashed at every scan, as
+ignored ones are, and a directory in it that a command named gets an entry like its own.
+``on_untracked`` is told of each untracked directory once (the runtime logs it as a fault, with a
+one-line summary). An untracked directory that is removed is forgotten; a new one at its path is
+taken in again, within the bounds. The first scan (the run's baseline) takes in everything git
+lists, to the depth cap only.
 """
 
 from __future__ import annotations
@@ -29,7 +54,7 @@ import stat
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 from ledger_runtime.workspace.hashing import RACY_NS, FileState, HashCache, digest_bytes
 from ledger_runtime.workspace.watcher import Watcher
@@ -49,6 +74,41 @@ DEFAULT_IGNORES = (
     "*.egg-info",
 )
 GIT_TIMEOUT = 60
+MAX_UNTRACKED_PER_DIR = 8  # new directories untracked side by side before their parent is, instead
+UNTRACKED = "untracked:"  # the digest prefix of an untracked directory's entry in a snapshot
+
+
+@dataclass(frozen=True)
+class ScanBounds:
+    """How much of what is new one scan takes in (module docstring, "Bounds")."""
+
+    budget_s: float = 3.0
+    max_new_entries: int = 1000
+    max_depth: int = 64
+
+
+class Untracked(NamedTuple):
+    """A directory the scanner stopped tracking, why, when, and how many of its entries (those it
+    held before) are still tracked."""
+
+    path: str
+    reason: str
+    at: float
+    kept: int = 0
+
+    def summary(self, root: str) -> str:
+        shown = relative(self.path, root)
+        where = "the workspace root" if shown == "." else shown + "/"
+        if self.kept:
+            return (
+                f"{where}: {self.reason}; what it held before ({self.kept} entries) is still tracked, "
+                "anything new in it is not: unknown to the ledger from now on"
+            )
+        return f"{where}: {self.reason}; it is not tracked from now on: what is in it is unknown to the ledger"
+
+
+class UntrackedTree(Exception):
+    """The fault a scan reports when it stops tracking a directory (never raised)."""
 
 
 class Change(NamedTuple):
@@ -70,6 +130,7 @@ class Snapshot:
     serial: int = 0
     base: int | None = None
     changes: list[Change] | None = None
+    untracked: tuple[str, ...] = ()  # directories whose contents are unknown (see ``untracked_entry``)
 
     @property
     def digest(self) -> str:
@@ -94,6 +155,11 @@ def delta(before: Snapshot, after: Snapshot) -> list[Change]:
     return out
 
 
+def untracked_entry(directory: str) -> str:
+    """The snapshot's entry for an untracked directory: its path with a trailing separator."""
+    return directory.rstrip(os.sep) + os.sep
+
+
 class _Dir(NamedTuple):
     key: tuple[int, int, int]  # mtime_ns, ctime_ns, inode of the directory
     listed_at: int
@@ -102,9 +168,10 @@ class _Dir(NamedTuple):
     ignored: frozenset[str]  # names git ignores (or that are not files/dirs: FIFOs, sockets)
     file_paths: tuple[str, ...]  # the same as full paths, built once per listing, not per scan
     dir_paths: tuple[str, ...]
+    frozen: bool = False  # untracked: never listed again; only these names are tracked
 
 
-def _make_dir(d: str, key: tuple[int, int, int], listed_at: int, files, dirs, ignored) -> _Dir:
+def _make_dir(d: str, key: tuple[int, int, int], listed_at: int, files, dirs, ignored, frozen: bool = False) -> _Dir:
     base = d if d != os.sep else ""
     files, dirs = tuple(files), tuple(dirs)
     return _Dir(
@@ -115,7 +182,61 @@ def _make_dir(d: str, key: tuple[int, int, int], listed_at: int, files, dirs, ig
         frozenset(ignored),
         tuple(base + os.sep + n for n in files),
         tuple(base + os.sep + n for n in dirs),
+        frozen,
     )
+
+
+class _Intake:
+    """What one scan takes in of new entries, against its bounds. A new entry is charged to the
+    topmost directory new in this scan above it (``origin``), or to the known directory it appeared
+    in; ``stop`` untracks one of those (``stopped``: their names, and why)."""
+
+    def __init__(self, bounds: ScanBounds, *, first: bool = False):
+        self.bounds = bounds
+        # the first scan (the baseline) takes in everything, to the depth cap only
+        self.per_key = float("inf") if first else bounds.max_new_entries
+        self.left = float("inf") if first else 2 * bounds.max_new_entries
+        self.deadline = float("inf") if first else time.monotonic() + bounds.budget_s
+        self.origin: dict[str, str] = {}  # directory new in this scan -> the topmost new one above it
+        self.before: dict[str, _Dir | None] = {}  # known directory re-listed in this scan -> its listing before
+        self.charged: dict[str, int] = {}
+        self.stopped: dict[str, str] = {}
+        self.applied: set[str] = set()
+
+    def key(self, d: str) -> str:
+        return self.origin.get(d, d)
+
+    def halted(self, d: str) -> bool:
+        """Whether new entries of directory ``d`` are no longer taken in."""
+        k = self.origin.get(d, d)
+        return k in self.stopped or (d in self.origin and os.path.dirname(k) in self.stopped)
+
+    def room(self, d: str) -> float:
+        """New entries directory ``d`` may still bring in."""
+        return min(self.per_key - self.charged.get(self.key(d), 0), self.left)
+
+    def charge(self, d: str, n: int) -> bool:
+        """Charge ``n`` new entries of ``d``; False when its key is stopped for them."""
+        if not n:
+            return True
+        k = self.key(d)
+        if self.late():
+            self.stop(k, f"more new entries than one scan takes in within {self.bounds.budget_s:g} s")
+        elif self.charged.get(k, 0) + n > self.per_key:
+            self.stop(k, f"more than {self.bounds.max_new_entries:,} new entries appeared under it in one scan")
+        elif n > self.left:
+            self.stop(k, f"more than {2 * self.bounds.max_new_entries:,} new entries appeared in one scan")
+        else:
+            self.charged[k] = self.charged.get(k, 0) + n
+            self.left -= n
+            return True
+        return False
+
+    def late(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def stop(self, key: str, reason: str) -> None:
+        self.stopped.setdefault(key, reason)
 
 
 def _dir_key(st: os.stat_result) -> tuple[int, int, int]:
@@ -153,8 +274,16 @@ class WorkspaceScanner:
         exclude: Iterable[str] = (),
         watch_events: bool = True,
         cross_check_every: int = 200,
+        bounds: ScanBounds | None = None,
+        on_untracked: Callable[[Untracked], None] | None = None,
     ):
         self.root = os.path.abspath(root)
+        self.bounds = bounds or ScanBounds()
+        self.on_untracked = on_untracked  # told of each directory the scanner stops tracking, once
+        self.untracked: dict[str, Untracked] = {}
+        self._intake: _Intake | None = None  # the bounds of the scan under way
+        self._marked: set[str] = set()  # the untracked directories' entries in the last snapshot
+        self._nonce = os.urandom(6).hex()  # an untracked directory's digest is new at every scan, any run
         # directories never scanned (the run's own directory when it lies inside the workspace)
         self.excluded = tuple(os.path.abspath(e) for e in exclude)
         self._excluded_under = tuple(e + os.sep for e in self.excluded)
@@ -191,11 +320,15 @@ class WorkspaceScanner:
     def scan(self, *, keep_limit: int = 0) -> Snapshot:
         """A snapshot of the workspace now. ``keep_limit``: see HashCache.state."""
         self.cache.kept = {}
-        if self.watcher is not None and self._files is not None and self._since_full < self.cross_check_every:
-            snap = self._incremental(keep_limit)
-            if snap is not None:
-                return snap
-        return self._full(keep_limit)
+        self._intake = _Intake(self.bounds, first=self._files is None)  # one budget, whichever way it goes
+        try:
+            if self.watcher is not None and self._files is not None and self._since_full < self.cross_check_every:
+                snap = self._incremental(keep_limit)
+                if snap is not None:
+                    return snap
+            return self._full(keep_limit)
+        finally:
+            self._intake = None
 
     def rehash(self, paths) -> None:
         """Read ``paths`` again at the next scan, whatever their stat data says (a scan whose result
@@ -218,7 +351,9 @@ class WorkspaceScanner:
         base = self._serial if changes is not None else None
         self._serial += 1
         self._files = files
-        return Snapshot(files, self.root, serial=self._serial, base=base, changes=changes)
+        return Snapshot(
+            files, self.root, serial=self._serial, base=base, changes=changes, untracked=tuple(sorted(self.untracked))
+        )
 
     def _full(self, keep_limit: int) -> Snapshot:
         """The full stat walk."""
@@ -226,25 +361,36 @@ class WorkspaceScanner:
             self.watcher.drain()  # what was queued before the walk, the walk sees for itself
         self.full_scans += 1
         self._since_full = 0
-        files: dict[str, FileState] = {}
+        if self._dirs and self.is_git and self._git_state_key() != self._git_key:
+            # git is about to list the tree again: what is new is taken in first, within the bounds,
+            # so that the listing leaves out what is untracked (and lists only what was taken in)
+            self._walk_all(keep_limit, listings_only=True)
         self._refresh_listing()
-        pending: list[tuple[str, list[str]]] = []  # directories with entries git must classify
-        self._walk([self.root], files, pending, keep_limit)
-        while pending:  # new entries: classify them with git, then hash and walk the included ones
-            new_dirs, new_files = self._classify(pending)
-            pending = []
-            self._hash_into(files, new_files, keep_limit)
-            self._walk(new_dirs, files, pending, keep_limit)
+        files = self._walk_all(keep_limit)
         self._hash_into(files, (p for p in self.extra_paths if p not in files), keep_limit)
+        self._mark_untracked(files)
         if self.watcher is not None:
             self._watch_listed()
         return self._snapshot(files, None)
 
+    def _walk_all(self, keep_limit: int, *, listings_only: bool = False) -> dict[str, FileState]:
+        """Every file of the listed tree, and what is new in it, within the bounds (``listings_only``:
+        the known files are not hashed)."""
+        files: dict[str, FileState] = {}
+        pending: list[tuple[str, list[str]]] = []  # directories with entries git must classify
+        self._walk([self.root], None if listings_only else files, pending, keep_limit)
+        taken: dict[str, FileState | None] = {}
+        self._take_in(pending, taken, keep_limit, watch=False)
+        self._apply_stops(taken)
+        files.update((p, fs) for p, fs in taken.items() if fs is not None)
+        return files
+
     def _watch_listed(self) -> None:
-        """A watch on every directory listed, none on those that are not any more."""
+        """A watch on every directory listed, none on those that are not any more (nor on an
+        untracked directory with nothing tracked in it)."""
         w = self.watcher
         assert w is not None
-        listed = self._dirs.keys()
+        listed = {d for d, e in self._dirs.items() if not e.frozen or e.files or e.dirs}
         for d in list(w._wd_of):
             if d not in listed:
                 w.discard(d)
@@ -285,13 +431,10 @@ class WorkspaceScanner:
                 for sub in set(before.dir_paths) - set(entry.dir_paths):
                     self._forget_tree(sub, old, touched)
             self.watcher.add(d)
-        while pending:  # new names: classify them with git, then list the new directories, and so on down
-            dirs, files_ = self._classify(pending)
-            pending = []
-            touched.update(files_)
-            for nd in dirs:
-                self.watcher.add(nd)  # before listing it: what is created in it from now on is reported
-                self._listing(nd, pending)
+        taken: dict[str, FileState | None] = {}  # new files, hashed as they were taken in
+        self._take_in(pending, taken, keep_limit, watch=True)
+        touched.update(taken)
+        self._apply_stops(taken, touched)
         names: dict[str, frozenset[str]] = {}
         reported.files |= self._recheck
         self._recheck = set()
@@ -316,10 +459,14 @@ class WorkspaceScanner:
             if entry is not None and d not in names:
                 names[d] = frozenset(entry.files)
             listed = entry is not None and os.path.basename(p) in names[d]
-            fresh[p] = self.cache.state(p, keep_limit=keep_limit) if listed else None
+            if p in taken:
+                fresh[p] = taken[p] if listed else None
+            else:
+                fresh[p] = self.cache.state(p, keep_limit=keep_limit) if listed else None
         for p in self.extra_paths:
             if p not in fresh:
-                fresh[p] = self.cache.state(p, keep_limit=keep_limit)
+                fresh[p] = taken[p] if p in taken else self.cache.state(p, keep_limit=keep_limit)
+        self._mark_untracked(fresh, old)
         for p, fs in fresh.items():
             was = old.get(p)
             if (was is None) != (fs is None) or (was is not None and fs is not None and was.digest != fs.digest):
@@ -397,20 +544,30 @@ class WorkspaceScanner:
             return
         files = [f for f in old.files if f != name] + ([name] if included else [])
         ignored = (old.ignored - {name}) if included else (old.ignored | {name})
-        self._dirs[d] = _make_dir(d, old.key, old.listed_at, files, old.dirs, ignored)
+        self._dirs[d] = _make_dir(d, old.key, old.listed_at, files, old.dirs, ignored, old.frozen)
 
     def _walk(
-        self, stack: list[str], files: dict[str, FileState], pending: list[tuple[str, list[str]]], keep_limit: int
+        self,
+        stack: list[str],
+        files: dict[str, FileState] | None,
+        pending: list[tuple[str, list[str]]],
+        keep_limit: int,
     ) -> None:
+        """Every listed directory under ``stack``, re-listed where it changed (new names -> pending);
+        its files hashed into ``files`` (None: listings only)."""
         while stack:
             d = stack.pop()
-            if self.excluded and (d in self.excluded or d.startswith(self._excluded_under)):
+            if self._is_excluded(d):
                 continue
             entry = self._listing(d, pending)
             if entry is None:
                 continue
-            self._hash_into(files, entry.file_paths, keep_limit)
+            if files is not None:
+                self._hash_into(files, entry.file_paths, keep_limit)
             stack.extend(entry.dir_paths)
+
+    def _is_excluded(self, d: str) -> bool:
+        return bool(self.excluded) and (d in self.excluded or d.startswith(self._excluded_under))
 
     def _hash_into(self, files: dict[str, FileState], paths: Iterable[str], keep_limit: int) -> None:
         # The hot loop of every scan: the cache hit is inlined (HashCache.state has the same rule),
@@ -454,8 +611,14 @@ class WorkspaceScanner:
             return None
         key = _dir_key(st)
         cached = self._dirs.get(d)
+        if cached is not None and cached.frozen:
+            return cached  # an untracked directory is never listed again: only what it held is tracked
         if cached is not None and cached.key == key and st.st_mtime_ns < cached.listed_at - RACY_NS:
             return cached
+        intake = self._intake
+        if intake is not None and d not in intake.origin:
+            intake.before.setdefault(d, cached)  # a known directory: what it held, should it be untracked
+        room = intake.room(d) if intake is not None else float("inf")
         listed_at = time.time_ns()
         files: list[str] = []
         dirs: list[str] = []
@@ -465,35 +628,185 @@ class WorkspaceScanner:
         known_dirs = set(cached.dirs) if cached else set()
         known_ignored = cached.ignored if cached else frozenset()
         try:
-            with os.scandir(d) as it:
-                entries = list(it)
+            it = os.scandir(d)
         except OSError:
             return None
-        for e in entries:
-            name = e.name
-            if name == ".git":
-                continue
-            try:
-                is_dir = e.is_dir(follow_symlinks=False)
-                is_file = e.is_file(follow_symlinks=False) or e.is_symlink()
-            except OSError:
-                continue
-            if not (is_dir or is_file):
-                ignored.add(name)  # FIFOs, sockets, devices: never opened
-                continue
-            if name in known_ignored:
-                ignored.add(name)
-            elif is_dir and name in known_dirs:
-                dirs.append(name)
-            elif is_file and name in known_files:
-                files.append(name)
-            else:
-                new.append(name + "/" if is_dir else name)
+        try:
+            with it:  # read as it comes: a directory of a million new names is not read to its end
+                for e in it:
+                    name = e.name
+                    if name == ".git":
+                        continue
+                    try:
+                        is_dir = e.is_dir(follow_symlinks=False)
+                        is_file = e.is_file(follow_symlinks=False) or e.is_symlink()
+                    except OSError:
+                        continue
+                    if not (is_dir or is_file):
+                        ignored.add(name)  # FIFOs, sockets, devices: never opened
+                        continue
+                    if name in known_ignored:
+                        ignored.add(name)
+                    elif is_dir and name in known_dirs:
+                        dirs.append(name)
+                    elif is_file and name in known_files:
+                        files.append(name)
+                    else:
+                        new.append(name + "/" if is_dir else name)
+                        if len(new) > room or (not len(new) & 4095 and intake is not None and intake.late()):
+                            break
+        except OSError:  # gone while it was read
+            return None
+        if intake is not None and not intake.charge(d, len(new)):
+            if d in intake.origin:
+                return None  # a new directory, untracked with everything under it
+            frozen = self._frozen(d, cached, key)
+            self._dirs[d] = frozen
+            return frozen
         if new:
             pending.append((d, new))
         entry = _make_dir(d, key, listed_at, files, dirs, ignored)
         self._dirs[d] = entry
         return entry
+
+    def _frozen(self, d: str, before: _Dir | None, key: tuple[int, int, int] = (0, 0, 0)) -> _Dir:
+        """The listing of ``d`` once it is untracked: what it held before (nothing, if it is new)."""
+        if before is None:
+            return _make_dir(d, key, 0, (), (), (), frozen=True)
+        return before._replace(frozen=True)
+
+    def _take_in(
+        self, pending: list[tuple[str, list[str]]], taken: dict[str, FileState | None], keep_limit: int, *, watch: bool
+    ) -> None:
+        """New names, level by level: classified with git (one call per level, for every directory of
+        it at once), new files hashed into ``taken``, new directories listed (their names are the next
+        level), within the scan's bounds."""
+        intake = self._intake
+        assert intake is not None
+        depth0 = self.root.count(os.sep) if self.root != os.sep else 0
+        while pending:
+            pending = [(d, names) for d, names in pending if not intake.halted(d)]
+            if not pending:
+                break
+            if intake.late():
+                for d, names in pending:
+                    intake.charge(d, len(names))  # the time is up: it stops each of them
+                break
+            new_dirs, new_files = self._classify(pending)
+            pending = []
+            for nd in new_dirs:
+                intake.origin[nd] = intake.origin.get(os.path.dirname(nd), nd)
+            self._take_files(taken, new_files, keep_limit)
+            for nd in new_dirs:
+                if intake.halted(nd) or self._is_excluded(nd):
+                    continue
+                if nd.count(os.sep) - depth0 > self.bounds.max_depth:
+                    intake.stop(
+                        intake.key(nd), f"it holds directories more than {self.bounds.max_depth} levels below the root"
+                    )
+                    continue
+                if watch and self.watcher is not None:
+                    self.watcher.add(nd)  # before listing it: what is created in it from now on is reported
+                self._listing(nd, pending)
+
+    def _take_files(self, taken: dict[str, FileState | None], paths: Iterable[str], keep_limit: int) -> None:
+        intake = self._intake
+        assert intake is not None
+        state = self.cache.state
+        for p in paths:
+            d = os.path.dirname(p)
+            if intake.halted(d):
+                continue
+            if intake.late():
+                intake.charge(d, 1)  # stops it
+                continue
+            taken[p] = state(p, keep_limit=keep_limit)
+
+    def _apply_stops(self, taken: dict[str, FileState | None], touched: set[str] | None = None) -> None:
+        """Untrack the directories the intake stopped: what this scan took in under them is dropped
+        (a known one keeps what it held before), and each is recorded (``untracked``) and reported."""
+        intake = self._intake
+        assert intake is not None
+        if all(k in intake.applied for k in intake.stopped):
+            return
+        by_parent: dict[str, list[str]] = {}
+        for k in intake.stopped:
+            if k in intake.origin and k not in intake.applied:
+                by_parent.setdefault(os.path.dirname(k), []).append(k)
+        for parent, ks in by_parent.items():  # side by side, they untrack their parent instead
+            if len(ks) > MAX_UNTRACKED_PER_DIR:
+                intake.stop(parent, f"more than {MAX_UNTRACKED_PER_DIR} new directories in it were not taken in")
+        stops = {k: why for k, why in intake.stopped.items() if k not in intake.applied}
+        known = {k for k in stops if k not in intake.origin}
+        tops = {k for k in stops if k in intake.origin and os.path.dirname(k) not in known}
+        gone = {x for x, top in intake.origin.items() if top in tops or os.path.dirname(top) in known}
+        for x in gone:  # listings made in this scan under what is untracked
+            self._dirs.pop(x, None)
+            if self.watcher is not None:
+                self.watcher.discard(x)
+        kept: dict[str, frozenset[str]] = {}
+        for d in known:
+            frozen = self._frozen(d, intake.before.get(d, self._dirs.get(d)))
+            self._dirs[d] = frozen
+            kept[d] = frozenset(frozen.files)
+        for t in tops:
+            self._dirs[t] = self._frozen(t, None)
+
+        def dropped(p: str) -> bool:
+            # what this scan took in lies in a directory it listed (``gone``, under a new one dropped)
+            # or directly in a known one; the known walk's files are what listings held before
+            if p in self.extra_paths:
+                return False  # named by a command: hashed as ignored files are
+            d = os.path.dirname(p)
+            return d in gone or (d in kept and os.path.basename(p) not in kept[d])
+
+        for p in [p for p in taken if dropped(p)]:
+            del taken[p]
+            if touched is not None:
+                touched.discard(p)
+        self._ignore_files = {p for p in self._ignore_files if not dropped(p)}
+        intake.applied.update(stops)
+        now = time.time()
+        for k in sorted(stops):
+            if k in known or k in tops:
+                u = Untracked(k, stops[k], now, len(kept.get(k, ())) + len(self._dirs[k].dirs))
+                self.untracked[k] = u
+                if self.on_untracked is not None:
+                    self.on_untracked(u)
+
+    def _mark_untracked(self, out: dict, old: dict[str, FileState] | None = None) -> None:
+        """The snapshot's entry of every untracked directory, with a digest new at this scan: what is
+        in it is unknown, so it counts as changed at every scan; so does the entry of every directory
+        in one that a command named (``watch``: a listing or a search of it). One that is gone is
+        forgotten (its entry goes: removed), and its path is tracked again."""
+        digest = f"{UNTRACKED}{self._nonce}:{self._serial + 1}"
+        marked: set[str] = set()
+        for path in list(self.untracked):
+            entry = self._dirs.get(path)
+            parent = self._dirs.get(os.path.dirname(path))
+            alive = (
+                entry is not None
+                and entry.frozen
+                and (path == self.root or (parent is not None and os.path.basename(path) in parent.dirs))
+            )
+            if alive:
+                marked.add(untracked_entry(path))
+                out[untracked_entry(path)] = FileState(digest, 0, None)
+            else:
+                del self.untracked[path]
+                if entry is not None and entry.frozen:
+                    del self._dirs[path]
+        if self.untracked and self.extra_paths:
+            inside = tuple(untracked_entry(u) for u in self.untracked)
+            for p in self.extra_paths:
+                if p.startswith(inside) and os.path.isdir(p):
+                    marked.add(untracked_entry(p))
+                    out[untracked_entry(p)] = FileState(digest, 0, None)
+        if old is not None:
+            for m in self._marked - marked:
+                if m in old:
+                    out[m] = None
+        self._marked = marked
 
     def _classify(self, pending: list[tuple[str, list[str]]]) -> tuple[list[str], list[str]]:
         """Sort new entries into included and ignored; returns the new included dirs and files."""
@@ -523,7 +836,13 @@ class WorkspaceScanner:
             old = self._dirs.get(d)
             if old is not None:
                 self._dirs[d] = _make_dir(
-                    d, old.key, old.listed_at, old.files + tuple(files), old.dirs + tuple(dirs), old.ignored | ign
+                    d,
+                    old.key,
+                    old.listed_at,
+                    old.files + tuple(files),
+                    old.dirs + tuple(dirs),
+                    old.ignored | ign,
+                    old.frozen,
                 )
         return new_dirs, new_files
 
@@ -580,14 +899,27 @@ class WorkspaceScanner:
         key = self._git_state_key()
         if key == self._git_key and self._dirs:
             return
+        # untracked directories keep their listings, and everything under them theirs: git is told to
+        # leave them out (it does not even read them)
+        if self.root in self.untracked:
+            self._git_key = key
+            return
+        frozen = tuple(self.untracked)
+        under = tuple(u + os.sep for u in frozen)
+        keep = {d: e for d, e in self._dirs.items() if d in self.untracked or d.startswith(under)} if frozen else {}
+        args = ["ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+        if frozen:
+            args += ["--", ".", *(":(exclude,literal)" + os.path.relpath(u, self.root) for u in frozen)]
         self.git_calls += 1
-        out = _run_git(self.root, ["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        out = _run_git(self.root, args)
         if out is None:  # git failed: fall back to walking with the built-in ignore list
             self.git_top = None
-            self._dirs = {}
+            self._dirs = keep
             return
         self._dirs = {}
-        self._ignore_files = set()
+        self._ignore_files = {p for p in self._ignore_files if p.startswith(under)} if frozen else set()
+        depth0 = self.root.count(os.sep) if self.root != os.sep else 0
+        deep: set[str] = set()
         self._tracked_ignored = self._list_tracked_ignored()
         self._tracked_raw = (
             _run_git(self.root, ["ls-files", "-z", "--cached"]) if self._tracked_ignored is not None else None
@@ -603,9 +935,13 @@ class WorkspaceScanner:
                 files, dirs = tree.setdefault(d, (set(), set()))
                 dirs.add(part)
                 d = d + os.sep + part if d != os.sep else os.sep + part
-            tree.setdefault(d, (set(), set()))[0].add(parts[-1])
-            if parts[-1] == ".gitignore":
-                self._ignore_files.add(os.path.join(self.root, rel))
+                if d.count(os.sep) - depth0 > self.bounds.max_depth:
+                    deep.add(d)  # listed no further: untracked below
+                    break
+            else:
+                tree.setdefault(d, (set(), set()))[0].add(parts[-1])
+                if parts[-1] == ".gitignore":
+                    self._ignore_files.add(os.path.join(self.root, rel))
         # Every other entry of a listed directory is ignored, or an empty directory. Directories
         # with no included file are recorded as ignored only if git says so, so that a file created
         # later in an empty directory is still found.
@@ -635,6 +971,13 @@ class WorkspaceScanner:
                 self._dirs[d] = _make_dir(
                     d, old.key, old.listed_at, old.files, old.dirs + (name,), old.ignored - {name}
                 )
+        self._dirs.update(keep)
+        reason = f"it holds directories more than {self.bounds.max_depth} levels below the root"
+        for d in sorted(deep - set(self._dirs)):
+            self._dirs[d] = self._frozen(d, None)
+            self.untracked[d] = u = Untracked(d, reason, time.time())
+            if self.on_untracked is not None:
+                self.on_untracked(u)
         self._git_key = self._git_state_key()
 
 
@@ -648,4 +991,6 @@ def relative(path: str, root: str) -> str:
     if path == root:
         return "."
     prefix = root.rstrip(os.sep) + os.sep
+    if path == prefix:
+        return "./"  # the root's entry when it is untracked
     return path[len(prefix) :] if path.startswith(prefix) else path

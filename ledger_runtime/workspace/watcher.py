@@ -12,6 +12,10 @@ a watch that could not be added (the per-user limit), a directory that vanished 
 Writes through a shared memory map raise no event at all; they are found by the cross-check, and by
 a read of the file (the runtime checks a read's output against the file's bytes).
 
+A directory the scanner untracked (scanner.py, "Bounds": a subtree too big or too deep for one
+scan) is not watched: its watches are removed and none is added under it, so a million files in it
+cost no watch and their events no time.
+
 Standard library only (ctypes), so that nothing is needed beyond Linux itself; elsewhere ``open()``
 returns None and the scanner walks as before.
 """
