@@ -572,6 +572,12 @@ class LedgerRuntime:
         self.state.apply({"kind": "context", **event})
         self.delivered.forget(lambda s: self._alive(s.step))
 
+    def distrust(self, attempt_id: int, why: str) -> None:
+        """The agent's own record says the model got something else than the ledger recorded for
+        this attempt: it is never the source of a reference (a fault says why)."""
+        self.delivered.forget(lambda s: s.attempt != attempt_id)
+        self._fault("checking what the model got", ValueError(why))
+
     def _source(self, a: Attempt) -> Source:
         return Source(a.id, self.state.label(a.id), self._quoted(a.command), a.exit_code, ())
 

@@ -430,6 +430,7 @@ SAME_MEANING = [
     {"cmd": "no_such_command_here"},
     {"cmd": "yes | head -n 2; echo ${PIPESTATUS[0]}"},  # SIGPIPE as a shell gives it (Python ignores it)
     {"cmd": 'echo $FROM_PROFILE; wc -l < "$HOME/profile-ran"'},  # the login profile read once per command
+    {"cmd": "printf 'not UTF-8: \\377\\376 end\\n'; printf 'x%.0s' $(seq 1 300)"},  # bytes as they came
 ]
 PROFILE = 'echo ran >> "$HOME/profile-ran"\nexport FROM_PROFILE=yes\n'
 

@@ -114,6 +114,60 @@ def test_a_command_cannot_answer_for_its_own_call(tmp_path: Path) -> None:
     assert [a.exit_code for a in state.attempts] == [0, 0]
 
 
+def _send_raw(sock: str, event: str, token: str, call: str, body: dict) -> bytes:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock)
+    s.sendall(json.dumps({"event": event, "token": token, "call": call}).encode() + b"\n" + json.dumps(body).encode())
+    s.shutdown(socket.SHUT_WR)
+    out = s.recv(65536)
+    s.close()
+    return out
+
+
+def test_an_answer_the_model_did_not_get_is_never_a_reference_source(tmp_path: Path) -> None:
+    """A process that takes the call's secret before the wrapper trades it (one watching /proc from
+    the background) can record a fake output: the wrapper is refused and prints the real output.
+    Codex's rollout then says what the model got, which is not what the ledger recorded: that record
+    is never the source of a reference, and a fault says so."""
+    import base64
+
+    repo, rt, hooks, server = _server(tmp_path)
+    (repo / "real.py").write_text("for i in range(40):\n    print(f'real line {i} of the output the model got')\n")
+    rollout = tmp_path / "rollout.jsonl"
+    rollout.write_text("")
+    run_dir = tmp_path / "run"
+    pre = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": str(repo), "transcript_path": str(rollout)}
+    try:
+        answer = _hook(
+            server, run_dir, "PreToolUse", {**pre, "tool_use_id": "c1", "tool_input": {"command": "python3 real.py"}}
+        )
+        wrapped = answer["hookSpecificOutput"]["updatedInput"]["command"]
+        token = wrapped.split("--token ")[1].split()[0]
+        key = "k" * 32
+        assert _send_raw(server.socket_path, "Begin", token, "c1", {"tool_use_id": "c1", "key": key}).strip()
+        fake = {"tool_use_id": "c1", "exit_code": 0, "complete": True, "shown_raw": False}
+        fake["output_b64"] = base64.b64encode(EXPECTED.encode()).decode()
+        assert _send_raw(server.socket_path, "Answer", key, "c1", fake).strip(), "the thief's record was taken"
+        shown = subprocess.run(["bash", "-lc", wrapped], cwd=repo, capture_output=True, text=True).stdout
+        assert shown.startswith("real line 0"), "the wrapper, refused, printed the real output"
+        item = {
+            "type": "CommandExecution",
+            "id": "c1",
+            "aggregated_output": shown,
+            "exit_code": 0,
+            "status": "completed",
+        }
+        with open(rollout, "a") as f:
+            f.write(json.dumps({"type": "event_msg", "payload": {"type": "item_completed", "item": item}}) + "\n")
+        _hook(server, run_dir, "PostToolUse", {**pre, "hook_event_name": "PostToolUse", "tool_use_id": "c1"})
+        again = _codex_runs(repo, server, run_dir, "c2", "cat expected.txt")
+        assert again == EXPECTED, "the file's content, not a reference to the record the model never got"
+    finally:
+        server.close()
+        rt.close()
+    assert "the rollout's output is not the answer recorded" in (run_dir / "faults.log").read_text()
+
+
 def _rss_peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -164,6 +218,41 @@ def test_strangers_on_the_socket_neither_hold_the_hooks_nor_fill_the_memory(tmp_
     # the test's own 60 MB buffer counts once; 12 bodies read by the server would be 720 MB more
     assert grew < 200, f"the server's memory grew by {grew:.0f} MB"
     assert server.dropped >= 12
+
+
+def test_a_flood_of_empty_connections_does_not_fail_the_real_hooks(tmp_path: Path) -> None:
+    """One process connecting and closing as fast as it can filled the server's queue (it took one
+    connection per round, and a Unix socket's connect fails at once when the queue is full): every
+    real hook went unanswered. Now the server takes all that wait, and a client waits its turn."""
+    import threading
+
+    repo, rt, hooks, server = _server(tmp_path)
+    run_dir = tmp_path / "run"
+    stop = threading.Event()
+
+    def flood() -> None:
+        while not stop.is_set():
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect(server.socket_path)
+            except OSError:
+                pass
+            s.close()
+
+    flooders = [threading.Thread(target=flood, daemon=True) for _ in range(2)]
+    for t in flooders:
+        t.start()
+    try:
+        time.sleep(0.3)
+        shown = [_codex_runs(repo, server, run_dir, f"c{i}", f"echo real {i}") for i in range(8)]
+    finally:
+        stop.set()
+        for t in flooders:
+            t.join()
+        server.close()
+        rt.close()
+    assert shown == [f"real {i}\n" for i in range(8)]
+    assert len(load(run_dir).state.attempts) == 8, "every call answered and recorded"
 
 
 def test_a_peer_holds_a_bounded_number_of_connections(tmp_path: Path) -> None:
@@ -248,3 +337,33 @@ def test_the_hook_client_and_the_wrapper_import_little() -> None:
             subprocess.run([sys.executable, "-S", "-E", "-c", code], capture_output=True, text=True).stdout.split()
         )
         assert module in loaded and not loaded & set(heavy), (module, sorted(loaded & set(heavy)))
+
+
+def test_the_wrapped_command_gets_the_signals_and_dispositions_a_shell_would(tmp_path: Path) -> None:
+    """No signal ignored that a plain shell would not ignore (glibc's posix_spawn left two), and the
+    signals a terminal or Codex sends reach the command (SIGHUP too); its exit code is the wrapper's."""
+    wrap = [
+        *fast_launcher(),
+        "wrap",
+        "--socket",
+        str(tmp_path / "none.sock"),
+        "--call",
+        "c1",
+        "--run-dir",
+        str(tmp_path),
+    ]
+    probe = "grep -E '^Sig(Ign|Blk)' /proc/self/status"
+    plain = subprocess.run(["bash", "-c", probe], capture_output=True, text=True).stdout
+    wrapped = subprocess.run([*wrap, "--", probe], capture_output=True, text=True).stdout
+    assert wrapped == plain, (wrapped, plain)
+    for signum, name in ((signal.SIGTERM, "TERM"), (signal.SIGHUP, "HUP")):
+        p = subprocess.Popen(
+            [*wrap, "--", f"trap 'echo got-{name}; exit 7' {name}; echo ready; sleep 20 & wait"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(0.8)
+        p.send_signal(signum)
+        out, _ = p.communicate(timeout=20)
+        assert (out, p.returncode) == (f"ready\ngot-{name}\n", 7), (name, out, p.returncode)
+    assert not (tmp_path / "faults.log").exists() or "Traceback" not in (tmp_path / "faults.log").read_text()

@@ -247,3 +247,25 @@ def test_a_run_directory_of_another_user_is_refused(tmp_path, sticky):
     r = cli("demo", "-o", str(planted))
     one_line_error(r, str(planted), "belongs to another user")
     assert list(planted.iterdir()) == [] and stat.S_IMODE(planted.stat().st_mode) == 0o777, "left as it was"
+
+
+def test_the_replay_lock_is_never_another_users_file_nor_a_fifo(tmp_path, sticky):
+    from ledger_runtime.replay.engine import result_path
+    from ledger_runtime.replay.tree import Lock, TreeError
+
+    tree = sticky / "tree"
+    lock = sticky / ".tree.ledger-replay.lock"
+    lock.write_text("theirs\n")
+    os.chown(lock, OTHER, OTHER)
+    with pytest.raises(TreeError, match="belongs to another user"):
+        Lock(tree)
+    assert lock.read_text() == "theirs\n", "their file is not written"
+    lock.unlink()
+    os.mkfifo(lock)
+    with pytest.raises(TreeError, match="not a regular file"):
+        Lock(tree)  # at once: a FIFO is never opened for a blocking write
+    lock.unlink()
+    Lock(tree).release()
+    out = tmp_path / "out"
+    for bad in ("../escaped", "a/../../b", ".hidden", "/abs/path"):
+        assert result_path(out, bad).parent == out, bad

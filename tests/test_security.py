@@ -262,7 +262,7 @@ def test_a_hook_call_without_the_runs_secret_is_refused(tmp_path):
         }
         forged = _hook(server, tmp_path / "run", "PreToolUse", pre)
         assert forged.returncode == 0 and forged.stdout == b"" and not rt.state.attempts and not hooks.pending
-        assert "without this run's token" in (tmp_path / "run" / "faults.log").read_text()
+        assert "dropped before a call" in (tmp_path / "run" / "faults.log").read_text(), "counted, not one line each"
         real = _hook(server, tmp_path / "run", "PreToolUse", pre, "--token", "t0k3n")
         answer = json.loads(real.stdout)
         wrapped = answer["hookSpecificOutput"]["updatedInput"]["command"]

@@ -31,6 +31,7 @@ import os
 import secrets
 import shlex
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,7 +82,9 @@ POSIX_SHELLS = ("bash", "sh", "dash", "zsh", "ksh", "mksh")
 # shell (Codex runs ``-lc``, or ``-c`` with a snapshot of what the login profile set): POSIX syntax,
 # so any of POSIX_SHELLS reads it; bash and zsh can tell, the others say no
 AS_THIS_SHELL = '--shell "$0" --login "$( (shopt -q login_shell || [[ -o login ]]) 2>/dev/null && echo 1 || echo 0)"'
-MAX_WRAPPED_BYTES = 120_000  # Linux passes at most 128 KiB in one argument: past it, the command runs as it is
+# a here-document up to a pipe's 64 KiB needs no temporary file (bash 5.1+; dash always pipes): past it,
+# and past Linux's 128 KiB for one argument, the command runs as it is
+MAX_WRAPPED_BYTES = 60_000
 DEFAULT_YIELD_MS = 10_000  # exec_command's yield_time_ms: how long Codex waits before it says "still running"
 
 
@@ -153,12 +156,14 @@ class CodexHooks:
     wrap_launcher: list[str] | None = None
     socket_path: str | None = None
     recorded: dict[str, int] = field(default_factory=dict)  # tool_use_id -> attempt id (answered by the wrapper)
+    answer_texts: dict[str, str] = field(default_factory=dict)  # tool_use_id -> the answer its wrapper printed
     compactions: int = 0  # compactions of Codex's history seen so far
     # the run's secret, on the hook command lines only (never in the agent's environment); None: calls
     # are not checked (tests driving the hooks directly)
     token: str | None = None
     call_tokens: dict[str, str] = field(default_factory=dict)  # tool_use_id -> the secret of its wrapper
     call_keys: dict[str, str] = field(default_factory=dict)  # tool_use_id -> the key its wrapper traded it for
+    _auth_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # where Codex writes this run's rollouts: a transcript_path elsewhere (or not a regular file) is not read
     sessions_dir: str | None = None
 
@@ -179,11 +184,12 @@ class CodexHooks:
             return True
         if event in ("Begin", "Answer"):
             held = self.call_tokens if event == "Begin" else self.call_keys
-            expected = held.get(call) if call is not None else None
-            if expected is None or token is None or not secrets.compare_digest(expected, token):
-                return False
-            del held[call]  # type: ignore[arg-type]
-            return True
+            with self._auth_lock:  # called from the server's reading thread: taken once, even in a race
+                expected = held.get(call) if call is not None else None
+                if expected is None or token is None or not secrets.compare_digest(expected, token):
+                    return False
+                del held[call]  # type: ignore[arg-type]
+                return True
         return token is not None and secrets.compare_digest(self.token, token)
 
     def begin(self, payload: dict[str, Any]) -> dict[str, Any] | None:
@@ -192,7 +198,8 @@ class CodexHooks:
         if not isinstance(call, str) or call not in self.pending or not isinstance(key, str) or len(key) < 16:
             return None
         if self.token is not None:
-            self.call_keys[call] = key
+            with self._auth_lock:
+                self.call_keys[call] = key
         return {"ok": True}
 
     def _transcript(self, path: Any) -> str | None:
@@ -327,13 +334,17 @@ class CodexHooks:
             return None
         rollout = reader_for(self.rollouts, pending.transcript or self.last_transcript)
         args = rollout.arguments.get(call_id) if rollout is not None else None
+        if rollout is not None and rollout.sandbox not in (None, "danger-full-access"):
+            return None  # Codex's sandbox refuses the wrapper's socket: it would only add its cost
         wait = wait_for(args, len(plan.command.encode()))
         if wait is None:
             return None
         extra: list[str] = []
         if self.token is not None:
-            self.call_tokens[call_id] = secrets.token_hex(16)
-            extra = ["--token", self.call_tokens[call_id]]
+            secret = secrets.token_hex(16)
+            with self._auth_lock:
+                self.call_tokens[call_id] = secret
+            extra = ["--token", secret]
         line = shlex.join(
             [
                 *self.wrap_launcher,
@@ -358,7 +369,8 @@ class CodexHooks:
         if pending is None:
             return None  # not ours (or recorded already): the wrapper prints the raw output
         try:
-            output = base64.b64decode(str(payload.get("output_b64") or "")).decode("utf-8", "replace")
+            # bytes that are not UTF-8 kept as they came (the answer gives them back as they were)
+            output = base64.b64decode(str(payload.get("output_b64") or "")).decode("utf-8", "surrogateescape")
             code = payload.get("exit_code")
             code = code if isinstance(code, int) else None
             elapsed = float(payload.get("elapsed_s") or 0.0)
@@ -373,6 +385,8 @@ class CodexHooks:
         )
         if run.attempt_id is not None:
             self.recorded[call_id] = run.attempt_id
+            if not payload.get("shown_raw"):
+                self.answer_texts[call_id] = run.output
         # base64: the wrapper reads it without a JSON parser (wrapper.ANSWER_HEAD)
         return {"text_b64": base64.b64encode(run.output.encode("utf-8", "surrogateescape")).decode()}
 
@@ -433,7 +447,7 @@ class CodexHooks:
             self._drop_answer_file(self.answered.pop(call_id))
             return None
         if isinstance(call_id, str) and call_id in self.recorded:  # the wrapper's answer recorded it
-            self.recorded.pop(call_id)
+            self._check_received(call_id, self.recorded.pop(call_id), payload.get("transcript_path"))
             view = self._view_note()
             return answer("PostToolUse", additionalContext=view) if view else None
         pending = self.pending.pop(call_id, None) if isinstance(call_id, str) else None
@@ -460,6 +474,18 @@ class CodexHooks:
         if view:
             notes.append(view)
         return answer("PostToolUse", additionalContext="\n".join(notes)) if notes else None
+
+    def _check_received(self, call_id: str, attempt_id: int, transcript: Any) -> None:
+        """What Codex's rollout says the wrapper printed for the call must be the answer the ledger
+        built: else the record came from someone else (a command that answered for its own call when
+        its wrapper could not) and is never the source of a reference."""
+        sent = self.answer_texts.pop(call_id, None)
+        rollout = reader_for(self.rollouts, transcript or self.last_transcript)
+        rec = rollout.commands.get(call_id) if rollout is not None else None
+        # Codex reads the bytes as UTF-8, what is not UTF-8 replaced
+        sent = sent.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if sent is not None else None
+        if sent is not None and rec is not None and rec.output != sent:
+            self.runtime.distrust(attempt_id, f"call {call_id}: the rollout's output is not the answer recorded for it")
 
     def _result(
         self, pending: _Pending, call_id: Any, rollout: RolloutReader | None, tool_response: Any

@@ -3,7 +3,8 @@
 a command's output text only (for a long-running command, its last chunk) and no exit code; the
 rollout has, per tool call id, the exit code and the whole output of each command
 (``item_completed`` events), the result of each ``apply_patch``, and the arguments of each call
-(``max_output_tokens``, which sets how much of an output the model sees), and each compaction of
+(``max_output_tokens``, which sets how much of an output the model sees), the sandbox of each turn
+(the wrapper cannot reach the ledger from inside one), and each compaction of
 Codex's history (a ``compacted`` line: the history is rebuilt from a summary, and the outputs the
 model was shown before are gone from its context).
 
@@ -38,6 +39,7 @@ class RolloutReader:
     arguments: dict[str, dict[str, Any]] = field(default_factory=dict)
     compactions: int = 0
     bad_lines: int = 0
+    sandbox: str | None = None  # the latest turn's sandbox policy ("danger-full-access", "read-only", ...)
 
     def refresh(self) -> None:
         """Read what was appended since the last refresh (a vanished file reads as nothing new)."""
@@ -76,6 +78,10 @@ class RolloutReader:
             return
         if kind == "compacted":
             self.compactions += 1
+            return
+        if kind == "turn_context" and isinstance(p, dict) and isinstance(p.get("sandbox_policy"), dict):
+            policy = p["sandbox_policy"].get("type")
+            self.sandbox = policy if isinstance(policy, str) else None
             return
         if not isinstance(p, dict):
             return

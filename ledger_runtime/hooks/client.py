@@ -52,8 +52,9 @@ def _args(argv: list[str]) -> tuple[str | None, str | None, str | None, str | No
     )
 
 
-def log_fault(run_dir: str | None, event: str | None, message: str) -> None:
-    """One JSON line in the run's faults.log (stderr when there is no run directory to write to)."""
+def log_fault(run_dir: str | None, event: str | None, message: str, *, quiet: bool = False) -> None:
+    """One JSON line in the run's faults.log (stderr when there is no run directory to write to;
+    ``quiet``: nothing then, for the wrapper, whose stderr is the command's output)."""
     import json
     import stat  # os has loaded it: free
 
@@ -72,7 +73,8 @@ def log_fault(run_dir: str | None, event: str | None, message: str) -> None:
             return
         except OSError:
             pass
-    print(f"ledger-run hook: {message} (the command runs without the ledger)", file=sys.stderr)
+    if not quiet:
+        print(f"ledger-run hook: {message} (the command runs without the ledger)", file=sys.stderr)
 
 
 def event_name(event: str) -> bool:
@@ -95,7 +97,7 @@ def ask(
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.settimeout(timeout)
-        s.connect(sock_path)
+        _connect(s, sock_path, time.monotonic() + timeout)
         token_field = b', "token": "' + token.encode() + b'"' if token else b""
         call_field = b', "call": "' + call.encode() + b'"' if call else b""
         s.sendall(b'{"event": "' + event.encode() + b'"' + token_field + call_field + b"}\n" + payload)
@@ -109,6 +111,21 @@ def ask(
     finally:
         s.close()
     return b"".join(chunks)
+
+
+def _connect(s: socket.socket, path: str, deadline: float) -> None:
+    """Connect, waiting while the server's queue of new connections is full (a Unix socket says so at
+    once, EAGAIN, where TCP would wait): many hooks at once, or a flood, must not fail a hook."""
+    pause = 0.001
+    while True:
+        try:
+            s.connect(path)
+            return
+        except BlockingIOError:
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
 
 def main(argv: list[str]) -> int:

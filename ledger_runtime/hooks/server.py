@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 Handler = Callable[[str, dict[str, Any]], dict[str, Any] | None]
-# (event, token the call carried, the tool call it speaks for) -> whether it may be served
+# (event, token the call carried, the tool call it speaks for) -> whether it may be served; called from
+# the thread that reads first lines, without the server's lock (it must be safe so)
 Authorize = Callable[[str, str | None, str | None], bool]
 MAX_PAYLOAD = 16 * 1024 * 1024  # a wrapper's 8 MiB output, base64, with room
 HEADER_MAX = 4096
@@ -40,6 +41,7 @@ BODY_TIMEOUT_S = 30.0  # the whole body, once the token is checked
 MAX_CONNECTIONS = 64  # calls served at once; past it a call gets no answer (its command runs)
 MAX_PENDING = 256  # connections still sending their first line; past it the oldest is dropped
 MAX_PER_PEER = 16  # connections one process may hold, waiting or served
+ACCEPT_PER_ROUND = 64  # new connections taken between two rounds of reading first lines
 CLOSE_WAIT_S = 30.0  # close() waits this long in all for the events being answered
 REFUSED_LOG_EVERY_S = 10.0  # strangers dropped are reported at most this often (with a count)
 
@@ -182,7 +184,8 @@ class HookServer:
             self._sock.close()
             _remove_dir(self._dir)
             raise
-        self._sock.listen(64)
+        self._sock.listen(socket.SOMAXCONN)
+        self._sock.setblocking(False)  # _serve accepts all that wait, then reads
         self.lock = threading.RLock()  # one event at a time; held by whoever else touches the runtime
         self._threads: dict[threading.Thread, int | None] = {}  # calls being served -> their peer's pid
         self._reading: set[socket.socket] = set()  # connections still sending their call: close() cuts them
@@ -202,23 +205,32 @@ class HookServer:
         sel.register(self._sock, selectors.EVENT_READ)
         try:
             while not self._closed:
+                listener = False
                 for key, _ in sel.select(timeout=0.5):
                     if key.fileobj is self._sock:
-                        if not self._accept(sel):
-                            return
-                    else:
+                        listener = True
+                    else:  # first lines before new connections: a flood never keeps a real call unread
                         self._read_header(sel, key.fileobj)  # type: ignore[arg-type]
+                for _ in range(ACCEPT_PER_ROUND if listener else 0):  # what waits, in turns with the reading
+                    taken = self._accept(sel)
+                    if taken is None:
+                        break
+                    if not taken:
+                        return
                 self._sweep(sel)
         finally:
             for conn in list(self._waiting):
                 self._drop(sel, conn, count=False)
             sel.close()
 
-    def _accept(self, sel: selectors.BaseSelector) -> bool:
+    def _accept(self, sel: selectors.BaseSelector) -> bool | None:
+        """Take one waiting connection: True; None when none waits; False when the server is closed."""
         try:
             conn, _ = self._sock.accept()
+        except BlockingIOError:
+            return None
         except OSError:
-            return not self._closed
+            return False if self._closed else None
         pid, uid = peer_of(conn)
         if uid is not None and uid != os.getuid() and uid != 0:
             conn.close()
@@ -259,12 +271,22 @@ class HookServer:
             return
         sel.unregister(conn)
         del self._waiting[conn]
+        try:
+            event, token, call = parse_header(line)
+        except ValueError:
+            event = None
+        # the token before anything else: a stranger's call is closed here, counted, never given a thread
+        if event is None or (self.authorize is not None and not self.authorize(event, token, call)):
+            conn.close()
+            self.dropped += 1
+            return
         self._threads = {t: p for t, p in self._threads.items() if t.is_alive()}
         if len(self._threads) >= MAX_CONNECTIONS:  # no answer: the client fails open, its command runs
             conn.close()
+            self.dropped += 1
             return
         conn.setblocking(True)
-        t = threading.Thread(target=self._one, args=(conn, line, rest), daemon=True)
+        t = threading.Thread(target=self._one, args=(conn, event, call, rest), daemon=True)
         self._threads[t] = w.peer
         t.start()
 
@@ -284,18 +306,18 @@ class HookServer:
         if self.dropped > self._dropped_said and now - self._said_at >= REFUSED_LOG_EVERY_S:
             n, self._dropped_said, self._said_at = self.dropped - self._dropped_said, self.dropped, now
             with self.lock:
-                self.on_fault("serving hooks", ConnectionError(f"{n} connection(s) dropped before a call"))
+                self.on_fault(
+                    "serving hooks",
+                    ConnectionError(
+                        f"{n} connection(s) dropped before a call (no first line in time, no token, too many)"
+                    ),
+                )
 
     # -- one call, in a thread of its own ---------------------------------------------------------------
 
-    def _one(self, conn: socket.socket, line: bytes, rest: bytes) -> None:
+    def _one(self, conn: socket.socket, event: str, call: str | None, rest: bytes) -> None:
         with conn:
             try:
-                event, token, call = parse_header(line)
-                with self.lock:
-                    allowed = self.authorize is None or self.authorize(event, token, call)
-                if not allowed:  # before a byte of the body is read
-                    raise PermissionError(f"a {event} call without this run's token: refused")
                 self._reading.add(conn)
                 try:
                     body = rest + _read_all(conn, MAX_PAYLOAD - len(rest), time.monotonic() + BODY_TIMEOUT_S)

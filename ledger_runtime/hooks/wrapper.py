@@ -51,12 +51,18 @@ DEFAULT_WAIT_S = 8.0  # Codex's exec_command yields after 10 s by default: answe
 MAX_OUTPUT = 8 * 1024 * 1024
 # after the shell exits, what its background jobs still print is read until they are quiet this long
 # (at most DRAIN_MAX_S in all): Codex's own result of `sleep 60 & echo started` comes at once
-DRAIN_QUIET_S = 0.05
-DRAIN_MAX_S = 0.5
+DRAIN_QUIET_S = 0.02
+DRAIN_MAX_S = 0.1
 POLL_S = 0.05
 # the shells whose ``-c`` / ``-lc`` the wrapper runs as Codex does (Codex passes the same two forms)
 SHELLS = ("bash", "sh", "dash", "zsh", "ksh", "mksh")
 OPTIONS = ("--socket", "--call", "--run-dir", "--wait", "--token", "--shell", "--login", "--command-fd")
+# what a terminal or Codex sends the command (Ctrl-C, a stop, a hang-up, ...): passed on to it
+FORWARDED = tuple(
+    getattr(_signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGWINCH")
+    if hasattr(_signal, name)
+)
 USAGE = (
     "usage: ledger-run wrap --socket PATH --call ID [--token T] [--run-dir DIR] [--wait SECONDS] "
     "[--shell PATH] [--login 0|1] (--command-fd N | -- COMMAND)"
@@ -144,39 +150,56 @@ def exit_code(status: int) -> int:
 
 
 class Child:
-    """The shell, its stdout and stderr one pipe whose other end this process reads."""
+    """The shell, its stdout and stderr one pipe whose other end this process reads. Started with
+    fork and exec (``posix_spawn`` in glibc leaves its own two signals ignored in the child), with
+    SIGPIPE and SIGXFSZ back to their defaults (Python ignores them; subprocess restores them too)."""
 
     def __init__(self, argv: list[str]):
         r, w = os.pipe()  # both close-on-exec; dup2 makes the child's 1 and 2 inherited
         try:
-            self.pid = os.posix_spawn(
-                argv[0],
-                argv,
-                os.environ,
-                file_actions=[(os.POSIX_SPAWN_DUP2, w, 1), (os.POSIX_SPAWN_DUP2, w, 2)],
-                # Python ignores SIGPIPE and SIGXFSZ; the command gets them as a shell would (subprocess's
-                # restore_signals)
-                setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
-            )
+            pid = os.fork()
         except OSError:
             os.close(r)
             os.close(w)
             raise
+        if pid == 0:  # the child: nothing here may raise past os._exit
+            try:
+                os.dup2(w, 1)
+                os.dup2(w, 2)
+                for signum in (_signal.SIGPIPE, _signal.SIGXFSZ, *FORWARDED):
+                    _signal.signal(signum, _signal.SIG_DFL)
+                os.execv(argv[0], argv)
+            except BaseException as e:
+                try:
+                    os.write(2, f"{argv[0]}: {e}\n".encode(errors="replace"))
+                finally:
+                    os._exit(127)
         os.close(w)
+        self.pid = pid
         self.fd = r
         self.status: int | None = None
+
+    on_exit = None  # a function called once the shell has exited (no annotation: typing costs 9 ms)
 
     def poll(self) -> int | None:
         if self.status is None:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
-                self.status = status
+                self._exited(status)
         return self.status
 
     def wait(self) -> int:
-        if self.status is None:
-            self.status = os.waitpid(self.pid, 0)[1]
+        while self.status is None:
+            try:
+                self._exited(os.waitpid(self.pid, 0)[1])
+            except InterruptedError:
+                continue
         return self.status
+
+    def _exited(self, status: int) -> None:
+        self.status = status
+        if self.on_exit is not None:
+            self.on_exit()  # type: ignore[misc]
 
     def send_signal(self, signum: int) -> None:
         if self.status is None:
@@ -209,8 +232,10 @@ def main(argv: list[str]) -> int:
     except OSError as e:
         print(f"{argv_[0]}: {e}", file=sys.stderr)
         return 127
-    signals = (_signal.SIGINT, _signal.SIGTERM)
-    previous = {s: _signal.signal(s, lambda n, f: child.send_signal(n)) for s in signals}
+    # the signals a terminal or Codex sends go to the command while it runs; once it has exited they
+    # act on this process as they would have (a SIGTERM while the answer is awaited ends it)
+    previous = {s: _signal.signal(s, lambda n, f: child.send_signal(n)) for s in FORWARDED}
+    child.on_exit = lambda: [_signal.signal(s, h) for s, h in previous.items()]
     try:
         return _run(child, command, {**args, "key": key or ""}, run_dir, wait, started)
     finally:
@@ -232,7 +257,7 @@ def _begin(args: dict[str, str], run_dir: str | None, command: str) -> str | Non
         if raw.strip() != b'{"ok": true}':
             raise ValueError(f"the call was not taken: {raw[:80]!r}")
     except (OSError, ValueError) as e:
-        log_fault(run_dir, "Begin", f"hook server {sock} gave no key for `{command[:80]}`: {e}")
+        log_fault(run_dir, "Begin", f"hook server {sock} gave no key for `{command[:80]}`: {e}", quiet=True)
         return None
     return key
 
@@ -306,7 +331,7 @@ def _answer(
 ) -> bytes | None:
     """The server's answer text; None (print the raw output) on any fault, which is logged."""
     if not sock:
-        log_fault(run_dir, "Answer", f"no hook server socket given for `{command[:80]}`")
+        log_fault(run_dir, "Answer", f"no hook server socket given for `{command[:80]}`", quiet=True)
         return None
     if not key:
         return None  # the call was not taken (said then): the output goes as it is
@@ -319,5 +344,5 @@ def _answer(
             raise ValueError(f"no answer text in {raw[:80]!r}")
         return binascii.a2b_base64(raw[len(ANSWER_HEAD) : -len(ANSWER_TAIL)])
     except (OSError, ValueError, binascii.Error) as e:
-        log_fault(run_dir, "Answer", f"hook server {sock} gave no answer for `{command[:80]}`: {e}")
+        log_fault(run_dir, "Answer", f"hook server {sock} gave no answer for `{command[:80]}`: {e}", quiet=True)
         return None

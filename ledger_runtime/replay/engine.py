@@ -239,7 +239,10 @@ def _python_env(dest: Path) -> dict[str, str]:
 
 
 def result_path(out: Path, instance_id: str) -> Path:
-    return out / f"{instance_id}.json"
+    """Where an instance's result goes: inside ``out`` whatever the trajectory names it (a ``/`` or
+    a leading ``.`` in its id become ``_``)."""
+    name = instance_id.replace("/", "_").replace("\\", "_").replace("\0", "_")
+    return out / f"{'_' + name[1:] if name.startswith('.') else name}.json"
 
 
 def visible_chars(text: str, trunc: Truncation) -> int:

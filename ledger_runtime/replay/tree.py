@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ledger_runtime.ledger.private import FILE, refusal
+
 MARKER = "ledger-replay"
 _made_here: set[str] = set()  # trees this process created (the agent may delete .git, not our memory)
 
@@ -109,10 +111,14 @@ class Lock:
         tree = Path(os.path.abspath(tree))
         tree.parent.mkdir(parents=True, exist_ok=True)
         self.path = tree.parent / f".{tree.name}.ledger-replay.lock"
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:  # never a FIFO or a device (a blocking open), never another user's file
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, 0o600)
         except OSError as e:
             raise TreeError(f"cannot lock --workdir {tree}: {self.path}: {e.strerror}") from None
+        why = refusal(os.fstat(fd), os.geteuid(), FILE)
+        if why is not None:
+            os.close(fd)
+            raise TreeError(f"cannot lock --workdir {tree}: {self.path}: {why}; remove it, or choose another --workdir")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:

@@ -10,6 +10,9 @@ repository (as ``ledger-run codex`` runs it), interleaved with its floors:
   nothing) plus ``bash -lc true`` (the command as Codex runs it without the ledger);
 - ``plain``: ``bash -lc true`` alone.
 
+Every process gets a HOME of its own with no login profile: a user's profile (a pyenv init costs
+150 ms here) weighs on the chain and the floor alike and would hide the ledger's own cost.
+
 It prints p50 and p95 of each (ms), wall time and the children's CPU time, and the ratio of the
 chain's p50 to the floor's (the goal: within 1.5x), and writes JSON with the commit measured.
 The machine is shared and noisy: the ratio within one run is what to compare.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -34,11 +38,13 @@ from ledger_runtime.config import LedgerConfig
 from ledger_runtime.hooks.server import HookServer
 from ledger_runtime.runtime import LedgerRuntime
 
+ENV: dict[str, str] = {}  # every process's environment: a HOME of its own, with an empty login profile
+
 
 def timed(argv: list[str], stdin: bytes = b"", cwd: Path | None = None) -> tuple[float, float, bytes]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    p = subprocess.run(argv, input=stdin, capture_output=True, cwd=cwd)
+    p = subprocess.run(argv, input=stdin, capture_output=True, cwd=cwd, env=ENV)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
@@ -56,6 +62,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "hook_chain.json")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ledger-chain-"))
+    (tmp / "home").mkdir()  # a login profile of the user's own would weigh on both sides alike: none
+    ENV.update({**os.environ, "HOME": str(tmp / "home")})
     repo = tmp / "repo"
     repo.mkdir()
     (repo / "a.py").write_text("x = 1\n")
