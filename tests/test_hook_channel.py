@@ -367,3 +367,28 @@ def test_the_wrapped_command_gets_the_signals_and_dispositions_a_shell_would(tmp
         out, _ = p.communicate(timeout=20)
         assert (out, p.returncode) == (f"ready\ngot-{name}\n", 7), (name, out, p.returncode)
     assert not (tmp_path / "faults.log").exists() or "Traceback" not in (tmp_path / "faults.log").read_text()
+
+
+def test_a_turn_in_a_codex_sandbox_is_not_wrapped(tmp_path: Path) -> None:
+    """Codex's sandboxes (read-only, workspace-write) refuse the wrapper's socket: a command of such a
+    turn runs as it is (recorded from the rollout), one of a turn without a sandbox is wrapped."""
+    repo, rt, hooks, server = _server(tmp_path)
+    rollout = tmp_path / "rollout.jsonl"
+    pre = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": str(repo), "transcript_path": str(rollout)}
+    try:
+        for i, (policy, wrapped) in enumerate(
+            (("read-only", False), ("workspace-write", False), ("danger-full-access", True))
+        ):
+            with open(rollout, "a") as f:
+                f.write(json.dumps({"type": "turn_context", "payload": {"sandbox_policy": {"type": policy}}}) + "\n")
+            answer = _hook(
+                server,
+                tmp_path / "run",
+                "PreToolUse",
+                {**pre, "tool_use_id": f"c{i}", "tool_input": {"command": "cat a.txt"}},
+            )
+            got = answer is not None and "updatedInput" in answer["hookSpecificOutput"]
+            assert got is wrapped, policy
+    finally:
+        server.close()
+        rt.close()
