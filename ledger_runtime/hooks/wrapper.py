@@ -154,7 +154,7 @@ class Child:
     fork and exec (``posix_spawn`` in glibc leaves its own two signals ignored in the child), with
     SIGPIPE and SIGXFSZ back to their defaults (Python ignores them; subprocess restores them too)."""
 
-    def __init__(self, argv: list[str]):
+    def __init__(self, argv: list[str], ignored: frozenset[int] = frozenset()):
         r, w = os.pipe()  # both close-on-exec; dup2 makes the child's 1 and 2 inherited
         try:
             pid = os.fork()
@@ -166,8 +166,8 @@ class Child:
             try:
                 os.dup2(w, 1)
                 os.dup2(w, 2)
-                for signum in (_signal.SIGPIPE, _signal.SIGXFSZ, *FORWARDED):
-                    _signal.signal(signum, _signal.SIG_DFL)
+                for signum in (_signal.SIGPIPE, _signal.SIGXFSZ, *FORWARDED):  # as this process got them
+                    _signal.signal(signum, _signal.SIG_IGN if signum in ignored else _signal.SIG_DFL)
                 os.execv(argv[0], argv)
             except BaseException as e:
                 try:
@@ -227,14 +227,16 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     key = _begin(args, run_dir, command)  # before the command starts: its secret is spent then
     argv_ = shell_argv(args.get("shell"), args.get("login"), command)
+    # a signal this process was started with ignored (nohup) stays ignored for the command, as a
+    # shell would inherit it; the others a terminal or Codex sends go to the command while it runs,
+    # and once it has exited act on this process as they would have (a SIGTERM then ends it)
+    ignored = frozenset(s for s in FORWARDED if _signal.getsignal(s) == _signal.SIG_IGN)
     try:
-        child = Child(argv_)
+        child = Child(argv_, ignored)
     except OSError as e:
         print(f"{argv_[0]}: {e}", file=sys.stderr)
         return 127
-    # the signals a terminal or Codex sends go to the command while it runs; once it has exited they
-    # act on this process as they would have (a SIGTERM while the answer is awaited ends it)
-    previous = {s: _signal.signal(s, lambda n, f: child.send_signal(n)) for s in FORWARDED}
+    previous = {s: _signal.signal(s, lambda n, f: child.send_signal(n)) for s in FORWARDED if s not in ignored}
     child.on_exit = lambda: [_signal.signal(s, h) for s, h in previous.items()]
     try:
         return _run(child, command, {**args, "key": key or ""}, run_dir, wait, started)
