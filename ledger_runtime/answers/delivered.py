@@ -250,7 +250,10 @@ class Delivered:
                 continue
             if all(s.literal) and not s.refs:
                 return s.as_source()
-            fallback = fallback or self._root(s).as_source()
+            root = self._root(s)
+            if root is not s and all(root.literal) and not root.refs:
+                return root.as_source()  # the output this repeat was the same as: no need to look further back
+            fallback = fallback or root.as_source()
         return fallback
 
     def seen_through(self, attempt: int) -> list[bool] | None:
