@@ -66,9 +66,8 @@ _EXPORTS = {
     "write_private": "ledger.private",
     "tighten": "ledger.private",
     "InUse": "ledger.private",
+    "touch_private": "ledger.private",
     "mask_json_file": "ledger.masked_files",
-    "prepare_private": "ledger.masked_files",
-    "make_tree_private": "ledger.masked_files",
     # the policy gate, for adapters with rules of their own
     "Rule": "decide.gate",
     "Finding": "decide.gate",

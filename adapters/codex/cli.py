@@ -425,9 +425,11 @@ def run_codex(
                 hooks.finish()
             except Exception as e:
                 runtime.report_fault("finishing the run", e)
-            from ledger_runtime import make_tree_private
+            from ledger_runtime import tighten
 
-            for problem in make_tree_private(home):  # Codex's rollouts and SQLite state: owner-only
-                runtime.report_fault("making the Codex home private", PermissionError(problem))
+            try:  # Codex's rollouts and SQLite state: owner-only
+                tighten(home)
+            except OSError as e:
+                runtime.report_fault("making the Codex home private", e)
             runtime.close()
             unlink_credentials(home)

@@ -252,10 +252,10 @@ def mini(
     agent = get_agent(mdl, env, cfg.get("agent", {}), default_type="interactive")
     console = Console()
     trajectory = run_dir / "trajectory.traj.json"
-    from ledger_runtime import mask_json_file, prepare_private
+    from ledger_runtime import mask_json_file, touch_private
 
     try:
-        prepare_private(trajectory)  # mini-swe-agent rewrites it in place after each step: owner-only
+        touch_private(trajectory)  # mini-swe-agent rewrites it in place after each step: owner-only
     except OSError:
         pass  # no run directory (the ledger could not start): mini-swe-agent writes it as it would
     try:

@@ -99,11 +99,8 @@ def remove_stale(base: str, now: float | None = None) -> list[str]:
                 continue
             if not _server_gone(path) or set(os.listdir(path)) - {"hook.sock", PID_FILE}:
                 continue
-            for entry in ("hook.sock", PID_FILE):
-                if os.path.lexists(os.path.join(path, entry)):
-                    os.unlink(os.path.join(path, entry))
-            os.rmdir(path)
-            removed.append(path)
+            if _remove_dir(path):
+                removed.append(path)
         except OSError:
             continue
     return removed
@@ -370,16 +367,18 @@ class HookServer:
         self.close()
 
 
-def _remove_dir(path: str) -> None:
-    for remove, p in ((os.unlink, os.path.join(path, "hook.sock")), (os.unlink, os.path.join(path, PID_FILE))):
+def _remove_dir(path: str) -> bool:
+    """Remove a socket directory (its socket and pid file, then itself); whether it is gone."""
+    for name in ("hook.sock", PID_FILE):
         try:
-            remove(p)
+            os.unlink(os.path.join(path, name))
         except OSError:
             pass
     try:
         os.rmdir(path)
+        return True
     except OSError:
-        pass
+        return False
 
 
 def _read_all(conn: socket.socket, limit: int, deadline: float) -> bytes:
