@@ -18,11 +18,13 @@ and the ledger when that works) and the command runs as if there were no ledger.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import threading
 import time
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -73,7 +75,7 @@ from ledger_runtime.executor import ExecResult
 from ledger_runtime.inform import StateView, render
 from ledger_runtime.ledger.faults import FaultLog
 from ledger_runtime.ledger.modifications import Modifications
-from ledger_runtime.ledger.observe import FileText, Truncation, observations
+from ledger_runtime.ledger.observe import FactRun, FileText, Truncation, fact_lines, observations
 from ledger_runtime.ledger.private import hold, private_dir, write_private
 from ledger_runtime.ledger.redact import Redactor
 from ledger_runtime.ledger.state import LedgerState
@@ -94,6 +96,7 @@ SIGNED = ("f:", "x:", "m:")
 UNSIGNED = "unsigned"
 LOCK_FILE = ".lock"  # held by the runtime that writes the run directory
 FORGET_EVERY = 64  # attempts between prunings of what the model no longer holds
+FREEZE_FILES = 10_000  # a tree this big: what the first scan made is kept out of Python's cyclic collector
 
 
 @dataclass
@@ -167,10 +170,15 @@ class LedgerRuntime:
         workspace: Workspace | None = None,
         secrets: tuple[str, ...] = (),
         submission: Submission = NO_SUBMISSION,
+        line_facts: bool | None = None,
     ):
+        """``line_facts``: keep, for each output the model holds, which of its lines are which file
+        lines (what ``said`` tells a context policy); by default where the configured context policy
+        is not ``full``, the only one that asks nothing of them."""
         self.workdir = workspace.root if workspace is not None else os.path.abspath(workdir)
         self.run_dir = Path(run_dir)
         self.submission = submission  # how the agent submits: the adapter knows
+        self._line_facts = line_facts
         private_dir(self.run_dir)  # what the agent saw, secrets included: its owner's only
         # one runtime per run directory: a second would write the same attempt ids
         self._lock = hold(self.run_dir / LOCK_FILE, f"run directory {self.run_dir}")
@@ -221,11 +229,15 @@ class LedgerRuntime:
         self._now: int | None = None  # the step being answered
         self.delivered = Delivered(self._alive)
         # per attempt: its output lines that are checked file lines -> (path, number, the file's text)
-        self.facts: dict[int, dict[int, tuple[str, int, str]]] = {}
+        self.facts: dict[int, list[FactRun]] = {}
+        if self._line_facts is None:
+            self._line_facts = not self.config.context_policy.full
         self._standing = Standing()  # answers that refer to other outputs, and what they stand for
         self._current: dict[str, tuple[str, list[str] | None]] = {}  # path -> (digest, lines) for still_true
         self._restore_delivered()
         self._last: Snapshot | None = self.workspace.scan()
+        if len(self._last.files) >= FREEZE_FILES:
+            _freeze_long_lived()
         self._pending: tuple[threading.Thread, list[Any]] | None = None  # a scan running while the model thinks
         if self.state.baseline is None:
             baseline = self.workspace.baseline(self._last, task)
@@ -550,12 +562,12 @@ class LedgerRuntime:
         """Whether the model still holds the outputs of ``step``, before its next call."""
         return step >= self._held_from(self.state.step + 1)
 
-    def _held_output(self, label: str) -> tuple[int, str] | None:
+    def _held_output(self, label: str) -> tuple[int, list[str]] | None:
         """An earlier output the model holds, by the label a reference names it with (what answers
-        are read back against, in memory: the command's output as it printed it)."""
+        are read back against, in memory: the command's output as it printed it, as lines)."""
         b = self.state.by_label(label)
         shown = self.delivered.items.get(b.id) if b is not None else None
-        return None if shown is None else (b.id, "".join(shown.lines))
+        return None if shown is None else (b.id, shown.lines)
 
     def _in_place(self, answer: Answer) -> str | None:
         """The answer with its references replaced by what they stand for (None: it does not expand)."""
@@ -570,12 +582,12 @@ class LedgerRuntime:
         event = {"from_step": self.state.step + 1}
         self._commit([("context", event)], self.state.step)
         self.state.apply({"kind": "context", **event})
-        self.delivered.forget(lambda s: self._alive(s.step))
+        self._forget(lambda s: self._alive(s.step))
 
     def distrust(self, attempt_id: int, why: str) -> None:
         """The agent's own record says the model got something else than the ledger recorded for
         this attempt: it is never the source of a reference (a fault says why)."""
-        self.delivered.forget(lambda s: s.attempt != attempt_id)
+        self._forget(lambda s: s.attempt != attempt_id)
         self._fault("checking what the model got", ValueError(why))
 
     def _source(self, a: Attempt) -> Source:
@@ -628,7 +640,13 @@ class LedgerRuntime:
             keys,
         )
         if len(self.delivered.items) % FORGET_EVERY == 0:
-            self.delivered.forget(lambda s: self._alive(s.step))
+            self._forget(lambda s: self._alive(s.step))
+
+    def _forget(self, keep: Callable[[Shown], bool]) -> None:
+        """Drop the earlier outputs the model no longer holds (``keep``: those it does), and what the
+        ledger knew of their lines."""
+        self.delivered.forget(keep)
+        self.facts = {a: f for a, f in self.facts.items() if a in self.delivered.items}
 
     def _restore_delivered(self) -> None:
         """Rebuild what the model holds from the ledger (a run continued by a new runtime)."""
@@ -666,7 +684,7 @@ class LedgerRuntime:
         shown = self.delivered.items.get(attempt_id)
         if a is None or shown is None:
             return None
-        facts = self.facts.get(attempt_id, {})
+        facts = fact_lines(self.facts.get(attempt_id, ()))
         literal = shown.literal
         if raw:
             output = "".join(shown.lines)
@@ -811,9 +829,12 @@ class LedgerRuntime:
             v = Verdict(v.kind, v.reason, v.ref_attempt, v.ref_step, ReuseForm.FULL)
         return not_run_answer(v, self._source(ref) if ref is not None else None, earlier)[0]
 
-    def _fresh_answer(self, plan: Plan, verdict: Verdict, output: str, res: ExecResult, trunc: Truncation) -> Answer:
-        """The answer to a command that ran: its fresh output, deduped against what the model holds
-        (never a submission, never a command that asks for its raw output)."""
+    def _fresh_answer(
+        self, plan: Plan, verdict: Verdict, output: str, lines: Callable[[], list[str]], trunc: Truncation
+    ) -> Answer:
+        """The answer to a command that ran: its fresh output (``lines``: its lines, split once a step),
+        deduped against what the model holds (never a submission, never a command that asks for its
+        raw output)."""
         a = plan.analysis
         notes = [f"[ledger] NUDGE: {verdict.reason}."] if verdict.kind is VerdictKind.NUDGE else []
         if self.submission.in_output(output) or a.submits:
@@ -843,10 +864,13 @@ class LedgerRuntime:
             notes=notes,
             same_note=same_note,
             cut=Cut(trunc.limit, trunc.head, trunc.tail, trunc.exact),
+            lines=lines(),
         )
-        return self._checked(answer, output, notes)
+        return self._checked(answer, output, notes, lines)
 
-    def _checked(self, answer: Answer, output: str, notes: list[str]) -> Answer:
+    def _checked(
+        self, answer: Answer, output: str, notes: list[str], lines: Callable[[], list[str]] | None = None
+    ) -> Answer:
         """``answer``, once its references are read back as the model reads them and found to stand for
         exactly ``output`` (from the outputs the ledger holds in memory); else, a fault of ours, the
         output as it is. Every reference the model gets is checked so, before it gets it."""
@@ -854,7 +878,7 @@ class LedgerRuntime:
             return answer
 
         try:
-            ok = expand(answer.text, answer.pieces, self._held_output, lambda: output) == output
+            ok = expand(answer.text, answer.pieces, self._held_output, lambda: output, own_lines=lines) == output
         except ExpandError as e:
             ok, why = False, str(e)
         else:
@@ -886,13 +910,14 @@ class LedgerRuntime:
             last = self._last if self._last is not None else plan.before
             changes = delta(last, after) if last is not None else []
             self._last = after
-        texts = self._file_texts(analysis) if res is not None else {}
+        output = res.output if res is not None else ""
+        lines = cache(lambda: split_lines(output))  # the output's lines: split once, where needed
+        texts = self._file_texts(analysis, output, lines) if res is not None else {}
         # a file the output is checked against signs as the content it was checked against
         post_sigs = {"f:" + p: t.digest for p, t in texts.items() if "f:" + p in plan.pre_sigs}
         post_sigs.update(self.workspace.sign_many([k for k in plan.pre_sigs if k not in post_sigs]))
         read_keys = analysis.read_keys if analysis.pure else ()
         stable = all(plan.pre_sigs.get(k) in (PENDING, post_sigs.get(k)) for k in read_keys if k in plan.pre_sigs)
-        output = res.output if res is not None else ""
         output_hash, stored = self._put_output(output) if res is not None else (None, output)
         altered = stored is not output
         verdict = plan.verdict
@@ -903,7 +928,7 @@ class LedgerRuntime:
         if not verdict.kind.executes:  # shadow mode, govern off: what the model would have got instead
             answer = self._would_answer(verdict)
         else:
-            answer = self._fresh_answer(plan, verdict, output, res, trunc) if res is not None else raw("")
+            answer = self._fresh_answer(plan, verdict, output, lines, trunc) if res is not None else raw("")
         if answer.kind is AnswerKind.WHOLE and verdict.kind is VerdictKind.RUN:
             verdict = same_output(self.state.attempt(answer.refs[0]))
         shown = answer.text
@@ -939,13 +964,17 @@ class LedgerRuntime:
         obs = []
         got = None
         if res is not None:
-            got = delivered_lines(output, answer, trunc.kept(shown)) if len(output) <= MAX_DELIVERED_CHARS else None
+            got = (
+                delivered_lines(output, answer, trunc.kept(shown), lines())
+                if len(output) <= MAX_DELIVERED_CHARS
+                else None
+            )
             seen = None
             if analysis.views:  # what the model saw of the files the output shows (nothing to see otherwise)
                 seen = seen_lines(output, answer, trunc.kept(shown), got)
                 if answer.kind is AnswerKind.WHOLE:  # the model has of it what it saw of the earlier output
                     seen = self.delivered.seen_through(answer.refs[0]) or seen
-            facts: dict[int, tuple[str, int, str]] = {}
+            facts: list[FactRun] = []
             obs = observations(
                 analysis,
                 output,
@@ -956,8 +985,9 @@ class LedgerRuntime:
                 attempt=attempt.id,
                 facts=facts,
                 submission=self.submission,
+                out_lines=lines() if analysis.views else None,
             )
-            if facts:
+            if facts and self._line_facts:
                 self.facts[attempt.id] = facts
             if answer.refs and plan.applied and self.config.context_steps > 0:
                 # an agent that keeps only its last steps: what the answer stands for, should what it refers
@@ -991,6 +1021,11 @@ class LedgerRuntime:
                 got,
                 None if altered else output_hash,
             )
+        if attempt.id not in self.delivered.items:
+            self.facts.pop(attempt.id, None)  # the lines of an output the model does not hold are never asked of
+        elif attempt.id in self.facts:  # held once: the lines the delivered outputs hold
+            intern = self.delivered.intern
+            self.facts[attempt.id] = [r._replace(was=[intern(t) for t in r.was]) for r in self.facts[attempt.id]]
         note = next(
             (t for p in answer.pieces if p.kind == NOTE and (t := shown[p.start : p.end].strip()) != AS_PRINTED), None
         )
@@ -1024,15 +1059,16 @@ class LedgerRuntime:
             tuple(w for w in named if not os.path.lexists(w)),
         )
 
-    def _file_texts(self, analysis: Analysis) -> dict[str, FileText]:
-        """The files a command's views name, as they are now (what its output is checked against)."""
+    def _file_texts(self, analysis: Analysis, output: str, lines: Callable[[], list[str]]) -> dict[str, FileText]:
+        """The files a command's views name, as they are now (what its ``output`` is checked against;
+        a file whose text is the output takes its ``lines``)."""
         out = {}
         for v in analysis.views:
             if v.path in out:
                 continue
             data = self.workspace.content(v.path, self.config.max_content_bytes)
             if data is not None:
-                out[v.path] = FileText.of(self.workspace.digest(data), data)
+                out[v.path] = FileText.of(self.workspace.digest(data), data, (output, lines))
         return out
 
     def _attempt(
@@ -1211,6 +1247,16 @@ def altered_output(a: Attempt) -> bool:
     """Whether the ledger keeps ``a``'s output other than as the command printed it (secrets masked,
     or cut for its length: ``LedgerRuntime.stored_output``)."""
     return bool(a.answer and a.answer.get("altered"))
+
+
+def _freeze_long_lived() -> None:
+    """Move every object alive now out of the reach of Python's cyclic garbage collector (``gc.freeze``).
+    The first scan of a big tree makes an object per file that lives as long as the run (its state
+    in the snapshot and the hash cache); each full collection would walk them all (about 90 ms at
+    100,000 files, at unforeseeable moments of the agent's run). Reference counting still frees them;
+    only a cycle among them, should one ever become garbage, is kept."""
+    gc.collect()
+    gc.freeze()
 
 
 def _ignore_in_git(run_dir: Path, workdir: str) -> None:

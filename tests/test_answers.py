@@ -263,7 +263,7 @@ def test_the_check_sees_a_reference_to_lines_the_agent_cut_away(tmp_path: Path):
     with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
         rt.run("cat big.txt", EX)
         belief = rt.delivered.items[1]
-        belief.literal[:] = [True] * len(belief.literal)  # a runtime that forgot about the cut
+        belief.literal = b"\x01" * len(belief.literal)  # a runtime that forgot about the cut
         rt.delivered.add(belief)
         middle = EX("sed -n '140,160p' big.txt", str(root)).output
         rt.run("sed -n '140,160p' big.txt", EX)

@@ -3,10 +3,12 @@ down past what the view and the answers need (issue 26). Real runtime, real file
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
-from conftest import make_repo
+import pytest
+from conftest import git, make_repo
 
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
@@ -181,3 +183,130 @@ def test_the_view_cut_to_its_budget_drops_what_it_dropped_one_at_a_time(tmp_path
             view = render(rt.state, config)
             assert view.text == _view_dropping_one_at_a_time(rt.state, config), budget
             assert len(view.text) <= budget * 4 or view.text.endswith("…</ledger_state>")
+
+
+# -- what grows with the tree and with the output (issue 26, items 3-5) ---------------------------
+
+
+def test_long_texts_split_into_lines_as_short_ones_do() -> None:
+    """A long text is split by ``str.splitlines`` where it holds no other line break than "\\n"; it
+    must give exactly the lines the "\\n"-only split gives, whatever characters it holds."""
+    import random
+
+    from ledger_runtime.lines import split_lines
+
+    def by_newline(text: str) -> list[str]:
+        parts = text.split("\n")
+        return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+    rng = random.Random(7)
+    for trial in range(400):
+        alphabet = "ab \n" if trial % 2 else "ab \n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029é"
+        text = "".join(rng.choice(alphabet) for _ in range(rng.choice([10, 5000, 9000])))
+        assert split_lines(text) == by_newline(text), trial
+
+
+def test_every_built_in_secret_shape_begins_with_the_literal_the_quick_test_looks_for() -> None:
+    """Masking a long text skips a built-in pattern when the literal it opens with is not in the text:
+    that literal must be what every match of the pattern begins with, or a secret would go unmasked."""
+    import re._parser as sre_parse
+
+    from ledger_runtime.ledger.redact import _BUILTIN, _BUILTIN_LITERAL, Redactor
+
+    for rx in _BUILTIN:
+        literal = _BUILTIN_LITERAL.get(rx, "")
+        parsed = list(sre_parse.parse(rx.pattern))
+        opening = ""
+        for op, arg in parsed:
+            if op is not sre_parse.LITERAL:
+                break
+            opening += chr(arg)
+        assert opening.startswith(literal), (rx.pattern, literal, opening)
+    text = "x = 1\n" * 20000 + "token: ghp_" + "a" * 36 + "\nAUTH_TOKEN=abcdefgh12345678\n"
+    masked = Redactor.for_run({}).mask(text)
+    assert "ghp_" + "a" * 36 not in masked and "abcdefgh12345678" not in masked and len(masked) == len(text)
+
+
+def test_a_snapshot_keeps_what_it_saw_while_later_scans_change_the_tree(tmp_path: Path, monkeypatch) -> None:
+    """Scans share what did not change instead of copying the map of every file: a snapshot taken
+    earlier must still hold the tree as it was then, and the changes between any two snapshots (the
+    ones in a row, and two far apart, compared whole) must be what happened, also after the shared
+    part was made anew (here every few changes)."""
+    from ledger_runtime.workspace import filemap
+    from ledger_runtime.workspace.scanner import WorkspaceScanner, delta
+
+    monkeypatch.setattr(filemap, "MIN_OVERLAY", 3)
+    root = make_repo(tmp_path / "w", {f"f{i}.txt": f"{i}\n" for i in range(20)})
+    scanner = WorkspaceScanner(str(root))
+    snaps = [scanner.scan()]
+    seen = [{p: fs.digest for p, fs in snaps[0].files.items()}]
+    for i in range(12):
+        if i % 3 == 2:
+            (root / f"f{i}.txt").unlink()
+        else:
+            (root / f"f{i}.txt").write_text(f"changed {i}\n")
+            (root / f"new{i}.txt").write_text("new\n")
+        snaps.append(scanner.scan())
+        seen.append({p: fs.digest for p, fs in snaps[-1].files.items()})
+    for snap, was in zip(snaps, seen):
+        assert {p: fs.digest for p, fs in snap.files.items()} == was
+        assert len(snap.files) == len(was) and all(p in snap.files for p in was)
+    first, last = snaps[0], snaps[-1]
+    whole = {(c.path, c.before is None, c.after is None) for c in delta(first, last)}
+    expected = set()
+    for p in set(seen[0]) | set(seen[-1]):
+        if seen[0].get(p) != seen[-1].get(p):
+            expected.add((p, p not in seen[0], p not in seen[-1]))
+    assert whole == expected and len(expected) == 12 + 8
+    scanner.close()
+
+
+def test_a_conflicted_file_that_the_ignore_rules_match_stays_in_the_workspace_once_resolved(tmp_path: Path) -> None:
+    """git lists a conflicted path once per stage; when the index changes, what joined and left it is
+    found between the entries both listings share: a path listed three times, then once, has not left
+    (it was then dropped from the snapshot, and its later changes were never recorded)."""
+    from ledger_runtime.workspace.scanner import WorkspaceScanner, delta
+
+    root = make_repo(tmp_path / "w", {".gitignore": "*.log\n", "a.txt": "a\n"})
+    (root / "c.log").write_text("base\n")
+    git(root, "add", "-f", "c.log")
+    git(root, "commit", "-qm", "c")
+    git(root, "checkout", "-qb", "other")
+    (root / "c.log").write_text("other\n")
+    git(root, "commit", "-qam", "o")
+    git(root, "checkout", "-q", "main")
+    (root / "c.log").write_text("mine\n")
+    git(root, "commit", "-qam", "m")
+    scanner = WorkspaceScanner(str(root))
+    snap = scanner.scan()
+    with pytest.raises(subprocess.CalledProcessError):
+        git(root, "merge", "-q", "other")  # conflicts: c.log listed three times
+    snap = scanner.scan()
+    (root / "c.log").write_text("resolved\n")
+    git(root, "add", "-f", "c.log")  # listed once again
+    snap = scanner.scan()
+    assert str(root / "c.log") in snap.files
+    (root / "c.log").write_text("changed after\n")
+    after = scanner.scan()
+    assert [c.path for c in delta(snap, after)] == [str(root / "c.log")]
+    scanner.close()
+
+
+def test_what_a_held_output_shows_of_files_is_kept_only_for_a_context_policy_and_while_held(tmp_path: Path) -> None:
+    """Which output lines are which file lines is what ``said`` tells a context policy: it is kept
+    only where a policy asks (not ``full``), and only for outputs the model still holds (it grew by a
+    dictionary a step, for the whole run)."""
+    root = make_repo(tmp_path / "w", {"a.py": BODY, "b.py": BODY})
+    executor = LocalExecutor(timeout=30)
+    with LedgerRuntime(root, tmp_path / "full", LedgerConfig()) as rt:
+        for _ in range(3):
+            rt.run("cat a.py", executor)
+            rt.run("sed -n '2,9p' b.py", executor)
+        assert rt.facts == {}
+    with LedgerRuntime(root, tmp_path / "window", LedgerConfig(context="validity")) as rt:
+        first = rt.run("cat a.py", executor)
+        said = rt.said(first.attempt_id, 0)
+        assert said is not None and said.lines[2].path is not None and said.lines[2].number == 3
+        rt.forget_context()  # a compaction: the model holds none of it now
+        rt.run("sed -n '2,9p' b.py", executor)
+        assert first.attempt_id not in rt.facts

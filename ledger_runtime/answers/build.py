@@ -29,9 +29,11 @@ from __future__ import annotations
 import difflib
 import re
 import unicodedata
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
+from itertools import accumulate
 from typing import Callable, Sequence
 
 from ledger_runtime.lines import split_lines
@@ -260,10 +262,13 @@ def mistakable(output: str) -> bool:
     invisible characters between its letters."""
     if _mistakable_last and _mistakable_last[0][0] is output:  # a step asks of its output several times
         return _mistakable_last[0][1]
-    found = _LEDGER_LIKE.search(output) is not None or (
-        not output.isascii()
-        and _LEDGER_LIKE.search(unicodedata.normalize("NFKC", output.translate(_invisible()))) is not None
-    )
+    if output.isascii():  # every form it looks for holds "ledger", in some case: ``in`` rules most out at once
+        found = "ledger" in output.lower() and _LEDGER_LIKE.search(output) is not None
+    else:
+        found = (
+            _LEDGER_LIKE.search(output) is not None
+            or _LEDGER_LIKE.search(unicodedata.normalize("NFKC", output.translate(_invisible()))) is not None
+        )
     _mistakable_last[:] = [(output, found)]
     return found
 
@@ -326,11 +331,13 @@ def build(
     notes: Sequence[str] = (),
     same_note: Callable[[Source], str] | None = None,
     cut: Cut | None = None,
+    lines: list[str] | None = None,
 ) -> Answer:
     """The answer for ``output``: a reference to an identical earlier output, else the shortest of
     spans, a delta from a ``base_keys`` source and (for an output the agent cuts exactly: ``cut``)
     spans that keep the agent's cut, when it saves the model at least ``settings.min_saving``
-    characters of what it would see; else the output as it is. ``notes`` (a NUDGE) come first."""
+    characters of what it would see; else the output as it is. ``notes`` (a NUDGE) come first.
+    ``lines``: ``split_lines(output)``, where the caller has it."""
     if settings.mode is Dedupe.OFF or not output:
         return raw(output, notes)
     seen = cut.visible if cut is not None else (lambda n: n)
@@ -343,16 +350,25 @@ def build(
             return w.answer(AnswerKind.WHOLE, notes)
     if settings.mode is Dedupe.WHOLE:
         return raw(output, notes)
-    lines = split_lines(output)
+    lines = lines if lines is not None else split_lines(output)
+    # A candidate only grows as it is built, and what the model would see of it never drops below the
+    # agent's head and tail: once that floor saves too little over the output as it is, it is given up
+    # (a long output the agent cuts costs what the cut shows, not every line of it).
+    bound = seen(len(output) + extra) - settings.min_saving
+    shown_most = cut.head + cut.tail if cut is not None else len(output) + extra
+
+    def hopeless(size: int) -> bool:
+        return min(size + extra, shown_most) > bound
+
     bases = {b.attempt: b for b in (pool.base(k) for k in base_keys) if b is not None}
-    candidates = [_spans(lines, pool, settings), *(_delta(lines, b) for b in bases.values())]
+    candidates = [_spans(lines, pool, settings, hopeless=hopeless), *(_delta(lines, b) for b in bases.values())]
     if cut is not None and cut.exact and len(output) >= cut.limit:
-        candidates.append(_spans(lines, pool, settings, keep_cut=cut))
+        candidates.append(_spans(lines, pool, settings, keep_cut=cut, hopeless=hopeless))
     limit = cut.limit if cut is not None else None
     candidates = [
         c
         if c is None or limit is None or c[1].size + extra < limit or not c[1].again
-        else _spans(lines, pool, settings, keep_cut=c[1].kept_cut, again=False)
+        else _spans(lines, pool, settings, keep_cut=c[1].kept_cut, again=False, hopeless=hopeless)
         for c in candidates
     ]
     best = None
@@ -369,25 +385,18 @@ def build(
     return w.answer(kind, notes)
 
 
-def _cut_middle(lines: list[str], cut: Cut) -> tuple[int, int] | None:
+def _cut_middle(lines: list[str], cut: Cut) -> tuple[int, int, int] | None:
     """The lines [a, b) the agent's cut would hide entirely: none of their characters in its first
-    ``head`` or last ``tail`` (a line it would show a part of stays, whole)."""
-    n = sum(len(x) for x in lines)
+    ``head`` or last ``tail`` (a line it would show a part of stays, whole); and their characters."""
+    ends = list(accumulate(map(len, lines)))
+    n = ends[-1] if ends else 0
     if n < cut.limit or cut.head + cut.tail >= n:
         return None
-    pos = 0
-    a = b = None
-    for i, line in enumerate(lines):
-        end = pos + len(line)
-        if a is None and pos >= cut.head:
-            a = i
-        if end > n - cut.tail:
-            b = i
-            break
-        pos = end
-    if a is None or b is None or b <= a:
+    a = bisect_left(ends, cut.head) + 1 if cut.head > 0 else 0  # the first line starting at or after head
+    b = bisect_right(ends, n - cut.tail)  # the first line ending past the tail's start
+    if b >= len(lines) or b <= a:
         return None
-    return a, b
+    return a, b, ends[b - 1] - (ends[a - 1] if a else 0)
 
 
 def _delta_allowance(size: int) -> int:
@@ -397,11 +406,17 @@ def _delta_allowance(size: int) -> int:
 
 
 def _spans(
-    lines: list[str], pool: Pool, settings: DedupeSettings, keep_cut: Cut | None = None, again: bool = True
+    lines: list[str],
+    pool: Pool,
+    settings: DedupeSettings,
+    keep_cut: Cut | None = None,
+    again: bool = True,
+    hopeless: Callable[[int], bool] | None = None,
 ) -> tuple[AnswerKind, _Writer] | None:
     """Spans: runs of lines the pool holds, or (``again``) that this answer carried literally above,
     as references. A reference to lines above in the same answer is only for an answer the agent
-    shows whole (``build`` builds it again without them otherwise)."""
+    shows whole (``build`` builds it again without them otherwise). None where no reference was
+    made, or once the answer's size makes it ``hopeless``."""
     w = _Writer()
     w.kept_cut = keep_cut
     i = 0
@@ -410,9 +425,10 @@ def _spans(
     above: dict[str, list[int]] = {}  # line -> where this answer carried it literally (0-based output lines)
     literal: set[int] = set()
     while i < len(lines):
+        if hopeless is not None and hopeless(w.size):
+            return None
         if middle is not None and i == middle[0]:
-            chars = sum(len(x) for x in lines[middle[0] : middle[1]])
-            w.add(CUT, cut_marker(middle[0] + 1, middle[1], chars, keep_cut), None, middle[0] + 1, middle[1])
+            w.add(CUT, cut_marker(middle[0] + 1, middle[1], middle[2], keep_cut), None, middle[0] + 1, middle[1])
             i = middle[1]
             continue
         stop = middle[0] if middle is not None and i < middle[0] else len(lines)
@@ -443,10 +459,14 @@ def _spans(
         j = i + 1
         above.setdefault(lines[i], []).append(i)
         literal.add(i)
+        size = w.size + len(lines[i])
         while j < stop and lines[j] not in above and pool.longest_run(lines, j, stop) is None:
             above[lines[j]] = [j]
             literal.add(j)
+            size += len(lines[j])
             j += 1
+            if hopeless is not None and hopeless(size):
+                return None
         w.add(TEXT, "".join(lines[i:j]))
         i = j
     return (AnswerKind.SPANS, w) if used else None
@@ -522,7 +542,8 @@ class ExpandError(ValueError):
     """An answer that does not decode: the message says where."""
 
 
-Resolve = Callable[[str], "tuple[int, str] | None"]  # a label -> (attempt id, its expanded output)
+# a label -> (attempt id, its expanded output: the text, or its lines as ``split_lines`` gives them)
+Resolve = Callable[[str], "tuple[int, str | list[str]] | None"]
 
 
 def expand_in_place(text: str, pieces: Sequence[Piece], resolve: Resolve) -> str:
@@ -551,12 +572,20 @@ def expand_in_place(text: str, pieces: Sequence[Piece], resolve: Resolve) -> str
     return "".join(shown)
 
 
-def expand(text: str, pieces: Sequence[Piece], resolve: Resolve, own: Callable[[], str | None] | None = None) -> str:
+def expand(
+    text: str,
+    pieces: Sequence[Piece],
+    resolve: Resolve,
+    own: Callable[[], str | None] | None = None,
+    *,
+    own_lines: Callable[[], list[str]] | None = None,
+) -> str:
     """The output an answer stands for, read from its ``text`` (what the model received): literal
     pieces as they are, notes left out, each reference parsed from the text and resolved by its
     label through ``resolve``; the lines a ``cut`` piece says were not shown come from the command's
-    own output (``own``: the ledger keeps it). Raises ExpandError when the text and the pieces
-    disagree, a label does not resolve, or a diff does not apply."""
+    own output (``own``: the ledger keeps it; ``own_lines``: its lines, where the caller has them).
+    Raises ExpandError when the text and the pieces disagree, a label does not resolve, or a diff
+    does not apply."""
     out: list[str] = []
     pos = 0
     for p in pieces:
@@ -573,7 +602,7 @@ def expand(text: str, pieces: Sequence[Piece], resolve: Resolve, own: Callable[[
             if m is None or not part.endswith("\n") or "\n" in part[:-1]:
                 raise ExpandError(f"not a line reference: {part[:80]!r}")
             first, last = int(m.group(1)), int(m.group(2))
-            ref_lines = split_lines(_resolved(resolve, m.group(3), m.group(4), p))
+            ref_lines = _lines_of(_resolved(resolve, m.group(3), m.group(4), p))
             if not 1 <= first <= last <= len(ref_lines):
                 raise ExpandError(f"lines {first}-{last} are not in {_label(m.group(3), m.group(4))}'s output")
             out.append("".join(ref_lines[first - 1 : last]))
@@ -581,7 +610,8 @@ def expand(text: str, pieces: Sequence[Piece], resolve: Resolve, own: Callable[[
             m = SAME_RX.match(part)
             if m is None:
                 raise ExpandError(f"not a whole-output reference: {part[:80]!r}")
-            out.append(_resolved(resolve, m.group(1), m.group(2), p))
+            same = _resolved(resolve, m.group(1), m.group(2), p)
+            out.append(same if isinstance(same, str) else "".join(same))
         elif p.kind == AGAIN:
             m = AGAIN_RX.match(part)
             mine = split_lines("".join(out))
@@ -594,11 +624,11 @@ def expand(text: str, pieces: Sequence[Piece], resolve: Resolve, own: Callable[[
             out.append("".join(mine[p.first - 1 : p.last]))
         elif p.kind == CUT:
             m = CUT_RX.match(part)
-            whole = own() if own is not None else None
-            if m is None or whole is None:
+            whole = own() if own is not None and own_lines is None else None
+            if m is None or (whole is None and own_lines is None):
                 raise ExpandError(f"not a cut, or no output to take it from: {part[:80]!r}")
             first, last = int(m.group(1)), int(m.group(2))
-            mine = split_lines(whole)
+            mine = own_lines() if own_lines is not None else split_lines(whole)
             if (first, last) != (p.first, p.last) or not 1 <= first <= last <= len(mine):
                 raise ExpandError(f"lines {first}-{last} are not lines of this output")
             out.append("".join(mine[first - 1 : last]))
@@ -606,7 +636,7 @@ def expand(text: str, pieces: Sequence[Piece], resolve: Resolve, own: Callable[[
             m = PATCH_RX.match(part)
             if m is None:
                 raise ExpandError(f"not a diff: {part[:80]!r}")
-            base = split_lines(_resolved(resolve, m.group(1), m.group(2), p))
+            base = _lines_of(_resolved(resolve, m.group(1), m.group(2), p))
             out.append("".join(apply_hunks(base, split_lines(part)[1:])))
         else:
             raise ExpandError(f"unknown piece kind {p.kind!r}")
@@ -619,7 +649,11 @@ def _label(step: str, nth: str | None) -> str:
     return f"step {step}" + (f".{nth}" if nth else "")
 
 
-def _resolved(resolve: Resolve, step: str, nth: str | None, p: Piece) -> str:
+def _lines_of(output: str | list[str]) -> list[str]:
+    return split_lines(output) if isinstance(output, str) else output
+
+
+def _resolved(resolve: Resolve, step: str, nth: str | None, p: Piece) -> str | list[str]:
     label = _label(step, nth)
     got = resolve(label)
     if got is None:

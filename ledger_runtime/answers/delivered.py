@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, compress
 from typing import Callable, Iterable, Sequence
 
 from ledger_runtime.answers.build import AGAIN, CUT, LINES, NOTE, PATCH, SAME, TEXT, Answer, Piece, Source, split_lines
@@ -37,7 +37,7 @@ class Shown:
     command: str
     exit_code: int | None
     lines: list[str]
-    literal: list[bool]  # per output line: delivered literally and visible
+    literal: Sequence[bool] | bytes  # per output line: delivered literally and visible (held as bytes: 0 or 1)
     refs: tuple[int, ...]  # attempts its references point at
     uncut: bool  # the model saw all of the answer, and the answer left none of the output out
     digest: str
@@ -57,10 +57,13 @@ def output_digest(output: str) -> str:
     return digest_bytes(output.encode("utf-8", "surrogateescape"))
 
 
-def delivered_lines(output: str, answer: Answer, visible: tuple[int, int] | None) -> tuple[list[str], list[bool]]:
+def delivered_lines(
+    output: str, answer: Answer, visible: tuple[int, int] | None, lines: list[str] | None = None
+) -> tuple[list[str], list[bool]]:
     """The output's lines, and for each whether the answer carried it literally where the model
-    saw it. ``visible``: (head, tail) characters of the answer the agent kept, None for all."""
-    lines = split_lines(output)
+    saw it. ``visible``: (head, tail) characters of the answer the agent kept, None for all;
+    ``lines``: ``split_lines(output)``, where the caller has it."""
+    lines = lines if lines is not None else split_lines(output)
     n = len(answer.text)
     body = [p for p in answer.pieces if p.kind != NOTE]
     first = body[0] if len(body) == 1 else None
@@ -168,19 +171,25 @@ class Delivered:
         first = self.items.get(same[-1]) if same else None
         if first is not None and first.lines == shown.lines:
             shown.lines = first.lines
-        else:
+        elif len(shown.lines) <= MAX_INDEXED_LINES:  # (a longer output costs its own memory, not a loop a line)
             shown.lines = [self._lines.setdefault(line, line) for line in shown.lines]
+        shown.literal = bytes(shown.literal)  # a byte a line, not a pointer: a long run holds many
         self.items[shown.attempt] = shown
         self._by_digest.setdefault(shown.digest, []).append(shown.attempt)
         for k in keys:
             self._by_key.setdefault(k, []).append(shown.attempt)
         indexed = 0
-        for j, (line, lit) in enumerate(zip(shown.lines, shown.literal)):
-            if lit and len(line) <= MAX_LINE_CHARS:
+        for j in compress(range(len(shown.lines)), shown.literal):  # the lines the model saw, found in C
+            line = shown.lines[j]
+            if len(line) <= MAX_LINE_CHARS:
                 self._index.setdefault(line, []).append((shown.attempt, j))
                 indexed += 1
                 if indexed >= MAX_INDEXED_LINES:
                     break
+
+    def intern(self, line: str) -> str:
+        """The copy of ``line`` the outputs held share (``line`` itself where none holds it)."""
+        return self._lines.get(line, line)
 
     def forget(self, keep: Callable[[Shown], bool]) -> None:
         """Drop what the model no longer holds (keeps the index small in long runs)."""

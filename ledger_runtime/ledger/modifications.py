@@ -3,6 +3,8 @@ added and removed since the file's last content, and since the run's start (the 
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis
 from ledger_runtime.ledger.observe import line_delta
 from ledger_runtime.ledger.redact import Redactor
@@ -13,20 +15,27 @@ from ledger_runtime.workspace.hashing import FileState
 from ledger_runtime.workspace.local import Workspace
 from ledger_runtime.workspace.scanner import Change
 
+MASKED_CACHE_BYTES = 32 * 1024 * 1024  # masked contents kept in memory: what the next change is counted against
+
 
 class Modifications:
     """Makes the ledger's record of each change the workspace saw (the contents come from the
-    ledger's blobs, the workspace's last scan, or git at the baseline commit)."""
+    ledger's blobs, the workspace's last scan, or git at the baseline commit).
+
+    A content is masked once: the ledger stores it masked under the file's digest, and a change is
+    counted between masked contents (line by line, as they are kept). What was masked lately is kept
+    in memory by digest (``MASKED_CACHE_BYTES``), so that the content after one change is the content
+    before the next without reading it back; a content stored before (a file changed back, a branch
+    checked out again) is read back, not masked again."""
 
     def __init__(self, store: LedgerStore, state: LedgerState, workspace: Workspace, redactor: Redactor):
         self.store, self.state, self.workspace, self.redactor = store, state, workspace, redactor
+        self._masked: OrderedDict[str, bytes] = OrderedDict()
+        self._masked_bytes = 0
 
     def of(self, c: Change, attempt_id: int | None, step: int, analysis: Analysis | None) -> Modification:
         """The record of change ``c``, made by attempt ``attempt_id`` (None: between commands)."""
-        kept = self.workspace.kept()
-        after_bytes = kept.get(c.path) if c.after is not None else b""
-        if c.after is not None and after_bytes is not None:
-            self.store.put_blob(after_bytes, key=c.after.digest)
+        after_bytes = self._after(c) if c.after is not None else b""
         before_bytes = self._content(c.path, c.before) if c.before is not None else b""
         earlier = self.state.modifications_of(c.path)
         baseline_hash = earlier[0].before_hash if earlier else (c.before.digest if c.before else None)
@@ -36,8 +45,6 @@ class Modifications:
             baseline_bytes = before_bytes
         else:
             baseline_bytes = self._content(c.path, FileState(baseline_hash, 0, None))
-        # the ledger's blobs are masked: counted against the new content masked alike (line by line)
-        after_bytes = self.redactor.mask_bytes(after_bytes) if after_bytes else after_bytes
         d = line_delta(before_bytes, after_bytes) if before_bytes is not None and after_bytes is not None else None
         if c.before is not None and baseline_hash == c.before.digest:
             b = d  # the first change since the start: the same two contents
@@ -64,17 +71,55 @@ class Modifications:
             baseline_hash=baseline_hash,
         )
 
+    def _after(self, c: Change) -> bytes | None:
+        """The content after change ``c``, masked, stored under its digest (None: the scan did not
+        keep it)."""
+        digest = c.after.digest
+        known = self._recall(digest)
+        if known is not None:
+            return known
+        data = self.workspace.kept().get(c.path)
+        if data is None:
+            return None
+        masked = self.redactor.mask_bytes(data)
+        self.store.put_masked_blob(masked, key=digest)
+        self._remember(digest, masked)
+        return masked
+
     def _content(self, path: str, fs: FileState) -> bytes | None:
-        """A file's bytes for a digest: from the ledger's blobs, or from git at the baseline commit."""
-        data = self.store.blob(fs.digest)
+        """A file's bytes for a digest, masked: from memory, the ledger's blobs, or git at the
+        baseline commit."""
+        data = self._recall(fs.digest)
         if data is not None:
             return data
         commit = self.state.baseline.head_commit if self.state.baseline else None
         head = self.workspace.baseline_content(path, commit)
         if head is not None and self.workspace.digest(head) == fs.digest:
-            self.store.put_blob(head, key=fs.digest)
-            return self.redactor.mask_bytes(head)  # as the blob is stored: what it is compared with is too
+            masked = self.redactor.mask_bytes(head)  # as the blob is stored: what it is compared with is too
+            self.store.put_masked_blob(masked, key=fs.digest)
+            self._remember(fs.digest, masked)
+            return masked
         return None
+
+    def _recall(self, digest: str) -> bytes | None:
+        """A masked content by its digest: kept in memory, or stored already."""
+        data = self._masked.get(digest)
+        if data is not None:
+            self._masked.move_to_end(digest)
+            return data
+        data = self.store.blob(digest)
+        if data is not None:
+            self._remember(digest, data)
+        return data
+
+    def _remember(self, digest: str, data: bytes) -> None:
+        if len(data) > MASKED_CACHE_BYTES // 4:
+            return
+        self._masked[digest] = data
+        self._masked_bytes += len(data)
+        while self._masked_bytes > MASKED_CACHE_BYTES:
+            _, gone = self._masked.popitem(last=False)
+            self._masked_bytes -= len(gone)
 
 
 def _recognised(path: str, writes: tuple[str, ...]) -> bool:

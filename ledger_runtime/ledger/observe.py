@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import compress
+from typing import Callable, Iterable, NamedTuple
 
 from ledger_runtime.analysis.commands import Analysis, FileView
 from ledger_runtime.analysis.programs import FILE_NUMBERS, resolve
 from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
-from ledger_runtime.lines import split_lines
+from ledger_runtime.lines import split_lines, trim_common
 from ledger_runtime.records import LineSpan, Observation
 
 _TAB_NUMBER = re.compile(r"\s*(\d+)\s*\t")  # nl -ba, cat -n: "     7\t"
@@ -75,8 +77,31 @@ class FileText:
     lines: list[str]
 
     @classmethod
-    def of(cls, digest: str, data: bytes) -> FileText:
-        return cls(digest, split_lines(data.decode("utf-8", "replace")))
+    def of(cls, digest: str, data: bytes, printed: tuple[str, Callable[[], list[str]]] | None = None) -> FileText:
+        """``printed``: an output and (a way to get) its lines; a file whose text is that output has
+        those lines (a whole-file read is not split twice)."""
+        text = data.decode("utf-8", "replace")
+        if printed is not None and len(text) == len(printed[0]) and text == printed[0]:
+            return cls(digest, printed[1]())
+        return cls(digest, split_lines(text))
+
+
+class FactRun(NamedTuple):
+    """Output lines ``at``, ``at + 1``, ... that are lines ``first``, ``first + 1``, ... of the file at
+    ``path``, whose text there is ``was`` (a run of a line view, or one line of a search)."""
+
+    at: int
+    path: str
+    first: int
+    was: list[str]
+
+
+def fact_lines(runs: Iterable[FactRun]) -> dict[int, tuple[str, int, str]]:
+    """Per output line of ``runs``: (path, line number, the file's text of it)."""
+    out: dict[int, tuple[str, int, str]] = {}
+    for r in runs:
+        out.update((r.at + i, (r.path, r.first + i, text)) for i, text in enumerate(r.was))
+    return out
 
 
 def _same_line(out: str, text: str) -> bool:
@@ -110,6 +135,8 @@ def _find_block(out: list[str], start: int, lines: list[str], first: int, number
     appear as a contiguous run."""
     if not lines:
         return None
+    if not numbered and out[start : start + len(lines)] == lines:  # compared in C: a long whole-file read
+        return start
     tries = 0
     for at in range(start, len(out) - len(lines) + 1):
         if not _shown_as(out[at], lines[0], first, numbered):
@@ -141,17 +168,18 @@ def observations(
     *,
     step: int,
     attempt: int,
-    facts: dict[int, tuple[str, int, str]] | None = None,
+    facts: list[FactRun] | None = None,
     submission: Submission = NO_SUBMISSION,
+    out_lines: list[str] | None = None,
 ) -> list[Observation]:
     """What the agent saw of each file this command showed, checked against ``files`` (the files'
     content after the command). ``seen``: per output line, whether the model saw it (None: all).
-    ``facts``, when given, gets for each output line that is a checked file line its (path, line
-    number, the file's text of it)."""
+    ``facts``, when given, gets the output's runs of checked file lines (``FactRun``).
+    ``out_lines``: ``split_lines(output)``, where the caller has it."""
     views = analysis.views
     if not views:
         return []
-    out_lines = split_lines(output)
+    out_lines = out_lines if out_lines is not None else split_lines(output)
     visible = seen if seen is not None else [True] * len(out_lines)
     pos = 0  # output line where the next view's lines may start (views print in order)
     obs: list[Observation] = []
@@ -174,7 +202,7 @@ def _observe(
     pos: int,
     f: FileText,
     exit_code: int | None,
-    facts: dict[int, tuple[str, int, str]] | None = None,
+    facts: list[FactRun] | None = None,
     submission: Submission = NO_SUBMISSION,
 ) -> tuple[str, tuple[LineSpan, ...] | None, int] | None:
     total = len(f.lines)
@@ -189,13 +217,13 @@ def _observe(
         if at is None:
             return None  # the output is not those lines of the file as it is now
         # a line that is the submission marker never counts as seen: a later read of it must run
-        shown = [
-            lo + i for i in range(hi - lo + 1) if visible[at + i] and not submission.is_marker_line(f.lines[lo - 1 + i])
-        ]
+        # (of a long output the model saw only some lines: only those are looked at one by one)
+        looked = list(compress(range(hi - lo + 1), visible[at : at + hi - lo + 1]))
+        shown = [lo + i for i in looked if not submission.is_marker_line(f.lines[lo - 1 + i])]
         if not shown:
             return None
         if facts is not None:
-            facts.update((at + i, (view.path, lo + i, f.lines[lo - 1 + i])) for i in range(hi - lo + 1))
+            facts.append(FactRun(at, view.path, lo, f.lines[lo - 1 : hi]))
         if (lo, hi) == (1, total) and len(shown) == total:
             return "whole", None, at + hi - lo + 1
         return "range", _spans(shown), at + hi - lo + 1
@@ -219,38 +247,9 @@ def _observe(
             ):
                 numbers.append(n)
                 if facts is not None:
-                    facts[i] = (view.path, n, f.lines[n - 1])
+                    facts.append(FactRun(i, view.path, n, f.lines[n - 1 : n]))
         return ("matches", _spans(numbers), pos) if numbers else None
     return None
-
-
-def _common_prefix(x: bytes, y: bytes) -> int:
-    """Length of the longest common prefix of ``x`` and ``y`` (compared by C, in halving slices)."""
-    lo, hi = 0, min(len(x), len(y))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if x[lo:mid] == y[lo:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _trim_common(before: bytes, after: bytes) -> tuple[bytes, bytes]:
-    """``before`` and ``after`` without the whole lines they begin and end with alike. A line common
-    to both sides changes no count (see line_delta), so any such cut gives the same answer; this one
-    finds it in C rather than line by line."""
-    p = _common_prefix(before, after)
-    p = before.rfind(b"\n", 0, p) + 1  # back to a line start (0 when there is none)
-    x, y = before[p:], after[p:]
-    s = _common_prefix(x[::-1], y[::-1])
-    if s:
-        tail = x[len(x) - s :]
-        k = tail.find(b"\n")
-        if k >= 0 and k + 1 < len(tail):
-            cut = s - (k + 1)  # the common tail from the line start after that newline
-            x, y = x[: len(x) - cut], y[: len(y) - cut]
-    return x, y
 
 
 def line_delta(before: bytes, after: bytes) -> tuple[int, int] | None:
@@ -261,7 +260,7 @@ def line_delta(before: bytes, after: bytes) -> tuple[int, int] | None:
     two. None for binary content."""
     if b"\0" in before[:8192] or b"\0" in after[:8192]:
         return None
-    before, after = _trim_common(before, after)
+    before, after = trim_common(before, after)
     a = before.splitlines()
     b = after.splitlines()
     p = 0

@@ -213,6 +213,10 @@ class LedgerStore:
         workspace uses)."""
         return self._put(self.redactor.mask_bytes(data), key)
 
+    def put_masked_blob(self, data: bytes, key: str | None = None) -> str:
+        """Queue ``data`` that this store's redactor has masked already (``put_blob`` without masking it twice)."""
+        return self._put(data, key)
+
     def put_text(self, text: str) -> str:
         """Queue ``text``, masked, for the next commit; returns its key (the hash of what is stored)."""
         return self.put_masked(self.redactor.mask(text))

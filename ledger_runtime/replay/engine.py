@@ -325,6 +325,7 @@ def _replay_in(
         truncation=trunc,
         submission=traj.recorded.submission,
         meta={"replay_of": traj.instance_id, "source": traj.source},
+        line_facts=bool(settings.contexts) or None,  # the meter measures context policies: it asks of them
     )
     oracle = Oracle(trunc)
     repeated = RepeatedLines(trunc)

@@ -54,8 +54,10 @@ import stat
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, Mapping, NamedTuple
 
+from ledger_runtime.lines import trim_common
+from ledger_runtime.workspace.filemap import FileMap
 from ledger_runtime.workspace.hashing import RACY_NS, FileState, HashCache, digest_bytes
 from ledger_runtime.workspace.watcher import Watcher
 
@@ -124,7 +126,7 @@ class Snapshot:
     """Files by absolute path; ``digest`` summarises them all in one hash. A snapshot an incremental
     scan made also carries its ``changes`` against the snapshot it was made from (``base``)."""
 
-    files: dict[str, FileState]
+    files: Mapping[str, FileState]  # a FileMap from a scanner; tests and helpers give plain dicts
     root: str
     taken_at: float = field(default_factory=time.time)
     serial: int = 0
@@ -296,7 +298,7 @@ class WorkspaceScanner:
         self.git_calls = 0  # for tests and benchmarks
         self.watcher = Watcher.open() if watch_events else None
         self.cross_check_every = cross_check_every
-        self._files: dict[str, FileState] | None = None  # the last scan's snapshot, for the next increment
+        self._files: FileMap | None = None  # the last scan's snapshot, for the next increment
         self._serial = 0
         self._since_full = 0
         self._tracked_ignored: set[str] | None = None  # tracked files the ignore rules match
@@ -347,9 +349,10 @@ class WorkspaceScanner:
             self.watcher.close()
             self.watcher = None
 
-    def _snapshot(self, files: dict[str, FileState], changes: list[Change] | None) -> Snapshot:
+    def _snapshot(self, files: FileMap | dict[str, FileState], changes: list[Change] | None) -> Snapshot:
         base = self._serial if changes is not None else None
         self._serial += 1
+        files = files if isinstance(files, FileMap) else FileMap(files)
         self._files = files
         return Snapshot(
             files, self.root, serial=self._serial, base=base, changes=changes, untracked=tuple(sorted(self.untracked))
@@ -473,12 +476,7 @@ class WorkspaceScanner:
                 changes.append(Change(p, was, fs))
         if not changes:
             return self._snapshot(old, [])
-        files = dict(old)
-        for c in changes:
-            if c.after is None:
-                files.pop(c.path, None)
-            else:
-                files[c.path] = c.after
+        files = old.changed((c.path, c.after) for c in changes)  # what changed, not a copy of the tree
         changes.sort(key=lambda c: c.path)
         return self._snapshot(files, changes)
 
@@ -494,7 +492,7 @@ class WorkspaceScanner:
         parent = self._dirs.get(os.path.dirname(d))
         return parent is not None and os.path.basename(d) in parent.dirs
 
-    def _forget_tree(self, d: str, files: dict[str, FileState], touched: set[str]) -> None:
+    def _forget_tree(self, d: str, files: Mapping[str, FileState], touched: set[str]) -> None:
         """A directory that is gone: every file under it changed (to nothing), its listings go."""
         prefix = d + os.sep
         touched.update(p for p in files if p.startswith(prefix))
@@ -523,10 +521,16 @@ class WorkspaceScanner:
         before = self._tracked_ignored
         now = before
         if raw != self._tracked_raw:
-            was = set(self._tracked_raw.split(b"\0")) - {b""}
-            tracked = set(raw.split(b"\0")) - {b""}
-            left = {os.path.join(self.root, os.fsdecode(r)) for r in was - tracked}
-            joined = self._ignored([os.fsdecode(r) for r in tracked - was])
+            # the listing is in git's order: what joined or left lies between the entries both
+            # listings begin and end with (found in C; a 100,000-file index is not split into sets)
+            # (a path listed twice, as a conflicted one is, may stand on both sides of the cut: each
+            # path found on one side only is looked for in the other listing whole)
+            was_part, now_part = trim_common(self._tracked_raw, raw, b"\0")
+            was = set(was_part.split(b"\0")) - {b""}
+            tracked = set(now_part.split(b"\0")) - {b""}
+            old_all, new_all = b"\0" + self._tracked_raw, b"\0" + raw
+            left = {os.path.join(self.root, os.fsdecode(r)) for r in was - tracked if b"\0" + r + b"\0" not in new_all}
+            joined = self._ignored([os.fsdecode(r) for r in tracked - was if b"\0" + r + b"\0" not in old_all])
             now = (before - left) | {os.path.join(self.root, r) for r in joined}
             self._tracked_raw = raw
         flipped = (now - before) | (before - now)
@@ -774,7 +778,7 @@ class WorkspaceScanner:
                 if self.on_untracked is not None:
                     self.on_untracked(u)
 
-    def _mark_untracked(self, out: dict, old: dict[str, FileState] | None = None) -> None:
+    def _mark_untracked(self, out: dict, old: Mapping[str, FileState] | None = None) -> None:
         """The snapshot's entry of every untracked directory, with a digest new at this scan: what is
         in it is unknown, so it counts as changed at every scan; so does the entry of every directory
         in one that a command named (``watch``: a listing or a search of it). One that is gone is

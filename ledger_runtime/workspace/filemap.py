@@ -1,0 +1,87 @@
+"""A snapshot's files as a map that a change does not copy.
+
+An incremental scan changes a few files of a tree that may hold 100,000: copying the whole map for
+each scan cost more than the scan. A ``FileMap`` is a base dict, shared with the maps it was made
+from and never changed, and the entries that differ from it (a path that is gone maps to None);
+``changed`` makes the next map from this one and a list of changes in what the changes cost. When
+what differs outgrows a share of the base, the next map starts from a base of its own (the one
+copy, paid once in many scans). A map, once made, never changes: a snapshot keeps what it saw.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Mapping
+
+from ledger_runtime.workspace.hashing import FileState
+
+MIN_OVERLAY = 4096  # entries that differ from the base before a map starts from a base of its own
+OVERLAY_SHARE = 8  # ...or one eighth of the base, if that is more
+
+
+class FileMap(Mapping[str, FileState]):
+    """Path -> FileState (see the module docstring)."""
+
+    __slots__ = ("_base", "_over", "_len")
+
+    def __init__(self, base: dict[str, FileState], over: dict[str, FileState | None] | None = None) -> None:
+        self._base = base
+        self._over = over or {}
+        n = len(base)
+        for p, fs in self._over.items():
+            n += (fs is not None) - (p in base)
+        self._len = n
+
+    def __getitem__(self, path: str) -> FileState:
+        over = self._over
+        if path in over:
+            fs = over[path]
+            if fs is None:
+                raise KeyError(path)
+            return fs
+        return self._base[path]
+
+    def get(self, path: str, default=None):  # type: ignore[override]
+        over = self._over
+        if path in over:
+            fs = over[path]
+            return default if fs is None else fs
+        return self._base.get(path, default)
+
+    def __contains__(self, path: object) -> bool:
+        over = self._over
+        if path in over:
+            return over[path] is not None  # type: ignore[index]
+        return path in self._base
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[str]:
+        over = self._over
+        if not over:
+            return iter(self._base)
+        return self._iter(over)
+
+    def _iter(self, over: dict[str, FileState | None]) -> Iterator[str]:
+        for p in self._base:
+            if p not in over:
+                yield p
+        for p, fs in over.items():
+            if fs is not None:
+                yield p
+
+    def items(self):  # type: ignore[override]
+        return self._base.items() if not self._over else super().items()
+
+    def changed(self, changes: Iterable[tuple[str, FileState | None]]) -> FileMap:
+        """This map with each (path, new state or None: gone) applied."""
+        over = dict(self._over)
+        over.update(changes)
+        if len(over) > max(MIN_OVERLAY, len(self._base) // OVERLAY_SHARE):
+            base = {p: fs for p, fs in self._base.items() if p not in over}
+            base.update((p, fs) for p, fs in over.items() if fs is not None)
+            return FileMap(base)
+        return FileMap(self._base, over)
+
+    def __repr__(self) -> str:
+        return f"FileMap({len(self)} files, {len(self._over)} over the base)"
