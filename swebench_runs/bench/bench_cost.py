@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -121,6 +122,12 @@ def make_tree(sympy: Path, work: Path, copies: int) -> Path:
     return root
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (user + system)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def _mk(p: Path) -> Path:
     p.mkdir(parents=True, exist_ok=True)
     return p
@@ -156,19 +163,25 @@ def measure(root: Path, repeat: int) -> dict[str, Any]:
             added: list[float] = []
             bare: list[float] = []
             turn: list[float] = []  # the state view and the scan of the twin's change, before the model call
+            cpu: list[float] = []  # this process's CPU over the ledger's step (the command runs in a child)
+            sub_cpu: list[float] = []  # children's CPU over the step less the bare twin's: the git the ledger runs
+            bare_sub: list[float] = []
             for i in range(repeat):
                 cmd = cmds[i % len(cmds)]
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), _children_cpu()
                 ex(cmd, str(root))
                 bare.append((time.perf_counter() - t0) * 1000)
+                bare_sub.append((_children_cpu() - c0) * 1000)
                 cmd = cmds[(i + 1) % len(cmds)] if len(cmds) > 1 else cmd  # undo what the bare run did
                 # the model's turn: the bare twin's change is taken then, as any change between commands
                 t0 = time.perf_counter()
                 rt.inform()
                 turn.append((time.perf_counter() - t0) * 1000)
-                t0 = time.perf_counter()
+                t0, p0, c0 = time.perf_counter(), time.process_time(), _children_cpu()
                 rt.run(cmd, ex)
                 total = (time.perf_counter() - t0) * 1000
+                cpu.append((time.process_time() - p0) * 1000)
+                sub_cpu.append((_children_cpu() - c0) * 1000)
                 added.append(total - rt.state.attempts[-1].duration_s * 1000)
             out[name] = {
                 "added_p50_ms": round(statistics.median(added), 3),
@@ -177,6 +190,10 @@ def measure(root: Path, repeat: int) -> dict[str, Any]:
                 "bare_p50_ms": round(statistics.median(bare), 3),
                 "bare_p95_ms": round(pct(bare, 0.95), 3),
                 "model_turn_p50_ms": round(statistics.median(turn), 3),
+                "cpu_p50_ms": round(statistics.median(cpu), 3),
+                "cpu_p95_ms": round(pct(cpu, 0.95), 3),
+                # the children's CPU beyond the command's own (the bare twin's median): git the ledger ran
+                "sub_cpu_p50_ms": round(statistics.median(sub_cpu) - statistics.median(bare_sub), 3),
                 "n": repeat,
             }
         scanner = rt.workspace.scanner
@@ -245,6 +262,14 @@ def hooks(root: Path, repeat: int) -> dict[str, Any]:
     }
 
 
+def _commit() -> str:
+    r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True
+    )
+    return r.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sympy", type=Path, required=True, help="a sympy git directory or clone")
@@ -258,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "machine": {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()},
         "command": "python swebench_runs/bench/bench_cost.py " + " ".join(argv or sys.argv[1:]),
+        "commit": _commit(),
         "targets": TARGETS,
         "trees": {},
     }
@@ -272,12 +298,17 @@ def main(argv: list[str] | None = None) -> int:
     t.add_column("operation")
     for copies, r in report["trees"].items():
         t.add_column(f"{r['files']:,} files: added p50 / p95", justify="right")
+        t.add_column("CPU p50 (+git)", justify="right")
         t.add_column("bare p50", justify="right")
     for name, _ in operations(first):
         row = [name]
         for r in report["trees"].values():
             x = r[name]
-            row += [f"{x['added_p50_ms']:.1f} / {x['added_p95_ms']:.1f}", f"{x['bare_p50_ms']:.1f}"]
+            row += [
+                f"{x['added_p50_ms']:.1f} / {x['added_p95_ms']:.1f}",
+                f"{x['cpu_p50_ms']:.1f} (+{max(0.0, x['sub_cpu_p50_ms']):.1f})",
+                f"{x['bare_p50_ms']:.1f}",
+            ]
         t.add_row(*row)
     console.print(t)
     ht = Table(title="Hook round trip (ms)")

@@ -23,6 +23,10 @@ Reproduce (from /work/main, venv active)::
 
     python swebench_runs/bench/bench_long_run.py                       # 5,000 steps
     python swebench_runs/bench/bench_long_run.py --steps 1000 --out /tmp/long.json
+    python swebench_runs/bench/bench_long_run.py --tree /tmp/bench-cost/sympy-src --out .../long_run_sympy.json
+
+``--tree`` runs in a copy of a real checkout (sympy: about 2,000 files) instead of the generated project:
+the same cycle of commands over 40 of its modules (each given a ``VALUE = 0`` line to edit).
 
 Results go to ``swebench_runs/bench/results/long_run.json`` unless ``--out`` says otherwise, with
 the commit measured.
@@ -68,22 +72,48 @@ def make_project(root: Path) -> None:
     run("-c", "user.email=b@e", "-c", "user.name=bench", "commit", "-qm", "init")
 
 
-def command(i: int) -> str:
-    """Step ``i``'s command (1-based): a cycle of what agents do, over the modules."""
+def use_tree(tree: Path, root: Path) -> list[str]:
+    """A copy of the git checkout ``tree`` at ``root`` (its files committed), with MODULES of its Python
+    files marked for the edits, a repro script and a small test; returns the marked files' paths."""
+    subprocess.run(["git", "clone", "-q", "--shared", str(tree), str(root)], check=True)
+    files = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if ".git" not in p.parts and "test" not in str(p) and 2_000 < p.stat().st_size < 40_000
+    )
+    step = max(1, len(files) // MODULES)
+    chosen = files[::step][:MODULES]
+    for f in chosen:
+        with open(root / f, "a") as fh:
+            fh.write("\nVALUE = 0\n")
+    (root / "repro.py").write_text(f"print(open({chosen[0]!r}).read().count('def '))\n")
+    (root / "bench_tests").mkdir()
+    (root / "bench_tests" / "test_bench.py").write_text("def test_one():\n    assert 1 + 1 == 2\n")
+    run = lambda *a: subprocess.run(["git", *a], cwd=root, check=True, capture_output=True)  # noqa: E731
+    run("-c", "user.email=b@e", "-c", "user.name=bench", "add", "-A")
+    run("-c", "user.email=b@e", "-c", "user.name=bench", "commit", "-qm", "bench")
+    return chosen
+
+
+def command(i: int, files: list[str] | None = None, tests: str = "tests") -> str:
+    """Step ``i``'s command (1-based): a cycle of what agents do, over the modules (``files``: their
+    paths; the generated project's by default)."""
     if i % 100 == 0:
-        return "python3 -m pytest -q tests -p no:cacheprovider"
-    k, k2 = i % MODULES, (i * 7 + 3) % MODULES
+        return f"python3 -m pytest -q {tests} -p no:cacheprovider"
+    files = files or [f"src/mod{k}.py" for k in range(MODULES)]
+    k, k2 = i % len(files), (i * 7 + 3) % len(files)
+    top = files[k].split("/")[0] if "/" in files[k] else "."
     return [
-        f"cat src/mod{k}.py",
-        f"sed -n '10,40p' src/mod{k}.py",
-        f"nl -ba src/mod{k}.py | sed -n '1,30p'",
-        f'grep -n "def " src/mod{k}.py',
-        f"sed -i 's/^VALUE = .*/VALUE = {i}/' src/mod{k}.py",
+        f"cat {files[k]}",
+        f"sed -n '10,40p' {files[k]}",
+        f"nl -ba {files[k]} | sed -n '1,30p'",
+        f'grep -n "def " {files[k]}',
+        f"sed -i 's/^VALUE = .*/VALUE = {i}/' {files[k]}",
         "python3 repro.py",
-        'grep -rn "VALUE =" src | head -20',
+        f'grep -rn "VALUE =" {top} | head -20',
         "git diff --stat",
-        f"cat src/mod{k2}.py",
-        "ls src",
+        f"cat {files[k2]}",
+        f"ls {top}",
     ][i % 10]
 
 
@@ -113,10 +143,17 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "long_run.json")
     ap.add_argument("--no-inspect", action="store_true", help="skip the inspect timings")
     ap.add_argument("--keep", action="store_true", help="keep the project and the run (the path is printed)")
+    ap.add_argument(
+        "--tree", type=Path, help="a git checkout to run in (a real project: sympy) instead of the generated one"
+    )
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ledger-long-"))
     root = tmp / "project"
-    make_project(root)
+    files, tests = None, "tests"
+    if args.tree is not None:
+        files, tests = use_tree(args.tree, root), "bench_tests"
+    else:
+        make_project(root)
     executor = LocalExecutor()
     own: list[float] = []
 
@@ -133,7 +170,7 @@ def main() -> int:
         for i in range(1, args.steps + 1):
             own.clear()
             c0, t0 = time.process_time(), time.perf_counter()
-            rt.run(command(i), execute)
+            rt.run(command(i, files, tests), execute)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             r0 = time.perf_counter()
             rt.view()
@@ -188,6 +225,8 @@ def main() -> int:
     out = {
         "commit": commit,
         "steps": args.steps,
+        "tree": str(args.tree) if args.tree else None,
+        "files": len(rt._last.files) if rt._last else None,
         "windows": windows,
         "ratio_last_to_101_500": ratios,
         "overhead_ms_median_all": round(median_cmd, 2),
