@@ -42,12 +42,26 @@ def _breaks_elsewhere(text: str) -> bool:
     return not text.isascii() and any(c in text for c in _OTHER_BREAKS_WIDE)
 
 
-def common_prefix(x: bytes, y: bytes) -> int:
+def common_prefix(x: str | bytes, y: str | bytes) -> int:
     """Length of the longest common prefix of ``x`` and ``y`` (compared by C, in halving slices)."""
     lo, hi = 0, min(len(x), len(y))
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if x[lo:mid] == y[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def common_suffix(x: str | bytes, y: str | bytes) -> int:
+    """Length of the longest common suffix of ``x`` and ``y`` (as ``common_prefix``, from the end,
+    without reversed copies of either)."""
+    lo, hi = 0, min(len(x), len(y))
+    nx, ny = len(x), len(y)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if x[nx - mid : nx - lo] == y[ny - mid : ny - lo]:
             lo = mid
         else:
             hi = mid - 1
@@ -62,7 +76,7 @@ def trim_common(before: bytes, after: bytes, sep: bytes = b"\n") -> tuple[bytes,
     p = common_prefix(before, after)
     p = before.rfind(sep, 0, p) + 1  # back to a record start (0 when there is none)
     x, y = before[p:], after[p:]
-    s = common_prefix(x[::-1], y[::-1])
+    s = common_suffix(x, y)
     if s:
         tail = x[len(x) - s :]
         k = tail.find(sep)

@@ -73,6 +73,7 @@ from ledger_runtime.decide.govern import govern, same_output
 from ledger_runtime.decide.policies import BUILTINS
 from ledger_runtime.executor import ExecResult
 from ledger_runtime.inform import StateView, render
+from ledger_runtime.ledger.clean_outputs import CleanOutputs
 from ledger_runtime.ledger.faults import FaultLog
 from ledger_runtime.ledger.modifications import Modifications
 from ledger_runtime.ledger.observe import FactRun, FileText, Truncation, fact_lines, observations
@@ -206,6 +207,7 @@ class LedgerRuntime:
             if self.config.redact
             else Redactor.off()
         )
+        self._clean = CleanOutputs()  # long outputs stored as printed: the next like them is masked in what differs
         self.fault_log = FaultLog(self.run_dir, self.redactor)  # none ever stops the agent
         self.dedupe = DedupeSettings(self.config.dedupe, self.config.dedupe_min_lines, self.config.dedupe_min_saving)
         self.truncation = truncation or Truncation(
@@ -752,13 +754,19 @@ class LedgerRuntime:
     def stored_output(self, output: str) -> str:
         """An output as the ledger keeps it: secrets masked, then cut to ``max_stored_output_chars``
         (masked first: a cut through a secret would leave a piece no pattern knows) - what a check
-        of its answer compares the expansion with."""
-        return masked_kept(output, self.config.max_stored_output_chars, self.redactor.mask)
+        of its answer compares the expansion with. (A long output like one stored as printed is
+        masked in what differs: clean_outputs.py.)"""
+        limit = self.config.max_stored_output_chars
+        if len(output) <= limit:
+            return self._clean.masked(output, self.redactor.mask)
+        return masked_kept(output, limit, self.redactor.mask)
 
     def _put_output(self, output: str) -> tuple[str, str]:
         """Store an output as ``stored_output`` says; returns its key and what is stored (``output``
         itself when nothing was masked or cut)."""
         stored = self.stored_output(output)  # masked already: the store does not mask it again
+        if stored is output:
+            self._clean.remember(output)
         return self.store.put_masked(stored), stored
 
     def _refers(self, output: str) -> bool:

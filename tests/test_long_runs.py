@@ -310,3 +310,39 @@ def test_what_a_held_output_shows_of_files_is_kept_only_for_a_context_policy_and
         rt.forget_context()  # a compaction: the model holds none of it now
         rt.run("sed -n '2,9p' b.py", executor)
         assert first.attempt_id not in rt.facts
+
+
+def test_a_long_output_like_a_clean_one_is_masked_exactly_as_masking_all_of_it() -> None:
+    """A long output that begins and ends like an earlier one stored as printed is masked only in the
+    lines between: whatever the outputs hold (secrets in the changed lines, in the shared ones, at
+    their edges, in a line a shared part cuts through), the result is ``mask(output)``."""
+    import random
+
+    from ledger_runtime.ledger.clean_outputs import CleanOutputs
+    from ledger_runtime.ledger.redact import Redactor
+
+    redactor = Redactor.for_run({"API_TOKEN": "tok-3f9a7c1e5d"})
+    rng = random.Random(11)
+    # what masks only with what stands before it on its line (a value after NAME_TOKEN=, a token
+    # shape at a word's start) or after it, and secrets whole
+    pieces = ["plain line\n", "x = 1\n", "AUTH_TOKEN=abc\n", "ab\n", "key tok-3f9a7c1e5d here\n", "sk-", "A" * 24]
+    inserts = ["defgh12345", "sk-" + "B" * 24, "x", "\n", "tok-3f9a7c1e5d", "ab"]
+    clean = CleanOutputs(min_chars=200)
+    base = [rng.choice(pieces[:4]) for _ in range(400)]
+    for trial in range(2000):
+        lines = list(base)
+        for _ in range(rng.randint(0, 3)):
+            at = rng.randrange(len(lines))
+            if rng.random() < 0.5:  # within a line: before its end, or at its start
+                line = lines[at]
+                cut = rng.choice([len(line.rstrip("\n")), 0, rng.randint(0, len(line))])
+                lines[at] = line[:cut] + rng.choice(inserts) + line[cut:]
+            else:
+                lines[at : at + rng.randint(0, 2)] = [rng.choice(pieces) + rng.choice(["", "\n"])]
+        output = "".join(lines)
+        got = clean.masked(output, redactor.mask)
+        assert got == redactor.mask(output), trial
+        if got == output:
+            clean.remember(output)
+            if rng.random() < 0.3:  # the next ones are edits of a clean one: the masking is then of what changed
+                base = lines

@@ -157,3 +157,81 @@ def test_newer_schema_is_refused(tmp_path):
     s._conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     s.close()
     assert "newer ledger-runtime" in _error(tmp_path / "run")
+
+
+def _versions(n: int, lines: int = 4000) -> list[bytes]:
+    """A long text and ``n`` versions of it, each the one before with a line changed (a file read
+    again after each edit)."""
+    body = [f"line {i}: some text of a long file, {i * 7 % 13}\n".encode() for i in range(lines)]
+    out = [b"".join(body)]
+    for k in range(n):
+        body[(k * 911) % lines] = f"edited {k}\n".encode()
+        out.append(b"".join(body))
+    return out
+
+
+def test_a_long_blob_changed_in_a_line_is_stored_as_that_change_and_reads_back_whole(tmp_path):
+    """A long output read again after an edit is the earlier one with a line changed: it is stored as
+    that change (a fraction of the size), and reads back byte for byte, in this process and in a new
+    one (inspect), through chains of changes, also past the depth where a blob is stored whole again."""
+    from ledger_runtime.ledger.store import PATCH_DEPTH
+
+    versions = _versions(PATCH_DEPTH * 2 + 3)
+    s = LedgerStore.create(tmp_path / "run")
+    keys = []
+    for i, v in enumerate(versions):
+        keys.append(s.put_masked_blob(v))
+        if i % 3 == 0:
+            s.commit()
+    s.commit()
+    assert [s.blob(k) for k in keys] == versions
+    s.close()
+    conn = sqlite3.connect(tmp_path / "run" / LEDGER_FILE)
+    rows = dict(conn.execute("SELECT hash, codec FROM blobs").fetchall())
+    sizes = dict(conn.execute("SELECT hash, length(data) FROM blobs").fetchall())
+    conn.close()
+    patched = [k for k in keys if rows[k] == "patch"]
+    assert len(patched) >= len(keys) - 4, rows  # all but the first (and one a chain's depth later)
+    assert all(sizes[k] < len(versions[0]) // 20 for k in patched)
+    r = LedgerStore.open(tmp_path / "run")
+    assert [r.blob(k) for k in reversed(keys)] == list(reversed(versions))  # no recent blob to start from
+
+
+def test_a_ledger_of_schema_1_gets_no_patches_and_a_patch_whose_base_is_gone_reads_as_missing(tmp_path):
+    """Older readers know no patches: a ledger they wrote keeps whole blobs when this version appends.
+    A patch that cannot be decoded (its base missing) is a missing blob, never a wrong one or a
+    traceback; a blob whose commit failed is never the base of a later change."""
+    a, b = _versions(1)
+    old = LedgerStore.create(tmp_path / "old")
+    old.set_meta("schema_version", 1)
+    old.close()
+    s = LedgerStore.create(tmp_path / "old")
+    ka, kb = s.put_masked_blob(a), s.put_masked_blob(b)
+    s.commit()
+    s.close()
+    conn = sqlite3.connect(tmp_path / "old" / LEDGER_FILE)
+    assert {c for (c,) in conn.execute("SELECT codec FROM blobs")} <= {"zlib", "raw"}
+    conn.close()
+
+    s = LedgerStore.create(tmp_path / "new")
+    ka = s.put_masked_blob(a)
+    s.discard_pending()  # its commit failed: a is not in the file
+    kb = s.put_masked_blob(b)
+    s.commit()
+    assert s.blob(kb) == b
+    s.close()
+    conn = sqlite3.connect(tmp_path / "new" / LEDGER_FILE)
+    assert conn.execute("SELECT codec FROM blobs WHERE hash = ?", (kb,)).fetchone()[0] != "patch"
+    conn.close()
+
+    s = LedgerStore.create(tmp_path / "gone")
+    ka, kb = s.put_masked_blob(a), s.put_masked_blob(b)
+    s.commit()
+    s.close()
+    conn = sqlite3.connect(tmp_path / "gone" / LEDGER_FILE)
+    assert conn.execute("SELECT codec FROM blobs WHERE hash = ?", (kb,)).fetchone()[0] == "patch"
+    conn.execute("DELETE FROM blobs WHERE hash = ?", (ka,))
+    conn.commit()
+    conn.close()
+    r = LedgerStore.open(tmp_path / "gone")
+    assert r.blob(kb) is None and r.text(kb) is None

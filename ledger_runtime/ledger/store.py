@@ -5,7 +5,10 @@ Events are JSON bodies with a kind (``run``, ``baseline``, ``attempt``, ``observ
 ``modification``, ``fault``), appended in transactions: a step's records are committed together
 before the agent sees the step's result, so a killed run loses nothing the agent acted on.
 Triggers refuse updates and deletes of events. Blobs (command outputs, file contents) are keyed by
-their xxh3_128 hash and stored zlib-compressed when that helps.
+their xxh3_128 hash and stored zlib-compressed when that helps; a long blob that is a recent one
+with a part changed (a long file read again after an edit) is stored as that change (codec
+``patch``: the recent blob's key, how much of its start and end it keeps, and the part between),
+at most ``PATCH_DEPTH`` such changes deep. Ledgers of schema 1 have no patches and get none.
 
 Opening anything that is not a ledger (a missing, truncated, corrupt or foreign file) raises
 ``NotALedger`` with a one-line message ``not a ledger: <path>: <why>``.
@@ -19,15 +22,22 @@ import sqlite3
 import time
 import urllib.parse
 import zlib
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ledger_runtime.ledger.private import private_dir, touch_private
 from ledger_runtime.ledger.redact import Redactor
+from ledger_runtime.lines import common_prefix, common_suffix
 from ledger_runtime.workspace.hashing import digest_bytes
 
 FORMAT = "ledger-runtime"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: blobs may be patches of other blobs
+PATCH_MIN_BYTES = 64 * 1024  # a blob this long may be stored as a change of a recent one...
+PATCH_MAX_SHARE = 4  # ...when the part that differs is at most a quarter of it
+PATCH_DEPTH = 8  # changes of changes at most this deep (a read decodes each)
+RECENT_BLOBS = 4  # long blobs kept in memory, written or read lately: what a new one may be a change of
+PEEK = 1024  # a recent blob is compared with a new one only where they begin or end alike
 LEDGER_FILE = "ledger.sqlite"
 # A writer waits this long for a lock another process holds on the ledger (an open `sqlite3` shell),
 # and after a commit failed for a lock only QUICK_LOCK_S until one succeeds again: a locked ledger
@@ -92,10 +102,19 @@ Event = dict[str, Any]
 class LedgerStore:
     """A ledger file open for appending (``create``) or reading (``open``)."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, writable: bool, redactor: Redactor | None = None):
+    def __init__(
+        self,
+        path: Path,
+        conn: sqlite3.Connection,
+        writable: bool,
+        redactor: Redactor | None = None,
+        schema: int = SCHEMA_VERSION,
+    ):
         self.path = path
         self._conn = conn
         self.writable = writable
+        self._patches = schema >= 2  # a ledger older readers may open gets whole blobs only
+        self._recent: OrderedDict[str, tuple[bytes, int]] = OrderedDict()  # key -> (long blob, patch depth)
         # every blob and event body is masked with it before it is queued (redact.py)
         self.redactor = redactor or Redactor.off()
         self._locked = False  # the last commit failed for a lock
@@ -197,7 +216,7 @@ class LedgerStore:
         if writable:
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(LOCK_TIMEOUT_S * 1000)}")
-        return cls(p, conn, writable)
+        return cls(p, conn, writable, schema=version)
 
     def close(self) -> None:
         try:
@@ -228,11 +247,44 @@ class LedgerStore:
     def _put(self, data: bytes, key: str | None = None) -> str:
         h = key or digest_bytes(data)
         if h not in self._pending_blobs and not self._stored(h):
+            patch = self._as_patch(data) if self._patches and len(data) >= PATCH_MIN_BYTES else None
+            if patch is not None:
+                self._pending_blobs[h] = (len(data), "patch", patch[0])
+                self._keep(h, data, patch[1])
+                return h
             # level 1: a changed file is stored on the command's path; deeper levels cost 3-4x the time
             packed = zlib.compress(data, 1) if len(data) > 512 else data
             codec = "zlib" if packed is not data and len(packed) < len(data) else "raw"
             self._pending_blobs[h] = (len(data), codec, packed if codec == "zlib" else data)
+            self._keep(h, data, 0)
         return h
+
+    def _as_patch(self, data: bytes) -> tuple[bytes, int] | None:
+        """``data`` as a change of the recent blob it shares most of its start and end with: (the
+        patch, its depth); None where none shares enough."""
+        best = None
+        for key, (base, depth) in self._recent.items():
+            if depth >= PATCH_DEPTH or (base[:PEEK] != data[:PEEK] and base[-PEEK:] != data[-PEEK:]):
+                continue
+            p = common_prefix(base, data)
+            s = min(common_suffix(base, data), len(data) - p, len(base) - p)
+            if best is None or p + s > best[1] + best[2]:
+                best = (key, p, s, depth)
+        if best is None:
+            return None
+        key, p, s, depth = best
+        middle = data[p : len(data) - s]
+        if len(middle) * PATCH_MAX_SHARE > len(data):
+            return None
+        return f"{key} {p} {s} {depth + 1}\n".encode() + zlib.compress(middle, 1), depth + 1
+
+    def _keep(self, h: str, data: bytes, depth: int) -> None:
+        if len(data) < PATCH_MIN_BYTES:
+            return
+        self._recent[h] = (data, depth)
+        self._recent.move_to_end(h)
+        while len(self._recent) > RECENT_BLOBS:
+            self._recent.popitem(last=False)
 
     def _stored(self, h: str) -> bool:
         """Whether a blob is already in the file (content stored once: a file changed back and forth,
@@ -274,6 +326,8 @@ class LedgerStore:
     def discard_pending(self) -> list[tuple[str, int | None, str]]:
         """Drop queued events (after a failed commit) and return them, so they can be logged."""
         pending, self._pending = self._pending, []
+        for h in self._pending_blobs:  # never the base of a later change: it is not in the file
+            self._recent.pop(h, None)
         self._pending_blobs.clear()
         return pending
 
@@ -319,18 +373,43 @@ class LedgerStore:
                 continue
             yield {**data, "seq": seq, "kind": kind, "step": step, "at": at}
 
-    def blob(self, h: str) -> bytes | None:
+    def blob(self, h: str, _depth: int = 0) -> bytes | None:
+        recent = self._recent.get(h)
+        if recent is not None:
+            return recent[0]
         if h in self._pending_blobs:
             size, codec, data = self._pending_blobs[h]
-            return zlib.decompress(data) if codec == "zlib" else data
-        row = self._conn.execute("SELECT codec, data FROM blobs WHERE hash = ?", (h,)).fetchone()
-        if row is None:
-            return None
-        codec, data = row
+        else:
+            row = self._conn.execute("SELECT codec, data FROM blobs WHERE hash = ?", (h,)).fetchone()
+            if row is None:
+                return None
+            codec, data = row
         try:
-            return zlib.decompress(data) if codec == "zlib" else bytes(data)
+            if codec == "patch":
+                return self._unpatch(h, bytes(data), _depth)
+            out = zlib.decompress(data) if codec == "zlib" else bytes(data)
         except zlib.error:
             return None
+        self._keep(h, out, 0)
+        return out
+
+    def _unpatch(self, h: str, packed: bytes, depth: int) -> bytes | None:
+        """A blob stored as a change of another (see the module docstring); None where it does not
+        decode (its base gone, a header that does not parse, changes deeper than they may be)."""
+        line, _, rest = packed.partition(b"\n")
+        try:
+            key, p, s, d = line.decode("ascii").split(" ")
+            p, s, d = int(p), int(s), int(d)
+        except ValueError:
+            return None
+        if depth > PATCH_DEPTH or key == h:
+            return None
+        base = self.blob(key, depth + 1)
+        if base is None or p + s > len(base):
+            return None
+        data = base[:p] + zlib.decompress(rest) + base[len(base) - s :]
+        self._keep(h, data, d)
+        return data
 
     def has_blob(self, h: str) -> bool:
         if h in self._pending_blobs:
