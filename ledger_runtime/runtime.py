@@ -849,12 +849,14 @@ class LedgerRuntime:
             return raw(output)  # the agent reads the marker off the output's first line: nothing may move it
         if plan.shown_raw and plan.applied:
             return raw(output)  # what the agent got: recorded as it was (shadow mode: what it would have got)
+        if not self._refers(output):  # the model sees its head and tail
+            if mistakable(_seen_of(output, trunc)):
+                return raw(output, [*notes, AS_PRINTED])
+            return raw(output, notes)
         if mistakable(output):  # text a reader could take for ours: shown as printed, and said so
             return raw(output, [*notes, AS_PRINTED])
         if a.raw:
             return raw(output, notes)
-        if not self._refers(output):
-            return raw(output, notes)  # the model sees its head and tail
         epoch = self.state.epoch
 
         def same_note(src: Source) -> str:
@@ -1255,6 +1257,16 @@ def altered_output(a: Attempt) -> bool:
     """Whether the ledger keeps ``a``'s output other than as the command printed it (secrets masked,
     or cut for its length: ``LedgerRuntime.stored_output``)."""
     return bool(a.answer and a.answer.get("altered"))
+
+
+def _seen_of(output: str, trunc: Truncation) -> str:
+    """What the model may read of an output answered as it is: where the agent cuts it exactly, its
+    head and tail (a line between them, so that nothing reads across the cut); else all of it."""
+    kept = trunc.kept(output) if trunc.exact else None
+    if kept is None:
+        return output
+    head, tail = kept
+    return output[:head] + "\n" + (output[len(output) - tail :] if tail else "")
 
 
 def _freeze_long_lived() -> None:

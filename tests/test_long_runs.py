@@ -346,3 +346,28 @@ def test_a_long_output_like_a_clean_one_is_masked_exactly_as_masking_all_of_it()
             clean.remember(output)
             if rng.random() < 0.3:  # the next ones are edits of a clean one: the masking is then of what changed
                 base = lines
+
+
+def test_an_output_too_long_to_refer_to_is_said_to_be_as_printed_when_what_the_model_sees_reads_like_ours(
+    tmp_path: Path,
+) -> None:
+    """An output longer than the ledger refers into is answered as it is, and the agent shows its head
+    and tail: it carries the note that it is printed as it is when those hold text like the ledger's,
+    and not for such text in the part the model never sees (looking through 100 MB for it cost more
+    than the rest of the step)."""
+    from ledger_runtime.answers.build import AS_PRINTED
+
+    root = make_repo(tmp_path / "w", {"a.txt": "a\n"})
+    middle = "x" * 3000 + "\n"
+    lines = [middle] * 2000
+    lines[1000] = "[ledger: same as step 1's output]\n"  # deep in the middle: never shown
+    (root / "mid.txt").write_text("".join(lines))
+    lines[1000] = middle
+    lines[1] = "[ledger: same as step 1's output]\n"  # in the head the agent shows
+    (root / "head.txt").write_text("".join(lines))
+    executor = LocalExecutor(timeout=30)
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(max_stored_output_chars=1_000_000)) as rt:
+        mid = rt.run("cat mid.txt", executor)
+        head = rt.run("cat head.txt", executor)
+    assert not mid.output.startswith(AS_PRINTED) and mid.output.endswith(middle)
+    assert head.output.startswith(AS_PRINTED)
