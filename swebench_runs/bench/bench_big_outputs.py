@@ -59,12 +59,14 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def module_text(n: int, tag: int) -> str:
-    return "".join(f"    value_{i} = compute({i}, {i * 7 % 13}, '{tag}')  # line {i} of a long module\n" for i in range(n))
+    line = "    value_{i} = compute({i}, {r}, '{tag}')  # line {i} of a long module\n"
+    return "".join(line.format(i=i, r=i * 7 % 13, tag=tag) for i in range(n))
 
 
 def commit_of(path: Path) -> str:
-    r = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"], capture_output=True)
+    git = ["git", "-C", str(path)]
+    r = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True)
     return r.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
 
 
@@ -141,11 +143,12 @@ def main() -> int:
             "answer": answers[case],
             "n": len(xs),
         }
-    head = f"{'case':24} {'ledger CPU p50/p95 ms':>22} {'wall p50':>9} {'command CPU':>12} {'wall':>7} {'ratio':>6}  answer"
-    print(head)
+    head = f"{'case':24} {'ledger CPU p50/p95 ms':>22} {'wall p50':>9} {'command CPU':>12} {'wall':>7} {'ratio':>6}"
+    print(head + "  answer")
     for case, t in table.items():
         print(
-            f"{case:24} {t['ledger_cpu_ms_p50']:>11.1f} /{t['ledger_cpu_ms_p95']:>8.1f} {t['ledger_wall_ms_p50']:>9.1f} "
+            f"{case:24} {t['ledger_cpu_ms_p50']:>11.1f} /{t['ledger_cpu_ms_p95']:>8.1f} "
+            f"{t['ledger_wall_ms_p50']:>9.1f} "
             f"{t['command_cpu_ms_p50']:>12.1f} {t['command_wall_ms_p50']:>7.1f} {t['ratio_cpu_p50']:>5}x  "
             f"{t['answer']} ({t['shown_chars_p50']:,.0f} chars shown)"
         )
