@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from ledger_runtime import __version__
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze
@@ -540,6 +540,11 @@ class LedgerRuntime:
         """Whether the model still holds the output of an attempt, before its next call."""
         a = self.state.attempt(attempt_id)
         return a is not None and self.holds_step(a.step)
+
+    def standing(self) -> Collection[int]:
+        """The attempts whose answers refer to outputs that may leave the model before they do (an
+        agent that keeps only its last steps): those ``outlived`` may answer for."""
+        return self._standing.items.keys()
 
     def outlived(self, attempt_id: int) -> tuple[str, str] | None:
         """An answer that refers to an output the model no longer holds: (the answer as the model got

@@ -371,3 +371,89 @@ def test_an_output_too_long_to_refer_to_is_said_to_be_as_printed_when_what_the_m
         head = rt.run("cat head.txt", executor)
     assert not mid.output.startswith(AS_PRINTED) and mid.output.endswith(middle)
     assert head.output.startswith(AS_PRINTED)
+
+
+def test_what_the_history_sends_again_is_what_it_would_send_made_afresh(tmp_path: Path) -> None:
+    """The copy of the history the model is sent reuses what it sent at the last call (a long run no
+    longer pays a new object a message at every call): after every call, through new messages, notes
+    of the state view, a message changed (a rewrite) and messages dropped, what it returns must be
+    the texts it decided on with each note where it stands."""
+    import random
+
+    from ledger_runtime.prompt.history import History, Message, Sent
+
+    root = make_repo(tmp_path / "w", {"a.py": BODY, "b.py": BODY})
+    executor = LocalExecutor(timeout=30)
+    rng = random.Random(3)
+    history = History(view_share=None)
+    messages: list[Message] = [Message("task")]
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        for i in range(60):
+            roll = rng.random()
+            if roll < 0.25:
+                (root / rng.choice(["a.py", "b.py"])).write_text(BODY + f"edit {i}\n")  # the view changes
+            if 0.15 <= roll < 0.25:
+                pass  # the same messages again: the change between calls is news for the last one
+            elif roll < 0.1 and len(messages) > 4:
+                k = rng.randrange(1, len(messages))
+                messages[k] = Message(messages[k].text + " (changed)", messages[k].attempt)
+            elif roll < 0.15 and len(messages) > 6:
+                del messages[-2:]
+            else:
+                r = rt.run(rng.choice(["cat a.py", "cat b.py", "git status --short"]), executor)
+                messages += [Message(f"thought {i}"), Message(r.output, r.attempt_id, rt.spared(r.attempt_id))]
+            rt.prescan()  # the model's turn, as the adapters start it: changes made since are taken
+            got = history.send(messages, rt)
+            notes = {n.at: n.text for n in history.notes.notes}
+            assert got == [Sent(t, notes.get(k, "")) for k, t in enumerate(history.sent)], i
+            assert [s.text for s in got] == [m.text for m in messages], i
+        assert history.notes.notes, "no note of the view was sent: the test did not test notes"
+
+
+def test_the_mini_adapter_reads_and_sends_a_long_history_as_it_would_made_afresh(tmp_path: Path) -> None:
+    """mini-swe-agent's adapter keeps the messages as it read them and what it sent for them, and
+    takes them again while they are the same objects: after new messages, a message replaced by a new
+    one, the last message changed in place, a content of parts, and messages dropped, what it reads
+    and sends must be what reading and sending them afresh gives."""
+    import random
+
+    from ledger_adapters.mini.context import AgentMessages, as_messages, sent_messages
+    from ledger_runtime.prompt.history import History
+
+    class Model:  # mini-swe-agent's model, as far as the adapter asks of it
+        def format_message(self, **kwargs):
+            return dict(kwargs)
+
+    root = make_repo(tmp_path / "w", {"a.py": BODY, "b.py": BODY})
+    executor = LocalExecutor(timeout=30)
+    rng = random.Random(5)
+    history, agent = History(view_share=None), AgentMessages()
+    messages: list[dict] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        for i in range(80):
+            roll = rng.random()
+            if roll < 0.2:
+                (root / rng.choice(["a.py", "b.py"])).write_text(BODY + f"edit {i}\n")
+            if roll < 0.08 and len(messages) > 4:
+                k = rng.randrange(2, len(messages))
+                # a new message: another text, or the same text with something else changed
+                messages[k] = {**messages[k], **rng.choice([{"content": f"replaced {i}"}, {"replaced": i}])}
+            elif roll < 0.14:
+                last = messages[-1]
+                if isinstance(last.get("content"), str):
+                    last["content"] += f" (changed in place {i})"
+                else:
+                    last["content"][0]["text"] += " (changed in place)"
+            elif roll < 0.18 and len(messages) > 6:
+                del messages[-2:]
+            else:
+                r = rt.run(rng.choice(["cat a.py", "cat b.py", "git status --short"]), executor)
+                extra = {"ledger": {"attempt": r.attempt_id, "spared": rt.spared(r.attempt_id)}}
+                messages.append({"role": "assistant", "content": [{"type": "text", "text": f"thought {i}"}]})
+                messages.append({"role": "user", "content": r.output, "extra": extra})
+            rt.prescan()
+            read = agent.read(messages)
+            assert read == as_messages(messages), i
+            sent = history.send(read, rt)
+            assert agent.sent(messages, sent, Model()) == sent_messages(messages, sent, Model()), i
+        assert history.notes.notes and history.rewrites

@@ -43,7 +43,7 @@ from minisweagent.exceptions import Submitted
 from minisweagent.models import get_model_class
 from pydantic import BaseModel, ConfigDict
 
-from ledger_adapters.mini.context import history_for
+from ledger_adapters.mini.context import AgentMessages, history_for
 from ledger_adapters.mini.format import MARKER as SUBMIT_MARKER
 from ledger_adapters.mini.format import SUBMISSION
 from ledger_runtime import (
@@ -335,6 +335,7 @@ class LedgerModel:
         self.last_view = ""  # the latest of them
         self.cache_ratios: tuple[float, float] | None = None  # (read, write) price over input; None: the model's
         self.history: History | None = None  # what the model was sent, call after call
+        self.agent_messages = AgentMessages()  # the agent's messages as read at the last call
         self.last_sent: list[dict] = []  # what the model was sent at the last call
 
     @property
@@ -352,7 +353,7 @@ class LedgerModel:
         try:
             history = self._history(rt)
             made = history.notes_sent
-            sent = history_for(messages, history, rt, self.inner)
+            sent = history_for(messages, history, rt, self.inner, self.agent_messages)
             if history.notes_sent != made and history.notes.notes:
                 self.views_injected += 1
                 self.last_view = history.notes.notes[-1].text

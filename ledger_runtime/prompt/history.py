@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from itertools import compress, count
+from operator import attrgetter, ne
+from typing import Collection, Protocol, Sequence
 
 from ledger_runtime.decide.context import KEEP, ContextPolicy, Line, Said, Sticky, Treatment, stub_text, to_send
 from ledger_runtime.inform import StateView
 from ledger_runtime.prompt.notes import ViewNotes
-from ledger_runtime.workspace.hashing import digest_bytes
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class Message:
     text: str
     attempt: int | None = None  # the ledger attempt it is the output of
     spared: int = 0  # characters its answer spared the model (the output as it is, less the answer)
+
+
+_TEXT, _ATTEMPT, _SPARED = attrgetter("text"), attrgetter("attempt"), attrgetter("spared")
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,10 @@ class Ledger(Protocol):
 
     def outlived(self, attempt_id: int) -> tuple[str, str] | None: ...
 
+    def standing(self) -> Collection[int]:
+        """The attempts whose answers may outlive their sources: ``outlived`` is asked of them only."""
+        ...
+
 
 @dataclass
 class History:
@@ -70,57 +78,98 @@ class History:
     sticky: Sticky = field(default_factory=Sticky)
     view_share: float | None = 0.5
     sent: list[str] = field(default_factory=list)  # the texts sent at the last call, per message
-    anchors: dict[int, str] = field(default_factory=dict)  # note position -> digest of the message then
+    anchors: dict[int, str] = field(default_factory=dict)  # note position -> the message's text then
     rewrites: int = 0  # calls that changed a message already sent
     notes_sent: int = 0  # characters of every note sent (a note taken back and told again counts twice)
     decisions: tuple[list[Said], list[Treatment]] = ((), ())  # the outputs and how the last call sent them
+    _out: list[Sent] = field(default_factory=list, repr=False)  # what the last call returned
+    _msgs: list[Message] = field(default_factory=list, repr=False)  # the last call's messages...
+    _raw: list[str] = field(default_factory=list, repr=False)  # ...their texts
+    _at: dict[int, list[int]] = field(default_factory=dict, repr=False)  # ...where each attempt's output is
+    _spared: int = field(default=0, repr=False)  # ...and what their answers spared, in all
 
     def send(self, messages: Sequence[Message], ledger: Ledger, *, inform: bool = True) -> list[Sent]:
-        """What to send in place of each message of ``messages`` now (see the module docstring)."""
-        if not self._holds(messages):
+        """What to send in place of each message of ``messages`` now (see the module docstring).
+
+        A long history costs what is new in it: the messages the last call had, as the same objects
+        (an agent hands them again), are found by a scan of their identities in C, and what was
+        decided for them is taken again (the context policy, where one is in force, looks at them
+        all at every call)."""
+        same = _same_prefix(messages, self._msgs)
+        if not self._holds(messages, same):
             self._forget()
-        texts = self._texts(messages, ledger)
-        changed = next((k for k, (a, b) in enumerate(zip(self.sent, texts)) if a != b), None)
+        texts = self._texts(messages, ledger, same)
+        m = min(len(self.sent), len(texts))
+        changed = None if self.sent[:m] == texts[:m] else next(compress(count(), map(ne, self.sent, texts)), None)
         if changed is not None:
             self.rewrites += 1
             self.notes.rewind(changed)
             self.anchors = {k: d for k, d in self.anchors.items() if k < changed}
+        # what is sent as it was at the last call is handed out again as it was
+        same = min(len(self._out), len(texts), len(self.sent) if changed is None else changed)
         self.sent = texts
         at = len(messages) - 1
-        if inform and messages and not any(n.at == at for n in self.notes.notes):  # one note a message
+        last = self.notes.notes[-1].at if self.notes.notes else None  # notes stand in the order of their messages
+        if inform and messages and last != at:  # one note a message
             view = ledger.view_for_notes()
             if view is not None:
-                note = self.notes.next(view, at, budget=self._budget(messages))
+                note = self.notes.next(view, at, budget=self._budget())
                 if note:
-                    self.anchors[at] = _digest(messages[at].text)
+                    self.anchors[at] = messages[at].text
                     self.notes_sent += len(note)
-        notes = {n.at: n.text for n in self.notes.notes}
-        return [Sent(t, notes.get(k, "")) for k, t in enumerate(texts)]
+        notes: dict[int, str] = {}
+        for n in reversed(self.notes.notes):
+            if n.at < same - 1:
+                break
+            notes[n.at] = n.text
+        same = min(same, min(notes, default=same))  # a message whose note is new (or gone) is sent anew
+        self._out = self._out[:same] + [Sent(texts[k], notes.get(k, "")) for k in range(same, len(texts))]
+        return list(self._out)
 
-    def _budget(self, messages: Sequence[Message]) -> int | None:
+    def _budget(self) -> int | None:
         if self.view_share is None or math.isinf(self.view_share):
             return None
-        spared = sum(m.spared for m in messages)
-        return int(spared * self.view_share) - self.notes.chars
+        return int(self._spared * self.view_share) - self.notes.chars
 
-    def _holds(self, messages: Sequence[Message]) -> bool:
-        """Whether the messages the notes were sent after are still there, unchanged."""
-        return all(k < len(messages) and _digest(messages[k].text) == d for k, d in self.anchors.items())
+    def _holds(self, messages: Sequence[Message], same: int) -> bool:
+        """Whether the messages the notes were sent after are still there, unchanged (those of the
+        ``same`` first, the last call's own, are)."""
+        if not self.anchors:
+            return True
+        if max(self.anchors) >= len(messages):
+            return False
+        return all(messages[k].text == t for k, t in self.anchors.items() if k >= same)
 
     def _forget(self) -> None:
         self.notes.reset()
         self.anchors = {}
         self.sent = []
+        self._out = []
         self.sticky = Sticky(self.sticky.cache_ratio, self.sticky.write_ratio, self.sticky.min_calls_ahead)
 
-    def _texts(self, messages: Sequence[Message], ledger: Ledger) -> list[str]:
-        texts = [m.text for m in messages]
+    def _texts(self, messages: Sequence[Message], ledger: Ledger, same: int) -> list[str]:
+        """The text to send for each message (its own, an expansion, a stub); ``same``: how many of
+        the first messages are the last call's."""
+        raw = self._raw[:same] + list(map(_TEXT, messages[same:]))
+        if same < len(self._msgs):
+            self._at = {a: [k for k in ks if k < same] for a, ks in self._at.items()}
+            self._spared = sum(map(_SPARED, messages[:same]))
+        for k in range(same, len(messages)):
+            if messages[k].attempt is not None:
+                self._at.setdefault(messages[k].attempt, []).append(k)  # type: ignore[arg-type]
+        self._spared += sum(map(_SPARED, messages[same:]))
+        self._msgs, self._raw = list(messages), raw
+        texts = list(raw)
+        for a in ledger.standing():
+            for k in self._at.get(a, ()):
+                # a reference whose source the model no longer holds: sent as what it stands for
+                gone = ledger.outlived(a)
+                if gone is not None and gone[0] in texts[k]:
+                    texts[k] = texts[k].replace(gone[0], gone[1], 1)
+        if self.policy.full:
+            return texts
         outputs = [k for k, m in enumerate(messages) if m.attempt is not None]
-        for k in outputs:  # a reference whose source the model no longer holds: sent as what it stands for
-            gone = ledger.outlived(messages[k].attempt)  # type: ignore[arg-type]
-            if gone is not None and gone[0] in texts[k]:
-                texts[k] = texts[k].replace(gone[0], gone[1], 1)
-        if self.policy.full or not outputs:
+        if not outputs:
             return texts
         saids: list[Said] = []
         for n, k in enumerate(outputs):
@@ -135,6 +184,15 @@ class History:
         return texts
 
 
+def _same_prefix(a: Sequence, b: Sequence) -> int:
+    """How many of the first items of ``a`` and ``b`` are the same (a scan of identities in C where
+    they all are)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    return next(k for k in range(n) if a[k] != b[k])
+
+
 def placed(roles: Sequence[str], sent: Sequence[Sent]) -> list[tuple[str, str]]:
     """The messages of a prompt, notes placed as the adapters place them: appended to a user message
     (text-based agents: no two user messages in a row), else a user message of their own after it."""
@@ -147,10 +205,6 @@ def placed(roles: Sequence[str], sent: Sequence[Sent]) -> list[tuple[str, str]]:
         if s.note:
             out.append(("user", s.note))
     return out
-
-
-def _digest(text: str) -> str:
-    return digest_bytes(text.encode("utf-8", "surrogateescape"))
 
 
 __all__ = ["History", "Message", "Sent", "Ledger", "placed"]

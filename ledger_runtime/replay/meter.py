@@ -137,6 +137,9 @@ class _Raw:
     def outlived(self, attempt_id: int) -> tuple[str, str] | None:
         return None  # the output as it is refers to nothing
 
+    def standing(self) -> tuple[int, ...]:
+        return ()
+
 
 class _Views:
     """The runtime as the replay holds it, seen as the live run it measures (the replay is in shadow
@@ -156,6 +159,9 @@ class _Views:
 
     def outlived(self, attempt_id: int) -> tuple[str, str] | None:
         return self.rt.outlived(attempt_id)
+
+    def standing(self):
+        return self.rt.standing()
 
 
 @dataclass

@@ -8,8 +8,10 @@ line ranges (``sed -n``, ``nl | sed -n``), greps, an edit (``sed -i``), a repro 
 - the ledger's overhead: the wall time of ``runtime.run`` minus the command's own (the executor's
   call, timed inside), and the CPU time of this process over the step (the commands run in child
   processes, so this is the ledger's own CPU: git subprocesses the scanner starts are not in it);
-- the render of the state view (``runtime.view()``), timed alone after the step, as the adapters
-  do before each model call;
+- the render of the state view (``runtime.view()``), timed alone after the step;
+- the model's turn as the mini-swe-agent adapter takes it before each model call (``LedgerModel``:
+  ``prescan``, then ``history_for``: the agent's messages, two a step, through the ledger's
+  ``History`` with its notes of the state view), on the messages of the run so far;
 - the resident memory (``/proc/self/statm``) every 100 steps.
 
 Then it times ``ledger-run inspect RUN`` and ``ledger-run inspect RUN --html PAGE`` on the finished
@@ -45,8 +47,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import ledger_runtime
+from ledger_adapters.mini.context import AgentMessages, history_for
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.prompt.history import History
+from ledger_runtime.prompt.notes import ViewNotes
 from ledger_runtime.runtime import LedgerRuntime
 
 MODULES = 40
@@ -117,6 +123,13 @@ def command(i: int, files: list[str] | None = None, tests: str = "tests") -> str
     ][i % 10]
 
 
+class _Model:
+    """What ``history_for`` asks of mini-swe-agent's model: a note in a message of its own format."""
+
+    def format_message(self, **kwargs):
+        return dict(kwargs)
+
+
 def rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -125,6 +138,14 @@ def rss_mb() -> float:
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def commit_of(path: Path) -> str:
+    """The commit of the ledger_runtime measured (``+changes`` where its checkout has uncommitted ones)."""
+    git = ["git", "-C", str(path)]
+    r = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True)
+    return r.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
 
 
 def timed_process(argv: list[str]) -> dict[str, float]:
@@ -166,17 +187,34 @@ def main() -> int:
 
     rows: list[dict[str, float]] = []
     rt = LedgerRuntime(root, tmp / "run", LedgerConfig())
+    history = History(notes=ViewNotes(limit_chars=rt.config.context_note_chars), view_share=rt.config.view_share)
+    messages: list[dict] = [{"role": "system", "content": "bench"}, {"role": "user", "content": "the task"}]
+    agent_messages = AgentMessages()
     try:
         for i in range(1, args.steps + 1):
             own.clear()
             c0, t0 = time.process_time(), time.perf_counter()
-            rt.run(command(i, files, tests), execute)
+            result = rt.run(command(i, files, tests), execute)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             r0 = time.perf_counter()
             rt.view()
             render = time.perf_counter() - r0
+            messages += [
+                {"role": "assistant", "content": f"step {i}: THOUGHT ... ```bash\n{command(i, files, tests)}\n```"},
+                {"role": "user", "content": result.output, "extra": {"ledger": {"attempt": result.attempt_id}}},
+            ]
+            m0 = time.perf_counter()
+            rt.prescan()
+            history_for(messages, history, rt, _Model(), agent_messages)
+            turn = time.perf_counter() - m0
             rows.append(
-                {"step": i, "overhead_ms": (wall - sum(own)) * 1e3, "cpu_ms": cpu * 1e3, "render_ms": render * 1e3}
+                {
+                    "step": i,
+                    "overhead_ms": (wall - sum(own)) * 1e3,
+                    "cpu_ms": cpu * 1e3,
+                    "render_ms": render * 1e3,
+                    "turn_ms": turn * 1e3,
+                }
             )
             if i % 100 == 0:
                 rows[-1]["rss_mb"] = rss_mb()
@@ -194,7 +232,7 @@ def main() -> int:
                 "steps": f"{a}-{b}",
                 **{
                     f"{k}_{q}": round(pct([r[k] for r in w], p), 2)
-                    for k in ("overhead_ms", "cpu_ms", "render_ms")
+                    for k in ("overhead_ms", "cpu_ms", "render_ms", "turn_ms")
                     for q, p in (("p50", 0.5), ("p95", 0.95))
                 },
                 "rss_mb": round(max(rss), 1) if rss else None,
@@ -204,14 +242,17 @@ def main() -> int:
     last = windows[-1]
     ratios = {
         k: round(last[f"{k}_p50"] / base[f"{k}_p50"], 2) if base[f"{k}_p50"] else None
-        for k in ("overhead_ms", "cpu_ms", "render_ms")
+        for k in ("overhead_ms", "cpu_ms", "render_ms", "turn_ms")
     }
-    print(f"\n{'steps':>10} {'overhead p50/p95 ms':>20} {'cpu p50/p95 ms':>16} {'render p50/p95 ms':>18} {'rss MB':>7}")
+    print(
+        f"\n{'steps':>10} {'overhead p50/p95 ms':>20} {'cpu p50/p95 ms':>16} {'render p50/p95 ms':>18}"
+        f" {'turn p50/p95 ms':>16} {'rss MB':>7}"
+    )
     for w in windows:
         print(
             f"{w['steps']:>10} {w['overhead_ms_p50']:>9.1f} /{w['overhead_ms_p95']:>8.1f} "
             f"{w['cpu_ms_p50']:>7.1f} /{w['cpu_ms_p95']:>7.1f} {w['render_ms_p50']:>8.2f} /{w['render_ms_p95']:>7.2f} "
-            f"{w['rss_mb'] or float('nan'):>7.0f}"
+            f"{w['turn_ms_p50']:>7.2f} /{w['turn_ms_p95']:>7.2f} {w['rss_mb'] or float('nan'):>7.0f}"
         )
     print(f"last window / steps {base['steps']} (p50): {ratios}")
     inspect = {}
@@ -220,7 +261,7 @@ def main() -> int:
         inspect["text"] = timed_process([*launcher, "inspect", str(tmp / "run")])
         inspect["html"] = timed_process([*launcher, "inspect", str(tmp / "run"), "--html", str(tmp / "page.html")])
         print(f"inspect {args.steps} steps: text {inspect['text']}, html {inspect['html']}")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = commit_of(Path(ledger_runtime.__file__).resolve().parents[1])
     median_cmd = statistics.median(r["overhead_ms"] for r in rows)
     out = {
         "commit": commit,
