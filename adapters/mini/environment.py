@@ -334,6 +334,10 @@ class LedgerModel:
             # mini-swe-agent stops at the first response of a model litellm has no price for (a local
             # one, a new one): the run goes on instead, and the ledger records the cost as unknown
             kwargs["cost_tracking"] = "ignore_errors"
+        if _tracks_cost(cls) and "litellm" in sys.modules:
+            # litellm prints a banner of its providers' list on every call it cannot price: the warning
+            # below says it once
+            sys.modules["litellm"].suppress_debug_info = True
         self.inner = cls(**kwargs)
         self.inner_class = inner_class
         self.unpriced_calls = 0  # model calls whose cost is not known
