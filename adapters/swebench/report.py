@@ -294,14 +294,29 @@ def print_report(report: dict[str, Any], console: Any) -> None:
         )
 
 
+def figure_path(png: Path | None, out: Path) -> Path:
+    """Where ``--png`` asks the figure to go: OUT/report.png by default, report.png in a folder that
+    is one, else the path itself, whatever its suffix (matplotlib would add .png beside it)."""
+    if png is None:
+        return out / "report.png"
+    return png / "report.png" if png.is_dir() else png
+
+
 def write_png(report: dict[str, Any], path: Path) -> Path:
+    """Draw the figure and write it to ``path`` (its folders made), owner-only; BadInput says why not."""
+    import io
+
+    from ledger_runtime import write_private
+
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise BadInput("the figure needs matplotlib: pip install matplotlib (or pass --no-png)") from None
+        raise BadInput(
+            "the figure needs matplotlib: pip install 'ledger-runtime[swebench]' (or pass --no-png)"
+        ) from None
     arms = report["arms"]
     base = arms.get("baseline") or next(iter(arms.values()))
     others = [r for r in arms.values() if r is not base]
@@ -343,6 +358,12 @@ def write_png(report: dict[str, Any], path: Path) -> Path:
     axes[2].set_title("redundant re-reads by command class")
     axes[2].legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, dpi=100, format="png")
     plt.close(fig)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_private(path, png.getvalue())
+    except OSError as e:
+        raise BadInput(f"cannot write the figure to --png {path}: {e.strerror or e}") from None
     return path
