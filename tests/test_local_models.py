@@ -82,11 +82,16 @@ def inspect_json(run: Path) -> dict:
     return json.loads(r.stdout)["summary"]
 
 
+def text_reply(command: str) -> str:
+    return f"THOUGHT: next\n\n```mswea_bash_command\n{command}\n```"
+
+
 @pytest.mark.parametrize(
     "model, how",
     [
         ("openai/stub", "variable"),  # the command: OPENAI_API_BASE, OPENAI_API_KEY=dummy
         ("hosted_vllm/stub", "--api-base"),  # vLLM's prefix: an address and no key
+        ("hosted_vllm/stub", "text"),  # a server without tool calls: mini's text-based config
     ],
 )
 def test_mini_runs_a_model_of_your_own_with_its_cost_unknown(tmp_path, server, model, how):
@@ -96,13 +101,16 @@ def test_mini_runs_a_model_of_your_own_with_its_cost_unknown(tmp_path, server, m
         env["OPENAI_API_BASE"] = f"{server.base_url}/v1"
     else:
         args = ["--api-base", f"{server.base_url}/v1"]
+    if how == "text":
+        server.replies = [text_reply(r["command"]) for r in FIX]
+        args += ["-c", "mini_textbased.yaml", "--model-class", "litellm_textbased"]
     repo, run, r = run_mini(tmp_path, model, *args, env=env)
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
     assert "Traceback" not in r.stderr + r.stdout and "DEBUG" not in r.stderr + r.stdout
     assert "Provider List" not in r.stdout + r.stderr  # litellm's banner, once per unpriced call
     # the real loop reached the server, ran its commands, and the fix is in the work tree
     assert len(server.requests) == 4 and server.requests[0]["model"] == "stub"
-    assert server.requests[0]["tools"][0]["function"]["name"] == "bash"
+    assert "tools" in server.requests[0] if how != "text" else "tools" not in server.requests[0]
     assert "return a + b" in (repo / "calc.py").read_text()
     # the cost: unknown in the ledger, in inspect, in the trajectory; said once while running
     s = inspect_json(run)

@@ -450,13 +450,18 @@ class LedgerModel:
 
 
 def _tracks_cost(cls: type) -> bool:
-    """Whether a mini-swe-agent model class takes mini's ``cost_tracking`` setting (litellm's do)."""
+    """Whether a mini-swe-agent model class takes mini's ``cost_tracking`` setting: litellm's, and
+    the others whose config (``config_class``, or the ``<Class>Config`` beside it) has the field."""
+    if any(c.__name__ == "LitellmModel" and c.__module__.startswith("minisweagent.") for c in cls.__mro__):
+        return True
     try:
-        config_class = inspect.signature(cls.__init__).parameters.get("config_class")
-        fields = getattr(config_class.default if config_class is not None else None, "model_fields", {}) or {}
+        param = inspect.signature(cls.__init__).parameters.get("config_class")
     except (TypeError, ValueError):
-        return False
-    return "cost_tracking" in fields
+        param = None
+    config = (
+        param.default if param is not None else getattr(sys.modules.get(cls.__module__), f"{cls.__name__}Config", None)
+    )
+    return "cost_tracking" in (getattr(config, "model_fields", None) or {})
 
 
 def _litellm_prices(model_name: str) -> bool:
