@@ -267,7 +267,7 @@ def test_mini_in_docker_works_on_the_work_tree(tmp_path, docker_image):  # noqa:
         str(tmp_path / "bad"),
         "-y",
     )
-    assert "the docker environment cannot start" in one_line_error(bad)
+    assert "-c environment.timeout:" in one_line_error(bad)  # the key named, before a container starts
     r = ledger_run(
         "mini",
         "-c",
@@ -286,6 +286,7 @@ def test_mini_in_docker_works_on_the_work_tree(tmp_path, docker_image):  # noqa:
         "--exit-immediately",
     )
     assert r.returncode == 0, r.stderr[-3000:]
+    assert "DEBUG" not in r.stdout + r.stderr  # mini-swe-agent logs each container's start at DEBUG
     assert (repo / "made.txt").read_text() == "done\n" and "a + b" in (repo / "calc.py").read_text()
     from ledger_runtime.inspection import load
 

@@ -121,7 +121,7 @@ def swebench(
     try:
         chosen_arms = parse_arms(arms)
         if workers < 1:
-            raise BadInput(f"-w must be 1 or more, not {workers}")
+            raise BadInput(f"-j/--workers must be 1 or more, not {workers}")
         cfg = base_config(list(config or []), model, model_class, environment_class)
         rows = select(load_instances(subset, split, instances), slice_spec=slice_spec, filter_spec=filter_spec)
         client = _docker_client() if uses_docker(cfg) else None  # other environments bring their own
