@@ -80,7 +80,8 @@ def test_ctrl_c_in_the_first_seconds_of_any_command_is_one_line_and_130(tmp_path
     (tmp_path / "out" / "arm").mkdir(parents=True)
     commands = {
         "demo": ["demo", "-o", str(tmp_path / "demo-{n}")],
-        "mini": ["mini", "-m", "hosted_vllm/m", "--api-base", "http://127.0.0.1:9/v1", "-t", "x", "-w", str(repo)],
+        "mini": ["mini", "-m", "hosted_vllm/m", "--api-base", "http://127.0.0.1:9/v1", "-t", "x", "-w", str(repo)]
+        + ["-o", str(tmp_path / "mini-{n}")],
         "inspect": ["inspect", str(tmp_path / "nothing")],
         "config": ["config"],
         "report": ["report", str(tmp_path / "out"), "--no-png"],
