@@ -6,14 +6,14 @@ recorded as unknown, never as $0; what it needs that is missing is said in one l
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_support import ledger_run as run
+from cli_support import one_line_error
 from conftest import make_repo
 from fake_chat import FakeChat
 
@@ -27,25 +27,8 @@ FIX = [
 
 
 def ledger_run(*args: str, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_API_BASE", "_BASE_URL"))}
-    base.pop("MSWEA_COST_TRACKING", None)
-    base.update({"MSWEA_CONFIGURED": "1", "MSWEA_SILENT_STARTUP": "1", "COLUMNS": "200"})
-    return subprocess.run(
-        [sys.executable, "-m", "ledger_runtime", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**base, **(env or {})},
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def one_line_error(r: subprocess.CompletedProcess) -> str:
-    assert r.returncode != 0, r.stdout[-1000:]
-    assert "Traceback" not in r.stderr, r.stderr[-3000:]
-    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
-    assert len(errors) == 1, r.stderr[-3000:]
-    return errors[0]
+    """No provider's key or address from the machine, and mini-swe-agent's cost tracking as it comes."""
+    return run(*args, env=env, timeout=timeout, without=("_API_KEY", "_API_BASE", "_BASE_URL", "MSWEA_COST_TRACKING"))
 
 
 @pytest.fixture

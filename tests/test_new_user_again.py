@@ -14,30 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_support import ledger_run, one_line_error
 from conftest import make_repo
 
 FILES = {"calc.py": "def add(a, b):\n    return a - b\n"}
-
-
-def ledger_run(*args: str, env: dict | None = None, timeout: float = 240, **kw) -> subprocess.CompletedProcess:
-    base = {**os.environ, "MSWEA_CONFIGURED": "1", "MSWEA_SILENT_STARTUP": "1", "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "ledger_runtime", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**base, **(env or {})},
-        stdin=subprocess.DEVNULL,
-        **kw,
-    )
-
-
-def one_line_error(r: subprocess.CompletedProcess) -> str:
-    assert r.returncode != 0, r.stdout[-1000:]
-    assert "Traceback" not in r.stderr, r.stderr[-3000:]
-    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
-    assert len(errors) == 1, r.stderr[-3000:]
-    return errors[0]
 
 
 # -- Ctrl-C ---------------------------------------------------------------------------------------
