@@ -72,11 +72,12 @@ def test_ctrl_c_in_the_first_seconds_of_any_command_is_one_line_and_130(tmp_path
         interrupted = 0
         for n, delay in enumerate((0.0, 0.3, 1.0)):
             r = _interrupt([a.replace("{n}", str(n)) for a in args], delay)
-            if r.returncode != 130 and "interrupted" not in r.stdout + r.stderr:
-                continue  # done before the signal came
             said = f"{name} after {delay} s: rc {r.returncode}\n{r.stdout[-1500:]}\n{r.stderr[-3000:]}"
-            assert r.returncode == 130, said
-            assert "Traceback" not in r.stderr + r.stdout, said
+            assert "Traceback" not in r.stderr + r.stdout and "KeyboardInterrupt" not in r.stderr, said
+            assert r.returncode >= 0, said  # not killed by the signal
+            if r.returncode != 130:
+                assert "interrupted" not in r.stdout + r.stderr, said
+                continue  # done before the signal came: its own output and exit code
             assert [ln for ln in r.stderr.splitlines() if ln.strip()] in (["interrupted"], []), said
             assert sum(ln.startswith("interrupted") for ln in (r.stdout + r.stderr).splitlines()) == 1, said
             interrupted += 1
