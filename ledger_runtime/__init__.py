@@ -60,6 +60,7 @@ _EXPORTS = {
     "load": "inspection",
     "summary": "inspection",
     "render_summary": "inspection",
+    "model_cost_text": "inspection",
     # privacy
     "secret_values": "ledger.redact",
     "private_dir": "ledger.private",

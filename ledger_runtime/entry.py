@@ -1,7 +1,8 @@
 """The ``ledger-run`` executable. ``ledger-run hook EVENT`` runs once per agent event and
 ``ledger-run wrap ... -- COMMAND`` once per command of an agent that runs them itself, so both go
 straight to their modules (standard library only) without importing the command line; everything
-else goes to cli.py."""
+else goes to cli.py. Ctrl-C at any moment, the seconds of imports before a command starts included,
+ends it with one line and exit code 130, never a traceback (cli/interrupt.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,20 @@ def main() -> None:
         from ledger_runtime.hooks.wrapper import main as wrap_main
 
         sys.exit(wrap_main(sys.argv[2:]))
-    from ledger_runtime.cli.main import main as cli_main
+    import signal
 
-    cli_main()
+    from ledger_runtime.cli.interrupt import interrupted, on_ctrl_c
+
+    # the imports of the command line and of the adapters' commands take a second or more: Ctrl-C in
+    # them leaves at once; the commands handle it themselves from then on (the demo says what it kept)
+    before = on_ctrl_c()
+    try:
+        from ledger_runtime.cli.main import main as cli_main
+
+        signal.signal(signal.SIGINT, before)
+        cli_main()
+    except KeyboardInterrupt:
+        interrupted()
 
 
 if __name__ == "__main__":

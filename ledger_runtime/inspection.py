@@ -226,6 +226,11 @@ def summary(state: LedgerState) -> dict[str, Any]:
         "faults": len(state.faults),
         # notes of the state view an agent keeps in its history (Codex's hook notes; a prompt view
         # like mini-swe-agent's is sent afresh each call and is not counted here)
+        # the agent's model calls as its adapter recorded them (mini-swe-agent's); the cost is None
+        # when any call's price was not known (never a $0 that was not billed as $0)
+        "model_calls": state.model_calls,
+        "model_cost": None if state.unpriced_calls or not state.model_calls else round(state.model_cost, 6),
+        "model_calls_unpriced": state.unpriced_calls,
         "context_notes": len(state.injections),
         "context_note_chars": sum(i["chars"] for i in state.injections),
     }
@@ -336,6 +341,8 @@ def render_summary(s: dict[str, Any]) -> Group:
         for f in s["files_changed"]
     ]
     t.add_row("files changed", Text("\n".join(files) or "none"))
+    if s.get("model_calls"):
+        t.add_row("model calls / cost", f"{s['model_calls']} / {model_cost_text(s)}")
     if s["context_notes"]:
         t.add_row(
             "context notes", f"{s['context_notes']} ({s['context_note_chars']:,} characters in the agent's history)"
@@ -343,6 +350,14 @@ def render_summary(s: dict[str, Any]) -> Group:
     if s["faults"]:
         t.add_row("faults", Text(str(s["faults"]), style="red"))
     return Group(t)
+
+
+def model_cost_text(s: dict[str, Any]) -> str:
+    """The run's model cost as the summary says it: dollars, or unknown and why."""
+    if s.get("model_cost") is not None:
+        return f"${s['model_cost']:.4f}"
+    unpriced = s.get("model_calls_unpriced") or 0
+    return f"unknown ({unpriced} of {s.get('model_calls', 0)} calls to a model with no known price)"
 
 
 def print_inspection(

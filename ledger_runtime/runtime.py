@@ -400,6 +400,13 @@ class LedgerRuntime:
             self._commit([("injection", {"event": event, "chars": len(text)})], self.state.step)
             self.state.injections.append({"event": event, "chars": len(text), "step": self.state.step})
 
+    def note_model_call(self, cost: float | None) -> None:
+        """Record one of the agent's model calls and its cost in dollars; None: the price of the model
+        is not known (a local model, one the price table lacks), recorded as unknown, never as $0."""
+        event = {"cost": None if cost is None else float(cost)}
+        self._commit([("model_call", event)], self.state.step)
+        self.state.apply({"kind": "model_call", **event})
+
     # -- run -------------------------------------------------------------------------------------
 
     def run(

@@ -1,7 +1,9 @@
 """A fake model provider on loopback for litellm: OpenAI's Chat Completions (``/v1/chat/completions``)
 and Anthropic's Messages API (``/v1/messages``), answering scripted replies in order and keeping
 every request body, so a test sees exactly what reached the provider (messages, ``cache_control``).
-Reached by litellm through ``api_base``; usage is reported as the provider would (no cache hits)."""
+Reached by litellm through ``api_base``; usage is reported as the provider would (no cache hits).
+A reply given as ``{"command": ...}`` comes back as a call of mini-swe-agent's ``bash`` tool (Chat
+Completions), as a model served by vLLM with tool calling answers."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any
 
 
 class FakeChat:
-    def __init__(self, replies: list[str]):
+    def __init__(self, replies: list[str | dict[str, str]]):
         self.replies = list(replies)
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
@@ -31,6 +33,14 @@ class FakeChat:
                     server.requests.append(body)
                     server.paths.append(self.path)
                 text = server.replies[n] if n < len(server.replies) else server.replies[-1]
+                call = None
+                if isinstance(text, dict):
+                    call = {
+                        "id": f"call_{n}",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": json.dumps({"command": text["command"]})},
+                    }
+                    text = text.get("thought", f"step {n}")
                 chars = len(raw)
                 if self.path.rstrip("/").endswith("/messages"):
                     reply = {
@@ -49,13 +59,14 @@ class FakeChat:
                         },
                     }
                 else:
+                    message = {"role": "assistant", "content": text, **({"tool_calls": [call]} if call else {})}
                     reply = {
                         "id": f"chatcmpl-{n}",
                         "object": "chat.completion",
                         "created": 0,
                         "model": body.get("model", "fake"),
                         "choices": [
-                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                            {"index": 0, "message": message, "finish_reason": "tool_calls" if call else "stop"}
                         ],
                         "usage": {
                             "prompt_tokens": chars // 4,

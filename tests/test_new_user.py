@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_support import ledger_run, one_line_error
 from conftest import make_repo
 
 from ledger_runtime.config import LedgerConfig, load_config
@@ -24,33 +25,6 @@ FILES = {
     "calc.py": "def add(a, b):\n    return a - b\n"
     + "".join(f"\n\ndef f{i}(x):\n    return x + {i}\n" for i in range(30))
 }
-
-
-def ledger_run(*args: str, timeout: float = 300, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
-    base = {
-        **os.environ,
-        "MSWEA_SILENT_STARTUP": "1",
-        "MSWEA_CONFIGURED": "1",
-        "COLUMNS": "200",
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "ledger_runtime", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**base, **(env or {})},
-        stdin=subprocess.DEVNULL,
-        **kw,
-    )
-
-
-def one_line_error(r: subprocess.CompletedProcess) -> str:
-    assert r.returncode != 0, r.stdout[-1000:]
-    assert "Traceback" not in r.stderr, r.stderr[-3000:]
-    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
-    assert len(errors) == 1, r.stderr[-3000:]
-    return errors[0]
 
 
 # -- shadow mode: record and decide only, nothing reaches the model --------------------------------
@@ -267,7 +241,7 @@ def test_mini_in_docker_works_on_the_work_tree(tmp_path, docker_image):  # noqa:
         str(tmp_path / "bad"),
         "-y",
     )
-    assert "the docker environment cannot start" in one_line_error(bad)
+    assert "-c environment.timeout:" in one_line_error(bad)  # the key named, before a container starts
     r = ledger_run(
         "mini",
         "-c",
@@ -286,6 +260,7 @@ def test_mini_in_docker_works_on_the_work_tree(tmp_path, docker_image):  # noqa:
         "--exit-immediately",
     )
     assert r.returncode == 0, r.stderr[-3000:]
+    assert "DEBUG" not in r.stdout + r.stderr  # mini-swe-agent logs each container's start at DEBUG
     assert (repo / "made.txt").read_text() == "done\n" and "a + b" in (repo / "calc.py").read_text()
     from ledger_runtime.inspection import load
 

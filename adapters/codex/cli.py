@@ -249,7 +249,11 @@ def codex(
     ),
     workdir: Path = typer.Option(Path("."), "--workdir", "-w", help="The repository the agent works in."),
     run_dir: Optional[Path] = typer.Option(
-        None, "-o", "--run-dir", help="Where the ledger, Codex's home and sessions go (default: ledger-runs/<time>)."
+        None,
+        "-o",
+        "--out",
+        "--run-dir",
+        help="Where the ledger, Codex's home and sessions go (default: ledger-runs/<time>).",
     ),
     ledger_config: Optional[Path] = typer.Option(None, "--ledger-config", help="Ledger settings (TOML)."),
     no_inform: bool = typer.Option(False, "--no-inform", help="Do not give the model the state view."),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -78,31 +79,95 @@ def _config_fields(environment_class: str) -> set[str]:
         return set()
 
 
-def _missing_api_keys(model_cfg: dict, model_class: str) -> list[str]:
-    """The environment variables litellm needs for this model and does not find (checked offline,
-    before a run that would otherwise retry for minutes). Empty when the model class is not litellm's,
-    or a key or a server is configured."""
-    name = model_cfg.get("model_name")
-    kwargs = model_cfg.get("model_kwargs") or {}
-    if (
-        not isinstance(name, str)
-        or not name
-        or model_class not in ("", "litellm", "litellm_response")
-        or any(kwargs.get(k) for k in ("api_key", "api_base", "base_url"))
-    ):
+def _missing_api_keys(model_name: object) -> list[str]:
+    """The variables litellm says it lacks for this model (checked offline); empty when it cannot tell."""
+    if not isinstance(model_name, str) or not model_name:
         return []
     try:
         import litellm
 
-        found = litellm.validate_environment(model=name)
+        found = litellm.validate_environment(model=model_name)
     except Exception:
         return []
     return list(found.get("missing_keys") or []) if not found.get("keys_in_environment") else []
 
 
+def quiet_logs() -> None:
+    """mini-swe-agent sets its loggers to DEBUG (the command line of every container it starts): its
+    information and warnings are shown, its debugging is not."""
+    import logging
+
+    if logging.getLogger("minisweagent").level < logging.INFO:
+        logging.getLogger("minisweagent").setLevel(logging.INFO)
+
+
+def _invalid(e: Exception, section: str) -> str:
+    """A config that mini-swe-agent's classes reject (pydantic), in one line naming the key."""
+    errors = getattr(e, "errors", None)
+    try:
+        first = errors()[0] if callable(errors) else None
+    except Exception:
+        first = None
+    if not first:
+        return f"-c {section}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+    key = ".".join(str(x) for x in (section, *first.get("loc", ())))
+    got = f" (got {first['input']!r})" if "input" in first and not isinstance(first["input"], dict) else ""
+    return f"-c {key}: {first.get('msg', 'invalid')}{got}"
+
+
+def _agent_config_problem(agent_cfg: dict) -> str | None:
+    """What mini-swe-agent's agent class would reject in the agent's config (-c agent.KEY=...), or None."""
+    import inspect
+
+    from minisweagent.agents import get_agent_class
+    from pydantic import ValidationError
+
+    settings = dict(agent_cfg)
+    try:
+        cls = get_agent_class(settings.pop("agent_class", "interactive"))
+    except ValueError as e:
+        return f"-c agent.agent_class: {e}"
+    config_class = inspect.signature(cls.__init__).parameters.get("config_class")
+    if config_class is None or not hasattr(config_class.default, "model_validate"):
+        return None
+    try:
+        config_class.default.model_validate(settings)
+    except ValidationError as e:
+        return _invalid(e, "agent")
+    return None
+
+
+def _engine_problem(executable: str) -> str | None:
+    """Why a container engine's command line cannot run containers here (no command, no daemon), or None."""
+    import subprocess
+
+    if shutil.which(executable) is None:
+        return f"no {executable} command on PATH: install Docker (or pass another --environment-class)"
+    try:
+        p = subprocess.run(
+            [executable, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"`{executable} info` did not answer: {e}"
+    if p.returncode != 0:
+        said = next((ln.strip() for ln in (p.stderr or p.stdout).splitlines() if ln.strip()), "")
+        return f"the {executable} daemon is not running (or not reachable): {said or f'exit {p.returncode}'}"
+    return None
+
+
 def mini(
     model: Optional[str] = typer.Option(
-        None, "-m", "--model", help="Model name, any litellm supports (default: mini-swe-agent's configured model)."
+        None,
+        "-m",
+        "--model",
+        help="Model name, any litellm supports (default: mini-swe-agent's configured model); a server of "
+        "yours: hosted_vllm/NAME or openai/NAME with --api-base, ollama/NAME.",
+    ),
+    api_base: Optional[str] = typer.Option(
+        None,
+        "--api-base",
+        help="The address of the server that serves the model (vLLM, ollama, any OpenAI-compatible "
+        "one): http://HOST:PORT/v1.",
     ),
     task: Optional[str] = typer.Option(None, "-t", "--task", help="The task (asked for when not given)."),
     workdir: Path = typer.Option(Path("."), "--workdir", "-w", help="The repository the agent works in."),
@@ -125,7 +190,9 @@ def mini(
         help="What of the earlier outputs the model is sent: "
         "full, window:M, validity or validity+window:M (docs/context.md).",
     ),
-    run_dir: Optional[Path] = typer.Option(None, "-o", "--run-dir", help="Where the ledger and trajectory go."),
+    run_dir: Optional[Path] = typer.Option(
+        None, "-o", "--out", "--run-dir", help="Where the ledger and trajectory go (default: ledger-runs/<time>)."
+    ),
     yolo: bool = typer.Option(False, "-y", "--yolo", help="Run commands without asking for confirmation."),
     exit_immediately: bool = typer.Option(
         False, "--exit-immediately", help="Finish when the agent submits, without asking."
@@ -162,6 +229,11 @@ def mini(
     from minisweagent.environments import get_environment
     from minisweagent.models import get_model
     from minisweagent.utils.serialize import UNSET, recursive_merge
+    from pydantic import ValidationError
+
+    from ledger_adapters.mini.models import model_problem, server_of, unreachable
+
+    quiet_logs()
 
     # absolute, links not resolved: a run directory that is a link is refused, never followed
     run_dir = Path(os.path.abspath(run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")))
@@ -186,11 +258,16 @@ def mini(
     if inner_env != "local" and "image" in _config_fields(inner_env) and not env_cfg.get("image"):
         fail(f"--environment-class {inner_env} needs an image: pass --image IMAGE")
     if inner_env in ("docker", "minisweagent.environments.docker.DockerEnvironment"):
+        problem = _engine_problem(str(env_cfg.get("executable") or os.getenv("MSWEA_DOCKER_EXECUTABLE", "docker")))
+        if problem:
+            fail(problem)
         # the work tree reaches the container at the same path, and commands start there
         env_cfg["run_args"] = [*(env_cfg.get("run_args") or ["--rm"]), "-v", f"{workdir}:{workdir}"]
         env_cfg.setdefault("cwd", str(workdir))
     model_cfg = dict(base.get("model") or {})
     inner_model = model_cfg.pop("model_class", None) or model_class or ""
+    if api_base:
+        model_cfg["model_kwargs"] = {**(model_cfg.get("model_kwargs") or {}), "api_base": api_base}
     ledger = {
         "run_dir": str(run_dir),
         "inform": not no_inform,
@@ -226,28 +303,41 @@ def mini(
             },
         },
     )
+    if not task and not sys.stdin.isatty():
+        fail("no task: pass -t TASK (there is no terminal to ask for one)")
     if not task:
         from minisweagent.agents.utils.prompt_user import _multiline_prompt
 
         Console().print("[bold yellow]What do you want to do?")
         task = _multiline_prompt()
         cfg["environment"]["ledger"]["task"] = task
-    missing = _missing_api_keys(cfg.get("model", {}), inner_model)
-    if missing:
-        fail(f"no API key for {cfg['model'].get('model_name')}: set {' or '.join(missing)} (or pass another -m)")
+    model_cfg = cfg.get("model", {})
+    problem = model_problem(model_cfg, inner_model, os.environ, _missing_api_keys(model_cfg.get("model_name")))
+    server = server_of(model_cfg, os.environ) if inner_model in ("", "litellm", "litellm_textbased") else None
+    problem = problem or (server and unreachable(server))
+    if problem:
+        fail(problem)
     try:
-        mdl = get_model(config=cfg.get("model", {}))
+        mdl = get_model(config=model_cfg)
+    except ValidationError as e:
+        fail(_invalid(e, "model"))
+        return
     except ValueError as e:
         fail(f"{e} (pass -m MODEL, e.g. -m openai/gpt-5-mini)")
         return
+    problem = _agent_config_problem(cfg.get("agent", {}))  # before an environment (a container) starts
+    if problem:
+        fail(problem)
     try:
         env = get_environment(cfg.get("environment", {}))
-    except Exception as e:  # a config the environment rejects (pydantic), an engine that is not there
-        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-        fail(
-            f"the {inner_env} environment cannot start: {first}"
-            + (f" ({'; '.join(ln.strip() for ln in str(e).splitlines()[1:3])})" if len(str(e).splitlines()) > 1 else "")
-        )
+    except ValidationError as e:
+        fail(_invalid(e, "environment"))
+        return
+    except Exception as e:  # an engine that is not there, an image that cannot start
+        said = getattr(e, "stderr", None) if isinstance(getattr(e, "stderr", None), str) else None
+        lines = [ln.strip() for ln in (said or str(e)).splitlines() if ln.strip()] or [type(e).__name__]
+        more = f" ({'; '.join(lines[1:3])})" if lines[1:] else ""
+        fail(f"the {inner_env} environment cannot start: {lines[0]}{more}")
         return
     agent = get_agent(mdl, env, cfg.get("agent", {}), default_type="interactive")
     console = Console()
@@ -258,8 +348,13 @@ def mini(
         touch_private(trajectory)  # mini-swe-agent rewrites it in place after each step: owner-only
     except OSError:
         pass  # no run directory (the ledger could not start): mini-swe-agent writes it as it would
+    stopped: Exception | None = None
     try:
         agent.run(task)
+    except typer.Exit:
+        raise
+    except Exception as e:  # the model's server gone, a model error after mini's retries: said in one line
+        stopped = e
     finally:
         env.cleanup()
         runtime = getattr(env, "runtime", None)
@@ -272,3 +367,10 @@ def mini(
             f"trajectory: [bold]{run_dir / 'trajectory.traj.json'}[/bold]\n"
             f"look inside: ledger-run inspect {run_dir}"
         )
+        if runtime is not None and runtime.state.model_calls:
+            from ledger_runtime import model_cost_text, summary
+
+            console.print(f"model calls: {runtime.state.model_calls}, cost: {model_cost_text(summary(runtime.state))}")
+    if stopped is not None:
+        said = next((ln.strip() for ln in str(stopped).splitlines() if ln.strip()), "")
+        fail(f"the run stopped: {type(stopped).__name__}" + (f": {said}" if said else ""), code=1)

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from minisweagent.environments import get_environment_class
-from minisweagent.exceptions import Submitted
+from minisweagent.exceptions import FormatError, Submitted
 from minisweagent.models import get_model_class
 from pydantic import BaseModel, ConfigDict
 
@@ -329,8 +329,19 @@ class LedgerModel:
     context policy says (context.py)."""
 
     def __init__(self, *, inner_class: str = "", **kwargs: Any):
-        self.inner = get_model_class(kwargs.get("model_name", ""), inner_class)(**kwargs)
+        cls = get_model_class(kwargs.get("model_name", ""), inner_class)
+        if "cost_tracking" not in kwargs and "MSWEA_COST_TRACKING" not in os.environ and _tracks_cost(cls):
+            # mini-swe-agent stops at the first response of a model litellm has no price for (a local
+            # one, a new one): the run goes on instead, and the ledger records the cost as unknown
+            kwargs["cost_tracking"] = "ignore_errors"
+        if _tracks_cost(cls) and "litellm" in sys.modules:
+            # litellm prints a banner of its providers' list on every call it cannot price: the warning
+            # below says it once
+            sys.modules["litellm"].suppress_debug_info = True
+        self.inner = cls(**kwargs)
         self.inner_class = inner_class
+        self.unpriced_calls = 0  # model calls whose cost is not known
+        self._price_known: bool | None = None  # whether litellm has a price for the model (asked once)
         self.views_injected = 0  # notes of the state view sent
         self.last_view = ""  # the latest of them
         self.cache_ratios: tuple[float, float] | None = None  # (read, write) price over input; None: the model's
@@ -362,7 +373,42 @@ class LedgerModel:
             rt.report_fault("building what the model is sent", e)
             sent = messages
         self.last_sent = sent
-        return self.inner.query(sent, **kwargs)
+        try:
+            message = self.inner.query(sent, **kwargs)
+        except FormatError as e:  # the call was billed before its answer failed to parse
+            self._record_cost(rt, (e.messages[0].get("extra") or {}) if e.messages else {})
+            raise
+        self._record_cost(rt, message.get("extra") or {})
+        return message
+
+    def _record_cost(self, rt: LedgerRuntime, extra: dict) -> None:
+        cost = self._cost_of(extra)
+        if cost is None:
+            self.unpriced_calls += 1
+            if self.unpriced_calls == 1:
+                name = getattr(self.inner.config, "model_name", "") or "the model"
+                log.warning(
+                    "warning: litellm has no price for %s: the cost of its calls is recorded as unknown, and a cost "
+                    "limit cannot stop the run (-c agent.step_limit=N can)",
+                    name,
+                )
+        try:
+            rt.note_model_call(cost)
+        except Exception as e:  # a fault of ours never costs the agent its answer
+            rt.report_fault("recording a model call", e)
+
+    def _cost_of(self, extra: dict) -> float | None:
+        """What a call cost in dollars, or None when nobody knows: mini-swe-agent's litellm models put
+        $0 for a call they could not price (cost_tracking: ignore_errors), and $0 is then a price only
+        when litellm's table says so (a free local model it lists)."""
+        cost = extra.get("cost")
+        if not isinstance(cost, (int, float)) or isinstance(cost, bool):
+            return None
+        if cost > 0 or getattr(self.inner.config, "cost_tracking", None) != "ignore_errors":
+            return float(cost)
+        if self._price_known is None:
+            self._price_known = _litellm_prices(getattr(self.inner.config, "model_name", ""))
+        return 0.0 if self._price_known else None
 
     def _history(self, rt: LedgerRuntime) -> History:
         if self.history is None:
@@ -393,12 +439,42 @@ class LedgerModel:
         cfg["inner_model_type"] = f"{type(self.inner).__module__}.{type(self.inner).__name__}"
         # how many of the model's calls carried a note of the state view: 0 for an uninformed agent (a baseline)
         data["info"]["ledger_views"] = {"injected": self.views_injected}
+        # mini-swe-agent's instance_cost counts an unpriced call as $0: how many there were, so a reader
+        # can say the cost is unknown (ledger-run report does)
+        data["info"].setdefault("model_stats", {})["unpriced_calls"] = self.unpriced_calls
         return data
 
     def __getattr__(self, name: str) -> Any:
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+
+def _tracks_cost(cls: type) -> bool:
+    """Whether a mini-swe-agent model class takes mini's ``cost_tracking`` setting: litellm's, and
+    the others whose config (``config_class``, or the ``<Class>Config`` beside it) has the field."""
+    if any(c.__name__ == "LitellmModel" and c.__module__.startswith("minisweagent.") for c in cls.__mro__):
+        return True
+    try:
+        param = inspect.signature(cls.__init__).parameters.get("config_class")
+    except (TypeError, ValueError):
+        param = None
+    config = (
+        param.default if param is not None else getattr(sys.modules.get(cls.__module__), f"{cls.__name__}Config", None)
+    )
+    return "cost_tracking" in (getattr(config, "model_fields", None) or {})
+
+
+def _litellm_prices(model_name: str) -> bool:
+    """Whether litellm's price table (with any model registry mini-swe-agent loaded) has the model."""
+    litellm = sys.modules.get("litellm")
+    if litellm is None or not model_name:
+        return False
+    try:
+        info = litellm.get_model_info(model=model_name)
+    except Exception:
+        return False
+    return info.get("input_cost_per_token") is not None
 
 
 def _cache_ratios(model_name: str) -> tuple[float, float]:

@@ -30,6 +30,9 @@ def _fail(message: str) -> None:
 
 
 def _docker_client():
+    from ledger_adapters.extras import require
+
+    require("swebench", "docker", "ledger-run swebench on Docker")
     try:
         import docker
 
@@ -38,6 +41,21 @@ def _docker_client():
         return client
     except Exception as e:
         _fail(f"no Docker engine: {type(e).__name__}: {e} (SWE-bench instances run in its containers)")
+
+
+def _old_w(given: Optional[int], workers: int) -> int:
+    """-w was the number of workers here; everywhere else it is the work tree (mini, codex). It still
+    works, with a line saying so."""
+    if given is None:
+        return workers
+    from ledger_runtime import err
+
+    err.print(
+        "warning: -w N is the old spelling of -j/--workers here (-w is the work tree in every other command)",
+        highlight=False,
+        markup=False,
+    )
+    return given
 
 
 @swebench_app.callback()
@@ -66,7 +84,8 @@ def swebench(
         "or a class path to scale out).",
     ),
     arms: str = typer.Option(",".join(DEFAULT_ARMS), "--arms", help="Comma-separated, of: " + ", ".join(ARMS) + "."),
-    workers: int = typer.Option(1, "-w", "--workers", help="Instances run in parallel."),
+    workers: int = typer.Option(1, "-j", "--workers", help="Instances run in parallel."),
+    workers_w: Optional[int] = typer.Option(None, "-w", hidden=True, help="Old spelling of -j/--workers."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Output directory: OUT/<arm>/..."),
     config: Optional[List[Path]] = typer.Option(
         None, "--config", "-c", help="mini-swe-agent YAML over its swebench.yaml (repeatable)."
@@ -82,6 +101,7 @@ def swebench(
     quiet_startup()
     if ctx.invoked_subcommand is not None:
         return
+    workers = _old_w(workers_w, workers)
     from rich.console import Console
 
     from ledger_adapters.swebench.run import (
@@ -101,7 +121,7 @@ def swebench(
     try:
         chosen_arms = parse_arms(arms)
         if workers < 1:
-            raise BadInput(f"-w must be 1 or more, not {workers}")
+            raise BadInput(f"-j/--workers must be 1 or more, not {workers}")
         cfg = base_config(list(config or []), model, model_class, environment_class)
         rows = select(load_instances(subset, split, instances), slice_spec=slice_spec, filter_spec=filter_spec)
         client = _docker_client() if uses_docker(cfg) else None  # other environments bring their own
@@ -128,7 +148,7 @@ def swebench(
     )
     console.print(f"look at them: ledger-run report {out}")
     if done["status"] == "interrupted":
-        raise typer.Exit(130)
+        sys.exit(130)  # said above: not typer's Exit(130), after which ledger-run says "interrupted" again
     if evaluate_after:
         _evaluate(out, subset, split, eval_workers, console, modal)
 
@@ -153,7 +173,8 @@ def evaluate(
         "verified", "--subset", help="SWE-bench subset (verified, lite, full) or a dataset name."
     ),
     split: str = typer.Option("test", "--split", help="The dataset split."),
-    workers: int = typer.Option(4, "-w", "--workers", help="The harness's parallel workers."),
+    workers: int = typer.Option(4, "-j", "--workers", help="The harness's parallel workers."),
+    workers_w: Optional[int] = typer.Option(None, "-w", hidden=True, help="Old spelling of -j/--workers."),
     modal: bool = typer.Option(
         False, "--modal", help="Score on Modal (the harness's --modal) instead of the local Docker engine."
     ),
@@ -162,6 +183,7 @@ def evaluate(
     ),
 ) -> None:
     """Score each arm's predictions with the official SWE-bench harness; results.json per arm."""
+    workers = _old_w(workers_w, workers)
     from rich.console import Console
 
     from ledger_adapters.swebench.eval import results_from_report
@@ -181,7 +203,12 @@ def evaluate(
 def report(
     out: Path = typer.Argument(..., help="The output directory of ledger-run swebench."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole report as JSON on stdout."),
-    png: Optional[Path] = typer.Option(None, "--png", help="Where the figure goes (default OUT/report.png)."),
+    png: Optional[Path] = typer.Option(
+        None,
+        "--png",
+        help="Where the figure goes: a file (its folders made), or a folder for report.png in it (default "
+        "OUT/report.png).",
+    ),
     no_png: bool = typer.Option(False, "--no-png", help="No figure."),
     html: Optional[Path] = typer.Option(
         None, "--html", help="Also write the arms side by side as one self-contained HTML page here."
@@ -190,11 +217,15 @@ def report(
     """The arms of a ledger-run swebench output side by side: resolved, cost, calls, tokens, re-reads."""
     from rich.console import Console
 
-    from ledger_adapters.swebench.report import build, print_report, write_png
+    from ledger_adapters.swebench.report import build, figure_path, print_report, write_png
 
+    if not no_png:
+        from ledger_adapters.extras import require
+
+        require("swebench", "matplotlib", "the figure of ledger-run report (--no-png: none)")
     try:
         rep = build(out)
-        figure = None if no_png else write_png(rep, png or out / "report.png")
+        figure = None if no_png else write_png(rep, figure_path(png, out))
     except BadInput as e:
         _fail(str(e))
         return

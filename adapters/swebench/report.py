@@ -4,7 +4,8 @@ Per arm and per instance, from the files the run wrote:
 
 - resolved (``results.json``, when scored), with, for every pair of arms, the instances only one of
   them resolved and McNemar's exact p-value on those;
-- cost and model calls (the trajectory's ``info.model_stats``), prompt tokens with the cached ones
+- cost and model calls (the trajectory's ``info.model_stats``; unknown, never $0, when a call's model
+  had no price: ``unpriced_calls``, which the ledger's model wrapper adds), prompt tokens with the cached ones
   and the cache writes, and output tokens (the usage the provider returned for each model response,
   in the trajectory; "n/a" when the model reported none), wall time (``timings.json``);
 - from the ledgers, one definition for every arm (the baseline's ledger decides in shadow mode):
@@ -104,7 +105,8 @@ def instance_figures(arm_dir: Path, iid: str, timings: dict[str, Any], results: 
         inp, out, cached, written = _tokens(traj.get("messages") or [])
         row.update(
             exit_status=info.get("exit_status"),
-            cost=float(stats.get("instance_cost") or 0.0),
+            cost=None if stats.get("unpriced_calls") else float(stats.get("instance_cost") or 0.0),
+            cost_unknown=bool(stats.get("unpriced_calls")),
             calls=int(stats.get("api_calls") or 0),
             input_tokens=inp,
             output_tokens=out,
@@ -154,11 +156,15 @@ def arm_report(arm_dir: Path) -> dict[str, Any]:
         k: total(k)
         for k in ("cost", "calls", "input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "wall_s")
     }
+    unpriced = sum(1 for r in rows.values() if r.get("cost_unknown"))
+    if unpriced:  # a sum that leaves some instances out is not the arm's cost
+        totals["cost"] = None
     return {
         "arm": arm_dir.name,
         "ledger_settings": ARMS.get(arm_dir.name),
         "instances": n,
         "submitted": sum(1 for r in rows.values() if r.get("submitted")),
+        "cost_unknown_instances": unpriced,
         "scored": len(scored),
         "resolved": sum(scored) if scored else None,
         "resolved_rate": (sum(scored) / len(scored)) if scored else None,
@@ -238,7 +244,14 @@ def print_report(report: dict[str, Any], console: Any) -> None:
             else f"{r['resolved']}/{r['scored']} ({100 * r['resolved_rate']:.1f}%)"
         ),
     )
-    row("cost $ total / per instance", lambda r: f"{_fmt(r['totals']['cost'])} / {_fmt(r['per_instance']['cost'], 3)}")
+    row(
+        "cost $ total / per instance",
+        lambda r: (
+            f"unknown ({r['cost_unknown_instances']} instances' model has no price)"
+            if r.get("cost_unknown_instances")
+            else f"{_fmt(r['totals']['cost'])} / {_fmt(r['per_instance']['cost'], 3)}"
+        ),
+    )
     row(
         "model calls total / per instance",
         lambda r: f"{_fmt(r['totals']['calls'])} / {_fmt(r['per_instance']['calls'], 1)}",
@@ -281,14 +294,29 @@ def print_report(report: dict[str, Any], console: Any) -> None:
         )
 
 
+def figure_path(png: Path | None, out: Path) -> Path:
+    """Where ``--png`` asks the figure to go: OUT/report.png by default, report.png in a folder that
+    is one, else the path itself, whatever its suffix (matplotlib would add .png beside it)."""
+    if png is None:
+        return out / "report.png"
+    return png / "report.png" if png.is_dir() else png
+
+
 def write_png(report: dict[str, Any], path: Path) -> Path:
+    """Draw the figure and write it to ``path`` (its folders made), owner-only; BadInput says why not."""
+    import io
+
+    from ledger_runtime import write_private
+
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise BadInput("the figure needs matplotlib: pip install matplotlib (or pass --no-png)") from None
+        raise BadInput(
+            "the figure needs matplotlib: pip install 'ledger-runtime[swebench]' (or pass --no-png)"
+        ) from None
     arms = report["arms"]
     base = arms.get("baseline") or next(iter(arms.values()))
     others = [r for r in arms.values() if r is not base]
@@ -330,6 +358,12 @@ def write_png(report: dict[str, Any], path: Path) -> Path:
     axes[2].set_title("redundant re-reads by command class")
     axes[2].legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, dpi=100, format="png")
     plt.close(fig)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_private(path, png.getvalue())
+    except OSError as e:
+        raise BadInput(f"cannot write the figure to --png {path}: {e.strerror or e}") from None
     return path

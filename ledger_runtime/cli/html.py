@@ -155,7 +155,7 @@ def arms_page(report: dict[str, Any]) -> str:
         ("instances", lambda a: a.get("instances")),
         ("submitted", lambda a: a.get("submitted")),
         ("resolved", lambda a: a.get("resolved")),
-        ("cost $", lambda a: (a.get("totals") or {}).get("cost")),
+        ("cost $", lambda a: "unknown" if a.get("cost_unknown_instances") else (a.get("totals") or {}).get("cost")),
         ("model calls", lambda a: (a.get("totals") or {}).get("calls")),
         ("input tokens", lambda a: (a.get("totals") or {}).get("input_tokens")),
         ("re-reads", lambda a: a.get("re_reads")),

@@ -369,14 +369,12 @@ def main() -> None:
     except ImportError:  # a typer that uses click itself
         from click.exceptions import ClickException, UsageError  # type: ignore[no-redef]
     Abort = typer.Abort
+    from ledger_runtime.cli.interrupt import interrupted
+
     try:
         code = app(standalone_mode=False)
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
-    except Abort:
-        err.print("interrupted")
-        sys.exit(130)
+    except (KeyboardInterrupt, Abort):
+        interrupted()
     except UsageError as e:  # one line, with where to look, as every other error
         if type(e).__name__ == "NoArgsIsHelpError":  # no arguments: the help, as asked for by no_args_is_help
             if e.format_message().strip():
@@ -388,6 +386,8 @@ def main() -> None:
     except ClickException as e:
         err.print(f"[red]error:[/red] {e.format_message()}", highlight=False, soft_wrap=True)
         sys.exit(e.exit_code)
+    if code == 130:  # typer turns Ctrl-C in a command into a silent exit 130; commands that say more exit themselves
+        interrupted()
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -29,6 +29,11 @@ class LedgerState:
     faults: list[dict[str, Any]] = field(default_factory=list)
     # state-view text handed to the agent outside its prompt (hooks' context notes): event, chars
     injections: list[dict[str, Any]] = field(default_factory=list)
+    # the agent's model calls and their cost in dollars; a call whose price is not known adds to
+    # unpriced_calls, never $0 to model_cost
+    model_calls: int = 0
+    model_cost: float = 0.0
+    unpriced_calls: int = 0
     epoch: int = 0  # workspace changes so far
     env_epoch: int = 0  # environment changes so far (package installs, exports)
     step: int = 0
@@ -79,6 +84,13 @@ class LedgerState:
                 self.injections.append(
                     {"event": str(event["event"]), "chars": int(event["chars"]), "step": event.get("step")}
                 )
+            elif kind == "model_call":
+                cost = event.get("cost")
+                self.model_calls += 1
+                if cost is None:
+                    self.unpriced_calls += 1
+                else:
+                    self.model_cost += float(cost)
             elif kind == "context":
                 self.context_floor = max(self.context_floor, int(event["from_step"]))
             elif kind == "fault":
