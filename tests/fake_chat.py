@@ -12,8 +12,9 @@ from typing import Any
 
 
 class FakeChat:
-    def __init__(self, replies: list[str]):
+    def __init__(self, replies: list[str], reasoning: list[str] | None = None):
         self.replies = list(replies)
+        self.reasoning = list(reasoning or [])  # a reasoning model's thoughts, reply by reply (Chat Completions)
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self._lock = threading.Lock()
@@ -49,14 +50,15 @@ class FakeChat:
                         },
                     }
                 else:
+                    message: dict[str, Any] = {"role": "assistant", "content": text}
+                    if n < len(server.reasoning):
+                        message["reasoning_content"] = server.reasoning[n]
                     reply = {
                         "id": f"chatcmpl-{n}",
                         "object": "chat.completion",
                         "created": 0,
                         "model": body.get("model", "fake"),
-                        "choices": [
-                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-                        ],
+                        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
                         "usage": {
                             "prompt_tokens": chars // 4,
                             "completion_tokens": len(text) // 4 + 1,

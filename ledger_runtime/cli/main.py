@@ -80,6 +80,12 @@ def inspect(
         help="Only commands of these classes in the timeline (inspect,search,run,modify,env-change,other).",
     ),
     html: Optional[Path] = typer.Option(None, "--html", help="Write the run as one self-contained HTML page here."),
+    trajectory: Optional[Path] = typer.Option(
+        None,
+        "--trajectory",
+        help="With --html: the agent's own record of the run (a mini-swe-agent .traj.json, a Codex rollout), "
+        "for the model's words, tokens and cost at each step. Default: the one beside the ledger.",
+    ),
 ) -> None:
     """Look inside a ledger: the timeline, the summary, the state view at a step, or what the model
     received at a step."""
@@ -116,12 +122,19 @@ def inspect(
                 sys.stdout.write(f"{'' if i == 0 else chr(10)}--- {loaded.state.label(a.id)}: {visible(first)}\n")
             show((expanded if expand else shown) or "")  # never re-wrapped
         return
+    if trajectory is not None and html is None:
+        fail("--trajectory goes with --html (the page shows the model's words from it)")
+    if trajectory is not None and not trajectory.is_file():
+        fail(f"--trajectory {trajectory}: no such file")
     if html is not None:
-        from ledger_runtime.cli.html import run_page
+        from ledger_runtime.cli.html_run import run_page
         from ledger_runtime.ledger.private import write_private
 
+        record = trajectory
+        if record is None and Path(run).is_file() and Path(run).resolve() != loaded.path.resolve():
+            record = Path(run)  # a trajectory named as the run: the record is that file
         try:
-            write_private(html, run_page(loaded))
+            write_private(html, run_page(loaded, record))
         except OSError as e:
             fail(f"cannot write --html {html}: {e.strerror or e}")
         err.print(f"wrote {visible(str(html))}", highlight=False, markup=False)

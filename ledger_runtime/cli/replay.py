@@ -30,12 +30,16 @@ from ledger_runtime.replay.trajectories import RecordedFormat, Trajectory, Traje
 
 
 def _format(name: str | None, fail) -> RecordedFormat:
-    """The format the recorded runs are read in: ``name``, or the only one installed."""
+    """The format the recorded runs are read in: ``name``, or the only installed one the replay reads
+    (some formats are read for the run's page only)."""
     problems: list[str] = []
-    known = formats(problems)
+    installed = formats(problems)
+    known = {n: f for n, f in installed.items() if f.load is not None}
     for why in problems:
         Console(stderr=True).print(f"[yellow]note[/yellow] {why}", highlight=False)
     if name is not None:
+        if name in installed and name not in known:
+            fail(f"--format {name}: its recorded runs cannot be replayed (installed: {', '.join(sorted(known))})")
         if name not in known:
             fail(f"--format {name}: unknown (installed: {', '.join(sorted(known)) or 'none'})")
         return known[name]
@@ -147,6 +151,7 @@ def run_replay(
     from ledger_runtime.cli.dirs import unwritable
 
     notes: list[str] = []
+    assert fmt.load is not None  # _format picks only formats the replay reads
     items = list(fmt.load(paths, notes))
     trajs = [t for t in items if isinstance(t, Trajectory)]
     skipped = [(str(e).split(":")[0], str(e)) for e in items if isinstance(e, TrajectoryError)]
