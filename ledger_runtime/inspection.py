@@ -273,7 +273,7 @@ def view_at(loaded: Loaded, step: int | None) -> str:
 _STYLE = {"RUN": "white", "REUSE": "green", "NUDGE": "yellow", "REVISE": "magenta", "BLOCK": "red"}
 
 
-FILE_CELL = 18  # characters of a path in the timeline: the table fits 80 columns
+FILE_CELL = 18  # the narrowest the files column gets: a file's name still shows
 
 
 def _abbreviated(path: str, n: int) -> str:
@@ -281,33 +281,55 @@ def _abbreviated(path: str, n: int) -> str:
     return path if len(path) <= n else "…" + path[-(n - 1) :]
 
 
-def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None) -> Table:
-    # narrow terminals: a cell wraps on spaces and a word that does not fit ends in "…", never broken
-    t = Table(
-        title="Timeline", show_lines=False, expand=False, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0)
-    )
-    for col, kw in (
-        ("step", {"justify": "right"}),
-        ("verdict", {"max_width": 16}),
-        ("class", {}),
-        ("command", {"overflow": "ellipsis", "min_width": 18}),
-        ("exit", {"justify": "right"}),
-        ("files changed", {"overflow": "ellipsis", "min_width": FILE_CELL}),
-    ):
-        t.add_column(col, **kw)
-    for r in timeline(state) if rows is None else rows:
-        verdict = Text(
-            r["verdict"] + (f" {r['rule']}" if r["rule"] else "") + ("" if r["applied"] else " (shadow)"),
-            style=_STYLE.get(r["verdict"], ""),
+def _widths(rows: list[dict[str, Any]], width: int) -> dict[str, int]:
+    """Each column's width in a terminal ``width`` columns wide. A verdict's rule wraps under it (the
+    column as wide as its longest word); paths get what they need up to a third of what the other
+    columns leave, and commands the rest."""
+    out = {
+        "step": max([len(str(r["step"])) for r in rows] + [len("step")]),
+        "verdict": min(16, max([len(w) for r in rows for w in _verdict_text(r).split()] + [len("verdict")])),
+        "class": max([len(r["class"]) for r in rows] + [len("class")]),
+        "answer": max([len(r["answer"]) for r in rows] + [len("answer")]),
+        "exit": max([len(str(r["exit_code"])) for r in rows] + [len("exit")]),
+    }
+    rest = max(width - sum(out.values()) - 6, 2 * FILE_CELL)  # the table's divider between the 7 columns
+    paths = [len(f) for r in rows for f in r["files_changed"]]
+    out["files changed"] = min(max(paths), max(FILE_CELL, rest // 3)) if paths else len("files changed")
+    out["command"] = max(rest - out["files changed"], FILE_CELL)
+    return out
+
+
+def _verdict_text(r: dict[str, Any]) -> str:
+    return r["verdict"] + (f" {r['rule']}" if r["rule"] else "") + ("" if r["applied"] else " (shadow)")
+
+
+def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None, width: int = 80) -> Table:
+    """The timeline as a table for a terminal ``width`` columns wide: each command on one line, cut
+    with "…" where the terminal is too narrow for it, paths shortened from the left (their names
+    kept); a verdict's rule wraps under it."""
+    rows = timeline(state) if rows is None else rows
+    widths = _widths(rows, width)
+    command_cell, file_cell = widths["command"], widths["files changed"]
+    t = Table(title="Timeline", show_lines=False, expand=False, box=box.SIMPLE_HEAD, show_edge=False, padding=0)
+    for col in ("step", "verdict", "class", "answer", "command", "exit", "files changed"):
+        t.add_column(
+            col,
+            justify="right" if col in ("step", "exit") else "left",
+            no_wrap=col != "verdict",
+            overflow="ellipsis",
+            min_width=widths[col] if col != "command" else min(widths[col], len("command")),
+            max_width=widths[col],
         )
-        files = "\n".join(_abbreviated(f, FILE_CELL) for f in r["files_changed"][:4]) + (
+    for r in rows:
+        files = "\n".join(_abbreviated(f, file_cell) for f in r["files_changed"][:4]) + (
             f"\n+{len(r['files_changed']) - 4} more" if len(r["files_changed"]) > 4 else ""
         )
         t.add_row(  # commands and file names as text, never as markup
             str(r["step"]),
-            verdict,
+            Text(_verdict_text(r), style=_STYLE.get(r["verdict"], "")),
             r["class"],
-            Text(short_command(r["command"], 70)),
+            r["answer"],
+            Text(short_command(r["command"], command_cell)),
             "" if r["exit_code"] is None else str(r["exit_code"]),
             Text(files),
         )
@@ -353,5 +375,6 @@ def print_inspection(
 ) -> None:
     """The timeline and the summary; ``shown`` readies their data for the screen (the command line
     escapes the characters a terminal would act on)."""
-    console.print(render_timeline(loaded.state, shown(timeline(loaded.state) if rows is None else rows)))
+    rows = shown(timeline(loaded.state) if rows is None else rows)
+    console.print(render_timeline(loaded.state, rows, console.width))
     console.print(render_summary(shown(summary(loaded.state))))

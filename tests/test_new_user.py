@@ -486,6 +486,32 @@ def test_tables_fit_80_columns_without_breaking_words(tmp_path):
         assert header in text, header
 
 
+def test_the_timeline_shows_each_answer_and_fills_the_terminal(tmp_path):
+    from rich.cells import cell_len
+
+    from ledger_adapters.mini.demo import FIX
+
+    d = tmp_path / "d"
+    assert ledger_run("demo", "-o", str(d)).returncode == 0
+    answers = ["raw", "raw", "spans", "raw", "whole", "raw", "raw", "delta", "raw", "raw", "raw"]
+    for columns in (80, 200):
+        r = ledger_run("inspect", str(d), env={"COLUMNS": str(columns)})
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.split("Summary")[0].splitlines()
+        assert max(cell_len(line) for line in lines) <= columns
+        header = next(line for line in lines if line.lstrip().startswith("step"))
+        assert header.split()[:5] == ["step", "verdict", "class", "answer", "command"], header
+        rows = [line for line in lines if re.match(r"\s*\d+ ", line)]
+        assert len(rows) == 11, "each command on one line"
+        at = header.index("answer")
+        assert [row[at:].split()[0] for row in rows] == answers
+        edit = rows[6]
+        if columns == 80:
+            assert "sed -i 's/return r" in edit and "…" in edit and "inventory/pricing.py" not in edit.split("…")[0]
+        else:
+            assert FIX in edit and edit.rstrip().endswith(" inventory/pricing.py"), edit
+
+
 def test_inspect_filters_and_finds_the_ledger_of_anything_a_run_left(tmp_path):
     import shutil
 
