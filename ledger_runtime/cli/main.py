@@ -195,15 +195,16 @@ def replay(
         [],
         "--repo",
         help="A clone or a git directory (bare or not) holding the "
-        "instances' commits; repeat for several repositories.",
+        "instances' commits; repeat for several repositories. Default, for a run of ledger-run: the "
+        "repository it ran in, as its ledger recorded it.",
     ),
     workdir: Optional[Path] = typer.Option(
         None,
         "--workdir",
         help="Where each checkout goes (default: where the "
         "recorded commands ran, as their format says: /testbed for "
-        "mini-swe-agent's). A directory that holds files and no replay's mark "
-        "is refused; a tree a replay made is replaced whole.",
+        "mini-swe-agent's; for a run of ledger-run elsewhere, OUT/worktree). A directory that holds "
+        "files and no replay's mark is refused; a tree a replay made is replaced whole.",
     ),
     format_: Optional[str] = typer.Option(
         None, "--format", help="The recorded runs' format (default: the only one installed adapters read)."
@@ -221,6 +222,12 @@ def replay(
     out: Path = typer.Option(Path("replay-results"), "--out", "-o", help="Per-trajectory JSON goes here."),
     instances: Optional[Path] = typer.Option(
         None, "--instances", help="SWE-bench instances (JSONL): base commits and repositories of .traj.json files."
+    ),
+    base_commit: Optional[str] = typer.Option(
+        None,
+        "--base-commit",
+        help="The commit every trajectory starts from (a hash, a branch, a tag of --repo). Default: the "
+        "instance's (--instances), or the one the run's own ledger recorded (a run of ledger-run).",
     ),
     timeout: Optional[int] = typer.Option(None, "--timeout", help="Seconds per command (default: the recorded run's)."),
     observations_only: bool = typer.Option(
@@ -272,6 +279,7 @@ def replay(
         price_model=price_model,
         format_=format_,
         outputs=outputs,
+        base_commit=base_commit,
     )
 
 
