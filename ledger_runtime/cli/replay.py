@@ -14,8 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ledger_runtime.inspection import Loaded, load, summary
 from ledger_runtime.ledger.observe import Truncation
-from ledger_runtime.ledger.store import NotALedger
 from ledger_runtime.ledger.private import private_dir, write_private
+from ledger_runtime.ledger.store import NotALedger
 from ledger_runtime.replay import tree as replay_tree
 from ledger_runtime.replay.engine import ReplaySettings, Skip, observations_only, replay_one, result_path
 from ledger_runtime.replay.report import (
@@ -239,7 +239,8 @@ def run_replay(
             # the recorded runs' own trees: never replayed in place; a tree of the replay's own instead
             workdir = out / "worktree"
             err.print(
-                f"--workdir: {workdir} (the recorded runs ran in {', '.join(sorted(ran_in))}; give --workdir to choose)",
+                f"--workdir: {workdir} (the recorded runs ran in {', '.join(sorted(ran_in))}; "
+                "give --workdir to choose)",
                 highlight=False,
             )
             elsewhere = {t.instance_id: _names_tree(t, ran_in) for t in trajs}
