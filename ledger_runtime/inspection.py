@@ -9,6 +9,7 @@ rich.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -66,7 +67,9 @@ class Loaded:
 def find_ledger(path: str | Path) -> Path:
     """The ledger a path names: a ledger file; a run directory; a directory holding one in ``ledger/``
     or ``run/`` (``OUT/<arm>/<instance>`` of a SWE-bench run, a demo's ``-o``); or a trajectory
-    (``.traj.json``) whose ``info.ledger.path`` names it. Unresolved: the path as given."""
+    (``.traj.json``) whose ``info.ledger.path`` names it, or, when the run was moved and that path
+    is gone, the ledger beside it (in its directory, or in ``ledger/`` there). Unresolved: the path
+    as given."""
     p = Path(path)
     if p.is_dir():
         for sub in ("", "ledger", "run"):
@@ -82,9 +85,10 @@ def find_ledger(path: str | Path) -> Path:
             q = Path(named) if Path(named).is_absolute() else p.parent / named
             if q.exists():
                 return q
-            if (p.parent / "ledger" / LEDGER_FILE).is_file():  # the run moved: the ledger next to it
-                return p.parent / "ledger" / LEDGER_FILE
-            raise NotALedger(p, f"the trajectory's ledger {named} is not there")
+            for beside in (p.parent / LEDGER_FILE, p.parent / "ledger" / LEDGER_FILE):  # the run moved
+                if beside.is_file():
+                    return beside
+            raise NotALedger(p, f"the trajectory's ledger {named} is not there, nor beside it")
         raise NotALedger(p, "a JSON file without info.ledger.path (not a trajectory of a run with the ledger)")
     return p
 
@@ -163,6 +167,37 @@ def outputs_at(loaded: Loaded, step: int) -> list[tuple[Any, str | None, str | N
             expanded = f"(this answer does not expand: {e})"
         out.append((a, t.shown(a), expanded))
     return out
+
+
+def unified_diff(loaded: Loaded, before_hash: str | None, after_hash: str | None, name: str = "") -> str | None:
+    """A file's change as unified-diff text (``a/name``, ``b/name``; "before", "after" without a name),
+    when the ledger kept both contents; None when it did not (binary, too large, or unknown before
+    the run). A change of no line is the empty text."""
+    before = "" if before_hash is None else loaded.text(before_hash)
+    after = "" if after_hash is None else loaded.text(after_hash)
+    if before is None or after is None:
+        return None
+    a, b = (f"a/{name}", f"b/{name}") if name else ("before", "after")
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+        for line in difflib.unified_diff(before.splitlines(True), after.splitlines(True), a, b, n=2)
+    )
+
+
+def changes(loaded: Loaded, mods: Iterable[Any]) -> list[dict[str, Any]]:
+    """Modifications as plain data, each with its diff (None: the ledger did not keep the contents)."""
+    return [
+        {
+            "path": _display(m.path, loaded.state),
+            "change": m.change,
+            "step": m.step,
+            "added": m.lines_added,
+            "removed": m.lines_removed,
+            "recognised": m.recognised,
+            "diff": unified_diff(loaded, m.before_hash, m.after_hash, _display(m.path, loaded.state)),
+        }
+        for m in mods
+    ]
 
 
 def _visible_counter(state: LedgerState):

@@ -13,7 +13,6 @@ filters the steps by verdict and answer kind and searches them; the page reads t
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from ledger_runtime.answers.build import LINES, NOTE, PATCH, SAME, TEXT, ExpandE
 from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.cli.html import READY, diff_lines, e, page
 from ledger_runtime.cli.record import align, totals
-from ledger_runtime.inspection import Loaded, summary, views_at
+from ledger_runtime.inspection import Loaded, summary, unified_diff, views_at
 from ledger_runtime.replay.trajectories import Conversation, ModelTurn, conversation_of
 
 SCRIPT = """
@@ -120,15 +119,9 @@ def received(text: str, pieces: list[Piece] | None, loaded: Loaded) -> str:
 
 def _diff(loaded: Loaded, before_hash: str | None, after_hash: str | None, name: str = "") -> str:
     """A file's change as a coloured unified diff, when the ledger kept both contents."""
-    before = "" if before_hash is None else loaded.text(before_hash)
-    after = "" if after_hash is None else loaded.text(after_hash)
-    if before is None or after is None:
+    text = unified_diff(loaded, before_hash, after_hash, name)
+    if text is None:
         return '<p class="dim">(content not kept: binary, too large, or unknown before the run)</p>'
-    a, b = (f"a/{name}", f"b/{name}") if name else ("before", "after")
-    text = "".join(
-        ln if ln.endswith("\n") else ln + "\n"
-        for ln in difflib.unified_diff(before.splitlines(True), after.splitlines(True), a, b, n=2)
-    )
     return f'<pre class="diff find">{diff_lines(text)}</pre>' if text else '<p class="dim">(no line changed)</p>'
 
 

@@ -49,7 +49,9 @@ def inspect(
         help="A run directory (holding ledger.sqlite), a ledger file, a trajectory "
         "(.traj.json, by its info.ledger.path) or a SWE-bench OUT/<arm>/<instance>.",
     ),
-    step: Optional[int] = typer.Option(None, "--step", "-s", help="Show the state view as it was at this step."),
+    step: Optional[int] = typer.Option(
+        None, "--step", "-s", help="Show the state view after this step (0: at the start, before any command)."
+    ),
     output: bool = typer.Option(
         False, "--output", help="With --step: print the exact text the model received for that step's command."
     ),
@@ -67,7 +69,11 @@ def inspect(
         "escaped (\\x1b, \\u202e): a terminal would act on them.",
     ),
     as_json: bool = typer.Option(
-        False, "--json", help="Print machine-readable JSON on stdout (per step: shown and expanded)."
+        False,
+        "--json",
+        help="Print machine-readable JSON on stdout: the summary, and per command what the model received "
+        "(shown), what it stands for (expanded), the files it changed with their diffs and the state view "
+        "after its step; with --step, that step's.",
     ),
     verdict: Optional[str] = typer.Option(
         None,
@@ -90,7 +96,17 @@ def inspect(
     """Look inside a ledger: the timeline, the summary, the state view at a step, or what the model
     received at a step."""
     from ledger_runtime.cli.printable import visible, visible_data
-    from ledger_runtime.inspection import keep_row, load, outputs_at, print_inspection, summary, timeline, view_at
+    from ledger_runtime.inspection import (
+        changes,
+        keep_row,
+        load,
+        outputs_at,
+        print_inspection,
+        summary,
+        timeline,
+        view_at,
+        views_at,
+    )
     from ledger_runtime.ledger.store import NotALedger
     from ledger_runtime.records import CommandClass, VerdictKind
 
@@ -140,20 +156,34 @@ def inspect(
         err.print(f"wrote {visible(str(html))}", highlight=False, markup=False)
         return
     if as_json:
-        data = {
-            "ledger": str(loaded.path),
-            "summary": summary(loaded.state),
-            "timeline": [r for r in timeline(loaded.state, loaded.transcript()) if keep_row(r, verdicts, classes)],
-        }
+        state = loaded.state
         if step is not None:
             data = {
                 "ledger": str(loaded.path),
                 "step": step,
                 "state_view": view_at(loaded, step),
                 "commands": [
-                    {"attempt": a.id, "command": a.command, "shown": shown, "expanded": expanded}
+                    {
+                        "attempt": a.id,
+                        "command": a.command,
+                        "shown": shown,
+                        "expanded": expanded,
+                        "modifications": changes(loaded, state.modifications_of_attempt(a.id)),
+                    }
                     for a, shown, expanded in outputs_at(loaded, step)
                 ],
+            }
+        else:
+            rows = [r for r in timeline(state, loaded.transcript()) if keep_row(r, verdicts, classes)]
+            views = views_at(loaded, {r["step"] for r in rows})
+            for r in rows:  # the state view after the row's step, and what its command changed
+                r["state_view"] = views[r["step"]]
+                r["modifications"] = changes(loaded, state.modifications_of_attempt(r["attempt"]))
+            data = {
+                "ledger": str(loaded.path),
+                "summary": summary(state),
+                "timeline": rows,
+                "between_commands": changes(loaded, [m for m in state.modifications if m.attempt is None]),
             }
         json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
         sys.stdout.write("\n")
