@@ -13,6 +13,7 @@ import difflib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -55,7 +56,7 @@ class Loaded:
     def transcript(self) -> Transcript:
         return Transcript(self.state, self.text)
 
-    @property
+    @cached_property
     def config(self) -> LedgerConfig:
         raw = self.state.run.get("config") or {}
         try:
@@ -279,15 +280,19 @@ def views_at(loaded: Loaded, steps: Iterable[int]) -> dict[int, str]:
     out: dict[int, str] = {}
     state = LedgerState()
     at = 0
+    known: list[str | None] = []  # the rules in force: the same at every step once the run's root is known
     for s in wanted:
         while at < len(events) and (events[at].get("step") is None or events[at]["step"] <= s):
             state.apply(events[at])
             at += 1
-        out[s] = _render_at(loaded, state)
+        if not known and state.baseline is not None:
+            known.append(_policies(loaded, state))
+        policies = known[0] if known else _policies(loaded, state)
+        out[s] = render(state, loaded.config, policies=policies).text
     return out
 
 
-def _render_at(loaded: Loaded, state: LedgerState) -> str:
+def _policies(loaded: Loaded, state: LedgerState) -> str | None:
     from ledger_runtime.decide.gate import PolicyError, build_rules, in_force
     from ledger_runtime.decide.policies import BUILTINS
 
@@ -296,7 +301,11 @@ def _render_at(loaded: Loaded, state: LedgerState) -> str:
         rules = build_rules(config.policies, state.baseline.root if state.baseline else "", BUILTINS)
     except PolicyError:
         rules = []
-    return render(state, config, policies=in_force(config, rules)).text
+    return in_force(config, rules)
+
+
+def _render_at(loaded: Loaded, state: LedgerState) -> str:
+    return render(state, loaded.config, policies=_policies(loaded, state)).text
 
 
 def view_at(loaded: Loaded, step: int | None) -> str:

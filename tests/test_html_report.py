@@ -91,6 +91,12 @@ def test_a_run_page_in_a_browser(tmp_path):
     assert "cat calc.py &lt;b&gt;" in built, "commands are escaped, never markup"
     assert "the state view after step 4" in built
     assert "none found beside the ledger" in built, "no agent's record: the page says so"
+    garbage = tmp_path / "garbage.traj.json"
+    garbage.write_text('{"messages": [{"role": "assistant", "extra": {"actions": 7}}]')
+    r = cli("inspect", str(tmp_path / "run"), "--html", str(page), "--trajectory", str(garbage))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "not JSON" in page.read_text(), "a record that cannot be read: the page says why, and shows the rest"
+    assert "goes with --html" in cli("inspect", str(tmp_path / "run"), "--trajectory", str(garbage)).stderr
     assert '<section id="final"><h2>Final patch</h2>' in built and "+++ b/calc.py" in built
 
 

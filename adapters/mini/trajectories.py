@@ -290,7 +290,7 @@ def conversation(path: Path) -> Conversation:
         if not _is_model(m):
             continue
         extra = m.get("extra") if isinstance(m.get("extra"), dict) else {}
-        actions = extra.get("actions") or []
+        actions = extra.get("actions") if isinstance(extra.get("actions"), list) else []
         commands = [a["command"] for a in actions if isinstance(a, dict) and isinstance(a.get("command"), str)]
         text, reasoning = _said(m)
         if not commands and not actions:

@@ -29,9 +29,13 @@ def _key(command: str) -> str:
     return command.strip()
 
 
+LOOKAHEAD = 200  # calls past the current one searched for a command (a record that is not the run's ends early)
+
+
 def align(turns: Sequence[ModelTurn], attempts: Sequence[Any]) -> list[Entry]:
-    """The run in order: each attempt under the earliest call from the current one on that asked for
-    its command and has it still unmatched; calls passed over stand alone where they came."""
+    """The run in order: each attempt under the earliest call from the current one on (up to
+    ``LOOKAHEAD`` calls on) that asked for its command and has it still unmatched; calls passed over
+    stand alone where they came."""
     left = [[_key(c) for c in t.commands] for t in turns]
     entries: list[Entry] = []
     placed: dict[int, Entry] = {}
@@ -39,7 +43,7 @@ def align(turns: Sequence[ModelTurn], attempts: Sequence[Any]) -> list[Entry]:
     for a in attempts:
         key = _key(a.command)
         start = max(cursor - 1, 0)  # the latest call placed may have commands still to match
-        j = next((k for k in range(start, len(turns)) if key in left[k]), None)
+        j = next((k for k in range(start, min(len(turns), start + LOOKAHEAD)) if key in left[k]), None)
         if j is None:
             entries.append(Entry(None, [a]))
             continue

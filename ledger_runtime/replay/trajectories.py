@@ -156,15 +156,19 @@ def conversation_of(ledger: Path, record: Path | None = None, problems: list[str
                 return f.conversation(record)  # type: ignore[misc]
             except TrajectoryError as e:
                 why.append(str(e))
+            except Exception as e:  # an adapter's reader that breaks costs the page its words, nothing more
+                why.append(f"{record}: the {f.name} reader failed: {type(e).__name__}: {e}")
         if problems is not None:
-            problems.append(why[0] if len(why) == 1 else f"{record}: no installed format reads it")
+            problems.append("; ".join(why) if why else f"{record}: no installed format reads records")
         return None
     for f in readers:
         if f.locate is None:
             continue
         try:
             found = f.locate(ledger)
-        except OSError:
+        except Exception as e:  # a broken adapter: the page goes on without its record
+            if problems is not None:
+                problems.append(f"the {f.name} format could not look for records: {type(e).__name__}: {e}")
             continue
         parts = []
         for path in found:
@@ -173,6 +177,9 @@ def conversation_of(ledger: Path, record: Path | None = None, problems: list[str
             except TrajectoryError as e:
                 if problems is not None:
                     problems.append(str(e))
+            except Exception as e:
+                if problems is not None:
+                    problems.append(f"{path}: the {f.name} reader failed: {type(e).__name__}: {e}")
         if parts:
             whole = Conversation(", ".join(c.source for c in parts), [t for c in parts for t in c.turns])
             whole.task = next((c.task for c in parts if c.task), "")
