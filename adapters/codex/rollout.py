@@ -22,7 +22,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ledger_runtime import Conversation, ModelTurn, RecordedFormat, TrajectoryError
 
@@ -137,6 +137,16 @@ def _from_model(item: dict[str, Any]) -> bool:
     return item.get("type") in MODEL_OUTPUTS or (item.get("type") == "message" and item.get("role") == "assistant")
 
 
+def _entries(lines: list[bytes]) -> Iterator[tuple[dict[str, Any], Any]]:
+    """Each line of a rollout that is a JSON object, with its payload (a malformed line is skipped)."""
+    for raw in lines:
+        try:
+            entry = json.loads(raw)
+            yield entry, entry.get("payload") or {}
+        except (ValueError, AttributeError):
+            continue
+
+
 def model_inputs(path: str) -> list[list[dict[str, Any]]]:
     """The input items of every model call of a rollout, in order: the history Codex held when it
     called the model (each call's response starts a run of items the model produced). A compaction
@@ -150,12 +160,7 @@ def model_inputs(path: str) -> list[list[dict[str, Any]]]:
             lines = f.read().splitlines()
     except OSError:
         return []
-    for raw in lines:
-        try:
-            entry = json.loads(raw)
-            p = entry.get("payload") or {}
-        except (ValueError, AttributeError):
-            continue
+    for entry, p in _entries(lines):
         if entry.get("type") == "compacted" and isinstance(p, dict):
             items = [i for i in p.get("replacement_history") or [] if isinstance(i, dict)]
             in_output = False
@@ -255,12 +260,7 @@ def conversation(path: Path) -> Conversation:
     last: float | None = None
     current: _Turn | None = None
     rollout = False
-    for raw in lines:
-        try:
-            entry = json.loads(raw)
-            p = entry.get("payload") or {}
-        except (ValueError, AttributeError):
-            continue
+    for entry, p in _entries(lines):
         if not isinstance(p, dict):
             continue
         kind = entry.get("type")
