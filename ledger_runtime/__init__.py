@@ -88,11 +88,14 @@ _EXPORTS = {
     "Sent": "prompt.history",
     "ViewNotes": "prompt.notes",
     # agents that run commands themselves (hooks)
-    # recorded runs, for adapters whose agent records them (``ledger-run replay`` reads them)
+    # recorded runs, for adapters whose agent records them (``ledger-run replay`` reads them; the run's
+    # page shows the model's side of them)
     "Trajectory": "replay.trajectories",
     "RecordedStep": "replay.trajectories",
     "TrajectoryError": "replay.trajectories",
     "RecordedFormat": "replay.trajectories",
+    "ModelTurn": "replay.trajectories",
+    "Conversation": "replay.trajectories",
     "HookServer": "hooks.server",
     "fasthook_script": "hooks",
     # commands adapters add to ``ledger-run``
@@ -142,7 +145,14 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.prompt.history import History, Message, Sent
     from ledger_runtime.prompt.notes import ViewNotes
     from ledger_runtime.records import Baseline, Verdict, VerdictKind
-    from ledger_runtime.replay.trajectories import RecordedFormat, RecordedStep, Trajectory, TrajectoryError
+    from ledger_runtime.replay.trajectories import (
+        Conversation,
+        ModelTurn,
+        RecordedFormat,
+        RecordedStep,
+        Trajectory,
+        TrajectoryError,
+    )
     from ledger_runtime.runtime import LedgerRuntime, Plan, RunResult
     from ledger_runtime.workspace.hashing import FileState
     from ledger_runtime.workspace.local import LocalWorkspace, Workspace

@@ -69,7 +69,7 @@ class LedgerConfig:
     """What of the agent's earlier outputs is sent to the model (the agent's history is not changed):
     "full"; "window:M" (outputs older than the last M become a placeholder: the masking baseline);
     "validity" (an output with nothing both still true and shown nowhere later becomes a one-line
-    stub); "validity+window:M" (older than the last M: only such lines are kept). See context.py."""
+    stub); "validity+window:M" (older than the last M: only such lines are kept). See docs/context.md."""
     view_share: float = 0.5
     """The notes of the state view the model holds take at most this share of the characters the
     answers spared it so far (references, diffs), so that the ledger never makes a run dearer than
@@ -79,7 +79,7 @@ class LedgerConfig:
     the history sent to its model, Codex's own history); what does not fit goes into the next note."""
     policies: dict = field(default_factory=dict)
     """The policy gate's rules: ``[policies.<name>]`` tables (enabled, verdict, paths, parameters);
-    see gate.py and policies.py. Every built-in rule is on with its defaults unless set here."""
+    see docs/policies.md. Every built-in rule is on with its defaults unless set here."""
     redact: bool = True
     """Mask secrets before anything is stored (ledger blobs and events, faults.log, replay results):
     the values of the environment's secret-looking variables, well-known token shapes and
@@ -96,7 +96,7 @@ class LedgerConfig:
     scan_max_new_entries: int = 1000
     """New entries (files and directories) one scan takes in under one new directory, or directly in
     a known one (twice this in all); past it, that directory is untracked: a summary and a fault are
-    recorded, and its contents are unknown from then on (workspace/scanner.py, "Bounds")."""
+    recorded, and its contents are unknown from then on (docs/settings.md, "Bounds of a scan")."""
     scan_max_depth: int = 64
     """Directory levels below the root that are listed; a directory deeper than that is untracked."""
 
@@ -227,7 +227,8 @@ def from_mapping(values: dict[str, Any], *, origin: str = "config") -> LedgerCon
 def load_config(
     path: str | Path | None = None, *, defaults: dict[str, Any] | None = None, **overrides: Any
 ) -> LedgerConfig:
-    """Load a TOML config file (keys at the top level or under ``[ledger]``), then apply overrides.
+    """Load a TOML config file (keys at the top level, or all under ``[ledger]``: a file with both is
+    refused), then apply overrides.
     ``defaults``: an adapter's own defaults, which the file may still change."""
     values: dict[str, Any] = dict(defaults or {})
     if path is not None:
@@ -244,6 +245,13 @@ def load_config(
         if section is not None:  # a [ledger] table in a larger file: the rest of it is not ours
             if not isinstance(section, dict):
                 raise ConfigError(f"{p}: 'ledger' must be a table")
+            ours = sorted(k for k in data if k in LedgerConfig.__dataclass_fields__)
+            if ours:  # never half-read: settings in two places would leave one of them unread
+                raise ConfigError(
+                    f"{p}: {', '.join(ours)} {'is' if len(ours) == 1 else 'are'} set at the top level of a file "
+                    "with a [ledger] table: put every setting in the [ledger] table (or all at the top level, "
+                    "without one)"
+                )
             values.update(section)
         else:
             values.update(data)

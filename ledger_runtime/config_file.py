@@ -27,7 +27,7 @@ def setting_docs() -> dict[str, str]:
             and isinstance(after.value, ast.Constant)
             and isinstance(after.value.value, str)
         ):
-            docs[node.target.id] = " ".join(after.value.value.split())
+            docs[node.target.id] = " ".join(after.value.value.split()).replace("``", "`")
     return docs
 
 
@@ -56,8 +56,9 @@ def starter_toml(width: int = 100) -> str:
     docs = setting_docs()
     default = LedgerConfig()
     out = [
-        "# ledger-run settings (ledger-run mini|codex --ledger-config FILE; or a [ledger] table in a larger file).",
-        "# Every line below is a default, commented out: uncomment what you change.",
+        "# ledger-run settings: ledger-run mini|codex --ledger-config FILE (or a [ledger] table in a larger",
+        "# file, with every setting in that table). Every line below is a default, commented out: uncomment",
+        "# what you change. Every setting at more length: docs/settings.md.",
         "# Check a file with: ledger-run config --check FILE",
         "",
     ]

@@ -9,9 +9,11 @@ rich.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -54,7 +56,7 @@ class Loaded:
     def transcript(self) -> Transcript:
         return Transcript(self.state, self.text)
 
-    @property
+    @cached_property
     def config(self) -> LedgerConfig:
         raw = self.state.run.get("config") or {}
         try:
@@ -66,7 +68,9 @@ class Loaded:
 def find_ledger(path: str | Path) -> Path:
     """The ledger a path names: a ledger file; a run directory; a directory holding one in ``ledger/``
     or ``run/`` (``OUT/<arm>/<instance>`` of a SWE-bench run, a demo's ``-o``); or a trajectory
-    (``.traj.json``) whose ``info.ledger.path`` names it. Unresolved: the path as given."""
+    (``.traj.json``) whose ``info.ledger.path`` names it, or, when the run was moved and that path
+    is gone, the ledger beside it (in its directory, or in ``ledger/`` there). Unresolved: the path
+    as given."""
     p = Path(path)
     if p.is_dir():
         for sub in ("", "ledger", "run"):
@@ -82,9 +86,10 @@ def find_ledger(path: str | Path) -> Path:
             q = Path(named) if Path(named).is_absolute() else p.parent / named
             if q.exists():
                 return q
-            if (p.parent / "ledger" / LEDGER_FILE).is_file():  # the run moved: the ledger next to it
-                return p.parent / "ledger" / LEDGER_FILE
-            raise NotALedger(p, f"the trajectory's ledger {named} is not there")
+            for beside in (p.parent / LEDGER_FILE, p.parent / "ledger" / LEDGER_FILE):  # the run moved
+                if beside.is_file():
+                    return beside
+            raise NotALedger(p, f"the trajectory's ledger {named} is not there, nor beside it")
         raise NotALedger(p, "a JSON file without info.ledger.path (not a trajectory of a run with the ledger)")
     return p
 
@@ -163,6 +168,37 @@ def outputs_at(loaded: Loaded, step: int) -> list[tuple[Any, str | None, str | N
             expanded = f"(this answer does not expand: {e})"
         out.append((a, t.shown(a), expanded))
     return out
+
+
+def unified_diff(loaded: Loaded, before_hash: str | None, after_hash: str | None, name: str = "") -> str | None:
+    """A file's change as unified-diff text (``a/name``, ``b/name``; "before", "after" without a name),
+    when the ledger kept both contents; None when it did not (binary, too large, or unknown before
+    the run). A change of no line is the empty text."""
+    before = "" if before_hash is None else loaded.text(before_hash)
+    after = "" if after_hash is None else loaded.text(after_hash)
+    if before is None or after is None:
+        return None
+    a, b = (f"a/{name}", f"b/{name}") if name else ("before", "after")
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+        for line in difflib.unified_diff(before.splitlines(True), after.splitlines(True), a, b, n=2)
+    )
+
+
+def changes(loaded: Loaded, mods: Iterable[Any]) -> list[dict[str, Any]]:
+    """Modifications as plain data, each with its diff (None: the ledger did not keep the contents)."""
+    return [
+        {
+            "path": _display(m.path, loaded.state),
+            "change": m.change,
+            "step": m.step,
+            "added": m.lines_added,
+            "removed": m.lines_removed,
+            "recognised": m.recognised,
+            "diff": unified_diff(loaded, m.before_hash, m.after_hash, _display(m.path, loaded.state)),
+        }
+        for m in mods
+    ]
 
 
 def _visible_counter(state: LedgerState):
@@ -249,15 +285,19 @@ def views_at(loaded: Loaded, steps: Iterable[int]) -> dict[int, str]:
     out: dict[int, str] = {}
     state = LedgerState()
     at = 0
+    known: list[str | None] = []  # the rules in force: the same at every step once the run's root is known
     for s in wanted:
         while at < len(events) and (events[at].get("step") is None or events[at]["step"] <= s):
             state.apply(events[at])
             at += 1
-        out[s] = _render_at(loaded, state)
+        if not known and state.baseline is not None:
+            known.append(_policies(loaded, state))
+        policies = known[0] if known else _policies(loaded, state)
+        out[s] = render(state, loaded.config, policies=policies).text
     return out
 
 
-def _render_at(loaded: Loaded, state: LedgerState) -> str:
+def _policies(loaded: Loaded, state: LedgerState) -> str | None:
     from ledger_runtime.decide.gate import PolicyError, build_rules, in_force
     from ledger_runtime.decide.policies import BUILTINS
 
@@ -266,7 +306,11 @@ def _render_at(loaded: Loaded, state: LedgerState) -> str:
         rules = build_rules(config.policies, state.baseline.root if state.baseline else "", BUILTINS)
     except PolicyError:
         rules = []
-    return render(state, config, policies=in_force(config, rules)).text
+    return in_force(config, rules)
+
+
+def _render_at(loaded: Loaded, state: LedgerState) -> str:
+    return render(state, loaded.config, policies=_policies(loaded, state)).text
 
 
 def view_at(loaded: Loaded, step: int | None) -> str:
@@ -278,7 +322,7 @@ def view_at(loaded: Loaded, step: int | None) -> str:
 _STYLE = {"RUN": "white", "REUSE": "green", "NUDGE": "yellow", "REVISE": "magenta", "BLOCK": "red"}
 
 
-FILE_CELL = 18  # characters of a path in the timeline: the table fits 80 columns
+FILE_CELL = 18  # the narrowest the files column gets: a file's name still shows
 
 
 def _abbreviated(path: str, n: int) -> str:
@@ -286,33 +330,55 @@ def _abbreviated(path: str, n: int) -> str:
     return path if len(path) <= n else "…" + path[-(n - 1) :]
 
 
-def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None) -> Table:
-    # narrow terminals: a cell wraps on spaces and a word that does not fit ends in "…", never broken
-    t = Table(
-        title="Timeline", show_lines=False, expand=False, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0)
-    )
-    for col, kw in (
-        ("step", {"justify": "right"}),
-        ("verdict", {"max_width": 16}),
-        ("class", {}),
-        ("command", {"overflow": "ellipsis", "min_width": 18}),
-        ("exit", {"justify": "right"}),
-        ("files changed", {"overflow": "ellipsis", "min_width": FILE_CELL}),
-    ):
-        t.add_column(col, **kw)
-    for r in timeline(state) if rows is None else rows:
-        verdict = Text(
-            r["verdict"] + (f" {r['rule']}" if r["rule"] else "") + ("" if r["applied"] else " (shadow)"),
-            style=_STYLE.get(r["verdict"], ""),
+def _widths(rows: list[dict[str, Any]], width: int) -> dict[str, int]:
+    """Each column's width in a terminal ``width`` columns wide. A verdict's rule wraps under it (the
+    column as wide as its longest word); paths get what they need up to a third of what the other
+    columns leave, and commands the rest."""
+    out = {
+        "step": max([len(str(r["step"])) for r in rows] + [len("step")]),
+        "verdict": min(16, max([len(w) for r in rows for w in _verdict_text(r).split()] + [len("verdict")])),
+        "class": max([len(r["class"]) for r in rows] + [len("class")]),
+        "answer": max([len(r["answer"]) for r in rows] + [len("answer")]),
+        "exit": max([len(str(r["exit_code"])) for r in rows] + [len("exit")]),
+    }
+    rest = max(width - sum(out.values()) - 6, 2 * FILE_CELL)  # the table's divider between the 7 columns
+    paths = [len(f) for r in rows for f in r["files_changed"]]
+    out["files changed"] = min(max(paths), max(FILE_CELL, rest // 3)) if paths else len("files changed")
+    out["command"] = max(rest - out["files changed"], FILE_CELL)
+    return out
+
+
+def _verdict_text(r: dict[str, Any]) -> str:
+    return r["verdict"] + (f" {r['rule']}" if r["rule"] else "") + ("" if r["applied"] else " (shadow)")
+
+
+def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None, width: int = 80) -> Table:
+    """The timeline as a table for a terminal ``width`` columns wide: each command on one line, cut
+    with "…" where the terminal is too narrow for it, paths shortened from the left (their names
+    kept); a verdict's rule wraps under it."""
+    rows = timeline(state) if rows is None else rows
+    widths = _widths(rows, width)
+    command_cell, file_cell = widths["command"], widths["files changed"]
+    t = Table(title="Timeline", show_lines=False, expand=False, box=box.SIMPLE_HEAD, show_edge=False, padding=0)
+    for col in ("step", "verdict", "class", "answer", "command", "exit", "files changed"):
+        t.add_column(
+            col,
+            justify="right" if col in ("step", "exit") else "left",
+            no_wrap=col != "verdict",
+            overflow="ellipsis",
+            min_width=widths[col] if col != "command" else min(widths[col], len("command")),
+            max_width=widths[col],
         )
-        files = "\n".join(_abbreviated(f, FILE_CELL) for f in r["files_changed"][:4]) + (
+    for r in rows:
+        files = "\n".join(_abbreviated(f, file_cell) for f in r["files_changed"][:4]) + (
             f"\n+{len(r['files_changed']) - 4} more" if len(r["files_changed"]) > 4 else ""
         )
         t.add_row(  # commands and file names as text, never as markup
             str(r["step"]),
-            verdict,
+            Text(_verdict_text(r), style=_STYLE.get(r["verdict"], "")),
             r["class"],
-            Text(short_command(r["command"], 70)),
+            r["answer"],
+            Text(short_command(r["command"], command_cell)),
             "" if r["exit_code"] is None else str(r["exit_code"]),
             Text(files),
         )
@@ -368,5 +434,6 @@ def print_inspection(
 ) -> None:
     """The timeline and the summary; ``shown`` readies their data for the screen (the command line
     escapes the characters a terminal would act on)."""
-    console.print(render_timeline(loaded.state, shown(timeline(loaded.state) if rows is None else rows)))
+    rows = shown(timeline(loaded.state) if rows is None else rows)
+    console.print(render_timeline(loaded.state, rows, console.width))
     console.print(render_summary(shown(summary(loaded.state))))

@@ -14,8 +14,9 @@ from typing import Any
 
 
 class FakeChat:
-    def __init__(self, replies: list[str | dict[str, str]]):
+    def __init__(self, replies: list[str | dict[str, str]], reasoning: list[str] | None = None):
         self.replies = list(replies)
+        self.reasoning = list(reasoning or [])  # a reasoning model's thoughts, reply by reply (Chat Completions)
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self._lock = threading.Lock()
@@ -59,7 +60,13 @@ class FakeChat:
                         },
                     }
                 else:
-                    message = {"role": "assistant", "content": text, **({"tool_calls": [call]} if call else {})}
+                    message: dict[str, Any] = {
+                        "role": "assistant",
+                        "content": text,
+                        **({"tool_calls": [call]} if call else {}),
+                    }
+                    if n < len(server.reasoning):
+                        message["reasoning_content"] = server.reasoning[n]
                     reply = {
                         "id": f"chatcmpl-{n}",
                         "object": "chat.completion",

@@ -2,7 +2,8 @@
 turns (server-sent events), and keeps every request body Codex sent, so tests can check what
 reached the model. Steps: ``("exec", cmd)`` (or ``("exec", {"cmd": ..., "tty": True, ...})``, the
 call's arguments), ``("patch", text)``, ``("say", text)``; after the
-last step every turn ends with a final message."""
+last step every turn ends with a final message. ``thoughts`` (turn -> text): a reasoning item, with
+that text as its summary, before the turn's step."""
 
 from __future__ import annotations
 
@@ -33,8 +34,11 @@ def decode_body(raw: bytes, encoding: str | None) -> Any:
 
 
 class FakeResponses:
-    def __init__(self, steps: list[tuple[str, str]], *, workdir: str | None = None):
+    def __init__(
+        self, steps: list[tuple[str, str]], *, workdir: str | None = None, thoughts: dict[int, str] | None = None
+    ):
         self.steps = list(steps)
+        self.thoughts = dict(thoughts or {})
         self.workdir = workdir
         self.requests: list[dict[str, Any]] = []  # every request body
         self.agent_requests: list[dict[str, Any]] = []  # the agent's turns (which take the scripted steps)
@@ -110,10 +114,17 @@ class FakeResponses:
                 "role": "assistant",
                 "content": [{"type": "output_text", "text": arg}],
             }
+        items = [item]
+        if turn in self.thoughts:
+            summary = [{"type": "summary_text", "text": self.thoughts[turn]}]
+            items.insert(0, {"type": "reasoning", "id": f"rs_{turn}", "summary": summary})
         return [
             {"type": "response.created", "response": {"id": rid}},
-            {"type": "response.output_item.added", "output_index": 0, "item": item},
-            {"type": "response.output_item.done", "output_index": 0, "item": item},
+            *[
+                {"type": f"response.output_item.{stage}", "output_index": n, "item": it}
+                for n, it in enumerate(items)
+                for stage in ("added", "done")
+            ],
             {"type": "response.completed", "response": {"id": rid, "usage": USAGE}},
         ]
 

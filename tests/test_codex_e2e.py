@@ -187,6 +187,55 @@ def test_codex_shadow_runs_everything_and_shows_nothing(codex_env, tmp_path: Pat
     assert not any("ledger" in t for body in fake.agent_requests for t in developer_texts(body))
 
 
+def test_codex_s_page_shows_the_model_s_side_from_its_rollout(tmp_path: Path) -> None:
+    """The run's page reads Codex's rollout: the model's reasoning summary at its step, its last
+    message standing alone, each response's tokens; in a real headless browser."""
+    from browser import Browser
+
+    repo = make_repo(tmp_path / "repo", CALC_PROJECT)
+    fake = FakeResponses(SCRIPT, workdir=str(repo), thoughts={2: "The test should tell me what fails."})
+    env = {
+        **os.environ,
+        "CODEX_HOME": str(codex_user_home(tmp_path / "user-codex", fake.base_url)),
+        "LEDGER_FAKE_KEY": "test",
+        "LEDGER_CODEX_BIN": CODEX or "",
+    }
+    run_dir = tmp_path / "run"
+    try:
+        p = ledger_run(
+            "codex",
+            "--workdir",
+            str(repo),
+            "-o",
+            str(run_dir),
+            "--",
+            "exec",
+            "--skip-git-repo-check",
+            "Fix calc",
+            env=env,
+            cwd=repo,
+        )
+    finally:
+        fake.close()
+    assert p.returncode == 0, p.stderr[-3000:]
+    page = tmp_path / "run.html"
+    r = ledger_run("inspect", str(run_dir), "--html", str(page), env=env, cwd=repo)
+    assert r.returncode == 0, r.stderr
+    b = Browser()
+    try:
+        b.open(page)
+        assert b.js("document.querySelector('#task pre').textContent") == "Fix calc"
+        assert b.js("document.querySelector('#step-3 .reasoning').textContent") == "The test should tell me what fails."
+        assert len(b.visible(".turn .said")) == 1 and b.js(
+            "[].map.call(document.querySelectorAll('.turn .said'), function(x){return x.textContent;})"
+        ) == ["Fixed add(); the test passes."]
+        facts = b.js("[].map.call(document.querySelectorAll('.step .facts'), function(x){return x.textContent;})")
+        assert len(facts) == 6 and all("100 tokens in, 10 out" in f for f in facts), facts
+        b.screenshot(tmp_path / "codex.png")
+    finally:
+        b.close()
+
+
 class Tui:
     """``ledger-run codex`` in the interactive TUI, on a pseudo-terminal."""
 

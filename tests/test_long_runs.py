@@ -95,7 +95,7 @@ def test_the_view_kept_between_renders_is_the_view_made_afresh(tmp_path: Path) -
 
 
 def test_the_pages_views_in_one_pass_are_the_views_at_each_step(tmp_path: Path) -> None:
-    """inspect --html shows the state view before each step; folding the events once for all of them
+    """inspect --html shows the state view after each step; folding the events once for all of them
     must give each view exactly as folding them anew up to that step does."""
     from ledger_runtime.inspection import load, view_at, views_at
 

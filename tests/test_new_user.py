@@ -461,6 +461,32 @@ def test_tables_fit_80_columns_without_breaking_words(tmp_path):
         assert header in text, header
 
 
+def test_the_timeline_shows_each_answer_and_fills_the_terminal(tmp_path):
+    from rich.cells import cell_len
+
+    from ledger_adapters.mini.demo import FIX
+
+    d = tmp_path / "d"
+    assert ledger_run("demo", "-o", str(d)).returncode == 0
+    answers = ["raw", "raw", "spans", "raw", "whole", "raw", "raw", "delta", "raw", "raw", "raw"]
+    for columns in (80, 200):
+        r = ledger_run("inspect", str(d), env={"COLUMNS": str(columns)})
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.split("Summary")[0].splitlines()
+        assert max(cell_len(line) for line in lines) <= columns
+        header = next(line for line in lines if line.lstrip().startswith("step"))
+        assert header.split()[:5] == ["step", "verdict", "class", "answer", "command"], header
+        rows = [line for line in lines if re.match(r"\s*\d+ ", line)]
+        assert len(rows) == 11, "each command on one line"
+        at = header.index("answer")
+        assert [row[at:].split()[0] for row in rows] == answers
+        edit = rows[6]
+        if columns == 80:
+            assert "sed -i 's/return r" in edit and "…" in edit and "inventory/pricing.py" not in edit.split("…")[0]
+        else:
+            assert FIX in edit and edit.rstrip().endswith(" inventory/pricing.py"), edit
+
+
 def test_inspect_filters_and_finds_the_ledger_of_anything_a_run_left(tmp_path):
     import shutil
 
@@ -600,3 +626,132 @@ def test_an_answer_cut_short_is_not_passed_on(tmp_path):
 )
 def test_usage_errors_are_one_line_too(args):
     assert one_line_error(ledger_run(*args)).startswith("error: ")
+
+
+# -- what the docs say is what the commands do --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("demo") / "d"
+    r = ledger_run("demo", "-o", str(d))
+    assert r.returncode == 0, r.stderr[-2000:]
+    return d
+
+
+def test_step_n_is_the_state_after_step_n_in_the_terminal_the_json_and_the_page(demo_run, tmp_path):
+    from browser import Browser
+
+    from ledger_runtime.cli.printable import visible
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "inspect.md").read_text()
+    assert "`--step N` always means the state *after* step N" in docs
+    terminal = ledger_run("inspect", str(demo_run), "--step", "5").stdout
+    assert terminal.startswith('<ledger_state step="5">'), terminal[:200]
+    assert json.loads(ledger_run("inspect", str(demo_run), "--step", "5", "--json").stdout)["state_view"] + "\n" == (
+        terminal
+    )
+    rows = json.loads(ledger_run("inspect", str(demo_run), "--json").stdout)["timeline"]
+    assert [r["state_view"] + "\n" for r in rows if r["step"] == 5] == [terminal]
+    page = tmp_path / "run.html"
+    assert ledger_run("inspect", str(demo_run), "--html", str(page)).returncode == 0
+    b = Browser()
+    try:
+        b.open(page)
+        assert b.js("document.querySelector('#step-5 details summary').textContent") == "the state view after step 5"
+        assert b.js("document.querySelector('#step-5 details pre').textContent") + "\n" == visible(terminal)
+    finally:
+        b.close()
+
+
+def test_json_has_every_step_s_state_view_and_the_diffs_of_its_changes(demo_run):
+    data = json.loads(ledger_run("inspect", str(demo_run), "--json").stdout)
+    rows = data["timeline"]
+    assert all(r["state_view"].startswith(f'<ledger_state step="{r["step"]}">') for r in rows)
+    (edit,) = [r for r in rows if r["modifications"]]
+    (m,) = edit["modifications"]
+    assert (m["path"], m["change"], m["added"], m["removed"], m["step"]) == (
+        "inventory/pricing.py",
+        "modified",
+        1,
+        1,
+        7,
+    )
+    assert m["diff"].startswith("--- a/inventory/pricing.py\n+++ b/inventory/pricing.py\n@@ ")
+    assert "\n-    return round(price * percent, 2)\n+    return round(price * (1 - percent / 100), 2)\n" in m["diff"]
+    assert data["between_commands"] == []
+    one = json.loads(ledger_run("inspect", str(demo_run), "--step", "7", "--json").stdout)
+    assert one["commands"][0]["modifications"] == [m]
+
+
+def test_settings_at_the_top_and_in_a_ledger_table_are_refused_never_half_read(tmp_path):
+    from ledger_runtime.config import ConfigError
+
+    both = tmp_path / "both.toml"
+    both.write_text("dedupe = 'off'\nname = 'a tool of its own'\n\n[ledger]\nshadow = true\n")
+    line = one_line_error(ledger_run("config", "--check", str(both)))
+    assert "dedupe is set at the top level of a file with a [ledger] table" in line, line
+    with pytest.raises(ConfigError, match="dedupe"):
+        load_config(both)
+    table = tmp_path / "table.toml"
+    table.write_text("name = 'a tool of its own'\n\n[ledger]\nshadow = true\n")  # other keys are not ours
+    assert load_config(table).shadow is True
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text()
+    assert "a setting at its top level is refused" in docs
+
+
+def test_a_moved_run_s_trajectory_finds_its_ledger_beside_it(demo_run, tmp_path):
+    import shutil
+
+    from ledger_adapters.swebench.report import instance_figures
+
+    moved = tmp_path / "moved"
+    shutil.copytree(demo_run, moved)
+    shutil.rmtree(demo_run.parent / "gone", ignore_errors=True)
+    traj = moved / "run" / "trajectory.traj.json"
+    named = json.loads(traj.read_text())["info"]["ledger"]["path"]
+    os.rename(demo_run, demo_run.parent / "gone")  # the ledger it names is not there any more
+    try:
+        assert not Path(named).exists()
+        r = ledger_run("inspect", str(traj), "--json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["ledger"] == str(moved / "run" / "ledger.sqlite")
+        page = tmp_path / "p.html"
+        assert ledger_run("inspect", str(moved / "run"), "--html", str(page)).returncode == 0
+        assert page.read_text().count('class="said find"') == 11, "the moved trajectory is the run's record"
+        # a SWE-bench arm moved elsewhere: the instance's ledger, beside its trajectory, is found
+        inst = tmp_path / "OUT" / "ledger" / "demo__calc-1"
+        inst.mkdir(parents=True)
+        shutil.copytree(moved / "run", inst / "ledger")
+        shutil.move(str(inst / "ledger" / "trajectory.traj.json"), str(inst / "demo__calc-1.traj.json"))
+        row = instance_figures(tmp_path / "OUT" / "ledger", "demo__calc-1", {}, {})
+        assert row["ledger"] and row["ledger"]["commands"] == 11 and "problem" not in row, row
+    finally:
+        os.rename(demo_run.parent / "gone", demo_run)
+
+
+def test_the_config_printout_points_at_docs_not_at_source_files():
+    root = Path(__file__).resolve().parents[1]
+    text = ledger_run("config").stdout
+    assert not re.findall(r"[\w/]+\.py\b", text), re.findall(r"[\w/]+\.py\b", text)
+    named = set(re.findall(r"docs/[a-z0-9-]+\.md", text))
+    assert "docs/settings.md" in named and all((root / d).is_file() for d in named), named
+
+
+def test_the_readme_s_demo_figures_are_what_the_demo_prints_wherever_it_runs(tmp_path):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## What the demo shows", 1)[1]
+    blocks = re.findall(r"```\n(.*?)```", section, re.S)
+    shown = [line for line in blocks[0].splitlines() if line != "..."]
+    printed = []
+    for where in (tmp_path / "a", tmp_path / ("a-much-longer-directory-name-" * 3) / "deeper" / "b"):
+        r = ledger_run("demo", "-o", str(where))
+        assert r.returncode == 0, r.stderr[-2000:]
+        steps = r.stdout.split("\nagent finished")[0]
+        lines = [ln.rstrip() for ln in steps.splitlines() if ln.startswith(("step ", "             "))]
+        assert lines[: len(shown)] == shown, "\n".join(lines)
+        printed.append(lines)
+        for step, block in ((3, blocks[1]), (8, blocks[2])):
+            assert ledger_run("inspect", str(where), "--step", str(step), "--output").stdout == block
+    assert printed[0] == printed[1], "the same figures on any path"
+    assert "depends on where the demo runs" not in readme

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -561,3 +563,64 @@ def test_replay_results_keep_no_secret(tmp_path):
     out = tmp_path / "out"
     stored = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
     assert token.encode() not in stored and b"GH_TOKEN=" in stored
+
+
+def ledger_run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200", "MSWEA_SILENT_STARTUP": "1"},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_the_demo_s_own_trajectory_replays_as_it_is(tmp_path):
+    """A run of ledger-run replays with nothing more than its trajectory: its ledger names the commit
+    and the repository it started from; the replay works in a tree of its own, never in the run's."""
+    d = tmp_path / "d"
+    assert ledger_run("demo", "-o", str(d)).returncode == 0
+    traj = d / "run" / "trajectory.traj.json"
+    fixed = (d / "workspace" / "inventory" / "pricing.py").read_text()
+    out = tmp_path / "out"
+    r = ledger_run("replay", str(traj), "-o", str(out), "--report", str(out / "RESULTS.md"), "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    total = json.loads(r.stdout)["summary"]["total"]
+    assert total["commands"] == 11 and total["unsound"] == 0 and total["chars_spared"] > 0
+    assert f"--repo: the recorded runs' own {d / 'workspace'}" in r.stderr
+    assert f"--workdir: {out / 'worktree'}" in " ".join(r.stderr.split())
+    assert (d / "workspace" / "inventory" / "pricing.py").read_text() == fixed, "the run's own tree is left alone"
+    title = (out / "RESULTS.md").read_text().splitlines()[0]
+    assert title == f"# Replay of 1 mini-swe-agent trajectory from {traj}", title
+    table = ledger_run("replay", str(traj), "-o", str(out))  # done already: the table of the results
+    assert table.returncode == 0 and "Replay of 1 mini-swe-agent trajectory from" in table.stdout
+
+
+def test_a_base_commit_given_on_the_command_line(tmp_path):
+    bare, commit = mirror(tmp_path)
+    traj = traj_file(tmp_path / "a.traj.json", "demo__calc-1", COMMANDS[:3])
+    common = ["--repo", str(bare), "--workdir", str(tmp_path / "tb"), "-o", str(tmp_path / "o")]
+    r = ledger_run("replay", str(traj), *common, "--base-commit", commit[:10], "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout)["summary"]["total"]["commands"] == 3
+    assert json.loads((tmp_path / "o" / "demo__calc-1.json").read_text())["base_commit"] == commit
+    bad = ledger_run("replay", str(traj), *common, "--base-commit", "nosuch", "--redo")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().startswith("error: --base-commit nosuch is in none of the repositories")
+    without = ledger_run("replay", str(traj), *common[:-1], str(tmp_path / "o2"))
+    assert without.returncode == 1 and "no base commit: give --base-commit" in " ".join(without.stderr.split())
+
+
+def test_observations_only_says_a_ledger_s_own_outputs_are_its_answers(tmp_path):
+    d = tmp_path / "d"
+    assert ledger_run("demo", "-o", str(d)).returncode == 0
+    r = ledger_run("replay", str(d / "run" / "trajectory.traj.json"), "--observations-only", "-o", str(tmp_path / "o"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "redundant" not in r.stdout, r.stdout
+    assert "its outputs are already the ledger's answers" in r.stderr and "ledger-run inspect" in r.stderr
+    # a shadow run's outputs are what its commands printed: those can be estimated
+    s = tmp_path / "s"
+    assert ledger_run("demo", "--shadow", "-o", str(s)).returncode == 0
+    ok = ledger_run("replay", str(s / "run" / "trajectory.traj.json"), "--observations-only", "-o", str(tmp_path / "o"))
+    assert ok.returncode == 0, ok.stderr
+    assert re.search(r"[1-9]\d*\.\d% of commands redundant", ok.stdout), ok.stdout

@@ -10,6 +10,9 @@ model was shown before are gone from its context).
 
 Lines are JSON objects; a malformed line is skipped and counted, a last line still being written
 is read on the next refresh.
+
+For the run's page, ``conversation`` reads a finished rollout as the model's side of the run (its
+reasoning summaries, messages, tool calls and tokens per response); ``FORMAT`` registers it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ import json
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterator
+
+from ledger_runtime import Conversation, ModelTurn, RecordedFormat, TrajectoryError
 
 
 @dataclass
@@ -131,6 +137,16 @@ def _from_model(item: dict[str, Any]) -> bool:
     return item.get("type") in MODEL_OUTPUTS or (item.get("type") == "message" and item.get("role") == "assistant")
 
 
+def _entries(lines: list[bytes]) -> Iterator[tuple[dict[str, Any], Any]]:
+    """Each line of a rollout that is a JSON object, with its payload (a malformed line is skipped)."""
+    for raw in lines:
+        try:
+            entry = json.loads(raw)
+            yield entry, entry.get("payload") or {}
+        except (ValueError, AttributeError):
+            continue
+
+
 def model_inputs(path: str) -> list[list[dict[str, Any]]]:
     """The input items of every model call of a rollout, in order: the history Codex held when it
     called the model (each call's response starts a run of items the model produced). A compaction
@@ -144,12 +160,7 @@ def model_inputs(path: str) -> list[list[dict[str, Any]]]:
             lines = f.read().splitlines()
     except OSError:
         return []
-    for raw in lines:
-        try:
-            entry = json.loads(raw)
-            p = entry.get("payload") or {}
-        except (ValueError, AttributeError):
-            continue
+    for entry, p in _entries(lines):
         if entry.get("type") == "compacted" and isinstance(p, dict):
             items = [i for i in p.get("replacement_history") or [] if isinstance(i, dict)]
             in_output = False
@@ -191,3 +202,128 @@ def is_ledger_note(item: dict[str, Any]) -> bool:
     """A developer message that is one of the ledger's notes (additionalContext of its hooks)."""
     role, text = item_text(item)
     return item.get("type") == "message" and role == "developer" and text.startswith(("(Ledger runtime:", "<ledger_"))
+
+
+# -- the model's side of a run, for its page -----------------------------------------------------------
+
+
+def _seconds(stamp: Any) -> float | None:
+    """A rollout line's ISO time stamp in seconds (None when it has none)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _command(item: dict[str, Any]) -> str | None:
+    """The command a model output item asks for, as the hooks hand it to the ledger."""
+    kind = item.get("type")
+    if kind == "custom_tool_call":
+        return item.get("input") if isinstance(item.get("input"), str) else None
+    if kind == "function_call":
+        try:
+            args = json.loads(item.get("arguments") or "{}")
+        except ValueError:
+            return None
+        cmd = args.get("cmd", args.get("command")) if isinstance(args, dict) else None
+    elif kind == "local_shell_call":
+        cmd = (item.get("action") or {}).get("command")
+    else:
+        return None
+    if isinstance(cmd, list) and len(cmd) == 3 and cmd[:2] in (["bash", "-lc"], ["/bin/bash", "-lc"]):
+        cmd = cmd[2]
+    return cmd if isinstance(cmd, str) else None
+
+
+class _Turn:
+    def __init__(self, started: float | None, first: float | None):
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.commands: list[str] = []
+        self.usage: dict[str, Any] | None = None
+        self.seconds = first - started if started is not None and first is not None and first >= started else None
+
+
+def conversation(path: Path) -> Conversation:
+    """A Codex rollout as the model's side of the run: one turn per response of the model (its
+    reasoning summaries, messages and tool calls), its tokens as Codex recorded them; Codex records
+    no price. The time of a call runs from the last item before it to its first output."""
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise TrajectoryError(f"{path}: cannot read: {e.strerror or e}") from None
+    turns: list[_Turn] = []
+    task = ""
+    last: float | None = None
+    current: _Turn | None = None
+    rollout = False
+    for entry, p in _entries(lines):
+        if not isinstance(p, dict):
+            continue
+        kind = entry.get("type")
+        rollout = rollout or kind in ("session_meta", "response_item", "turn_context")
+        stamp = _seconds(entry.get("timestamp"))
+        if kind == "response_item":
+            if _from_model(p):
+                if current is None:
+                    current = _Turn(last, stamp)
+                    turns.append(current)
+                role, text = item_text(p)
+                if p.get("type") == "message":
+                    current.text.append(text)
+                elif p.get("type") == "reasoning":
+                    current.reasoning += [
+                        s.get("text", "") for s in p.get("summary") or [] if isinstance(s, dict) and s.get("text")
+                    ]
+                cmd = _command(p)
+                if cmd is not None:
+                    current.commands.append(cmd)
+            else:
+                current = None
+                if p.get("type") == "message" and p.get("role") == "user" and not task:
+                    text = item_text(p)[1]
+                    task = "" if text.lstrip().startswith("<") else text  # not Codex's own context blocks
+        elif kind == "token_usage_record" and turns and turns[-1].usage is None:
+            turns[-1].usage = p.get("usage") if isinstance(p.get("usage"), dict) else None
+        elif kind == "event_msg" and p.get("type") == "token_count" and turns and turns[-1].usage is None:
+            info = p.get("info") if isinstance(p.get("info"), dict) else {}
+            turns[-1].usage = info.get("last_token_usage") if isinstance(info.get("last_token_usage"), dict) else None
+        last = stamp if stamp is not None else last
+    if not rollout:
+        raise TrajectoryError(f"{path}: not a Codex rollout (no session or response items)")
+
+    def tokens(t: _Turn, key: str) -> int | None:
+        v = (t.usage or {}).get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    return Conversation(
+        str(path),
+        [
+            ModelTurn(
+                "\n".join(t.text),
+                "\n".join(t.reasoning),
+                tuple(t.commands),
+                tokens(t, "input_tokens"),
+                tokens(t, "cached_input_tokens"),
+                tokens(t, "output_tokens"),
+                None,
+                t.seconds,
+            )
+            for t in turns
+        ],
+        task,
+    )
+
+
+def locate(ledger: Path) -> list[Path]:
+    """The rollouts of the run that kept ``ledger``: Codex writes them in the run's own home,
+    ``codex-home/sessions/YYYY/MM/DD/rollout-*.jsonl`` beside the ledger; oldest first."""
+    sessions = ledger.parent / "codex-home" / "sessions"
+    return sorted(sessions.rglob("rollout-*.jsonl"), key=lambda p: p.name) if sessions.is_dir() else []
+
+
+# the replay does not read Codex's rollouts (load is None): the page reads them
+FORMAT = RecordedFormat("codex", locate=locate, conversation=conversation)

@@ -8,6 +8,11 @@ command in a fenced ```bash or ```mswea_bash_command block, the observation as
 ``<returncode>N</returncode><output>...</output>``) and tool-call runs (``extra.actions``, tool
 messages). A file that cannot be read raises ``TrajectoryError`` with the reason, never a
 traceback; one malformed row of a JSONL file is skipped with a note.
+
+For the run's page, ``conversation`` reads a ``.traj.json`` as the model's side of the run: each
+call's text and reasoning (chat messages, tool calls, and Responses API outputs alike), the commands
+it asked for, its tokens and cost as mini-swe-agent kept them; ``locate`` finds the trajectory of a
+ledger (the run directory's ``trajectory.traj.json``, a SWE-bench instance's ``<iid>.traj.json``).
 """
 
 from __future__ import annotations
@@ -20,7 +25,15 @@ from typing import Any, Iterator
 
 from ledger_adapters.mini.context import text_of
 from ledger_adapters.mini.format import MARKER, SUBMISSION
-from ledger_runtime import RecordedFormat, RecordedStep, Trajectory, TrajectoryError, Truncation
+from ledger_runtime import (
+    Conversation,
+    ModelTurn,
+    RecordedFormat,
+    RecordedStep,
+    Trajectory,
+    TrajectoryError,
+    Truncation,
+)
 
 _FENCE = re.compile(r"```(?:bash|mswea_bash_command|sh)\s*\n(.*?)\n?```", re.S)
 _RC = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
@@ -41,7 +54,8 @@ def parse_observation(text: str) -> tuple[int | None, str]:
     return rc, text
 
 
-def from_traj_json(path: Path) -> Trajectory:
+def _read(path: Path) -> dict[str, Any]:
+    """A ``.traj.json`` file's JSON (TrajectoryError, one line, when it is not one)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as e:
@@ -51,6 +65,11 @@ def from_traj_json(path: Path) -> Trajectory:
         raise TrajectoryError(f"{path}: not JSON: {msg} at line {e.lineno}, column {e.colno}") from None
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise TrajectoryError(f"{path}: not a mini-swe-agent trajectory (no messages list)")
+    return data
+
+
+def from_traj_json(path: Path) -> Trajectory:
+    data = _read(path)
     iid = data.get("instance_id") or path.name.removesuffix(".traj.json")
     cfg = ((data.get("info") or {}).get("config") or {}).get("environment") or {}
     steps: list[RecordedStep] = []
@@ -207,4 +226,124 @@ def observation(text: str, returncode: int | None) -> tuple[int | None, str]:
     return parse_observation(text) if "<returncode>" in text else (returncode, text)
 
 
-FORMAT = RecordedFormat("mini-swe-agent", "/testbed", SUBMISSION, load, observation, with_answer)
+# -- the model's side of a run, for its page ----------------------------------------------------------
+
+
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _count(v: Any) -> int | None:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _usage(m: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
+    """(input, cached input, output) tokens of a model call: litellm's chat usage (in the response
+    mini-swe-agent keeps), or a Responses API object's own."""
+    response = (m.get("extra") or {}).get("response")
+    usage = (response if isinstance(response, dict) else m).get("usage")
+    if not isinstance(usage, dict):
+        return None, None, None
+    details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    if cached is None:
+        cached = _count(usage.get("cache_read_input_tokens"))
+    return (
+        _count(usage.get("prompt_tokens", usage.get("input_tokens"))),
+        cached,
+        _count(usage.get("completion_tokens", usage.get("output_tokens"))),
+    )
+
+
+def _said(m: dict[str, Any]) -> tuple[str, str]:
+    """(text, reasoning) of a model message: a chat message (reasoning_content, thinking blocks) or a
+    Responses API object (its message and reasoning items)."""
+    if m.get("object") == "response":
+        text, thought = [], []
+        for item in m.get("output") or []:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "message":
+                text += [c.get("text", "") for c in item.get("content") or [] if isinstance(c, dict)]
+            elif item.get("type") == "reasoning":
+                thought += [c.get("text", "") for c in item.get("summary") or [] if isinstance(c, dict)]
+        return "\n".join(t for t in text if t), "\n".join(t for t in thought if t)
+    reasoning = m.get("reasoning_content")
+    if not isinstance(reasoning, str) or not reasoning:
+        blocks = m.get("thinking_blocks") or []
+        reasoning = "\n".join(b.get("thinking", "") for b in blocks if isinstance(b, dict) and b.get("thinking"))
+    return text_of(m), reasoning
+
+
+def _is_model(m: Any) -> bool:
+    return isinstance(m, dict) and (m.get("role") == "assistant" or m.get("object") == "response")
+
+
+def conversation(path: Path) -> Conversation:
+    """A ``.traj.json`` as the model's side of the run: one turn per model call, in order."""
+    if not path.name.endswith(".json"):
+        raise TrajectoryError(f"{path}: not a mini-swe-agent trajectory (not a .traj.json file)")
+    data = _read(path)
+    msgs = data["messages"]
+    turns = []
+    for i, m in enumerate(msgs):
+        if not _is_model(m):
+            continue
+        extra = m.get("extra") if isinstance(m.get("extra"), dict) else {}
+        actions = extra.get("actions") if isinstance(extra.get("actions"), list) else []
+        commands = [a["command"] for a in actions if isinstance(a, dict) and isinstance(a.get("command"), str)]
+        text, reasoning = _said(m)
+        if not commands and not actions:
+            found = _FENCE.findall(text)
+            commands = found if len(found) == 1 else []
+        before = (msgs[i - 1].get("extra") or {}) if i and isinstance(msgs[i - 1], dict) else {}
+        start, end = _number(before.get("timestamp")), _number(extra.get("timestamp"))
+        seconds = end - start if start is not None and end is not None and 0 <= end - start < 86400 else None
+        inp, cached, out = _usage(m)
+        turns.append(ModelTurn(text, reasoning, tuple(commands), inp, cached, out, _number(extra.get("cost")), seconds))
+    info = data.get("info") if isinstance(data.get("info"), dict) else {}
+    task = next((text_of(m) for m in msgs if isinstance(m, dict) and m.get("role") == "user"), "")
+    submission = info.get("submission")
+    return Conversation(str(path), turns, task, submission if isinstance(submission, str) else None)
+
+
+def _names(path: Path, ledger: Path) -> bool:
+    """Whether the trajectory ``path`` is of the run that kept ``ledger``: its ``info.ledger.path`` is
+    that file, or (the run was moved) names one that is not there, and the ledger lies beside the
+    trajectory or in the ``ledger/`` beside it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        named = ((data.get("info") or {}).get("ledger") or {}).get("path")
+    except (OSError, ValueError, AttributeError):
+        return False
+    if not isinstance(named, str) or not named:
+        return False
+    q = Path(named) if Path(named).is_absolute() else path.parent / named
+    try:
+        if q.exists():
+            return q.resolve() == ledger.resolve()
+        return ledger.parent.resolve() in (path.parent.resolve(), (path.parent / "ledger").resolve())
+    except OSError:
+        return False
+
+
+def locate(ledger: Path) -> list[Path]:
+    """The trajectory of the run that kept ``ledger``: beside it (``ledger-run mini``, the demo), or in
+    the directory above (a SWE-bench instance's ``<iid>.traj.json`` beside its ``ledger/``)."""
+    here = ledger.parent
+    found = sorted(here.glob("*.traj.json")) + (
+        sorted(here.parent.glob("*.traj.json")) if here.name == "ledger" else []
+    )
+    return [p for p in found if _names(p, ledger)][:1]
+
+
+FORMAT = RecordedFormat(
+    "mini-swe-agent",
+    "/testbed",
+    SUBMISSION,
+    load,
+    observation,
+    with_answer,
+    locate=locate,
+    conversation=conversation,
+)

@@ -118,7 +118,8 @@ def instance_figures(arm_dir: Path, iid: str, timings: dict[str, Any], results: 
     except (OSError, ValueError, AttributeError) as e:
         row.update(problem=f"trajectory: {type(e).__name__}: {e}")
         ledger = None
-    ledger_path = Path(ledger) if ledger else arm_dir / iid / "ledger"
+    # the trajectory names its ledger (load finds it beside the trajectory when the run was moved)
+    ledger_path = traj_path if ledger else arm_dir / iid / "ledger"
     try:
         row["ledger"] = ledger_figures(ledger_path)
     except NotALedger as e:

@@ -49,7 +49,9 @@ def inspect(
         help="A run directory (holding ledger.sqlite), a ledger file, a trajectory "
         "(.traj.json, by its info.ledger.path) or a SWE-bench OUT/<arm>/<instance>.",
     ),
-    step: Optional[int] = typer.Option(None, "--step", "-s", help="Show the state view as it was at this step."),
+    step: Optional[int] = typer.Option(
+        None, "--step", "-s", help="Show the state view after this step (0: at the start, before any command)."
+    ),
     output: bool = typer.Option(
         False, "--output", help="With --step: print the exact text the model received for that step's command."
     ),
@@ -67,7 +69,11 @@ def inspect(
         "escaped (\\x1b, \\u202e): a terminal would act on them.",
     ),
     as_json: bool = typer.Option(
-        False, "--json", help="Print machine-readable JSON on stdout (per step: shown and expanded)."
+        False,
+        "--json",
+        help="Print machine-readable JSON on stdout: the summary, and per command what the model received "
+        "(shown), what it stands for (expanded), the files it changed with their diffs and the state view "
+        "after its step; with --step, that step's.",
     ),
     verdict: Optional[str] = typer.Option(
         None,
@@ -80,11 +86,27 @@ def inspect(
         help="Only commands of these classes in the timeline (inspect,search,run,modify,env-change,other).",
     ),
     html: Optional[Path] = typer.Option(None, "--html", help="Write the run as one self-contained HTML page here."),
+    trajectory: Optional[Path] = typer.Option(
+        None,
+        "--trajectory",
+        help="With --html: the agent's own record of the run (a mini-swe-agent .traj.json, a Codex rollout), "
+        "for the model's words, tokens and cost at each step. Default: the one beside the ledger.",
+    ),
 ) -> None:
     """Look inside a ledger: the timeline, the summary, the state view at a step, or what the model
     received at a step."""
     from ledger_runtime.cli.printable import visible, visible_data
-    from ledger_runtime.inspection import keep_row, load, outputs_at, print_inspection, summary, timeline, view_at
+    from ledger_runtime.inspection import (
+        changes,
+        keep_row,
+        load,
+        outputs_at,
+        print_inspection,
+        summary,
+        timeline,
+        view_at,
+        views_at,
+    )
     from ledger_runtime.ledger.store import NotALedger
     from ledger_runtime.records import CommandClass, VerdictKind
 
@@ -116,31 +138,52 @@ def inspect(
                 sys.stdout.write(f"{'' if i == 0 else chr(10)}--- {loaded.state.label(a.id)}: {visible(first)}\n")
             show((expanded if expand else shown) or "")  # never re-wrapped
         return
+    if trajectory is not None and html is None:
+        fail("--trajectory goes with --html (the page shows the model's words from it)")
+    if trajectory is not None and not trajectory.is_file():
+        fail(f"--trajectory {trajectory}: no such file")
     if html is not None:
-        from ledger_runtime.cli.html import run_page
+        from ledger_runtime.cli.html_run import run_page
         from ledger_runtime.ledger.private import write_private
 
+        record = trajectory
+        if record is None and Path(run).is_file() and Path(run).resolve() != loaded.path.resolve():
+            record = Path(run)  # a trajectory named as the run: the record is that file
         try:
-            write_private(html, run_page(loaded))
+            write_private(html, run_page(loaded, record))
         except OSError as e:
             fail(f"cannot write --html {html}: {e.strerror or e}")
         err.print(f"wrote {visible(str(html))}", highlight=False, markup=False)
         return
     if as_json:
-        data = {
-            "ledger": str(loaded.path),
-            "summary": summary(loaded.state),
-            "timeline": [r for r in timeline(loaded.state, loaded.transcript()) if keep_row(r, verdicts, classes)],
-        }
+        state = loaded.state
         if step is not None:
             data = {
                 "ledger": str(loaded.path),
                 "step": step,
                 "state_view": view_at(loaded, step),
                 "commands": [
-                    {"attempt": a.id, "command": a.command, "shown": shown, "expanded": expanded}
+                    {
+                        "attempt": a.id,
+                        "command": a.command,
+                        "shown": shown,
+                        "expanded": expanded,
+                        "modifications": changes(loaded, state.modifications_of_attempt(a.id)),
+                    }
                     for a, shown, expanded in outputs_at(loaded, step)
                 ],
+            }
+        else:
+            rows = [r for r in timeline(state, loaded.transcript()) if keep_row(r, verdicts, classes)]
+            views = views_at(loaded, {r["step"] for r in rows})
+            for r in rows:  # the state view after the row's step, and what its command changed
+                r["state_view"] = views[r["step"]]
+                r["modifications"] = changes(loaded, state.modifications_of_attempt(r["attempt"]))
+            data = {
+                "ledger": str(loaded.path),
+                "summary": summary(state),
+                "timeline": rows,
+                "between_commands": changes(loaded, [m for m in state.modifications if m.attempt is None]),
             }
         json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
         sys.stdout.write("\n")
@@ -182,15 +225,16 @@ def replay(
         [],
         "--repo",
         help="A clone or a git directory (bare or not) holding the "
-        "instances' commits; repeat for several repositories.",
+        "instances' commits; repeat for several repositories. Default, for a run of ledger-run: the "
+        "repository it ran in, as its ledger recorded it.",
     ),
     workdir: Optional[Path] = typer.Option(
         None,
         "--workdir",
         help="Where each checkout goes (default: where the "
         "recorded commands ran, as their format says: /testbed for "
-        "mini-swe-agent's). A directory that holds files and no replay's mark "
-        "is refused; a tree a replay made is replaced whole.",
+        "mini-swe-agent's; for a run of ledger-run elsewhere, OUT/worktree). A directory that holds "
+        "files and no replay's mark is refused; a tree a replay made is replaced whole.",
     ),
     format_: Optional[str] = typer.Option(
         None, "--format", help="The recorded runs' format (default: the only one installed adapters read)."
@@ -208,6 +252,12 @@ def replay(
     out: Path = typer.Option(Path("replay-results"), "--out", "-o", help="Per-trajectory JSON goes here."),
     instances: Optional[Path] = typer.Option(
         None, "--instances", help="SWE-bench instances (JSONL): base commits and repositories of .traj.json files."
+    ),
+    base_commit: Optional[str] = typer.Option(
+        None,
+        "--base-commit",
+        help="The commit every trajectory starts from (a hash, a branch, a tag of --repo). Default: the "
+        "instance's (--instances), or the one the run's own ledger recorded (a run of ledger-run).",
     ),
     timeout: Optional[int] = typer.Option(None, "--timeout", help="Seconds per command (default: the recorded run's)."),
     observations_only: bool = typer.Option(
@@ -259,6 +309,7 @@ def replay(
         price_model=price_model,
         format_=format_,
         outputs=outputs,
+        base_commit=base_commit,
     )
 
 

@@ -12,8 +12,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ledger_runtime.inspection import Loaded, load, summary
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.ledger.private import private_dir, write_private
+from ledger_runtime.ledger.store import NotALedger
 from ledger_runtime.replay import tree as replay_tree
 from ledger_runtime.replay.engine import ReplaySettings, Skip, observations_only, replay_one, result_path
 from ledger_runtime.replay.report import (
@@ -30,12 +32,16 @@ from ledger_runtime.replay.trajectories import RecordedFormat, Trajectory, Traje
 
 
 def _format(name: str | None, fail) -> RecordedFormat:
-    """The format the recorded runs are read in: ``name``, or the only one installed."""
+    """The format the recorded runs are read in: ``name``, or the only installed one the replay reads
+    (some formats are read for the run's page only)."""
     problems: list[str] = []
-    known = formats(problems)
+    installed = formats(problems)
+    known = {n: f for n, f in installed.items() if f.load is not None}
     for why in problems:
         Console(stderr=True).print(f"[yellow]note[/yellow] {why}", highlight=False)
     if name is not None:
+        if name in installed and name not in known:
+            fail(f"--format {name}: its recorded runs cannot be replayed (installed: {', '.join(sorted(known))})")
         if name not in known:
             fail(f"--format {name}: unknown (installed: {', '.join(sorted(known)) or 'none'})")
         return known[name]
@@ -87,6 +93,7 @@ def run_replay(
     price_model: str = "gpt-5-mini",
     format_: str | None = None,
     outputs: str = "fresh",
+    base_commit: str | None = None,
 ) -> None:
     """``ledger-run replay`` (see cli/main.py for its options)."""
     from ledger_runtime.cli.errors import fail
@@ -117,17 +124,12 @@ def run_replay(
 
     err = Console(stderr=True)
     fmt = _format(format_, fail)
-    workdir = workdir or (Path(fmt.root) if fmt.root else None)
-    if workdir is None and not obs_only:
-        fail(f"give --workdir: the {fmt.name} format does not say where its commands ran")
     paths = list(trajectories)
     missing = [p for p in paths if not p.exists()]
     if missing:
         fail(f"no such trajectory file: {missing[0]}")
     if jobs < 1:
         fail(f"-j must be 1 or more, not {jobs}")
-    if not obs_only and not repos:
-        fail("give --repo DIR (a clone or a git directory holding the instances' commits), or --observations-only")
     git_dirs = []
     for r in [] if obs_only else repos:
         g = replay_tree.git_dir(r)
@@ -142,11 +144,14 @@ def run_replay(
     except ValueError as e:
         fail(f"--instances {e}")
         return
+    if base_commit is not None and not base_commit.strip():
+        fail("--base-commit: give a commit (its hash, or a name the repository knows)")
     if obs_only and report is not None:
         fail("--report is for replays; --observations-only writes OUT/observations-only.json (and --json)")
     from ledger_runtime.cli.dirs import unwritable
 
     notes: list[str] = []
+    assert fmt.load is not None  # _format picks only formats the replay reads
     items = list(fmt.load(paths, notes))
     trajs = [t for t in items if isinstance(t, Trajectory)]
     skipped = [(str(e).split(":")[0], str(e)) for e in items if isinstance(e, TrajectoryError)]
@@ -181,14 +186,75 @@ def run_replay(
             fail(f"no trajectory's instance id matches --filter {filter_!r}")
     for t in trajs:
         t.repo = t.repo or repo_names.get(t.instance_id)
+    own = {t.instance_id: own_ledger(t) for t in trajs}
     if obs_only:
         problem = unwritable(out)
         if problem:
             fail(f"cannot write results into -o {out}: {problem}")
+        answered = {t.instance_id: why for t in trajs if (why := _answered(t, own[t.instance_id])) is not None}
+        skipped += list(answered.items())
+        trajs = [t for t in trajs if t.instance_id not in answered]
+        if not trajs:
+            fail(f"nothing to estimate: {next(iter(answered.values()))}" if answered else "no trajectory to estimate")
         for iid, why in skipped:
             err.print(f"[yellow]skipped[/yellow] {iid}: {why}", highlight=False)
         _observations_only(trajs, out, as_json)
         return
+    # where the recorded runs came from: a run of ledger-run names its commit and repository in its ledger
+    for t in trajs:
+        led = own[t.instance_id]
+        b = led.state.baseline if led is not None else None
+        if (
+            base_commit is None
+            and not t.base_commit
+            and t.instance_id not in commits
+            and b is not None
+            and b.head_commit
+        ):
+            t.base_commit = b.head_commit
+            if b.dirty_paths:
+                notes.append(
+                    f"{t.source}: its run started with uncommitted changes to {len(b.dirty_paths)} files "
+                    f"({', '.join(b.dirty_paths[:3])}{', ...' if len(b.dirty_paths) > 3 else ''}), which the replay's "
+                    f"checkout of {b.head_commit[:12]} does not have"
+                )
+        if b is not None and b.root:
+            t.repo = t.repo or b.root
+    if not git_dirs:
+        roots = sorted({b.root for led in own.values() if led is not None and (b := led.state.baseline) and b.root})
+        git_dirs = [g for r in roots if (g := replay_tree.git_dir(Path(r))) is not None]
+        if git_dirs:
+            err.print(f"--repo: the recorded runs' own {', '.join(roots)}", highlight=False)
+    if not git_dirs:
+        fail("give --repo DIR (a clone or a git directory holding the base commits), or --observations-only")
+    if base_commit is not None:
+        sha = next((c for g in git_dirs if (c := _commit_in(g, base_commit.strip()))), None)
+        if sha is None:
+            fail(f"--base-commit {base_commit} is in none of the repositories ({', '.join(map(str, git_dirs))})")
+        for t in trajs:
+            t.base_commit = sha
+    if workdir is None:
+        ran_in = {b.root for led in own.values() if led is not None and (b := led.state.baseline) and b.root}
+        if ran_in and all(led is not None for led in own.values()) and ran_in != {fmt.root}:
+            # the recorded runs' own trees: never replayed in place; a tree of the replay's own instead
+            workdir = out / "worktree"
+            err.print(
+                f"--workdir: {workdir} (the recorded runs ran in {', '.join(sorted(ran_in))}; "
+                "give --workdir to choose)",
+                highlight=False,
+            )
+            elsewhere = {t.instance_id: _names_tree(t, ran_in) for t in trajs}
+            for iid, why in elsewhere.items():
+                if why is not None:
+                    skipped.append((iid, why))
+            trajs = [t for t in trajs if elsewhere[t.instance_id] is None]
+            if not trajs:
+                fail(skipped[-1][1])
+        elif fmt.root:
+            workdir = Path(fmt.root)
+        else:
+            fail(f"give --workdir: the {fmt.name} format does not say where its commands ran")
+    assert workdir is not None
     clash = replay_tree.overlaps(workdir, git_dirs)
     if clash is not None:
         fail(
@@ -240,6 +306,7 @@ def run_replay(
             f"no trajectory was replayed ({len(skipped)} skipped; the reasons above, and in {out / 'skipped.json'})", 1
         )
     agg = aggregate(results)
+    what = replayed(paths, fmt.name, len(results), swebench=instances is not None)
     ctx = summarize_context(results) if contexts else None
     if as_json:
         json.dump(
@@ -251,7 +318,7 @@ def run_replay(
         sys.stdout.write("\n")
     else:
         console = Console()
-        console.print(table(agg))
+        console.print(table(agg, what))
         console.print(class_table(agg["total"]))
         if ctx:
             for m in models:
@@ -263,10 +330,71 @@ def run_replay(
         try:
             report.parent.mkdir(parents=True, exist_ok=True)
             write_private(
-                report, results_md(agg, command, skipped, notes, prov) + (context_md(ctx, models) if ctx else "")
+                report,
+                results_md(agg, command, skipped, notes, prov, what) + (context_md(ctx, models) if ctx else ""),
             )
         except OSError as e:
             fail(f"cannot write --report {report}: {e.strerror or e}")
+
+
+def replayed(paths: list[Path], format_name: str, n: int, swebench: bool) -> str:
+    """What a replay replayed, for its report's title: how many trajectories of which agent (of
+    SWE-bench instances, when their base commits came from an instances file), from where."""
+    where = str(paths[0]) + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")
+    kind = f"{n} {format_name} {'trajectory' if n == 1 else 'trajectories'}"
+    return f"{kind}{' of SWE-bench instances' if swebench else ''} from {where}"
+
+
+def _commit_in(git_dir: Path, name: str) -> str | None:
+    """The commit ``name`` (a hash, a branch, a tag) is in the repository ``git_dir``; None: it is not there."""
+    import subprocess
+
+    r = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None
+
+
+def own_ledger(t: Trajectory) -> Loaded | None:
+    """The ledger the recorded run kept, when its record names one that is there (a run of
+    ``ledger-run``: the demo's, ``mini``'s, a SWE-bench arm's); None for a run without one."""
+    source = Path(t.source) if t.source else None
+    if source is None or not source.is_file():
+        return None
+    try:
+        return load(source)
+    except NotALedger:
+        return None
+
+
+def _answered(t: Trajectory, led: Loaded | None) -> str | None:
+    """Why ``t``'s recorded outputs cannot be read for redundancy: they are the ledger's answers
+    already (repeats came back as references); None when they are what its commands printed."""
+    if led is None or not any(a.applied for a in led.state.attempts):
+        return None
+    s = summary(led.state)
+    return (
+        f"{t.source}: its outputs are already the ledger's answers (the run had the ledger on: repeats came back "
+        f"as references), not what its commands printed; its ledger says what was spared, "
+        f"{s['chars_spared']:,} characters (ledger-run inspect {led.path}); replay it to measure it afresh "
+        f"(ledger-run replay {t.source})"
+    )
+
+
+def _names_tree(t: Trajectory, trees: set[str]) -> str | None:
+    """Why ``t`` cannot be replayed in a tree of the replay's own: a command of it names the tree its
+    run worked in by its path, and would act on it there."""
+    for s in t.commands:
+        for tree in trees:
+            if tree in (s.command or ""):
+                return (
+                    f"{t.source}: its commands name {tree}, where it ran, by its path: replay it where they lead with "
+                    f"--workdir {tree} --force (the tree is emptied first: only where losing its files is fine)"
+                )
+    return None
 
 
 def _done(path: Path, contexts: tuple[str, ...], models: tuple[str, ...] = ()) -> bool:

@@ -283,7 +283,7 @@ def replay_one(traj: Trajectory, settings: ReplaySettings, on_step: Callable[[in
     """Replay one trajectory; returns its result (also written to OUT/<instance>.json)."""
     commit = traj.base_commit or settings.base_commits.get(traj.instance_id)
     if not commit:
-        raise Skip("no base commit (give --instances with the SWE-bench instances)")
+        raise Skip("no base commit: give --base-commit, or --instances with the SWE-bench instances")
     repo = next((r for r in settings.repos if _has_commit(r, commit)), None)
     if repo is None:
         raise Skip(f"base commit {commit[:12]} is in none of the --repo directories")

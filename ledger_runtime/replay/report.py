@@ -99,10 +99,11 @@ def _f(v: Any, fmt: str = "{:,}") -> str:
     return fmt.format(v)
 
 
-def table(agg: dict[str, dict[str, Any]]) -> Table:
+def table(agg: dict[str, dict[str, Any]], what: str = "recorded trajectories") -> Table:
+    """The totals per repository; ``what``: what was replayed (the title names it)."""
     # fits 80 columns: short human headers, the repository by its name (RESULTS.md has owner/name)
     t = Table(
-        title="Replay of recorded trajectories (shadow mode)",
+        title=f"Replay of {what} (shadow mode)",
         box=box.SIMPLE_HEAD,
         show_edge=False,
         padding=(0, 1, 0, 0),
@@ -142,16 +143,18 @@ def results_md(
     skipped: list[tuple[str, str]],
     notes: list[str],
     provenance: dict[str, Any] | None = None,
+    what: str = "recorded trajectories",
 ) -> str:
-    """RESULTS.md: only what the replay computed, with the code's commit and the settings it ran with."""
+    """RESULTS.md: only what the replay computed, with the code's commit and the settings it ran with;
+    ``what``: what was replayed (the title names it)."""
     tot = agg["total"]
     prov = provenance or {}
     lines = [
-        "# Replay of recorded SWE-bench Verified trajectories",
+        f"# Replay of {what}",
         "",
         "Every recorded command of each trajectory ran again, in order, through the ledger in shadow mode "
-        "(verdicts and answers decided and recorded, every command executed), in a fresh checkout of the "
-        "instance's base commit. Definitions: `ledger_runtime/replay/engine.py`.",
+        "(verdicts and answers decided and recorded, every command executed), in a fresh checkout of its "
+        "base commit. Definitions: `ledger_runtime/replay/engine.py`.",
         "",
     ]
     if prov:

@@ -1,7 +1,11 @@
-"""Recorded agent runs, as the replay reads them: a ``Trajectory`` per instance, the list of its
-``RecordedStep``s (the command, and what the agent saw: return code and output). The formats come
-from the adapters, which know their agents' files: each is a ``RecordedFormat``, found through the
-``ledger_runtime.trajectories`` entry point group.
+"""Recorded agent runs: a ``Trajectory`` per instance as the replay reads it, the list of its
+``RecordedStep``s (the command, and what the agent saw: return code and output); and a
+``Conversation`` as the run's page shows it, the model's own side of the run (its ``ModelTurn``s:
+what it said and thought, the commands it asked for, tokens, cost, time). The formats come from the
+adapters, which know their agents' files: each is a ``RecordedFormat``, found through the
+``ledger_runtime.trajectories`` entry point group. A format may read recorded runs for the replay
+(``load``), the model's side for the page (``conversation``, with ``locate`` finding the record
+beside a ledger), or both.
 """
 
 from __future__ import annotations
@@ -57,20 +61,31 @@ class Trajectory:
 
 
 @dataclass(frozen=True)
-class RecordedFormat:
-    """An agent's recorded runs: how they are read, and what they take for granted. Its functions
-    are module-level ones (a trajectory goes to the replay's worker processes with its format)."""
+class ModelTurn:
+    """One call of the model as the agent recorded it: what the model said (``text``, its commands
+    included as the agent shows them) and thought (``reasoning``, where the provider returns it; a
+    summary, for some), the commands it asked for in order, and what the call took, where the record
+    says (None: not known)."""
 
-    name: str
-    root: str  # where the recorded commands ran (the paths in them name it)
-    submission: Submission  # how that agent submits
-    load: Callable[[list[Path], list[str]], Iterator[Trajectory | TrajectoryError]]
-    """Every trajectory in the paths (a file that cannot be read yields its TrajectoryError; notes get
-    what was skipped)."""
-    observation: Callable[[str, int | None], tuple[int | None, str]]
-    """A step's recorded observation and return code -> the return code and output the agent saw."""
-    with_answer: Callable[[str, str, Truncation], str]
-    """A recorded observation message with its output replaced by an answer, as the agent shows it."""
+    text: str = ""
+    reasoning: str = ""
+    commands: tuple[str, ...] = ()
+    input_tokens: int | None = None
+    cached_tokens: int | None = None  # of the input, read from the provider's prompt cache
+    output_tokens: int | None = None
+    cost: float | None = None  # dollars, as the agent reckoned them
+    seconds: float | None = None  # how long the call took
+
+
+@dataclass
+class Conversation:
+    """The model's side of a run, read from the agent's own record (``source``): the task it was
+    given, each call of the model in order, and what the run submitted."""
+
+    source: str
+    turns: list[ModelTurn] = field(default_factory=list)
+    task: str = ""
+    submission: str | None = None
 
 
 def _nothing(paths: list[Path], notes: list[str]) -> Iterator[Trajectory | TrajectoryError]:
@@ -83,6 +98,29 @@ def _as_recorded(text: str, returncode: int | None) -> tuple[int | None, str]:
 
 def _answer_alone(message: str, answer: str, trunc: Truncation) -> str:
     return answer
+
+
+@dataclass(frozen=True)
+class RecordedFormat:
+    """An agent's recorded runs: how they are read, and what they take for granted. Its functions
+    are module-level ones (a trajectory goes to the replay's worker processes with its format)."""
+
+    name: str
+    root: str = ""  # where the recorded commands ran (the paths in them name it)
+    submission: Submission = NO_SUBMISSION  # how that agent submits
+    load: Callable[[list[Path], list[str]], Iterator[Trajectory | TrajectoryError]] | None = None
+    """Every trajectory in the paths (a file that cannot be read yields its TrajectoryError; notes get
+    what was skipped). None: the replay cannot read this agent's records."""
+    observation: Callable[[str, int | None], tuple[int | None, str]] = _as_recorded
+    """A step's recorded observation and return code -> the return code and output the agent saw."""
+    with_answer: Callable[[str, str, Truncation], str] = _answer_alone
+    """A recorded observation message with its output replaced by an answer, as the agent shows it."""
+    locate: Callable[[Path], list[Path]] | None = None
+    """The agent's records of the run that kept this ledger file (beside it, or where the adapter puts
+    them), oldest first; none when there are none."""
+    conversation: Callable[[Path], Conversation] | None = None
+    """A record read as the model's side of the run (raises TrajectoryError, saying why, when it is
+    not one)."""
 
 
 # a trajectory built in code, by no format: commands at the work tree's root, no submission
@@ -103,3 +141,48 @@ def formats(problems: list[str] | None = None) -> dict[str, RecordedFormat]:
             continue
         out[fmt.name] = fmt
     return out
+
+
+def conversation_of(ledger: Path, record: Path | None = None, problems: list[str] | None = None) -> Conversation | None:
+    """The model's side of the run that kept ``ledger``: read from ``record`` when given (by the first
+    installed format that reads it), else from the records the formats find beside the ledger (a run
+    recorded in several files, a TUI session's rollouts, reads as one). None when there is none;
+    ``problems`` gets why a record could not be read."""
+    readers = [f for f in formats(problems).values() if f.conversation is not None]
+    if record is not None:
+        why = []
+        for f in readers:
+            try:
+                return f.conversation(record)  # type: ignore[misc]
+            except TrajectoryError as e:
+                why.append(str(e))
+            except Exception as e:  # an adapter's reader that breaks costs the page its words, nothing more
+                why.append(f"{record}: the {f.name} reader failed: {type(e).__name__}: {e}")
+        if problems is not None:
+            problems.append("; ".join(why) if why else f"{record}: no installed format reads records")
+        return None
+    for f in readers:
+        if f.locate is None:
+            continue
+        try:
+            found = f.locate(ledger)
+        except Exception as e:  # a broken adapter: the page goes on without its record
+            if problems is not None:
+                problems.append(f"the {f.name} format could not look for records: {type(e).__name__}: {e}")
+            continue
+        parts = []
+        for path in found:
+            try:
+                parts.append(f.conversation(path))  # type: ignore[misc]
+            except TrajectoryError as e:
+                if problems is not None:
+                    problems.append(str(e))
+            except Exception as e:
+                if problems is not None:
+                    problems.append(f"{path}: the {f.name} reader failed: {type(e).__name__}: {e}")
+        if parts:
+            whole = Conversation(", ".join(c.source for c in parts), [t for c in parts for t in c.turns])
+            whole.task = next((c.task for c in parts if c.task), "")
+            whole.submission = next((c.submission for c in reversed(parts) if c.submission is not None), None)
+            return whole
+    return None

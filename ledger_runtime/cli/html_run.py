@@ -1,0 +1,343 @@
+"""The page of one run (``ledger-run inspect RUN --html FILE``): the whole run on one self-contained
+page.
+
+At the top the task, the summary and what the model calls took; then the run in order, one section
+per step: the model's own words for it (its reasoning and response, from the agent's own record of
+the run when one is found: cli/record.py), the command, its verdict and answer kind, how long it took
+(the command; the model call, its tokens and cost where the record says), what the model received
+(references as links to the step they name, notes marked, a diff coloured as one) beside what the
+command printed when the two differ (once when they are the same), the files it changed as diffs, and
+the state view after the step; then the submission (or the changes since the start). A small script
+filters the steps by verdict and answer kind and searches them; the page reads the same without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ledger_runtime.answers.build import LINES, NOTE, PATCH, SAME, TEXT, ExpandError, Piece
+from ledger_runtime.answers.transcript import Transcript
+from ledger_runtime.cli.html import READY, diff_lines, e, page
+from ledger_runtime.cli.record import align, totals
+from ledger_runtime.inspection import Loaded, summary, unified_diff, views_at
+from ledger_runtime.replay.trajectories import Conversation, ModelTurn, conversation_of
+
+SCRIPT = """
+(function(){
+var search=document.getElementById('search'),count=document.getElementById('count');
+var items=[].slice.call(document.querySelectorAll('.step,.turn'));
+var picked={verdict:'ALL',answer:'ALL'};
+function text(s){return [].map.call(s.querySelectorAll('.find'),function(x){return x.textContent;}).join('\\n')
+  .toLowerCase();}
+function apply(){
+  var q=search.value.trim().toLowerCase(),shown=0,steps=0;
+  items.forEach(function(s){
+    var step=s.classList.contains('step');
+    var ok=(picked.verdict==='ALL'||s.dataset.verdict===picked.verdict)&&
+      (picked.answer==='ALL'||s.dataset.answer===picked.answer)&&(!q||text(s).indexOf(q)>=0);
+    s.hidden=!ok;if(step){steps++;if(ok)shown++;}
+  });
+  count.textContent=shown+' of '+steps+' steps';
+  document.querySelectorAll('nav button').forEach(function(b){
+    b.setAttribute('aria-pressed',String(picked[b.dataset.group]===b.dataset.value));});
+}
+document.querySelectorAll('nav button').forEach(function(b){b.addEventListener('click',function(){
+  picked[b.dataset.group]=b.dataset.value;apply();});});
+search.addEventListener('input',apply);
+document.addEventListener('click',function(ev){
+  var a=ev.target.closest&&ev.target.closest('a.ref');if(!a)return;
+  var t=document.getElementById(a.getAttribute('href').slice(1));
+  if(t&&t.hidden){picked={verdict:'ALL',answer:'ALL'};search.value='';apply();}
+});
+apply();
+})();
+"""
+
+
+def anchor(label: str) -> str:
+    """The id of a step's section: "step 9" -> "step-9", "step 9.2" -> "step-9.2"."""
+    return label.replace(" ", "-")
+
+
+def _seconds(s: float | None) -> str:
+    if s is None:
+        return ""
+    if s < 60:
+        return f"{s:.2f} s" if s < 10 else f"{s:.1f} s"
+    return f"{int(s // 60)} min {s % 60:.0f} s"
+
+
+def _money(v: float | None) -> str:
+    """Dollars, to a cent where that is much, to the last significant digits where not."""
+    if v is None:
+        return ""
+    return f"${v:,.2f}" if v >= 1 else f"${v:.4f}" if v >= 0.01 else "$0" if v == 0 else f"${v:.6f}".rstrip("0")
+
+
+def _tokens(inp: int | None, cached: int | None, out: int | None) -> str:
+    parts = []
+    if inp is not None:
+        parts.append(f"{inp:,} tokens in" + (f" ({cached:,} cached)" if cached else ""))
+    if out is not None:
+        parts.append(f"{out:,} out")
+    return ", ".join(parts)
+
+
+def _linked(part: str, ref: int | None, loaded: Loaded) -> str:
+    """A reference line with the step it names as a link to that step's section."""
+    if ref is None:
+        return e(part)
+    label = loaded.state.label(ref)
+    at = part.find(f"{label}'s output")
+    if at < 0 or loaded.state.attempt(ref) is None:
+        return e(part)
+    return e(part[:at]) + f'<a class="ref" href="#{e(anchor(label))}">{e(label)}</a>' + e(part[at + len(label) :])
+
+
+def received(text: str, pieces: list[Piece] | None, loaded: Loaded) -> str:
+    """What the model received, marked up piece by piece: output as text, the ledger's notes and
+    references marked, each reference's step a link, a diff coloured as a diff."""
+    if not pieces or pieces[-1].end != len(text):
+        return e(text)
+    out = []
+    for p in pieces:
+        part = text[p.start : p.end]
+        if p.kind == TEXT:
+            out.append(e(part))
+        elif p.kind == NOTE:
+            out.append(f'<span class="note">{e(part)}</span>')
+        elif p.kind in (LINES, SAME):
+            out.append(f'<span class="ref">{_linked(part, p.ref, loaded)}</span>')
+        elif p.kind == PATCH:
+            head, _, body = part.partition("\n")
+            out.append(f'<span class="ref">{_linked(head + chr(10), p.ref, loaded)}</span>' + diff_lines(body))
+        else:  # CUT, AGAIN: the ledger's words about lines of this same output
+            out.append(f'<span class="ref">{e(part)}</span>')
+    return "".join(out)
+
+
+def _diff(loaded: Loaded, before_hash: str | None, after_hash: str | None, name: str = "") -> str:
+    """A file's change as a coloured unified diff, when the ledger kept both contents."""
+    text = unified_diff(loaded, before_hash, after_hash, name)
+    if text is None:
+        return '<p class="dim">(content not kept: binary, too large, or unknown before the run)</p>'
+    return f'<pre class="diff find">{diff_lines(text)}</pre>' if text else '<p class="dim">(no line changed)</p>'
+
+
+def _model(turn: ModelTurn | None, first: bool, label: str) -> str:
+    """The model's own words for a step: its reasoning and its response."""
+    if turn is None:
+        return ""
+    if not first:
+        return f'<p class="dim">the model asked for this command in the same call as {e(label)}</p>'
+    parts = ['<div class="model"><h3>the model</h3>']
+    if turn.reasoning:
+        parts.append(f'<pre class="reasoning find">{e(turn.reasoning)}</pre>')
+    if turn.text:
+        parts.append(f'<pre class="said find">{e(turn.text)}</pre>')
+    elif not turn.reasoning:
+        parts.append('<p class="dim">(no text: the call asked for the command alone)</p>')
+    return "".join(parts) + "</div>"
+
+
+def _call(turn: ModelTurn | None) -> list[str]:
+    """What a model call took, as far as the record says."""
+    if turn is None:
+        return []
+    took = [f"model {_seconds(turn.seconds)}"] if turn.seconds is not None else []
+    tokens = _tokens(turn.input_tokens, turn.cached_tokens, turn.output_tokens)
+    return took + ([tokens] if tokens else []) + ([_money(turn.cost)] if turn.cost is not None else [])
+
+
+def _step(
+    loaded: Loaded, transcript: Transcript, a: Any, turn: ModelTurn | None, first: bool, lead: str, view: str
+) -> str:
+    label = loaded.state.label(a.id)
+    shown = transcript.shown(a)
+    try:
+        printed = transcript.expanded(a) if a.executed else None
+    except ExpandError as err:
+        printed = f"(this answer does not expand: {err})"
+    kind = (a.answer or {}).get("kind", "raw")
+    v = a.verdict
+    facts = [
+        e(a.command_class.value),
+        f"exit {e(a.exit_code if a.exit_code is not None else '-')}",
+        f"{a.shown_chars:,} of {a.output_chars:,} characters",
+    ]
+    if a.executed:
+        facts.append(f"command {_seconds(a.duration_s)}")
+    facts += [e(x) for x in (_call(turn) if first else [])]
+    body = [
+        f'<header><h2>{e(label)}</h2><span class="v v-{e(v.kind.value)}">{e(v.kind.value)}</span>'
+        f'<span class="k">{e(kind)}</span><span>{e(v.rule or "")}</span>'
+        f'<span class="dim facts">{"; ".join(facts)}</span></header>',
+        _model(turn, first, lead),
+        f'<pre class="cmd find">{e(a.command)}</pre>',
+    ]
+    if v.reason:
+        body.append(f'<p class="dim find">{e(v.reason)}</p>')
+    marked = (
+        received(shown, transcript.pieces(a), loaded)
+        if shown
+        else '<span class="dim">(nothing: the command printed nothing)</span>'
+        if shown is not None
+        else '<span class="dim">(not recorded)</span>'
+    )
+    if printed is None:
+        body.append(f'<h3>what the model received (the command did not run)</h3><pre class="shown find">{marked}</pre>')
+    elif printed == shown:
+        body.append(f'<h3>what the model received: what the command printed</h3><pre class="shown find">{marked}</pre>')
+    else:
+        body.append(
+            '<div class="pair"><div><h3>what the model received</h3>'
+            f'<pre class="shown find">{marked}</pre></div>'
+            "<div><h3>what the command printed</h3>"
+            f'<pre class="printed find">{e(printed)}</pre></div></div>'
+        )
+    for m in loaded.state.modifications_of_attempt(a.id):
+        name = _shown_path(loaded, m.path)
+        body.append(f'<h3 class="find">{e(name)} ({e(m.change)})</h3>{_diff(loaded, m.before_hash, m.after_hash)}')
+    if view:
+        body.append(f"<details><summary>the state view after {e(label)}</summary><pre>{e(view)}</pre></details>")
+    return (
+        f'<section class="step" id="{e(anchor(label))}" data-verdict="{e(v.kind.value)}" data-answer="{e(kind)}">'
+        + "".join(body)
+        + "</section>"
+    )
+
+
+def _turn_alone(turn: ModelTurn, n: int) -> str:
+    """A model call no step of the ledger answers: a format error, a last message, a command the
+    ledger did not see."""
+    facts = "; ".join(e(x) for x in _call(turn))
+    asked = "".join(f'<pre class="cmd find">{e(c)}</pre>' for c in turn.commands)
+    return (
+        f'<section class="turn" id="call-{n}" data-verdict="" data-answer=""><header><h2>model call {n}</h2>'
+        f'<span class="dim facts">{facts}</span></header>{_model(turn, True, "")}'
+        + (f"<h3>asked for commands the ledger did not record</h3>{asked}" if asked else "")
+        + "</section>"
+    )
+
+
+def _shown_path(loaded: Loaded, path: str) -> str:
+    b = loaded.state.baseline
+    root = b.root.rstrip("/") + "/" if b and b.root else ""
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
+def _final(loaded: Loaded, record: Conversation | None) -> str:
+    """The submission the agent's record holds, or else the changes since the start, from the ledger."""
+    if record is not None and record.submission and record.submission.strip():
+        return (
+            '<section id="final"><h2>Submission</h2><p class="dim">as the agent\'s record holds it</p>'
+            f'<pre class="diff find">{diff_lines(record.submission)}</pre></section>'
+        )
+    changed = loaded.state.changed_files()
+    if not changed:
+        return '<section id="final"><h2>Final patch</h2><p class="dim">no file changed since the start</p></section>'
+    parts = []
+    for m in changed:
+        first = loaded.state.modifications_of(m.path)[0]
+        name = _shown_path(loaded, m.path)
+        parts.append(f"<h3>{e(name)}</h3>{_diff(loaded, first.before_hash, m.after_hash, name)}")
+    return (
+        '<section id="final"><h2>Final patch</h2><p class="dim">every file changed since the start, as the ledger '
+        "kept it</p>" + "".join(parts) + "</section>"
+    )
+
+
+def _summary(s: dict[str, Any], record: Conversation | None, problems: list[str]) -> str:
+    rows = [
+        ("workdir", s["workdir"]),
+        ("steps / commands", f"{s['steps']} / {s['attempts']} ({s['executed']} executed)"),
+        ("verdicts", ", ".join(f"{k} {v}" for k, v in s["verdicts"].items()) or "none"),
+        ("answers", ", ".join(f"{k} {v}" for k, v in s["answers"].items()) or "none"),
+        ("output spared", f"{s['chars_spared']:,} characters (~{s['tokens_spared_estimate']:,} tokens)"),
+        ("files changed", ", ".join(f["path"] for f in s["files_changed"]) or "none"),
+        ("faults", s["faults"]),
+    ]
+    if record is not None:
+        t = totals(record.turns)
+        calls = ", ".join(
+            x
+            for x in (
+                f"{t['calls']:,}",
+                _tokens(t["input_tokens"], t["cached_tokens"], t["output_tokens"]),
+                _money(t["cost"]),
+                _seconds(t["seconds"]),
+            )
+            if x
+        )
+        rows += [("model calls", calls), ("the agent's record", record.source)]
+    else:
+        rows.append(("the agent's record", "; ".join(problems) or "none found beside the ledger (--trajectory FILE)"))
+    return '<table class="sum">' + "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in rows) + "</table>"
+
+
+def _nav(loaded: Loaded) -> str:
+    attempts = loaded.state.attempts
+    verdicts = sorted({a.verdict.kind.value for a in attempts})
+    kinds = sorted({(a.answer or {}).get("kind", "raw") for a in attempts})
+
+    def group(name: str, values: list[str]) -> str:
+        return (
+            f'<span class="group">{name}: '
+            + "".join(
+                f'<button data-group="{name}" data-value="{e(v)}">{e(v if v != "ALL" else "all")}</button>'
+                for v in ["ALL", *values]
+            )
+            + "</span> "
+        )
+
+    return (
+        "<nav>"
+        + group("verdict", verdicts)
+        + group("answer", kinds)
+        + '<label>search <input id="search" type="search" placeholder="text in a step"></label> '
+        + '<span id="count" class="dim"></span></nav>'
+    )
+
+
+def run_page(loaded: Loaded, record_path: Path | None = None) -> str:
+    """The page of one run; ``record_path``: the agent's own record of it (default: found beside the
+    ledger by the installed formats)."""
+    state = loaded.state
+    s = summary(state)
+    problems: list[str] = []
+    record = conversation_of(loaded.path, record_path, problems)
+    entries = align(record.turns if record else [], state.attempts)
+    task = s["task"] or (record.task if record else "")
+    views = views_at(loaded, {a.step for a in state.attempts})
+    transcript = loaded.transcript()  # one, so each answer is expanded once
+    parts = [
+        f"<h1>Run in {e(s['workdir'])}</h1>",
+        f'<section id="task"><h2>Task</h2><pre class="task">{e(task or "(not recorded)")}</pre></section>',
+        _summary(s, record, problems),
+        _nav(loaded),
+    ]
+    calls = 0
+    for entry in entries:
+        calls += entry.turn is not None
+        if not entry.attempts:
+            parts.append(_turn_alone(entry.turn, calls))  # type: ignore[arg-type]
+            continue
+        lead = state.label(entry.attempts[0].id)
+        for i, a in enumerate(entry.attempts):
+            last_of_step = i + 1 == len(entry.attempts) or entry.attempts[i + 1].step != a.step
+            parts.append(
+                _step(loaded, transcript, a, entry.turn, i == 0, lead, views.get(a.step, "") if last_of_step else "")
+            )
+    between = [m for m in state.modifications if m.attempt is None]
+    if between:
+        parts.append(
+            "<h2>Changes made between commands</h2>"
+            + "".join(
+                f"<h3>{e(_shown_path(loaded, m.path))} (before step {m.step}, {e(m.change)})</h3>"
+                f"{_diff(loaded, m.before_hash, m.after_hash)}"
+                for m in between
+            )
+        )
+    parts.append(_final(loaded, record))
+    return page(f"ledger: {s['workdir']}", "".join(parts), SCRIPT + READY)
