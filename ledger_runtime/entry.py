@@ -32,6 +32,12 @@ def main() -> None:
         cli_main()
     except KeyboardInterrupt:
         interrupted()
+    finally:
+        # The command is done: a Ctrl-C from now on would meet an interpreter shutting down, whose
+        # handlers are back to the default (the process killed by the signal). One caught already
+        # leaves as any other (130); one that comes later is held until the process has exited.
+        on_ctrl_c()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
 if __name__ == "__main__":

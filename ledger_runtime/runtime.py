@@ -230,7 +230,7 @@ class LedgerRuntime:
         self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
         self._now: int | None = None  # the step being answered
         self.delivered = Delivered(self._alive)
-        # per attempt: its output lines that are checked file lines -> (path, number, the file's text)
+        # per attempt the model holds: its runs of output lines that are checked file lines (see line_facts)
         self.facts: dict[int, list[FactRun]] = {}
         if self._line_facts is None:
             self._line_facts = not self.config.context_policy.full
