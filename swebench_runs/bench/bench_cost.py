@@ -15,7 +15,10 @@ turn (``rt.inform()``, untimed: it overlaps the model's thinking). Operations:
 - ``touch x``: a trivial impure command (it changes a file's stat data, not its content);
 - a pure read: ``sed -n '100,160p'`` of a source file;
 - ``sed -i`` of one file (alternating between two edits, so every run changes it);
-- ``git checkout`` between the two commits (about 300 files change each time);
+- ``git checkout`` between the two commits (about 300 files change each time); and the same with no
+  bare twin between the ledger's runs (``every change the ledger's``: each checkout's 300 changes are
+  taken after the command, as the command's, not at the model's turn; the bare command's own cost is
+  measured apart, before, on the same tree);
 - ``find / -maxdepth 3 -name x``: a read of the whole file system;
 - ``git add -A`` after a one-file change (git's index changes).
 
@@ -59,6 +62,7 @@ from ledger_runtime.executor import LocalExecutor  # noqa: E402
 from ledger_runtime.runtime import LedgerRuntime  # noqa: E402
 
 OUT = HERE / "results" / "cost.json"
+ALONE = "alone: "  # an operation whose commands only the ledger runs (no bare twin between them)
 GIT_ENV = {
     **os.environ,
     "GIT_AUTHOR_NAME": "b",
@@ -148,6 +152,7 @@ def operations(root: Path) -> list[tuple[str, list[str]]]:
             ],
         ),
         ("git checkout (~300 files)", ["git checkout -q b", "git checkout -q a"]),
+        (ALONE + "git checkout (~300 files), every change the ledger's", ["git checkout -q b", "git checkout -q a"]),
         ("find / -maxdepth 3 -name x", ["find / -maxdepth 3 -name x 2>/dev/null | head -n 3"]),
         ("git add -A", ["echo y >> x && git add -A"]),
     ]
@@ -166,13 +171,27 @@ def measure(root: Path, repeat: int) -> dict[str, Any]:
             cpu: list[float] = []  # this process's CPU over the ledger's step (the command runs in a child)
             sub_cpu: list[float] = []  # children's CPU over the step less the bare twin's: the git the ledger runs
             bare_sub: list[float] = []
+            alone = name.startswith(ALONE)
+            name = name.removeprefix(ALONE)
+            # each operation starts from the clean first commit: an earlier one's edit (sed -i of a
+            # file the second commit changes too) made every checkout fail, and measured the failure
+            ex("git checkout -q -f a && git clean -q -fd", str(root))
+            rt.inform()
+            failed = 0
+            if alone:  # the bare command's own cost, apart: the ledger's runs then take every change
+                for i in range(repeat + repeat % 2):
+                    t0, c0 = time.perf_counter(), _children_cpu()
+                    ex(cmds[i % len(cmds)], str(root))
+                    bare.append((time.perf_counter() - t0) * 1000)
+                    bare_sub.append((_children_cpu() - c0) * 1000)
             for i in range(repeat):
                 cmd = cmds[i % len(cmds)]
-                t0, c0 = time.perf_counter(), _children_cpu()
-                ex(cmd, str(root))
-                bare.append((time.perf_counter() - t0) * 1000)
-                bare_sub.append((_children_cpu() - c0) * 1000)
-                cmd = cmds[(i + 1) % len(cmds)] if len(cmds) > 1 else cmd  # undo what the bare run did
+                if not alone:
+                    t0, c0 = time.perf_counter(), _children_cpu()
+                    ex(cmd, str(root))
+                    bare.append((time.perf_counter() - t0) * 1000)
+                    bare_sub.append((_children_cpu() - c0) * 1000)
+                    cmd = cmds[(i + 1) % len(cmds)] if len(cmds) > 1 else cmd  # undo what the bare run did
                 # the model's turn: the bare twin's change is taken then, as any change between commands
                 t0 = time.perf_counter()
                 rt.inform()
@@ -181,6 +200,7 @@ def measure(root: Path, repeat: int) -> dict[str, Any]:
                 rt.run(cmd, ex)
                 total = (time.perf_counter() - t0) * 1000
                 cpu.append((time.process_time() - p0) * 1000)
+                failed += rt.state.attempts[-1].exit_code not in (0, None)
                 sub_cpu.append((_children_cpu() - c0) * 1000)
                 added.append(total - rt.state.attempts[-1].duration_s * 1000)
             out[name] = {
@@ -195,6 +215,7 @@ def measure(root: Path, repeat: int) -> dict[str, Any]:
                 # the children's CPU beyond the command's own (the bare twin's median): git the ledger ran
                 "sub_cpu_p50_ms": round(statistics.median(sub_cpu) - statistics.median(bare_sub), 3),
                 "n": repeat,
+                "failed": failed,  # runs whose command failed (none is expected: each is a real change)
             }
         scanner = rt.workspace.scanner
         out["scans"] = {
@@ -301,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         t.add_column("CPU p50 (+git)", justify="right")
         t.add_column("bare p50", justify="right")
     for name, _ in operations(first):
+        name = name.removeprefix(ALONE)
         row = [name]
         for r in report["trees"].values():
             x = r[name]
