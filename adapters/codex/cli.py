@@ -30,7 +30,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from ledger_runtime import toml_inline
+from ledger_runtime import fast_launcher, hook_launcher, toml_inline  # noqa: F401 (hook_launcher: named here by tests)
 
 CODEX_VERSION = "0.171.0"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g @openai/codex@{CODEX_VERSION}"
@@ -185,24 +185,6 @@ def keyring_note(source: Path, config: dict[str, Any]) -> str | None:
         "which Codex keys by CODEX_HOME: this run's own home cannot use it. Give the run an API key "
         '(CODEX_API_KEY), or keep the login in a file (cli_auth_credentials_store = "file", then codex login).'
     )
-
-
-def hook_launcher() -> list[str]:
-    """How a hook runs ``ledger-run`` from this installation."""
-    script = Path(sys.executable).parent / "ledger-run"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    found = shutil.which("ledger-run")
-    return [found] if found else [sys.executable, "-m", "ledger_runtime"]
-
-
-def fast_launcher() -> list[str]:
-    """How a hook (and the command wrapper) runs: the interpreter, without its ``site`` start-up,
-    on fasthook.py, which needs nothing but the standard library (hooks run once per event)."""
-    from ledger_runtime import fasthook_script
-
-    script = fasthook_script()
-    return [sys.executable, "-S", "-E", str(script)] if script.is_file() else hook_launcher()
 
 
 def hook_overrides(

@@ -1,0 +1,372 @@
+"""``ledger-run claude``: the real ``claude`` binary (Claude Code) with the ledger's hooks, for one run.
+
+The hooks are installed for this run only, through a settings file of the run's own passed with
+``--settings`` (Claude Code adds it to the user's own settings, which it still reads and which are
+never written): the user's login (``~/.claude``, ``CLAUDE_CONFIG_DIR``) and ``ANTHROPIC_API_KEY`` /
+``ANTHROPIC_BASE_URL`` are used as they are, never copied. A ``--settings`` of the user's own among
+claude's arguments is merged into the run's file. The hooks call ``ledger-run hook EVENT``, which
+talks to the hook server this process runs (ledger_runtime/hooks/server.py) with the runtime in
+memory; the run's secret is on the hook command lines, in the run's owner-only settings file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+from ledger_runtime import fast_launcher
+
+CLAUDE_VERSION = "2.1.332"  # the version this adapter is checked against (see README)
+INSTALL_HINT = f"npm install -g @anthropic-ai/claude-code@{CLAUDE_VERSION}"
+HOOK_TIMEOUT_S = 600
+# claude's options that turn every hook off: the ledger could see nothing
+HOOKS_OFF = ("--bare", "--safe-mode")
+CREDENTIALS = ".credentials.json"
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="claude", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(claude)
+
+
+def find_claude(explicit: str | None) -> str | None:
+    for candidate in (explicit, os.environ.get("LEDGER_CLAUDE_BIN"), "claude"):
+        if candidate:
+            found = shutil.which(candidate)
+            if found:
+                return os.path.abspath(found)  # claude starts in the workdir: never relative to here
+    return None
+
+
+def claude_version(binary: str) -> str | None:
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"(\d+\.\d+\.\d+\S*)", out)
+    return m.group(1) if m else None
+
+
+def config_dir(env: dict[str, str] | None = None) -> Path:
+    """Where Claude Code keeps the user's settings, login and transcripts."""
+    env = os.environ if env is None else env
+    given = env.get("CLAUDE_CONFIG_DIR")
+    return Path(given) if given else Path(env.get("HOME") or Path.home()) / ".claude"
+
+
+def headless(args: list[str]) -> bool:
+    """Whether claude runs with -p/--print (no person to answer a permission prompt)."""
+    return any(a in ("-p", "--print") or (a.startswith("-") and not a.startswith("--") and "p" in a[1:]) for a in args)
+
+
+def split_settings(args: list[str]) -> tuple[list[str], str | None]:
+    """claude's arguments without a ``--settings X`` of the user's own, and that X."""
+    out: list[str] = []
+    given = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--settings" and i + 1 < len(args):
+            given = args[i + 1]
+            i += 2
+            continue
+        if a.startswith("--settings="):
+            given = a.split("=", 1)[1]
+            i += 1
+            continue
+        if a == "--":
+            out += args[i:]
+            break
+        out.append(a)
+        i += 1
+    return out, given
+
+
+def user_settings(given: str | None) -> dict[str, Any]:
+    """The settings of the user's own ``--settings`` (a file or a JSON string); {} for none."""
+    if not given:
+        return {}
+    text = given
+    if not given.lstrip().startswith("{"):
+        try:
+            text = Path(given).read_text()
+        except OSError as e:
+            raise ValueError(f"--settings {given}: {e.strerror}") from e
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"--settings {given[:80]}: not JSON ({e})") from e
+    if not isinstance(data, dict):
+        raise ValueError(f"--settings {given[:80]}: not a JSON object")
+    return data
+
+
+def hook_script(path: Path, launcher: list[str], socket_path: str, run_dir: Path, token: str) -> Path:
+    """The run's hook command (``SCRIPT EVENT``), owner-only: the hook client, with the socket and the
+    run's secret, which stay out of the settings and out of what Claude Code shows the model of a
+    hook (a Stop hook's block names the command)."""
+    from ledger_runtime import write_private
+
+    line = (
+        shlex.join([*launcher, "hook"])
+        + ' "$1" '
+        + shlex.join(["--socket", socket_path, "--run-dir", str(run_dir), "--token", token])
+    )
+    write_private(path, f"#!/bin/sh\n# ledger-run claude: the hook of this run\nexec {line}\n")
+    os.chmod(path, 0o700)
+    return path
+
+
+def hook_settings(script: Path, base: dict[str, Any]) -> dict[str, Any]:
+    """``base`` (the user's own --settings, if any) with the ledger's hooks added after its own."""
+    from ledger_adapters.claude.hooks import EVENTS, TOOL_EVENTS
+    from ledger_adapters.claude.tools import TOOL_MATCHER
+
+    settings = dict(base)
+    hooks = dict(settings.get("hooks") or {}) if isinstance(settings.get("hooks"), dict) else {}
+    for event in EVENTS:
+        command = f"{shlex.quote(str(script))} {event}"
+        ours: dict[str, Any] = {"hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}]}
+        if event in TOOL_EVENTS:
+            ours = {"matcher": TOOL_MATCHER, **ours}
+        theirs = hooks.get(event) if isinstance(hooks.get(event), list) else []
+        hooks[event] = [*theirs, ours]
+    settings["hooks"] = hooks
+    return settings
+
+
+def login_secrets(home: Path, env: dict[str, str] | None = None) -> tuple[str, ...]:
+    """The values of the user's Claude Code login (OAuth tokens, an API key it keeps): masked in what the
+    ledger stores, should the agent print the file."""
+    env = os.environ if env is None else env
+    found: list[str] = []
+
+    def walk(v: Any, keyed: bool) -> None:
+        if isinstance(v, str) and len(v) >= 8 and keyed:
+            found.append(v)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, keyed or bool(re.search(r"key|token|secret", str(k), re.I)))
+        elif isinstance(v, list):
+            for x in v:
+                walk(x, keyed)
+
+    state = Path(env.get("CLAUDE_CONFIG_DIR") or "") / ".claude.json" if env.get("CLAUDE_CONFIG_DIR") else None
+    state = state or Path(env.get("HOME") or Path.home()) / ".claude.json"
+    for path, keyed in ((home / CREDENTIALS, True), (state, False)):
+        try:
+            walk(json.loads(path.read_text()), keyed)
+        except (OSError, ValueError):
+            continue
+    return tuple(dict.fromkeys(found))
+
+
+def hooks_disabled(workdir: Path, home: Path) -> Path | None:
+    """A settings file that turns every hook off (``disableAllHooks``), if the user or project has one."""
+    project = workdir / ".claude"
+    for path in (home / "settings.json", project / "settings.json", project / "settings.local.json"):
+        try:
+            if json.loads(path.read_text()).get("disableAllHooks") is True:
+                return path
+        except (OSError, ValueError, AttributeError):
+            continue
+    return None
+
+
+def claude(
+    ctx: typer.Context,
+    claude_args: Optional[List[str]] = typer.Argument(
+        None, help='Arguments for claude, after `--` (e.g. -- -p "fix the failing test"; none: an interactive session).'
+    ),
+    workdir: Path = typer.Option(Path("."), "--workdir", "-w", help="The repository the agent works in."),
+    run_dir: Optional[Path] = typer.Option(
+        None, "-o", "--run-dir", help="Where the ledger and the run's hook settings go (default: ledger-runs/<time>)."
+    ),
+    ledger_config: Optional[Path] = typer.Option(None, "--ledger-config", help="Ledger settings (TOML)."),
+    no_inform: bool = typer.Option(False, "--no-inform", help="Do not give the model the state view."),
+    no_govern: bool = typer.Option(False, "--no-govern", help="Run every command (verdicts are still recorded)."),
+    shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: outputs as they are, no state view."),
+    claude_bin: Optional[str] = typer.Option(
+        None,
+        "--claude-bin",
+        help=f"The claude executable (default: $LEDGER_CLAUDE_BIN, then claude on PATH; pinned: {CLAUDE_VERSION}).",
+    ),
+) -> None:
+    """Claude Code (`claude -p ...` or the interactive session) with the ledger in its hooks."""
+    from ledger_runtime import ConfigError, InUse, err, fail, load_config, unwritable
+
+    args = list(claude_args or []) + list(ctx.args)
+    off = next((a for a in args if a in HOOKS_OFF), None)
+    if off is not None:
+        fail(f"claude {off} turns Claude Code's hooks off, and the ledger works through them: run without {off}")
+    workdir = workdir.resolve()
+    if not workdir.is_dir():
+        fail(f"--workdir {workdir} is not a directory")
+    binary = find_claude(claude_bin)
+    if binary is None:
+        fail(
+            f"claude not found{' at ' + claude_bin if claude_bin else ' on PATH'}: install the pinned version with "
+            f"`{INSTALL_HINT}` (or pass --claude-bin)"
+        )
+        return
+    try:
+        config = load_config(ledger_config)
+        config = config.with_(
+            inform=config.inform and not no_inform,
+            govern=config.govern and not no_govern,
+            shadow=config.shadow or shadow,
+        )
+    except ConfigError as e:
+        fail(str(e))
+        return
+    args, given = split_settings(args)
+    try:
+        base = user_settings(given)
+    except ValueError as e:
+        fail(str(e))
+        return
+    home = config_dir()
+    off_by = hooks_disabled(workdir, home)
+    if off_by is not None or base.get("disableAllHooks") is True:
+        fail(f"{off_by or '--settings'} sets disableAllHooks: Claude Code would run none of the ledger's hooks")
+    version = claude_version(binary)
+    if version != CLAUDE_VERSION:
+        err.print(
+            f"[yellow]warning:[/yellow] claude {version or '(version unknown)'} at {binary}; ledger-run is "
+            f"checked against {CLAUDE_VERSION} ({INSTALL_HINT})",
+            highlight=False,
+        )
+    # absolute, links not resolved: a run directory that is a link is refused, never followed
+    run_dir = Path(os.path.abspath(run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")))
+    problem = unwritable(run_dir)
+    if problem:
+        fail(f"cannot write the run into -o {run_dir}: {problem}")
+    try:
+        rc = run_claude(
+            binary,
+            args,
+            workdir,
+            run_dir,
+            config,
+            settings=base,
+            meta={"agent": "claude", "claude_version": version, "claude_args": args},
+        )
+    except OSError as e:  # the hook socket (SocketDirError says what to change), the settings file
+        fail(str(e) if not getattr(e, "filename", None) else f"{e.filename}: {e.strerror}")
+        return
+    except InUse as e:  # another ledger-run writes this run directory
+        fail(str(e))
+        return
+    print(
+        f"\nledger: {run_dir / 'ledger.sqlite'}\nClaude Code's transcripts (masked copies): {run_dir / 'transcripts'}\n"
+        f"look inside: ledger-run inspect {run_dir}",
+        file=sys.stderr,
+    )
+    raise typer.Exit(rc)
+
+
+def run_claude(
+    binary: str,
+    args: list[str],
+    workdir: Path,
+    run_dir: Path,
+    config: Any,
+    *,
+    settings: dict[str, Any] | None = None,
+    meta: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+) -> int:
+    """Run claude with the ledger's hooks until it exits; returns its exit code."""
+    from ledger_adapters.claude.hooks import ClaudeHooks
+    from ledger_runtime import HookServer, LedgerRuntime, private_dir, write_private
+
+    base = dict(env if env is not None else os.environ)
+    home = config_dir(base)
+    runtime = LedgerRuntime(workdir, run_dir, config, meta=meta, secrets=login_secrets(home, base))
+    token = secrets.token_hex(16)  # the run's secret: on the hook command lines, never in the agent's environment
+    hooks = ClaudeHooks(
+        runtime,
+        note_chars=config.context_note_chars,
+        token=token,
+        projects_dir=str(home / "projects"),
+        interactive=not headless(args),
+    )
+    try:
+        server = HookServer(hooks.handle, runtime.report_fault, authorize=hooks.authorize)
+    except BaseException:  # no socket (SocketDirError): the ledger is closed, the caller says why
+        runtime.close()
+        raise
+    try:
+        where = private_dir(run_dir / "claude")
+        script = hook_script(where / "hook", fast_launcher(), server.socket_path, run_dir, token)
+        path = where / "settings.json"
+        write_private(path, json.dumps(hook_settings(script, settings or {}), indent=1) + "\n")
+        cmd = [binary, "--settings", str(path), *args]
+        child_env = {k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")}
+        started: list[subprocess.Popen] = []
+
+        def forward(signum: int, _frame: Any) -> None:  # SIGTERM, SIGHUP: claude stops, the ledger finishes
+            for p in started:
+                try:
+                    p.send_signal(signum)
+                except OSError:
+                    pass
+
+        # set before claude starts (it inherits the ignored SIGINT: Ctrl-C is claude's to handle)
+        previous = {
+            s: signal.signal(s, h)
+            for s, h in ((signal.SIGINT, signal.SIG_IGN), (signal.SIGTERM, forward), (signal.SIGHUP, forward))
+        }
+        try:
+            started.append(subprocess.Popen(cmd, cwd=workdir, env=child_env))
+            rc = started[0].wait()
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+        return rc
+    finally:
+        server.close()
+        with server.lock:
+            try:
+                hooks.finish()
+            except Exception as e:
+                runtime.report_fault("finishing the run", e)
+            try:
+                keep_transcripts(hooks.transcripts, run_dir / "transcripts", runtime.redactor)
+            except Exception as e:
+                runtime.report_fault("keeping Claude Code's transcripts", e)
+            runtime.close()
+
+
+def keep_transcripts(transcripts: dict[str, str], out: Path, redactor: Any) -> None:
+    """Masked copies of the run's transcripts (owner-only), so the run keeps what the model was sent
+    after Claude Code's own files are gone; ``sessions.json`` names where they came from."""
+    from ledger_runtime import masked, private_dir, write_private
+
+    if not transcripts:
+        return
+    private_dir(out)
+    for path in transcripts.values():
+        try:
+            lines = Path(path).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        kept = []
+        for line in lines:
+            try:
+                kept.append(json.dumps(masked(json.loads(line), redactor)))
+            except ValueError:
+                kept.append(redactor.mask(line))
+        write_private(out / f"{Path(path).stem}.jsonl", "".join(x + "\n" for x in kept))
+    write_private(out / "sessions.json", json.dumps(transcripts, indent=1) + "\n")

@@ -1,0 +1,34 @@
+"""A log an agent appends to (Codex's rollout, Claude Code's transcript), read as it grows: the whole
+lines added since the last read. A vanished file reads as nothing new; a file that is not a regular
+one (a FIFO named as a transcript) is never opened for a blocking read; a last line still being
+written waits for the next read."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+
+def appended_lines(path: str, offset: int, limit: int = 64 * 1024 * 1024) -> tuple[list[bytes], int]:
+    """The whole lines of ``path`` after byte ``offset`` (at most ``limit`` bytes of them: the rest on
+    the next call), and the offset after them."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return [], offset
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return [], offset
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            f.seek(offset)
+            data = f.read(limit)
+    except OSError:
+        return [], offset
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    end = data.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    return [raw for raw in data[: end + 1].splitlines() if raw.strip()], offset + end + 1
