@@ -25,6 +25,19 @@ from typing import Any
 USAGE = {"input_tokens": 100, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 
 
+SUMMARY = "<summary>The user asked to look at calc.py; it was read.</summary>"
+
+
+def is_compaction(body: dict[str, Any]) -> bool:
+    """Whether a request asks for a summary of the conversation (Claude Code compacting it): its last
+    message asks for the summary inside <summary> tags."""
+    messages = body.get("messages") or []
+    last = messages[-1] if messages else {}
+    content = last.get("content") if isinstance(last, dict) else None
+    text = content if isinstance(content, str) else json.dumps(content)
+    return "<summary>" in text and "summar" in text.lower()
+
+
 def sse(event: dict[str, Any]) -> bytes:
     return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
 
@@ -80,6 +93,8 @@ class FakeMessages:
         self.final = final
         self.requests: list[dict[str, Any]] = []  # every streamed request's body, in order
         self.times: list[tuple[float, float]] = []  # per streamed request: (received, answered), monotonic
+        self.on_request: Any = None  # called with a streamed request's index before it is answered
+        self.compactions: list[dict[str, Any]] = []  # requests for a summary of the conversation (/compact)
         self._lock = threading.Lock()
         server = self
 
@@ -127,9 +142,21 @@ class FakeMessages:
                         },
                     )
                     return
+                if is_compaction(body):  # Claude Code asks for a summary of the conversation: no step taken
+                    with server._lock:
+                        server.compactions.append(body)
+                    payload = b"".join(sse(e) for e in stream_events(("say", SUMMARY), 0, model))
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("content-length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
                 with server._lock:
                     server.requests.append(body)
                     turn = len(server.requests) - 1
+                if server.on_request is not None:
+                    server.on_request(turn)
                 step = server.steps[turn] if turn < len(server.steps) else ("say", server.final)
                 payload = b"".join(sse(e) for e in stream_events(step, turn, model))
                 self.send_response(200)
