@@ -29,7 +29,8 @@ if CLAUDE is None and os.environ.get("LEDGER_REQUIRE_CLAUDE"):
     )
 pytestmark = pytest.mark.skipif(
     CLAUDE is None,
-    reason=f"no claude binary on PATH or in $LEDGER_CLAUDE_BIN (npm install -g @anthropic-ai/claude-code@{CLAUDE_VERSION})",
+    reason="no claude binary on PATH or in $LEDGER_CLAUDE_BIN "
+    f"(npm install -g @anthropic-ai/claude-code@{CLAUDE_VERSION})",
 )
 
 TEST = "python3 -m unittest -q test_calc"
@@ -119,7 +120,8 @@ def test_a_repeated_cat_is_a_reference_and_a_read_after_a_command_is_flagged(ses
     # Claude Code's Read is shown as it is; re-read after a command changed the file, it is flagged
     assert seen["toolu_4_0"].startswith("1\tdef add(a, b):\n2\t    return a + b\n")
     ctx = s.context()
-    assert "[ledger] calc.py changed since you saw it at step 3: `sed -i 's/return a - b/return a + b/' calc.py` (step 4)" in ctx
+    sed = "`sed -i 's/return a - b/return a + b/' calc.py`"
+    assert f"[ledger] calc.py changed since you saw it at step 3: {sed} (step 4) changed it." in ctx
     assert "-    return a - b\n+    return a + b\n" in ctx
     assert not s.faults(), s.faults()
     state = load(s.run_dir).state

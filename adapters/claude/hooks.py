@@ -379,7 +379,7 @@ class ClaudeHooks:
 
     def _read(self, call_id: Any, pending: _Pending, response: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
         path = pending.call.path or ""
-        flag = self._changed_since_seen(path, response) if pending.plan.held else ""
+        flag = self._changed_since_seen(path, response, pending.plan.step) if pending.plan.held else ""
         text = read_text(response)
         if text is None:  # an image, a notebook, a PDF, or Claude Code's stub: no lines of a file to check
             kind = response.get("type") if isinstance(response, dict) else None
@@ -403,7 +403,7 @@ class ClaudeHooks:
         else:
             self.seen[path] = _Seen(self.runtime.state.step, text)
 
-    def _changed_since_seen(self, path: str, response: Any) -> str:
+    def _changed_since_seen(self, path: str, response: Any, step: int) -> str:
         """The note for a Read of a file that changed since the model last saw it, by anything but its
         own Edit and Write ("" when it did not): who changed it, and the diff from the version it saw."""
         state = self.runtime.state
@@ -439,7 +439,10 @@ class ClaudeHooks:
             current = self._file_text(path)
         if seen is None or current is None or seen.text == current:
             return head + (" Read it again with `cat -n` to see it as it is now." if stub else "")
-        return head + " What changed from the version you saw (a unified diff):\n" + file_diff(seen.text, current)
+        diff = file_diff(seen.text, current)
+        if stub and diff == file_diff(seen.text, current, limit=len(diff) + 1):  # the whole diff: it knows the file now
+            self.seen[path] = _Seen(step, current)
+        return head + " What changed from the version you saw (a unified diff):\n" + diff
 
     def _file_text(self, path: str) -> str | None:
         try:
