@@ -294,3 +294,117 @@ def test_after_a_compaction_or_a_rewind_no_answer_refers_to_what_the_model_lost(
     assert s.fake.compactions, "Claude Code compacted the conversation"
     assert again() == full
     assert not s.faults(), s.faults()
+
+
+class Tui:
+    """``ledger-run claude`` in an interactive session, on a pseudo-terminal."""
+
+    def __init__(self, s: Session, *ledger_args: str):
+        import fcntl
+        import pty
+        import struct
+        import termios
+
+        cfg = Path(s.env["CLAUDE_CONFIG_DIR"])
+        cfg.mkdir(parents=True, exist_ok=True)
+        key = s.env["ANTHROPIC_API_KEY"]
+        # a user who has used Claude Code before: onboarding done, this API key approved, the folder trusted
+        (cfg / ".claude.json").write_text(
+            json.dumps(
+                {
+                    "hasCompletedOnboarding": True,
+                    "theme": "dark",
+                    "numStartups": 5,
+                    "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
+                    "projects": {str(s.repo): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}},
+                }
+            )
+        )
+        self.screen = bytearray()
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: ledger-run claude in the terminal
+            os.chdir(s.repo)
+            argv = [*hook_launcher(), "claude", "-o", str(s.run_dir), *ledger_args, "--", ALLOWED]
+            os.execve(argv[0], argv, {**s.env, "TERM": "xterm-256color"})
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+
+    def pump(self, seconds: float) -> None:
+        import select
+        import time
+
+        end = time.time() + seconds
+        while time.time() < end:
+            ready, _, _ = select.select([self.fd], [], [], 0.1)
+            if ready:
+                try:
+                    data = os.read(self.fd, 65536)
+                except OSError:
+                    return
+                self.screen.extend(data)
+                if b"\x1b[6n" in data:  # the terminal is asked where the cursor is
+                    os.write(self.fd, b"\x1b[1;1R")
+
+    def until(self, done: Any, seconds: float = 60) -> bool:
+        import time
+
+        end = time.time() + seconds
+        while not done() and time.time() < end:
+            self.pump(0.3)
+        return bool(done())
+
+    def type(self, text: bytes) -> None:
+        os.write(self.fd, text)
+        self.pump(1)
+        os.write(self.fd, b"\r")
+
+    def close(self) -> int | None:
+        import time
+
+        end = time.time() + 20
+        while time.time() < end:
+            self.pump(0.2)
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                os.close(self.fd)
+                return status
+        os.kill(self.pid, 9)
+        os.waitpid(self.pid, 0)
+        os.close(self.fd)
+        return None
+
+
+def test_an_interactive_session_with_the_ledger_asks_the_user_over_a_revise(session, tmp_path: Path) -> None:
+    s = session([])
+    config = tmp_path / "ledger.toml"
+    config.write_text('[ledger.policies.protected-paths]\nglobs = ["test_*.py"]\n')
+    s.fake.steps = [
+        ("bash", "cat calc.py"),
+        ("bash", "cat calc.py"),
+        ("tool", "Read", {"file_path": s.path("test_calc.py")}),
+        ("tool", "Edit", {"file_path": s.path("test_calc.py"), "old_string": "5)", "new_string": "-1)"}),
+        ("say", "Changed the test."),
+    ]
+    tui = Tui(s, "--ledger-config", str(config))
+    try:
+        assert tui.until(lambda: b"auto mode" in tui.screen or b"\xe2\x9d\xaf" in tui.screen), tui.screen[-800:]
+        tui.pump(1)
+        tui.type(b"what is wrong with calc.py")
+        # the protected edit: Claude Code asks the user, with the rule's reason
+        assert tui.until(lambda: b"requires confirmation" in tui.screen), tui.screen[-1500:]
+        assert b"protected-paths" in tui.screen
+        os.write(tui.fd, b"\r")  # 1. Yes: the user lets it run
+        assert tui.until(lambda: len(s.fake.requests) >= 6), tui.screen[-1500:]
+        tui.pump(2)
+        tui.type(b"/exit")
+    finally:
+        status = tui.close()
+    assert status is not None and os.waitstatus_to_exitcode(status) == 0, tui.screen[-1500:]
+    seen = tool_results(s.fake.requests[4])
+    assert seen["toolu_1_0"] == "[ledger: same as step 1's output (`cat calc.py`, exit 0)]"
+    assert (s.repo / "test_calc.py").read_text().endswith("-1)\n"), "the user let the edit run"
+    state = load(s.run_dir).state
+    edit = state.attempts[3]
+    assert (edit.command, edit.verdict.kind, edit.executed) == ("Edit test_calc.py", VerdictKind.RUN, True)
+    assert edit.verdict.reason.startswith("the user let it run over protected-paths")
+    assert state.baseline.task == "what is wrong with calc.py"
+    assert not s.faults(), s.faults()

@@ -321,7 +321,8 @@ def test_the_command_line_pieces(tmp_path: Path) -> None:
     assert merged["model"] == "m"
     assert merged["hooks"]["Stop"][0]["hooks"][0]["command"] == "mine", "the user's own hook runs first"
     assert merged["hooks"]["Stop"][1]["hooks"][0]["command"] == f"{script} Stop"
-    assert merged["hooks"]["PreToolUse"][0]["matcher"].startswith("^(Bash|Read")
+    assert merged["hooks"]["PreToolUse"][0]["matcher"] == "^(Bash|Edit|MultiEdit|Write|NotebookEdit)$"
+    assert merged["hooks"]["PostToolUse"][0]["matcher"].startswith("^(Bash|Read|Edit")
     home = tmp_path / "claude-home"
     home.mkdir()
     (home / ".credentials.json").write_text(json.dumps({"claudeAiOauth": {"accessToken": "sk-ant-oat01-secretvalue"}}))

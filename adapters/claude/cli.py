@@ -131,7 +131,7 @@ def hook_script(path: Path, launcher: list[str], socket_path: str, run_dir: Path
 def hook_settings(script: Path, base: dict[str, Any]) -> dict[str, Any]:
     """``base`` (the user's own --settings, if any) with the ledger's hooks added after its own."""
     from ledger_adapters.claude.hooks import EVENTS, TOOL_EVENTS
-    from ledger_adapters.claude.tools import TOOL_MATCHER
+    from ledger_adapters.claude.tools import GOVERNED_MATCHER, TOOL_MATCHER
 
     settings = dict(base)
     hooks = dict(settings.get("hooks") or {}) if isinstance(settings.get("hooks"), dict) else {}
@@ -139,7 +139,7 @@ def hook_settings(script: Path, base: dict[str, Any]) -> dict[str, Any]:
         command = f"{shlex.quote(str(script))} {event}"
         ours: dict[str, Any] = {"hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}]}
         if event in TOOL_EVENTS:
-            ours = {"matcher": TOOL_MATCHER, **ours}
+            ours = {"matcher": GOVERNED_MATCHER if event == "PreToolUse" else TOOL_MATCHER, **ours}
         theirs = hooks.get(event) if isinstance(hooks.get(event), list) else []
         hooks[event] = [*theirs, ours]
     settings["hooks"] = hooks
@@ -288,12 +288,14 @@ def run_claude(
     env: dict[str, str] | None = None,
 ) -> int:
     """Run claude with the ledger's hooks until it exits; returns its exit code."""
-    from ledger_adapters.claude.hooks import ClaudeHooks
+    from ledger_adapters.claude.hooks import CLAUDE_TRUNCATION, ClaudeHooks
     from ledger_runtime import HookServer, LedgerRuntime, private_dir, write_private
 
     base = dict(env if env is not None else os.environ)
     home = config_dir(base)
-    runtime = LedgerRuntime(workdir, run_dir, config, meta=meta, secrets=login_secrets(home, base))
+    runtime = LedgerRuntime(
+        workdir, run_dir, config, meta=meta, secrets=login_secrets(home, base), truncation=CLAUDE_TRUNCATION
+    )
     token = secrets.token_hex(16)  # the run's secret: on the hook command lines, never in the agent's environment
     hooks = ClaudeHooks(
         runtime,

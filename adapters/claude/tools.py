@@ -28,6 +28,8 @@ EDITS = ("Edit", "MultiEdit", "Write", "NotebookEdit")
 SEARCHES = ("Grep", "Glob")
 TOOLS = (SHELL, *READS, *EDITS, *SEARCHES)
 TOOL_MATCHER = "^(" + "|".join(TOOLS) + ")$"
+# before a call, only what a rule may refuse: a read has none (a hook process it need not wait for)
+GOVERNED_MATCHER = "^(" + "|".join((SHELL, *EDITS)) + ")$"
 # how Claude Code tells the model that an Edit or Write leaves the file as the model now holds it
 STATE_CURRENT = " (file state is current in your context \u2014 no need to Read it back)"
 EMPTY_FILE = "<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>"
