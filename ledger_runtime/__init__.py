@@ -102,6 +102,7 @@ _EXPORTS = {
     "ModelTurn": "replay.trajectories",
     "Conversation": "replay.trajectories",
     "HookServer": "hooks.server",
+    "HttpHookServer": "hooks.http",
     "fasthook_script": "hooks",
     "appended_lines": "hooks.tail",
     "hook_launcher": "cli.launch",
@@ -153,6 +154,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.decide.gate import Finding, Rule, build_rules, check_all, compose
     from ledger_runtime.executor import ExecResult, LocalExecutor
     from ledger_runtime.hooks import fasthook_script
+    from ledger_runtime.hooks.http import HttpHookServer
     from ledger_runtime.hooks.server import HookServer
     from ledger_runtime.hooks.tail import appended_lines
     from ledger_runtime.inform import VIEW_NOTE

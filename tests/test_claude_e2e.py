@@ -143,7 +143,10 @@ def test_a_repeated_cat_is_a_reference_and_a_read_after_a_command_is_flagged(ses
     assert not (user_config / "settings.json").exists()
     settings = json.loads((s.run_dir / "claude" / "settings.json").read_text())
     assert set(settings["hooks"]) >= {"PreToolUse", "PostToolUse", "Stop", "SessionStart", "PreCompact"}
-    assert "--token" not in json.dumps(settings), "the run's secret stays in the owner-only hook script"
+    hook = settings["hooks"]["Stop"][-1]["hooks"][0]
+    assert hook["type"] == "http" and hook["url"].startswith("http://127.0.0.1:")
+    secret = hook["headers"]["Authorization"].split()[1]
+    assert not any(secret in json.dumps(r) for r in s.fake.requests), "the model never sees the run's secret"
     loose = [str(f) for f in s.run_dir.rglob("*") if f.stat().st_mode & 0o077]
     assert not loose, f"the run's files are owner-only: {loose}"
     (kept,) = (s.run_dir / "transcripts").glob("*.jsonl")
@@ -246,8 +249,9 @@ def test_the_stop_hook_holds_back_an_unverified_finish_and_repeat_failures_are_n
 
 
 def test_a_hook_fault_lets_the_call_go_on_with_its_own_output(session) -> None:
-    """The hook server gone mid-run: the hooks say so in faults.log and every call goes on as
-    without the ledger; the model gets the command's own output, never a reference."""
+    """The hook channel gone mid-run (command hooks: the hook socket removed): the hooks say so in
+    faults.log and every call goes on as without the ledger; the model gets the command's own output,
+    never a reference."""
     s = session([("bash", "cat calc.py"), ("bash", "cat calc.py"), ("say", "Read it twice.")])
 
     def cut(turn: int) -> None:
@@ -256,11 +260,33 @@ def test_a_hook_fault_lets_the_call_go_on_with_its_own_output(session) -> None:
             os.unlink(re.search(r"--socket (\S+)", script).group(1))
 
     s.fake.on_request = cut
-    p = s.run()
+    p = s.run(ledger=("--hook-transport", "command"))
     assert p.returncode == 0, p.stderr[-3000:]
     seen = s.seen()
     assert seen["toolu_1_0"] == seen["toolu_0_0"] == CALC_PROJECT["calc.py"].strip("\n")
     assert "did not answer" in s.faults()
+    assert [r[:2] for r in s.rows()] == [("cat calc.py", VerdictKind.RUN)]
+
+
+def test_claude_goes_on_when_ledger_run_dies(session) -> None:
+    """HTTP hooks (the default) to a ledger that is gone (ledger-run killed): Claude Code's hooks fail
+    open, and the session goes on with the commands' own outputs."""
+    s = session([("bash", "cat calc.py"), ("bash", "cat calc.py"), ("say", "Read it twice.")])
+    argv = [*hook_launcher(), "claude", "-w", str(s.repo), "-o", str(s.run_dir), "--"]
+    argv += ["-p", "--output-format", "stream-json", "--verbose", ALLOWED, "look"]
+    proc = subprocess.Popen(argv, env=s.env, cwd=s.repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def kill(turn: int) -> None:
+        if turn == 1:
+            proc.kill()  # SIGKILL: no finishing, the hook server gone with it; claude is left running
+
+    s.fake.on_request = kill
+    try:
+        proc.communicate(timeout=300)  # claude holds the pipes until it exits
+    finally:
+        proc.kill()
+    assert len(s.fake.requests) == 3, "claude went on to the end of the script"
+    assert s.seen()["toolu_1_0"] == CALC_PROJECT["calc.py"].strip("\n")
     assert [r[:2] for r in s.rows()] == [("cat calc.py", VerdictKind.RUN)]
 
 

@@ -16,6 +16,7 @@ import pytest
 from conftest import make_repo
 
 from ledger_adapters.claude.cli import (
+    command_hook,
     headless,
     hook_script,
     hook_settings,
@@ -317,7 +318,7 @@ def test_the_command_line_pieces(tmp_path: Path) -> None:
         user_settings("{broken")
     script = hook_script(tmp_path / "hook", ["/py", "fasthook.py"], "/s.sock", tmp_path, "tok")
     assert script.stat().st_mode & 0o777 == 0o700 and "--token tok" in script.read_text()
-    merged = hook_settings(script, own)
+    merged = hook_settings(command_hook(script), own)
     assert merged["model"] == "m"
     assert merged["hooks"]["Stop"][0]["hooks"][0]["command"] == "mine", "the user's own hook runs first"
     assert merged["hooks"]["Stop"][1]["hooks"][0]["command"] == f"{script} Stop"

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 import typer
 
@@ -34,6 +34,7 @@ HOOK_TIMEOUT_S = 600
 # claude's options that turn every hook off: the ledger could see nothing
 HOOKS_OFF = ("--bare", "--safe-mode")
 CREDENTIALS = ".credentials.json"
+TRANSPORTS = ("http", "command")
 
 
 def register(app: typer.Typer) -> None:
@@ -128,22 +129,32 @@ def hook_script(path: Path, launcher: list[str], socket_path: str, run_dir: Path
     return path
 
 
-def hook_settings(script: Path, base: dict[str, Any]) -> dict[str, Any]:
-    """``base`` (the user's own --settings, if any) with the ledger's hooks added after its own."""
+def hook_settings(hook: Callable[[str], dict[str, Any]], base: dict[str, Any]) -> dict[str, Any]:
+    """``base`` (the user's own --settings, if any) with the ledger's hooks added after its own;
+    ``hook(event)`` is the ledger's hook for an event (an ``http`` or a ``command`` one)."""
     from ledger_adapters.claude.hooks import EVENTS, TOOL_EVENTS
     from ledger_adapters.claude.tools import GOVERNED_MATCHER, TOOL_MATCHER
 
     settings = dict(base)
     hooks = dict(settings.get("hooks") or {}) if isinstance(settings.get("hooks"), dict) else {}
     for event in EVENTS:
-        command = f"{shlex.quote(str(script))} {event}"
-        ours: dict[str, Any] = {"hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}]}
+        ours: dict[str, Any] = {"hooks": [{**hook(event), "timeout": HOOK_TIMEOUT_S}]}
         if event in TOOL_EVENTS:
             ours = {"matcher": GOVERNED_MATCHER if event == "PreToolUse" else TOOL_MATCHER, **ours}
         theirs = hooks.get(event) if isinstance(hooks.get(event), list) else []
         hooks[event] = [*theirs, ours]
     settings["hooks"] = hooks
     return settings
+
+
+def http_hook(url: Callable[[str], str], token: str) -> Callable[[str], dict[str, Any]]:
+    """The ledger's hook as an HTTP one: Claude Code POSTs the event to the run's server, no process."""
+    return lambda event: {"type": "http", "url": url(event), "headers": {"Authorization": f"Bearer {token}"}}
+
+
+def command_hook(script: Path) -> Callable[[str], dict[str, Any]]:
+    """The ledger's hook as a command: the run's hook script, which runs the hook client."""
+    return lambda event: {"type": "command", "command": f"{shlex.quote(str(script))} {event}"}
 
 
 def login_secrets(home: Path, env: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -197,6 +208,12 @@ def claude(
     no_inform: bool = typer.Option(False, "--no-inform", help="Do not give the model the state view."),
     no_govern: bool = typer.Option(False, "--no-govern", help="Run every command (verdicts are still recorded)."),
     shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: outputs as they are, no state view."),
+    hook_transport: str = typer.Option(
+        "http",
+        "--hook-transport",
+        help="How Claude Code reaches the ledger: http (a request per event, no process) or command "
+        "(a process per event: where HTTP hooks are not allowed or go through a proxy).",
+    ),
     claude_bin: Optional[str] = typer.Option(
         None,
         "--claude-bin",
@@ -207,6 +224,8 @@ def claude(
     from ledger_runtime import ConfigError, InUse, err, fail, load_config, unwritable
 
     args = list(claude_args or []) + list(ctx.args)
+    if hook_transport not in TRANSPORTS:
+        fail(f"--hook-transport must be one of {', '.join(TRANSPORTS)}, not {hook_transport!r}")
     off = next((a for a in args if a in HOOKS_OFF), None)
     if off is not None:
         fail(f"claude {off} turns Claude Code's hooks off, and the ledger works through them: run without {off}")
@@ -260,6 +279,7 @@ def claude(
             run_dir,
             config,
             settings=base,
+            transport=hook_transport,
             meta={"agent": "claude", "claude_version": version, "claude_args": args},
         )
     except OSError as e:  # the hook socket (SocketDirError says what to change), the settings file
@@ -284,12 +304,13 @@ def run_claude(
     config: Any,
     *,
     settings: dict[str, Any] | None = None,
+    transport: str = "http",
     meta: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
 ) -> int:
     """Run claude with the ledger's hooks until it exits; returns its exit code."""
     from ledger_adapters.claude.hooks import CLAUDE_TRUNCATION, ClaudeHooks
-    from ledger_runtime import HookServer, LedgerRuntime, private_dir, write_private
+    from ledger_runtime import HookServer, HttpHookServer, LedgerRuntime, private_dir, write_private
 
     base = dict(env if env is not None else os.environ)
     home = config_dir(base)
@@ -304,16 +325,23 @@ def run_claude(
         projects_dir=str(home / "projects"),
         interactive=not headless(args),
     )
+    server: Any
     try:
-        server = HookServer(hooks.handle, runtime.report_fault, authorize=hooks.authorize)
+        if transport == "http":
+            server = HttpHookServer(hooks.handle, runtime.report_fault, token)
+        else:
+            server = HookServer(hooks.handle, runtime.report_fault, authorize=hooks.authorize)
     except BaseException:  # no socket (SocketDirError): the ledger is closed, the caller says why
         runtime.close()
         raise
     try:
         where = private_dir(run_dir / "claude")
-        script = hook_script(where / "hook", fast_launcher(), server.socket_path, run_dir, token)
+        if transport == "http":
+            hook = http_hook(server.url, token)
+        else:
+            hook = command_hook(hook_script(where / "hook", fast_launcher(), server.socket_path, run_dir, token))
         path = where / "settings.json"
-        write_private(path, json.dumps(hook_settings(script, settings or {}), indent=1) + "\n")
+        write_private(path, json.dumps(hook_settings(hook, settings or {}), indent=1) + "\n")
         cmd = [binary, "--settings", str(path), *args]
         child_env = {k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")}
         started: list[subprocess.Popen] = []

@@ -1,22 +1,26 @@
 """Benchmark of the Claude Code adapter: what one hook costs, beside what Claude Code itself spends on a
 tool call without the ledger.
 
-1. Hook round trip: the process Claude Code starts for a hook (``sh -c "RUN/claude/hook EVENT"``, the
-   run's hook script, which execs the hook client), from spawn to exit, with the event's JSON on stdin,
-   against a hook server holding a real runtime over a small git repository (as ``ledger-run claude``
-   runs it): ``PreToolUse`` and ``PostToolUse`` of a Bash ``cat`` (the second of two: its answer is a
-   reference), and ``PostToolUse`` of a Read. Between them the command runs as Claude Code runs it.
-   Floors, interleaved: ``python3 -S -E -c pass`` (the interpreter alone) and the same hook round trip
-   to a server that answers nothing at once (``floor``: process starts, the client, the socket).
+1. Hook round trips against a real runtime over a small git repository (as ``ledger-run claude`` runs
+   it), for ``PreToolUse`` and ``PostToolUse`` of a Bash ``cat`` (the second of two: its answer is a
+   reference) and ``PostToolUse`` of a Read, between which the command runs as Claude Code runs it:
+   - ``http`` (the default transport): a POST of the event to the run's HTTP hook server, on a new
+     connection, from request to answer;
+   - ``command`` (``--hook-transport command``): the process Claude Code starts for a command hook
+     (``sh -c "RUN/claude/hook EVENT"``, the run's hook script, which execs the hook client), from
+     spawn to exit, against the run's Unix-socket hook server.
+   Floors, interleaved: ``python3 -S -E -c pass`` (an interpreter's start) and a command hook's round
+   trip to a server that answers nothing (``command floor``).
 2. The real ``claude`` against a fake Messages API on loopback (tests/fake_messages.py), one session of
    ``--calls`` Bash calls (``cat`` of a file, the same each time), run plainly (``claude -p``, no hooks)
-   and through ``ledger-run claude``, ``--repeat`` times each, interleaved. A tool call's time is what
-   Claude Code spends between the model's answer asking for it and the next request carrying its result
-   (hooks, permission checks, the command, its own bookkeeping), timed by the fake server.
+   and through ``ledger-run claude`` with each transport, ``--repeat`` times each, interleaved. A tool
+   call's time is what Claude Code spends between the model's answer asking for it and the next request
+   carrying its result (hooks, permission checks, the command, its own bookkeeping), timed by the fake
+   server.
 
 Prints a table (p50 and p95, ms) and writes JSON with the commit measured.
 
-Run: ``python swebench_runs/bench/bench_claude_hooks.py [--n 40] [--calls 20] [--repeat 3]``.
+Run: ``python swebench_runs/bench/bench_claude_hooks.py [--n 60] [--calls 20] [--repeat 3]``.
 """
 
 from __future__ import annotations
@@ -74,51 +78,86 @@ def timed(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, by
     return (time.perf_counter() - t0) * 1e3, p.stdout
 
 
+def post(url: str, token: str, payload: dict[str, Any]) -> tuple[float, bytes]:
+    """An HTTP hook's round trip, on a new connection (ms), and the answer."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    t0 = time.perf_counter()
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    try:
+        c.request("POST", u.path, body=json.dumps(payload), headers={"Authorization": f"Bearer {token}"})
+        body = c.getresponse().read()
+    finally:
+        c.close()
+    return (time.perf_counter() - t0) * 1e3, body
+
+
 def hook_round_trips(tmp: Path, n: int) -> dict[str, Any]:
+    from ledger_runtime import HttpHookServer
+
     repo = repo_at(tmp / "hooks-repo")
     env = {**os.environ, "HOME": str(tmp)}
-    rt = LedgerRuntime(repo, tmp / "hooks-run", LedgerConfig())
-    hooks = ClaudeHooks(rt, token="benchtoken")
-    server = HookServer(hooks.handle, rt.report_fault, authorize=hooks.authorize)
-    silent = HookServer(lambda event, payload: None, rt.report_fault)
-    script = hook_script(tmp / "hook", fast_launcher(), server.socket_path, tmp / "hooks-run", "benchtoken")
-    floor = hook_script(tmp / "floor-hook", fast_launcher(), silent.socket_path, tmp / "hooks-run", "x")
-    rows: dict[str, list[float]] = {"PreToolUse Bash": [], "PostToolUse Bash": [], "PostToolUse Read": []}
-    rows |= {"python_start": [], "floor": []}
+    runtimes, servers = [], []
+    rows: dict[str, list[float]] = {}
     base = {"session_id": "s", "cwd": str(repo), "permission_mode": "default"}
     calc = str(repo / "calc.py")
     read = {"type": "text", "file": {"filePath": calc, "content": FILE, "numLines": 121, "startLine": 1}}
     read["file"]["totalLines"] = 121
     output = FILE.strip("\n")
+    senders = {}
+    for transport in ("http", "command"):
+        rt = LedgerRuntime(repo, tmp / f"hooks-run-{transport}", LedgerConfig())
+        hooks = ClaudeHooks(rt, token="benchtoken")
+        runtimes.append(rt)
+        if transport == "http":
+            hs = HttpHookServer(hooks.handle, rt.report_fault, "benchtoken")
+            senders[transport] = lambda event, p, hs=hs: post(hs.url(event), "benchtoken", p)
+        else:
+            hs = HookServer(hooks.handle, rt.report_fault, authorize=hooks.authorize)
+            script = hook_script(tmp / "hook", fast_launcher(), hs.socket_path, tmp / "hooks-run-command", "benchtoken")
+            cmd = shlex.quote(str(script))
+            senders[transport] = lambda event, p, cmd=cmd: timed(
+                ["sh", "-c", f"{cmd} {event}"], json.dumps(p).encode(), env
+            )
+        servers.append(hs)
+        for k in ("PreToolUse Bash", "PostToolUse Bash", "PostToolUse Read"):
+            rows[f"{transport} {k}"] = []
+    silent = HookServer(lambda event, payload: None, runtimes[0].report_fault)
+    servers.append(silent)
+    floor = hook_script(tmp / "floor-hook", fast_launcher(), silent.socket_path, tmp / "hooks-run-http", "x")
+    rows |= {"python_start": [], "command floor": []}
     try:
         for i in range(n):
-            for j in range(2):  # the second cat's answer is a reference
-                call = f"c{i}_{j}"
-                pre = {**base, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": call}
-                pre["tool_input"] = {"command": "cat calc.py"}
-                w, _ = timed(["sh", "-c", f"{shlex.quote(str(script))} PreToolUse"], json.dumps(pre).encode(), env)
-                subprocess.run(["bash", "-c", "cat calc.py"], cwd=repo, capture_output=True)
-                post = {**pre, "hook_event_name": "PostToolUse"}
-                post["tool_response"] = {"stdout": output, "stderr": "", "interrupted": False, "isImage": False}
-                w2, out = timed(["sh", "-c", f"{shlex.quote(str(script))} PostToolUse"], json.dumps(post).encode(), env)
-                if j == 1:
-                    rows["PreToolUse Bash"].append(w)
-                    rows["PostToolUse Bash"].append(w2)
-                    assert b"same as" in out, out[:200]
-            post = {**base, "hook_event_name": "PostToolUse", "tool_name": "Read", "tool_use_id": f"r{i}"}
-            post |= {"tool_input": {"file_path": calc}, "tool_response": read}
-            w, _ = timed(["sh", "-c", f"{shlex.quote(str(script))} PostToolUse"], json.dumps(post).encode(), env)
-            rows["PostToolUse Read"].append(w)
+            for transport, send in senders.items():
+                for j in range(2):  # the second cat's answer is a reference
+                    call = f"c{i}_{j}"
+                    pre = {**base, "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_use_id": call}
+                    pre["tool_input"] = {"command": "cat calc.py"}
+                    w, _ = send("PreToolUse", pre)
+                    subprocess.run(["bash", "-c", "cat calc.py"], cwd=repo, capture_output=True)
+                    post_ = {**pre, "hook_event_name": "PostToolUse"}
+                    post_["tool_response"] = {"stdout": output, "stderr": "", "interrupted": False, "isImage": False}
+                    w2, out = send("PostToolUse", post_)
+                    if j == 1:
+                        rows[f"{transport} PreToolUse Bash"].append(w)
+                        rows[f"{transport} PostToolUse Bash"].append(w2)
+                        assert b"same as" in out, out[:200]
+                p = {**base, "hook_event_name": "PostToolUse", "tool_name": "Read", "tool_use_id": f"r{i}"}
+                p |= {"tool_input": {"file_path": calc}, "tool_response": read}
+                rows[f"{transport} PostToolUse Read"].append(send("PostToolUse", p)[0])
             rows["python_start"].append(timed([sys.executable, "-S", "-E", "-c", "pass"], b"", env)[0])
-            rows["floor"].append(timed(["sh", "-c", f"{shlex.quote(str(floor))} PreToolUse"], b"{}", env)[0])
+            rows["command floor"].append(timed(["sh", "-c", f"{shlex.quote(str(floor))} PreToolUse"], b"{}", env)[0])
     finally:
-        server.close()
-        silent.close()
-        rt.close()
+        for hs in servers:
+            hs.close()
+        for rt in runtimes:
+            rt.close()
     return {k: stats(v) for k, v in rows.items()}
 
 
-def claude_session(binary: str, tmp: Path, calls: int, ledger: bool, tag: str) -> tuple[list[float], float]:
+def claude_session(binary: str, tmp: Path, calls: int, ledger: str | None, tag: str) -> tuple[list[float], float]:
     """One session of ``calls`` Bash calls: each call's time inside claude (ms), and the session's wall time."""
     repo = repo_at(tmp / f"repo-{tag}")
     fake = FakeMessages([("bash", "cat calc.py")] * calls + [("say", "Done.")])
@@ -128,7 +167,9 @@ def claude_session(binary: str, tmp: Path, calls: int, ledger: bool, tag: str) -
     env["LEDGER_CLAUDE_BIN"] = binary
     argv = ["-p", "--output-format", "stream-json", "--verbose", "--allowedTools=Bash", "read calc.py"]
     if ledger:
-        argv = [*hook_launcher(), "claude", "-w", str(repo), "-o", str(tmp / f"run-{tag}"), "--", *argv]
+        argv = [*hook_launcher(), "claude", "-w", str(repo), "-o", str(tmp / f"run-{tag}")]
+        argv += ["--hook-transport", ledger, "--", "-p", "--output-format", "stream-json", "--verbose"]
+        argv += ["--allowedTools=Bash", "read calc.py"]
     else:
         argv = [binary, *argv]
     t0 = time.perf_counter()
@@ -161,22 +202,24 @@ def main() -> int:
     }
     binary = find_claude(None)
     if binary is not None:
-        plain: list[float] = []
-        ours: list[float] = []
-        walls: dict[str, list[float]] = {"plain": [], "ledger": []}
+        kinds = {"plain": None, "ledger http": "http", "ledger command": "command"}
+        per: dict[str, list[float]] = {k: [] for k in kinds}
+        walls: dict[str, list[float]] = {k: [] for k in kinds}
         for r in range(args.repeat):
-            for kind in ("plain", "ledger") if r % 2 == 0 else ("ledger", "plain"):
-                gaps, wall = claude_session(binary, tmp, args.calls, kind == "ledger", f"{kind}{r}")
-                (ours if kind == "ledger" else plain).extend(gaps)
+            order = list(kinds) if r % 2 == 0 else list(reversed(kinds))
+            for kind in order:
+                gaps, wall = claude_session(binary, tmp, args.calls, kinds[kind], f"{kind.replace(' ', '-')}{r}")
+                per[kind].extend(gaps)
                 walls[kind].append(round(wall, 2))
         result["claude"] = {
             "version": claude_version(binary),
             "pinned": CLAUDE_VERSION,
             "calls_per_session": args.calls,
             "sessions": args.repeat,
-            "per_call_plain": stats(plain),
-            "per_call_ledger": stats(ours),
-            "added_per_call_p50_ms": round(pct(ours, 0.5) - pct(plain, 0.5), 2),
+            "per_bash_call": {k: stats(v) for k, v in per.items()},
+            "added_per_call_p50_ms": {
+                k: round(pct(per[k], 0.5) - pct(per["plain"], 0.5), 2) for k in kinds if k != "plain"
+            },
             "session_wall_s": walls,
         }
     else:
@@ -189,26 +232,13 @@ def main() -> int:
     for col in ("what", "p50", "p95", "n"):
         table.add_column(col, justify="right" if col != "what" else "left")
     for k, v in result["hooks"].items():
-        table.add_row(
-            f"hook {k}" if k not in ("python_start", "floor") else k, str(v["p50_ms"]), str(v["p95_ms"]), str(v["n"])
-        )
+        table.add_row(k, str(v["p50_ms"]), str(v["p95_ms"]), str(v["n"]))
     c = result["claude"]
-    if "per_call_plain" in c:
-        table.add_row(
-            "claude: a Bash call, no ledger",
-            str(c["per_call_plain"]["p50_ms"]),
-            str(c["per_call_plain"]["p95_ms"]),
-            str(c["per_call_plain"]["n"]),
-        )
-        table.add_row(
-            "claude: a Bash call, ledger-run",
-            str(c["per_call_ledger"]["p50_ms"]),
-            str(c["per_call_ledger"]["p95_ms"]),
-            str(c["per_call_ledger"]["n"]),
-        )
+    for k, v in c.get("per_bash_call", {}).items():
+        table.add_row(f"claude: a Bash call, {k}", str(v["p50_ms"]), str(v["p95_ms"]), str(v["n"]))
     Console().print(table)
-    if "added_per_call_p50_ms" in c:
-        print(f"added per Bash call (p50): {c['added_per_call_p50_ms']} ms")
+    for k, v in c.get("added_per_call_p50_ms", {}).items():
+        print(f"added per Bash call (p50), {k}: {v} ms")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
     result["commit"] = commit.strip()
     result["command"] = " ".join(["python", "swebench_runs/bench/bench_claude_hooks.py", *sys.argv[1:]])
