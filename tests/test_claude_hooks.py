@@ -22,6 +22,7 @@ from ledger_adapters.claude.cli import (
     hook_settings,
     hooks_disabled,
     login_secrets,
+    loopback_unproxied,
     split_settings,
     user_settings,
 )
@@ -330,6 +331,9 @@ def test_the_command_line_pieces(tmp_path: Path) -> None:
     (home / "settings.json").write_text('{"disableAllHooks": true}')
     assert "sk-ant-oat01-secretvalue" in login_secrets(home, {"CLAUDE_CONFIG_DIR": str(home)})
     assert hooks_disabled(tmp_path, home) == home / "settings.json"
+    assert loopback_unproxied({"PATH": "/bin"}) == {"PATH": "/bin"}  # no proxy: the environment as it is
+    env = loopback_unproxied({"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": "corp.example"})
+    assert env["NO_PROXY"] == "corp.example,127.0.0.1" and env["no_proxy"] == "127.0.0.1"
 
 
 def test_ledger_run_claude_refuses_what_would_turn_its_hooks_off(tmp_path: Path) -> None:

@@ -157,6 +157,22 @@ def command_hook(script: Path) -> Callable[[str], dict[str, Any]]:
     return lambda event: {"type": "command", "command": f"{shlex.quote(str(script))} {event}"}
 
 
+PROXIES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+def loopback_unproxied(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with 127.0.0.1 in ``NO_PROXY`` when a proxy is set: Claude Code sends HTTP hooks through
+    the proxy the environment names, and the run's hook server is on loopback (nothing else changes)."""
+    if not any(env.get(k) for k in PROXIES):
+        return env
+    out = dict(env)
+    for key in ("NO_PROXY", "no_proxy"):
+        hosts = [h.strip() for h in (out.get(key) or "").split(",") if h.strip()]
+        if "127.0.0.1" not in hosts and "*" not in hosts:
+            out[key] = ",".join([*hosts, "127.0.0.1"])
+    return out
+
+
 def login_secrets(home: Path, env: dict[str, str] | None = None) -> tuple[str, ...]:
     """The values of the user's Claude Code login (OAuth tokens, an API key it keeps): masked in what the
     ledger stores, should the agent print the file."""
@@ -344,6 +360,8 @@ def run_claude(
         write_private(path, json.dumps(hook_settings(hook, settings or {}), indent=1) + "\n")
         cmd = [binary, "--settings", str(path), *args]
         child_env = {k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")}
+        if transport == "http":
+            child_env = loopback_unproxied(child_env)
         started: list[subprocess.Popen] = []
 
         def forward(signum: int, _frame: Any) -> None:  # SIGTERM, SIGHUP: claude stops, the ledger finishes
