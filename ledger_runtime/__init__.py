@@ -105,8 +105,16 @@ _EXPORTS = {
     "HttpHookServer": "hooks.http",
     "fasthook_script": "hooks",
     "appended_lines": "hooks.tail",
+    "refreshed": "hooks.tail",
     "hook_launcher": "cli.launch",
     "fast_launcher": "cli.launch",
+    "run_agent": "cli.launch",
+    "find_binary": "cli.agents",
+    "binary_version": "cli.agents",
+    "warn_version": "cli.agents",
+    "agent_config": "cli.agents",
+    "run_dir_for": "cli.agents",
+    "starting_run": "cli.agents",
     # commands adapters add to ``ledger-run``
     "fail": "cli.errors",
     "err": "cli.errors",
@@ -143,10 +151,18 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         analyze_submission,
     )
     from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
+    from ledger_runtime.cli.agents import (
+        agent_config,
+        binary_version,
+        find_binary,
+        run_dir_for,
+        starting_run,
+        warn_version,
+    )
     from ledger_runtime.cli.dirs import unwritable
     from ledger_runtime.cli.errors import err, fail
     from ledger_runtime.cli.html import arms_page
-    from ledger_runtime.cli.launch import fast_launcher, hook_launcher
+    from ledger_runtime.cli.launch import fast_launcher, hook_launcher, run_agent
     from ledger_runtime.config import ConfigError, LedgerConfig, from_mapping, load_config
     from ledger_runtime.config_file import toml_inline
     from ledger_runtime.contract import Adapter, Execute
@@ -156,7 +172,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.hooks import fasthook_script
     from ledger_runtime.hooks.http import HttpHookServer
     from ledger_runtime.hooks.server import HookServer
-    from ledger_runtime.hooks.tail import appended_lines
+    from ledger_runtime.hooks.tail import appended_lines, refreshed
     from ledger_runtime.inform import VIEW_NOTE
     from ledger_runtime.inspection import load, render_summary, summary
     from ledger_runtime.ledger.masked_files import mask_json_file, masked

@@ -18,9 +18,11 @@ import gzip
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from loopback import Loopback
 
 USAGE = {"input_tokens": 100, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 
@@ -87,7 +89,7 @@ def stream_events(step: tuple, turn: int, model: str) -> list[dict[str, Any]]:
     return out
 
 
-class FakeMessages:
+class FakeMessages(Loopback):
     def __init__(self, steps: list[tuple], *, final: str = "All done."):
         self.steps = list(steps)
         self.final = final
@@ -171,18 +173,7 @@ class FakeMessages:
             def do_GET(self) -> None:  # model listings and the like: not offered
                 self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": "not here"}})
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)
 
 
 def claude_env(base: dict[str, str], fake: FakeMessages, home: Path, config: Path | None = None) -> dict[str, str]:

@@ -5,16 +5,22 @@ it and sets LEDGER_REQUIRE_CLAUDE=1, which turns a missing binary into a failure
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
 import re
+import struct
 import subprocess
+import termios
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import CALC_PROJECT, make_repo
 from fake_messages import FakeMessages, claude_env, context_texts, tool_results
+from terminal import pump
 
 from ledger_adapters.claude.cli import CLAUDE_VERSION, find_claude
 from ledger_runtime import hook_launcher
@@ -326,11 +332,6 @@ class Tui:
     """``ledger-run claude`` in an interactive session, on a pseudo-terminal."""
 
     def __init__(self, s: Session, *ledger_args: str):
-        import fcntl
-        import pty
-        import struct
-        import termios
-
         cfg = Path(s.env["CLAUDE_CONFIG_DIR"])
         cfg.mkdir(parents=True, exist_ok=True)
         key = s.env["ANTHROPIC_API_KEY"]
@@ -355,24 +356,9 @@ class Tui:
         fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
 
     def pump(self, seconds: float) -> None:
-        import select
-        import time
-
-        end = time.time() + seconds
-        while time.time() < end:
-            ready, _, _ = select.select([self.fd], [], [], 0.1)
-            if ready:
-                try:
-                    data = os.read(self.fd, 65536)
-                except OSError:
-                    return
-                self.screen.extend(data)
-                if b"\x1b[6n" in data:  # the terminal is asked where the cursor is
-                    os.write(self.fd, b"\x1b[1;1R")
+        pump(self.fd, self.screen, seconds)
 
     def until(self, done: Any, seconds: float = 60) -> bool:
-        import time
-
         end = time.time() + seconds
         while not done() and time.time() < end:
             self.pump(0.3)
@@ -384,8 +370,6 @@ class Tui:
         os.write(self.fd, b"\r")
 
     def close(self) -> int | None:
-        import time
-
         end = time.time() + 20
         while time.time() < end:
             self.pump(0.2)

@@ -16,17 +16,13 @@ import os
 import re
 import secrets
 import shlex
-import shutil
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
 import typer
 
-from ledger_runtime import fast_launcher
+from ledger_runtime import fast_launcher, run_agent
 
 CLAUDE_VERSION = "2.1.332"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g @anthropic-ai/claude-code@{CLAUDE_VERSION}"
@@ -42,21 +38,15 @@ def register(app: typer.Typer) -> None:
 
 
 def find_claude(explicit: str | None) -> str | None:
-    for candidate in (explicit, os.environ.get("LEDGER_CLAUDE_BIN"), "claude"):
-        if candidate:
-            found = shutil.which(candidate)
-            if found:
-                return os.path.abspath(found)  # claude starts in the workdir: never relative to here
-    return None
+    from ledger_runtime import find_binary
+
+    return find_binary(explicit, "LEDGER_CLAUDE_BIN", "claude")
 
 
 def claude_version(binary: str) -> str | None:
-    try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.search(r"(\d+\.\d+\.\d+\S*)", out)
-    return m.group(1) if m else None
+    from ledger_runtime import binary_version
+
+    return binary_version(binary)
 
 
 def config_dir(env: dict[str, str] | None = None) -> Path:
@@ -237,7 +227,7 @@ def claude(
     ),
 ) -> None:
     """Claude Code (`claude -p ...` or the interactive session) with the ledger in its hooks."""
-    from ledger_runtime import ConfigError, InUse, err, fail, load_config, unwritable
+    from ledger_runtime import agent_config, fail, run_dir_for, starting_run, warn_version
 
     args = list(claude_args or []) + list(ctx.args)
     if hook_transport not in TRANSPORTS:
@@ -255,16 +245,7 @@ def claude(
             f"`{INSTALL_HINT}` (or pass --claude-bin)"
         )
         return
-    try:
-        config = load_config(ledger_config)
-        config = config.with_(
-            inform=config.inform and not no_inform,
-            govern=config.govern and not no_govern,
-            shadow=config.shadow or shadow,
-        )
-    except ConfigError as e:
-        fail(str(e))
-        return
+    config = agent_config(ledger_config, no_inform=no_inform, no_govern=no_govern, shadow=shadow)
     args, given = split_settings(args)
     try:
         base = user_settings(given)
@@ -276,18 +257,9 @@ def claude(
     if off_by is not None or base.get("disableAllHooks") is True:
         fail(f"{off_by or '--settings'} sets disableAllHooks: Claude Code would run none of the ledger's hooks")
     version = claude_version(binary)
-    if version != CLAUDE_VERSION:
-        err.print(
-            f"[yellow]warning:[/yellow] claude {version or '(version unknown)'} at {binary}; ledger-run is "
-            f"checked against {CLAUDE_VERSION} ({INSTALL_HINT})",
-            highlight=False,
-        )
-    # absolute, links not resolved: a run directory that is a link is refused, never followed
-    run_dir = Path(os.path.abspath(run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")))
-    problem = unwritable(run_dir)
-    if problem:
-        fail(f"cannot write the run into -o {run_dir}: {problem}")
-    try:
+    warn_version("claude", binary, version, CLAUDE_VERSION, INSTALL_HINT)
+    run_dir = run_dir_for(run_dir)
+    with starting_run():
         rc = run_claude(
             binary,
             args,
@@ -298,12 +270,6 @@ def claude(
             transport=hook_transport,
             meta={"agent": "claude", "claude_version": version, "claude_args": args},
         )
-    except OSError as e:  # the hook socket (SocketDirError says what to change), the settings file
-        fail(str(e) if not getattr(e, "filename", None) else f"{e.filename}: {e.strerror}")
-        return
-    except InUse as e:  # another ledger-run writes this run directory
-        fail(str(e))
-        return
     print(
         f"\nledger: {run_dir / 'ledger.sqlite'}\nClaude Code's transcripts (masked copies): {run_dir / 'transcripts'}\n"
         f"look inside: ledger-run inspect {run_dir}",
@@ -362,27 +328,7 @@ def run_claude(
         child_env = {k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")}
         if transport == "http":
             child_env = loopback_unproxied(child_env)
-        started: list[subprocess.Popen] = []
-
-        def forward(signum: int, _frame: Any) -> None:  # SIGTERM, SIGHUP: claude stops, the ledger finishes
-            for p in started:
-                try:
-                    p.send_signal(signum)
-                except OSError:
-                    pass
-
-        # set before claude starts (it inherits the ignored SIGINT: Ctrl-C is claude's to handle)
-        previous = {
-            s: signal.signal(s, h)
-            for s, h in ((signal.SIGINT, signal.SIG_IGN), (signal.SIGTERM, forward), (signal.SIGHUP, forward))
-        }
-        try:
-            started.append(subprocess.Popen(cmd, cwd=workdir, env=child_env))
-            rc = started[0].wait()
-        finally:
-            for s, h in previous.items():
-                signal.signal(s, h)
-        return rc
+        return run_agent(cmd, workdir, child_env)
     finally:
         server.close()
         with server.lock:

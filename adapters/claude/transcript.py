@@ -17,11 +17,10 @@ malformed line is skipped and counted, a last line still being written is read o
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger_runtime import appended_lines
+from ledger_runtime import appended_lines, refreshed
 
 CHAIN = ("user", "assistant", "system", "attachment")
 
@@ -98,10 +97,4 @@ class TranscriptReader:
 def reader_for(cache: dict[str, TranscriptReader], path: Any) -> TranscriptReader | None:
     """The refreshed reader of the transcript at ``path`` (kept in ``cache`` by path); None when the
     payload named none."""
-    if not isinstance(path, str) or not path or not os.path.isabs(path):
-        return None
-    r = cache.get(path)
-    if r is None:
-        r = cache[path] = TranscriptReader(path)
-    r.refresh()
-    return r
+    return refreshed(cache, path, TranscriptReader)

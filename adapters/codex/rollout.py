@@ -18,7 +18,6 @@ reasoning summaries, messages, tool calls and tokens per response); ``FORMAT`` r
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -99,13 +98,9 @@ class RolloutReader:
 def reader_for(cache: dict[str, RolloutReader], path: Any) -> RolloutReader | None:
     """The refreshed reader of the rollout at ``path`` (kept in ``cache`` by path: a TUI session
     may move on to a new rollout file); None when the payload named none."""
-    if not isinstance(path, str) or not path or not os.path.isabs(path):
-        return None
-    r = cache.get(path)
-    if r is None:
-        r = cache[path] = RolloutReader(path)
-    r.refresh()
-    return r
+    from ledger_runtime import refreshed
+
+    return refreshed(cache, path, RolloutReader)
 
 
 # -- what each model call was sent, rebuilt from the rollout (for the cost meter) ---------------------

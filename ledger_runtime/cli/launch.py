@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def hook_launcher() -> list[str]:
@@ -26,3 +29,28 @@ def fast_launcher() -> list[str]:
 
     script = fasthook_script()
     return [sys.executable, "-S", "-E", str(script)] if script.is_file() else hook_launcher()
+
+
+def run_agent(cmd: list[str], cwd: str | os.PathLike, env: dict[str, str]) -> int:
+    """Run an agent's process until it exits; its exit code. SIGTERM and SIGHUP sent to this process
+    go to the agent (it stops, and the caller finishes the ledger); SIGINT is ignored here, set before
+    the agent starts, so Ctrl-C is the agent's own to handle."""
+    started: list[subprocess.Popen] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        for p in started:
+            try:
+                p.send_signal(signum)
+            except OSError:
+                pass
+
+    previous = {
+        s: signal.signal(s, h)
+        for s, h in ((signal.SIGINT, signal.SIG_IGN), (signal.SIGTERM, forward), (signal.SIGHUP, forward))
+    }
+    try:
+        started.append(subprocess.Popen(cmd, cwd=cwd, env=env))
+        return started[0].wait()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)

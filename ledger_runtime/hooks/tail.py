@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Any, Callable, TypeVar
+
+R = TypeVar("R")
 
 
 def appended_lines(path: str, offset: int, limit: int = 64 * 1024 * 1024) -> tuple[list[bytes], int]:
@@ -32,3 +35,15 @@ def appended_lines(path: str, offset: int, limit: int = 64 * 1024 * 1024) -> tup
     if end < 0:
         return [], offset
     return [raw for raw in data[: end + 1].splitlines() if raw.strip()], offset + end + 1
+
+
+def refreshed(cache: dict[str, R], path: Any, make: Callable[[str], R]) -> R | None:
+    """The reader of the log at ``path``, kept in ``cache`` by path (a session may move on to a new
+    file), after its ``refresh()``; None when ``path`` is not an absolute path."""
+    if not isinstance(path, str) or not path or not os.path.isabs(path):
+        return None
+    r = cache.get(path)
+    if r is None:
+        r = cache[path] = make(path)
+    r.refresh()  # type: ignore[attr-defined]
+    return r
