@@ -40,6 +40,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 TEST = "python3 -m unittest -q test_calc"
+SECRET = "tok-5f2c8a91d0e34b7c"
 ALLOWED = "--allowedTools=Bash,Edit,Write,Read"  # the permissions a headless run needs, given as users give them
 
 
@@ -105,8 +106,10 @@ def test_a_repeated_cat_is_a_reference_and_a_read_after_a_command_is_flagged(ses
         ("tool", "Read", {"file_path": s.path("calc.py")}),
         ("bash", "sed -i 's/return a - b/return a + b/' calc.py"),
         ("tool", "Read", {"file_path": s.path("calc.py")}),
+        ("bash", "echo token: $MY_SERVICE_TOKEN"),
         ("say", "add() adds now."),
     ]
+    s.env["MY_SERVICE_TOKEN"] = SECRET  # a secret in the user's environment, which a command prints
     user_config = s.tmp / "home" / ".claude"
     p = s.run()
     assert p.returncode == 0, p.stderr[-3000:]
@@ -117,6 +120,7 @@ def test_a_repeated_cat_is_a_reference_and_a_read_after_a_command_is_flagged(ses
         ("Read calc.py", VerdictKind.RUN, True, 0),
         ("sed -i 's/return a - b/return a + b/' calc.py", VerdictKind.RUN, True, 0),
         ("Read calc.py", VerdictKind.RUN, True, 0),
+        ("echo token: $MY_SERVICE_TOKEN", VerdictKind.RUN, True, 0),
         ("(end of turn)", VerdictKind.REVISE, False, None),  # calc.py changed and no test ran: held back once
     ]
     seen = s.seen()
@@ -155,8 +159,11 @@ def test_a_repeated_cat_is_a_reference_and_a_read_after_a_command_is_flagged(ses
     assert not any(secret in json.dumps(r) for r in s.fake.requests), "the model never sees the run's secret"
     loose = [str(f) for f in s.run_dir.rglob("*") if f.stat().st_mode & 0o077]
     assert not loose, f"the run's files are owner-only: {loose}"
+    assert seen["toolu_5_0"] == f"token: {SECRET}", "what the model is shown is not changed"
     (kept,) = (s.run_dir / "transcripts").glob("*.jsonl")
-    assert "sk-ant-test-not-a-real-key" not in kept.read_text()
+    assert "token: ****" in kept.read_text() and SECRET not in kept.read_text(), "the transcript's copy is masked"
+    ledger = (s.run_dir / "ledger.sqlite").read_bytes()
+    assert SECRET.encode() not in ledger, "the ledger keeps the output masked"
 
 
 def test_a_reread_after_an_edit_is_a_diff_and_inspect_reads_the_run(session) -> None:

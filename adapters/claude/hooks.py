@@ -36,7 +36,6 @@ from __future__ import annotations
 import difflib
 import os
 import secrets
-import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -79,6 +78,7 @@ DEFAULT_NOTE_CHARS = 600
 CLAUDE_TRUNCATION = Truncation(30_000, 0, 0, exact=False)
 DIFF_NOTE_CHARS = 2_000  # a changed file's diff in a note; a longer one is cut, and says so
 MAX_SEEN_BYTES = 1_000_000  # files up to this size are kept as the model last saw them (for diffs)
+FORESEEN = ("Edit", "Write")  # the tools whose result the ledger words exactly as Claude Code does
 STOP_LABEL = "(end of turn)"
 STOP_REFUSED = "Your turn goes on: ending it again with nothing changed ends it."
 UNCHECKED_AFTER_S = 600.0  # a text never found in the transcript is given up on after this long
@@ -125,7 +125,7 @@ class _Seen:
 class ClaudeHooks:
     runtime: LedgerRuntime
     note_chars: int = DEFAULT_NOTE_CHARS
-    # the run's secret, on the hook command lines only; None: calls are not checked (tests)
+    # the run's secret, for command hooks (an HTTP hook's is checked by its server); None: not checked
     token: str | None = None
     # where Claude Code keeps this user's transcripts: a transcript_path elsewhere is not read
     projects_dir: str | None = None
@@ -140,7 +140,6 @@ class ClaudeHooks:
     transcripts: dict[str, str] = field(default_factory=dict)  # session id -> transcript path
     compactions: int = 0  # compactions of the current transcript taken into account
     branches: int = 0  # rewinds of the current transcript taken into account
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         if self.notes is None:
@@ -149,7 +148,7 @@ class ClaudeHooks:
     # -- dispatch --------------------------------------------------------------------------------
 
     def authorize(self, event: str, token: str | None, call: str | None) -> bool:
-        """A hook call carries the run's secret (from the hook command line)."""
+        """A command hook's call carries the run's secret (from the owner-only hook script)."""
         if self.token is None:
             return True
         return token is not None and secrets.compare_digest(self.token, token)
@@ -327,10 +326,10 @@ class ClaudeHooks:
             return self._read(call_id, pending, response, payload)
         if tool in EDITS:
             text = edit_text(tool, response, pending.call.path or "")
-            run = self._record(call_id, pending, ExecResult(text, 0), shown_raw=True)
+            run = self._record(call_id, pending, ExecResult(text, 0), shown_raw=True, foreseen=tool in FORESEEN)
             self._saw_now(pending.call.path, run.attempt_id)
             return context("PostToolUse", [run.note or "", self._view_note()])
-        self._record(call_id, pending, ExecResult(search_text(response), 0), shown_raw=True, check=False)
+        self._record(call_id, pending, ExecResult(search_text(response), 0), shown_raw=True, foreseen=False)
         return context("PostToolUse", [self._view_note()])
 
     def _record(
@@ -340,10 +339,14 @@ class ClaudeHooks:
         res: ExecResult,
         *,
         shown_raw: bool,
-        check: bool = True,
+        foreseen: bool = True,
         expect: Any = None,
     ) -> Any:
-        """Record the call; the text the model got (``expect``, else the answer) is checked later."""
+        """Record the call. The text the model got (``expect``, else the answer) is checked against the
+        transcript later; a text the ledger does not foresee exactly (``foreseen`` False: a search's,
+        an image's, a tool's whose wording it does not know) is recorded, never referred to."""
+        if not foreseen:
+            pending.plan.held = False
         run = self.runtime.record(
             pending.plan,
             res,
@@ -351,7 +354,13 @@ class ClaudeHooks:
             truncation=CLAUDE_TRUNCATION,
             shown_raw=shown_raw,
         )
-        if check and run.attempt_id is not None and isinstance(call_id, str) and pending.plan.held:
+        if (
+            run.attempt_id is not None
+            and isinstance(call_id, str)
+            and pending.plan.held
+            and self.transcript is not None
+            and os.path.isfile(self.transcript)  # none with --no-session-persistence: nothing to check against
+        ):
             text = expect if isinstance(expect, str) else run.output
             self.to_check[call_id] = (run.attempt_id, text, time.monotonic())
         return run
@@ -385,7 +394,7 @@ class ClaudeHooks:
             kind = response.get("type") if isinstance(response, dict) else None
             text = f"({kind or 'no text'}: {shown_path(path, self.runtime.workdir)})"
             pending.plan = replace(pending.plan, analysis=replace(pending.plan.analysis, views=(), pure=False))
-            run = self._record(call_id, pending, ExecResult(text, 0), shown_raw=True, check=False)
+            run = self._record(call_id, pending, ExecResult(text, 0), shown_raw=True, foreseen=False)
         else:
             run = self._record(call_id, pending, ExecResult(text, 0), shown_raw=True)
         found = read_content(response)
@@ -477,7 +486,7 @@ class ClaudeHooks:
             code = None
         res = ExecResult(output, code, output_complete=code is not None)
         shell = pending.call.tool == SHELL
-        run = self._record(call_id, pending, res, shown_raw=True, check=shell, expect=error if shell else None)
+        run = self._record(call_id, pending, res, shown_raw=True, foreseen=shell, expect=error if shell else None)
         notes = []
         plan = pending.plan
         if pending.call.tool == SHELL and plan.applied and plan.verdict.kind is VerdictKind.NUDGE:

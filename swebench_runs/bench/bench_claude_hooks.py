@@ -12,7 +12,8 @@ tool call without the ledger.
    Floors, interleaved: ``python3 -S -E -c pass`` (an interpreter's start) and a command hook's round
    trip to a server that answers nothing (``command floor``).
 2. The real ``claude`` against a fake Messages API on loopback (tests/fake_messages.py), one session of
-   ``--calls`` Bash calls (``cat`` of a file, the same each time), run plainly (``claude -p``, no hooks)
+   ``--calls`` Bash calls (``cat`` of a file, the same each time), run plainly (``claude -p``, no hooks),
+   with two HTTP hooks per call that answer ``{}`` at once (what Claude Code itself spends on hooks),
    and through ``ledger-run claude`` with each transport, ``--repeat`` times each, interleaved. A tool
    call's time is what Claude Code spends between the model's answer asking for it and the next request
    carrying its result (hooks, permission checks, the command, its own bookkeeping), timed by the fake
@@ -157,8 +158,39 @@ def hook_round_trips(tmp: Path, n: int) -> dict[str, Any]:
     return {k: stats(v) for k, v in rows.items()}
 
 
+def empty_hooks(tmp: Path) -> tuple[Any, Path]:
+    """An HTTP server whose hooks answer ``{}`` at once, and a settings file that installs them for
+    PreToolUse and PostToolUse of Bash: what Claude Code itself spends on two hooks per call."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Empty(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Empty)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/hook"
+    hook = {"matcher": "Bash", "hooks": [{"type": "http", "url": url}]}
+    settings = tmp / "empty-hooks.json"
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [hook], "PostToolUse": [hook]}}))
+    return httpd, settings
+
+
 def claude_session(binary: str, tmp: Path, calls: int, ledger: str | None, tag: str) -> tuple[list[float], float]:
-    """One session of ``calls`` Bash calls: each call's time inside claude (ms), and the session's wall time."""
+    """One session of ``calls`` Bash calls: each call's time inside claude (ms), and the session's wall
+    time. ``ledger``: the hook transport of ``ledger-run claude``, ``empty``: two empty HTTP hooks, None:
+    claude alone."""
     repo = repo_at(tmp / f"repo-{tag}")
     fake = FakeMessages([("bash", "cat calc.py")] * calls + [("say", "Done.")])
     home = tmp / f"home-{tag}"
@@ -166,7 +198,9 @@ def claude_session(binary: str, tmp: Path, calls: int, ledger: str | None, tag: 
     env = claude_env(os.environ, fake, home)
     env["LEDGER_CLAUDE_BIN"] = binary
     argv = ["-p", "--output-format", "stream-json", "--verbose", "--allowedTools=Bash", "read calc.py"]
-    if ledger:
+    if ledger == "empty":
+        argv = [binary, "--settings", str(tmp / "empty-hooks.json"), *argv]
+    elif ledger:
         argv = [*hook_launcher(), "claude", "-w", str(repo), "-o", str(tmp / f"run-{tag}")]
         argv += ["--hook-transport", ledger, "--", "-p", "--output-format", "stream-json", "--verbose"]
         argv += ["--allowedTools=Bash", "read calc.py"]
@@ -179,7 +213,7 @@ def claude_session(binary: str, tmp: Path, calls: int, ledger: str | None, tag: 
         if p.returncode != 0:
             raise RuntimeError(f"claude failed ({tag}): {p.stderr[-1500:]}")
         seen = tool_results(fake.requests[-1])
-        if ledger and not seen.get("toolu_1_0", "").startswith("[ledger: same as"):
+        if ledger in ("http", "command") and not seen.get("toolu_1_0", "").startswith("[ledger: same as"):
             raise RuntimeError(f"the ledger did not answer the repeated cat: {seen.get('toolu_1_0', '')[:120]!r}")
         times = fake.times
         gaps = [(times[k + 1][0] - times[k][1]) * 1e3 for k in range(min(calls, len(times) - 1))]
@@ -202,7 +236,8 @@ def main() -> int:
     }
     binary = find_claude(None)
     if binary is not None:
-        kinds = {"plain": None, "ledger http": "http", "ledger command": "command"}
+        kinds = {"plain": None, "empty http hooks": "empty", "ledger http": "http", "ledger command": "command"}
+        httpd, _ = empty_hooks(tmp)
         per: dict[str, list[float]] = {k: [] for k in kinds}
         walls: dict[str, list[float]] = {k: [] for k in kinds}
         for r in range(args.repeat):
@@ -211,6 +246,7 @@ def main() -> int:
                 gaps, wall = claude_session(binary, tmp, args.calls, kinds[kind], f"{kind.replace(' ', '-')}{r}")
                 per[kind].extend(gaps)
                 walls[kind].append(round(wall, 2))
+        httpd.shutdown()
         result["claude"] = {
             "version": claude_version(binary),
             "pinned": CLAUDE_VERSION,
