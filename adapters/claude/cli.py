@@ -14,15 +14,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import shlex
 import sys
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
 import typer
-
-from ledger_runtime import fast_launcher, run_agent
 
 CLAUDE_VERSION = "2.1.332"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g @anthropic-ai/claude-code@{CLAUDE_VERSION}"
@@ -208,7 +205,11 @@ def claude(
     ),
     workdir: Path = typer.Option(Path("."), "--workdir", "-w", help="The repository the agent works in."),
     run_dir: Optional[Path] = typer.Option(
-        None, "-o", "--run-dir", help="Where the ledger and the run's hook settings go (default: ledger-runs/<time>)."
+        None,
+        "-o",
+        "--out",
+        "--run-dir",
+        help="Where the ledger and the run's hook settings go (default: ledger-runs/<time>).",
     ),
     ledger_config: Optional[Path] = typer.Option(None, "--ledger-config", help="Ledger settings (TOML)."),
     no_inform: bool = typer.Option(False, "--no-inform", help="Do not give the model the state view."),
@@ -292,14 +293,24 @@ def run_claude(
 ) -> int:
     """Run claude with the ledger's hooks until it exits; returns its exit code."""
     from ledger_adapters.claude.hooks import CLAUDE_TRUNCATION, ClaudeHooks
-    from ledger_runtime import HookServer, HttpHookServer, LedgerRuntime, private_dir, write_private
+    from ledger_runtime import (
+        HookServer,
+        HttpHookServer,
+        LedgerRuntime,
+        fast_launcher,
+        private_dir,
+        run_agent,
+        write_private,
+    )
 
     base = dict(env if env is not None else os.environ)
     home = config_dir(base)
     runtime = LedgerRuntime(
         workdir, run_dir, config, meta=meta, secrets=login_secrets(home, base), truncation=CLAUDE_TRUNCATION
     )
-    token = secrets.token_hex(16)  # the run's secret: on the hook command lines, never in the agent's environment
+    import secrets
+
+    token = secrets.token_hex(16)  # the run's secret: in the owner-only settings or hook script, never in the env
     hooks = ClaudeHooks(
         runtime,
         note_chars=config.context_note_chars,
