@@ -50,6 +50,10 @@ _EXPORTS = {
     "Analysis": "analysis.commands",
     "analyze": "analysis.commands",
     "analyze_patch": "analysis.commands",
+    "analyze_read": "analysis.commands",
+    "analyze_edit": "analysis.commands",
+    "analyze_search": "analysis.commands",
+    "analyze_submission": "analysis.commands",
     "ANY_FILE": "analysis.commands",
     # records
     "Verdict": "records",
@@ -69,6 +73,7 @@ _EXPORTS = {
     "InUse": "ledger.private",
     "touch_private": "ledger.private",
     "mask_json_file": "ledger.masked_files",
+    "masked": "ledger.masked_files",
     # the policy gate, for adapters with rules of their own
     "Rule": "decide.gate",
     "Finding": "decide.gate",
@@ -97,7 +102,19 @@ _EXPORTS = {
     "ModelTurn": "replay.trajectories",
     "Conversation": "replay.trajectories",
     "HookServer": "hooks.server",
+    "HttpHookServer": "hooks.http",
     "fasthook_script": "hooks",
+    "appended_lines": "hooks.tail",
+    "refreshed": "hooks.tail",
+    "hook_launcher": "cli.launch",
+    "fast_launcher": "cli.launch",
+    "run_agent": "cli.launch",
+    "find_binary": "cli.agents",
+    "binary_version": "cli.agents",
+    "warn_version": "cli.agents",
+    "agent_config": "cli.agents",
+    "run_dir_for": "cli.agents",
+    "starting_run": "cli.agents",
     # commands adapters add to ``ledger-run``
     "fail": "cli.errors",
     "err": "cli.errors",
@@ -123,11 +140,29 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
-    from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze, analyze_patch
+    from ledger_runtime.analysis.commands import (
+        ANY_FILE,
+        Analysis,
+        analyze,
+        analyze_edit,
+        analyze_patch,
+        analyze_read,
+        analyze_search,
+        analyze_submission,
+    )
     from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
+    from ledger_runtime.cli.agents import (
+        agent_config,
+        binary_version,
+        find_binary,
+        run_dir_for,
+        starting_run,
+        warn_version,
+    )
     from ledger_runtime.cli.dirs import unwritable
     from ledger_runtime.cli.errors import err, fail
     from ledger_runtime.cli.html import arms_page
+    from ledger_runtime.cli.launch import fast_launcher, hook_launcher, run_agent
     from ledger_runtime.config import ConfigError, LedgerConfig, from_mapping, load_config
     from ledger_runtime.config_file import toml_inline
     from ledger_runtime.contract import Adapter, Execute
@@ -135,9 +170,12 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.decide.gate import Finding, Rule, build_rules, check_all, compose
     from ledger_runtime.executor import ExecResult, LocalExecutor
     from ledger_runtime.hooks import fasthook_script
+    from ledger_runtime.hooks.http import HttpHookServer
     from ledger_runtime.hooks.server import HookServer
+    from ledger_runtime.hooks.tail import appended_lines, refreshed
     from ledger_runtime.inform import VIEW_NOTE
     from ledger_runtime.inspection import load, render_summary, summary
+    from ledger_runtime.ledger.masked_files import mask_json_file, masked
     from ledger_runtime.ledger.observe import Truncation
     from ledger_runtime.ledger.private import InUse, private_dir, tighten, write_private
     from ledger_runtime.ledger.redact import secret_values

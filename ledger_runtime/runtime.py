@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import threading
 import time
@@ -131,15 +132,19 @@ class Plan:
     pre_sigs: dict[str, str]
     shadow_output_hash: str | None
     shown_raw: bool = False  # the model got the output as it is, whatever the ledger would answer
+    # the model the ledger answers gets this output; False: another model does (a subagent the agent
+    # started): recorded and shown as it is, never the source of a reference, never counted as seen
+    held: bool = True
 
 
 def not_run_answer(
-    v: Verdict, ref: Source | None, earlier: str | None, *, label: str = ""
+    v: Verdict, ref: Source | None, earlier: str | None, *, label: str = "", refused: str | None = None
 ) -> tuple[Answer, int | None]:
     """What the agent gets instead of running a command: an earlier run's output under a one-line
     header (REUSE, full form), a reference to the step whose output the model holds (REUSE,
-    reference form), or the verdict's reason (REVISE, BLOCK). Returns the answer and the return
-    code to report."""
+    reference form), or the verdict's reason (REVISE, BLOCK) and what became of the command
+    (``refused``: what the adapter's agent asked for that is not done, in place of "The command was
+    not run..."). Returns the answer and the return code to report."""
     if v.kind is VerdictKind.REUSE and ref is not None and earlier is not None:
         if v.form is ReuseForm.REFERENCE:
             marker = same_marker(ref, f"; not run again: {v.reason}")
@@ -150,9 +155,10 @@ def not_run_answer(
             AnswerKind.REUSED, text, (Piece(NOTE, 0, len(head)), Piece(TEXT, len(head), len(text)))
         ), ref.exit_code
     by = f" by policy {v.rule}" if v.rule else ""
-    text = f"[ledger] {v.kind.value}{by}: {v.reason}.\nThe command was not run" + (
+    tail = refused or "The command was not run" + (
         " (it is refused outright)." if v.kind is VerdictKind.BLOCK else "; this turn is still yours."
     )
+    text = f"[ledger] {v.kind.value}{by}: {v.reason}.\n{tail}"
     return Answer(AnswerKind.REFUSED, text, (Piece(NOTE, 0, len(text)),)), 1
 
 
@@ -275,6 +281,21 @@ class LedgerRuntime:
         except Exception as e:
             self._fault("rendering the state view", e)
             return None
+
+    def view_note(self, notes: Any) -> str:
+        """For an agent that keeps the notes of the state view in its history (hooks: Codex, Claude
+        Code): the next note of ``notes`` (a ``ViewNotes``), the view's news since the model was last
+        told (prompt/notes.py), paid from what the answers spared it (``view_share``), recorded as an
+        injection; "" when there is none (inform off, shadow mode, a fault, nothing news, no budget)."""
+        view = self.view_for_notes()
+        if view is None:
+            return ""
+        share = self.config.view_share
+        budget = None if math.isinf(share) else int(self.spared_total() * share) - notes.chars
+        text = notes.next(view, len(notes.notes), budget=budget)
+        if text:
+            self.note_injection("note", text)
+        return text
 
     def inform(self) -> str:
         """The state view to put into the prompt now ("" when inform is off, in shadow mode, or on a
@@ -452,12 +473,13 @@ class LedgerRuntime:
             self._fault("before the command", e, command)
             return None
 
-    def answer(self, plan: Plan) -> RunResult | None:
+    def answer(self, plan: Plan, *, refused: str | None = None) -> RunResult | None:
         """What the agent gets instead of running the command (the plan's verdict does not
         execute), recorded. None when the earlier output cannot be had (logged): the verdict
-        becomes RUN and the command must run."""
+        becomes RUN and the command must run. ``refused``: what a refusal says became of what the
+        agent asked for, when that was not a command ("The command was not run..." otherwise)."""
         try:
-            return self._answer(plan)
+            return self._answer(plan, refused)
         except Exception as e:
             self._fault("answering without running", e, plan.command)
             plan.verdict = Verdict(VerdictKind.RUN, "ledger fault: ran instead")
@@ -667,7 +689,7 @@ class LedgerRuntime:
         for a in self.state.attempts:
             if a.answer is None or a.shown_hash is None or a.output_hash is None or not self._alive(a.step):
                 continue
-            if altered_output(a):  # what is stored is not what the model got: no source of references
+            if altered_output(a) or a.answer.get("held") is False:  # not what the model got: no source
                 continue
             shown, output = self.store.text(a.shown_hash), self.store.text(a.output_hash)
             if a.answer.get("kind") == AnswerKind.REUSED.value:
@@ -786,7 +808,7 @@ class LedgerRuntime:
         (a longer one is answered as it is, and stored cut)."""
         return len(output) <= min(MAX_DELIVERED_CHARS, self.config.max_stored_output_chars)
 
-    def _answer(self, plan: Plan) -> RunResult:
+    def _answer(self, plan: Plan, refused: str | None = None) -> RunResult:
         """A verdict that does not run the command (REUSE of a run, REVISE, BLOCK), answered and recorded."""
         self._now = plan.step
         v = plan.verdict
@@ -810,7 +832,7 @@ class LedgerRuntime:
                     v.estimated_chars,
                     v.evidence,
                 )
-        answer, returncode = not_run_answer(v, self._source(ref) if ref is not None else None, earlier)
+        answer, returncode = not_run_answer(v, self._source(ref) if ref is not None else None, earlier, refused=refused)
         kept = self.truncation.kept(answer.text)
         refused = v.kind in (VerdictKind.REVISE, VerdictKind.BLOCK)
         output_hash = ref.output_hash if ref is not None and v.kind is VerdictKind.REUSE else None
@@ -859,7 +881,7 @@ class LedgerRuntime:
         notes = [f"[ledger] NUDGE: {verdict.reason}."] if verdict.kind is VerdictKind.NUDGE else []
         if self.submission.in_output(output) or a.submits:
             return raw(output)  # the agent reads the marker off the output's first line: nothing may move it
-        if plan.shown_raw and plan.applied:
+        if (plan.shown_raw and plan.applied) or not plan.held:
             return raw(output)  # what the agent got: recorded as it was (shadow mode: what it would have got)
         if not self._refers(output):  # the model sees its head and tail
             if mistakable(_seen_of(output, trunc)):
@@ -979,13 +1001,14 @@ class LedgerRuntime:
             submits=analysis.submits or self.submission.in_output(output),
             shown_hash=shown_hash,
             answer=self._answer_record(record, trunc.kept(shown), trunc, _read_keys_of(analysis), altered)
+            | ({} if plan.held else {"held": False})
             if res is not None
             else None,
         )
         events: list[tuple[str, dict]] = [("attempt", attempt.to_dict())]
         obs = []
         got = None
-        if res is not None:
+        if res is not None and plan.held:
             got = (
                 delivered_lines(output, answer, trunc.kept(shown), lines())
                 if len(output) <= MAX_DELIVERED_CHARS
@@ -1032,7 +1055,7 @@ class LedgerRuntime:
             earlier = self.store.text(ref.output_hash) if ref is not None and ref.output_hash else None
             if earlier is not None:
                 self._deliver(attempt, earlier, answer, trunc.kept(shown), trunc.exact)
-        elif answer.kind is not AnswerKind.REFUSED:
+        elif answer.kind is not AnswerKind.REFUSED and plan.held:
             self._deliver(
                 attempt,
                 output,

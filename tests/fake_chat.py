@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from loopback import Loopback
 
-class FakeChat:
+
+class FakeChat(Loopback):
     def __init__(self, replies: list[str | dict[str, str]], reasoning: list[str] | None = None):
         self.replies = list(replies)
         self.reasoning = list(reasoning or [])  # a reasoning model's thoughts, reply by reply (Chat Completions)
@@ -89,18 +91,7 @@ class FakeChat:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)
 
 
 def message_texts(body: dict[str, Any]) -> list[tuple[str, str]]:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import gzip
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from loopback import Loopback
 
 USAGE = {
     "input_tokens": 100,
@@ -33,7 +35,9 @@ def decode_body(raw: bytes, encoding: str | None) -> Any:
     return json.loads(raw)
 
 
-class FakeResponses:
+class FakeResponses(Loopback):
+    base_path = "/v1"
+
     def __init__(
         self, steps: list[tuple[str, str]], *, workdir: str | None = None, thoughts: dict[int, str] | None = None
     ):
@@ -73,14 +77,7 @@ class FakeResponses:
                 self.send_response(404)
                 self.end_headers()
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        self.serve(Handler)
 
     def events(self, turn: int) -> list[dict[str, Any]]:
         if turn < 0:
@@ -127,10 +124,6 @@ class FakeResponses:
             ],
             {"type": "response.completed", "response": {"id": rid, "usage": USAGE}},
         ]
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def is_agent_turn(body: Any) -> bool:

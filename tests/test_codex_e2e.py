@@ -9,7 +9,6 @@ import fcntl
 import json
 import os
 import pty
-import select
 import struct
 import subprocess
 import termios
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import CALC_PROJECT, make_repo
 from fake_responses import FakeResponses, codex_user_home, developer_texts, function_outputs
+from terminal import pump
 
 from ledger_adapters.codex.cli import CODEX_VERSION, find_codex, hook_launcher
 from ledger_adapters.codex.rollout import is_ledger_note, item_text, model_inputs
@@ -252,17 +252,7 @@ class Tui:
         fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
 
     def pump(self, seconds: float) -> None:
-        end = time.time() + seconds
-        while time.time() < end:
-            ready, _, _ = select.select([self.fd], [], [], 0.1)
-            if ready:
-                try:
-                    data = os.read(self.fd, 65536)
-                except OSError:
-                    return
-                self.screen.extend(data)
-                if b"\x1b[6n" in data:  # the TUI asks where the cursor is
-                    os.write(self.fd, b"\x1b[1;1R")
+        pump(self.fd, self.screen, seconds)
 
     def ask(self, fake, prompt: bytes, requests: int) -> None:
         """Type ``prompt`` once the TUI is ready, and wait for the model's ``requests`` calls."""

@@ -16,21 +16,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
 
-from ledger_runtime import toml_inline
+from ledger_runtime import fast_launcher, hook_launcher, run_agent, toml_inline  # noqa: F401 (hook_launcher: named here by tests)
 
 CODEX_VERSION = "0.171.0"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g @openai/codex@{CODEX_VERSION}"
@@ -92,21 +88,15 @@ def project_hooks(workdir: Path, user_home: Path) -> list[Path]:
 
 
 def find_codex(explicit: str | None) -> str | None:
-    for candidate in (explicit, os.environ.get("LEDGER_CODEX_BIN"), "codex"):
-        if candidate:
-            found = shutil.which(candidate)
-            if found:
-                return os.path.abspath(found)  # codex starts in the workdir: never relative to here
-    return None
+    from ledger_runtime import find_binary
+
+    return find_binary(explicit, "LEDGER_CODEX_BIN", "codex")
 
 
 def codex_version(binary: str) -> str | None:
-    try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.search(r"(\d+\.\d+\.\d+\S*)", out)
-    return m.group(1) if m else None
+    from ledger_runtime import binary_version
+
+    return binary_version(binary)
 
 
 def user_codex_home() -> Path:
@@ -187,24 +177,6 @@ def keyring_note(source: Path, config: dict[str, Any]) -> str | None:
     )
 
 
-def hook_launcher() -> list[str]:
-    """How a hook runs ``ledger-run`` from this installation."""
-    script = Path(sys.executable).parent / "ledger-run"
-    if script.is_file() and os.access(script, os.X_OK):
-        return [str(script)]
-    found = shutil.which("ledger-run")
-    return [found] if found else [sys.executable, "-m", "ledger_runtime"]
-
-
-def fast_launcher() -> list[str]:
-    """How a hook (and the command wrapper) runs: the interpreter, without its ``site`` start-up,
-    on fasthook.py, which needs nothing but the standard library (hooks run once per event)."""
-    from ledger_runtime import fasthook_script
-
-    script = fasthook_script()
-    return [sys.executable, "-S", "-E", str(script)] if script.is_file() else hook_launcher()
-
-
 def hook_overrides(
     launcher: list[str], socket_path: str, run_dir: Path, user_config: dict[str, Any], token: str | None = None
 ) -> list[str]:
@@ -272,7 +244,7 @@ def codex(
     ),
 ) -> None:
     """Codex CLI (`codex exec ...` or the interactive TUI) with the ledger in its hooks."""
-    from ledger_runtime import ConfigError, err, fail, load_config
+    from ledger_runtime import agent_config, fail, run_dir_for, starting_run, warn_version
 
     args = list(codex_args or []) + list(ctx.args)
     given = codex_cd(args)
@@ -297,31 +269,13 @@ def codex(
             f"`{INSTALL_HINT}` (or pass --codex-bin)"
         )
         return
-    try:
-        config = load_config(ledger_config, defaults=CODEX_DEFAULTS)
-        config = config.with_(
-            inform=config.inform and not no_inform,
-            govern=config.govern and not no_govern,
-            shadow=config.shadow or shadow,
-        )
-    except ConfigError as e:
-        fail(str(e))
-        return
+    config = agent_config(
+        ledger_config, no_inform=no_inform, no_govern=no_govern, shadow=shadow, defaults=CODEX_DEFAULTS
+    )
     version = codex_version(binary)
-    if version != CODEX_VERSION:
-        err.print(
-            f"[yellow]warning:[/yellow] codex {version or '(version unknown)'} at {binary}; ledger-run is "
-            f"checked against {CODEX_VERSION} ({INSTALL_HINT})",
-            highlight=False,
-        )
-    # absolute, links not resolved: a run directory that is a link is refused, never followed
-    run_dir = Path(os.path.abspath(run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")))
-    from ledger_runtime import InUse, unwritable
-
-    problem = unwritable(run_dir)
-    if problem:
-        fail(f"cannot write the run into -o {run_dir}: {problem}")
-    try:
+    warn_version("codex", binary, version, CODEX_VERSION, INSTALL_HINT)
+    run_dir = run_dir_for(run_dir)
+    with starting_run():
         rc = run_codex(
             binary,
             args,
@@ -330,12 +284,6 @@ def codex(
             config,
             meta={"agent": "codex", "codex_version": version, "codex_args": args},
         )
-    except OSError as e:  # the hook socket (SocketDirError says what to change), Codex's home
-        fail(str(e) if not getattr(e, "filename", None) else f"{e.filename}: {e.strerror}")
-        return
-    except InUse as e:  # another ledger-run writes this run directory
-        fail(str(e))
-        return
     # plain lines (no wrapping): the paths are for copying
     print(
         f"\nledger: {run_dir / 'ledger.sqlite'}\nCodex sessions: {run_dir / 'codex-home' / 'sessions'}\n"
@@ -401,27 +349,7 @@ def run_codex(
             **{k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")},
             "CODEX_HOME": str(home),
         }
-        started: list[subprocess.Popen] = []
-
-        def forward(signum: int, _frame: Any) -> None:  # SIGTERM, SIGHUP: Codex stops, the ledger finishes
-            for p in started:
-                try:
-                    p.send_signal(signum)
-                except OSError:
-                    pass
-
-        # set before Codex starts (it inherits the ignored SIGINT, as before: Ctrl-C is codex's to handle)
-        previous = {
-            s: signal.signal(s, h)
-            for s, h in ((signal.SIGINT, signal.SIG_IGN), (signal.SIGTERM, forward), (signal.SIGHUP, forward))
-        }
-        try:
-            started.append(subprocess.Popen(cmd, cwd=workdir, env=child_env))
-            rc = started[0].wait()
-        finally:
-            for s, h in previous.items():
-                signal.signal(s, h)
-        return rc
+        return run_agent(cmd, workdir, child_env)
     finally:
         server.close()
         with server.lock:

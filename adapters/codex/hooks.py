@@ -244,21 +244,9 @@ class CodexHooks:
         return answer(event, additionalContext=text) if text else None
 
     def _view_note(self) -> str:
-        """A note of the state view's news since the model was last told (prompt/notes.py: what the
-        outputs it got did not show it), paid from what the answers spared it (``view_share``); ""
-        when there is none. Codex keeps every note in its history: each is sent once."""
-        rt = self.runtime
-        if not rt.config.informs:
-            return ""
-        view = rt.view_for_notes()
-        if view is None:
-            return ""
-        share = rt.config.view_share
-        budget = None if math.isinf(share) else int(rt.spared_total() * share) - self.notes.chars
-        text = self.notes.next(view, len(self.notes.notes), budget=budget)
-        if text:
-            rt.note_injection("note", text)
-        return text
+        """A note of the state view's news since the model was last told, paid from what the answers
+        spared it; "" when there is none. Codex keeps every note in its history: each is sent once."""
+        return self.runtime.view_note(self.notes)
 
     def session_start(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         return self._inform("SessionStart")

@@ -18,8 +18,6 @@ reasoning summaries, messages, tool calls and tokens per response); ``FORMAT`` r
 from __future__ import annotations
 
 import json
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -49,30 +47,11 @@ class RolloutReader:
 
     def refresh(self) -> None:
         """Read what was appended since the last refresh (a vanished file reads as nothing new)."""
-        try:
-            # never blocks: a FIFO (or any file that is not a regular one) named as the transcript is not read
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
-        except OSError:
-            return
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return
-            with os.fdopen(fd, "rb") as f:
-                fd = -1
-                f.seek(self.offset)
-                data = f.read()
-        except OSError:
-            return
-        finally:
-            if fd >= 0:
-                os.close(fd)
-        end = data.rfind(b"\n")
-        if end < 0:
-            return
-        for raw in data[: end + 1].splitlines():
-            if raw.strip():
-                self._line(raw)
-        self.offset += end + 1
+        from ledger_runtime import appended_lines
+
+        lines, self.offset = appended_lines(self.path, self.offset)
+        for raw in lines:
+            self._line(raw)
 
     def _line(self, raw: bytes) -> None:
         try:
@@ -119,13 +98,9 @@ class RolloutReader:
 def reader_for(cache: dict[str, RolloutReader], path: Any) -> RolloutReader | None:
     """The refreshed reader of the rollout at ``path`` (kept in ``cache`` by path: a TUI session
     may move on to a new rollout file); None when the payload named none."""
-    if not isinstance(path, str) or not path or not os.path.isabs(path):
-        return None
-    r = cache.get(path)
-    if r is None:
-        r = cache[path] = RolloutReader(path)
-    r.refresh()
-    return r
+    from ledger_runtime import refreshed
+
+    return refreshed(cache, path, RolloutReader)
 
 
 # -- what each model call was sent, rebuilt from the rollout (for the cost meter) ---------------------

@@ -16,7 +16,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ledger_runtime.analysis.patches import file_ops, written_paths
-from ledger_runtime.analysis.programs import ANY_FILE, Filter, Stream, apply, effect, normpath, resolve
+from ledger_runtime.analysis.programs import (
+    ANY_FILE,
+    FILE_NUMBERS,
+    UNNUMBERED,
+    Filter,
+    Stream,
+    apply,
+    effect,
+    normpath,
+    resolve,
+)
 from ledger_runtime.analysis.shell import Pipeline, parse
 from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
 from ledger_runtime.records import CommandClass
@@ -28,7 +38,19 @@ RAW_ESCAPE = "# ledger:raw"
 # (a raw answer is the output as it is: never wrong, only longer)
 _RAW = re.compile(r"(?:^|[\s;&|()])#\s*ledger:raw\b")
 _RAW_COMMENT = re.compile(r"(?:^|\s)#\s*ledger:raw\b")  # within a comment's text (it starts with #)
-__all__ = ["ANY_FILE", "Analysis", "FileView", "RAW_ESCAPE", "analyze", "analyze_patch", "resolve"]
+__all__ = [
+    "ANY_FILE",
+    "Analysis",
+    "FileView",
+    "RAW_ESCAPE",
+    "analyze",
+    "analyze_edit",
+    "analyze_patch",
+    "analyze_read",
+    "analyze_search",
+    "analyze_submission",
+    "resolve",
+]
 
 _RANK = {
     CommandClass.INSPECT: 0,
@@ -266,6 +288,51 @@ def analyze_patch(patch: str, cwd: str) -> Analysis:
     if ops is None:
         return Analysis(patch, cwd, normalized, CommandClass.OTHER, parsed=False, problem="not a patch envelope")
     return Analysis(patch, cwd, normalized, CommandClass.MODIFY, writes=tuple(written_paths(ops, cwd)))
+
+
+def analyze_read(
+    path: str, cwd: str, label: str, *, first: int = 1, last: int | None = None, numbered: bool = True
+) -> Analysis:
+    """A file tool's read (an agent's own Read tool, not a shell command): lines ``first`` to ``last``
+    of ``path`` (None: to its end), each shown after its file line number and a tab when ``numbered``
+    (``cat -n`` does so too). ``label`` is what the ledger records as the command; with ``cwd`` it
+    identifies repeats. Class inspect, pure: its output is a function of the file. What it claims to
+    show is checked against the file after it ran, like a shell read's (ledger/observe.py)."""
+    path = os.path.normpath(os.path.join(cwd, path))
+    first = max(1, first)
+    selectors: tuple = () if first == 1 and last is None else (("range", first, last),)
+    view = FileView(path, "lines", selectors, FILE_NUMBERS if numbered else UNNUMBERED)
+    return Analysis(
+        label,
+        cwd,
+        label,
+        CommandClass.INSPECT,
+        read_keys=("f:" + path,),
+        views=(view,),
+        pure=True,
+        outputs=1,
+        origin=cwd,
+        readonly=True,
+    )
+
+
+def analyze_edit(paths: tuple[str, ...] | list[str], cwd: str, label: str) -> Analysis:
+    """A file tool's edit (an agent's own Edit or Write tool): class modify, writing ``paths``
+    (relative ones from ``cwd``). The policies see it as they see ``sed -i`` of those files."""
+    writes = tuple(dict.fromkeys(os.path.normpath(os.path.join(cwd, p)) for p in paths))
+    return Analysis(label, cwd, label, CommandClass.MODIFY, writes=writes, origin=cwd)
+
+
+def analyze_search(label: str, cwd: str) -> Analysis:
+    """A file tool's search (an agent's own Grep or Glob tool): class search, read-only; what it
+    shows is not claimed as lines of a file (its format is the tool's)."""
+    return Analysis(label, cwd, label, CommandClass.SEARCH, outputs=1, origin=cwd, readonly=True)
+
+
+def analyze_submission(label: str, cwd: str) -> Analysis:
+    """An agent's submission that is not a command (Claude Code ending its turn): the policies on
+    submissions decide on it (``verify-before-submit``); it reads and writes nothing."""
+    return Analysis(label, cwd, label, CommandClass.OTHER, submits=True, origin=cwd)
 
 
 def _cd_target(pipe: Pipeline) -> str | None:

@@ -104,21 +104,27 @@ def fact_lines(runs: Iterable[FactRun]) -> dict[int, tuple[str, int, str]]:
     return out
 
 
-def _same_line(out: str, text: str) -> bool:
+def _same_line(out: str, text: str, last: bool = False) -> bool:
     """An output line that is exactly this file line (a last line without its newline gets one from
-    nl, grep and the like)."""
-    return out == text or (not text.endswith("\n") and out == text + "\n")
+    nl, grep and the like; ``last``: the output's last line, which an agent that trims what it shows,
+    as Claude Code does, leaves without its newline)."""
+    return (
+        out == text
+        or (not text.endswith("\n") and out == text + "\n")
+        or (last and text.endswith("\n") and out == text[:-1])
+    )
 
 
-def _shown_as(out: str, text: str, number: int, numbered: str) -> bool:
-    """Whether output line ``out`` shows file line ``number`` (``text``) as a view numbered so."""
+def _shown_as(out: str, text: str, number: int, numbered: str, last: bool = False) -> bool:
+    """Whether output line ``out`` shows file line ``number`` (``text``) as a view numbered so
+    (``last``: it is the output's last line)."""
     if not numbered:
-        return _same_line(out, text)
+        return _same_line(out, text, last)
     if numbered == FILE_NUMBERS:
         m = _TAB_NUMBER.match(out)
-        return m is not None and int(m.group(1)) == number and _same_line(out[m.end() :], text)
+        return m is not None and int(m.group(1)) == number and _same_line(out[m.end() :], text, last)
     o, t = _no_eol(out), _no_eol(text)  # other numbers (nl's default, cat -b): any number, or none
-    if not o.endswith(t) or (text.endswith("\n") and not out.endswith("\n")):
+    if not o.endswith(t) or (text.endswith("\n") and not out.endswith("\n") and not last):
         return False
     return _OTHER_PREFIX.fullmatch(o[: len(o) - len(t)]) is not None
 
@@ -138,15 +144,29 @@ def _find_block(out: list[str], start: int, lines: list[str], first: int, number
     if not numbered and out[start : start + len(lines)] == lines:  # compared in C: a long whole-file read
         return start
     tries = 0
+    end = len(out) - 1
     for at in range(start, len(out) - len(lines) + 1):
-        if not _shown_as(out[at], lines[0], first, numbered):
+        if not _shown_as(out[at], lines[0], first, numbered, at == end):
             continue
-        if all(_shown_as(out[at + i], lines[i], first + i, numbered) for i in range(1, len(lines))):
+        if all(_shown_as(out[at + i], lines[i], first + i, numbered, at + i == end) for i in range(1, len(lines))):
             return at
         tries += 1
         if tries >= MAX_BLOCK_TRIES:
             return None
     return None
+
+
+def _trimmed_block(out: list[str], start: int, lines: list[str], lo: int, hi: int) -> tuple[int | None, int]:
+    """Where lines ``lo``..``hi`` of a file end the output once the blank lines they end with were
+    trimmed off it (an agent that trims what it shows, as Claude Code does): (output line, the last
+    file line shown), or (None, ``hi``). The blank lines cut off count as not seen."""
+    k = hi
+    while k >= lo and not lines[k - 1].strip():
+        k -= 1
+    at = len(out) - (k - lo + 1)
+    if k < lo or k == hi or at < start or _find_block(out, at, lines[lo - 1 : k], lo, "") != at:
+        return None, hi
+    return at, k
 
 
 def _spans(numbers: list[int]) -> tuple[LineSpan, ...]:
@@ -214,6 +234,8 @@ def _observe(
             return None
         lo, hi = rng
         at = _find_block(out, pos, f.lines[lo - 1 : hi], lo, view.numbered)
+        if at is None and not view.numbered:
+            at, hi = _trimmed_block(out, pos, f.lines, lo, hi)
         if at is None:
             return None  # the output is not those lines of the file as it is now
         # a line that is the submission marker never counts as seen: a later read of it must run

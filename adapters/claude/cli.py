@@ -1,0 +1,377 @@
+"""``ledger-run claude``: the real ``claude`` binary (Claude Code) with the ledger's hooks, for one run.
+
+The hooks are installed for this run only, through a settings file of the run's own passed with
+``--settings`` (Claude Code adds it to the user's own settings, which it still reads and which are
+never written): the user's login (``~/.claude``, ``CLAUDE_CONFIG_DIR``) and ``ANTHROPIC_API_KEY`` /
+``ANTHROPIC_BASE_URL`` are used as they are, never copied. A ``--settings`` of the user's own among
+claude's arguments is merged into the run's file. The hooks call ``ledger-run hook EVENT``, which
+talks to the hook server this process runs (ledger_runtime/hooks/server.py) with the runtime in
+memory; the run's secret is on the hook command lines, in the run's owner-only settings file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Callable, List, Optional
+
+import typer
+
+CLAUDE_VERSION = "2.1.332"  # the version this adapter is checked against (see README)
+INSTALL_HINT = f"npm install -g @anthropic-ai/claude-code@{CLAUDE_VERSION}"
+HOOK_TIMEOUT_S = 600
+# claude's options that turn every hook off: the ledger could see nothing
+HOOKS_OFF = ("--bare", "--safe-mode")
+CREDENTIALS = ".credentials.json"
+TRANSPORTS = ("http", "command")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="claude", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(claude)
+
+
+def find_claude(explicit: str | None) -> str | None:
+    from ledger_runtime import find_binary
+
+    return find_binary(explicit, "LEDGER_CLAUDE_BIN", "claude")
+
+
+def claude_version(binary: str) -> str | None:
+    from ledger_runtime import binary_version
+
+    return binary_version(binary)
+
+
+def config_dir(env: dict[str, str] | None = None) -> Path:
+    """Where Claude Code keeps the user's settings, login and transcripts."""
+    env = os.environ if env is None else env
+    given = env.get("CLAUDE_CONFIG_DIR")
+    return Path(given) if given else Path(env.get("HOME") or Path.home()) / ".claude"
+
+
+def headless(args: list[str]) -> bool:
+    """Whether claude runs with -p/--print (no person to answer a permission prompt)."""
+    return any(a in ("-p", "--print") or (a.startswith("-") and not a.startswith("--") and "p" in a[1:]) for a in args)
+
+
+def split_settings(args: list[str]) -> tuple[list[str], str | None]:
+    """claude's arguments without a ``--settings X`` of the user's own, and that X."""
+    out: list[str] = []
+    given = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--settings" and i + 1 < len(args):
+            given = args[i + 1]
+            i += 2
+            continue
+        if a.startswith("--settings="):
+            given = a.split("=", 1)[1]
+            i += 1
+            continue
+        if a == "--":
+            out += args[i:]
+            break
+        out.append(a)
+        i += 1
+    return out, given
+
+
+def user_settings(given: str | None) -> dict[str, Any]:
+    """The settings of the user's own ``--settings`` (a file or a JSON string); {} for none."""
+    if not given:
+        return {}
+    text = given
+    if not given.lstrip().startswith("{"):
+        try:
+            text = Path(given).read_text()
+        except OSError as e:
+            raise ValueError(f"--settings {given}: {e.strerror}") from e
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"--settings {given[:80]}: not JSON ({e})") from e
+    if not isinstance(data, dict):
+        raise ValueError(f"--settings {given[:80]}: not a JSON object")
+    return data
+
+
+def hook_script(path: Path, launcher: list[str], socket_path: str, run_dir: Path, token: str) -> Path:
+    """The run's hook command (``SCRIPT EVENT``), owner-only: the hook client, with the socket and the
+    run's secret, which stay out of the settings and out of what Claude Code shows the model of a
+    hook (a Stop hook's block names the command)."""
+    from ledger_runtime import write_private
+
+    line = (
+        shlex.join([*launcher, "hook"])
+        + ' "$1" '
+        + shlex.join(["--socket", socket_path, "--run-dir", str(run_dir), "--token", token])
+    )
+    write_private(path, f"#!/bin/sh\n# ledger-run claude: the hook of this run\nexec {line}\n")
+    os.chmod(path, 0o700)
+    return path
+
+
+def hook_settings(hook: Callable[[str], dict[str, Any]], base: dict[str, Any]) -> dict[str, Any]:
+    """``base`` (the user's own --settings, if any) with the ledger's hooks added after its own;
+    ``hook(event)`` is the ledger's hook for an event (an ``http`` or a ``command`` one)."""
+    from ledger_adapters.claude.hooks import EVENTS, TOOL_EVENTS
+    from ledger_adapters.claude.tools import GOVERNED_MATCHER, TOOL_MATCHER
+
+    settings = dict(base)
+    hooks = dict(settings.get("hooks") or {}) if isinstance(settings.get("hooks"), dict) else {}
+    for event in EVENTS:
+        ours: dict[str, Any] = {"hooks": [{**hook(event), "timeout": HOOK_TIMEOUT_S}]}
+        if event in TOOL_EVENTS:
+            ours = {"matcher": GOVERNED_MATCHER if event == "PreToolUse" else TOOL_MATCHER, **ours}
+        theirs = hooks.get(event) if isinstance(hooks.get(event), list) else []
+        hooks[event] = [*theirs, ours]
+    settings["hooks"] = hooks
+    return settings
+
+
+def http_hook(url: Callable[[str], str], token: str) -> Callable[[str], dict[str, Any]]:
+    """The ledger's hook as an HTTP one: Claude Code POSTs the event to the run's server, no process."""
+    return lambda event: {"type": "http", "url": url(event), "headers": {"Authorization": f"Bearer {token}"}}
+
+
+def command_hook(script: Path) -> Callable[[str], dict[str, Any]]:
+    """The ledger's hook as a command: the run's hook script, which runs the hook client."""
+    return lambda event: {"type": "command", "command": f"{shlex.quote(str(script))} {event}"}
+
+
+PROXIES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+def loopback_unproxied(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with 127.0.0.1 in ``NO_PROXY`` when a proxy is set: Claude Code sends HTTP hooks through
+    the proxy the environment names, and the run's hook server is on loopback (nothing else changes)."""
+    if not any(env.get(k) for k in PROXIES):
+        return env
+    out = dict(env)
+    for key in ("NO_PROXY", "no_proxy"):
+        hosts = [h.strip() for h in (out.get(key) or "").split(",") if h.strip()]
+        if "127.0.0.1" not in hosts and "*" not in hosts:
+            out[key] = ",".join([*hosts, "127.0.0.1"])
+    return out
+
+
+def login_secrets(home: Path, env: dict[str, str] | None = None) -> tuple[str, ...]:
+    """The values of the user's Claude Code login (OAuth tokens, an API key it keeps): masked in what the
+    ledger stores, should the agent print the file."""
+    env = os.environ if env is None else env
+    found: list[str] = []
+
+    def walk(v: Any, keyed: bool) -> None:
+        if isinstance(v, str) and len(v) >= 8 and keyed:
+            found.append(v)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, keyed or bool(re.search(r"key|token|secret", str(k), re.I)))
+        elif isinstance(v, list):
+            for x in v:
+                walk(x, keyed)
+
+    state = Path(env.get("CLAUDE_CONFIG_DIR") or "") / ".claude.json" if env.get("CLAUDE_CONFIG_DIR") else None
+    state = state or Path(env.get("HOME") or Path.home()) / ".claude.json"
+    for path, keyed in ((home / CREDENTIALS, True), (state, False)):
+        try:
+            walk(json.loads(path.read_text()), keyed)
+        except (OSError, ValueError):
+            continue
+    return tuple(dict.fromkeys(found))
+
+
+def hooks_disabled(workdir: Path, home: Path) -> Path | None:
+    """A settings file that turns every hook off (``disableAllHooks``), if the user or project has one."""
+    project = workdir / ".claude"
+    for path in (home / "settings.json", project / "settings.json", project / "settings.local.json"):
+        try:
+            if json.loads(path.read_text()).get("disableAllHooks") is True:
+                return path
+        except (OSError, ValueError, AttributeError):
+            continue
+    return None
+
+
+def claude(
+    ctx: typer.Context,
+    claude_args: Optional[List[str]] = typer.Argument(
+        None, help='Arguments for claude, after `--` (e.g. -- -p "fix the failing test"; none: an interactive session).'
+    ),
+    workdir: Path = typer.Option(Path("."), "--workdir", "-w", help="The repository the agent works in."),
+    run_dir: Optional[Path] = typer.Option(
+        None,
+        "-o",
+        "--out",
+        "--run-dir",
+        help="Where the ledger and the run's hook settings go (default: ledger-runs/<time>).",
+    ),
+    ledger_config: Optional[Path] = typer.Option(None, "--ledger-config", help="Ledger settings (TOML)."),
+    no_inform: bool = typer.Option(False, "--no-inform", help="Do not give the model the state view."),
+    no_govern: bool = typer.Option(False, "--no-govern", help="Run every command (verdicts are still recorded)."),
+    shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: outputs as they are, no state view."),
+    hook_transport: str = typer.Option(
+        "http",
+        "--hook-transport",
+        help="How Claude Code reaches the ledger: http (a request per event, no process) or command "
+        "(a process per event: where HTTP hooks are not allowed or go through a proxy).",
+    ),
+    claude_bin: Optional[str] = typer.Option(
+        None,
+        "--claude-bin",
+        help=f"The claude executable (default: $LEDGER_CLAUDE_BIN, then claude on PATH; pinned: {CLAUDE_VERSION}).",
+    ),
+) -> None:
+    """Claude Code (`claude -p ...` or the interactive session) with the ledger in its hooks."""
+    from ledger_runtime import agent_config, fail, run_dir_for, starting_run, warn_version
+
+    args = list(claude_args or []) + list(ctx.args)
+    if hook_transport not in TRANSPORTS:
+        fail(f"--hook-transport must be one of {', '.join(TRANSPORTS)}, not {hook_transport!r}")
+    off = next((a for a in args if a in HOOKS_OFF), None)
+    if off is not None:
+        fail(f"claude {off} turns Claude Code's hooks off, and the ledger works through them: run without {off}")
+    workdir = workdir.resolve()
+    if not workdir.is_dir():
+        fail(f"--workdir {workdir} is not a directory")
+    binary = find_claude(claude_bin)
+    if binary is None:
+        fail(
+            f"claude not found{' at ' + claude_bin if claude_bin else ' on PATH'}: install the pinned version with "
+            f"`{INSTALL_HINT}` (or pass --claude-bin)"
+        )
+        return
+    config = agent_config(ledger_config, no_inform=no_inform, no_govern=no_govern, shadow=shadow)
+    args, given = split_settings(args)
+    try:
+        base = user_settings(given)
+    except ValueError as e:
+        fail(str(e))
+        return
+    home = config_dir()
+    off_by = hooks_disabled(workdir, home)
+    if off_by is not None or base.get("disableAllHooks") is True:
+        fail(f"{off_by or '--settings'} sets disableAllHooks: Claude Code would run none of the ledger's hooks")
+    version = claude_version(binary)
+    warn_version("claude", binary, version, CLAUDE_VERSION, INSTALL_HINT)
+    run_dir = run_dir_for(run_dir)
+    with starting_run():
+        rc = run_claude(
+            binary,
+            args,
+            workdir,
+            run_dir,
+            config,
+            settings=base,
+            transport=hook_transport,
+            meta={"agent": "claude", "claude_version": version, "claude_args": args},
+        )
+    print(
+        f"\nledger: {run_dir / 'ledger.sqlite'}\nClaude Code's transcripts (masked copies): {run_dir / 'transcripts'}\n"
+        f"look inside: ledger-run inspect {run_dir}",
+        file=sys.stderr,
+    )
+    raise typer.Exit(rc)
+
+
+def run_claude(
+    binary: str,
+    args: list[str],
+    workdir: Path,
+    run_dir: Path,
+    config: Any,
+    *,
+    settings: dict[str, Any] | None = None,
+    transport: str = "http",
+    meta: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+) -> int:
+    """Run claude with the ledger's hooks until it exits; returns its exit code."""
+    from ledger_adapters.claude.hooks import CLAUDE_TRUNCATION, ClaudeHooks
+    from ledger_runtime import (
+        HookServer,
+        HttpHookServer,
+        LedgerRuntime,
+        fast_launcher,
+        private_dir,
+        run_agent,
+        write_private,
+    )
+
+    base = dict(env if env is not None else os.environ)
+    home = config_dir(base)
+    runtime = LedgerRuntime(
+        workdir, run_dir, config, meta=meta, secrets=login_secrets(home, base), truncation=CLAUDE_TRUNCATION
+    )
+    import secrets
+
+    token = secrets.token_hex(16)  # the run's secret: in the owner-only settings or hook script, never in the env
+    hooks = ClaudeHooks(
+        runtime,
+        note_chars=config.context_note_chars,
+        token=token,
+        projects_dir=str(home / "projects"),
+        interactive=not headless(args),
+    )
+    server: Any
+    try:
+        if transport == "http":
+            server = HttpHookServer(hooks.handle, runtime.report_fault, token)
+        else:
+            server = HookServer(hooks.handle, runtime.report_fault, authorize=hooks.authorize)
+    except BaseException:  # no socket (SocketDirError): the ledger is closed, the caller says why
+        runtime.close()
+        raise
+    try:
+        where = private_dir(run_dir / "claude")
+        if transport == "http":
+            hook = http_hook(server.url, token)
+        else:
+            hook = command_hook(hook_script(where / "hook", fast_launcher(), server.socket_path, run_dir, token))
+        path = where / "settings.json"
+        write_private(path, json.dumps(hook_settings(hook, settings or {}), indent=1) + "\n")
+        cmd = [binary, "--settings", str(path), *args]
+        child_env = {k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")}
+        if transport == "http":
+            child_env = loopback_unproxied(child_env)
+        return run_agent(cmd, workdir, child_env)
+    finally:
+        server.close()
+        with server.lock:
+            try:
+                hooks.finish()
+            except Exception as e:
+                runtime.report_fault("finishing the run", e)
+            try:
+                keep_transcripts(hooks.transcripts, run_dir / "transcripts", runtime.redactor)
+            except Exception as e:
+                runtime.report_fault("keeping Claude Code's transcripts", e)
+            runtime.close()
+
+
+def keep_transcripts(transcripts: dict[str, str], out: Path, redactor: Any) -> None:
+    """Masked copies of the run's transcripts (owner-only), so the run keeps what the model was sent
+    after Claude Code's own files are gone; ``sessions.json`` names where they came from."""
+    from ledger_runtime import masked, private_dir, write_private
+
+    if not transcripts:
+        return
+    private_dir(out)
+    for path in transcripts.values():
+        try:
+            lines = Path(path).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        kept = []
+        for line in lines:
+            try:
+                kept.append(json.dumps(masked(json.loads(line), redactor)))
+            except ValueError:
+                kept.append(redactor.mask(line))
+        write_private(out / f"{Path(path).stem}.jsonl", "".join(x + "\n" for x in kept))
+    write_private(out / "sessions.json", json.dumps(transcripts, indent=1) + "\n")

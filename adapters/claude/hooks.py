@@ -1,0 +1,530 @@
+"""Claude Code's hooks, answered from the ledger. ``ClaudeHooks.handle(event, payload)`` takes one
+hook event (the JSON Claude Code writes to the hook's stdin) and returns the JSON to answer with, or
+None (the call goes on as Claude Code would make it). Facts about the protocol, checked against the
+real ``claude`` 2.1.332: docs/claude-code.md.
+
+- ``SessionStart``, ``UserPromptSubmit`` (which also names the task): a note of the state view's news
+  as ``additionalContext``. After a compaction (``source: compact``) or ``/clear`` the model holds
+  none of the earlier notes or outputs: the next note is the whole view.
+- ``PreToolUse``: govern. REVISE and BLOCK deny the call with the rule's reason (``ask`` instead
+  for a REVISE in an interactive session: the user may let it run); Edit and Write go through the
+  same policies as a shell edit (protected paths). A call that is to run is not changed: Claude Code
+  then asks the user's permission for the command the model wrote, as without the ledger.
+- ``PostToolUse``: records the call. A Bash command's output comes back as the ledger's answer
+  (``updatedToolOutput``: repeats of what the model holds as references, a NUDGE note with it); Read,
+  Edit and Write are recorded as they are (observations with the lines the model was shown and their
+  hashes; modifications with the file's hashes after the edit). A Read of a file that changed since
+  the model last saw it, by anything but its own Edit and Write, is flagged in the same turn with the
+  diff (``additionalContext``), and so is Claude Code's "unchanged since last read" when the file did
+  change. Then a note of the state view's news, if any.
+- ``PostToolUseFailure``: a call that failed (a command's non-zero exit): recorded; Claude Code lets
+  no hook replace this output, so it goes as it is, and a NUDGE goes as context.
+- ``Stop``: the end of the model's turn is its submission: ``verify-before-submit`` blocks it, with
+  the reason, when files changed since the last test or script run (once: the next stop goes through).
+- ``PreCompact`` and the transcript (a compaction boundary, a rewind to an earlier entry, a new
+  session after ``/clear``): the outputs shown before are gone from the model's context, and no later
+  answer refers to them.
+
+Calls of a subagent (``agent_id`` in the payload) are recorded and shown as they are: their outputs
+are the subagent's, never referred to for the main model. What the model got is checked against the
+transcript once Claude Code has written it: a text the ledger did not foresee is never the source of
+a reference (a fault says so). Any fault of ours lets the call go on with its own output.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import secrets
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ledger_adapters.claude.tools import (
+    EDITS,
+    READS,
+    SEARCHES,
+    SHELL,
+    ToolCall,
+    edit_text,
+    failure,
+    read_content,
+    read_text,
+    search_text,
+    shell_output,
+    shown_path,
+    tool_call,
+    unchanged_stub,
+)
+from ledger_adapters.claude.transcript import TranscriptReader, reader_for
+from ledger_runtime import (
+    ExecResult,
+    LedgerRuntime,
+    Plan,
+    Truncation,
+    Verdict,
+    VerdictKind,
+    ViewNotes,
+    analyze_submission,
+)
+
+EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact", "Stop")
+TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+DEFAULT_NOTE_CHARS = 600
+# Claude Code keeps a Bash output of up to 30,000 characters in the conversation; a longer one is
+# saved to a file and the model reads a preview of it (its first 2 KB, cut at a line): the ledger
+# counts none of such an output as seen, and never answers it with references
+CLAUDE_TRUNCATION = Truncation(30_000, 0, 0, exact=False)
+DIFF_NOTE_CHARS = 2_000  # a changed file's diff in a note; a longer one is cut, and says so
+MAX_SEEN_BYTES = 1_000_000  # files up to this size are kept as the model last saw them (for diffs)
+FORESEEN = ("Edit", "Write")  # the tools whose result the ledger words exactly as Claude Code does
+STOP_LABEL = "(end of turn)"
+STOP_REFUSED = "Your turn goes on: ending it again with nothing changed ends it."
+UNCHECKED_AFTER_S = 600.0  # a text never found in the transcript is given up on after this long
+
+
+def answer(event: str, **fields: Any) -> dict[str, Any]:
+    return {"hookSpecificOutput": {"hookEventName": event, **fields}}
+
+
+def context(event: str, notes: list[str]) -> dict[str, Any] | None:
+    notes = [n for n in notes if n]
+    return answer(event, additionalContext="\n\n".join(notes)) if notes else None
+
+
+def file_diff(before: str, after: str, limit: int = DIFF_NOTE_CHARS) -> str:
+    """A unified diff of two texts (one line of context), cut at ``limit`` characters."""
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), "seen", "now", n=1, lineterm="\n"
+    )
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in list(lines)[2:])
+    if len(text) > limit:
+        cut = text.rfind("\n", 0, limit) + 1
+        text = text[:cut] + f"[ledger: the diff goes on for {len(text) - cut} more characters; read the file]\n"
+    return text
+
+
+@dataclass
+class _Pending:
+    plan: Plan
+    started: float
+    call: ToolCall
+    asked: bool = False  # the user was asked to let a REVISE'd call run
+
+
+@dataclass
+class _Seen:
+    """A file as the model last saw it in full (a whole-file Read, or after its own Edit or Write)."""
+
+    step: int
+    text: str
+
+
+@dataclass
+class ClaudeHooks:
+    runtime: LedgerRuntime
+    note_chars: int = DEFAULT_NOTE_CHARS
+    # the run's secret, for command hooks (an HTTP hook's is checked by its server); None: not checked
+    token: str | None = None
+    # where Claude Code keeps this user's transcripts: a transcript_path elsewhere is not read
+    projects_dir: str | None = None
+    interactive: bool = False  # a person answers permission prompts: a REVISE asks them
+    pending: dict[str, _Pending] = field(default_factory=dict)
+    started: dict[str, float] = field(default_factory=dict)  # calls not governed before they ran
+    to_check: dict[str, tuple[int, str, float]] = field(default_factory=dict)  # call -> attempt, text, since
+    seen: dict[str, _Seen] = field(default_factory=dict)  # path -> what the model last saw of it in full
+    notes: ViewNotes | None = None
+    readers: dict[str, TranscriptReader] = field(default_factory=dict)
+    transcript: str | None = None  # the conversation's transcript (its newest)
+    transcripts: dict[str, str] = field(default_factory=dict)  # session id -> transcript path
+    compactions: int = 0  # compactions of the current transcript taken into account
+    branches: int = 0  # rewinds of the current transcript taken into account
+
+    def __post_init__(self) -> None:
+        if self.notes is None:
+            self.notes = ViewNotes(limit_chars=self.note_chars)
+
+    # -- dispatch --------------------------------------------------------------------------------
+
+    def authorize(self, event: str, token: str | None, call: str | None) -> bool:
+        """A command hook's call carries the run's secret (from the owner-only hook script)."""
+        if self.token is None:
+            return True
+        return token is not None and secrets.compare_digest(self.token, token)
+
+    def handle(self, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        self._follow(payload)
+        if event == "PreToolUse":
+            return self.pre_tool_use(payload)
+        if event == "PostToolUse":
+            return self.post_tool_use(payload)
+        if event == "PostToolUseFailure":
+            return self.post_tool_use_failure(payload)
+        if event == "SessionStart":
+            return self.session_start(payload)
+        if event == "UserPromptSubmit":
+            return self.user_prompt_submit(payload)
+        if event == "PreCompact":
+            self._forget()
+            return None
+        if event == "Stop":
+            return self.stop(payload)
+        if event in ("SubagentStop", "SessionEnd", "Notification"):
+            return None
+        raise ValueError(f"unknown hook event {event!r}")
+
+    # -- the transcript: what the model got, and what it no longer holds ---------------------------
+
+    def _transcript_path(self, path: Any) -> str | None:
+        """``path`` when it may be read as this user's transcript: absolute, under the projects directory."""
+        if not isinstance(path, str) or not os.path.isabs(path) or not path.endswith(".jsonl"):
+            return None
+        if self.projects_dir is not None:
+            real, root = os.path.realpath(path), os.path.realpath(self.projects_dir)
+            if not real.startswith(root + os.sep):
+                return None
+        return path
+
+    def _follow(self, payload: dict[str, Any]) -> None:
+        """Before each event: the transcript it names (a new one after /clear is a new conversation),
+        its compactions and rewinds, and the checks of what the model got."""
+        if payload.get("agent_id"):
+            return  # a subagent's event names the main transcript too: nothing new about the conversation
+        path = self._transcript_path(payload.get("transcript_path"))
+        if path is not None and path != self.transcript:
+            session = payload.get("session_id")
+            if isinstance(session, str):
+                self.transcripts[session] = path
+            if self.transcript is not None:
+                self._forget()  # another conversation: the model holds nothing the ledger showed it
+            self.transcript = path
+            reader = reader_for(self.readers, path)
+            self.compactions, self.branches = (reader.compactions, reader.branches) if reader else (0, 0)
+        reader = reader_for(self.readers, self.transcript)
+        if reader is None:
+            return
+        if reader.compactions > self.compactions or reader.branches > self.branches:
+            self.compactions, self.branches = reader.compactions, reader.branches
+            self._forget()
+        self._check(reader)
+
+    def _forget(self) -> None:
+        """The model's context lost what it was shown (a compaction, a rewind, a new conversation)."""
+        self.runtime.forget_context()
+        self.notes.reset(full=True)  # the notes went with it: the whole view next
+        self.seen.clear()
+
+    def _check(self, reader: TranscriptReader) -> None:
+        """What the transcript says the model got for each call the ledger recorded must be the text
+        the ledger recorded; else that record is never the source of a reference."""
+        now = time.monotonic()
+        for call, (attempt, text, since) in list(self.to_check.items()):
+            got = reader.results.get(call)
+            if got is None:
+                if now - since > UNCHECKED_AFTER_S:
+                    del self.to_check[call]
+                    self.runtime.distrust(attempt, f"call {call}: no result in the transcript to check it against")
+                continue
+            del self.to_check[call]
+            if not same_text(got.text, text):
+                self.runtime.distrust(attempt, f"call {call}: the transcript's result is not the text recorded for it")
+
+    # -- inform ----------------------------------------------------------------------------------
+
+    def _view_note(self) -> str:
+        """A note of the state view's news (each sent once: Claude Code keeps it in its history)."""
+        return self.runtime.view_note(self.notes)
+
+    def session_start(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        if payload.get("source") in ("compact", "clear") and self.notes.notes:
+            self._forget()  # PreCompact did so unless the hook missed it
+        return context("SessionStart", [self._view_note()])
+
+    def user_prompt_submit(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        prompt = payload.get("prompt")
+        if isinstance(prompt, str):
+            self.runtime.set_task(prompt)
+        return context("UserPromptSubmit", [self._view_note()])
+
+    # -- govern ----------------------------------------------------------------------------------
+
+    def _call(self, payload: dict[str, Any]) -> ToolCall | None:
+        cwd = payload.get("cwd")
+        cwd = cwd if isinstance(cwd, str) and os.path.isabs(cwd) else self.runtime.workdir
+        return tool_call(payload.get("tool_name"), payload.get("tool_input"), cwd, self.runtime.workdir)
+
+    def _plan(self, call: ToolCall, payload: dict[str, Any]) -> Plan | None:
+        plan = self.runtime.propose(call.label, cwd=call.analysis.cwd, analysis=call.analysis)
+        if plan is None:
+            return None
+        plan.held = not payload.get("agent_id")  # a subagent's output is the subagent's
+        if plan.verdict.kind is VerdictKind.REUSE and not plan.verdict.kind.executes:
+            # an earlier run is never handed back in place of this one: Claude Code runs it
+            plan.verdict = Verdict(VerdictKind.RUN, "Claude Code runs every command")
+        return plan
+
+    def pre_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        call_id = payload.get("tool_use_id")
+        call = self._call(payload) if isinstance(call_id, str) else None
+        if call is None:
+            return None
+        if call.tool in READS or call.tool in SEARCHES:  # no rule for a read: recorded once it ran
+            self.started[call_id] = time.perf_counter()
+            return None
+        plan = self._plan(call, payload)
+        if plan is None:
+            return None
+        pending = _Pending(plan, time.perf_counter(), call)
+        if plan.applied and plan.verdict.kind in (VerdictKind.REVISE, VerdictKind.BLOCK):
+            if self.interactive and plan.verdict.kind is VerdictKind.REVISE:
+                pending.asked = True  # the user decides; PostToolUse says they let it run
+                self.pending[call_id] = pending
+                return answer("PreToolUse", permissionDecision="ask", permissionDecisionReason=refusal(plan.verdict))
+            res = self.runtime.answer(plan)
+            if res is not None:
+                return answer("PreToolUse", permissionDecision="deny", permissionDecisionReason=res.output)
+        self.pending[call_id] = pending
+        return None
+
+    def stop(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """The model ends its turn: its submission. Blocked, with the reason, by a rule against it."""
+        plan = self.runtime.propose(STOP_LABEL, analysis=analyze_submission(STOP_LABEL, self.runtime.workdir))
+        if plan is None or not plan.applied or plan.verdict.kind not in (VerdictKind.REVISE, VerdictKind.BLOCK):
+            return None
+        res = self.runtime.answer(plan, refused=STOP_REFUSED)
+        return {"decision": "block", "reason": res.output} if res is not None else None
+
+    # -- record ----------------------------------------------------------------------------------
+
+    def _take(self, call_id: Any, payload: dict[str, Any]) -> _Pending | None:
+        """The call's plan from PreToolUse, or one made now (no PreToolUse was seen for it, or it was a read)."""
+        pending = self.pending.pop(call_id, None) if isinstance(call_id, str) else None
+        if pending is not None:
+            return pending
+        call = self._call(payload)
+        plan = self._plan(call, payload) if call is not None else None
+        if plan is None or call is None:
+            return None
+        started = self.started.pop(call_id, None) if isinstance(call_id, str) else None
+        if plan.verdict.kind is VerdictKind.REUSE:  # the read runs as Claude Code runs it: shown as it is
+            plan.verdict = Verdict(VerdictKind.RUN)
+        return _Pending(plan, started if started is not None else time.perf_counter(), call)
+
+    def post_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        call_id = payload.get("tool_use_id")
+        pending = self._take(call_id, payload)
+        if pending is None:
+            return None
+        if pending.asked:  # the user let a REVISE'd call run
+            v = pending.plan.verdict
+            pending.plan.verdict = Verdict(VerdictKind.RUN, f"the user let it run over {v.rule}: {v.reason}")
+        tool, response = pending.call.tool, payload.get("tool_response")
+        if tool == SHELL:
+            return self._shell(call_id, pending, response)
+        if tool in READS:
+            return self._read(call_id, pending, response, payload)
+        if tool in EDITS:
+            text = edit_text(tool, response, pending.call.path or "")
+            run = self._record(call_id, pending, ExecResult(text, 0), shown_raw=True, foreseen=tool in FORESEEN)
+            self._saw_now(pending.call.path, run.attempt_id)
+            return context("PostToolUse", [run.note or "", self._view_note()])
+        self._record(call_id, pending, ExecResult(search_text(response), 0), shown_raw=True, foreseen=False)
+        return context("PostToolUse", [self._view_note()])
+
+    def _record(
+        self,
+        call_id: Any,
+        pending: _Pending,
+        res: ExecResult,
+        *,
+        shown_raw: bool,
+        foreseen: bool = True,
+        expect: Any = None,
+    ) -> Any:
+        """Record the call. The text the model got (``expect``, else the answer) is checked against the
+        transcript later; a text the ledger does not foresee exactly (``foreseen`` False: a search's,
+        an image's, a tool's whose wording it does not know) is recorded, never referred to."""
+        if not foreseen:
+            pending.plan.held = False
+        run = self.runtime.record(
+            pending.plan,
+            res,
+            time.perf_counter() - pending.started,
+            truncation=CLAUDE_TRUNCATION,
+            shown_raw=shown_raw,
+        )
+        if (
+            run.attempt_id is not None
+            and isinstance(call_id, str)
+            and pending.plan.held
+            and self.transcript is not None
+            and os.path.isfile(self.transcript)  # none with --no-session-persistence: nothing to check against
+        ):
+            text = expect if isinstance(expect, str) else run.output
+            self.to_check[call_id] = (run.attempt_id, text, time.monotonic())
+        return run
+
+    def _shell(self, call_id: Any, pending: _Pending, response: Any) -> dict[str, Any] | None:
+        found = shell_output(response)
+        if found is None:
+            return None
+        output, plain = found
+        replaceable = plain and pending.plan.held and pending.plan.applied
+        interrupted = isinstance(response, dict) and response.get("interrupted") is True
+        running = isinstance(response, dict) and bool(response.get("backgroundTaskId"))
+        code = None if interrupted or running or not plain else 0
+        res = ExecResult(output, code, output_complete=code is not None)
+        run = self._record(call_id, pending, res, shown_raw=not replaceable)
+        fields: dict[str, Any] = {}
+        if replaceable and run.attempt_id is not None and run.output != output:
+            fields["updatedToolOutput"] = {**response, "stdout": run.output}
+        elif not replaceable and run.note:
+            fields["additionalContext"] = run.note
+        view = self._view_note()
+        if view:
+            fields["additionalContext"] = "\n\n".join(x for x in (fields.get("additionalContext"), view) if x)
+        return answer("PostToolUse", **fields) if fields else None
+
+    def _read(self, call_id: Any, pending: _Pending, response: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
+        path = pending.call.path or ""
+        flag = self._changed_since_seen(path, response, pending.plan.step) if pending.plan.held else ""
+        text = read_text(response)
+        if text is None:  # an image, a notebook, a PDF, or Claude Code's stub: no lines of a file to check
+            kind = response.get("type") if isinstance(response, dict) else None
+            text = f"({kind or 'no text'}: {shown_path(path, self.runtime.workdir)})"
+            pending.plan = replace(pending.plan, analysis=replace(pending.plan.analysis, views=(), pure=False))
+            run = self._record(call_id, pending, ExecResult(text, 0), shown_raw=True, foreseen=False)
+        else:
+            run = self._record(call_id, pending, ExecResult(text, 0), shown_raw=True)
+        found = read_content(response)
+        if found is not None and found[1] and pending.plan.held and run.attempt_id is not None:
+            self.seen[path] = _Seen(pending.plan.step, found[0])
+        return context("PostToolUse", [flag, self._view_note()])
+
+    def _saw_now(self, path: str | None, attempt_id: int | None) -> None:
+        """After the model's own Edit or Write, Claude Code tells it that it holds the file as it is."""
+        if path is None or attempt_id is None:
+            return
+        text = self._file_text(path)
+        if text is None:
+            self.seen.pop(path, None)
+        else:
+            self.seen[path] = _Seen(self.runtime.state.step, text)
+
+    def _changed_since_seen(self, path: str, response: Any, step: int) -> str:
+        """The note for a Read of a file that changed since the model last saw it, by anything but its
+        own Edit and Write ("" when it did not): who changed it, and the diff from the version it saw."""
+        state = self.runtime.state
+        observed = state.observations_of(path)
+        last, seen = (observed[-1] if observed else None), self.seen.get(path)
+        if last is None and seen is None:
+            return ""  # never seen: nothing it holds can be out of date
+        since = max(x.step for x in (last, seen) if x is not None)
+        stub = unchanged_stub(response)
+        now = read_content(response)
+        current: str | None = now[0] if now is not None and now[1] and not stub else None
+        if seen is not None and seen.step >= (last.step if last else 0):
+            if current is None:
+                current = self._file_text(path)
+            changed = current is not None and current != seen.text
+        else:
+            fs = self.runtime.workspace.file_state(path)
+            changed = fs is not None and last is not None and fs.digest != last.content_hash
+        if not changed:
+            return ""
+        by = [m for m in state.modifications_of(path) if m.step > since]
+        if by and all(self._own_edit(m.attempt) for m in by):
+            return ""  # its own edits: Claude Code told it the file as they left it
+        who = "; ".join(self._who(m) for m in by[-3:]) or "changed outside the commands the ledger saw"
+        name = shown_path(path, self.runtime.workdir)
+        head = (
+            f"[ledger] Claude Code says {name} is unchanged since your last read, but it changed since you saw it "
+            f"at step {since}: {who}."
+            if stub
+            else f"[ledger] {name} changed since you saw it at step {since}: {who}."
+        )
+        if current is None:
+            current = self._file_text(path)
+        if seen is None or current is None or seen.text == current:
+            return head + (" Read it again with `cat -n` to see it as it is now." if stub else "")
+        diff = file_diff(seen.text, current)
+        if stub and diff == file_diff(seen.text, current, limit=len(diff) + 1):  # the whole diff: it knows the file now
+            self.seen[path] = _Seen(step, current)
+        return head + " What changed from the version you saw (a unified diff):\n" + diff
+
+    def _file_text(self, path: str) -> str | None:
+        try:
+            if os.path.getsize(path) <= MAX_SEEN_BYTES:
+                return Path(path).read_text(errors="replace")
+        except OSError:
+            pass
+        return None
+
+    def _own_edit(self, attempt_id: int | None) -> bool:
+        a = self.runtime.state.attempt(attempt_id) if attempt_id is not None else None
+        return a is not None and a.command.split(" ", 1)[0] in EDITS and a.command_class.value == "modify"
+
+    def _who(self, m: Any) -> str:
+        if m.attempt is None:
+            return f"changed outside any command before step {m.step}"
+        a = self.runtime.state.attempt(m.attempt)
+        command = a.command.splitlines()[0][:60] if a is not None and a.command else "?"
+        return f"`{command}` (step {m.step}) changed it"
+
+    def post_tool_use_failure(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        call_id = payload.get("tool_use_id")
+        pending = self._take(call_id, payload)
+        if pending is None:
+            return None
+        if pending.asked:  # the user did not let the REVISE'd call run
+            self.runtime.answer(pending.plan)
+            return None
+        error = payload.get("error")
+        output, code = failure(error)
+        if payload.get("is_interrupt") is True:
+            code = None
+        res = ExecResult(output, code, output_complete=code is not None)
+        shell = pending.call.tool == SHELL
+        run = self._record(call_id, pending, res, shown_raw=True, foreseen=shell, expect=error if shell else None)
+        notes = []
+        plan = pending.plan
+        if pending.call.tool == SHELL and plan.applied and plan.verdict.kind is VerdictKind.NUDGE:
+            notes.append(f"[ledger] NUDGE: {plan.verdict.reason}.")
+        elif pending.call.tool == SHELL and run.note:
+            notes.append(run.note)
+        if not plan.held:
+            notes = []
+        notes.append(self._view_note())
+        return context("PostToolUseFailure", notes)
+
+    def finish(self) -> None:
+        """At the end of the run: the calls whose result never came are recorded as such, and the texts
+        the transcript now has are checked."""
+        reader = reader_for(self.readers, self.transcript)
+        if reader is not None:
+            self._check(reader)
+        for call_id, pending in list(self.pending.items()):
+            if pending.asked:  # the user did not let it run
+                self.runtime.answer(pending.plan)
+            else:
+                self.runtime.record(
+                    pending.plan,
+                    ExecResult("", None, "no result: the call ended without a PostToolUse hook", output_complete=False),
+                    time.perf_counter() - pending.started,
+                    shown_raw=True,
+                )
+            del self.pending[call_id]
+
+
+def refusal(v: Verdict) -> str:
+    """A REVISE's reason as a permission prompt shows it."""
+    by = f" by policy {v.rule}" if v.rule else ""
+    return f"[ledger] {v.kind.value}{by}: {v.reason}."
+
+
+def same_text(got: str, recorded: str) -> bool:
+    """Whether the model got the recorded text: Claude Code trims the blank lines around a command's
+    output, and may add a line of its own (a hint, "(Bash completed with no output)")."""
+    want = recorded.strip("\n").rstrip()
+    return not want or want in got

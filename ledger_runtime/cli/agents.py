@@ -1,0 +1,92 @@
+"""What a ``ledger-run <agent>`` command around an agent's own binary needs (``codex``, ``claude``):
+finding the binary and its version, the ledger's settings with the command's switches, a run directory,
+and the one-line errors of a run that cannot start."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from ledger_runtime.cli.dirs import unwritable
+from ledger_runtime.cli.errors import err, fail
+
+
+def find_binary(explicit: str | None, env_var: str, name: str) -> str | None:
+    """The agent's executable: ``explicit`` (and only it, when given), else ``$env_var``, else ``name``
+    on PATH; absolute (the agent starts in the work tree, never relative to here). None when there is
+    none."""
+    for candidate in (explicit,) if explicit else (os.environ.get(env_var), name):
+        if candidate:
+            found = shutil.which(candidate)
+            if found:
+                return os.path.abspath(found)
+    return None
+
+
+def binary_version(binary: str) -> str | None:
+    """The version ``binary --version`` prints (x.y.z), or None."""
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"(\d+\.\d+\.\d+\S*)", out)
+    return m.group(1) if m else None
+
+
+def warn_version(name: str, binary: str, version: str | None, pinned: str, hint: str) -> None:
+    """A warning on stderr when the agent is not the version this release is checked against."""
+    if version != pinned:
+        err.print(
+            f"[yellow]warning:[/yellow] {name} {version or '(version unknown)'} at {binary}; ledger-run is "
+            f"checked against {pinned} ({hint})",
+            highlight=False,
+        )
+
+
+def agent_config(
+    path: Path | None, *, no_inform: bool, no_govern: bool, shadow: bool, defaults: dict[str, Any] | None = None
+) -> Any:
+    """The ledger's settings (``--ledger-config``) with the command's ``--no-inform``, ``--no-govern``
+    and ``--shadow``; a bad settings file is a one-line error."""
+    from ledger_runtime.config import ConfigError, load_config
+
+    try:
+        config = load_config(path, defaults=defaults) if defaults is not None else load_config(path)
+        return config.with_(
+            inform=config.inform and not no_inform,
+            govern=config.govern and not no_govern,
+            shadow=config.shadow or shadow,
+        )
+    except ConfigError as e:
+        fail(str(e))
+        raise  # fail exits
+
+
+def run_dir_for(given: Path | None) -> Path:
+    """The run directory (``-o``, default ``ledger-runs/<time>``): absolute, links not resolved (one that
+    is a link is refused, never followed); a one-line error when it cannot be written."""
+    run_dir = Path(os.path.abspath(given or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")))
+    problem = unwritable(run_dir)
+    if problem:
+        fail(f"cannot write the run into -o {run_dir}: {problem}")
+    return run_dir
+
+
+@contextmanager
+def starting_run() -> Iterator[None]:
+    """A run that cannot start says why in one line: no hook socket (SocketDirError says what to
+    change), a file of the agent's it cannot write, a run directory another ledger-run writes."""
+    from ledger_runtime.ledger.private import InUse
+
+    try:
+        yield
+    except OSError as e:
+        fail(str(e) if not getattr(e, "filename", None) else f"{e.filename}: {e.strerror}")
+    except InUse as e:
+        fail(str(e))

@@ -1,0 +1,56 @@
+"""How an agent's hooks run ``ledger-run`` from this installation: the command lines an adapter
+writes into the agent's hook configuration."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def hook_launcher() -> list[str]:
+    """``ledger-run`` of this installation (the script beside this interpreter, else the one on PATH,
+    else ``python -m ledger_runtime``)."""
+    script = Path(sys.executable).parent / "ledger-run"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    found = shutil.which("ledger-run")
+    return [found] if found else [sys.executable, "-m", "ledger_runtime"]
+
+
+def fast_launcher() -> list[str]:
+    """How a hook (and the command wrapper) runs: the interpreter, without its ``site`` start-up,
+    on fasthook.py, which needs nothing but the standard library (hooks run once per event)."""
+    from ledger_runtime.hooks import fasthook_script
+
+    script = fasthook_script()
+    return [sys.executable, "-S", "-E", str(script)] if script.is_file() else hook_launcher()
+
+
+def run_agent(cmd: list[str], cwd: str | os.PathLike, env: dict[str, str]) -> int:
+    """Run an agent's process until it exits; its exit code. SIGTERM and SIGHUP sent to this process
+    go to the agent (it stops, and the caller finishes the ledger); SIGINT is ignored here, set before
+    the agent starts, so Ctrl-C is the agent's own to handle."""
+    started: list[subprocess.Popen] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        for p in started:
+            try:
+                p.send_signal(signum)
+            except OSError:
+                pass
+
+    previous = {
+        s: signal.signal(s, h)
+        for s, h in ((signal.SIGINT, signal.SIG_IGN), (signal.SIGTERM, forward), (signal.SIGHUP, forward))
+    }
+    try:
+        started.append(subprocess.Popen(cmd, cwd=cwd, env=env))
+        return started[0].wait()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)

@@ -1,0 +1,49 @@
+"""A log an agent appends to (Codex's rollout, Claude Code's transcript), read as it grows: the whole
+lines added since the last read. A vanished file reads as nothing new; a file that is not a regular
+one (a FIFO named as a transcript) is never opened for a blocking read; a last line still being
+written waits for the next read."""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import Any, Callable, TypeVar
+
+R = TypeVar("R")
+
+
+def appended_lines(path: str, offset: int, limit: int = 64 * 1024 * 1024) -> tuple[list[bytes], int]:
+    """The whole lines of ``path`` after byte ``offset`` (at most ``limit`` bytes of them: the rest on
+    the next call), and the offset after them."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return [], offset
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return [], offset
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            f.seek(offset)
+            data = f.read(limit)
+    except OSError:
+        return [], offset
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    end = data.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    return [raw for raw in data[: end + 1].splitlines() if raw.strip()], offset + end + 1
+
+
+def refreshed(cache: dict[str, R], path: Any, make: Callable[[str], R]) -> R | None:
+    """The reader of the log at ``path``, kept in ``cache`` by path (a session may move on to a new
+    file), after its ``refresh()``; None when ``path`` is not an absolute path."""
+    if not isinstance(path, str) or not path or not os.path.isabs(path):
+        return None
+    r = cache.get(path)
+    if r is None:
+        r = cache[path] = make(path)
+    r.refresh()  # type: ignore[attr-defined]
+    return r

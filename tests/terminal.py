@@ -1,0 +1,23 @@
+"""An agent's interactive session on a pseudo-terminal, for the end-to-end tests: what it draws is
+read into a buffer, and its question of where the cursor is gets an answer."""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+
+
+def pump(fd: int, screen: bytearray, seconds: float) -> None:
+    """Read what the terminal's program writes to ``fd`` into ``screen`` for ``seconds``."""
+    end = time.time() + seconds
+    while time.time() < end:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                return
+            screen.extend(data)
+            if b"\x1b[6n" in data:  # the program asks where the cursor is
+                os.write(fd, b"\x1b[1;1R")
