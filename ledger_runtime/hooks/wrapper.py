@@ -2,17 +2,18 @@
 command, so the model gets the ledger's answer instead of the raw output.
 
 Codex's PostToolUse hook cannot replace an output, but PreToolUse can replace the command. The
-ledger replaces it with ``LOGIN_TEST; exec ledger-run wrap --socket S --call ID --token T --shell "$0"
---login-status $? --command-fd 3 3<<'DELIMITER'`` and the command itself, verbatim, in the
-here-document: Codex's own shell runs this line (the test's status says whether it is a login shell,
-0 when it is) and becomes the wrapper, so ``"$0"`` is the very shell binary Codex chose, and the command reaches the
-wrapper byte for byte, with no quoting added (it is no longer than Codex would have passed). This
-process runs the command as Codex would have, ``[SHELL, "-lc" | "-c", COMMAND]``, without reading
-the login profile a second time (``shell_argv``), with Codex's stdin, environment and working
-directory; collects its output (stdout and stderr together); asks
-the run's hook server for the answer to it (event ``Answer``: the server records the attempt and
-builds the answer from this fresh output), prints the answer, and exits with the command's own exit
-code. (``-- COMMAND`` instead of ``--command-fd`` takes the command from the arguments.)
+ledger replaces it with ``LOGIN_TEST; exec ledger-run wrap --socket S --call ID --token T --shell
+"$0" --login-status $? --command-fd 3 3<<'DELIMITER'`` and the command itself, verbatim, in the
+here-document. Codex's own shell runs this line: the test's status says whether it is a login shell
+(0 when it is, found without a fork), the shell then becomes this process, ``"$0"`` is the very shell
+binary Codex chose, and the command reaches the wrapper byte for byte, with no quoting added (it is
+no longer than Codex would have passed). This process runs the command as Codex would have,
+``[SHELL, "-lc" | "-c", COMMAND]``, without reading the login profile a second time
+(``shell_argv``), with Codex's stdin, environment and working directory; collects its output (stdout
+and stderr together); asks the run's hook server for the answer to it (event ``Answer``: the server
+records the attempt and builds the answer from this fresh output, both sent as they are), prints
+the answer, and exits with the command's own exit code. (``-- COMMAND`` instead of ``--command-fd``
+takes the command from the arguments.)
 
 The call's secret on its command line is readable by the command it wraps; before the command
 starts, the wrapper trades it (event ``Begin``) for a key of its own, which only this process holds:
@@ -25,8 +26,9 @@ It never changes what the command does, and never blocks the agent for a fault o
 - a command still running after ``--wait`` seconds (a server, a long test the model polls) gets
   its output so far and the rest as it comes, unchanged (the server records it as shown raw);
 - an output over ``MAX_OUTPUT`` bytes is passed through the same way;
-- when the server cannot be reached or answers nonsense, the raw output is printed and the fault
-  goes to the run directory's ``faults.log``.
+- when the server cannot be reached or answers nonsense, the raw output is printed, the fault goes
+  to the run directory's ``faults.log``, and the server's ``fault`` flag is set (``--flag-on-fault``):
+  the call's PostToolUse hook then asks the server, which records the command from Codex's rollout.
 
 Like the hook client, it imports only the standard library (entry.py dispatches here first).
 """
@@ -37,15 +39,21 @@ import select
 import sys
 import time
 
+try:
+    import _posixsubprocess  # subprocess's own C helper (Child)
+except ImportError:  # pragma: no cover - every CPython on a POSIX system has it
+    _posixsubprocess = None
+
 if __package__:  # ledger_runtime.hooks.wrapper
     from .client import DEFAULT_TIMEOUT_S, ask, env, log_fault, raise_flag
 else:  # run by path (fasthook.py): this directory is sys.path[0]
     from client import DEFAULT_TIMEOUT_S, ask, env, log_fault, raise_flag  # type: ignore[no-redef]
 
-# What it imports is its cost on every command: sys, time, select, the C signal module and posix,
-# which the interpreter has loaded (no os: 2 ms of imports; no json, re, subprocess, selectors, shutil:
-# the payloads it sends and the answers it reads have a fixed shape, built and read by hand; no
-# base64 either: the output goes to the server as it is, and its answer comes back so).
+# What it imports is its cost on every command: sys, time, select, _posixsubprocess, the C signal
+# module and posix, which the interpreter has loaded (no os: 2 ms of imports; no json, re,
+# subprocess, selectors, shutil: the payloads it sends and the answers it reads have a fixed shape,
+# built and read by hand; no base64 either: the output goes to the server as it is, and its answer
+# comes back so).
 DEFAULT_WAIT_S = 8.0  # Codex's exec_command yields after 10 s by default: answer before that
 MAX_OUTPUT = 8 * 1024 * 1024
 # after the shell exits, what its background jobs still print is read until they are quiet this long
@@ -169,16 +177,60 @@ def exit_code(status: int) -> int:
     return 128 - rc if rc < 0 else rc & 0xFF
 
 
+def _vfork_exec(argv: list[str], w: int) -> int | None:
+    """Start ``argv`` with its stdout and stderr on ``w`` through the C helper subprocess itself
+    uses (``_posixsubprocess``: vfork and exec, 1 ms where a fork of this process takes 3 to 5, and
+    SIGPIPE, SIGXFSZ back to their defaults); its pid, or None where this Python's helper takes
+    other arguments (a private module: then fork and exec, as before)."""
+    if _posixsubprocess is None:
+        return None
+    args = [a.encode("utf-8", "surrogateescape") for a in argv]
+    er, ew = posix.pipe()  # the child's exec error, if any; closed by its exec
+    try:
+        given = (args, [args[0]], False, (), None, None, -1, -1, -1, w, -1, w, er, ew, True, False, -1)
+        given += (None, None, None, -1, None)  # gid, groups, uid, umask, preexec_fn
+        try:
+            pid = _posixsubprocess.fork_exec(*given, True)  # 3.11 to 3.13: allow_vfork
+        except TypeError:
+            try:
+                pid = _posixsubprocess.fork_exec(*given)  # 3.14: vfork where it can, always
+            except TypeError:
+                return None
+        posix.close(ew)
+        ew = -1
+        error = b""
+        while True:
+            chunk = posix.read(er, 4096)
+            if not chunk:
+                break
+            error += chunk
+    finally:
+        posix.close(er)
+        if ew >= 0:
+            posix.close(ew)
+    if error:  # "OSError:ERRNO:..." (hexadecimal): the exec failed, the child is gone
+        posix.waitpid(pid, 0)
+        kind, _, rest = error.partition(b":")
+        number = rest.partition(b":")[0]
+        code = int(number, 16) if number and all(c in b"0123456789abcdefABCDEF" for c in number) else 0
+        raise OSError(code, posix.strerror(code) if code else error.decode(errors="replace"))
+    return pid
+
+
 class Child:
     """The shell, its stdout and stderr one pipe whose other end this process reads. Started with
-    fork and exec (``posix_spawn`` in glibc leaves its own two signals ignored in the child), with
-    SIGPIPE and SIGXFSZ back to their defaults (Python ignores them; subprocess restores them too)."""
+    vfork and exec (``_vfork_exec``), else fork and exec (``posix_spawn`` in glibc leaves its own two
+    signals ignored in the child), with SIGPIPE and SIGXFSZ back to their defaults (Python ignores
+    them; subprocess restores them too), the signals this process was started with ignored still
+    ignored, and those it handles at their defaults (as exec leaves them)."""
 
-    def __init__(self, argv: list[str], ignored: frozenset[int] = frozenset()):
+    def __init__(self, argv: list[str], ignored: frozenset[int] = frozenset(), fast: bool = True):
         r, w = posix.pipe()  # both close-on-exec; dup2 makes the child's 1 and 2 inherited
         try:
-            pid = posix.fork()
-        except OSError:
+            pid = _vfork_exec(argv, w) if fast else None
+            if pid is None:
+                pid = posix.fork()
+        except (OSError, ValueError):
             posix.close(r)
             posix.close(w)
             raise
@@ -256,7 +308,7 @@ def main(argv: list[str]) -> int:
     ignored = frozenset(s for s in FORWARDED if _signal.getsignal(s) == _signal.SIG_IGN)
     try:
         child = Child(argv_, ignored)
-    except OSError as e:
+    except (OSError, ValueError) as e:  # no such shell, a NUL in the command
         print(f"{argv_[0]}: {e}", file=sys.stderr)
         return 127
     previous = {s: _signal.signal(s, lambda n, f: child.send_signal(n)) for s in FORWARDED if s not in ignored}
