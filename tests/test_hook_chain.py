@@ -7,6 +7,7 @@ in a git repository."""
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -153,6 +154,38 @@ def test_a_hook_that_cannot_reach_the_server_sets_the_fault_flag(tmp_path: Path)
         if os.path.exists(moved):
             os.rename(moved, s.server.socket_path)
         s.close()
+
+
+def test_a_wrappers_answer_is_checked_at_the_next_event(tmp_path: Path) -> None:
+    """No PostToolUse hook asks after a wrapped command (its flags clear): the check of the answer
+    against what Codex's rollout says the model got happens at the next event. A record someone else
+    made for the call (its secret taken before the wrapper traded it) is never a reference source."""
+    s = Served(tmp_path)
+    expected = "".join(f"expected line {i}\n" for i in range(40))
+    (s.repo / "expected.txt").write_text(expected)
+    (s.repo / "real.py").write_text("for i in range(40):\n    print(f'real line {i}')\n")
+    rollout = tmp_path / "rollout.jsonl"
+    rollout.write_text("")
+    pre = {"tool_name": "Bash", "cwd": str(s.repo), "tool_use_id": "c1", "tool_input": {"command": "python3 real.py"}}
+    try:
+        wrapped = s.hook("PreToolUse", {**pre, "transcript_path": str(rollout)})
+        wrapped = wrapped["hookSpecificOutput"]["updatedInput"]["command"]
+        secret = wrapped.split("--token ")[1].split()[0]
+        assert _send(s.server.socket_path, "Begin", secret, "c1", {"tool_use_id": "c1", "key": "k" * 32}).strip()
+        fake = {"tool_use_id": "c1", "exit_code": 0, "complete": True, "shown_raw": False}
+        fake["output_b64"] = base64.b64encode(expected.encode()).decode()
+        assert _send(s.server.socket_path, "Answer", "k" * 32, "c1", fake).strip(), "the thief's record was taken"
+        shown = subprocess.run([BASH, "-lc", wrapped], cwd=s.repo, capture_output=True, text=True).stdout
+        assert shown.startswith("real line 0"), "the wrapper, refused, printed the real output"
+        item = {"type": "CommandExecution", "id": "c1", "aggregated_output": shown, "exit_code": 0}
+        with open(rollout, "a") as f:
+            f.write(json.dumps({"type": "event_msg", "payload": {"type": "item_completed", "item": item}}) + "\n")
+        # no PostToolUse for c1: the next call's events check it
+        again, _ = s.call("c2", "cat expected.txt", transcript_path=str(rollout))
+        assert again == expected, "the file's content, not a reference to the record the model never got"
+    finally:
+        s.close()
+    assert "the rollout's output is not the answer recorded" in (s.run_dir / "faults.log").read_text()
 
 
 @pytest.mark.parametrize("shell", ["/bin/sh", "/usr/bin/fish"])

@@ -73,6 +73,7 @@ DEFAULT_OUTPUT_TOKENS = 10_000  # Codex's truncation_policy for its models: 10,0
 BYTES_PER_TOKEN_SEEN = 2
 DEFAULT_NOTE_CHARS = 600
 STALE_PENDING_S = 1800.0
+MAX_UNCHECKED = 256  # answers waiting for the rollout to say what the model got (the oldest go past it)
 
 
 def answer(event: str, **fields: Any) -> dict[str, Any]:
@@ -500,6 +501,10 @@ class CodexHooks:
             if not payload.get("shown_raw"):
                 self.answer_texts[call_id] = run.output
                 self.unchecked[call_id] = (run.attempt_id, pending.transcript)
+                while len(self.unchecked) > MAX_UNCHECKED:  # a rollout that never says: not held forever
+                    oldest = next(iter(self.unchecked))
+                    del self.unchecked[oldest]
+                    self.answer_texts.pop(oldest, None)
         return run.output
 
     def _follow_compactions(self) -> None:

@@ -18,8 +18,9 @@ Every process gets a HOME of its own with no login profile: a user's profile (a 
 Alone (``--n`` rounds): p50 and p95 of each (ms), wall time and the children's CPU time, the chain's
 parts (the PreToolUse hook, the wrapped command, the PostToolUse hook) and the ratio of the chain's
 p50 to the floor's (the goal: within 1.5x). At once (``--workers`` threads, ``--rounds`` each): chains
-per second against floors per second, and the CPU time of each (the children's and this process's,
-which holds the server). The machine is shared and noisy: the ratios within one run are what to
+per second against floors per second, PreToolUse hooks (clients of the server alone) against
+``python -S -E -c pass`` starts (twice as many rounds), and the CPU time of each (the children's and
+this process's, which holds the server). The machine is shared and noisy: the ratios within one run are what to
 compare. Writes JSON with the commit measured.
 
 Run: ``python swebench_runs/bench/bench_hook_chain.py [--n 60] [--workers 8] [--rounds 10] [--out FILE]``.
@@ -124,6 +125,20 @@ class Chain:
         w3, c3, _ = timed([SHELL, "-c", self.commands["PostToolUse"]], json.dumps(post).encode())
         return [w1, w2, w3], c1 + c2 + c3
 
+    def pre_hook(self) -> None:
+        """One PreToolUse hook alone (a client of the server), as Codex runs it."""
+        with self._ids:
+            self.calls += 1
+            call = f"h{self.calls}"
+        payload = {
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "cwd": str(self.repo),
+            "tool_use_id": call,
+            "tool_input": {"command": "true"},
+        }
+        timed([SHELL, "-c", self.commands["PreToolUse"]], json.dumps(payload).encode())
+
     def close(self) -> None:
         self.server.close()
         self.rt.close()
@@ -188,6 +203,9 @@ def main() -> int:
         if args.workers > 0 and args.rounds > 0:
             together["floor"] = at_once(lambda: floor(chain.repo), args.workers, args.rounds)
             together["chain"] = at_once(chain.run, args.workers, args.rounds)
+            start = [sys.executable, "-S", "-E", "-c", "pass"]
+            together["python"] = at_once(lambda: timed(start), args.workers, args.rounds * 2)
+            together["PreToolUse hook"] = at_once(chain.pre_hook, args.workers, args.rounds * 2)
         faults = (tmp / "run" / "faults.log").read_text() if (tmp / "run" / "faults.log").exists() else ""
     finally:
         chain.close()
@@ -211,13 +229,14 @@ def main() -> int:
     for k, v in split.items():
         print(f"{k:>18} {v['wall_p50_ms']:>9} {v['wall_p95_ms']:>9}")
     print(f"chain / floor (p50): wall {ratio}x, cpu {ratio_cpu}x")
-    throughput = None
+    throughput = hooks_throughput = None
     if together:
-        print(f"\n{args.workers} at once, {args.rounds} each: {'per s':>7} {'wall s':>7} {'cpu ms each':>12}")
+        print(f"\n{args.workers} at once: {'per s':>7} {'wall s':>7} {'cpu ms each':>12}")
         for k, v in together.items():
-            print(f"{k:>27} {v['per_s']:>7} {v['wall_s']:>7} {v['cpu_ms_each']:>12}")
+            print(f"{k:>18} {v['per_s']:>7} {v['wall_s']:>7} {v['cpu_ms_each']:>12}")
         throughput = round(together["chain"]["per_s"] / together["floor"]["per_s"], 2)
-        print(f"chain / floor throughput: {throughput}")
+        hooks_throughput = round(together["PreToolUse hook"]["per_s"] / together["python"]["per_s"], 2)
+        print(f"throughput: chain / floor {throughput}, PreToolUse hook / python start {hooks_throughput}")
     if faults:
         print(f"faults.log:\n{faults[-2000:]}")
     commit = subprocess.run(
@@ -232,7 +251,13 @@ def main() -> int:
         "table": table,
         "parts": split,
         "chain_over_floor_p50": {"wall": ratio, "cpu": ratio_cpu},
-        "at_once": {"workers": args.workers, "rounds": args.rounds, **together, "chain_over_floor": throughput},
+        "at_once": {
+            "workers": args.workers,
+            "rounds": args.rounds,
+            **together,
+            "chain_over_floor": throughput,
+            "hook_over_python": hooks_throughput,
+        },
         "faults": len(faults.splitlines()),
         "command": " ".join(["python", "swebench_runs/bench/bench_hook_chain.py", *sys.argv[1:]]),
     }
