@@ -130,9 +130,17 @@ def test_a_command_no_wrapper_records_is_recorded_at_its_post_hook(tmp_path: Pat
         assert shown == "w\n" and os.path.exists(s.hooks.flag_paths["fault"])
         assert s.hook("PostToolUse", {**pre, "tool_response": shown}) is None
         assert [a.command for a in s.rt.state.attempts] == ["echo in a terminal", "echo w"]
-        assert not os.path.exists(s.hooks.flag_paths["fault"]), "every call recorded: the flag is cleared"
-        shown, post = s.call("c1", "echo fast")
+        # the flag is kept a while (a call whose PreToolUse could not ask may still be running), then
+        # cleared by the first PostToolUse that finds every call recorded
+        fault = s.hooks.flag_paths["fault"]
+        assert os.path.exists(fault)
+        os.utime(fault, (time.time() - 600, time.time() - 600))
+        shown, post = s.call("c1", "echo one")
+        assert not os.path.exists(fault), "every call recorded, the flag old: cleared"
+        handled = s.server.handled
+        shown, post = s.call("c2", "echo fast")
         assert shown == "fast\n" and s.rt.state.attempts[-1].command == "echo fast"
+        assert s.server.handled == handled + 3, "the PostToolUse hook did not ask"
     finally:
         s.close()
 

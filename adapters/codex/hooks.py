@@ -73,6 +73,9 @@ DEFAULT_OUTPUT_TOKENS = 10_000  # Codex's truncation_policy for its models: 10,0
 BYTES_PER_TOKEN_SEEN = 2
 DEFAULT_NOTE_CHARS = 600
 STALE_PENDING_S = 1800.0
+# a fault flag stays set this long (the PostToolUse of a call whose PreToolUse could not reach the
+# server comes once Codex has the call's result, within its yield time: 30 s at most)
+FAULT_HOLD_S = 120.0
 MAX_UNCHECKED = 256  # answers waiting for the rollout to say what the model got (the oldest go past it)
 
 
@@ -197,6 +200,7 @@ class CodexHooks:
     # sets or clears one of the server's flags ("post", "fault"); None (no serve()): every
     # PostToolUse hook asks the server
     set_flag: Callable[[str, bool], None] | None = None
+    flag_age: Callable[[str], float | None] | None = None
     flag_paths: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -296,12 +300,18 @@ class CodexHooks:
             if event == "Answer" and call is not None:
                 self.settling.discard(call)
             self._flag("post", bool(self.expect_post or self.settling) or self._news_waiting())
-            if event == "PostToolUse" and not self.pending:
-                self._flag("fault", False)  # every call the server knows of is recorded
+            if event == "PostToolUse" and not self.pending and self._fault_age() > FAULT_HOLD_S:
+                self._flag("fault", False)  # every call the server knows of is recorded, and one it
+                # never saw start (its PreToolUse hook could not ask) has had its PostToolUse by now
 
     def _flag(self, name: str, on: bool) -> None:
         if self.set_flag is not None:
             self.set_flag(name, on)
+
+    def _fault_age(self) -> float:
+        """Seconds since a hook last set the fault flag (infinite when it is clear)."""
+        age = self.flag_age("fault") if self.flag_age is not None else None
+        return math.inf if age is None else age
 
     def serve(self) -> HookServer:
         """The hook server for these hooks, as ``ledger-run codex`` runs it (see the module docstring)."""
@@ -319,6 +329,7 @@ class CodexHooks:
         self.socket_path = server.socket_path
         self.flag_paths = {name: server.flag_path(name) for name in ("post", "fault")}
         self.set_flag = server.set_flag
+        self.flag_age = server.flag_age
         return server
 
     def _rollout(self, path: Any) -> RolloutReader | None:

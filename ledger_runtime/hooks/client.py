@@ -97,7 +97,11 @@ def raise_flag(path: str | None) -> None:
         return
     flags = posix.O_WRONLY | posix.O_CREAT | posix.O_NOFOLLOW | posix.O_NONBLOCK | posix.O_NOCTTY
     try:
-        posix.close(posix.open(path, flags, 0o600))
+        fd = posix.open(path, flags, 0o600)
+        try:
+            posix.utime(fd)  # when it was set last: the server keeps it a while (server.flag_age)
+        finally:
+            posix.close(fd)
     except OSError:
         pass
 

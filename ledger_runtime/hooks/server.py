@@ -460,8 +460,12 @@ class HookServer:
         except FileNotFoundError:
             pass
 
-    def flag_is_set(self, name: str) -> bool:
-        return os.path.lexists(self.flag_path(name))
+    def flag_age(self, name: str) -> float | None:
+        """Seconds since the flag ``name`` was last set; None when it is clear."""
+        try:
+            return max(0.0, time.time() - os.lstat(self.flag_path(name)).st_mtime)
+        except FileNotFoundError:
+            return None
 
     def close(self) -> None:
         self._closed = True
