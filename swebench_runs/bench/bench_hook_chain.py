@@ -15,13 +15,15 @@ as ``ledger-run codex`` serves it), interleaved with its floors:
 Every process gets a HOME of its own with no login profile: a user's profile (a pyenv init costs
 150 ms here) weighs on the chain and the floor alike and would hide the ledger's own cost.
 
-Alone (``--n`` rounds): p50 and p95 of each (ms), wall time and the children's CPU time, the chain's
-parts (the PreToolUse hook, the wrapped command, the PostToolUse hook) and the ratio of the chain's
-p50 to the floor's (the goal: within 1.5x). At once (``--workers`` threads, ``--rounds`` each): chains
-per second against floors per second, PreToolUse hooks (clients of the server alone) against
-``python -S -E -c pass`` starts (twice as many rounds), and the CPU time of each (the children's and
-this process's, which holds the server). The machine is shared and noisy: the ratios within one run are what to
-compare. Writes JSON with the commit measured.
+Alone (``--n`` rounds): p50 and p95 of each (ms), wall time and CPU time (the processes', and this
+process's meanwhile: starting them, and the server's threads, which do the chain's server work), the
+chain's parts (the PreToolUse hook, the wrapped command, the PostToolUse hook) and the ratio of the
+chain's p50 to the floor's (the goal: within 1.5x). At once (``--workers`` threads, ``--rounds``
+each): chains per second against floors per second, PreToolUse hooks (clients of the server alone)
+against ``python -S -E -c pass`` starts (twice as many rounds), and the CPU time of each. The machine
+is shared and noisy: the ratios within one run are what to compare; on a loaded machine the CPU
+ratio says more of an idle one's wall ratio than the wall ratio does. Writes JSON with the commit
+measured.
 
 Run: ``python swebench_runs/bench/bench_hook_chain.py [--n 60] [--workers 8] [--rounds 10] [--out FILE]``.
 The code measured is the one imported: with ``PYTHONPATH`` naming a tree of an earlier commit (its
@@ -55,14 +57,13 @@ TOKEN = "benchtoken"
 
 
 def timed(argv: list[str], stdin: bytes = b"", cwd: Path | None = None) -> tuple[float, float, bytes]:
-    """Wall and CPU time (ms) of one process; the CPU time is exact when one thread starts processes."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """Wall and CPU time (ms) of one process: its own, and this process's meanwhile (starting it, and
+    the hook server's threads serving it); exact when one thread starts processes."""
+    before = cpu_now()
     t0 = time.perf_counter()
     p = subprocess.run(argv, input=stdin, capture_output=True, cwd=cwd, env=ENV)
     wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    return wall * 1e3, cpu * 1e3, p.stdout
+    return wall * 1e3, (cpu_now() - before) * 1e3, p.stdout
 
 
 def pct(xs: list[float], q: float) -> float:
