@@ -206,7 +206,7 @@ def test_the_post_hooks_test_reads_in_any_login_shell(tmp_path: Path, shell: str
         shown, post = s.call("c1", "echo one")
         handled = s.server.handled
         p = subprocess.run([BASH, "-c", command], input=b"{}" * 40_000, capture_output=True, timeout=60)
-        assert (p.returncode, p.stdout, s.server.handled) == (0, b"", handled), "read to its end, nothing asked"
+        assert (p.returncode, p.stdout, s.server.handled) == (0, b"", handled), "ended at once, its input unread"
         s.server.set_flag("post", True)
         pre = {"tool_name": "Bash", "cwd": str(s.repo), "tool_use_id": "c1", "tool_input": {"command": "echo one"}}
         s.hook("PostToolUse", {**pre, "tool_response": shown})

@@ -246,14 +246,15 @@ def hook_overrides(
     return args
 
 
-# what a gated hook runs when its flags are clear: the event's JSON read to its end (Codex writes it
-# whole; a hook gone before it is read could fail the write) and nothing said
-DRAIN = "exec cat >/dev/null"
+# what a gated hook runs when its flags are clear: nothing, its input unread (Codex 0.171.0 writes a
+# hook's input into the pipe and goes on whether it is read or not, past a pipe's 64 KiB too: a
+# `cat` to read it would be a process more on every call; tests/test_codex_e2e.py checks it)
+DRAIN = "exit 0"
 
 
 def gated(flags: list[str], argv: list[str], shell: str | None) -> str:
     """A hook command that runs ``argv`` only when one of ``flags`` (files) exists, and otherwise
-    becomes ``cat``. Codex runs a hook command with the user's login shell (``SHELL -c``):
+    ends at once. Codex runs a hook command with the user's login shell (``SHELL -c``):
     a POSIX one reads the tests itself; any other runs /bin/sh for them."""
     from ledger_adapters.codex.hooks import POSIX_SHELLS
 

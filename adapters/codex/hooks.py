@@ -27,7 +27,7 @@ outside it), and two flags the PostToolUse hook tests in the shell before it sta
 ``post``, set by the server while the ledger needs a PostToolUse (a call that no wrapper will record,
 a replay's file to remove, news for the model), and ``fault``, set by a hook or wrapper that could
 not reach the server. With both clear (the common case: a wrapped command, nothing new) the hook
-reads its input and ends. What it did for a wrapped call then happens at the next event: the check
+ends at once. What it did for a wrapped call then happens at the next event: the check
 of the wrapper's answer against what Codex's rollout says the model got.
 """
 
