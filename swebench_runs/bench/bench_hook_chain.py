@@ -10,6 +10,8 @@ as ``ledger-run codex`` serves it), interleaved with its floors:
 
 - ``floor``: two ``python3 -S -E -c pass`` starts (the two hook processes' interpreters, doing
   nothing) plus ``bash -lc true`` (the command as Codex runs it without the ledger);
+- ``floor, hooks in shells``: the same, each interpreter started as Codex starts a hook command
+  (``bash -c``): what two hooks that did nothing would cost (the goal is set against ``floor``);
 - ``plain``: ``bash -lc true`` alone.
 
 Every process gets a HOME of its own with no login profile: a user's profile (a pyenv init costs
@@ -145,10 +147,15 @@ class Chain:
         self.rt.close()
 
 
-def floor(repo: Path) -> tuple[float, float]:
-    w1, c1, _ = timed([sys.executable, "-S", "-E", "-c", "pass"])
+def floor(repo: Path, shell: bool = False) -> tuple[float, float]:
+    """Two interpreter starts and the command; ``shell``: each start as Codex runs a hook command
+    (``SHELL -c``), what two hooks that do nothing would cost."""
+    start = [sys.executable, "-S", "-E", "-c", "pass"]
+    if shell:
+        start = [SHELL, "-c", " ".join(start)]
+    w1, c1, _ = timed(start)
     w2, c2, _ = timed(["bash", "-lc", "true"], cwd=repo)
-    w3, c3, _ = timed([sys.executable, "-S", "-E", "-c", "pass"])
+    w3, c3, _ = timed(start)
     return w1 + w2 + w3, c1 + c2 + c3
 
 
@@ -186,15 +193,16 @@ def main() -> int:
     (tmp / "home").mkdir()  # a login profile of the user's own would weigh on both sides alike: none
     ENV.update({**os.environ, "HOME": str(tmp / "home")})
     chain = Chain(tmp)
-    rows: dict[str, list[tuple[float, float]]] = {"chain": [], "floor": [], "plain": []}
+    rows: dict[str, list[tuple[float, float]]] = {"chain": [], "floor": [], "floor, hooks in shells": [], "plain": []}
     parts: list[list[float]] = []
     try:
         for i in range(args.n):
-            for kind in ["chain", "floor", "plain"] if i % 2 else ["plain", "floor", "chain"]:
+            kinds = list(rows)
+            for kind in kinds if i % 2 else kinds[::-1]:
                 if kind == "plain":
                     w, c, _ = timed(["bash", "-lc", "true"], cwd=chain.repo)
-                elif kind == "floor":
-                    w, c = floor(chain.repo)
+                elif kind.startswith("floor"):
+                    w, c = floor(chain.repo, shell=kind != "floor")
                 else:
                     walls, c = chain.run()
                     parts.append(walls)
@@ -224,12 +232,18 @@ def main() -> int:
     }
     ratio = round(table["chain"]["wall_p50_ms"] / table["floor"]["wall_p50_ms"], 2)
     ratio_cpu = round(table["chain"]["cpu_p50_ms"] / table["floor"]["cpu_p50_ms"], 2)
-    print(f"{'':>18} {'wall p50':>9} {'wall p95':>9} {'cpu p50':>8}   (ms, n={args.n})")
+    shells = table["floor, hooks in shells"]
+    ratio_shells = {
+        "wall": round(table["chain"]["wall_p50_ms"] / shells["wall_p50_ms"], 2),
+        "cpu": round(table["chain"]["cpu_p50_ms"] / shells["cpu_p50_ms"], 2),
+    }
+    print(f"{'':>22} {'wall p50':>9} {'wall p95':>9} {'cpu p50':>8}   (ms, n={args.n})")
     for k, v in table.items():
-        print(f"{k:>18} {v['wall_p50_ms']:>9} {v['wall_p95_ms']:>9} {v['cpu_p50_ms']:>8}")
+        print(f"{k:>22} {v['wall_p50_ms']:>9} {v['wall_p95_ms']:>9} {v['cpu_p50_ms']:>8}")
     for k, v in split.items():
-        print(f"{k:>18} {v['wall_p50_ms']:>9} {v['wall_p95_ms']:>9}")
+        print(f"{k:>22} {v['wall_p50_ms']:>9} {v['wall_p95_ms']:>9}")
     print(f"chain / floor (p50): wall {ratio}x, cpu {ratio_cpu}x")
+    print(f"chain / floor with the hooks in shells (p50): wall {ratio_shells['wall']}x, cpu {ratio_shells['cpu']}x")
     throughput = hooks_throughput = None
     if together:
         print(f"\n{args.workers} at once: {'per s':>7} {'wall s':>7} {'cpu ms each':>12}")
@@ -252,6 +266,7 @@ def main() -> int:
         "table": table,
         "parts": split,
         "chain_over_floor_p50": {"wall": ratio, "cpu": ratio_cpu},
+        "chain_over_floor_hooks_in_shells_p50": ratio_shells,
         "at_once": {
             "workers": args.workers,
             "rounds": args.rounds,
