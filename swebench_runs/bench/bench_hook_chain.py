@@ -275,7 +275,14 @@ def main() -> int:
             "hook_over_python": hooks_throughput,
         },
         "faults": len(faults.splitlines()),
-        "command": " ".join(["python", "swebench_runs/bench/bench_hook_chain.py", *sys.argv[1:]]),
+        "command": " ".join(
+            [
+                *([f"PYTHONPATH={os.environ['PYTHONPATH']}"] if os.environ.get("PYTHONPATH") else []),
+                "python",
+                "swebench_runs/bench/bench_hook_chain.py",
+                *sys.argv[1:],
+            ]
+        ),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
