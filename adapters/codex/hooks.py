@@ -192,8 +192,6 @@ class CodexHooks:
     # PostToolUse comes) and those wrapped (the wrapper records them; one that cannot raises "fault"),
     # until its PostToolUse comes
     expect_post: set[str] = field(default_factory=set)
-    # calls a wrapper has just recorded, until the news their record made is known (``after``)
-    settling: set[str] = field(default_factory=set)
     # tool_use_id -> (attempt id, transcript) of calls a wrapper recorded whose answer is not yet
     # checked against what the rollout says the model got (_check_answers)
     unchecked: dict[str, tuple[int, Any]] = field(default_factory=dict)
@@ -291,15 +289,14 @@ class CodexHooks:
             self._check_answers()
 
     def after(self, event: str, call: str | None) -> None:
-        """Once an event's answer is sent: whether the next PostToolUse hook has anything to ask (a
-        call expecting its own, news for the model). Off the hook's path, under the lock; a flag is
-        only ever set before an answer goes (a PostToolUse that comes first asks: nothing is lost)."""
-        if event in ("Begin", "PreToolUse") or self.set_flag is None:
-            return  # a wrapped call's Answer says; any other sets the flag before its answer goes
+        """Once a note may have been given (PostToolUse, SessionStart, UserPromptSubmit) and its
+        answer sent: whether the next PostToolUse hook still has anything to ask. Off the hook's path,
+        under the lock; a flag is only ever set before an answer goes (PreToolUse, Answer), so a
+        PostToolUse that comes before this clears it asks, and nothing is lost."""
+        if event in ("Begin", "PreToolUse", "Answer") or self.set_flag is None:
+            return  # those set the flag as it must be before their answers go
         with self.lock:
-            if event == "Answer" and call is not None:
-                self.settling.discard(call)
-            self._flag("post", bool(self.expect_post or self.settling) or self._news_waiting())
+            self._flag("post", bool(self.expect_post) or self._news_waiting())
             if event == "PostToolUse" and not self.pending and self._fault_age() > FAULT_HOLD_S:
                 self._flag("fault", False)  # every call the server knows of is recorded, and one it
                 # never saw start (its PreToolUse hook could not ask) has had its PostToolUse by now
@@ -506,8 +503,9 @@ class CodexHooks:
             self.expect_post.add(call_id)
         else:
             self.recorded[call_id] = run.attempt_id
-            self.settling.add(call_id)  # until ``after`` knows whether the record made news
-        self._flag("post", True)  # set before the answer goes (it is, from PreToolUse, unless cleared since)
+        # before the answer goes, as it must be when the call's PostToolUse hook looks: set when the
+        # record made news (or another call needs its PostToolUse), clear otherwise
+        self._flag("post", bool(self.expect_post) or self._news_waiting())
         if run.attempt_id is not None:
             if not payload.get("shown_raw"):
                 self.answer_texts[call_id] = run.output
