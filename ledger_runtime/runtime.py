@@ -18,6 +18,7 @@ and the ledger when that works) and the command runs as if there were no ledger.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import math
@@ -282,18 +283,21 @@ class LedgerRuntime:
             self._fault("rendering the state view", e)
             return None
 
-    def view_note(self, notes: Any) -> str:
+    def view_note(self, notes: Any, *, dry_run: bool = False) -> str:
         """For an agent that keeps the notes of the state view in its history (hooks: Codex, Claude
         Code): the next note of ``notes`` (a ``ViewNotes``), the view's news since the model was last
         told (prompt/notes.py), paid from what the answers spared it (``view_share``), recorded as an
-        injection; "" when there is none (inform off, shadow mode, a fault, nothing news, no budget)."""
+        injection; "" when there is none (inform off, shadow mode, a fault, nothing news, no budget).
+        ``dry_run``: the note there would be now, ``notes`` left as they were and nothing recorded."""
         view = self.view_for_notes()
         if view is None:
             return ""
         share = self.config.view_share
         budget = None if math.isinf(share) else int(self.spared_total() * share) - notes.chars
+        if dry_run:
+            notes = dataclasses.replace(notes, notes=list(notes.notes))
         text = notes.next(view, len(notes.notes), budget=budget)
-        if text:
+        if text and not dry_run:
             self.note_injection("note", text)
         return text
 

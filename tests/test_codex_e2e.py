@@ -470,6 +470,8 @@ SAME_MEANING = [
     {"cmd": "yes | head -n 2; echo ${PIPESTATUS[0]}"},  # SIGPIPE as a shell gives it (Python ignores it)
     {"cmd": 'echo $FROM_PROFILE; wc -l < "$HOME/profile-ran"'},  # the login profile read once per command
     {"cmd": "printf 'not UTF-8: \\377\\376 end\\n'; printf 'x%.0s' $(seq 1 300)"},  # bytes as they came
+    # 30,000 control characters: 180 KB of JSON for the PostToolUse hook, which ends without reading it
+    {"cmd": "head -c 30000 /dev/zero | tr '\\0' '\\1'; echo; echo end"},
 ]
 PROFILE = 'echo ran >> "$HOME/profile-ran"\nexport FROM_PROFILE=yes\n'
 
@@ -549,3 +551,6 @@ def test_a_wrapped_command_means_what_it_means_without_the_ledger(codex_env, tmp
     # what the login profile set reached the command, and the profile ran as often as without the
     # ledger (Codex reads it once per session into a snapshot, or once per command)
     assert "Output:\nyes\n" in with_ledger["call_8"] and without["call_8"] == with_ledger["call_8"]
+    assert with_ledger["call_10"].endswith("\nend\n") and "\x01" * 1000 in with_ledger["call_10"]
+    hooks_said = [line for line in p.stderr.splitlines() if line.startswith("hook: ")]
+    assert not [line for line in hooks_said if "Failed" in line or "failed" in line], hooks_said

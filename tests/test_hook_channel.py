@@ -297,6 +297,7 @@ def test_the_socket_directory_of_a_killed_server_is_removed_by_the_next(tmp_path
         killed.send_signal(signal.SIGKILL)
         killed.wait()
         assert dead_dir.exists(), "SIGKILL leaves the directory"
+        (dead_dir / "flag-post").touch()  # and the flags it had set
         theirs = base / "ledger-hook-theirs"
         theirs.mkdir()
         old = time.time() - 3600
@@ -326,11 +327,13 @@ def test_the_socket_directory_of_a_killed_server_is_removed_by_the_next(tmp_path
 def test_the_hook_client_and_the_wrapper_import_little() -> None:
     """Each runs once per command (the wrapper) or per hook: what they import is their cost. Neither
     loads json, re, subprocess, selectors, base64, enum or socket.py on its way (they did: the wrapper's
-    imports were most of its start)."""
+    imports were most of its start), nor os, binascii or __future__ (3 ms that ``python -S`` does not
+    spend: they did too)."""
     import ledger_runtime.hooks as hooks_dir
 
     here = os.path.dirname(hooks_dir.__file__)
-    heavy = ("json", "re", "subprocess", "selectors", "base64", "enum", "socket", "shutil")
+    heavy = ("json", "re", "subprocess", "selectors", "base64", "enum", "socket", "shutil", "os", "binascii")
+    heavy += ("__future__",)
     for module in ("client", "wrapper"):
         code = f"import sys; sys.path.insert(0, {here!r}); import {module}; print(' '.join(sorted(sys.modules)))"
         loaded = set(
@@ -370,6 +373,39 @@ def test_the_wrapped_command_gets_the_signals_and_dispositions_a_shell_would(tmp
         out, _ = p.communicate(timeout=20)
         assert (out, p.returncode) == (f"ready\ngot-{name}\n", 7), (name, out, p.returncode)
     assert not (tmp_path / "faults.log").exists() or "Traceback" not in (tmp_path / "faults.log").read_text()
+
+
+def test_the_shell_starts_the_same_by_vfork_as_by_fork() -> None:
+    """The wrapper starts the shell through subprocess's C helper (vfork and exec: 1 ms, where a fork
+    of the wrapper took 3 to 5); where that helper takes other arguments it forks. Both leave the
+    shell the signal dispositions and output pipe a plain shell has; a shell that cannot be run is an
+    OSError, not a traceback."""
+    import ledger_runtime.hooks as hooks_dir
+
+    code = f"""
+import _signal, posix, sys
+sys.path.insert(0, {os.path.dirname(hooks_dir.__file__)!r})
+import wrapper
+ignored = frozenset(s for s in wrapper.FORWARDED if _signal.getsignal(s) == _signal.SIG_IGN)  # as main() says
+for fast in (True, False):
+    probe = "grep -E '^Sig(Ign|Blk)' /proc/self/status; echo err >&2"
+    c = wrapper.Child(["/bin/bash", "-c", probe], ignored, fast=fast)
+    out = b""
+    while chunk := posix.read(c.fd, 4096):
+        out += chunk
+    print(fast, c.wait(), out.decode().replace(chr(10), " "))
+try:
+    wrapper.Child(["/no/such/shell", "-c", "true"])
+except OSError as e:
+    print("refused", e.errno)
+"""
+    for hup in (signal.SIG_DFL, signal.SIG_IGN):
+        keep = lambda hup=hup: signal.signal(signal.SIGHUP, hup)  # noqa: E731
+        probe = "grep -E '^Sig(Ign|Blk)' /proc/self/status; echo err >&2"
+        plain = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, preexec_fn=keep)
+        got = subprocess.run([sys.executable, "-S", "-E", "-c", code], capture_output=True, text=True, preexec_fn=keep)
+        want = (plain.stdout + plain.stderr).replace("\n", " ")
+        assert got.stdout.splitlines() == [f"True 0 {want}", f"False 0 {want}", "refused 2"], (got.stdout, got.stderr)
 
 
 def test_a_turn_in_a_codex_sandbox_is_not_wrapped(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -262,7 +263,12 @@ def test_a_hook_call_without_the_runs_secret_is_refused(tmp_path):
         }
         forged = _hook(server, tmp_path / "run", "PreToolUse", pre)
         assert forged.returncode == 0 and forged.stdout == b"" and not rt.state.attempts and not hooks.pending
-        assert "dropped before a call" in (tmp_path / "run" / "faults.log").read_text(), "counted, not one line each"
+        faults = tmp_path / "run" / "faults.log"
+        for _ in range(50):  # the server says so once it has closed the call: the hook may end first
+            if faults.exists() and "dropped before a call" in faults.read_text():
+                break
+            time.sleep(0.1)
+        assert "dropped before a call" in faults.read_text(), "counted, not one line each"
         real = _hook(server, tmp_path / "run", "PreToolUse", pre, "--token", "t0k3n")
         answer = json.loads(real.stdout)
         wrapped = answer["hookSpecificOutput"]["updatedInput"]["command"]

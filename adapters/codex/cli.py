@@ -178,32 +178,64 @@ def keyring_note(source: Path, config: dict[str, Any]) -> str | None:
 
 
 def hook_overrides(
-    launcher: list[str], socket_path: str, run_dir: Path, user_config: dict[str, Any], token: str | None = None
+    launcher: list[str],
+    socket_path: str,
+    run_dir: Path,
+    user_config: dict[str, Any],
+    token: str | None = None,
+    flags: dict[str, str] | None = None,
+    shell: str | None = None,
 ) -> list[str]:
-    """``-c hooks.<Event>=[...]`` arguments: the user's own hooks for the event, then the ledger's."""
+    """``-c hooks.<Event>=[...]`` arguments: the user's own hooks for the event, then the ledger's.
+    ``flags``: the paths of the server's flags ``post`` and ``fault`` (CodexHooks.serve): the
+    PostToolUse hook asks the server only when one is set, testing them in the shell that runs it
+    (``shell``: the user's login shell, which Codex runs hook commands with), and the PreToolUse hook
+    sets ``fault`` when it cannot reach the server."""
     from ledger_adapters.codex.hooks import EVENTS, TOOL_MATCHER
 
     user_hooks = user_config.get("hooks") if isinstance(user_config.get("hooks"), dict) else {}
     args: list[str] = []
     for event in EVENTS:
-        command = shlex.join(
-            [
-                *launcher,
-                "hook",
-                event,
-                "--socket",
-                socket_path,
-                "--run-dir",
-                str(run_dir),
-                *(["--token", token] if token else []),
-            ]
-        )
+        argv = [
+            *launcher,
+            "hook",
+            event,
+            "--socket",
+            socket_path,
+            "--run-dir",
+            str(run_dir),
+            *(["--token", token] if token else []),
+            *(["--flag-on-fault", flags["fault"]] if flags and event == "PreToolUse" else []),
+        ]
+        command = shlex.join(argv)
+        if flags and event == "PostToolUse":
+            command = gated([flags["post"], flags["fault"]], argv, shell)
         ours: dict[str, Any] = {"hooks": [{"type": "command", "command": command, "timeout": 600}]}
         if event in ("PreToolUse", "PostToolUse"):
             ours = {"matcher": TOOL_MATCHER, **ours}
         theirs = user_hooks.get(event) if isinstance(user_hooks.get(event), list) else []
         args += ["-c", f"hooks.{event}={toml_inline([*theirs, ours])}"]
     return args
+
+
+# what a gated hook runs when its flags are clear: nothing, its input unread (Codex 0.171.0 writes a
+# hook's input into the pipe and goes on whether it is read or not, past a pipe's 64 KiB too: a
+# `cat` to read it would be a process more on every call; tests/test_codex_e2e.py checks it)
+DRAIN = "exit 0"
+
+
+def gated(flags: list[str], argv: list[str], shell: str | None) -> str:
+    """A hook command that runs ``argv`` only when one of ``flags`` (files) exists, and otherwise
+    ends at once. Codex runs a hook command with the user's login shell (``SHELL -c``):
+    a POSIX one reads the tests itself; any other runs /bin/sh for them."""
+    from ledger_adapters.codex.hooks import POSIX_SHELLS
+
+    if shell is not None and os.path.basename(shell) in POSIX_SHELLS:
+        tests = " || ".join(f"[ -e {shlex.quote(f)} ]" for f in flags)
+        return f"{tests} || {DRAIN}; exec {shlex.join(argv)}"
+    tests = " || ".join(f'[ -e "${i + 1}" ]' for i in range(len(flags)))
+    script = f'{tests} || {DRAIN}; shift {len(flags)}; exec "$@"'
+    return shlex.join(["/bin/sh", "-c", script, "ledger-hook", *flags, *argv])
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -305,8 +337,8 @@ def run_codex(
     source_home: Path | None = None,
 ) -> int:
     """Run codex with the ledger's hooks until it exits; returns its exit code."""
-    from ledger_adapters.codex.hooks import CodexHooks
-    from ledger_runtime import HookServer, LedgerRuntime
+    from ledger_adapters.codex.hooks import CodexHooks, default_shell
+    from ledger_runtime import LedgerRuntime
 
     source = source_home or user_codex_home()
     # the run directory's lock first: a second run on it is refused before it touches the home
@@ -329,18 +361,23 @@ def run_codex(
         sessions_dir=str(home / "sessions"),
     )
     try:
-        server = HookServer(hooks.handle, runtime.report_fault, authorize=hooks.authorize)
+        server = hooks.serve()
     except BaseException:  # no socket (SocketDirError): the ledger is closed, the caller says why
         runtime.close()
         unlink_credentials(home)
         raise
-    hooks.socket_path = server.socket_path
     try:
         cmd = [
             binary,
             BYPASS_TRUST,
             *hook_overrides(
-                fast_launcher(), server.socket_path, run_dir, read_toml(source / "config.toml"), token=token
+                fast_launcher(),
+                server.socket_path,
+                run_dir,
+                read_toml(source / "config.toml"),
+                token=token,
+                flags=hooks.flag_paths,
+                shell=default_shell(),
             ),
             *args,
         ]

@@ -20,6 +20,15 @@ the tool call go on). Facts about the protocol (Codex 0.171.0): ``../shared/docs
 
 Commands other hooks or Codex itself stop after ``PreToolUse`` never get their ``PostToolUse``:
 ``finish()`` records them from the rollout when the run ends.
+
+Served by ``serve()``: each event in a thread of its own, the runtime under ``lock`` only while it is
+used (``Begin`` never waits for it; rollouts are read, transcript paths checked and outputs decoded
+outside it), and two flags the PostToolUse hook tests in the shell before it starts an interpreter:
+``post``, set by the server while the ledger needs a PostToolUse (a call that no wrapper will record,
+a replay's file to remove, news for the model), and ``fault``, set by a hook or wrapper that could
+not reach the server. With both clear (the common case: a wrapped command, nothing new) the hook
+ends at once. What it did for a wrapped call then happens at the next event: the check
+of the wrapper's answer against what Codex's rollout says the model got.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ledger_adapters.codex.rollout import RolloutReader, reader_for
 from ledger_runtime import (
@@ -50,6 +59,9 @@ from ledger_runtime import (
     analyze_patch,
 )
 
+if TYPE_CHECKING:
+    from ledger_runtime import HookServer
+
 SHELL_TOOLS = ("Bash",)
 PATCH_TOOLS = ("apply_patch",)
 TOOL_MATCHER = "^(Bash|apply_patch)$"
@@ -60,6 +72,10 @@ DEFAULT_OUTPUT_TOKENS = 10_000  # Codex's truncation_policy for its models: 10,0
 BYTES_PER_TOKEN_SEEN = 2
 DEFAULT_NOTE_CHARS = 600
 STALE_PENDING_S = 1800.0
+# a fault flag stays set this long (the PostToolUse of a call whose PreToolUse could not reach the
+# server comes once Codex has the call's result, within its yield time: 30 s at most)
+FAULT_HOLD_S = 120.0
+MAX_UNCHECKED = 256  # answers waiting for the rollout to say what the model got (the oldest go past it)
 
 
 def answer(event: str, **fields: Any) -> dict[str, Any]:
@@ -79,9 +95,11 @@ def truncation_for(args: dict[str, Any] | None) -> Truncation:
 # the shells Codex may run a command with whose ``-c`` the wrapper runs the same way (wrapper.SHELLS)
 POSIX_SHELLS = ("bash", "sh", "dash", "zsh", "ksh", "mksh")
 # the shell Codex started for the wrapper line says what it is: its binary, and whether it is a login
-# shell (Codex runs ``-lc``, or ``-c`` with a snapshot of what the login profile set): POSIX syntax,
-# so any of POSIX_SHELLS reads it; bash and zsh can tell, the others say no
-AS_THIS_SHELL = '--shell "$0" --login "$( (shopt -q login_shell || [[ -o login ]]) 2>/dev/null && echo 1 || echo 0)"'
+# shell (Codex runs ``-lc``, or ``-c`` with a snapshot of what the login profile set), as the status of
+# a test (0: a login shell) that forks nothing: POSIX syntax, so any of POSIX_SHELLS reads it; bash and
+# zsh can tell, the others say no (127: no such command). Then the shell becomes the wrapper (exec).
+LOGIN_TEST = "{ shopt -q login_shell || [[ -o login ]]; } 2>/dev/null"
+AS_THIS_SHELL = '--shell "$0" --login-status $?'
 # a here-document up to a pipe's 64 KiB needs no temporary file (bash 5.1+; dash always pipes): past it,
 # and past Linux's 128 KiB for one argument, the command runs as it is
 MAX_WRAPPED_BYTES = 60_000
@@ -166,6 +184,21 @@ class CodexHooks:
     _auth_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # where Codex writes this run's rollouts: a transcript_path elsewhere (or not a regular file) is not read
     sessions_dir: str | None = None
+    # held while the runtime (and this object's tables) is used: by each event, and by whoever else
+    # touches the runtime (the server's faults, the end of the run)
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    # calls whose PostToolUse the ledger needs: every call after its PreToolUse but those denied (no
+    # PostToolUse comes) and those wrapped (the wrapper records them; one that cannot raises "fault"),
+    # until its PostToolUse comes
+    expect_post: set[str] = field(default_factory=set)
+    # tool_use_id -> (attempt id, transcript) of calls a wrapper recorded whose answer is not yet
+    # checked against what the rollout says the model got (_check_answers)
+    unchecked: dict[str, tuple[int, Any]] = field(default_factory=dict)
+    # sets or clears one of the server's flags ("post", "fault"); None (no serve()): every
+    # PostToolUse hook asks the server
+    set_flag: Callable[[str, bool], None] | None = None
+    flag_age: Callable[[str], float | None] | None = None
+    flag_paths: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.answers_dir is None:
@@ -214,28 +247,90 @@ class CodexHooks:
         return path
 
     def handle(self, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """Answer one event. Only what uses the runtime holds ``lock``: a ``Begin`` not at all, and
+        the transcript's path, the rollouts' new lines and a wrapper's output are read before it."""
+        if event == "Begin":
+            return self.begin(payload)
         if "transcript_path" in payload:  # only a rollout of this run is ever read
             payload = {**payload, "transcript_path": self._transcript(payload.get("transcript_path"))}
+        call_id = payload.get("tool_use_id")
+        waiting = self.pending.get(call_id) if isinstance(call_id, str) else None
+        for path in {payload.get("transcript_path"), waiting.transcript if waiting else None, self.last_transcript}:
+            reader_for(self.rollouts, path)  # read now, outside the lock: the event's code looks them up
+        if event == "Answer":
+            return self._answer(payload)
+        with self.lock:
+            self._before_event(payload)
+            if event == "PreToolUse":
+                out = self.pre_tool_use(payload)
+                if self.expect_post:  # set before the answer goes: the call's PostToolUse is needed
+                    self._flag("post", True)
+                return out
+            if event == "PostToolUse":
+                return self.post_tool_use(payload)
+            if event == "SessionStart":
+                return self.session_start(payload)
+            if event == "UserPromptSubmit":
+                return self.user_prompt_submit(payload)
+            if event == "Stop":
+                return None
+        raise ValueError(f"unknown hook event {event!r}")
+
+    def _before_event(self, payload: dict[str, Any]) -> None:
+        """What every event does first: follow the rollout (its transcript, unfinished commands that
+        have ended, compactions) and check the answers of calls recorded since against it."""
         if isinstance(payload.get("transcript_path"), str):
             self.last_transcript = payload["transcript_path"]
         if self.unfinished:
             self.complete_unfinished()
         self._follow_compactions()
-        if event == "Begin":
-            return self.begin(payload)
-        if event == "Answer":
-            return self.answer_event(payload)
-        if event == "PreToolUse":
-            return self.pre_tool_use(payload)
-        if event == "PostToolUse":
-            return self.post_tool_use(payload)
-        if event == "SessionStart":
-            return self.session_start(payload)
-        if event == "UserPromptSubmit":
-            return self.user_prompt_submit(payload)
-        if event == "Stop":
-            return None
-        raise ValueError(f"unknown hook event {event!r}")
+        if self.unchecked:
+            self._check_answers()
+
+    def after(self, event: str, call: str | None) -> None:
+        """Once a note may have been given (PostToolUse, SessionStart, UserPromptSubmit) and its
+        answer sent: whether the next PostToolUse hook still has anything to ask. Off the hook's path,
+        under the lock; a flag is only ever set before an answer goes (PreToolUse, Answer), so a
+        PostToolUse that comes before this clears it asks, and nothing is lost."""
+        if event in ("Begin", "PreToolUse", "Answer") or self.set_flag is None:
+            return  # those set the flag as it must be before their answers go
+        with self.lock:
+            self._flag("post", bool(self.expect_post) or self._news_waiting())
+            if event == "PostToolUse" and not self.pending and self._fault_age() > FAULT_HOLD_S:
+                self._flag("fault", False)  # every call the server knows of is recorded, and one it
+                # never saw start (its PreToolUse hook could not ask) has had its PostToolUse by now
+
+    def _flag(self, name: str, on: bool) -> None:
+        if self.set_flag is not None:
+            self.set_flag(name, on)
+
+    def _fault_age(self) -> float:
+        """Seconds since a hook last set the fault flag (infinite when it is clear)."""
+        age = self.flag_age("fault") if self.flag_age is not None else None
+        return math.inf if age is None else age
+
+    def serve(self) -> HookServer:
+        """The hook server for these hooks, as ``ledger-run codex`` runs it (see the module docstring)."""
+        from ledger_runtime import HookServer
+
+        server = HookServer(
+            self.handle,
+            self.runtime.report_fault,
+            self.authorize,
+            lock=self.lock,
+            serialize=False,
+            after=self.after,
+            quick=frozenset({"Begin"}),  # self.begin: a key put in a table, nothing else
+        )
+        self.socket_path = server.socket_path
+        self.flag_paths = {name: server.flag_path(name) for name in ("post", "fault")}
+        self.set_flag = server.set_flag
+        self.flag_age = server.flag_age
+        return server
+
+    def _rollout(self, path: Any) -> RolloutReader | None:
+        """The rollout at ``path`` as read so far (``handle`` reads its new lines before the lock)."""
+        return reader_for(self.rollouts, path, refresh=False)
 
     # -- inform ----------------------------------------------------------------------------------
 
@@ -243,10 +338,15 @@ class CodexHooks:
         text = self._view_note()
         return answer(event, additionalContext=text) if text else None
 
-    def _view_note(self) -> str:
+    def _view_note(self, *, dry_run: bool = False) -> str:
         """A note of the state view's news since the model was last told, paid from what the answers
-        spared it; "" when there is none. Codex keeps every note in its history: each is sent once."""
-        return self.runtime.view_note(self.notes)
+        spared it; "" when there is none. Codex keeps every note in its history: each is sent once.
+        ``dry_run``: the note there would be now, the model's notes as they were."""
+        return self.runtime.view_note(self.notes, dry_run=dry_run)
+
+    def _news_waiting(self) -> bool:
+        """Whether the next PostToolUse would give the model a note."""
+        return bool(self._view_note(dry_run=True))
 
     def session_start(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         return self._inform("SessionStart")
@@ -281,6 +381,8 @@ class CodexHooks:
 
     def pre_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         call_id = payload.get("tool_use_id")
+        if isinstance(call_id, str):  # whatever comes of it, the ledger needs to hear how it ended
+            self.expect_post.add(call_id)
         pending = self._pending(payload) if isinstance(call_id, str) else None
         if pending is None:
             return None
@@ -296,10 +398,12 @@ class CodexHooks:
                     self.answered[call_id] = res.attempt_id or 0
                     return answer("PreToolUse", permissionDecision="allow", updatedInput={"command": replay})
                 self.answered[call_id] = res.attempt_id or 0
+                self.expect_post.discard(call_id)  # a denied call gets no PostToolUse
                 return answer("PreToolUse", permissionDecision="deny", permissionDecisionReason=res.output)
         self.pending[call_id] = pending
         wrapped = self._wrapped(call_id, pending)
         if wrapped is not None:  # the NUDGE note comes back with the answer
+            self.expect_post.discard(call_id)  # its wrapper records it (or, failing, raises "fault")
             return answer("PreToolUse", permissionDecision="allow", updatedInput={"command": wrapped})
         if plan.applied and plan.verdict.kind is VerdictKind.NUDGE:
             return answer("PreToolUse", additionalContext=f"[ledger] NUDGE: {plan.verdict.reason}.")
@@ -320,7 +424,7 @@ class CodexHooks:
             or plan.analysis.submits
         ):
             return None
-        rollout = reader_for(self.rollouts, pending.transcript or self.last_transcript)
+        rollout = self._rollout(pending.transcript or self.last_transcript)
         args = rollout.arguments.get(call_id) if rollout is not None else None
         if rollout is not None and rollout.sandbox not in (None, "danger-full-access"):
             return None  # Codex's sandbox refuses the wrapper's socket: it would only add its cost
@@ -346,41 +450,61 @@ class CodexHooks:
                 str(self.runtime.run_dir),
                 "--wait",
                 f"{wait:g}",
+                *(["--flag-on-fault", self.flag_paths["fault"]] if "fault" in self.flag_paths else []),
             ]
         )
-        return here_document(f"{line} {AS_THIS_SHELL} --command-fd 3", plan.command)
+        return here_document(f"{LOGIN_TEST}; exec {line} {AS_THIS_SHELL} --command-fd 3", plan.command)
 
-    def answer_event(self, payload: dict[str, Any]) -> dict[str, Any] | None:
-        """The wrapper ran a command: record it, and answer with the text the model gets."""
+    def _answer(self, payload: dict[str, Any]) -> dict[str, Any] | bytes | None:
+        """A wrapper's ``Answer``: its output decoded and the answer encoded outside the lock. The
+        wrapper sends the output as it came (``raw``) and gets the answer so; a call that sends it in
+        JSON (``output_b64``) gets it so (``text_b64``)."""
+        raw = payload.get("raw")
+        data = raw if isinstance(raw, bytes) else base64.b64decode(str(payload.get("output_b64") or ""))
+        output = data.decode("utf-8", "surrogateescape")  # not UTF-8: kept as it came, and given back so
+        code = payload.get("exit_code")
+        code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        elapsed = float(payload.get("elapsed_s") or 0.0)
+        with self.lock:
+            self._before_event(payload)
+            text = self.answer_event(payload, output, code, elapsed)
+        if text is None:
+            return None  # not ours (or recorded already): the wrapper prints the raw output
+        answer_bytes = text.encode("utf-8", "surrogateescape")
+        return answer_bytes if isinstance(raw, bytes) else {"text_b64": base64.b64encode(answer_bytes).decode()}
+
+    def answer_event(self, payload: dict[str, Any], output: str, code: int | None, elapsed: float) -> str | None:
+        """The wrapper ran a command: record it; the text the model gets (None: not a call of ours)."""
         call_id = payload.get("tool_use_id")
         pending = self.pending.pop(call_id, None) if isinstance(call_id, str) else None
         if pending is None:
-            return None  # not ours (or recorded already): the wrapper prints the raw output
-        try:
-            # bytes that are not UTF-8 kept as they came (the answer gives them back as they were)
-            output = base64.b64decode(str(payload.get("output_b64") or "")).decode("utf-8", "surrogateescape")
-            code = payload.get("exit_code")
-            code = code if isinstance(code, int) else None
-            elapsed = float(payload.get("elapsed_s") or 0.0)
-        except (ValueError, TypeError):
-            self.pending[call_id] = pending  # PostToolUse records it from the rollout instead
-            raise
-        rollout = reader_for(self.rollouts, pending.transcript or self.last_transcript)
+            return None
+        rollout = self._rollout(pending.transcript or self.last_transcript)
         args = rollout.arguments.get(call_id) if rollout is not None else None
         res = ExecResult(output, code, output_complete=bool(payload.get("complete", True)) and code is not None)
         run = self.runtime.record(
             pending.plan, res, elapsed, truncation=truncation_for(args), shown_raw=bool(payload.get("shown_raw"))
         )
-        if run.attempt_id is not None:
+        if run.attempt_id is None:  # not recorded: its PostToolUse records it
+            self.expect_post.add(call_id)
+        else:
             self.recorded[call_id] = run.attempt_id
+        # before the answer goes, as it must be when the call's PostToolUse hook looks: set when the
+        # record made news (or another call needs its PostToolUse), clear otherwise
+        self._flag("post", bool(self.expect_post) or self._news_waiting())
+        if run.attempt_id is not None:
             if not payload.get("shown_raw"):
                 self.answer_texts[call_id] = run.output
-        # base64: the wrapper reads it without a JSON parser (wrapper.ANSWER_HEAD)
-        return {"text_b64": base64.b64encode(run.output.encode("utf-8", "surrogateescape")).decode()}
+                self.unchecked[call_id] = (run.attempt_id, pending.transcript)
+                while len(self.unchecked) > MAX_UNCHECKED:  # a rollout that never says: not held forever
+                    oldest = next(iter(self.unchecked))
+                    del self.unchecked[oldest]
+                    self.answer_texts.pop(oldest, None)
+        return run.output
 
     def _follow_compactions(self) -> None:
         """Codex compacted its history: what it showed the model before is gone from its context."""
-        rollout = reader_for(self.rollouts, self.last_transcript)
+        rollout = self._rollout(self.last_transcript)
         if rollout is not None and rollout.compactions > self.compactions:
             self.compactions = rollout.compactions
             self.runtime.forget_context()
@@ -390,7 +514,7 @@ class CodexHooks:
         """Whether a command that may change files is still running: started (PreToolUse) and not
         ended in the rollout, or recorded while Codex left it running. A call that never ran (denied
         by another hook, declined by the user) stops counting after STALE_PENDING_S."""
-        rollout = reader_for(self.rollouts, self.last_transcript)
+        rollout = self._rollout(self.last_transcript)
         ended = set(rollout.commands) | set(rollout.patches) if rollout is not None else set()
         now = time.perf_counter()
         for call_id, p in self.pending.items():
@@ -431,11 +555,14 @@ class CodexHooks:
 
     def post_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         call_id = payload.get("tool_use_id")
+        if isinstance(call_id, str):
+            self.expect_post.discard(call_id)
         if isinstance(call_id, str) and call_id in self.answered:
             self._drop_answer_file(self.answered.pop(call_id))
             return None
         if isinstance(call_id, str) and call_id in self.recorded:  # the wrapper's answer recorded it
-            self._check_received(call_id, self.recorded.pop(call_id), payload.get("transcript_path"))
+            del self.recorded[call_id]
+            self._check_answers()
             view = self._view_note()
             return answer("PostToolUse", additionalContext=view) if view else None
         pending = self.pending.pop(call_id, None) if isinstance(call_id, str) else None
@@ -443,7 +570,7 @@ class CodexHooks:
             pending = self._pending(payload)
             if pending is None:
                 return None
-        rollout = reader_for(self.rollouts, payload.get("transcript_path") or pending.transcript)
+        rollout = self._rollout(payload.get("transcript_path") or pending.transcript)
         res, trunc = self._result(pending, call_id, rollout, payload.get("tool_response"))
         run = self.runtime.record(
             pending.plan, res, time.perf_counter() - pending.started, truncation=trunc, shown_raw=True
@@ -463,17 +590,24 @@ class CodexHooks:
             notes.append(view)
         return answer("PostToolUse", additionalContext="\n".join(notes)) if notes else None
 
-    def _check_received(self, call_id: str, attempt_id: int, transcript: Any) -> None:
-        """What Codex's rollout says the wrapper printed for the call must be the answer the ledger
-        built: else the record came from someone else (a command that answered for its own call when
-        its wrapper could not) and is never the source of a reference."""
-        sent = self.answer_texts.pop(call_id, None)
-        rollout = reader_for(self.rollouts, transcript or self.last_transcript)
-        rec = rollout.commands.get(call_id) if rollout is not None else None
-        # Codex reads the bytes as UTF-8, what is not UTF-8 replaced
-        sent = sent.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if sent is not None else None
-        if sent is not None and rec is not None and rec.output != sent:
-            self.runtime.distrust(attempt_id, f"call {call_id}: the rollout's output is not the answer recorded for it")
+    def _check_answers(self) -> None:
+        """What Codex's rollout says each wrapper printed must be the answer the ledger built for its
+        call: else the record came from someone else (a command that answered for its own call when
+        its wrapper could not) and is never the source of a reference. Checked at the next event
+        once the rollout has the call's end (a call whose rollout is not known cannot be)."""
+        for call_id, (attempt_id, transcript) in list(self.unchecked.items()):
+            rollout = self._rollout(transcript or self.last_transcript)
+            rec = rollout.commands.get(call_id) if rollout is not None else None
+            if rec is None and rollout is not None:
+                continue  # not ended in the rollout yet
+            del self.unchecked[call_id]
+            sent = self.answer_texts.pop(call_id, None)
+            # Codex reads the bytes as UTF-8, what is not UTF-8 replaced
+            sent = sent.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if sent is not None else None
+            if sent is not None and rec is not None and rec.output != sent:
+                self.runtime.distrust(
+                    attempt_id, f"call {call_id}: the rollout's output is not the answer recorded for it"
+                )
 
     def _result(
         self, pending: _Pending, call_id: Any, rollout: RolloutReader | None, tool_response: Any
@@ -491,7 +625,7 @@ class CodexHooks:
 
     def complete_unfinished(self) -> None:
         """Fold in the ends the rollout now has of commands recorded unfinished."""
-        rollout = reader_for(self.rollouts, self.last_transcript)
+        rollout = self._rollout(self.last_transcript)
         if rollout is None:
             return
         for call_id, (attempt_id, patch) in list(self.unfinished.items()):
@@ -503,12 +637,17 @@ class CodexHooks:
 
     def finish(self) -> None:
         """At the end of the run: record the commands whose PostToolUse never came, and the ends of
-        commands recorded unfinished."""
+        commands recorded unfinished; check the answers not checked yet."""
+        for reader in list(self.rollouts.values()):
+            reader.refresh()
+        self._check_answers()
+        self.unchecked.clear()
+        self.answer_texts.clear()
         self.complete_unfinished()
         if self.answers_dir is not None:
             shutil.rmtree(self.answers_dir, ignore_errors=True)
         for call_id, pending in list(self.pending.items()):
-            rollout = reader_for(self.rollouts, pending.transcript or self.last_transcript)
+            rollout = self._rollout(pending.transcript or self.last_transcript)
             res, trunc = self._result(pending, call_id, rollout, "")
             if rollout is None or (call_id not in rollout.commands and call_id not in rollout.patches):
                 res = ExecResult(

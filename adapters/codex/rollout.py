@@ -9,7 +9,8 @@ Codex's history (a ``compacted`` line: the history is rebuilt from a summary, an
 model was shown before are gone from its context).
 
 Lines are JSON objects; a malformed line is skipped and counted, a last line still being written
-is read on the next refresh.
+is read on the next refresh. One reader is refreshed by one thread at a time (its lock); others may
+look up what it has read meanwhile (its tables only grow, an entry at a time).
 
 For the run's page, ``conversation`` reads a finished rollout as the model's side of the run (its
 reasoning summaries, messages, tool calls and tokens per response); ``FORMAT`` registers it.
@@ -18,6 +19,8 @@ reasoning summaries, messages, tool calls and tokens per response); ``FORMAT`` r
 from __future__ import annotations
 
 import json
+import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -44,14 +47,16 @@ class RolloutReader:
     compactions: int = 0
     bad_lines: int = 0
     sandbox: str | None = None  # the latest turn's sandbox policy ("danger-full-access", "read-only", ...)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def refresh(self) -> None:
         """Read what was appended since the last refresh (a vanished file reads as nothing new)."""
         from ledger_runtime import appended_lines
 
-        lines, self.offset = appended_lines(self.path, self.offset)
-        for raw in lines:
-            self._line(raw)
+        with self.lock:
+            lines, self.offset = appended_lines(self.path, self.offset)
+            for raw in lines:
+                self._line(raw)
 
     def _line(self, raw: bytes) -> None:
         try:
@@ -95,12 +100,19 @@ class RolloutReader:
                 self.arguments[p["call_id"]] = args
 
 
-def reader_for(cache: dict[str, RolloutReader], path: Any) -> RolloutReader | None:
-    """The refreshed reader of the rollout at ``path`` (kept in ``cache`` by path: a TUI session
-    may move on to a new rollout file); None when the payload named none."""
-    from ledger_runtime import refreshed
-
-    return refreshed(cache, path, RolloutReader)
+def reader_for(cache: dict[str, RolloutReader], path: Any, *, refresh: bool = True) -> RolloutReader | None:
+    """The reader of the rollout at ``path`` (kept in ``cache`` by path: a TUI session may move on to
+    a new rollout file), refreshed (``refresh=False``: as read so far; a new one is read once);
+    None when the payload named none."""
+    if not isinstance(path, str) or not path or not os.path.isabs(path):
+        return None
+    r = cache.get(path)
+    if r is None:
+        r = cache.setdefault(path, RolloutReader(path))
+        refresh = True
+    if refresh:
+        r.refresh()
+    return r
 
 
 # -- what each model call was sent, rebuilt from the rollout (for the cost meter) ---------------------

@@ -8,13 +8,13 @@ line to the run directory's ``faults.log``, and exits 0.
 
 Each hook is a fresh process, so this module imports only the standard library, and ``ledger-run``
 dispatches here before importing its command line (see entry.py). Its path is the hook's cost: it
-takes the socket from ``_socket`` (``socket`` brings ``enum`` and ``selectors``) and forwards the
-event's bytes as they came, so ``json`` (and ``re``, which it brings) is imported only to log a fault.
+takes the socket from ``_socket`` (``socket`` brings ``enum`` and ``selectors``), the system calls
+from ``posix``, which the interpreter has loaded (``os`` is 2 ms of imports that ``python -S`` does
+not make), and forwards the event's bytes as they came, so ``json`` (and ``re``, which it brings)
+and ``os`` are imported only to log a fault.
 """
 
-from __future__ import annotations
-
-import os
+import posix
 import sys
 import time
 
@@ -28,16 +28,20 @@ RUN_DIR_ENV = "LEDGER_RUN_DIR"
 TIMEOUT_ENV = "LEDGER_HOOK_TIMEOUT"
 DEFAULT_TIMEOUT_S = 120.0
 FAULTS_FILE = "faults.log"
-USAGE = "usage: ledger-run hook EVENT [--socket PATH] [--run-dir DIR] [--token T]   (the event's JSON on stdin)"
+USAGE = (
+    "usage: ledger-run hook EVENT [--socket PATH] [--run-dir DIR] [--token T] [--flag-on-fault FLAG]"
+    "   (the event's JSON on stdin)"
+)
+OPTIONS = ("--socket", "--run-dir", "--token", "--flag-on-fault")
 
 
-def _args(argv: list[str]) -> tuple[str | None, str | None, str | None, str | None]:
+def _args(argv: list[str]) -> tuple[str | None, str | None, str | None, str | None, str | None]:
     event = None
     opts: dict[str, str] = {}
     i = 0
     while i < len(argv):
         a = argv[i]
-        if a in ("--socket", "--run-dir", "--token") and i + 1 < len(argv):
+        if a in OPTIONS and i + 1 < len(argv):
             opts[a] = argv[i + 1]
             i += 2
             continue
@@ -46,17 +50,25 @@ def _args(argv: list[str]) -> tuple[str | None, str | None, str | None, str | No
         i += 1
     return (
         event,
-        opts.get("--socket") or os.environ.get(SOCKET_ENV),
-        opts.get("--run-dir") or os.environ.get(RUN_DIR_ENV),
+        opts.get("--socket") or env(SOCKET_ENV),
+        opts.get("--run-dir") or env(RUN_DIR_ENV),
         opts.get("--token"),
+        opts.get("--flag-on-fault"),
     )
+
+
+def env(name: str) -> str | None:
+    """An environment variable (``os.environ`` without ``os``)."""
+    value = posix.environ.get(name.encode())
+    return None if value is None else value.decode("utf-8", "surrogateescape")
 
 
 def log_fault(run_dir: str | None, event: str | None, message: str, *, quiet: bool = False) -> None:
     """One JSON line in the run's faults.log (stderr when there is no run directory to write to;
     ``quiet``: nothing then, for the wrapper, whose stderr is the command's output)."""
     import json
-    import stat  # os has loaded it: free
+    import os
+    import stat
 
     entry = {"at": time.time(), "where": f"hook {event or '?'}", "error": message, "command": None}
     if run_dir and os.path.isdir(run_dir):
@@ -77,17 +89,41 @@ def log_fault(run_dir: str | None, event: str | None, message: str, *, quiet: bo
         print(f"ledger-run hook: {message} (the command runs without the ledger)", file=sys.stderr)
 
 
+def raise_flag(path: str | None) -> None:
+    """Set the server's flag at ``path`` (an empty file in its private directory, never through a
+    link): a hook that did not reach the server says so to the hooks that follow (the PostToolUse
+    hook then asks the server, which records the command it did not see start)."""
+    if not path:
+        return
+    flags = posix.O_WRONLY | posix.O_CREAT | posix.O_NOFOLLOW | posix.O_NONBLOCK | posix.O_NOCTTY
+    try:
+        fd = posix.open(path, flags, 0o600)
+        try:
+            posix.utime(fd)  # when it was set last: the server keeps it a while (server.flag_age)
+        finally:
+            posix.close(fd)
+    except OSError:
+        pass
+
+
 def event_name(event: str) -> bool:
     """An event name the header can carry as it is: letters, digits, underscores."""
     return bool(event) and event.isascii() and event.replace("_", "a").isalnum()
 
 
 def ask(
-    sock_path: str, event: str, payload: bytes, timeout: float, token: str | None = None, call: str | None = None
+    sock_path: str,
+    event: str,
+    payload: bytes,
+    timeout: float,
+    token: str | None = None,
+    call: str | None = None,
+    raw: bool = False,
 ) -> bytes:
     """Send one event to the hook server and return its answer (b"" for none). ``token``: the run's
     (or the call's) secret, which the server asks of every call; ``call``: the tool call it speaks for
-    (a wrapper's). Both go in the first line, which the server checks before it reads the rest."""
+    (a wrapper's). Both go in the first line, which the server checks before it reads the rest.
+    ``raw``: the payload is a JSON object's line, then bytes (server.py)."""
     if not event_name(event):
         raise ValueError(f"not an event name: {event[:40]!r}")
     if token is not None and not event_name(token):
@@ -100,7 +136,8 @@ def ask(
         _connect(s, sock_path, time.monotonic() + timeout)
         token_field = b', "token": "' + token.encode() + b'"' if token else b""
         call_field = b', "call": "' + call.encode() + b'"' if call else b""
-        s.sendall(b'{"event": "' + event.encode() + b'"' + token_field + call_field + b"}\n" + payload)
+        raw_field = b', "raw": true' if raw else b""
+        s.sendall(b'{"event": "' + event.encode() + b'"' + token_field + call_field + raw_field + b"}\n" + payload)
         s.shutdown(socket.SHUT_WR)
         chunks = []
         while True:
@@ -132,7 +169,7 @@ def main(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(USAGE)
         return 0
-    event, sock_path, run_dir, token = _args(argv)
+    event, sock_path, run_dir, token, flag = _args(argv)
     try:
         payload = sys.stdin.buffer.read()
     except (OSError, ValueError) as e:
@@ -148,7 +185,7 @@ def main(argv: list[str]) -> int:
         log_fault(run_dir, event, f"no hook server: pass --socket or set {SOCKET_ENV} (ledger-run codex does)")
         return 0
     try:
-        timeout = float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S)
+        timeout = float(env(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S)
     except ValueError:
         timeout = DEFAULT_TIMEOUT_S
     if not 0 < timeout < 86_400:  # negative, zero, nan, absurd
@@ -156,6 +193,7 @@ def main(argv: list[str]) -> int:
     try:
         answer = ask(sock_path, event, payload, timeout, token)
     except OSError as e:  # a timeout is an OSError too
+        raise_flag(flag)
         log_fault(run_dir, event, f"hook server {sock_path} did not answer: {e}")
         return 0
     if not answer.strip():
@@ -165,6 +203,7 @@ def main(argv: list[str]) -> int:
     whole = answer.endswith(b"\n")
     answer = answer.strip()
     if not whole:
+        raise_flag(flag)
         log_fault(run_dir, event, f"hook server's answer was cut short (no end of line): {answer[:80]!r}")
         return 0
     if not (answer.startswith(b"{") and answer.endswith(b"}")) and not _is_json(answer):

@@ -1,12 +1,24 @@
 """The hook server: the ledger's side of an agent's hooks, in the ``ledger-run`` process that
 launched the agent. Hook processes (hookclient.py) connect to its Unix socket, send
 ``{"event": NAME, "token": T, "call": ID}\\n`` and the event's JSON, and read back the answer (JSON,
-or nothing).
+or nothing). A call whose first line says ``"raw": true`` sends a JSON object's line, then bytes (the
+handler finds them as ``payload["raw"]``), and a handler may answer with bytes, sent after their
+length's line: a command's output goes as it is, neither side encoding it.
 
 The runtime stays in memory between events (state, scanner caches, plans awaiting their
-post-event), so a hook costs a process start and a socket round trip, not a ledger reload. Events
-are handled one at a time. A handler that raises, or a payload that is not a JSON object, gets no
-answer (the agent goes on as without the ledger) and is reported to ``on_fault``.
+post-event), so a hook costs a process start and a socket round trip, not a ledger reload. Each call
+is served in a thread of its own. By default the handler runs under the server's lock, one event at
+a time; a handler that guards its own state (``serialize=False``) runs as the calls come, and takes
+the lock (``lock``, shared with whoever else touches the runtime) only where it must, so a slow
+event does not hold up the others. ``after(event, call)`` runs once the answer is sent and the
+connection closed: work the caller need not wait for. A ``quick`` event (its handler immediate and
+lock-free: a wrapper's ``Begin``) is answered by the thread that reads first lines, when its body came
+with its first line. A handler that raises, or a payload that is not a JSON object, gets no answer
+(the agent goes on as without the ledger) and is reported to ``on_fault``.
+
+Flags (``set_flag``) are empty files in the server's private directory whose presence a hook command
+can test without starting a process (``[ -e FLAG ]``): the adapter says with one whether a hook has
+anything to ask the server, and a hook with nothing to ask starts no interpreter.
 
 Strangers are bounded before they cost anything: one thread reads the first line of every new
 connection (at most ``HEADER_MAX`` bytes within ``HEADER_TIMEOUT_S``; a peer of another uid, or past
@@ -30,7 +42,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-Handler = Callable[[str, dict[str, Any]], dict[str, Any] | None]
+Handler = Callable[[str, dict[str, Any]], dict[str, Any] | bytes | None]
+After = Callable[[str, str | None], None]  # (event, call) once its answer is sent
 # (event, token the call carried, the tool call it speaks for) -> whether it may be served; called from
 # the thread that reads first lines, without the server's lock (it must be safe so)
 Authorize = Callable[[str, str | None, str | None], bool]
@@ -39,6 +52,7 @@ HEADER_MAX = 4096
 HEADER_TIMEOUT_S = 5.0  # a client sends its first line at once: one that does not is dropped
 BODY_TIMEOUT_S = 30.0  # the whole body, once the token is checked
 MAX_CONNECTIONS = 64  # calls served at once; past it a call gets no answer (its command runs)
+QUICK_MAX = 4096  # a quick event's body answered without a thread is at most this long
 MAX_PENDING = 256  # connections still sending their first line; past it the oldest is dropped
 MAX_PER_PEER = 16  # connections one process may hold, waiting or served
 ACCEPT_PER_ROUND = 64  # new connections taken between two rounds of reading first lines
@@ -55,6 +69,7 @@ class SocketDirError(OSError):
 
 STALE_AFTER_S = 5.0  # a socket directory this old whose server is gone is removed by the next server
 PID_FILE = "pid"
+FLAG_PREFIX = "flag-"  # flags: empty files ``flag-NAME`` beside the socket (set_flag)
 
 
 def _socket_dir() -> str:
@@ -97,7 +112,7 @@ def remove_stale(base: str, now: float | None = None) -> list[str]:
             st = os.lstat(path)
             if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or now - st.st_mtime < STALE_AFTER_S:
                 continue
-            if not _server_gone(path) or set(os.listdir(path)) - {"hook.sock", PID_FILE}:
+            if not _server_gone(path) or {n for n in os.listdir(path) if not _is_flag(n)} - {"hook.sock", PID_FILE}:
                 continue
             if _remove_dir(path):
                 removed.append(path)
@@ -154,24 +169,50 @@ def peer_of(conn: socket.socket) -> tuple[int | None, int | None]:
         return None, None
 
 
-def parse_header(line: bytes) -> tuple[str, str | None, str | None]:
-    """(event, token, call) of a call's first line; ValueError when it is not one."""
+def parse_header(line: bytes) -> tuple[str, str | None, str | None, bool]:
+    """(event, token, call, raw) of a call's first line; ValueError when it is not one."""
     header = json.loads(line)
     if not isinstance(header, dict) or not isinstance(header.get("event"), str):
         raise ValueError(f"not a hook call: {line[:60]!r}")
     token, call = header.get("token"), header.get("call")
-    return header["event"], token if isinstance(token, str) else None, call if isinstance(call, str) else None
+    return (
+        header["event"],
+        token if isinstance(token, str) else None,
+        call if isinstance(call, str) else None,
+        header.get("raw") is True,
+    )
+
+
+def _flag_name(name: str) -> bool:
+    return bool(name) and name.isascii() and name.isalpha() and name.islower()
+
+
+def _is_flag(file_name: str) -> bool:
+    return file_name.startswith(FLAG_PREFIX) and _flag_name(file_name[len(FLAG_PREFIX) :])
 
 
 class HookServer:
     """Serves ``handler(event, payload) -> answer | None`` on a Unix socket until ``close()``."""
 
     def __init__(
-        self, handler: Handler, on_fault: Callable[[str, BaseException], None], authorize: Authorize | None = None
+        self,
+        handler: Handler,
+        on_fault: Callable[[str, BaseException], None],
+        authorize: Authorize | None = None,
+        *,
+        lock: threading.RLock | None = None,
+        serialize: bool = True,
+        after: After | None = None,
+        quick: frozenset[str] = frozenset(),
     ):
         self.handler = handler
         self.on_fault = on_fault
         self.authorize = authorize  # None: every call is served (a caller that authenticates otherwise)
+        self.serialize = serialize  # False: the handler takes ``lock`` itself, where it must
+        self.after = after
+        # events whose handler is immediate and takes no lock: answered by the thread that reads first
+        # lines, when the whole call came at once (no thread to start, no wait), and without ``after``
+        self.quick = quick
         self._dir = _socket_dir()
         self.socket_path = os.path.join(self._dir, "hook.sock")
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -183,7 +224,9 @@ class HookServer:
             raise
         self._sock.listen(socket.SOMAXCONN)
         self._sock.setblocking(False)  # _serve accepts all that wait, then reads
-        self.lock = threading.RLock()  # one event at a time; held by whoever else touches the runtime
+        # held by whoever touches the runtime: around each event (serialize), else where the handler says
+        self.lock = lock if lock is not None else threading.RLock()
+        self._count = threading.Lock()
         self._threads: dict[threading.Thread, int | None] = {}  # calls being served -> their peer's pid
         self._reading: set[socket.socket] = set()  # connections still sending their call: close() cuts them
         self._waiting: dict[socket.socket, _Waiting] = {}
@@ -269,7 +312,7 @@ class HookServer:
         sel.unregister(conn)
         del self._waiting[conn]
         try:
-            event, token, call = parse_header(line)
+            event, token, call, raw = parse_header(line)
         except ValueError:
             event = None
         # the token before anything else: a stranger's call is closed here, counted, never given a thread
@@ -277,15 +320,48 @@ class HookServer:
             conn.close()
             self.dropped += 1
             return
+        if event in self.quick and self._quick(conn, event, call, rest, raw):
+            return
         self._threads = {t: p for t, p in self._threads.items() if t.is_alive()}
         if len(self._threads) >= MAX_CONNECTIONS:  # no answer: the client fails open, its command runs
             conn.close()
             self.dropped += 1
             return
         conn.setblocking(True)
-        t = threading.Thread(target=self._one, args=(conn, event, call, rest), daemon=True)
+        t = threading.Thread(target=self._one, args=(conn, event, call, rest, raw), daemon=True)
         self._threads[t] = w.peer
         t.start()
+
+    def _quick(self, conn: socket.socket, event: str, call: str | None, rest: bytes, raw: bool) -> bool:
+        """Answer a quick event here, without a thread, when its whole body came with its first line
+        (the client has sent it and closed its side); False when it has not: a thread reads the rest."""
+        data = rest
+        while len(data) <= QUICK_MAX:
+            try:
+                chunk = conn.recv(QUICK_MAX + 1 - len(data))
+            except BlockingIOError:
+                return False  # more to come
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            data += chunk
+        else:
+            return False
+        with conn:
+            try:
+                answer = self._handle(event, data, call, raw)
+                if isinstance(answer, bytes):
+                    conn.send(b"%d\n" % len(answer) + answer)  # a few bytes into an empty buffer: never waits
+                elif answer is not None:
+                    conn.send(json.dumps(answer).encode() + b"\n")
+            except Exception as e:  # reported from a thread: the lock may be held by a slow event
+                threading.Thread(target=self._fault, args=("serving a hook", e), daemon=True).start()
+        return True
+
+    def _fault(self, where: str, e: BaseException) -> None:
+        with self.lock:
+            self.on_fault(where, e)
 
     def _drop(self, sel: selectors.BaseSelector, conn: socket.socket, count: bool = True) -> None:
         self._waiting.pop(conn, None)
@@ -312,7 +388,8 @@ class HookServer:
 
     # -- one call, in a thread of its own ---------------------------------------------------------------
 
-    def _one(self, conn: socket.socket, event: str, call: str | None, rest: bytes) -> None:
+    def _one(self, conn: socket.socket, event: str, call: str | None, rest: bytes, raw: bool = False) -> None:
+        answered = False
         with conn:
             try:
                 self._reading.add(conn)
@@ -320,25 +397,75 @@ class HookServer:
                     body = rest + _read_all(conn, MAX_PAYLOAD - len(rest), time.monotonic() + BODY_TIMEOUT_S)
                 finally:
                     self._reading.discard(conn)
-                answer = self._handle(event, body, call)
-                if answer is not None:  # one line: the newline says the answer is whole
+                answer = self._handle(event, body, call, raw)
+                answered = True
+                if isinstance(answer, bytes):  # its length first: the client knows it is whole
+                    conn.sendall(b"%d\n" % len(answer) + answer)
+                elif answer is not None:  # one line: the newline says the answer is whole
                     conn.sendall(json.dumps(answer).encode() + b"\n")
             except Exception as e:  # a broken client or a fault of ours: no answer, the agent goes on
                 with self.lock:
                     self.on_fault("serving a hook", e)
+        # the connection is closed: the client has its answer, and what follows is off its path
+        if answered and self.after is not None:
+            try:
+                self.after(event, call)
+            except Exception as e:
+                with self.lock:
+                    self.on_fault(f"after a hook ({event})", e)
 
-    def _handle(self, event: str, body: bytes, call: str | None = None) -> dict[str, Any] | None:
+    def _handle(
+        self, event: str, body: bytes, call: str | None = None, raw: bool = False
+    ) -> dict[str, Any] | bytes | None:
+        data = b""
+        if raw:
+            body, nl, data = body.partition(b"\n")
+            if not nl:
+                raise ValueError(f"{event} payload has no line before its bytes: {body[:60]!r}")
         try:
             payload = json.loads(body)
         except ValueError as e:
             raise ValueError(f"{event} payload is not JSON: {body[:60]!r}") from e
         if not isinstance(payload, dict):
             raise ValueError(f"{event} payload is not a JSON object: {body[:60]!r}")
+        if raw:
+            payload["raw"] = data
         if call is not None:  # a call that spoke for a tool call speaks for that one only
             payload["tool_use_id"] = call
-        with self.lock:
+        with self._count:
             self.handled += 1
+        if not self.serialize or event in self.quick:
             return self.handler(event, payload)
+        with self.lock:
+            return self.handler(event, payload)
+
+    # -- flags ------------------------------------------------------------------------------------------
+
+    def flag_path(self, name: str) -> str:
+        """Where the flag ``name`` (lower-case letters) is, set or not."""
+        if not _flag_name(name):
+            raise ValueError(f"a flag's name is lower-case letters, not {name[:40]!r}")
+        return os.path.join(self._dir, FLAG_PREFIX + name)
+
+    def set_flag(self, name: str, on: bool) -> None:
+        """Set (an empty file, owner-only, never through a link) or clear the flag ``name``; the file
+        is made or removed each time (a hook may have set it: the client does on a fault). The caller
+        serializes its calls for one flag."""
+        path = self.flag_path(name)
+        if on:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600))
+            return
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    def flag_age(self, name: str) -> float | None:
+        """Seconds since the flag ``name`` was last set; None when it is clear."""
+        try:
+            return max(0.0, time.time() - os.lstat(self.flag_path(name)).st_mtime)
+        except FileNotFoundError:
+            return None
 
     def close(self) -> None:
         self._closed = True
@@ -368,8 +495,12 @@ class HookServer:
 
 
 def _remove_dir(path: str) -> bool:
-    """Remove a socket directory (its socket and pid file, then itself); whether it is gone."""
-    for name in ("hook.sock", PID_FILE):
+    """Remove a socket directory (its socket, pid file and flags, then itself); whether it is gone."""
+    try:
+        flags = [n for n in os.listdir(path) if _is_flag(n)]
+    except OSError:
+        flags = []
+    for name in ("hook.sock", PID_FILE, *flags):
         try:
             os.unlink(os.path.join(path, name))
         except OSError:

@@ -1,23 +1,35 @@
-"""Benchmark: what the ledger adds to one Codex shell call, end to end, for a command that does nothing.
+"""Benchmark: what the ledger adds to one Codex shell call, end to end, for a command that does nothing;
+alone and with 8 calls at once.
 
-Codex runs, for one ``exec_command``: the PreToolUse hook process (``ledger-run hook PreToolUse``,
-which hands back the wrapped command), the wrapped command itself (``bash -lc`` of the wrapper line,
-whose process runs ``true`` and asks the server for the answer), and the PostToolUse hook process.
-This script times that chain against a hook server holding a real runtime over a small git
-repository (as ``ledger-run codex`` runs it), interleaved with its floors:
+Codex runs, for one ``exec_command``: the PreToolUse hook (``SHELL -c HOOK_COMMAND``, the user's login
+shell; the hook hands back the wrapped command), the wrapped command itself (``bash -lc`` of the
+wrapper line, whose process runs ``true`` and asks the server for the answer), and the PostToolUse
+hook. This script runs the hook commands ``ledger-run codex`` gives Codex (``hook_overrides``), as
+Codex runs them, against a hook server holding a real runtime over a small git repository (served
+as ``ledger-run codex`` serves it), interleaved with its floors:
 
 - ``floor``: two ``python3 -S -E -c pass`` starts (the two hook processes' interpreters, doing
   nothing) plus ``bash -lc true`` (the command as Codex runs it without the ledger);
+- ``floor, hooks in shells``: the same, each interpreter started as Codex starts a hook command
+  (``bash -c``): what two hooks that did nothing would cost (the goal is set against ``floor``);
 - ``plain``: ``bash -lc true`` alone.
 
 Every process gets a HOME of its own with no login profile: a user's profile (a pyenv init costs
 150 ms here) weighs on the chain and the floor alike and would hide the ledger's own cost.
 
-It prints p50 and p95 of each (ms), wall time and the children's CPU time, and the ratio of the
-chain's p50 to the floor's (the goal: within 1.5x), and writes JSON with the commit measured.
-The machine is shared and noisy: the ratio within one run is what to compare.
+Alone (``--n`` rounds): p50 and p95 of each (ms), wall time and CPU time (the processes', and this
+process's meanwhile: starting them, and the server's threads, which do the chain's server work), the
+chain's parts (the PreToolUse hook, the wrapped command, the PostToolUse hook) and the ratio of the
+chain's p50 to the floor's (the goal: within 1.5x). At once (``--workers`` threads, ``--rounds``
+each): chains per second against floors per second, PreToolUse hooks (clients of the server alone)
+against ``python -S -E -c pass`` starts (twice as many rounds), and the CPU time of each. The machine
+is shared and noisy: the ratios within one run are what to compare; on a loaded machine the CPU
+ratio says more of an idle one's wall ratio than the wall ratio does. Writes JSON with the commit
+measured.
 
-Run: ``python swebench_runs/bench/bench_hook_chain.py [--n 60] [--out FILE]``.
+Run: ``python swebench_runs/bench/bench_hook_chain.py [--n 60] [--workers 8] [--rounds 10] [--out FILE]``.
+The code measured is the one imported: with ``PYTHONPATH`` naming a tree of an earlier commit (its
+``ledger_runtime`` and its ``adapters`` as ``ledger_adapters``) the same script measures that one.
 """
 
 from __future__ import annotations
@@ -29,26 +41,31 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import tomllib
 from pathlib import Path
 
-from ledger_adapters.codex.cli import fast_launcher
+import ledger_runtime
+from ledger_adapters.codex.cli import fast_launcher, hook_overrides
 from ledger_adapters.codex.hooks import CodexHooks
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.hooks.server import HookServer
 from ledger_runtime.runtime import LedgerRuntime
 
 ENV: dict[str, str] = {}  # every process's environment: a HOME of its own, with an empty login profile
+SHELL = "/bin/bash"  # the login shell Codex runs hook commands with (``SHELL -c``)
+TOKEN = "benchtoken"
 
 
 def timed(argv: list[str], stdin: bytes = b"", cwd: Path | None = None) -> tuple[float, float, bytes]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """Wall and CPU time (ms) of one process: its own, and this process's meanwhile (starting it, and
+    the hook server's threads serving it); exact when one thread starts processes."""
+    before = cpu_now()
     t0 = time.perf_counter()
     p = subprocess.run(argv, input=stdin, capture_output=True, cwd=cwd, env=ENV)
     wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    return wall * 1e3, cpu * 1e3, p.stdout
+    return wall * 1e3, (cpu_now() - before) * 1e3, p.stdout
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -56,55 +73,151 @@ def pct(xs: list[float], q: float) -> float:
     return round(xs[min(len(xs) - 1, int(q * len(xs)))], 2)
 
 
+def cpu_now() -> float:
+    """CPU seconds of this process (the server's threads) and of its children that have ended."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        r = resource.getrusage(who)
+        total += r.ru_utime + r.ru_stime
+    return total
+
+
+class Chain:
+    """A hook server over a real runtime, and the hook commands ``ledger-run codex`` would give Codex."""
+
+    def __init__(self, tmp: Path):
+        self.repo = tmp / "repo"
+        self.repo.mkdir()
+        (self.repo / "a.py").write_text("x = 1\n")
+        for a in (["init", "-q"], ["add", "-A"], ["-c", "user.email=b@e", "-c", "user.name=b", "commit", "-qm", "i"]):
+            subprocess.run(["git", *a], cwd=self.repo, check=True, capture_output=True)
+        self.rt = LedgerRuntime(self.repo, tmp / "run", LedgerConfig())
+        self.hooks = CodexHooks(self.rt, wrap_launcher=fast_launcher(), token=TOKEN)
+        if hasattr(self.hooks, "serve"):
+            self.server = self.hooks.serve()
+            extra = {"flags": self.hooks.flag_paths, "shell": SHELL}
+        else:  # an earlier commit: one event at a time, every hook a Python process
+            self.server = HookServer(self.hooks.handle, self.rt.report_fault, authorize=self.hooks.authorize)
+            self.hooks.socket_path = self.server.socket_path
+            extra = {}
+        args = hook_overrides(fast_launcher(), self.server.socket_path, tmp / "run", {}, token=TOKEN, **extra)
+        self.commands = {}
+        for value in args[1::2]:
+            name, _, table = value.partition("=")
+            entries = tomllib.loads(f"x = {table}")["x"]
+            self.commands[name.removeprefix("hooks.")] = entries[-1]["hooks"][0]["command"]
+        self.calls = 0
+        self._ids = threading.Lock()
+
+    def run(self) -> tuple[list[float], float]:
+        """One call through the chain: the wall time of each part (ms), and their CPU time (ms)."""
+        with self._ids:
+            self.calls += 1
+            call = f"c{self.calls}"
+        payload = {
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "cwd": str(self.repo),
+            "tool_use_id": call,
+            "tool_input": {"command": "true"},
+        }
+        w1, c1, out = timed([SHELL, "-c", self.commands["PreToolUse"]], json.dumps(payload).encode())
+        wrapped = json.loads(out)["hookSpecificOutput"]["updatedInput"]["command"]
+        w2, c2, _ = timed(["bash", "-lc", wrapped], cwd=self.repo)
+        post = {**payload, "hook_event_name": "PostToolUse", "tool_response": ""}
+        w3, c3, _ = timed([SHELL, "-c", self.commands["PostToolUse"]], json.dumps(post).encode())
+        return [w1, w2, w3], c1 + c2 + c3
+
+    def pre_hook(self) -> None:
+        """One PreToolUse hook alone (a client of the server), as Codex runs it."""
+        with self._ids:
+            self.calls += 1
+            call = f"h{self.calls}"
+        payload = {
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "cwd": str(self.repo),
+            "tool_use_id": call,
+            "tool_input": {"command": "true"},
+        }
+        timed([SHELL, "-c", self.commands["PreToolUse"]], json.dumps(payload).encode())
+
+    def close(self) -> None:
+        self.server.close()
+        self.rt.close()
+
+
+def floor(repo: Path, shell: bool = False) -> tuple[float, float]:
+    """Two interpreter starts and the command; ``shell``: each start as Codex runs a hook command
+    (``SHELL -c``), what two hooks that do nothing would cost."""
+    start = [sys.executable, "-S", "-E", "-c", "pass"]
+    if shell:
+        start = [SHELL, "-c", " ".join(start)]
+    w1, c1, _ = timed(start)
+    w2, c2, _ = timed(["bash", "-lc", "true"], cwd=repo)
+    w3, c3, _ = timed(start)
+    return w1 + w2 + w3, c1 + c2 + c3
+
+
+def at_once(work, workers: int, rounds: int) -> dict[str, float]:
+    """``workers`` threads each doing ``work()`` ``rounds`` times: per second, and CPU ms per one."""
+    start = threading.Barrier(workers + 1)
+
+    def worker() -> None:
+        start.wait()
+        for _ in range(rounds):
+            work()
+
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    cpu0 = cpu_now()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    cpu = cpu_now() - cpu0
+    done = workers * rounds
+    return {"per_s": round(done / wall, 2), "wall_s": round(wall, 2), "cpu_ms_each": round(cpu * 1e3 / done, 2)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=60)
+    ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "hook_chain.json")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ledger-chain-"))
     (tmp / "home").mkdir()  # a login profile of the user's own would weigh on both sides alike: none
     ENV.update({**os.environ, "HOME": str(tmp / "home")})
-    repo = tmp / "repo"
-    repo.mkdir()
-    (repo / "a.py").write_text("x = 1\n")
-    for a in (["init", "-q"], ["add", "-A"], ["-c", "user.email=b@e", "-c", "user.name=b", "commit", "-qm", "i"]):
-        subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)
-    token = "benchtoken"
-    rt = LedgerRuntime(repo, tmp / "run", LedgerConfig())
-    hooks = CodexHooks(rt, wrap_launcher=fast_launcher(), token=token)
-    server = HookServer(hooks.handle, rt.report_fault, authorize=hooks.authorize)
-    hooks.socket_path = server.socket_path
-    hook = [*fast_launcher(), "hook"]
-    rows: dict[str, list[tuple[float, float]]] = {"chain": [], "floor": [], "plain": []}
+    chain = Chain(tmp)
+    rows: dict[str, list[tuple[float, float]]] = {"chain": [], "floor": [], "floor, hooks in shells": [], "plain": []}
+    parts: list[list[float]] = []
     try:
         for i in range(args.n):
-            payload = {
-                "hook_event_name": "PreToolUse",
-                "tool_name": "Bash",
-                "cwd": str(repo),
-                "tool_use_id": f"c{i}",
-                "tool_input": {"command": "true"},
-            }
-            for kind in ["chain", "floor", "plain"] if i % 2 else ["plain", "floor", "chain"]:
+            kinds = list(rows)
+            for kind in kinds if i % 2 else kinds[::-1]:
                 if kind == "plain":
-                    w, c, _ = timed(["bash", "-lc", "true"], cwd=repo)
-                elif kind == "floor":
-                    w1, c1, _ = timed([sys.executable, "-S", "-E", "-c", "pass"])
-                    w2, c2, _ = timed(["bash", "-lc", "true"], cwd=repo)
-                    w3, c3, _ = timed([sys.executable, "-S", "-E", "-c", "pass"])
-                    w, c = w1 + w2 + w3, c1 + c2 + c3
+                    w, c, _ = timed(["bash", "-lc", "true"], cwd=chain.repo)
+                elif kind.startswith("floor"):
+                    w, c = floor(chain.repo, shell=kind != "floor")
                 else:
-                    ev = ["--socket", server.socket_path, "--token", token]
-                    w1, c1, out = timed([*hook, "PreToolUse", *ev], json.dumps(payload).encode())
-                    wrapped = json.loads(out)["hookSpecificOutput"]["updatedInput"]["command"]
-                    w2, c2, _ = timed(["bash", "-lc", wrapped], cwd=repo)
-                    post = {**payload, "hook_event_name": "PostToolUse", "tool_response": ""}
-                    w3, c3, _ = timed([*hook, "PostToolUse", *ev], json.dumps(post).encode())
-                    w, c = w1 + w2 + w3, c1 + c2 + c3
+                    walls, c = chain.run()
+                    parts.append(walls)
+                    w = sum(walls)
                 rows[kind].append((w, c))
+        together = {}
+        if args.workers > 0 and args.rounds > 0:
+            together["floor"] = at_once(lambda: floor(chain.repo), args.workers, args.rounds)
+            together["chain"] = at_once(chain.run, args.workers, args.rounds)
+            start = [sys.executable, "-S", "-E", "-c", "pass"]
+            together["python"] = at_once(lambda: timed(start), args.workers, args.rounds * 2)
+            together["PreToolUse hook"] = at_once(chain.pre_hook, args.workers, args.rounds * 2)
+        faults = (tmp / "run" / "faults.log").read_text() if (tmp / "run" / "faults.log").exists() else ""
     finally:
-        server.close()
-        rt.close()
+        chain.close()
     table = {
         k: {
             "wall_p50_ms": pct([w for w, _ in v], 0.5),
@@ -113,19 +226,63 @@ def main() -> int:
         }
         for k, v in rows.items()
     }
+    split = {
+        name: {"wall_p50_ms": pct([p[i] for p in parts], 0.5), "wall_p95_ms": pct([p[i] for p in parts], 0.95)}
+        for i, name in enumerate(("PreToolUse hook", "wrapped command", "PostToolUse hook"))
+    }
     ratio = round(table["chain"]["wall_p50_ms"] / table["floor"]["wall_p50_ms"], 2)
     ratio_cpu = round(table["chain"]["cpu_p50_ms"] / table["floor"]["cpu_p50_ms"], 2)
-    print(f"{'':>6} {'wall p50':>9} {'wall p95':>9} {'cpu p50':>8}   (ms, n={args.n})")
+    shells = table["floor, hooks in shells"]
+    ratio_shells = {
+        "wall": round(table["chain"]["wall_p50_ms"] / shells["wall_p50_ms"], 2),
+        "cpu": round(table["chain"]["cpu_p50_ms"] / shells["cpu_p50_ms"], 2),
+    }
+    print(f"{'':>22} {'wall p50':>9} {'wall p95':>9} {'cpu p50':>8}   (ms, n={args.n})")
     for k, v in table.items():
-        print(f"{k:>6} {v['wall_p50_ms']:>9} {v['wall_p95_ms']:>9} {v['cpu_p50_ms']:>8}")
+        print(f"{k:>22} {v['wall_p50_ms']:>9} {v['wall_p95_ms']:>9} {v['cpu_p50_ms']:>8}")
+    for k, v in split.items():
+        print(f"{k:>22} {v['wall_p50_ms']:>9} {v['wall_p95_ms']:>9}")
     print(f"chain / floor (p50): wall {ratio}x, cpu {ratio_cpu}x")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    print(f"chain / floor with the hooks in shells (p50): wall {ratio_shells['wall']}x, cpu {ratio_shells['cpu']}x")
+    throughput = hooks_throughput = None
+    if together:
+        print(f"\n{args.workers} at once: {'per s':>7} {'wall s':>7} {'cpu ms each':>12}")
+        for k, v in together.items():
+            print(f"{k:>18} {v['per_s']:>7} {v['wall_s']:>7} {v['cpu_ms_each']:>12}")
+        throughput = round(together["chain"]["per_s"] / together["floor"]["per_s"], 2)
+        hooks_throughput = round(together["PreToolUse hook"]["per_s"] / together["python"]["per_s"], 2)
+        print(f"throughput: chain / floor {throughput}, PreToolUse hook / python start {hooks_throughput}")
+    if faults:
+        print(f"faults.log:\n{faults[-2000:]}")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        cwd=Path(ledger_runtime.__file__).parent,
+    ).stdout.strip()
     out = {
         "commit": commit,
         "n": args.n,
         "table": table,
+        "parts": split,
         "chain_over_floor_p50": {"wall": ratio, "cpu": ratio_cpu},
-        "command": " ".join(["python", "swebench_runs/bench/bench_hook_chain.py", *sys.argv[1:]]),
+        "chain_over_floor_hooks_in_shells_p50": ratio_shells,
+        "at_once": {
+            "workers": args.workers,
+            "rounds": args.rounds,
+            **together,
+            "chain_over_floor": throughput,
+            "hook_over_python": hooks_throughput,
+        },
+        "faults": len(faults.splitlines()),
+        "command": " ".join(
+            [
+                *([f"PYTHONPATH={os.environ['PYTHONPATH']}"] if os.environ.get("PYTHONPATH") else []),
+                "python",
+                "swebench_runs/bench/bench_hook_chain.py",
+                *sys.argv[1:],
+            ]
+        ),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
