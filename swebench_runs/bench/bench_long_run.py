@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 
 import ledger_runtime
-from ledger_adapters.mini.context import AgentMessages, history_for
+from ledger_adapters.mini import context as mini_context
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.prompt.history import History
@@ -189,7 +189,8 @@ def main() -> int:
     rt = LedgerRuntime(root, tmp / "run", LedgerConfig())
     history = History(notes=ViewNotes(limit_chars=rt.config.context_note_chars), view_share=rt.config.view_share)
     messages: list[dict] = [{"role": "system", "content": "bench"}, {"role": "user", "content": "the task"}]
-    agent_messages = AgentMessages()
+    # (an older adapter, measured as the before, has no AgentMessages: it reads every message each call)
+    agent_messages = mini_context.AgentMessages() if hasattr(mini_context, "AgentMessages") else None
     try:
         for i in range(1, args.steps + 1):
             own.clear()
@@ -205,7 +206,10 @@ def main() -> int:
             ]
             m0 = time.perf_counter()
             rt.prescan()
-            history_for(messages, history, rt, _Model(), agent_messages)
+            if agent_messages is not None:
+                mini_context.history_for(messages, history, rt, _Model(), agent_messages)
+            else:
+                mini_context.history_for(messages, history, rt, _Model())
             turn = time.perf_counter() - m0
             rows.append(
                 {
