@@ -265,3 +265,28 @@ def test_the_ledgers_own_reads_leave_access_times_as_they_were(tmp_path):
     moved = os.stat(root / "b.txt").st_atime != old + 86400
     if not moved:
         pytest.skip("this file system keeps no access times (noatime): nothing to compare against")
+
+
+def test_the_baseline_of_a_repository_an_empty_one_a_detached_head_and_no_repository(tmp_path):
+    """The baseline comes from the git command (GitPython is not installed: its import failed quietly
+    and every baseline had no HEAD, so no line counts against the start)."""
+    from ledger_runtime.workspace.baseline import take_baseline
+
+    repo = make_repo(tmp_path / "r", {"a.py": "a\n", "b.py": "b\n"})
+    (repo / "a.py").write_text("changed\n")
+    s = WorkspaceScanner(str(repo))
+    b = take_baseline(str(repo), s.scan(), "task")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert (b.is_git, b.head_commit, b.branch, b.dirty_paths, b.task) == (True, head, "main", ("a.py",), "task")
+    git(repo, "checkout", "-q", "--detach")
+    b = take_baseline(str(repo), s.scan())
+    assert (b.head_commit, b.branch) == (head, None)
+    empty = tmp_path / "e"
+    empty.mkdir()
+    git(empty, "init", "-q")
+    b = take_baseline(str(empty), WorkspaceScanner(str(empty)).scan())
+    assert (b.is_git, b.head_commit) == (True, None)  # no commit yet (its branch is the one to be born)
+    plain = tmp_path / "p"
+    plain.mkdir()
+    b = take_baseline(str(plain), WorkspaceScanner(str(plain)).scan())
+    assert (b.is_git, b.head_commit, b.branch, b.dirty_paths) == (False, None, None, ())

@@ -1,7 +1,7 @@
 """The Baseline of a run (git HEAD, branch, dirty paths) and file contents at that HEAD.
 
-``take_baseline`` reads git through GitPython; a root outside any git repository, an empty
-repository or a detached HEAD all give a Baseline, never an error. ``HeadContents`` fetches a
+``take_baseline`` asks the git command; a root outside any git repository, an empty repository, a
+detached HEAD or no git at all give a Baseline, never an error. ``HeadContents`` fetches a
 tracked file's bytes at the baseline commit with one long-lived ``git cat-file --batch`` process,
 so the first edit of a file can still be counted in lines added and removed.
 """
@@ -19,25 +19,12 @@ from ledger_runtime.workspace.scanner import Snapshot
 def take_baseline(root: str, snapshot: Snapshot, task: str = "") -> Baseline:
     head = branch = None
     dirty: tuple[str, ...] = ()
-    is_git = False
-    try:
-        import git  # GitPython
-
-        repo = git.Repo(root, search_parent_directories=True)
-        is_git = True
-        try:
-            head = repo.head.commit.hexsha
-        except (ValueError, git.BadName):
-            head = None  # a repository with no commit yet
-        try:
-            branch = repo.active_branch.name
-        except TypeError:
-            branch = None  # detached HEAD
-        status = repo.git.status("--porcelain", "-z", "--untracked-files=no")
+    is_git = _git(root, "rev-parse", "--is-inside-work-tree") == "true"
+    if is_git:
+        head = _git(root, "rev-parse", "--verify", "-q", "HEAD") or None  # None: no commit yet
+        branch = _git(root, "symbolic-ref", "-q", "--short", "HEAD") or None  # None: a detached HEAD
+        status = _git(root, "status", "--porcelain", "-z", "--untracked-files=no", strip=False) or ""
         dirty = tuple(sorted(p[3:] for p in status.split("\0") if len(p) > 3))
-        repo.close()
-    except Exception:  # not a repository, git missing, or an unreadable one: still a baseline
-        pass
     return Baseline(
         root=os.path.abspath(root),
         is_git=is_git,
@@ -48,6 +35,18 @@ def take_baseline(root: str, snapshot: Snapshot, task: str = "") -> Baseline:
         snapshot_digest=snapshot.digest,
         task=task,
     )
+
+
+def _git(root: str, *args: str, strip: bool = True) -> str | None:
+    """What ``git -C root ARGS`` prints; None where it fails (not a repository, no git, a timeout)."""
+    try:
+        p = subprocess.run(["git", "-C", root, *args], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if p.returncode != 0:
+        return None
+    out = os.fsdecode(p.stdout)
+    return out.strip() if strip else out
 
 
 class HeadContents:
