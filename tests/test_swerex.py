@@ -14,6 +14,7 @@ import concurrent.futures
 import importlib.util
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,15 @@ def containers(image: str) -> list[str]:
         timeout=30,
     )
     return r.stdout.split()
+
+
+def left_running(image: str, before: set[str], wait: float = 20.0) -> set[str]:
+    """Containers of ``image`` not in ``before`` still there after up to ``wait`` seconds: one that was
+    stopped goes within moments (``docker run --rm`` removes it once killed), one left running stays."""
+    deadline = time.monotonic() + wait
+    while (left := set(containers(image)) - before) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
 
 
 def outputs(cmds: list[str]) -> list[dict]:
@@ -79,7 +89,7 @@ def test_a_scripted_agent_through_a_swerex_server(swerex_image, tmp_path):  # no
         assert env.container.reports_in_band == len(cmds), "each command's snapshot rode in the command's request"
     finally:
         env.cleanup()
-    assert not containers(swerex_image), "cleanup stopped the deployment: its container is gone"
+    assert not left_running(swerex_image, set(containers(swerex_image)) - {name}), "cleanup stopped the deployment"
     assert info["exit_status"] == "Submitted"
     assert info["submission"].startswith("diff --git a/calc.py b/calc.py") and "@@ledger" not in info["submission"]
     assert "+    return a + b" in info["submission"]
@@ -147,6 +157,7 @@ def test_ledger_run_swebench_on_swerex(swerex_image, tmp_path):  # noqa: F811
     the instance's image reaches the environment, nothing is pulled, and no container is left."""
     data = instances_file(tmp_path / "instances.jsonl", swerex_image, ["demo__calc-1"])
     out = tmp_path / "out"
+    before = set(containers(swerex_image))
     r = ledger_run(
         "swebench",
         "--instances",
@@ -163,7 +174,7 @@ def test_ledger_run_swebench_on_swerex(swerex_image, tmp_path):  # noqa: F811
         tmp=tmp_path,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    assert not containers(swerex_image), "every deployment was stopped"
+    assert not left_running(swerex_image, before), "every deployment was stopped"
     for arm in ("ledger", "baseline"):
         preds = json.loads((out / arm / "preds.json").read_text())
         assert "+    return a + b" in preds["demo__calc-1"]["model_patch"], (arm, preds)
@@ -198,10 +209,11 @@ def test_an_instance_stops_its_deployment_when_it_ends(swerex_image, tmp_path): 
     arm_dir = tmp_path / "ledger"
     arm_dir.mkdir()
     progress = ArmProgress(Bar(), None, "ledger")
+    before = set(containers(swerex_image))
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         pool.submit(run_instance, instance, arm_dir, cfg, progress, threading.Event()).result()
         assert progress.last == {"demo__calc-1": "Submitted"}
-        assert not containers(swerex_image), "the instance's deployment was stopped as the instance ended"
+        assert not left_running(swerex_image, before), "the instance's deployment was stopped as it ended"
 
 
 @pytest.mark.parametrize(
