@@ -29,6 +29,8 @@ trajectory's ``info["ledger"]``. A fault of the ledger never breaks the agent's 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import logging
 import os
@@ -36,7 +38,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from minisweagent.environments import get_environment_class
 from minisweagent.exceptions import FormatError, Submitted
@@ -70,6 +72,46 @@ class SharedRun:
     def __init__(self, runtime: LedgerRuntime):
         self.runtime = runtime
         self.step = 0  # model queries so far; every command of one response shares its step
+
+
+@contextlib.contextmanager
+def closing_environments() -> Iterator[list["LedgerEnvironment"]]:
+    """Every LedgerEnvironment made on this thread inside the block is cleaned up as the block ends.
+    mini-swe-agent's runners never clean up an instance's environment (``ledger-run swebench`` runs each
+    instance in one of these)."""
+    outer = getattr(_sessions, "made", None)
+    made: list[LedgerEnvironment] = []
+    _sessions.made = made
+    try:
+        yield made
+    finally:
+        _sessions.made = outer
+        for env in made:
+            env.cleanup()
+
+
+def stop_environment(env: Any) -> None:
+    """Stop what a mini-swe-agent environment started, whatever its kind: its ``cleanup`` (docker,
+    singularity, bubblewrap), else its ``stop`` (swerex_modal), else its SWE-ReX deployment's
+    (swerex_docker has neither). SWE-ReX stops a deployment when it is garbage collected only where an
+    event loop can be had, which is never in a worker thread (the arms' instances run in those), so the
+    container, or the Modal sandbox, would run on. A failure is logged: the agent's work is done."""
+    try:
+        if callable(getattr(env, "cleanup", None)):
+            env.cleanup()
+            return
+        deployment = getattr(env, "deployment", None)
+        sandbox = getattr(deployment, "_sandbox", None)  # a Modal deployment's, read before stop forgets it
+        if callable(getattr(env, "stop", None)):
+            env.stop()
+        elif callable(getattr(deployment, "stop", None)):
+            asyncio.run(asyncio.wait_for(deployment.stop(), 60))
+        if callable(getattr(sandbox, "terminate", None)):
+            # swe-rex 1.4's ModalDeployment.stop terminates a sandbox only once it has exited by itself: a
+            # running one would be billed until its deployment_timeout
+            sandbox.terminate()
+    except Exception as e:
+        log.warning("could not stop the %s environment: %s: %s", type(env).__name__, type(e).__name__, e)
 
 
 def current_run() -> SharedRun | None:
@@ -143,7 +185,12 @@ def image_for(inner_class: str, class_name: str, instance_image: str | None) -> 
     environments that pull through another runtime (Singularity, ConTree)."""
     if not instance_image:
         return None
-    if inner_class in ("docker", "swerex_modal") or class_name == "DockerEnvironment":
+    # mini-extra swebench hands swerex_docker no image at all: its instances would not start
+    if inner_class in ("docker", "swerex_docker", "swerex_modal") or class_name in (
+        "DockerEnvironment",
+        "SwerexDockerEnvironment",
+        "SwerexModalEnvironment",
+    ):
         return instance_image
     if inner_class in ("singularity", "contree") or class_name in ("SingularityEnvironment", "ContreeEnvironment"):
         return "docker://" + instance_image
@@ -153,6 +200,8 @@ def image_for(inner_class: str, class_name: str, instance_image: str | None) -> 
 class LedgerEnvironment:
     """Any mini-swe-agent environment, with every command sent through the ledger."""
 
+    _closed = False  # cleaned up already
+
     def __init__(self, *, inner_class: str = "local", ledger: dict[str, Any] | None = None, **inner_kwargs: Any):
         ctx = _runner_context()
         settings = LedgerSettings(**(ledger or {}))
@@ -161,6 +210,8 @@ class LedgerEnvironment:
         if "image" not in inner_kwargs and (image := image_for(inner_class, cls.__name__, _instance_image(ctx))):
             inner_kwargs["image"] = image  # mini-extra swebench hands the image only to its own classes
         self.inner = cls(**inner_kwargs)
+        if (made := getattr(_sessions, "made", None)) is not None:
+            made.append(self)
         self.settings = settings
         self.session: SharedRun | None = None
         self.container = None  # a ContainerWorkspace when the inner environment is a container
@@ -311,10 +362,14 @@ class LedgerEnvironment:
         return data
 
     def cleanup(self) -> None:
+        """Close the ledger (the container helper's directory goes, through the environment), then stop
+        the environment. Once; later calls do nothing."""
+        if self._closed:
+            return
+        self._closed = True
         if self.runtime is not None:
             self.runtime.close()
-        if hasattr(self.inner, "cleanup"):
-            self.inner.cleanup()
+        stop_environment(self.inner)
 
     def __getattr__(self, name: str) -> Any:  # anything else the runner asks of the environment
         if name == "inner":

@@ -79,9 +79,8 @@ def swebench(
     environment_class: Optional[str] = typer.Option(
         None,
         "--environment-class",
-        help="mini-swe-agent environment "
-        "the instances run in (default docker; singularity, swerex_modal "
-        "or a class path to scale out).",
+        help="mini-swe-agent environment the instances run in (default docker; swerex_modal on Modal, "
+        "swerex_docker, singularity, or a class path). docs/swebench.md: running on Modal.",
     ),
     arms: str = typer.Option(",".join(DEFAULT_ARMS), "--arms", help="Comma-separated, of: " + ", ".join(ARMS) + "."),
     workers: int = typer.Option(1, "-j", "--workers", help="Instances run in parallel."),
@@ -106,6 +105,7 @@ def swebench(
 
     from ledger_adapters.swebench.run import (
         base_config,
+        check_environment,
         load_instances,
         missing_images,
         parse_arms,
@@ -123,6 +123,7 @@ def swebench(
         if workers < 1:
             raise BadInput(f"-j/--workers must be 1 or more, not {workers}")
         cfg = base_config(list(config or []), model, model_class, environment_class)
+        check_environment(cfg)
         rows = select(load_instances(subset, split, instances), slice_spec=slice_spec, filter_spec=filter_spec)
         client = _docker_client() if uses_docker(cfg) else None  # other environments bring their own
         missing = missing_images(rows, client, pull=pull) if client is not None else []

@@ -171,15 +171,58 @@ def missing_images(instances: list[dict[str, Any]], client: Any, *, pull: bool) 
 
 
 DOCKER_CLASSES = ("docker", "minisweagent.environments.docker.DockerEnvironment")
+# SWE-ReX's server in a container on this machine's engine: the protocol of its Modal and Fargate deployments
+SWEREX_DOCKER_CLASSES = ("swerex_docker", "minisweagent.environments.extra.swerex_docker.SwerexDockerEnvironment")
+SWEREX_MODAL_CLASSES = ("swerex_modal", "minisweagent.environments.extra.swerex_modal.SwerexModalEnvironment")
+# what to install for an environment class whose packages are missing
+INSTALL = {
+    "swerex_docker": "pip install swe-rex",
+    "swerex_modal": "pip install 'swe-rex[modal]' (then `modal setup`)",
+    "contree": "pip install 'mini-swe-agent[contree]'",
+}
 
 
-def uses_docker(config: dict[str, Any]) -> bool:
-    """Whether the arms' environment runs on this machine's Docker engine (the default)."""
+def inner_environment(config: dict[str, Any]) -> str:
+    """The mini-swe-agent environment the arms' instances run in (inside the ledger's wrapper)."""
     env = config.get("environment") or {}
     inner = env.get("environment_class") or "docker"
     if inner in OUR_ENV_CLASSES:
         inner = env.get("inner_class") or "docker"
-    return inner in DOCKER_CLASSES
+    return inner
+
+
+def uses_docker(config: dict[str, Any]) -> bool:
+    """Whether the arms' environment runs on this machine's Docker engine (the default)."""
+    inner = inner_environment(config)
+    return inner in DOCKER_CLASSES or inner in SWEREX_DOCKER_CLASSES
+
+
+def check_environment(config: dict[str, Any]) -> None:
+    """BadInput unless the arms' environment class can be loaded: a missing package or a misspelt name is
+    one line before the run, not the same error once per instance."""
+    from minisweagent.environments import _ENVIRONMENT_MAPPING, get_environment_class
+
+    inner = inner_environment(config)
+    try:
+        get_environment_class(inner)
+        return
+    except ValueError as e:
+        cause = e.__context__
+    path = _ENVIRONMENT_MAPPING.get(inner, inner)
+    if isinstance(cause, ImportError) and cause.name and "." in path:
+        module = path.rsplit(".", 1)[0]
+        if module != cause.name and not module.startswith(cause.name + "."):  # a package the class needs
+            top = cause.name.split(".")[0]
+            hint = INSTALL.get(inner, f"pip install {top}")
+            raise BadInput(f"--environment-class {inner} needs {top}, which is not installed: {hint}")
+        if inner not in _ENVIRONMENT_MAPPING:
+            raise BadInput(f"--environment-class {inner}: no module named {cause.name}")
+    close = difflib.get_close_matches(inner, list(_ENVIRONMENT_MAPPING), n=1)
+    raise BadInput(
+        f"unknown environment class {inner!r}"
+        + (f" (did you mean {close[0]!r}?)" if close else "")
+        + f"; mini-swe-agent's: {', '.join(_ENVIRONMENT_MAPPING)}, or a class path (package.module.Class)"
+    )
 
 
 def base_config(
@@ -196,17 +239,21 @@ def base_config(
         if not f.is_file():
             raise BadInput(f"--config {f}: no such file")
         specs.append(get_config_from_spec(str(f)))
-    config = recursive_merge(*specs)
-    m = dict(config.get("model") or {})
+    options: dict[str, Any] = {"model": {}}
     if model:
-        m["model_name"] = model
+        options["model"]["model_name"] = model
     if model_class:
-        m["model_class"] = model_class
-    if not m.get("model_name"):
-        raise BadInput("no model: pass -m MODEL (e.g. -m openai/gpt-5-mini) or set model.model_name in --config")
-    config["model"] = m
+        options["model"]["model_class"] = model_class
     if environment_class:
-        config["environment"] = {**(config.get("environment") or {}), "environment_class": environment_class}
+        options["environment"] = {"environment_class": environment_class}
+    config = recursive_merge(*specs, options)
+    if inner_environment(config) in SWEREX_MODAL_CLASSES:
+        # mini-swe-agent's settings for SWE-bench on Modal (a start-up long enough to build the image, the
+        # sandbox's lifetime), under the user's files; its model is not taken
+        modal = get_config_from_spec("swebench_modal.yaml").get("environment") or {}
+        config = recursive_merge(specs[0], {"environment": modal}, *specs[1:], options)
+    if not (config.get("model") or {}).get("model_name"):
+        raise BadInput("no model: pass -m MODEL (e.g. -m openai/gpt-5-mini) or set model.model_name in --config")
     return config
 
 
@@ -221,9 +268,16 @@ def arm_config(config: dict[str, Any], arm: str, run_id: str) -> dict[str, Any]:
     policies = dict(ledger.get("policies") or {})
     policies.setdefault("protected-paths", {"globs": list(SWEBENCH_PROTECTED)})
     ledger["policies"] = policies
+    labels = ["--label", f"{LABEL_RUN}={run_id}", "--label", f"{LABEL_ARM}={arm}"]
     if inner_env in DOCKER_CLASSES:  # labelled, so that an interrupted run leaves no container behind
         run_args = list(env.get("run_args") or ["--rm"])
-        env["run_args"] = run_args + ["--label", f"{LABEL_RUN}={run_id}", "--label", f"{LABEL_ARM}={arm}"]
+        env["run_args"] = run_args + labels
+    if inner_env in SWEREX_DOCKER_CLASSES:
+        deployment = dict(env.get("deployment_extra_kwargs") or {})
+        deployment["docker_args"] = list(deployment.get("docker_args") or []) + labels
+        # the run has the images on the engine before it starts (pulled there, or refused with --no-pull)
+        deployment.setdefault("pull", "never")
+        env["deployment_extra_kwargs"] = deployment
     model = dict(config.get("model") or {})
     inner_model = model.pop("model_class", None) or ""
     if inner_model in OUR_MODEL_CLASSES:
@@ -399,12 +453,15 @@ def run_instance(
 ) -> None:
     from minisweagent.run.benchmarks.swebench import process_instance, remove_from_preds_file
 
+    from ledger_adapters.mini.environment import closing_environments
+
     iid = instance["instance_id"]
     if stopping.is_set():
         return
     started = time.monotonic()
     try:
-        process_instance(instance, arm_dir, config, progress)
+        with closing_environments():  # the instance's container, or sandbox, stopped as it ends
+            process_instance(instance, arm_dir, config, progress)
     finally:
         status = progress.last.get(iid)
         if stopping.is_set():  # cut short by Ctrl-C: not finished, so the next run does it again
