@@ -247,9 +247,20 @@ def _attempt_entry(a: Attempt, state: LedgerState) -> ViewEntry:
         if a.command_class is CommandClass.MODIFY:
             return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {status}; changed no file", a.step)
     holds, why = result_holds(a, state)
-    same = f"; same output as #{a.verdict.ref_step}" if a.verdict.kind is VerdictKind.REUSE else ""
+    twin = _same_as(a, state)
+    same = f"; same output as #{twin}" if twin is not None else ""
     text = f"  #{a.step} {cmd} -> {status}{same}; {'result holds' if holds else why}"
     return ViewEntry(COMMANDS, key, text, a.step, a.step if holds else None)
+
+
+def _same_as(a: Attempt, state: LedgerState) -> int | None:
+    """The step whose identical output ``a``'s answer referred to (a ``whole`` answer), if any."""
+    answer = a.answer or {}
+    if answer.get("kind") != "whole":
+        return None
+    ref = next((p[3] for p in answer.get("pieces") or () if p and p[0] == "same" and len(p) > 3), None)
+    earlier = state.attempt(ref) if isinstance(ref, int) else None
+    return earlier.step if earlier is not None else None
 
 
 def _failing(a: Attempt) -> bool:

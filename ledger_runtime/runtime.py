@@ -71,7 +71,7 @@ from ledger_runtime.decide.gate import (
     describe,
     in_force,
 )
-from ledger_runtime.decide.govern import govern, same_output
+from ledger_runtime.decide.govern import govern
 from ledger_runtime.decide.policies import BUILTINS
 from ledger_runtime.executor import ExecResult
 from ledger_runtime.inform import StateView, render
@@ -977,8 +977,6 @@ class LedgerRuntime:
             answer = self._would_answer(verdict)
         else:
             answer = self._fresh_answer(plan, verdict, output, lines, trunc) if res is not None else raw("")
-        if answer.kind is AnswerKind.WHOLE and verdict.kind is VerdictKind.RUN:
-            verdict = same_output(self.state.attempt(answer.refs[0]))
         shown = answer.text
         shown_hash = None
         record = answer  # the answer as stored: a long raw one over the output as it is stored

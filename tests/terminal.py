@@ -4,6 +4,7 @@ read into a buffer, and its question of where the cursor is gets an answer."""
 from __future__ import annotations
 
 import os
+import re
 import select
 import time
 
@@ -21,3 +22,10 @@ def pump(fd: int, screen: bytearray, seconds: float) -> None:
             screen.extend(data)
             if b"\x1b[6n" in data:  # the program asks where the cursor is
                 os.write(fd, b"\x1b[1;1R")
+
+
+def visible(screen: bytes, tail: int = 1500) -> str:
+    """The last ``tail`` characters of what was drawn, without the terminal's control sequences:
+    what a failing assertion shows."""
+    text = re.sub(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]|\r", b"", bytes(screen))
+    return text.decode("utf-8", "replace")[-tail:]

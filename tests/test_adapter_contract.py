@@ -113,7 +113,8 @@ def test_one_attempt_per_command_with_its_verdict(ran):
     state = ran.loaded.state
     assert [a.command for a in state.attempts] == ran.script["SCRIPT"]
     assert [a.step for a in state.attempts] == list(range(1, len(ran.script["SCRIPT"]) + 1))
-    assert [a.verdict.kind.value for a in state.attempts] == ["RUN", "REUSE", "RUN", "RUN", "REVISE", "RUN", "RUN"]
+    assert [a.verdict.kind.value for a in state.attempts] == ["RUN", "RUN", "RUN", "RUN", "REVISE", "RUN", "RUN"]
+    assert state.attempts[1].answer["kind"] == "whole", "the identical output comes back as a reference"
     assert [a.executed for a in state.attempts] == [True, True, True, True, False, True, True]
     assert [a.exit_code for a in state.attempts] == [0, 0, 0, 0, None, 0, 0]
     assert all(a.applied for a in state.attempts)
@@ -125,7 +126,8 @@ def test_a_repeated_read_comes_back_as_a_reference(ran):
     t = ran.loaded.transcript()
     first, again, _, after_edit = ran.loaded.state.attempts[:4]
     assert ran.loaded.text(first.output_hash) == t.shown(first) == ran.start.decode()
-    assert again.answer["kind"] == "whole" and again.verdict.ref_step == 1
+    assert again.answer["kind"] == "whole" and again.answer["pieces"][0][:1] == ["same"]
+    assert again.verdict.kind.value == "RUN", "it ran: a reference to an identical output is not a reuse"
     shown = t.shown(again)
     assert shown == "[ledger: same as step 1's output (`cat calc.py`, exit 0)]\n"
     assert again.shown_chars == len(shown) < again.output_chars == len(ran.start)
@@ -201,4 +203,4 @@ def test_ledger_run_inspect_reads_the_run(ran):
         env={**os.environ, "COLUMNS": "120"},
     )
     assert proc.returncode == 0, proc.stderr
-    assert "REVISE" in proc.stdout and "REUSE 1, REVISE 1, RUN 5" in proc.stdout
+    assert "REVISE" in proc.stdout and "REVISE 1, RUN 6" in proc.stdout

@@ -128,7 +128,7 @@ def test_a_repeated_command_is_answered_through_updated_tool_output(session: Ses
     state = load(session.run_dir).state
     assert [(a.verdict.kind, a.answer["kind"]) for a in state.attempts] == [
         (VerdictKind.RUN, "raw"),
-        (VerdictKind.REUSE, "whole"),
+        (VerdictKind.RUN, "whole"),
     ]
 
 

@@ -45,7 +45,7 @@ def test_inspect_timeline_and_summary(repo, tmp_path):
     run = make_run(repo, tmp_path)
     r = cli("inspect", str(run))
     assert r.returncode == 0, r.stderr
-    assert "Timeline" in r.stdout and "REUSE" in r.stdout and "calc.py" in r.stdout
+    assert "Timeline" in r.stdout and "whole" in r.stdout and "calc.py" in r.stdout
     assert "modified, +1 -1" in r.stdout
     assert cli("inspect", str(run / "ledger.sqlite")).returncode == 0
 
@@ -54,8 +54,9 @@ def test_inspect_json_is_machine_readable(repo, tmp_path):
     run = make_run(repo, tmp_path)
     data = json.loads(cli("inspect", str(run), "--json").stdout)
     verdicts = [row["verdict"] for row in data["timeline"]]
-    assert verdicts == ["RUN", "REUSE", "NUDGE", "RUN"]  # the edit of a file never read: stale-edit
-    assert data["summary"]["reused"] == 1 and data["summary"]["files_changed"][0]["path"] == "calc.py"
+    assert verdicts == ["RUN", "RUN", "NUDGE", "RUN"]  # the edit of a file never read: stale-edit
+    assert data["summary"]["answers"]["whole"] == 1 and data["summary"]["reused"] == 0
+    assert data["summary"]["files_changed"][0]["path"] == "calc.py"
     assert data["timeline"][2]["files_changed"] == ["calc.py"]
     first, second = data["timeline"][:2]
     assert first["shown"] == first["expanded"] == (repo / "pkg" / "util.py").read_text()

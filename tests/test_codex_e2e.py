@@ -101,7 +101,7 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     rows = [(a.command.splitlines()[0], a.verdict.kind, a.executed, a.exit_code) for a in state.attempts]
     assert rows == [
         ("cat calc.py", VerdictKind.RUN, True, 0),
-        ("cat calc.py", VerdictKind.REUSE, True, 0),
+        ("cat calc.py", VerdictKind.RUN, True, 0),
         (TEST, VerdictKind.RUN, True, 1),
         (TEST, VerdictKind.NUDGE, True, 1),
         ("*** Begin Patch", VerdictKind.RUN, True, 0),
@@ -159,7 +159,8 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     loose = [str(f) for f in codex_files if f.stat().st_mode & 0o077]
     assert not loose, f"Codex's own files are owner-only once the run ends: {loose}"
     inspect = ledger_run("inspect", str(run_dir), "--json", env=env, cwd=repo)
-    assert inspect.returncode == 0 and json.loads(inspect.stdout)["summary"]["reused"] == 1
+    # two references to an identical output: the repeated read, and the repeated failing test (a NUDGE)
+    assert inspect.returncode == 0 and json.loads(inspect.stdout)["summary"]["answers"]["whole"] == 2
 
 
 def test_codex_shadow_runs_everything_and_shows_nothing(codex_env, tmp_path: Path) -> None:
@@ -182,7 +183,8 @@ def test_codex_shadow_runs_everything_and_shows_nothing(codex_env, tmp_path: Pat
     assert p.returncode == 0, p.stderr[-3000:]
     state = load(run_dir).state
     second = state.attempts[1]
-    assert second.verdict.kind is VerdictKind.REUSE and second.executed and not second.applied
+    assert second.verdict.kind is VerdictKind.RUN and second.answer["kind"] == "whole"
+    assert second.executed and not second.applied
     assert rollout_commands(run_dir)["call_1"][-1] == "cat calc.py"
     assert not any("ledger" in t for body in fake.agent_requests for t in developer_texts(body))
 
@@ -295,7 +297,7 @@ def test_codex_tui_with_the_ledger(codex_env, tmp_path: Path) -> None:
     state = load(run_dir).state
     assert [(a.command, a.verdict.kind, a.executed) for a in state.attempts] == [
         ("cat calc.py", VerdictKind.RUN, True),
-        ("cat calc.py", VerdictKind.REUSE, True),
+        ("cat calc.py", VerdictKind.RUN, True),
     ], screen[-2000:]
     assert state.attempts[1].answer["kind"] == "whole"
     assert state.baseline.task == "what is wrong with calc.py"

@@ -157,7 +157,8 @@ def _recorded_session(session: Session) -> None:
     out, code = session.codex_runs(decision["updatedInput"]["command"], "c0-again")
     assert out.startswith("[ledger: same as step 1's output (`cat calc.py`, exit 0)") and code == 0
     again = session.state().attempts[1]
-    assert again.verdict.kind is VerdictKind.REUSE and again.executed and again.command == "cat calc.py"
+    assert again.verdict.kind is VerdictKind.RUN and again.answer["kind"] == "whole"
+    assert again.executed and again.command == "cat calc.py"
     note = context(
         session.send("PostToolUse", {**session.payload("PostToolUse", "Bash"), "tool_use_id": "c0-again"})[0]
     )

@@ -162,7 +162,7 @@ def test_toolcall_model_several_calls_share_a_step_and_a_note_follows_tool_resul
     steps = [a.step for a in load(tmp_path / "run").state.attempts]
     assert steps == [1, 1, 2, 2, 3]
     tools = [m for m in agent.messages if m["role"] == "tool"]
-    assert tools[2]["extra"]["ledger"]["verdict"] == "REUSE" and tools[2]["tool_call_id"] == "call_c"
+    assert tools[2]["extra"]["ledger"]["answer"] == "whole" and tools[2]["tool_call_id"] == "call_c"
     assert tools[2]["content"].count("[ledger: same as step 1's output (`cat calc.py`, exit 0)") == 1
 
 
@@ -229,7 +229,11 @@ def test_litellm_model_with_mock_response(tmp_path):
     finally:
         litellm.callbacks = []
     tools = [m for m in agent.messages if m["role"] == "tool"]
-    assert [t["extra"]["ledger"]["verdict"] for t in tools] == ["RUN", "REUSE", "REUSE"]
+    assert [(t["extra"]["ledger"]["verdict"], t["extra"]["ledger"]["answer"]) for t in tools] == [
+        ("RUN", "raw"),
+        ("RUN", "whole"),
+        ("RUN", "whole"),
+    ]
     assert len(seen) == 3 and seen[2][-1]["role"] == "user" and "<ledger_update" in seen[2][-1]["content"]
     assert seen[2][-2]["role"] == "tool" and seen[2][: len(seen[1])] == seen[1], "nothing sent before changed"
 
@@ -351,7 +355,7 @@ def test_ledger_run_mini_command(tmp_path):
     assert (run / "trajectory.traj.json").stat().st_mode & 0o777 == 0o600
     assert f"ledger: {run / 'ledger.sqlite'}" in r.stdout.replace("\n", "") or str(run / "ledger.sqlite") in r.stdout
     state = load(run).state
-    assert [a.verdict.kind.value for a in state.attempts] == ["RUN", "RUN", "REUSE", "RUN", "REVISE", "RUN"]
+    assert [a.verdict.kind.value for a in state.attempts] == ["RUN", "RUN", "RUN", "RUN", "REVISE", "RUN"]
     assert state.attempts[4].verdict.rule == "verify-before-submit" and not state.attempts[4].executed
     assert state.baseline.task == "make add add"
     assert json.loads((run / "trajectory.traj.json").read_text())["info"]["exit_status"] == "Submitted"

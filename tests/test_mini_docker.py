@@ -61,7 +61,7 @@ def test_scripted_agent_in_a_container(docker_image, tmp_path, transport):
     assert info["exit_status"] == "Submitted"
     assert info["submission"].startswith("diff --git a/calc.py b/calc.py") and "@@ledger" not in info["submission"]
     verdicts = [m["extra"]["ledger"]["verdict"] for m in agent.messages if "ledger" in (m.get("extra") or {})]
-    assert verdicts == ["RUN", "REUSE", "RUN", "NUDGE", "RUN", "RUN", "RUN"]
+    assert verdicts == ["RUN", "RUN", "RUN", "NUDGE", "RUN", "RUN", "RUN"]
     shown = [m["content"] for m in agent.messages if "ledger" in (m.get("extra") or {})]
     assert "[ledger: same as step 1's output (`cat calc.py`, exit 0)" in shown[1]
     state = load(tmp_path / "run").state
@@ -226,5 +226,6 @@ def test_mini_extra_swebench_runs_the_adapter_by_class_path(docker_image, tmp_pa
     ledger_path = traj["info"]["ledger"]["path"]
     assert ledger_path == str((out / "demo__calc-1" / "ledger" / "ledger.sqlite").resolve())
     state = load(ledger_path).state
-    assert [a.verdict.kind.value for a in state.attempts][:2] == ["RUN", "REUSE"]
+    assert [a.verdict.kind.value for a in state.attempts][:2] == ["RUN", "RUN"]
+    assert state.attempts[1].answer["kind"] == "whole"
     assert state.baseline.task.startswith("add() subtracts")

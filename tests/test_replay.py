@@ -87,7 +87,7 @@ def test_replay_verdicts_soundness_and_oracle(tmp_path):
     t = from_traj_json(traj_file(tmp_path / "a.traj.json", "demo__calc-1", COMMANDS))
     res = replay_one(t, settings(tmp_path, bare, commit, "demo__calc-1"))
     rows = res["rows"]
-    assert [r["verdict"] for r in rows] == ["RUN", "REUSE", "RUN", "RUN", "RUN", "NUDGE", "RUN", "RUN", "RUN", "REVISE"]
+    assert [r["verdict"] for r in rows] == ["RUN", "RUN", "RUN", "RUN", "RUN", "NUDGE", "RUN", "RUN", "RUN", "REVISE"]
     assert [r["answer"] for r in rows] == [
         "raw",
         "whole",

@@ -40,7 +40,8 @@ def test_an_identical_output_comes_back_as_a_reference_and_always_runs(repo, tmp
     first = rt.run("cat pkg/util.py", EX)
     again = rt.run("cat  pkg/util.py", EX)
     assert again.executed, "every read runs"
-    assert again.verdict.kind is VerdictKind.REUSE and again.verdict.ref_step == 1
+    assert again.verdict.kind is VerdictKind.RUN, "a reference to an identical output is not a reuse"
+    assert rt.state.attempts[-1].answer["kind"] == "whole"
     assert again.output.startswith("[ledger: same as step 1's output (`cat pkg/util.py`, exit 0)")
     assert len(again.output) < 120 and again.returncode == 0
     assert expanded(rt, again.attempt_id) == first.output
@@ -169,7 +170,7 @@ def test_shadow_mode_always_executes_and_returns_real_output(repo, tmp_path):
     rt = runtime(repo, tmp_path, shadow=True)
     a = rt.run("cat pkg/util.py", EX)
     b = rt.run("cat pkg/util.py", EX)
-    assert b.executed and b.output == a.output and b.verdict.kind is VerdictKind.REUSE
+    assert b.executed and b.output == a.output and b.verdict.kind is VerdictKind.RUN
     att = rt.state.attempts[-1]
     assert not att.applied and att.shown_chars < 120, "the ledger keeps what the model would have got"
     assert expanded(rt, att.id) == b.output
@@ -181,7 +182,7 @@ def test_govern_off_decides_but_never_applies(repo, tmp_path):
     rt = runtime(repo, tmp_path, govern=False)
     rt.run("cat pkg/util.py", EX)
     r = rt.run("cat pkg/util.py", EX)
-    assert r.executed and "[ledger" not in r.output and rt.state.attempts[-1].verdict.kind is VerdictKind.REUSE
+    assert r.executed and "[ledger" not in r.output and rt.state.attempts[-1].answer["kind"] == "whole"
 
 
 def test_submission_output_is_never_touched(repo, tmp_path):
@@ -278,7 +279,7 @@ def test_reopening_a_run_continues_it(repo, tmp_path):
     rt.close()
     rt2 = runtime(repo, tmp_path)
     r = rt2.run("cat pkg/util.py", EX)
-    assert r.verdict.kind is VerdictKind.REUSE and rt2.state.attempts[-1].id == 2, "what the model holds is restored"
+    assert r.answer == "whole" and rt2.state.attempts[-1].id == 2, "what the model holds is restored"
     assert expanded(rt2, 2) == first.output
 
 

@@ -94,7 +94,7 @@ def test_a_scripted_agent_through_a_swerex_server(swerex_image, tmp_path):  # no
     assert info["submission"].startswith("diff --git a/calc.py b/calc.py") and "@@ledger" not in info["submission"]
     assert "+    return a + b" in info["submission"]
     state = load(tmp_path / "run").state
-    assert [a.verdict.kind for a in state.attempts][:2] == [VerdictKind.RUN, VerdictKind.REUSE]
+    assert [a.verdict.kind for a in state.attempts][:2] == [VerdictKind.RUN, VerdictKind.RUN]
     shown = [m["content"] for m in agent.messages if "ledger" in (m.get("extra") or {})]
     assert "[ledger: same as step 1's output (`cat calc.py`, exit 0)" in shown[1], "the repeat: a reference"
     reread = state.attempts[4]
@@ -184,7 +184,7 @@ def test_ledger_run_swebench_on_swerex(swerex_image, tmp_path):  # noqa: F811
         assert traj["info"]["config"]["inner_environment_type"].endswith("SwerexDockerEnvironment")
         assert traj["info"]["config"]["environment"]["image"] == swerex_image
     state = load(out / "ledger" / "demo__calc-1" / "ledger").state
-    assert [a.verdict.kind for a in state.attempts][:2] == [VerdictKind.RUN, VerdictKind.REUSE]
+    assert [a.verdict.kind for a in state.attempts][:2] == [VerdictKind.RUN, VerdictKind.RUN]
     assert state.attempts[1].applied and state.attempts[1].answer["kind"] == "whole"
     assert any(m.path == "/testbed/calc.py" and m.recognised for m in state.modifications)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from ledger_runtime.analysis.commands import Analysis
 from ledger_runtime.decide.current import Current
 from ledger_runtime.ledger.state import LedgerState
-from ledger_runtime.records import Attempt, CommandClass, ReuseForm, Verdict, VerdictKind
+from ledger_runtime.records import Attempt, CommandClass, Verdict, VerdictKind
 
 if TYPE_CHECKING:
     from ledger_runtime.config import LedgerConfig
@@ -59,15 +59,3 @@ def govern(proposal: Analysis, state: LedgerState, current: Current, config: Led
             ref_step=cand.step,
         )
     return Verdict(VerdictKind.RUN)
-
-
-def same_output(ref: Attempt | None) -> Verdict:
-    """The verdict of a command that ran and printed exactly an earlier output the model still holds
-    (answered with a reference to it): a REUSE of that output, by reference."""
-    return Verdict(
-        VerdictKind.REUSE,
-        "its output is identical to an earlier output the model holds",
-        ref_attempt=ref.id if ref else None,
-        ref_step=ref.step if ref else None,
-        form=ReuseForm.REFERENCE,
-    )
