@@ -36,6 +36,7 @@ class ViewSettings(Section):
     recent_attempts: int = setting(8, integer(0))
     """How many recent commands the state view lists at most."""
 
+
 MAX_SPANS = 6  # line ranges listed per seen file (a grep -n over a long file can leave hundreds)
 
 # how the state view is introduced where an adapter puts it into the prompt

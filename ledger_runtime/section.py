@@ -80,7 +80,8 @@ def number(*, above: float | None = None, at_least: float | None = None, infinit
 BOOLEAN = Check("true or false", lambda v: v if isinstance(v, bool) else None)
 TEXT = Check("a string", lambda v: v if isinstance(v, str) else None)
 STRINGS = Check(
-    "a list of strings", lambda v: list(v) if isinstance(v, (list, tuple)) and all(isinstance(s, str) for s in v) else None
+    "a list of strings",
+    lambda v: list(v) if isinstance(v, (list, tuple)) and all(isinstance(s, str) for s in v) else None,
 )
 TABLE = Check("a table", lambda v: dict(v) if isinstance(v, dict) else None)
 

@@ -77,7 +77,7 @@ def test_verdict_kinds_that_execute():
 
 
 def test_config_defaults_and_toml(tmp_path):
-    assert LedgerConfig().view_budget_tokens == 1200
+    assert LedgerConfig().view.budget_tokens == 1200
     f = tmp_path / "ledger.toml"
     f.write_text('[ledger]\ndedupe = "whole"\nview_budget_tokens = 600\n')
     c = load_config(f, shadow=True)

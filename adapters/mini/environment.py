@@ -260,7 +260,9 @@ class LedgerEnvironment:
             workspace=workspace,
             secrets=secrets,
             submission=SUBMISSION,
-            truncation=Truncation(config.output_limit_chars, config.output_head_chars, config.output_tail_chars),
+            truncation=Truncation(
+                config.truncation.limit_chars, config.truncation.head_chars, config.truncation.tail_chars
+            ),
         )
 
     @property
@@ -470,9 +472,9 @@ class LedgerModel:
             read, write = self.cache_ratios or _cache_ratios(getattr(self.inner.config, "model_name", ""))
             self.history = History(
                 policy=rt.config.context_policy,
-                notes=ViewNotes(limit_chars=rt.config.context_note_chars),
+                notes=ViewNotes(limit_chars=rt.config.context.note_chars),
                 sticky=Sticky(cache_ratio=read, write_ratio=write),
-                view_share=rt.config.view_share,
+                view_share=rt.config.context.view_share,
             )
         return self.history
 

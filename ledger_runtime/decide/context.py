@@ -82,7 +82,12 @@ class ContextSettings(Section):
     view's notes, the model is sent."""
 
     name = "context"
-    flat = {"context": "policy", "context_steps": "steps", "context_note_chars": "note_chars", "view_share": "view_share"}
+    flat = {
+        "context": "policy",
+        "context_steps": "steps",
+        "context_note_chars": "note_chars",
+        "view_share": "view_share",
+    }
 
     policy: str = setting("full", TEXT)
     """What of the agent's earlier outputs is sent to the model (the agent's history is not changed):
