@@ -92,8 +92,13 @@ class LedgerConfig(Section):
         """A copy with some settings changed: flat names (``dedupe_min_lines=3``), keys of its own
         (``shadow=True``) or whole sections (``dedupe={"min_lines": 3}`` or a ``DedupeSettings``);
         unknown names are an error."""
-        given, names = settings_in(changes, origin="config")
-        return _build({**_every(self), **given}, names, origin="config")
+        return self.updated(changes)
+
+    def updated(self, changes: Mapping[str, Any], *, origin: str = "config") -> LedgerConfig:
+        """``with_`` for a mapping from somewhere (``origin`` starts an error): a mini-swe-agent
+        config's ``environment.ledger`` keys, the command line's."""
+        given, names = settings_in(changes, origin=origin)
+        return _build({**_every(self), **given}, names, origin=origin)
 
     def to_dict(self) -> dict[str, Any]:
         """Every setting under its flat name, as plain values (the settings' words, not their enums):
@@ -171,6 +176,8 @@ def settings_in(
                 put((key, k), v, f"{prefix}{key}.{k}")
         elif key in FLAT:
             put(FLAT[key], value, prefix + key)
+        elif kind is not None:
+            raise ConfigError(f"{origin}: {prefix + key}: expected a table ([{dotted(key, '')}]), got {value!r}")
         else:
             known = [*LedgerConfig.keys(), *(f"[{name}]" for name in SECTIONS)]
             raise ConfigError(

@@ -216,7 +216,9 @@ def test_the_post_hooks_test_reads_in_any_login_shell(tmp_path: Path, shell: str
 
 
 def _slow_rule_config() -> LedgerConfig:
-    return LedgerConfig().with_(policies={"slow": {"check": "custom_rules:slow", "verdict": "BLOCK", "time_limit_s": 2.0}})
+    return LedgerConfig().with_(
+        policies={"slow": {"check": "custom_rules:slow", "verdict": "BLOCK", "time_limit_s": 2.0}}
+    )
 
 
 def test_a_slow_event_does_not_hold_up_a_wrappers_begin(tmp_path: Path) -> None:

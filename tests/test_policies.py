@@ -36,7 +36,11 @@ def repo(tmp_path: Path) -> Path:
 
 def runtime(repo: Path, tmp_path: Path, policies: dict | None = None, **cfg) -> LedgerRuntime:
     return LedgerRuntime(
-        repo, tmp_path / "run", LedgerConfig().with_(policies=policies or {}, **cfg), task="fix add", submission=SUBMISSION
+        repo,
+        tmp_path / "run",
+        LedgerConfig().with_(policies=policies or {}, **cfg),
+        task="fix add",
+        submission=SUBMISSION,
     )
 
 

@@ -22,7 +22,9 @@ EX = LocalExecutor(timeout=30)
 
 
 def runtime(repo: Path, tmp_path: Path, **cfg) -> LedgerRuntime:
-    return LedgerRuntime(repo, tmp_path / "run", LedgerConfig().with_(**cfg), task="Make test_add pass", submission=SUBMISSION)
+    return LedgerRuntime(
+        repo, tmp_path / "run", LedgerConfig().with_(**cfg), task="Make test_add pass", submission=SUBMISSION
+    )
 
 
 def kinds(rt, *cmds):

@@ -56,7 +56,6 @@ from ledger_runtime import (
     Sticky,
     Truncation,
     ViewNotes,
-    from_mapping,
     load_config,
     secret_values,
 )
@@ -238,7 +237,7 @@ class LedgerEnvironment:
             if k not in ("run_dir", "config_file", "task", "workdir", "helper_transport")
         }
         config = load_config(self.settings.config_file) if self.settings.config_file else LedgerConfig()
-        config = from_mapping({**config.to_dict(), **extra}, origin="ledger settings")
+        config = config.updated(extra, origin="ledger settings")  # flat names or sections, over the file
         workspace = None
         workdir = self.settings.workdir or getattr(getattr(self.inner, "config", None), "cwd", "") or os.getcwd()
         if not _runs_here(self.inner):
