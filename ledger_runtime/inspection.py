@@ -203,7 +203,7 @@ def changes(loaded: Loaded, mods: Iterable[Any]) -> list[dict[str, Any]]:
 
 def _visible_counter(state: LedgerState):
     """Characters of a text of n characters that the model sees once the agent has cut it (the run's
-    output_limit_chars, head and tail; replay.visible_chars does the same from the text)."""
+    truncation settings, recorded under their flat names; replay.visible_chars does the same from the text)."""
     cfg = state.run.get("config") or {}
     default = LedgerConfig().truncation
     limit = cfg.get("output_limit_chars", default.limit_chars)

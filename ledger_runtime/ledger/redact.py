@@ -3,7 +3,7 @@ the agent's business.
 
 A ``Redactor`` masks the values of the environment's secret-looking variables, well-known token
 shapes (AWS, OpenAI and Anthropic, GitHub, Slack, Google keys; ``NAME_TOKEN=...`` assignments;
-``Authorization:`` headers) and the user's own patterns (setting ``redact_patterns``). A masked
+``Authorization:`` headers) and the user's own patterns (setting ``[ledger.redaction]`` ``patterns``). A masked
 character becomes ``*``: the text keeps its length and its lines, and a line masks the same way
 wherever it stands (no pattern reaches across a line end). So offsets into an answer stay true, an
 answer masked on its own expands to its output masked on its own, and a run of lines two outputs
@@ -88,7 +88,7 @@ BUILTIN_PATTERNS = TOKEN_SHAPES + (
 
 
 class RedactError(ValueError):
-    """A pattern of the setting ``redact_patterns`` that cannot be used; the message names it."""
+    """A pattern of the setting ``redaction.patterns`` that cannot be used; the message names it."""
 
 
 def compile_patterns(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:

@@ -20,7 +20,7 @@ from git. A root that is not in a git repository gets a small built-in ignore li
 vanish mid-scan, unreadable directories, symlinks, FIFOs and non-UTF-8 names are all handled
 without raising.
 
-Bounds (``ScanBounds``; settings ``scan_budget_s``, ``scan_max_new_entries``, ``scan_max_depth``).
+Bounds (``ScanBounds``; settings ``[ledger.scanning]`` ``budget_s``, ``max_new_entries``, ``max_depth``).
 What is new since the last scan (names a listing had not shown before) is taken in level by level:
 listed, classified with git (one ``check-ignore`` per level, for every directory of the level at
 once), hashed. Each new entry is charged to the topmost directory new in this scan above it, or to
