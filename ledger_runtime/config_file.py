@@ -8,15 +8,15 @@ import inspect
 import json
 import re
 import textwrap
-from dataclasses import fields
 from pathlib import Path
 
-from ledger_runtime.config import LedgerConfig, load_config
+from ledger_runtime.config import FLAT, SECTIONS, LedgerConfig, load_config
+from ledger_runtime.section import Section, dotted
 
 
-def setting_docs() -> dict[str, str]:
-    """Setting name -> its description (the docstring under the field in config.py)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(LedgerConfig)))
+def _docs_of(kind: type[Section]) -> dict[str, str]:
+    """Key -> its description (the docstring under the field in the section's class)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(kind)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
     for node, after in zip(body, body[1:]):
@@ -29,6 +29,16 @@ def setting_docs() -> dict[str, str]:
         ):
             docs[node.target.id] = " ".join(after.value.value.split()).replace("``", "`")
     return docs
+
+
+def setting_docs() -> dict[str, str]:
+    """Every setting's sectioned name (``ledger.dedupe.min_lines``) -> its description (the docstring
+    under its field, in the room that owns the section)."""
+    out = {dotted("", k): d for k, d in _docs_of(LedgerConfig).items() if k in LedgerConfig.keys()}
+    for name, kind in SECTIONS.items():
+        docs = _docs_of(kind)
+        out.update({dotted(name, "" if k == kind.whole else k): docs.get(k, "") for k in kind.keys()})
+    return out
 
 
 def toml_inline(value: object) -> str:
@@ -50,27 +60,35 @@ def _toml_key(key: str) -> str:
     return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
 
 
+def _comment(text: str, width: int) -> list[str]:
+    return [f"# {line}" for line in textwrap.wrap(text, width - 2, break_on_hyphens=False)]
+
+
 def starter_toml(width: int = 100) -> str:
-    """The defaults as TOML, every key commented out (a file made from it changes nothing until a
-    line is uncommented), each under what it does."""
+    """The defaults as TOML in their sections, every key commented out (a file made from it changes
+    nothing until a line is uncommented), each under what it does."""
     docs = setting_docs()
     default = LedgerConfig()
     out = [
-        "# ledger-run settings: ledger-run mini|codex --ledger-config FILE (or a [ledger] table in a larger",
-        "# file, with every setting in that table). Every line below is a default, commented out: uncomment",
-        "# what you change. Every setting at more length: docs/settings.md.",
+        "# ledger-run settings: ledger-run mini|codex --ledger-config FILE (or the [ledger] tables in a larger",
+        "# file). Every line below is a default, commented out: uncomment what you change. Each room's",
+        "# settings are a table; the flat names of older files (dedupe_min_lines = 3) still load.",
+        "# Every setting at more length, and its flat name: docs/settings.md.",
         "# Check a file with: ledger-run config --check FILE",
         "",
+        "[ledger]",
     ]
-    for f in fields(LedgerConfig):
-        if f.name == "policies":
+    for key in LedgerConfig.keys():
+        out += [*_comment(docs[dotted("", key)], width), f"# {key} = {toml_inline(getattr(default, key))}", ""]
+    for name, kind in SECTIONS.items():
+        section = getattr(default, name)
+        out += ["", f"[{dotted(name, '')}]"]
+        if kind.whole:
+            out += _comment(docs[dotted(name, "")], width)
+            out += [f"# [{dotted(name, 'protected-paths')}]", '# globs = ["tests/*"]', ""]
             continue
-        for line in textwrap.wrap(docs.get(f.name, ""), width - 2, break_on_hyphens=False):
-            out.append(f"# {line}")
-        out += [f"# {f.name} = {toml_inline(getattr(default, f.name))}", ""]
-    for line in textwrap.wrap(docs.get("policies", ""), width - 2, break_on_hyphens=False):
-        out.append(f"# {line}")
-    out += ["# [policies.protected-paths]", '# globs = ["tests/*"]', ""]
+        for key, value in section.table().items():
+            out += [*_comment(docs[dotted(name, key)], width), f"# {key} = {toml_inline(value)}", ""]
     return "\n".join(out)
 
 
@@ -80,10 +98,10 @@ def check(path: Path) -> LedgerConfig:
 
 
 def changed(config: LedgerConfig) -> dict[str, object]:
-    """The settings that differ from the defaults."""
-    default = LedgerConfig()
-    return {
-        f.name: getattr(config, f.name)
-        for f in fields(LedgerConfig)
-        if getattr(config, f.name) != getattr(default, f.name)
-    }
+    """The settings that differ from the defaults, by their sectioned names (``ledger.dedupe.min_lines``)."""
+    default, mine = LedgerConfig().to_dict(), config.to_dict()
+    out = {}
+    for flat, (section, key) in FLAT.items():
+        if mine[flat] != default[flat]:
+            out[dotted(section, "" if key == getattr(SECTIONS.get(section), "whole", None) else key)] = mine[flat]
+    return out

@@ -17,10 +17,25 @@ from ledger_runtime.analysis.commands import RAW_ESCAPE
 from ledger_runtime.analysis.display import short_command
 from ledger_runtime.ledger.state import UNKNOWN, LedgerState
 from ledger_runtime.records import Attempt, CommandClass, LineSpan, Modification, VerdictKind
+from ledger_runtime.section import Section, integer, setting
 from ledger_runtime.workspace.scanner import relative
 
 if TYPE_CHECKING:
     from ledger_runtime.config import LedgerConfig
+
+
+@dataclass(frozen=True)
+class ViewSettings(Section):
+    """The ``[ledger.view]`` settings: how large the state view is."""
+
+    name = "view"
+    flat = {"view_budget_tokens": "budget_tokens", "view_recent_attempts": "recent_attempts"}
+
+    budget_tokens: int = setting(1200, integer(1))
+    """Budget of the state view, in tokens estimated as characters / 4."""
+    recent_attempts: int = setting(8, integer(0))
+    """How many recent commands the state view lists at most."""
+
 
 MAX_SPANS = 6  # line ranges listed per seen file (a grep -n over a long file can leave hundreds)
 
@@ -344,7 +359,7 @@ def view_entries(
         out.append(ViewEntry("", ("answers",), ESCAPE_LINE.format(escape=RAW_ESCAPE), 0))
     out += _changed_entries(state)
     out += _seen_entries(state)
-    recent = state.attempts[-config.view_recent_attempts :] if config.view_recent_attempts else []
+    recent = state.attempts[-config.view.recent_attempts :] if config.view.recent_attempts else []
     out += [_attempt_entry(a, state) for a in recent]
     for last in (_last_failing_run(state), _last_refusal(state, as_applied)):
         if last is not None:
@@ -375,11 +390,11 @@ def render(
     policies: str | None = None,
     as_applied: bool = False,
 ) -> StateView:
-    """The state view of ``state`` under ``config.view_budget_tokens``; its ``entries`` are every line
+    """The state view of ``state`` under ``config.view.budget_tokens``; its ``entries`` are every line
     of it, unbudgeted (what notes are made of). ``as_applied``: see ``view_entries``."""
     every = tuple(view_entries(state, config, policies=policies, as_applied=as_applied))
     entries = [e for e in every if not e.quiet]
-    budget_chars = config.view_budget_tokens * 4
+    budget_chars = config.view.budget_tokens * 4
     open_tag, close_tag = f'<ledger_state step="{state.step}">', "</ledger_state>"
     # what goes first when the view is over its budget: the oldest seen file, then command, then
     # changed file; the fewest dropped that fit (a binary search: the text shortens with each)
@@ -394,7 +409,7 @@ def render(
         gone = set(order[:omitted])
         kept = [e for i, e in enumerate(entries) if i not in gone]
         tail = (
-            [f"({omitted} older entries left out to stay within {config.view_budget_tokens} tokens)"] if omitted else []
+            [f"({omitted} older entries left out to stay within {config.view.budget_tokens} tokens)"] if omitted else []
         )
         if not kept and not omitted:
             tail = ["Nothing recorded yet."]

@@ -25,7 +25,7 @@ from rich.text import Text
 from ledger_runtime.analysis.display import short_command
 from ledger_runtime.answers.build import ExpandError
 from ledger_runtime.answers.transcript import Transcript
-from ledger_runtime.config import LedgerConfig, from_mapping
+from ledger_runtime.config import LedgerConfig, from_mapping, is_setting
 from ledger_runtime.inform import render
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LEDGER_FILE, LedgerStore, NotALedger
@@ -60,7 +60,7 @@ class Loaded:
     def config(self) -> LedgerConfig:
         raw = self.state.run.get("config") or {}
         try:
-            return from_mapping({k: v for k, v in raw.items() if k in LedgerConfig.__dataclass_fields__})
+            return from_mapping({k: v for k, v in raw.items() if is_setting(k)})
         except ValueError:
             return LedgerConfig()
 
@@ -203,13 +203,11 @@ def changes(loaded: Loaded, mods: Iterable[Any]) -> list[dict[str, Any]]:
 
 def _visible_counter(state: LedgerState):
     """Characters of a text of n characters that the model sees once the agent has cut it (the run's
-    output_limit_chars, head and tail; replay.visible_chars does the same from the text)."""
+    truncation settings, recorded under their flat names; replay.visible_chars does the same from the text)."""
     cfg = state.run.get("config") or {}
-    default = LedgerConfig()
-    limit = cfg.get("output_limit_chars", default.output_limit_chars)
-    kept = cfg.get("output_head_chars", default.output_head_chars) + cfg.get(
-        "output_tail_chars", default.output_tail_chars
-    )
+    default = LedgerConfig().truncation
+    limit = cfg.get("output_limit_chars", default.limit_chars)
+    kept = cfg.get("output_head_chars", default.head_chars) + cfg.get("output_tail_chars", default.tail_chars)
     return lambda n: n if n < limit else min(n, kept)
 
 
@@ -303,7 +301,7 @@ def _policies(loaded: Loaded, state: LedgerState) -> str | None:
 
     config = loaded.config
     try:
-        rules = build_rules(config.policies, state.baseline.root if state.baseline else "", BUILTINS)
+        rules = build_rules(config.policies.rules, state.baseline.root if state.baseline else "", BUILTINS)
     except PolicyError:
         rules = []
     return in_force(config, rules)

@@ -43,7 +43,6 @@ from ledger_runtime.answers.build import (
     Answer,
     AnswerKind,
     Cut,
-    DedupeSettings,
     ExpandError,
     Piece,
     Source,
@@ -85,7 +84,7 @@ from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LedgerStore, StoreError
 from ledger_runtime.records import Attempt, CommandClass, Modification, ReuseForm, Verdict, VerdictKind
 from ledger_runtime.workspace.local import LocalWorkspace, Workspace
-from ledger_runtime.workspace.scanner import Change, ScanBounds, Snapshot, delta
+from ledger_runtime.workspace.scanner import Change, Snapshot, delta
 from ledger_runtime.workspace.signatures import PENDING
 
 MAX_WATCHED = 4096
@@ -210,30 +209,28 @@ class LedgerRuntime:
         # what the ledger keeps has the secrets masked: this process's environment's, and
         # ``secrets`` (values an adapter gives the agent's commands, a container's environment)
         self.redactor = (
-            Redactor.for_run(os.environ, self.config.redact_patterns).with_values(secrets)
-            if self.config.redact
+            Redactor.for_run(os.environ, self.config.redaction.patterns).with_values(secrets)
+            if self.config.redaction.enabled
             else Redactor.off()
         )
         self._clean = CleanOutputs()  # long outputs stored as printed: the next like them is masked in what differs
         self.fault_log = FaultLog(self.run_dir, self.redactor)  # none ever stops the agent
-        self.dedupe = DedupeSettings(self.config.dedupe, self.config.dedupe_min_lines, self.config.dedupe_min_saving)
-        self.truncation = truncation or Truncation(
-            self.config.output_limit_chars, self.config.output_head_chars, self.config.output_tail_chars
-        )
+        self.dedupe = self.config.dedupe
+        self.truncation = truncation or self.config.truncation.truncation()
         # the run directory may lie inside the workspace (`-o ledger-runs/...` from the repository):
         # its files are the ledger's own, never the agent's work
         self.workspace = workspace or LocalWorkspace(
             self.workdir,
-            max_hash_bytes=self.config.max_hash_bytes,
+            max_hash_bytes=self.config.scanning.max_hash_bytes,
             exclude=[str(self.run_dir.resolve())],
-            bounds=ScanBounds(self.config.scan_budget_s, self.config.scan_max_new_entries, self.config.scan_max_depth),
+            bounds=self.config.scanning.bounds,
             report=self._fault,
         )
         self.store = LedgerStore.create(self.run_dir, redactor=self.redactor)
         self.fault_log.store = self.store
         self.state = LedgerState.from_events(self.store.events())
         self.modifications = Modifications(self.store, self.state, self.workspace, self.redactor)
-        self.rules = build_rules(self.config.policies, self.workdir, BUILTINS)
+        self.rules = build_rules(self.config.policies.rules, self.workdir, BUILTINS)
         self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
         self._now: int | None = None  # the step being answered
         self.delivered = Delivered(self._alive)
@@ -292,7 +289,7 @@ class LedgerRuntime:
         view = self.view_for_notes()
         if view is None:
             return ""
-        share = self.config.view_share
+        share = self.config.context.view_share
         budget = None if math.isinf(share) else int(self.spared_total() * share) - notes.chars
         if dry_run:
             notes = dataclasses.replace(notes, notes=list(notes.notes))
@@ -336,7 +333,9 @@ class LedgerRuntime:
             return
         if self.workspace.scan_is_cheap:
             try:
-                self._take_between(self.workspace.scan(keep_limit=self.config.max_content_bytes), self.state.step + 1)
+                self._take_between(
+                    self.workspace.scan(keep_limit=self.config.scanning.max_content_bytes), self.state.step + 1
+                )
             except Exception as e:
                 self._fault("scanning before the model's turn", e)
             return
@@ -344,7 +343,7 @@ class LedgerRuntime:
 
         def work() -> None:
             try:
-                box.append(self.workspace.scan(keep_limit=self.config.max_content_bytes))
+                box.append(self.workspace.scan(keep_limit=self.config.scanning.max_content_bytes))
             except BaseException as e:  # reported when the result is taken
                 box.append(e)
 
@@ -386,7 +385,7 @@ class LedgerRuntime:
         self._last = snap
 
     def _scans_before(self) -> bool:
-        return self.config.rescan_before_command and self.workspace.rescan_before_command
+        return self.config.scanning.rescan_before_command and self.workspace.rescan_before_command
 
     def complete(self, attempt_id: int, res: ExecResult) -> None:
         """Fold in what an executed command that was recorded unfinished gave in the end (an agent
@@ -515,7 +514,7 @@ class LedgerRuntime:
         # A reader needs no scan: it changes nothing, and what it shows is checked against the files
         # after it ran. Changes made before it are found by the next scan that does run.
         if (self._scans_before() and not analysis.readonly and prescanned is None) or self._last is None:
-            self._take_between(self.workspace.scan(keep_limit=self.config.max_content_bytes), step)
+            self._take_between(self.workspace.scan(keep_limit=self.config.scanning.max_content_bytes), step)
         before = self._last
         pre_keys = {k for k in analysis.read_keys if k[:2] in SIGNED} if analysis.pure else set()
         sigs = self.workspace.sign_many(pre_keys, exact=False)
@@ -566,7 +565,7 @@ class LedgerRuntime:
         ``context_steps`` steps before it (0: all)."""
         if now is None:
             now = self._now if self._now is not None else self.state.step + 1
-        window = now - self.config.context_steps if self.config.context_steps > 0 else 0
+        window = now - self.config.context.steps if self.config.context.steps > 0 else 0
         return max(self.state.context_floor, window)
 
     def holds(self, attempt_id: int) -> bool:
@@ -759,7 +758,7 @@ class LedgerRuntime:
             return False  # no longer a file there
         cached = self._current.get(line.path)
         if cached is None or cached[0] != fs.digest:
-            data = self.workspace.content(line.path, self.config.max_content_bytes)
+            data = self.workspace.content(line.path, self.config.scanning.max_content_bytes)
             cached = (fs.digest, split_lines(data.decode("utf-8", "replace")) if data is not None else None)
             self._current[line.path] = cached
         lines = cached[1]
@@ -794,7 +793,7 @@ class LedgerRuntime:
         (masked first: a cut through a secret would leave a piece no pattern knows) - what a check
         of its answer compares the expansion with. (A long output like one stored as printed is
         masked in what differs: clean_outputs.py.)"""
-        limit = self.config.max_stored_output_chars
+        limit = self.config.truncation.max_stored_chars
         if len(output) <= limit:
             return self._clean.masked(output, self.redactor.mask)
         return masked_kept(output, limit, self.redactor.mask)
@@ -810,7 +809,7 @@ class LedgerRuntime:
     def _refers(self, output: str) -> bool:
         """Whether an output is short enough to be answered with references and be their source
         (a longer one is answered as it is, and stored cut)."""
-        return len(output) <= min(MAX_DELIVERED_CHARS, self.config.max_stored_output_chars)
+        return len(output) <= min(MAX_DELIVERED_CHARS, self.config.truncation.max_stored_chars)
 
     def _answer(self, plan: Plan, refused: str | None = None) -> RunResult:
         """A verdict that does not run the command (REUSE of a run, REVISE, BLOCK), answered and recorded."""
@@ -952,7 +951,7 @@ class LedgerRuntime:
             # command's scan still finds the change, recorded as made between commands.
             changes: list[Change] = []
         else:
-            after = self.workspace.scan(keep_limit=self.config.max_content_bytes)
+            after = self.workspace.scan(keep_limit=self.config.scanning.max_content_bytes)
             # Against the last recorded snapshot, which is plan.before unless another plan was
             # recorded in between (an agent running commands in parallel): no change counts twice.
             last = self._last if self._last is not None else plan.before
@@ -980,7 +979,7 @@ class LedgerRuntime:
         shown = answer.text
         shown_hash = None
         record = answer  # the answer as stored: a long raw one over the output as it is stored
-        if res is not None and len(output) > self.config.max_stored_output_chars:
+        if res is not None and len(output) > self.config.truncation.max_stored_chars:
             record = raw(stored, [shown[p.start : p.end] for p in answer.pieces if p.kind == NOTE])
         if res is not None:
             shown_hash = output_hash if shown == output else self.store.put_text(record.text)
@@ -1036,7 +1035,7 @@ class LedgerRuntime:
             )
             if facts and self._line_facts:
                 self.facts[attempt.id] = facts
-            if answer.refs and plan.applied and self.config.context_steps > 0:
+            if answer.refs and plan.applied and self.config.context.steps > 0:
                 # an agent that keeps only its last steps: what the answer stands for, should what it refers
                 # to leave the model before the answer does (an answer's references as the model reads them)
                 self._standing.keep(attempt.id, plan.step, answer.refs, shown, self._in_place(answer))
@@ -1113,7 +1112,7 @@ class LedgerRuntime:
         for v in analysis.views:
             if v.path in out:
                 continue
-            data = self.workspace.content(v.path, self.config.max_content_bytes)
+            data = self.workspace.content(v.path, self.config.scanning.max_content_bytes)
             if data is not None:
                 out[v.path] = FileText.of(self.workspace.digest(data), data, (output, lines))
         return out

@@ -171,7 +171,7 @@ def test_a_tampered_ledger_is_caught_by_the_check(tmp_path: Path):
 
 def test_references_only_to_what_the_model_still_holds(tmp_path: Path):
     root = make_repo(tmp_path / "w", {"a.py": BODY})
-    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(context_steps=2)) as rt:
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig().with_(context_steps=2)) as rt:
         rt.run("cat a.py", EX, step=1)
         for step in range(2, 5):
             rt.run(f"echo {step}", EX, step=step)
@@ -274,7 +274,7 @@ def test_the_check_sees_a_reference_to_lines_the_agent_cut_away(tmp_path: Path):
 
 def test_context_is_counted_from_the_step_being_answered(tmp_path: Path):
     root = make_repo(tmp_path / "w", {"a.py": BODY})
-    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(context_steps=2)) as rt:
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig().with_(context_steps=2)) as rt:
         rt.run("cat a.py", EX, step=1)
         r = rt.run("cat a.py", EX, step=9)  # steps 2-8 ran no command: step 1 is long gone
         assert "[ledger" not in r.output

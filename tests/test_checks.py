@@ -24,7 +24,7 @@ BODY = "".join(f"line {i} of a file long enough to be worth a reference\n" for i
 
 def test_a_reference_out_of_the_models_context_is_unsound_and_held_from_is_recorded(tmp_path: Path):
     root = make_repo(tmp_path / "w", {"a.txt": BODY})
-    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(context_steps=2)) as rt:
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig().with_(context_steps=2)) as rt:
         rt.run("cat a.txt", EX, step=1)
         rt.run("echo one", EX, step=2)
         rt.run("echo two", EX, step=3)

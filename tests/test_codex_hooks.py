@@ -199,9 +199,9 @@ def _recorded_session(session: Session) -> None:
     note = context(session.send("PostToolUse", {**session.payload("PostToolUse", "Bash"), "tool_use_id": "c10"})[0])
     assert note.startswith("<ledger_update") and "outside any command" in note, note
     assert "calc.py: STALE, changed at step" in note and "Changed since start" in note
-    assert "Recent commands" not in note and len(note) <= LedgerConfig().context_note_chars
+    assert "Recent commands" not in note and len(note) <= LedgerConfig().context.note_chars
     state = session.state()
-    assert state.injections and all(i["chars"] <= LedgerConfig().context_note_chars for i in state.injections)
+    assert state.injections and all(i["chars"] <= LedgerConfig().context.note_chars for i in state.injections)
     assert not (session.run_dir / "faults.log").exists()
 
 

@@ -49,7 +49,7 @@ def test_policies_parse_and_bad_ones_are_named():
     assert [ContextPolicy.parse(t).name for t in ("full", "window:3", "validity")] == ["full", "window:3", "validity"]
     for bad in ("window:0", "window:x", "recent", ""):
         with pytest.raises(ConfigError, match="context"):
-            LedgerConfig(context=bad)
+            LedgerConfig().with_(context=bad)
 
 
 def test_validity_stubs_stale_superseded_and_repeated_and_keeps_what_is_unique():
@@ -244,7 +244,7 @@ def test_a_diff_is_what_the_model_holds_of_a_re_read_and_no_stub_says_otherwise(
 
     mid = "".join(f"M{i:03} = {i}  # a line of the module, long enough to refer to\n" for i in range(1, 41))
     repo = make_repo(tmp_path / "r", {"mid.py": mid})
-    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(context="validity"))
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig().with_(context="validity"))
     ex = LocalExecutor(timeout=30)
     script = ["cat mid.py", "sed -i 's/^M020 = 20 /M020 EDITED! /' mid.py", "cat mid.py", "echo one", "echo two"]
     history = History(policy=ContextPolicy(validity=True), sticky=Sticky(cache_ratio=1.0), view_share=None)
@@ -340,7 +340,7 @@ def test_an_expansion_once_sent_stays_as_it_was_sent(tmp_path):
 
     mid = "".join(f"M{i:03} = {i}  # a line of the module, long enough to refer to\n" for i in range(1, 41))
     repo = make_repo(tmp_path / "r", {"mid.py": mid, "b.py": mid.replace("M", "B")})
-    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(context_steps=3))
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig().with_(context_steps=3))
     rt._standing.limit = 6000  # room for two answers and their expansions, not for three
     ex = LocalExecutor(timeout=30)
     history = History(view_share=None)

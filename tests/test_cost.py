@@ -124,10 +124,10 @@ def test_litellm_pricing_names_each_providers_rule():
 
 
 def test_view_share_is_checked():
-    assert LedgerConfig(view_share=float("inf")).view_share == float("inf")
+    assert LedgerConfig().with_(view_share=float("inf")).context.view_share == float("inf")
     for bad in (-0.1, float("nan")):
         with pytest.raises(ConfigError, match="view_share"):
-            LedgerConfig(view_share=bad)
+            LedgerConfig().with_(view_share=bad)
 
 
 def _run(rt: LedgerRuntime, command: str, step: int):

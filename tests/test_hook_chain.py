@@ -85,7 +85,7 @@ def test_the_post_hook_asks_the_server_only_when_the_ledger_needs_it(tmp_path: P
     """A wrapped command whose record made no news: its PostToolUse hook never reaches the server
     (no interpreter starts). A change the model was not shown: the PostToolUse after the command that
     found it asks, and the note reaches the model there."""
-    s = Served(tmp_path, LedgerConfig(view_share=math.inf))
+    s = Served(tmp_path, LedgerConfig().with_(view_share=math.inf))
     try:
         shown, post = s.call("c1", "cat a.txt")
         assert shown == "alpha\n" * 30
@@ -216,7 +216,9 @@ def test_the_post_hooks_test_reads_in_any_login_shell(tmp_path: Path, shell: str
 
 
 def _slow_rule_config() -> LedgerConfig:
-    return LedgerConfig(policies={"slow": {"check": "custom_rules:slow", "verdict": "BLOCK", "time_limit_s": 2.0}})
+    return LedgerConfig().with_(
+        policies={"slow": {"check": "custom_rules:slow", "verdict": "BLOCK", "time_limit_s": 2.0}}
+    )
 
 
 def test_a_slow_event_does_not_hold_up_a_wrappers_begin(tmp_path: Path) -> None:

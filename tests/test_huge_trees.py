@@ -28,7 +28,7 @@ DEFAULTS = LedgerConfig()
 # What a step may cost the ledger beyond the command's own run: one scan's budget, and the slack of a
 # loaded two-core test machine (the intake stops at the first check past the budget; one git call and
 # the listing of the files a scan did take in come on top).
-BOUND_S = DEFAULTS.scan_budget_s + 3.0
+BOUND_S = DEFAULTS.scanning.budget_s + 3.0
 FAST_S = 1.5  # a later command, once the subtree is untracked
 
 FILES = {"a.py": "x = 1\n", "b.txt": "b\n", "src/m.py": "m = 1\n", ".gitignore": "build/\n"}
@@ -88,19 +88,19 @@ def faults(run: Path) -> str:
 
 def test_a_command_creating_30000_files_is_answered_within_the_bound(big, tmp_path):
     rt = LedgerRuntime(big, tmp_path / "run", LedgerConfig())  # the default bounds
-    n = 30 * DEFAULTS.scan_max_new_entries  # a million behaves the same: the scan stops at the same point
+    n = 30 * DEFAULTS.scanning.max_new_entries  # a million behaves the same: the scan stops at the same point
     scanner = rt.workspace.scanner
     reads = scanner.cache.reads
     r, elapsed, ledger_s = timed_step(rt, make_files(n))
     assert r.returncode == 0 and len(list((big / "x").iterdir())) == n // 1000
     assert ledger_s < BOUND_S, f"the ledger held the agent {ledger_s:.1f} s (the step {elapsed:.1f} s)"
-    assert scanner.cache.reads - reads <= 2 * DEFAULTS.scan_max_new_entries, "it read no more than it takes in"
+    assert scanner.cache.reads - reads <= 2 * DEFAULTS.scanning.max_new_entries, "it read no more than it takes in"
     # the summary: one entry for the untracked directory, and a fault that says what happened
     summary = modified(rt, big, "x/")
     assert len(summary) == 1 and summary[0].after_hash.startswith(UNTRACKED) and summary[0].attempt == r.attempt_id
     assert not [m for m in rt.state.modifications if m.path.startswith(str(big / "x") + "/d")], "no file of it"
     log = faults(tmp_path / "run")
-    assert f"x/: more than {DEFAULTS.scan_max_new_entries:,} new entries appeared under it in one scan" in log
+    assert f"x/: more than {DEFAULTS.scanning.max_new_entries:,} new entries appeared under it in one scan" in log
     assert rt.faults == 1 and ["UntrackedTree" in e["error"] for e in rt.store.events(["fault"])] == [True]
     assert modified(rt, big, "notes.txt"), "what the same command wrote elsewhere is recorded"
     # later commands stay fast: nothing under x/ is walked, hashed or watched again
@@ -125,11 +125,11 @@ def test_a_10000_deep_directory_is_answered_within_the_bound(big, tmp_path):
     r, elapsed, ledger_s = timed_step(rt, make_deep(10_000))
     assert r.returncode == 0
     assert ledger_s < BOUND_S, f"the ledger held the agent {ledger_s:.1f} s (the step {elapsed:.1f} s)"
-    assert scanner.git_calls - calls <= DEFAULTS.scan_max_depth + 2, "one git call per level listed, no more"
+    assert scanner.git_calls - calls <= DEFAULTS.scanning.max_depth + 2, "one git call per level listed, no more"
     summary = modified(rt, big, "a/")
     assert len(summary) == 1 and summary[0].after_hash.startswith(UNTRACKED)
-    assert f"more than {DEFAULTS.scan_max_depth} levels below the root" in faults(tmp_path / "run")
-    assert max(d.count(os.sep) for d in scanner._dirs) - str(big).count(os.sep) <= DEFAULTS.scan_max_depth
+    assert f"more than {DEFAULTS.scanning.max_depth} levels below the root" in faults(tmp_path / "run")
+    assert max(d.count(os.sep) for d in scanner._dirs) - str(big).count(os.sep) <= DEFAULTS.scanning.max_depth
     r2, elapsed2, _ = timed_step(rt, "echo hi > b.txt")
     assert elapsed2 < FAST_S and [m.attempt for m in modified(rt, big, "b.txt")] == [r2.attempt_id]
     # the whole walk, on the schedule's cross-check or when the watcher cannot vouch, is fast too
@@ -142,7 +142,7 @@ def test_a_10000_deep_directory_is_answered_within_the_bound(big, tmp_path):
 
 def test_nothing_in_an_untracked_subtree_is_taken_as_unchanged(tmp_path):
     root = make_repo(tmp_path / "proj", FILES)
-    rt = LedgerRuntime(root, tmp_path / "run", LedgerConfig(scan_max_new_entries=100))
+    rt = LedgerRuntime(root, tmp_path / "run", LedgerConfig().with_(scan_max_new_entries=100))
     timed_step(rt, make_files(1000, per_dir=100))
     assert str(root / "x") in rt.workspace.scanner.untracked
     first, _, _ = timed_step(rt, "cat x/d1/f105")
@@ -175,7 +175,7 @@ def test_nothing_in_an_untracked_subtree_is_taken_as_unchanged(tmp_path):
 
 def test_a_flood_in_a_known_directory_keeps_what_it_held(tmp_path):
     root = make_repo(tmp_path / "proj", FILES)
-    rt = LedgerRuntime(root, tmp_path / "run", LedgerConfig(scan_max_new_entries=100))
+    rt = LedgerRuntime(root, tmp_path / "run", LedgerConfig().with_(scan_max_new_entries=100))
     cmd = "python3 -c \"[open('src/g%d.py' % i, 'w').write('') for i in range(500)]\""
     r, _, _ = timed_step(rt, cmd)
     u = rt.workspace.scanner.untracked[str(root / "src")]
@@ -241,11 +241,11 @@ def test_the_time_budget_untracks_what_it_was_taking_in(tmp_path):
 
 def test_the_bounds_are_checked_settings():
     with pytest.raises(ConfigError, match="scan_budget_s"):
-        LedgerConfig(scan_budget_s=float("nan"))
+        LedgerConfig().with_(scan_budget_s=float("nan"))
     with pytest.raises(ConfigError, match="scan_max_depth"):
-        LedgerConfig(scan_max_depth=0)
+        LedgerConfig().with_(scan_max_depth=0)
     with pytest.raises(ConfigError, match="scan_max_new_entries"):
-        LedgerConfig(scan_max_new_entries=-1)
+        LedgerConfig().with_(scan_max_new_entries=-1)
 
 
 def test_without_inotify_the_fault_is_reported_on_the_runtimes_own_thread(tmp_path):

@@ -149,11 +149,11 @@ def _view_dropping_one_at_a_time(state, config) -> str:
     open_tag, close_tag, omitted = f'<ledger_state step="{state.step}">', "</ledger_state>", 0
 
     def assemble() -> str:
-        tail = [f"({omitted} older entries left out to stay within {config.view_budget_tokens} tokens)"]
+        tail = [f"({omitted} older entries left out to stay within {config.view.budget_tokens} tokens)"]
         return _assemble(open_tag, close_tag, entries, tail if omitted else [])
 
     text = assemble()
-    while len(text) > config.view_budget_tokens * 4 and any(e.section in (SEEN, COMMANDS, CHANGED) for e in entries):
+    while len(text) > config.view.budget_tokens * 4 and any(e.section in (SEEN, COMMANDS, CHANGED) for e in entries):
         for section in (SEEN, COMMANDS, CHANGED):
             candidates = [i for i, e in enumerate(entries) if e.section == section]
             if candidates:
@@ -167,8 +167,6 @@ def _view_dropping_one_at_a_time(state, config) -> str:
 def test_the_view_cut_to_its_budget_drops_what_it_dropped_one_at_a_time(tmp_path: Path) -> None:
     """With many changed and seen files the view is cut to its budget by a search for the fewest
     entries to leave out; it must read exactly as dropping them one at a time did."""
-    from dataclasses import replace
-
     from ledger_runtime.inform import render
 
     root = make_repo(tmp_path / "w", {f"s{i}.py": BODY for i in range(30)})
@@ -179,7 +177,7 @@ def test_the_view_cut_to_its_budget_drops_what_it_dropped_one_at_a_time(tmp_path
         for i in range(30):
             rt.run(f"cat s{i}.py", executor)
         for budget in (40, 120, 300, 700, 1500, 5000):
-            config = replace(LedgerConfig(), view_budget_tokens=budget)
+            config = LedgerConfig().with_(view_budget_tokens=budget)
             view = render(rt.state, config)
             assert view.text == _view_dropping_one_at_a_time(rt.state, config), budget
             assert len(view.text) <= budget * 4 or view.text.endswith("…</ledger_state>")
@@ -303,7 +301,7 @@ def test_what_a_held_output_shows_of_files_is_kept_only_for_a_context_policy_and
             rt.run("cat a.py", executor)
             rt.run("sed -n '2,9p' b.py", executor)
         assert rt.facts == {}
-    with LedgerRuntime(root, tmp_path / "window", LedgerConfig(context="validity")) as rt:
+    with LedgerRuntime(root, tmp_path / "window", LedgerConfig().with_(context="validity")) as rt:
         first = rt.run("cat a.py", executor)
         said = rt.said(first.attempt_id, 0)
         assert said is not None and said.lines[2].path is not None and said.lines[2].number == 3
@@ -366,7 +364,7 @@ def test_an_output_too_long_to_refer_to_is_said_to_be_as_printed_when_what_the_m
     lines[1] = "[ledger: same as step 1's output]\n"  # in the head the agent shows
     (root / "head.txt").write_text("".join(lines))
     executor = LocalExecutor(timeout=30)
-    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(max_stored_output_chars=1_000_000)) as rt:
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig().with_(max_stored_output_chars=1_000_000)) as rt:
         mid = rt.run("cat mid.txt", executor)
         head = rt.run("cat head.txt", executor)
     assert not mid.output.startswith(AS_PRINTED) and mid.output.endswith(middle)

@@ -349,22 +349,32 @@ def test_every_option_says_what_it_does():
 
 
 def test_every_setting_is_documented():
-    from dataclasses import fields
-
+    from ledger_runtime.config import FLAT, SECTIONS
     from ledger_runtime.config_file import setting_docs
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text()
-    names = [f.name for f in fields(LedgerConfig)]
-    assert [n for n in names if f"`{n}`" not in text] == [], "docs/settings.md names every setting"
-    assert set(setting_docs()) == set(names), "every field has its description in config.py"
+    docs = setting_docs()
+    assert len(docs) == len(FLAT) and all(docs.values()), "every key has its description in its section's class"
+    assert [n for n in SECTIONS if f"`[ledger.{n}]`" not in text] == [], "docs/settings.md shows every section"
+    assert [n for n in FLAT if f"`{n}`" not in text] == [], "docs/settings.md names every flat name"
+    keys = {f"`{key}`" for section, key in FLAT.values() if key != getattr(SECTIONS.get(section), "whole", "")}
+    assert [k for k in keys if k not in text] == [], "docs/settings.md names every key of a section"
+
+
+def io_file(tmp_path: Path, text: str) -> Path:
+    f = tmp_path / "printed.toml"
+    f.write_text(text)
+    return f
 
 
 def test_config_command_writes_checks_and_prints(tmp_path):
     import tomllib
 
     printed = ledger_run("config")
-    assert printed.returncode == 0 and tomllib.loads(printed.stdout) == {}, "every default commented out"
-    assert '# dedupe = "spans"' in printed.stdout and "# shadow_view = false" in printed.stdout
+    assert printed.returncode == 0 and load_config(io_file(tmp_path, printed.stdout)) == LedgerConfig()
+    assert all(t == {} for t in tomllib.loads(printed.stdout)["ledger"].values()), "every default commented out"
+    assert "[ledger.dedupe]\n# What the model gets back" in printed.stdout and '\n# mode = "spans"\n' in printed.stdout
+    assert "# shadow_view = false" in printed.stdout
     f = tmp_path / "ledger.toml"
     assert ledger_run("config", "--write", str(f)).returncode == 0
     assert (f.stat().st_mode & 0o777) == 0o600
@@ -373,7 +383,18 @@ def test_config_command_writes_checks_and_prints(tmp_path):
     ok = ledger_run("config", "--check", str(f))
     assert ok.returncode == 0 and "shadow_view = true" in ok.stdout
     f.write_text("dedupe = 'some'\n")
-    assert "dedupe must be" in one_line_error(ledger_run("config", "--check", str(f)))
+    assert "dedupe: expected 'spans' or 'whole' or 'off', got 'some'" in one_line_error(
+        ledger_run("config", "--check", str(f))
+    )
+    text = ledger_run("config").stdout.replace("# min_lines = 2", "min_lines = 3")
+    f.write_text(text)  # a line uncommented in its section: that setting changes, nothing else
+    ok = ledger_run("config", "--check", str(f))
+    assert ok.returncode == 0 and ok.stdout.strip().endswith("valid; ledger.dedupe.min_lines = 3"), ok.stdout
+    f.write_text(text + "\n[ledger.extra]\n")
+    assert "unknown key 'ledger.extra'" in one_line_error(ledger_run("config", "--check", str(f)))
+    f.write_text("dedupe_min_lines = 4\n[dedupe]\nmin_lines = 3\n")  # an older flat key beside its section
+    line = one_line_error(ledger_run("config", "--check", str(f)))
+    assert "dedupe_min_lines = 4 and dedupe.min_lines = 3 set the same setting to different values" in line
 
 
 def test_ctrl_c_in_the_demo_says_what_was_kept(tmp_path):

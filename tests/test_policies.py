@@ -36,7 +36,11 @@ def repo(tmp_path: Path) -> Path:
 
 def runtime(repo: Path, tmp_path: Path, policies: dict | None = None, **cfg) -> LedgerRuntime:
     return LedgerRuntime(
-        repo, tmp_path / "run", LedgerConfig(policies=policies or {}, **cfg), task="fix add", submission=SUBMISSION
+        repo,
+        tmp_path / "run",
+        LedgerConfig().with_(policies=policies or {}, **cfg),
+        task="fix add",
+        submission=SUBMISSION,
     )
 
 
@@ -241,13 +245,16 @@ def test_policy_configuration_errors_name_the_problem(tmp_path):
         ({"mine": {"check": "no.such.module:f"}}, "cannot load check"),
     ):
         with pytest.raises(ConfigError, match=message):
-            LedgerConfig(policies=policies)
+            LedgerConfig().with_(policies=policies)
     f = tmp_path / "ledger.toml"
     f.write_text(
         '[ledger.policies.protected-paths]\nglobs = ["tests/*"]\n[ledger.policies.stale-edit]\nverdict = "REVISE"\n'
     )
     cfg = load_config(f)
-    assert cfg.policies["protected-paths"]["globs"] == ["tests/*"] and cfg.policies["stale-edit"]["verdict"] == "REVISE"
+    assert (
+        cfg.policies.rules["protected-paths"]["globs"] == ["tests/*"]
+        and cfg.policies.rules["stale-edit"]["verdict"] == "REVISE"
+    )
 
 
 def test_codex_denies_a_refused_command(repo, tmp_path):
@@ -371,7 +378,7 @@ def test_parameters_are_checked(tmp_path):
         ({"protected-paths": {"globs": "tests/*"}}, "must be a list of strings"),
     ):
         with pytest.raises(ConfigError, match=message):
-            LedgerConfig(policies=policies)
+            LedgerConfig().with_(policies=policies)
 
 
 def test_a_rule_escalates_but_never_weakens(repo, tmp_path):
@@ -407,7 +414,7 @@ def test_a_user_rule_that_hangs_exits_or_interrupts_is_contained(repo, tmp_path)
     assert "took longer than 0.5 s" in text and "SystemExit" in text and "KeyboardInterrupt" in text
     for bad in (0, -1, "soon", True):
         try:
-            LedgerConfig(policies={"slow": {"check": "custom_rules:slow", "time_limit_s": bad}})
+            LedgerConfig().with_(policies={"slow": {"check": "custom_rules:slow", "time_limit_s": bad}})
             raise AssertionError(f"time_limit_s = {bad!r} accepted")
         except ValueError as e:
             assert "time_limit_s must be a positive number" in str(e)

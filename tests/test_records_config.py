@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ledger_runtime.config import ConfigError, LedgerConfig, load_config
+from ledger_runtime.config import FLAT, SECTIONS, ConfigError, LedgerConfig, from_mapping, load_config
+from ledger_runtime.config_file import toml_inline
 from ledger_runtime.records import (
     Attempt,
     Baseline,
@@ -77,11 +78,11 @@ def test_verdict_kinds_that_execute():
 
 
 def test_config_defaults_and_toml(tmp_path):
-    assert LedgerConfig().view_budget_tokens == 1200
+    assert LedgerConfig().view.budget_tokens == 1200
     f = tmp_path / "ledger.toml"
     f.write_text('[ledger]\ndedupe = "whole"\nview_budget_tokens = 600\n')
     c = load_config(f, shadow=True)
-    assert (c.dedupe, c.view_budget_tokens, c.shadow) == ("whole", 600, True)
+    assert (c.dedupe.mode, c.view.budget_tokens, c.shadow) == ("whole", 600, True)
     f.write_text("reuse_runs = true\n")
     with pytest.raises(ConfigError, match="reuse_runs was removed"):
         load_config(f)
@@ -95,7 +96,7 @@ def test_a_ledger_table_in_a_larger_file_is_read_alone(tmp_path):
     f.write_text('[project]\nname = "x"\n\n[ledger]\ninform = false\n\n[tool.other]\nkey = 1\n')
     assert load_config(f).inform is False
     f.write_text('[ledger]\ninform = "no"\n[tool.other]\nkey = 1\n')
-    with pytest.raises(ConfigError, match="'inform' must be bool"):
+    with pytest.raises(ConfigError, match="ledger.inform: expected true or false, got 'no'"):
         load_config(f)
 
 
@@ -103,10 +104,17 @@ def test_a_ledger_table_in_a_larger_file_is_read_alone(tmp_path):
     "text, needle",
     [
         ("dedup = 'full'\n", "unknown key 'dedup'"),
-        ("view_budget_tokens = 'big'\n", "'view_budget_tokens' must be int"),
-        ("inform = 1\n", "'inform' must be bool"),
-        ("dedupe = 'sometimes'\n", "dedupe must be"),
-        ("view_budget_tokens = 0\n", "view_budget_tokens must be positive"),
+        ("view_budget_tokens = 'big'\n", "view_budget_tokens: expected an integer >= 1, got 'big'"),
+        ("inform = 1\n", "inform: expected true or false, got 1"),
+        ("dedupe = 'sometimes'\n", "dedupe: expected 'spans' or 'whole' or 'off', got 'sometimes'"),
+        ("view_budget_tokens = 0\n", "view_budget_tokens: expected an integer >= 1, got 0"),
+        ("[ledger.dedupe]\nmin_lines = 'abc'\n", "ledger.dedupe.min_lines: expected an integer >= 1, got 'abc'"),
+        ("[dedupe]\nmin_line = 3\n", "unknown key 'dedupe.min_line' (known in [ledger.dedupe]: mode, min_lines"),
+        ("[ledger.scanning]\nbudget_s = nan\n", "ledger.scanning.budget_s: expected a number > 0, got nan"),
+        ("[ledger.context]\npolicy = 'recent'\n", "ledger.context.policy: context must be full, window:M"),
+        ("[ledger.redaction]\npatterns = ['x*']\n", "ledger.redaction.patterns: 'x*' matches the empty string"),
+        ("[ledger.policies.stale-edt]\n", "ledger.policies: unknown policy 'stale-edt'"),
+        ("[ledger]\nview = 3\n", "ledger.view: expected a table ([ledger.view]), got 3"),
         ("this is not toml", "not valid TOML"),
     ],
 )
@@ -132,6 +140,86 @@ def test_a_replay_reports_the_settings_words():
     """The report's settings line quotes each setting as a file gives it, never an enum's repr."""
     from ledger_runtime.cli.replay import provenance
 
-    settings = provenance(LedgerConfig(dedupe="whole"))["settings"]
+    settings = provenance(LedgerConfig().with_(dedupe="whole"))["settings"]
     assert settings["dedupe"] == "whole" and type(settings["dedupe"]) is str
     assert "Dedupe" not in repr(settings)
+
+
+def _another(value):
+    """A value of a setting's kind other than its default (a file setting it changes something)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 3
+    return {"spans": "whole", "full": "validity+window:4", (): ["ACME-[0-9]+"]}.get(value if value != [] else ())
+
+
+FLAT_KEYS = sorted(FLAT)
+NEW_VALUE = {flat: _another(value) for flat, value in LedgerConfig().to_dict().items() if flat != "policies"}
+NEW_VALUE["policies"] = {"protected-paths": {"globs": ["tests/*"]}, "stale-edit": {"verdict": "REVISE"}}
+
+
+def _sectioned(flat: str, value) -> str:
+    section, key = FLAT[flat]
+    if not section:
+        return f"[ledger]\n{key} = {toml_inline(value)}\n"
+    if SECTIONS[section].whole:
+        return "".join(f"[ledger.{section}.{name}]\n{_lines(table)}" for name, table in value.items())
+    return f"[ledger.{section}]\n{key} = {toml_inline(value)}\n"
+
+
+def _lines(table: dict) -> str:
+    return "".join(f"{k} = {toml_inline(v)}\n" for k, v in table.items())
+
+
+@pytest.mark.parametrize("flat", FLAT_KEYS)
+def test_each_flat_key_and_its_section_load_to_the_same_config(tmp_path, flat):
+    """Today's flat files still load: ``dedupe_min_lines = 3`` and ``[ledger.dedupe] min_lines = 3``
+    are one config, and not the default one."""
+    value = NEW_VALUE[flat]
+    assert value is not None, f"no other value for {flat}"
+    flat_file, top_file, sectioned = tmp_path / "flat.toml", tmp_path / "top.toml", tmp_path / "sectioned.toml"
+    flat_file.write_text(f"[ledger]\n{flat} = {toml_inline(value)}\n")
+    top_file.write_text(f"{flat} = {toml_inline(value)}\n")  # no [ledger] table: the keys at the top
+    sectioned.write_text(_sectioned(flat, value))
+    got = load_config(sectioned)
+    assert load_config(flat_file) == got == load_config(top_file) != LedgerConfig()
+    assert got.to_dict()[flat] == value, "the record keeps the flat name"
+    assert from_mapping(got.to_dict()) == got == from_mapping(got.sections()) == LedgerConfig().with_(**{flat: value})
+
+
+def test_a_key_given_flat_and_in_its_section_must_agree(tmp_path):
+    f = tmp_path / "both.toml"
+    f.write_text("[ledger]\ndedupe_min_lines = 3\n[ledger.dedupe]\nmin_lines = 3\n")
+    assert load_config(f).dedupe.min_lines == 3, "the same value twice is one setting"
+    f.write_text("[ledger]\ndedupe_min_lines = 3\n[ledger.dedupe]\nmin_lines = 4\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(f)
+    line = str(e.value)
+    assert "ledger.dedupe_min_lines = 3 and ledger.dedupe.min_lines = 4 set the same setting" in line
+    assert "\n" not in line
+    with pytest.raises(ConfigError, match="view_share = 0.5 and context.view_share = 1.0"):
+        from_mapping({"view_share": 0.5, "context": {"view_share": 1.0}})
+
+
+def test_defaults_of_an_adapter_and_overrides_apply_over_either_form(tmp_path):
+    """An adapter's defaults (flat) are changed by a sectioned file, and ``with_`` overrides (the
+    command line's) change a file's settings: different sources never conflict, the later wins."""
+    f = tmp_path / "ledger.toml"
+    f.write_text("[ledger.context]\nsteps = 5\n")
+    assert load_config(f, defaults={"context_steps": 2}).context.steps == 5
+    assert load_config(f, context_steps=7).context.steps == 7
+    assert load_config(f, context="validity").context_policy.validity
+
+
+def test_sections_check_themselves():
+    from ledger_runtime.answers.build import DedupeSettings
+    from ledger_runtime.section import SettingError
+
+    with pytest.raises(SettingError, match=r"^ledger.dedupe.min_lines: expected an integer >= 1, got 0$"):
+        DedupeSettings(min_lines=0)
+    with pytest.raises(ConfigError, match=r"^config: dedupe.min_saving: expected an integer >= 0, got -1$"):
+        LedgerConfig().with_(dedupe=DedupeSettings(min_saving=5)).with_(dedupe={"min_saving": -1})
+    c = LedgerConfig().with_(dedupe=DedupeSettings(min_lines=4))
+    assert c.dedupe == DedupeSettings(min_lines=4) and c.dedupe.mode == "spans"
+    assert LedgerConfig().with_(dedupe={"min_lines": 4}) == c == LedgerConfig().with_(dedupe_min_lines=4)

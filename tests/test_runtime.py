@@ -22,7 +22,9 @@ EX = LocalExecutor(timeout=30)
 
 
 def runtime(repo: Path, tmp_path: Path, **cfg) -> LedgerRuntime:
-    return LedgerRuntime(repo, tmp_path / "run", LedgerConfig(**cfg), task="Make test_add pass", submission=SUBMISSION)
+    return LedgerRuntime(
+        repo, tmp_path / "run", LedgerConfig().with_(**cfg), task="Make test_add pass", submission=SUBMISSION
+    )
 
 
 def kinds(rt, *cmds):
@@ -223,7 +225,7 @@ def test_state_view_is_deterministic_and_within_budget(repo, tmp_path):
 
     assert view_at(again, None) == v1, "the same ledger renders to the same bytes after reload"
     assert "Policies: BLOCK destructive; REVISE protected-paths, verify-before-submit; NUDGE stale-edit" in v1
-    tiny = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(view_budget_tokens=110))
+    tiny = LedgerRuntime(repo, tmp_path / "run", LedgerConfig().with_(view_budget_tokens=110))
     view = tiny.view()
     assert len(view.text) <= 110 * 4 and view.omitted > 0 and "left out" in view.text
 

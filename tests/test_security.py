@@ -533,7 +533,7 @@ def _secret_run(tmp_path, monkeypatch, **config):
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", AWS)
     repo = make_repo(tmp_path / "r", {"a.py": "x = 1\n", ".env": ENV_FILE})
-    return repo, LedgerRuntime(repo, tmp_path / "run", LedgerConfig(**config))
+    return repo, LedgerRuntime(repo, tmp_path / "run", LedgerConfig().with_(**config))
 
 
 def test_secrets_are_masked_before_anything_is_stored_and_the_model_still_gets_them(tmp_path, monkeypatch):
@@ -595,16 +595,16 @@ def test_redact_off_stores_as_is_and_user_patterns_mask_more(tmp_path, monkeypat
         rt.close()
     assert DB.encode() in _stored_bytes(tmp_path / "run")
     repo2 = make_repo(tmp_path / "r2", {"notes.txt": "internal id: ACME-7731-ZZ\nplain\n"})
-    rt = LedgerRuntime(repo2, tmp_path / "run2", LedgerConfig(redact_patterns=[r"ACME-\d{4}-[A-Z]{2}"]))
+    rt = LedgerRuntime(repo2, tmp_path / "run2", LedgerConfig().with_(redact_patterns=[r"ACME-\d{4}-[A-Z]{2}"]))
     try:
         rt.run("cat notes.txt", LocalExecutor())
     finally:
         rt.close()
     assert b"ACME-7731-ZZ" not in _stored_bytes(tmp_path / "run2")
     with pytest.raises(ConfigError, match="redact_patterns"):
-        LedgerConfig(redact_patterns=["(unclosed"])
+        LedgerConfig().with_(redact_patterns=["(unclosed"])
     with pytest.raises(ConfigError, match="empty string"):
-        LedgerConfig(redact_patterns=["x*"])
+        LedgerConfig().with_(redact_patterns=["x*"])
 
 
 def test_masking_keeps_length_and_lines_and_is_the_same_line_by_line():
@@ -732,7 +732,7 @@ def test_a_long_output_is_stored_as_its_head_and_tail_and_still_checks_out(tmp_p
     from ledger_runtime.inspection import load
 
     repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
-    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(max_stored_output_chars=100_000))
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig().with_(max_stored_output_chars=100_000))
     cmd = "seq 1 200000"  # 1.3 MB
     try:
         res = rt.run(cmd, LocalExecutor())
@@ -827,7 +827,7 @@ def test_masked_storage_keeps_paths_counts_and_checks_true(tmp_path, monkeypatch
             "settings.py": "".join(f"SECRET_KEY={i}abcdefgh{i}\nOTHER_{i} = 1\n" for i in range(12)),
         },
     )
-    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(max_stored_output_chars=20_000))
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig().with_(max_stored_output_chars=20_000))
     printed = []
     try:
         for cmd in (

@@ -149,14 +149,14 @@ RUN_TEST = "python3 -m unittest -q 2>&1 | tail -n 1"  # an allow-listed test run
 def _check_references(rt: LedgerRuntime, t: Transcript, a, config: LedgerConfig, seed: int) -> None:
     """Every line reference names lines its source answer carried literally where the model saw them,
     in a step the model still holds."""
-    trunc = Truncation(config.output_limit_chars, config.output_head_chars, config.output_tail_chars)
+    trunc = Truncation(config.truncation.limit_chars, config.truncation.head_chars, config.truncation.tail_chars)
     for p in t.pieces(a) or []:
         if p.kind not in (LINES, SAME, PATCH):
             continue
         src = rt.state.attempt(p.ref)
         assert src is not None and src.id < a.id
-        if config.context_steps:
-            assert src.step > a.step - config.context_steps - 1, f"seed {seed}: step {a.step} refers to {src.step}"
+        if config.context.steps:
+            assert src.step > a.step - config.context.steps - 1, f"seed {seed}: step {a.step} refers to {src.step}"
         if p.kind != LINES:
             continue
         want = "".join(split_lines(t.expanded(src))[p.first - 1 : p.last])
@@ -170,9 +170,9 @@ def _check_references(rt: LedgerRuntime, t: Transcript, a, config: LedgerConfig,
 
 
 CONFIGS = [
-    LedgerConfig(dedupe_min_saving=20, dedupe_min_lines=2),
-    LedgerConfig(dedupe_min_saving=20, dedupe_min_lines=2, context_steps=4),
-    LedgerConfig(
+    LedgerConfig().with_(dedupe_min_saving=20, dedupe_min_lines=2),
+    LedgerConfig().with_(dedupe_min_saving=20, dedupe_min_lines=2, context_steps=4),
+    LedgerConfig().with_(
         dedupe_min_saving=10,
         dedupe_min_lines=1,
         output_limit_chars=1200,

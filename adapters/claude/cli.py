@@ -313,7 +313,7 @@ def run_claude(
     token = secrets.token_hex(16)  # the run's secret: in the owner-only settings or hook script, never in the env
     hooks = ClaudeHooks(
         runtime,
-        note_chars=config.context_note_chars,
+        note_chars=config.context.note_chars,
         token=token,
         projects_dir=str(home / "projects"),
         interactive=not headless(args),

@@ -355,7 +355,7 @@ def run_codex(
     token = secrets.token_hex(16)
     hooks = CodexHooks(
         runtime,
-        note_chars=config.context_note_chars,
+        note_chars=config.context.note_chars,
         wrap_launcher=fast_launcher(),
         token=token,
         sessions_dir=str(home / "sessions"),

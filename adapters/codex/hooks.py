@@ -419,7 +419,7 @@ class CodexHooks:
             or pending.tool not in SHELL_TOOLS
             or not plan.applied
             or not plan.verdict.kind.executes
-            or self.runtime.config.dedupe == "off"
+            or self.runtime.config.dedupe.mode == "off"
             or plan.analysis.raw
             or plan.analysis.submits
         ):

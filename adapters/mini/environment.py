@@ -56,7 +56,6 @@ from ledger_runtime import (
     Sticky,
     Truncation,
     ViewNotes,
-    from_mapping,
     load_config,
     secret_values,
 )
@@ -238,7 +237,7 @@ class LedgerEnvironment:
             if k not in ("run_dir", "config_file", "task", "workdir", "helper_transport")
         }
         config = load_config(self.settings.config_file) if self.settings.config_file else LedgerConfig()
-        config = from_mapping({**config.to_dict(), **extra}, origin="ledger settings")
+        config = config.updated(extra, origin="ledger settings")  # flat names or sections, over the file
         workspace = None
         workdir = self.settings.workdir or getattr(getattr(self.inner, "config", None), "cwd", "") or os.getcwd()
         if not _runs_here(self.inner):
@@ -260,7 +259,9 @@ class LedgerEnvironment:
             workspace=workspace,
             secrets=secrets,
             submission=SUBMISSION,
-            truncation=Truncation(config.output_limit_chars, config.output_head_chars, config.output_tail_chars),
+            truncation=Truncation(
+                config.truncation.limit_chars, config.truncation.head_chars, config.truncation.tail_chars
+            ),
         )
 
     @property
@@ -470,9 +471,9 @@ class LedgerModel:
             read, write = self.cache_ratios or _cache_ratios(getattr(self.inner.config, "model_name", ""))
             self.history = History(
                 policy=rt.config.context_policy,
-                notes=ViewNotes(limit_chars=rt.config.context_note_chars),
+                notes=ViewNotes(limit_chars=rt.config.context.note_chars),
                 sticky=Sticky(cache_ratio=read, write_ratio=write),
-                view_share=rt.config.view_share,
+                view_share=rt.config.context.view_share,
             )
         return self.history
 

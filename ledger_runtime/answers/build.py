@@ -37,6 +37,7 @@ from itertools import accumulate
 from typing import Callable, Sequence
 
 from ledger_runtime.lines import split_lines
+from ledger_runtime.section import Section, choice, integer, setting
 
 
 class AnswerKind(str, Enum):
@@ -128,10 +129,21 @@ class Dedupe(str, Enum):
 
 
 @dataclass(frozen=True)
-class DedupeSettings:
-    mode: Dedupe = Dedupe.SPANS
-    min_lines: int = 2  # the shortest run of lines worth a reference
-    min_saving: int = 60  # characters an answer must save at least...
+class DedupeSettings(Section):
+    """The ``[ledger.dedupe]`` settings: what of a fresh output becomes references."""
+
+    name = "dedupe"
+    flat = {"dedupe": "mode", "dedupe_min_lines": "min_lines", "dedupe_min_saving": "min_saving"}
+
+    mode: Dedupe = setting(Dedupe.SPANS, choice(Dedupe))
+    """What the model gets back for a command that ran: its fresh output with verbatim repeats of
+    what it was already shown replaced by references ("spans": whole outputs, runs of lines and
+    diffs of re-reads; "whole": whole outputs only; "off": the output as it is)."""
+    min_lines: int = setting(2, integer(1))
+    """The shortest run of repeated lines that becomes a reference."""
+    min_saving: int = setting(60, integer(0))
+    """Characters an answer must save the model at least (and each reference in it 40, or this if
+    less); below that the output stays as it is."""
 
     @property
     def min_reference_saving(self) -> int:

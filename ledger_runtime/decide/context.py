@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Sequence
 
+from ledger_runtime.section import TEXT, Section, integer, number, setting
+
 KEEP, STUB, PART = "keep", "stub", "part"
 
 
@@ -72,6 +74,47 @@ class ContextPolicy:
     @property
     def full(self) -> bool:
         return not self.validity and not self.window
+
+
+@dataclass(frozen=True)
+class ContextSettings(Section):
+    """The ``[ledger.context]`` settings: what of the agent's earlier outputs, and of the state
+    view's notes, the model is sent."""
+
+    name = "context"
+    flat = {
+        "context": "policy",
+        "context_steps": "steps",
+        "context_note_chars": "note_chars",
+        "view_share": "view_share",
+    }
+
+    policy: str = setting("full", TEXT)
+    """What of the agent's earlier outputs is sent to the model (the agent's history is not changed):
+    "full"; "window:M" (outputs older than the last M become a placeholder: the masking baseline);
+    "validity" (an output with nothing both still true and shown nowhere later becomes a one-line
+    stub); "validity+window:M" (older than the last M: only such lines are kept). See docs/context.md."""
+    steps: int = setting(0, integer(0))
+    """How many recent steps' outputs the model still has (0: all of them). Set by adapters whose
+    agent drops old history."""
+    note_chars: int = setting(600, integer(1))
+    """The longest note of the state view (notes stay where they were sent: mini-swe-agent's copy of
+    the history sent to its model, Codex's own history); what does not fit goes into the next note."""
+    view_share: float = setting(0.5, number(at_least=0, infinite=True))
+    """The notes of the state view the model holds take at most this share of the characters the
+    answers spared it so far (references, diffs), so that the ledger never makes a run dearer than
+    the same run without it; ``inf``: no such bound. See docs/context.md."""
+
+    def validate(self) -> None:
+        try:
+            object.__setattr__(self, "_parsed", ContextPolicy.parse(self.policy))
+        except ContextError as e:
+            raise self.refuse("policy", str(e)) from None
+
+    @property
+    def parsed(self) -> ContextPolicy:
+        """The ``policy`` setting, parsed (once, with the check)."""
+        return self._parsed  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)

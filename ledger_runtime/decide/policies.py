@@ -24,15 +24,17 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis
 from ledger_runtime.analysis.display import short_command
 from ledger_runtime.analysis.patches import file_ops
 from ledger_runtime.decide.current import Current
-from ledger_runtime.decide.gate import Finding, Outcome, Rule, matches
+from ledger_runtime.decide.gate import Finding, Outcome, PolicyError, Rule, build_rules, matches
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.records import CommandClass, VerdictKind
+from ledger_runtime.section import TABLE, Section, setting
 
 IN_PLACE = re.compile(
     r"(^|[;&|(]\s*|\s)(sed|perl)\s+(-\S+\s+)*-[a-zA-Z]*i|(^|[;&|(]\s*|\s)(patch|ed|ex)\s|\bgit\s+apply\b"
@@ -326,3 +328,23 @@ BUILTINS: dict[str, tuple[Callable[..., Finding | None], dict[str, Any]]] = {
     "noop-edit": (noop_edit, {"enabled": True, "verdict": "NUDGE", "after_run": True}),
     "repeat-failure": (repeat_failure, {"enabled": True, "verdict": "NUDGE", "revise_after": 3}),
 }
+
+
+@dataclass(frozen=True)
+class PolicySettings(Section):
+    """The ``[ledger.policies]`` settings: one table per rule, ``[ledger.policies.<name>]``."""
+
+    name = "policies"
+    flat = {"policies": "rules"}
+    whole = "rules"  # the section's keys are the rules' names
+
+    rules: dict = setting(dict, TABLE, factory=True)
+    """The policy gate's rules: ``[policies.<name>]`` tables (enabled, verdict, paths, parameters);
+    see docs/policies.md. Every built-in rule is on with its defaults unless set here."""
+
+    def validate(self) -> None:
+        if self.rules:
+            try:
+                build_rules(self.rules, "", BUILTINS)
+            except PolicyError as e:
+                raise self.refuse(self.whole, str(e)) from None

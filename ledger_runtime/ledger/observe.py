@@ -23,10 +23,39 @@ from ledger_runtime.analysis.programs import FILE_NUMBERS, resolve
 from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
 from ledger_runtime.lines import split_lines, trim_common
 from ledger_runtime.records import LineSpan, Observation
+from ledger_runtime.section import Section, integer, setting
 
 _TAB_NUMBER = re.compile(r"\s*(\d+)\s*\t")  # nl -ba, cat -n: "     7\t"
 _GREP_NUMBER = re.compile(r"(\d+)[:-]")  # grep -n: "7:" for a match, "7-" for context
 _OTHER_PREFIX = re.compile(r"\s*\d*\s*\t?")  # nl's and cat -b's numbers, or none on a blank line
+
+
+@dataclass(frozen=True)
+class TruncationSettings(Section):
+    """The ``[ledger.truncation]`` settings: how the agent cuts long outputs, and how long an output
+    the ledger stores whole."""
+
+    name = "truncation"
+    flat = {
+        "output_limit_chars": "limit_chars",
+        "output_head_chars": "head_chars",
+        "output_tail_chars": "tail_chars",
+        "max_stored_output_chars": "max_stored_chars",
+    }
+
+    limit_chars: int = setting(10000, integer(1))
+    """Outputs this long or longer reach the model cut (mini-swe-agent: 10,000)..."""
+    head_chars: int = setting(5000, integer(0))
+    """...to their first ``head_chars``..."""
+    tail_chars: int = setting(5000, integer(0))
+    """...and last ``tail_chars`` characters."""
+    max_stored_chars: int = setting(4 * 1024 * 1024, integer(1))
+    """Outputs longer than this are stored as their first and last lines (about half of this each)
+    with a line saying how much is left out; the model's answer is the output as it is."""
+
+    def truncation(self) -> Truncation:
+        """How the agent cuts, as the answers use it."""
+        return Truncation(self.limit_chars, self.head_chars, self.tail_chars)
 
 
 @dataclass(frozen=True)

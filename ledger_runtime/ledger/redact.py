@@ -3,7 +3,7 @@ the agent's business.
 
 A ``Redactor`` masks the values of the environment's secret-looking variables, well-known token
 shapes (AWS, OpenAI and Anthropic, GitHub, Slack, Google keys; ``NAME_TOKEN=...`` assignments;
-``Authorization:`` headers) and the user's own patterns (setting ``redact_patterns``). A masked
+``Authorization:`` headers) and the user's own patterns (setting ``[ledger.redaction]`` ``patterns``). A masked
 character becomes ``*``: the text keeps its length and its lines, and a line masks the same way
 wherever it stands (no pattern reaches across a line end). So offsets into an answer stay true, an
 answer masked on its own expands to its output masked on its own, and a run of lines two outputs
@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
+
+from ledger_runtime.section import BOOLEAN, STRINGS, Section, setting
 
 MASK = "*"
 # event fields that name places, not what was printed: never masked (a path is no secret's home, and
@@ -85,7 +88,7 @@ BUILTIN_PATTERNS = TOKEN_SHAPES + (
 
 
 class RedactError(ValueError):
-    """A pattern of the setting ``redact_patterns`` that cannot be used; the message names it."""
+    """A pattern of the setting ``redaction.patterns`` that cannot be used; the message names it."""
 
 
 def compile_patterns(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
@@ -93,13 +96,13 @@ def compile_patterns(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
     out = []
     for p in patterns:
         if not isinstance(p, str) or not p:
-            raise RedactError(f"redact_patterns: {p!r} is not a non-empty string")
+            raise RedactError(f"{p!r} is not a non-empty string")
         try:
             rx = re.compile(p, re.MULTILINE)
         except re.error as e:
-            raise RedactError(f"redact_patterns: {p!r} is not a regular expression: {e}") from None
+            raise RedactError(f"{p!r} is not a regular expression: {e}") from None
         if rx.search("") is not None:
-            raise RedactError(f"redact_patterns: {p!r} matches the empty string")
+            raise RedactError(f"{p!r} matches the empty string")
         out.append(rx)
     return tuple(out)
 
@@ -239,3 +242,25 @@ class Redactor:
 
 
 __all__ = ["Redactor", "RedactError", "secret_values", "compile_patterns", "BUILTIN_PATTERNS", "MASK"]
+
+
+@dataclass(frozen=True)
+class RedactionSettings(Section):
+    """The ``[ledger.redaction]`` settings: which secrets are masked before anything is stored."""
+
+    name = "redaction"
+    flat = {"redact": "enabled", "redact_patterns": "patterns"}
+
+    enabled: bool = setting(True, BOOLEAN)
+    """Mask secrets before anything is stored (ledger blobs and events, faults.log, replay results):
+    the values of the environment's secret-looking variables, well-known token shapes and
+    ``patterns``. What the model is shown is not changed."""
+    patterns: list = setting(list, STRINGS, factory=True)
+    """Regular expressions of more secrets to mask (each matched within one line; with a group,
+    only the group is masked)."""
+
+    def validate(self) -> None:
+        try:
+            compile_patterns(self.patterns)
+        except RedactError as e:
+            raise self.refuse("patterns", str(e)) from None

@@ -234,7 +234,7 @@ class LedgerState:
 
     def in_context(self, step: int, context_steps: int) -> bool:
         """Whether the output of ``step`` is still in the model's context: after the last compaction
-        of the agent's history, and within its last ``context_steps`` steps (0: all)."""
+        of the agent's history, and within its last ``context.steps`` steps (0: all)."""
         return step >= self.context_floor and (context_steps <= 0 or step > self.step - context_steps)
 
     def modified_since(self, epoch_step: int, prefix: str | None = None) -> list[Modification]:

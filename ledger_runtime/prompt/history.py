@@ -10,7 +10,7 @@ note is sent once, after the newest message, and kept. The cached prefix of the 
 because of the view: after a rewrite, what the notes after it said goes into one note at the end.
 
 An answer whose reference points at an output the model no longer holds (an agent that drops old
-steps, ``context_steps``) is sent, from then on, as what it stands for.
+steps, ``context.steps``) is sent, from then on, as what it stands for.
 
 The notes are paid from what the answers spared: all the notes the model holds take at most
 ``view_share`` of the characters that answers (references, diffs) spared it so far, so the ledger

@@ -317,7 +317,7 @@ def _replay_in(
     timeout = settings.timeout or traj.timeout
     executor = LocalExecutor(timeout=timeout, env=env)
     config = settings.config.with_(shadow=True)
-    trunc = Truncation(config.output_limit_chars, config.output_head_chars, config.output_tail_chars)
+    trunc = Truncation(config.truncation.limit_chars, config.truncation.head_chars, config.truncation.tail_chars)
     rt = LedgerRuntime(
         workdir,
         run_dir,
@@ -340,8 +340,8 @@ def _replay_in(
             [ContextPolicy.parse(c) for c in settings.contexts],
             [load_pricing(m) for m in settings.price_models],
             trunc,
-            view_share=config.view_share,
-            note_chars=config.context_note_chars,
+            view_share=config.context.view_share,
+            note_chars=config.context.note_chars,
             keep=settings.keep_prompts,
         )
     rows: list[dict] = []

@@ -20,7 +20,7 @@ from git. A root that is not in a git repository gets a small built-in ignore li
 vanish mid-scan, unreadable directories, symlinks, FIFOs and non-UTF-8 names are all handled
 without raising.
 
-Bounds (``ScanBounds``; settings ``scan_budget_s``, ``scan_max_new_entries``, ``scan_max_depth``).
+Bounds (``ScanBounds``; settings ``[ledger.scanning]`` ``budget_s``, ``max_new_entries``, ``max_depth``).
 What is new since the last scan (names a listing had not shown before) is taken in level by level:
 listed, classified with git (one ``check-ignore`` per level, for every directory of the level at
 once), hashed. Each new entry is charged to the topmost directory new in this scan above it, or to
@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, NamedTuple
 
 from ledger_runtime.lines import trim_common
+from ledger_runtime.section import BOOLEAN, Section, integer, number, setting
 from ledger_runtime.workspace.filemap import FileMap
 from ledger_runtime.workspace.hashing import RACY_NS, FileState, HashCache, digest_bytes
 from ledger_runtime.workspace.watcher import Watcher
@@ -87,6 +88,43 @@ class ScanBounds:
     budget_s: float = 3.0
     max_new_entries: int = 1000
     max_depth: int = 64
+
+
+@dataclass(frozen=True)
+class ScanSettings(Section):
+    """The ``[ledger.scanning]`` settings: when the workspace is scanned, what a scan hashes and
+    keeps, and how much of what is new one scan takes in."""
+
+    name = "scanning"
+    flat = {
+        "rescan_before_command": "rescan_before_command",
+        "scan_budget_s": "budget_s",
+        "scan_max_new_entries": "max_new_entries",
+        "scan_max_depth": "max_depth",
+        "max_hash_bytes": "max_hash_bytes",
+        "max_content_bytes": "max_content_bytes",
+    }
+
+    rescan_before_command: bool = setting(True, BOOLEAN)
+    """Scan the workspace before each command too, so changes made between commands (by the user
+    or a background process) are recorded as such and not blamed on the next command."""
+    budget_s: float = setting(3.0, number(above=0))
+    """Seconds one scan spends at most taking in what is new (listing, classifying, hashing new
+    entries); past it, what it was taking in is untracked: its contents are unknown from then on."""
+    max_new_entries: int = setting(1000, integer(1))
+    """New entries (files and directories) one scan takes in under one new directory, or directly in
+    a known one (twice this in all); past it, that directory is untracked: a summary and a fault are
+    recorded, and its contents are unknown from then on (docs/settings.md, "Bounds of a scan")."""
+    max_depth: int = setting(64, integer(1))
+    """Directory levels below the root that are listed; a directory deeper than that is untracked."""
+    max_hash_bytes: int = setting(64 * 1024 * 1024, integer(1))
+    """Files larger than this are tracked by their stat data instead of their content."""
+    max_content_bytes: int = setting(2 * 1024 * 1024, integer(0))
+    """Changed text files up to this size are stored in the ledger, so diffs can be counted."""
+
+    @property
+    def bounds(self) -> ScanBounds:
+        return ScanBounds(self.budget_s, self.max_new_entries, self.max_depth)
 
 
 class Untracked(NamedTuple):

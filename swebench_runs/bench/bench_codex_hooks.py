@@ -199,7 +199,7 @@ def measure_hooks(tree: Path, session: list, work: Path, console: Console) -> di
             "note_chars": summary([float(n) for n in notes]) if notes else {"n": 0},
             "note_chars_total": sum(notes),
             "note_tokens_total_estimate": (sum(notes) + 3) // 4,
-            "note_cap_chars": LedgerConfig().context_note_chars,
+            "note_cap_chars": LedgerConfig().context.note_chars,
         },
         "verdicts": verdicts,
         "faults": faults,

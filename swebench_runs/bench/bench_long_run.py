@@ -187,7 +187,9 @@ def main() -> int:
 
     rows: list[dict[str, float]] = []
     rt = LedgerRuntime(root, tmp / "run", LedgerConfig())
-    history = History(notes=ViewNotes(limit_chars=rt.config.context_note_chars), view_share=rt.config.view_share)
+    history = History(
+        notes=ViewNotes(limit_chars=rt.config.context.note_chars), view_share=rt.config.context.view_share
+    )
     messages: list[dict] = [{"role": "system", "content": "bench"}, {"role": "user", "content": "the task"}]
     # (an older adapter, measured as the before, has no AgentMessages: it reads every message each call)
     agent_messages = mini_context.AgentMessages() if hasattr(mini_context, "AgentMessages") else None

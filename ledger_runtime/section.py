@@ -1,0 +1,149 @@
+"""What every section of the settings shares: the error that names its key, and the checks of a value.
+
+A room that has settings (the state view, the answers, scanning...) owns a small frozen dataclass,
+a ``Section``: its fields are the keys of its ``[ledger.<name>]`` table, each field's ``check``
+turns what a file gives into the value the room uses or says what it expected, and ``validate``
+checks what spans fields. ``LedgerConfig`` (config.py) composes the sections; ``flat`` maps the
+names the keys had before there were sections (``dedupe_min_lines``) to the fields, so those files
+still load.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from typing import Any, Callable, ClassVar
+
+
+class ConfigError(ValueError):
+    """A config file or value the runtime cannot use; the message names the key."""
+
+
+class SettingError(ConfigError):
+    """One setting a section refuses: which (``section``, ``key``) and why (``detail``). Its text
+    names the key in its sectioned form; a loader that knows how a file spelled it names it so."""
+
+    def __init__(self, section: str, key: str, detail: str):
+        self.section, self.key, self.detail = section, key, detail
+        super().__init__(f"{dotted(section, key)}: {detail}")
+
+
+def dotted(section: str, key: str) -> str:
+    """A setting's sectioned name: ``ledger.dedupe.min_lines``; ``ledger.inform`` at the top."""
+    return ".".join(["ledger", *(part for part in (section, key) if part)])
+
+
+class Invalid(ValueError):
+    """A value a check refuses; the text is what was expected."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """What a key takes (``expected``, said in an error) and the conversion to it (None: refused)."""
+
+    expected: str
+    convert: Callable[[Any], Any]
+
+    def __call__(self, value: Any) -> Any:
+        converted = self.convert(value)
+        if converted is None:
+            raise Invalid(self.expected)
+        return converted
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def integer(minimum: int = 0) -> Check:
+    """A whole number, ``minimum`` or more."""
+    return Check(f"an integer >= {minimum}", lambda v: v if _is_int(v) and v >= minimum else None)
+
+
+def number(*, above: float | None = None, at_least: float | None = None, infinite: bool = False) -> Check:
+    """A number (an integer is one too) greater than ``above`` or at least ``at_least``; ``inf``
+    only if ``infinite``; never NaN."""
+    bound = f"> {above:g}" if above is not None else f">= {at_least:g}" if at_least is not None else ""
+    said = f"a number {bound}".strip() + (" (inf: no bound)" if infinite else "")
+
+    def convert(v: Any) -> float | None:
+        if not (_is_int(v) or isinstance(v, float)) or math.isnan(v) or (math.isinf(v) and not infinite):
+            return None
+        if (above is not None and not v > above) or (at_least is not None and not v >= at_least):
+            return None
+        return float(v)
+
+    return Check(said, convert)
+
+
+BOOLEAN = Check("true or false", lambda v: v if isinstance(v, bool) else None)
+TEXT = Check("a string", lambda v: v if isinstance(v, str) else None)
+STRINGS = Check(
+    "a list of strings",
+    lambda v: list(v) if isinstance(v, (list, tuple)) and all(isinstance(s, str) for s in v) else None,
+)
+TABLE = Check("a table", lambda v: dict(v) if isinstance(v, dict) else None)
+
+
+def choice(kind: type[Enum]) -> Check:
+    """One of an enum's words (the enum itself is taken too)."""
+
+    def convert(v: Any) -> Enum | None:
+        try:
+            return kind(v)
+        except ValueError:
+            return None
+
+    return Check(" or ".join(repr(k.value) for k in kind), convert)
+
+
+def setting(default: Any, check: Check, *, factory: bool = False) -> Any:
+    """A field of a section: its default and the check of what it is given."""
+    if factory:
+        return field(default_factory=default, metadata={"check": check})
+    return field(default=default, metadata={"check": check})
+
+
+def plain(value: Any) -> Any:
+    """A value as a file gives it: an enum's word, not the enum."""
+    return value.value if isinstance(value, Enum) else value
+
+
+class Section:
+    """The behaviour every section shares (mixed into a frozen dataclass). ``name``: its table,
+    ``[ledger.<name>]`` ("" for the keys of ``[ledger]`` itself); ``flat``: older name -> key."""
+
+    name: ClassVar[str] = ""
+    flat: ClassVar[dict[str, str]] = {}
+    whole: ClassVar[str] = ""  # a section whose table is one value (its keys are names: the policies)
+
+    def __post_init__(self) -> None:
+        """Every key checked, and converted to what the room uses; a section that exists is one it can use."""
+        for f in fields(self):  # type: ignore[arg-type]
+            check = f.metadata.get("check")
+            if check is None:
+                continue
+            value = getattr(self, f.name)
+            try:
+                object.__setattr__(self, f.name, check(value))
+            except Invalid as e:
+                raise self.refuse(f.name, f"expected {e}, got {value!r}") from None
+        self.validate()
+
+    def validate(self) -> None:
+        """Checks that span keys, or need the room's own parsing (raise ``SettingError``)."""
+
+    def refuse(self, key: str, detail: str) -> SettingError:
+        """The error naming ``key`` (a section that is one table is named itself)."""
+        return SettingError(self.name, "" if key == self.whole else key, detail)
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.name for f in fields(cls) if "check" in f.metadata]  # type: ignore[arg-type]
+
+    def table(self) -> dict[str, Any]:
+        """The section's keys and their plain values (its TOML table)."""
+        if self.whole:
+            return dict(getattr(self, self.whole))
+        return {k: plain(getattr(self, k)) for k in self.keys()}
