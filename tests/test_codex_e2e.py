@@ -159,8 +159,9 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     loose = [str(f) for f in codex_files if f.stat().st_mode & 0o077]
     assert not loose, f"Codex's own files are owner-only once the run ends: {loose}"
     inspect = ledger_run("inspect", str(run_dir), "--json", env=env, cwd=repo)
-    # two references to an identical output: the repeated read, and the repeated failing test (a NUDGE)
-    assert inspect.returncode == 0 and json.loads(inspect.stdout)["summary"]["answers"]["whole"] == 2
+    # a reference to an identical output: the repeated read (and the repeated failing test, a NUDGE, when
+    # its output did not change: pytest prints its own timing)
+    assert inspect.returncode == 0 and json.loads(inspect.stdout)["summary"]["answers"]["whole"] >= 1
 
 
 def test_codex_shadow_runs_everything_and_shows_nothing(codex_env, tmp_path: Path) -> None:
