@@ -935,7 +935,7 @@ class LedgerRuntime:
         self._fault("checking an answer before the model gets it", ValueError(why))
         return raw(output, notes)
 
-    def _record_run(
+    def _record_run(  # noqa: C901
         self,
         plan: Plan,
         res: ExecResult | None,

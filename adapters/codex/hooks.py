@@ -246,7 +246,7 @@ class CodexHooks:
                 return None
         return path
 
-    def handle(self, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+    def handle(self, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:  # noqa: C901
         """Answer one event. Only what uses the runtime holds ``lock``: a ``Begin`` not at all, and
         the transcript's path, the rollouts' new lines and a wrapper's output are read before it."""
         if event == "Begin":

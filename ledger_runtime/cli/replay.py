@@ -74,7 +74,7 @@ def _instances(path: Path | None) -> tuple[dict[str, str], dict[str, str]]:
     return commits, repos
 
 
-def run_replay(
+def run_replay(  # noqa: C901
     trajectories,
     repos,
     workdir,
@@ -465,7 +465,7 @@ ISOLATION_NOTES = {
 }
 
 
-def _parallel(
+def _parallel(  # noqa: C901
     todo: list[Trajectory], settings: ReplaySettings, jobs: int, notes: list[str], finished, progress, overall
 ) -> None:
     """``todo`` in worker processes, each in its own tree. A worker that dies takes only the

@@ -190,7 +190,7 @@ class Treatment(NamedTuple):
 StillTrue = Callable[[Line], bool]
 
 
-def decide(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue) -> list[Treatment]:
+def decide(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue) -> list[Treatment]:  # noqa: C901
     """How each earlier output is sent under ``policy`` (see the module docstring), oldest first.
     ``still_true`` says whether a file line is still that line of its file."""
     n = len(saids)

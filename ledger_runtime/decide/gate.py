@@ -97,7 +97,7 @@ def _load_callable(spec: str, name: str) -> Callable[..., Finding | None]:
     return fn
 
 
-def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str, tuple[Callable, dict]]) -> list[Rule]:
+def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str, tuple[Callable, dict]]) -> list[Rule]:  # noqa: C901
     """The rules in force: every built-in with its defaults, overridden by ``settings``, plus the
     user's own rules (those with a ``check``)."""
     rules = []

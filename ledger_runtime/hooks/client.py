@@ -165,7 +165,7 @@ def _connect(s: socket.socket, path: str, deadline: float) -> None:
             pause = min(pause * 2, 0.05)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> int:  # noqa: C901
     if any(a in ("-h", "--help") for a in argv):
         print(USAGE)
         return 0

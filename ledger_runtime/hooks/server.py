@@ -290,7 +290,7 @@ class HookServer:
         sel.register(conn, selectors.EVENT_READ)
         return True
 
-    def _read_header(self, sel: selectors.BaseSelector, conn: socket.socket) -> None:
+    def _read_header(self, sel: selectors.BaseSelector, conn: socket.socket) -> None:  # noqa: C901
         w = self._waiting.get(conn)
         if w is None:
             return

@@ -113,7 +113,7 @@ class HashCache:
             self.entries[path] = (key, hashed_at, fs)
         return fs
 
-    def _read(self, path: str, st: os.stat_result, keep_limit: int) -> FileState | None:
+    def _read(self, path: str, st: os.stat_result, keep_limit: int) -> FileState | None:  # noqa: C901
         self.reads += 1
         try:
             fd = open_quietly(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
