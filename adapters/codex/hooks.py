@@ -5,7 +5,7 @@ the tool call go on). Facts about the protocol (Codex 0.171.0): ``../shared/docs
 - ``SessionStart``, ``UserPromptSubmit`` (which also names the task when the run started without one):
   a note of what is news in the state view, as ``additionalContext`` (prompt/notes.py).
 - ``PreToolUse`` (``Bash``, ``apply_patch``): govern. A shell command that is to run is replaced by
-  ``ledger-run wrap ... -- COMMAND`` (wrapper.py): it runs the command, and the ``Answer`` event it
+  ``ledger-run wrap ... -- COMMAND`` (ledger_runtime/hooks/wrapper.py): it runs the command, and the ``Answer`` event it
   sends back here records the attempt and returns the answer built from the fresh output (repeats
   of what the model holds as references; a NUDGE note with it), which the wrapper prints with the
   command's own exit code. Codex's PostToolUse cannot replace an output; this way the model reads an

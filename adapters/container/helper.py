@@ -1,6 +1,6 @@
 """Ledger helper that runs INSIDE a container, next to the agent's commands.
 
-Installed on first use by ContainerWorkspace (container.py). It must run on any Python 3.6+ with
+Installed on first use by ContainerWorkspace (workspace.py). It must run on any Python 3.6+ with
 the standard library alone (run with ``python3 -S -E``), so it is written in that dialect.
 
     helper.py --run NONCE DIGEST init ROOT STATE      first snapshot, git baseline; JSON on stdout
@@ -22,7 +22,8 @@ this file, a command's output claims to show lines of it, up to the --keep size;
 State (stat cache, directory listings, the last snapshot, watched keys) lives in the STATE file
 (marshal), so each call reads only what changed. Content hashes are blake2b-128 ("b2:" prefix):
 xxhash is not in the container, and the ledger compares hashes only with hashes of the same run.
-Signatures mirror ledger_runtime/probe.py; the snapshot mirrors ledger_runtime/workspace.py.
+Signatures mirror ledger_runtime/workspace/signatures.py; the snapshot mirrors
+ledger_runtime/workspace/scanner.py.
 """
 
 import binascii

@@ -8,7 +8,7 @@ The agent's own history stays as it is; only the copy sent to the model changes.
   older than the last M become a placeholder, whatever they hold (but one a kept output refers to).
 - ``validity``: an earlier output becomes a one-line stub naming its step, its command and why, when
   nothing in it is both still true and shown nowhere later. A line is *still true* unless it is a
-  file line (a checked view: ledger_runtime/observe.py) whose file no longer has that text at that
+  file line (a checked view: ledger_runtime/ledger/observe.py) whose file no longer has that text at that
   line, or it is a line of an output superseded by a later run of the same command (not an edit,
   not an environment change). It is *shown later* when an output still sent after it shows the same
   file line (path, number, text) or, for a line that is no file line, the same text. Blank lines

@@ -1,6 +1,6 @@
 """``ledger-run hook EVENT``: the command an agent's hook configuration runs for each event.
 
-It reads the event's JSON from stdin, hands it to the run's hook server (hookserver.py, running in
+It reads the event's JSON from stdin, hands it to the run's hook server (server.py, running in
 the ``ledger-run`` process that launched the agent) over a Unix socket, and prints the server's JSON
 answer on stdout. It never blocks the agent for a fault of ours: whatever goes wrong (no server, a
 timeout, an answer that is not JSON), it prints nothing, which lets the command run, appends one

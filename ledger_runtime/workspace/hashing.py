@@ -8,7 +8,7 @@ modification time is older than the moment it was hashed by more than the file s
 granularity, so a same-size rewrite within one clock tick is never missed (a rewrite that forges
 the old mtime still moves ctime, which is part of the key).
 
-This module (with workspace.py and probe.py) uses only the standard library and xxhash, so it can
+This module (with scanner.py and signatures.py) uses only the standard library and xxhash, so it can
 also run as a helper inside a container.
 """
 
