@@ -16,6 +16,7 @@ from ledger_runtime.inspection import Loaded, load, summary
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.ledger.private import private_dir, write_private
 from ledger_runtime.ledger.store import NotALedger
+from ledger_runtime.records import Baseline
 from ledger_runtime.replay import tree as replay_tree
 from ledger_runtime.replay.engine import ReplaySettings, Skip, observations_only, replay_one, result_path
 from ledger_runtime.replay.report import (
@@ -143,12 +144,7 @@ def run_replay(
     )
     prov = provenance(settings.config, jobs, outputs)  # the code as it is when the replay starts
     settings.code = {k: prov.get(k) for k in ("version", "commit", "dirty")}
-    todo = [t for t in trajs if redo or not _done(result_path(out, t.instance_id), contexts, models)]
-    err.print(
-        f"{len(trajs)} {'trajectory' if len(trajs) == 1 else 'trajectories'}, "
-        f"{len(trajs) - len(todo)} already replayed, {len(todo)} to go "
-        f"({sum(len(t.commands) for t in todo)} commands)" + (f", {jobs} at a time" if jobs > 1 else "")
-    )
+    todo = _to_go(trajs, out, redo, contexts, models, jobs, err)
     try:
         skipped += _replay_all(todo, settings, jobs, err, notes)
     finally:
@@ -167,8 +163,7 @@ def _arms(context: str | None, price_model: str, obs_only: bool) -> tuple[tuple[
     ledger only) and the models priced (``--price-model``), each checked."""
     from ledger_runtime.decide.context import ContextError, ContextPolicy
 
-    contexts = tuple(c.strip() for c in (context or "").split(",") if c.strip())
-    models = tuple(m.strip() for m in (price_model or "").split(",") if m.strip())
+    contexts, models = _listed(context), _listed(price_model)
     try:
         names = [ContextPolicy.parse(c).name for c in contexts]
     except ContextError as e:
@@ -178,6 +173,17 @@ def _arms(context: str | None, price_model: str, obs_only: bool) -> tuple[tuple[
         return contexts, models
     if obs_only:
         _fail("--context measures a replay: it cannot go with --observations-only")
+    _priced(models)
+    return tuple(dict.fromkeys(names)), models  # the arms none, answers and ledger are always measured
+
+
+def _listed(option: str | None) -> tuple[str, ...]:
+    """The names of a comma-separated option, blanks left out."""
+    return tuple(c.strip() for c in (option or "").split(",") if c.strip())
+
+
+def _priced(models: tuple[str, ...]) -> None:
+    """``--price-model``: one at least, each with a price the replay can read."""
     if not models:
         _fail("--price-model: give at least one model")
     from ledger_runtime.replay.meter import load_pricing
@@ -187,7 +193,6 @@ def _arms(context: str | None, price_model: str, obs_only: bool) -> tuple[tuple[
             load_pricing(m)
         except (LookupError, ImportError) as e:
             _fail(f"--price-model {m}: {e}")
-    return tuple(dict.fromkeys(names)), models  # the arms none, answers and ledger are always measured
 
 
 def _sources(
@@ -235,6 +240,16 @@ def _trajectories(
     """The recorded runs to replay: read in ``fmt``, one per instance (the first), those whose instance
     id ``filter_`` matches, each with its repository (``repo_names`` where it names none); and the
     (instance, why) of those left out."""
+    trajs, skipped = _read(fmt, paths, notes)
+    unique = _first_of_each(trajs, skipped)
+    trajs = _matching(unique, filter_) if filter_ else unique
+    for t in trajs:
+        t.repo = t.repo or repo_names.get(t.instance_id)
+    return trajs, skipped
+
+
+def _read(fmt: RecordedFormat, paths: list[Path], notes: list[str]) -> tuple[list[Trajectory], list[tuple[str, str]]]:
+    """The recorded runs in ``paths`` read in ``fmt`` (one at least), and those that could not be."""
     assert fmt.load is not None  # _format picks only formats the replay reads
     items = list(fmt.load(paths, notes))
     trajs = [t for t in items if isinstance(t, Trajectory)]
@@ -245,9 +260,14 @@ def _trajectories(
             if skipped
             else f"no {fmt.name} trajectories found in " + ", ".join(str(p) for p in paths)
         )
+    return trajs, skipped
+
+
+def _first_of_each(trajs: list[Trajectory], skipped: list[tuple[str, str]]) -> list[Trajectory]:
+    """One ledger and one result per instance: a second trajectory of it is skipped (and said so)."""
     seen: set[str] = set()
     unique = []
-    for t in trajs:  # one ledger and one result per instance: a second trajectory of it is skipped
+    for t in trajs:
         if t.instance_id in seen:
             skipped.append(
                 (
@@ -258,10 +278,7 @@ def _trajectories(
             continue
         seen.add(t.instance_id)
         unique.append(t)
-    trajs = _matching(unique, filter_) if filter_ else unique
-    for t in trajs:
-        t.repo = t.repo or repo_names.get(t.instance_id)
-    return trajs, skipped
+    return unique
 
 
 def _matching(trajs: list[Trajectory], filter_: str) -> list[Trajectory]:
@@ -315,16 +332,24 @@ def _from_own_ledgers(
     for t in trajs:
         led = own[t.instance_id]
         b = led.state.baseline if led is not None else None
-        if take_commit and not t.base_commit and t.instance_id not in commits and b is not None and b.head_commit:
-            t.base_commit = b.head_commit
-            if b.dirty_paths:
-                notes.append(
-                    f"{t.source}: its run started with uncommitted changes to {len(b.dirty_paths)} files "
-                    f"({', '.join(b.dirty_paths[:3])}{', ...' if len(b.dirty_paths) > 3 else ''}), which the replay's "
-                    f"checkout of {b.head_commit[:12]} does not have"
-                )
-        if b is not None and b.root:
+        if b is None:
+            continue
+        if take_commit and not t.base_commit and t.instance_id not in commits and b.head_commit:
+            _take_commit(t, b, notes)
+        if b.root:
             t.repo = t.repo or b.root
+
+
+def _take_commit(t: Trajectory, b: Baseline, notes: list[str]) -> None:
+    """The commit a run of ledger-run started from, as the one to replay it from; a note when it
+    started with uncommitted changes (the replay's checkout does not have them)."""
+    t.base_commit = b.head_commit
+    if b.dirty_paths:
+        notes.append(
+            f"{t.source}: its run started with uncommitted changes to {len(b.dirty_paths)} files "
+            f"({', '.join(b.dirty_paths[:3])}{', ...' if len(b.dirty_paths) > 3 else ''}), which the replay's "
+            f"checkout of {b.head_commit[:12]} does not have"
+        )
 
 
 def _git_dirs_of_ledgers(own: dict[str, Loaded | None], err: Console) -> list[Path]:
@@ -363,17 +388,23 @@ def _own_workdir(
             f"--workdir: {workdir} (the recorded runs ran in {', '.join(sorted(ran_in))}; give --workdir to choose)",
             highlight=False,
         )
-        elsewhere = {t.instance_id: _names_tree(t, ran_in) for t in trajs}
-        for iid, why in elsewhere.items():
-            if why is not None:
-                skipped.append((iid, why))
-        trajs = [t for t in trajs if elsewhere[t.instance_id] is None]
-        if not trajs:
-            _fail(skipped[-1][1])
-        return workdir, trajs
+        return workdir, _not_naming(trajs, ran_in, skipped)
     if not fmt.root:
         _fail(f"give --workdir: the {fmt.name} format does not say where its commands ran")
     return Path(fmt.root), trajs
+
+
+def _not_naming(trajs: list[Trajectory], trees: set[str], skipped: list[tuple[str, str]]) -> list[Trajectory]:
+    """The runs whose commands name none of the ``trees`` they ran in (replayed elsewhere, those would
+    reach into them); the others skipped, and said so."""
+    elsewhere = {t.instance_id: _names_tree(t, trees) for t in trajs}
+    for iid, why in elsewhere.items():
+        if why is not None:
+            skipped.append((iid, why))
+    trajs = [t for t in trajs if elsewhere[t.instance_id] is None]
+    if not trajs:
+        _fail(skipped[-1][1])
+    return trajs
 
 
 def _hold_tree(workdir: Path, git_dirs: list[Path], force: bool, out: Path) -> replay_tree.Lock:
@@ -398,6 +429,19 @@ def _hold_tree(workdir: Path, git_dirs: list[Path], force: bool, out: Path) -> r
         lock.release()
         _fail(f"cannot write results into -o {out}: {problem}")
     return lock
+
+
+def _to_go(
+    trajs: list[Trajectory], out: Path, redo: bool, contexts: tuple[str, ...], models: tuple[str, ...], jobs: int, err
+) -> list[Trajectory]:
+    """The runs not replayed yet (with these arms and models; ``redo``: all of them), said on stderr."""
+    todo = [t for t in trajs if redo or not _done(result_path(out, t.instance_id), contexts, models)]
+    err.print(
+        f"{len(trajs)} {'trajectory' if len(trajs) == 1 else 'trajectories'}, "
+        f"{len(trajs) - len(todo)} already replayed, {len(todo)} to go "
+        f"({sum(len(t.commands) for t in todo)} commands)" + (f", {jobs} at a time" if jobs > 1 else "")
+    )
+    return todo
 
 
 def _results(out: Path, trajs: list[Trajectory], skipped: list[tuple[str, str]]) -> list[dict]:
