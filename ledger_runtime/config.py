@@ -138,7 +138,7 @@ def _every(config: LedgerConfig) -> dict[Path_, Any]:
     return {path: getattr(config._section(path[0]), path[1]) for path in FLAT.values()}
 
 
-def settings_in(
+def settings_in(  # noqa: C901
     values: Mapping[str, Any], *, origin: str, prefix: str = ""
 ) -> tuple[dict[Path_, Any], dict[Path_, str]]:
     """The settings one source gives (a file's table, overrides), by path, and each one's name as the

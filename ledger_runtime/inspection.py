@@ -3,7 +3,7 @@ what the model received for each command.
 
 ``load(path)`` opens a run directory or ledger file read-only and folds its events; ``timeline`` and
 ``summary`` turn the state into plain data (what ``--json`` prints); ``outputs_at`` gives the exact
-text the model received at a step and what it stands for (transcript.py); ``render_*`` draw it with
+text the model received at a step and what it stands for (answers/transcript.py); ``render_*`` draw it with
 rich.
 """
 

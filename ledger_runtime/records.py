@@ -37,13 +37,6 @@ class VerdictKind(str, Enum):
         return self in (VerdictKind.RUN, VerdictKind.NUDGE)
 
 
-class ReuseForm(str, Enum):
-    """How a REUSE hands the earlier result back."""
-
-    FULL = "full"  # the earlier output, byte for byte, under a one-line header
-    REFERENCE = "reference"  # a short pointer to the step whose output the model still has
-
-
 @dataclass(frozen=True, slots=True)
 class LineSpan:
     """Lines ``start``..``end`` of a file, 1-based and inclusive."""
@@ -71,18 +64,17 @@ def _spans_from_json(raw: Any) -> tuple[LineSpan, ...] | None:
 class Verdict:
     """govern's decision for one proposal.
 
-    ``ref_attempt``/``ref_step`` name the earlier attempt the verdict relies on; ``form`` says how a
-    REUSE hands its result back; ``rule`` names the policy behind a REVISE or BLOCK.
+    ``ref_attempt``/``ref_step`` name the earlier attempt the verdict relies on; ``rule`` names the
+    policy behind a NUDGE, REVISE or BLOCK. (A REUSE, an earlier output handed back in place of a
+    run, is made no more: it is only read from ledgers written before, with the keys they carry that
+    this record no longer has, ``form``, ``covered_by`` and ``estimated_chars``, left out.)
     """
 
     kind: VerdictKind
     reason: str = ""
     ref_attempt: int | None = None
     ref_step: int | None = None
-    form: ReuseForm | None = None
     rule: str | None = None
-    covered_by: tuple[int, ...] = ()  # steps whose observations cover a subsumed read
-    estimated_chars: int | None = None  # a subsumed read's output size, estimated from the file size
     evidence: dict[str, Any] | None = None  # the ledger state a policy read to decide (gate.py)
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,23 +84,18 @@ class Verdict:
             "reason": self.reason,
             "ref_attempt": self.ref_attempt,
             "ref_step": self.ref_step,
-            "form": self.form.value if self.form else None,
             "rule": self.rule,
-            "covered_by": list(self.covered_by),
-            "estimated_chars": self.estimated_chars,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Verdict:
+        """A verdict as the ledger keeps it (keys it does not know, from older ledgers, are left out)."""
         return cls(
             kind=VerdictKind(d["kind"]),
             reason=d.get("reason", ""),
             ref_attempt=d.get("ref_attempt"),
             ref_step=d.get("ref_step"),
-            form=ReuseForm(d["form"]) if d.get("form") else None,
             rule=d.get("rule"),
-            covered_by=tuple(d.get("covered_by") or ()),
-            estimated_chars=d.get("estimated_chars"),
             evidence=d.get("evidence"),
         )
 

@@ -38,8 +38,6 @@ from ledger_runtime.answers.build import (
     AS_PRINTED,
     CUT,
     NOTE,
-    SAME,
-    TEXT,
     Answer,
     AnswerKind,
     Cut,
@@ -53,7 +51,6 @@ from ledger_runtime.answers.build import (
     masked_kept,
     mistakable,
     raw,
-    same_marker,
     split_lines,
 )
 from ledger_runtime.answers.delivered import Delivered, Shown, delivered_lines, output_digest, seen_lines, shown_whole
@@ -82,7 +79,7 @@ from ledger_runtime.ledger.private import hold, private_dir, write_private
 from ledger_runtime.ledger.redact import Redactor
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LedgerStore, StoreError
-from ledger_runtime.records import Attempt, CommandClass, Modification, ReuseForm, Verdict, VerdictKind
+from ledger_runtime.records import Attempt, CommandClass, Modification, Verdict, VerdictKind
 from ledger_runtime.workspace.local import LocalWorkspace, Workspace
 from ledger_runtime.workspace.scanner import Change, Snapshot, delta
 from ledger_runtime.workspace.signatures import PENDING
@@ -130,30 +127,17 @@ class Plan:
     applied: bool  # the verdict takes effect (govern on, not shadow)
     before: Snapshot | None
     pre_sigs: dict[str, str]
-    shadow_output_hash: str | None
     shown_raw: bool = False  # the model got the output as it is, whatever the ledger would answer
     # the model the ledger answers gets this output; False: another model does (a subagent the agent
     # started): recorded and shown as it is, never the source of a reference, never counted as seen
     held: bool = True
 
 
-def not_run_answer(
-    v: Verdict, ref: Source | None, earlier: str | None, *, label: str = "", refused: str | None = None
-) -> tuple[Answer, int | None]:
-    """What the agent gets instead of running a command: an earlier run's output under a one-line
-    header (REUSE, full form), a reference to the step whose output the model holds (REUSE,
-    reference form), or the verdict's reason (REVISE, BLOCK) and what became of the command
-    (``refused``: what the adapter's agent asked for that is not done, in place of "The command was
-    not run..."). Returns the answer and the return code to report."""
-    if v.kind is VerdictKind.REUSE and ref is not None and earlier is not None:
-        if v.form is ReuseForm.REFERENCE:
-            marker = same_marker(ref, f"; not run again: {v.reason}")
-            return Answer(AnswerKind.REUSED, marker, (Piece(SAME, 0, len(marker), ref.attempt),)), ref.exit_code
-        head = f"[ledger] REUSE of {ref.label}'s output ({v.reason}; not run again):\n"
-        text = head + earlier
-        return Answer(
-            AnswerKind.REUSED, text, (Piece(NOTE, 0, len(head)), Piece(TEXT, len(head), len(text)))
-        ), ref.exit_code
+def not_run_answer(v: Verdict, *, refused: str | None = None) -> tuple[Answer, int]:
+    """What the agent gets instead of running a command (REVISE, BLOCK): the verdict's reason and
+    what became of the command (``refused``: what the adapter's agent asked for that is not done, in
+    place of "The command was not run..."). Returns the answer and the return code to report. (No
+    earlier output is handed back in place of a run: a REUSE is only read from older ledgers.)"""
     by = f" by policy {v.rule}" if v.rule else ""
     tail = refused or "The command was not run" + (
         " (it is refused outright)." if v.kind is VerdictKind.BLOCK else "; this turn is still yours."
@@ -526,18 +510,7 @@ class LedgerRuntime:
             govern(analysis, self.state, current, self.config),
             check_all(self.rules, analysis, self.state, current, self._policy_fault),
         )
-        applied = self.config.applies
-        shadow_hash = None
-        if verdict.kind is VerdictKind.REUSE and verdict.ref_attempt is not None:
-            ref = self.state.attempt(verdict.ref_attempt)
-            if ref is not None and altered_output(ref):  # the ledger did not keep it as it was: no handing it back
-                verdict = Verdict(
-                    VerdictKind.RUN,
-                    "the ledger keeps the earlier output altered (a secret masked, or cut for its length)",
-                )
-                ref = None
-            shadow_hash = ref.output_hash if ref else None
-        return Plan(command, cwd, step, analysis, verdict, applied, before, sigs, shadow_hash)
+        return Plan(command, cwd, step, analysis, verdict, self.config.applies, before, sigs)
 
     def _prepare(self, plan: Plan) -> None:
         """Hand the workspace the command about to run, as analysed (one that signs inside the
@@ -812,40 +785,18 @@ class LedgerRuntime:
         return len(output) <= min(MAX_DELIVERED_CHARS, self.config.truncation.max_stored_chars)
 
     def _answer(self, plan: Plan, refused: str | None = None) -> RunResult:
-        """A verdict that does not run the command (REUSE of a run, REVISE, BLOCK), answered and recorded."""
+        """A verdict that does not run the command (REVISE, BLOCK), answered and recorded."""
         self._now = plan.step
         v = plan.verdict
-        ref = self.state.attempt(v.ref_attempt) if v.ref_attempt is not None else None
-        earlier = None
-        if v.kind is VerdictKind.REUSE:
-            if ref is None or ref.output_hash is None:
-                raise LookupError("the earlier attempt has no stored output")
-            earlier = self.store.text(ref.output_hash)
-            if earlier is None:
-                raise LookupError(f"output blob {ref.output_hash} is missing")
-            if v.form is ReuseForm.REFERENCE and not self.delivered.complete(ref.id):
-                v = plan.verdict = Verdict(
-                    v.kind,
-                    v.reason,
-                    v.ref_attempt,
-                    v.ref_step,
-                    ReuseForm.FULL,
-                    v.rule,
-                    v.covered_by,
-                    v.estimated_chars,
-                    v.evidence,
-                )
-        answer, returncode = not_run_answer(v, self._source(ref) if ref is not None else None, earlier, refused=refused)
+        answer, returncode = not_run_answer(v, refused=refused)
         kept = self.truncation.kept(answer.text)
-        refused = v.kind in (VerdictKind.REVISE, VerdictKind.BLOCK)
-        output_hash = ref.output_hash if ref is not None and v.kind is VerdictKind.REUSE else None
         shown_hash = self.store.put_text(answer.text)
         attempt = self._attempt(
             plan,
             executed=False,
-            exit_code=None if refused else returncode,
-            output_hash=output_hash,
-            output_chars=ref.output_chars if ref is not None else (v.estimated_chars or 0),
+            exit_code=None if v.kind in (VerdictKind.REVISE, VerdictKind.BLOCK) else returncode,
+            output_hash=None,
+            output_chars=0,
             truncated=self.truncation.cuts(answer.text),
             duration=0.0,
             read_set={},
@@ -860,19 +811,7 @@ class LedgerRuntime:
         )
         self._commit([("attempt", attempt.to_dict())], plan.step)
         self.state.add_attempt(attempt)
-        if earlier is not None:
-            self._deliver(attempt, earlier, answer, kept, self.truncation.exact)
         return RunResult(answer.text, returncode, v, False, attempt.id, answer=answer.kind.value)
-
-    def _would_answer(self, v: Verdict) -> Answer:
-        """What the model would have got for a verdict that does not run (shadow mode, govern off)."""
-        ref = self.state.attempt(v.ref_attempt) if v.ref_attempt is not None else None
-        earlier = self.store.text(ref.output_hash) if ref is not None and ref.output_hash else None
-        if v.kind is VerdictKind.REUSE and (ref is None or earlier is None):
-            return raw("")
-        if v.kind is VerdictKind.REUSE and v.form is ReuseForm.REFERENCE and not self.delivered.complete(ref.id):
-            v = Verdict(v.kind, v.reason, v.ref_attempt, v.ref_step, ReuseForm.FULL)
-        return not_run_answer(v, self._source(ref) if ref is not None else None, earlier)[0]
 
     def _fresh_answer(
         self, plan: Plan, verdict: Verdict, output: str, lines: Callable[[], list[str]], trunc: Truncation
@@ -935,7 +874,7 @@ class LedgerRuntime:
         self._fault("checking an answer before the model gets it", ValueError(why))
         return raw(output, notes)
 
-    def _record_run(
+    def _record_run(  # noqa: C901
         self,
         plan: Plan,
         res: ExecResult | None,
@@ -973,7 +912,7 @@ class LedgerRuntime:
             verdict = after_run(verdict, found)
         self._now = plan.step
         if not verdict.kind.executes:  # shadow mode, govern off: what the model would have got instead
-            answer = self._would_answer(verdict)
+            answer = not_run_answer(verdict)[0]
         else:
             answer = self._fresh_answer(plan, verdict, output, lines, trunc) if res is not None else raw("")
         shown = answer.text
@@ -1051,12 +990,7 @@ class LedgerRuntime:
             self.state.add_observation(o)
         if res is None:
             return RunResult("", None, verdict, True, attempt.id)
-        if answer.kind is AnswerKind.REUSED:  # shadow mode: the model would have got the earlier output
-            ref = self.state.attempt(verdict.ref_attempt) if verdict.ref_attempt is not None else None
-            earlier = self.store.text(ref.output_hash) if ref is not None and ref.output_hash else None
-            if earlier is not None:
-                self._deliver(attempt, earlier, answer, trunc.kept(shown), trunc.exact)
-        elif answer.kind is not AnswerKind.REFUSED and plan.held:
+        if answer.kind is not AnswerKind.REFUSED and plan.held:
             self._deliver(
                 attempt,
                 output,
@@ -1166,7 +1100,6 @@ class LedgerRuntime:
             submits=a.submits if submits is None else submits,
             shown_chars=shown_chars,
             exception=exception,
-            shadow_output_hash=plan.shadow_output_hash if not plan.applied else None,
             output_complete=output_complete,
             applied=plan.applied,
             shown_hash=shown_hash,

@@ -110,3 +110,54 @@ def test_demo_runs_offline_and_refuses_a_used_directory(tmp_path):
     again = cli("demo", "-o", str(out))
     assert again.returncode == 2 and "already holds a demo run" in again.stderr
     assert again.stderr.strip().count("\n") == 0 and "Traceback" not in again.stderr
+
+
+def test_a_ledger_with_an_old_reuse_still_loads_shows_and_goes_on(repo, tmp_path):
+    # A REUSE (an earlier output handed back, the command not run) is made no more, but ledgers written
+    # before keep them, with verdict keys the record has lost since (form, covered_by, estimated_chars).
+    run, util = tmp_path / "run", (repo / "pkg" / "util.py").read_text()
+    rt = LedgerRuntime(repo, run, LedgerConfig(), task="Make test_add pass")
+    rt.run("cat pkg/util.py", LocalExecutor())
+    first = rt.state.attempts[0]
+    head = "[ledger] REUSE of step 1's output (nothing changed; not run again):\n"
+    shown = head + util
+    old = {
+        **first.to_dict(),
+        "id": first.id + 1,
+        "step": 2,
+        "executed": False,
+        "duration_s": 0.0,
+        "shown_chars": len(shown),
+        "shown_hash": rt.store.put_text(shown),
+        "verdict": {
+            "kind": "REUSE",
+            "reason": "nothing changed",
+            "ref_attempt": first.id,
+            "ref_step": 1,
+            "form": "full",
+            "rule": None,
+            "covered_by": [1],
+            "estimated_chars": len(util),
+            "evidence": None,
+        },
+        "answer": {
+            **first.answer,
+            "kind": "reused",
+            "pieces": [["note", 0, len(head), None, 0, 0], ["text", len(head), len(shown), None, 0, 0]],
+        },
+    }
+    rt.store.append("attempt", old, 2)
+    rt.store.commit()
+    rt.close()
+
+    data = json.loads(cli("inspect", str(run), "--json").stdout)
+    assert [row["verdict"] for row in data["timeline"]] == ["RUN", "REUSE"]
+    assert data["summary"]["reused"] == 1
+    assert data["timeline"][1]["shown"] == shown and data["timeline"][1]["expanded"] == util
+    timeline = cli("inspect", str(run))
+    assert timeline.returncode == 0 and "REUSE" in timeline.stdout, timeline.stderr
+    # the run goes on: a new runtime reads it back (the old REUSE's output among what the model holds)
+    again = LedgerRuntime(repo, run, LedgerConfig(), task="Make test_add pass")
+    r = again.run("cat pkg/util.py", LocalExecutor())
+    assert r.executed and r.output.startswith("[ledger: same as step 2's output"), r.output
+    again.close()

@@ -13,7 +13,6 @@ from ledger_runtime.records import (
     LineSpan,
     Modification,
     Observation,
-    ReuseForm,
     Verdict,
     VerdictKind,
 )
@@ -28,13 +27,12 @@ def test_attempt_round_trip_keeps_every_field():
         cwd="/w",
         command_class=CommandClass.INSPECT,
         verdict=Verdict(
-            VerdictKind.REUSE,
+            VerdictKind.NUDGE,
             "same",
             ref_attempt=1,
             ref_step=1,
-            form=ReuseForm.REFERENCE,
-            covered_by=(1,),
-            estimated_chars=40,
+            rule="repeat-failure",
+            evidence={"repeat-failure": {"step": 1}},
         ),
         executed=False,
         exit_code=0,
@@ -53,6 +51,24 @@ def test_attempt_round_trip_keeps_every_field():
         applied=False,
     )
     assert Attempt.from_dict(a.to_dict()) == a
+
+
+def test_a_verdict_of_an_older_ledger_loads_without_the_keys_it_lost():
+    # a REUSE as ledgers kept it before REUSE was made no more (issue 28 item 9), with its three dead keys
+    old = {
+        "evidence": None,
+        "kind": "REUSE",
+        "reason": "nothing changed",
+        "ref_attempt": 1,
+        "ref_step": 1,
+        "form": "reference",
+        "rule": None,
+        "covered_by": [1],
+        "estimated_chars": 40,
+    }
+    v = Verdict.from_dict(old)
+    assert v == Verdict(VerdictKind.REUSE, "nothing changed", ref_attempt=1, ref_step=1)
+    assert v.to_dict() == {k: old[k] for k in ("evidence", "kind", "reason", "ref_attempt", "ref_step", "rule")}
 
 
 def test_observation_modification_baseline_round_trip():

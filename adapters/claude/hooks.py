@@ -259,9 +259,6 @@ class ClaudeHooks:
         if plan is None:
             return None
         plan.held = not payload.get("agent_id")  # a subagent's output is the subagent's
-        if plan.verdict.kind is VerdictKind.REUSE and not plan.verdict.kind.executes:
-            # an earlier run is never handed back in place of this one: Claude Code runs it
-            plan.verdict = Verdict(VerdictKind.RUN, "Claude Code runs every command")
         return plan
 
     def pre_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:
@@ -307,8 +304,6 @@ class ClaudeHooks:
         if plan is None or call is None:
             return None
         started = self.started.pop(call_id, None) if isinstance(call_id, str) else None
-        if plan.verdict.kind is VerdictKind.REUSE:  # the read runs as Claude Code runs it: shown as it is
-            plan.verdict = Verdict(VerdictKind.RUN)
         return _Pending(plan, started if started is not None else time.perf_counter(), call)
 
     def post_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:

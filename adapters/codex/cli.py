@@ -7,7 +7,7 @@ login, so the refreshed tokens land in the user's own file and the user's login 
 link goes at the end of the run),
 and the ledger's hooks are added for this run only (``-c hooks.<Event>=...``, after any hooks the
 user's own configuration has). The hooks call ``ledger-run hook EVENT``, which talks to the hook
-server this process runs (ledger_runtime/hookserver.py) with the runtime in memory. Hook trust:
+server this process runs (ledger_runtime/hooks/server.py) with the runtime in memory. Hook trust:
 Codex skips hooks nobody trusted, so the run passes ``--dangerously-bypass-hook-trust`` (the
 hooks it bypasses trust for are this run's and the user's own).
 """

@@ -5,7 +5,7 @@ the tool call go on). Facts about the protocol (Codex 0.171.0): ``../shared/docs
 - ``SessionStart``, ``UserPromptSubmit`` (which also names the task when the run started without one):
   a note of what is news in the state view, as ``additionalContext`` (prompt/notes.py).
 - ``PreToolUse`` (``Bash``, ``apply_patch``): govern. A shell command that is to run is replaced by
-  ``ledger-run wrap ... -- COMMAND`` (wrapper.py): it runs the command, and the ``Answer`` event it
+  ``ledger-run wrap ... -- COMMAND`` (ledger_runtime/hooks/wrapper.py): it runs the command, and the ``Answer`` event it
   sends back here records the attempt and returns the answer built from the fresh output (repeats
   of what the model holds as references; a NUDGE note with it), which the wrapper prints with the
   command's own exit code. Codex's PostToolUse cannot replace an output; this way the model reads an
@@ -25,7 +25,7 @@ Served by ``serve()``: each event in a thread of its own, the runtime under ``lo
 used (``Begin`` never waits for it; rollouts are read, transcript paths checked and outputs decoded
 outside it), and two flags the PostToolUse hook tests in the shell before it starts an interpreter:
 ``post``, set by the server while the ledger needs a PostToolUse (a call that no wrapper will record,
-a replay's file to remove, news for the model), and ``fault``, set by a hook or wrapper that could
+news for the model), and ``fault``, set by a hook or wrapper that could
 not reach the server. With both clear (the common case: a wrapped command, nothing new) the hook
 ends at once. What it did for a wrapped call then happens at the next event: the check
 of the wrapper's answer against what Codex's rollout says the model got.
@@ -39,11 +39,9 @@ import math
 import os
 import secrets
 import shlex
-import shutil
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ledger_adapters.codex.rollout import RolloutReader, reader_for
@@ -52,7 +50,6 @@ from ledger_runtime import (
     LedgerRuntime,
     Plan,
     Truncation,
-    Verdict,
     VerdictKind,
     ViewNotes,
     analyze,
@@ -71,7 +68,6 @@ DEFAULT_OUTPUT_TOKENS = 10_000  # Codex's truncation_policy for its models: 10,0
 # the ledger claims the model saw, it saw (for text of several bytes a character too)
 BYTES_PER_TOKEN_SEEN = 2
 DEFAULT_NOTE_CHARS = 600
-STALE_PENDING_S = 1800.0
 # a fault flag stays set this long (the PostToolUse of a call whose PreToolUse could not reach the
 # server comes once Codex has the call's result, within its yield time: 30 s at most)
 FAULT_HOLD_S = 120.0
@@ -160,7 +156,6 @@ class _Pending:
 class CodexHooks:
     runtime: LedgerRuntime
     note_chars: int = DEFAULT_NOTE_CHARS
-    answers_dir: Path | None = None
     pending: dict[str, _Pending] = field(default_factory=dict)
     answered: dict[str, int] = field(default_factory=dict)  # tool_use_id -> attempt id (not run)
     # tool_use_id -> (attempt id, is a patch) of commands recorded before the rollout had their end
@@ -201,8 +196,6 @@ class CodexHooks:
     flag_paths: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.answers_dir is None:
-            self.answers_dir = self.runtime.run_dir / "answers"
         if self.notes is None:
             self.notes = ViewNotes(limit_chars=self.note_chars)
 
@@ -246,7 +239,7 @@ class CodexHooks:
                 return None
         return path
 
-    def handle(self, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+    def handle(self, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:  # noqa: C901
         """Answer one event. Only what uses the runtime holds ``lock``: a ``Begin`` not at all, and
         the transcript's path, the rollouts' new lines and a wrapper's output are read before it."""
         if event == "Begin":
@@ -387,16 +380,9 @@ class CodexHooks:
         if pending is None:
             return None
         plan = pending.plan
-        if plan.verdict.kind is VerdictKind.REUSE and self._something_running():
-            # another command of the agent is still running and may be changing what this one reads
-            plan.verdict = Verdict(VerdictKind.RUN, "another command was running")
-        if plan.applied and not plan.verdict.kind.executes:
+        if plan.applied and not plan.verdict.kind.executes:  # REVISE, BLOCK: the call is denied, with why
             res = self.runtime.answer(plan)
             if res is not None:
-                if plan.verdict.kind is VerdictKind.REUSE:
-                    replay = self._replay_command(res.attempt_id, res.output, res.returncode)
-                    self.answered[call_id] = res.attempt_id or 0
-                    return answer("PreToolUse", permissionDecision="allow", updatedInput={"command": replay})
                 self.answered[call_id] = res.attempt_id or 0
                 self.expect_post.discard(call_id)  # a denied call gets no PostToolUse
                 return answer("PreToolUse", permissionDecision="deny", permissionDecisionReason=res.output)
@@ -510,55 +496,14 @@ class CodexHooks:
             self.runtime.forget_context()
             self.notes.reset(full=True)  # the notes it was given went with them: the whole view next
 
-    def _something_running(self) -> bool:
-        """Whether a command that may change files is still running: started (PreToolUse) and not
-        ended in the rollout, or recorded while Codex left it running. A call that never ran (denied
-        by another hook, declined by the user) stops counting after STALE_PENDING_S."""
-        rollout = self._rollout(self.last_transcript)
-        ended = set(rollout.commands) | set(rollout.patches) if rollout is not None else set()
-        now = time.perf_counter()
-        for call_id, p in self.pending.items():
-            if not p.plan.analysis.readonly and call_id not in ended and now - p.started < STALE_PENDING_S:
-                return True
-        return any(not self.unfinished_pure.get(c, False) for c in self.unfinished)
-
-    def _answer_file(self, attempt_id: int | None) -> Path:
-        assert self.answers_dir is not None
-        return self.answers_dir / f"{attempt_id or 0}.out"
-
-    def _drop_answer_file(self, attempt_id: int | None) -> None:
-        """An earlier output handed back through a file holds what the command printed, secrets
-        too: it goes once Codex has read it (the ledger keeps only its masked copy)."""
-        if self.answers_dir is not None:
-            try:
-                self._answer_file(attempt_id).unlink()
-            except OSError:
-                pass
-
-    def _replay_command(self, attempt_id: int | None, output: str, returncode: int | None) -> str:
-        """A command that prints ``output`` byte for byte and exits with ``returncode``."""
-        assert self.answers_dir is not None
-        from ledger_runtime import private_dir, write_private
-
-        private_dir(self.answers_dir)
-        path = self._answer_file(attempt_id)
-        write_private(path, output.encode("utf-8", "surrogateescape"))
-        if not isinstance(returncode, int):
-            code = 0
-        elif returncode < 0:  # killed by a signal: as a shell reports it
-            code = min(255, 128 - returncode)
-        else:
-            code = returncode & 0xFF
-        return f"cat {shlex.quote(str(path))}; exit {code}"
-
     # -- record ----------------------------------------------------------------------------------
 
     def post_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         call_id = payload.get("tool_use_id")
         if isinstance(call_id, str):
             self.expect_post.discard(call_id)
-        if isinstance(call_id, str) and call_id in self.answered:
-            self._drop_answer_file(self.answered.pop(call_id))
+        if isinstance(call_id, str) and call_id in self.answered:  # denied: nothing ran
+            del self.answered[call_id]
             return None
         if isinstance(call_id, str) and call_id in self.recorded:  # the wrapper's answer recorded it
             del self.recorded[call_id]
@@ -644,8 +589,6 @@ class CodexHooks:
         self.unchecked.clear()
         self.answer_texts.clear()
         self.complete_unfinished()
-        if self.answers_dir is not None:
-            shutil.rmtree(self.answers_dir, ignore_errors=True)
         for call_id, pending in list(self.pending.items()):
             rollout = self._rollout(pending.transcript or self.last_transcript)
             res, trunc = self._result(pending, call_id, rollout, "")

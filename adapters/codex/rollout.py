@@ -58,7 +58,7 @@ class RolloutReader:
             for raw in lines:
                 self._line(raw)
 
-    def _line(self, raw: bytes) -> None:
+    def _line(self, raw: bytes) -> None:  # noqa: C901
         try:
             entry = json.loads(raw)
             kind = entry.get("type")
@@ -233,7 +233,7 @@ class _Turn:
         self.seconds = first - started if started is not None and first is not None and first >= started else None
 
 
-def conversation(path: Path) -> Conversation:
+def conversation(path: Path) -> Conversation:  # noqa: C901
     """A Codex rollout as the model's side of the run: one turn per response of the model (its
     reasoning summaries, messages and tool calls), its tokens as Codex recorded them; Codex records
     no price. The time of a call runs from the last item before it to its first output."""

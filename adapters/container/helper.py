@@ -1,6 +1,6 @@
 """Ledger helper that runs INSIDE a container, next to the agent's commands.
 
-Installed on first use by ContainerWorkspace (container.py). It must run on any Python 3.6+ with
+Installed on first use by ContainerWorkspace (workspace.py). It must run on any Python 3.6+ with
 the standard library alone (run with ``python3 -S -E``), so it is written in that dialect.
 
     helper.py --run NONCE DIGEST init ROOT STATE      first snapshot, git baseline; JSON on stdout
@@ -22,7 +22,8 @@ this file, a command's output claims to show lines of it, up to the --keep size;
 State (stat cache, directory listings, the last snapshot, watched keys) lives in the STATE file
 (marshal), so each call reads only what changed. Content hashes are blake2b-128 ("b2:" prefix):
 xxhash is not in the container, and the ledger compares hashes only with hashes of the same run.
-Signatures mirror ledger_runtime/probe.py; the snapshot mirrors ledger_runtime/workspace.py.
+Signatures mirror ledger_runtime/workspace/signatures.py; the snapshot mirrors
+ledger_runtime/workspace/scanner.py.
 """
 
 import binascii
@@ -142,7 +143,7 @@ class State(object):
 
     # -- hashing with a stat cache (never trusting a racy entry) --
 
-    def file_state(self, path, st=None):
+    def file_state(self, path, st=None):  # noqa: C901
         try:
             if st is None:
                 st = os.lstat(path)
@@ -228,7 +229,7 @@ class State(object):
         )
         return set(os.fsdecode(x) for x in (out or b"").split(b"\0") if x)
 
-    def refresh(self):
+    def refresh(self):  # noqa: C901
         root = self.data["root"]
         if not self.data["is_git"]:
             return
@@ -283,7 +284,7 @@ class State(object):
         self.dirty = True
         self.data["git_key"] = self.git_key()
 
-    def listing(self, d, pending):
+    def listing(self, d, pending):  # noqa: C901
         dirs = self.data["dirs"]
         try:
             st = os.lstat(d)
@@ -332,7 +333,7 @@ class State(object):
         self.dirty = True
         return entry
 
-    def scan(self):
+    def scan(self):  # noqa: C901
         root = self.data["root"]
         self.refresh()
         files = {}
@@ -386,7 +387,7 @@ class State(object):
 
     # -- read-key signatures (see ledger_runtime/probe.py) --
 
-    def sign(self, key):
+    def sign(self, key):  # noqa: C901
         kind, _, path = key.partition(":")
         try:
             if kind == "f":
@@ -450,7 +451,7 @@ class State(object):
                 h.update(b"gone")
         return h.hexdigest()
 
-    def tree_sig(self, path):
+    def tree_sig(self, path):  # noqa: C901
         try:
             st = os.lstat(path)
         except (FileNotFoundError, NotADirectoryError):
@@ -573,7 +574,7 @@ def cheap(key):
     return not key.startswith("r:")
 
 
-def main(argv):
+def main(argv):  # noqa: C901
     global NONCE
     if len(argv) < 5 or argv[1] != "--run":
         reply({"error": "called without --run NONCE DIGEST"})

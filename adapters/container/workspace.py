@@ -3,7 +3,7 @@ machine: a Docker container (mini-swe-agent's DockerEnvironment: talked to with 
 any other environment that runs bash commands (singularity, bubblewrap, SWE-ReX, Modal...: talked
 to through the environment's own ``execute``).
 
-A small helper (container_helper.py) is installed in the container on first use, together with
+A small helper (helper.py) is installed in the container on first use, together with
 the first snapshot, in one ``docker exec``. After that, the post-command snapshot rides in the SAME
 ``docker exec`` as the command: ``wrap`` prepends an EXIT trap that runs the helper when the
 command's shell exits, and ``unwrap`` cuts the helper's report off the output, so the agent gets

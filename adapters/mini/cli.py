@@ -155,7 +155,7 @@ def _engine_problem(executable: str) -> str | None:
     return None
 
 
-def mini(
+def mini(  # noqa: C901
     model: Optional[str] = typer.Option(
         None,
         "-m",

@@ -68,7 +68,7 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
-def from_traj_json(path: Path) -> Trajectory:
+def from_traj_json(path: Path) -> Trajectory:  # noqa: C901
     data = _read(path)
     iid = data.get("instance_id") or path.name.removesuffix(".traj.json")
     cfg = ((data.get("info") or {}).get("config") or {}).get("environment") or {}

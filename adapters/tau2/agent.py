@@ -3,8 +3,8 @@ into its system prompt every turn and the gate in front of every WRITE tool call
 are added.
 
 - Every tool result the agent gets is absorbed: successful READ returns fill the ledger's paths,
-  successful WRITE returns refresh them, failed calls change nothing (tau2_paths.py).
-- A WRITE the gate refuses (REVISE or BLOCK, tau2_rules.py) is never sent to the environment:
+  successful WRITE returns refresh them, failed calls change nothing (paths.py).
+- A WRITE the gate refuses (REVISE or BLOCK, rules.py) is never sent to the environment:
   the tool call is swapped for the READ of the record it concerns (``get_reservation_details``,
   ``get_order_details``, ``get_user_details``, or the read the rule asks for), so the trajectory
   holds no executed write (tau2's grader replays writes) and the agent keeps its turn; when that

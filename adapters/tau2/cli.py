@@ -1,5 +1,5 @@
 """``ledger-run tau2-gate``: the LedgerAgent gate evaluated on tau2-bench without a model
-(adapters/tau2_gate.py)."""
+(adapters/tau2/gate.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
     app.command(name="tau2-gate")(tau2_gate)
 
 
-def evaluate(data: Path, domain: str, task_files: list[str], on_task: Any = None) -> dict[str, Any]:
+def evaluate(data: Path, domain: str, task_files: list[str], on_task: Any = None) -> dict[str, Any]:  # noqa: C901
     """The gate's report; ``on_task(done, total, what)`` after each task replayed (for a progress bar)."""
     from ledger_adapters.tau2.gate import (
         forbidden_cancellations,
@@ -97,7 +97,7 @@ def evaluate(data: Path, domain: str, task_files: list[str], on_task: Any = None
     return report
 
 
-def tau2_gate(
+def tau2_gate(  # noqa: C901
     domain: str = typer.Option(..., "--domain", help="airline or retail"),
     data: Optional[Path] = typer.Option(
         None,

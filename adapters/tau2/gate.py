@@ -125,7 +125,7 @@ class Conversation:
                 continue
             self.call(read, read_args, gated=False)
 
-    def _reads_for(self, name: str, args: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], tuple | None]]:
+    def _reads_for(self, name: str, args: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], tuple | None]]:  # noqa: C901
         db = self.db
         if self.domain == "airline":
             rid = args.get("reservation_id")

@@ -123,7 +123,7 @@ class _Pipe:
     side_effects: bool = False
 
 
-def _combine(pipe: Pipeline) -> _Pipe:
+def _combine(pipe: Pipeline) -> _Pipe:  # noqa: C901
     """A pipeline's class, reads and writes (all stages) and what its last stage shows."""
     out = _Pipe(None, [], [], True, False, [], False)
     current: Stream | tuple | None = None

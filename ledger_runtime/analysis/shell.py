@@ -204,7 +204,7 @@ _ESCAPE = re.compile(r"\\(.)", re.S)
 _DQ_ESCAPE = re.compile(r'\\([$`"\\\n])')
 
 
-def word_of(node) -> Word:
+def word_of(node) -> Word:  # noqa: C901
     """The literal value of an argument node, or None when the shell would expand it."""
     raw = _text(node)
     t = node.type
@@ -354,7 +354,7 @@ class _Lowering:
             out = last_redirected if (last_redirected is not None and named and n is named[-1]) else stdout_redirected
             self.statement(n, stdout_redirected=out, substituted=substituted)
 
-    def statement(self, n, *, stdout_redirected: bool = False, substituted: bool = False) -> None:
+    def statement(self, n, *, stdout_redirected: bool = False, substituted: bool = False) -> None:  # noqa: C901
         t = n.type
         if t == "command":
             simple = self.simple(n)
@@ -441,7 +441,7 @@ class _Lowering:
         else:
             raise _Unsupported(f"unsupported shell construct: {t}")
 
-    def redirected(self, n, *, stdout_redirected: bool, substituted: bool) -> None:
+    def redirected(self, n, *, stdout_redirected: bool, substituted: bool) -> None:  # noqa: C901
         body = n.child_by_field_name("body")
         redirects: list[Redirect] = []
         continuation: list = []

@@ -334,7 +334,7 @@ def _kept(head: str, tail: str, total: int, limit: int) -> str:
     return f"{head}... {left} characters of this output are not stored (the ledger keeps at most {limit}) ...\n{tail}"
 
 
-def build(
+def build(  # noqa: C901
     output: str,
     pool: Pool,
     settings: DedupeSettings,
@@ -417,7 +417,7 @@ def _delta_allowance(size: int) -> int:
     return max(200, size // 3)
 
 
-def _spans(
+def _spans(  # noqa: C901
     lines: list[str],
     pool: Pool,
     settings: DedupeSettings,
@@ -584,7 +584,7 @@ def expand_in_place(text: str, pieces: Sequence[Piece], resolve: Resolve) -> str
     return "".join(shown)
 
 
-def expand(
+def expand(  # noqa: C901
     text: str,
     pieces: Sequence[Piece],
     resolve: Resolve,

@@ -112,7 +112,7 @@ class Transcript:
         why = self._unheld(a)
         return Check(got == fresh, why is None, None, why)
 
-    def _unheld(self, a: Attempt) -> str | None:
+    def _unheld(self, a: Attempt) -> str | None:  # noqa: C901
         """Why a reference of ``a`` names something the model did not hold (None: they all hold)."""
         held_from = int((a.answer or {}).get("held_from") or 0)
         shown_a = self.shown(a) or ""

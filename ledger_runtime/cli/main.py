@@ -43,7 +43,7 @@ def main_options(
 
 
 @app.command()
-def inspect(
+def inspect(  # noqa: C901
     run: Path = typer.Argument(
         ...,
         help="A run directory (holding ledger.sqlite), a ledger file, a trajectory "

@@ -16,6 +16,7 @@ from ledger_runtime.inspection import Loaded, load, summary
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.ledger.private import private_dir, write_private
 from ledger_runtime.ledger.store import NotALedger
+from ledger_runtime.records import Baseline
 from ledger_runtime.replay import tree as replay_tree
 from ledger_runtime.replay.engine import ReplaySettings, Skip, observations_only, replay_one, result_path
 from ledger_runtime.replay.report import (
@@ -74,6 +75,13 @@ def _instances(path: Path | None) -> tuple[dict[str, str], dict[str, str]]:
     return commits, repos
 
 
+def _fail(message: str, code: int = 2) -> None:
+    """``cli.errors.fail``, imported when a replay fails (a worker process never needs it)."""
+    from ledger_runtime.cli.errors import fail
+
+    fail(message, code)
+
+
 def run_replay(
     trajectories,
     repos,
@@ -95,182 +103,33 @@ def run_replay(
     outputs: str = "fresh",
     base_commit: str | None = None,
 ) -> None:
-    """``ledger-run replay`` (see cli/main.py for its options)."""
-    from ledger_runtime.cli.errors import fail
-    from ledger_runtime.decide.context import ContextError, ContextPolicy
-
+    """``ledger-run replay`` (see cli/main.py for its options): check the options, read the recorded
+    runs, then either estimate from their observations alone, or replay them in a work tree of the
+    replay's own and print (and write) the summary."""
     if outputs not in ("fresh", "recorded"):
-        fail(f"--outputs must be fresh or recorded, not {outputs!r}")
-    contexts = tuple(c.strip() for c in (context or "").split(",") if c.strip())
-    models = tuple(m.strip() for m in (price_model or "").split(",") if m.strip())
-    try:
-        names = [ContextPolicy.parse(c).name for c in contexts]
-    except ContextError as e:
-        fail(f"--context: {e}")
-        return
-    if contexts:
-        if obs_only:
-            fail("--context measures a replay: it cannot go with --observations-only")
-        if not models:
-            fail("--price-model: give at least one model")
-        from ledger_runtime.replay.meter import load_pricing
-
-        for m in models:
-            try:
-                load_pricing(m)
-            except (LookupError, ImportError) as e:
-                fail(f"--price-model {m}: {e}")
-        contexts = tuple(dict.fromkeys(names))  # the arms none, answers and ledger are always measured
-
+        _fail(f"--outputs must be fresh or recorded, not {outputs!r}")
+    contexts, models = _arms(context, price_model, obs_only)
     err = Console(stderr=True)
-    fmt = _format(format_, fail)
+    fmt = _format(format_, _fail)
     paths = list(trajectories)
-    missing = [p for p in paths if not p.exists()]
-    if missing:
-        fail(f"no such trajectory file: {missing[0]}")
-    if jobs < 1:
-        fail(f"-j must be 1 or more, not {jobs}")
-    git_dirs = []
-    for r in [] if obs_only else repos:
-        g = replay_tree.git_dir(r)
-        if g is None:
-            fail(f"--repo {r} is not a git repository (give a clone or a git directory)")
-        git_dirs.append(g)
-    try:
-        commits, repo_names = _instances(instances)
-    except OSError as e:
-        fail(f"cannot read --instances: {e.strerror or e}")
-        return
-    except ValueError as e:
-        fail(f"--instances {e}")
-        return
-    if base_commit is not None and not base_commit.strip():
-        fail("--base-commit: give a commit (its hash, or a name the repository knows)")
+    git_dirs, commits, repo_names = _sources(paths, jobs, [] if obs_only else repos, instances, base_commit)
     if obs_only and report is not None:
-        fail("--report is for replays; --observations-only writes OUT/observations-only.json (and --json)")
-    from ledger_runtime.cli.dirs import unwritable
-
+        _fail("--report is for replays; --observations-only writes OUT/observations-only.json (and --json)")
     notes: list[str] = []
-    assert fmt.load is not None  # _format picks only formats the replay reads
-    items = list(fmt.load(paths, notes))
-    trajs = [t for t in items if isinstance(t, Trajectory)]
-    skipped = [(str(e).split(":")[0], str(e)) for e in items if isinstance(e, TrajectoryError)]
-    if not trajs:
-        fail(
-            f"no trajectory could be read: {skipped[0][1]}"
-            if skipped
-            else f"no {fmt.name} trajectories found in " + ", ".join(str(p) for p in paths)
-        )
-    seen: set[str] = set()
-    unique = []
-    for t in trajs:  # one ledger and one result per instance: a second trajectory of it is skipped
-        if t.instance_id in seen:
-            skipped.append(
-                (
-                    t.instance_id,
-                    f"{t.source}: a second trajectory of {t.instance_id} (one per instance: the first is replayed)",
-                )
-            )
-            continue
-        seen.add(t.instance_id)
-        unique.append(t)
-    trajs = unique
-    if filter_:
-        try:
-            rx = re.compile(filter_)
-        except re.error as e:
-            fail(f"--filter {filter_!r} is not a regular expression: {e}")
-            return
-        trajs = [t for t in trajs if rx.search(t.instance_id)]
-        if not trajs:
-            fail(f"no trajectory's instance id matches --filter {filter_!r}")
-    for t in trajs:
-        t.repo = t.repo or repo_names.get(t.instance_id)
+    trajs, skipped = _trajectories(fmt, paths, filter_, repo_names, notes)
     own = {t.instance_id: own_ledger(t) for t in trajs}
     if obs_only:
-        problem = unwritable(out)
-        if problem:
-            fail(f"cannot write results into -o {out}: {problem}")
-        answered = {t.instance_id: why for t in trajs if (why := _answered(t, own[t.instance_id])) is not None}
-        skipped += list(answered.items())
-        trajs = [t for t in trajs if t.instance_id not in answered]
-        if not trajs:
-            fail(f"nothing to estimate: {next(iter(answered.values()))}" if answered else "no trajectory to estimate")
-        for iid, why in skipped:
-            err.print(f"[yellow]skipped[/yellow] {iid}: {why}", highlight=False)
-        _observations_only(trajs, out, as_json)
+        _estimate(trajs, own, skipped, out, as_json, err)
         return
-    # where the recorded runs came from: a run of ledger-run names its commit and repository in its ledger
-    for t in trajs:
-        led = own[t.instance_id]
-        b = led.state.baseline if led is not None else None
-        if (
-            base_commit is None
-            and not t.base_commit
-            and t.instance_id not in commits
-            and b is not None
-            and b.head_commit
-        ):
-            t.base_commit = b.head_commit
-            if b.dirty_paths:
-                notes.append(
-                    f"{t.source}: its run started with uncommitted changes to {len(b.dirty_paths)} files "
-                    f"({', '.join(b.dirty_paths[:3])}{', ...' if len(b.dirty_paths) > 3 else ''}), which the replay's "
-                    f"checkout of {b.head_commit[:12]} does not have"
-                )
-        if b is not None and b.root:
-            t.repo = t.repo or b.root
+    _from_own_ledgers(trajs, own, base_commit is None, commits, notes)
+    git_dirs = git_dirs or _git_dirs_of_ledgers(own, err)
     if not git_dirs:
-        roots = sorted({b.root for led in own.values() if led is not None and (b := led.state.baseline) and b.root})
-        git_dirs = [g for r in roots if (g := replay_tree.git_dir(Path(r))) is not None]
-        if git_dirs:
-            err.print(f"--repo: the recorded runs' own {', '.join(roots)}", highlight=False)
-    if not git_dirs:
-        fail("give --repo DIR (a clone or a git directory holding the base commits), or --observations-only")
+        _fail("give --repo DIR (a clone or a git directory holding the base commits), or --observations-only")
     if base_commit is not None:
-        sha = next((c for g in git_dirs if (c := _commit_in(g, base_commit.strip()))), None)
-        if sha is None:
-            fail(f"--base-commit {base_commit} is in none of the repositories ({', '.join(map(str, git_dirs))})")
-        for t in trajs:
-            t.base_commit = sha
+        _pin_base_commit(trajs, git_dirs, base_commit)
     if workdir is None:
-        ran_in = {b.root for led in own.values() if led is not None and (b := led.state.baseline) and b.root}
-        if ran_in and all(led is not None for led in own.values()) and ran_in != {fmt.root}:
-            # the recorded runs' own trees: never replayed in place; a tree of the replay's own instead
-            workdir = out / "worktree"
-            err.print(
-                f"--workdir: {workdir} (the recorded runs ran in {', '.join(sorted(ran_in))}; "
-                "give --workdir to choose)",
-                highlight=False,
-            )
-            elsewhere = {t.instance_id: _names_tree(t, ran_in) for t in trajs}
-            for iid, why in elsewhere.items():
-                if why is not None:
-                    skipped.append((iid, why))
-            trajs = [t for t in trajs if elsewhere[t.instance_id] is None]
-            if not trajs:
-                fail(skipped[-1][1])
-        elif fmt.root:
-            workdir = Path(fmt.root)
-        else:
-            fail(f"give --workdir: the {fmt.name} format does not say where its commands ran")
-    assert workdir is not None
-    clash = replay_tree.overlaps(workdir, git_dirs)
-    if clash is not None:
-        fail(
-            f"--workdir {workdir} and --repo {clash} overlap: emptying the work tree would delete the repository; "
-            "give another --workdir"
-        )
-    try:
-        replay_tree.check_usable(workdir, force)
-        lock = replay_tree.Lock(workdir)
-    except replay_tree.TreeError as e:
-        fail(str(e))
-        return
-    problem = unwritable(out)
-    if problem:
-        lock.release()
-        fail(f"cannot write results into -o {out}: {problem}")
+        workdir, trajs = _own_workdir(fmt, trajs, own, out, skipped, err)
+    lock = _hold_tree(workdir, git_dirs, force, out)
     settings = ReplaySettings(
         repos=git_dirs,
         out=out,
@@ -285,29 +144,324 @@ def run_replay(
     )
     prov = provenance(settings.config, jobs, outputs)  # the code as it is when the replay starts
     settings.code = {k: prov.get(k) for k in ("version", "commit", "dirty")}
+    todo = _to_go(trajs, out, redo, contexts, models, jobs, err)
+    try:
+        skipped += _replay_all(todo, settings, jobs, err, notes)
+    finally:
+        lock.release()
+    results = _results(out, trajs, skipped)
+    agg = aggregate(results)
+    what = replayed(paths, fmt.name, len(results), swebench=instances is not None)
+    ctx = summarize_context(results) if contexts else None
+    _print_summary(agg, what, ctx, models, skipped, notes, as_json)
+    if report is not None:
+        _write_report(report, argv, agg, skipped, notes, prov, what, ctx, models)
+
+
+def _arms(context: str | None, price_model: str, obs_only: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The context policies measured (``--context``, by their names; none: the arms none, answers and
+    ledger only) and the models priced (``--price-model``), each checked."""
+    from ledger_runtime.decide.context import ContextError, ContextPolicy
+
+    contexts, models = _listed(context), _listed(price_model)
+    try:
+        names = [ContextPolicy.parse(c).name for c in contexts]
+    except ContextError as e:
+        _fail(f"--context: {e}")
+        raise AssertionError from e  # fail() raised
+    if not contexts:
+        return contexts, models
+    if obs_only:
+        _fail("--context measures a replay: it cannot go with --observations-only")
+    _priced(models)
+    return tuple(dict.fromkeys(names)), models  # the arms none, answers and ledger are always measured
+
+
+def _listed(option: str | None) -> tuple[str, ...]:
+    """The names of a comma-separated option, blanks left out."""
+    return tuple(c.strip() for c in (option or "").split(",") if c.strip())
+
+
+def _priced(models: tuple[str, ...]) -> None:
+    """``--price-model``: one at least, each with a price the replay can read."""
+    if not models:
+        _fail("--price-model: give at least one model")
+    from ledger_runtime.replay.meter import load_pricing
+
+    for m in models:
+        try:
+            load_pricing(m)
+        except (LookupError, ImportError) as e:
+            _fail(f"--price-model {m}: {e}")
+
+
+def _sources(
+    paths: list[Path], jobs: int, repos, instances: Path | None, base_commit: str | None
+) -> tuple[list[Path], dict[str, str], dict[str, str]]:
+    """The trajectory files checked, and where the runs came from: the git directories of ``--repo``,
+    and each ``--instances`` instance's base commit and repository."""
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        _fail(f"no such trajectory file: {missing[0]}")
+    if jobs < 1:
+        _fail(f"-j must be 1 or more, not {jobs}")
+    git_dirs = _git_dirs(repos)
+    commits, repo_names = _read_instances(instances)
+    if base_commit is not None and not base_commit.strip():
+        _fail("--base-commit: give a commit (its hash, or a name the repository knows)")
+    return git_dirs, commits, repo_names
+
+
+def _git_dirs(repos) -> list[Path]:
+    """The git directories of ``--repo`` (a clone or a git directory each)."""
+    git_dirs = []
+    for r in repos:
+        g = replay_tree.git_dir(r)
+        if g is None:
+            _fail(f"--repo {r} is not a git repository (give a clone or a git directory)")
+        git_dirs.append(g)
+    return git_dirs
+
+
+def _read_instances(instances: Path | None) -> tuple[dict[str, str], dict[str, str]]:
+    """``--instances``: each SWE-bench instance's base commit and repository."""
+    try:
+        return _instances(instances)
+    except OSError as e:
+        _fail(f"cannot read --instances: {e.strerror or e}")
+    except ValueError as e:
+        _fail(f"--instances {e}")
+    raise AssertionError("fail() raised")
+
+
+def _trajectories(
+    fmt: RecordedFormat, paths: list[Path], filter_: str | None, repo_names: dict[str, str], notes: list[str]
+) -> tuple[list[Trajectory], list[tuple[str, str]]]:
+    """The recorded runs to replay: read in ``fmt``, one per instance (the first), those whose instance
+    id ``filter_`` matches, each with its repository (``repo_names`` where it names none); and the
+    (instance, why) of those left out."""
+    trajs, skipped = _read(fmt, paths, notes)
+    unique = _first_of_each(trajs, skipped)
+    trajs = _matching(unique, filter_) if filter_ else unique
+    for t in trajs:
+        t.repo = t.repo or repo_names.get(t.instance_id)
+    return trajs, skipped
+
+
+def _read(fmt: RecordedFormat, paths: list[Path], notes: list[str]) -> tuple[list[Trajectory], list[tuple[str, str]]]:
+    """The recorded runs in ``paths`` read in ``fmt`` (one at least), and those that could not be."""
+    assert fmt.load is not None  # _format picks only formats the replay reads
+    items = list(fmt.load(paths, notes))
+    trajs = [t for t in items if isinstance(t, Trajectory)]
+    skipped = [(str(e).split(":")[0], str(e)) for e in items if isinstance(e, TrajectoryError)]
+    if not trajs:
+        _fail(
+            f"no trajectory could be read: {skipped[0][1]}"
+            if skipped
+            else f"no {fmt.name} trajectories found in " + ", ".join(str(p) for p in paths)
+        )
+    return trajs, skipped
+
+
+def _first_of_each(trajs: list[Trajectory], skipped: list[tuple[str, str]]) -> list[Trajectory]:
+    """One ledger and one result per instance: a second trajectory of it is skipped (and said so)."""
+    seen: set[str] = set()
+    unique = []
+    for t in trajs:
+        if t.instance_id in seen:
+            skipped.append(
+                (
+                    t.instance_id,
+                    f"{t.source}: a second trajectory of {t.instance_id} (one per instance: the first is replayed)",
+                )
+            )
+            continue
+        seen.add(t.instance_id)
+        unique.append(t)
+    return unique
+
+
+def _matching(trajs: list[Trajectory], filter_: str) -> list[Trajectory]:
+    """``--filter``: the runs whose instance id the regular expression matches (one at least)."""
+    try:
+        rx = re.compile(filter_)
+    except re.error as e:
+        _fail(f"--filter {filter_!r} is not a regular expression: {e}")
+        raise AssertionError from e  # fail() raised
+    trajs = [t for t in trajs if rx.search(t.instance_id)]
+    if not trajs:
+        _fail(f"no trajectory's instance id matches --filter {filter_!r}")
+    return trajs
+
+
+def _estimate(
+    trajs: list[Trajectory],
+    own: dict[str, Loaded | None],
+    skipped: list[tuple[str, str]],
+    out: Path,
+    as_json: bool,
+    err: Console,
+) -> None:
+    """``--observations-only``: the estimate from what the recorded runs observed, none replayed
+    (those whose own ledger answered them already are skipped)."""
+    from ledger_runtime.cli.dirs import unwritable
+
+    problem = unwritable(out)
+    if problem:
+        _fail(f"cannot write results into -o {out}: {problem}")
+    answered = {t.instance_id: why for t in trajs if (why := _answered(t, own[t.instance_id])) is not None}
+    skipped += list(answered.items())
+    trajs = [t for t in trajs if t.instance_id not in answered]
+    if not trajs:
+        _fail(f"nothing to estimate: {next(iter(answered.values()))}" if answered else "no trajectory to estimate")
+    for iid, why in skipped:
+        err.print(f"[yellow]skipped[/yellow] {iid}: {why}", highlight=False)
+    _observations_only(trajs, out, as_json)
+
+
+def _from_own_ledgers(
+    trajs: list[Trajectory],
+    own: dict[str, Loaded | None],
+    take_commit: bool,
+    commits: dict[str, str],
+    notes: list[str],
+) -> None:
+    """Where the recorded runs came from: a run of ledger-run names its commit (taken where
+    ``take_commit`` and neither the trajectory nor ``--instances`` gives one) and its repository in
+    its ledger."""
+    for t in trajs:
+        led = own[t.instance_id]
+        b = led.state.baseline if led is not None else None
+        if b is None:
+            continue
+        if take_commit and not t.base_commit and t.instance_id not in commits and b.head_commit:
+            _take_commit(t, b, notes)
+        if b.root:
+            t.repo = t.repo or b.root
+
+
+def _take_commit(t: Trajectory, b: Baseline, notes: list[str]) -> None:
+    """The commit a run of ledger-run started from, as the one to replay it from; a note when it
+    started with uncommitted changes (the replay's checkout does not have them)."""
+    t.base_commit = b.head_commit
+    if b.dirty_paths:
+        notes.append(
+            f"{t.source}: its run started with uncommitted changes to {len(b.dirty_paths)} files "
+            f"({', '.join(b.dirty_paths[:3])}{', ...' if len(b.dirty_paths) > 3 else ''}), which the replay's "
+            f"checkout of {b.head_commit[:12]} does not have"
+        )
+
+
+def _git_dirs_of_ledgers(own: dict[str, Loaded | None], err: Console) -> list[Path]:
+    """Without ``--repo``: the repositories the recorded runs' own ledgers ran in."""
+    roots = sorted({b.root for led in own.values() if led is not None and (b := led.state.baseline) and b.root})
+    git_dirs = [g for r in roots if (g := replay_tree.git_dir(Path(r))) is not None]
+    if git_dirs:
+        err.print(f"--repo: the recorded runs' own {', '.join(roots)}", highlight=False)
+    return git_dirs
+
+
+def _pin_base_commit(trajs: list[Trajectory], git_dirs: list[Path], base_commit: str) -> None:
+    """``--base-commit``: every run replayed from that commit (the first repository that has it)."""
+    sha = next((c for g in git_dirs if (c := _commit_in(g, base_commit.strip()))), None)
+    if sha is None:
+        _fail(f"--base-commit {base_commit} is in none of the repositories ({', '.join(map(str, git_dirs))})")
+    for t in trajs:
+        t.base_commit = sha
+
+
+def _own_workdir(
+    fmt: RecordedFormat,
+    trajs: list[Trajectory],
+    own: dict[str, Loaded | None],
+    out: Path,
+    skipped: list[tuple[str, str]],
+    err: Console,
+) -> tuple[Path, list[Trajectory]]:
+    """Without ``--workdir``: where to replay, and the runs that can be. The recorded runs' own trees
+    are never replayed in place: a tree of the replay's own under ``out`` instead (a run whose
+    commands name the tree it ran in is skipped); else where the format says its commands ran."""
+    ran_in = {b.root for led in own.values() if led is not None and (b := led.state.baseline) and b.root}
+    if ran_in and all(led is not None for led in own.values()) and ran_in != {fmt.root}:
+        workdir = out / "worktree"
+        err.print(
+            f"--workdir: {workdir} (the recorded runs ran in {', '.join(sorted(ran_in))}; give --workdir to choose)",
+            highlight=False,
+        )
+        return workdir, _not_naming(trajs, ran_in, skipped)
+    if not fmt.root:
+        _fail(f"give --workdir: the {fmt.name} format does not say where its commands ran")
+    return Path(fmt.root), trajs
+
+
+def _not_naming(trajs: list[Trajectory], trees: set[str], skipped: list[tuple[str, str]]) -> list[Trajectory]:
+    """The runs whose commands name none of the ``trees`` they ran in (replayed elsewhere, those would
+    reach into them); the others skipped, and said so."""
+    elsewhere = {t.instance_id: _names_tree(t, trees) for t in trajs}
+    for iid, why in elsewhere.items():
+        if why is not None:
+            skipped.append((iid, why))
+    trajs = [t for t in trajs if elsewhere[t.instance_id] is None]
+    if not trajs:
+        _fail(skipped[-1][1])
+    return trajs
+
+
+def _hold_tree(workdir: Path, git_dirs: list[Path], force: bool, out: Path) -> replay_tree.Lock:
+    """The work tree checked (never one that holds a repository; ``force``: one not the replay's own)
+    and locked for this replay, and ``out`` writable."""
+    from ledger_runtime.cli.dirs import unwritable
+
+    clash = replay_tree.overlaps(workdir, git_dirs)
+    if clash is not None:
+        _fail(
+            f"--workdir {workdir} and --repo {clash} overlap: emptying the work tree would delete the repository; "
+            "give another --workdir"
+        )
+    try:
+        replay_tree.check_usable(workdir, force)
+        lock = replay_tree.Lock(workdir)
+    except replay_tree.TreeError as e:
+        _fail(str(e))
+        raise AssertionError from e  # fail() raised
+    problem = unwritable(out)
+    if problem:
+        lock.release()
+        _fail(f"cannot write results into -o {out}: {problem}")
+    return lock
+
+
+def _to_go(
+    trajs: list[Trajectory], out: Path, redo: bool, contexts: tuple[str, ...], models: tuple[str, ...], jobs: int, err
+) -> list[Trajectory]:
+    """The runs not replayed yet (with these arms and models; ``redo``: all of them), said on stderr."""
     todo = [t for t in trajs if redo or not _done(result_path(out, t.instance_id), contexts, models)]
     err.print(
         f"{len(trajs)} {'trajectory' if len(trajs) == 1 else 'trajectories'}, "
         f"{len(trajs) - len(todo)} already replayed, {len(todo)} to go "
         f"({sum(len(t.commands) for t in todo)} commands)" + (f", {jobs} at a time" if jobs > 1 else "")
     )
-    try:
-        skipped += _replay_all(todo, settings, jobs, err, notes)
-    finally:
-        lock.release()
+    return todo
+
+
+def _results(out: Path, trajs: list[Trajectory], skipped: list[tuple[str, str]]) -> list[dict]:
+    """The results of the runs replayed (those of this replay's runs in ``out``, earlier ones
+    included), the runs skipped written beside them."""
     if skipped:
         try:
             write_private(private_dir(out) / "skipped.json", json.dumps(skipped, indent=1))
         except OSError as e:
-            fail(f"cannot write {out / 'skipped.json'}: {e.strerror or e}")
+            _fail(f"cannot write {out / 'skipped.json'}: {e.strerror or e}")
     results = [r for r in load_results(out) if r["instance_id"] in {t.instance_id for t in trajs}]
     if not results:
-        fail(
+        _fail(
             f"no trajectory was replayed ({len(skipped)} skipped; the reasons above, and in {out / 'skipped.json'})", 1
         )
-    agg = aggregate(results)
-    what = replayed(paths, fmt.name, len(results), swebench=instances is not None)
-    ctx = summarize_context(results) if contexts else None
+    return results
+
+
+def _print_summary(agg: dict, what: str, ctx: dict | None, models, skipped, notes, as_json: bool) -> None:
+    """The summary on stdout: JSON (``--json``), or the tables (the context arms' per priced model)."""
     if as_json:
         json.dump(
             {"summary": agg, "skipped": skipped, "notes": notes, **({"context": ctx} if ctx else {})},
@@ -316,25 +470,28 @@ def run_replay(
             default=str,
         )
         sys.stdout.write("\n")
-    else:
-        console = Console()
-        console.print(table(agg, what))
-        console.print(class_table(agg["total"]))
-        if ctx:
-            for m in models:
-                console.print(context_table(ctx, m))
-        for iid, why in skipped:
-            console.print(f"skipped {iid}: {why}", highlight=False)
-    if report is not None:
-        command = "ledger-run " + " ".join(shlex.quote(a) for a in argv[1:])
-        try:
-            report.parent.mkdir(parents=True, exist_ok=True)
-            write_private(
-                report,
-                results_md(agg, command, skipped, notes, prov, what) + (context_md(ctx, models) if ctx else ""),
-            )
-        except OSError as e:
-            fail(f"cannot write --report {report}: {e.strerror or e}")
+        return
+    console = Console()
+    console.print(table(agg, what))
+    console.print(class_table(agg["total"]))
+    if ctx:
+        for m in models:
+            console.print(context_table(ctx, m))
+    for iid, why in skipped:
+        console.print(f"skipped {iid}: {why}", highlight=False)
+
+
+def _write_report(report: Path, argv, agg: dict, skipped, notes, prov: dict, what: str, ctx, models) -> None:
+    """``--report``: the results as Markdown, with the command that made them."""
+    command = "ledger-run " + " ".join(shlex.quote(a) for a in argv[1:])
+    try:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        write_private(
+            report,
+            results_md(agg, command, skipped, notes, prov, what) + (context_md(ctx, models) if ctx else ""),
+        )
+    except OSError as e:
+        _fail(f"cannot write --report {report}: {e.strerror or e}")
 
 
 def replayed(paths: list[Path], format_name: str, n: int, swebench: bool) -> str:
@@ -465,7 +622,7 @@ ISOLATION_NOTES = {
 }
 
 
-def _parallel(
+def _parallel(  # noqa: C901
     todo: list[Trajectory], settings: ReplaySettings, jobs: int, notes: list[str], finished, progress, overall
 ) -> None:
     """``todo`` in worker processes, each in its own tree. A worker that dies takes only the

@@ -8,7 +8,7 @@ The agent's own history stays as it is; only the copy sent to the model changes.
   older than the last M become a placeholder, whatever they hold (but one a kept output refers to).
 - ``validity``: an earlier output becomes a one-line stub naming its step, its command and why, when
   nothing in it is both still true and shown nowhere later. A line is *still true* unless it is a
-  file line (a checked view: ledger_runtime/observe.py) whose file no longer has that text at that
+  file line (a checked view: ledger_runtime/ledger/observe.py) whose file no longer has that text at that
   line, or it is a line of an output superseded by a later run of the same command (not an edit,
   not an environment change). It is *shown later* when an output still sent after it shows the same
   file line (path, number, text) or, for a line that is no file line, the same text. Blank lines
@@ -190,7 +190,7 @@ class Treatment(NamedTuple):
 StillTrue = Callable[[Line], bool]
 
 
-def decide(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue) -> list[Treatment]:
+def decide(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue) -> list[Treatment]:  # noqa: C901
     """How each earlier output is sent under ``policy`` (see the module docstring), oldest first.
     ``still_true`` says whether a file line is still that line of its file."""
     n = len(saids)

@@ -15,9 +15,8 @@ Composition, in this order (the first that applies wins):
 1. BLOCK from any rule: refused outright;
 2. REVISE from any rule: the call is dropped, the agent gets the rule and the conflicting state and
    keeps its turn;
-3. govern's REUSE: a still-valid earlier result;
-4. NUDGE from any rule or from govern: the command runs, with every note;
-5. RUN.
+3. NUDGE from any rule or from govern: the command runs, with every note;
+4. RUN.
 
 Configuration (TOML, under ``[ledger.policies.<name>]`` or ``[policies.<name>]``): ``enabled``,
 ``verdict`` (NUDGE, REVISE or BLOCK), ``paths`` (globs the rule applies to; all when empty), and the
@@ -97,7 +96,7 @@ def _load_callable(spec: str, name: str) -> Callable[..., Finding | None]:
     return fn
 
 
-def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str, tuple[Callable, dict]]) -> list[Rule]:
+def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str, tuple[Callable, dict]]) -> list[Rule]:  # noqa: C901
     """The rules in force: every built-in with its defaults, overridden by ``settings``, plus the
     user's own rules (those with a ``check``)."""
     rules = []
@@ -286,8 +285,6 @@ def compose(governed: Verdict, gated: list[Verdict]) -> Verdict:
                 rule=",".join(v.rule or "" for v in hits),
                 evidence={v.rule or "": v.evidence for v in hits},
             )
-    if governed.kind is VerdictKind.REUSE:
-        return governed
     nudges = [v for v in gated if v.kind is VerdictKind.NUDGE]
     if nudges:
         reasons = [f"{v.rule}: {v.reason}" for v in nudges]

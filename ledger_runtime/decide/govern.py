@@ -2,7 +2,7 @@
 decided before a command runs.
 
 Every command runs: what the model gets back is decided after it ran, by comparing its fresh output
-with what the model already holds (answers.py; DESIGN.md, "Validity"). So before a command runs,
+with what the model already holds (answers/build.py; docs/answers.md). So before a command runs,
 govern only
 
 - NUDGEs a repeat of a test or script run, or of a failing command that is not a plain read, when

@@ -16,7 +16,8 @@ ledger state and the current signatures, with its default verdict and parameters
 - ``noop-edit`` (NUDGE): decided after the command ran (from its ``Outcome``): an edit that changed
   no file.
 - ``repeat-failure`` (NUDGE, REVISE from ``revise_after`` = 3 runs): the same failing command again
-  with nothing changed since (not pure readers: their repeats are govern's REUSE).
+  with nothing changed since (not pure readers: a repeat of one runs, answered against what the
+  model holds).
 """
 
 from __future__ import annotations
@@ -262,7 +263,7 @@ def verify_before_submit(proposal: Analysis, state: LedgerState, current: Curren
 
 def repeat_failure(proposal: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
     if proposal.submits or proposal.pure or proposal.command_class in (CommandClass.MODIFY, CommandClass.ENV):
-        return None  # a pure reader's repeat is govern's (REUSE)
+        return None  # a pure reader's repeat runs: its answer refers to what the model holds
     chain = []
     for a in state.repeats_of(proposal.normalized, proposal.cwd):
         if not a.executed:

@@ -1,6 +1,6 @@
 """``ledger-run hook EVENT``: the command an agent's hook configuration runs for each event.
 
-It reads the event's JSON from stdin, hands it to the run's hook server (hookserver.py, running in
+It reads the event's JSON from stdin, hands it to the run's hook server (server.py, running in
 the ``ledger-run`` process that launched the agent) over a Unix socket, and prints the server's JSON
 answer on stdout. It never blocks the agent for a fault of ours: whatever goes wrong (no server, a
 timeout, an answer that is not JSON), it prints nothing, which lets the command run, appends one
@@ -165,7 +165,7 @@ def _connect(s: socket.socket, path: str, deadline: float) -> None:
             pause = min(pause * 2, 0.05)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> int:  # noqa: C901
     if any(a in ("-h", "--help") for a in argv):
         print(USAGE)
         return 0

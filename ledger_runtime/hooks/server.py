@@ -1,5 +1,5 @@
 """The hook server: the ledger's side of an agent's hooks, in the ``ledger-run`` process that
-launched the agent. Hook processes (hookclient.py) connect to its Unix socket, send
+launched the agent. Hook processes (client.py) connect to its Unix socket, send
 ``{"event": NAME, "token": T, "call": ID}\\n`` and the event's JSON, and read back the answer (JSON,
 or nothing). A call whose first line says ``"raw": true`` sends a JSON object's line, then bytes (the
 handler finds them as ``payload["raw"]``), and a handler may answer with bytes, sent after their
@@ -290,7 +290,7 @@ class HookServer:
         sel.register(conn, selectors.EVENT_READ)
         return True
 
-    def _read_header(self, sel: selectors.BaseSelector, conn: socket.socket) -> None:
+    def _read_header(self, sel: selectors.BaseSelector, conn: socket.socket) -> None:  # noqa: C901
         w = self._waiting.get(conn)
         if w is None:
             return

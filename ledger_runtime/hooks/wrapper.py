@@ -340,7 +340,7 @@ def _begin(args: dict[str, str], run_dir: str | None, command: str) -> str | Non
     return key
 
 
-def _run(child: Child, command: str, args: dict[str, str], run_dir: str | None, wait: float, started: float) -> int:
+def _run(child: Child, command: str, args: dict[str, str], run_dir: str | None, wait: float, started: float) -> int:  # noqa: C901
     out = sys.stdout.buffer
     buf = bytearray()
     deadline = time.monotonic() + wait

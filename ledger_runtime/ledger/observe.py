@@ -244,7 +244,7 @@ def observations(
     return obs
 
 
-def _observe(
+def _observe(  # noqa: C901
     view: FileView,
     out: list[str],
     visible: list[bool],

@@ -168,7 +168,7 @@ class Redactor:
     def active(self) -> bool:
         return bool(self.values or self.patterns)
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
+    def spans(self, text: str) -> list[tuple[int, int]]:  # noqa: C901
         """The character ranges of ``text`` to mask, merged, in order."""
         found: list[tuple[int, int]] = []
         for v in self.values:

@@ -155,7 +155,7 @@ class LedgerStore:
         return cls(p, conn, True, redactor)
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, writable: bool = False, check: bool = True) -> LedgerStore:
+    def open(cls, path: str | os.PathLike, *, writable: bool = False, check: bool = True) -> LedgerStore:  # noqa: C901
         """Open an existing ledger; raises NotALedger with the reason when it is not one.
 
         ``check`` runs SQLite's quick integrity check (a full read of the file)."""

@@ -147,7 +147,7 @@ class History:
         self._out = []
         self.sticky = Sticky(self.sticky.cache_ratio, self.sticky.write_ratio, self.sticky.min_calls_ahead)
 
-    def _texts(self, messages: Sequence[Message], ledger: Ledger, same: int) -> list[str]:
+    def _texts(self, messages: Sequence[Message], ledger: Ledger, same: int) -> list[str]:  # noqa: C901
         """The text to send for each message (its own, an expansion, a stub); ``same``: how many of
         the first messages are the last call's."""
         raw = self._raw[:same] + list(map(_TEXT, messages[same:]))

@@ -68,7 +68,7 @@ class OfflineBound:
         self.best: dict[str, dict[int, _Schedule]] = {m: {0: _Schedule(0.0, ())} for m in rates}
         self.calls = 0
 
-    def call(
+    def call(  # noqa: C901
         self, roles: Sequence[str], messages: Sequence[Message], sent: Sequence[Sent], ledger, output: str
     ) -> None:
         """One model call: ``sent`` is the ledger arm's history (answers and notes, nothing rewritten)."""

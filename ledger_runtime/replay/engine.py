@@ -13,7 +13,7 @@ not run again; refused), the command's class, the characters the model would hav
 without the ledger (after the agent's cut), the time the ledger added, the size of the state view
 the model would have received before it, and independent judgements:
 
-- soundness (transcript.py): the answer, read as the model reads it, expands to the fresh output
+- soundness (answers/transcript.py): the answer, read as the model reads it, expands to the fresh output
   byte for byte, and every reference names lines its source showed literally (a run not run again,
   in a ledger from before reuse_runs was removed: what the run prints now, also with volatile text
   masked);

@@ -328,7 +328,7 @@ class CostMeter:
         self.tally[(arm, model)].lost |= lost_lines(saids, treat, msgs, sent)
 
 
-def lost_lines(saids: Sequence[Said], treat: Sequence, msgs: Sequence[Message], sent: Sequence[Sent]) -> set:
+def lost_lines(saids: Sequence[Said], treat: Sequence, msgs: Sequence[Message], sent: Sequence[Sent]) -> set:  # noqa: C901
     """The check of what was sent that shares nothing with the decision but where a line came from:
     a line of an output sent as a stub or in part is lost when its text is in no message sent after
     it, the file itself (read here, from the disk, at the number the output showed it at) does not say
@@ -370,7 +370,7 @@ def _lines_now(path: str) -> list[str] | None:
         return None
 
 
-def summarize(results: list[dict]) -> dict:
+def summarize(results: list[dict]) -> dict:  # noqa: C901
     """Per arm and price model: every trajectory's figures summed (``input_vs_none``, ``cost_vs_none``:
     against the arm ``none``), and the run-by-run ratio of input cost to ``none``'s (``runs``: median,
     largest, how many runs above 1.00). ``view_share``: the part of the ``ledger`` arm's input cost

@@ -143,7 +143,7 @@ def formats(problems: list[str] | None = None) -> dict[str, RecordedFormat]:
     return out
 
 
-def conversation_of(ledger: Path, record: Path | None = None, problems: list[str] | None = None) -> Conversation | None:
+def conversation_of(ledger: Path, record: Path | None = None, problems: list[str] | None = None) -> Conversation | None:  # noqa: C901
     """The model's side of the run that kept ``ledger``: read from ``record`` when given (by the first
     installed format that reads it), else from the records the formats find beside the ledger (a run
     recorded in several files, a TUI session's rollouts, reads as one). None when there is none;

@@ -8,7 +8,7 @@ modification time is older than the moment it was hashed by more than the file s
 granularity, so a same-size rewrite within one clock tick is never missed (a rewrite that forges
 the old mtime still moves ctime, which is part of the key).
 
-This module (with workspace.py and probe.py) uses only the standard library and xxhash, so it can
+This module (with scanner.py and signatures.py) uses only the standard library and xxhash, so it can
 also run as a helper inside a container.
 """
 
@@ -113,7 +113,7 @@ class HashCache:
             self.entries[path] = (key, hashed_at, fs)
         return fs
 
-    def _read(self, path: str, st: os.stat_result, keep_limit: int) -> FileState | None:
+    def _read(self, path: str, st: os.stat_result, keep_limit: int) -> FileState | None:  # noqa: C901
         self.reads += 1
         try:
             fd = open_quietly(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))

