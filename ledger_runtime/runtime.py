@@ -5,7 +5,7 @@ One step of ``run``: analyse the command, scan the workspace (changes made since
 are recorded as such), decide a verdict (govern and the policy gate). RUN and NUDGE execute through
 the adapter's ``execute``; the workspace is scanned again (never around a pure reader, which writes
 nothing). Then the fresh output is compared with what the model already holds and the answer is
-built (answers.py: the output with verbatim repeats as references); the attempt, the exact text the
+built (answers/build.py: the output with verbatim repeats as references); the attempt, the exact text the
 model gets, what the command showed (checked against the files) and what it changed are committed in
 one transaction before the answer goes back. Only REVISE and BLOCK answer without running. In
 shadow mode every command executes and returns its real output; verdicts and answers are decided
@@ -267,7 +267,7 @@ class LedgerRuntime:
     def view_note(self, notes: Any, *, dry_run: bool = False) -> str:
         """For an agent that keeps the notes of the state view in its history (hooks: Codex, Claude
         Code): the next note of ``notes`` (a ``ViewNotes``), the view's news since the model was last
-        told (prompt/notes.py), paid from what the answers spared it (``view_share``), recorded as an
+        told (prompt/notes.py), paid from what the answers spared it (``context.view_share``), recorded as an
         injection; "" when there is none (inform off, shadow mode, a fault, nothing news, no budget).
         ``dry_run``: the note there would be now, ``notes`` left as they were and nothing recorded."""
         view = self.view_for_notes()
@@ -535,7 +535,7 @@ class LedgerRuntime:
     def _held_from(self, now: int | None = None) -> int:
         """The first step whose outputs the model still holds, for the step being answered (``now``;
         by default the one in hand, else the next): after the last compaction, and within the last
-        ``context_steps`` steps before it (0: all)."""
+        ``context.steps`` steps before it (0: all)."""
         if now is None:
             now = self._now if self._now is not None else self.state.step + 1
         window = now - self.config.context.steps if self.config.context.steps > 0 else 0
@@ -762,7 +762,7 @@ class LedgerRuntime:
         }
 
     def stored_output(self, output: str) -> str:
-        """An output as the ledger keeps it: secrets masked, then cut to ``max_stored_output_chars``
+        """An output as the ledger keeps it: secrets masked, then cut to ``truncation.max_stored_chars``
         (masked first: a cut through a secret would leave a piece no pattern knows) - what a check
         of its answer compares the expansion with. (A long output like one stored as printed is
         masked in what differs: clean_outputs.py.)"""
