@@ -393,7 +393,10 @@ def render_summary(s: dict[str, Any]) -> Group:
     t.add_row("steps / commands", f"{s['steps']} / {s['attempts']} ({s['executed']} executed)")
     t.add_row("verdicts", ", ".join(f"{k} {v}" for k, v in s["verdicts"].items()) or "none")
     t.add_row("answers", ", ".join(f"{k} {v}" for k, v in s["answers"].items()) or "none")
-    t.add_row("reused / nudged", f"{s['reused']} / {s['nudged']}")
+    if s["reused"]:  # a ledger from before REUSE meant only "not run" (an identical output is a whole answer)
+        t.add_row("reused / nudged", f"{s['reused']} / {s['nudged']}")
+    else:
+        t.add_row("nudged", str(s["nudged"]))
     t.add_row("output spared", f"{s['chars_spared']:,} characters (~{s['tokens_spared_estimate']:,} tokens)")
     if s["shadow_answers"]:
         t.add_row(

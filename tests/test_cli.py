@@ -47,6 +47,7 @@ def test_inspect_timeline_and_summary(repo, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "Timeline" in r.stdout and "whole" in r.stdout and "calc.py" in r.stdout
     assert "modified, +1 -1" in r.stdout
+    assert "nudged" in r.stdout and "reused" not in r.stdout, "no REUSE in a new run: no row that counts them"
     assert cli("inspect", str(run / "ledger.sqlite")).returncode == 0
 
 
@@ -156,6 +157,7 @@ def test_a_ledger_with_an_old_reuse_still_loads_shows_and_goes_on(repo, tmp_path
     assert data["timeline"][1]["shown"] == shown and data["timeline"][1]["expanded"] == util
     timeline = cli("inspect", str(run))
     assert timeline.returncode == 0 and "REUSE" in timeline.stdout, timeline.stderr
+    assert "reused / nudged" in timeline.stdout, "an old ledger's REUSEs are counted"
     # the run goes on: a new runtime reads it back (the old REUSE's output among what the model holds)
     again = LedgerRuntime(repo, run, LedgerConfig(), task="Make test_add pass")
     r = again.run("cat pkg/util.py", LocalExecutor())
