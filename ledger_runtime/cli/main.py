@@ -20,7 +20,7 @@ from ledger_runtime.cli.errors import err, fail  # adapters' commands use them t
 app = typer.Typer(
     name="ledger-run",
     help="An execution ledger around coding agents: inform (a state view in the prompt) and govern "
-    "(reuse, nudge, revise, block) for every shell command.",
+    "(references to what the model holds, nudge, revise, block) for every shell command.",
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
