@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+
 from ledger_runtime import Finding  # as docs/policies.md tells users
+
+# ``held`` signals that it has begun and runs until the test lets it go: a test can act while a rule
+# is running, whatever the machine's load, instead of sleeping and hoping it has begun.
+HELD_BEGUN = threading.Event()
+HELD_RELEASE = threading.Event()
 
 
 def no_docs(proposal, state, current, rule):
@@ -26,8 +33,14 @@ def bad_verdict(proposal, state, current, rule):
 def slow(proposal, state, current, rule):
     import time
 
-    time.sleep(10)
+    time.sleep(120)
     return Finding("too late to matter")
+
+
+def held(proposal, state, current, rule):
+    HELD_BEGUN.set()
+    HELD_RELEASE.wait(120)
+    return None
 
 
 def exits(proposal, state, current, rule):

@@ -215,34 +215,45 @@ def test_the_post_hooks_test_reads_in_any_login_shell(tmp_path: Path, shell: str
         s.close()
 
 
-def _slow_rule_config() -> LedgerConfig:
+HELD_LIMIT_S = 30.0
+
+
+def _held_rule_config() -> LedgerConfig:
     return LedgerConfig().with_(
-        policies={"slow": {"check": "custom_rules:slow", "verdict": "BLOCK", "time_limit_s": 2.0}}
+        policies={"held": {"check": "custom_rules:held", "verdict": "BLOCK", "time_limit_s": HELD_LIMIT_S}}
     )
 
 
 def test_a_slow_event_does_not_hold_up_a_wrappers_begin(tmp_path: Path) -> None:
-    """One PreToolUse takes 2 s in the runtime (a user's rule at its time limit); meanwhile another
-    call's wrapper trades its secret for its key, and is answered at once (it waited the 2 s, behind
-    the lock, before)."""
-    s = Served(tmp_path, _slow_rule_config())
+    """One PreToolUse is held in the runtime (a user's rule that runs until the test lets it go, up to
+    its time limit); meanwhile another call's wrapper trades its secret for its key, and is answered
+    while the rule still runs (behind the lock, it waited out the rule's whole time limit before)."""
+    import custom_rules
+
+    custom_rules.HELD_RELEASE.set()  # the first PreToolUse passes the rule at once
+    s = Served(tmp_path, _held_rule_config())
     try:
         pre = {"tool_name": "Bash", "cwd": str(s.repo), "tool_use_id": "c1", "tool_input": {"command": "echo one"}}
         wrapped = s.hook("PreToolUse", pre)["hookSpecificOutput"]["updatedInput"]["command"]
         secret = wrapped.split("--token ")[1].split()[0]
+        custom_rules.HELD_BEGUN.clear()  # the next one is held
+        custom_rules.HELD_RELEASE.clear()
         slow = threading.Thread(
             target=s.hook,
             args=("PreToolUse", {**pre, "tool_use_id": "c2", "tool_input": {"command": "echo two"}}),
         )
         slow.start()
-        time.sleep(0.5)  # the slow event holds the runtime now
+        assert custom_rules.HELD_BEGUN.wait(120), "the slow event reached the rule"
         t0 = time.monotonic()
         begun = _send(s.server.socket_path, "Begin", secret, "c1", {"tool_use_id": "c1", "key": "k" * 32})
         took = time.monotonic() - t0
-        assert slow.is_alive(), "the slow event was still being answered"
+        still_held = slow.is_alive() and not custom_rules.HELD_RELEASE.is_set()
+        custom_rules.HELD_RELEASE.set()
         slow.join()
-        assert begun.strip() == b'{"ok": true}' and took < 1.0, took
+        assert begun.strip() == b'{"ok": true}', begun
+        assert still_held and took < HELD_LIMIT_S, f"the Begin waited {took:.1f} s, for the rule's time limit"
     finally:
+        custom_rules.HELD_RELEASE.set()
         s.close()
 
 

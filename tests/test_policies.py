@@ -409,7 +409,8 @@ def test_a_user_rule_that_hangs_exits_or_interrupts_is_contained(repo, tmp_path)
     rt = runtime(repo, tmp_path, rules)
     t0 = time.monotonic()
     r = run(rt, "echo hi")
-    assert time.monotonic() - t0 < 3 and r.executed and r.output == "hi\n"
+    # the rule sleeps 120 s: the step ends at its 0.5 s limit (a bound a loaded machine cannot reach)
+    assert time.monotonic() - t0 < 60 and r.executed and r.output == "hi\n"
     text = (tmp_path / "run" / "faults.log").read_text()
     assert "took longer than 0.5 s" in text and "SystemExit" in text and "KeyboardInterrupt" in text
     for bad in (0, -1, "soon", True):

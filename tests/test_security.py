@@ -166,14 +166,20 @@ def test_reading_from_the_root_adds_at_most_a_second(tmp_path, command):
 
     repo = make_repo(tmp_path / "r", {"a.py": "x\n"})
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
-    try:
+
+    def added_by_ledger(cmd: str) -> float:
         t0 = time.perf_counter()
-        rt.run(f"timeout 3 sh -c '{command}'", LocalExecutor(timeout=30))
-        total = time.perf_counter() - t0
-        added = total - rt.state.attempts[-1].duration_s
+        rt.run(cmd, LocalExecutor(timeout=30))
+        return time.perf_counter() - t0 - rt.state.attempts[-1].duration_s
+
+    try:
+        usual = added_by_ledger("timeout 3 sh -c 'cat a.py'")  # what a step costs the ledger on this machine now
+        added = added_by_ledger(f"timeout 3 sh -c '{command}'")
+        usual = max(usual, added_by_ledger("timeout 3 sh -c 'cat a.py'"))
     finally:
         rt.close()
-    assert added < 1.0, f"the ledger added {added:.2f} s"
+    # a second above an ordinary read's cost (hashing what is under / would take minutes)
+    assert added < 1.0 + 2 * usual, f"the ledger added {added:.2f} s (an ordinary read: {usual:.2f} s)"
 
 
 def test_reading_from_the_root_through_the_codex_hook_server(tmp_path):
@@ -192,7 +198,8 @@ def test_reading_from_the_root_through_the_codex_hook_server(tmp_path):
     server = HookServer(hooks.handle, rt.report_fault)
     hooks.socket_path = server.socket_path
     try:
-        for i, command in enumerate(ROOT_READS + ["cat a.py"]):
+        took = {}
+        for i, command in enumerate(["cat a.py", *ROOT_READS, "cat a.py"]):
             payload = json.dumps(
                 {
                     "hook_event_name": "PreToolUse",
@@ -218,11 +225,14 @@ def test_reading_from_the_root_through_the_codex_hook_server(tmp_path):
                 capture_output=True,
                 timeout=60,
             )
-            took = time.perf_counter() - t0
-            assert r.returncode == 0 and took < 1.0, (command, took, r.stderr)
+            took[command] = max(took.get(command, 0.0), time.perf_counter() - t0)
+            assert r.returncode == 0, (command, r.stderr)
     finally:
         server.close()
         rt.close()
+    # against the hook for an ordinary read (a process start and a round trip: seconds on a loaded machine)
+    usual = took.pop("cat a.py")
+    assert all(t < 1.0 + 2 * usual for t in took.values()), (usual, took)
 
 
 def _codex_hooks_server(tmp_path, token="t0k3n"):
@@ -783,15 +793,24 @@ def test_a_locked_ledger_costs_a_command_a_second_once_and_loses_nothing(tmp_pat
             assert res.output == f"{n}\n"
         holder.stdin.close()
         holder.wait(timeout=30)
-        rt.run("echo after", LocalExecutor())
+        free = []  # the same step with the lock gone: what a step costs on this machine now
+        for n in range(3):
+            t = time.perf_counter()
+            rt.run(f"echo after {n}", LocalExecutor())
+            free.append(time.perf_counter() - t)
     finally:
         rt.close()
         holder.kill()
-    assert spent[0] < 3 and max(spent[1:]) < 1, spent
+    # against the unlocked steps, not the clock: a loaded machine slows both alike. Each locked step
+    # waiting LOCK_TIMEOUT_S (1 s) again would put the median a whole second above.
+    from ledger_runtime.ledger.store import LOCK_TIMEOUT_S
+
+    waited = sorted(spent[1:])[1] - sorted(free)[1]
+    assert spent[0] - max(free) < 3 and waited < LOCK_TIMEOUT_S / 2, (spent, free)
     lost = [json.loads(line) for line in (tmp_path / "run" / "faults.log").read_text().splitlines()]
     kept = [r["command"] for e in lost for r in e.get("records", []) if r.get("kind") == "attempt"]
     assert kept == [f"echo {n}" for n in range(4)], "every step the lock kept out is in faults.log"
-    assert [a.command for a in load(tmp_path / "run").state.attempts] == ["echo after"]
+    assert [a.command for a in load(tmp_path / "run").state.attempts] == [f"echo after {n}" for n in range(3)]
 
 
 # -- what a review of the masking found ------------------------------------------------------------
@@ -809,8 +828,13 @@ def test_masking_edge_cases_found_in_review():
     name = "task-queue-worker-implementation.py"
     assert r.mask(name) == name, "a token shape inside a word is a name"
     t = _time.perf_counter()
+    r.mask("KEY" * 3750 + "\n" + "PASS_" * 2250)
+    quarter = _time.perf_counter() - t
+    t = _time.perf_counter()
     r.mask("KEY" * 15000 + "\n" + "PASS_" * 9000)
-    assert _time.perf_counter() - t < 1, "no quadratic rescans"
+    whole = _time.perf_counter() - t
+    # four times the text: about four times the time (quadratic: sixteen), or well under a second anyway
+    assert whole < max(1.0, 10 * quarter), ("no quadratic rescans", quarter, whole)
     assert r.mask("(`grep -v SECRET_KEY= x.py`, exit 0)").endswith("`, exit 0)"), "a marker's quote stays whole"
 
 
