@@ -97,8 +97,23 @@ def two_instances(image: str, tmp: Path) -> tuple[list[str], Path, Path, Path]:
     return ids, instances_file(tmp / "instances.jsonl", image, ids), tmp / "out", scripted_config(tmp / "scripted.yaml")
 
 
-def our_containers() -> list:
-    return docker.from_env().containers.list(all=True, filters={"label": "ledger-run.run"})
+def our_containers(out: Path) -> list:
+    """The containers of the runs written to ``out`` (by the run ids in its manifests): never those
+    of another test, or of another user's run, on the same engine."""
+    ids = {
+        run["run_id"]
+        for manifest in out.glob("*/manifest.json")
+        for run in json.loads(manifest.read_text() or "{}").get("runs", [])
+    }
+    client = docker.from_env()
+    return [c for i in sorted(ids) for c in client.containers.list(all=True, filters={"label": f"ledger-run.run={i}"})]
+
+
+def _running(container, command: str) -> bool:
+    try:
+        return any(command in " ".join(p) for p in container.top().get("Processes") or [])
+    except docker.errors.APIError:  # not running (yet, or any more)
+        return False
 
 
 def test_two_arms_end_to_end_and_the_report_agrees_with_the_files(docker_image, tmp_path):  # noqa: F811
@@ -119,7 +134,7 @@ def test_two_arms_end_to_end_and_the_report_agrees_with_the_files(docker_image, 
         tmp=tmp_path,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    assert not our_containers(), "no container of the run is left"
+    assert not our_containers(out), "no container of the run is left"
     for arm in ("ledger", "baseline"):
         preds = json.loads((out / arm / "preds.json").read_text())
         assert set(preds) == set(ids)
@@ -321,15 +336,16 @@ def test_ctrl_c_stops_cleanly_and_the_next_run_finishes(docker_image, tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.time() + 120
-    while len(our_containers()) < 2 and time.time() < deadline:
-        time.sleep(0.5)
-    assert len(our_containers()) == 2, "both workers have a container running"
-    time.sleep(2)
+    deadline = time.monotonic() + 240  # a loaded machine starts them late: wait for them, not a time
+    while len(our_containers(out)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert len(our_containers(out)) == 2, "both workers have a container running"
+    while not all(_running(c, "sleep 60") for c in our_containers(out)) and time.monotonic() < deadline:
+        time.sleep(0.2)  # both agents are in their long command
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
-    assert not our_containers(), "Ctrl-C leaves no container behind"
+    assert not our_containers(out), "Ctrl-C leaves no container behind"
     for arm in ("ledger", "baseline"):
         assert json.loads((out / arm / "manifest.json").read_text())["runs"][-1]["status"] == "interrupted"
         preds = json.loads((out / arm / "preds.json").read_text()) if (out / arm / "preds.json").exists() else {}
