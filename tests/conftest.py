@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -13,7 +16,10 @@ import pytest
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
 os.environ.setdefault("MSWEA_CONFIGURED", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("MSWEA_GLOBAL_CONFIG_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), "ledger-tests-mswea"))
+# A config directory of this session's own (a fixed one in /tmp is shared with every other run on the machine).
+if "MSWEA_GLOBAL_CONFIG_DIR" not in os.environ:
+    os.environ["MSWEA_GLOBAL_CONFIG_DIR"] = tempfile.mkdtemp(prefix="ledger-tests-mswea-")
+    atexit.register(shutil.rmtree, os.environ["MSWEA_GLOBAL_CONFIG_DIR"], True)
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",

@@ -302,9 +302,9 @@ def test_observations_only_refuses_what_holds_no_trajectory(tmp_path):
         _one_line_error(r)
 
 
-def _isolation_case(base: Path, n: int) -> tuple[list[str], Path]:
-    """``n`` trajectories that each write their id into the work tree and into /tmp, wait, and read both
-    back: with a shared tree or /tmp, one would read another's."""
+def _isolation_case(base: Path, n: int, shared: str) -> tuple[list[str], Path]:
+    """``n`` trajectories that each write their id into the work tree and into ``shared`` (a file in
+    /tmp), wait, and read both back: with a shared tree or /tmp, one would read another's."""
     src = make_repo(base / "src", FILES)
     commit = git(src, "rev-parse", "HEAD").strip()
     trajs = base / "trajs"
@@ -312,7 +312,6 @@ def _isolation_case(base: Path, n: int) -> tuple[list[str], Path]:
     rows = []
     for i in range(n):
         iid = f"demo__calc-{i}"
-        shared = "/tmp/ledger-replay-test-shared.txt"
         cmd = f"echo {iid} > mine.txt && echo {iid} > {shared} && sleep 2 && cat mine.txt {shared}"
         traj_file(trajs / f"{iid}.traj.json", iid, [cmd])
         rows.append(json.dumps({"instance_id": iid, "base_commit": commit, "repo": "demo/calc"}))
@@ -334,11 +333,13 @@ def test_parallel_replays_each_see_their_own_tree(tmp_path):
     import os
     import shutil
     import tempfile
+    import uuid
 
     namespaces = os.geteuid() == 0  # otherwise each worker has a private tree elsewhere, and /tmp is shared
     base = Path(tempfile.mkdtemp(dir="/var/tmp")) if os.path.isdir("/var/tmp") else tmp_path
+    shared = f"/tmp/ledger-replay-test-{uuid.uuid4().hex[:12]}.txt"  # its own name: never another run's file
     try:
-        args, base = _isolation_case(base, 2)
+        args, base = _isolation_case(base, 2, shared)
         tree = base / "testbed"
         r = _cli(*args, "--workdir", str(tree), "--json")
         assert r.returncode == 0, r.stderr[-3000:]
@@ -363,6 +364,7 @@ def test_parallel_replays_each_see_their_own_tree(tmp_path):
             assert shared == led.name or not own_tmp, "a worker saw another's /tmp"
         assert not tree.exists() or not any(tree.iterdir()), "the workers' trees are their own"
     finally:
+        Path(shared).unlink(missing_ok=True)  # (left in the real /tmp where the workers share it)
         if base != tmp_path:
             shutil.rmtree(base, ignore_errors=True)
 
