@@ -41,12 +41,20 @@ FLAGS = [
 ]
 
 
+def launching() -> str:
+    """The browser's path, for a test about to start it (skips when there is none). The test must be
+    marked ``browser``: conftest.py fails one that is not, so that the fast subset never starts one."""
+    os.environ["LEDGER_TEST_STARTED_BROWSER"] = "1"
+    if BROWSER is None:
+        pytest.skip("no headless browser: apt-get install chromium (CI installs it)")
+    return BROWSER
+
+
 class Browser:
     """One headless chromium with one page open, ``width`` x ``height`` CSS pixels."""
 
     def __init__(self, width: int = 1280, height: int = 900, timeout: float = 60):
-        if BROWSER is None:
-            pytest.skip("no headless browser: apt-get install chromium (CI installs it)")
+        launching()
         self.timeout = timeout
         self.profile = tempfile.mkdtemp(prefix="ledger-browser-")
         to_browser_r, self._to_browser = os.pipe()

@@ -93,3 +93,31 @@ def repo(tmp_path: Path) -> Path:
             ".gitignore": "*.log\nbuild/\n__pycache__/\n",
         },
     )
+
+
+# -- markers: what a test needs beyond Python and git (pyproject.toml registers them; docs/testing.md) --------
+
+NEEDS_DOCKER = {"docker_image", "swerex_image"}  # the session fixtures that need an engine
+NEEDS_AGENT = {"test_codex_e2e.py", "test_claude_e2e.py"}  # the real codex / claude binary, every test in them
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test by what it needs: ``docker`` (it uses an engine's fixture), ``agent`` (it drives a
+    real agent binary); ``browser`` and ``slow`` are on the tests themselves. A marker only selects: a
+    test whose need is missing still skips and says what is missing (or fails where CI requires it)."""
+    for item in items:
+        if NEEDS_DOCKER & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.docker)
+        if item.path.name in NEEDS_AGENT:
+            item.add_marker(pytest.mark.agent)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """A test that starts a browser (tests/browser.py's ``launching``) is marked ``browser``."""
+    os.environ.pop("LEDGER_TEST_STARTED_BROWSER", None)
+    try:
+        return (yield)
+    finally:
+        if os.environ.pop("LEDGER_TEST_STARTED_BROWSER", None) and item.get_closest_marker("browser") is None:
+            pytest.fail(f"{item.nodeid} starts a browser: mark it @pytest.mark.browser", pytrace=False)

@@ -190,6 +190,7 @@ def test_codex_shadow_runs_everything_and_shows_nothing(codex_env, tmp_path: Pat
     assert not any("ledger" in t for body in fake.agent_requests for t in developer_texts(body))
 
 
+@pytest.mark.browser
 def test_codex_s_page_shows_the_model_s_side_from_its_rollout(tmp_path: Path) -> None:
     """The run's page reads Codex's rollout: the model's reasoning summary at its step, its last
     message standing alone, each response's tokens; in a real headless browser."""

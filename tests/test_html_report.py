@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from browser import BROWSER, Browser, hex_rgb, pixels
+from browser import Browser, hex_rgb, launching, pixels
 from conftest import make_repo
 
 from ledger_runtime.cli.html import STYLE
@@ -32,11 +32,9 @@ FILES = {
 
 def dom(page: Path) -> str:
     """The page's DOM after load, as the browser built it (scripts run)."""
-    if BROWSER is None:
-        pytest.skip("no headless browser: apt-get install chromium (CI installs it)")
     r = subprocess.run(
         [
-            BROWSER,
+            launching(),
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
@@ -63,6 +61,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.browser
 def test_a_run_page_in_a_browser(tmp_path):
     repo = make_repo(tmp_path / "r", FILES)
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
@@ -100,6 +99,7 @@ def test_a_run_page_in_a_browser(tmp_path):
     assert '<section id="final"><h2>Final patch</h2>' in built and "+++ b/calc.py" in built
 
 
+@pytest.mark.browser
 def test_an_arms_page_in_a_browser(tmp_path):
     out = tmp_path / "out"
     for arm in ("ledger", "baseline"):
@@ -124,6 +124,7 @@ def colour(name: str) -> tuple[int, int, int]:
     return hex_rgb(m.group(1))
 
 
+@pytest.mark.browser
 def test_the_demo_s_page_shows_the_whole_run(tmp_path):
     from ledger_adapters.mini.demo import SCRIPT, TASK
 
@@ -198,6 +199,7 @@ def test_the_demo_s_page_shows_the_whole_run(tmp_path):
         b.close()
 
 
+@pytest.mark.browser
 def test_a_reasoning_model_s_words_tokens_and_cost(tmp_path):
     """The real mini-swe-agent loop with litellm against a loopback provider whose replies carry a
     reasoning model's thoughts: the page shows them, with each call's tokens, cost and time."""

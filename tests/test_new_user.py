@@ -660,6 +660,7 @@ def demo_run(tmp_path_factory) -> Path:
     return d
 
 
+@pytest.mark.browser
 def test_step_n_is_the_state_after_step_n_in_the_terminal_the_json_and_the_page(demo_run, tmp_path):
     from browser import Browser
 
