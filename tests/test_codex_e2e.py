@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 import pty
+import shutil
 import struct
 import subprocess
 import termios
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import CALC_PROJECT, make_repo
 from fake_responses import FakeResponses, codex_user_home, developer_texts, function_outputs
-from terminal import pump
+from terminal import pump, visible
 
 from ledger_adapters.codex.cli import CODEX_VERSION, find_codex, hook_launcher
 from ledger_adapters.codex.rollout import is_ledger_note, item_text, model_inputs
@@ -258,17 +259,26 @@ class Tui:
     def pump(self, seconds: float) -> None:
         pump(self.fd, self.screen, seconds)
 
+    def until(self, done, seconds: float) -> bool:
+        end = time.monotonic() + seconds
+        while not done() and time.monotonic() < end:
+            self.pump(0.2)
+        return bool(done())
+
     def ask(self, fake, prompt: bytes, requests: int) -> None:
-        """Type ``prompt`` once the TUI is ready, and wait for the model's ``requests`` calls."""
-        deadline = time.time() + 60
-        while b"Ask Codex" not in self.screen and time.time() < deadline:
-            self.pump(0.5)
-        self.pump(1)
+        """Type ``prompt`` once the TUI is ready, press Enter until the model is asked (a key pressed
+        while the input box is still being drawn can be dropped on a loaded machine), and wait for the
+        model's ``requests`` calls."""
+        assert self.until(lambda: b"Ask Codex" in self.screen, 60), visible(self.screen)
         os.write(self.fd, prompt)
-        self.pump(1)
-        os.write(self.fd, b"\r")
-        while len(fake.agent_requests) < requests and time.time() < deadline:
-            self.pump(0.5)
+        self.until(lambda: prompt[-12:].decode() in visible(self.screen, 4000), 10)
+        for _ in range(3):
+            os.write(self.fd, b"\r")
+            if self.until(lambda: len(fake.agent_requests) > 0, 10):
+                break
+        else:
+            raise AssertionError(f"the prompt never reached the model: {visible(self.screen)}")
+        assert self.until(lambda: len(fake.agent_requests) >= requests, 120), visible(self.screen)
         self.pump(2)
 
     def kill(self) -> None:
@@ -385,13 +395,15 @@ def test_sigterm_stops_codex_and_finishes_the_ledger(codex_env, tmp_path: Path) 
     fake.steps = [("exec", "cat calc.py"), ("exec", "cat calc.py"), ("say", "add() subtracts.")]
     with open(user_home / "config.toml", "a") as f:
         f.write(f'\n[projects."{repo}"]\ntrust_level = "trusted"\n')
-    sockets = os.path.join(tempfile.gettempdir(), "ledger-hook-*")
-    before = set(glob.glob(sockets))
+    # a temp dir of its own (short: the socket's path): what other processes make in /tmp meanwhile is not ours
+    private = tempfile.mkdtemp(prefix="lt-")
+    sockets = os.path.join(private, "ledger-hook-*")
     run_dir = tmp_path / "term"
-    tui = Tui(repo, env, run_dir)
+    tui = Tui(repo, {**env, "TMPDIR": private}, run_dir)
     status = None
     try:
         tui.ask(fake, b"what is wrong with calc.py", 3)
+        assert glob.glob(sockets), "the hook socket's directory is there while the session runs"
         os.kill(tui.pid, signal.SIGTERM)
         end = time.time() + 30
         while time.time() < end:
@@ -408,7 +420,8 @@ def test_sigterm_stops_codex_and_finishes_the_ledger(codex_env, tmp_path: Path) 
         errors="replace"
     )
     assert len(load(run_dir).state.attempts) == 2
-    assert set(glob.glob(sockets)) <= before, "the hook socket's directory is removed"
+    assert not glob.glob(sockets), "the hook socket's directory is removed"
+    shutil.rmtree(private, ignore_errors=True)
 
 
 def test_codex_refuses_a_run_directory_another_ledger_writes(codex_env, tmp_path: Path) -> None:
