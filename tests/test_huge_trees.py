@@ -31,6 +31,13 @@ DEFAULTS = LedgerConfig()
 BOUND_S = DEFAULTS.scanning.budget_s + 3.0
 FAST_S = 1.5  # a later command, once the subtree is untracked
 
+
+def usual_step(rt: LedgerRuntime) -> float:
+    """What an ordinary step takes on this machine now (before the huge tree): the bounds above are
+    idle-machine figures, and a loaded machine slows every step alike (the ordinary one too)."""
+    return timed_step(rt, "echo ok > ok.txt")[1]
+
+
 FILES = {"a.py": "x = 1\n", "b.txt": "b\n", "src/m.py": "m = 1\n", ".gitignore": "build/\n"}
 
 
@@ -90,10 +97,11 @@ def test_a_command_creating_30000_files_is_answered_within_the_bound(big, tmp_pa
     rt = LedgerRuntime(big, tmp_path / "run", LedgerConfig())  # the default bounds
     n = 30 * DEFAULTS.scanning.max_new_entries  # a million behaves the same: the scan stops at the same point
     scanner = rt.workspace.scanner
+    usual = usual_step(rt)
     reads = scanner.cache.reads
     r, elapsed, ledger_s = timed_step(rt, make_files(n))
     assert r.returncode == 0 and len(list((big / "x").iterdir())) == n // 1000
-    assert ledger_s < BOUND_S, f"the ledger held the agent {ledger_s:.1f} s (the step {elapsed:.1f} s)"
+    assert ledger_s < BOUND_S + 3 * usual, f"the ledger held the agent {ledger_s:.1f} s (the step {elapsed:.1f} s)"
     assert scanner.cache.reads - reads <= 2 * DEFAULTS.scanning.max_new_entries, "it read no more than it takes in"
     # the summary: one entry for the untracked directory, and a fault that says what happened
     summary = modified(rt, big, "x/")
@@ -108,11 +116,11 @@ def test_a_command_creating_30000_files_is_answered_within_the_bound(big, tmp_pa
     assert scanner.watcher is None or scanner.watcher.watched < 10
     assert not [d for d in scanner._dirs if d.startswith(str(big / "x") + os.sep)]
     r2, elapsed2, _ = timed_step(rt, "echo hi > b.txt")
-    assert elapsed2 < FAST_S, f"the next command took {elapsed2:.1f} s"
+    assert elapsed2 < FAST_S + 3 * usual, f"the next command took {elapsed2:.1f} s (an ordinary one {usual:.2f})"
     assert [m.attempt for m in modified(rt, big, "b.txt")] == [r2.attempt_id], "b.txt's change is recorded"
     assert scanner.cache.reads - reads <= 2
     r3, elapsed3, _ = timed_step(rt, "sed -i 's/1/2/' src/m.py")
-    assert elapsed3 < FAST_S and [m.attempt for m in modified(rt, big, "src/m.py")] == [r3.attempt_id]
+    assert elapsed3 < FAST_S + 3 * usual and [m.attempt for m in modified(rt, big, "src/m.py")] == [r3.attempt_id]
     size = sum(p.stat().st_size for p in (tmp_path / "run").glob("ledger.sqlite*"))
     assert size < 2_000_000, f"the ledger is {size:,} bytes"
     rt.close()
@@ -121,22 +129,27 @@ def test_a_command_creating_30000_files_is_answered_within_the_bound(big, tmp_pa
 def test_a_10000_deep_directory_is_answered_within_the_bound(big, tmp_path):
     rt = LedgerRuntime(big, tmp_path / "run", LedgerConfig())
     scanner = rt.workspace.scanner
+    usual = usual_step(rt)
+    t = time.perf_counter()
+    scanner._since_full = scanner.cross_check_every
+    rt.workspace.scan()
+    usual_walk = time.perf_counter() - t
     calls = scanner.git_calls
     r, elapsed, ledger_s = timed_step(rt, make_deep(10_000))
     assert r.returncode == 0
-    assert ledger_s < BOUND_S, f"the ledger held the agent {ledger_s:.1f} s (the step {elapsed:.1f} s)"
+    assert ledger_s < BOUND_S + 3 * usual, f"the ledger held the agent {ledger_s:.1f} s (the step {elapsed:.1f} s)"
     assert scanner.git_calls - calls <= DEFAULTS.scanning.max_depth + 2, "one git call per level listed, no more"
     summary = modified(rt, big, "a/")
     assert len(summary) == 1 and summary[0].after_hash.startswith(UNTRACKED)
     assert f"more than {DEFAULTS.scanning.max_depth} levels below the root" in faults(tmp_path / "run")
     assert max(d.count(os.sep) for d in scanner._dirs) - str(big).count(os.sep) <= DEFAULTS.scanning.max_depth
     r2, elapsed2, _ = timed_step(rt, "echo hi > b.txt")
-    assert elapsed2 < FAST_S and [m.attempt for m in modified(rt, big, "b.txt")] == [r2.attempt_id]
+    assert elapsed2 < FAST_S + 3 * usual and [m.attempt for m in modified(rt, big, "b.txt")] == [r2.attempt_id]
     # the whole walk, on the schedule's cross-check or when the watcher cannot vouch, is fast too
     t = time.perf_counter()
     scanner._since_full = scanner.cross_check_every
     rt.workspace.scan()
-    assert time.perf_counter() - t < FAST_S
+    assert time.perf_counter() - t < FAST_S + 3 * usual_walk
     rt.close()
 
 
