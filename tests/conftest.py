@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import shutil
 import subprocess
@@ -121,3 +122,28 @@ def pytest_runtest_call(item):
     finally:
         if os.environ.pop("LEDGER_TEST_STARTED_BROWSER", None) and item.get_closest_marker("browser") is None:
             pytest.fail(f"{item.nodeid} starts a browser: mark it @pytest.mark.browser", pytrace=False)
+
+
+def _inotify_instances() -> int:
+    n = 0
+    for fd in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else ():
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+        except OSError:
+            pass
+    return n
+
+
+@pytest.fixture(autouse=True)
+def _closes_its_watchers():
+    """A test closes the runtimes (and so the inotify watchers) it opens: the instances are the user's,
+    fs.inotify.max_user_instances (128) for every process of theirs, and a suite that leaks them leaves
+    later tests, and whatever else the user runs, without a watcher."""
+    before = _inotify_instances()
+    yield
+    left = _inotify_instances() - before
+    if left > 0:  # what the test dropped (a scanner of its own) is closed when it is collected
+        gc.collect()
+        left = _inotify_instances() - before
+    if left > 0:
+        pytest.fail(f"{left} inotify instance(s) left open: close the runtime (or env.cleanup())", pytrace=False)

@@ -190,7 +190,10 @@ def test_the_real_loop_sends_stubs_where_the_rule_says_and_keeps_the_history(tmp
     # otherwise wait for a batch worth the cache it costs: test_sticky_...)
     model.cache_ratios = (1.0, 1.0)
     agent = agent_for(model, env, tmp_path)
-    agent.run("change x")
+    try:
+        agent.run("change x")
+    finally:
+        env.cleanup()  # the ledger's watcher and git process: the inotify instances are the machine's
     last = model.inner.received[-1]  # the call that wrote the submission: after step 7
     outputs = [m["content"] for m in last if m["role"] == "user"][1:]
     assert outputs[0] == "[ledger: step 1's output (`cat -n a.py`) left out: lines of it changed since]"
@@ -206,7 +209,10 @@ def test_the_real_loop_sends_stubs_where_the_rule_says_and_keeps_the_history(tmp
     env2 = ledger_env(repo, tmp_path / "run2")
     model2 = LedgerModel(inner_class="deterministic", outputs=[], cost_per_call=0.0)
     model2.inner = RecordingModel(outputs=text_outputs(["cat -n b.py", "cat -n b.py", script[-1]]), cost_per_call=0.0)
-    agent_for(model2, env2, tmp_path / "t2").run("look")
+    try:
+        agent_for(model2, env2, tmp_path / "t2").run("look")
+    finally:
+        env2.cleanup()
     assert not any("left out" in m["content"] for m in model2.inner.received[-1] if m["role"] == "user")
 
 
@@ -224,7 +230,10 @@ def test_a_reference_whose_source_the_model_no_longer_holds_is_sent_as_what_it_s
     model = LedgerModel(inner_class="deterministic", outputs=[], cost_per_call=0.0)
     model.inner = RecordingModel(outputs=text_outputs(script), cost_per_call=0.0)
     agent = agent_for(model, env, tmp_path)
-    agent.run("read it")
+    try:
+        agent.run("read it")
+    finally:
+        env.cleanup()
 
     def second(messages):  # step 2's output, as a list of messages holds it
         return [m["content"] for m in messages if m["role"] == "user"][2]

@@ -74,14 +74,28 @@ def agent_for(model, env, tmp_path):
     )
 
 
+_OPEN: list = []  # the environments ledger_env made in this module's current test
+
+
 def ledger_env(repo: Path, run: Path, **ledger):
-    return LedgerEnvironment(
+    env = LedgerEnvironment(
         inner_class="local",
         cwd=str(repo),
         timeout=60,
         env={"PYTHONDONTWRITEBYTECODE": "1"},
         ledger={"run_dir": str(run), **ledger},
     )
+    _OPEN.append(env)
+    return env
+
+
+@pytest.fixture(autouse=True)
+def _cleaned_up():
+    """Each environment is cleaned up after its test, as mini's runners do: its ledger, its watcher
+    (an inotify instance of the user's) and its git process are closed."""
+    yield
+    while _OPEN:
+        _OPEN.pop().cleanup()
 
 
 def observations(messages):

@@ -170,7 +170,18 @@ class Watcher:
                 out.files.add(path)
 
     def close(self) -> None:
+        """Once: a second close would close whatever file has taken the number since."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __del__(self) -> None:
+        # a watcher dropped unclosed (a scanner nobody closed) gives its instance back: the instances are
+        # the user's (fs.inotify.max_user_instances, 128), not this process's, and do not end with the object
         try:
-            os.close(self.fd)
-        except OSError:
+            self.close()
+        except Exception:  # (at interpreter shutdown)
             pass
