@@ -229,3 +229,27 @@ def test_a_scan_dropped_because_a_command_was_under_way_loses_no_content(tmp_pat
         assert (mod.lines_added, mod.lines_removed) == (2, 0) and rt.store.blob(mod.after_hash) is not None
     finally:
         rt.close()
+
+
+def test_a_watcher_dropped_unclosed_gives_its_instance_back_and_closes_once(tmp_path):
+    """inotify instances are the user's (fs.inotify.max_user_instances, 128 for all their processes):
+    a watcher nobody closed gives its instance back when it goes, and a second close() never closes
+    the file that has taken its descriptor's number since."""
+    import gc
+
+    from conftest import _inotify_instances
+
+    before = _inotify_instances()
+    w = Watcher.open()
+    assert _inotify_instances() == before + 1
+    del w
+    gc.collect()
+    assert _inotify_instances() == before, "the dropped watcher's instance is given back"
+    w = Watcher.open()
+    number = w.fd
+    w.close()
+    with open(tmp_path / "f", "w") as f:
+        assert f.fileno() == number  # the lowest free number: the one the watcher had
+        w.close()
+        f.write("still open\n")
+    assert (tmp_path / "f").read_text() == "still open\n"
