@@ -108,6 +108,7 @@ def test_a_bill_adds_up():
     assert total.input_cost(r) == pytest.approx(11 + 0.1 * 22 + 1.25 * 33)
 
 
+@pytest.mark.slow
 def test_litellm_pricing_names_each_providers_rule():
     from ledger_adapters.litellm_pricing import LitellmPricing
 
@@ -272,6 +273,7 @@ def _clone(src: Path, dest: Path) -> None:
     "model_name,price_model,cache_control",
     [("openai/gpt-5-mini", "gpt-5-mini", None), ("anthropic/claude-sonnet-4-5", "claude-sonnet-4-5", "default_end")],
 )
+@pytest.mark.slow
 def test_what_mini_sends_through_litellm_is_what_the_meter_prices(tmp_path, model_name, price_model, cache_control):
     from minisweagent.agents.default import DefaultAgent
     from minisweagent.environments.local import LocalEnvironment

@@ -336,6 +336,7 @@ MODES = [
 
 
 @pytest.mark.parametrize("translated,watch_events,python", MODES)
+@pytest.mark.slow
 def test_the_helper_and_the_local_workspace_agree_before_and_after_changes(
     tmp_path, monkeypatch, translated, watch_events, python
 ):

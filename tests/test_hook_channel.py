@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import make_repo
 
 from ledger_adapters.codex.cli import fast_launcher
@@ -220,6 +221,7 @@ def test_strangers_on_the_socket_neither_hold_the_hooks_nor_fill_the_memory(tmp_
     assert server.dropped >= 12
 
 
+@pytest.mark.slow
 def test_a_flood_of_empty_connections_does_not_fail_the_real_hooks(tmp_path: Path) -> None:
     """One process connecting and closing as fast as it can filled the server's queue (it took one
     connection per round, and a Unix socket's connect fails at once when the queue is full): every
@@ -348,6 +350,7 @@ def test_the_hook_client_and_the_wrapper_import_little() -> None:
         assert module in loaded and not loaded & set(heavy), (module, sorted(loaded & set(heavy)))
 
 
+@pytest.mark.slow
 def test_the_wrapped_command_gets_the_signals_and_dispositions_a_shell_would(tmp_path: Path) -> None:
     """No signal ignored that a plain shell would not ignore (glibc's posix_spawn left two), and the
     signals a terminal or Codex sends reach the command (SIGHUP too); its exit code is the wrapper's."""

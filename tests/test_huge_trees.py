@@ -93,6 +93,7 @@ def faults(run: Path) -> str:
     return p.read_text() if p.exists() else ""
 
 
+@pytest.mark.slow
 def test_a_command_creating_30000_files_is_answered_within_the_bound(big, tmp_path):
     rt = LedgerRuntime(big, tmp_path / "run", LedgerConfig())  # the default bounds
     n = 30 * DEFAULTS.scanning.max_new_entries  # a million behaves the same: the scan stops at the same point
@@ -126,6 +127,7 @@ def test_a_command_creating_30000_files_is_answered_within_the_bound(big, tmp_pa
     rt.close()
 
 
+@pytest.mark.slow
 def test_a_10000_deep_directory_is_answered_within_the_bound(big, tmp_path):
     rt = LedgerRuntime(big, tmp_path / "run", LedgerConfig())
     scanner = rt.workspace.scanner

@@ -77,6 +77,7 @@ def text_reply(command: str) -> str:
         ("hosted_vllm/stub", "text"),  # a server without tool calls: mini's text-based config
     ],
 )
+@pytest.mark.slow
 def test_mini_runs_a_model_of_your_own_with_its_cost_unknown(tmp_path, server, model, how):
     env = {"OPENAI_API_KEY": "dummy"} if model.startswith("openai/") else {}
     args: list[str] = []
@@ -108,6 +109,7 @@ def test_mini_runs_a_model_of_your_own_with_its_cost_unknown(tmp_path, server, m
     assert "cost: unknown" in " ".join(r.stdout.split())
 
 
+@pytest.mark.slow
 def test_a_priced_model_on_your_server_is_billed_in_dollars(tmp_path, server):
     """A model litellm has a price for keeps it: the cost is dollars, from the usage the server
     reported, never 'unknown'."""
@@ -121,6 +123,7 @@ def test_a_priced_model_on_your_server_is_billed_in_dollars(tmp_path, server):
     assert "no price" not in r.stderr
 
 
+@pytest.mark.slow
 def test_report_says_the_cost_of_unpriced_instances_is_unknown(tmp_path, server):
     """``ledger-run report`` over an arm whose model had no price: unknown, not $0."""
     _, run, r = run_mini(tmp_path, "hosted_vllm/stub", "--api-base", f"{server.base_url}/v1")
@@ -146,6 +149,7 @@ def _closed_port() -> int:
     return port
 
 
+@pytest.mark.slow
 def test_what_a_model_of_your_own_lacks_is_said_up_front(tmp_path):
     repo = make_repo(tmp_path / "repo", FILES)
     common = ["-t", "x", "-w", str(repo), "-o", str(tmp_path / "run"), "-y"]

@@ -309,6 +309,7 @@ def test_unknown_ledger_setting_is_a_clear_error(tmp_path):
     assert out["output"] == "hi\n"
 
 
+@pytest.mark.slow
 def test_ledger_run_mini_command(tmp_path):
     """`ledger-run mini` end to end, with mini-swe-agent's scripted model set in a YAML config."""
     import subprocess

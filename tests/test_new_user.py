@@ -89,6 +89,7 @@ def test_report_reads_every_predictions_format_the_harness_reads(tmp_path):
     assert "preds.json cannot be read" in one_line_error(ledger_run("report", str(tmp_path / "out"), "--no-png"))
 
 
+@pytest.mark.slow
 def test_mini_without_an_api_key_says_which_variable(tmp_path):
     repo = make_repo(tmp_path / "r", FILES)
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
@@ -177,6 +178,7 @@ def scripted(path: Path, steps: list[str], **environment) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_mini_c_is_minis_own(tmp_path):
     """-c takes config files and KEY=VALUE specs, merged in order, as mini does."""
     repo = make_repo(tmp_path / "r", FILES)
@@ -508,6 +510,7 @@ def test_the_timeline_shows_each_answer_and_fills_the_terminal(tmp_path):
             assert FIX in edit and edit.rstrip().endswith(" inventory/pricing.py"), edit
 
 
+@pytest.mark.slow
 def test_inspect_filters_and_finds_the_ledger_of_anything_a_run_left(tmp_path):
     import shutil
 
@@ -565,6 +568,7 @@ def test_readme_stays_short_with_the_two_commands_and_the_quickstarts():
         assert (root / page).is_file(), page
 
 
+@pytest.mark.slow
 def test_replay_leaves_nothing_behind_in_tmp(tmp_path):
     import glob
     import tempfile
@@ -645,6 +649,7 @@ def test_an_answer_cut_short_is_not_passed_on(tmp_path):
         ["replay", ".", "--filter", "(", "--observations-only"],
     ],
 )
+@pytest.mark.slow
 def test_usage_errors_are_one_line_too(args):
     assert one_line_error(ledger_run(*args)).startswith("error: ")
 
@@ -760,6 +765,7 @@ def test_the_config_printout_points_at_docs_not_at_source_files():
     assert "docs/settings.md" in named and all((root / d).is_file() for d in named), named
 
 
+@pytest.mark.slow
 def test_the_readme_s_demo_figures_are_what_the_demo_prints_wherever_it_runs(tmp_path):
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("## What the demo shows", 1)[1]

@@ -60,6 +60,7 @@ def _interrupt(args: list[str], delay: float) -> subprocess.CompletedProcess | N
     return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_the_first_seconds_of_any_command_is_one_line_and_130(tmp_path):
     repo = make_repo(tmp_path / "repo", FILES)
     (tmp_path / "out" / "arm").mkdir(parents=True)
@@ -96,6 +97,7 @@ def test_ctrl_c_in_the_first_seconds_of_any_command_is_one_line_and_130(tmp_path
     "setting, key",
     [("agent.step_limit=abc", "agent.step_limit"), ("environment.timeout=abc", "environment.timeout")],
 )
+@pytest.mark.slow
 def test_a_config_value_of_the_wrong_type_names_its_key(tmp_path, setting, key):
     repo = make_repo(tmp_path / "repo", FILES)
     r = ledger_run(
@@ -140,6 +142,7 @@ def test_a_docker_environment_without_a_daemon_says_so(tmp_path):
 # -- report --png ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_report_png_is_written_where_asked_and_says_where(tmp_path):
     pytest.importorskip("matplotlib")
     arm = tmp_path / "out" / "baseline"
@@ -192,6 +195,7 @@ def _without(tmp_path: Path, *modules: str) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
 
 
+@pytest.mark.slow
 def test_a_command_whose_extra_is_missing_names_the_extra(tmp_path):
     arm = tmp_path / "out" / "baseline"
     arm.mkdir(parents=True)

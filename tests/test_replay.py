@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import git, make_repo
 
 from ledger_adapters.mini.trajectories import from_traj_json
@@ -129,6 +130,7 @@ def test_skips_say_why(tmp_path):
         assert "no base commit" in str(e)
 
 
+@pytest.mark.slow
 def test_cli_resumes_and_reports(tmp_path):
     bare, commit = mirror(tmp_path)
     trajs = tmp_path / "trajs"
@@ -206,6 +208,7 @@ def _calc_case(
     return bare, trajs, inst
 
 
+@pytest.mark.slow
 def test_a_workdir_the_replay_did_not_make_is_never_deleted(tmp_path):
     bare, trajs, inst = _calc_case(tmp_path)
     mine = tmp_path / "p"
@@ -238,6 +241,7 @@ def test_one_replay_per_work_tree(tmp_path):
         held.release()
 
 
+@pytest.mark.slow
 def test_repo_may_be_a_clone(tmp_path):
     bare, trajs, inst = _calc_case(tmp_path)
     r = _cli(
@@ -281,6 +285,7 @@ def test_a_replay_where_everything_was_skipped_fails(tmp_path):
     assert "in none of the --repo" in r.stderr
 
 
+@pytest.mark.slow
 def test_observations_only_refuses_what_holds_no_trajectory(tmp_path):
     import gzip
 
@@ -329,6 +334,7 @@ def _isolation_case(base: Path, n: int, shared: str) -> tuple[list[str], Path]:
     ], base
 
 
+@pytest.mark.slow
 def test_parallel_replays_each_see_their_own_tree(tmp_path):
     import os
     import shutil
@@ -369,6 +375,7 @@ def test_parallel_replays_each_see_their_own_tree(tmp_path):
             shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_a_second_trajectory_of_an_instance_is_skipped_not_mixed_in(tmp_path):
     bare, trajs, inst = _calc_case(tmp_path)
     (trajs / "again").mkdir()
@@ -449,6 +456,7 @@ def test_the_lock_holds_whatever_the_tmpdir(tmp_path):
         held.release()
 
 
+@pytest.mark.slow
 def test_parallel_workers_survive_a_worker_that_dies_and_say_when_tmp_is_shared(tmp_path):
     """A trajectory whose command kills its worker fails alone (found by trying again one at a time); the others are
     replayed. With -o under /tmp the workers share /tmp, and the notes say so."""
@@ -506,6 +514,7 @@ def _running_under(pid: int, name: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_parallel_replay(tmp_path):
     import os
     import signal
@@ -578,6 +587,7 @@ def ledger_run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_the_demo_s_own_trajectory_replays_as_it_is(tmp_path):
     """A run of ledger-run replays with nothing more than its trajectory: its ledger names the commit
     and the repository it started from; the replay works in a tree of its own, never in the run's."""
@@ -599,6 +609,7 @@ def test_the_demo_s_own_trajectory_replays_as_it_is(tmp_path):
     assert table.returncode == 0 and "Replay of 1 mini-swe-agent trajectory from" in table.stdout
 
 
+@pytest.mark.slow
 def test_a_base_commit_given_on_the_command_line(tmp_path):
     bare, commit = mirror(tmp_path)
     traj = traj_file(tmp_path / "a.traj.json", "demo__calc-1", COMMANDS[:3])
@@ -614,6 +625,7 @@ def test_a_base_commit_given_on_the_command_line(tmp_path):
     assert without.returncode == 1 and "no base commit: give --base-commit" in " ".join(without.stderr.split())
 
 
+@pytest.mark.slow
 def test_observations_only_says_a_ledger_s_own_outputs_are_its_answers(tmp_path):
     d = tmp_path / "d"
     assert ledger_run("demo", "-o", str(d)).returncode == 0

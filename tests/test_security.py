@@ -159,6 +159,7 @@ ROOT_READS = [
 
 
 @pytest.mark.parametrize("command", ROOT_READS)
+@pytest.mark.slow
 def test_reading_from_the_root_adds_at_most_a_second(tmp_path, command):
     """A read key of `/` is never signed: nothing under / is hashed, before or after. The commands
     are cut at 3 s by `timeout` (du and grep would take minutes); the ledger adds at most 1 s."""

@@ -71,6 +71,7 @@ def gold(domain: str, task_id: str, name: str = "tasks.json"):
 
 
 @pytest.mark.parametrize("domain", ["airline", "retail"])
+@pytest.mark.slow
 def test_every_rule_catches_its_generated_violation(domain):
     from ledger_adapters.tau2.gate import replay_violation, violations
 
@@ -150,6 +151,7 @@ def test_rules_allow_what_the_policy_allows():
     assert s.call("cancel_reservation", {"reservation_id": recent.reservation_id}).executed
 
 
+@pytest.mark.slow
 def test_tau2_gate_command():
     env = {**os.environ, "COLUMNS": "200"}
     p = subprocess.run(
@@ -235,6 +237,7 @@ def test_ledger_agent_refuses_a_write_without_executing_it():
     assert [v["rule"] for v in agent.verdicts] == ["A1", "A1"] or agent.verdicts[0]["verdict"] == "REVISE"
 
 
+@pytest.mark.slow
 def test_tau2s_own_runner_offers_the_ledger_agent():
     p = subprocess.run(
         [sys.executable, "-m", "ledger_adapters.tau2.agent", "run", "--help"],
@@ -295,6 +298,7 @@ def test_a_certificate_needs_a_cancelled_or_delayed_flight():
     assert not o.executed and o.verdict.rule == "A11" and "no certificate is due" in o.verdict.reason
 
 
+@pytest.mark.slow
 def test_the_gate_reports_progress_task_by_task(tmp_path):
     """tau2-gate's progress bar is fed after every task: counts rise to the total it announced."""
     import shutil

@@ -22,6 +22,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from conftest import git, make_repo
 
 from ledger_runtime.answers.build import LINES, PATCH, SAME, split_lines
@@ -182,6 +183,7 @@ CONFIGS = [
 ]
 
 
+@pytest.mark.slow
 def test_every_answer_expands_to_what_the_command_prints(tmp_path):
     kinds: Counter = Counter()
     for seed in range(9):

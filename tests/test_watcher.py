@@ -104,6 +104,7 @@ def ops(rng: random.Random, root: Path) -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
+@pytest.mark.slow
 def test_watched_scans_give_what_a_full_walk_gives(tmp_path, seed):
     rng = random.Random(seed)
     root = make_repo(tmp_path / "w", FILES)
