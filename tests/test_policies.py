@@ -323,7 +323,10 @@ def test_mini_swe_agent_run_with_the_gate(repo, tmp_path):
         step_limit=30,
         output_path=tmp_path / "traj.json",
     )
-    info = agent.run("fix add")
+    try:
+        info = agent.run("fix add")
+    finally:
+        env.cleanup()  # its ledger and watcher, as mini's runners do
     assert info["exit_status"] == "Submitted"
     assert "+    return a + b" in info["submission"] and "test_calc.py" not in info["submission"]
     state = load(tmp_path / "run").state
