@@ -514,8 +514,32 @@ def _running_under(pid: int, name: str) -> bool:
     return False
 
 
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "gone"
+
+
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            head, rest = stat.read_text().rsplit(")", 1)
+            if int(rest.split()[1]) == pid:
+                out.add(int(head.split(" (", 1)[0]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
 @pytest.mark.slow
-def test_ctrl_c_stops_a_parallel_replay(tmp_path):
+@pytest.mark.parametrize("how", ["ctrl-c", "kill"])
+def test_ctrl_c_stops_a_parallel_replay(tmp_path, how):
+    """Ctrl-C (SIGINT to the whole process group) or ``kill PID`` (SIGTERM to the replay alone) stop a
+    parallel replay with one line, and its worker processes go with it (a SIGTERM once left them
+    running, idle, for ever)."""
     import os
     import signal
     import time
@@ -555,11 +579,21 @@ def test_ctrl_c_stops_a_parallel_replay(tmp_path):
     deadline = time.monotonic() + 240  # a loaded machine starts the workers late: wait for them, not a time
     while not _running_under(p.pid, "sleep") and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
+    workers = _children(p.pid)
     t0 = time.monotonic()
-    os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+    if how == "ctrl-c":
+        os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+    else:
+        os.kill(p.pid, signal.SIGTERM)  # the replay's own process only
     out, err = p.communicate(timeout=120)
-    assert p.returncode == 130 and time.monotonic() - t0 < 45, err[-2000:]
+    assert p.returncode == (130 if how == "ctrl-c" else 143) and time.monotonic() - t0 < 45, err[-2000:]
     assert "interrupted: the finished trajectories are kept" in err and "Traceback" not in err
+    assert workers, "the replay had started its workers"
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{w}").exists() for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = [w for w in workers if Path(f"/proc/{w}").exists() and "Z" not in _state(w)]
+    assert not left, f"worker processes outlived the replay: {left}"
 
 
 def test_replay_results_keep_no_secret(tmp_path):

@@ -622,12 +622,48 @@ ISOLATION_NOTES = {
 }
 
 
-def _parallel(  # noqa: C901
+def _parallel(
     todo: list[Trajectory], settings: ReplaySettings, jobs: int, notes: list[str], finished, progress, overall
 ) -> None:
     """``todo`` in worker processes, each in its own tree. A worker that dies takes only the
     trajectories it was running: the rest go to a fresh pool (each trajectory is tried twice at
-    most). Ctrl-C stops the workers and says what was kept."""
+    most). Ctrl-C, or a SIGTERM to this process alone (``kill PID``), stops the workers and says what
+    was kept: no worker outlives the replay."""
+    import signal
+
+    previous = _on_sigterm(_terminated)
+    try:
+        _run_pools(todo, settings, jobs, notes, finished, progress, overall)
+    except _Terminated:
+        raise SystemExit(143) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class _Terminated(KeyboardInterrupt):
+    """A SIGTERM to the replay's own process: stopped as Ctrl-C stops it."""
+
+
+def _terminated(signum, frame) -> None:
+    raise _Terminated
+
+
+def _on_sigterm(handler):
+    """Install ``handler`` for SIGTERM; the handler it replaces (None where signals cannot be set:
+    not the main thread)."""
+    import signal
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:
+        return None
+
+
+def _run_pools(  # noqa: C901
+    todo: list[Trajectory], settings: ReplaySettings, jobs: int, notes: list[str], finished, progress, overall
+) -> None:
+    """The pools of ``_parallel``, one after another."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
@@ -666,7 +702,8 @@ def _parallel(  # noqa: C901
                         remaining.append(t)
                 except Exception as e:
                     finished(t, f"{type(e).__name__}: {e}", failed=True)
-        except KeyboardInterrupt:
+            pool.shutdown(wait=True)
+        except KeyboardInterrupt as stop:
             procs = list((getattr(pool, "_processes", None) or {}).values())
             pool.shutdown(wait=False, cancel_futures=True)
             for proc in procs:
@@ -678,8 +715,9 @@ def _parallel(  # noqa: C901
                 "to go on from there)",
                 file=sys.stderr,
             )
+            if isinstance(stop, _Terminated):
+                raise
             raise SystemExit(130) from None
-        pool.shutdown(wait=True)
         if remaining and not solo:
             solo = True
             notes.append("a worker process died: the trajectories it took down were replayed again one at a time")
