@@ -20,10 +20,12 @@ def main() -> None:
         sys.exit(wrap_main(sys.argv[2:]))
     import signal
 
-    from ledger_runtime.cli.interrupt import interrupted, on_ctrl_c
+    from ledger_runtime.cli.interrupt import interrupted, on_ctrl_c, on_lost_ctrl_c
 
     # the imports of the command line and of the adapters' commands take a second or more: Ctrl-C in
-    # them leaves at once; the commands handle it themselves from then on (the demo says what it kept)
+    # them leaves at once; the commands handle it themselves from then on (the demo says what it kept),
+    # but one Python could not raise (in a callback: "Exception ignored") leaves at once too
+    on_lost_ctrl_c()
     before = on_ctrl_c()
     try:
         from ledger_runtime.cli.main import main as cli_main

@@ -381,7 +381,7 @@ def test_the_context_arm_sends_its_policy_to_the_ledger(tmp_path):
     ledger = cfg["environment"]["ledger"]
     assert ledger["context"] == "validity+window:10" and ledger["govern"] and ledger["inform"]
     assert (
-        from_mapping({k: v for k, v in ledger.items() if k in ("context", "govern", "inform", "shadow")}).context
+        from_mapping({k: v for k, v in ledger.items() if k in ("context", "govern", "inform", "shadow")}).context.policy
         == "validity+window:10"
     )
     assert "ledger+context" in parse_arms("ledger,ledger+context")

@@ -29,3 +29,18 @@ def interrupted() -> None:
 def on_ctrl_c() -> object:
     """From now on Ctrl-C leaves at once (``interrupted``); returns the handler it replaced."""
     return signal.signal(signal.SIGINT, lambda *_: interrupted())
+
+
+def on_lost_ctrl_c() -> None:
+    """A Ctrl-C that lands where Python cannot raise it (a weak reference's callback, such as the
+    import system's module locks, or a destructor) is printed as "Exception ignored ..." with a
+    traceback, and the command goes on as if never interrupted: from now on it leaves as any other
+    (``interrupted``). Other unraisable exceptions are reported as before."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            interrupted()
+        previous(unraisable)
+
+    sys.unraisablehook = hook
