@@ -6,6 +6,7 @@ import atexit
 import gc
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -21,6 +22,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 if "MSWEA_GLOBAL_CONFIG_DIR" not in os.environ:
     os.environ["MSWEA_GLOBAL_CONFIG_DIR"] = tempfile.mkdtemp(prefix="ledger-tests-mswea-")
     atexit.register(shutil.rmtree, os.environ["MSWEA_GLOBAL_CONFIG_DIR"], True)
+
+# The Ctrl-C tests send SIGINT to the commands they start: a shell that ran the suite in the background
+# (no job control) leaves SIGINT ignored, and an ignored signal is inherited by every command started.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",

@@ -119,7 +119,8 @@ def test_a_command_creating_30000_files_is_answered_within_the_bound(big, tmp_pa
     r2, elapsed2, _ = timed_step(rt, "echo hi > b.txt")
     assert elapsed2 < FAST_S + 3 * usual, f"the next command took {elapsed2:.1f} s (an ordinary one {usual:.2f})"
     assert [m.attempt for m in modified(rt, big, "b.txt")] == [r2.attempt_id], "b.txt's change is recorded"
-    assert scanner.cache.reads - reads <= 2
+    # b.txt, and the few files just written that a stat cannot vouch for yet (racy): never x/'s 30,000
+    assert scanner.cache.reads - reads <= 10
     r3, elapsed3, _ = timed_step(rt, "sed -i 's/1/2/' src/m.py")
     assert elapsed3 < FAST_S + 3 * usual and [m.attempt for m in modified(rt, big, "src/m.py")] == [r3.attempt_id]
     size = sum(p.stat().st_size for p in (tmp_path / "run").glob("ledger.sqlite*"))
