@@ -23,6 +23,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+from ledger_runtime.hooks.server import event_payload
+
 try:
     from ledger_runtime.hooks.client import event_name
 except ImportError:  # run by path: this directory is on sys.path
@@ -142,12 +144,7 @@ class HttpHookServer:
         answer: dict[str, Any] | None = None
         try:
             body = _read(request, length, time.monotonic() + BODY_TIMEOUT_S)
-            try:
-                payload = json.loads(body)
-            except ValueError as e:
-                raise ValueError(f"{event} payload is not JSON: {body[:60]!r}") from e
-            if not isinstance(payload, dict):
-                raise ValueError(f"{event} payload is not a JSON object: {body[:60]!r}")
+            payload = event_payload(event, body)
             with self.lock:
                 self.handled += 1
                 answer = self.handler(event, payload)

@@ -151,6 +151,18 @@ def _server_gone(path: str) -> bool:
         s.close()
 
 
+def event_payload(event: str, body: bytes) -> dict[str, Any]:
+    """A hook event's body as the JSON object it must be; a one-line ValueError naming the event
+    otherwise (the socket server's and the HTTP server's alike)."""
+    try:
+        payload = json.loads(body)
+    except ValueError as e:
+        raise ValueError(f"{event} payload is not JSON: {body[:60]!r}") from e
+    if not isinstance(payload, dict):
+        raise ValueError(f"{event} payload is not a JSON object: {body[:60]!r}")
+    return payload
+
+
 @dataclass
 class _Waiting:
     """A connection whose first line has not come yet."""
@@ -422,12 +434,7 @@ class HookServer:
             body, nl, data = body.partition(b"\n")
             if not nl:
                 raise ValueError(f"{event} payload has no line before its bytes: {body[:60]!r}")
-        try:
-            payload = json.loads(body)
-        except ValueError as e:
-            raise ValueError(f"{event} payload is not JSON: {body[:60]!r}") from e
-        if not isinstance(payload, dict):
-            raise ValueError(f"{event} payload is not a JSON object: {body[:60]!r}")
+        payload = event_payload(event, body)
         if raw:
             payload["raw"] = data
         if call is not None:  # a call that spoke for a tool call speaks for that one only
