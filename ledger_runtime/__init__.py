@@ -26,8 +26,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     # the runtime and its step
     "LedgerRuntime": "runtime",
-    "RunResult": "runtime",
-    "Plan": "runtime",
+    "RunResult": "step.plan",
+    "Plan": "step.plan",
     "Submission": "analysis.submission",
     "NO_SUBMISSION": "analysis.submission",
     # settings
@@ -191,7 +191,8 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         Trajectory,
         TrajectoryError,
     )
-    from ledger_runtime.runtime import LedgerRuntime, Plan, RunResult
+    from ledger_runtime.runtime import LedgerRuntime
+    from ledger_runtime.step.plan import Plan, RunResult
     from ledger_runtime.workspace.hashing import FileState
     from ledger_runtime.workspace.local import LocalWorkspace, Workspace
     from ledger_runtime.workspace.scanner import Snapshot

@@ -56,18 +56,7 @@ from ledger_runtime.answers.build import (
 from ledger_runtime.answers.delivered import Delivered, Shown, delivered_lines, output_digest, seen_lines, shown_whole
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.decide.context import Line, Said
-from ledger_runtime.decide.current import Current
-from ledger_runtime.decide.gate import (
-    Outcome,
-    after_run,
-    build_rules,
-    check_after,
-    check_all,
-    compose,
-    describe,
-    in_force,
-)
-from ledger_runtime.decide.govern import govern
+from ledger_runtime.decide.gate import Outcome, build_rules, check_after, describe, in_force
 from ledger_runtime.decide.policies import BUILTINS
 from ledger_runtime.executor import ExecResult
 from ledger_runtime.inform import StateView, render
@@ -79,58 +68,19 @@ from ledger_runtime.ledger.private import hold, private_dir, write_private
 from ledger_runtime.ledger.redact import Redactor
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LedgerStore, StoreError
-from ledger_runtime.records import Attempt, CommandClass, Modification, Verdict, VerdictKind
+from ledger_runtime.records import RUN, Attempt, CommandClass, Modification, Verdict, VerdictKind
+from ledger_runtime.step.plan import Plan, RunResult, decide
 from ledger_runtime.workspace.local import LocalWorkspace, Workspace
 from ledger_runtime.workspace.scanner import Change, Snapshot, delta
 from ledger_runtime.workspace.signatures import PENDING
 
 MAX_WATCHED = 4096
-MAX_POLICY_FILES = 32  # files an edit writes whose state the policies get
 MAX_DELIVERED_CHARS = 4 * 1024 * 1024  # longer outputs are never the source of a reference
 MARKER_COMMAND_CHARS = 32  # how much of a command a reference quotes
-# Read keys worth signing: a file's content, a path's existence and stat data (one stat each). Listings
-# and subtrees are not signed: nothing decides on them any more (the state view matches their paths
-# against the modifications), and a subtree can be all of / (a read of it must never hash it).
-SIGNED = ("f:", "x:", "m:")
 UNSIGNED = "unsigned"
 LOCK_FILE = ".lock"  # held by the runtime that writes the run directory
 FORGET_EVERY = 64  # attempts between prunings of what the model no longer holds
 FREEZE_FILES = 10_000  # a tree this big: what the first scan made is kept out of Python's cyclic collector
-
-
-@dataclass
-class RunResult:
-    """What the agent gets back for one command."""
-
-    output: str
-    returncode: int | None
-    verdict: Verdict
-    executed: bool
-    attempt_id: int | None
-    exception_info: str = ""
-    extra: dict[str, Any] | None = None
-    note: str | None = None  # the NUDGE note appended to the output, if any
-    answer: str = "raw"  # how the output came back (answers.AnswerKind): raw, whole, spans, delta, reused, refused
-
-
-@dataclass
-class Plan:
-    """A proposed command with its verdict, between deciding and recording (``propose`` ->
-    ``answer`` or the command runs -> ``record``). Adapters whose agent runs the command itself
-    (hooks before and after it) hold the plan in between."""
-
-    command: str
-    cwd: str
-    step: int
-    analysis: Analysis
-    verdict: Verdict
-    applied: bool  # the verdict takes effect (govern on, not shadow)
-    before: Snapshot | None
-    pre_sigs: dict[str, str]
-    shown_raw: bool = False  # the model got the output as it is, whatever the ledger would answer
-    # the model the ledger answers gets this output; False: another model does (a subagent the agent
-    # started): recorded and shown as it is, never the source of a reference, never counted as seen
-    held: bool = True
 
 
 def not_run_answer(v: Verdict, *, refused: str | None = None) -> tuple[Answer, int]:
@@ -429,9 +379,7 @@ class LedgerRuntime:
         plan = self.propose(command, cwd=cwd, step=step)
         if plan is None:
             res = execute(command, os.path.abspath(cwd or self.workdir))
-            return RunResult(
-                res.output, res.returncode, Verdict(VerdictKind.RUN), True, None, res.exception_info, res.extra
-            )
+            return RunResult(res.output, res.returncode, RUN, True, None, res.exception_info, res.extra)
         if plan.applied and not plan.verdict.kind.executes:
             answer = self.answer(plan)
             if answer is not None:
@@ -469,7 +417,7 @@ class LedgerRuntime:
             return self._answer(plan, refused)
         except Exception as e:
             self._fault("answering without running", e, plan.command)
-            plan.verdict = Verdict(VerdictKind.RUN, "ledger fault: ran instead")
+            plan.ran_instead()
             return None
 
     def record(
@@ -500,17 +448,8 @@ class LedgerRuntime:
         if (self._scans_before() and not analysis.readonly and prescanned is None) or self._last is None:
             self._take_between(self.workspace.scan(keep_limit=self.config.scanning.max_content_bytes), step)
         before = self._last
-        pre_keys = {k for k in analysis.read_keys if k[:2] in SIGNED} if analysis.pure else set()
-        sigs = self.workspace.sign_many(pre_keys, exact=False)
-        files = {}
-        if analysis.command_class is CommandClass.MODIFY:  # the policies look at what an edit writes
-            files = {w: self.workspace.file_state(w) for w in analysis.writes[:MAX_POLICY_FILES] if w != ANY_FILE}
-        current = Current(sigs, files)
-        verdict = compose(
-            govern(analysis, self.state, current, self.config),
-            check_all(self.rules, analysis, self.state, current, self._policy_fault),
-        )
-        return Plan(command, cwd, step, analysis, verdict, self.config.applies, before, sigs)
+        facts, sigs = decide(analysis, self.workspace, self.state, self.config, self.rules, self._policy_fault)
+        return Plan(command, cwd, step, analysis, facts, self.config.applies, before, sigs)
 
     def _prepare(self, plan: Plan) -> None:
         """Hand the workspace the command about to run, as analysed (one that signs inside the
@@ -909,7 +848,7 @@ class LedgerRuntime:
         verdict = plan.verdict
         if verdict.kind.executes and res is not None:  # the rules decided after it ran (noop-edit)
             found = check_after(self.rules, analysis, self._outcome(analysis, res, changes), self._policy_fault)
-            verdict = after_run(verdict, found)
+            verdict = plan.verdict_after(found)
         self._now = plan.step
         if not verdict.kind.executes:  # shadow mode, govern off: what the model would have got instead
             answer = not_run_answer(verdict)[0]

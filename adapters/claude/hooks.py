@@ -312,8 +312,7 @@ class ClaudeHooks:
         if pending is None:
             return None
         if pending.asked:  # the user let a REVISE'd call run
-            v = pending.plan.verdict
-            pending.plan.verdict = Verdict(VerdictKind.RUN, f"the user let it run over {v.rule}: {v.reason}")
+            pending.plan.let_run()
         tool, response = pending.call.tool, payload.get("tool_response")
         if tool == SHELL:
             return self._shell(call_id, pending, response)

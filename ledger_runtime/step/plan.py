@@ -1,0 +1,94 @@
+"""The plan stage: a proposed command, what it reads signed, and its verdict decided (govern and
+the policy rules, decide/verdict.py), held in a ``Plan`` until the command is answered or run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from ledger_runtime.analysis.commands import ANY_FILE, Analysis
+from ledger_runtime.decide.current import Current
+from ledger_runtime.decide.gate import Rule, check_all
+from ledger_runtime.decide.govern import govern
+from ledger_runtime.decide.verdict import Facts, final
+from ledger_runtime.records import CommandClass, Verdict
+from ledger_runtime.workspace.scanner import Snapshot
+
+MAX_POLICY_FILES = 32  # files an edit writes whose state the policies get
+# Read keys worth signing: a file's content, a path's existence and stat data (one stat each). Listings
+# and subtrees are not signed: nothing decides on them any more (the state view matches their paths
+# against the modifications), and a subtree can be all of / (a read of it must never hash it).
+SIGNED = ("f:", "x:", "m:")
+
+
+@dataclass
+class RunResult:
+    """What the agent gets back for one command."""
+
+    output: str
+    returncode: int | None
+    verdict: Verdict
+    executed: bool
+    attempt_id: int | None
+    exception_info: str = ""
+    extra: dict[str, Any] | None = None
+    note: str | None = None  # the NUDGE note appended to the output, if any
+    answer: str = "raw"  # how the output came back (answers.AnswerKind): raw, whole, spans, delta, reused, refused
+
+
+@dataclass
+class Plan:
+    """A proposed command with its verdict, between deciding and recording (``propose`` ->
+    ``answer`` or the command runs -> ``record``). Adapters whose agent runs the command itself
+    (hooks before and after it) hold the plan in between. Its verdict is decided from ``facts``
+    (decide/verdict.py); what happens to the plan adds to them (``let_run``, ``ran_instead``)."""
+
+    command: str
+    cwd: str
+    step: int
+    analysis: Analysis
+    facts: Facts
+    applied: bool  # the verdict takes effect (govern on, not shadow)
+    before: Snapshot | None
+    pre_sigs: dict[str, str]
+    shown_raw: bool = False  # the model got the output as it is, whatever the ledger would answer
+    # the model the ledger answers gets this output; False: another model does (a subagent the agent
+    # started): recorded and shown as it is, never the source of a reference, never counted as seen
+    held: bool = True
+
+    @property
+    def verdict(self) -> Verdict:
+        """The verdict as decided so far (before the command ran)."""
+        return self.verdict_after(())
+
+    def verdict_after(self, found: tuple[Verdict, ...] | list[Verdict]) -> Verdict:
+        """The verdict once the command ran and the after-run rules found ``found``."""
+        return final(replace(self.facts, after=tuple(found)) if found else self.facts)
+
+    def let_run(self) -> None:
+        """The user was asked about this refused command and let it run."""
+        self.facts = replace(self.facts, user_let_run=True)
+
+    def ran_instead(self) -> None:
+        """The ledger could not answer without running it (a fault): it runs."""
+        self.facts = replace(self.facts, fault=True)
+
+
+def decide(
+    analysis: Analysis,
+    workspace: Any,
+    state: Any,
+    config: Any,
+    rules: list[Rule],
+    on_fault: Callable[[str, BaseException], None],
+) -> tuple[Facts, dict[str, str]]:
+    """What the verdict of ``analysis`` is decided from (govern's and the rules' verdicts), and the
+    signatures of what it reads now (a pure command's only: the only ones a check may rely on)."""
+    pre_keys = {k for k in analysis.read_keys if k[:2] in SIGNED} if analysis.pure else set()
+    sigs = workspace.sign_many(pre_keys, exact=False)
+    files = {}
+    if analysis.command_class is CommandClass.MODIFY:  # the policies look at what an edit writes
+        files = {w: workspace.file_state(w) for w in analysis.writes[:MAX_POLICY_FILES] if w != ANY_FILE}
+    current = Current(sigs, files)
+    governed = govern(analysis, state, current, config)
+    return Facts(governed, tuple(check_all(rules, analysis, state, current, on_fault))), sigs
