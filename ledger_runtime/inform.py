@@ -270,10 +270,9 @@ def _attempt_entry(a: Attempt, state: LedgerState) -> ViewEntry:
 
 def _same_as(a: Attempt, state: LedgerState) -> int | None:
     """The step whose identical output ``a``'s answer referred to (a ``whole`` answer), if any."""
-    answer = a.answer or {}
-    if answer.get("kind") != "whole":
+    if a.answer_kind != "whole":
         return None
-    ref = next((p[3] for p in answer.get("pieces") or () if p and p[0] == "same" and len(p) > 3), None)
+    ref = next((p[3] for p in a.answer.pieces if p and p[0] == "same" and len(p) > 3), None)
     earlier = state.attempt(ref) if isinstance(ref, int) else None
     return earlier.step if earlier is not None else None
 
@@ -354,7 +353,7 @@ def view_entries(
     if policies:
         out.append(ViewEntry("", ("policies",), "Policies: " + policies, 0))
     if policies is not None and any(
-        (a.applied or as_applied) and (a.answer or {}).get("kind") in _REFERENCING for a in state.attempts
+        (a.applied or as_applied) and a.answer_kind in _REFERENCING for a in state.attempts
     ):
         out.append(ViewEntry("", ("answers",), ESCAPE_LINE.format(escape=RAW_ESCAPE), 0))
     out += _changed_entries(state)

@@ -123,7 +123,7 @@ def timeline(state: LedgerState, transcript: Transcript | None = None) -> list[d
         extra: dict[str, Any] = {}
         if transcript is not None:
             try:
-                expanded = transcript.expanded(a) if a.executed or (a.answer or {}).get("kind") == "reused" else None
+                expanded = transcript.expanded(a) if a.executed or a.answer_kind == "reused" else None
             except ExpandError as e:
                 expanded = None
                 extra["expand_error"] = str(e)
@@ -143,7 +143,7 @@ def timeline(state: LedgerState, transcript: Transcript | None = None) -> list[d
                 "exit_code": a.exit_code,
                 "output_chars": a.output_chars,
                 "shown_chars": a.shown_chars,
-                "answer": (a.answer or {}).get("kind", "raw"),
+                "answer": a.answer_kind,
                 "duration_s": a.duration_s,
                 "files_changed": [_display(m.path, state) for m in state.modifications_of_attempt(a.id)],
                 **extra,
@@ -216,12 +216,12 @@ def summary(state: LedgerState) -> dict[str, Any]:
     verdicts = Counter(a.verdict.kind.value for a in state.attempts)
     applied = [a for a in state.attempts if a.applied]
     reused = [a for a in applied if a.verdict.kind is VerdictKind.REUSE]
-    deduped = [a for a in applied if (a.answer or {}).get("kind") in REFERENCING]
+    deduped = [a for a in applied if a.answer_kind in REFERENCING]
     seen = _visible_counter(state)
     # net (the references cost too), and of what the model sees: a cut output counts as its kept part
     spared_chars = sum(seen(a.output_chars) - seen(a.shown_chars) for a in deduped)
-    shadow = [a for a in state.attempts if not a.applied and (a.answer or {}).get("kind") in REFERENCING]
-    answers = Counter((a.answer or {}).get("kind", "raw") for a in state.attempts)
+    shadow = [a for a in state.attempts if not a.applied and a.answer_kind in REFERENCING]
+    answers = Counter(a.answer_kind for a in state.attempts)
     changed = []
     for m in state.changed_files():
         first = state.modifications_of(m.path)[0]

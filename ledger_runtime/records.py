@@ -6,6 +6,7 @@ Records are immutable values. Each one turns into a plain JSON-able dict (``to_d
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
@@ -102,6 +103,74 @@ class Verdict:
 
 RUN = Verdict(VerdictKind.RUN)
 
+_ANSWER_KEYS = ("kind", "pieces", "kept", "exact", "held_from", "keys", "altered", "held")
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerRecord(Mapping):
+    """How the text the model got for an attempt stands for its output, as the ledger keeps it: the
+    answer's kind (answers.AnswerKind's value) and pieces (each ``Piece.to_list()``, decoded by
+    whoever reads them: a piece of an older ledger may not decode), and what the check of it needs:
+    what the agent showed of it (``kept``: its first and last characters; None: all of it), whether
+    that cut is known (``exact``), the first step the model held (``held_from``), the keys it is a
+    re-read's base under (``base_keys``, stored as ``keys``); ``altered``: the output is not stored
+    as it was (secrets masked, or cut for its length); ``held``: the model the ledger answers got it
+    (False: another model did).
+
+    It reads as the JSON object it is stored as, too (``record["kind"]``, ``record.get("kept")``),
+    for readers written against that; ``extra`` keeps keys of older ledgers this record does not
+    know, as they were."""
+
+    kind: str = "raw"
+    pieces: tuple[tuple[Any, ...], ...] = ()
+    kept: tuple[int, int] | None = None
+    exact: bool = True
+    held_from: int = 0
+    base_keys: tuple[str, ...] = ()  # stored as "keys"
+    altered: bool = False
+    held: bool = True
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **dict(self.extra),
+            "kind": self.kind,
+            "pieces": [list(p) for p in self.pieces],
+            "kept": list(self.kept) if self.kept else None,
+            "exact": self.exact,
+            "held_from": self.held_from,
+            "keys": list(self.base_keys),
+            **({"altered": True} if self.altered else {}),
+            **({} if self.held else {"held": False}),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AnswerRecord:
+        """An answer as the ledger keeps it (what older ledgers lack takes its default)."""
+        if isinstance(d, AnswerRecord):
+            return d
+        pieces = d.get("pieces") or ()
+        return cls(
+            kind=d.get("kind") or "raw",
+            pieces=tuple(tuple(p) if isinstance(p, (list, tuple)) else p for p in pieces),
+            kept=tuple(d["kept"]) if d.get("kept") else None,
+            exact=d.get("exact", True),
+            held_from=d.get("held_from") or 0,
+            base_keys=tuple(d.get("keys") or ()),
+            altered=bool(d.get("altered")),
+            held=d.get("held") is not False,
+            extra=tuple((k, v) for k, v in d.items() if k not in _ANSWER_KEYS),
+        )
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
+
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
@@ -145,13 +214,24 @@ class Attempt:
     applied: bool = True  # the verdict took effect (False: shadow mode or govern off, decided and recorded only)
     shadow_output_hash: str | None = None  # in shadow mode: hash of the output a REUSE would have given
     shown_hash: str | None = None  # the exact text the model received (in shadow mode: would have received)
-    answer: dict[str, Any] | None = None  # how that text stands for the output (answers.Answer.to_dict)
+    answer: AnswerRecord | None = None  # how that text stands for the output (a mapping is read as one)
+
+    def __post_init__(self) -> None:
+        if self.answer is not None and not isinstance(self.answer, AnswerRecord):
+            object.__setattr__(self, "answer", AnswerRecord.from_dict(self.answer))
+
+    @property
+    def answer_kind(self) -> str:
+        """How the output came back (the answer's kind, answers.AnswerKind's value): raw where the
+        ledger keeps no answer (a ledger from before answers, an interrupted command)."""
+        return self.answer.kind if self.answer else "raw"
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["command_class"] = self.command_class.value
         d["verdict"] = self.verdict.to_dict()
         d["write_set"] = list(self.write_set)
+        d["answer"] = self.answer.to_dict() if self.answer is not None else None
         return d
 
     @classmethod

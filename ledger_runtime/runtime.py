@@ -1164,7 +1164,7 @@ class Standing:
 def altered_output(a: Attempt) -> bool:
     """Whether the ledger keeps ``a``'s output other than as the command printed it (secrets masked,
     or cut for its length: ``LedgerRuntime.stored_output``)."""
-    return bool(a.answer and a.answer.get("altered"))
+    return bool(a.answer and a.answer.altered)
 
 
 def _seen_of(output: str, trunc: Truncation) -> str:

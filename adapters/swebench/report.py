@@ -75,7 +75,7 @@ def ledger_figures(path: Path) -> dict[str, Any]:
     state = load(path).state
     # an output that came back with what the model already held (answers.py): decided the same way
     # in every arm (the baseline's shadow ledger records what the model would have got)
-    re_reads = [a for a in state.attempts if (a.answer or {}).get("kind") in REFERENCING]
+    re_reads = [a for a in state.attempts if a.answer_kind in REFERENCING]
     acted = [a for a in re_reads if a.applied]
     by_class: Counter[str] = Counter()
     chars_by_class: Counter[str] = Counter()

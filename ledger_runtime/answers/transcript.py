@@ -64,12 +64,12 @@ class Transcript:
         if not a.answer:
             return None
         try:
-            return [Piece.from_list(p) for p in a.answer.get("pieces") or []]
+            return [Piece.from_list(p) for p in a.answer.pieces]
         except (TypeError, ValueError):
             return None
 
     def kind(self, a: Attempt) -> str:
-        return (a.answer or {}).get("kind") or AnswerKind.RAW.value
+        return a.answer.kind if a.answer else AnswerKind.RAW.value
 
     def shown(self, a: Attempt) -> str | None:
         """The exact text the model received for ``a`` (in shadow mode: would have received)."""
@@ -114,7 +114,7 @@ class Transcript:
 
     def _unheld(self, a: Attempt) -> str | None:  # noqa: C901
         """Why a reference of ``a`` names something the model did not hold (None: they all hold)."""
-        held_from = int((a.answer or {}).get("held_from") or 0)
+        held_from = int(a.answer.held_from or 0) if a.answer else 0
         shown_a = self.shown(a) or ""
         why = self._again_unheld(a)
         if why is not None:
@@ -138,7 +138,7 @@ class Transcript:
                         f"lines {p.first}-{p.last} of step {src.step} were not shown literally where the model saw them"
                     )
             elif p.kind == SAME and SEEN_CUT in shown_a[p.start : p.end]:
-                if self.kind(src) != AnswerKind.RAW.value or not (src.answer or {}).get("kept"):
+                if self.kind(src) != AnswerKind.RAW.value or not _kept(src):
                     return f"step {src.step} was not shown cut as it is, as the reference says"
             elif not self._whole(src, held_from, set()):
                 return f"step {src.step}'s output is not one the model had whole"
@@ -150,7 +150,7 @@ class Transcript:
         pieces = self.pieces(a) or []
         if not any(p.kind == AGAIN for p in pieces):
             return None
-        if (a.answer or {}).get("kept"):
+        if _kept(a):
             return "a reference to lines above it in an answer the agent cut"
         shown = self.shown(a) or ""
         literal: set[int] = set()
@@ -170,7 +170,7 @@ class Transcript:
         """Output line number (1-based) -> the text ``a``'s answer showed literally as that line, where
         the agent showed it whole (read from the answer's pieces, as a reader counts lines)."""
         shown = self.shown(a) or ""
-        kept = (a.answer or {}).get("kept")
+        kept = _kept(a)
         windows = [(0, len(shown))] if not kept else [(0, kept[0]), (len(shown) - kept[1], len(shown))]
         pieces = self.pieces(a) or [Piece(TEXT, 0, len(shown))]
         out: dict[int, str] = {}
@@ -195,7 +195,7 @@ class Transcript:
     def _visible_literal(self, a: Attempt) -> list[str]:
         """The parts of ``a``'s answer that were output shown literally, where the agent showed them."""
         shown = self.shown(a) or ""
-        kept = (a.answer or {}).get("kept")
+        kept = _kept(a)
         windows = [(0, len(shown))] if not kept else [(0, kept[0]), (len(shown) - kept[1], len(shown))]
         pieces = self.pieces(a) or [Piece(TEXT, 0, len(shown))]
         out = []
@@ -214,8 +214,7 @@ class Transcript:
         if a.id in seen:
             return True
         seen.add(a.id)
-        answer = a.answer or {}
-        if answer.get("kept") or a.step < held_from:
+        if _kept(a) or a.step < held_from:
             return False
         for p in self.pieces(a) or []:
             if p.kind == CUT:
@@ -225,3 +224,8 @@ class Transcript:
                 if src is None or not self._whole(src, held_from, seen):
                     return False
         return True
+
+
+def _kept(a: Attempt) -> tuple[int, int] | None:
+    """What the agent showed of ``a``'s answer: its first and last characters (None: all of it)."""
+    return a.answer.kept if a.answer else None

@@ -159,7 +159,7 @@ def _step(
         printed = transcript.expanded(a) if a.executed else None
     except ExpandError as err:
         printed = f"(this answer does not expand: {err})"
-    kind = (a.answer or {}).get("kind", "raw")
+    kind = a.answer_kind
     v = a.verdict
     facts = [
         e(a.command_class.value),
@@ -279,7 +279,7 @@ def _summary(s: dict[str, Any], record: Conversation | None, problems: list[str]
 def _nav(loaded: Loaded) -> str:
     attempts = loaded.state.attempts
     verdicts = sorted({a.verdict.kind.value for a in attempts})
-    kinds = sorted({(a.answer or {}).get("kind", "raw") for a in attempts})
+    kinds = sorted({a.answer_kind for a in attempts})
 
     def group(name: str, values: list[str]) -> str:
         return (

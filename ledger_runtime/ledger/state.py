@@ -130,7 +130,7 @@ class LedgerState:
             output_chars=int(fields.get("output_chars") or 0),
             output_complete=bool(fields.get("output_complete")),
             read_set_stable=bool(fields.get("read_set_stable", old.read_set_stable)),
-            answer={**old.answer, "altered": True} if fields.get("altered") and old.answer else old.answer,
+            answer=replace(old.answer, altered=True) if fields.get("altered") and old.answer else old.answer,
         )
         self._by_id[attempt_id] = new
         self.revision += 1
