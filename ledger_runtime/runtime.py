@@ -28,27 +28,22 @@ import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, Sequence
 
 from ledger_runtime import __version__
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze
 from ledger_runtime.analysis.display import short_command
 from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
 from ledger_runtime.answers.build import (
-    AS_PRINTED,
     CUT,
-    NOTE,
     Answer,
     AnswerKind,
-    Cut,
     ExpandError,
     Piece,
     Source,
-    build,
     diff_shown,
     expand,
     expand_in_place,
-    masked_kept,
     mistakable,
     raw,
     split_lines,
@@ -68,32 +63,27 @@ from ledger_runtime.ledger.private import hold, private_dir, write_private
 from ledger_runtime.ledger.redact import Redactor
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LedgerStore, StoreError
-from ledger_runtime.records import RUN, Attempt, CommandClass, Modification, Verdict, VerdictKind
+from ledger_runtime.records import RUN, Attempt, CommandClass, Modification, Observation, Verdict, VerdictKind
 from ledger_runtime.step.plan import Plan, RunResult, decide
+from ledger_runtime.step.record import file_texts, new_attempt, outcome, read_set, stored_output
+from ledger_runtime.step.respond import (
+    answer_record,
+    as_stored,
+    fresh_answer,
+    not_run_answer,
+    read_keys_of,
+    run_result,
+)
+from ledger_runtime.step.respond import command_key as _command_key
 from ledger_runtime.workspace.local import LocalWorkspace, Workspace
 from ledger_runtime.workspace.scanner import Change, Snapshot, delta
-from ledger_runtime.workspace.signatures import PENDING
 
 MAX_WATCHED = 4096
 MAX_DELIVERED_CHARS = 4 * 1024 * 1024  # longer outputs are never the source of a reference
 MARKER_COMMAND_CHARS = 32  # how much of a command a reference quotes
-UNSIGNED = "unsigned"
 LOCK_FILE = ".lock"  # held by the runtime that writes the run directory
 FORGET_EVERY = 64  # attempts between prunings of what the model no longer holds
 FREEZE_FILES = 10_000  # a tree this big: what the first scan made is kept out of Python's cyclic collector
-
-
-def not_run_answer(v: Verdict, *, refused: str | None = None) -> tuple[Answer, int]:
-    """What the agent gets instead of running a command (REVISE, BLOCK): the verdict's reason and
-    what became of the command (``refused``: what the adapter's agent asked for that is not done, in
-    place of "The command was not run..."). Returns the answer and the return code to report. (No
-    earlier output is handed back in place of a run: a REUSE is only read from older ledgers.)"""
-    by = f" by policy {v.rule}" if v.rule else ""
-    tail = refused or "The command was not run" + (
-        " (it is refused outright)." if v.kind is VerdictKind.BLOCK else "; this turn is still yours."
-    )
-    text = f"[ledger] {v.kind.value}{by}: {v.reason}.\n{tail}"
-    return Answer(AnswerKind.REFUSED, text, (Piece(NOTE, 0, len(text)),)), 1
 
 
 class LedgerRuntime:
@@ -389,7 +379,7 @@ class LedgerRuntime:
         try:
             res = execute(command, plan.cwd)
         except BaseException as exc:  # Submitted, interrupts: record what happened, then let it go on
-            self._safely(self._record_run, plan, None, time.perf_counter() - started, exc)
+            self._safely(self._record_interrupted, plan, time.perf_counter() - started, exc)
             raise
         return self.record(plan, res, time.perf_counter() - started)
 
@@ -435,7 +425,7 @@ class LedgerRuntime:
         plan.shown_raw = plan.shown_raw or shown_raw
         try:
             self._settle(discard=True)
-            return self._record_run(plan, res, elapsed, None, truncation)
+            return self._record_ran(plan, res, elapsed, truncation or self.truncation)
         except Exception as e:
             self._fault("recording the command", e, plan.command)
             return RunResult(res.output, res.returncode, plan.verdict, True, None, res.exception_info, res.extra)
@@ -680,35 +670,12 @@ class LedgerRuntime:
 
     # -- answering ---------------------------------------------------------------------------------
 
-    def _answer_record(
-        self,
-        answer: Answer,
-        kept: tuple[int, int] | None,
-        trunc: Truncation,
-        keys: tuple[str, ...] = (),
-        altered: bool = False,
-    ) -> dict[str, Any]:
-        """An answer as the ledger keeps it: its pieces, and what the check of it needs (what the
-        agent showed of it, the first step the model held, the keys it is a re-read's base under;
-        ``altered``: the output is not stored as it was, see ``stored_output``)."""
-        return {
-            **answer.to_dict(),
-            "kept": list(kept) if kept else None,
-            "exact": trunc.exact,
-            "held_from": self._held_from(),
-            "keys": list(keys),
-            **({"altered": True} if altered else {}),
-        }
-
     def stored_output(self, output: str) -> str:
         """An output as the ledger keeps it: secrets masked, then cut to ``truncation.max_stored_chars``
         (masked first: a cut through a secret would leave a piece no pattern knows) - what a check
         of its answer compares the expansion with. (A long output like one stored as printed is
         masked in what differs: clean_outputs.py.)"""
-        limit = self.config.truncation.max_stored_chars
-        if len(output) <= limit:
-            return self._clean.masked(output, self.redactor.mask)
-        return masked_kept(output, limit, self.redactor.mask)
+        return stored_output(output, self.config.truncation.max_stored_chars, self._clean, self.redactor.mask)
 
     def _put_output(self, output: str) -> tuple[str, str]:
         """Store an output as ``stored_output`` says; returns its key and what is stored (``output``
@@ -729,7 +696,6 @@ class LedgerRuntime:
         v = plan.verdict
         answer, returncode = not_run_answer(v, refused=refused)
         kept = self.truncation.kept(answer.text)
-        shown_hash = self.store.put_text(answer.text)
         attempt = self._attempt(
             plan,
             executed=False,
@@ -745,51 +711,27 @@ class LedgerRuntime:
             verdict=v,
             exception=None,
             output_complete=True,
-            shown_hash=shown_hash,
-            answer=self._answer_record(answer, kept, self.truncation),
+            shown_hash=self.store.put_text(answer.text),
+            answer=answer_record(answer, kept, self.truncation.exact, self._held_from()),
         )
-        self._commit([("attempt", attempt.to_dict())], plan.step)
-        self.state.add_attempt(attempt)
+        self._keep(plan.step, attempt)
         return RunResult(answer.text, returncode, v, False, attempt.id, answer=answer.kind.value)
 
     def _fresh_answer(
         self, plan: Plan, verdict: Verdict, output: str, lines: Callable[[], list[str]], trunc: Truncation
     ) -> Answer:
-        """The answer to a command that ran: its fresh output (``lines``: its lines, split once a step),
-        deduped against what the model holds (never a submission, never a command that asks for its
-        raw output)."""
-        a = plan.analysis
-        notes = [f"[ledger] NUDGE: {verdict.reason}."] if verdict.kind is VerdictKind.NUDGE else []
-        if self.submission.in_output(output) or a.submits:
-            return raw(output)  # the agent reads the marker off the output's first line: nothing may move it
-        if (plan.shown_raw and plan.applied) or not plan.held:
-            return raw(output)  # what the agent got: recorded as it was (shadow mode: what it would have got)
-        if not self._refers(output):  # the model sees its head and tail
-            if mistakable(_seen_of(output, trunc)):
-                return raw(output, [*notes, AS_PRINTED])
-            return raw(output, notes)
-        if mistakable(output):  # text a reader could take for ours: shown as printed, and said so
-            return raw(output, [*notes, AS_PRINTED])
-        if a.raw:
-            return raw(output, notes)
-        epoch = self.state.epoch
-
-        def same_note(src: Source) -> str:
-            shown = self.delivered.items.get(src.attempt)
-            if shown is not None and shown.epoch_after != epoch:
-                return ", though files changed since"
-            return ""
-
-        self.delivered.window = trunc.kept(output)
-        answer = build(
+        """The answer to a command that ran (respond.fresh_answer), checked before the model gets it."""
+        answer, notes = fresh_answer(
+            plan,
+            verdict,
             output,
-            self.delivered,
-            self.dedupe,
-            base_keys=_read_keys_of(a),
-            notes=notes,
-            same_note=same_note,
-            cut=Cut(trunc.limit, trunc.head, trunc.tail, trunc.exact),
-            lines=lines(),
+            lines,
+            trunc,
+            submission=self.submission,
+            refers=self._refers(output),
+            delivered=self.delivered,
+            dedupe=self.dedupe,
+            epoch=self.state.epoch,
         )
         return self._checked(answer, output, notes, lines)
 
@@ -813,237 +755,200 @@ class LedgerRuntime:
         self._fault("checking an answer before the model gets it", ValueError(why))
         return raw(output, notes)
 
-    def _record_run(  # noqa: C901
-        self,
-        plan: Plan,
-        res: ExecResult | None,
-        elapsed: float,
-        exc: BaseException | None,
-        truncation: Truncation | None = None,
-    ) -> RunResult:
-        trunc = truncation or self.truncation
+    # -- recording ---------------------------------------------------------------------------------
+
+    def _record_ran(self, plan: Plan, res: ExecResult, elapsed: float, trunc: Truncation) -> RunResult:
+        """Record a command that ran to its end: what it changed, its output and the answer built from
+        it, what it showed of the files; then the model holds that answer. Returns what the agent gets."""
         analysis = plan.analysis
         self._watch(analysis)
-        if analysis.readonly and exc is None and self.workspace.rescan_before_command and self._last is not None:
-            # A reader writes nothing: skip the scan. Were the analysis ever wrong, the next
-            # command's scan still finds the change, recorded as made between commands.
-            changes: list[Change] = []
-        else:
-            after = self.workspace.scan(keep_limit=self.config.scanning.max_content_bytes)
-            # Against the last recorded snapshot, which is plan.before unless another plan was
-            # recorded in between (an agent running commands in parallel): no change counts twice.
-            last = self._last if self._last is not None else plan.before
-            changes = delta(last, after) if last is not None else []
-            self._last = after
-        output = res.output if res is not None else ""
+        # A reader writes nothing: skip the scan. Were the analysis ever wrong, the next
+        # command's scan still finds the change, recorded as made between commands.
+        changes = self._changes(plan, skip=analysis.readonly and self.workspace.rescan_before_command)
+        output = res.output
         lines = cache(lambda: split_lines(output))  # the output's lines: split once, where needed
-        texts = self._file_texts(analysis, output, lines) if res is not None else {}
+        texts = file_texts(analysis, output, lines, self.workspace, self.config.scanning.max_content_bytes)
         # a file the output is checked against signs as the content it was checked against
-        post_sigs = {"f:" + p: t.digest for p, t in texts.items() if "f:" + p in plan.pre_sigs}
-        post_sigs.update(self.workspace.sign_many([k for k in plan.pre_sigs if k not in post_sigs]))
-        read_keys = analysis.read_keys if analysis.pure else ()
-        stable = all(plan.pre_sigs.get(k) in (PENDING, post_sigs.get(k)) for k in read_keys if k in plan.pre_sigs)
-        output_hash, stored = self._put_output(output) if res is not None else (None, output)
+        checked = {"f:" + p: t.digest for p, t in texts.items() if "f:" + p in plan.pre_sigs}
+        signed, stable = self._read_set(plan, checked)
+        output_hash, stored = self._put_output(output)
         altered = stored is not output
         verdict = plan.verdict
-        if verdict.kind.executes and res is not None:  # the rules decided after it ran (noop-edit)
+        if verdict.kind.executes:  # the rules decided after it ran (noop-edit)
             found = check_after(self.rules, analysis, self._outcome(analysis, res, changes), self._policy_fault)
             verdict = plan.verdict_after(found)
         self._now = plan.step
         if not verdict.kind.executes:  # shadow mode, govern off: what the model would have got instead
             answer = not_run_answer(verdict)[0]
         else:
-            answer = self._fresh_answer(plan, verdict, output, lines, trunc) if res is not None else raw("")
+            answer = self._fresh_answer(plan, verdict, output, lines, trunc)
         shown = answer.text
-        shown_hash = None
-        record = answer  # the answer as stored: a long raw one over the output as it is stored
-        if res is not None and len(output) > self.config.truncation.max_stored_chars:
-            record = raw(stored, [shown[p.start : p.end] for p in answer.pieces if p.kind == NOTE])
-        if res is not None:
-            shown_hash = output_hash if shown == output else self.store.put_text(record.text)
+        kept = trunc.kept(shown)  # what the agent showed of the answer: worked out once, used throughout
+        record = as_stored(answer, stored, output, self.config.truncation.max_stored_chars)
         epoch_after = self.state.epoch + (1 if changes else 0)
+        keys = read_keys_of(analysis)
         attempt = self._attempt(
             plan,
             executed=True,
-            exit_code=res.returncode if res is not None else None,
+            exit_code=res.returncode,
             output_hash=output_hash,
             output_chars=len(output),
             truncated=trunc.cuts(shown),
             duration=elapsed,
-            read_set={k: post_sigs.get(k, UNSIGNED) for k in read_keys},
+            read_set=signed,
             stable=stable,
             epoch_after=epoch_after,
             shown_chars=len(shown),
             verdict=verdict,
-            exception=(self.redactor.mask(f"{type(exc).__name__}: {exc}")[:500] if exc is not None else None),
-            output_complete=res.output_complete if res is not None else False,
+            exception=None,
+            output_complete=res.output_complete,
             submits=analysis.submits or self.submission.in_output(output),
-            shown_hash=shown_hash,
-            answer=self._answer_record(record, trunc.kept(shown), trunc, _read_keys_of(analysis), altered)
-            | ({} if plan.held else {"held": False})
-            if res is not None
-            else None,
+            shown_hash=output_hash if shown == output else self.store.put_text(record.text),
+            answer=answer_record(record, kept, trunc.exact, self._held_from(), keys, altered, plan.held),
         )
-        events: list[tuple[str, dict]] = [("attempt", attempt.to_dict())]
-        obs = []
         got = None
-        if res is not None and plan.held:
-            got = (
-                delivered_lines(output, answer, trunc.kept(shown), lines())
-                if len(output) <= MAX_DELIVERED_CHARS
-                else None
-            )
-            seen = None
-            if analysis.views:  # what the model saw of the files the output shows (nothing to see otherwise)
-                seen = seen_lines(output, answer, trunc.kept(shown), got)
-                if answer.kind is AnswerKind.WHOLE:  # the model has of it what it saw of the earlier output
-                    seen = self.delivered.seen_through(answer.refs[0]) or seen
-            facts: list[FactRun] = []
-            obs = observations(
-                analysis,
-                output,
-                res.returncode,
-                texts,
-                seen,
-                step=plan.step,
-                attempt=attempt.id,
-                facts=facts,
-                submission=self.submission,
-                out_lines=lines() if analysis.views else None,
-            )
-            if facts and self._line_facts:
-                self.facts[attempt.id] = facts
-            if answer.refs and plan.applied and self.config.context.steps > 0:
-                # an agent that keeps only its last steps: what the answer stands for, should what it refers
-                # to leave the model before the answer does (an answer's references as the model reads them)
-                self._standing.keep(attempt.id, plan.step, answer.refs, shown, self._in_place(answer))
-            events += [("observation", o.to_dict()) for o in obs]
-        # what may fail is worked out before anything is kept: the ledger on disk and in memory agree
-        mods = [self.modifications.of(c, attempt.id, plan.step, analysis) for c in changes]
+        obs: list[Observation] = []
+        if plan.held:
+            got = delivered_lines(output, answer, kept, lines()) if len(output) <= MAX_DELIVERED_CHARS else None
+            obs = self._observe(plan, attempt, res, texts, answer, kept, got, lines)
+        self._keep(plan.step, attempt, obs, self._modifications(changes, attempt, plan), epoch_after)
+        if answer.kind is not AnswerKind.REFUSED and plan.held:
+            self._deliver(attempt, output, answer, kept, trunc.exact, keys, got, None if altered else output_hash)
+        self._settle_facts(attempt.id)
+        return run_result(plan, res, verdict, attempt.id, answer)
+
+    def _record_interrupted(self, plan: Plan, elapsed: float, exc: BaseException) -> RunResult:
+        """Record a command whose run ended in ``exc`` (the agent's submission, an interrupt): what it
+        changed, with no output and no answer."""
+        analysis = plan.analysis
+        self._watch(analysis)
+        changes = self._changes(plan, skip=False)
+        signed, stable = self._read_set(plan, {})
+        verdict = plan.verdict
+        self._now = plan.step
+        # shadow mode, govern off: what the model would have got instead
+        shown = not_run_answer(verdict)[0].text if not verdict.kind.executes else raw("").text
+        epoch_after = self.state.epoch + (1 if changes else 0)
+        attempt = self._attempt(
+            plan,
+            executed=True,
+            exit_code=None,
+            output_hash=None,
+            output_chars=0,
+            truncated=self.truncation.cuts(shown),
+            duration=elapsed,
+            read_set=signed,
+            stable=stable,
+            epoch_after=epoch_after,
+            shown_chars=len(shown),
+            verdict=verdict,
+            exception=self.redactor.mask(f"{type(exc).__name__}: {exc}")[:500],
+            output_complete=False,
+            submits=analysis.submits or self.submission.in_output(""),
+        )
+        self._keep(plan.step, attempt, [], self._modifications(changes, attempt, plan), epoch_after)
+        return RunResult("", None, verdict, True, attempt.id)
+
+    def _changes(self, plan: Plan, *, skip: bool) -> list[Change]:
+        """What the command changed: the workspace scanned again (``skip``: not, where a reader ran
+        and there is a snapshot to compare the next scan with)."""
+        if skip and self._last is not None:
+            return []
+        after = self.workspace.scan(keep_limit=self.config.scanning.max_content_bytes)
+        # Against the last recorded snapshot, which is plan.before unless another plan was
+        # recorded in between (an agent running commands in parallel): no change counts twice.
+        last = self._last if self._last is not None else plan.before
+        changes = delta(last, after) if last is not None else []
+        self._last = after
+        return changes
+
+    def _read_set(self, plan: Plan, post_sigs: dict[str, str]) -> tuple[dict[str, str], bool]:
+        """The planned command's read set signed after it ran (``post_sigs``: what is signed already),
+        and whether it stayed as it was while it ran (record.read_set)."""
+        post_sigs.update(self.workspace.sign_many([k for k in plan.pre_sigs if k not in post_sigs]))
+        return read_set(plan, post_sigs)
+
+    def _observe(
+        self,
+        plan: Plan,
+        attempt: Attempt,
+        res: ExecResult,
+        texts: dict[str, FileText],
+        answer: Answer,
+        kept: tuple[int, int] | None,
+        got: tuple[list[str], list[bool]] | None,
+        lines: Callable[[], list[str]],
+    ) -> list[Observation]:
+        """What the model saw of the files the output shows (checked against ``texts``), and, in an
+        agent that keeps only its last steps, what an answer with references stands for."""
+        analysis, output = plan.analysis, res.output
+        seen = None
+        if analysis.views:  # what the model saw of the files the output shows (nothing to see otherwise)
+            seen = seen_lines(output, answer, kept, got)
+            if answer.kind is AnswerKind.WHOLE:  # the model has of it what it saw of the earlier output
+                seen = self.delivered.seen_through(answer.refs[0]) or seen
+        facts: list[FactRun] = []
+        obs = observations(
+            analysis,
+            output,
+            res.returncode,
+            texts,
+            seen,
+            step=plan.step,
+            attempt=attempt.id,
+            facts=facts,
+            submission=self.submission,
+            out_lines=lines() if analysis.views else None,
+        )
+        if facts and self._line_facts:
+            self.facts[attempt.id] = facts
+        if answer.refs and plan.applied and self.config.context.steps > 0:
+            # an agent that keeps only its last steps: what the answer stands for, should what it refers
+            # to leave the model before the answer does (an answer's references as the model reads them)
+            self._standing.keep(attempt.id, plan.step, answer.refs, answer.text, self._in_place(answer))
+        return obs
+
+    def _modifications(self, changes: list[Change], attempt: Attempt, plan: Plan) -> list[Modification]:
+        return [self.modifications.of(c, attempt.id, plan.step, plan.analysis) for c in changes]
+
+    def _keep(
+        self,
+        step: int,
+        attempt: Attempt,
+        obs: Sequence[Observation] = (),
+        mods: Sequence[Modification] = (),
+        epoch_after: int = 0,
+    ) -> None:
+        """Commit an attempt with its observations and modifications, then add them to the state (what
+        may fail is worked out before anything is kept: the ledger on disk and in memory agree)."""
+        events: list[tuple[str, dict]] = [("attempt", attempt.to_dict())]
+        events += [("observation", o.to_dict()) for o in obs]
         events += [("modification", {**m.to_dict(), "epoch": epoch_after}) for m in mods]
-        self._commit(events, plan.step)
+        self._commit(events, step)
         self.state.add_attempt(attempt)
         for m in mods:
             self.state.add_modification(m, epoch_after)
         for o in obs:
             self.state.add_observation(o)
-        if res is None:
-            return RunResult("", None, verdict, True, attempt.id)
-        if answer.kind is not AnswerKind.REFUSED and plan.held:
-            self._deliver(
-                attempt,
-                output,
-                answer,
-                trunc.kept(shown),
-                trunc.exact,
-                _read_keys_of(analysis),
-                got,
-                None if altered else output_hash,
-            )
-        if attempt.id not in self.delivered.items:
-            self.facts.pop(attempt.id, None)  # the lines of an output the model does not hold are never asked of
-        elif attempt.id in self.facts:  # held once: the lines the delivered outputs hold
+
+    def _settle_facts(self, attempt_id: int) -> None:
+        """The file lines of an output: dropped when the model does not hold it (never asked of), else
+        kept as the lines the delivered outputs hold."""
+        if attempt_id not in self.delivered.items:
+            self.facts.pop(attempt_id, None)
+        elif attempt_id in self.facts:
             intern = self.delivered.intern
-            self.facts[attempt.id] = [r._replace(was=[intern(t) for t in r.was]) for r in self.facts[attempt.id]]
-        note = next(
-            (t for p in answer.pieces if p.kind == NOTE and (t := shown[p.start : p.end].strip()) != AS_PRINTED), None
-        )
-        out_text = shown if plan.applied else output
-        return RunResult(
-            out_text,
-            res.returncode,
-            verdict,
-            True,
-            attempt.id,
-            res.exception_info,
-            res.extra,
-            note if plan.applied else None,
-            answer.kind.value if plan.applied else AnswerKind.RAW.value,
-        )
+            self.facts[attempt_id] = [r._replace(was=[intern(t) for t in r.was]) for r in self.facts[attempt_id]]
 
     def _outcome(self, a: Analysis, res: ExecResult, changes: list[Change]) -> Outcome:
-        """What the command did, for the rules decided after it ran. Which of the paths an edit names
-        are files, and which are missing, is read only for an edit that changed nothing (and only
-        where the workspace's files are this machine's)."""
-        if changes or a.command_class is not CommandClass.MODIFY or not a.writes:
-            return Outcome(res.returncode, bool(changes), self.workdir)
-        if not self.workspace.rescan_before_command:
-            return Outcome(res.returncode, False, self.workdir, tuple(a.writes))
-        named = [w for w in a.writes if w != ANY_FILE]
-        return Outcome(
-            res.returncode,
-            False,
-            self.workdir,
-            tuple(w for w in named if not os.path.isdir(w)),
-            tuple(w for w in named if not os.path.lexists(w)),
-        )
+        """What the command did, for the rules decided after it ran (record.outcome)."""
+        return outcome(a, res, changes, self.workdir, self.workspace.rescan_before_command)
 
-    def _file_texts(self, analysis: Analysis, output: str, lines: Callable[[], list[str]]) -> dict[str, FileText]:
-        """The files a command's views name, as they are now (what its ``output`` is checked against;
-        a file whose text is the output takes its ``lines``)."""
-        out = {}
-        for v in analysis.views:
-            if v.path in out:
-                continue
-            data = self.workspace.content(v.path, self.config.scanning.max_content_bytes)
-            if data is not None:
-                out[v.path] = FileText.of(self.workspace.digest(data), data, (output, lines))
-        return out
-
-    def _attempt(
-        self,
-        plan: Plan,
-        *,
-        executed: bool,
-        exit_code: int | None,
-        output_hash: str | None,
-        output_chars: int,
-        truncated: bool,
-        duration: float,
-        read_set: dict[str, str],
-        stable: bool,
-        epoch_after: int,
-        shown_chars: int,
-        verdict: Verdict,
-        exception: str | None,
-        output_complete: bool,
-        submits: bool | None = None,
-        shown_hash: str | None = None,
-        answer: dict[str, Any] | None = None,
-    ) -> Attempt:
-        a = plan.analysis
+    def _attempt(self, plan: Plan, **fields: Any) -> Attempt:
+        """The planned command's attempt (record.new_attempt), numbered next."""
         attempt_id = self._next_id
         self._next_id += 1
-        return Attempt(
-            id=attempt_id,
-            step=plan.step,
-            command=plan.command,
-            normalized=a.normalized,
-            cwd=a.cwd,
-            command_class=a.command_class,
-            verdict=verdict,
-            executed=executed,
-            exit_code=exit_code,
-            output_hash=output_hash,
-            output_chars=output_chars,
-            truncated=truncated,
-            duration_s=round(duration, 6),
-            read_set=read_set,
-            read_set_stable=stable,
-            write_set=a.writes,
-            epoch_before=self.state.epoch,
-            epoch_after=epoch_after,
-            env_epoch=self.state.env_epoch,
-            pure=a.pure,
-            parsed=a.parsed,
-            submits=a.submits if submits is None else submits,
-            shown_chars=shown_chars,
-            exception=exception,
-            output_complete=output_complete,
-            applied=plan.applied,
-            shown_hash=shown_hash,
-            answer=answer,
-        )
+        return new_attempt(plan, attempt_id, self.state, **fields)
 
     # -- modifications -----------------------------------------------------------------------------
 
@@ -1164,17 +1069,7 @@ class Standing:
 def altered_output(a: Attempt) -> bool:
     """Whether the ledger keeps ``a``'s output other than as the command printed it (secrets masked,
     or cut for its length: ``LedgerRuntime.stored_output``)."""
-    return bool(a.answer and a.answer.altered)
-
-
-def _seen_of(output: str, trunc: Truncation) -> str:
-    """What the model may read of an output answered as it is: where the agent cuts it exactly, its
-    head and tail (a line between them, so that nothing reads across the cut); else all of it."""
-    kept = trunc.kept(output) if trunc.exact else None
-    if kept is None:
-        return output
-    head, tail = kept
-    return output[:head] + "\n" + (output[len(output) - tail :] if tail else "")
+    return bool(a.answer and a.answer.get("altered"))
 
 
 def _freeze_long_lived() -> None:
@@ -1197,19 +1092,3 @@ def _ignore_in_git(run_dir: Path, workdir: str) -> None:
             write_private(marker, "# the ledger's run directory: not part of the repository\n*\n")
     except OSError:
         pass
-
-
-def _read_keys_of(a: Analysis) -> tuple[str, ...]:
-    """Keys under which a read's output is the base of a later delta re-read: the same command in the
-    same directory, and the same lines of the same file read another way."""
-    if a.command_class not in (CommandClass.INSPECT, CommandClass.SEARCH):
-        return ()
-    keys = [_command_key(a.cwd, a.normalized)]
-    if a.outputs == 1 and len(a.views) == 1 and a.views[0].kind == "lines":
-        v = a.views[0]
-        keys.append(f"v:{v.path}\0{v.selectors!r}\0{v.numbered}")
-    return tuple(keys)
-
-
-def _command_key(cwd: str, normalized: str) -> str:
-    return f"c:{cwd}\0{normalized}"

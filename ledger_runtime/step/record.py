@@ -1,0 +1,131 @@
+"""The record stage: what a command did and what the model got for it, as the ledger keeps it. The
+attempt (``new_attempt``), its read set signed after it ran (``read_set``), the output as stored
+(``stored_output``: secrets masked, cut to the limit), the files its views are checked against
+(``file_texts``) and what it did for the after-run rules (``outcome``)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from ledger_runtime.analysis.commands import ANY_FILE, Analysis
+from ledger_runtime.answers.build import masked_kept
+from ledger_runtime.decide.gate import Outcome
+from ledger_runtime.executor import ExecResult
+from ledger_runtime.ledger.clean_outputs import CleanOutputs
+from ledger_runtime.ledger.observe import FileText
+from ledger_runtime.ledger.state import LedgerState
+from ledger_runtime.records import AnswerRecord, Attempt, CommandClass, Verdict
+from ledger_runtime.step.plan import Plan
+from ledger_runtime.workspace.scanner import Change
+from ledger_runtime.workspace.signatures import PENDING
+
+UNSIGNED = "unsigned"
+
+
+def new_attempt(
+    plan: Plan,
+    attempt_id: int,
+    state: LedgerState,
+    *,
+    executed: bool,
+    exit_code: int | None,
+    output_hash: str | None,
+    output_chars: int,
+    truncated: bool,
+    duration: float,
+    read_set: dict[str, str],
+    stable: bool,
+    epoch_after: int,
+    shown_chars: int,
+    verdict: Verdict,
+    exception: str | None,
+    output_complete: bool,
+    submits: bool | None = None,
+    shown_hash: str | None = None,
+    answer: AnswerRecord | None = None,
+) -> Attempt:
+    """The attempt of the planned command, numbered ``attempt_id`` (epochs from ``state``, before
+    the attempt is added to it)."""
+    a = plan.analysis
+    return Attempt(
+        id=attempt_id,
+        step=plan.step,
+        command=plan.command,
+        normalized=a.normalized,
+        cwd=a.cwd,
+        command_class=a.command_class,
+        verdict=verdict,
+        executed=executed,
+        exit_code=exit_code,
+        output_hash=output_hash,
+        output_chars=output_chars,
+        truncated=truncated,
+        duration_s=round(duration, 6),
+        read_set=read_set,
+        read_set_stable=stable,
+        write_set=a.writes,
+        epoch_before=state.epoch,
+        epoch_after=epoch_after,
+        env_epoch=state.env_epoch,
+        pure=a.pure,
+        parsed=a.parsed,
+        submits=a.submits if submits is None else submits,
+        shown_chars=shown_chars,
+        exception=exception,
+        output_complete=output_complete,
+        applied=plan.applied,
+        shown_hash=shown_hash,
+        answer=answer,
+    )
+
+
+def read_set(plan: Plan, post_sigs: dict[str, str]) -> tuple[dict[str, str], bool]:
+    """What a pure command read, each key with its signature after it ran (``post_sigs``), and
+    whether none moved while it ran (one signed as pending before counts as unmoved)."""
+    read_keys = plan.analysis.read_keys if plan.analysis.pure else ()
+    pre = plan.pre_sigs
+    stable = all(pre.get(k) in (PENDING, post_sigs.get(k)) for k in read_keys if k in pre)
+    return {k: post_sigs.get(k, UNSIGNED) for k in read_keys}, stable
+
+
+def stored_output(output: str, limit: int, clean: CleanOutputs, mask: Callable[[str], str]) -> str:
+    """An output as the ledger keeps it: secrets masked (``mask``), then cut to ``limit`` characters
+    (masked first: a cut through a secret would leave a piece no pattern knows). A long output like
+    one stored as printed is masked in what differs (``clean``: clean_outputs.py)."""
+    if len(output) <= limit:
+        return clean.masked(output, mask)
+    return masked_kept(output, limit, mask)
+
+
+def file_texts(
+    analysis: Analysis, output: str, lines: Callable[[], list[str]], workspace: Any, max_bytes: int
+) -> dict[str, FileText]:
+    """The files a command's views name, as they are now (what its ``output`` is checked against;
+    a file whose text is the output takes its ``lines``)."""
+    out = {}
+    for v in analysis.views:
+        if v.path in out:
+            continue
+        data = workspace.content(v.path, max_bytes)
+        if data is not None:
+            out[v.path] = FileText.of(workspace.digest(data), data, (output, lines))
+    return out
+
+
+def outcome(a: Analysis, res: ExecResult, changes: list[Change], workdir: str, local_files: bool) -> Outcome:
+    """What the command did, for the rules decided after it ran. Which of the paths an edit names
+    are files, and which are missing, is read only for an edit that changed nothing (and only
+    where the workspace's files are this machine's, ``local_files``)."""
+    if changes or a.command_class is not CommandClass.MODIFY or not a.writes:
+        return Outcome(res.returncode, bool(changes), workdir)
+    if not local_files:
+        return Outcome(res.returncode, False, workdir, tuple(a.writes))
+    named = [w for w in a.writes if w != ANY_FILE]
+    return Outcome(
+        res.returncode,
+        False,
+        workdir,
+        tuple(w for w in named if not os.path.isdir(w)),
+        tuple(w for w in named if not os.path.lexists(w)),
+    )

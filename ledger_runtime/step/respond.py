@@ -1,0 +1,173 @@
+"""The respond stage: what the model gets for a command. A refusal (REVISE, BLOCK) says why; a fresh
+output is answered as it is or deduped against what the model holds (answers/build.py), and the
+answer is kept as the ledger stores it (``answer_record``) and handed back (``run_result``)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ledger_runtime.analysis.commands import Analysis
+from ledger_runtime.analysis.submission import Submission
+from ledger_runtime.answers.build import (
+    AS_PRINTED,
+    NOTE,
+    Answer,
+    AnswerKind,
+    Cut,
+    Dedupe,
+    Piece,
+    Source,
+    build,
+    mistakable,
+    raw,
+)
+from ledger_runtime.answers.delivered import Delivered
+from ledger_runtime.executor import ExecResult
+from ledger_runtime.ledger.observe import Truncation
+from ledger_runtime.records import AnswerRecord, CommandClass, Verdict, VerdictKind
+from ledger_runtime.step.plan import Plan, RunResult
+
+
+def not_run_answer(v: Verdict, *, refused: str | None = None) -> tuple[Answer, int]:
+    """What the agent gets instead of running a command (REVISE, BLOCK): the verdict's reason and
+    what became of the command (``refused``: what the adapter's agent asked for that is not done, in
+    place of "The command was not run..."). Returns the answer and the return code to report. (No
+    earlier output is handed back in place of a run: a REUSE is only read from older ledgers.)"""
+    by = f" by policy {v.rule}" if v.rule else ""
+    tail = refused or "The command was not run" + (
+        " (it is refused outright)." if v.kind is VerdictKind.BLOCK else "; this turn is still yours."
+    )
+    text = f"[ledger] {v.kind.value}{by}: {v.reason}.\n{tail}"
+    return Answer(AnswerKind.REFUSED, text, (Piece(NOTE, 0, len(text)),)), 1
+
+
+def fresh_answer(
+    plan: Plan,
+    verdict: Verdict,
+    output: str,
+    lines: Callable[[], list[str]],
+    trunc: Truncation,
+    *,
+    submission: Submission,
+    refers: bool,
+    delivered: Delivered,
+    dedupe: Dedupe,
+    epoch: int,
+) -> tuple[Answer, list[str]]:
+    """The answer to a command that ran, before its check, and the notes it carries: its fresh
+    output (``lines``: its lines, split once a step), deduped against what the model holds
+    (``delivered``) unless it is a submission, a command that asks for its raw output, an output
+    the agent already showed as it is, or one too long to refer into (``refers`` False)."""
+    a = plan.analysis
+    notes = [f"[ledger] NUDGE: {verdict.reason}."] if verdict.kind is VerdictKind.NUDGE else []
+    if submission.in_output(output) or a.submits:
+        return raw(output), notes  # the agent reads the marker off the output's first line: nothing may move it
+    if (plan.shown_raw and plan.applied) or not plan.held:
+        return raw(output), notes  # what the agent got: recorded as it was (shadow mode: what it would have got)
+    if not refers:  # the model sees its head and tail
+        if mistakable(seen_of(output, trunc)):
+            return raw(output, [*notes, AS_PRINTED]), notes
+        return raw(output, notes), notes
+    if mistakable(output):  # text a reader could take for ours: shown as printed, and said so
+        return raw(output, [*notes, AS_PRINTED]), notes
+    if a.raw:
+        return raw(output, notes), notes
+
+    def same_note(src: Source) -> str:
+        shown = delivered.items.get(src.attempt)
+        if shown is not None and shown.epoch_after != epoch:
+            return ", though files changed since"
+        return ""
+
+    delivered.window = trunc.kept(output)
+    answer = build(
+        output,
+        delivered,
+        dedupe,
+        base_keys=read_keys_of(a),
+        notes=notes,
+        same_note=same_note,
+        cut=Cut(trunc.limit, trunc.head, trunc.tail, trunc.exact),
+        lines=lines(),
+    )
+    return answer, notes
+
+
+def as_stored(answer: Answer, stored: str, output: str, limit: int) -> Answer:
+    """The answer as the ledger stores it: an output longer than ``limit`` is stored cut
+    (``stored``), and its answer is that, as it is, with the answer's notes."""
+    if len(output) <= limit:
+        return answer
+    return raw(stored, [answer.text[p.start : p.end] for p in answer.pieces if p.kind == NOTE])
+
+
+def answer_record(
+    answer: Answer,
+    kept: tuple[int, int] | None,
+    exact: bool,
+    held_from: int,
+    keys: tuple[str, ...] = (),
+    altered: bool = False,
+    held: bool = True,
+) -> AnswerRecord:
+    """An answer as the ledger keeps it: its pieces, and what the check of it needs (what the agent
+    showed of it, whether that cut is known, the first step the model held, the keys it is a
+    re-read's base under; ``altered``: the output is not stored as it was, see
+    ``LedgerRuntime.stored_output``; ``held``: the model the ledger answers got it)."""
+    return AnswerRecord(
+        kind=answer.kind.value,
+        pieces=tuple(tuple(p.to_list()) for p in answer.pieces),
+        kept=kept or None,
+        exact=exact,
+        held_from=held_from,
+        base_keys=tuple(keys),
+        altered=altered,
+        held=held,
+    )
+
+
+def run_result(plan: Plan, res: ExecResult, verdict: Verdict, attempt_id: int, answer: Answer) -> RunResult:
+    """What the agent gets back for a command that ran: the answer where the verdict takes effect,
+    else the output as it is."""
+    note = next(
+        (t for p in answer.pieces if p.kind == NOTE and (t := answer.text[p.start : p.end].strip()) != AS_PRINTED),
+        None,
+    )
+    return RunResult(
+        answer.text if plan.applied else res.output,
+        res.returncode,
+        verdict,
+        True,
+        attempt_id,
+        res.exception_info,
+        res.extra,
+        note if plan.applied else None,
+        answer.kind.value if plan.applied else AnswerKind.RAW.value,
+    )
+
+
+def seen_of(output: str, trunc: Truncation) -> str:
+    """What the model may read of an output answered as it is: where the agent cuts it exactly, its
+    head and tail (a line between them, so that nothing reads across the cut); else all of it."""
+    kept = trunc.kept(output) if trunc.exact else None
+    if kept is None:
+        return output
+    head, tail = kept
+    return output[:head] + "\n" + (output[len(output) - tail :] if tail else "")
+
+
+def read_keys_of(a: Analysis) -> tuple[str, ...]:
+    """Keys under which a read's output is the base of a later delta re-read: the same command in the
+    same directory, and the same lines of the same file read another way."""
+    if a.command_class not in (CommandClass.INSPECT, CommandClass.SEARCH):
+        return ()
+    keys = [command_key(a.cwd, a.normalized)]
+    if a.outputs == 1 and len(a.views) == 1 and a.views[0].kind == "lines":
+        v = a.views[0]
+        keys.append(f"v:{v.path}\0{v.selectors!r}\0{v.numbered}")
+    return tuple(keys)
+
+
+def command_key(cwd: str, normalized: str) -> str:
+    """The key of a command run in a directory (the same command, the same key)."""
+    return f"c:{cwd}\0{normalized}"
