@@ -65,7 +65,7 @@ from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LedgerStore, StoreError
 from ledger_runtime.records import RUN, Attempt, CommandClass, Modification, Observation, Verdict, VerdictKind
 from ledger_runtime.step.plan import Plan, RunResult, decide
-from ledger_runtime.step.record import file_texts, new_attempt, outcome, read_set, stored_output
+from ledger_runtime.step.record import Ran, file_texts, new_attempt, outcome, read_set, stored_output
 from ledger_runtime.step.respond import (
     answer_record,
     as_stored,
@@ -770,12 +770,12 @@ class LedgerRuntime:
         texts = file_texts(analysis, output, lines, self.workspace, self.config.scanning.max_content_bytes)
         # a file the output is checked against signs as the content it was checked against
         checked = {"f:" + p: t.digest for p, t in texts.items() if "f:" + p in plan.pre_sigs}
-        signed, stable = self._read_set(plan, checked)
+        ran = self._ran(plan, elapsed, changes, checked)
         output_hash, stored = self._put_output(output)
         altered = stored is not output
         verdict = plan.verdict
         if verdict.kind.executes:  # the rules decided after it ran (noop-edit)
-            found = check_after(self.rules, analysis, self._outcome(analysis, res, changes), self._policy_fault)
+            found = check_after(self.rules, analysis, self._outcome(analysis, res, ran.changes), self._policy_fault)
             verdict = plan.verdict_after(found)
         self._now = plan.step
         if not verdict.kind.executes:  # shadow mode, govern off: what the model would have got instead
@@ -785,21 +785,13 @@ class LedgerRuntime:
         shown = answer.text
         kept = trunc.kept(shown)  # what the agent showed of the answer: worked out once, used throughout
         record = as_stored(answer, stored, output, self.config.truncation.max_stored_chars)
-        epoch_after = self.state.epoch + (1 if changes else 0)
         keys = read_keys_of(analysis)
         attempt = self._attempt(
             plan,
-            executed=True,
+            **ran.fields(verdict, shown, trunc),
             exit_code=res.returncode,
             output_hash=output_hash,
             output_chars=len(output),
-            truncated=trunc.cuts(shown),
-            duration=elapsed,
-            read_set=signed,
-            stable=stable,
-            epoch_after=epoch_after,
-            shown_chars=len(shown),
-            verdict=verdict,
             exception=None,
             output_complete=res.output_complete,
             submits=analysis.submits or self.submission.in_output(output),
@@ -811,7 +803,7 @@ class LedgerRuntime:
         if plan.held:
             got = delivered_lines(output, answer, kept, lines()) if len(output) <= MAX_DELIVERED_CHARS else None
             obs = self._observe(plan, attempt, res, texts, answer, kept, got, lines)
-        self._keep(plan.step, attempt, obs, self._modifications(changes, attempt, plan), epoch_after)
+        self._keep(plan.step, attempt, obs, self._modifications(ran, attempt, plan), ran.epoch_after)
         if answer.kind is not AnswerKind.REFUSED and plan.held:
             self._deliver(attempt, output, answer, kept, trunc.exact, keys, got, None if altered else output_hash)
         self._settle_facts(attempt.id)
@@ -822,31 +814,22 @@ class LedgerRuntime:
         changed, with no output and no answer."""
         analysis = plan.analysis
         self._watch(analysis)
-        changes = self._changes(plan, skip=False)
-        signed, stable = self._read_set(plan, {})
+        ran = self._ran(plan, elapsed, self._changes(plan, skip=False), {})
         verdict = plan.verdict
         self._now = plan.step
         # shadow mode, govern off: what the model would have got instead
         shown = not_run_answer(verdict)[0].text if not verdict.kind.executes else raw("").text
-        epoch_after = self.state.epoch + (1 if changes else 0)
         attempt = self._attempt(
             plan,
-            executed=True,
+            **ran.fields(verdict, shown, self.truncation),
             exit_code=None,
             output_hash=None,
             output_chars=0,
-            truncated=self.truncation.cuts(shown),
-            duration=elapsed,
-            read_set=signed,
-            stable=stable,
-            epoch_after=epoch_after,
-            shown_chars=len(shown),
-            verdict=verdict,
             exception=self.redactor.mask(f"{type(exc).__name__}: {exc}")[:500],
             output_complete=False,
             submits=analysis.submits or self.submission.in_output(""),
         )
-        self._keep(plan.step, attempt, [], self._modifications(changes, attempt, plan), epoch_after)
+        self._keep(plan.step, attempt, [], self._modifications(ran, attempt, plan), ran.epoch_after)
         return RunResult("", None, verdict, True, attempt.id)
 
     def _changes(self, plan: Plan, *, skip: bool) -> list[Change]:
@@ -862,11 +845,13 @@ class LedgerRuntime:
         self._last = after
         return changes
 
-    def _read_set(self, plan: Plan, post_sigs: dict[str, str]) -> tuple[dict[str, str], bool]:
-        """The planned command's read set signed after it ran (``post_sigs``: what is signed already),
-        and whether it stayed as it was while it ran (record.read_set)."""
+    def _ran(self, plan: Plan, elapsed: float, changes: list[Change], post_sigs: dict[str, str]) -> Ran:
+        """What running the planned command did: its read set signed after it ran (``post_sigs``: what
+        is signed already) and whether it stayed as it was while it ran (record.read_set), what it
+        changed and the epoch after it."""
         post_sigs.update(self.workspace.sign_many([k for k in plan.pre_sigs if k not in post_sigs]))
-        return read_set(plan, post_sigs)
+        signed, stable = read_set(plan, post_sigs)
+        return Ran(elapsed, signed, stable, changes, self.state.epoch + (1 if changes else 0))
 
     def _observe(
         self,
@@ -908,8 +893,8 @@ class LedgerRuntime:
             self._standing.keep(attempt.id, plan.step, answer.refs, answer.text, self._in_place(answer))
         return obs
 
-    def _modifications(self, changes: list[Change], attempt: Attempt, plan: Plan) -> list[Modification]:
-        return [self.modifications.of(c, attempt.id, plan.step, plan.analysis) for c in changes]
+    def _modifications(self, ran: Ran, attempt: Attempt, plan: Plan) -> list[Modification]:
+        return [self.modifications.of(c, attempt.id, plan.step, plan.analysis) for c in ran.changes]
 
     def _keep(
         self,

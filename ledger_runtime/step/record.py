@@ -6,6 +6,7 @@ attempt (``new_attempt``), its read set signed after it ran (``read_set``), the 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis
@@ -13,7 +14,7 @@ from ledger_runtime.answers.build import masked_kept
 from ledger_runtime.decide.gate import Outcome
 from ledger_runtime.executor import ExecResult
 from ledger_runtime.ledger.clean_outputs import CleanOutputs
-from ledger_runtime.ledger.observe import FileText
+from ledger_runtime.ledger.observe import FileText, Truncation
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.records import AnswerRecord, Attempt, CommandClass, Verdict
 from ledger_runtime.step.plan import Plan
@@ -21,6 +22,32 @@ from ledger_runtime.workspace.scanner import Change
 from ledger_runtime.workspace.signatures import PENDING
 
 UNSIGNED = "unsigned"
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What running a command did, whatever became of it: how long it took, its read set signed
+    after it (and whether that held still while it ran), what it changed and the epoch after it."""
+
+    duration: float
+    read_set: dict[str, str]
+    stable: bool
+    changes: list[Change]
+    epoch_after: int
+
+    def fields(self, verdict: Verdict, shown: str, trunc: Truncation) -> dict[str, Any]:
+        """The fields of its attempt that every command that ran has (``shown``: what the model got,
+        as ``trunc`` cuts it)."""
+        return {
+            "executed": True,
+            "duration": self.duration,
+            "read_set": self.read_set,
+            "stable": self.stable,
+            "epoch_after": self.epoch_after,
+            "truncated": trunc.cuts(shown),
+            "shown_chars": len(shown),
+            "verdict": verdict,
+        }
 
 
 def new_attempt(
