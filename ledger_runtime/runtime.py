@@ -685,6 +685,11 @@ class LedgerRuntime:
             self._clean.remember(output)
         return self.store.put_masked(stored), stored
 
+    def _put_shown(self, shown: str, record: Answer, output: str, output_hash: str) -> str:
+        """Store the text the model got for an output (``shown``; ``record``: its answer as the ledger
+        stores it); returns its key: the output's own (``output_hash``) where it got the output as it is."""
+        return output_hash if shown == output else self.store.put_text(record.text)
+
     def _refers(self, output: str) -> bool:
         """Whether an output is short enough to be answered with references and be their source
         (a longer one is answered as it is, and stored cut)."""
@@ -720,7 +725,11 @@ class LedgerRuntime:
     def _fresh_answer(
         self, plan: Plan, verdict: Verdict, output: str, lines: Callable[[], list[str]], trunc: Truncation
     ) -> Answer:
-        """The answer to a command that ran (respond.fresh_answer), checked before the model gets it."""
+        """The answer to a command that ran (respond.fresh_answer), checked before the model gets it. (A
+        verdict that does not run it, in shadow mode or with govern off: the refusal the model would
+        have got instead.)"""
+        if not verdict.kind.executes:
+            return not_run_answer(verdict)[0]
         answer, notes = fresh_answer(
             plan,
             verdict,
@@ -773,15 +782,9 @@ class LedgerRuntime:
         ran = self._ran(plan, elapsed, changes, checked)
         output_hash, stored = self._put_output(output)
         altered = stored is not output
-        verdict = plan.verdict
-        if verdict.kind.executes:  # the rules decided after it ran (noop-edit)
-            found = check_after(self.rules, analysis, self._outcome(analysis, res, ran.changes), self._policy_fault)
-            verdict = plan.verdict_after(found)
+        verdict = self._verdict_after(plan, res, ran)
         self._now = plan.step
-        if not verdict.kind.executes:  # shadow mode, govern off: what the model would have got instead
-            answer = not_run_answer(verdict)[0]
-        else:
-            answer = self._fresh_answer(plan, verdict, output, lines, trunc)
+        answer = self._fresh_answer(plan, verdict, output, lines, trunc)
         shown = answer.text
         kept = trunc.kept(shown)  # what the agent showed of the answer: worked out once, used throughout
         record = as_stored(answer, stored, output, self.config.truncation.max_stored_chars)
@@ -795,7 +798,7 @@ class LedgerRuntime:
             exception=None,
             output_complete=res.output_complete,
             submits=analysis.submits or self.submission.in_output(output),
-            shown_hash=output_hash if shown == output else self.store.put_text(record.text),
+            shown_hash=self._put_shown(shown, record, output, output_hash),
             answer=answer_record(record, kept, trunc.exact, self._held_from(), keys, altered, plan.held),
         )
         got = None
@@ -924,6 +927,13 @@ class LedgerRuntime:
         elif attempt_id in self.facts:
             intern = self.delivered.intern
             self.facts[attempt_id] = [r._replace(was=[intern(t) for t in r.was]) for r in self.facts[attempt_id]]
+
+    def _verdict_after(self, plan: Plan, res: ExecResult, ran: Ran) -> Verdict:
+        """The verdict of a command that ran, with what the rules decided after it (noop-edit) found."""
+        if not plan.verdict.kind.executes:
+            return plan.verdict
+        did = self._outcome(plan.analysis, res, ran.changes)
+        return plan.verdict_after(check_after(self.rules, plan.analysis, did, self._policy_fault))
 
     def _outcome(self, a: Analysis, res: ExecResult, changes: list[Change]) -> Outcome:
         """What the command did, for the rules decided after it ran (record.outcome)."""

@@ -9,13 +9,17 @@ Figures of issue 29 ("the step as a pipeline"), measured on a checkout of ``ledg
 - one ``cat a.py`` through the real mini-swe-agent adapter (``LedgerEnvironment.execute`` around the
   local environment, after a first read of the file): calls into the package's code, the files they
   run in, calls out of ``runtime.py`` into other files of the package, and calls back into
-  ``runtime.py`` from other files (control coming back to it).
+  ``runtime.py`` from other files (control coming back to it). Where the step is cut into several
+  modules (``runtime.py`` the front over ``step/``), the same two figures for the front as a whole
+  (``--front``: the modules that form the step; by default ``runtime.py`` and every module of
+  ``step/`` the checkout has): a call from one of them into another is inside the step, not out.
 
 Reproduce (from the repository, venv active)::
 
     pip install radon
     python swebench_runs/bench/bench_structure.py                      # this checkout
     python swebench_runs/bench/bench_structure.py --src /path/to/other/checkout --out /tmp/before.json
+    python swebench_runs/bench/bench_structure.py --front runtime.py step/plan.py   # another cut
 
 Results go to ``swebench_runs/bench/results/structure.json`` unless ``--out`` says otherwise.
 """
@@ -103,10 +107,12 @@ env.execute({"command": "cat a.py"})
 env.execute({"command": "sed -n '1,20p' a.py"})
 calls, files, out_of_runtime, into_runtime = 0, set(), 0, 0
 RUNTIME = pkg + "runtime.py"
+FRONT = {pkg + m for m in json.loads(os.environ["BENCH_FRONT"])}
+out_of_front, into_front = 0, 0
 def ours(f):
     return f.startswith(pkg) or f.startswith(adapters)
 def prof(frame, event, arg):
-    global calls, out_of_runtime, into_runtime
+    global calls, out_of_runtime, into_runtime, out_of_front, into_front
     if event != "call":
         return
     f = frame.f_code.co_filename
@@ -120,20 +126,32 @@ def prof(frame, event, arg):
         out_of_runtime += 1
     if f == RUNTIME and caller != RUNTIME and ours(caller):
         into_runtime += 1
+    if caller in FRONT and f not in FRONT:
+        out_of_front += 1
+    if f in FRONT and caller not in FRONT and ours(caller):
+        into_front += 1
 sys.setprofile(prof)
 env.execute({"command": "cat a.py"})
 sys.setprofile(None)
 print(json.dumps({"calls": calls, "files": len(files), "calls_out_of_runtime_py": out_of_runtime,
-                  "calls_back_into_runtime_py": into_runtime}))
+                  "calls_back_into_runtime_py": into_runtime, "front": sorted(m[len(pkg):] for m in FRONT),
+                  "calls_out_of_front": out_of_front, "calls_back_into_front": into_front}))
 """
 
 
-def trace(src: Path) -> dict:
-    """The trace runs in a process of its own, with ``src`` first on the path (another checkout's code)."""
+def default_front(package: Path) -> list[str]:
+    """The modules that form the step: ``runtime.py`` and those of ``step/`` (paths in the package)."""
+    step = sorted(str(p.relative_to(package)) for p in (package / "step").glob("*.py") if p.name != "__init__.py")
+    return ["runtime.py", *step]
+
+
+def trace(src: Path, front: list[str]) -> dict:
+    """The trace runs in a process of its own, with ``src`` first on the path (another checkout's code);
+    ``front``: the modules of the step (paths in the package)."""
     pkgs = Path(tempfile.mkdtemp()) / "pkgs"
     pkgs.mkdir()
     (pkgs / "ledger_adapters").symlink_to(src / "adapters")
-    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{pkgs}"}
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{pkgs}", "BENCH_FRONT": json.dumps(front)}
     p = subprocess.run(
         [sys.executable, "-c", TRACE], capture_output=True, text=True, env=env, cwd=tempfile.gettempdir()
     )
@@ -146,16 +164,22 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--src", type=Path, default=HERE.parents[1], help="a checkout of the project")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "structure.json")
+    ap.add_argument(
+        "--front",
+        nargs="+",
+        help="the modules that form the step, as paths in the package (default: runtime.py and step/*.py)",
+    )
     args = ap.parse_args()
     src = args.src.resolve()
     package = src / "ledger_runtime"
+    front = [os.path.normpath(m) for m in args.front] if args.front else default_front(package)
     commit = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     out = {
         "commit": commit.stdout.strip(),
         "modules": module_sizes(package),
         "functions": function_sizes(package),
         "complexity": complexity(package),
-        "cat_through_mini": trace(src),
+        "cat_through_mini": trace(src, front),
         "command": " ".join(["python", "swebench_runs/bench/bench_structure.py", *sys.argv[1:]]),
     }
     m, f, c, t = out["modules"], out["functions"], out["complexity"], out["cat_through_mini"]
