@@ -23,7 +23,6 @@ import gc
 import json
 import math
 import os
-import threading
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Sequence
 
 from ledger_runtime import __version__
-from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze
+from ledger_runtime.analysis.commands import Analysis, analyze
 from ledger_runtime.analysis.display import short_command
 from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
 from ledger_runtime.answers.build import (
@@ -75,10 +74,10 @@ from ledger_runtime.step.respond import (
     run_result,
 )
 from ledger_runtime.step.respond import command_key as _command_key
+from ledger_runtime.step.scan import Scans
 from ledger_runtime.workspace.local import LocalWorkspace, Workspace
-from ledger_runtime.workspace.scanner import Change, Snapshot, delta
+from ledger_runtime.workspace.scanner import Change, Snapshot
 
-MAX_WATCHED = 4096
 MAX_DELIVERED_CHARS = 4 * 1024 * 1024  # longer outputs are never the source of a reference
 MARKER_COMMAND_CHARS = 32  # how much of a command a reference quotes
 LOCK_FILE = ".lock"  # held by the runtime that writes the run directory
@@ -165,10 +164,11 @@ class LedgerRuntime:
         self._standing = Standing()  # answers that refer to other outputs, and what they stand for
         self._current: dict[str, tuple[str, list[str] | None]] = {}  # path -> (digest, lines) for still_true
         self._restore_delivered()
-        self._last: Snapshot | None = self.workspace.scan()
+        self.scans = Scans(
+            self.workspace, self.config.scanning, self.workspace.scan(), self._record_between, self._fault
+        )
         if len(self._last.files) >= FREEZE_FILES:
             _freeze_long_lived()
-        self._pending: tuple[threading.Thread, list[Any]] | None = None  # a scan running while the model thinks
         if self.state.baseline is None:
             baseline = self.workspace.baseline(self._last, task)
             self.store.append(
@@ -247,69 +247,19 @@ class LedgerRuntime:
         """``spared`` summed over every attempt so far."""
         return sum(self.spared(a.id) for a in self.state.attempts)
 
+    @property
+    def _last(self) -> Snapshot | None:
+        """The last snapshot of the workspace (the scan stage's)."""
+        return self.scans.last
+
     def prescan(self) -> None:
-        """Take the scan before the next command now, while the model thinks: changes made since the
-        last command are recorded as made between commands, off the next command's path. Where a
-        scan is a walk of the tree (no watcher) it runs in the background and the next command's plan
-        takes its result; with a watcher it costs what changed and runs here, and the command's plan
-        still reads the events queued after it, so "between commands" stays exact."""
-        if self._pending is not None or not self._scans_before():
-            return
-        if self.workspace.scan_is_cheap:
-            try:
-                self._take_between(
-                    self.workspace.scan(keep_limit=self.config.scanning.max_content_bytes), self.state.step + 1
-                )
-            except Exception as e:
-                self._fault("scanning before the model's turn", e)
-            return
-        box: list[Any] = []
-
-        def work() -> None:
-            try:
-                box.append(self.workspace.scan(keep_limit=self.config.scanning.max_content_bytes))
-            except BaseException as e:  # reported when the result is taken
-                box.append(e)
-
-        t = threading.Thread(target=work, name="ledger-prescan", daemon=True)
-        t.start()
-        self._pending = (t, box)
+        """Take the scan before the next command now, while the model thinks (scan.Scans.prescan)."""
+        self.scans.prescan(self.state.step + 1)
 
     def _settle(self, *, discard: bool = False) -> Snapshot | None:
-        """Wait for a background scan, record what it found as changes made between commands, and
-        return its snapshot (None when none was running or it failed). ``discard``: a command is
-        under way (the scan may have seen part of what it does): drop the result, the scan after the
-        command finds it all."""
-        if self._pending is None:
-            return None
-        t, box = self._pending
-        self._pending = None
-        t.join()
-        if discard:
-            if box and not isinstance(box[0], BaseException) and self._last is not None:
-                # what it saw changed is read again by the next scan (its content kept there)
-                rehash = getattr(self.workspace, "rehash", None)
-                if rehash is not None:
-                    rehash([c.path for c in delta(self._last, box[0])])
-            return None
-        if not box or isinstance(box[0], BaseException):
-            self._fault("scanning in the background", box[0] if box else RuntimeError("no result"))
-            return None
-        snap = box[0]
-        self._take_between(snap, self.state.step + 1)
-        return snap
-
-    def _take_between(self, snap: Snapshot, step: int) -> None:
-        """Make ``snap`` the last snapshot; what changed since the previous one was made between commands."""
-        if self._last is not None:
-            external = delta(self._last, snap)
-            if external:
-                self._record_changes(external, None, step, analysis=None)
-                self.store.commit()
-        self._last = snap
-
-    def _scans_before(self) -> bool:
-        return self.config.scanning.rescan_before_command and self.workspace.rescan_before_command
+        """Wait for a background scan and take its result (scan.Scans.settle); ``discard``: a command
+        is under way, drop it."""
+        return self.scans.settle(self.state.step + 1, discard=discard)
 
     def complete(self, attempt_id: int, res: ExecResult) -> None:
         """Fold in what an executed command that was recorded unfinished gave in the end (an agent
@@ -433,11 +383,7 @@ class LedgerRuntime:
     def _plan(self, command: str, cwd: str, step: int, analysis: Analysis | None = None) -> Plan:
         analysis = analysis or analyze(command, cwd, self.submission)
         prescanned = self._settle()  # the scan taken while the model thought, if any
-        # A reader needs no scan: it changes nothing, and what it shows is checked against the files
-        # after it ran. Changes made before it are found by the next scan that does run.
-        if (self._scans_before() and not analysis.readonly and prescanned is None) or self._last is None:
-            self._take_between(self.workspace.scan(keep_limit=self.config.scanning.max_content_bytes), step)
-        before = self._last
+        before = self.scans.before(analysis.readonly, prescanned is not None, step)
         facts, sigs = decide(analysis, self.workspace, self.state, self.config, self.rules, self._policy_fault)
         return Plan(command, cwd, step, analysis, facts, self.config.applies, before, sigs)
 
@@ -770,10 +716,10 @@ class LedgerRuntime:
         """Record a command that ran to its end: what it changed, its output and the answer built from
         it, what it showed of the files; then the model holds that answer. Returns what the agent gets."""
         analysis = plan.analysis
-        self._watch(analysis)
+        self.scans.watch(analysis)
         # A reader writes nothing: skip the scan. Were the analysis ever wrong, the next
         # command's scan still finds the change, recorded as made between commands.
-        changes = self._changes(plan, skip=analysis.readonly and self.workspace.rescan_before_command)
+        changes = self.scans.after(plan.before, skip=analysis.readonly and self.workspace.rescan_before_command)
         output = res.output
         lines = cache(lambda: split_lines(output))  # the output's lines: split once, where needed
         texts = file_texts(analysis, output, lines, self.workspace, self.config.scanning.max_content_bytes)
@@ -816,8 +762,8 @@ class LedgerRuntime:
         """Record a command whose run ended in ``exc`` (the agent's submission, an interrupt): what it
         changed, with no output and no answer."""
         analysis = plan.analysis
-        self._watch(analysis)
-        ran = self._ran(plan, elapsed, self._changes(plan, skip=False), {})
+        self.scans.watch(analysis)
+        ran = self._ran(plan, elapsed, self.scans.after(plan.before, skip=False), {})
         verdict = plan.verdict
         self._now = plan.step
         # shadow mode, govern off: what the model would have got instead
@@ -834,19 +780,6 @@ class LedgerRuntime:
         )
         self._keep(plan.step, attempt, [], self._modifications(ran, attempt, plan), ran.epoch_after)
         return RunResult("", None, verdict, True, attempt.id)
-
-    def _changes(self, plan: Plan, *, skip: bool) -> list[Change]:
-        """What the command changed: the workspace scanned again (``skip``: not, where a reader ran
-        and there is a snapshot to compare the next scan with)."""
-        if skip and self._last is not None:
-            return []
-        after = self.workspace.scan(keep_limit=self.config.scanning.max_content_bytes)
-        # Against the last recorded snapshot, which is plan.before unless another plan was
-        # recorded in between (an agent running commands in parallel): no change counts twice.
-        last = self._last if self._last is not None else plan.before
-        changes = delta(last, after) if last is not None else []
-        self._last = after
-        return changes
 
     def _ran(self, plan: Plan, elapsed: float, changes: list[Change], post_sigs: dict[str, str]) -> Ran:
         """What running the planned command did: its read set signed after it ran (``post_sigs``: what
@@ -947,28 +880,14 @@ class LedgerRuntime:
 
     # -- modifications -----------------------------------------------------------------------------
 
-    def _record_changes(
-        self, changes: list[Change], attempt_id: int | None, step: int, *, analysis: Analysis | None
-    ) -> list[Modification]:
+    def _record_between(self, changes: list[Change], step: int) -> None:
+        """Record changes made between commands, before ``step`` (found by a scan before it)."""
         epoch = self.state.epoch + (1 if changes else 0)
-        mods = [self.modifications.of(c, attempt_id, step, analysis) for c in changes]
+        mods = [self.modifications.of(c, None, step, None) for c in changes]
         self._commit([("modification", {**m.to_dict(), "epoch": epoch}) for m in mods], step)
         for m in mods:
             self.state.add_modification(m, epoch)
-        return mods
-
-    def _watch(self, analysis: Analysis) -> None:
-        """Track files named by commands that the workspace scan does not cover (outside the root,
-        or ignored), so their later changes are recorded too."""
-        if self.workspace.watched() >= MAX_WATCHED:
-            return
-        last = self._last.files if self._last else {}
-        # a listing or a search too: a directory the scan no longer covers (untracked) then counts as changed
-        paths = [k[2:] for k in analysis.read_keys if k[:2] in ("f:", "d:", "r:")]
-        paths += [w for w in analysis.writes if w != ANY_FILE]
-        self.workspace.watch(
-            p for p in paths if p not in last and not p.startswith("/dev/") and not p.startswith("/proc/")
-        )
+        self.store.commit()
 
     # -- persistence and faults ----------------------------------------------------------------------
 

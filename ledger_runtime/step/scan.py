@@ -1,0 +1,136 @@
+"""The scan stage: the workspace's snapshots around the commands. The last snapshot (``last``); the
+scan before a command (taken while the model thinks, ``prescan``, in the background where a scan
+walks the tree), whose changes were made between commands; the scan after it, whose changes are
+the command's; and the files a command names that no scan covers, watched from then on."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from ledger_runtime.analysis.commands import ANY_FILE, Analysis
+from ledger_runtime.workspace.scanner import Change, Snapshot, delta
+
+MAX_WATCHED = 4096
+
+
+class Scans:
+    """The snapshots of one run's workspace. ``between(changes, step)`` records changes made between
+    commands (before ``step``); ``fault(where, error)`` reports a scan that failed."""
+
+    def __init__(
+        self,
+        workspace: Any,
+        settings: Any,
+        first: Snapshot,
+        between: Callable[[list[Change], int], None],
+        fault: Callable[[str, BaseException], None],
+    ):
+        self.workspace = workspace
+        self.settings = settings  # the scanning settings (config.scanning)
+        self.last: Snapshot | None = first
+        self.between = between
+        self.fault = fault
+        self._pending: tuple[threading.Thread, list[Any]] | None = None  # a scan running while the model thinks
+
+    def scan(self) -> Snapshot:
+        return self.workspace.scan(keep_limit=self.settings.max_content_bytes)
+
+    def scans_before(self) -> bool:
+        """Whether the workspace is scanned before each command (else changes made between commands
+        are found by the scan after the next one)."""
+        return self.settings.rescan_before_command and self.workspace.rescan_before_command
+
+    def prescan(self, step: int) -> None:
+        """Take the scan before the next command (``step``) now, while the model thinks: changes made
+        since the last command are recorded as made between commands, off the next command's path.
+        Where a scan is a walk of the tree (no watcher) it runs in the background and the next
+        command's plan takes its result (``settle``); with a watcher it costs what changed and runs
+        here, and the command's plan still reads the events queued after it, so "between commands"
+        stays exact."""
+        if self._pending is not None or not self.scans_before():
+            return
+        if self.workspace.scan_is_cheap:
+            try:
+                self.take_between(self.scan(), step)
+            except Exception as e:
+                self.fault("scanning before the model's turn", e)
+            return
+        box: list[Any] = []
+
+        def work() -> None:
+            try:
+                box.append(self.scan())
+            except BaseException as e:  # reported when the result is taken
+                box.append(e)
+
+        t = threading.Thread(target=work, name="ledger-prescan", daemon=True)
+        t.start()
+        self._pending = (t, box)
+
+    def settle(self, step: int, *, discard: bool = False) -> Snapshot | None:
+        """Wait for a background scan, record what it found as changes made between commands (before
+        ``step``), and return its snapshot (None when none was running or it failed). ``discard``: a
+        command is under way (the scan may have seen part of what it does): drop the result, the scan
+        after the command finds it all."""
+        if self._pending is None:
+            return None
+        t, box = self._pending
+        self._pending = None
+        t.join()
+        if discard:
+            if box and not isinstance(box[0], BaseException) and self.last is not None:
+                # what it saw changed is read again by the next scan (its content kept there)
+                rehash = getattr(self.workspace, "rehash", None)
+                if rehash is not None:
+                    rehash([c.path for c in delta(self.last, box[0])])
+            return None
+        if not box or isinstance(box[0], BaseException):
+            self.fault("scanning in the background", box[0] if box else RuntimeError("no result"))
+            return None
+        snap = box[0]
+        self.take_between(snap, step)
+        return snap
+
+    def take_between(self, snap: Snapshot, step: int) -> None:
+        """Make ``snap`` the last snapshot; what changed since the previous one was made between commands."""
+        if self.last is not None:
+            external = delta(self.last, snap)
+            if external:
+                self.between(external, step)
+        self.last = snap
+
+    def before(self, readonly: bool, prescanned: bool, step: int) -> Snapshot | None:
+        """The snapshot before command ``step``. A reader (``readonly``) needs no scan: it changes
+        nothing, and what it shows is checked against the files after it ran; changes made before it
+        are found by the next scan that does run. Nor does a command whose scan was taken while the
+        model thought (``prescanned``)."""
+        if (self.scans_before() and not readonly and not prescanned) or self.last is None:
+            self.take_between(self.scan(), step)
+        return self.last
+
+    def after(self, before: Snapshot | None, *, skip: bool) -> list[Change]:
+        """What a command changed: the workspace scanned again (``skip``: not, where a reader ran and
+        there is a snapshot to compare the next scan with)."""
+        if skip and self.last is not None:
+            return []
+        after = self.scan()
+        # Against the last recorded snapshot, which is the plan's ``before`` unless another plan was
+        # recorded in between (an agent running commands in parallel): no change counts twice.
+        last = self.last if self.last is not None else before
+        changes = delta(last, after) if last is not None else []
+        self.last = after
+        return changes
+
+    def watch(self, analysis: Analysis) -> None:
+        """Track files named by commands that the workspace scan does not cover (outside the root,
+        or ignored), so their later changes are recorded too."""
+        if self.workspace.watched() >= MAX_WATCHED:
+            return
+        last = self.last.files if self.last else {}
+        # a listing or a search too: a directory the scan no longer covers (untracked) then counts as changed
+        paths = [k[2:] for k in analysis.read_keys if k[:2] in ("f:", "d:", "r:")]
+        paths += [w for w in analysis.writes if w != ANY_FILE]
+        self.workspace.watch(
+            p for p in paths if p not in last and not p.startswith("/dev/") and not p.startswith("/proc/")
+        )
