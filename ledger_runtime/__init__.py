@@ -9,8 +9,9 @@ The rooms, from the bottom up (a room imports only rooms below it; tests/test_st
 ``records`` and ``lines`` (the vocabulary), ``analysis`` (what a command reads, shows and writes),
 ``workspace`` (snapshots, signatures, hashing, baseline), ``ledger`` (state, store, observations,
 modifications, faults, masking), ``answers`` (the answer built from a fresh output), ``decide``
-(govern, the policy gate, the context policy), ``inform`` (the state view), ``config``, ``runtime``
-(the step that joins them), ``inspection``, ``replay``, ``cli``; ``hooks`` stands alone (standard
+(govern, the policy gate, the final verdict, the context policy), ``inform`` (the state view),
+``config``, ``step`` (the stages of one step: plan, scan, respond, record), ``runtime`` (the front
+that calls them), ``inspection``, ``replay``, ``cli``; ``hooks`` stands alone (standard
 library only).
 """
 

@@ -12,6 +12,10 @@ shadow mode every command executes and returns its real output; verdicts and ans
 and recorded only (the ledger keeps the text the model would have got). Verdicts are also decided
 and recorded when govern is off, so runs with and without govern are measured alike.
 
+The stages are modules of their own (step/): plan.py (the plan and its verdict's facts; the
+verdict itself is decide/verdict.py's), scan.py (the snapshots around commands), respond.py (what
+the model gets), record.py (the attempt); this class calls them in order and holds the run's state.
+
 A fault of the ledger never stops the agent: it is logged (``faults.log`` in the run directory,
 and the ledger when that works) and the command runs as if there were no ledger.
 """
