@@ -81,12 +81,12 @@ _EXPORTS = {
     "check_all": "decide.gate",
     "compose": "decide.gate",
     # what of the history is sent
-    "ContextPolicy": "decide.context",
-    "Said": "decide.context",
-    "Sticky": "decide.context",
-    "KEEP": "decide.context",
-    "stub_text": "decide.context",
-    "to_send": "decide.context",
+    "ContextPolicy": "held.context",
+    "Said": "held.context",
+    "Sticky": "held.context",
+    "KEEP": "held.context",
+    "stub_text": "held.context",
+    "to_send": "held.context",
     "VIEW_NOTE": "inform",
     "History": "prompt.history",
     "Message": "prompt.history",
@@ -166,9 +166,9 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.config import ConfigError, LedgerConfig, from_mapping, load_config
     from ledger_runtime.config_file import toml_inline
     from ledger_runtime.contract import Adapter, Execute
-    from ledger_runtime.decide.context import KEEP, ContextPolicy, Said, Sticky, stub_text, to_send
     from ledger_runtime.decide.gate import Finding, Rule, build_rules, check_all, compose
     from ledger_runtime.executor import ExecResult, LocalExecutor
+    from ledger_runtime.held.context import KEEP, ContextPolicy, Said, Sticky, stub_text, to_send
     from ledger_runtime.hooks import fasthook_script
     from ledger_runtime.hooks.http import HttpHookServer
     from ledger_runtime.hooks.server import HookServer

@@ -28,7 +28,7 @@ from itertools import compress, count
 from operator import attrgetter, ne
 from typing import Collection, Protocol, Sequence
 
-from ledger_runtime.decide.context import KEEP, ContextPolicy, Line, Said, Sticky, Treatment, stub_text, to_send
+from ledger_runtime.held.context import KEEP, ContextPolicy, Line, Said, Sticky, Treatment, stub_text, to_send
 from ledger_runtime.inform import StateView
 from ledger_runtime.prompt.notes import ViewNotes
 

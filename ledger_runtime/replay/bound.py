@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ledger_runtime.decide.context import (
+from ledger_runtime.held.context import (
     KEEP,
     ContextPolicy,
     Said,

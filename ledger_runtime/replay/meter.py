@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol, Sequence
 
-from ledger_runtime.decide.context import ContextPolicy, Line, Said, Sticky, stub_holds, valid_unique_dropped
+from ledger_runtime.held.context import ContextPolicy, Line, Said, Sticky, stub_holds, valid_unique_dropped
 from ledger_runtime.inform import VIEW_NOTE, StateView
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.prompt.history import History, Message, Sent, placed
