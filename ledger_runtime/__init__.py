@@ -8,8 +8,9 @@ importing the package costs nothing (the hook client's start-up depends on that)
 The rooms, from the bottom up (a room imports only rooms below it; tests/test_structure.py checks):
 ``records`` and ``lines`` (the vocabulary), ``analysis`` (what a command reads, shows and writes),
 ``workspace`` (snapshots, signatures, hashing, baseline), ``ledger`` (state, store, observations,
-modifications, faults, masking), ``answers`` (the answer built from a fresh output), ``decide``
-(govern, the policy gate, the context policy), ``inform`` (the state view), ``config``, ``runtime``
+modifications, faults, masking), ``answers`` (the answer built from a fresh output), ``held`` (what
+the model holds, the context policy), ``decide`` (govern, the policy gate), ``inform`` (the state
+view), ``config``, ``runtime``
 (the step that joins them), ``inspection``, ``replay``, ``cli``; ``hooks`` stands alone (standard
 library only).
 """
