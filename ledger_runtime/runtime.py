@@ -41,7 +41,6 @@ from ledger_runtime.answers.build import (
     Cut,
     ExpandError,
     Piece,
-    Source,
     build,
     expand,
     masked_kept,
@@ -68,6 +67,7 @@ from ledger_runtime.held.context import Line, Said
 from ledger_runtime.held.delivered import delivered_lines, seen_lines
 from ledger_runtime.held.holds import Held
 from ledger_runtime.held.holds import command_key as _command_key
+from ledger_runtime.held.output import HeldOutput
 from ledger_runtime.inform import StateView, render
 from ledger_runtime.ledger.clean_outputs import CleanOutputs
 from ledger_runtime.ledger.faults import FaultLog
@@ -556,7 +556,7 @@ class LedgerRuntime:
         self.held.distrust(attempt_id)
         self._fault("checking what the model got", ValueError(why))
 
-    def _source(self, a: Attempt) -> Source:
+    def _source(self, a: Attempt) -> HeldOutput:
         return self.held.source(a)
 
     def _deliver(self, a: Attempt, output: str, answer: Answer, *args: Any, **kwargs: Any) -> None:
@@ -667,7 +667,7 @@ class LedgerRuntime:
             return raw(output, notes)
         epoch = self.state.epoch
 
-        def same_note(src: Source) -> str:
+        def same_note(src: HeldOutput) -> str:
             shown = self.delivered.items.get(src.attempt)
             if shown is not None and shown.epoch_after != epoch:
                 return ", though files changed since"

@@ -18,14 +18,14 @@ from ledger_runtime.answers.build import (
     AnswerKind,
     ExpandError,
     Piece,
-    Source,
     diff_shown,
     expand_in_place,
     mistakable,
     split_lines,
 )
 from ledger_runtime.held.context import Line, Said
-from ledger_runtime.held.delivered import Delivered, Shown, delivered_lines, output_digest, shown_whole
+from ledger_runtime.held.delivered import Delivered, delivered_lines, output_digest, shown_whole
+from ledger_runtime.held.output import HeldOutput
 from ledger_runtime.held.standing import Standing
 from ledger_runtime.ledger.observe import FactRun, fact_lines
 from ledger_runtime.records import Attempt, CommandClass
@@ -128,8 +128,11 @@ class Held:
 
     # -- delivered outputs ------------------------------------------------------------------------
 
-    def source(self, a: Attempt) -> Source:
-        return Source(a.id, self.rt.state.label(a.id), self.quoted(a.command), a.exit_code, ())
+    def source(self, a: Attempt) -> HeldOutput:
+        """An attempt as a reference names it (its lines not held)."""
+        return HeldOutput(
+            a.id, a.step, self.rt.state.label(a.id), self.quoted(a.command), a.exit_code, (), b"", (), False, ""
+        )
 
     def quoted(self, command: str) -> str:
         """A command as an answer quotes it: secrets masked before it is shortened (a cut through a
@@ -157,7 +160,7 @@ class Held:
         cut_raw = kept if kept is not None and exact and answer.text == output else None
         whole = kept is None and not any(p.kind == CUT for p in answer.pieces)
         self.delivered.add(
-            Shown(
+            HeldOutput(
                 a.id,
                 a.step,
                 self.rt.state.label(a.id),
@@ -188,7 +191,7 @@ class Held:
         """The model got something else than the ledger recorded for this attempt: never a source."""
         self.forget(lambda s: s.attempt != attempt_id)
 
-    def forget(self, keep: Callable[[Shown], bool]) -> None:
+    def forget(self, keep: Callable[[HeldOutput], bool]) -> None:
         """Drop the earlier outputs the model no longer holds (``keep``: those it does), and what the
         ledger knew of their lines."""
         self.delivered.forget(keep)
