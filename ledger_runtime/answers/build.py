@@ -141,7 +141,7 @@ class DedupeSettings(Section):
 
 
 class Pool:
-    """What ``build`` asks of the outputs the model holds (delivered.Delivered implements it)."""
+    """What ``build`` asks of the outputs the model holds (held/delivered.py: ``Delivered`` implements it)."""
 
     def identical(self, output: str) -> HeldOutput | None: ...
 
