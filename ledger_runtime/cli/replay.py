@@ -161,7 +161,7 @@ def run_replay(
 def _arms(context: str | None, price_model: str, obs_only: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The context policies measured (``--context``, by their names; none: the arms none, answers and
     ledger only) and the models priced (``--price-model``), each checked."""
-    from ledger_runtime.decide.context import ContextError, ContextPolicy
+    from ledger_runtime.held.context import ContextError, ContextPolicy
 
     contexts, models = _listed(context), _listed(price_model)
     try:

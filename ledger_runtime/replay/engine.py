@@ -332,7 +332,7 @@ def _replay_in(
     transcript = Transcript(rt.state, rt.store.text)
     meter = None
     if settings.contexts:
-        from ledger_runtime.decide.context import ContextPolicy
+        from ledger_runtime.held.context import ContextPolicy
         from ledger_runtime.replay.meter import CostMeter, load_pricing
 
         meter = CostMeter(

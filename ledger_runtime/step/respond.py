@@ -16,13 +16,14 @@ from ledger_runtime.answers.build import (
     Cut,
     Dedupe,
     Piece,
-    Source,
     build,
     mistakable,
     raw,
 )
-from ledger_runtime.answers.delivered import Delivered
 from ledger_runtime.executor import ExecResult
+from ledger_runtime.held.delivered import Delivered
+from ledger_runtime.held.holds import command_key
+from ledger_runtime.held.output import HeldOutput
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.records import AnswerRecord, CommandClass, Verdict, VerdictKind
 from ledger_runtime.step.plan import Plan, RunResult
@@ -73,7 +74,7 @@ def fresh_answer(
     if a.raw:
         return raw(output, notes), notes
 
-    def same_note(src: Source) -> str:
+    def same_note(src: HeldOutput) -> str:
         shown = delivered.items.get(src.attempt)
         if shown is not None and shown.epoch_after != epoch:
             return ", though files changed since"
@@ -166,8 +167,3 @@ def read_keys_of(a: Analysis) -> tuple[str, ...]:
         v = a.views[0]
         keys.append(f"v:{v.path}\0{v.selectors!r}\0{v.numbered}")
     return tuple(keys)
-
-
-def command_key(cwd: str, normalized: str) -> str:
-    """The key of a command run in a directory (the same command, the same key)."""
-    return f"c:{cwd}\0{normalized}"
