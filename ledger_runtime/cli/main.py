@@ -288,7 +288,7 @@ def replay(
     ),
 ) -> None:
     """Replay recorded trajectories through the ledger (shadow mode) against the real repository."""
-    from ledger_runtime.cli.replay import run_replay
+    from ledger_harness.replay.cli import run_replay
 
     run_replay(
         trajectories,

@@ -41,8 +41,8 @@ from rich.table import Table  # noqa: E402
 
 from ledger_adapters.codex.cli import find_codex, hook_launcher  # noqa: E402
 from ledger_adapters.codex.rollout import is_ledger_note, item_text, model_inputs  # noqa: E402
-from ledger_runtime.replay.billing import Bill, Cache, Part  # noqa: E402
-from ledger_runtime.replay.meter import load_pricing, rates_of  # noqa: E402
+from ledger_harness.replay.billing import Bill, Cache, Part  # noqa: E402
+from ledger_harness.replay.meter import load_pricing, rates_of  # noqa: E402
 
 OUT = HERE / "results" / "codex_notes.json"
 TEST = "python3 -m unittest -q test_calc"

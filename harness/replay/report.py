@@ -291,7 +291,7 @@ CONTEXT_COLUMNS = (
 
 def summarize_context(results: Iterable[dict]) -> dict[str, dict[str, Any]]:
     """Per arm and price model, every trajectory's figures summed, with ratios against ``none``."""
-    from ledger_runtime.replay.meter import summarize
+    from ledger_harness.replay.meter import summarize
 
     return summarize([r for r in results if r.get("cost")])
 
