@@ -1,4 +1,4 @@
-"""Money, as providers bill it: the caching rules of replay/billing.py checked call by call against
+"""Money, as providers bill it: the caching rules of harness/replay/billing.py checked call by call against
 figures worked out by hand; the notes of the state view (prompt/notes.py, prompt/history.py) on a
 real ledger; and what mini-swe-agent's real loop sends through LitellmModel to a loopback provider
 (OpenAI's Chat Completions, Anthropic's Messages API with mini-swe-agent's cache_control) is, call

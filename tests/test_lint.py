@@ -3,7 +3,7 @@
 pre-commit hooks.
 
 The complexity budget (C901, ``max-complexity`` in pyproject.toml) holds for the product's code,
-``ledger_runtime/`` and ``adapters/``: the functions over it when it came are marked ``# noqa: C901``
+``ledger_runtime/``, ``adapters/`` and ``harness/``: the functions over it when it came are marked ``# noqa: C901``
 where they are defined. That list only shrinks: a new function over the budget fails, a marked one
 brought under it must lose its mark, and ``LISTED`` (how many there are) goes down with it."""
 

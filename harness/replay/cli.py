@@ -29,7 +29,7 @@ from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.ledger.private import private_dir, write_private
 from ledger_runtime.ledger.store import NotALedger
 from ledger_runtime.records import Baseline
-from ledger_runtime.replay.trajectories import RecordedFormat, Trajectory, TrajectoryError, formats
+from ledger_runtime.trajectories import RecordedFormat, Trajectory, TrajectoryError, formats
 
 
 def _format(name: str | None, fail) -> RecordedFormat:
@@ -103,7 +103,7 @@ def run_replay(
     outputs: str = "fresh",
     base_commit: str | None = None,
 ) -> None:
-    """``ledger-run replay`` (see cli/main.py for its options): check the options, read the recorded
+    """``ledger-run replay`` (see command.py for its options): check the options, read the recorded
     runs, then either estimate from their observations alone, or replay them in a work tree of the
     replay's own and print (and write) the summary."""
     if outputs not in ("fresh", "recorded"):

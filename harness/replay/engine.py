@@ -53,8 +53,8 @@ from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.ledger.private import private_dir, write_private
 from ledger_runtime.records import Attempt, CommandClass
-from ledger_runtime.replay.trajectories import Trajectory
 from ledger_runtime.runtime import LedgerRuntime
+from ledger_runtime.trajectories import Trajectory
 
 RESULT_VERSION = 1
 REFERRING = ("whole", "spans", "delta", "reused")  # answers that stand for an output through a reference

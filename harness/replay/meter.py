@@ -41,7 +41,7 @@ from ledger_runtime.inform import VIEW_NOTE, StateView
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.prompt.history import History, Message, Sent, placed
 from ledger_runtime.prompt.notes import ViewNotes
-from ledger_runtime.replay.trajectories import Trajectory
+from ledger_runtime.trajectories import Trajectory
 
 PRICING_GROUP = "ledger_runtime.pricing"
 BASE_ARMS = ("recorded", "none", "answers", "ledger", "view-every-call")

@@ -231,7 +231,8 @@ def report(
         _fail(str(e))
         return
     if html is not None:
-        from ledger_runtime import arms_page, write_private
+        from ledger_harness.swebench.page import arms_page
+        from ledger_runtime import write_private
 
         try:
             write_private(html, arms_page(rep))

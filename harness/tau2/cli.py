@@ -1,5 +1,5 @@
 """``ledger-run tau2-gate``: the LedgerAgent gate evaluated on tau2-bench without a model
-(adapters/tau2/gate.py)."""
+(gate.py)."""
 
 from __future__ import annotations
 
