@@ -1,0 +1,97 @@
+"""The commands' ``validate`` called directly, without typer: bad options give the one-line error the
+command line prints (``error: ...`` on stderr, exit 2), good ones the run they ask for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+
+from ledger_adapters.claude.cli import ClaudeOptions
+from ledger_adapters.claude.cli import validate as validate_claude
+from ledger_adapters.codex.cli import CODEX_DEFAULTS, CodexOptions
+from ledger_adapters.codex.cli import validate as validate_codex
+from ledger_runtime import LedgerOptions
+
+
+def _error(capsys: pytest.CaptureFixture[str], check, options) -> str:
+    """The one line ``check(options)`` prints before it exits with 2."""
+    with pytest.raises(typer.Exit) as e:
+        check(options)
+    assert e.value.exit_code == 2
+    return capsys.readouterr().err
+
+
+@pytest.fixture
+def agent_bin(tmp_path: Path) -> str:
+    """An executable that stands for the agent's (validate only finds it)."""
+    path = tmp_path / "bin" / "agent"
+    path.parent.mkdir()
+    path.write_text("#!/bin/sh\necho 1.0.0\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A work tree, with the agents' homes of the user's empty and out of it."""
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-home"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    (tmp_path / "workdir").mkdir()
+    return tmp_path / "workdir"
+
+
+def test_the_ledger_options_apply_their_switches_to_the_settings(tmp_path):
+    config = LedgerOptions(no_inform=True, no_govern=True, shadow=True).config()
+    assert (config.inform, config.govern, config.shadow) == (False, False, True)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("no_such_setting = 1\n")
+    with pytest.raises(typer.Exit):
+        LedgerOptions(ledger_config=bad).config()
+
+
+def test_claude_options_that_cannot_run_say_why_in_one_line(workdir, agent_bin, capsys, tmp_path):
+    ok = LedgerOptions(workdir=workdir)
+    err = _error(capsys, validate_claude, ClaudeOptions(ok, hook_transport="pigeon", claude_bin=agent_bin))
+    assert err == "error: --hook-transport must be one of http, command, not 'pigeon'\n"
+    err = _error(capsys, validate_claude, ClaudeOptions(ok, args=("-p", "hi", "--bare"), claude_bin=agent_bin))
+    assert err.startswith("error: claude --bare turns Claude Code's hooks off")
+    err = _error(capsys, validate_claude, ClaudeOptions(LedgerOptions(workdir=tmp_path / "nope"), claude_bin=agent_bin))
+    assert err == f"error: --workdir {tmp_path / 'nope'} is not a directory\n"
+    err = _error(capsys, validate_claude, ClaudeOptions(ok, claude_bin=str(tmp_path / "none")))
+    assert err.startswith(f"error: claude not found at {tmp_path / 'none'}: install the pinned version")
+    settings = ("--settings", '{"disableAllHooks": true}')
+    err = _error(capsys, validate_claude, ClaudeOptions(ok, args=settings, claude_bin=agent_bin))
+    assert err == "error: --settings sets disableAllHooks: Claude Code would run none of the ledger's hooks\n"
+
+
+def test_claude_options_that_can_run_are_the_run(workdir, agent_bin):
+    settings = '{"env": {"A": "1"}}'
+    given = ClaudeOptions(
+        LedgerOptions(workdir=workdir, shadow=True), args=("-p", "hi", "--settings", settings), claude_bin=agent_bin
+    )
+    run = validate_claude(given)
+    assert (run.binary, run.args, run.workdir, run.settings) == (agent_bin, ["-p", "hi"], workdir, {"env": {"A": "1"}})
+    assert run.config.shadow and run.options is given
+
+
+def test_codex_options_that_cannot_run_say_why_in_one_line(workdir, agent_bin, capsys, tmp_path):
+    err = _error(capsys, validate_codex, CodexOptions(LedgerOptions(workdir=tmp_path / "nope"), codex_bin=agent_bin))
+    assert err == f"error: --workdir {tmp_path / 'nope'} is not a directory\n"
+    err = _error(capsys, validate_codex, CodexOptions(args=("-C", str(tmp_path / "gone")), codex_bin=agent_bin))
+    assert err == f"error: --workdir {tmp_path / 'gone'} is not a directory\n"
+    (workdir / ".codex").mkdir()
+    (workdir / ".codex" / "hooks.json").write_text("{}")
+    err = _error(capsys, validate_codex, CodexOptions(LedgerOptions(workdir=workdir), codex_bin=agent_bin))
+    assert err.startswith(f"error: {workdir / '.codex' / 'hooks.json'} defines Codex hooks of the repository's own")
+    allowed = CodexOptions(LedgerOptions(workdir=workdir), codex_bin=str(tmp_path / "none"), allow_project_hooks=True)
+    err = _error(capsys, validate_codex, allowed)
+    assert err.startswith(f"error: codex not found at {tmp_path / 'none'}: install the pinned version")
+
+
+def test_codex_options_that_can_run_are_the_run(workdir, agent_bin, monkeypatch):
+    monkeypatch.chdir(workdir.parent)
+    run = validate_codex(CodexOptions(args=("exec", "-C", "workdir", "fix it"), codex_bin=agent_bin))
+    assert (run.binary, run.workdir, run.args) == (agent_bin, workdir, ["exec", "-C", str(workdir), "fix it"])
+    assert run.config.inform and CODEX_DEFAULTS == {}
