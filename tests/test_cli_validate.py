@@ -95,3 +95,67 @@ def test_codex_options_that_can_run_are_the_run(workdir, agent_bin, monkeypatch)
     run = validate_codex(CodexOptions(args=("exec", "-C", "workdir", "fix it"), codex_bin=agent_bin))
     assert (run.binary, run.workdir, run.args) == (agent_bin, workdir, ["exec", "-C", str(workdir), "fix it"])
     assert run.config.inform and CODEX_DEFAULTS == {}
+
+
+@pytest.fixture
+def quiet_mini(monkeypatch: pytest.MonkeyPatch) -> None:
+    """mini's validate sets these for mini-swe-agent's start-up: put back after the test."""
+    for name, value in (
+        ("MSWEA_CONFIGURED", "1"),
+        ("MSWEA_SILENT_STARTUP", "1"),
+        ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
+    ):
+        monkeypatch.setenv(name, value)
+
+
+def test_mini_options_that_cannot_run_say_why_in_one_line(workdir, capsys, tmp_path, quiet_mini, monkeypatch):
+    from ledger_adapters.mini.cli import MiniOptions
+    from ledger_adapters.mini.cli import validate as validate_mini
+
+    out = tmp_path / "run"
+    ok = LedgerOptions(workdir=workdir, run_dir=out)
+    err = _error(capsys, validate_mini, MiniOptions(LedgerOptions(workdir=tmp_path / "nope"), task="t"))
+    assert err == f"error: --workdir {tmp_path / 'nope'} is not a directory\n"
+    err = _error(capsys, validate_mini, MiniOptions(ok, task="t", context="sometimes"))
+    assert err.startswith("error: ") and "sometimes" in err and err.count("\n") == 1
+    err = _error(capsys, validate_mini, MiniOptions(ok, task="t", config=(str(tmp_path / "none.yaml"),)))
+    assert err.startswith("error: -c: ") and err.count("\n") == 1
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    err = _error(capsys, validate_mini, MiniOptions(ok))
+    assert err == "error: no task: pass -t TASK (there is no terminal to ask for one)\n"
+
+
+def test_mini_options_that_can_run_are_the_run(workdir, tmp_path, quiet_mini):
+    from ledger_adapters.mini.cli import MiniOptions
+    from ledger_adapters.mini.cli import validate as validate_mini
+
+    options = MiniOptions(
+        LedgerOptions(workdir=workdir, run_dir=tmp_path / "run", shadow=True),
+        model="openai/gpt-5-mini",
+        api_base="http://127.0.0.1:9/v1",
+        task="fix it",
+        context="window:3",
+        yolo=True,
+    )
+    run = validate_mini(options)
+    assert (run.workdir, run.run_dir, run.task, run.inner_env, run.inner_model) == (
+        workdir,
+        tmp_path / "run",
+        "fix it",
+        "local",
+        "",
+    )
+    env, model = run.cfg["environment"], run.cfg["model"]
+    assert env["environment_class"] == "ledger_adapters.mini.environment.LedgerEnvironment"
+    assert env["ledger"] == {
+        "run_dir": str(tmp_path / "run"),
+        "inform": True,
+        "govern": True,
+        "shadow": True,
+        "task": "fix it",
+        "context": "window:3",
+    }
+    assert model["model_name"] == "openai/gpt-5-mini"
+    assert model["model_kwargs"]["api_base"] == "http://127.0.0.1:9/v1"
+    assert run.cfg["agent"]["mode"] == "yolo"
+    assert run.cfg["agent"]["output_path"] == str(tmp_path / "run" / "trajectory.traj.json")
