@@ -159,3 +159,53 @@ def test_mini_options_that_can_run_are_the_run(workdir, tmp_path, quiet_mini):
     assert model["model_kwargs"]["api_base"] == "http://127.0.0.1:9/v1"
     assert run.cfg["agent"]["mode"] == "yolo"
     assert run.cfg["agent"]["output_path"] == str(tmp_path / "run" / "trajectory.traj.json")
+
+
+@pytest.fixture
+def ledger(repo: Path, tmp_path: Path) -> Path:
+    """A run of two commands (steps 1 and 2)."""
+    from ledger_runtime import LedgerConfig, LedgerRuntime, LocalExecutor
+
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(), task="read")
+    for command in ("ls", "ls -a"):
+        rt.run(command, LocalExecutor())
+    rt.close()
+    return tmp_path / "run"
+
+
+def test_inspect_options_that_cannot_go_on_say_why_in_one_line(ledger, capsys, tmp_path):
+    from ledger_runtime.cli.inspect_command import InspectOptions
+    from ledger_runtime.cli.inspect_command import validate as validate_inspect
+
+    def error(**given) -> str:
+        return _error(capsys, validate_inspect, InspectOptions(given.pop("run", ledger), **given))
+
+    assert error(verdict="run,maybe") == ("error: --verdict: unknown MAYBE (known: RUN, REUSE, NUDGE, REVISE, BLOCK)\n")
+    assert error(command_class="nap").startswith("error: --class: unknown nap (known: inspect, search, ")
+    (tmp_path / "empty").mkdir()
+    not_a_ledger = error(run=tmp_path / "empty")
+    assert not_a_ledger.startswith("error: ") and not_a_ledger.count("\n") == 1
+    assert error(step=-1) == "error: --step must be 0 or more, not -1\n"
+    assert error(step=9) == "error: --step 9 is past the last step of this ledger (2)\n"
+    assert error(expand=True) == "error: --output and --expand need --step N (the step whose command to show)\n"
+    assert error(raw=True) == "error: --raw goes with --step N (its state view, --output or --expand)\n"
+    assert error(step=1, raw=True, as_json=True) == "error: --raw is for text on stdout: not with --json or --html\n"
+    assert error(trajectory=tmp_path / "t.json") == (
+        "error: --trajectory goes with --html (the page shows the model's words from it)\n"
+    )
+    assert error(html=tmp_path / "p.html", trajectory=tmp_path / "t.json") == (
+        f"error: --trajectory {tmp_path / 't.json'}: no such file\n"
+    )
+
+
+def test_inspect_options_that_can_go_on_are_the_inspection(ledger, capsys):
+    from ledger_runtime.cli.inspect_command import InspectOptions, run
+    from ledger_runtime.cli.inspect_command import validate as validate_inspect
+
+    inspection = validate_inspect(InspectOptions(ledger, verdict=" run , reuse", command_class="Inspect"))
+    assert (inspection.verdicts, inspection.classes) == ({"RUN", "REUSE"}, {"inspect"})
+    assert inspection.loaded.state.step == 2
+    # --output without its trajectory check: --trajectory is looked at only for a page
+    at_step = validate_inspect(InspectOptions(ledger, step=2, output=True, trajectory=Path("not-there")))
+    run(at_step)
+    assert capsys.readouterr().out.strip()
