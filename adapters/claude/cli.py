@@ -229,12 +229,7 @@ def validate(options: ClaudeOptions) -> ClaudeRun:
     settings, the user's ``--settings`` and a settings file that turns every hook off."""
     from ledger_runtime import checked_workdir, fail
 
-    args = list(options.args)
-    if options.hook_transport not in TRANSPORTS:
-        fail(f"--hook-transport must be one of {', '.join(TRANSPORTS)}, not {options.hook_transport!r}")
-    off = next((a for a in args if a in HOOKS_OFF), None)
-    if off is not None:
-        fail(f"claude {off} turns Claude Code's hooks off, and the ledger works through them: run without {off}")
+    _check_hooks_on(options)
     workdir = checked_workdir(options.ledger.workdir)
     binary = find_claude(options.claude_bin)
     if binary is None:
@@ -243,7 +238,7 @@ def validate(options: ClaudeOptions) -> ClaudeRun:
             f"pinned version with `{INSTALL_HINT}` (or pass --claude-bin)"
         )
     config = options.ledger.config()
-    args, given = split_settings(args)
+    args, given = split_settings(list(options.args))
     try:
         base = user_settings(given)
     except ValueError as e:
@@ -252,6 +247,17 @@ def validate(options: ClaudeOptions) -> ClaudeRun:
     if off_by is not None or base.get("disableAllHooks") is True:
         fail(f"{off_by or '--settings'} sets disableAllHooks: Claude Code would run none of the ledger's hooks")
     return ClaudeRun(options, binary, args, workdir, config, base)
+
+
+def _check_hooks_on(options: ClaudeOptions) -> None:
+    """A transport Claude Code has, and none of claude's options that turn every hook off."""
+    from ledger_runtime import fail
+
+    if options.hook_transport not in TRANSPORTS:
+        fail(f"--hook-transport must be one of {', '.join(TRANSPORTS)}, not {options.hook_transport!r}")
+    off = next((a for a in options.args if a in HOOKS_OFF), None)
+    if off is not None:
+        fail(f"claude {off} turns Claude Code's hooks off, and the ledger works through them: run without {off}")
 
 
 def run(valid: ClaudeRun) -> int:

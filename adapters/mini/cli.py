@@ -239,8 +239,8 @@ def _base_config(specs: list[str]) -> dict[str, Any]:
 
 
 def _environment_config(base: dict[str, Any], options: MiniOptions, workdir: Path) -> tuple[dict[str, Any], str]:
-    """The inner environment's config and class; a container one needs an image and a running engine,
-    and gets the work tree at the same path."""
+    """The inner environment's config and class; a container one needs an image (docker: see
+    ``_in_docker``)."""
     from ledger_runtime import fail
 
     env_cfg = dict(base.get("environment") or {})
@@ -250,13 +250,20 @@ def _environment_config(base: dict[str, Any], options: MiniOptions, workdir: Pat
     if inner_env != "local" and "image" in _config_fields(inner_env) and not env_cfg.get("image"):
         fail(f"--environment-class {inner_env} needs an image: pass --image IMAGE")
     if inner_env in ("docker", "minisweagent.environments.docker.DockerEnvironment"):
-        problem = _engine_problem(str(env_cfg.get("executable") or os.getenv("MSWEA_DOCKER_EXECUTABLE", "docker")))
-        if problem:
-            fail(problem)
-        # the work tree reaches the container at the same path, and commands start there
-        env_cfg["run_args"] = [*(env_cfg.get("run_args") or ["--rm"]), "-v", f"{workdir}:{workdir}"]
-        env_cfg.setdefault("cwd", str(workdir))
+        env_cfg = _in_docker(env_cfg, workdir)
     return env_cfg, inner_env
+
+
+def _in_docker(env_cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """A docker environment's config: the engine checked (a one-line error when it cannot run
+    containers), the work tree mounted at the same path, and commands started there."""
+    from ledger_runtime import fail
+
+    problem = _engine_problem(str(env_cfg.get("executable") or os.getenv("MSWEA_DOCKER_EXECUTABLE", "docker")))
+    if problem:
+        fail(problem)
+    run_args = [*(env_cfg.get("run_args") or ["--rm"]), "-v", f"{workdir}:{workdir}"]
+    return {**env_cfg, "run_args": run_args, "cwd": env_cfg.get("cwd", str(workdir))}
 
 
 def _model_config(base: dict[str, Any], options: MiniOptions) -> tuple[dict[str, Any], str]:
@@ -392,7 +399,7 @@ def _environment(env_cfg: dict[str, Any], inner_env: str) -> Any:
 def _run_agent(agent: Any, env: Any, task: str, run_dir: Path) -> None:
     """The agent's run on ``task``; then the environment cleaned up, the trajectory masked, where the run
     is, and a run the model's side stopped said in one line (exit 1)."""
-    from ledger_runtime import fail, mask_json_file, touch_private
+    from ledger_runtime import fail, touch_private
 
     console = Console()
     trajectory = run_dir / "trajectory.traj.json"
@@ -408,24 +415,32 @@ def _run_agent(agent: Any, env: Any, task: str, run_dir: Path) -> None:
     except Exception as e:  # the model's server gone, a model error after mini's retries: said in one line
         stopped = e
     finally:
-        env.cleanup()
-        runtime = getattr(env, "runtime", None)
-        if runtime is not None:  # the secrets in it masked as in the ledger (the agent is done with it)
-            problem = mask_json_file(trajectory, runtime.redactor)
-            if problem:
-                console.print(f"[yellow]warning:[/yellow] {problem}", highlight=False)
-        console.print(
-            f"\nledger: [bold]{run_dir / 'ledger.sqlite'}[/bold]\n"
-            f"trajectory: [bold]{run_dir / 'trajectory.traj.json'}[/bold]\n"
-            f"look inside: ledger-run inspect {run_dir}"
-        )
-        if runtime is not None and runtime.state.model_calls:
-            from ledger_runtime import model_cost_text, summary
-
-            console.print(f"model calls: {runtime.state.model_calls}, cost: {model_cost_text(summary(runtime.state))}")
+        _after_run(env, trajectory, run_dir, console)
     if stopped is not None:
         said = next((ln.strip() for ln in str(stopped).splitlines() if ln.strip()), "")
         fail(f"the run stopped: {type(stopped).__name__}" + (f": {said}" if said else ""), code=1)
+
+
+def _after_run(env: Any, trajectory: Path, run_dir: Path, console: Console) -> None:
+    """After the agent's run, whatever its end: the environment cleaned up, the trajectory masked as
+    the ledger is, where the run is and what the model cost."""
+    from ledger_runtime import mask_json_file
+
+    env.cleanup()
+    runtime = getattr(env, "runtime", None)
+    if runtime is not None:  # the secrets in it masked as in the ledger (the agent is done with it)
+        problem = mask_json_file(trajectory, runtime.redactor)
+        if problem:
+            console.print(f"[yellow]warning:[/yellow] {problem}", highlight=False)
+    console.print(
+        f"\nledger: [bold]{run_dir / 'ledger.sqlite'}[/bold]\n"
+        f"trajectory: [bold]{run_dir / 'trajectory.traj.json'}[/bold]\n"
+        f"look inside: ledger-run inspect {run_dir}"
+    )
+    if runtime is not None and runtime.state.model_calls:
+        from ledger_runtime import model_cost_text, summary
+
+        console.print(f"model calls: {runtime.state.model_calls}, cost: {model_cost_text(summary(runtime.state))}")
 
 
 def mini(
