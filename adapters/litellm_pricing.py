@@ -1,6 +1,6 @@
 """Token counts and prices from litellm, offline: its ``token_counter`` and its bundled price table
 (the ``ledger_runtime.pricing`` entry point the open-loop cost meter loads), with the provider whose
-rule of prompt caching bills the model (replay/billing.py: openai, anthropic, gemini)."""
+rule of prompt caching bills the model (harness/replay/billing.py: openai, anthropic, gemini)."""
 
 from __future__ import annotations
 

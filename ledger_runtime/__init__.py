@@ -3,7 +3,9 @@
 This package is the agent-agnostic core; adapters for specific agents (``ledger_adapters``) and
 anything else built on it import what they need from here, and only from here: the names below are
 the public API (docs/adapters.md says how an adapter uses them). They load on first use, so
-importing the package costs nothing (the hook client's start-up depends on that).
+importing the package costs nothing (the hook client's start-up depends on that). The evaluation
+harness (``ledger_harness``: replay, SWE-bench arms, tau2) measures the rooms themselves; nothing
+here imports it.
 
 The rooms, from the bottom up (a room imports only rooms below it; tests/test_structure.py checks):
 ``records`` and ``lines`` (the vocabulary), ``analysis`` (what a command reads, shows and writes),
@@ -11,8 +13,8 @@ The rooms, from the bottom up (a room imports only rooms below it; tests/test_st
 modifications, faults, masking), ``answers`` (the answer built from a fresh output), ``held`` (what
 the model holds, the context policy), ``decide`` (govern, the policy gate, the final verdict),
 ``inform`` (the state view), ``config``, ``step`` (the stages of one step: plan, scan, respond,
-record), ``runtime`` (the front that calls them), ``inspection``, ``replay``, ``cli``; ``hooks``
-stands alone (standard library only).
+record), ``runtime`` (the front that calls them), ``inspection``, ``trajectories`` (recorded runs),
+``cli``; ``hooks`` stands alone (standard library only).
 """
 
 from __future__ import annotations
@@ -96,12 +98,12 @@ _EXPORTS = {
     # agents that run commands themselves (hooks)
     # recorded runs, for adapters whose agent records them (``ledger-run replay`` reads them; the run's
     # page shows the model's side of them)
-    "Trajectory": "replay.trajectories",
-    "RecordedStep": "replay.trajectories",
-    "TrajectoryError": "replay.trajectories",
-    "RecordedFormat": "replay.trajectories",
-    "ModelTurn": "replay.trajectories",
-    "Conversation": "replay.trajectories",
+    "Trajectory": "trajectories",
+    "RecordedStep": "trajectories",
+    "TrajectoryError": "trajectories",
+    "RecordedFormat": "trajectories",
+    "ModelTurn": "trajectories",
+    "Conversation": "trajectories",
     "HookServer": "hooks.server",
     "HttpHookServer": "hooks.http",
     "fasthook_script": "hooks",
@@ -116,11 +118,13 @@ _EXPORTS = {
     "agent_config": "cli.agents",
     "run_dir_for": "cli.agents",
     "starting_run": "cli.agents",
+    "run_pinned": "cli.agents",
+    "LedgerOptions": "cli.options",
+    "checked_workdir": "cli.options",
     # commands adapters add to ``ledger-run``
     "fail": "cli.errors",
     "err": "cli.errors",
     "unwritable": "cli.dirs",
-    "arms_page": "cli.html",
 }
 __all__ = ["__version__", *_EXPORTS]
 
@@ -157,13 +161,14 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         binary_version,
         find_binary,
         run_dir_for,
+        run_pinned,
         starting_run,
         warn_version,
     )
     from ledger_runtime.cli.dirs import unwritable
     from ledger_runtime.cli.errors import err, fail
-    from ledger_runtime.cli.html import arms_page
     from ledger_runtime.cli.launch import fast_launcher, hook_launcher, run_agent
+    from ledger_runtime.cli.options import LedgerOptions, checked_workdir
     from ledger_runtime.config import ConfigError, LedgerConfig, from_mapping, load_config
     from ledger_runtime.config_file import toml_inline
     from ledger_runtime.contract import Adapter, Execute
@@ -184,7 +189,9 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.prompt.history import History, Message, Sent
     from ledger_runtime.prompt.notes import ViewNotes
     from ledger_runtime.records import Baseline, Verdict, VerdictKind
-    from ledger_runtime.replay.trajectories import (
+    from ledger_runtime.runtime import LedgerRuntime
+    from ledger_runtime.step.plan import Plan, RunResult
+    from ledger_runtime.trajectories import (
         Conversation,
         ModelTurn,
         RecordedFormat,
@@ -192,8 +199,6 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         Trajectory,
         TrajectoryError,
     )
-    from ledger_runtime.runtime import LedgerRuntime
-    from ledger_runtime.step.plan import Plan, RunResult
     from ledger_runtime.workspace.hashing import FileState
     from ledger_runtime.workspace.local import LocalWorkspace, Workspace
     from ledger_runtime.workspace.scanner import Snapshot

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import make_repo
 
+from ledger_harness.replay.engine import _soundness
 from ledger_runtime.answers.build import (
     AS_PRINTED,
     AnswerKind,
@@ -27,7 +28,6 @@ from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import ExecResult, LocalExecutor
 from ledger_runtime.held.delivered import Delivered, output_digest
 from ledger_runtime.held.output import HeldOutput as Shown
-from ledger_runtime.replay.engine import _soundness
 from ledger_runtime.runtime import LedgerRuntime
 
 EX = LocalExecutor(timeout=30)

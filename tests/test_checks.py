@@ -87,7 +87,7 @@ def test_a_wrappers_call_secret_is_traded_once_for_its_key(tmp_path: Path):
 
 
 def test_the_replay_counts_an_answer_that_does_not_stand_for_the_fresh_output(tmp_path: Path):
-    from ledger_runtime.replay.engine import _soundness, summarize_rows
+    from ledger_harness.replay.engine import _soundness, summarize_rows
 
     root = make_repo(tmp_path / "w", {"a.txt": BODY})
     with LedgerRuntime(root, tmp_path / "run", LedgerConfig(shadow=True)) as rt:
@@ -114,8 +114,8 @@ def test_the_replay_counts_an_answer_that_does_not_stand_for_the_fresh_output(tm
 
 
 def test_what_the_replay_says_was_spared_is_after_the_agents_cut():
+    from ledger_harness.replay.engine import _spared, visible_chars
     from ledger_runtime.ledger.observe import Truncation
-    from ledger_runtime.replay.engine import _spared, visible_chars
 
     trunc = Truncation(10_000, 5_000, 5_000)
     long_output, answer = "x" * 30_000, "y" * 12_000

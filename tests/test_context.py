@@ -319,8 +319,8 @@ def test_the_independent_check_finds_a_still_true_line_left_out(tmp_path):
     """lost_lines reads the files from the disk and what was sent as text: a file line left out, shown
     in no later message and still in the file at that number, is lost; one the file no longer has,
     or one a later message shows, is not."""
+    from ledger_harness.replay.meter import lost_lines
     from ledger_runtime.prompt.history import Message, Sent
-    from ledger_runtime.replay.meter import lost_lines
 
     f = tmp_path / "a.py"
     f.write_text("x = 1\ny = 2\nz = 3\n")

@@ -1,4 +1,4 @@
-"""Money, as providers bill it: the caching rules of replay/billing.py checked call by call against
+"""Money, as providers bill it: the caching rules of harness/replay/billing.py checked call by call against
 figures worked out by hand; the notes of the state view (prompt/notes.py, prompt/history.py) on a
 real ledger; and what mini-swe-agent's real loop sends through LitellmModel to a loopback provider
 (OpenAI's Chat Completions, Anthropic's Messages API with mini-swe-agent's cache_control) is, call
@@ -15,10 +15,10 @@ import pytest
 from conftest import make_repo
 from fake_chat import FakeChat, breakpoints, message_texts
 
+from ledger_harness.replay.billing import ANTHROPIC, GEMINI, OPENAI, Bill, Cache, Part, Rates
 from ledger_runtime.config import ConfigError, LedgerConfig
 from ledger_runtime.prompt.history import History, Message
 from ledger_runtime.prompt.notes import ViewNotes
-from ledger_runtime.replay.billing import ANTHROPIC, GEMINI, OPENAI, Bill, Cache, Part, Rates
 from ledger_runtime.runtime import LedgerRuntime
 
 
@@ -281,7 +281,7 @@ def test_what_mini_sends_through_litellm_is_what_the_meter_prices(tmp_path, mode
 
     from ledger_adapters.mini.environment import LedgerEnvironment
     from ledger_adapters.mini.trajectories import FORMAT
-    from ledger_runtime.replay.engine import ReplaySettings, replay_one
+    from ledger_harness.replay.engine import ReplaySettings, replay_one
 
     src = make_repo(tmp_path / "src", CALC)
     commit = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -370,7 +370,7 @@ def test_two_calls_on_the_same_history_send_one_note_and_change_nothing(tmp_path
 
 
 def test_gemini_models_before_2_5_cache_nothing():
-    from ledger_runtime.replay.billing import min_cached
+    from ledger_harness.replay.billing import min_cached
 
     assert min_cached(GEMINI, "gemini/gemini-2.0-flash") > 10**9 and min_cached(GEMINI, "gemini-1.5-pro") > 10**9
     assert min_cached(GEMINI, "gemini-2.5-flash") == 2048 and min_cached(GEMINI, "gemini-3-pro-preview") == 4096

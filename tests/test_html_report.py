@@ -262,7 +262,7 @@ def test_each_model_call_goes_with_the_steps_of_its_commands():
     from types import SimpleNamespace as Attempt
 
     from ledger_runtime.cli.record import align
-    from ledger_runtime.replay.trajectories import ModelTurn
+    from ledger_runtime.trajectories import ModelTurn
 
     turns = [
         ModelTurn("look", commands=("ls",)),

@@ -3,7 +3,7 @@
 pre-commit hooks.
 
 The complexity budget (C901, ``max-complexity`` in pyproject.toml) holds for the product's code,
-``ledger_runtime/`` and ``adapters/``: the functions over it when it came are marked ``# noqa: C901``
+``ledger_runtime/``, ``adapters/`` and ``harness/``: the functions over it when it came are marked ``# noqa: C901``
 where they are defined. That list only shrinks: a new function over the budget fails, a marked one
 brought under it must lose its mark, and ``LISTED`` (how many there are) goes down with it."""
 
@@ -19,9 +19,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # the product's code, held to the complexity budget
-BUDGETED = ("ledger_runtime", "adapters")
+BUDGETED = ("ledger_runtime", "adapters", "harness")
 # how many functions are over the budget and marked so (see the module docstring): lower it, never raise it
-LISTED = 52
+LISTED = 50
 _MARK = re.compile(r"#\s*NOQA:[^#]*\bC901\b", re.IGNORECASE)  # the mark, in any case (as ruff reads it)
 
 

@@ -305,7 +305,7 @@ def test_any_environment_reaches_mini_swe_agent_wrapped(env_class, prefix):
     from minisweagent.run.benchmarks.swebench import get_swebench_docker_image_name
 
     from ledger_adapters.mini.environment import image_for
-    from ledger_adapters.swebench.run import ENV_CLASS, arm_config, base_config, uses_docker
+    from ledger_harness.swebench.run import ENV_CLASS, arm_config, base_config, uses_docker
 
     cfg = base_config([], "openai/gpt-5-mini", None, env_class)
     assert uses_docker(cfg) is (env_class == "docker")
@@ -319,7 +319,7 @@ def test_any_environment_reaches_mini_swe_agent_wrapped(env_class, prefix):
 
 
 def test_evaluate_on_modal_passes_the_harness_its_flag(tmp_path):
-    from ledger_adapters.swebench.eval import harness_command
+    from ledger_harness.swebench.eval import harness_command
 
     preds = tmp_path / "preds.json"
     preds.write_text("{}")
@@ -428,8 +428,8 @@ def test_tables_fit_80_columns_without_breaking_words(tmp_path):
     from rich.cells import cell_len
     from rich.console import Console
 
+    from ledger_harness.replay.report import aggregate, table
     from ledger_runtime.inspection import load, print_inspection
-    from ledger_runtime.replay.report import aggregate, table
 
     long_path = "inventory/pricing_and_discounts.py"
     repo = make_repo(tmp_path / "r", {**FILES, long_path: "x = 1\n"})
@@ -730,7 +730,7 @@ def test_settings_at_the_top_and_in_a_ledger_table_are_refused_never_half_read(t
 def test_a_moved_run_s_trajectory_finds_its_ledger_beside_it(demo_run, tmp_path):
     import shutil
 
-    from ledger_adapters.swebench.report import instance_figures
+    from ledger_harness.swebench.report import instance_figures
 
     moved = tmp_path / "moved"
     shutil.copytree(demo_run, moved)

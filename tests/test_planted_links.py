@@ -250,8 +250,8 @@ def test_a_run_directory_of_another_user_is_refused(tmp_path, sticky):
 
 
 def test_the_replay_lock_is_never_another_users_file_nor_a_fifo(tmp_path, sticky):
-    from ledger_runtime.replay.engine import result_path
-    from ledger_runtime.replay.tree import Lock, TreeError
+    from ledger_harness.replay.engine import result_path
+    from ledger_harness.replay.tree import Lock, TreeError
 
     tree = sticky / "tree"
     lock = sticky / ".tree.ledger-replay.lock"

@@ -11,7 +11,7 @@ import pytest
 from conftest import CALC_PROJECT, make_repo
 
 from ledger_adapters.mini.format import SUBMISSION  # the agent whose marker these commands use
-from ledger_adapters.swebench.protected import SWEBENCH_PROTECTED
+from ledger_harness.swebench.protected import SWEBENCH_PROTECTED
 from ledger_runtime.config import ConfigError, LedgerConfig, load_config
 from ledger_runtime.decide.policies import DESTRUCTIVE
 from ledger_runtime.executor import LocalExecutor

@@ -154,7 +154,7 @@ def test_with_rejects_unknown_names():
 
 def test_a_replay_reports_the_settings_words():
     """The report's settings line quotes each setting as a file gives it, never an enum's repr."""
-    from ledger_runtime.cli.replay import provenance
+    from ledger_harness.replay.cli import provenance
 
     settings = provenance(LedgerConfig().with_(dedupe="whole"))["settings"]
     assert settings["dedupe"] == "whole" and type(settings["dedupe"]) is str

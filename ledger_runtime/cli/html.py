@@ -1,5 +1,5 @@
 """Self-contained HTML pages: a run's (``ledger-run inspect RUN --html FILE``, cli/html_run.py) and
-SWE-bench arms side by side (``ledger-run report OUT --html FILE``, here): no network, no external
+the harness's (SWE-bench arms side by side: ledger_harness.swebench.page): no network, no external
 file. Every text on a page, a command's output and the model's own words included, is escaped here
 (control and bidi characters made visible, then HTML-escaped): nothing a run holds becomes markup.
 """
@@ -68,65 +68,3 @@ def diff_lines(text: str) -> str:
 READY = "window.onerror=function(m){document.body.dataset.errors=(document.body.dataset.errors||'')+m+';'};" + (
     "document.body.dataset.ready='1';"
 )
-
-
-def arms_page(report: dict[str, Any]) -> str:
-    """SWE-bench arms side by side (the dict ``ledger-run report --json`` prints)."""
-    arms = report.get("arms") or {}
-    names = list(arms)
-    rows = [
-        ("instances", lambda a: a.get("instances")),
-        ("submitted", lambda a: a.get("submitted")),
-        ("resolved", lambda a: a.get("resolved")),
-        ("cost $", lambda a: "unknown" if a.get("cost_unknown_instances") else (a.get("totals") or {}).get("cost")),
-        ("model calls", lambda a: (a.get("totals") or {}).get("calls")),
-        ("input tokens", lambda a: (a.get("totals") or {}).get("input_tokens")),
-        ("re-reads", lambda a: a.get("re_reads")),
-        ("reuses", lambda a: a.get("reuses")),
-        ("output chars spared", lambda a: a.get("chars_spared")),
-    ]
-    table = ['<table class="sum"><tr><td></td>' + "".join(f"<td><b>{e(n)}</b></td>" for n in names) + "</tr>"]
-    for label, get in rows:
-        table.append(f"<tr><td>{e(label)}</td>" + "".join(f"<td>{e(_fmt(get(arms[n])))}</td>" for n in names) + "</tr>")
-    table.append("</table>")
-    pairs = "".join(
-        f"<p>{e(p['a'])} vs {e(p['b'])}: {p.get('both', 0)} resolved by both, only {e(p['a'])} "
-        f"{len(p.get('only_a') or [])}, only {e(p['b'])} {len(p.get('only_b') or [])}, McNemar p = "
-        f"{e(_fmt(p.get('p_value')))}</p>"
-        for p in report.get("paired") or []
-    )
-    ids = sorted({iid for n in names for iid in (arms[n].get("rows") or {})})
-    steps = []
-    for iid in ids:
-        cells = []
-        for n in names:
-            r = (arms[n].get("rows") or {}).get(iid) or {}
-            led = r.get("ledger") or {}
-            cells.append(
-                f"<td>{e(n)}</td>"
-                f"<td>{e({True: 'resolved', False: 'unresolved'}.get(r.get('resolved'), 'not scored'))}"
-                f"</td><td>{e(_fmt(r.get('calls')))} calls</td><td>{e(_fmt(led.get('re_reads')))} re-reads</td>"
-                f"<td>{e(_fmt(led.get('chars_spared')))} chars spared</td>"
-                f'<td class="dim">{e(r.get("problem") or "")}</td>'
-            )
-        steps.append(
-            f'<section class="step" data-verdict="ARM"><h2>{e(iid)}</h2><table class="sum">'
-            + "".join(f"<tr>{c}</tr>" for c in cells)
-            + "</table></section>"
-        )
-    steps = "".join(steps)
-    return page(
-        f"SWE-bench arms: {report.get('out', '')}",
-        f"<h1>SWE-bench arms: {e(report.get('out', ''))}</h1>" + "".join(table) + pairs + steps,
-        READY,
-    )
-
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, float):
-        return f"{v:,.4g}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return str(v)

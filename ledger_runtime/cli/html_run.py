@@ -21,7 +21,7 @@ from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.cli.html import READY, diff_lines, e, page
 from ledger_runtime.cli.record import align, totals
 from ledger_runtime.inspection import Loaded, summary, unified_diff, views_at
-from ledger_runtime.replay.trajectories import Conversation, ModelTurn, conversation_of
+from ledger_runtime.trajectories import Conversation, ModelTurn, conversation_of
 
 SCRIPT = """
 (function(){

@@ -1,5 +1,5 @@
 """The model's side of a run beside its ledger, for the run's page: each call of the model, as the
-agent recorded it (replay/trajectories.py: ``Conversation``, read by the adapter that knows the
+agent recorded it (trajectories.py: ``Conversation``, read by the adapter that knows the
 agent's files), matched to the steps whose commands it asked for.
 
 Matching is by the commands themselves, in order: the ledger's step numbers are the adapter's (a
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ledger_runtime.replay.trajectories import ModelTurn
+from ledger_runtime.trajectories import ModelTurn
 
 
 @dataclass

@@ -16,8 +16,8 @@ The notes are paid from what the answers spared: all the notes the model holds t
 ``view_share`` of the characters that answers (references, diffs) spared it so far, so the ledger
 never makes a run dearer than the same run without it (None: no such bound).
 
-``replay/meter.py`` sends a recorded run through the same class, so what it prices is what the live
-adapters send.
+The harness's meter (``harness/replay/meter.py``) sends a recorded run through the same class, so
+what it prices is what the live adapters send.
 """
 
 from __future__ import annotations

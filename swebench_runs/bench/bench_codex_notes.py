@@ -6,7 +6,7 @@ model call's input is rebuilt from the run's rollout file (adapters/codex/rollou
 ``model_inputs``; tests/test_codex_e2e.py checks it equals what Codex sent, less its base
 instructions, which are sent first in every call and are added back here from the fake server's
 first request) and billed call by call as each price model's provider bills it
-(ledger_runtime/replay/billing.py). Arms: ``plain`` (codex without the ledger), ``ledger`` (as
+(harness/replay/billing.py). Arms: ``plain`` (codex without the ledger), ``ledger`` (as
 sent: answers and notes), ``ledger-without-notes`` (the same inputs, the ledger's notes taken out:
 what the notes add). Codex keeps every note in its history (an ``additionalContext`` is appended
 once), so a note costs its tokens once uncached and then at the cache price.
@@ -41,8 +41,8 @@ from rich.table import Table  # noqa: E402
 
 from ledger_adapters.codex.cli import find_codex, hook_launcher  # noqa: E402
 from ledger_adapters.codex.rollout import is_ledger_note, item_text, model_inputs  # noqa: E402
-from ledger_runtime.replay.billing import Bill, Cache, Part  # noqa: E402
-from ledger_runtime.replay.meter import load_pricing, rates_of  # noqa: E402
+from ledger_harness.replay.billing import Bill, Cache, Part  # noqa: E402
+from ledger_harness.replay.meter import load_pricing, rates_of  # noqa: E402
 
 OUT = HERE / "results" / "codex_notes.json"
 TEST = "python3 -m unittest -q test_calc"

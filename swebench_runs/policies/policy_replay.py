@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ledger_adapters.mini.format import SUBMISSION  # the recorded agent's marker
-from ledger_adapters.swebench.protected import SWEBENCH_PROTECTED
+from ledger_harness.swebench.protected import SWEBENCH_PROTECTED
 from ledger_runtime.analysis.commands import analyze
 from ledger_runtime.decide.gate import build_rules, check_all
 from ledger_runtime.decide.govern import Current
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for c in on_resolved_submissions:
         console.print(f"  {c['instance']} step {c['step']}: {c['rule']} {c['verdict']}: {c['reason'][:160]}")
-    from ledger_runtime.cli.replay import provenance
+    from ledger_harness.replay.cli import provenance
     from ledger_runtime.config import LedgerConfig
 
     report = {

@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol, Sequence
 
+from ledger_harness.replay.billing import Bill, Cache, Part, Rates
 from ledger_runtime.held.context import ContextPolicy, Line, Said, Sticky, stub_holds, valid_unique_dropped
 from ledger_runtime.inform import VIEW_NOTE, StateView
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.prompt.history import History, Message, Sent, placed
 from ledger_runtime.prompt.notes import ViewNotes
-from ledger_runtime.replay.billing import Bill, Cache, Part, Rates
-from ledger_runtime.replay.trajectories import Trajectory
+from ledger_runtime.trajectories import Trajectory
 
 PRICING_GROUP = "ledger_runtime.pricing"
 BASE_ARMS = ("recorded", "none", "answers", "ledger", "view-every-call")
@@ -231,7 +231,7 @@ class CostMeter:
         self.calls = [k for k, (role, _) in enumerate(traj.messages) if role == "assistant"]
         self.bound = None
         if bound:
-            from ledger_runtime.replay.bound import OfflineBound
+            from ledger_harness.replay.bound import OfflineBound
 
             self.bound = OfflineBound(self.rates, self.counters, self.policies)
 

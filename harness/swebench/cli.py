@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from ledger_adapters.swebench.run import ARMS, DEFAULT_ARMS, BadInput
+from ledger_harness.swebench.run import ARMS, DEFAULT_ARMS, BadInput
 
 swebench_app = typer.Typer(
     help="SWE-bench with and without the ledger: mini-swe-agent's setup, once per arm.",
@@ -103,7 +103,7 @@ def swebench(
     workers = _old_w(workers_w, workers)
     from rich.console import Console
 
-    from ledger_adapters.swebench.run import (
+    from ledger_harness.swebench.run import (
         base_config,
         check_environment,
         load_instances,
@@ -157,7 +157,7 @@ def swebench(
 def _evaluate(out: Path, subset: str, split: str, workers: int, console, modal: bool = False) -> None:
     from minisweagent.run.benchmarks.swebench import DATASET_MAPPING
 
-    from ledger_adapters.swebench.eval import evaluate as run_evaluation
+    from ledger_harness.swebench.eval import evaluate as run_evaluation
 
     try:
         run_evaluation(
@@ -187,7 +187,7 @@ def evaluate(
     workers = _old_w(workers_w, workers)
     from rich.console import Console
 
-    from ledger_adapters.swebench.eval import results_from_report
+    from ledger_harness.swebench.eval import results_from_report
 
     if report_file is not None:
         try:
@@ -218,7 +218,7 @@ def report(
     """The arms of a ledger-run swebench output side by side: resolved, cost, calls, tokens, re-reads."""
     from rich.console import Console
 
-    from ledger_adapters.swebench.report import build, figure_path, print_report, write_png
+    from ledger_harness.swebench.report import build, figure_path, print_report, write_png
 
     if not no_png:
         from ledger_adapters.extras import require
@@ -231,7 +231,8 @@ def report(
         _fail(str(e))
         return
     if html is not None:
-        from ledger_runtime import arms_page, write_private
+        from ledger_harness.swebench.page import arms_page
+        from ledger_runtime import write_private
 
         try:
             write_private(html, arms_page(rep))

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ledger_harness.replay.billing import Cache, Part, Rates
 from ledger_runtime.held.context import (
     KEEP,
     ContextPolicy,
@@ -36,7 +37,6 @@ from ledger_runtime.held.context import (
     valid_unique_dropped,
 )
 from ledger_runtime.prompt.history import Message, Sent, placed
-from ledger_runtime.replay.billing import Cache, Part, Rates
 
 BEAM = 24  # schedules followed per price model
 

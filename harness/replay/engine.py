@@ -42,6 +42,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from ledger_harness.replay import tree as replay_tree
+from ledger_harness.replay.volatile import mask, same
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze
 from ledger_runtime.analysis.programs import resolve
 from ledger_runtime.answers.build import AnswerKind, ExpandError, split_lines
@@ -51,10 +53,8 @@ from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.ledger.private import private_dir, write_private
 from ledger_runtime.records import Attempt, CommandClass
-from ledger_runtime.replay import tree as replay_tree
-from ledger_runtime.replay.trajectories import Trajectory
-from ledger_runtime.replay.volatile import mask, same
 from ledger_runtime.runtime import LedgerRuntime
+from ledger_runtime.trajectories import Trajectory
 
 RESULT_VERSION = 1
 REFERRING = ("whole", "spans", "delta", "reused")  # answers that stand for an output through a reference
@@ -332,8 +332,8 @@ def _replay_in(
     transcript = Transcript(rt.state, rt.store.text)
     meter = None
     if settings.contexts:
+        from ledger_harness.replay.meter import CostMeter, load_pricing
         from ledger_runtime.held.context import ContextPolicy
-        from ledger_runtime.replay.meter import CostMeter, load_pricing
 
         meter = CostMeter(
             traj,

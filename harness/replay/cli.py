@@ -12,14 +12,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from ledger_runtime.inspection import Loaded, load, summary
-from ledger_runtime.ledger.observe import Truncation
-from ledger_runtime.ledger.private import private_dir, write_private
-from ledger_runtime.ledger.store import NotALedger
-from ledger_runtime.records import Baseline
-from ledger_runtime.replay import tree as replay_tree
-from ledger_runtime.replay.engine import ReplaySettings, Skip, observations_only, replay_one, result_path
-from ledger_runtime.replay.report import (
+from ledger_harness.replay import tree as replay_tree
+from ledger_harness.replay.engine import ReplaySettings, Skip, observations_only, replay_one, result_path
+from ledger_harness.replay.report import (
     aggregate,
     class_table,
     context_md,
@@ -29,7 +24,12 @@ from ledger_runtime.replay.report import (
     summarize_context,
     table,
 )
-from ledger_runtime.replay.trajectories import RecordedFormat, Trajectory, TrajectoryError, formats
+from ledger_runtime.inspection import Loaded, load, summary
+from ledger_runtime.ledger.observe import Truncation
+from ledger_runtime.ledger.private import private_dir, write_private
+from ledger_runtime.ledger.store import NotALedger
+from ledger_runtime.records import Baseline
+from ledger_runtime.trajectories import RecordedFormat, Trajectory, TrajectoryError, formats
 
 
 def _format(name: str | None, fail) -> RecordedFormat:
@@ -103,7 +103,7 @@ def run_replay(
     outputs: str = "fresh",
     base_commit: str | None = None,
 ) -> None:
-    """``ledger-run replay`` (see cli/main.py for its options): check the options, read the recorded
+    """``ledger-run replay`` (see command.py for its options): check the options, read the recorded
     runs, then either estimate from their observations alone, or replay them in a work tree of the
     replay's own and print (and write) the summary."""
     if outputs not in ("fresh", "recorded"):
@@ -186,7 +186,7 @@ def _priced(models: tuple[str, ...]) -> None:
     """``--price-model``: one at least, each with a price the replay can read."""
     if not models:
         _fail("--price-model: give at least one model")
-    from ledger_runtime.replay.meter import load_pricing
+    from ledger_harness.replay.meter import load_pricing
 
     for m in models:
         try:

@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ledger_adapters.swebench.run import ARMS, BadInput, read_json
+from ledger_harness.swebench.run import ARMS, BadInput, read_json
 from ledger_runtime import NotALedger, VerdictKind, load
 
 
@@ -132,7 +132,7 @@ def instance_figures(arm_dir: Path, iid: str, timings: dict[str, Any], results: 
 
 
 def arm_report(arm_dir: Path) -> dict[str, Any]:
-    from ledger_adapters.swebench.eval import arm_preds
+    from ledger_harness.swebench.eval import arm_preds
 
     preds = arm_preds(arm_dir)
     timings = read_json(arm_dir / "timings.json") if (arm_dir / "timings.json").exists() else {}
@@ -208,7 +208,7 @@ def paired(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def build(out: Path) -> dict[str, Any]:
-    from ledger_adapters.swebench.eval import arm_dirs
+    from ledger_harness.swebench.eval import arm_dirs
 
     arms = {d.name: arm_report(d) for d in arm_dirs(out)}
     order = [a for a in ARMS if a in arms] + sorted(a for a in arms if a not in ARMS)

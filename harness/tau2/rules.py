@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
-from ledger_adapters.tau2.typed_ledger import TypedLedger
+from ledger_harness.tau2.typed_ledger import TypedLedger
 from ledger_runtime import Finding, Rule, build_rules
 
 AIRLINE_NOW = datetime(2024, 5, 15, 15, 0, 0)

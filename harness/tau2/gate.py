@@ -22,9 +22,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from ledger_adapters.tau2.paths import WRITES, absorb
-from ledger_adapters.tau2.rules import Tau2Context, ToolCallProposal, rules_for
-from ledger_adapters.tau2.typed_ledger import TypedLedger
+from ledger_harness.tau2.paths import WRITES, absorb
+from ledger_harness.tau2.rules import Tau2Context, ToolCallProposal, rules_for
+from ledger_harness.tau2.typed_ledger import TypedLedger
 from ledger_runtime import Verdict, VerdictKind, check_all, compose
 
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ledger_adapters.swebench.run import BadInput, preds_file, read_json, read_preds, write_json
+from ledger_harness.swebench.run import BadInput, preds_file, read_json, read_preds, write_json
 
 STATUS_KEYS = (
     ("resolved_ids", "resolved"),

@@ -34,7 +34,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
-from ledger_adapters.swebench.protected import SWEBENCH_PROTECTED
+from ledger_harness.swebench.protected import SWEBENCH_PROTECTED
 
 ARMS: dict[str, dict[str, Any]] = {
     "ledger": {"inform": True, "govern": True, "shadow": False},

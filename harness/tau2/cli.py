@@ -1,5 +1,5 @@
 """``ledger-run tau2-gate``: the LedgerAgent gate evaluated on tau2-bench without a model
-(adapters/tau2/gate.py)."""
+(gate.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def register(app: typer.Typer) -> None:
 
 def evaluate(data: Path, domain: str, task_files: list[str], on_task: Any = None) -> dict[str, Any]:  # noqa: C901
     """The gate's report; ``on_task(done, total, what)`` after each task replayed (for a progress bar)."""
-    from ledger_adapters.tau2.gate import (
+    from ledger_harness.tau2.gate import (
         forbidden_cancellations,
         load_tasks,
         replay_forbidden,
@@ -118,7 +118,7 @@ def tau2_gate(  # noqa: C901
     from rich.table import Table
 
     from ledger_adapters.extras import require
-    from ledger_adapters.tau2.gate import Tau2Missing, default_data_dir
+    from ledger_harness.tau2.gate import Tau2Missing, default_data_dir
     from ledger_runtime import fail
 
     if domain not in ("airline", "retail"):

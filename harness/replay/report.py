@@ -154,7 +154,7 @@ def results_md(
         "",
         "Every recorded command of each trajectory ran again, in order, through the ledger in shadow mode "
         "(verdicts and answers decided and recorded, every command executed), in a fresh checkout of its "
-        "base commit. Definitions: `ledger_runtime/replay/engine.py`.",
+        "base commit. Definitions: `harness/replay/engine.py`.",
         "",
     ]
     if prov:
@@ -291,7 +291,7 @@ CONTEXT_COLUMNS = (
 
 def summarize_context(results: Iterable[dict]) -> dict[str, dict[str, Any]]:
     """Per arm and price model, every trajectory's figures summed, with ratios against ``none``."""
-    from ledger_runtime.replay.meter import summarize
+    from ledger_harness.replay.meter import summarize
 
     return summarize([r for r in results if r.get("cost")])
 
@@ -333,8 +333,8 @@ def context_md(ctx: dict[str, dict[str, Any]], models: Iterable[str]) -> str:
         "## What the model is sent, in money (open loop)",
         "",
         "For every model call of each trajectory, the prompt each arm would have sent "
-        "(`ledger_runtime/replay/meter.py`), billed as the model's provider bills it "
-        "(`ledger_runtime/replay/billing.py`: uncached input, cache reads, cache writes, output), tokens by "
+        "(`harness/replay/meter.py`), billed as the model's provider bills it "
+        "(`harness/replay/billing.py`: uncached input, cache reads, cache writes, output), tokens by "
         "litellm's `token_counter`, prices from litellm's table. `vs none`: input cost (uncached, cache reads "
         "and writes) against the arm `none` (the same outputs, without the ledger); `runs > 1.00`: runs whose "
         "input cost is above theirs without the ledger, and the largest ratio; `vs bound`: input cost above the "
