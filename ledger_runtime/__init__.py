@@ -10,10 +10,10 @@ here imports it.
 The rooms, from the bottom up (a room imports only rooms below it; tests/test_structure.py checks):
 ``records`` and ``lines`` (the vocabulary), ``analysis`` (what a command reads, shows and writes),
 ``workspace`` (snapshots, signatures, hashing, baseline), ``ledger`` (state, store, observations,
-modifications, faults, masking), ``answers`` (the answer built from a fresh output), ``decide``
-(govern, the policy gate, the context policy), ``inform`` (the state view), ``config``, ``runtime``
-(the step that joins them), ``inspection``, ``trajectories`` (recorded runs), ``cli``; ``hooks``
-stands alone (standard library only).
+modifications, faults, masking), ``answers`` (the answer built from a fresh output), ``held`` (what
+the model holds, the context policy), ``decide`` (govern, the policy gate), ``inform`` (the state
+view), ``config``, ``runtime`` (the step that joins them), ``inspection``, ``trajectories`` (recorded
+runs), ``cli``; ``hooks`` stands alone (standard library only).
 """
 
 from __future__ import annotations
@@ -83,12 +83,12 @@ _EXPORTS = {
     "check_all": "decide.gate",
     "compose": "decide.gate",
     # what of the history is sent
-    "ContextPolicy": "decide.context",
-    "Said": "decide.context",
-    "Sticky": "decide.context",
-    "KEEP": "decide.context",
-    "stub_text": "decide.context",
-    "to_send": "decide.context",
+    "ContextPolicy": "held.context",
+    "Said": "held.context",
+    "Sticky": "held.context",
+    "KEEP": "held.context",
+    "stub_text": "held.context",
+    "to_send": "held.context",
     "VIEW_NOTE": "inform",
     "History": "prompt.history",
     "Message": "prompt.history",
@@ -166,9 +166,9 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.config import ConfigError, LedgerConfig, from_mapping, load_config
     from ledger_runtime.config_file import toml_inline
     from ledger_runtime.contract import Adapter, Execute
-    from ledger_runtime.decide.context import KEEP, ContextPolicy, Said, Sticky, stub_text, to_send
     from ledger_runtime.decide.gate import Finding, Rule, build_rules, check_all, compose
     from ledger_runtime.executor import ExecResult, LocalExecutor
+    from ledger_runtime.held.context import KEEP, ContextPolicy, Said, Sticky, stub_text, to_send
     from ledger_runtime.hooks import fasthook_script
     from ledger_runtime.hooks.http import HttpHookServer
     from ledger_runtime.hooks.server import HookServer

@@ -2,7 +2,7 @@
 
 The settings come in sections, each owned by the room that uses it and checking itself (a
 ``Section``, section.py): ``view`` (inform.py), ``dedupe`` (answers/build.py), ``truncation``
-(ledger/observe.py), ``context`` (decide/context.py), ``policies`` (decide/policies.py),
+(ledger/observe.py), ``context`` (held/context.py), ``policies`` (decide/policies.py),
 ``redaction`` (ledger/redact.py), ``scanning`` (workspace/scanner.py); the modes (``inform``,
 ``govern``, ``shadow``...) are keys of their own. A TOML file gives them at the top level, or all
 under a ``[ledger]`` table (then only that table is read: the file may hold other tools' settings
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ledger_runtime.answers.build import DedupeSettings
-from ledger_runtime.decide.context import ContextSettings
 from ledger_runtime.decide.policies import PolicySettings
+from ledger_runtime.held.context import ContextSettings
 from ledger_runtime.inform import ViewSettings
 from ledger_runtime.ledger.observe import TruncationSettings
 from ledger_runtime.ledger.redact import RedactionSettings
@@ -79,7 +79,7 @@ class LedgerConfig(Section):
         return self.inform and (not self.shadow or self.shadow_view)
 
     @property
-    def context_policy(self):  # -> ContextPolicy (decide/context.py), parsed once with the check
+    def context_policy(self):  # -> ContextPolicy (held/context.py), parsed once with the check
         """The ``context.policy`` setting, parsed."""
         return self.context.parsed
 

@@ -28,34 +28,27 @@ import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, Sequence
 
 from ledger_runtime import __version__
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze
-from ledger_runtime.analysis.display import short_command
 from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
 from ledger_runtime.answers.build import (
     AS_PRINTED,
-    CUT,
     NOTE,
     Answer,
     AnswerKind,
     Cut,
     ExpandError,
     Piece,
-    Source,
     build,
-    diff_shown,
     expand,
-    expand_in_place,
     masked_kept,
     mistakable,
     raw,
     split_lines,
 )
-from ledger_runtime.answers.delivered import Delivered, Shown, delivered_lines, output_digest, seen_lines, shown_whole
 from ledger_runtime.config import LedgerConfig
-from ledger_runtime.decide.context import Line, Said
 from ledger_runtime.decide.current import Current
 from ledger_runtime.decide.gate import (
     Outcome,
@@ -70,11 +63,16 @@ from ledger_runtime.decide.gate import (
 from ledger_runtime.decide.govern import govern
 from ledger_runtime.decide.policies import BUILTINS
 from ledger_runtime.executor import ExecResult
+from ledger_runtime.held.context import Line, Said
+from ledger_runtime.held.delivered import delivered_lines, seen_lines
+from ledger_runtime.held.holds import Held
+from ledger_runtime.held.holds import command_key as _command_key
+from ledger_runtime.held.output import HeldOutput
 from ledger_runtime.inform import StateView, render
 from ledger_runtime.ledger.clean_outputs import CleanOutputs
 from ledger_runtime.ledger.faults import FaultLog
 from ledger_runtime.ledger.modifications import Modifications
-from ledger_runtime.ledger.observe import FactRun, FileText, Truncation, fact_lines, observations
+from ledger_runtime.ledger.observe import FactRun, FileText, Truncation, observations
 from ledger_runtime.ledger.private import hold, private_dir, write_private
 from ledger_runtime.ledger.redact import Redactor
 from ledger_runtime.ledger.state import LedgerState
@@ -87,14 +85,12 @@ from ledger_runtime.workspace.signatures import PENDING
 MAX_WATCHED = 4096
 MAX_POLICY_FILES = 32  # files an edit writes whose state the policies get
 MAX_DELIVERED_CHARS = 4 * 1024 * 1024  # longer outputs are never the source of a reference
-MARKER_COMMAND_CHARS = 32  # how much of a command a reference quotes
 # Read keys worth signing: a file's content, a path's existence and stat data (one stat each). Listings
 # and subtrees are not signed: nothing decides on them any more (the state view matches their paths
 # against the modifications), and a subtree can be all of / (a read of it must never hash it).
 SIGNED = ("f:", "x:", "m:")
 UNSIGNED = "unsigned"
 LOCK_FILE = ".lock"  # held by the runtime that writes the run directory
-FORGET_EVERY = 64  # attempts between prunings of what the model no longer holds
 FREEZE_FILES = 10_000  # a tree this big: what the first scan made is kept out of Python's cyclic collector
 
 
@@ -217,14 +213,11 @@ class LedgerRuntime:
         self.rules = build_rules(self.config.policies.rules, self.workdir, BUILTINS)
         self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
         self._now: int | None = None  # the step being answered
-        self.delivered = Delivered(self._alive)
-        # per attempt the model holds: its runs of output lines that are checked file lines (see line_facts)
-        self.facts: dict[int, list[FactRun]] = {}
+        self.held = Held(self, now=lambda: self._now, snapshot=lambda: self._last, refers=self._refers)
+        self.delivered, self.facts, self._standing = self.held.delivered, self.held.facts, self.held.answers
         if self._line_facts is None:
             self._line_facts = not self.config.context_policy.full
-        self._standing = Standing()  # answers that refer to other outputs, and what they stand for
-        self._current: dict[str, tuple[str, list[str] | None]] = {}  # path -> (digest, lines) for still_true
-        self._restore_delivered()
+        self.held.restore()
         self._last: Snapshot | None = self.workspace.scan()
         if len(self._last.files) >= FREEZE_FILES:
             _freeze_long_lived()
@@ -526,67 +519,28 @@ class LedgerRuntime:
     def _policy_fault(self, where: str, error: BaseException) -> None:
         self._fault(where + " (treated as ALLOW)", error)
 
-    # -- what the model holds ---------------------------------------------------------------------
-
-    def _alive(self, step: int) -> bool:
-        """Whether the output of ``step`` is still in the model's context at the step being answered."""
-        return step >= self._held_from()
+    # -- what the model holds (held/holds.py) -------------------------------------------------------
 
     def _held_from(self, now: int | None = None) -> int:
-        """The first step whose outputs the model still holds, for the step being answered (``now``;
-        by default the one in hand, else the next): after the last compaction, and within the last
-        ``context.steps`` steps before it (0: all)."""
-        if now is None:
-            now = self._now if self._now is not None else self.state.step + 1
-        window = now - self.config.context.steps if self.config.context.steps > 0 else 0
-        return max(self.state.context_floor, window)
+        return self.held.held_from(now)
 
     def holds(self, attempt_id: int) -> bool:
-        """Whether the model still holds the output of an attempt, before its next call."""
-        a = self.state.attempt(attempt_id)
-        return a is not None and self.holds_step(a.step)
+        return self.held.holds(attempt_id)
 
     def standing(self) -> Collection[int]:
-        """The attempts whose answers refer to outputs that may leave the model before they do (an
-        agent that keeps only its last steps): those ``outlived`` may answer for."""
-        return self._standing.items.keys()
+        return self.held.standing()
 
     def outlived(self, attempt_id: int) -> tuple[str, str] | None:
-        """An answer that refers to an output the model no longer holds: (the answer as the model got
-        it, what to send in its place from now on: the answer with its references replaced by what they
-        stand for, its notes and the agent's cut as they were; or, when the ledger no longer has that,
-        a line that says so and how to get it). None when it refers to nothing gone. Once handed out,
-        the same text is handed out again: what was sent stays as it was."""
-        kept = self._standing.get(attempt_id)
-        if kept is None or all(self.holds(r) for r in kept.refs):
-            return None
-        if kept.in_place is None:
-            gone = ", ".join(self.state.label(r) for r in kept.refs if not self.holds(r))
-            kept.in_place = (
-                f"[ledger] This output referred to {gone}'s, which is no longer in your context: "
-                "run the command again to see it.\n"
-            )
-        kept.sent = True
-        self._standing.forget(lambda s: self.holds_step(s))
-        return kept.answer, kept.in_place
+        return self.held.outlived(attempt_id)
 
     def holds_step(self, step: int) -> bool:
-        """Whether the model still holds the outputs of ``step``, before its next call."""
-        return step >= self._held_from(self.state.step + 1)
+        return self.held.holds_step(step)
 
     def _held_output(self, label: str) -> tuple[int, list[str]] | None:
-        """An earlier output the model holds, by the label a reference names it with (what answers
-        are read back against, in memory: the command's output as it printed it, as lines)."""
-        b = self.state.by_label(label)
-        shown = self.delivered.items.get(b.id) if b is not None else None
-        return None if shown is None else (b.id, shown.lines)
+        return self.held.held_output(label)
 
     def _in_place(self, answer: Answer) -> str | None:
-        """The answer with its references replaced by what they stand for (None: it does not expand)."""
-        try:
-            return expand_in_place(answer.text, answer.pieces, self._held_output)
-        except ExpandError:
-            return None
+        return self.held.in_place(answer)
 
     def forget_context(self) -> None:
         """The agent dropped the outputs it was shown so far from its history (a compaction): no
@@ -594,150 +548,28 @@ class LedgerRuntime:
         event = {"from_step": self.state.step + 1}
         self._commit([("context", event)], self.state.step)
         self.state.apply({"kind": "context", **event})
-        self._forget(lambda s: self._alive(s.step))
+        self.held.forget_gone()
 
     def distrust(self, attempt_id: int, why: str) -> None:
         """The agent's own record says the model got something else than the ledger recorded for
         this attempt: it is never the source of a reference (a fault says why)."""
-        self._forget(lambda s: s.attempt != attempt_id)
+        self.held.distrust(attempt_id)
         self._fault("checking what the model got", ValueError(why))
 
-    def _source(self, a: Attempt) -> Source:
-        return Source(a.id, self.state.label(a.id), self._quoted(a.command), a.exit_code, ())
+    def _source(self, a: Attempt) -> HeldOutput:
+        return self.held.source(a)
 
-    def _quoted(self, command: str) -> str:
-        """A command as an answer quotes it: secrets masked before it is shortened (a cut through a
-        secret would leave a piece no pattern knows, and the answer is stored)."""
-        return short_command(self.redactor.mask(command), MARKER_COMMAND_CHARS)
-
-    def _deliver(
-        self,
-        a: Attempt,
-        output: str,
-        answer: Answer,
-        kept: tuple[int, int] | None,
-        exact: bool,
-        keys: tuple[str, ...] = (),
-        delivered: tuple[list[str], list[bool]] | None = None,
-        digest: str | None = None,
-    ) -> None:
-        """Remember which of the output's lines the model got literally (the source of later
-        references), and under which ``keys`` it is a re-read's base. ``kept``: what the agent showed
-        of the answer (None: all of it); ``exact``: the agent's cut is known, not estimated."""
-        if not self._refers(output) or mistakable(output):
-            return  # too long to refer into; or holding lines that read like ours: never a source
-        lines, literal = delivered or delivered_lines(output, answer, kept)
-        same_as = answer.refs[0] if answer.kind in (AnswerKind.WHOLE, AnswerKind.REUSED) and answer.refs else None
-        cut_raw = kept if kept is not None and exact and answer.text == output else None
-        whole = kept is None and not any(p.kind == CUT for p in answer.pieces)
-        self.delivered.add(
-            Shown(
-                a.id,
-                a.step,
-                self.state.label(a.id),
-                self._quoted(a.command),
-                a.exit_code,
-                lines,
-                literal,
-                answer.refs,
-                whole,
-                digest or output_digest(output),
-                a.epoch_after,
-                same_as,
-                cut_raw,
-                in_diff=frozenset(diff_shown(answer.text, answer.pieces))
-                if answer.kind is AnswerKind.DELTA
-                else frozenset(),
-            ),
-            keys,
-        )
-        if len(self.delivered.items) % FORGET_EVERY == 0:
-            self._forget(lambda s: self._alive(s.step))
-
-    def _forget(self, keep: Callable[[Shown], bool]) -> None:
-        """Drop the earlier outputs the model no longer holds (``keep``: those it does), and what the
-        ledger knew of their lines."""
-        self.delivered.forget(keep)
-        self.facts = {a: f for a, f in self.facts.items() if a in self.delivered.items}
-
-    def _restore_delivered(self) -> None:
-        """Rebuild what the model holds from the ledger (a run continued by a new runtime)."""
-        for a in self.state.attempts:
-            if a.answer is None or a.shown_hash is None or a.output_hash is None or not self._alive(a.step):
-                continue
-            if altered_output(a) or a.answer.get("held") is False:  # not what the model got: no source
-                continue
-            shown, output = self.store.text(a.shown_hash), self.store.text(a.output_hash)
-            if a.answer.get("kind") == AnswerKind.REUSED.value:
-                ref = self.state.attempt(a.verdict.ref_attempt) if a.verdict.ref_attempt is not None else None
-                if ref is None or altered_output(ref):
-                    continue
-                output = self.store.text(ref.output_hash) if ref.output_hash else None
-            if shown is None or output is None:
-                continue
-            try:
-                answer = Answer(
-                    AnswerKind(a.answer["kind"]), shown, tuple(Piece.from_list(p) for p in a.answer["pieces"])
-                )
-                kept = tuple(a.answer["kept"]) if a.answer.get("kept") else None
-                keys = tuple(str(k) for k in a.answer.get("keys") or ())
-            except (KeyError, TypeError, ValueError):
-                continue
-            self._deliver(a, output, answer, kept, bool(a.answer.get("exact", True)), keys)
-
-    # -- what of the history is sent (context.py) ---------------------------------------------------
+    def _deliver(self, a: Attempt, output: str, answer: Answer, *args: Any, **kwargs: Any) -> None:
+        self.held.deliver(a, output, answer, *args, **kwargs)
 
     def said(self, attempt_id: int, index: int, chars: int = 0, *, raw: bool = False) -> Said | None:
-        """An earlier output as the model holds it, for the context policy: the lines its answer
-        carried literally where the model saw them, each with the file line it is (if a checked view
-        says so); ``raw``: the lines of the output itself the model would have seen without the
-        ledger. None when the ledger no longer holds what the model got."""
-        a = self.state.attempt(attempt_id)
-        shown = self.delivered.items.get(attempt_id)
-        if a is None or shown is None:
-            return None
-        facts = fact_lines(self.facts.get(attempt_id, ()))
-        literal = shown.literal
-        if raw:
-            output = "".join(shown.lines)
-            literal = shown_whole(shown.lines, len(output), self.truncation.kept(output))
-        lines = tuple(
-            Line(text, *facts[j]) if j in facts else Line(text)
-            for j, (text, lit) in enumerate(zip(shown.lines, literal))
-            if lit or (not raw and j in shown.in_diff)  # a diff's lines are the model's too
-        )
-        supersedable = a.executed and not a.submits and a.command_class not in (CommandClass.MODIFY, CommandClass.ENV)
-        return Said(
-            index,
-            attempt_id,
-            self.state.label(attempt_id),
-            self._quoted(a.command),
-            _command_key(a.cwd, a.normalized),
-            supersedable,
-            lines,
-            () if raw else shown.refs,  # the output as it is refers to nothing
-            chars,
-        )
+        return self.held.said(attempt_id, index, chars, raw=raw)
+
+    def history(self, outputs: Sequence[tuple[int | None, int]], *, raw: bool = False) -> list[Said]:
+        return self.held.history(outputs, raw=raw)
 
     def still_true(self, line: Line) -> bool:
-        """Whether a file line is still that line of its file now (a file the ledger cannot read
-        counts as unchanged: never a reason to leave a line out)."""
-        if line.path is None or line.number is None:
-            return True
-        fs = self._last.files.get(line.path) if self._last is not None else None
-        if fs is None:
-            fs = self.workspace.file_state(line.path)
-        if fs is None:
-            return False  # no longer a file there
-        cached = self._current.get(line.path)
-        if cached is None or cached[0] != fs.digest:
-            data = self.workspace.content(line.path, self.config.scanning.max_content_bytes)
-            cached = (fs.digest, split_lines(data.decode("utf-8", "replace")) if data is not None else None)
-            self._current[line.path] = cached
-        lines = cached[1]
-        if lines is None:
-            return True
-        return line.number <= len(lines) and lines[line.number - 1] == line.was
+        return self.held.still_true(line)
 
     # -- answering ---------------------------------------------------------------------------------
 
@@ -835,7 +667,7 @@ class LedgerRuntime:
             return raw(output, notes)
         epoch = self.state.epoch
 
-        def same_note(src: Source) -> str:
+        def same_note(src: HeldOutput) -> str:
             shown = self.delivered.items.get(src.attempt)
             if shown is not None and shown.epoch_after != epoch:
                 return ", though files changed since"
@@ -1181,53 +1013,6 @@ class LedgerRuntime:
         self.close()
 
 
-@dataclass
-class _Standing:
-    step: int  # of the answer
-    refs: tuple[int, ...]
-    answer: str  # as the model got it
-    in_place: str | None  # its references replaced by what they stand for (None: dropped, or never had)
-    sent: bool = False  # handed out in place of the answer: kept as it is from then on
-
-
-class Standing:
-    """Answers that refer to other outputs, in an agent that keeps only its last steps, and what each
-    stands for (the output as the command printed it, in memory only: what is stored is masked), so
-    that one whose source leaves the model's context before it does can be sent expanded. At most
-    ``limit`` characters are kept: past it the oldest not yet handed out is then only named."""
-
-    def __init__(self, limit: int = 32 * 1024 * 1024):
-        self.limit = limit
-        self.items: dict[int, _Standing] = {}
-        self.chars = 0
-
-    def keep(self, attempt: int, step: int, refs: tuple[int, ...], answer: str, in_place: str | None) -> None:
-        self.items[attempt] = _Standing(step, tuple(refs), answer, in_place)
-        self.chars += len(answer) + len(in_place or "")
-        for item in self.items.values():
-            if self.chars <= self.limit:
-                break
-            if not item.sent and item.in_place is not None:
-                self.chars -= len(item.in_place)
-                item.in_place = None
-
-    def get(self, attempt: int) -> _Standing | None:
-        return self.items.get(attempt)
-
-    def forget(self, holds: Callable[[int], bool]) -> None:
-        """Drop the answers the model no longer holds itself and that were never sent in place (one
-        that was is sent so from then on, wherever the agent keeps it)."""
-        for a in [a for a, item in self.items.items() if not item.sent and not holds(item.step)]:
-            item = self.items.pop(a)
-            self.chars -= len(item.answer) + len(item.in_place or "")
-
-
-def altered_output(a: Attempt) -> bool:
-    """Whether the ledger keeps ``a``'s output other than as the command printed it (secrets masked,
-    or cut for its length: ``LedgerRuntime.stored_output``)."""
-    return bool(a.answer and a.answer.get("altered"))
-
-
 def _seen_of(output: str, trunc: Truncation) -> str:
     """What the model may read of an output answered as it is: where the agent cuts it exactly, its
     head and tail (a line between them, so that nothing reads across the cut); else all of it."""
@@ -1270,7 +1055,3 @@ def _read_keys_of(a: Analysis) -> tuple[str, ...]:
         v = a.views[0]
         keys.append(f"v:{v.path}\0{v.selectors!r}\0{v.numbered}")
     return tuple(keys)
-
-
-def _command_key(cwd: str, normalized: str) -> str:
-    return f"c:{cwd}\0{normalized}"

@@ -9,7 +9,7 @@ import pytest
 from conftest import make_repo
 
 from ledger_runtime.config import ConfigError, LedgerConfig
-from ledger_runtime.decide.context import (
+from ledger_runtime.held.context import (
     KEEP,
     PART,
     STUB,

@@ -45,7 +45,8 @@ def test_whether_the_model_holds_an_output_whole_is_found_without_recursion() ->
     """A long run makes long chains of references (an answer refers to lines only the one before it
     printed literally, and so on down): checking one must not recurse down the chain. In a 5,000-step
     run it raised RecursionError, and each such step's answer was lost to a fault."""
-    from ledger_runtime.answers.delivered import Delivered, Shown
+    from ledger_runtime.held.delivered import Delivered
+    from ledger_runtime.held.output import HeldOutput as Shown
 
     pool = Delivered(alive=lambda step: True)
     n = sys.getrecursionlimit() * 3

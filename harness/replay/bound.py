@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ledger_harness.replay.billing import Cache, Part, Rates
-from ledger_runtime.decide.context import (
+from ledger_runtime.held.context import (
     KEEP,
     ContextPolicy,
     Said,
@@ -75,11 +75,7 @@ class OfflineBound:
         t = self.calls
         self.calls += 1
         outputs = [k for k, m in enumerate(messages) if m.attempt is not None]
-        saids = [
-            ledger.said(messages[k].attempt, n, len(messages[k].text))
-            or Said(n, None, "", "", None, False, (), (), len(messages[k].text))
-            for n, k in enumerate(outputs)
-        ]
+        saids = ledger.history([(messages[k].attempt, len(messages[k].text)) for k in outputs])
         live = {i for m in self.best.values() for i in m}
         holds = {i: i == 0 or self._holds(self.rewrites[i], saids, ledger) for i in live}
         new: list[int] = []

@@ -143,7 +143,7 @@ def _arms(o: ReplayOptions) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The context policies measured (``--context``, by their names; none: the arms none, answers and
     ledger only) and the models priced (``--price-model``), each with a price the replay can read
     (the options are valid: ``validate``)."""
-    from ledger_runtime.decide.context import ContextPolicy
+    from ledger_runtime.held.context import ContextPolicy
 
     if not o.contexts:
         return o.contexts, o.price_models

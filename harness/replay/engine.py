@@ -333,7 +333,7 @@ def _replay_in(
     meter = None
     if settings.contexts:
         from ledger_harness.replay.meter import CostMeter, load_pricing
-        from ledger_runtime.decide.context import ContextPolicy
+        from ledger_runtime.held.context import ContextPolicy
 
         meter = CostMeter(
             traj,

@@ -36,7 +36,7 @@ from importlib.metadata import entry_points
 from typing import Protocol, Sequence
 
 from ledger_harness.replay.billing import Bill, Cache, Part, Rates
-from ledger_runtime.decide.context import ContextPolicy, Line, Said, Sticky, stub_holds, valid_unique_dropped
+from ledger_runtime.held.context import ContextPolicy, Line, Said, Sticky, stub_holds, valid_unique_dropped
 from ledger_runtime.inform import VIEW_NOTE, StateView
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.prompt.history import History, Message, Sent, placed
@@ -125,8 +125,8 @@ class _Raw:
     def __init__(self, rt):
         self.rt = rt
 
-    def said(self, attempt_id: int, index: int, chars: int = 0) -> Said | None:
-        return self.rt.said(attempt_id, index, chars, raw=True)
+    def history(self, outputs: Sequence[tuple[int | None, int]]) -> list[Said]:
+        return self.rt.history(outputs, raw=True)
 
     def still_true(self, line: Line) -> bool:
         return self.rt.still_true(line)
@@ -148,8 +148,8 @@ class _Views:
     def __init__(self, rt):
         self.rt = rt
 
-    def said(self, attempt_id: int, index: int, chars: int = 0) -> Said | None:
-        return self.rt.said(attempt_id, index, chars)
+    def history(self, outputs: Sequence[tuple[int | None, int]]) -> list[Said]:
+        return self.rt.history(outputs)
 
     def still_true(self, line: Line) -> bool:
         return self.rt.still_true(line)

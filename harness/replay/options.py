@@ -53,7 +53,7 @@ def listed(option: str | None) -> tuple[str, ...]:
 
 def validate(o: ReplayOptions) -> str | None:
     """The first thing wrong with the options alone (the line ``ledger-run replay`` fails with), or None."""
-    from ledger_runtime.decide.context import ContextError, ContextPolicy
+    from ledger_runtime.held.context import ContextError, ContextPolicy
 
     if o.outputs not in OUTPUTS:
         return f"--outputs must be fresh or recorded, not {o.outputs!r}"

@@ -34,10 +34,13 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from itertools import accumulate
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ledger_runtime.lines import split_lines
 from ledger_runtime.section import Section, choice, integer, setting
+
+if TYPE_CHECKING:  # the one type of an earlier output the model holds: the held room's
+    from ledger_runtime.held.output import HeldOutput
 
 
 class AnswerKind(str, Enum):
@@ -106,20 +109,6 @@ class Answer:
         return {"kind": self.kind.value, "pieces": [p.to_list() for p in self.pieces]}
 
 
-@dataclass(frozen=True, slots=True)
-class Source:
-    """An earlier output the model holds, as the builder needs it: which attempt, how references
-    name it (``label``: "step 9", or "step 9.2" for the second command of step 9), its command
-    shortened for display, its exit code, and its lines."""
-
-    attempt: int
-    label: str
-    command: str
-    exit_code: int | None
-    lines: Sequence[str]
-    cut: tuple[int, int] | None = None  # the model saw only these first and last characters of it
-
-
 class Dedupe(str, Enum):
     """What of a fresh output's repeats becomes references (the ``dedupe`` setting)."""
 
@@ -152,18 +141,18 @@ class DedupeSettings(Section):
 
 
 class Pool:
-    """What ``build`` asks of the outputs the model holds (delivered.Delivered implements it)."""
+    """What ``build`` asks of the outputs the model holds (held/delivered.py: ``Delivered`` implements it)."""
 
-    def identical(self, output: str) -> Source | None: ...
+    def identical(self, output: str) -> HeldOutput | None: ...
 
-    def base(self, key: str) -> Source | None: ...
+    def base(self, key: str) -> HeldOutput | None: ...
 
-    def longest_run(self, lines: Sequence[str], i: int, end: int | None = None) -> tuple[Source, int, int] | None:
+    def longest_run(self, lines: Sequence[str], i: int, end: int | None = None) -> tuple[HeldOutput, int, int] | None:
         """(source, its 0-based line index, run length) of the longest run of ``lines[i:end]`` that a
         source showed literally and the model still holds."""
 
 
-def lines_marker(src: Source, first: int, last: int) -> str:
+def lines_marker(src: HeldOutput, first: int, last: int) -> str:
     return f"[ledger: lines {first}-{last} of {src.label}'s output (`{src.command}`) repeat here]\n"
 
 
@@ -181,13 +170,13 @@ def cut_marker(first: int, last: int, chars: int, cut: Cut) -> str:
 SEEN_CUT = ", of which you were shown the first "
 
 
-def same_marker(src: Source, note: str = "") -> str:
+def same_marker(src: HeldOutput, note: str = "") -> str:
     rc = "" if src.exit_code is None else f", exit {src.exit_code}"
     cut = f"{SEEN_CUT}{src.cut[0]:,} and last {src.cut[1]:,} characters" if src.cut else ""
     return f"[ledger: same as {src.label}'s output (`{src.command}`{rc}){cut}{note}]\n"
 
 
-def patch_header(src: Source) -> str:
+def patch_header(src: HeldOutput) -> str:
     return (
         f"[ledger: {src.label}'s output (`{src.command}`) with these changes, a unified diff; "
         f"every other line is as there]\n"
@@ -341,7 +330,7 @@ def build(  # noqa: C901
     *,
     base_keys: Sequence[str] = (),
     notes: Sequence[str] = (),
-    same_note: Callable[[Source], str] | None = None,
+    same_note: Callable[[HeldOutput], str] | None = None,
     cut: Cut | None = None,
     lines: list[str] | None = None,
 ) -> Answer:
@@ -501,7 +490,7 @@ def _run_above(
 MAX_DELTA_LINES = 2000  # lines that differ, at most, between a re-read and its base (beyond: not short anyway)
 
 
-def _delta(lines: list[str], base: Source) -> tuple[AnswerKind, _Writer] | None:
+def _delta(lines: list[str], base: HeldOutput) -> tuple[AnswerKind, _Writer] | None:
     old = list(base.lines)
     if old == lines or not old:
         return None

@@ -6,7 +6,7 @@ command: a view counts only where the output's lines are the file's lines, byte 
 line-number prefix a numbered view adds, whose numbers must be the file's line numbers). Whatever the
 analysis got wrong (a transforming option, a program of the workspace's own on PATH, a path through
 a symlink, a file edited while it was shown) then records nothing, never a false "seen". Of a cut
-output only the lines the model saw count (``seen``, per output line, from answers/delivered.py).
+output only the lines the model saw count (``seen``, per output line, from held/delivered.py).
 The observation is signed with the digest of the content it was checked against.
 ``line_delta`` counts lines added and removed between two contents, in one pass.
 """

@@ -28,7 +28,7 @@ from itertools import compress, count
 from operator import attrgetter, ne
 from typing import Collection, Protocol, Sequence
 
-from ledger_runtime.decide.context import KEEP, ContextPolicy, Line, Said, Sticky, Treatment, stub_text, to_send
+from ledger_runtime.held.context import KEEP, ContextPolicy, Line, Said, Sticky, Treatment, stub_text, to_send
 from ledger_runtime.inform import StateView
 from ledger_runtime.prompt.notes import ViewNotes
 
@@ -56,7 +56,10 @@ class Sent:
 class Ledger(Protocol):
     """What the history copy asks of the runtime."""
 
-    def said(self, attempt_id: int, index: int, chars: int = 0) -> Said | None: ...
+    def history(self, outputs: Sequence[tuple[int | None, int]]) -> list[Said]:
+        """Each earlier output, oldest first, as the model holds it (per output: its attempt and its
+        size as sent whole): what the context policy decides from (``held.Held.history``)."""
+        ...
 
     def still_true(self, line: Line) -> bool: ...
 
@@ -171,11 +174,7 @@ class History:
         outputs = [k for k, m in enumerate(messages) if m.attempt is not None]
         if not outputs:
             return texts
-        saids: list[Said] = []
-        for n, k in enumerate(outputs):
-            size = len(texts[k])
-            said = ledger.said(messages[k].attempt, n, size)  # type: ignore[arg-type]
-            saids.append(said or Said(n, None, "", "", None, False, (), (), size))
+        saids = ledger.history([(messages[k].attempt, len(texts[k])) for k in outputs])
         treat = to_send(saids, self.policy, ledger.still_true, self.sticky, texts, outputs)
         self.decisions = (saids, treat)
         for k, s, t in zip(outputs, saids, treat):

@@ -15,42 +15,17 @@ longest delivered run of lines starting at a line of a new output.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass, field
+from dataclasses import replace
 from itertools import accumulate, compress
 from typing import Callable, Iterable, Sequence
 
-from ledger_runtime.answers.build import AGAIN, CUT, LINES, NOTE, PATCH, SAME, TEXT, Answer, Piece, Source, split_lines
+from ledger_runtime.answers.build import AGAIN, CUT, LINES, NOTE, PATCH, SAME, TEXT, Answer, Piece, split_lines
+from ledger_runtime.held.output import HeldOutput
 from ledger_runtime.workspace.hashing import digest_bytes
 
 MAX_CANDIDATES = 48  # positions tried per starting line (the most recent first)
 MAX_INDEXED_LINES = 20000  # per attempt
 MAX_LINE_CHARS = 4000  # longer lines are not indexed as run starts
-
-
-@dataclass
-class Shown:
-    """One earlier answer as the model holds it."""
-
-    attempt: int
-    step: int
-    label: str
-    command: str
-    exit_code: int | None
-    lines: list[str]
-    literal: Sequence[bool] | bytes  # per output line: delivered literally and visible (held as bytes: 0 or 1)
-    refs: tuple[int, ...]  # attempts its references point at
-    uncut: bool  # the model saw all of the answer, and the answer left none of the output out
-    digest: str
-    epoch_after: int = 0
-    same_as: int | None = None  # its answer was only a reference to this attempt's identical output
-    cut_raw: tuple[int, int] | None = None  # the output as it is, of which the agent showed only these characters
-    in_diff: frozenset[int] = frozenset()  # lines a delta answer's diff carried (not references' sources)
-    source: Source | None = field(default=None, repr=False)
-
-    def as_source(self) -> Source:
-        if self.source is None:
-            self.source = Source(self.attempt, self.label, self.command, self.exit_code, self.lines)
-        return self.source
 
 
 def output_digest(output: str) -> str:
@@ -158,13 +133,13 @@ class Delivered:
         self.alive = alive  # step -> whether that step's output is still in the model's context
         # how the agent will cut the output being answered ((head, tail) characters kept; None: not cut)
         self.window: tuple[int, int] | None = None
-        self.items: dict[int, Shown] = {}
+        self.items: dict[int, HeldOutput] = {}
         self._index: dict[str, list[tuple[int, int]]] = {}
         self._by_digest: dict[str, list[int]] = {}
         self._by_key: dict[str, list[int]] = {}
         self._lines: dict[str, str] = {}  # every line held, once
 
-    def add(self, shown: Shown, keys: Iterable[str] = ()) -> None:
+    def add(self, shown: HeldOutput, keys: Iterable[str] = ()) -> None:
         # one copy of each output and of each line, however often they were printed (a long run
         # re-reads the same files: memory grows with what was new, not with the steps)
         same = self._by_digest.get(shown.digest)
@@ -191,7 +166,7 @@ class Delivered:
         """The copy of ``line`` the outputs held share (``line`` itself where none holds it)."""
         return self._lines.get(line, line)
 
-    def forget(self, keep: Callable[[Shown], bool]) -> None:
+    def forget(self, keep: Callable[[HeldOutput], bool]) -> None:
         """Drop what the model no longer holds (keeps the index small in long runs)."""
         gone = {a for a, s in self.items.items() if not keep(s)}
         if not gone:
@@ -211,7 +186,7 @@ class Delivered:
                 del self._index[line]
         self._lines = {line: line for s in self.items.values() for line in s.lines}
 
-    def _live(self, attempt: int) -> Shown | None:
+    def _live(self, attempt: int) -> HeldOutput | None:
         s = self.items.get(attempt)
         return s if s is not None and self.alive(s.step) else None
 
@@ -231,7 +206,7 @@ class Delivered:
             stack.extend(s.refs)
         return True
 
-    def _root(self, s: Shown) -> Shown:
+    def _root(self, s: HeldOutput) -> HeldOutput:
         """Where ``s`` was only a reference to an identical output the model can have whole, that
         output (so references never chain from one repeat to the next)."""
         seen = {s.attempt}
@@ -242,7 +217,7 @@ class Delivered:
 
     # -- answers.Pool ------------------------------------------------------------------------------
 
-    def identical(self, output: str) -> Source | None:
+    def identical(self, output: str) -> HeldOutput | None:
         """The most recent earlier output identical to ``output`` that the model can have whole, one
         it saw literally first; or, for an output the agent cuts anyway, one it was shown as it is and
         cut the same way (the model would see again exactly what it saw then)."""
@@ -254,15 +229,14 @@ class Delivered:
                 continue
             if not self.complete(a):
                 if self.window is not None and s.cut_raw == self.window and fallback is None:
-                    src = s.as_source()
-                    fallback = Source(src.attempt, src.label, src.command, src.exit_code, src.lines, s.cut_raw)
+                    fallback = replace(s, cut=s.cut_raw)
                 continue
             if all(s.literal) and not s.refs:
-                return s.as_source()
+                return s
             root = self._root(s)
             if root is not s and all(root.literal) and not root.refs:
-                return root.as_source()  # the output this repeat was the same as: no need to look further back
-            fallback = fallback or root.as_source()
+                return root  # the output this repeat was the same as: no need to look further back
+            fallback = fallback or root
         return fallback
 
     def seen_through(self, attempt: int) -> list[bool] | None:
@@ -270,16 +244,16 @@ class Delivered:
         s = self.items.get(attempt)
         return list(s.literal) if s is not None and (s.cut_raw is not None or not s.uncut) else None
 
-    def base(self, key: str) -> Source | None:
+    def base(self, key: str) -> HeldOutput | None:
         """The most recent earlier output of the same read (``key``) that the model can have whole
         (where it was only a reference to an identical output, that output)."""
         for a in reversed(self._by_key.get(key, [])):
             if self.complete(a):
-                return self._root(self.items[a]).as_source()
+                return self._root(self.items[a])
         return None
 
-    def longest_run(self, lines: Sequence[str], i: int, end: int | None = None) -> tuple[Source, int, int] | None:
-        best: tuple[Shown, int, int] | None = None
+    def longest_run(self, lines: Sequence[str], i: int, end: int | None = None) -> tuple[HeldOutput, int, int] | None:
+        best: tuple[HeldOutput, int, int] | None = None
         cands = self._index.get(lines[i])
         if not cands:
             return None
@@ -300,7 +274,7 @@ class Delivered:
                 best = (s, j, k)
                 if i + k == n:
                     break
-        return (best[0].as_source(), best[1], best[2]) if best else None
+        return best
 
 
-__all__ = ["Delivered", "Shown", "delivered_lines", "seen_lines", "output_digest", "shown_whole"]
+__all__ = ["Delivered", "delivered_lines", "seen_lines", "output_digest", "shown_whole"]

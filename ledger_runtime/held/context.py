@@ -143,7 +143,9 @@ class Line:
 
 @dataclass(frozen=True)
 class Said:
-    """One earlier output as the agent's history holds it."""
+    """One earlier output at one call, as the policy decides on it: its place among the history's
+    outputs, its size as sent, the lines the model got literally as facts (``Line``). Made from the
+    held output (``HeldOutput``) by ``Held.history``, the one question the history asks."""
 
     index: int  # its position among the outputs of the history, oldest first
     attempt: int | None  # the ledger's attempt (None: an output the ledger did not answer)
