@@ -117,6 +117,9 @@ _EXPORTS = {
     "agent_config": "cli.agents",
     "run_dir_for": "cli.agents",
     "starting_run": "cli.agents",
+    "run_pinned": "cli.agents",
+    "LedgerOptions": "cli.options",
+    "checked_workdir": "cli.options",
     # commands adapters add to ``ledger-run``
     "fail": "cli.errors",
     "err": "cli.errors",
@@ -157,12 +160,14 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         binary_version,
         find_binary,
         run_dir_for,
+        run_pinned,
         starting_run,
         warn_version,
     )
     from ledger_runtime.cli.dirs import unwritable
     from ledger_runtime.cli.errors import err, fail
     from ledger_runtime.cli.launch import fast_launcher, hook_launcher, run_agent
+    from ledger_runtime.cli.options import LedgerOptions, checked_workdir
     from ledger_runtime.config import ConfigError, LedgerConfig, from_mapping, load_config
     from ledger_runtime.config_file import toml_inline
     from ledger_runtime.contract import Adapter, Execute

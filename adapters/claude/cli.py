@@ -15,11 +15,13 @@ import json
 import os
 import re
 import shlex
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
 import typer
+
+from ledger_runtime import LedgerOptions
 
 CLAUDE_VERSION = "2.1.332"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g @anthropic-ai/claude-code@{CLAUDE_VERSION}"
@@ -198,23 +200,101 @@ def hooks_disabled(workdir: Path, home: Path) -> Path | None:
     return None
 
 
+@dataclass(frozen=True)
+class ClaudeOptions:
+    """What ``ledger-run claude`` was given: the ledger's options, claude's own arguments, the hook
+    transport and the claude executable."""
+
+    ledger: LedgerOptions = LedgerOptions()
+    args: tuple[str, ...] = ()
+    hook_transport: str = "http"
+    claude_bin: str | None = None
+
+
+@dataclass(frozen=True)
+class ClaudeRun:
+    """A ``ledger-run claude`` that can start: the options checked, the binary found, the settings read."""
+
+    options: ClaudeOptions
+    binary: str
+    args: list[str]
+    workdir: Path
+    config: Any
+    settings: dict[str, Any]
+
+
+def validate(options: ClaudeOptions) -> ClaudeRun:
+    """The run ``options`` ask for, or the one-line error (``fail``) of the first thing wrong with them:
+    the transport, a claude option that turns the hooks off, the work tree, the binary, the ledger's
+    settings, the user's ``--settings`` and a settings file that turns every hook off."""
+    from ledger_runtime import checked_workdir, fail
+
+    _check_hooks_on(options)
+    workdir = checked_workdir(options.ledger.workdir)
+    binary = find_claude(options.claude_bin)
+    if binary is None:
+        fail(
+            f"claude not found{' at ' + options.claude_bin if options.claude_bin else ' on PATH'}: install the "
+            f"pinned version with `{INSTALL_HINT}` (or pass --claude-bin)"
+        )
+    config = options.ledger.config()
+    args, given = split_settings(list(options.args))
+    try:
+        base = user_settings(given)
+    except ValueError as e:
+        fail(str(e))
+    off_by = hooks_disabled(workdir, config_dir())
+    if off_by is not None or base.get("disableAllHooks") is True:
+        fail(f"{off_by or '--settings'} sets disableAllHooks: Claude Code would run none of the ledger's hooks")
+    return ClaudeRun(options, binary, args, workdir, config, base)
+
+
+def _check_hooks_on(options: ClaudeOptions) -> None:
+    """A transport Claude Code has, and none of claude's options that turn every hook off."""
+    from ledger_runtime import fail
+
+    if options.hook_transport not in TRANSPORTS:
+        fail(f"--hook-transport must be one of {', '.join(TRANSPORTS)}, not {options.hook_transport!r}")
+    off = next((a for a in options.args if a in HOOKS_OFF), None)
+    if off is not None:
+        fail(f"claude {off} turns Claude Code's hooks off, and the ledger works through them: run without {off}")
+
+
+def run(valid: ClaudeRun) -> int:
+    """Run claude as ``valid`` says, with the ledger in its hooks; its exit code."""
+    from ledger_runtime import run_pinned
+
+    def start(run_dir: Path, version: str | None) -> int:
+        return run_claude(
+            valid.binary,
+            valid.args,
+            valid.workdir,
+            run_dir,
+            valid.config,
+            settings=valid.settings,
+            transport=valid.options.hook_transport,
+            meta={"agent": "claude", "claude_version": version, "claude_args": valid.args},
+        )
+
+    def kept(run_dir: Path) -> str:
+        return f"Claude Code's transcripts (masked copies): {run_dir / 'transcripts'}"
+
+    return run_pinned("claude", valid.binary, (CLAUDE_VERSION, INSTALL_HINT), valid.options.ledger.run_dir, start, kept)
+
+
 def claude(
     ctx: typer.Context,
     claude_args: Optional[List[str]] = typer.Argument(
         None, help='Arguments for claude, after `--` (e.g. -- -p "fix the failing test"; none: an interactive session).'
     ),
-    workdir: Path = typer.Option(Path("."), "--workdir", "-w", help="The repository the agent works in."),
-    run_dir: Optional[Path] = typer.Option(
-        None,
-        "-o",
-        "--out",
-        "--run-dir",
-        help="Where the ledger and the run's hook settings go (default: ledger-runs/<time>).",
+    workdir: Path = LedgerOptions.workdir_option(),
+    run_dir: Optional[Path] = LedgerOptions.run_dir_option("the ledger and the run's hook settings"),
+    ledger_config: Optional[Path] = LedgerOptions.ledger_config_option(),
+    no_inform: bool = LedgerOptions.switch_option("--no-inform"),
+    no_govern: bool = LedgerOptions.switch_option("--no-govern"),
+    shadow: bool = LedgerOptions.switch_option(
+        "--shadow", "Record and decide only: outputs as they are, no state view."
     ),
-    ledger_config: Optional[Path] = typer.Option(None, "--ledger-config", help="Ledger settings (TOML)."),
-    no_inform: bool = typer.Option(False, "--no-inform", help="Do not give the model the state view."),
-    no_govern: bool = typer.Option(False, "--no-govern", help="Run every command (verdicts are still recorded)."),
-    shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: outputs as they are, no state view."),
     hook_transport: str = typer.Option(
         "http",
         "--hook-transport",
@@ -228,55 +308,9 @@ def claude(
     ),
 ) -> None:
     """Claude Code (`claude -p ...` or the interactive session) with the ledger in its hooks."""
-    from ledger_runtime import agent_config, fail, run_dir_for, starting_run, warn_version
-
-    args = list(claude_args or []) + list(ctx.args)
-    if hook_transport not in TRANSPORTS:
-        fail(f"--hook-transport must be one of {', '.join(TRANSPORTS)}, not {hook_transport!r}")
-    off = next((a for a in args if a in HOOKS_OFF), None)
-    if off is not None:
-        fail(f"claude {off} turns Claude Code's hooks off, and the ledger works through them: run without {off}")
-    workdir = workdir.resolve()
-    if not workdir.is_dir():
-        fail(f"--workdir {workdir} is not a directory")
-    binary = find_claude(claude_bin)
-    if binary is None:
-        fail(
-            f"claude not found{' at ' + claude_bin if claude_bin else ' on PATH'}: install the pinned version with "
-            f"`{INSTALL_HINT}` (or pass --claude-bin)"
-        )
-        return
-    config = agent_config(ledger_config, no_inform=no_inform, no_govern=no_govern, shadow=shadow)
-    args, given = split_settings(args)
-    try:
-        base = user_settings(given)
-    except ValueError as e:
-        fail(str(e))
-        return
-    home = config_dir()
-    off_by = hooks_disabled(workdir, home)
-    if off_by is not None or base.get("disableAllHooks") is True:
-        fail(f"{off_by or '--settings'} sets disableAllHooks: Claude Code would run none of the ledger's hooks")
-    version = claude_version(binary)
-    warn_version("claude", binary, version, CLAUDE_VERSION, INSTALL_HINT)
-    run_dir = run_dir_for(run_dir)
-    with starting_run():
-        rc = run_claude(
-            binary,
-            args,
-            workdir,
-            run_dir,
-            config,
-            settings=base,
-            transport=hook_transport,
-            meta={"agent": "claude", "claude_version": version, "claude_args": args},
-        )
-    print(
-        f"\nledger: {run_dir / 'ledger.sqlite'}\nClaude Code's transcripts (masked copies): {run_dir / 'transcripts'}\n"
-        f"look inside: ledger-run inspect {run_dir}",
-        file=sys.stderr,
-    )
-    raise typer.Exit(rc)
+    ledger = LedgerOptions(workdir, run_dir, ledger_config, no_inform, no_govern, shadow)
+    options = ClaudeOptions(ledger, (*(claude_args or []), *ctx.args), hook_transport, claude_bin)
+    raise typer.Exit(run(validate(options)))
 
 
 def run_claude(

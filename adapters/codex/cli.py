@@ -21,12 +21,13 @@ import shlex
 import shutil
 import sys
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
 
-from ledger_runtime import fast_launcher, hook_launcher, run_agent, toml_inline  # noqa: F401 (hook_launcher: named here by tests)
+from ledger_runtime import LedgerOptions, fast_launcher, hook_launcher, run_agent, toml_inline  # noqa: F401 (hook_launcher: named here by tests)
 
 CODEX_VERSION = "0.171.0"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g @openai/codex@{CODEX_VERSION}"
@@ -246,23 +247,83 @@ def read_toml(path: Path) -> dict[str, Any]:
         return {}
 
 
+@dataclass(frozen=True)
+class CodexOptions:
+    """What ``ledger-run codex`` was given: the ledger's options, codex's own arguments, the codex
+    executable and whether the repository's own hooks may run."""
+
+    ledger: LedgerOptions = LedgerOptions()
+    args: tuple[str, ...] = ()
+    codex_bin: str | None = None
+    allow_project_hooks: bool = False
+
+
+@dataclass(frozen=True)
+class CodexRun:
+    """A ``ledger-run codex`` that can start: the options checked, the binary found, the settings read."""
+
+    options: CodexOptions
+    binary: str
+    args: list[str]
+    workdir: Path
+    config: Any
+
+
+def validate(options: CodexOptions) -> CodexRun:
+    """The run ``options`` ask for, or the one-line error (``fail``) of the first thing wrong with them:
+    the work tree (codex's ``-C`` when ``--workdir`` is not given), hooks of the repository's own, the
+    binary, the ledger's settings."""
+    from ledger_runtime import checked_workdir, fail
+
+    args = list(options.args)
+    given = codex_cd(args)
+    workdir = options.ledger.workdir
+    if given is not None and workdir == Path("."):
+        workdir = Path(given)  # codex -C DIR: the ledger watches the same directory
+    workdir = checked_workdir(workdir)
+    if given is not None:  # codex starts in the workdir: its -C must not be relative to here
+        args = with_cd(args, str(workdir))
+    found = project_hooks(workdir, user_codex_home())
+    if found and not options.allow_project_hooks:
+        fail(
+            f"{found[0]} defines Codex hooks of the repository's own, which this run would execute unreviewed "
+            f"(the ledger's own hooks need {BYPASS_TRUST}, and Codex applies it to every layer): remove them, or "
+            "pass --allow-project-hooks to run them anyway"
+        )
+    binary = find_codex(options.codex_bin)
+    if binary is None:
+        fail(
+            f"codex not found{' at ' + options.codex_bin if options.codex_bin else ' on PATH'}: install the pinned "
+            f"version with `{INSTALL_HINT}` (or pass --codex-bin)"
+        )
+    return CodexRun(options, binary, args, workdir, options.ledger.config(defaults=CODEX_DEFAULTS))
+
+
+def run(valid: CodexRun) -> int:
+    """Run codex as ``valid`` says, with the ledger in its hooks; its exit code."""
+    from ledger_runtime import run_pinned
+
+    def start(run_dir: Path, version: str | None) -> int:
+        meta = {"agent": "codex", "codex_version": version, "codex_args": valid.args}
+        return run_codex(valid.binary, valid.args, valid.workdir, run_dir, valid.config, meta=meta)
+
+    def kept(run_dir: Path) -> str:
+        return f"Codex sessions: {run_dir / 'codex-home' / 'sessions'}"
+
+    return run_pinned("codex", valid.binary, (CODEX_VERSION, INSTALL_HINT), valid.options.ledger.run_dir, start, kept)
+
+
 def codex(
     ctx: typer.Context,
     codex_args: Optional[List[str]] = typer.Argument(
         None, help='Arguments for codex, after `--` (e.g. -- exec "fix the failing test"; none: the interactive TUI).'
     ),
-    workdir: Path = typer.Option(Path("."), "--workdir", "-w", help="The repository the agent works in."),
-    run_dir: Optional[Path] = typer.Option(
-        None,
-        "-o",
-        "--out",
-        "--run-dir",
-        help="Where the ledger, Codex's home and sessions go (default: ledger-runs/<time>).",
-    ),
-    ledger_config: Optional[Path] = typer.Option(None, "--ledger-config", help="Ledger settings (TOML)."),
-    no_inform: bool = typer.Option(False, "--no-inform", help="Do not give the model the state view."),
-    no_govern: bool = typer.Option(False, "--no-govern", help="Run every command (verdicts are still recorded)."),
-    shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: run every command, no state view."),
+    workdir: Path = LedgerOptions.workdir_option(),
+    run_dir: Optional[Path] = LedgerOptions.run_dir_option("the ledger, Codex's home and sessions"),
+    ledger_config: Optional[Path] = LedgerOptions.ledger_config_option(),
+    no_inform: bool = LedgerOptions.switch_option("--no-inform"),
+    no_govern: bool = LedgerOptions.switch_option("--no-govern"),
+    shadow: bool = LedgerOptions.switch_option("--shadow"),
     codex_bin: Optional[str] = typer.Option(
         None,
         "--codex-bin",
@@ -276,53 +337,9 @@ def codex(
     ),
 ) -> None:
     """Codex CLI (`codex exec ...` or the interactive TUI) with the ledger in its hooks."""
-    from ledger_runtime import agent_config, fail, run_dir_for, starting_run, warn_version
-
-    args = list(codex_args or []) + list(ctx.args)
-    given = codex_cd(args)
-    if given is not None and workdir == Path("."):
-        workdir = Path(given)  # codex -C DIR: the ledger watches the same directory
-    workdir = workdir.resolve()
-    if not workdir.is_dir():
-        fail(f"--workdir {workdir} is not a directory")
-    if given is not None:  # codex starts in the workdir: its -C must not be relative to here
-        args = with_cd(args, str(workdir))
-    found = project_hooks(workdir, user_codex_home())
-    if found and not allow_project_hooks:
-        fail(
-            f"{found[0]} defines Codex hooks of the repository's own, which this run would execute unreviewed "
-            f"(the ledger's own hooks need {BYPASS_TRUST}, and Codex applies it to every layer): remove them, or "
-            "pass --allow-project-hooks to run them anyway"
-        )
-    binary = find_codex(codex_bin)
-    if binary is None:
-        fail(
-            f"codex not found{' at ' + codex_bin if codex_bin else ' on PATH'}: install the pinned version with "
-            f"`{INSTALL_HINT}` (or pass --codex-bin)"
-        )
-        return
-    config = agent_config(
-        ledger_config, no_inform=no_inform, no_govern=no_govern, shadow=shadow, defaults=CODEX_DEFAULTS
-    )
-    version = codex_version(binary)
-    warn_version("codex", binary, version, CODEX_VERSION, INSTALL_HINT)
-    run_dir = run_dir_for(run_dir)
-    with starting_run():
-        rc = run_codex(
-            binary,
-            args,
-            workdir,
-            run_dir,
-            config,
-            meta={"agent": "codex", "codex_version": version, "codex_args": args},
-        )
-    # plain lines (no wrapping): the paths are for copying
-    print(
-        f"\nledger: {run_dir / 'ledger.sqlite'}\nCodex sessions: {run_dir / 'codex-home' / 'sessions'}\n"
-        f"look inside: ledger-run inspect {run_dir}",
-        file=sys.stderr,
-    )
-    raise typer.Exit(rc)
+    ledger = LedgerOptions(workdir, run_dir, ledger_config, no_inform, no_govern, shadow)
+    options = CodexOptions(ledger, (*(codex_args or []), *ctx.args), codex_bin, allow_project_hooks)
+    raise typer.Exit(run(validate(options)))
 
 
 def run_codex(

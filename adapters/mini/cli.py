@@ -9,11 +9,14 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 from rich.console import Console
+
+from ledger_runtime import LedgerOptions
 
 
 def register(app: typer.Typer) -> None:
@@ -155,7 +158,292 @@ def _engine_problem(executable: str) -> str | None:
     return None
 
 
-def mini(  # noqa: C901
+@dataclass(frozen=True)
+class MiniOptions:
+    """What ``ledger-run mini`` was given: the ledger's options and mini-swe-agent's own."""
+
+    ledger: LedgerOptions = LedgerOptions()
+    model: str | None = None
+    api_base: str | None = None
+    task: str | None = None
+    config: tuple[str, ...] = ()
+    context: str | None = None
+    yolo: bool = False
+    exit_immediately: bool = False
+    cost_limit: float | None = None
+    model_class: str | None = None
+    environment_class: str = "local"
+    image: str | None = None
+
+
+@dataclass(frozen=True)
+class MiniRun:
+    """A ``ledger-run mini`` that can start: the options checked, mini-swe-agent's config built around
+    the ledger's environment and model (``cfg``); ``task`` empty when the user is to be asked for it."""
+
+    options: MiniOptions
+    workdir: Path
+    run_dir: Path
+    task: str
+    cfg: dict[str, Any]
+    inner_env: str
+    inner_model: str
+
+
+def validate(options: MiniOptions) -> MiniRun:
+    """The run ``options`` ask for, or the one-line error (``fail``) of the first thing wrong with them:
+    the work tree, the ledger's settings, the run directory, mini-swe-agent's config (``-c``), the
+    environment's image and engine, a task where nobody can be asked for one. mini-swe-agent and
+    litellm are imported here, quietly."""
+    from ledger_runtime import ConfigError, checked_workdir, fail, load_config, run_dir_for
+
+    workdir = checked_workdir(options.ledger.workdir)
+    try:
+        load_config(options.ledger.ledger_config, **({"context": options.context} if options.context else {}))
+    except ConfigError as e:
+        fail(str(e))
+    quiet_startup()
+    import minisweagent.agents  # noqa: F401 (imported before its loggers are quieted)
+    from minisweagent.config import builtin_config_dir
+    from minisweagent.environments import get_environment  # noqa: F401
+    from minisweagent.models import get_model  # noqa: F401
+
+    quiet_logs()
+    run_dir = run_dir_for(options.ledger.run_dir)
+    base = _base_config(list(options.config or [str(builtin_config_dir / "mini.yaml")]))
+    task = options.task or (base.get("run") or {}).get("task") or ""
+    env_cfg, inner_env = _environment_config(base, options, workdir)
+    model_cfg, inner_model = _model_config(base, options)
+    ledger = _ledger_settings(options, run_dir, task)
+    cfg = _mini_config(base, options, workdir, run_dir, ledger, (env_cfg, inner_env), (model_cfg, inner_model))
+    if not task and not sys.stdin.isatty():
+        fail("no task: pass -t TASK (there is no terminal to ask for one)")
+    return MiniRun(options, workdir, run_dir, task, cfg, inner_env, inner_model)
+
+
+def _base_config(specs: list[str]) -> dict[str, Any]:
+    """mini-swe-agent's config from ``-c`` (files, built-in names, KEY=VALUE), merged."""
+    import yaml
+    from minisweagent.config import get_config_from_spec
+    from minisweagent.utils.serialize import recursive_merge
+
+    from ledger_runtime import fail
+
+    try:
+        base = recursive_merge(*[get_config_from_spec(spec) for spec in specs])
+    except (OSError, ValueError, yaml.YAMLError) as e:
+        fail(f"-c: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+    if not isinstance(base, dict):
+        fail(f"-c {specs[0]} is not a mini-swe-agent config (a YAML mapping)")
+    return base
+
+
+def _environment_config(base: dict[str, Any], options: MiniOptions, workdir: Path) -> tuple[dict[str, Any], str]:
+    """The inner environment's config and class; a container one needs an image (docker: see
+    ``_in_docker``)."""
+    from ledger_runtime import fail
+
+    env_cfg = dict(base.get("environment") or {})
+    inner_env = env_cfg.pop("environment_class", None) or options.environment_class
+    if options.image:
+        env_cfg["image"] = options.image
+    if inner_env != "local" and "image" in _config_fields(inner_env) and not env_cfg.get("image"):
+        fail(f"--environment-class {inner_env} needs an image: pass --image IMAGE")
+    if inner_env in ("docker", "minisweagent.environments.docker.DockerEnvironment"):
+        env_cfg = _in_docker(env_cfg, workdir)
+    return env_cfg, inner_env
+
+
+def _in_docker(env_cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """A docker environment's config: the engine checked (a one-line error when it cannot run
+    containers), the work tree mounted at the same path, and commands started there."""
+    from ledger_runtime import fail
+
+    problem = _engine_problem(str(env_cfg.get("executable") or os.getenv("MSWEA_DOCKER_EXECUTABLE", "docker")))
+    if problem:
+        fail(problem)
+    run_args = [*(env_cfg.get("run_args") or ["--rm"]), "-v", f"{workdir}:{workdir}"]
+    return {**env_cfg, "run_args": run_args, "cwd": env_cfg.get("cwd", str(workdir))}
+
+
+def _model_config(base: dict[str, Any], options: MiniOptions) -> tuple[dict[str, Any], str]:
+    """The inner model's config (with ``--api-base``) and class."""
+    model_cfg = dict(base.get("model") or {})
+    inner_model = model_cfg.pop("model_class", None) or options.model_class or ""
+    if options.api_base:
+        model_cfg["model_kwargs"] = {**(model_cfg.get("model_kwargs") or {}), "api_base": options.api_base}
+    return model_cfg, inner_model
+
+
+def _ledger_settings(options: MiniOptions, run_dir: Path, task: str) -> dict[str, Any]:
+    """The ledger's part of the environment's config (``environment.ledger``)."""
+    ledger: dict[str, Any] = {
+        "run_dir": str(run_dir),
+        "inform": not options.ledger.no_inform,
+        "govern": not options.ledger.no_govern,
+        "shadow": options.ledger.shadow,
+        "task": task,
+    }
+    if options.ledger.ledger_config:
+        ledger["config_file"] = str(options.ledger.ledger_config)
+    if options.context:
+        ledger["context"] = options.context
+    return ledger
+
+
+def _mini_config(
+    base: dict[str, Any],
+    options: MiniOptions,
+    workdir: Path,
+    run_dir: Path,
+    ledger: dict[str, Any],
+    env: tuple[dict[str, Any], str],
+    model: tuple[dict[str, Any], str],
+) -> dict[str, Any]:
+    """mini-swe-agent's config with the ledger's environment and model (``LedgerEnvironment``,
+    ``LedgerModel``) around the inner ones (``env``, ``model``: their config and class)."""
+    from minisweagent.utils.serialize import UNSET, recursive_merge
+
+    (env_cfg, inner_env), (model_cfg, inner_model) = env, model
+    return recursive_merge(
+        base,
+        {
+            "environment": {
+                **env_cfg,
+                "environment_class": "ledger_adapters.mini.environment.LedgerEnvironment",
+                "inner_class": inner_env,
+                "cwd": str(workdir),
+                "ledger": ledger,
+            },
+            "model": {
+                **model_cfg,
+                "model_class": "ledger_adapters.mini.environment.LedgerModel",
+                "inner_class": inner_model,
+                "model_name": options.model or model_cfg.get("model_name") or UNSET,
+            },
+            "agent": {
+                "mode": "yolo" if options.yolo else UNSET,
+                "cost_limit": options.cost_limit if options.cost_limit is not None else UNSET,
+                "confirm_exit": False if options.exit_immediately else UNSET,
+                "output_path": str(run_dir / "trajectory.traj.json"),
+            },
+        },
+    )
+
+
+def run(valid: MiniRun) -> None:
+    """Run mini-swe-agent as ``valid`` says, with the ledger around it: the task asked for when there is
+    none, then the model, the agent's config and the environment checked (one-line errors), and the run."""
+    from minisweagent.agents import get_agent
+
+    from ledger_adapters.mini.models import model_problem, server_of, unreachable
+    from ledger_runtime import fail
+
+    cfg, task = valid.cfg, valid.task
+    if not task:
+        from minisweagent.agents.utils.prompt_user import _multiline_prompt
+
+        Console().print("[bold yellow]What do you want to do?")
+        task = _multiline_prompt()
+        cfg["environment"]["ledger"]["task"] = task
+    model_cfg = cfg.get("model", {})
+    problem = model_problem(model_cfg, valid.inner_model, os.environ, _missing_api_keys(model_cfg.get("model_name")))
+    litellm = valid.inner_model in ("", "litellm", "litellm_textbased")
+    server = server_of(model_cfg, os.environ) if litellm else None
+    problem = problem or (server and unreachable(server))
+    if problem:
+        fail(problem)
+    model = _model(model_cfg)
+    problem = _agent_config_problem(cfg.get("agent", {}))  # before an environment (a container) starts
+    if problem:
+        fail(problem)
+    env = _environment(cfg.get("environment", {}), valid.inner_env)
+    agent = get_agent(model, env, cfg.get("agent", {}), default_type="interactive")
+    _run_agent(agent, env, task, valid.run_dir)
+
+
+def _model(model_cfg: dict[str, Any]) -> Any:
+    """The model mini-swe-agent calls (the ledger's around the inner one); a one-line error when its
+    config is wrong."""
+    from minisweagent.models import get_model
+    from pydantic import ValidationError
+
+    from ledger_runtime import fail
+
+    try:
+        return get_model(config=model_cfg)
+    except ValidationError as e:
+        fail(_invalid(e, "model"))
+    except ValueError as e:
+        fail(f"{e} (pass -m MODEL, e.g. -m openai/gpt-5-mini)")
+
+
+def _environment(env_cfg: dict[str, Any], inner_env: str) -> Any:
+    """The environment the agent's commands run in, started; a one-line error when it cannot start."""
+    from minisweagent.environments import get_environment
+    from pydantic import ValidationError
+
+    from ledger_runtime import fail
+
+    try:
+        return get_environment(env_cfg)
+    except ValidationError as e:
+        fail(_invalid(e, "environment"))
+    except Exception as e:  # an engine that is not there, an image that cannot start
+        said = getattr(e, "stderr", None) if isinstance(getattr(e, "stderr", None), str) else None
+        lines = [ln.strip() for ln in (said or str(e)).splitlines() if ln.strip()] or [type(e).__name__]
+        more = f" ({'; '.join(lines[1:3])})" if lines[1:] else ""
+        fail(f"the {inner_env} environment cannot start: {lines[0]}{more}")
+
+
+def _run_agent(agent: Any, env: Any, task: str, run_dir: Path) -> None:
+    """The agent's run on ``task``; then the environment cleaned up, the trajectory masked, where the run
+    is, and a run the model's side stopped said in one line (exit 1)."""
+    from ledger_runtime import fail, touch_private
+
+    console = Console()
+    trajectory = run_dir / "trajectory.traj.json"
+    try:
+        touch_private(trajectory)  # mini-swe-agent rewrites it in place after each step: owner-only
+    except OSError:
+        pass  # no run directory (the ledger could not start): mini-swe-agent writes it as it would
+    stopped: Exception | None = None
+    try:
+        agent.run(task)
+    except typer.Exit:
+        raise
+    except Exception as e:  # the model's server gone, a model error after mini's retries: said in one line
+        stopped = e
+    finally:
+        _after_run(env, trajectory, run_dir, console)
+    if stopped is not None:
+        said = next((ln.strip() for ln in str(stopped).splitlines() if ln.strip()), "")
+        fail(f"the run stopped: {type(stopped).__name__}" + (f": {said}" if said else ""), code=1)
+
+
+def _after_run(env: Any, trajectory: Path, run_dir: Path, console: Console) -> None:
+    """After the agent's run, whatever its end: the environment cleaned up, the trajectory masked as
+    the ledger is, where the run is and what the model cost."""
+    from ledger_runtime import mask_json_file
+
+    env.cleanup()
+    runtime = getattr(env, "runtime", None)
+    if runtime is not None:  # the secrets in it masked as in the ledger (the agent is done with it)
+        problem = mask_json_file(trajectory, runtime.redactor)
+        if problem:
+            console.print(f"[yellow]warning:[/yellow] {problem}", highlight=False)
+    console.print(
+        f"\nledger: [bold]{run_dir / 'ledger.sqlite'}[/bold]\n"
+        f"trajectory: [bold]{run_dir / 'trajectory.traj.json'}[/bold]\n"
+        f"look inside: ledger-run inspect {run_dir}"
+    )
+    if runtime is not None and runtime.state.model_calls:
+        from ledger_runtime import model_cost_text, summary
+
+        console.print(f"model calls: {runtime.state.model_calls}, cost: {model_cost_text(summary(runtime.state))}")
+
+
+def mini(
     model: Optional[str] = typer.Option(
         None,
         "-m",
@@ -170,7 +458,7 @@ def mini(  # noqa: C901
         "one): http://HOST:PORT/v1.",
     ),
     task: Optional[str] = typer.Option(None, "-t", "--task", help="The task (asked for when not given)."),
-    workdir: Path = typer.Option(Path("."), "--workdir", "-w", help="The repository the agent works in."),
+    workdir: Path = LedgerOptions.workdir_option(),
     config: Optional[List[str]] = typer.Option(
         None,
         "--config",
@@ -180,19 +468,17 @@ def mini(  # noqa: C901
         "merge. Given, mini.yaml is not used unless named "
         "(default: mini.yaml).",
     ),
-    ledger_config: Optional[Path] = typer.Option(None, "--ledger-config", help="Ledger settings (TOML)."),
-    no_inform: bool = typer.Option(False, "--no-inform", help="Do not put the state view into the prompt."),
-    no_govern: bool = typer.Option(False, "--no-govern", help="Run every command (verdicts are still recorded)."),
-    shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: run every command, no state view."),
+    ledger_config: Optional[Path] = LedgerOptions.ledger_config_option(),
+    no_inform: bool = LedgerOptions.switch_option("--no-inform", "Do not put the state view into the prompt."),
+    no_govern: bool = LedgerOptions.switch_option("--no-govern"),
+    shadow: bool = LedgerOptions.switch_option("--shadow"),
     context: Optional[str] = typer.Option(
         None,
         "--context",
         help="What of the earlier outputs the model is sent: "
         "full, window:M, validity or validity+window:M (docs/context.md).",
     ),
-    run_dir: Optional[Path] = typer.Option(
-        None, "-o", "--out", "--run-dir", help="Where the ledger and trajectory go (default: ledger-runs/<time>)."
-    ),
+    run_dir: Optional[Path] = LedgerOptions.run_dir_option("the ledger and trajectory"),
     yolo: bool = typer.Option(False, "-y", "--yolo", help="Run commands without asking for confirmation."),
     exit_immediately: bool = typer.Option(
         False, "--exit-immediately", help="Finish when the agent submits, without asking."
@@ -211,166 +497,19 @@ def mini(  # noqa: C901
     ),
 ) -> None:
     """mini-swe-agent with the ledger around it, on any model litellm supports."""
-    from ledger_runtime import ConfigError, fail, load_config
-
-    workdir = workdir.resolve()
-    if not workdir.is_dir():
-        fail(f"--workdir {workdir} is not a directory")
-    try:
-        load_config(ledger_config, **({"context": context} if context else {}))
-    except ConfigError as e:
-        fail(str(e))
-    quiet_startup()
-    import time
-
-    import yaml
-    from minisweagent.agents import get_agent
-    from minisweagent.config import builtin_config_dir, get_config_from_spec
-    from minisweagent.environments import get_environment
-    from minisweagent.models import get_model
-    from minisweagent.utils.serialize import UNSET, recursive_merge
-    from pydantic import ValidationError
-
-    from ledger_adapters.mini.models import model_problem, server_of, unreachable
-
-    quiet_logs()
-
-    # absolute, links not resolved: a run directory that is a link is refused, never followed
-    run_dir = Path(os.path.abspath(run_dir or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")))
-    from ledger_runtime import unwritable
-
-    problem = unwritable(run_dir)
-    if problem:
-        fail(f"cannot write the run into -o {run_dir}: {problem}")
-    specs = list(config or [str(builtin_config_dir / "mini.yaml")])
-    try:
-        base = recursive_merge(*[get_config_from_spec(spec) for spec in specs])
-    except (OSError, ValueError, yaml.YAMLError) as e:
-        fail(f"-c: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
-        return
-    if not isinstance(base, dict):
-        fail(f"-c {specs[0]} is not a mini-swe-agent config (a YAML mapping)")
-    task = task or (base.get("run") or {}).get("task") or None
-    env_cfg = dict(base.get("environment") or {})
-    inner_env = env_cfg.pop("environment_class", None) or environment_class
-    if image:
-        env_cfg["image"] = image
-    if inner_env != "local" and "image" in _config_fields(inner_env) and not env_cfg.get("image"):
-        fail(f"--environment-class {inner_env} needs an image: pass --image IMAGE")
-    if inner_env in ("docker", "minisweagent.environments.docker.DockerEnvironment"):
-        problem = _engine_problem(str(env_cfg.get("executable") or os.getenv("MSWEA_DOCKER_EXECUTABLE", "docker")))
-        if problem:
-            fail(problem)
-        # the work tree reaches the container at the same path, and commands start there
-        env_cfg["run_args"] = [*(env_cfg.get("run_args") or ["--rm"]), "-v", f"{workdir}:{workdir}"]
-        env_cfg.setdefault("cwd", str(workdir))
-    model_cfg = dict(base.get("model") or {})
-    inner_model = model_cfg.pop("model_class", None) or model_class or ""
-    if api_base:
-        model_cfg["model_kwargs"] = {**(model_cfg.get("model_kwargs") or {}), "api_base": api_base}
-    ledger = {
-        "run_dir": str(run_dir),
-        "inform": not no_inform,
-        "govern": not no_govern,
-        "shadow": shadow,
-        "task": task or "",
-    }
-    if ledger_config:
-        ledger["config_file"] = str(ledger_config)
-    if context:
-        ledger["context"] = context
-    cfg = recursive_merge(
-        base,
-        {
-            "environment": {
-                **env_cfg,
-                "environment_class": "ledger_adapters.mini.environment.LedgerEnvironment",
-                "inner_class": inner_env,
-                "cwd": str(workdir),
-                "ledger": ledger,
-            },
-            "model": {
-                **model_cfg,
-                "model_class": "ledger_adapters.mini.environment.LedgerModel",
-                "inner_class": inner_model,
-                "model_name": model or model_cfg.get("model_name") or UNSET,
-            },
-            "agent": {
-                "mode": "yolo" if yolo else UNSET,
-                "cost_limit": cost_limit if cost_limit is not None else UNSET,
-                "confirm_exit": False if exit_immediately else UNSET,
-                "output_path": str(run_dir / "trajectory.traj.json"),
-            },
-        },
+    ledger = LedgerOptions(workdir, run_dir, ledger_config, no_inform, no_govern, shadow)
+    options = MiniOptions(
+        ledger,
+        model=model,
+        api_base=api_base,
+        task=task,
+        config=tuple(config or ()),
+        context=context,
+        yolo=yolo,
+        exit_immediately=exit_immediately,
+        cost_limit=cost_limit,
+        model_class=model_class,
+        environment_class=environment_class,
+        image=image,
     )
-    if not task and not sys.stdin.isatty():
-        fail("no task: pass -t TASK (there is no terminal to ask for one)")
-    if not task:
-        from minisweagent.agents.utils.prompt_user import _multiline_prompt
-
-        Console().print("[bold yellow]What do you want to do?")
-        task = _multiline_prompt()
-        cfg["environment"]["ledger"]["task"] = task
-    model_cfg = cfg.get("model", {})
-    problem = model_problem(model_cfg, inner_model, os.environ, _missing_api_keys(model_cfg.get("model_name")))
-    server = server_of(model_cfg, os.environ) if inner_model in ("", "litellm", "litellm_textbased") else None
-    problem = problem or (server and unreachable(server))
-    if problem:
-        fail(problem)
-    try:
-        mdl = get_model(config=model_cfg)
-    except ValidationError as e:
-        fail(_invalid(e, "model"))
-        return
-    except ValueError as e:
-        fail(f"{e} (pass -m MODEL, e.g. -m openai/gpt-5-mini)")
-        return
-    problem = _agent_config_problem(cfg.get("agent", {}))  # before an environment (a container) starts
-    if problem:
-        fail(problem)
-    try:
-        env = get_environment(cfg.get("environment", {}))
-    except ValidationError as e:
-        fail(_invalid(e, "environment"))
-        return
-    except Exception as e:  # an engine that is not there, an image that cannot start
-        said = getattr(e, "stderr", None) if isinstance(getattr(e, "stderr", None), str) else None
-        lines = [ln.strip() for ln in (said or str(e)).splitlines() if ln.strip()] or [type(e).__name__]
-        more = f" ({'; '.join(lines[1:3])})" if lines[1:] else ""
-        fail(f"the {inner_env} environment cannot start: {lines[0]}{more}")
-        return
-    agent = get_agent(mdl, env, cfg.get("agent", {}), default_type="interactive")
-    console = Console()
-    trajectory = run_dir / "trajectory.traj.json"
-    from ledger_runtime import mask_json_file, touch_private
-
-    try:
-        touch_private(trajectory)  # mini-swe-agent rewrites it in place after each step: owner-only
-    except OSError:
-        pass  # no run directory (the ledger could not start): mini-swe-agent writes it as it would
-    stopped: Exception | None = None
-    try:
-        agent.run(task)
-    except typer.Exit:
-        raise
-    except Exception as e:  # the model's server gone, a model error after mini's retries: said in one line
-        stopped = e
-    finally:
-        env.cleanup()
-        runtime = getattr(env, "runtime", None)
-        if runtime is not None:  # the secrets in it masked as in the ledger (the agent is done with it)
-            problem = mask_json_file(trajectory, runtime.redactor)
-            if problem:
-                console.print(f"[yellow]warning:[/yellow] {problem}", highlight=False)
-        console.print(
-            f"\nledger: [bold]{run_dir / 'ledger.sqlite'}[/bold]\n"
-            f"trajectory: [bold]{run_dir / 'trajectory.traj.json'}[/bold]\n"
-            f"look inside: ledger-run inspect {run_dir}"
-        )
-        if runtime is not None and runtime.state.model_calls:
-            from ledger_runtime import model_cost_text, summary
-
-            console.print(f"model calls: {runtime.state.model_calls}, cost: {model_cost_text(summary(runtime.state))}")
-    if stopped is not None:
-        said = next((ln.strip() for ln in str(stopped).splitlines() if ln.strip()), "")
-        fail(f"the run stopped: {type(stopped).__name__}" + (f": {said}" if said else ""), code=1)
+    run(validate(options))

@@ -8,10 +8,11 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ledger_runtime.cli.dirs import unwritable
 from ledger_runtime.cli.errors import err, fail
@@ -90,3 +91,28 @@ def starting_run() -> Iterator[None]:
         fail(str(e) if not getattr(e, "filename", None) else f"{e.filename}: {e.strerror}")
     except InUse as e:
         fail(str(e))
+
+
+def run_pinned(
+    name: str,
+    binary: str,
+    pinned: tuple[str, str],
+    run_dir: Path | None,
+    start: Callable[[Path, str | None], int],
+    kept: Callable[[Path], str],
+) -> int:
+    """One run of an agent's own binary: a warning when it is not the ``pinned`` version (the version and
+    how to install it), the run directory (``-o``), the run (``start(run_dir, version)``, its exit code;
+    one that cannot start says why in one line), then where the ledger and what the agent keeps
+    (``kept(run_dir)``, a line) are."""
+    version = binary_version(binary)
+    warn_version(name, binary, version, *pinned)
+    run_dir = run_dir_for(run_dir)
+    with starting_run():
+        rc = start(run_dir, version)
+    # plain lines (no wrapping): the paths are for copying
+    print(
+        f"\nledger: {run_dir / 'ledger.sqlite'}\n{kept(run_dir)}\nlook inside: ledger-run inspect {run_dir}",
+        file=sys.stderr,
+    )
+    return rc

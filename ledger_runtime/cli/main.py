@@ -6,13 +6,11 @@ Errors are one line on stderr and a non-zero exit code, never a traceback.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from ledger_runtime import __version__
 from ledger_runtime.cli.errors import err, fail  # adapters' commands use them too
@@ -43,7 +41,7 @@ def main_options(
 
 
 @app.command()
-def inspect(  # noqa: C901
+def inspect(
     run: Path = typer.Argument(
         ...,
         help="A run directory (holding ledger.sqlite), a ledger file, a trajectory "
@@ -95,122 +93,21 @@ def inspect(  # noqa: C901
 ) -> None:
     """Look inside a ledger: the timeline, the summary, the state view at a step, or what the model
     received at a step."""
-    from ledger_runtime.cli.printable import visible, visible_data
-    from ledger_runtime.inspection import (
-        changes,
-        keep_row,
-        load,
-        outputs_at,
-        print_inspection,
-        summary,
-        timeline,
-        view_at,
-        views_at,
+    from ledger_runtime.cli import inspect_command
+
+    options = inspect_command.InspectOptions(
+        run,
+        step=step,
+        output=output,
+        expand=expand,
+        raw=raw,
+        as_json=as_json,
+        verdict=verdict,
+        command_class=command_class,
+        html=html,
+        trajectory=trajectory,
     )
-    from ledger_runtime.ledger.store import NotALedger
-    from ledger_runtime.records import CommandClass, VerdictKind
-
-    verdicts = _choices(verdict, [v.value for v in VerdictKind], "--verdict", upper=True)
-    classes = _choices(command_class, [c.value for c in CommandClass], "--class")
-    try:
-        loaded = load(run)
-    except NotALedger as e:
-        fail(str(e))
-        return
-    if step is not None and step < 0:
-        fail(f"--step must be 0 or more, not {step}")
-    if step is not None and step > loaded.state.step:
-        fail(f"--step {step} is past the last step of this ledger ({loaded.state.step})")
-    if (output or expand) and step is None:
-        fail("--output and --expand need --step N (the step whose command to show)")
-    if raw and step is None:
-        fail("--raw goes with --step N (its state view, --output or --expand)")
-    if raw and (as_json or html is not None):
-        fail("--raw is for text on stdout: not with --json or --html")
-    show = _exact if raw else (lambda text: sys.stdout.write(visible(text)))
-    if output or expand:
-        found = outputs_at(loaded, step)
-        if not found:
-            fail(f"step {step} ran no command")
-        for i, (a, shown, expanded) in enumerate(found):
-            if len(found) > 1:  # several commands in one model call: say which is which
-                first = (a.command.splitlines() or [""])[0][:100]
-                sys.stdout.write(f"{'' if i == 0 else chr(10)}--- {loaded.state.label(a.id)}: {visible(first)}\n")
-            show((expanded if expand else shown) or "")  # never re-wrapped
-        return
-    if trajectory is not None and html is None:
-        fail("--trajectory goes with --html (the page shows the model's words from it)")
-    if trajectory is not None and not trajectory.is_file():
-        fail(f"--trajectory {trajectory}: no such file")
-    if html is not None:
-        from ledger_runtime.cli.html_run import run_page
-        from ledger_runtime.ledger.private import write_private
-
-        record = trajectory
-        if record is None and Path(run).is_file() and Path(run).resolve() != loaded.path.resolve():
-            record = Path(run)  # a trajectory named as the run: the record is that file
-        try:
-            write_private(html, run_page(loaded, record))
-        except OSError as e:
-            fail(f"cannot write --html {html}: {e.strerror or e}")
-        err.print(f"wrote {visible(str(html))}", highlight=False, markup=False)
-        return
-    if as_json:
-        state = loaded.state
-        if step is not None:
-            data = {
-                "ledger": str(loaded.path),
-                "step": step,
-                "state_view": view_at(loaded, step),
-                "commands": [
-                    {
-                        "attempt": a.id,
-                        "command": a.command,
-                        "shown": shown,
-                        "expanded": expanded,
-                        "modifications": changes(loaded, state.modifications_of_attempt(a.id)),
-                    }
-                    for a, shown, expanded in outputs_at(loaded, step)
-                ],
-            }
-        else:
-            rows = [r for r in timeline(state, loaded.transcript()) if keep_row(r, verdicts, classes)]
-            views = views_at(loaded, {r["step"] for r in rows})
-            for r in rows:  # the state view after the row's step, and what its command changed
-                r["state_view"] = views[r["step"]]
-                r["modifications"] = changes(loaded, state.modifications_of_attempt(r["attempt"]))
-            data = {
-                "ledger": str(loaded.path),
-                "summary": summary(state),
-                "timeline": rows,
-                "between_commands": changes(loaded, [m for m in state.modifications if m.attempt is None]),
-            }
-        json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
-        sys.stdout.write("\n")
-        return
-    if step is not None:
-        show(view_at(loaded, step) + "\n")  # the text the model got: never re-wrapped
-        return
-    rows = [r for r in timeline(loaded.state) if keep_row(r, verdicts, classes)]
-    print_inspection(loaded, Console(), rows, shown=visible_data)
-
-
-def _exact(text: str) -> None:
-    """``text`` on stdout byte for byte (bytes that were not UTF-8 as they were)."""
-    sys.stdout.flush()
-    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
-    sys.stdout.buffer.flush()
-
-
-def _choices(given: Optional[str], known: list[str], option: str, upper: bool = False) -> set[str] | None:
-    """A comma-separated filter, checked against the names it may hold (None: no filter)."""
-    if given is None:
-        return None
-    picked = {(x.strip().upper() if upper else x.strip().lower()) for x in given.split(",") if x.strip()}
-    unknown = sorted(picked - set(known))
-    if unknown:
-        fail(f"{option}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
-    return picked
+    inspect_command.run(inspect_command.validate(options))
 
 
 @app.command()

@@ -1,0 +1,216 @@
+"""``ledger-run inspect`` (its options are declared in cli/main.py): what it was given
+(``InspectOptions``), the check of it (``validate``: the ledger loaded, the filters known, the switches
+that go together) and the run (``run``: what the model received at a step, the run's page, JSON, the
+state view at a step, or the timeline and summary)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from rich.console import Console
+
+from ledger_runtime.cli.errors import err, fail
+from ledger_runtime.cli.printable import visible, visible_data
+from ledger_runtime.inspection import (
+    changes,
+    keep_row,
+    load,
+    outputs_at,
+    print_inspection,
+    summary,
+    timeline,
+    view_at,
+    views_at,
+)
+from ledger_runtime.ledger.store import NotALedger
+from ledger_runtime.records import CommandClass, VerdictKind
+
+
+@dataclass(frozen=True)
+class InspectOptions:
+    """What ``ledger-run inspect`` was given (``as_json``: ``--json``, ``command_class``: ``--class``)."""
+
+    run: Path
+    step: int | None = None
+    output: bool = False
+    expand: bool = False
+    raw: bool = False
+    as_json: bool = False
+    verdict: str | None = None
+    command_class: str | None = None
+    html: Path | None = None
+    trajectory: Path | None = None
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """An inspection that can go on: its options checked, the ledger loaded, the timeline's filters
+    (None: no filter)."""
+
+    options: InspectOptions
+    loaded: Any
+    verdicts: set[str] | None
+    classes: set[str] | None
+
+
+def validate(options: InspectOptions) -> Inspection:
+    """The inspection ``options`` ask for, or the one-line error (``fail``) of the first thing wrong with
+    them: a filter's unknown name, a file that is no ledger, a step it does not have, switches that do
+    not go together, a trajectory that is not there."""
+    verdicts = _choices(options.verdict, [v.value for v in VerdictKind], "--verdict", upper=True)
+    classes = _choices(options.command_class, [c.value for c in CommandClass], "--class")
+    try:
+        loaded = load(options.run)
+    except NotALedger as e:
+        fail(str(e))
+    _check_step(options.step, loaded.state.step)
+    _check_switches(options)
+    if not (options.output or options.expand):
+        _check_trajectory(options)
+    return Inspection(options, loaded, verdicts, classes)
+
+
+def _choices(given: Optional[str], known: list[str], option: str, upper: bool = False) -> set[str] | None:
+    """A comma-separated filter, checked against the names it may hold (None: no filter)."""
+    if given is None:
+        return None
+    picked = {(x.strip().upper() if upper else x.strip().lower()) for x in given.split(",") if x.strip()}
+    unknown = sorted(picked - set(known))
+    if unknown:
+        fail(f"{option}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+    return picked
+
+
+def _check_step(step: int | None, last: int) -> None:
+    """``--step`` within the ledger (``last``: its last step)."""
+    if step is not None and step < 0:
+        fail(f"--step must be 0 or more, not {step}")
+    if step is not None and step > last:
+        fail(f"--step {step} is past the last step of this ledger ({last})")
+
+
+def _check_switches(options: InspectOptions) -> None:
+    """The switches that need ``--step``, and those that do not go together."""
+    step = options.step
+    if (options.output or options.expand) and step is None:
+        fail("--output and --expand need --step N (the step whose command to show)")
+    if options.raw and step is None:
+        fail("--raw goes with --step N (its state view, --output or --expand)")
+    if options.raw and (options.as_json or options.html is not None):
+        fail("--raw is for text on stdout: not with --json or --html")
+
+
+def _check_trajectory(options: InspectOptions) -> None:
+    """``--trajectory`` only with ``--html``, and a file."""
+    if options.trajectory is not None and options.html is None:
+        fail("--trajectory goes with --html (the page shows the model's words from it)")
+    if options.trajectory is not None and not options.trajectory.is_file():
+        fail(f"--trajectory {options.trajectory}: no such file")
+
+
+def run(inspection: Inspection) -> None:
+    """Print (or write) what ``inspection`` asks for."""
+    options, loaded = inspection.options, inspection.loaded
+    if options.output or options.expand:
+        _print_outputs(inspection)
+    elif options.html is not None:
+        _write_page(inspection, options.html)
+    elif options.as_json:
+        _print_json(inspection)
+    elif options.step is not None:
+        _shown(options.raw)(view_at(loaded, options.step) + "\n")  # the text the model got: never re-wrapped
+    else:
+        rows = [r for r in timeline(loaded.state) if keep_row(r, inspection.verdicts, inspection.classes)]
+        print_inspection(loaded, Console(), rows, shown=visible_data)
+
+
+def _shown(raw: bool) -> Callable[[str], Any]:
+    """How text goes to stdout: byte for byte (``--raw``), or its control characters escaped."""
+    return _exact if raw else (lambda text: sys.stdout.write(visible(text)))
+
+
+def _exact(text: str) -> None:
+    """``text`` on stdout byte for byte (bytes that were not UTF-8 as they were)."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
+    sys.stdout.buffer.flush()
+
+
+def _print_outputs(inspection: Inspection) -> None:
+    """``--output`` / ``--expand``: the text the model received for the step's commands, or what it
+    stands for."""
+    options, loaded = inspection.options, inspection.loaded
+    found = outputs_at(loaded, options.step)
+    if not found:
+        fail(f"step {options.step} ran no command")
+    show = _shown(options.raw)
+    for i, (a, shown, expanded) in enumerate(found):
+        if len(found) > 1:  # several commands in one model call: say which is which
+            first = (a.command.splitlines() or [""])[0][:100]
+            sys.stdout.write(f"{'' if i == 0 else chr(10)}--- {loaded.state.label(a.id)}: {visible(first)}\n")
+        show((expanded if options.expand else shown) or "")  # never re-wrapped
+
+
+def _write_page(inspection: Inspection, html: Path) -> None:
+    """``--html``: the run as one page, with the agent's own record of it when there is one."""
+    from ledger_runtime.cli.html_run import run_page
+    from ledger_runtime.ledger.private import write_private
+
+    run, loaded = inspection.options.run, inspection.loaded
+    record = inspection.options.trajectory
+    if record is None and Path(run).is_file() and Path(run).resolve() != loaded.path.resolve():
+        record = Path(run)  # a trajectory named as the run: the record is that file
+    try:
+        write_private(html, run_page(loaded, record))
+    except OSError as e:
+        fail(f"cannot write --html {html}: {e.strerror or e}")
+    err.print(f"wrote {visible(str(html))}", highlight=False, markup=False)
+
+
+def _print_json(inspection: Inspection) -> None:
+    """``--json``: the step's commands (with ``--step``), or the summary and the timeline."""
+    loaded, step = inspection.loaded, inspection.options.step
+    data = _step_data(loaded, step) if step is not None else _run_data(inspection)
+    json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
+    sys.stdout.write("\n")
+
+
+def _step_data(loaded: Any, step: int) -> dict[str, Any]:
+    """A step's state view and, per command, what the model received and what it changed."""
+    return {
+        "ledger": str(loaded.path),
+        "step": step,
+        "state_view": view_at(loaded, step),
+        "commands": [
+            {
+                "attempt": a.id,
+                "command": a.command,
+                "shown": shown,
+                "expanded": expanded,
+                "modifications": changes(loaded, loaded.state.modifications_of_attempt(a.id)),
+            }
+            for a, shown, expanded in outputs_at(loaded, step)
+        ],
+    }
+
+
+def _run_data(inspection: Inspection) -> dict[str, Any]:
+    """The summary, the timeline (filtered; each row with the state view after its step and what its
+    command changed) and the changes made between commands."""
+    loaded = inspection.loaded
+    state = loaded.state
+    rows = [r for r in timeline(state, loaded.transcript()) if keep_row(r, inspection.verdicts, inspection.classes)]
+    views = views_at(loaded, {r["step"] for r in rows})
+    for r in rows:  # the state view after the row's step, and what its command changed
+        r["state_view"] = views[r["step"]]
+        r["modifications"] = changes(loaded, state.modifications_of_attempt(r["attempt"]))
+    return {
+        "ledger": str(loaded.path),
+        "summary": summary(state),
+        "timeline": rows,
+        "between_commands": changes(loaded, [m for m in state.modifications if m.attempt is None]),
+    }
