@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ledger_harness.replay import tree as replay_tree
 from ledger_harness.replay.engine import ReplaySettings, Skip, observations_only, replay_one, result_path
+from ledger_harness.replay.options import ReplayOptions, validate
 from ledger_harness.replay.report import (
     aggregate,
     class_table,
@@ -82,110 +83,77 @@ def _fail(message: str, code: int = 2) -> None:
     fail(message, code)
 
 
-def run_replay(
-    trajectories,
-    repos,
-    workdir,
-    out,
-    instances,
-    timeout,
-    obs_only,
-    filter_,
-    redo,
-    report,
-    as_json,
-    argv,
-    jobs: int = 1,
-    force: bool = False,
-    context: str | None = None,
-    price_model: str = "gpt-5-mini",
-    format_: str | None = None,
-    outputs: str = "fresh",
-    base_commit: str | None = None,
-) -> None:
-    """``ledger-run replay`` (see command.py for its options): check the options, read the recorded
+def run(o: ReplayOptions) -> None:
+    """``ledger-run replay`` (its options: options.py, command.py): check the options, read the recorded
     runs, then either estimate from their observations alone, or replay them in a work tree of the
     replay's own and print (and write) the summary."""
-    if outputs not in ("fresh", "recorded"):
-        _fail(f"--outputs must be fresh or recorded, not {outputs!r}")
-    contexts, models = _arms(context, price_model, obs_only)
+    problem = validate(o)
+    if problem is not None:
+        _fail(problem)
+    contexts, models = _arms(o)
     err = Console(stderr=True)
-    fmt = _format(format_, _fail)
-    paths = list(trajectories)
-    git_dirs, commits, repo_names = _sources(paths, jobs, [] if obs_only else repos, instances, base_commit)
-    if obs_only and report is not None:
-        _fail("--report is for replays; --observations-only writes OUT/observations-only.json (and --json)")
+    fmt = _format(o.format, _fail)
+    paths = list(o.trajectories)
+    git_dirs, commits, repo_names = _sources(paths, [] if o.observations_only else o.repos, o.instances)
     notes: list[str] = []
-    trajs, skipped = _trajectories(fmt, paths, filter_, repo_names, notes)
+    trajs, skipped = _trajectories(fmt, paths, o.filter, repo_names, notes)
     own = {t.instance_id: own_ledger(t) for t in trajs}
-    if obs_only:
-        _estimate(trajs, own, skipped, out, as_json, err)
+    if o.observations_only:
+        _estimate(trajs, own, skipped, o.out, o.as_json, err)
         return
-    _from_own_ledgers(trajs, own, base_commit is None, commits, notes)
+    _from_own_ledgers(trajs, own, o.base_commit is None, commits, notes)
     git_dirs = git_dirs or _git_dirs_of_ledgers(own, err)
     if not git_dirs:
         _fail("give --repo DIR (a clone or a git directory holding the base commits), or --observations-only")
-    if base_commit is not None:
-        _pin_base_commit(trajs, git_dirs, base_commit)
+    if o.base_commit is not None:
+        _pin_base_commit(trajs, git_dirs, o.base_commit)
+    workdir = o.workdir
     if workdir is None:
-        workdir, trajs = _own_workdir(fmt, trajs, own, out, skipped, err)
-    lock = _hold_tree(workdir, git_dirs, force, out)
+        workdir, trajs = _own_workdir(fmt, trajs, own, o.out, skipped, err)
+    lock = _hold_tree(workdir, git_dirs, o.force, o.out)
     settings = ReplaySettings(
         repos=git_dirs,
-        out=out,
+        out=o.out,
         workdir=workdir,
         base_commits=commits,
         repo_names=repo_names,
-        timeout=timeout,
-        force=force,
+        timeout=o.timeout,
+        force=o.force,
         contexts=contexts,
         price_models=models,
-        outputs=outputs,
+        outputs=o.outputs,
     )
-    prov = provenance(settings.config, jobs, outputs)  # the code as it is when the replay starts
+    prov = provenance(settings.config, o.jobs, o.outputs)  # the code as it is when the replay starts
     settings.code = {k: prov.get(k) for k in ("version", "commit", "dirty")}
-    todo = _to_go(trajs, out, redo, contexts, models, jobs, err)
+    todo = _to_go(trajs, o.out, o.redo, contexts, models, o.jobs, err)
     try:
-        skipped += _replay_all(todo, settings, jobs, err, notes)
+        skipped += _replay_all(todo, settings, o.jobs, err, notes)
     finally:
         lock.release()
-    results = _results(out, trajs, skipped)
+    results = _results(o.out, trajs, skipped)
     agg = aggregate(results)
-    what = replayed(paths, fmt.name, len(results), swebench=instances is not None)
+    what = replayed(paths, fmt.name, len(results), swebench=o.instances is not None)
     ctx = summarize_context(results) if contexts else None
-    _print_summary(agg, what, ctx, models, skipped, notes, as_json)
-    if report is not None:
-        _write_report(report, argv, agg, skipped, notes, prov, what, ctx, models)
+    _print_summary(agg, what, ctx, models, skipped, notes, o.as_json)
+    if o.report is not None:
+        _write_report(o.report, list(o.argv), agg, skipped, notes, prov, what, ctx, models)
 
 
-def _arms(context: str | None, price_model: str, obs_only: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _arms(o: ReplayOptions) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The context policies measured (``--context``, by their names; none: the arms none, answers and
-    ledger only) and the models priced (``--price-model``), each checked."""
-    from ledger_runtime.held.context import ContextError, ContextPolicy
+    ledger only) and the models priced (``--price-model``), each with a price the replay can read
+    (the options are valid: ``validate``)."""
+    from ledger_runtime.held.context import ContextPolicy
 
-    contexts, models = _listed(context), _listed(price_model)
-    try:
-        names = [ContextPolicy.parse(c).name for c in contexts]
-    except ContextError as e:
-        _fail(f"--context: {e}")
-        raise AssertionError from e  # fail() raised
-    if not contexts:
-        return contexts, models
-    if obs_only:
-        _fail("--context measures a replay: it cannot go with --observations-only")
-    _priced(models)
-    return tuple(dict.fromkeys(names)), models  # the arms none, answers and ledger are always measured
-
-
-def _listed(option: str | None) -> tuple[str, ...]:
-    """The names of a comma-separated option, blanks left out."""
-    return tuple(c.strip() for c in (option or "").split(",") if c.strip())
+    if not o.contexts:
+        return o.contexts, o.price_models
+    _priced(o.price_models)
+    names = [ContextPolicy.parse(c).name for c in o.contexts]
+    return tuple(dict.fromkeys(names)), o.price_models  # the arms none, answers and ledger are always measured
 
 
 def _priced(models: tuple[str, ...]) -> None:
-    """``--price-model``: one at least, each with a price the replay can read."""
-    if not models:
-        _fail("--price-model: give at least one model")
+    """``--price-model``: each with a price the replay can read."""
     from ledger_harness.replay.meter import load_pricing
 
     for m in models:
@@ -195,20 +163,14 @@ def _priced(models: tuple[str, ...]) -> None:
             _fail(f"--price-model {m}: {e}")
 
 
-def _sources(
-    paths: list[Path], jobs: int, repos, instances: Path | None, base_commit: str | None
-) -> tuple[list[Path], dict[str, str], dict[str, str]]:
+def _sources(paths: list[Path], repos, instances: Path | None) -> tuple[list[Path], dict[str, str], dict[str, str]]:
     """The trajectory files checked, and where the runs came from: the git directories of ``--repo``,
     and each ``--instances`` instance's base commit and repository."""
     missing = [p for p in paths if not p.exists()]
     if missing:
         _fail(f"no such trajectory file: {missing[0]}")
-    if jobs < 1:
-        _fail(f"-j must be 1 or more, not {jobs}")
     git_dirs = _git_dirs(repos)
     commits, repo_names = _read_instances(instances)
-    if base_commit is not None and not base_commit.strip():
-        _fail("--base-commit: give a commit (its hash, or a name the repository knows)")
     return git_dirs, commits, repo_names
 
 

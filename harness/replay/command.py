@@ -88,26 +88,29 @@ def replay(
     ),
 ) -> None:
     """Replay recorded trajectories through the ledger (shadow mode) against the real repository."""
-    from ledger_harness.replay.cli import run_replay
+    from ledger_harness.replay.cli import run
+    from ledger_harness.replay.options import ReplayOptions
 
-    run_replay(
-        trajectories,
-        repo,
-        workdir,
-        out,
-        instances,
-        timeout,
-        observations_only,
-        filter_,
-        redo,
-        report,
-        as_json,
-        sys.argv,
-        jobs=jobs,
-        force=force,
-        context=context,
-        price_model=price_model,
-        format_=format_,
-        outputs=outputs,
-        base_commit=base_commit,
+    run(
+        ReplayOptions(
+            trajectories=tuple(trajectories),
+            repos=tuple(repo),
+            workdir=workdir,
+            out=out,
+            instances=instances,
+            timeout=timeout,
+            observations_only=observations_only,
+            filter=filter_,
+            redo=redo,
+            report=report,
+            as_json=as_json,
+            argv=tuple(sys.argv),
+            jobs=jobs,
+            force=force,
+            context=context,
+            price_model=price_model,
+            format=format_,
+            outputs=outputs,
+            base_commit=base_commit,
+        )
     )

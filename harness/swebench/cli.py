@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
 from ledger_harness.swebench.run import ARMS, DEFAULT_ARMS, BadInput
+
+if TYPE_CHECKING:
+    from ledger_harness.swebench.options import SwebenchOptions
 
 swebench_app = typer.Typer(
     help="SWE-bench with and without the ledger: mini-swe-agent's setup, once per arm.",
@@ -100,33 +103,85 @@ def swebench(
     quiet_startup()
     if ctx.invoked_subcommand is not None:
         return
-    workers = _old_w(workers_w, workers)
+    from ledger_harness.swebench.options import SwebenchOptions
+
+    run(
+        SwebenchOptions(
+            out=out,
+            subset=subset,
+            split=split,
+            slice_spec=slice_spec,
+            filter_spec=filter_spec,
+            instances=instances,
+            model=model,
+            model_class=model_class,
+            environment_class=environment_class,
+            arms=arms,
+            workers=_old_w(workers_w, workers),
+            config=tuple(config or ()),
+            pull=pull,
+            evaluate_after=evaluate_after,
+            eval_workers=eval_workers,
+            modal=modal,
+        )
+    )
+
+
+def run(o: SwebenchOptions) -> None:
+    """``ledger-run swebench`` (its options: options.py): check them, find the instances and their
+    images, run every arm on them, then score them if asked."""
     from rich.console import Console
 
+    from ledger_harness.swebench.options import validate
+    from ledger_harness.swebench.run import parse_arms
+    from ledger_harness.swebench.run import run as run_arms
+
+    problem = validate(o)
+    if problem is not None:
+        _fail(problem)
+        return
+    assert o.out is not None  # validate says so
+    console = Console(stderr=True)
+    chosen_arms = parse_arms(o.arms)
+    cfg, rows, client = _instances(o)
+    o.out.mkdir(parents=True, exist_ok=True)
+    console.print(
+        f"{len(rows)} instances x {len(chosen_arms)} arms ({', '.join(chosen_arms)}), {o.workers} workers -> {o.out}"
+    )
+    done = run_arms(o.out, chosen_arms, rows, cfg, workers=o.workers, console=console, client=client, command=sys.argv)
+    console.print(
+        f"{done['status']}: {done['ran']} instance runs; "
+        + "; ".join(
+            f"{a}: " + (", ".join(f"{k} {v}" for k, v in s.items()) or "nothing to do") for a, s in done["arms"].items()
+        )
+    )
+    console.print(f"look at them: ledger-run report {o.out}")
+    if done["status"] == "interrupted":
+        sys.exit(130)  # said above: not typer's Exit(130), after which ledger-run says "interrupted" again
+    if o.evaluate_after:
+        _evaluate(o.out, o.subset, o.split, o.eval_workers, console, o.modal)
+
+
+def _instances(o: SwebenchOptions) -> tuple[dict, list[dict], object]:
+    """The run's mini-swe-agent config, the instances chosen, and the Docker client their images are
+    on (None where the environment brings its own); a one-line error for whatever is missing."""
     from ledger_harness.swebench.run import (
         base_config,
         check_environment,
         load_instances,
         missing_images,
-        parse_arms,
-        run,
         select,
         uses_docker,
     )
 
-    if out is None:
-        _fail("-o OUT is required: where the arms' predictions, trajectories and ledgers go")
-        return
-    console = Console(stderr=True)
     try:
-        chosen_arms = parse_arms(arms)
-        if workers < 1:
-            raise BadInput(f"-j/--workers must be 1 or more, not {workers}")
-        cfg = base_config(list(config or []), model, model_class, environment_class)
+        cfg = base_config(list(o.config), o.model, o.model_class, o.environment_class)
         check_environment(cfg)
-        rows = select(load_instances(subset, split, instances), slice_spec=slice_spec, filter_spec=filter_spec)
+        rows = select(
+            load_instances(o.subset, o.split, o.instances), slice_spec=o.slice_spec, filter_spec=o.filter_spec
+        )
         client = _docker_client() if uses_docker(cfg) else None  # other environments bring their own
-        missing = missing_images(rows, client, pull=pull) if client is not None else []
+        missing = missing_images(rows, client, pull=o.pull) if client is not None else []
         if missing:
             raise BadInput(
                 f"image {missing[0]} is not on the Docker engine"
@@ -135,23 +190,8 @@ def swebench(
             )
     except BadInput as e:
         _fail(str(e))
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    console.print(
-        f"{len(rows)} instances x {len(chosen_arms)} arms ({', '.join(chosen_arms)}), {workers} workers -> {out}"
-    )
-    done = run(out, chosen_arms, rows, cfg, workers=workers, console=console, client=client, command=sys.argv)
-    console.print(
-        f"{done['status']}: {done['ran']} instance runs; "
-        + "; ".join(
-            f"{a}: " + (", ".join(f"{k} {v}" for k, v in s.items()) or "nothing to do") for a, s in done["arms"].items()
-        )
-    )
-    console.print(f"look at them: ledger-run report {out}")
-    if done["status"] == "interrupted":
-        sys.exit(130)  # said above: not typer's Exit(130), after which ledger-run says "interrupted" again
-    if evaluate_after:
-        _evaluate(out, subset, split, eval_workers, console, modal)
+        raise AssertionError from e  # fail() raised
+    return cfg, rows, client
 
 
 def _evaluate(out: Path, subset: str, split: str, workers: int, console, modal: bool = False) -> None:

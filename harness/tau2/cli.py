@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from ledger_harness.tau2.options import Tau2GateOptions
 
 
 def register(app: typer.Typer) -> None:
@@ -97,7 +100,7 @@ def evaluate(data: Path, domain: str, task_files: list[str], on_task: Any = None
     return report
 
 
-def tau2_gate(  # noqa: C901
+def tau2_gate(
     domain: str = typer.Option(..., "--domain", help="airline or retail"),
     data: Optional[Path] = typer.Option(
         None,
@@ -112,17 +115,44 @@ def tau2_gate(  # noqa: C901
 ) -> None:
     """The LedgerAgent gate on tau2-bench, no model: gold writes replayed against the real tau2 tools,
     generated violations of every rule, and the cancellations tasks forbid."""
-    import logging
+    from ledger_harness.tau2.options import Tau2GateOptions
 
-    from rich.console import Console
-    from rich.table import Table
+    run(Tau2GateOptions(domain=domain, data=data, tasks=tuple(tasks or ()), out=out, as_json=as_json))
 
-    from ledger_adapters.extras import require
-    from ledger_harness.tau2.gate import Tau2Missing, default_data_dir
+
+def run(o: Tau2GateOptions) -> None:
+    """``ledger-run tau2-gate`` (its options: options.py): check them, find tau2's data and the task
+    files, replay them with a progress bar, and print (and write) the report."""
+    from ledger_harness.tau2.gate import Tau2Missing
+    from ledger_harness.tau2.options import validate
     from ledger_runtime import fail
 
-    if domain not in ("airline", "retail"):
-        fail(f"--domain must be airline or retail, not {domain!r}")
+    problem = validate(o)
+    if problem is not None:
+        fail(problem)
+    _quiet_tau2()
+    data = _data_dir(o)
+    files = _task_files(data, o.domain, list(o.tasks))
+    try:
+        report = _replayed(data, o.domain, files)
+    except Tau2Missing as e:
+        fail(str(e))
+        return
+    if o.out:
+        o.out.parent.mkdir(parents=True, exist_ok=True)
+        o.out.write_text(json.dumps(report, indent=1) + "\n")
+    if o.as_json:
+        print(json.dumps(report, indent=1))
+        return
+    _print_report(report, o.domain)
+
+
+def _quiet_tau2() -> None:
+    """tau2 installed (its extra), and its logging down to warnings: it logs every tool call at DEBUG."""
+    import logging
+
+    from ledger_adapters.extras import require
+
     require("tau2", "tau2", "ledger-run tau2-gate (the real tau2-bench tools)")
     try:
         from loguru import logger
@@ -131,17 +161,31 @@ def tau2_gate(  # noqa: C901
     except ImportError:
         pass
     logging.getLogger("tau2").setLevel(logging.WARNING)
+
+
+def _data_dir(o: Tau2GateOptions) -> Path:
+    """``--data``, or the installed tau2's: one that holds the domain's database."""
+    from ledger_harness.tau2.gate import Tau2Missing, default_data_dir
+    from ledger_runtime import fail
+
     try:
-        data = data or default_data_dir()
+        data = o.data or default_data_dir()
     except Tau2Missing as e:
         fail(str(e))
-        return
-    if data is None or not (data / domain / "db.json").is_file():
+        raise AssertionError from e  # fail() raised
+    if data is None or not (data / o.domain / "db.json").is_file():
         fail(
-            f"no tau2 data for {domain}: pass --data DIR with {domain}/db.json and tasks.json "
+            f"no tau2 data for {o.domain}: pass --data DIR with {o.domain}/db.json and tasks.json "
             "(or pip install 'ledger-runtime[tau2]')"
         )
-        return
+        raise AssertionError("fail() raised")
+    return data
+
+
+def _task_files(data: Path, domain: str, tasks: list[str]) -> list[str]:
+    """``--tasks``, or every tasks*.json of the domain: each one there, one at least."""
+    from ledger_runtime import fail
+
     files = tasks or sorted(p.name for p in (data / domain).glob("tasks*.json"))
     missing = [f for f in files if not (data / domain / f).is_file()]
     if missing:
@@ -149,35 +193,36 @@ def tau2_gate(  # noqa: C901
         fail(f"no task file {missing[0]} in {data / domain} (there: {there})")
     if not files:
         fail(f"no tasks*.json in {data / domain}")
+    return files
+
+
+def _replayed(data: Path, domain: str, files: list[str]) -> dict[str, Any]:
+    """The gate's report (``evaluate``), with a progress bar on stderr while it replays."""
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    try:
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        ) as progress:
-            bar = progress.add_task(f"{domain}: replaying", total=None)
-            report = evaluate(
-                data,
-                domain,
-                files,
-                lambda done, total, what: progress.update(
-                    bar, completed=done, total=total, description=f"{domain} {what}"
-                ),
-            )
-    except Tau2Missing as e:
-        fail(str(e))
-        return
-    if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=1) + "\n")
-    if as_json:
-        print(json.dumps(report, indent=1))
-        return
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as progress:
+        bar = progress.add_task(f"{domain}: replaying", total=None)
+        return evaluate(
+            data,
+            domain,
+            files,
+            lambda done, total, what: progress.update(bar, completed=done, total=total, description=f"{domain} {what}"),
+        )
+
+
+def _print_report(report: dict[str, Any], domain: str) -> None:
+    """The report as a table of the task sets, the refused gold writes, and the violations caught."""
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console()
     t = Table(title=f"tau2-bench {domain}: the LedgerAgent gate on the real tools")
     for col in (
