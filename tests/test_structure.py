@@ -199,3 +199,18 @@ def test_the_public_api_resolves():
         assert getattr(ledger_runtime, name) is not None, name
     with pytest.raises(AttributeError):
         ledger_runtime.no_such_name  # noqa: B018
+
+
+def test_every_package_is_listed_for_installation() -> None:
+    """pyproject.toml names the packages one by one: a new room left out of that list imports in a
+    checkout (an editable install) and is missing from a wheel, where every import of it fails."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join([pkg, *init.parent.relative_to(base).parts])
+        for pkg, base in PACKAGES.items()
+        for init in base.rglob("__init__.py")
+    }
+    assert found - listed == set(), "packages missing from [tool.setuptools] packages in pyproject.toml"
+    assert listed - found == set(), "packages listed in pyproject.toml that do not exist"
