@@ -218,7 +218,9 @@ class Attempt:
 
     def __post_init__(self) -> None:
         if self.answer is not None and not isinstance(self.answer, AnswerRecord):
-            object.__setattr__(self, "answer", AnswerRecord.from_dict(self.answer))
+            # an empty or unreadable answer (not a JSON object) says nothing: no answer, the text as it was
+            known = AnswerRecord.from_dict(self.answer) if isinstance(self.answer, Mapping) and self.answer else None
+            object.__setattr__(self, "answer", known)
 
     @property
     def answer_kind(self) -> str:

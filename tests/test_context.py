@@ -1,4 +1,4 @@
-"""Context policies (ledger_runtime/context.py): what of the history is sent, decided from what
+"""Context policies (ledger_runtime/held/context.py): what of the history is sent, decided from what
 still holds; and the same through mini-swe-agent's real agent loop with a scripted model."""
 
 from __future__ import annotations

@@ -105,3 +105,20 @@ def test_options_are_values():
     with pytest.raises(AttributeError):
         o.jobs = 2  # type: ignore[misc]
     assert o == ReplayOptions((Path("a"),)) and o.contexts == () and o.price_models == ("gpt-5-mini",)
+
+
+def test_a_replay_report_is_dirty_when_the_runtime_has_uncommitted_changes():
+    """The report's provenance names the commit, and whether the code that decides its figures had
+    changes git does not hold: the runtime's included, not only the harness's own folder."""
+    import ledger_runtime
+    from ledger_harness.replay.cli import provenance
+    from ledger_runtime.config import LedgerConfig
+
+    probe = Path(ledger_runtime.__file__).parent / "_uncommitted_probe.txt"
+    if provenance(LedgerConfig())["dirty"] is None:
+        pytest.skip("the runtime is not in a git checkout here: provenance cannot say whether it is dirty")
+    probe.write_text("an uncommitted change\n")
+    try:
+        assert provenance(LedgerConfig())["dirty"] is True
+    finally:
+        probe.unlink()

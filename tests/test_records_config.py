@@ -269,3 +269,22 @@ def test_an_attempts_answer_is_a_typed_record_stored_as_the_same_json():
     )
     assert isinstance(a.answer, AnswerRecord) and Attempt.from_dict(a.to_dict()) == a
     assert a.to_dict()["answer"] == stored and a.answer_kind == "spans"
+    # an empty or unreadable answer in a ledger says nothing: the attempt has no answer (its text as it was)
+    for unreadable in ({}, "spans", [1, 2]):
+        b = Attempt(
+            1,
+            1,
+            "cat a.py",
+            "cat a.py",
+            "/w",
+            CommandClass.INSPECT,
+            RUN,
+            True,
+            0,
+            "h",
+            5,
+            False,
+            0.0,
+            answer=unreadable,
+        )
+        assert b.answer is None and b.answer_kind == "raw"

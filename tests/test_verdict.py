@@ -1,7 +1,12 @@
 """decide/verdict.py: the final verdict of a command, one pure function of what is known of it."""
 
+import pytest
+from conftest import make_repo
+
+from ledger_runtime.config import LedgerConfig
 from ledger_runtime.decide.verdict import FAULT_REASON, Facts, final
 from ledger_runtime.records import RUN, Verdict, VerdictKind
+from ledger_runtime.runtime import LedgerRuntime
 
 NUDGE = Verdict(VerdictKind.NUDGE, "nothing has changed", ref_attempt=1, ref_step=1)
 REVISE = Verdict(VerdictKind.REVISE, "read it first", rule="blind-edit", evidence={"path": "a.py"})
@@ -32,3 +37,21 @@ def test_after_run_findings_join_a_nudge_or_replace_a_run():
     joined = final(Facts(NUDGE, after=(NOOP,)))
     assert joined.kind is VerdictKind.NUDGE
     assert joined.reason == "nothing has changed; noop-edit: the edit changed nothing"
+
+
+def test_a_plans_verdict_is_never_older_than_its_facts(tmp_path):
+    """An adapter cannot overwrite a plan's verdict (the after-run verdict, decided again from the
+    facts, would drop it and the model would be told a command that ran was not run); facts set in
+    any way decide the verdict again."""
+    root = make_repo(tmp_path / "w", {"a.txt": "x\n"})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        plan = rt.propose("cat a.txt", cwd=str(root))
+        assert plan.verdict == RUN
+        with pytest.raises(AttributeError, match="let_run"):
+            plan.verdict = NUDGE
+        plan.facts = Facts(NUDGE, (REVISE,))
+        assert plan.verdict.kind is VerdictKind.REVISE and plan.verdict_after(()) == plan.verdict
+        plan.let_run()
+        assert plan.verdict == Verdict(VerdictKind.RUN, "the user let it run over blind-edit: read it first")
+        plan.ran_instead()
+        assert plan.verdict == Verdict(VerdictKind.RUN, FAULT_REASON)

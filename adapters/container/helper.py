@@ -385,7 +385,7 @@ class State(object):
                     files[p] = fs
             stack.extend(base + "/" + name for name in entry[3])
 
-    # -- read-key signatures (see ledger_runtime/probe.py) --
+    # -- read-key signatures (see ledger_runtime/workspace/signatures.py) --
 
     def sign(self, key):  # noqa: C901
         kind, _, path = key.partition(":")
@@ -539,7 +539,7 @@ def head_content(state, path, top, head):
 
 def regular_content(path, limit):
     """A regular file's bytes (symlinks followed), at most ``limit`` of them, never from /proc, /sys
-    or /dev (mirrors ledger_runtime/local_workspace.py's read_regular)."""
+    or /dev (mirrors ledger_runtime/workspace/local.py's read_regular)."""
     real = os.path.realpath(path)
     if (real + "/").startswith(("/proc/", "/sys/", "/dev/")):
         return None

@@ -706,6 +706,17 @@ def _worker_replay(t: Trajectory, settings: ReplaySettings) -> str | None:
     return _ISOLATION
 
 
+def code_dirs() -> list[Path]:
+    """The folders of the code that decides a replay's figures: the runtime, the adapters (the
+    trajectory formats, the agents' wrappers) and this harness; a change to any makes a report dirty."""
+    import ledger_adapters
+    import ledger_runtime
+
+    return [Path(m.__file__).resolve().parent for m in (ledger_runtime, ledger_adapters)] + [
+        Path(__file__).resolve().parents[1]
+    ]
+
+
 def provenance(config, jobs: int = 1, outputs: str = "fresh") -> dict:
     """The code and settings a report was made with: the commit of this checkout (and whether the
     core had uncommitted changes), the ledger settings that decide answers."""
@@ -714,7 +725,8 @@ def provenance(config, jobs: int = 1, outputs: str = "fresh") -> dict:
 
     from ledger_runtime import __version__
 
-    here = Path(__file__).resolve().parents[1]  # the package
+    code = code_dirs()
+    here = code[0]
     out: dict = {
         "version": __version__,
         "written": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -724,7 +736,7 @@ def provenance(config, jobs: int = 1, outputs: str = "fresh") -> dict:
     try:
         head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
         dirty = subprocess.run(
-            ["git", "-C", str(here), "status", "--porcelain", "--", str(here), str(here.parent / "adapters")],
+            ["git", "-C", str(here), "status", "--porcelain", "--", *map(str, code)],
             capture_output=True,
             text=True,
             timeout=30,

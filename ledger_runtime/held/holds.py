@@ -204,10 +204,11 @@ class Held:
         for a in state.attempts:
             if a.answer is None or a.shown_hash is None or a.output_hash is None or not self.alive(a.step):
                 continue
-            if altered_output(a) or a.answer.get("held") is False:  # not what the model got: no source
+            record = a.answer
+            if record.altered or not record.held:  # not what the model got: no source
                 continue
             shown, output = store.text(a.shown_hash), store.text(a.output_hash)
-            if a.answer.get("kind") == AnswerKind.REUSED.value:
+            if record.kind == AnswerKind.REUSED.value:
                 ref = state.attempt(a.verdict.ref_attempt) if a.verdict.ref_attempt is not None else None
                 if ref is None or altered_output(ref):
                     continue
@@ -215,14 +216,10 @@ class Held:
             if shown is None or output is None:
                 continue
             try:
-                answer = Answer(
-                    AnswerKind(a.answer["kind"]), shown, tuple(Piece.from_list(p) for p in a.answer["pieces"])
-                )
-                kept = tuple(a.answer["kept"]) if a.answer.get("kept") else None
-                keys = tuple(str(k) for k in a.answer.get("keys") or ())
+                answer = Answer(AnswerKind(record.kind), shown, tuple(Piece.from_list(p) for p in record.pieces))
             except (KeyError, TypeError, ValueError):
                 continue
-            self.deliver(a, output, answer, kept, bool(a.answer.get("exact", True)), keys)
+            self.deliver(a, output, answer, record.kept, record.exact, record.base_keys)
 
     # -- what of the history is sent (context.py) ---------------------------------------------------
 
@@ -294,7 +291,7 @@ class Held:
 def altered_output(a: Attempt) -> bool:
     """Whether the ledger keeps ``a``'s output other than as the command printed it (secrets masked,
     or cut for its length: ``LedgerRuntime.stored_output``)."""
-    return bool(a.answer and a.answer.get("altered"))
+    return bool(a.answer and a.answer.altered)
 
 
 def command_key(cwd: str, normalized: str) -> str:

@@ -3,7 +3,7 @@ the policy rules, decide/verdict.py), held in a ``Plan`` until the command is an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis
@@ -55,10 +55,18 @@ class Plan:
     # the model the ledger answers gets this output; False: another model does (a subagent the agent
     # started): recorded and shown as it is, never the source of a reference, never counted as seen
     held: bool = True
-    verdict: Verdict = field(init=False)  # as decided so far (before the command ran), from ``facts``
 
-    def __post_init__(self) -> None:
-        self.verdict = self.verdict_after(())
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "verdict":
+            raise AttributeError("a plan's verdict is decided from its facts: use let_run() or ran_instead()")
+        object.__setattr__(self, name, value)
+        if name == "facts":  # the verdict is never older than the facts it is decided from
+            object.__setattr__(self, "_verdict", final(value))
+
+    @property
+    def verdict(self) -> Verdict:
+        """The verdict as decided so far (before the command ran), from ``facts``."""
+        return self._verdict
 
     def verdict_after(self, found: tuple[Verdict, ...] | list[Verdict]) -> Verdict:
         """The verdict once the command ran and the after-run rules found ``found``."""
@@ -67,12 +75,10 @@ class Plan:
     def let_run(self) -> None:
         """The user was asked about this refused command and let it run."""
         self.facts = replace(self.facts, user_let_run=True)
-        self.verdict = self.verdict_after(())
 
     def ran_instead(self) -> None:
         """The ledger could not answer without running it (a fault): it runs."""
         self.facts = replace(self.facts, fault=True)
-        self.verdict = self.verdict_after(())
 
 
 def decide(
