@@ -670,6 +670,7 @@ def _run_pools(  # noqa: C901
             pool.shutdown(wait=False, cancel_futures=True)
             for proc in procs:
                 proc.terminate()
+            _join_manager(pool)
             replay_tree.sweep_stale_workers()
             progress.stop()
             print(
@@ -684,6 +685,15 @@ def _run_pools(  # noqa: C901
             solo = True
             notes.append("a worker process died: the trajectories it took down were replayed again one at a time")
     replay_tree.sweep_stale_workers()
+
+
+def _join_manager(pool) -> None:
+    """Wait for the pool's manager thread to see its workers gone and close its wake-up pipe. Python
+    3.11 wakes that thread again at exit, unlocked: one closing the pipe meanwhile printed
+    "Exception ignored ... OSError: Bad file descriptor" after the one line an interrupt ends with."""
+    manager = getattr(pool, "_executor_manager_thread", None)
+    if manager is not None:
+        manager.join(timeout=10)
 
 
 _ISOLATION: str | None = None
