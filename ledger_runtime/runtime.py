@@ -50,7 +50,6 @@ from ledger_runtime.executor import ExecResult
 from ledger_runtime.held.context import Line, Said
 from ledger_runtime.held.delivered import delivered_lines, seen_lines
 from ledger_runtime.held.holds import Held
-from ledger_runtime.held.output import HeldOutput
 from ledger_runtime.inform import StateView, render
 from ledger_runtime.ledger.clean_outputs import CleanOutputs
 from ledger_runtime.ledger.faults import FaultLog
@@ -152,7 +151,6 @@ class LedgerRuntime:
         self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
         self._now: int | None = None  # the step being answered
         self.held = Held(self, now=lambda: self._now, snapshot=lambda: self._last, refers=self._refers)
-        self.delivered, self.facts, self._standing = self.held.delivered, self.held.facts, self.held.answers
         if self._line_facts is None:
             self._line_facts = not self.config.context_policy.full
         self.held.restore()
@@ -395,8 +393,10 @@ class LedgerRuntime:
 
     # -- what the model holds (held/holds.py) -------------------------------------------------------
 
-    def _held_from(self, now: int | None = None) -> int:
-        return self.held.held_from(now)
+    @property
+    def delivered(self):
+        """The earlier outputs the model holds (held/delivered.py), as the held room keeps them."""
+        return self.held.delivered
 
     def holds(self, attempt_id: int) -> bool:
         return self.held.holds(attempt_id)
@@ -409,12 +409,6 @@ class LedgerRuntime:
 
     def holds_step(self, step: int) -> bool:
         return self.held.holds_step(step)
-
-    def _held_output(self, label: str) -> tuple[int, list[str]] | None:
-        return self.held.held_output(label)
-
-    def _in_place(self, answer: Answer) -> str | None:
-        return self.held.in_place(answer)
 
     def forget_context(self) -> None:
         """The agent dropped the outputs it was shown so far from its history (a compaction): no
@@ -429,12 +423,6 @@ class LedgerRuntime:
         this attempt: it is never the source of a reference (a fault says why)."""
         self.held.distrust(attempt_id)
         self._fault("checking what the model got", ValueError(why))
-
-    def _source(self, a: Attempt) -> HeldOutput:
-        return self.held.source(a)
-
-    def _deliver(self, a: Attempt, output: str, answer: Answer, *args: Any, **kwargs: Any) -> None:
-        self.held.deliver(a, output, answer, *args, **kwargs)
 
     def said(self, attempt_id: int, index: int, chars: int = 0, *, raw: bool = False) -> Said | None:
         return self.held.said(attempt_id, index, chars, raw=raw)
@@ -494,7 +482,7 @@ class LedgerRuntime:
             exception=None,
             output_complete=True,
             shown_hash=self.store.put_text(answer.text),
-            answer=answer_record(answer, kept, self.truncation.exact, self._held_from()),
+            answer=answer_record(answer, kept, self.truncation.exact, self.held.held_from()),
         )
         self._keep(plan.step, attempt)
         return RunResult(answer.text, returncode, v, False, attempt.id, answer=answer.kind.value)
@@ -515,7 +503,7 @@ class LedgerRuntime:
             trunc,
             submission=self.submission,
             refers=self._refers(output),
-            delivered=self.delivered,
+            delivered=self.held.delivered,
             dedupe=self.dedupe,
             epoch=self.state.epoch,
         )
@@ -531,7 +519,7 @@ class LedgerRuntime:
             return answer
 
         try:
-            ok = expand(answer.text, answer.pieces, self._held_output, lambda: output, own_lines=lines) == output
+            ok = expand(answer.text, answer.pieces, self.held.held_output, lambda: output, own_lines=lines) == output
         except ExpandError as e:
             ok, why = False, str(e)
         else:
@@ -576,7 +564,7 @@ class LedgerRuntime:
             output_complete=res.output_complete,
             submits=analysis.submits or self.submission.in_output(output),
             shown_hash=self._put_shown(shown, record, output, output_hash),
-            answer=answer_record(record, kept, trunc.exact, self._held_from(), keys, altered, plan.held),
+            answer=answer_record(record, kept, trunc.exact, self.held.held_from(), keys, altered, plan.held),
         )
         got = None
         obs: list[Observation] = []
@@ -585,8 +573,8 @@ class LedgerRuntime:
             obs = self._observe(plan, attempt, res, texts, answer, kept, got, lines)
         self._keep(plan.step, attempt, obs, self._modifications(ran, attempt, plan), ran.epoch_after)
         if answer.kind is not AnswerKind.REFUSED and plan.held:
-            self._deliver(attempt, output, answer, kept, trunc.exact, keys, got, None if altered else output_hash)
-        self._settle_facts(attempt.id)
+            self.held.deliver(attempt, output, answer, kept, trunc.exact, keys, got, None if altered else output_hash)
+        self.held.settle_facts(attempt.id)
         return run_result(plan, res, verdict, attempt.id, answer)
 
     def _record_interrupted(self, plan: Plan, elapsed: float, exc: BaseException) -> RunResult:
@@ -638,7 +626,7 @@ class LedgerRuntime:
         if analysis.views:  # what the model saw of the files the output shows (nothing to see otherwise)
             seen = seen_lines(output, answer, kept, got)
             if answer.kind is AnswerKind.WHOLE:  # the model has of it what it saw of the earlier output
-                seen = self.delivered.seen_through(answer.refs[0]) or seen
+                seen = self.held.delivered.seen_through(answer.refs[0]) or seen
         facts: list[FactRun] = []
         obs = observations(
             analysis,
@@ -653,11 +641,11 @@ class LedgerRuntime:
             out_lines=lines() if analysis.views else None,
         )
         if facts and self._line_facts:
-            self.facts[attempt.id] = facts
+            self.held.facts[attempt.id] = facts
         if answer.refs and plan.applied and self.config.context.steps > 0:
             # an agent that keeps only its last steps: what the answer stands for, should what it refers
             # to leave the model before the answer does (an answer's references as the model reads them)
-            self._standing.keep(attempt.id, plan.step, answer.refs, answer.text, self._in_place(answer))
+            self.held.answers.keep(attempt.id, plan.step, answer.refs, answer.text, self.held.in_place(answer))
         return obs
 
     def _modifications(self, ran: Ran, attempt: Attempt, plan: Plan) -> list[Modification]:
@@ -682,15 +670,6 @@ class LedgerRuntime:
             self.state.add_modification(m, epoch_after)
         for o in obs:
             self.state.add_observation(o)
-
-    def _settle_facts(self, attempt_id: int) -> None:
-        """The file lines of an output: dropped when the model does not hold it (never asked of), else
-        kept as the lines the delivered outputs hold."""
-        if attempt_id not in self.delivered.items:
-            self.facts.pop(attempt_id, None)
-        elif attempt_id in self.facts:
-            intern = self.delivered.intern
-            self.facts[attempt_id] = [r._replace(was=[intern(t) for t in r.was]) for r in self.facts[attempt_id]]
 
     def _verdict_after(self, plan: Plan, res: ExecResult, ran: Ran) -> Verdict:
         """The verdict of a command that ran, with what the rules decided after it (noop-edit) found."""

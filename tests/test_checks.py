@@ -36,7 +36,7 @@ def test_a_reference_out_of_the_models_context_is_unsound_and_held_from_is_recor
         assert t.check(a, BODY).sound
         # the same answer, had it referred to step 1: the check must see that the model no longer held it
         first = rt.state.attempts[0]
-        marker = same_marker(rt._source(first))
+        marker = same_marker(rt.held.source(first))
         forged = replace(
             a,
             shown_hash=rt.store.put_text(marker),
@@ -151,7 +151,7 @@ def test_a_line_reference_names_whole_lines_where_it_says(tmp_path: Path):
         second = rt.run("cat b.txt", EX, step=2)
         assert second.answer == "spans" and "lines 1-12 of step 1's output" in second.output
         src = rt.state.attempts[1]  # its lines 3-4 came as a reference; their bytes follow an X further down
-        marker = lines_marker(rt._source(src), 3, 4)
+        marker = lines_marker(rt.held.source(src), 3, 4)
         rt.run("echo three", EX, step=3)
         a = rt.state.attempts[-1]
         forged = replace(
@@ -161,7 +161,7 @@ def test_a_line_reference_names_whole_lines_where_it_says(tmp_path: Path):
         )
         check = Transcript(rt.state, rt.store.text).check(forged, lines[2] + lines[3])
         assert check.exact and not check.held, "lines 3-4 of step 2 were never shown there literally"
-        honest = lines_marker(rt._source(src), 13, 14)  # these were: after the X, lines 13-14 of b
+        honest = lines_marker(rt.held.source(src), 13, 14)  # these were: after the X, lines 13-14 of b
         ok = replace(
             a,
             shown_hash=rt.store.put_text(honest),
@@ -178,7 +178,7 @@ def test_every_answer_is_read_back_before_the_model_gets_it(tmp_path: Path):
     with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
         rt.run("cat a.txt", EX, step=1)
         first = rt.state.attempts[0]
-        marker = same_marker(rt._source(first))
+        marker = same_marker(rt.held.source(first))
         wrong = Answer(AnswerKind.WHOLE, marker, (Piece(SAME, 0, len(marker), first.id),))
         other = BODY + "one more line\n"
         assert rt._checked(wrong, other, []).text == other and rt.faults == 1

@@ -350,7 +350,7 @@ def test_an_expansion_once_sent_stays_as_it_was_sent(tmp_path):
     mid = "".join(f"M{i:03} = {i}  # a line of the module, long enough to refer to\n" for i in range(1, 41))
     repo = make_repo(tmp_path / "r", {"mid.py": mid, "b.py": mid.replace("M", "B")})
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig().with_(context_steps=3))
-    rt._standing.limit = 6000  # room for two answers and their expansions, not for three
+    rt.held.answers.limit = 6000  # room for two answers and their expansions, not for three
     ex = LocalExecutor(timeout=30)
     history = History(view_share=None)
     msgs = [Message("system"), Message("task")]

@@ -301,14 +301,14 @@ def test_what_a_held_output_shows_of_files_is_kept_only_for_a_context_policy_and
         for _ in range(3):
             rt.run("cat a.py", executor)
             rt.run("sed -n '2,9p' b.py", executor)
-        assert rt.facts == {}
+        assert rt.held.facts == {}
     with LedgerRuntime(root, tmp_path / "window", LedgerConfig().with_(context="validity")) as rt:
         first = rt.run("cat a.py", executor)
         said = rt.said(first.attempt_id, 0)
         assert said is not None and said.lines[2].path is not None and said.lines[2].number == 3
         rt.forget_context()  # a compaction: the model holds none of it now
         rt.run("sed -n '2,9p' b.py", executor)
-        assert first.attempt_id not in rt.facts
+        assert first.attempt_id not in rt.held.facts
 
 
 def test_a_long_output_like_a_clean_one_is_masked_exactly_as_masking_all_of_it() -> None:

@@ -196,7 +196,16 @@ class Held:
         ledger knew of their lines."""
         self.delivered.forget(keep)
         for a in [a for a in self.facts if a not in self.delivered.items]:
-            del self.facts[a]  # in place: the runtime holds the same table
+            del self.facts[a]
+
+    def settle_facts(self, attempt_id: int) -> None:
+        """The file lines of an output just recorded: dropped when the model does not hold it (never
+        asked of), else kept as the lines the delivered outputs hold."""
+        if attempt_id not in self.delivered.items:
+            self.facts.pop(attempt_id, None)
+        elif attempt_id in self.facts:
+            intern = self.delivered.intern
+            self.facts[attempt_id] = [r._replace(was=[intern(t) for t in r.was]) for r in self.facts[attempt_id]]
 
     def restore(self) -> None:
         """Rebuild what the model holds from the ledger (a run continued by a new runtime)."""
