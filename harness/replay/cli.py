@@ -667,10 +667,11 @@ def _run_pools(  # noqa: C901
             pool.shutdown(wait=True)
         except KeyboardInterrupt as stop:
             procs = list((getattr(pool, "_processes", None) or {}).values())
+            manager = getattr(pool, "_executor_manager_thread", None)  # shutdown() drops it
             pool.shutdown(wait=False, cancel_futures=True)
             for proc in procs:
                 proc.terminate()
-            _join_manager(pool)
+            _join_manager(manager)
             replay_tree.sweep_stale_workers()
             progress.stop()
             print(
@@ -687,11 +688,11 @@ def _run_pools(  # noqa: C901
     replay_tree.sweep_stale_workers()
 
 
-def _join_manager(pool) -> None:
-    """Wait for the pool's manager thread to see its workers gone and close its wake-up pipe. Python
-    3.11 wakes that thread again at exit, unlocked: one closing the pipe meanwhile printed
-    "Exception ignored ... OSError: Bad file descriptor" after the one line an interrupt ends with."""
-    manager = getattr(pool, "_executor_manager_thread", None)
+def _join_manager(manager) -> None:
+    """Wait for a pool's manager thread (taken before ``shutdown``, which forgets it) to see its workers
+    gone and close its wake-up pipe. Python 3.11 wakes that thread again at exit, unlocked: one closing
+    the pipe meanwhile printed "Exception ignored ... OSError: Bad file descriptor" after the one line
+    an interrupt ends with."""
     if manager is not None:
         manager.join(timeout=10)
 
