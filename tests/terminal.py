@@ -29,3 +29,9 @@ def visible(screen: bytes, tail: int = 1500) -> str:
     what a failing assertion shows."""
     text = re.sub(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]|\r", b"", bytes(screen))
     return text.decode("utf-8", "replace")[-tail:]
+
+
+def drawn(screen: bytes, text: str, tail: int = 4000) -> bool:
+    """Whether ``text`` was drawn among the last ``tail`` characters. A full-screen program draws a
+    space as a cursor move when the cell already holds one, so spaces are not compared."""
+    return "".join(text.split()) in "".join(visible(screen, tail).split())

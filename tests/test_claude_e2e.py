@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from conftest import CALC_PROJECT, make_repo
 from fake_messages import FakeMessages, claude_env, context_texts, tool_results
-from terminal import pump, visible
+from terminal import drawn, pump, visible
 
 from ledger_adapters.claude.cli import CLAUDE_VERSION, find_claude
 from ledger_runtime import hook_launcher
@@ -381,7 +381,7 @@ class Tui:
         is still being drawn can be dropped (seen on a loaded machine)."""
         before = len(requests)
         os.write(self.fd, text)
-        self.until(lambda: text[-12:].decode() in visible(self.screen, 4000), 10)
+        self.until(lambda: drawn(self.screen, text[-12:].decode()), 10)
         self.press_enter_until(lambda: len(requests) > before, "the prompt never reached the model")
 
     def press_enter_until(self, done: Any, failure: str, tries: int = 3) -> None:
@@ -420,13 +420,13 @@ def test_an_interactive_session_with_the_ledger_asks_the_user_over_a_revise(sess
     ]
     tui = Tui(s, "--ledger-config", str(config))
     try:
-        assert tui.until(lambda: b"auto mode" in tui.screen or b"\xe2\x9d\xaf" in tui.screen), tui.screen[-800:]
+        assert tui.until(lambda: drawn(tui.screen, "auto mode") or drawn(tui.screen, "\u276f")), tui.screen[-800:]
         tui.pump(1)
         tui.ask(b"what is wrong with calc.py", s.fake.requests)
         # the protected edit: Claude Code asks the user, with the rule's reason
-        assert tui.until(lambda: b"requires confirmation" in tui.screen), visible(tui.screen)
-        assert b"protected-paths" in tui.screen
-        assert tui.until(lambda: b"amend" in tui.screen), visible(tui.screen)  # the dialog drawn to its last line
+        assert tui.until(lambda: drawn(tui.screen, "requires confirmation")), visible(tui.screen)
+        assert drawn(tui.screen, "protected-paths", len(tui.screen))
+        assert tui.until(lambda: drawn(tui.screen, "amend")), visible(tui.screen)  # the dialog drawn to its last line
         tui.pump(1)
         # 1. Yes: the user lets it run
         tui.press_enter_until(lambda: len(s.fake.requests) >= 6, "the edit never ran")

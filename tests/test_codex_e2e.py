@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import CALC_PROJECT, make_repo
 from fake_responses import FakeResponses, codex_user_home, developer_texts, function_outputs
-from terminal import pump, visible
+from terminal import drawn, pump, visible
 
 from ledger_adapters.codex.cli import CODEX_VERSION, find_codex, hook_launcher
 from ledger_adapters.codex.rollout import is_ledger_note, item_text, model_inputs
@@ -269,9 +269,9 @@ class Tui:
         """Type ``prompt`` once the TUI is ready, press Enter until the model is asked (a key pressed
         while the input box is still being drawn can be dropped on a loaded machine), and wait for the
         model's ``requests`` calls."""
-        assert self.until(lambda: b"Ask Codex" in self.screen, 60), visible(self.screen)
+        assert self.until(lambda: drawn(self.screen, "Ask Codex"), 60), visible(self.screen)
         os.write(self.fd, prompt)
-        self.until(lambda: prompt[-12:].decode() in visible(self.screen, 4000), 10)
+        self.until(lambda: drawn(self.screen, prompt[-12:].decode()), 10)
         for _ in range(3):
             os.write(self.fd, b"\r")
             if self.until(lambda: len(fake.agent_requests) > 0, 10):

@@ -106,7 +106,9 @@ def our_containers(out: Path) -> list:
         for run in json.loads(manifest.read_text() or "{}").get("runs", [])
     }
     client = docker.from_env()
-    return [c for i in sorted(ids) for c in client.containers.list(all=True, filters={"label": f"ledger-run.run={i}"})]
+    # sparse: no inspection of each container, which races with one being removed meanwhile (404)
+    labels = [{"label": f"ledger-run.run={i}"} for i in sorted(ids)]
+    return [c for f in labels for c in client.containers.list(all=True, sparse=True, filters=f)]
 
 
 def _running(container, command: str) -> bool:

@@ -439,7 +439,8 @@ class ArmProgress:
 def remove_containers(client: Any, run_id: str) -> int:
     """Remove every container of this run (running or not); returns how many."""
     n = 0
-    for c in client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}):
+    # sparse: listing inspects no container, so one that goes away meanwhile (an agent's own cleanup) is no error
+    for c in client.containers.list(all=True, sparse=True, filters={"label": f"{LABEL_RUN}={run_id}"}):
         try:
             c.remove(force=True)
             n += 1
