@@ -163,8 +163,12 @@ def test_cli_resumes_and_reports(tmp_path):
     assert data["summary"]["total"]["unsound"] == 0 and data["summary"]["total"]["commands"] == len(COMMANDS)
     assert any("broken" in why for _, why in data["skipped"])
     assert "| demo/calc | 1 |" in (tmp_path / "R.md").read_text()
+    assert any("broken" in why for _, why in json.loads((tmp_path / "out" / "skipped.json").read_text()))
+    (trajs / "broken.traj.json").unlink()  # nothing is skipped now: the first replay's list goes
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert "1 already replayed, 0 to go" in again.stderr
+    assert again.returncode == 0 and json.loads(again.stdout)["skipped"] == []
+    assert not (tmp_path / "out" / "skipped.json").exists()
 
 
 def test_observations_only_estimate(tmp_path):

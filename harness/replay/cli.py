@@ -408,12 +408,14 @@ def _to_go(
 
 def _results(out: Path, trajs: list[Trajectory], skipped: list[tuple[str, str]]) -> list[dict]:
     """The results of the runs replayed (those of this replay's runs in ``out``, earlier ones
-    included), the runs skipped written beside them."""
-    if skipped:
-        try:
+    included), the runs skipped written beside them (an earlier replay's list goes when none is)."""
+    try:
+        if skipped:
             write_private(private_dir(out) / "skipped.json", json.dumps(skipped, indent=1))
-        except OSError as e:
-            _fail(f"cannot write {out / 'skipped.json'}: {e.strerror or e}")
+        else:
+            (out / "skipped.json").unlink(missing_ok=True)
+    except OSError as e:
+        _fail(f"cannot write {out / 'skipped.json'}: {e.strerror or e}")
     results = [r for r in load_results(out) if r["instance_id"] in {t.instance_id for t in trajs}]
     if not results:
         _fail(
