@@ -169,6 +169,15 @@ def test_cli_resumes_and_reports(tmp_path):
     assert "1 already replayed, 0 to go" in again.stderr
     assert again.returncode == 0 and json.loads(again.stdout)["skipped"] == []
     assert not (tmp_path / "out" / "skipped.json").exists()
+    assert "resumed" not in (tmp_path / "R.md").read_text()  # every result is this code's
+    (result,) = [p for p in (tmp_path / "out").rglob("*.json") if '"code"' in p.read_text()]
+    earlier = json.loads(result.read_text())
+    earlier["code"] = {**earlier["code"], "commit": "e" * 40, "dirty": True}  # as an earlier replay by other code
+    result.write_text(json.dumps(earlier))
+    third = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert third.returncode == 0, third.stderr[-2000:]
+    header = (tmp_path / "R.md").read_text().split("Reproduce:")[0]
+    assert f"trajectories by commit: `{'e' * 40}` (with uncommitted changes): 1" in header, header
 
 
 def test_observations_only_estimate(tmp_path):

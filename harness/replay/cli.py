@@ -21,6 +21,7 @@ from ledger_harness.replay.report import (
     context_md,
     context_table,
     load_results,
+    results_by_code,
     results_md,
     summarize_context,
     table,
@@ -131,6 +132,7 @@ def run(o: ReplayOptions) -> None:
     finally:
         lock.release()
     results = _results(o.out, trajs, skipped)
+    prov["results_by"] = results_by_code(results)  # a resumed replay's earlier results came from other code
     agg = aggregate(results)
     what = replayed(paths, fmt.name, len(results), swebench=o.instances is not None)
     ctx = summarize_context(results) if contexts else None

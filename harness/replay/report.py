@@ -137,6 +137,30 @@ def class_table(g: dict[str, Any]) -> Table:
     return t
 
 
+def results_by_code(results: list[dict[str, Any]]) -> dict[str, int]:
+    """How many of ``results`` each code made: its commit, marked ``+`` when it had uncommitted changes
+    (``unknown`` when the result does not say)."""
+    by: dict[str, int] = {}
+    for r in results:
+        code = r.get("code") or {}
+        key = (code.get("commit") or "unknown") + ("+" if code.get("dirty") else "")
+        by[key] = by.get(key, 0) + 1
+    return by
+
+
+def _resumed_from(prov: dict[str, Any]) -> list[str]:
+    """A line naming the commits the results came from, when a resumed replay's are not all this code's."""
+    by = prov.get("results_by") or {}
+    this = (prov.get("commit") or "unknown") + ("+" if prov.get("dirty") else "")
+    if not by or set(by) == {this}:
+        return []
+    parts = [
+        f"`{k.rstrip('+')}`{' (with uncommitted changes)' if k.endswith('+') else ''}: {n}"
+        for k, n in sorted(by.items())
+    ]
+    return ["- resumed: the results come from more than this code; trajectories by commit: " + ", ".join(parts)]
+
+
 def results_md(
     agg: dict[str, dict[str, Any]],
     command: str,
@@ -161,6 +185,7 @@ def results_md(
         lines += [
             f"- code: ledger-runtime {prov.get('version', '?')} at commit `{prov.get('commit') or 'unknown'}`"
             + (" (with uncommitted changes)" if prov.get("dirty") else ""),
+            *_resumed_from(prov),
             f"- settings: {', '.join(f'`{k} = {v!r}`' for k, v in (prov.get('settings') or {}).items())}",
             f"- written: {prov.get('written', '?')}",
         ]
