@@ -94,12 +94,6 @@ def find_codex(explicit: str | None) -> str | None:
     return find_binary(explicit, "LEDGER_CODEX_BIN", "codex")
 
 
-def codex_version(binary: str) -> str | None:
-    from ledger_runtime import binary_version
-
-    return binary_version(binary)
-
-
 def user_codex_home() -> Path:
     return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
 
