@@ -230,6 +230,22 @@ def test_state_view_is_deterministic_and_within_budget(repo, tmp_path):
     assert len(view.text) <= 110 * 4 and view.omitted > 0 and "left out" in view.text
 
 
+def test_a_reloaded_ledger_holds_every_record_as_it_was_made(repo, tmp_path):
+    """Observations (their kind included: whole, range, matches), attempts and modifications read back
+    from the file are the records the run made."""
+    rt = runtime(repo, tmp_path)
+    commands = ["cat calc.py", "grep -n def pkg/util.py", "sed -n '1,5p' README.md", "sed -i '2s/a - b/a + b/' calc.py"]
+    for cmd in commands:
+        rt.run(cmd, EX)
+    live = rt.state
+    assert {o.kind for o in live.observations} == {"whole", "matches", "range"}
+    rt.close()
+    again = load(tmp_path / "run").state
+    assert [o.to_dict() for o in again.observations] == [o.to_dict() for o in live.observations]
+    assert [a.to_dict() for a in again.attempts] == [a.to_dict() for a in live.attempts]
+    assert [m.to_dict() for m in again.modifications] == [m.to_dict() for m in live.modifications]
+
+
 def test_inform_off_gives_nothing(repo, tmp_path):
     rt = runtime(repo, tmp_path, inform=False)
     rt.run("cat calc.py", EX)

@@ -65,16 +65,18 @@ class LedgerState:
         """Fold one event in. Unknown kinds are kept as faults, never raised."""
         kind = event.get("kind")
         try:
+            shadowed = event.get("shadowed")  # the record's own values under the event's names (an observation's kind)
+            body = {**event, **shadowed} if shadowed else event
             if kind == "attempt":
-                self.add_attempt(Attempt.from_dict(event))
+                self.add_attempt(Attempt.from_dict(body))
             elif kind == "observation":
-                self.add_observation(Observation.from_dict(event))
+                self.add_observation(Observation.from_dict(body))
             elif kind == "modification":
-                self.add_modification(Modification.from_dict(event), int(event.get("epoch", self.epoch + 1)))
+                self.add_modification(Modification.from_dict(body), int(event.get("epoch", self.epoch + 1)))
             elif kind == "baseline":
-                self.baseline = Baseline.from_dict(event)
+                self.baseline = Baseline.from_dict(body)
             elif kind == "run":
-                self.run = {k: v for k, v in event.items() if k not in ("seq", "kind", "step", "at")}
+                self.run = {k: v for k, v in event.items() if k not in ("seq", "kind", "step", "at", "shadowed")}
             elif kind == "completion":
                 self.complete(int(event["attempt"]), event)
             elif kind == "task":

@@ -351,7 +351,8 @@ class LedgerStore:
 
     def events(self, kinds: Iterable[str] | None = None) -> Iterator[Event]:
         """Events in order, each ``{"seq", "kind", "step", "at", **body}``; unreadable rows are skipped
-        with a ``fault`` event in their place, so one bad row never hides the rest."""
+        with a ``fault`` event in their place, so one bad row never hides the rest. A body's own value
+        under one of those four names (an observation's ``kind``) is kept in ``"shadowed"``."""
         sql = "SELECT seq, kind, step, at, body FROM events"
         params: tuple = ()
         if kinds is not None:
@@ -371,7 +372,9 @@ class LedgerStore:
             except ValueError as e:
                 yield {"seq": seq, "kind": "fault", "step": step, "at": at, "message": f"unreadable event {seq}: {e}"}
                 continue
-            yield {**data, "seq": seq, "kind": kind, "step": step, "at": at}
+            envelope = {"seq": seq, "kind": kind, "step": step, "at": at}
+            shadowed = {k: data[k] for k in envelope if k in data and data[k] != envelope[k]}
+            yield {**data, **envelope, **({"shadowed": shadowed} if shadowed else {})}
 
     def blob(self, h: str, _depth: int = 0) -> bytes | None:
         recent = self._recent.get(h)
