@@ -507,8 +507,8 @@ def test_parallel_workers_survive_a_worker_that_dies_and_say_when_tmp_is_shared(
         assert any(n.startswith("/tmp: shared") for n in data["notes"]), data["notes"]
 
 
-def _running_under(pid: int, name: str) -> bool:
-    """Whether a process named ``name`` runs under process ``pid`` (its child, or theirs; from /proc)."""
+def _running_under(pid: int, name: str) -> set[int]:
+    """The processes named ``name`` under process ``pid`` (its children, or theirs; from /proc)."""
     parent: dict[int, int] = {}
     names: dict[int, str] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -518,13 +518,15 @@ def _running_under(pid: int, name: str) -> bool:
             names[me], parent[me] = head.split(" (", 1)[1], int(rest.split()[1])
         except (OSError, IndexError, ValueError):
             continue
+    found = set()
     for me, comm in names.items():
         up, seen = me, 0
         while comm == name and up in parent and seen < 64:
             up, seen = parent[up], seen + 1
             if up == pid:
-                return True
-    return False
+                found.add(me)
+                break
+    return found
 
 
 def _state(pid: int) -> str:
@@ -552,7 +554,7 @@ def _children(pid: int) -> set[int]:
 def test_ctrl_c_stops_a_parallel_replay(tmp_path, how):
     """Ctrl-C (SIGINT to the whole process group) or ``kill PID`` (SIGTERM to the replay alone) stop a
     parallel replay with one line, and its worker processes go with it (a SIGTERM once left them
-    running, idle, for ever)."""
+    running, idle, for ever), and so do the commands they were running (once left to their timeout)."""
     import os
     import signal
     import time
@@ -563,7 +565,7 @@ def test_ctrl_c_stops_a_parallel_replay(tmp_path, how):
     trajs.mkdir()
     rows = []
     for i in range(6):
-        traj_file(trajs / f"demo__calc-{i}.traj.json", f"demo__calc-{i}", ["sleep 20"])
+        traj_file(trajs / f"demo__calc-{i}.traj.json", f"demo__calc-{i}", ["sleep 300"])
         rows.append(json.dumps({"instance_id": f"demo__calc-{i}", "base_commit": commit}))
     (tmp_path / "i.jsonl").write_text("\n".join(rows) + "\n")
     p = subprocess.Popen(
@@ -593,6 +595,7 @@ def test_ctrl_c_stops_a_parallel_replay(tmp_path, how):
     while not _running_under(p.pid, "sleep") and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     workers = _children(p.pid)
+    commands = _running_under(p.pid, "sleep")
     t0 = time.monotonic()
     if how == "ctrl-c":
         os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
@@ -607,6 +610,11 @@ def test_ctrl_c_stops_a_parallel_replay(tmp_path, how):
         time.sleep(0.2)
     left = [w for w in workers if Path(f"/proc/{w}").exists() and "Z" not in _state(w)]
     assert not left, f"worker processes outlived the replay: {left}"
+    assert commands, "the workers were running their commands"
+    while any(Path(f"/proc/{c}").exists() for c in commands) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = [c for c in commands if Path(f"/proc/{c}").exists() and "Z" not in _state(c)]
+    assert not left, f"the commands the workers ran outlived the replay: {left}"
 
 
 def test_replay_results_keep_no_secret(tmp_path):
