@@ -1,7 +1,7 @@
 """Executors: how a command actually runs. The runtime takes any callable
 ``execute(command, cwd) -> ExecResult``; adapters pass their agent's own. ``LocalExecutor`` runs
 commands in a fresh ``bash -c`` with stderr merged into stdout, like mini-swe-agent's local
-environment, and kills the whole process group on timeout.
+environment, and kills the whole process group on timeout or when the wait for it is interrupted.
 """
 
 from __future__ import annotations
@@ -49,10 +49,7 @@ class LocalExecutor:
         try:
             out, _ = proc.communicate(timeout=self.timeout)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _kill_session(proc.pid)
             try:
                 out, _ = proc.communicate(timeout=5)
             except subprocess.TimeoutExpired:  # a detached grandchild still holds the pipe
@@ -60,4 +57,17 @@ class LocalExecutor:
                 out = b""
             text = out.decode("utf-8", "replace") if out else ""
             return ExecResult(text, -1, f"the command timed out after {self.timeout:g} s", {"timeout": True})
+        except BaseException:  # Ctrl-C or a signal's exception while waiting: the command goes too
+            _kill_session(proc.pid)
+            proc.wait()
+            raise
         return ExecResult(out.decode("utf-8", "replace"), proc.returncode)
+
+
+def _kill_session(pid: int) -> None:
+    """Kill the command's whole process group (it leads a session of its own, which a terminal's
+    Ctrl-C does not reach)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -550,11 +550,13 @@ def _children(pid: int) -> set[int]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("jobs", ["1", "2"])
 @pytest.mark.parametrize("how", ["ctrl-c", "kill"])
-def test_ctrl_c_stops_a_parallel_replay(tmp_path, how):
+def test_ctrl_c_stops_a_replay(tmp_path, how, jobs):
     """Ctrl-C (SIGINT to the whole process group) or ``kill PID`` (SIGTERM to the replay alone) stop a
-    parallel replay with one line, and its worker processes go with it (a SIGTERM once left them
-    running, idle, for ever), and so do the commands they were running (once left to their timeout)."""
+    replay with one line, one trajectory at a time or in parallel; its worker processes go with it (a
+    SIGTERM once left them running, idle, for ever), and so do the commands running (each in a session
+    of its own, which neither signal reaches: they were once left to their timeout)."""
     import os
     import signal
     import time
@@ -584,7 +586,7 @@ def test_ctrl_c_stops_a_parallel_replay(tmp_path, how):
             "-o",
             str(tmp_path / "o"),
             "-j",
-            "2",
+            jobs,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

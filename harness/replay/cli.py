@@ -538,7 +538,30 @@ def _done(path: Path, contexts: tuple[str, ...], models: tuple[str, ...] = ()) -
 def _replay_all(
     todo: list[Trajectory], settings: ReplaySettings, jobs: int, err: Console, notes: list[str]
 ) -> list[tuple[str, str]]:
-    """Replay ``todo`` with a progress display, ``jobs`` at a time; returns the trajectories skipped."""
+    """Replay ``todo`` with a progress display, ``jobs`` at a time; returns the trajectories skipped.
+    Ctrl-C, or a SIGTERM to this process alone (``kill PID``), stops it and says what was kept (exit
+    130 or 143): no worker, and no command one ran, outlives the replay."""
+    import signal
+
+    previous = _on_sigterm(_terminated)
+    try:
+        return _replay_todo(todo, settings, jobs, err, notes)
+    except KeyboardInterrupt as stop:
+        print(
+            f"interrupted: the finished trajectories are kept in {settings.out} (run the same command again "
+            "to go on from there)",
+            file=sys.stderr,
+        )
+        raise SystemExit(143 if isinstance(stop, _Terminated) else 130) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _replay_todo(
+    todo: list[Trajectory], settings: ReplaySettings, jobs: int, err: Console, notes: list[str]
+) -> list[tuple[str, str]]:
+    """``_replay_all`` without the stop: the progress display, one trajectory at a time or in workers."""
     skipped: list[tuple[str, str]] = []
     columns = [
         TextColumn("{task.description}"),
@@ -577,7 +600,7 @@ def _replay_all(
                     progress.update(overall, completed=start)
                     finished(t, f"{type(e).__name__}: {e}", failed=True)
             return skipped
-        _parallel(todo, settings, jobs, notes, finished, progress, overall)
+        _run_pools(todo, settings, jobs, notes, finished, progress, overall)
     return skipped
 
 
@@ -587,25 +610,6 @@ ISOLATION_NOTES = {
     "namespace-shared-tmp": "/tmp: shared by the workers (a path the replay needs, -o or --repo, lies under it); "
     "commands writing /tmp may have seen each other's files",
 }
-
-
-def _parallel(
-    todo: list[Trajectory], settings: ReplaySettings, jobs: int, notes: list[str], finished, progress, overall
-) -> None:
-    """``todo`` in worker processes, each in its own tree. A worker that dies takes only the
-    trajectories it was running: the rest go to a fresh pool (each trajectory is tried twice at
-    most). Ctrl-C, or a SIGTERM to this process alone (``kill PID``), stops the workers and says what
-    was kept: no worker outlives the replay."""
-    import signal
-
-    previous = _on_sigterm(_terminated)
-    try:
-        _run_pools(todo, settings, jobs, notes, finished, progress, overall)
-    except _Terminated:
-        raise SystemExit(143) from None
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
 
 
 class _Terminated(KeyboardInterrupt):
@@ -630,7 +634,10 @@ def _on_sigterm(handler):
 def _run_pools(  # noqa: C901
     todo: list[Trajectory], settings: ReplaySettings, jobs: int, notes: list[str], finished, progress, overall
 ) -> None:
-    """The pools of ``_parallel``, one after another."""
+    """``todo`` in worker processes, each in its own tree, in pools one after another. A worker that
+    dies takes only the trajectories it was running: the rest go to a fresh pool (each trajectory is
+    tried twice at most). Ctrl-C or SIGTERM (a KeyboardInterrupt here) stops the workers, and they
+    their commands, before it goes on up."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
@@ -670,7 +677,7 @@ def _run_pools(  # noqa: C901
                 except Exception as e:
                     finished(t, f"{type(e).__name__}: {e}", failed=True)
             pool.shutdown(wait=True)
-        except KeyboardInterrupt as stop:
+        except KeyboardInterrupt:
             procs = list((getattr(pool, "_processes", None) or {}).values())
             manager = getattr(pool, "_executor_manager_thread", None)  # shutdown() drops it
             pool.shutdown(wait=False, cancel_futures=True)
@@ -679,14 +686,7 @@ def _run_pools(  # noqa: C901
             _join_manager(manager)
             replay_tree.sweep_stale_workers()
             progress.stop()
-            print(
-                f"interrupted: the finished trajectories are kept in {settings.out} (run the same command again "
-                "to go on from there)",
-                file=sys.stderr,
-            )
-            if isinstance(stop, _Terminated):
-                raise
-            raise SystemExit(130) from None
+            raise
         if remaining and not solo:
             solo = True
             notes.append("a worker process died: the trajectories it took down were replayed again one at a time")
