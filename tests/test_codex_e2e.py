@@ -271,7 +271,7 @@ class Tui:
         model's ``requests`` calls."""
         assert self.until(lambda: drawn(self.screen, "Ask Codex"), 60), visible(self.screen)
         os.write(self.fd, prompt)
-        self.until(lambda: drawn(self.screen, prompt[-12:].decode()), 10)
+        self.until(lambda: drawn(self.screen, prompt[-12:].decode(), 4000), 10)
         for _ in range(3):
             os.write(self.fd, b"\r")
             if self.until(lambda: len(fake.agent_requests) > 0, 10):
