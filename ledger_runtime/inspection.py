@@ -40,15 +40,18 @@ class Loaded:
     events: list[dict[str, Any]]
     state: LedgerState
     blobs: dict[str, str | None] = field(default_factory=dict)  # blobs read so far, by hash
+    damaged: dict[str, str] = field(default_factory=dict)  # blobs read so far that do not read back: why
 
     def text(self, h: str | None) -> str | None:
-        """A blob of the ledger as text (opened read-only when asked for)."""
+        """A blob of the ledger as text (opened read-only when asked for); None where the ledger does
+        not hold it, or holds it damaged (then ``damaged`` says why)."""
         if h is None:
             return None
         if h not in self.blobs:
             store = LedgerStore.open(self.path, check=False)
             try:
                 self.blobs[h] = store.text(h)
+                self.damaged.update(store.damaged)
             finally:
                 store.close()
         return self.blobs[h]

@@ -79,6 +79,41 @@ def test_inspect_prints_what_the_model_received_and_its_expansion(repo, tmp_path
     assert bad.returncode == 2 and "need --step" in bad.stderr
 
 
+def test_inspect_says_which_blob_of_a_damaged_ledger_does_not_read_back(repo, tmp_path):
+    """A stored output damaged on disk (it does not decompress, or an unknown codec, or the wrong size) is
+    never shown as an empty output or as "no earlier output": a one-line error for the step's text, one
+    "damaged:" line per blob and exit 1 elsewhere, null in --json with the reason beside it."""
+    import sqlite3
+
+    from ledger_runtime.inspection import load
+
+    run = make_run(repo, tmp_path)
+    first = load(run).state.attempts[0]
+    db = sqlite3.connect(run / "ledger.sqlite")
+    for damage, why in [
+        ("codec = 'zlib', data = X'00ff'", "does not decompress"),
+        ("codec = 'lzma'", "unknown codec 'lzma'"),
+        ("codec = 'raw', data = X'41'", "1 bytes where"),
+    ]:
+        db.execute(f"UPDATE blobs SET {damage} WHERE hash = ?", (first.shown_hash,))
+        db.commit()
+        out = cli("inspect", str(run), "--step", "1", "--output")
+        assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr, out.stderr
+        assert "step 1: the text the model received does not read back" in out.stderr and why in out.stderr
+        expand = cli("inspect", str(run), "--step", "2", "--expand")
+        assert "step 1's output, which it names, does not read back" in expand.stdout, expand.stdout
+        assert expand.returncode == 1 and f"damaged: the ledger's blob {first.shown_hash[:12]} " in expand.stderr
+        data = cli("inspect", str(run), "--json")
+        assert data.returncode == 1 and "Traceback" not in data.stderr, data.stderr
+        parsed = json.loads(data.stdout)
+        assert parsed["timeline"][0]["shown"] is None and why in parsed["damaged"][first.shown_hash]
+    assert cli("inspect", str(run)).returncode == 0  # the timeline reads no blob
+    db.execute("DROP TABLE blobs")
+    db.commit()
+    gone = cli("inspect", str(run), "--json")
+    assert gone.returncode == 2 and "a ledger without its blobs table" in gone.stderr and "Traceback" not in gone.stderr
+
+
 def test_inspect_state_view_at_a_step(repo, tmp_path):
     run = make_run(repo, tmp_path)
     at2 = cli("inspect", str(run), "--step", "2").stdout

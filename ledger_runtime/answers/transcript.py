@@ -95,7 +95,9 @@ class Transcript:
                 if b is None or b.id >= a.id:
                     return None  # a reference names only what came before
                 text = self.expanded(b)
-                return None if text is None else (b.id, text)
+                if text is None:
+                    raise ExpandError(f"{label}'s output, which it names, does not read back from the ledger")
+                return (b.id, text)
 
             out = expand(shown, pieces, resolve, lambda: self.text_of(a.output_hash))
         self._expanded[a.id] = out

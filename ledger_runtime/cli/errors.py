@@ -17,5 +17,10 @@ err = Console(stderr=True)
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error and exit. The message is text, never markup: it may quote a path or a
     command (its control characters escaped)."""
-    err.print(Text.assemble(("error:", "red"), " ", visible(message)), highlight=False, soft_wrap=True)
+    say("error:", message)
     raise typer.Exit(code)
+
+
+def say(label: str, message: str) -> None:
+    """One line on stderr under ``label`` (``damaged:``), the message as text, never markup."""
+    err.print(Text.assemble((label, "red"), " ", visible(message)), highlight=False, soft_wrap=True)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 
 from rich.console import Console
 
-from ledger_runtime.cli.errors import err, fail
+from ledger_runtime.cli.errors import err, fail, say
 from ledger_runtime.cli.printable import visible, visible_data
 from ledger_runtime.inspection import (
     changes,
@@ -113,7 +113,25 @@ def _check_trajectory(options: InspectOptions) -> None:
 
 
 def run(inspection: Inspection) -> None:
-    """Print (or write) what ``inspection`` asks for."""
+    """Print (or write) what ``inspection`` asks for; a blob of the ledger that did not read back is
+    said on stderr, one line each, and the exit code is 1."""
+    try:
+        _run(inspection)
+    except NotALedger as e:  # the ledger became unreadable while its blobs were read
+        fail(str(e))
+    damaged = inspection.loaded.damaged
+    for h, why in list(damaged.items())[:MAX_DAMAGED]:
+        say("damaged:", f"the ledger's blob {h[:12]} {why}: shown as missing")
+    if len(damaged) > MAX_DAMAGED:
+        say("damaged:", f"{len(damaged) - MAX_DAMAGED} more blobs")
+    if damaged:
+        raise SystemExit(1)
+
+
+MAX_DAMAGED = 20  # damaged blobs named one by one
+
+
+def _run(inspection: Inspection) -> None:
     options, loaded = inspection.options, inspection.loaded
     if options.output or options.expand:
         _print_outputs(inspection)
@@ -152,7 +170,11 @@ def _print_outputs(inspection: Inspection) -> None:
         if len(found) > 1:  # several commands in one model call: say which is which
             first = (a.command.splitlines() or [""])[0][:100]
             sys.stdout.write(f"{'' if i == 0 else chr(10)}--- {loaded.state.label(a.id)}: {visible(first)}\n")
-        show((expanded if options.expand else shown) or "")  # never re-wrapped
+        text = expanded if options.expand else shown
+        why = loaded.damaged.get(a.shown_hash or a.output_hash or "")
+        if text is None and why:
+            fail(f"{loaded.state.label(a.id)}: the text the model received does not read back from the ledger ({why})")
+        show(text or "")  # never re-wrapped
 
 
 def _write_page(inspection: Inspection, html: Path) -> None:
@@ -175,6 +197,7 @@ def _print_json(inspection: Inspection) -> None:
     """``--json``: the step's commands (with ``--step``), or the summary and the timeline."""
     loaded, step = inspection.loaded, inspection.options.step
     data = _step_data(loaded, step) if step is not None else _run_data(inspection)
+    data["damaged"] = dict(loaded.damaged)  # blobs that did not read back (their texts are null): why
     json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
     sys.stdout.write("\n")
 

@@ -120,6 +120,7 @@ class LedgerStore:
         self._locked = False  # the last commit failed for a lock
         self._pending: list[tuple[str, int | None, str]] = []
         self._pending_blobs: dict[str, tuple[int, str, bytes]] = {}
+        self.damaged: dict[str, str] = {}  # blobs in the file that do not read back: key -> why (read as missing)
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -204,7 +205,10 @@ class LedgerStore:
             version = int(meta.get("schema_version", "0"))
             if version > SCHEMA_VERSION:
                 raise NotALedger(p, f"written by a newer ledger-runtime (schema {version} > {SCHEMA_VERSION})")
-            conn.execute("SELECT count(*) FROM events").fetchone()
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            for table in ("events", "blobs"):
+                if table not in tables:
+                    raise NotALedger(p, f"a ledger without its {table} table (damaged)")
             if check and conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
                 raise NotALedger(p, "the database is corrupt or truncated")
         except NotALedger:
@@ -383,18 +387,34 @@ class LedgerStore:
         if h in self._pending_blobs:
             size, codec, data = self._pending_blobs[h]
         else:
-            row = self._conn.execute("SELECT codec, data FROM blobs WHERE hash = ?", (h,)).fetchone()
+            row = self._conn.execute("SELECT size, codec, data FROM blobs WHERE hash = ?", (h,)).fetchone()
             if row is None:
                 return None
-            codec, data = row
-        try:
-            if codec == "patch":
-                return self._unpatch(h, bytes(data), _depth)
-            out = zlib.decompress(data) if codec == "zlib" else bytes(data)
-        except zlib.error:
+            size, codec, data = row
+        out = self._decoded(h, codec, bytes(data), _depth)
+        if out is not None and len(out) != size:
+            self.damaged[h] = f"{len(out)} bytes where {size} were stored"
             return None
-        self._keep(h, out, 0)
+        if out is not None and codec != "patch":
+            self._keep(h, out, 0)
         return out
+
+    def _decoded(self, h: str, codec: str, data: bytes, depth: int) -> bytes | None:
+        """A stored blob's bytes; None, with the reason in ``damaged``, where they do not decode."""
+        try:
+            if codec == "raw":
+                return data
+            if codec == "zlib":
+                return zlib.decompress(data)
+            if codec == "patch":
+                out = self._unpatch(h, data, depth)
+                if out is None and h not in self.damaged:
+                    self.damaged[h] = "a change of another blob that does not apply"
+                return out
+            self.damaged[h] = f"stored with an unknown codec {codec!r}"
+        except zlib.error as e:
+            self.damaged[h] = f"does not decompress ({e})"
+        return None
 
     def _unpatch(self, h: str, packed: bytes, depth: int) -> bytes | None:
         """A blob stored as a change of another (see the module docstring); None where it does not
@@ -410,7 +430,7 @@ class LedgerStore:
         base = self.blob(key, depth + 1)
         if base is None or p + s > len(base):
             return None
-        data = base[:p] + zlib.decompress(rest) + base[len(base) - s :]
+        data = base[:p] + zlib.decompress(rest) + base[len(base) - s :]  # zlib.error: damaged (_decoded)
         self._keep(h, data, d)
         return data
 
