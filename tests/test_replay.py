@@ -432,6 +432,33 @@ def test_force_never_empties_a_work_tree_that_holds_the_repository(tmp_path):
     assert (src / "calc.py").exists() and (src / ".git").is_dir()
 
 
+def test_force_never_empties_a_work_tree_that_holds_what_the_replay_reads(tmp_path):
+    """--force empties a work tree of what is in it, but never of the replay's own trajectories or instances
+    file: those are refused as a repository is."""
+    bare, trajs, inst = _calc_case(tmp_path)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    mine = tree / "t.traj.json"
+    mine.write_bytes(next(trajs.glob("*.json")).read_bytes())
+    cases = [(str(mine), str(inst)), (str(trajs), str(tree / "i.jsonl"))]
+    (tree / "i.jsonl").write_bytes(inst.read_bytes())
+    for traj, instances in cases:
+        r = _cli(
+            traj,
+            "--repo",
+            str(bare),
+            "--instances",
+            instances,
+            "--workdir",
+            str(tree),
+            "-o",
+            str(tmp_path / "o"),
+            "--force",
+        )
+        assert "which this replay reads or writes" in _one_line_error(r)
+    assert mine.exists() and (tree / "i.jsonl").exists()
+
+
 def test_the_lock_holds_whatever_the_tmpdir(tmp_path):
     import os
 

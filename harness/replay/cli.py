@@ -112,7 +112,8 @@ def run(o: ReplayOptions) -> None:
     workdir = o.workdir
     if workdir is None:
         workdir, trajs = _own_workdir(fmt, trajs, own, o.out, skipped, err)
-    lock = _hold_tree(workdir, git_dirs, o.force, o.out)
+    inputs = [*paths, o.instances, o.report, *(loaded.path for loaded in own.values() if loaded is not None)]
+    lock = _hold_tree(workdir, git_dirs, o.force, o.out, [i for i in inputs if i is not None])
     settings = ReplaySettings(
         repos=git_dirs,
         out=o.out,
@@ -372,8 +373,9 @@ def _not_naming(trajs: list[Trajectory], trees: set[str], skipped: list[tuple[st
     return trajs
 
 
-def _hold_tree(workdir: Path, git_dirs: list[Path], force: bool, out: Path) -> replay_tree.Lock:
-    """The work tree checked (never one that holds a repository; ``force``: one not the replay's own)
+def _hold_tree(workdir: Path, git_dirs: list[Path], force: bool, out: Path, inputs: list[Path]) -> replay_tree.Lock:
+    """The work tree checked (never one that holds a repository or one of the replay's ``inputs``: its
+    trajectories, their ledgers, its instances file and report; ``force``: one not the replay's own)
     and locked for this replay, and ``out`` writable."""
     from ledger_runtime.cli.dirs import unwritable
 
@@ -381,6 +383,12 @@ def _hold_tree(workdir: Path, git_dirs: list[Path], force: bool, out: Path) -> r
     if clash is not None:
         _fail(
             f"--workdir {workdir} and --repo {clash} overlap: emptying the work tree would delete the repository; "
+            "give another --workdir"
+        )
+    held = replay_tree.inside(workdir, inputs)
+    if held is not None:
+        _fail(
+            f"--workdir {workdir} holds {held}, which this replay reads or writes: emptying it would delete that; "
             "give another --workdir"
         )
     try:

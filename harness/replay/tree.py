@@ -140,6 +140,16 @@ class Lock:
             self.fd = None
 
 
+def inside(tree: Path, paths: list[Path]) -> Path | None:
+    """The first of ``paths`` that is ``tree`` or lies in it (emptying the tree would delete it)."""
+    t = os.path.realpath(tree)
+    for p in paths:
+        where = os.path.realpath(p)
+        if where == t or where.startswith(t + os.sep):
+            return p
+    return None
+
+
 def overlaps(tree: Path, repos: list[Path]) -> Path | None:
     """A repository (its git directory or its work tree) that is, holds or lies in ``tree``: emptying
     the tree would delete it."""
