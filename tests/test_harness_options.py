@@ -42,6 +42,8 @@ def test_valid_replay_options_pass():
     [
         (ReplayOptions((), outputs="stale"), "--outputs must be fresh or recorded, not 'stale'"),
         (ReplayOptions((), jobs=0), "-j must be 1 or more, not 0"),
+        (ReplayOptions((), timeout=-1), "--timeout must be 1 second or more, not -1"),
+        (ReplayOptions((), timeout=0), "--timeout must be 1 second or more, not 0"),
         (
             ReplayOptions((), context="full", observations_only=True),
             "--context measures a replay: it cannot go with --observations-only",

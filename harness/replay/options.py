@@ -68,6 +68,8 @@ def validate(o: ReplayOptions) -> str | None:
         return "--price-model: give at least one model"
     if o.jobs < 1:
         return f"-j must be 1 or more, not {o.jobs}"
+    if o.timeout is not None and o.timeout < 1:
+        return f"--timeout must be 1 second or more, not {o.timeout}"
     if o.base_commit is not None and not o.base_commit.strip():
         return "--base-commit: give a commit (its hash, or a name the repository knows)"
     if o.observations_only and o.report is not None:
