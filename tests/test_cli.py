@@ -141,6 +141,8 @@ def test_demo_runs_offline_and_refuses_a_used_directory(tmp_path):
     p = cli("demo", "-o", str(out))
     assert p.returncode == 0, p.stderr[-2000:]
     assert "NUDGE" in p.stdout and (out / "run" / "ledger.sqlite").exists()
+    loose = [f.name for f in (out / "run").iterdir() if f.stat().st_mode & 0o077]
+    assert not loose and (out / "run" / "trajectory.traj.json").exists(), f"the run's files are the owner's: {loose}"
     for kind in ("spans: ", "whole: ", "delta: "):  # each way an output comes back with what the model had
         assert kind in p.stdout, kind
     again = cli("demo", "-o", str(out))

@@ -123,6 +123,7 @@ def test_mini_options_that_cannot_run_say_why_in_one_line(workdir, capsys, tmp_p
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
     err = _error(capsys, validate_mini, MiniOptions(ok))
     assert err == "error: no task: pass -t TASK (there is no terminal to ask for one)\n"
+    assert not out.exists(), "a run that could not start leaves no empty run directory behind"
 
 
 def test_mini_options_that_can_run_are_the_run(workdir, tmp_path, quiet_mini):

@@ -162,6 +162,7 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
     from minisweagent.models.test_models import make_output
 
     from ledger_adapters.mini.environment import LedgerEnvironment, LedgerModel
+    from ledger_runtime import touch_private
 
     base = out_dir or Path(tempfile.mkdtemp(prefix="ledger-demo-"))
     workspace, run_dir = base / "workspace", base / "run"
@@ -223,6 +224,7 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
     console.print(
         f"[bold]Ledger runtime demo[/bold]: mini-swe-agent, a scripted model, a buggy project in {workspace}\n"
     )
+    touch_private(run_dir / "trajectory.traj.json")  # mini-swe-agent rewrites it in place after each step: owner-only
     try:
         info = agent.run(TASK)
     except KeyboardInterrupt:
