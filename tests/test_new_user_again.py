@@ -225,7 +225,7 @@ def test_a_command_whose_extra_is_missing_names_the_extra(tmp_path):
     instances = tmp_path / "instances.jsonl"
     instances.write_text(json.dumps({"instance_id": "a__b-1", "problem_statement": "x", "repo": "a/b"}) + "\n")
     cases = [
-        (["report", str(tmp_path / "out")], ("matplotlib",), "swebench"),
+        (["report", str(tmp_path / "out"), "--png", str(tmp_path / "f.png")], ("matplotlib",), "swebench"),
         (["swebench", "--instances", str(instances), "-o", str(tmp_path / "sb")], ("docker",), "swebench"),
         (["tau2-gate", "--domain", "airline"], ("tau2",), "tau2"),
     ]
@@ -237,6 +237,11 @@ def test_a_command_whose_extra_is_missing_names_the_extra(tmp_path):
     # what needs no extra works without them: the report without its figure, the demo
     r = ledger_run("report", str(tmp_path / "out"), "--no-png", env=_without(tmp_path, "matplotlib", "docker", "tau2"))
     assert r.returncode == 0, r.stderr[-2000:]
+    lean = _without(tmp_path, "matplotlib")
+    r = ledger_run("report", str(tmp_path / "out"), "--json", "--html", str(tmp_path / "arms.html"), env=lean)
+    assert r.returncode == 0 and json.loads(r.stdout)["figure"] is None, r.stderr[-2000:]
+    assert "no figure:" in r.stderr and "ledger-runtime[swebench]" in r.stderr and (tmp_path / "arms.html").exists()
+    assert "nowhere: no arm results here" in one_line_error(ledger_run("report", str(tmp_path / "nowhere"), env=lean))
     r = ledger_run("demo", "-o", str(tmp_path / "demo"), env=_without(tmp_path, "matplotlib", "docker", "tau2"))
     assert r.returncode == 0, r.stderr[-2000:]
 

@@ -258,15 +258,21 @@ def report(
     """The arms of a ledger-run swebench output side by side: resolved, cost, calls, tokens, re-reads."""
     from rich.console import Console
 
+    from ledger_adapters.extras import missing
     from ledger_harness.swebench.report import build, figure_path, print_report, write_png
 
-    if not no_png:
-        from ledger_adapters.extras import require
-
-        require("swebench", "matplotlib", "the figure of ledger-run report (--no-png: none)")
     try:
-        rep = build(out)
-        figure = None if no_png else write_png(rep, figure_path(png, out))
+        rep = build(out)  # the output directory checked first, whatever the figure needs
+    except BadInput as e:
+        _fail(str(e))
+        return
+    problem = None if no_png else missing("swebench", "matplotlib", "the figure of ledger-run report")
+    if problem and png is not None:  # the figure asked for by name: it cannot be made
+        _fail(problem + " (or pass --no-png)")
+    if problem:  # the default figure: the report goes on without it, and says so
+        Console(stderr=True).print(f"no figure: {problem}", highlight=False, markup=False)
+    try:
+        figure = None if no_png or problem else write_png(rep, figure_path(png, out))
     except BadInput as e:
         _fail(str(e))
         return
