@@ -81,9 +81,8 @@ def find_ledger(path: str | Path) -> Path:
                 return p / sub / LEDGER_FILE
         return p
     if p.is_file() and p.name.endswith(".json"):
-        try:
-            named = (json.loads(p.read_text(encoding="utf-8")).get("info") or {}).get("ledger", {}).get("path")
-        except (OSError, ValueError, AttributeError):
+        named = _named_ledger(p)
+        if named is UNREADABLE:
             return p
         if isinstance(named, str) and named:
             q = Path(named) if Path(named).is_absolute() else p.parent / named
@@ -95,6 +94,20 @@ def find_ledger(path: str | Path) -> Path:
             raise NotALedger(p, f"the trajectory's ledger {named} is not there, nor beside it")
         raise NotALedger(p, "a JSON file without info.ledger.path (not a trajectory of a run with the ledger)")
     return p
+
+
+UNREADABLE = object()  # a JSON file that cannot be read, or not as a mapping
+
+
+def _named_ledger(p: Path) -> Any:
+    """What a JSON file says under ``info.ledger.path`` (None where it says nothing; UNREADABLE;
+    NotALedger when it does not parse)."""
+    try:
+        return (json.loads(p.read_text(encoding="utf-8")).get("info") or {}).get("ledger", {}).get("path")
+    except ValueError as e:
+        raise NotALedger(p, f"a JSON file that does not parse ({e})") from None
+    except (OSError, AttributeError):
+        return UNREADABLE
 
 
 def load(path: str | Path) -> Loaded:

@@ -183,6 +183,10 @@ def test_inspect_options_that_cannot_go_on_say_why_in_one_line(ledger, capsys, t
 
     assert error(verdict="run,maybe") == ("error: --verdict: unknown MAYBE (known: RUN, REUSE, NUDGE, REVISE, BLOCK)\n")
     assert error(command_class="nap").startswith("error: --class: unknown nap (known: inspect, search, ")
+    assert error(verdict=" ,") == "error: --verdict: give at least one of RUN, REUSE, NUDGE, REVISE, BLOCK\n"
+    broken = tmp_path / "t.traj.json"
+    broken.write_text('{"info": {"ledger": ')  # a trajectory cut short
+    assert error(run=broken).startswith(f"error: not a ledger: {broken}: a JSON file that does not parse (")
     (tmp_path / "empty").mkdir()
     not_a_ledger = error(run=tmp_path / "empty")
     assert not_a_ledger.startswith("error: ") and not_a_ledger.count("\n") == 1

@@ -381,6 +381,7 @@ def test_config_command_writes_checks_and_prints(tmp_path):
     assert ledger_run("config", "--write", str(f)).returncode == 0
     assert (f.stat().st_mode & 0o777) == 0o600
     assert "exists" in one_line_error(ledger_run("config", "--write", str(f)))
+    assert "--force goes with --write" in one_line_error(ledger_run("config", "--force"))
     f.write_text(f.read_text().replace("# shadow_view = false", "shadow_view = true"))
     ok = ledger_run("config", "--check", str(f))
     assert ok.returncode == 0 and "shadow_view = true" in ok.stdout

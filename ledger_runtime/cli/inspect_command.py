@@ -80,6 +80,8 @@ def _choices(given: Optional[str], known: list[str], option: str, upper: bool = 
         return None
     picked = {(x.strip().upper() if upper else x.strip().lower()) for x in given.split(",") if x.strip()}
     unknown = sorted(picked - set(known))
+    if not picked:
+        fail(f"{option}: give at least one of {', '.join(known)}")
     if unknown:
         fail(f"{option}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
     return picked

@@ -129,6 +129,8 @@ def config(
 
     if check is not None and write is not None:
         fail("give --write FILE or --check FILE, not both")
+    if force and write is None:
+        fail("--force goes with --write FILE (it replaces an existing file)")
     if check is not None:
         if check.is_dir():
             fail(f"--check {check} is a directory: give a settings file (TOML)")
