@@ -42,6 +42,7 @@ _EXPORTS = {
     # running commands, and the files they run on
     "ExecResult": "executor",
     "LocalExecutor": "executor",
+    "kill_child_sessions": "executor",
     "Execute": "contract",
     "Adapter": "contract",
     "Workspace": "workspace.local",
@@ -124,6 +125,7 @@ _EXPORTS = {
     # commands adapters add to ``ledger-run``
     "fail": "cli.errors",
     "err": "cli.errors",
+    "interrupted": "cli.interrupt",
     "unwritable": "cli.dirs",
 }
 __all__ = ["__version__", *_EXPORTS]
@@ -167,13 +169,14 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     )
     from ledger_runtime.cli.dirs import unwritable
     from ledger_runtime.cli.errors import err, fail
+    from ledger_runtime.cli.interrupt import interrupted
     from ledger_runtime.cli.launch import fast_launcher, hook_launcher, run_agent
     from ledger_runtime.cli.options import LedgerOptions, checked_workdir
     from ledger_runtime.config import ConfigError, LedgerConfig, from_mapping, load_config
     from ledger_runtime.config_file import toml_inline
     from ledger_runtime.contract import Adapter, Execute
     from ledger_runtime.decide.gate import Finding, Rule, build_rules, check_all, compose
-    from ledger_runtime.executor import ExecResult, LocalExecutor
+    from ledger_runtime.executor import ExecResult, LocalExecutor, kill_child_sessions
     from ledger_runtime.held.context import KEEP, ContextPolicy, Said, Sticky, stub_text, to_send
     from ledger_runtime.hooks import fasthook_script
     from ledger_runtime.hooks.http import HttpHookServer

@@ -64,6 +64,26 @@ class LocalExecutor:
         return ExecResult(out.decode("utf-8", "replace"), proc.returncode)
 
 
+def kill_child_sessions(pid: int | None = None) -> int:
+    """Kill the process groups led by the children of ``pid`` (default: this process): commands
+    started in a session of their own (this module's, mini-swe-agent's local environment), which
+    neither a terminal's Ctrl-C nor a signal to ``pid`` reaches. A child that leads no group is left
+    alone (no group has its id). Returns how many groups were killed; none where there is no /proc."""
+    from pathlib import Path
+
+    parent, killed = pid or os.getpid(), 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            head, rest = stat.read_text().rsplit(")", 1)
+            child = int(head.split(" (", 1)[0])
+            if int(rest.split()[1]) == parent:
+                os.killpg(child, signal.SIGKILL)
+                killed += 1
+        except (OSError, IndexError, ValueError):  # gone, not a group leader, unreadable
+            continue
+    return killed
+
+
 def _kill_session(pid: int) -> None:
     """Kill the command's whole process group (it leads a session of its own, which a terminal's
     Ctrl-C does not reach)."""

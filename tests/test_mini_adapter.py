@@ -309,6 +309,84 @@ def test_unknown_ledger_setting_is_a_clear_error(tmp_path):
     assert out["output"] == "hi\n"
 
 
+def scripted_config(path: Path, steps: list[str]) -> Path:
+    """mini-swe-agent's own config (mini.yaml) with its scripted model running ``steps``, one per turn."""
+    import yaml
+    from minisweagent.config import builtin_config_dir
+
+    cfg = yaml.safe_load((builtin_config_dir / "mini.yaml").read_text())
+    cfg["model"] = {
+        "model_class": "deterministic",
+        "model_name": "deterministic",
+        "cost_per_call": 0.0,
+        "outputs": [
+            {"role": "assistant", "content": f"THOUGHT {i}", "extra": {"actions": [{"command": c}], "cost": 0.0}}
+            for i, c in enumerate(steps)
+        ],
+    }
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_mini_run_without_a_terminal_ends_it_with_one_line(tmp_path):
+    """Ctrl-C makes mini-swe-agent ask the user what to do; with no terminal its read fails (EOFError):
+    the run ends as interrupted (one line, 130; the ledger kept), not as "the run stopped: EOFError"."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    repo = make_repo(tmp_path / "repo", FILES)
+    scripted_config(tmp_path / "cfg.yaml", ["cat calc.py", "sleep 117"])
+    run = tmp_path / "run"
+    args = ["mini", "-c", str(tmp_path / "cfg.yaml"), "-t", "t", "-w", str(repo), "-o", str(run), "-y"]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "ledger_runtime.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", "MSWEA_CONFIGURED": "1", "MSWEA_SILENT_STARTUP": "1"},
+    )
+    deadline = time.monotonic() + 120
+    while p.poll() is None and time.monotonic() < deadline and not _running(p.pid, "sleep"):
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and err.rstrip().endswith("interrupted"), err[-2000:]
+    assert "EOFError" not in err and "Traceback" not in err, err[-2000:]
+    assert [a.command for a in load(run).state.attempts][:1] == ["cat calc.py"], "the ledger is kept"
+    deadline = time.monotonic() + 10
+    while _sleeping(117) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _sleeping(117), "the interrupted command went with the Ctrl-C, as in a terminal"
+
+
+def _sleeping(seconds: int) -> list[str]:
+    """The processes running ``sleep SECONDS`` (from /proc): the command this test's run was in."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if cmdline.read_bytes() == f"sleep\0{seconds}\0".encode():
+                found.append(cmdline.parent.name)
+        except OSError:
+            continue
+    return found
+
+
+def _running(pid: int, name: str) -> bool:
+    """Whether a process named ``name`` is a child of ``pid``, or a child's (from /proc)."""
+    procs = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            head, rest = stat.read_text().rsplit(")", 1)
+            procs[int(head.split(" (", 1)[0])] = (head.split(" (", 1)[1], int(rest.split()[1]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return any(comm == name and (ppid == pid or procs.get(ppid, ("", 0))[1] == pid) for comm, ppid in procs.values())
+
+
 @pytest.mark.slow
 def test_ledger_run_mini_command(tmp_path):
     """`ledger-run mini` end to end, with mini-swe-agent's scripted model set in a YAML config."""
@@ -326,20 +404,7 @@ def test_ledger_run_mini_command(tmp_path):
         "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
     ]
     secret = "s3cr3t-" + "value-1234567"
-    import yaml
-    from minisweagent.config import builtin_config_dir
-
-    cfg = yaml.safe_load((builtin_config_dir / "mini.yaml").read_text())
-    cfg["model"] = {
-        "model_class": "deterministic",
-        "model_name": "deterministic",
-        "cost_per_call": 0.0,
-        "outputs": [
-            {"role": "assistant", "content": f"THOUGHT {i}", "extra": {"actions": [{"command": c}], "cost": 0.0}}
-            for i, c in enumerate(steps)
-        ],
-    }
-    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    scripted_config(tmp_path / "cfg.yaml", steps)
     run = tmp_path / "run"
     r = subprocess.run(
         [

@@ -408,6 +408,7 @@ def _run_agent(agent: Any, env: Any, task: str, run_dir: Path) -> None:
     except OSError:
         pass  # no run directory (the ledger could not start): mini-swe-agent writes it as it would
     stopped: Exception | None = None
+    ctrl_c = _seeing_ctrl_c()
     try:
         agent.run(task)
     except typer.Exit:
@@ -416,9 +417,36 @@ def _run_agent(agent: Any, env: Any, task: str, run_dir: Path) -> None:
         stopped = e
     finally:
         _after_run(env, trajectory, run_dir, console)
+    if isinstance(stopped, EOFError) and ctrl_c:
+        # Ctrl-C: mini asks the user what to do, and with no terminal to answer, its read ends the run
+        from ledger_runtime import interrupted
+
+        interrupted()
     if stopped is not None:
         said = next((ln.strip() for ln in str(stopped).splitlines() if ln.strip()), "")
         fail(f"the run stopped: {type(stopped).__name__}" + (f": {said}" if said else ""), code=1)
+
+
+def _seeing_ctrl_c() -> list[int]:
+    """A list that gets an entry at each Ctrl-C from now on (SIGINT handled as before: mini-swe-agent's
+    own KeyboardInterrupt); empty, and nothing changed, off the main thread."""
+    import signal
+
+    seen: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_ctrl_c(signum: int, frame: Any) -> None:
+        seen.append(signum)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGINT, on_ctrl_c)
+    except ValueError:  # not the main thread
+        pass
+    return seen
 
 
 def _after_run(env: Any, trajectory: Path, run_dir: Path, console: Console) -> None:

@@ -56,6 +56,7 @@ from ledger_runtime import (
     Sticky,
     Truncation,
     ViewNotes,
+    kill_child_sessions,
     load_config,
     secret_values,
 )
@@ -272,6 +273,16 @@ class LedgerEnvironment:
     def config(self) -> Any:
         return self.inner.config
 
+    def _inner_execute(self, sent: dict, cwd: str, timeout: int | None) -> dict[str, Any]:
+        """The inner environment's run of ``sent``. On Ctrl-C the command goes too, as in a terminal:
+        mini's local environment starts it in a session of its own, which the Ctrl-C does not reach,
+        and left it running."""
+        try:
+            return self.inner.execute(sent, cwd, timeout=timeout)
+        except KeyboardInterrupt:
+            kill_child_sessions()
+            raise
+
     def execute(self, action: dict, cwd: str = "", *, timeout: int | None = None) -> dict[str, Any]:
         rt = self.runtime
         if rt is None:
@@ -283,7 +294,7 @@ class LedgerEnvironment:
             ws = self.container
             sent = {**action, "command": ws.wrap(command, _cwd)} if ws is not None else action
             try:
-                out = self.inner.execute(sent, cwd, timeout=timeout)
+                out = self._inner_execute(sent, cwd, timeout)
                 if sent is not action:  # error texts quote the command: show the agent its own
                     out = _unquote(out, sent["command"], command)
             except Submitted as s:  # let the ledger record it, then raise it as the agent would see it

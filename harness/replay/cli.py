@@ -725,27 +725,10 @@ def _worker_start(workdir: str, keep: list[Path]) -> None:
 def _worker_stopped(signum, frame) -> None:
     """A worker stopped by the replay (Ctrl-C, SIGTERM): the command it was running goes with it (each
     leads a session of its own, which no signal to the worker reaches), then the worker exits."""
-    import signal
+    from ledger_runtime.executor import kill_child_sessions
 
-    for pid in _children(os.getpid()):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:  # not a session leader of ours (gone, or a helper of the pool's)
-            pass
+    kill_child_sessions()
     os._exit(143)
-
-
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid``, from /proc (none where there is no /proc)."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            head, rest = stat.read_text().rsplit(")", 1)
-            if int(rest.split()[1]) == pid:
-                out.append(int(head.split(" (", 1)[0]))
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
 
 
 def _worker_replay(t: Trajectory, settings: ReplaySettings) -> str | None:
