@@ -146,7 +146,7 @@ def test_demo_runs_offline_and_refuses_a_used_directory(tmp_path):
     for kind in ("spans: ", "whole: ", "delta: "):  # each way an output comes back with what the model had
         assert kind in p.stdout, kind
     again = cli("demo", "-o", str(out))
-    assert again.returncode == 2 and "already holds a demo run" in again.stderr
+    assert again.returncode == 2 and "already holds workspace/ and run/, where a demo run goes" in again.stderr
     assert again.stderr.strip().count("\n") == 0 and "Traceback" not in again.stderr
 
 

@@ -35,8 +35,12 @@ def demo(
     from ledger_runtime import fail, load, render_summary, summary, unwritable
 
     if out is not None:
-        if out.is_dir() and any((out / name).exists() for name in ("workspace", "run")):
-            fail(f"{out} already holds a demo run: pass a new -o directory (or none, for a temporary one)")
+        taken = [name for name in ("workspace", "run") if os.path.lexists(out / name)] if out.is_dir() else []
+        if taken:
+            fail(
+                f"{out} already holds {' and '.join(f'{t}/' for t in taken)}, where a demo run goes: pass a new -o "
+                "directory (or none, for a temporary one)"
+            )
         problem = unwritable(out)
         if problem:
             fail(
