@@ -235,3 +235,25 @@ def test_a_ledger_of_schema_1_gets_no_patches_and_a_patch_whose_base_is_gone_rea
     conn.close()
     r = LedgerStore.open(tmp_path / "gone")
     assert r.blob(kb) is None and r.text(kb) is None
+
+
+def test_a_damaged_blob_reads_as_missing_every_time_and_says_why(tmp_path):
+    """A blob that does not read back whole (a patch of the wrong size, one whose base is damaged) is
+    missing on every read of the same store, never served from its cache on the second, and never the
+    base of a later read; ``damaged`` says why."""
+    versions = _versions(3)
+    s = LedgerStore.create(tmp_path / "run")
+    keys = [s.put_masked_blob(v) for v in versions]
+    s.commit()
+    s.close()
+    conn = sqlite3.connect(tmp_path / "run" / LEDGER_FILE)
+    codecs = dict(conn.execute("SELECT hash, codec FROM blobs").fetchall())
+    assert [codecs[k] for k in keys] == ["zlib", "patch", "patch", "patch"]
+    conn.execute("UPDATE blobs SET size = size + 1 WHERE hash = ?", (keys[1],))
+    conn.commit()
+    conn.close()
+    r = LedgerStore.open(tmp_path / "run")
+    assert [r.blob(keys[1]), r.blob(keys[1])] == [None, None]
+    assert r.damaged[keys[1]] == f"{len(versions[1])} bytes where {len(versions[1]) + 1} were stored"
+    assert r.blob(keys[2]) is None and "does not apply" in r.damaged[keys[2]]  # built on the damaged one
+    assert r.blob(keys[0]) == versions[0] and keys[0] not in r.damaged

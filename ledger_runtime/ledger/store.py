@@ -391,34 +391,36 @@ class LedgerStore:
             if row is None:
                 return None
             size, codec, data = row
-        out = self._decoded(h, codec, bytes(data), _depth)
+        out, patch_depth = self._decoded(h, codec, bytes(data), _depth)
         if out is not None and len(out) != size:
             self.damaged[h] = f"{len(out)} bytes where {size} were stored"
             return None
-        if out is not None and codec != "patch":
-            self._keep(h, out, 0)
+        if out is not None:  # only what read back whole is kept for later reads and patches
+            self._keep(h, out, patch_depth)
         return out
 
-    def _decoded(self, h: str, codec: str, data: bytes, depth: int) -> bytes | None:
-        """A stored blob's bytes; None, with the reason in ``damaged``, where they do not decode."""
+    def _decoded(self, h: str, codec: str, data: bytes, depth: int) -> tuple[bytes | None, int]:
+        """A stored blob's bytes and its patch depth; None, with the reason in ``damaged``, where they
+        do not decode."""
         try:
             if codec == "raw":
-                return data
+                return data, 0
             if codec == "zlib":
-                return zlib.decompress(data)
+                return zlib.decompress(data), 0
             if codec == "patch":
                 out = self._unpatch(h, data, depth)
                 if out is None and h not in self.damaged:
                     self.damaged[h] = "a change of another blob that does not apply"
-                return out
+                return out if out is not None else (None, 0)
             self.damaged[h] = f"stored with an unknown codec {codec!r}"
         except zlib.error as e:
             self.damaged[h] = f"does not decompress ({e})"
-        return None
+        return None, 0
 
-    def _unpatch(self, h: str, packed: bytes, depth: int) -> bytes | None:
-        """A blob stored as a change of another (see the module docstring); None where it does not
-        decode (its base gone, a header that does not parse, changes deeper than they may be)."""
+    def _unpatch(self, h: str, packed: bytes, depth: int) -> tuple[bytes, int] | None:
+        """A blob stored as a change of another (see the module docstring), with its patch depth; None
+        where it does not decode (its base gone, a header that does not parse, changes deeper than they
+        may be)."""
         line, _, rest = packed.partition(b"\n")
         try:
             key, p, s, d = line.decode("ascii").split(" ")
@@ -430,9 +432,7 @@ class LedgerStore:
         base = self.blob(key, depth + 1)
         if base is None or p + s > len(base):
             return None
-        data = base[:p] + zlib.decompress(rest) + base[len(base) - s :]  # zlib.error: damaged (_decoded)
-        self._keep(h, data, d)
-        return data
+        return base[:p] + zlib.decompress(rest) + base[len(base) - s :], d  # zlib.error: damaged (_decoded)
 
     def has_blob(self, h: str) -> bool:
         if h in self._pending_blobs:
