@@ -43,6 +43,7 @@ _EXPORTS = {
     "ExecResult": "executor",
     "LocalExecutor": "executor",
     "kill_child_sessions": "executor",
+    "child_groups": "executor",
     "Execute": "contract",
     "Adapter": "contract",
     "Workspace": "workspace.local",
@@ -176,7 +177,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.config_file import toml_inline
     from ledger_runtime.contract import Adapter, Execute
     from ledger_runtime.decide.gate import Finding, Rule, build_rules, check_all, compose
-    from ledger_runtime.executor import ExecResult, LocalExecutor, kill_child_sessions
+    from ledger_runtime.executor import ExecResult, LocalExecutor, child_groups, kill_child_sessions
     from ledger_runtime.held.context import KEEP, ContextPolicy, Said, Sticky, stub_text, to_send
     from ledger_runtime.hooks import fasthook_script
     from ledger_runtime.hooks.http import HttpHookServer

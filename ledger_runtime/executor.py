@@ -64,22 +64,34 @@ class LocalExecutor:
         return ExecResult(out.decode("utf-8", "replace"), proc.returncode)
 
 
-def kill_child_sessions(pid: int | None = None) -> int:
-    """Kill the process groups led by the children of ``pid`` (default: this process): commands
-    started in a session of their own (this module's, mini-swe-agent's local environment), which
-    neither a terminal's Ctrl-C nor a signal to ``pid`` reaches. A child that leads no group is left
-    alone (no group has its id). Returns how many groups were killed; none where there is no /proc."""
+def child_groups(pid: int | None = None) -> set[int]:
+    """The children of ``pid`` (default: this process) that lead a process group of their own, from
+    /proc (none where there is none)."""
     from pathlib import Path
 
-    parent, killed = pid or os.getpid(), 0
+    parent, found = pid or os.getpid(), set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             head, rest = stat.read_text().rsplit(")", 1)
-            child = int(head.split(" (", 1)[0])
-            if int(rest.split()[1]) == parent:
-                os.killpg(child, signal.SIGKILL)
-                killed += 1
-        except (OSError, IndexError, ValueError):  # gone, not a group leader, unreadable
+            child, fields = int(head.split(" (", 1)[0]), rest.split()
+            if int(fields[1]) == parent and int(fields[2]) == child:  # ppid, pgrp
+                found.add(child)
+        except (OSError, IndexError, ValueError):  # gone, or unreadable
+            continue
+    return found
+
+
+def kill_child_sessions(spare: set[int] | frozenset[int] = frozenset()) -> int:
+    """Kill the process groups led by this process's children, but those in ``spare`` (groups that
+    are not the ledger's commands: taken before them): commands started in a session of their own
+    (this module's, mini-swe-agent's local environment), which neither a terminal's Ctrl-C nor a signal
+    to this process reaches. Returns how many groups were killed."""
+    killed = 0
+    for leader in child_groups() - set(spare):
+        try:
+            os.killpg(leader, signal.SIGKILL)
+            killed += 1
+        except OSError:  # gone meanwhile
             continue
     return killed
 

@@ -433,16 +433,17 @@ def test_force_never_empties_a_work_tree_that_holds_the_repository(tmp_path):
 
 
 def test_force_never_empties_a_work_tree_that_holds_what_the_replay_reads(tmp_path):
-    """--force empties a work tree of what is in it, but never of the replay's own trajectories or instances
-    file: those are refused as a repository is."""
+    """--force empties a work tree of what is in it, but never of the replay's own trajectories, instances
+    file or results (-o): those are refused as a repository is."""
     bare, trajs, inst = _calc_case(tmp_path)
     tree = tmp_path / "tree"
     tree.mkdir()
     mine = tree / "t.traj.json"
     mine.write_bytes(next(trajs.glob("*.json")).read_bytes())
-    cases = [(str(mine), str(inst)), (str(trajs), str(tree / "i.jsonl"))]
+    cases = [(str(mine), str(inst), tmp_path / "o"), (str(trajs), str(tree / "i.jsonl"), tmp_path / "o")]
+    cases.append((str(trajs), str(inst), tree / "results"))  # each checkout would empty the results written
     (tree / "i.jsonl").write_bytes(inst.read_bytes())
-    for traj, instances in cases:
+    for traj, instances, out in cases:
         r = _cli(
             traj,
             "--repo",
@@ -452,7 +453,7 @@ def test_force_never_empties_a_work_tree_that_holds_what_the_replay_reads(tmp_pa
             "--workdir",
             str(tree),
             "-o",
-            str(tmp_path / "o"),
+            str(out),
             "--force",
         )
         assert "which this replay reads or writes" in _one_line_error(r)

@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Iterator, List, Optional
 
 import typer
 from rich.console import Console
@@ -412,9 +413,10 @@ def _run_agent(agent: Any, env: Any, task: str, run_dir: Path) -> None:
     except OSError:
         pass  # no run directory (the ledger could not start): mini-swe-agent writes it as it would
     stopped: Exception | None = None
-    ctrl_c = _seeing_ctrl_c()
+    ctrl_c: list[int] = []
     try:
-        agent.run(task)
+        with _seeing_ctrl_c(ctrl_c):
+            agent.run(task)
     except typer.Exit:
         raise
     except Exception as e:  # the model's server gone, a model error after mini's retries: said in one line
@@ -431,26 +433,31 @@ def _run_agent(agent: Any, env: Any, task: str, run_dir: Path) -> None:
         fail(f"the run stopped: {type(stopped).__name__}" + (f": {said}" if said else ""), code=1)
 
 
-def _seeing_ctrl_c() -> list[int]:
-    """A list that gets an entry at each Ctrl-C from now on (SIGINT handled as before: mini-swe-agent's
-    own KeyboardInterrupt); empty, and nothing changed, off the main thread."""
+@contextmanager
+def _seeing_ctrl_c(seen: list[int]) -> Iterator[None]:
+    """While inside, each Ctrl-C adds an entry to ``seen`` and is then handled as before (mini-swe-agent's
+    own KeyboardInterrupt). Nothing changes where Python does not handle SIGINT (ignored, as in a
+    background job, or the default) or off the main thread."""
     import signal
 
-    seen: list[int] = []
     previous = signal.getsignal(signal.SIGINT)
 
     def on_ctrl_c(signum: int, frame: Any) -> None:
         seen.append(signum)
-        if callable(previous):
-            previous(signum, frame)
-        elif previous != signal.SIG_IGN:
-            raise KeyboardInterrupt
+        previous(signum, frame)
 
+    installed = False
+    if callable(previous):
+        try:
+            signal.signal(signal.SIGINT, on_ctrl_c)
+            installed = True
+        except ValueError:  # not the main thread
+            pass
     try:
-        signal.signal(signal.SIGINT, on_ctrl_c)
-    except ValueError:  # not the main thread
-        pass
-    return seen
+        yield
+    finally:
+        if installed:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _after_run(env: Any, trajectory: Path, run_dir: Path, console: Console) -> None:

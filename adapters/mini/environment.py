@@ -56,6 +56,7 @@ from ledger_runtime import (
     Sticky,
     Truncation,
     ViewNotes,
+    child_groups,
     kill_child_sessions,
     load_config,
     secret_values,
@@ -210,6 +211,7 @@ class LedgerEnvironment:
         if "image" not in inner_kwargs and (image := image_for(inner_class, cls.__name__, _instance_image(ctx))):
             inner_kwargs["image"] = image  # mini-extra swebench hands the image only to its own classes
         self.inner = cls(**inner_kwargs)
+        self._groups_before = child_groups()  # what a Ctrl-C in a command spares (_inner_execute)
         if (made := getattr(_sessions, "made", None)) is not None:
             made.append(self)
         self.settings = settings
@@ -276,11 +278,12 @@ class LedgerEnvironment:
     def _inner_execute(self, sent: dict, cwd: str, timeout: int | None) -> dict[str, Any]:
         """The inner environment's run of ``sent``. On Ctrl-C the command goes too, as in a terminal:
         mini's local environment starts it in a session of its own, which the Ctrl-C does not reach,
-        and left it running."""
+        and left it running (process groups this process led before the environment was made are
+        someone else's: spared)."""
         try:
             return self.inner.execute(sent, cwd, timeout=timeout)
         except KeyboardInterrupt:
-            kill_child_sessions()
+            kill_child_sessions(spare=self._groups_before)
             raise
 
     def execute(self, action: dict, cwd: str = "", *, timeout: int | None = None) -> dict[str, Any]:

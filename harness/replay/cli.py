@@ -112,7 +112,7 @@ def run(o: ReplayOptions) -> None:
     workdir = o.workdir
     if workdir is None:
         workdir, trajs = _own_workdir(fmt, trajs, own, o.out, skipped, err)
-    inputs = [*paths, o.instances, o.report, *(loaded.path for loaded in own.values() if loaded is not None)]
+    inputs = [*paths, o.instances, o.report, o.out, *(loaded.path for loaded in own.values() if loaded is not None)]
     lock = _hold_tree(workdir, git_dirs, o.force, o.out, [i for i in inputs if i is not None])
     settings = ReplaySettings(
         repos=git_dirs,

@@ -266,7 +266,7 @@ def report(
     except BadInput as e:
         _fail(str(e))
         return
-    problem = None if no_png else missing("swebench", "matplotlib", "the figure of ledger-run report")
+    problem = None if no_png else missing("swebench", "matplotlib.pyplot", "the figure of ledger-run report")
     if problem and png is not None:  # the figure asked for by name: it cannot be made
         _fail(problem + " (or pass --no-png)")
     if problem:  # the default figure: the report goes on without it, and says so

@@ -173,7 +173,7 @@ def _print_outputs(inspection: Inspection) -> None:
             first = (a.command.splitlines() or [""])[0][:100]
             sys.stdout.write(f"{'' if i == 0 else chr(10)}--- {loaded.state.label(a.id)}: {visible(first)}\n")
         text = expanded if options.expand else shown
-        why = loaded.damaged.get(a.shown_hash or a.output_hash or "")
+        why = loaded.damaged.get(a.shown_hash if a.shown_hash is not None else (a.output_hash or ""))
         if text is None and why:
             fail(f"{loaded.state.label(a.id)}: the text the model received does not read back from the ledger ({why})")
         show(text or "")  # never re-wrapped
