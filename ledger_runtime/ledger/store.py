@@ -408,10 +408,11 @@ class LedgerStore:
             if codec == "zlib":
                 return zlib.decompress(data), 0
             if codec == "patch":
-                out = self._unpatch(h, data, depth)
-                if out is None and h not in self.damaged:
-                    self.damaged[h] = "a change of another blob that does not apply"
-                return out if out is not None else (None, 0)
+                decoded = self._unpatch(h, data, depth)
+                if decoded is None:
+                    self.damaged.setdefault(h, "a change of another blob that does not apply")
+                    return None, 0
+                return decoded
             self.damaged[h] = f"stored with an unknown codec {codec!r}"
         except zlib.error as e:
             self.damaged[h] = f"does not decompress ({e})"
