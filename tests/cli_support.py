@@ -35,3 +35,29 @@ def one_line_error(r: subprocess.CompletedProcess) -> str:
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1, r.stderr[-3000:]
     return errors[0]
+
+
+def scripted_mini_config(path, steps: list[str], **environment):
+    """mini-swe-agent's own config (mini.yaml) with its scripted model running ``steps``, one per turn
+    (``environment``: keys of its environment section to set), written to ``path``."""
+    import yaml
+    from minisweagent.config import builtin_config_dir
+
+    cfg = yaml.safe_load((builtin_config_dir / "mini.yaml").read_text())
+    cfg["environment"] = {**(cfg.get("environment") or {}), **environment}
+    cfg["model"] = {
+        "model_class": "deterministic",
+        "model_name": "deterministic",
+        "cost_per_call": 0.0,
+        "outputs": scripted_outputs(steps),
+    }
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def scripted_outputs(steps: list[str]) -> list[dict]:
+    """The replies of mini-swe-agent's scripted (deterministic) model that run ``steps``, one per turn."""
+    return [
+        {"role": "assistant", "content": f"THOUGHT {i}", "extra": {"actions": [{"command": c}], "cost": 0.0}}
+        for i, c in enumerate(steps)
+    ]

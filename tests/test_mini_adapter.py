@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_support import scripted_mini_config
 from conftest import CALC_PROJECT, make_repo
 from minisweagent.agents.default import DefaultAgent  # noqa: E402
 from minisweagent.environments.local import LocalEnvironment  # noqa: E402
@@ -18,6 +19,7 @@ from minisweagent.models.test_models import (
     make_output,
     make_toolcall_output,
 )
+from processes import running_under
 
 from ledger_adapters.mini.environment import LedgerEnvironment, LedgerModel  # noqa: E402
 from ledger_runtime.inspection import load  # noqa: E402
@@ -309,25 +311,6 @@ def test_unknown_ledger_setting_is_a_clear_error(tmp_path):
     assert out["output"] == "hi\n"
 
 
-def scripted_config(path: Path, steps: list[str]) -> Path:
-    """mini-swe-agent's own config (mini.yaml) with its scripted model running ``steps``, one per turn."""
-    import yaml
-    from minisweagent.config import builtin_config_dir
-
-    cfg = yaml.safe_load((builtin_config_dir / "mini.yaml").read_text())
-    cfg["model"] = {
-        "model_class": "deterministic",
-        "model_name": "deterministic",
-        "cost_per_call": 0.0,
-        "outputs": [
-            {"role": "assistant", "content": f"THOUGHT {i}", "extra": {"actions": [{"command": c}], "cost": 0.0}}
-            for i, c in enumerate(steps)
-        ],
-    }
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
 @pytest.mark.slow
 def test_ctrl_c_in_a_mini_run_without_a_terminal_ends_it_with_one_line(tmp_path):
     """Ctrl-C makes mini-swe-agent ask the user what to do; with no terminal its read fails (EOFError):
@@ -338,7 +321,7 @@ def test_ctrl_c_in_a_mini_run_without_a_terminal_ends_it_with_one_line(tmp_path)
     import time
 
     repo = make_repo(tmp_path / "repo", FILES)
-    scripted_config(tmp_path / "cfg.yaml", ["cat calc.py", "sleep 117"])
+    scripted_mini_config(tmp_path / "cfg.yaml", ["cat calc.py", "sleep 117"])
     run = tmp_path / "run"
     args = ["mini", "-c", str(tmp_path / "cfg.yaml"), "-t", "t", "-w", str(repo), "-o", str(run), "-y"]
     p = subprocess.Popen(
@@ -350,7 +333,7 @@ def test_ctrl_c_in_a_mini_run_without_a_terminal_ends_it_with_one_line(tmp_path)
         env={**os.environ, "COLUMNS": "200", "MSWEA_CONFIGURED": "1", "MSWEA_SILENT_STARTUP": "1"},
     )
     deadline = time.monotonic() + 120
-    while p.poll() is None and time.monotonic() < deadline and not _running(p.pid, "sleep"):
+    while p.poll() is None and time.monotonic() < deadline and not running_under(p.pid, "sleep"):
         time.sleep(0.1)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
@@ -375,18 +358,6 @@ def _sleeping(seconds: int) -> list[str]:
     return found
 
 
-def _running(pid: int, name: str) -> bool:
-    """Whether a process named ``name`` is a child of ``pid``, or a child's (from /proc)."""
-    procs = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            head, rest = stat.read_text().rsplit(")", 1)
-            procs[int(head.split(" (", 1)[0])] = (head.split(" (", 1)[1], int(rest.split()[1]))
-        except (OSError, IndexError, ValueError):
-            continue
-    return any(comm == name and (ppid == pid or procs.get(ppid, ("", 0))[1] == pid) for comm, ppid in procs.values())
-
-
 @pytest.mark.slow
 def test_ledger_run_mini_command(tmp_path):
     """`ledger-run mini` end to end, with mini-swe-agent's scripted model set in a YAML config."""
@@ -404,7 +375,7 @@ def test_ledger_run_mini_command(tmp_path):
         "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
     ]
     secret = "s3cr3t-" + "value-1234567"
-    scripted_config(tmp_path / "cfg.yaml", steps)
+    scripted_mini_config(tmp_path / "cfg.yaml", steps)
     run = tmp_path / "run"
     r = subprocess.run(
         [

@@ -8,6 +8,7 @@ import re
 import subprocess
 
 import pytest
+from cli_support import scripted_outputs
 from docker_support import docker_image  # noqa: F401  (fixture)
 from minisweagent.agents.default import DefaultAgent
 from minisweagent.environments.docker import DockerEnvironment
@@ -176,10 +177,7 @@ def test_mini_extra_swebench_runs_the_adapter_by_class_path(docker_image, tmp_pa
             "inner_class": "deterministic",
             "model_name": "deterministic",
             "cost_per_call": 0.0,
-            "outputs": [
-                {"role": "assistant", "content": f"THOUGHT {i}", "extra": {"actions": [{"command": c}], "cost": 0.0}}
-                for i, c in enumerate(steps)
-            ],
+            "outputs": scripted_outputs(steps),
         },
         "agent": {"cost_limit": 0},
     }

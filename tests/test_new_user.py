@@ -13,8 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
-from cli_support import ledger_run, one_line_error
+from cli_support import ledger_run, one_line_error, scripted_mini_config
 from conftest import make_repo
 
 from ledger_runtime.config import LedgerConfig, load_config
@@ -160,29 +159,11 @@ def test_mini_container_environment_needs_an_image(tmp_path):
 # -- mini's -c ------------------------------------------------------------------------------------
 
 
-def scripted(path: Path, steps: list[str], **environment) -> Path:
-    from minisweagent.config import builtin_config_dir
-
-    cfg = yaml.safe_load((builtin_config_dir / "mini.yaml").read_text())
-    cfg["environment"] = {**(cfg.get("environment") or {}), **environment}
-    cfg["model"] = {
-        "model_class": "deterministic",
-        "model_name": "deterministic",
-        "cost_per_call": 0.0,
-        "outputs": [
-            {"role": "assistant", "content": f"THOUGHT {i}", "extra": {"actions": [{"command": c}], "cost": 0.0}}
-            for i, c in enumerate(steps)
-        ],
-    }
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
 @pytest.mark.slow
 def test_mini_c_is_minis_own(tmp_path):
     """-c takes config files and KEY=VALUE specs, merged in order, as mini does."""
     repo = make_repo(tmp_path / "r", FILES)
-    cfg = scripted(
+    cfg = scripted_mini_config(
         tmp_path / "cfg.yaml",
         ["cat calc.py", "echo one", "echo two", "echo three", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"],
     )
@@ -214,7 +195,7 @@ def test_mini_in_docker_works_on_the_work_tree(tmp_path, docker_image):  # noqa:
     """--environment-class docker --image IMAGE: the work tree is mounted into the container at the
     same path, commands start there, and what they write is in the work tree."""
     repo = make_repo(tmp_path / "r", FILES)
-    cfg = scripted(
+    cfg = scripted_mini_config(
         tmp_path / "cfg.yaml",
         [
             "cat calc.py",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git, make_repo
+from processes import children, process_state, running_under
 
 from ledger_adapters.mini.trajectories import from_traj_json
 from ledger_harness.replay.engine import ReplaySettings, Skip, observations_only, replay_one
@@ -535,48 +536,6 @@ def test_parallel_workers_survive_a_worker_that_dies_and_say_when_tmp_is_shared(
         assert any(n.startswith("/tmp: shared") for n in data["notes"]), data["notes"]
 
 
-def _running_under(pid: int, name: str) -> set[int]:
-    """The processes named ``name`` under process ``pid`` (its children, or theirs; from /proc)."""
-    parent: dict[int, int] = {}
-    names: dict[int, str] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            head, rest = stat.read_text().rsplit(")", 1)
-            me = int(head.split(" (", 1)[0])
-            names[me], parent[me] = head.split(" (", 1)[1], int(rest.split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-    found = set()
-    for me, comm in names.items():
-        up, seen = me, 0
-        while comm == name and up in parent and seen < 64:
-            up, seen = parent[up], seen + 1
-            if up == pid:
-                found.add(me)
-                break
-    return found
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "gone"
-
-
-def _children(pid: int) -> set[int]:
-    """The processes whose parent is ``pid`` (from /proc)."""
-    out = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            head, rest = stat.read_text().rsplit(")", 1)
-            if int(rest.split()[1]) == pid:
-                out.add(int(head.split(" (", 1)[0]))
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 @pytest.mark.parametrize("how", ["ctrl-c", "kill"])
@@ -622,10 +581,10 @@ def test_ctrl_c_stops_a_replay(tmp_path, how, jobs):
         start_new_session=True,
     )
     deadline = time.monotonic() + 240  # a loaded machine starts the workers late: wait for them, not a time
-    while not _running_under(p.pid, "sleep") and p.poll() is None and time.monotonic() < deadline:
+    while not running_under(p.pid, "sleep") and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
-    workers = _children(p.pid)
-    commands = _running_under(p.pid, "sleep")
+    workers = children(p.pid)
+    commands = running_under(p.pid, "sleep")
     t0 = time.monotonic()
     if how == "ctrl-c":
         os.killpg(p.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
@@ -638,12 +597,12 @@ def test_ctrl_c_stops_a_replay(tmp_path, how, jobs):
     deadline = time.monotonic() + 30
     while any(Path(f"/proc/{w}").exists() for w in workers) and time.monotonic() < deadline:
         time.sleep(0.2)
-    left = [w for w in workers if Path(f"/proc/{w}").exists() and "Z" not in _state(w)]
+    left = [w for w in workers if Path(f"/proc/{w}").exists() and "Z" not in process_state(w)]
     assert not left, f"worker processes outlived the replay: {left}"
     assert commands, "the workers were running their commands"
     while any(Path(f"/proc/{c}").exists() for c in commands) and time.monotonic() < deadline:
         time.sleep(0.2)
-    left = [c for c in commands if Path(f"/proc/{c}").exists() and "Z" not in _state(c)]
+    left = [c for c in commands if Path(f"/proc/{c}").exists() and "Z" not in process_state(c)]
     assert not left, f"the commands the workers ran outlived the replay: {left}"
 
 
