@@ -29,6 +29,15 @@ READS = {
         "list_all_product_types",
     },
 }
+# retail's writes of one order: each returns the order as it now is
+ORDER_WRITES = (
+    "cancel_pending_order",
+    "modify_pending_order_items",
+    "modify_pending_order_address",
+    "modify_pending_order_payment",
+    "exchange_delivered_order_items",
+    "return_delivered_order_items",
+)
 WRITES = {
     "airline": {
         "book_reservation",
@@ -38,15 +47,7 @@ WRITES = {
         "update_reservation_passengers",
         "send_certificate",
     },
-    "retail": {
-        "cancel_pending_order",
-        "modify_pending_order_items",
-        "modify_pending_order_address",
-        "modify_pending_order_payment",
-        "exchange_delivered_order_items",
-        "return_delivered_order_items",
-        "modify_user_address",
-    },
+    "retail": {*ORDER_WRITES, "modify_user_address"},
 }
 
 
@@ -86,18 +87,7 @@ OBJECT_RETURNS = {
         "get_user_details": ("users", "user_id"),
     },
     "retail": {
-        **{
-            t: _ORDER
-            for t in (
-                "get_order_details",
-                "cancel_pending_order",
-                "modify_pending_order_items",
-                "modify_pending_order_address",
-                "modify_pending_order_payment",
-                "exchange_delivered_order_items",
-                "return_delivered_order_items",
-            )
-        },
+        **{t: _ORDER for t in ("get_order_details", *ORDER_WRITES)},
         "get_user_details": ("users", "user_id"),
         "modify_user_address": ("users", "user_id"),
         "get_product_details": ("products", "product_id"),

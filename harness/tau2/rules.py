@@ -367,15 +367,6 @@ def a11_certificate(call, ledger, context, rule):
 
 # -- retail --------------------------------------------------------------------------------------------
 
-ORDER_WRITES = (
-    "cancel_pending_order",
-    "modify_pending_order_items",
-    "modify_pending_order_address",
-    "modify_pending_order_payment",
-    "exchange_delivered_order_items",
-    "return_delivered_order_items",
-)
-
 
 def _order(call, ledger) -> dict[str, Any]:
     oid = call.arguments.get("order_id")
