@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ledger_runtime.analysis.commands import RAW_ESCAPE
 from ledger_runtime.analysis.display import short_command
-from ledger_runtime.ledger.state import UNKNOWN, LedgerState
+from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.records import Attempt, CommandClass, LineSpan, Modification, VerdictKind
 from ledger_runtime.section import Section, integer, setting
 from ledger_runtime.workspace.scanner import relative
@@ -141,12 +141,15 @@ def _changed_entries(state: LedgerState) -> list[ViewEntry]:
 
 def _seen_entries(state: LedgerState) -> list[ViewEntry]:
     """A line per file the model saw. What a line says depends on that file's observations and
-    modifications alone: it is made again only when one of them is new (a long run renders in the
-    time its files take, not its steps)."""
+    modifications alone (and its symbolic link's target's): it is made again only when one of them
+    is new (a long run renders in the time its files take, not its steps)."""
     memo = state.view_memo.setdefault("seen", {})
     out = []
     for path in sorted(state.observed_paths()):
-        key = (len(state.observations_of(path)), len(state.modifications_of(path)))
+        obs = state.observations_of(path)
+        # a path read through a symbolic link goes stale with its target too
+        targets = sorted({o.target for o in obs if o.target is not None})
+        key = (len(obs), len(state.modifications_of(path)), *(len(state.modifications_of(t)) for t in targets))
         kept = memo.get(path)
         if kept is None or kept[0] != key:
             kept = memo[path] = (key, _seen_entry(state, path))
@@ -158,7 +161,7 @@ def _seen_entry(state: LedgerState, path: str) -> ViewEntry:
     """The line of one file the model saw: the lines it holds as they are now, or STALE and why."""
     obs = state.observations_of(path)
     cur = state.current_hash(path)
-    fresh = [o for o in obs if cur is UNKNOWN or o.content_hash == cur]
+    fresh = [o for o in obs if state.is_fresh(o)]
     last_step = max(o.step for o in obs)
     name = _display(path, state)
     if fresh:
@@ -183,7 +186,7 @@ def _seen_entry(state: LedgerState, path: str) -> ViewEntry:
         return ViewEntry(SEEN, ("seen", path), text, last_step, told)
     else:
         newest = max(obs, key=lambda o: o.step)
-        m = state.change_after(path, newest.step, newest.content_hash)
+        m = state.staled_by(newest)
         why = f"changed at {_changer(m, state)}" if m else "changed since"
         if cur is None:  # the change that matters is the deletion, not the first change after the view
             mods = state.modifications_of(path)

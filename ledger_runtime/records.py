@@ -250,7 +250,9 @@ class Observation:
     """What the agent saw of a file: which lines, and the file's content hash at that moment.
 
     ``spans`` None means the whole file; ``kind`` is ``whole``, ``range`` or ``matches`` (lines a
-    search printed). An observation is fresh while the file still has ``content_hash``.
+    search printed). An observation is fresh while the file still has ``content_hash``. A path read
+    through a symbolic link has the link's own digest there (what its modifications carry), and the
+    file it resolves to (``target``) has to have ``target_hash`` too.
     """
 
     path: str
@@ -260,9 +262,11 @@ class Observation:
     lines_total: int | None
     step: int
     attempt: int
+    target: str | None = None
+    target_hash: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "path": self.path,
             "kind": self.kind,
             "spans": _spans_to_json(self.spans),
@@ -271,6 +275,9 @@ class Observation:
             "step": self.step,
             "attempt": self.attempt,
         }
+        if self.target is not None:
+            out |= {"target": self.target, "target_hash": self.target_hash}
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Observation:
@@ -282,6 +289,8 @@ class Observation:
             lines_total=d.get("lines_total"),
             step=d["step"],
             attempt=d["attempt"],
+            target=d.get("target"),
+            target_hash=d.get("target_hash"),
         )
 
     def span_text(self) -> str:

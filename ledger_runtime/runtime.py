@@ -374,6 +374,7 @@ class LedgerRuntime:
         analysis = analysis or analyze(command, cwd, self.submission)
         prescanned = self._settle()  # the scan taken while the model thought, if any
         before = self.scans.before(analysis.readonly, prescanned is not None, step)
+        self.scans.watch(analysis)  # before it runs: a file it names is tracked from its state now
         facts, sigs = decide(analysis, self.workspace, self.state, self.config, self.rules, self._policy_fault)
         return Plan(command, cwd, step, analysis, facts, self.config.applies, before, sigs)
 
@@ -535,10 +536,7 @@ class LedgerRuntime:
         """Record a command that ran to its end: what it changed, its output and the answer built from
         it, what it showed of the files; then the model holds that answer. Returns what the agent gets."""
         analysis = plan.analysis
-        self.scans.watch(analysis)
-        # A reader writes nothing: skip the scan. Were the analysis ever wrong, the next
-        # command's scan still finds the change, recorded as made between commands.
-        changes = self.scans.after(plan.before, skip=analysis.readonly and self.workspace.rescan_before_command)
+        changes = self._changes_after(plan)
         output = res.output
         lines = cache(lambda: split_lines(output))  # the output's lines: split once, where needed
         texts = file_texts(analysis, output, lines, self.workspace, self.config.scanning.max_content_bytes)
@@ -581,8 +579,7 @@ class LedgerRuntime:
         """Record a command whose run ended in ``exc`` (the agent's submission, an interrupt): what it
         changed, with no output and no answer."""
         analysis = plan.analysis
-        self.scans.watch(analysis)
-        ran = self._ran(plan, elapsed, self.scans.after(plan.before, skip=False), {})
+        ran = self._ran(plan, elapsed, self._changes_after(plan, interrupted=True), {})
         verdict = plan.verdict
         self._now = plan.step
         # shadow mode, govern off: what the model would have got instead
@@ -599,6 +596,20 @@ class LedgerRuntime:
         )
         self._keep(plan.step, attempt, [], self._modifications(ran, attempt, plan), ran.epoch_after)
         return RunResult("", None, verdict, True, attempt.id)
+
+    def _changes_after(self, plan: Plan, *, interrupted: bool = False) -> list[Change]:
+        """What the planned command changed. A reader writes nothing: what a scan after it finds
+        changed while it ran (another process), recorded at its step as made outside any command,
+        so that what it printed and the epoch after it agree. Where a scan walks the tree it is not
+        taken around a reader: the next scan finds such a change, made between commands."""
+        readonly = plan.analysis.readonly and not interrupted
+        if readonly and self.workspace.rescan_before_command and not self.workspace.scan_is_cheap:
+            return self.scans.after(plan.before, skip=True)
+        changes = self.scans.after(plan.before, skip=False)
+        if readonly and changes:
+            self._record_between(changes, plan.step)
+            return []
+        return changes
 
     def _ran(self, plan: Plan, elapsed: float, changes: list[Change], post_sigs: dict[str, str]) -> Ran:
         """What running the planned command did: its read set signed after it ran (``post_sigs``: what

@@ -158,12 +158,12 @@ def test_changes_between_commands_are_recorded_as_such(repo, tmp_path):
     rt = runtime(repo, tmp_path)
     rt.run("cat calc.py", EX)
     (repo / "calc.py").write_text("edited by the user\n")
-    again = rt.run("cat calc.py", EX)  # a pure read: no scan, but its own signatures see the edit
+    again = rt.run("cat calc.py", EX)  # a pure read: the scan after it (events) finds the edit, by no command
     assert again.verdict.kind is VerdictKind.RUN and again.output == "edited by the user\n"
-    rt.run("python3 -c 'print(1)'", EX)  # the next scan records the edit, as made between commands
+    rt.run("python3 -c 'print(1)'", EX)
     m = [m for m in rt.state.modifications if m.path.endswith("calc.py")][0]
     assert m.attempt is None and not m.recognised
-    assert m.step == 3 and m.lines_added == 1 and m.lines_removed == 6
+    assert m.step == 2 and m.lines_added == 1 and m.lines_removed == 6
     view = rt.inform()
     assert "calc.py: whole file (step 2; earlier views stale)" in view
 

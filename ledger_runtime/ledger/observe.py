@@ -104,15 +104,25 @@ class FileText:
 
     digest: str
     lines: list[str]
+    # a path that is a symbolic link: the link's own state digest (what the workspace's snapshots and
+    # so the modifications record of the path), and the file it resolves to (None: not known)
+    link: str | None = None
+    target: str | None = None
 
     @classmethod
-    def of(cls, digest: str, data: bytes, printed: tuple[str, Callable[[], list[str]]] | None = None) -> FileText:
+    def of(
+        cls,
+        digest: str,
+        data: bytes,
+        printed: tuple[str, Callable[[], list[str]]] | None = None,
+        link: tuple[str, str | None] | None = None,
+    ) -> FileText:
         """``printed``: an output and (a way to get) its lines; a file whose text is that output has
-        those lines (a whole-file read is not split twice)."""
+        those lines (a whole-file read is not split twice). ``link``: the path is a symbolic link
+        (its own digest, the file it resolves to)."""
         text = data.decode("utf-8", "replace")
-        if printed is not None and len(text) == len(printed[0]) and text == printed[0]:
-            return cls(digest, printed[1]())
-        return cls(digest, split_lines(text))
+        lines = printed[1]() if printed is not None and len(text) == len(printed[0]) and text == printed[0] else None
+        return cls(digest, lines if lines is not None else split_lines(text), *(link or (None, None)))
 
 
 class FactRun(NamedTuple):
@@ -240,7 +250,17 @@ def observations(
         if found is None:
             continue
         kind, spans, pos = found
-        obs.append(Observation(view.path, kind, spans, f.digest, len(f.lines), step, attempt))
+        if f.link is None:
+            obs.append(Observation(view.path, kind, spans, f.digest, len(f.lines), step, attempt))
+            continue
+        # read through a symbolic link: it holds while the link points where it did (the digest the
+        # path's modifications carry) and the file it resolves to has this content
+        target = f.target if f.target != view.path else None
+        obs.append(
+            Observation(
+                view.path, kind, spans, f.link, len(f.lines), step, attempt, target, f.digest if target else None
+            )
+        )
     return obs
 
 

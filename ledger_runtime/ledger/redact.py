@@ -38,6 +38,8 @@ STRUCTURAL = frozenset(
         "keys",
         "spans",
         "content_hash",
+        "target",
+        "target_hash",
         "before_hash",
         "after_hash",
         "baseline_hash",

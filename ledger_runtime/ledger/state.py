@@ -212,8 +212,25 @@ class LedgerState:
         return None
 
     def is_fresh(self, o: Observation) -> bool:
+        """Whether the file still has what the model saw of it (the ledger knows of no change since):
+        the path's content, and for a path read through a symbolic link, the link and its target's."""
         cur = self.current_hash(o.path)
-        return cur is UNKNOWN or cur == o.content_hash
+        if cur is not UNKNOWN and cur != o.content_hash:
+            return False
+        if o.target is None:
+            return True
+        cur = self.current_hash(o.target)
+        return cur is UNKNOWN or cur == o.target_hash
+
+    def staled_by(self, o: Observation) -> Modification | None:
+        """The first modification after ``o`` that left its file (or, through a symbolic link, its
+        target) other than the model saw it."""
+        m = self.change_after(o.path, o.step, o.content_hash)
+        if o.target is not None and o.target_hash is not None:
+            t = self.change_after(o.target, o.step, o.target_hash)
+            if t is not None and (m is None or t.step < m.step):
+                return t
+        return m
 
     def changed_files(self) -> list[Modification]:
         """The latest modification of every path that now differs from the baseline, by path."""

@@ -131,12 +131,14 @@ def file_texts(
     """The files a command's views name, as they are now (what its ``output`` is checked against;
     a file whose text is the output takes its ``lines``)."""
     out = {}
+    symlink = getattr(workspace, "symlink", None)  # a workspace written before it existed has none
     for v in analysis.views:
         if v.path in out:
             continue
         data = workspace.content(v.path, max_bytes)
         if data is not None:
-            out[v.path] = FileText.of(workspace.digest(data), data, (output, lines))
+            link = symlink(v.path) if symlink is not None else None
+            out[v.path] = FileText.of(workspace.digest(data), data, (output, lines), link)
     return out
 
 

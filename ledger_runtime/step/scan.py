@@ -1,17 +1,41 @@
 """The scan stage: the workspace's snapshots around the commands. The last snapshot (``last``); the
 scan before a command (taken while the model thinks, ``prescan``, in the background where a scan
 walks the tree), whose changes were made between commands; the scan after it, whose changes are
-the command's; and the files a command names that no scan covers, watched from then on."""
+the command's; and the files a command names that no scan covers, watched from then on.
+
+A path watched from now on is not a change: its state when watching began is its baseline, and the
+next scan reports it only where it differs from that (``first_seen``). Without that, reading
+``/etc/os-release`` or a git-ignored ``app.log`` would be booked as creating it."""
 
 from __future__ import annotations
 
+import os
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis
+from ledger_runtime.workspace.hashing import FileState
 from ledger_runtime.workspace.scanner import Change, Snapshot, delta
 
 MAX_WATCHED = 4096
+UNSEEN = object()  # a newly watched path whose state the workspace could not tell: its first sighting is its baseline
+
+
+def first_seen(changes: list[Change], snap: Snapshot, baselines: Mapping[str, Any]) -> list[Change]:
+    """``changes`` (the delta up to ``snap``) with each path in ``baselines`` (watched since the
+    last snapshot: path -> its state when watching began, None for absent, ``UNSEEN`` for unknown)
+    taken against that state instead of against its absence: no change where it is as it was."""
+    if not baselines:
+        return changes
+    out = [c for c in changes if c.path not in baselines]
+    for path, was in baselines.items():
+        if was is UNSEEN:
+            continue
+        now = snap.files.get(path)
+        if (was is None) != (now is None) or (was is not None and now is not None and was.digest != now.digest):
+            out.append(Change(path, was, now))
+    out.sort(key=lambda c: c.path)
+    return out
 
 
 class Scans:
@@ -32,6 +56,8 @@ class Scans:
         self.between = between
         self.fault = fault
         self._pending: tuple[threading.Thread, list[Any]] | None = None  # a scan running while the model thinks
+        self._baselines: dict[str, FileState | None | object] = {}  # watched since the last snapshot (first_seen)
+        self._watched: set[str] = set()  # every path watched so far
 
     def scan(self) -> Snapshot:
         return self.workspace.scan(keep_limit=self.settings.max_content_bytes)
@@ -95,7 +121,7 @@ class Scans:
     def take_between(self, snap: Snapshot, step: int) -> None:
         """Make ``snap`` the last snapshot; what changed since the previous one was made between commands."""
         if self.last is not None:
-            external = delta(self.last, snap)
+            external = self._delta(self.last, snap)
             if external:
                 self.between(external, step)
         self.last = snap
@@ -118,19 +144,33 @@ class Scans:
         # Against the last recorded snapshot, which is the plan's ``before`` unless another plan was
         # recorded in between (an agent running commands in parallel): no change counts twice.
         last = self.last if self.last is not None else before
-        changes = delta(last, after) if last is not None else []
+        changes = self._delta(last, after) if last is not None else []
         self.last = after
         return changes
 
+    def _delta(self, last: Snapshot, snap: Snapshot) -> list[Change]:
+        """What changed from ``last`` to ``snap``, newly watched paths against their baselines."""
+        baselines, self._baselines = self._baselines, {}
+        return first_seen(delta(last, snap), snap, baselines)
+
     def watch(self, analysis: Analysis) -> None:
-        """Track files named by commands that the workspace scan does not cover (outside the root,
-        or ignored), so their later changes are recorded too."""
+        """Track files named by a command about to run that the workspace scan does not cover
+        (outside the root, or ignored), so their later changes are recorded too: from their state
+        now, which is no change (``first_seen``)."""
         if self.workspace.watched() >= MAX_WATCHED:
             return
         last = self.last.files if self.last else {}
         # a listing or a search too: a directory the scan no longer covers (untracked) then counts as changed
         paths = [k[2:] for k in analysis.read_keys if k[:2] in ("f:", "d:", "r:")]
         paths += [w for w in analysis.writes if w != ANY_FILE]
-        self.workspace.watch(
-            p for p in paths if p not in last and not p.startswith("/dev/") and not p.startswith("/proc/")
-        )
+        new = [
+            p
+            for p in dict.fromkeys(paths)
+            if p not in last and p not in self._watched and not p.startswith(("/dev/", "/proc/"))
+        ]
+        if not new:
+            return
+        self._watched.update(new)
+        states = self.workspace.watch(new)
+        for p in new:
+            self._baselines[p] = states.get(os.path.normpath(p), UNSEEN) if states is not None else UNSEEN

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol
 
 from ledger_runtime.records import Baseline
 from ledger_runtime.workspace.baseline import HeadContents, take_baseline
@@ -49,7 +49,14 @@ class Workspace(Protocol):
         """The bytes of a regular file as it is now (symlinks followed), if it has at most ``limit``
         of them; None otherwise (missing, special, too large, under /proc, /sys or /dev)."""
 
-    def watch(self, paths: Iterable[str]) -> None: ...
+    def symlink(self, path: str) -> tuple[str, str | None] | None:
+        """Optional. Where ``path`` is a symbolic link: its own state digest, as the snapshots record
+        it, and the file it resolves to (None: not known); None for any other path."""
+
+    def watch(self, paths: Iterable[str]) -> Mapping[str, FileState | None] | None:
+        """Also track these paths (files the scan does not cover); returns each one's state now, as a
+        scan will see it (None: absent), where the workspace can tell without a round trip; None where
+        it cannot (the first scan that sees them then gives their state before any change)."""
 
     def watched(self) -> int: ...
 
@@ -143,8 +150,21 @@ class LocalWorkspace:
                 self.scanner.recheck(os.path.abspath(path))
         return data
 
-    def watch(self, paths: Iterable[str]) -> None:
-        self.scanner.watch(paths)
+    def symlink(self, path: str) -> tuple[str, str | None] | None:
+        """Where ``path`` is a symbolic link: its own state digest (as a scan records it) and the file
+        it resolves to; None for any other path."""
+        try:
+            if not stat.S_ISLNK(os.lstat(path).st_mode):
+                return None
+        except OSError:
+            return None
+        fs = self.scanner.cache.state(path)
+        return (fs.digest, os.path.realpath(path)) if fs is not None else None
+
+    def watch(self, paths: Iterable[str]) -> dict[str, FileState | None]:
+        # never a file of /proc, /sys or /dev, however it is reached (a link into /proc): hashing
+        # /proc/self/pagemap reads for minutes, and no such file is the agent's work
+        return self.scanner.watch(p for p in paths if not (os.path.realpath(p) + "/").startswith(PSEUDO_TREES))
 
     def watched(self) -> int:
         return len(self.scanner.extra_paths)

@@ -349,11 +349,17 @@ class WorkspaceScanner:
     def is_git(self) -> bool:
         return self.git_top is not None
 
-    def watch(self, paths: Iterable[str]) -> None:
-        """Also track these absolute paths (files outside the root, or ignored inside it)."""
+    def watch(self, paths: Iterable[str]) -> dict[str, FileState | None]:
+        """Also track these absolute paths (files outside the root, or ignored inside it); returns the
+        state of each one newly tracked, now, as the next scan will hash it (None: absent)."""
+        new: dict[str, FileState | None] = {}
         for p in paths:
             if p and os.path.isabs(p):
-                self.extra_paths.add(os.path.normpath(p))
+                p = os.path.normpath(p)
+                if p not in self.extra_paths:
+                    self.extra_paths.add(p)
+                    new[p] = self.cache.state(p)
+        return new
 
     # -- scanning -------------------------------------------------------------------------------
 

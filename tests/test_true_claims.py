@@ -1,0 +1,121 @@
+"""Every sentence the model reads is true: the ledger's own words (notes of the state view, "though
+files changed since", NUDGE reasons, the stubs of the context policies) on real repositories with real
+commands, each case one that was false before it was fixed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import make_repo
+
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.executor import ExecResult, LocalExecutor
+from ledger_runtime.records import VerdictKind
+from ledger_runtime.runtime import LedgerRuntime
+
+EX = LocalExecutor(timeout=30)
+
+
+def runtime(repo: Path, tmp_path: Path, **cfg) -> LedgerRuntime:
+    return LedgerRuntime(repo, tmp_path / "run", LedgerConfig().with_(**cfg), task="t")
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A git work tree with a tracked file, an ignored log and an ignored dependency, a directory
+    reached through a symbolic link, and a file outside it."""
+    (tmp_path / "outside.txt").write_text("NAME=outside\nVERSION=1\nID=x\n")
+    root = make_repo(
+        tmp_path / "proj",
+        {
+            "mid.py": "".join(f"x{i} = {i}\n" for i in range(30)),
+            "sub/deep.py": "y = 1\n",
+            ".gitignore": "*.log\n.env\nnode_modules/\n",
+            "app.log": "started\n",
+            ".env": "MODE=dev\n",
+            "node_modules/x/package.json": '{"name": "x"}\n',
+        },
+    )
+    os.symlink("sub", root / "linked")
+    return root
+
+
+def test_reading_an_untracked_file_is_not_booked_as_a_change(tree, tmp_path):
+    outside = tmp_path / "outside.txt"
+    with runtime(tree, tmp_path) as rt:
+        for cmd in (
+            f"head -3 {outside}",
+            "echo x",
+            f"head -3 {outside}",
+            "cat app.log",
+            "cat .env",
+            "cat node_modules/x/package.json",
+            "cat linked/deep.py",
+            "echo y",
+            "cat mid.py",
+        ):
+            rt.run(cmd, EX)
+        assert rt.state.modifications == [], "reading changes nothing"
+        view = rt.inform()
+        assert ": created" not in view and ": STALE" not in view and "Changed since start" not in view
+        again = rt.run("cat mid.py", EX)
+        assert again.output.startswith("[ledger: same as step 9's output")
+        assert "changed since" not in again.output, "no file changed since step 9"
+        edit = rt.run("sed -i 's/x1 = 1/x1 = 10/' mid.py", EX)
+        assert edit.verdict.kind is VerdictKind.RUN and "stale-edit" not in edit.output
+
+
+def test_a_watched_file_changes_and_is_created_as_it_really_does(tree, tmp_path):
+    outside = tmp_path / "outside.txt"
+    with runtime(tree, tmp_path) as rt:
+        rt.run(f"cat {outside}", EX)
+        outside.write_text("NAME=changed\n")  # by someone else, between commands
+        rt.run("echo x", EX)
+        view = rt.inform()
+        assert f"{outside}: STALE, changed at step 2, outside any command" in view
+        new = tmp_path / "made.txt"
+        rt.run(f"echo hi > {new}", EX)  # named by the command that makes it: a creation, by that command
+        mods = [m for m in rt.state.modifications if m.path == str(new)]
+        assert len(mods) == 1 and mods[0].before_hash is None and mods[0].attempt == rt.state.attempts[-1].id
+        log = tree / "app.log"
+        rt.run("cat app.log", EX)
+        rt.run("printf 'more\\n' >> app.log", EX)
+        mods = [m for m in rt.state.modifications if m.path == str(log)]
+        assert len(mods) == 1 and mods[0].before_hash is not None, "an append to a file that was there"
+
+
+def test_a_symlink_pointed_away_and_back_is_fresh_after_a_read(tree, tmp_path):
+    (tree / "a.txt").write_text("A\n")
+    (tree / "b.txt").write_text("B\n")
+    with runtime(tree, tmp_path) as rt:
+        for target in ("a.txt", "b.txt", "a.txt"):
+            rt.run(f"ln -sfn {target} cur.txt; cat cur.txt", EX)
+        view = rt.inform()
+        assert "cur.txt: STALE" not in view and "cur.txt: whole file" in view
+        rt.run("echo C > a.txt", EX)  # its target changes: what the model saw of cur.txt is out of date
+        view = rt.inform()
+        assert "cur.txt: STALE, changed at step 4 by `echo C > a.txt`" in view
+        rt.run("cat cur.txt", EX)
+        assert "cur.txt: STALE" not in rt.inform()
+
+
+def test_a_change_made_while_a_reader_runs_is_booked_to_its_step(tree, tmp_path):
+    mid = tree / "mid.py"
+
+    def edited_meanwhile(command: str, cwd: str) -> ExecResult:
+        mid.write_text(mid.read_text().replace("x2 = 2", "x2 = 20"))  # another process, as the command runs
+        return EX(command, cwd)
+
+    with runtime(tree, tmp_path) as rt:
+        rt.run("cat mid.py", EX)
+        rt.run("echo x", EX)
+        third = rt.run("sleep 0.1; cat mid.py", edited_meanwhile)
+        assert "x2 = 20" in third.output or "+x2 = 20" in third.output
+        (m,) = rt.state.modifications
+        assert (m.step, m.attempt) == (3, None), "changed while step 3 ran, by no command of the agent's"
+        assert rt.state.attempts[-1].epoch_after == rt.state.epoch
+        again = rt.run("cat mid.py", EX)
+        assert again.output.startswith("[ledger: same as step 3's output") and "changed since" not in again.output
+        assert "last at step 4" not in rt.inform()
