@@ -114,6 +114,8 @@ class ViewEntry:
 
 
 CHANGED, SEEN, COMMANDS = "Changed since start", "Seen (fresh unless marked STALE)", "Recent commands"
+# what the view says of a command whose reads it does not know: only whether the files it tracks changed
+UNTOUCHED, TOUCHED = "no tracked file changed since", "may no longer hold"
 
 
 def _changed_entries(state: LedgerState) -> list[ViewEntry]:
@@ -197,14 +199,21 @@ def _seen_entry(state: LedgerState, path: str) -> ViewEntry:
 
 
 def result_holds(a: Attempt, state: LedgerState) -> tuple[bool, str]:
-    """Whether an attempt's result still describes the workspace, and if not, why."""
+    """Whether an attempt's result still describes the workspace, and if not, why. Where what the
+    command reads is known (a pure reader's read set), whether it still holds; for any other command
+    only whether a file the ledger tracks changed since (what it read besides is not known)."""
     holds, why, _ = _holds(a, state)
     return holds, why
 
 
+def _known_reads(a: Attempt) -> bool:
+    """Whether the ledger knows all an attempt's result depends on (a pure reader: its read set)."""
+    return a.command_class in (CommandClass.INSPECT, CommandClass.SEARCH) and a.pure
+
+
 def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | None]:
     """``result_holds``, and the change that ended it (None: it holds, or no one change is known)."""
-    if a.command_class in (CommandClass.INSPECT, CommandClass.SEARCH) and a.pure:
+    if _known_reads(a):
         for key, sig in a.read_set.items():
             kind, path = key[:1], key[2:]
             if kind == "f":
@@ -222,15 +231,15 @@ def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | No
                     return False, f"stale: {_display(later[0].path, state)} changed at step {later[0].step}", later[0]
         return True, "holds", None
     if a.epoch_after == state.epoch:
-        return True, "holds: nothing changed since", None
+        return True, UNTOUCHED, None
     later = [
         m
         for m in state.modifications_after(a.step)
         if m.step > a.step or (m.step == a.step and m.attempt != a.id and m.attempt is not None and m.attempt > a.id)
     ]
     if later:
-        return False, f"stale: {_display(later[0].path, state)} changed at step {later[0].step}", later[0]
-    return False, "stale: files changed since", None
+        return False, f"{TOUCHED}: {_display(later[0].path, state)} changed at step {later[0].step}", later[0]
+    return False, f"{TOUCHED}: tracked files changed since", None
 
 
 def _own(m: Modification | None) -> int | None:
@@ -267,7 +276,8 @@ def _attempt_entry(a: Attempt, state: LedgerState) -> ViewEntry:
     holds, why = result_holds(a, state)
     twin = _same_as(a, state)
     same = f"; same output as #{twin}" if twin is not None else ""
-    text = f"  #{a.step} {cmd} -> {status}{same}; {'result holds' if holds else why}"
+    verdict = ("result holds" if _known_reads(a) else why) if holds else why
+    text = f"  #{a.step} {cmd} -> {status}{same}; {verdict}"
     return ViewEntry(COMMANDS, key, text, a.step, a.step if holds else None)
 
 
@@ -317,7 +327,7 @@ def _last_failing_run(state: LedgerState) -> ViewEntry | None:
         told = fixed.step
     else:
         holds, why, m = _holds(a, state)
-        verdict = "still holds: nothing changed since" if holds else why.replace("stale: ", "may no longer hold: ")
+        verdict = why if not why.startswith("stale: ") else why.replace("stale: ", "may no longer hold: ")
         told = a.step if holds else _own(m)
     text = f"Last failing run: #{a.step} {short_command(a.command)} (exit {a.exit_code}); {verdict}"
     return ViewEntry("", ("failing",), text, a.step, told)

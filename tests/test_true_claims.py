@@ -119,3 +119,22 @@ def test_a_change_made_while_a_reader_runs_is_booked_to_its_step(tree, tmp_path)
         again = rt.run("cat mid.py", EX)
         assert again.output.startswith("[ledger: same as step 3's output") and "changed since" not in again.output
         assert "last at step 4" not in rt.inform()
+
+
+def test_a_repeat_is_told_only_what_the_ledger_knows_did_not_change(tree, tmp_path, monkeypatch):
+    cmd = "python3 -c \"import os, sys; sys.exit(0 if os.environ.get('LEDGER_TEST_FLAG') else 1)\""
+    with runtime(tree, tmp_path) as rt:
+        first = rt.run(cmd, EX)
+        assert first.returncode == 1
+        monkeypatch.setenv("LEDGER_TEST_FLAG", "1")  # what changed is not a file the ledger tracks
+        second = rt.run(cmd, EX)
+        assert second.verdict.kind is VerdictKind.NUDGE and second.returncode == 0
+        assert "nothing has changed" not in second.output
+        assert "no file the ledger tracks has changed since step 1" in second.output
+        monkeypatch.delenv("LEDGER_TEST_FLAG")
+        for _ in range(3):  # failing at steps 3 and 4: the third run is held back
+            last = rt.run(cmd, EX)
+        assert last.verdict.kind is VerdictKind.REVISE
+        assert "will fail" not in last.output and "before running it a 3rd time" in last.output
+        view = rt.inform()
+        assert "nothing changed since" not in view and "result holds" not in view.split("Recent commands:")[1]

@@ -6,7 +6,9 @@ with what the model already holds (answers/build.py; docs/answers.md). So before
 govern only
 
 - NUDGEs a repeat of a test or script run, or of a failing command that is not a plain read, when
-  nothing has changed since (the note goes with the fresh output).
+  no file the ledger tracks has changed since, nor has a command changed the environment (the note
+  goes with the fresh output; it says no more than that: a run also reads what the ledger does not
+  track, the environment's variables, files outside the work tree, time).
 
 No command the model asked for is skipped because an earlier run is believed to stand for it: that
 would be a prediction of its output, and what a run reads has no end (docs/settings.md, the removed
@@ -23,6 +25,9 @@ from ledger_runtime.analysis.commands import Analysis
 from ledger_runtime.decide.current import Current
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.records import Attempt, CommandClass, Verdict, VerdictKind
+
+# what a repeat's note may say: only that the files the ledger tracks did not change (not that nothing did)
+UNCHANGED_SINCE = "no file the ledger tracks has changed since"
 
 if TYPE_CHECKING:
     from ledger_runtime.config import LedgerConfig
@@ -54,7 +59,7 @@ def govern(proposal: Analysis, state: LedgerState, current: Current, config: Led
         how = "failed" if cand.exit_code not in (0, None) else "ran"
         return Verdict(
             VerdictKind.NUDGE,
-            f"nothing has changed since step {cand.step}, where this same command {how} (exit {cand.exit_code})",
+            f"{UNCHANGED_SINCE} step {cand.step}, where this same command {how} (exit {cand.exit_code})",
             ref_attempt=cand.id,
             ref_step=cand.step,
         )

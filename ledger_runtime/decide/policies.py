@@ -16,7 +16,7 @@ ledger state and the current signatures, with its default verdict and parameters
 - ``noop-edit`` (NUDGE): decided after the command ran (from its ``Outcome``): an edit that changed
   no file.
 - ``repeat-failure`` (NUDGE, REVISE from ``revise_after`` = 3 runs): the same failing command again
-  with nothing changed since (not pure readers: a repeat of one runs, answered against what the
+  with no file the ledger tracks changed since (not pure readers: a repeat of one runs, answered against what the
   model holds).
 """
 
@@ -33,6 +33,7 @@ from ledger_runtime.analysis.display import short_command
 from ledger_runtime.analysis.patches import file_ops
 from ledger_runtime.decide.current import Current
 from ledger_runtime.decide.gate import Finding, Outcome, PolicyError, Rule, build_rules, matches
+from ledger_runtime.decide.govern import UNCHANGED_SINCE
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.records import CommandClass, VerdictKind
 from ledger_runtime.section import TABLE, Section, setting
@@ -276,19 +277,24 @@ def repeat_failure(proposal: Analysis, state: LedgerState, current: Current, rul
     steps = sorted(a.step for a in chain)
     revise_after = int(rule.param("revise_after", 3))
     where = ", ".join(str(s) for s in steps[-4:])
-    reason = (
-        f"nothing has changed since step {steps[-1]}, where this same command failed (exit {chain[0].exit_code})"
-        + (f"; it failed at steps {where}" if len(steps) > 1 else "")
+    reason = f"{UNCHANGED_SINCE} step {steps[-1]}, where this same command failed (exit {chain[0].exit_code})" + (
+        f"; it failed at steps {where}" if len(steps) > 1 else ""
     )
     evidence = {"failed_at": steps, "exit_code": chain[0].exit_code}
     if len(chain) + 1 >= revise_after:
         return Finding(
-            reason + f"; running it a {len(chain) + 1}th time will fail the same way: change something first",
+            reason + f"; change something before running it a {_nth(len(chain) + 1)} time",
             evidence,
             ref_step=steps[-1],
             verdict=VerdictKind.REVISE,
         )
     return Finding(reason, evidence, ref_step=steps[-1])
+
+
+def _nth(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st."""
+    tail = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{tail}"
 
 
 def noop_edit(proposal: Analysis, outcome: Outcome, rule: Rule) -> Finding | None:
