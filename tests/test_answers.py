@@ -18,11 +18,11 @@ from ledger_runtime.answers.build import (
     apply_hunks,
     build,
     expand,
-    mistakable,
     raw,
     split_lines,
     unified_hunks,
 )
+from ledger_runtime.answers.lookalike import mistakable
 from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import ExecResult, LocalExecutor

@@ -279,7 +279,9 @@ def run(valid: ClaudeRun) -> int:
     def kept(run_dir: Path) -> str:
         return f"Claude Code's transcripts (masked copies): {run_dir / 'transcripts'}"
 
-    return run_pinned("claude", valid.binary, (CLAUDE_VERSION, INSTALL_HINT), valid.options.ledger.run_dir, start, kept)
+    return run_pinned(
+        "claude", valid.binary, (CLAUDE_VERSION, INSTALL_HINT), valid.options.ledger.run_dir, valid.workdir, start, kept
+    )
 
 
 def claude(

@@ -304,7 +304,9 @@ def run(valid: CodexRun) -> int:
     def kept(run_dir: Path) -> str:
         return f"Codex sessions: {run_dir / 'codex-home' / 'sessions'}"
 
-    return run_pinned("codex", valid.binary, (CODEX_VERSION, INSTALL_HINT), valid.options.ledger.run_dir, start, kept)
+    return run_pinned(
+        "codex", valid.binary, (CODEX_VERSION, INSTALL_HINT), valid.options.ledger.run_dir, valid.workdir, start, kept
+    )
 
 
 def codex(

@@ -214,7 +214,7 @@ def validate(options: MiniOptions) -> MiniRun:
     from minisweagent.models import get_model  # noqa: F401
 
     quiet_logs()
-    run_dir = run_dir_for(options.ledger.run_dir)
+    run_dir = run_dir_for(options.ledger.run_dir, workdir)
     base = _base_config(list(options.config or [str(builtin_config_dir / "mini.yaml")]))
     task = options.task or (base.get("run") or {}).get("task") or ""
     env_cfg, inner_env = _environment_config(base, options, workdir)

@@ -171,6 +171,19 @@ def _default_run_dir(ctx: dict[str, Any]) -> Path:
     return Path("ledger-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{threading.get_ident() % 10000}"
 
 
+def _new_run_dir(path: Path) -> Path:
+    """``path``, or where it holds a run already (an instance run again), the first of ``path-2``,
+    ``path-3``, ... that does not: a new conversation starts a new ledger, never one that would tell
+    it of outputs it was never shown."""
+    n, out = 1, path
+    while (out / "ledger.sqlite").exists():
+        n += 1
+        out = path.with_name(f"{path.name}-{n}")
+    if out != path:
+        log.warning("%s holds a run already: this run's ledger goes to %s", path, out)
+    return out
+
+
 def _instance_image(ctx: dict[str, Any]) -> str | None:
     instance = ctx.get("instance")
     if not isinstance(instance, dict):
@@ -218,7 +231,7 @@ class LedgerEnvironment:
         self.session: SharedRun | None = None
         self.container = None  # a ContainerWorkspace when the inner environment is a container
         self.observers: list = []  # callables (action, output dict) run after each command, for live displays
-        self.run_dir = Path(settings.run_dir) if settings.run_dir else _default_run_dir(ctx)
+        self.run_dir = _new_run_dir(Path(settings.run_dir) if settings.run_dir else _default_run_dir(ctx))
         task = settings.task or str(ctx.get("task") or ctx.get("run_task") or "")
         if not task and isinstance(ctx.get("instance"), dict):
             task = ctx["instance"].get("problem_statement", "")

@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import difflib
 import re
-import unicodedata
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from enum import Enum
-from functools import lru_cache
 from itertools import accumulate
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -237,44 +235,10 @@ def raw(output: str, notes: Sequence[str] = ()) -> Answer:
     return w.answer(AnswerKind.RAW, notes)
 
 
-# Where the ledger's own words could be read in an output: a line that begins (after blanks) as one of
-# the ledger's lines does ("[ledger] NUDGE", "[ledger: same as", "(Ledger runtime:", "<ledger_update"),
-# or a reference's opening anywhere. Such an output is shown as printed under AS_PRINTED, and is never
-# the source of a reference (a reader expanding the line it holds would get other lines).
-_LEDGER_LIKE = re.compile(r"(?i)\[ledger|\(ledger runtime|</?ledger_")
-
-
-@lru_cache(maxsize=1)
-def _invisible() -> dict[int, None]:
-    """Format characters (zero-width, bidi marks, BOM): not seen, so not there (built on first need)."""
-    return dict.fromkeys(c for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf")
-
-
 AS_PRINTED = (
     "[ledger] What follows is the command's output as it printed it; "
     "its lines that begin like the ledger's are its own."
 )
-
-
-def mistakable(output: str) -> bool:
-    """Whether an output holds text a reader could take for the ledger's own (see ``AS_PRINTED``):
-    the opening of one of its lines anywhere, whatever precedes it on the line (a colour code, a
-    carriage return, blanks), in any case, in full-width or other compatibility forms, with
-    invisible characters between its letters."""
-    if _mistakable_last and _mistakable_last[0][0] is output:  # a step asks of its output several times
-        return _mistakable_last[0][1]
-    if output.isascii():  # every form it looks for holds "ledger", in some case: ``in`` rules most out at once
-        found = "ledger" in output.lower() and _LEDGER_LIKE.search(output) is not None
-    else:
-        found = (
-            _LEDGER_LIKE.search(output) is not None
-            or _LEDGER_LIKE.search(unicodedata.normalize("NFKC", output.translate(_invisible()))) is not None
-        )
-    _mistakable_last[:] = [(output, found)]
-    return found
-
-
-_mistakable_last: list[tuple[str, bool]] = []
 
 
 def kept_output(output: str, limit: int) -> str:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ledger_runtime.cli.dirs import unwritable
+from ledger_runtime.cli.dirs import DEFAULT_RUNS, misplaced, unwritable
 from ledger_runtime.cli.errors import err, fail
 
 
@@ -69,11 +69,12 @@ def agent_config(
         raise  # fail exits
 
 
-def run_dir_for(given: Path | None) -> Path:
-    """The run directory (``-o``, default ``ledger-runs/<time>``): absolute, links not resolved (one that
-    is a link is refused, never followed); a one-line error when it cannot be written."""
-    run_dir = Path(os.path.abspath(given or Path("ledger-runs") / time.strftime("%Y%m%d-%H%M%S")))
-    problem = unwritable(run_dir)
+def run_dir_for(given: Path | None, workdir: Path) -> Path:
+    """The run directory (``-o``, default ``ledger-runs/<time>``) of a run in ``workdir``: absolute, links
+    not resolved (one that is a link is refused, never followed); a one-line error when it cannot be
+    written, or holds a run already, or is the work tree or in it (``dirs.misplaced``)."""
+    run_dir = Path(os.path.abspath(given or Path(DEFAULT_RUNS) / time.strftime("%Y%m%d-%H%M%S")))
+    problem = misplaced(run_dir, workdir) or unwritable(run_dir)
     if problem:
         fail(f"cannot write the run into -o {run_dir}: {problem}")
     return run_dir
@@ -98,16 +99,17 @@ def run_pinned(
     binary: str,
     pinned: tuple[str, str],
     run_dir: Path | None,
+    workdir: Path,
     start: Callable[[Path, str | None], int],
     kept: Callable[[Path], str],
 ) -> int:
-    """One run of an agent's own binary: a warning when it is not the ``pinned`` version (the version and
-    how to install it), the run directory (``-o``), the run (``start(run_dir, version)``, its exit code;
-    one that cannot start says why in one line), then where the ledger and what the agent keeps
-    (``kept(run_dir)``, a line) are."""
+    """One run of an agent's own binary in ``workdir``: a warning when it is not the ``pinned`` version
+    (the version and how to install it), the run directory (``-o``), the run (``start(run_dir,
+    version)``, its exit code; one that cannot start says why in one line), then where the ledger and
+    what the agent keeps (``kept(run_dir)``, a line) are."""
     version = binary_version(binary)
     warn_version(name, binary, version, *pinned)
-    run_dir = run_dir_for(run_dir)
+    run_dir = run_dir_for(run_dir, workdir)
     with starting_run():
         rc = start(run_dir, version)
     # plain lines (no wrapping): the paths are for copying

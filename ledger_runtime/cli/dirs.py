@@ -36,3 +36,25 @@ def unwritable(path: Path) -> str | None:
             except OSError:  # not empty (another process wrote there meanwhile), or not ours to remove
                 break
     return None
+
+
+DEFAULT_RUNS = "ledger-runs"  # the default home of run directories, beside (or in) the work tree: ignored in git
+
+
+def misplaced(run_dir: Path, workdir: Path) -> str | None:
+    """Why ``run_dir`` cannot be the run directory of a run in ``workdir``, or None when it can: one
+    that holds a run already (its ledger would go on with another conversation, which was never
+    shown what it holds: a new run gets a new directory); the work tree itself, a directory above
+    it, or one inside it but ``ledger-runs/`` (the ledger's files would be the repository's, the
+    tree made owner-only, its changes misread)."""
+    run_dir, workdir = Path(os.path.abspath(run_dir)), Path(os.path.abspath(workdir))
+    if (run_dir / "ledger.sqlite").exists():
+        return "it holds a run already (its ledger.sqlite); a new run needs a new directory"
+    real_run, real_work = Path(os.path.realpath(run_dir)), Path(os.path.realpath(workdir))
+    if real_run == real_work:
+        return "it is the work tree itself"
+    if real_work.is_relative_to(real_run):
+        return f"the work tree {workdir} is inside it"
+    if real_run.is_relative_to(real_work) and not real_run.is_relative_to(real_work / DEFAULT_RUNS):
+        return f"it is inside the work tree {workdir} (only its {DEFAULT_RUNS}/, which git ignores, may hold runs)"
+    return None

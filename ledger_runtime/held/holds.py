@@ -20,9 +20,9 @@ from ledger_runtime.answers.build import (
     Piece,
     diff_shown,
     expand_in_place,
-    mistakable,
     split_lines,
 )
+from ledger_runtime.answers.lookalike import mistakable
 from ledger_runtime.held.context import Line, Said
 from ledger_runtime.held.delivered import Delivered, delivered_lines, output_digest, shown_whole
 from ledger_runtime.held.output import HeldOutput

@@ -17,9 +17,9 @@ from ledger_runtime.answers.build import (
     Dedupe,
     Piece,
     build,
-    mistakable,
     raw,
 )
+from ledger_runtime.answers.lookalike import mistakable
 from ledger_runtime.executor import ExecResult
 from ledger_runtime.held.delivered import Delivered
 from ledger_runtime.held.holds import command_key
@@ -61,8 +61,10 @@ def fresh_answer(
     the agent already showed as it is, or one too long to refer into (``refers`` False)."""
     a = plan.analysis
     notes = [f"[ledger] NUDGE: {verdict.reason}."] if verdict.kind is VerdictKind.NUDGE else []
-    if submission.in_output(output) or a.submits:
-        return raw(output), notes  # the agent reads the marker off the output's first line: nothing may move it
+    if submission.in_output(output):
+        return raw(output), notes  # the agent reads the marker off its first line and ends: nothing may move it
+    if a.submits:  # names the marker, but its output is no submission: the model reads it, guarded as any
+        return raw(output, [*notes, AS_PRINTED] if mistakable(output) else notes), notes
     if (plan.shown_raw and plan.applied) or not plan.held:
         return raw(output), notes  # what the agent got: recorded as it was (shadow mode: what it would have got)
     if not refers:  # the model sees its head and tail

@@ -172,5 +172,12 @@ class Scans:
             return
         self._watched.update(new)
         states = self.workspace.watch(new)
+        written = set(analysis.writes)
         for p in new:
-            self._baselines[p] = states.get(os.path.normpath(p), UNSEEN) if states is not None else UNSEEN
+            if states is not None:
+                self._baselines[p] = states.get(os.path.normpath(p), UNSEEN)
+            elif p not in written:
+                # the workspace cannot tell its state now (a container's, until the command's report):
+                # a file the command only reads is as it was when first seen; one it writes is
+                # recorded as the scan finds it (a creation, where it is new to the scan)
+                self._baselines[p] = UNSEEN
