@@ -49,7 +49,7 @@ from ledger_runtime.decide.policies import BUILTINS
 from ledger_runtime.executor import ExecResult
 from ledger_runtime.held.context import Line, Said
 from ledger_runtime.held.delivered import delivered_lines, seen_lines
-from ledger_runtime.held.holds import Held
+from ledger_runtime.held.holds import Held, facts_event
 from ledger_runtime.inform import StateView, render
 from ledger_runtime.ledger.clean_outputs import CleanOutputs
 from ledger_runtime.ledger.faults import FaultLog
@@ -59,6 +59,7 @@ from ledger_runtime.ledger.private import hold, private_dir, write_private
 from ledger_runtime.ledger.redact import Redactor
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LedgerStore, StoreError
+from ledger_runtime.prompt.notes import ViewNotes, apply_told, told_event
 from ledger_runtime.records import RUN, Attempt, Modification, Observation, Verdict, VerdictKind
 from ledger_runtime.step.plan import Plan, RunResult, decide
 from ledger_runtime.step.record import Ran, file_texts, new_attempt, outcome, read_set, stored_output
@@ -145,15 +146,19 @@ class LedgerRuntime:
         )
         self.store = LedgerStore.create(self.run_dir, redactor=self.redactor)
         self.fault_log.store = self.store
-        self.state = LedgerState.from_events(self.store.events())
+        self.state = LedgerState()
         self.modifications = Modifications(self.store, self.state, self.workspace, self.redactor)
         self.rules = build_rules(self.config.policies.rules, self.workdir, BUILTINS)
-        self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
         self._now: int | None = None  # the step being answered
-        self.held = Held(self, now=lambda: self._now, snapshot=lambda: self._last, refers=self._refers)
         if self._line_facts is None:
             self._line_facts = not self.config.context_policy.full
-        self.held.restore()
+        self.held = Held(
+            self, now=lambda: self._now, snapshot=lambda: self._last, refers=self._refers, line_facts=self._line_facts
+        )
+        self.told = ViewNotes(limit_chars=self.config.context.note_chars)  # what notes told the model (view_note)
+        for event in self.store.events():  # a ledger opened again: what it held, folded as it was made
+            self._fold(event, self.store.text)
+        self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
         self.scans = Scans(
             self.workspace, self.config.scanning, self.workspace.scan(), self._record_between, self._fault
         )
@@ -161,19 +166,14 @@ class LedgerRuntime:
             _freeze_long_lived()
         if self.state.baseline is None:
             baseline = self.workspace.baseline(self._last, task)
-            self.store.append(
-                "run",
-                {
-                    "version": __version__,
-                    "workdir": self.workdir,
-                    "config": self.config.to_dict(),
-                    "started_at": time.time(),
-                    **(meta or {}),
-                },
-            )
-            self.store.append("baseline", baseline.to_dict())
-            self.store.commit()
-            self.state.baseline = baseline
+            run = {
+                "version": __version__,
+                "workdir": self.workdir,
+                "config": self.config.to_dict(),
+                "started_at": time.time(),
+                **(meta or {}),
+            }
+            self._commit([("run", run), ("baseline", baseline.to_dict())], 0)
 
     # -- inform --------------------------------------------------------------------------------
 
@@ -206,9 +206,20 @@ class LedgerRuntime:
         share = self.config.context.view_share
         budget = None if math.isinf(share) else int(self.spared_total() * share) - notes.chars
         if dry_run:
-            notes = dataclasses.replace(notes, notes=list(notes.notes))
-        text = notes.next(view, len(notes.notes), budget=budget)
-        if text and not dry_run:
+            notes = dataclasses.replace(notes, notes=list(notes.notes), told=dict(notes.told))
+            return notes.next(view, len(notes.notes), budget=budget)
+        if notes is not self.told:  # an adapter's own notes: what they told is not the ledger's to keep
+            text = notes.next(view, len(notes.notes), budget=budget)
+            if text:
+                self.note_injection("note", text)
+            return text
+        before = (dict(notes.told), notes.since_step)
+        told = dataclasses.replace(notes, notes=list(notes.notes), told=dict(notes.told))
+        text = told.next(view, len(told.notes), budget=budget)
+        change = told_event(before, told, text)
+        if change is not None:
+            self._commit([("told", change)], self.state.step)  # folded into self.told: see _fold
+        if text:
             self.note_injection("note", text)
         return text
 
@@ -251,6 +262,17 @@ class LedgerRuntime:
         is under way, drop it."""
         return self.scans.settle(self.state.step + 1, discard=discard)
 
+    def _fold(self, event: dict[str, Any], texts: Callable[[str | None], str | None]) -> None:
+        """Fold one stored event into what the runtime knows: the run's state, what the model holds,
+        what the notes told it. The one way in, live (``_commit``) and for a ledger opened again."""
+        self.state.apply(event)
+        self.held.apply(event, texts)
+        kind = event.get("kind")
+        if kind == "told":
+            apply_told(self.told, event)
+        elif kind == "context":
+            self.told.reset(full=True)  # the notes went with the history: the whole view next
+
     def complete(self, attempt_id: int, res: ExecResult) -> None:
         """Fold in what an executed command that was recorded unfinished gave in the end (an agent
         whose tool returned before the command ended: its exit code and whole output)."""
@@ -272,7 +294,6 @@ class LedgerRuntime:
                 **({"altered": True} if altered else {}),
             }
             self._commit([("completion", fields)], a.step)
-            self.state.complete(attempt_id, fields)
         except Exception as e:
             self._fault("completing a command", e)
 
@@ -280,20 +301,16 @@ class LedgerRuntime:
         """Name the task when the run started without one (an agent that gets it later)."""
         if task.strip() and self.state.baseline is not None and not self.state.baseline.task:
             self._commit([("task", {"task": task})], self.state.step)
-            self.state.apply({"kind": "task", "task": task})
 
     def note_injection(self, event: str, text: str) -> None:
         """Record state-view text handed to the agent outside its prompt (it stays in its history)."""
         if text:
-            self._commit([("injection", {"event": event, "chars": len(text)})], self.state.step)
-            self.state.injections.append({"event": event, "chars": len(text), "step": self.state.step})
+            self._commit([("injection", {"event": event, "chars": len(text), "text": text})], self.state.step)
 
     def note_model_call(self, cost: float | None) -> None:
         """Record one of the agent's model calls and its cost in dollars; None: the price of the model
         is not known (a local model, one the price table lacks), recorded as unknown, never as $0."""
-        event = {"cost": None if cost is None else float(cost)}
-        self._commit([("model_call", event)], self.state.step)
-        self.state.apply({"kind": "model_call", **event})
+        self._commit([("model_call", {"cost": None if cost is None else float(cost)})], self.state.step)
 
     # -- run -------------------------------------------------------------------------------------
 
@@ -414,15 +431,12 @@ class LedgerRuntime:
     def forget_context(self) -> None:
         """The agent dropped the outputs it was shown so far from its history (a compaction): no
         later answer refers to them."""
-        event = {"from_step": self.state.step + 1}
-        self._commit([("context", event)], self.state.step)
-        self.state.apply({"kind": "context", **event})
-        self.held.forget_gone()
+        self._commit([("context", {"from_step": self.state.step + 1})], self.state.step)
 
     def distrust(self, attempt_id: int, why: str) -> None:
         """The agent's own record says the model got something else than the ledger recorded for
         this attempt: it is never the source of a reference (a fault says why)."""
-        self.held.distrust(attempt_id)
+        self._commit([("distrust", {"attempt": attempt_id, "why": why})], self.state.step)
         self._fault("checking what the model got", ValueError(why))
 
     def said(self, attempt_id: int, index: int, chars: int = 0, *, raw: bool = False) -> Said | None:
@@ -566,13 +580,17 @@ class LedgerRuntime:
         )
         got = None
         obs: list[Observation] = []
+        facts: list[FactRun] = []
         if plan.held:
             got = delivered_lines(output, answer, kept, lines()) if len(output) <= MAX_DELIVERED_CHARS else None
-            obs = self._observe(plan, attempt, res, texts, answer, kept, got, lines)
-        self._keep(plan.step, attempt, obs, self._modifications(ran, attempt, plan), ran.epoch_after)
-        if answer.kind is not AnswerKind.REFUSED and plan.held:
-            self.held.deliver(attempt, output, answer, kept, trunc.exact, keys, got, None if altered else output_hash)
-        self.held.settle_facts(attempt.id)
+            obs = self._observe(plan, attempt.id, res, texts, answer, kept, got, lines, facts)
+            if got is not None:
+                self.held.pending_lines = (attempt.id, got)  # what the fold of the attempt would work out again
+        line_facts = facts_event(attempt.id, facts, lines()) if facts and self._line_facts else None
+        mods = self._modifications(ran, attempt, plan)
+        in_memory = {output_hash: output} if not altered else None  # stored as printed: the same text
+        self._keep(plan.step, attempt, obs, mods, ran.epoch_after, facts=line_facts, texts=in_memory)
+        self.held.pending_lines = None
         return run_result(plan, res, verdict, attempt.id, answer)
 
     def _record_interrupted(self, plan: Plan, elapsed: float, exc: BaseException) -> RunResult:
@@ -622,23 +640,23 @@ class LedgerRuntime:
     def _observe(
         self,
         plan: Plan,
-        attempt: Attempt,
+        attempt_id: int,
         res: ExecResult,
         texts: dict[str, FileText],
         answer: Answer,
         kept: tuple[int, int] | None,
         got: tuple[list[str], list[bool]] | None,
         lines: Callable[[], list[str]],
+        facts: list[FactRun],
     ) -> list[Observation]:
-        """What the model saw of the files the output shows (checked against ``texts``), and, in an
-        agent that keeps only its last steps, what an answer with references stands for."""
+        """What the model saw of the files the output shows (checked against ``texts``); ``facts`` gets
+        the output's runs of checked file lines."""
         analysis, output = plan.analysis, res.output
         seen = None
         if analysis.views:  # what the model saw of the files the output shows (nothing to see otherwise)
             seen = seen_lines(output, answer, kept, got)
             if answer.kind is AnswerKind.WHOLE:  # the model has of it what it saw of the earlier output
                 seen = self.held.delivered.seen_through(answer.refs[0]) or seen
-        facts: list[FactRun] = []
         obs = observations(
             analysis,
             output,
@@ -646,17 +664,11 @@ class LedgerRuntime:
             texts,
             seen,
             step=plan.step,
-            attempt=attempt.id,
+            attempt=attempt_id,
             facts=facts,
             submission=self.submission,
             out_lines=lines() if analysis.views else None,
         )
-        if facts and self._line_facts:
-            self.held.facts[attempt.id] = facts
-        if answer.refs and plan.applied and self.config.context.steps > 0:
-            # an agent that keeps only its last steps: what the answer stands for, should what it refers
-            # to leave the model before the answer does (an answer's references as the model reads them)
-            self.held.answers.keep(attempt.id, plan.step, answer.refs, answer.text, self.held.in_place(answer))
         return obs
 
     def _modifications(self, ran: Ran, attempt: Attempt, plan: Plan) -> list[Modification]:
@@ -669,18 +681,19 @@ class LedgerRuntime:
         obs: Sequence[Observation] = (),
         mods: Sequence[Modification] = (),
         epoch_after: int = 0,
+        *,
+        facts: dict | None = None,
+        texts: dict[str, str] | None = None,
     ) -> None:
-        """Commit an attempt with its observations and modifications, then add them to the state (what
-        may fail is worked out before anything is kept: the ledger on disk and in memory agree)."""
+        """Commit an attempt with its observations, modifications and (``facts``) the runs of file lines
+        its output holds, then fold them in (what may fail is worked out before anything is kept: the
+        ledger on disk and in memory agree). ``texts``: its output and answer, by their keys."""
         events: list[tuple[str, dict]] = [("attempt", attempt.to_dict())]
         events += [("observation", o.to_dict()) for o in obs]
         events += [("modification", {**m.to_dict(), "epoch": epoch_after}) for m in mods]
-        self._commit(events, step)
-        self.state.add_attempt(attempt)
-        for m in mods:
-            self.state.add_modification(m, epoch_after)
-        for o in obs:
-            self.state.add_observation(o)
+        if facts is not None:
+            events.append(("lines", facts))
+        self._commit(events, step, texts)
 
     def _verdict_after(self, plan: Plan, res: ExecResult, ran: Ran) -> Verdict:
         """The verdict of a command that ran, with what the rules decided after it (noop-edit) found."""
@@ -706,20 +719,29 @@ class LedgerRuntime:
         epoch = self.state.epoch + (1 if changes else 0)
         mods = [self.modifications.of(c, None, step, None) for c in changes]
         self._commit([("modification", {**m.to_dict(), "epoch": epoch}) for m in mods], step)
-        for m in mods:
-            self.state.add_modification(m, epoch)
-        self.store.commit()
 
     # -- persistence and faults ----------------------------------------------------------------------
 
-    def _commit(self, events: list[tuple[str, dict]], step: int) -> None:
-        for kind, body in events:
-            self.store.append(kind, body, step)
+    def _commit(
+        self,
+        events: list[tuple[str, dict]],
+        step: int,
+        texts: dict[str, str] | None = None,
+    ) -> None:
+        """Store ``events`` in one transaction, then fold each into what the runtime knows, as it was
+        stored (``_fold``: the way a ledger opened again takes them in). ``texts``: outputs and answers
+        by the keys they are stored under, in memory (read from the store otherwise). A write that fails
+        is a fault (its records go to faults.log); the run goes on with them."""
+        stored = [self.store.append(kind, body, step) for kind, body in events]
         try:
             self.store.commit()
         except StoreError as e:
             lost = self.store.discard_pending()
             self._fault("writing the ledger", e, records=[json.loads(b) | {"kind": k} for k, _, b in lost])
+        store_text = self.store.text
+        read = store_text if not texts else (lambda key: texts.get(key) if key in texts else store_text(key))
+        for event in stored:
+            self._fold(event, read)
 
     def report_fault(self, where: str, error: BaseException, command: str | None = None) -> None:
         """Log a fault of the ledger's own making (an adapter's too): faults.log and the ledger."""

@@ -614,7 +614,8 @@ def test_replay_results_keep_no_secret(tmp_path):
     cmds = [f"echo 'GH_TOKEN={token}' > .env && cat .env calc.py", "cat .env calc.py"]
     t = from_traj_json(traj_file(tmp_path / "a.traj.json", "demo__calc-1", cmds))
     res = replay_one(t, settings(tmp_path, bare, commit, "demo__calc-1"))
-    assert [r["sound"] for r in res["rows"]] == [True, True] and res["rows"][1]["answer"] == "whole"
+    # the lines masking left alone are still sources: the token's line comes back in full
+    assert [r["sound"] for r in res["rows"]] == [True, True] and res["rows"][1]["answer"] == "spans"
     out = tmp_path / "out"
     stored = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
     assert token.encode() not in stored and b"GH_TOKEN=" in stored

@@ -532,7 +532,7 @@ def test_a_read_only_ledger_with_steps_still_in_its_wal_says_so(tmp_path):
 OPENAI = "sk-proj-" + "Q7x9" * 8
 AWS = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 DB = "hunter2-correct-horse"
-ENV_FILE = f"DEBUG=1\nDB_PASSWORD={DB}\nNAME=calc\n" + "".join(f"FEATURE_{i}=on\n" for i in range(8))
+ENV_FILE = f"DEBUG=1\nDB_PASSWORD={DB}\nNAME=calc\n" + "".join(f"FEATURE_{i}=on\n" for i in range(40))
 
 
 def _stored_bytes(run_dir: Path) -> bytes:
@@ -564,7 +564,10 @@ def test_secrets_are_masked_before_anything_is_stored_and_the_model_still_gets_t
         rt.close()
     # what the model is shown is the agent's business: the secret comes back
     assert OPENAI in got[0].output and AWS in got[0].output and DB in got[1].output
-    assert got[2].answer == "whole", "the repeated read is still a reference on masked storage"
+    # the ledger keeps what it stores: the masked output, whose lines masking left alone are still
+    # sources (a ledger opened again holds the same); the line with the secret comes back in full
+    assert got[2].answer == "spans", "the repeated read is still a reference on masked storage"
+    assert f"DB_PASSWORD={DB}\n" in got[2].output and "FEATURE_20=on" not in got[2].output
     data = _stored_bytes(tmp_path / "run")
     for secret in (OPENAI, AWS, DB, "ghp_" + "a1B2" * 9):
         assert secret.encode() not in data, f"{secret[:10]}... is stored"
@@ -593,7 +596,8 @@ def test_a_continued_run_never_refers_to_a_masked_line(tmp_path, monkeypatch):
         res = again.run("cat .env", LocalExecutor())
     finally:
         again.close()
-    assert res.answer == "raw" and res.output == (repo / ".env").read_text()
+    masked_line = "DB_PASSWORD=" + "*" * len(DB) + "\n"
+    assert res.output == "DEBUG=1\n" + masked_line + "[ledger: lines 3-43 of step 1's output (`cat .env`) repeat here]\n"
 
 
 def test_redact_off_stores_as_is_and_user_patterns_mask_more(tmp_path, monkeypatch):
@@ -604,7 +608,10 @@ def test_redact_off_stores_as_is_and_user_patterns_mask_more(tmp_path, monkeypat
         rt.run("cat .env", LocalExecutor())
     finally:
         rt.close()
-    assert DB.encode() in _stored_bytes(tmp_path / "run")
+    from ledger_runtime.inspection import load
+
+    loaded = load(tmp_path / "run")
+    assert DB in loaded.text(loaded.state.attempts[0].output_hash)
     repo2 = make_repo(tmp_path / "r2", {"notes.txt": "internal id: ACME-7731-ZZ\nplain\n"})
     rt = LedgerRuntime(repo2, tmp_path / "run2", LedgerConfig().with_(redact_patterns=[r"ACME-\d{4}-[A-Z]{2}"]))
     try:

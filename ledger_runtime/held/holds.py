@@ -5,11 +5,16 @@ outputs delivered to it and the lines it saw of each (``delivered.Delivered``: t
 references), the answers that refer to outputs it may lose before them (``standing.Standing``), and
 the one question an agent's history asks: ``history``, each earlier output as the model holds it, for
 the context policy to say what is sent in its place. ``LedgerRuntime`` owns one and delegates to it.
+
+All of it is a fold of the ledger's events (``apply``): the runtime feeds it each event it stores, as
+it stores it, and a ledger opened again feeds it the same events in the same order, so a run
+continued holds exactly what the live one held. What an answer is made from is what the ledger
+stores: an output stored other than as printed (a secret masked) is never a source.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Collection, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from ledger_runtime.analysis.display import short_command
 from ledger_runtime.answers.build import (
@@ -28,13 +33,36 @@ from ledger_runtime.held.delivered import Delivered, delivered_lines, output_dig
 from ledger_runtime.held.output import HeldOutput
 from ledger_runtime.held.standing import Standing
 from ledger_runtime.ledger.observe import FactRun, fact_lines
-from ledger_runtime.records import Attempt, CommandClass
+from ledger_runtime.ledger.redact import MASK
+from ledger_runtime.records import Attempt, CommandClass, VerdictKind
 
 if TYPE_CHECKING:
     from ledger_runtime.runtime import LedgerRuntime
 
 MARKER_COMMAND_CHARS = 32  # how much of a command a reference quotes
 FORGET_EVERY = 64  # attempts between prunings of what the model no longer holds
+
+Texts = Callable[[Optional[str]], Optional[str]]  # a stored text by its key (None: not stored)
+
+
+def facts_event(attempt: int, runs: Sequence[FactRun], lines: Sequence[str]) -> dict:
+    """The ``lines`` event of an attempt: its output's runs of checked file lines, each as (first
+    output line, path, first file line, count, the file's text of them where it is not the output's
+    own lines, else None)."""
+    out = []
+    for r in runs:
+        same = list(lines[r.at : r.at + len(r.was)]) == list(r.was)
+        out.append([r.at, r.path, r.first, len(r.was), None if same else list(r.was)])
+    return {"attempt": attempt, "runs": out}
+
+
+def gone_note(labels: Sequence[str]) -> str:
+    """What is sent in place of an answer whose sources left the model, when the ledger does not keep
+    what it stands for."""
+    return (
+        f"[ledger] This output referred to earlier outputs ({', '.join(labels)}) that are no longer all in your "
+        "context: run the command again to see it.\n"
+    )
 
 
 class Held:
@@ -49,15 +77,19 @@ class Held:
         now: Callable[[], Optional[int]],
         snapshot: Callable[[], object],
         refers: Callable[[str], bool],
+        line_facts: bool = False,
     ):
         self.rt = rt
         self._now = now
         self._snapshot = snapshot
         self._refers = refers
+        self.line_facts = line_facts  # keep which output lines are which file lines (a context policy asks)
         self.delivered = Delivered(self.alive)
         # per attempt the model holds: its runs of output lines that are checked file lines (see line_facts)
         self.facts: dict[int, list[FactRun]] = {}
         self.answers = Standing()  # answers that refer to other outputs, and what they stand for
+        # the output's lines as delivered, worked out while the answer was built: (attempt, lines)
+        self.pending_lines: tuple[int, tuple[list[str], list[bool]]] | None = None
         self._current: dict[str, tuple[str, list[str] | None]] = {}  # path -> (digest, lines) for still_true
 
     # -- which steps ------------------------------------------------------------------------------
@@ -88,29 +120,26 @@ class Held:
 
     # -- answers that outlive their sources ---------------------------------------------------------
 
-    def standing(self) -> Collection[int]:
+    def standing(self) -> tuple[int, ...]:
         """The attempts whose answers refer to outputs that may leave the model before they do (an
         agent that keeps only its last steps): those ``outlived`` may answer for."""
-        return self.answers.items.keys()
+        return tuple(self.answers.items)
 
     def outlived(self, attempt_id: int) -> tuple[str, str] | None:
         """An answer that refers to an output the model no longer holds: (the answer as the model got
         it, what to send in its place from now on: the answer with its references replaced by what they
-        stand for, its notes and the agent's cut as they were; or, when the ledger no longer has that,
-        a line that says so and how to get it). None when it refers to nothing gone. Once handed out,
-        the same text is handed out again: what was sent stays as it was."""
+        stand for, its notes and the agent's cut as they were; or, when the ledger does not keep that,
+        a line that says so and how to get it). None when it refers to nothing gone. A question, not a
+        change: the same answer gets the same text for as long as it is asked of."""
         kept = self.answers.get(attempt_id)
-        if kept is None or all(self.holds(r) for r in kept.refs):
+        if kept is None or not self._outlived(kept):
             return None
-        if kept.in_place is None:
-            gone = ", ".join(self.rt.state.label(r) for r in kept.refs if not self.holds(r))
-            kept.in_place = (
-                f"[ledger] This output referred to {gone}'s, which is no longer in your context: "
-                "run the command again to see it.\n"
-            )
-        kept.sent = True
-        self.answers.forget(lambda s: self.holds_step(s))
-        return kept.answer, kept.in_place
+        if kept.in_place is not None:
+            return kept.answer, kept.in_place
+        return kept.answer, gone_note([self.rt.state.label(r) for r in kept.refs])
+
+    def _outlived(self, kept) -> bool:
+        return not all(self.holds(r) for r in kept.refs)
 
     def held_output(self, label: str) -> tuple[int, list[str]] | None:
         """An earlier output the model holds, by the label a reference names it with (what answers
@@ -149,16 +178,21 @@ class Held:
         keys: tuple[str, ...] = (),
         delivered: tuple[list[str], list[bool]] | None = None,
         digest: str | None = None,
+        masked: bool = False,
     ) -> None:
         """Remember which of the output's lines the model got literally (the source of later
         references), and under which ``keys`` it is a re-read's base. ``kept``: what the agent showed
-        of the answer (None: all of it); ``exact``: the agent's cut is known, not estimated."""
+        of the answer (None: all of it); ``exact``: the agent's cut is known, not estimated; ``masked``:
+        ``output`` is the output as stored, its secrets masked: only its lines masking did not touch
+        (no ``*`` in them) are what the model saw, and it is no base of a whole reference or a diff."""
         if not self._refers(output) or mistakable(output):
             return  # too long to refer into; or holding lines that read like ours: never a source
         lines, literal = delivered or delivered_lines(output, answer, kept)
+        if masked:
+            literal = [lit and MASK not in line for line, lit in zip(lines, literal)]
         same_as = answer.refs[0] if answer.kind in (AnswerKind.WHOLE, AnswerKind.REUSED) and answer.refs else None
-        cut_raw = kept if kept is not None and exact and answer.text == output else None
-        whole = kept is None and not any(p.kind == CUT for p in answer.pieces)
+        cut_raw = kept if kept is not None and exact and answer.text == output and not masked else None
+        whole = kept is None and not any(p.kind == CUT for p in answer.pieces) and not masked
         self.delivered.add(
             HeldOutput(
                 a.id,
@@ -181,11 +215,14 @@ class Held:
             keys,
         )
         if len(self.delivered.items) % FORGET_EVERY == 0:
-            self.forget_gone()
+            self.forget_gone(a.step)
 
-    def forget_gone(self) -> None:
-        """Drop the earlier outputs the model no longer holds."""
-        self.forget(lambda s: self.alive(s.step))
+    def forget_gone(self, now: int) -> None:
+        """Drop the earlier outputs, and the answers standing for them, that the model no longer holds
+        at step ``now``."""
+        first = self.held_from(now)
+        self.forget(lambda s: s.step >= first)
+        self.answers.forget(lambda step: step >= first)
 
     def distrust(self, attempt_id: int) -> None:
         """The model got something else than the ledger recorded for this attempt: never a source."""
@@ -198,37 +235,77 @@ class Held:
         for a in [a for a in self.facts if a not in self.delivered.items]:
             del self.facts[a]
 
-    def settle_facts(self, attempt_id: int) -> None:
-        """The file lines of an output just recorded: dropped when the model does not hold it (never
-        asked of), else kept as the lines the delivered outputs hold."""
-        if attempt_id not in self.delivered.items:
-            self.facts.pop(attempt_id, None)
-        elif attempt_id in self.facts:
-            intern = self.delivered.intern
-            self.facts[attempt_id] = [r._replace(was=[intern(t) for t in r.was]) for r in self.facts[attempt_id]]
+    # -- the fold --------------------------------------------------------------------------------
 
-    def restore(self) -> None:
-        """Rebuild what the model holds from the ledger (a run continued by a new runtime)."""
-        state, store = self.rt.state, self.rt.store
-        for a in state.attempts:
-            if a.answer is None or a.shown_hash is None or a.output_hash is None or not self.alive(a.step):
-                continue
-            record = a.answer
-            if record.altered or not record.held:  # not what the model got: no source
-                continue
-            shown, output = store.text(a.shown_hash), store.text(a.output_hash)
-            if record.kind == AnswerKind.REUSED.value:
-                ref = state.attempt(a.verdict.ref_attempt) if a.verdict.ref_attempt is not None else None
-                if ref is None or altered_output(ref):
-                    continue
-                output = store.text(ref.output_hash) if ref.output_hash else None
-            if shown is None or output is None:
-                continue
-            try:
-                answer = Answer(AnswerKind(record.kind), shown, tuple(Piece.from_list(p) for p in record.pieces))
-            except (KeyError, TypeError, ValueError):
-                continue
-            self.deliver(a, output, answer, record.kept, record.exact, record.base_keys)
+    def apply(self, event: dict, texts: Texts) -> None:
+        """Fold in one event the ledger stored, after the run's state took it in (live as the runtime
+        stores it, and from the store when a ledger is opened again). ``texts``: a stored text by key."""
+        kind = event.get("kind")
+        if kind == "attempt":
+            a = self.rt.state.attempt(event.get("id"))  # type: ignore[arg-type]
+            if a is not None:
+                self.take(a, texts)
+        elif kind == "lines":
+            self.take_lines(event)
+        elif kind == "context":
+            self.forget_gone(self.rt.state.step + 1)  # the agent's history lost them before its next step
+        elif kind == "distrust":
+            self.distrust(int(event["attempt"]))
+
+    def take(self, a: Attempt, texts: Texts) -> None:
+        """What the model holds of an attempt's answer, as the ledger stores it: the output's lines it
+        got literally (a source of later references, as long as it holds them) and, where its answer
+        refers to outputs it may lose first, what the answer stands for."""
+        record = a.answer
+        if record is None or a.shown_hash is None or not record.held or record.kind == AnswerKind.REFUSED.value:
+            return
+        output_hash = a.output_hash
+        if record.kind == AnswerKind.REUSED.value:  # older ledgers: a run not run again
+            ref = self.rt.state.attempt(a.verdict.ref_attempt) if a.verdict.kind is VerdictKind.REUSE else None
+            if ref is None or altered_output(ref) or ref.verdict.ref_attempt == a.id:
+                return
+            output_hash = ref.output_hash
+        shown, output = texts(a.shown_hash), texts(output_hash)
+        if shown is None or output is None:
+            return
+        try:
+            answer = Answer(AnswerKind(record.kind), shown, tuple(Piece.from_list(p) for p in record.pieces))
+        except (KeyError, TypeError, ValueError):
+            return
+        got = self.pending_lines if self.pending_lines is not None and self.pending_lines[0] == a.id else None
+        self.pending_lines = None
+        if got is not None and record.altered:
+            got = None  # worked out on the output as printed: the fold takes what is stored
+        # stored with its secrets masked: only what masking left as it was is the model's
+        self.deliver(
+            a,
+            output,
+            answer,
+            record.kept,
+            record.exact,
+            record.base_keys,
+            got[1] if got else None,
+            None,
+            record.altered,
+        )
+        if answer.refs and a.applied and self.rt.config.context.steps > 0:
+            self.answers.keep(a.id, a.step, answer.refs, answer.text, self.in_place(answer), self._outlived)
+
+    def take_lines(self, event: dict) -> None:
+        """An attempt's runs of checked file lines (``facts_event``), for the context policy; kept only
+        for an output the model holds."""
+        attempt = event.get("attempt")
+        shown = self.delivered.items.get(attempt)  # type: ignore[arg-type]
+        if not self.line_facts or shown is None:
+            return
+        intern = self.delivered.intern
+        runs = []
+        for at, path, first, count, was in event.get("runs") or ():
+            text = list(shown.lines[at : at + count]) if was is None else [intern(t) for t in was]
+            if len(text) == count:
+                runs.append(FactRun(at, path, first, text))
+        if runs:
+            self.facts[attempt] = runs  # type: ignore[index]
 
     # -- what of the history is sent (context.py) ---------------------------------------------------
 

@@ -7,45 +7,58 @@ from dataclasses import dataclass
 from typing import Callable
 
 
-@dataclass
-class _Standing:
+@dataclass(frozen=True)
+class StandingAnswer:
+    """An answer that refers to other outputs, as the model got it, and what it stands for."""
+
     step: int  # of the answer
     refs: tuple[int, ...]
     answer: str  # as the model got it
-    in_place: str | None  # its references replaced by what they stand for (None: dropped, or never had)
-    sent: bool = False  # handed out in place of the answer: kept as it is from then on
+    in_place: str | None  # its references replaced by what they stand for (None: not kept)
 
 
 class Standing:
     """Answers that refer to other outputs, in an agent that keeps only its last steps, and what each
-    stands for (the output as the command printed it, in memory only: what is stored is masked), so
-    that one whose source leaves the model's context before it does can be sent expanded. At most
-    ``limit`` characters are kept: past it the oldest not yet handed out is then only named."""
+    stands for (the output as the command printed it), so that one whose source leaves the model's
+    context before it does can be sent expanded. At most ``limit`` characters are kept: past it the
+    oldest whose sources the model still holds keeps only its references (it is then sent as a line
+    that says to run the command again). What is kept is a function of the answers kept, in order,
+    and of which of their sources the model held at each (``keep``'s ``outlived``): a ledger read
+    again keeps the same."""
 
     def __init__(self, limit: int = 32 * 1024 * 1024):
         self.limit = limit
-        self.items: dict[int, _Standing] = {}
+        self.items: dict[int, StandingAnswer] = {}
         self.chars = 0
 
-    def keep(self, attempt: int, step: int, refs: tuple[int, ...], answer: str, in_place: str | None) -> None:
-        self.items[attempt] = _Standing(step, tuple(refs), answer, in_place)
+    def keep(
+        self,
+        attempt: int,
+        step: int,
+        refs: tuple[int, ...],
+        answer: str,
+        in_place: str | None,
+        outlived: Callable[[StandingAnswer], bool],
+    ) -> None:
+        """Keep an answer; ``outlived``: whether one's sources already left the model (kept whole:
+        it may have been sent expanded)."""
+        self.items[attempt] = StandingAnswer(step, tuple(refs), answer, in_place)
         self.chars += len(answer) + len(in_place or "")
-        for item in self.items.values():
+        for a, item in list(self.items.items()):
             if self.chars <= self.limit:
                 break
-            if not item.sent and item.in_place is not None:
+            if item.in_place is not None and not outlived(item):
                 self.chars -= len(item.in_place)
-                item.in_place = None
+                self.items[a] = StandingAnswer(item.step, item.refs, item.answer, None)
 
-    def get(self, attempt: int) -> _Standing | None:
+    def get(self, attempt: int) -> StandingAnswer | None:
         return self.items.get(attempt)
 
-    def forget(self, holds: Callable[[int], bool]) -> None:
-        """Drop the answers the model no longer holds itself and that were never sent in place (one
-        that was is sent so from then on, wherever the agent keeps it)."""
-        for a in [a for a, item in self.items.items() if not item.sent and not holds(item.step)]:
+    def forget(self, holds_step: Callable[[int], bool]) -> None:
+        """Drop the answers whose own step the model no longer holds (the agent dropped them)."""
+        for a in [a for a, item in self.items.items() if not holds_step(item.step)]:
             item = self.items.pop(a)
             self.chars -= len(item.answer) + len(item.in_place or "")
 
 
-__all__ = ["Standing"]
+__all__ = ["Standing", "StandingAnswer"]

@@ -15,6 +15,8 @@ from typing import Any, Iterable
 from ledger_runtime.records import Attempt, Baseline, CommandClass, Modification, Observation, VerdictKind
 
 UNKNOWN = object()  # a path the ledger has no hash for
+# events about what the model holds and was told: folded by the held room and the notes, not here
+HELD_ONLY = frozenset({"lines", "distrust", "told"})
 
 
 @dataclass
@@ -83,8 +85,14 @@ class LedgerState:
                 if self.baseline is not None and not self.baseline.task:
                     self.baseline = replace(self.baseline, task=str(event["task"]))
             elif kind == "injection":
+                text = event.get("text")
                 self.injections.append(
-                    {"event": str(event["event"]), "chars": int(event["chars"]), "step": event.get("step")}
+                    {
+                        "event": str(event["event"]),
+                        "chars": int(event["chars"]),
+                        "step": event.get("step"),
+                        **({"text": text} if isinstance(text, str) else {}),
+                    }
                 )
             elif kind == "model_call":
                 cost = event.get("cost")
@@ -97,6 +105,8 @@ class LedgerState:
                 self.context_floor = max(self.context_floor, int(event["from_step"]))
             elif kind == "fault":
                 self.faults.append(event)
+            elif kind in HELD_ONLY:
+                pass  # what the model holds and was told (held/holds.py, prompt/notes.py), not the run's state
             else:
                 self.faults.append({"message": f"unknown event kind {kind!r}", **event})
         except (KeyError, TypeError, ValueError) as e:

@@ -298,10 +298,12 @@ class LedgerStore:
         except sqlite3.Error:
             return False
 
-    def append(self, kind: str, body: dict[str, Any], step: int | None = None) -> None:
-        """Queue an event, its strings masked, for the next commit."""
+    def append(self, kind: str, body: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+        """Queue an event, its strings masked, for the next commit; returns the event as ``events``
+        will read it back (its body masked; no ``seq`` and ``at`` yet)."""
         body = self.redactor.mask_obj(body)
         self._pending.append((kind, step, json.dumps(body, separators=(",", ":"), sort_keys=True)))
+        return event_of(body, kind, step)
 
     def commit(self) -> None:
         """Write every queued event and blob in one transaction."""
@@ -376,9 +378,7 @@ class LedgerStore:
             except ValueError as e:
                 yield {"seq": seq, "kind": "fault", "step": step, "at": at, "message": f"unreadable event {seq}: {e}"}
                 continue
-            envelope = {"seq": seq, "kind": kind, "step": step, "at": at}
-            shadowed = {k: data[k] for k in envelope if k in data and data[k] != envelope[k]}
-            yield {**data, **envelope, **({"shadowed": shadowed} if shadowed else {})}
+            yield event_of(data, kind, step, seq, at)
 
     def blob(self, h: str, _depth: int = 0) -> bytes | None:
         recent = self._recent.get(h)
@@ -443,3 +443,13 @@ class LedgerStore:
     def text(self, h: str | None) -> str | None:
         data = self.blob(h) if h else None
         return None if data is None else data.decode("utf-8", "surrogateescape")
+
+
+def event_of(
+    body: dict[str, Any], kind: str, step: int | None, seq: int | None = None, at: float | None = None
+) -> Event:
+    """An event as the store reads it back: ``{"seq", "kind", "step", "at", **body}``, a body's own value
+    under one of those four names (an observation's ``kind``) kept in ``"shadowed"``."""
+    envelope = {"seq": seq, "kind": kind, "step": step, "at": at}
+    shadowed = {k: body[k] for k in envelope if k in body and body[k] != envelope[k]}
+    return {**body, **envelope, **({"shadowed": shadowed} if shadowed else {})}

@@ -135,3 +135,37 @@ class ViewNotes:
 
 def _short(line: str, limit: int = 240) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def told_event(before: tuple[dict[tuple, str], int], after: ViewNotes, text: str) -> dict | None:
+    """What one ``ViewNotes.next`` changed (``before``: what was told and ``since_step`` before it;
+    ``after``: the notes after it; ``text``: the note it made), as the body of a ``told`` event that
+    ``apply_told`` folds in; None when it changed nothing."""
+    told, since = before
+    changed = [[list(k), v] for k, v in after.told.items() if told.get(k) != v]
+    dropped = [list(k) for k in told if k not in after.told]
+    if not changed and not dropped and since == after.since_step and not text:
+        return None
+    return {
+        "set": changed,
+        "drop": dropped,
+        "since": after.since_step,
+        "text": text,
+        "at": after.notes[-1].at if text else None,
+    }
+
+
+def apply_told(notes: ViewNotes, event: dict) -> None:
+    """Fold a ``told`` event (``told_event``) into ``notes``: they are then as the call that made it left them."""
+    told = dict(notes.told)
+    for key in event.get("drop") or ():
+        told.pop(tuple(key), None)
+    for key, value in event.get("set") or ():
+        told[tuple(key)] = value
+    notes.told = told
+    notes.since_step = int(event.get("since") or 0)
+    text = event.get("text") or ""
+    if text:
+        notes.notes.append(Told(int(event.get("at") or 0), text, dict(told)))
+        notes.chars += len(text)
+        notes.full_next = False
