@@ -597,7 +597,9 @@ def test_a_continued_run_never_refers_to_a_masked_line(tmp_path, monkeypatch):
     finally:
         again.close()
     masked_line = "DB_PASSWORD=" + "*" * len(DB) + "\n"
-    assert res.output == "DEBUG=1\n" + masked_line + "[ledger: lines 3-43 of step 1's output (`cat .env`) repeat here]\n"
+    assert (
+        res.output == "DEBUG=1\n" + masked_line + "[ledger: lines 3-43 of step 1's output (`cat .env`) repeat here]\n"
+    )
 
 
 def test_redact_off_stores_as_is_and_user_patterns_mask_more(tmp_path, monkeypatch):

@@ -142,8 +142,9 @@ class ClaudeHooks:
     branches: int = 0  # rewinds of the current transcript taken into account
 
     def __post_init__(self) -> None:
-        if self.notes is None:
-            self.notes = ViewNotes(limit_chars=self.note_chars)
+        if self.notes is None:  # what the notes told the model: the runtime's, a fold of its ledger
+            self.notes = self.runtime.told
+            self.notes.limit_chars = self.note_chars
 
     # -- dispatch --------------------------------------------------------------------------------
 
@@ -211,8 +212,7 @@ class ClaudeHooks:
 
     def _forget(self) -> None:
         """The model's context lost what it was shown (a compaction, a rewind, a new conversation)."""
-        self.runtime.forget_context()
-        self.notes.reset(full=True)  # the notes went with it: the whole view next
+        self.runtime.forget_context()  # its event resets the notes (the whole view next)
         self.seen.clear()
 
     def _check(self, reader: TranscriptReader) -> None:

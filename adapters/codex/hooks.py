@@ -196,8 +196,9 @@ class CodexHooks:
     flag_paths: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.notes is None:
-            self.notes = ViewNotes(limit_chars=self.note_chars)
+        if self.notes is None:  # what the notes told the model: the runtime's, a fold of its ledger
+            self.notes = self.runtime.told
+            self.notes.limit_chars = self.note_chars
 
     # -- dispatch --------------------------------------------------------------------------------
 
@@ -493,8 +494,7 @@ class CodexHooks:
         rollout = self._rollout(self.last_transcript)
         if rollout is not None and rollout.compactions > self.compactions:
             self.compactions = rollout.compactions
-            self.runtime.forget_context()
-            self.notes.reset(full=True)  # the notes it was given went with them: the whole view next
+            self.runtime.forget_context()  # its event resets the notes (the whole view next)
 
     # -- record ----------------------------------------------------------------------------------
 
