@@ -1,0 +1,195 @@
+"""What the model holds and what it was told is one fold of the ledger's events: after every step of a
+random run on a real work tree (reads of tracked, ignored and outside files and through symbolic links,
+edits by commands, by scripts and by someone else, failing runs, secrets, long outputs the agent cuts,
+compactions, distrusted answers; context policies that keep only the last steps), the live runtime and
+the same ledger opened again by a new runtime agree on what the model holds, what each answer whose
+sources left is sent as, the next note of the state view and the view itself."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import make_repo
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.runtime import LedgerRuntime
+
+EX = LocalExecutor(timeout=30)
+TOKEN = "ghp_" + "Q7x9" * 9
+
+# what a step of the agent's can be: a command, or something that happens to its run
+STEPS = [
+    "cat mid.py",
+    "cat -n mid.py",
+    "sed -n '5,25p' mid.py",
+    "grep -n 'x1' mid.py",
+    "head -12 mid.py",
+    "cat app.log",
+    "cat {outside}",
+    "cat linked/deep.py",
+    "cat cur.txt",
+    "cat secrets.env",
+    "seq 1 900",
+    "sed -i 's/x1 = 1$/x1 = 11/' mid.py",
+    "sed -i 's/x1 = 11$/x1 = 1/' mid.py",
+    "printf 'more\\n' >> app.log",
+    "python3 -c \"import pathlib; p = pathlib.Path('mid.py'); p.write_text(p.read_text().replace('x2 =', 'x2 = 1+'))\"",
+    "ln -sfn a.txt cur.txt",
+    "ln -sfn b.txt cur.txt",
+    f"echo 'TOKEN={TOKEN}' >> secrets.env",
+    "python3 -c 'import sys; sys.exit(1)'",
+    "ls",
+    "!edit mid.py",  # someone else edits a file between commands
+    "!edit outside",
+    "!compact",  # the agent's history loses what it was shown
+    "!distrust",  # the agent's own log says it got something else
+]
+
+
+def tree(tmp: Path) -> tuple[Path, Path]:
+    outside = tmp / "outside.txt"
+    outside.write_text("".join(f"o{i}\n" for i in range(20)))
+    root = make_repo(
+        tmp / "proj",
+        {
+            "mid.py": "".join(f"x{i} = {i}\n" for i in range(40)),
+            "sub/deep.py": "".join(f"y{i} = {i}\n" for i in range(12)),
+            ".gitignore": "*.log\n",
+            "app.log": "".join(f"started {i}\n" for i in range(15)),
+            "a.txt": "".join(f"A{i}\n" for i in range(12)),
+            "b.txt": "".join(f"B{i}\n" for i in range(12)),
+            "secrets.env": "".join(f"FEATURE_{i}=on\n" for i in range(20)),
+        },
+    )
+    os.symlink("sub", root / "linked")
+    os.symlink("a.txt", root / "cur.txt")
+    return root, outside
+
+
+def reopened(rt: LedgerRuntime, where: Path, config: LedgerConfig) -> LedgerRuntime:
+    """A new runtime on a copy of ``rt``'s ledger as it is now (the live one holds the run directory)."""
+    if where.exists():
+        shutil.rmtree(where)
+    where.mkdir(mode=0o700)
+    src = sqlite3.connect(rt.store.path)
+    dst = sqlite3.connect(where / "ledger.sqlite")
+    src.backup(dst)
+    src.close()
+    dst.close()
+    return LedgerRuntime(rt.workdir, where, config, truncation=rt.truncation)
+
+
+def held(rt: LedgerRuntime) -> dict:
+    """What the model holds, as values."""
+    h = rt.held
+    return {
+        "delivered": {
+            a: (
+                s.step,
+                s.label,
+                s.command,
+                s.exit_code,
+                list(s.lines),
+                bytes(s.literal),
+                s.refs,
+                s.uncut,
+                s.digest,
+                s.epoch_after,
+                s.same_as,
+                s.cut_raw,
+                s.in_diff,
+            )
+            for a, s in h.delivered.items.items()
+        },
+        "facts": {a: [(r.at, r.path, r.first, list(r.was)) for r in runs] for a, runs in h.facts.items()},
+        "standing": {a: (s.step, s.refs, s.answer, s.in_place) for a, s in h.answers.items.items()},
+        "outlived": {a: rt.outlived(a) for a in rt.standing()},
+    }
+
+
+def one_step(rt: LedgerRuntime, step: str, root: Path, outside: Path, n: int) -> None:
+    if step == "!edit mid.py":
+        p = root / "mid.py"
+        p.write_text(p.read_text().replace("x3 = 3\n", f"x3 = {30 + n}\n", 1))
+    elif step == "!edit outside":
+        outside.write_text(outside.read_text() + f"o-more {n}\n")
+    elif step == "!compact":
+        rt.forget_context()
+    elif step == "!distrust":
+        if rt.state.attempts:
+            rt.distrust(rt.state.attempts[n % len(rt.state.attempts)].id, "the test says so")
+    else:
+        rt.run(step.format(outside=outside), EX)
+    rt.view_note(rt.told)  # a hook agent is told what is news, as Claude Code's and Codex's are
+
+
+def agree(live: LedgerRuntime, again: LedgerRuntime) -> None:
+    assert held(again) == held(live)
+    assert again.view_note(again.told, dry_run=True) == live.view_note(live.told, dry_run=True)
+    assert again.view().text == live.view().text
+    assert again.state.epoch == live.state.epoch and again._next_id == live._next_id
+
+
+CONFIGS = {
+    "steps": {"context_steps": 4},
+    "validity": {"context": "validity+window:2", "context_steps": 6},
+    "full": {},
+}
+
+
+def run_and_compare(tmp: Path, steps: list[str], cfg: dict) -> None:
+    root, outside = tree(tmp)
+    config = LedgerConfig().with_(**cfg)
+    from ledger_runtime.ledger.observe import Truncation
+
+    # an agent that cuts long outputs exactly (the first and last 1,000 characters of one over 2,000)
+    with LedgerRuntime(root, tmp / "run", config, truncation=Truncation(2000, 1000, 1000)) as live:
+        for n, step in enumerate(steps):
+            one_step(live, step, root, outside, n)
+            with reopened(live, tmp / "again", config) as again:
+                agree(live, again)
+
+
+@pytest.mark.parametrize("cfg", list(CONFIGS), ids=list(CONFIGS))
+def test_a_run_and_its_ledger_opened_again_agree_step_by_step(tmp_path, cfg):
+    steps = [
+        "cat mid.py",
+        "cat {outside}",
+        "cat app.log",
+        "sed -i 's/x1 = 1$/x1 = 11/' mid.py",
+        "cat mid.py",
+        "!edit mid.py",
+        "cat -n mid.py",
+        "seq 1 900",
+        "seq 1 900",
+        "cat secrets.env",
+        f"echo 'TOKEN={TOKEN}' >> secrets.env",
+        "cat secrets.env",
+        "cat secrets.env",
+        "cat mid.py",
+        "ln -sfn b.txt cur.txt",
+        "cat cur.txt",
+        "!distrust",
+        "cat mid.py",
+        "python3 -c 'import sys; sys.exit(1)'",
+        "python3 -c 'import sys; sys.exit(1)'",
+        "!compact",
+        "cat mid.py",
+        "sed -n '5,25p' mid.py",
+        "cat linked/deep.py",
+    ]
+    run_and_compare(tmp_path, steps, CONFIGS[cfg])
+
+
+@pytest.mark.slow
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.sampled_from(STEPS), min_size=4, max_size=16), cfg=st.sampled_from(list(CONFIGS)))
+def test_random_runs_and_their_ledgers_opened_again_agree(tmp_path_factory, steps, cfg):
+    run_and_compare(tmp_path_factory.mktemp("fold"), steps, CONFIGS[cfg])
