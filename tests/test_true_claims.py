@@ -186,3 +186,23 @@ def test_a_run_directory_is_never_reused_nor_the_work_tree(tree, tmp_path):
     assert inside.returncode == 0, inside.stderr[-3000:]
     status = subprocess.run(["git", "status", "--porcelain"], cwd=tree, capture_output=True, text=True).stdout
     assert "ledger-runs" not in status, "the default home of runs is ignored in git"
+
+
+def test_an_answer_re_sent_in_full_keeps_the_agents_cut(tree, tmp_path):
+    """An agent that keeps its last steps only: an answer "same as step 1's output, of which you were
+    shown the first 1,000 and last 1,000 characters" whose source left is sent as those characters,
+    not as the whole output the model was never shown."""
+    from ledger_runtime.ledger.observe import Truncation
+
+    config = LedgerConfig().with_(context_steps=2)
+    with LedgerRuntime(tree, tmp_path / "run", config, task="t", truncation=Truncation(2000, 1000, 1000)) as rt:
+        first = rt.run("seq 1 3000", EX)
+        again = rt.run("seq 1 3000", EX)
+        assert "of which you were shown the first 1,000 and last 1,000 characters" in again.output
+        for _ in range(3):
+            rt.run("echo x", EX)
+        answer, in_place = rt.outlived(again.attempt_id)
+        printed = EX("seq 1 3000", str(tree)).output
+        assert answer == again.output and len(first.output) == len(printed) > 10_000
+        assert in_place.startswith(printed[:1000]) and in_place.endswith(printed[-1000:])
+        assert len(in_place) < 2200 and "characters not shown here: the agent showed only the first 1,000" in in_place

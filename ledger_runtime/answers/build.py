@@ -166,6 +166,19 @@ def cut_marker(first: int, last: int, chars: int, cut: Cut) -> str:
 
 
 SEEN_CUT = ", of which you were shown the first "
+SEEN_CUT_RX = re.compile(re.escape(SEEN_CUT) + r"([\d,]+) and last ([\d,]+) characters")
+
+
+def seen_part(output: str, head: int, tail: int) -> str:
+    """What the model was shown of an output the agent cut to its first ``head`` and last ``tail``
+    characters, as a reference to it stands for them: those, and a line between that says what is
+    left out (on a line of its own)."""
+    if head + tail >= len(output):
+        return output
+    first, last = output[:head], output[len(output) - tail :] if tail else ""
+    gap = len(output) - head - tail
+    note = f"[ledger: {gap:,} characters not shown here: the agent showed only the first {head:,} and last {tail:,}]\n"
+    return first + ("" if first.endswith("\n") or not first else "\n") + note + last
 
 
 def same_marker(src: HeldOutput, note: str = "") -> str:
@@ -514,8 +527,9 @@ Resolve = Callable[[str], "tuple[int, str | list[str]] | None"]
 def expand_in_place(text: str, pieces: Sequence[Piece], resolve: Resolve) -> str:
     """The answer with each reference replaced by what it stands for and everything else as the
     model got it: the ledger's notes, and the line saying which lines of a long output were not
-    shown (the agent's cut, kept). What to send in place of an answer whose sources the model no
-    longer holds. Raises ExpandError as ``expand`` does."""
+    shown (the agent's cut, kept); a whole reference to an output of which the model was shown only
+    the head and tail stands for those (``seen_part``). What to send in place of an answer whose
+    sources the model no longer holds. Raises ExpandError as ``expand`` does."""
     shown: list[str] = []
     mine: list[str] = []  # the output so far: what a reference to lines above in it names
     for p in pieces:
@@ -532,6 +546,11 @@ def expand_in_place(text: str, pieces: Sequence[Piece], resolve: Resolve) -> str
             one = "".join(above[p.first - 1 : p.last])
         else:
             one = expand(part, (Piece(p.kind, 0, len(part), p.ref, p.first, p.last),), resolve)
+            seen = SEEN_CUT_RX.search(part) if p.kind == SAME else None
+            if seen is not None:  # the model was shown only its head and tail: so much it stands for
+                mine.append(one)
+                shown.append(seen_part(one, int(seen.group(1).replace(",", "")), int(seen.group(2).replace(",", ""))))
+                continue
         shown.append(one)
         mine.append(one)
     return "".join(shown)
