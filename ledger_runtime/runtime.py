@@ -442,8 +442,10 @@ class LedgerRuntime:
     def said(self, attempt_id: int, index: int, chars: int = 0, *, raw: bool = False) -> Said | None:
         return self.held.said(attempt_id, index, chars, raw=raw)
 
-    def history(self, outputs: Sequence[tuple[int | None, int]], *, raw: bool = False) -> list[Said]:
-        return self.held.history(outputs, raw=raw)
+    def history(
+        self, outputs: Sequence[tuple[int | None, int]], *, raw: bool = False, expanded: Collection[int] = ()
+    ) -> list[Said]:
+        return self.held.history(outputs, raw=raw, expanded=expanded)
 
     def still_true(self, line: Line) -> bool:
         return self.held.still_true(line)

@@ -206,3 +206,24 @@ def test_an_answer_re_sent_in_full_keeps_the_agents_cut(tree, tmp_path):
         assert answer == again.output and len(first.output) == len(printed) > 10_000
         assert in_place.startswith(printed[:1000]) and in_place.endswith(printed[-1000:])
         assert len(in_place) < 2200 and "characters not shown here: the agent showed only the first 1,000" in in_place
+
+
+def test_an_answer_sent_as_what_it_stands_for_is_judged_by_that(tree, tmp_path):
+    """With a context policy in an agent that keeps its last steps: an answer that was only a reference
+    is sent as what it stands for once its source left; the policy must judge those lines (they are
+    the only copy the model has), not the one reference line it was: no "nothing but blank lines"."""
+    from ledger_runtime.held.context import ContextPolicy
+    from ledger_runtime.prompt.history import History, Message
+
+    (tree / "big.py").write_text("".join(f"value_{i} = {i} * 1000\n" for i in range(80)))
+    config = LedgerConfig().with_(context_steps=3, context="validity")
+    with LedgerRuntime(tree, tmp_path / "run", config, task="t") as rt:
+        history = History(policy=ContextPolicy.parse("validity"))
+        messages: list[Message] = []
+        for cmd in ("cat big.py", "cat big.py", "echo a", "echo b", "echo c"):
+            r = rt.run(cmd, EX)
+            messages.append(Message(r.output, r.attempt_id))
+            sent = history.send(messages, rt, inform=False)
+        second = sent[1].text
+        assert "left out" not in second and "nothing but blank lines" not in second
+        assert second == (tree / "big.py").read_text(), "sent as the output it stood for"

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Protocol, Sequence
+from typing import Collection, Protocol, Sequence
 
 from ledger_harness.replay.billing import Bill, Cache, Part, Rates
 from ledger_runtime.held.context import ContextPolicy, Line, Said, Sticky, stub_holds, valid_unique_dropped
@@ -125,7 +125,7 @@ class _Raw:
     def __init__(self, rt):
         self.rt = rt
 
-    def history(self, outputs: Sequence[tuple[int | None, int]]) -> list[Said]:
+    def history(self, outputs: Sequence[tuple[int | None, int]], *, expanded: Collection[int] = ()) -> list[Said]:
         return self.rt.history(outputs, raw=True)
 
     def still_true(self, line: Line) -> bool:
@@ -148,8 +148,8 @@ class _Views:
     def __init__(self, rt):
         self.rt = rt
 
-    def history(self, outputs: Sequence[tuple[int | None, int]]) -> list[Said]:
-        return self.rt.history(outputs)
+    def history(self, outputs: Sequence[tuple[int | None, int]], *, expanded: Collection[int] = ()) -> list[Said]:
+        return self.rt.history(outputs, expanded=expanded)
 
     def still_true(self, line: Line) -> bool:
         return self.rt.still_true(line)

@@ -14,7 +14,7 @@ stores: an output stored other than as printed (a secret masked) is never a sour
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Optional, Sequence
 
 from ledger_runtime.analysis.display import short_command
 from ledger_runtime.answers.build import (
@@ -29,7 +29,7 @@ from ledger_runtime.answers.build import (
 )
 from ledger_runtime.answers.lookalike import mistakable
 from ledger_runtime.held.context import Line, Said
-from ledger_runtime.held.delivered import Delivered, delivered_lines, output_digest, shown_whole
+from ledger_runtime.held.delivered import Delivered, delivered_lines, output_digest, seen_lines, shown_whole
 from ledger_runtime.held.output import HeldOutput
 from ledger_runtime.held.standing import Standing
 from ledger_runtime.ledger.observe import FactRun, fact_lines
@@ -288,8 +288,13 @@ class Held:
             None,
             record.altered,
         )
-        if answer.refs and a.applied and self.rt.config.context.steps > 0:
-            self.answers.keep(a.id, a.step, answer.refs, answer.text, self.in_place(answer), self._outlived)
+        if answer.refs and a.applied and self.rt.config.context.steps > 0 and a.id in self.delivered.items:
+            held = self.delivered.items[a.id]
+            seen = seen_lines(output, answer, record.kept, (list(held.lines), list(held.literal)))
+            if answer.kind is AnswerKind.WHOLE:  # of the earlier output, what the model saw of it
+                seen = self.delivered.seen_through(answer.refs[0]) or seen
+            in_place = self.in_place(answer)
+            self.answers.keep(a.id, a.step, answer.refs, answer.text, in_place, self._outlived, bytes(seen))
 
     def take_lines(self, event: dict) -> None:
         """An attempt's runs of checked file lines (``facts_event``), for the context policy; kept only
@@ -309,17 +314,25 @@ class Held:
 
     # -- what of the history is sent (context.py) ---------------------------------------------------
 
-    def said(self, attempt_id: int, index: int, chars: int = 0, *, raw: bool = False) -> Said | None:
+    def said(
+        self, attempt_id: int, index: int, chars: int = 0, *, raw: bool = False, expanded: bool = False
+    ) -> Said | None:
         """An earlier output as the model holds it, for the context policy: the lines its answer
         carried literally where the model saw them, each with the file line it is (if a checked view
         says so); ``raw``: the lines of the output itself the model would have seen without the
-        ledger. None when the ledger no longer holds what the model got."""
+        ledger; ``expanded``: the answer is sent as what it stands for (``outlived``), whose lines the
+        model has literally now. None when the ledger no longer holds what the model got."""
         a = self.rt.state.attempt(attempt_id)
         shown = self.delivered.items.get(attempt_id)
         if a is None or shown is None:
             return None
         facts = fact_lines(self.facts.get(attempt_id, ()))
         literal = shown.literal
+        standing = self.answers.get(attempt_id) if expanded else None
+        if standing is not None and standing.in_place is not None and standing.seen:
+            literal, raw_refs = standing.seen, True  # its references are the lines they stand for now
+        else:
+            raw_refs = False
         if raw:
             output = "".join(shown.lines)
             literal = shown_whole(shown.lines, len(output), self.rt.truncation.kept(output))
@@ -337,17 +350,20 @@ class Held:
             command_key(a.cwd, a.normalized),
             supersedable,
             lines,
-            () if raw else shown.refs,  # the output as it is refers to nothing
+            () if raw or raw_refs else shown.refs,  # the output as it is refers to nothing
             chars,
         )
 
-    def history(self, outputs: Sequence[tuple[int | None, int]], *, raw: bool = False) -> list[Said]:
+    def history(
+        self, outputs: Sequence[tuple[int | None, int]], *, raw: bool = False, expanded: Collection[int] = ()
+    ) -> list[Said]:
         """Each earlier output of an agent's history, oldest first, as the model holds it: what the
         context policy decides what to send in its place from. ``outputs``: per output, the ledger's
         attempt (None: one the ledger did not answer) and its size as sent whole; ``raw``: as the
-        model would hold the outputs as they are (``said``)."""
+        model would hold the outputs as they are; ``expanded``: the attempts whose answers are sent as
+        what they stand for (``said``)."""
         return [
-            (self.said(a, n, chars, raw=raw) if a is not None else None)
+            (self.said(a, n, chars, raw=raw, expanded=a in expanded) if a is not None else None)
             or Said(n, None, "", "", None, False, (), (), chars)
             for n, (a, chars) in enumerate(outputs)
         ]

@@ -15,6 +15,7 @@ class StandingAnswer:
     refs: tuple[int, ...]
     answer: str  # as the model got it
     in_place: str | None  # its references replaced by what they stand for (None: not kept)
+    seen: bytes = b""  # per line of the output: the model has it (literally or through a reference): 0 or 1
 
 
 class Standing:
@@ -39,17 +40,18 @@ class Standing:
         answer: str,
         in_place: str | None,
         outlived: Callable[[StandingAnswer], bool],
+        seen: bytes = b"",
     ) -> None:
         """Keep an answer; ``outlived``: whether one's sources already left the model (kept whole:
-        it may have been sent expanded)."""
-        self.items[attempt] = StandingAnswer(step, tuple(refs), answer, in_place)
+        it may have been sent expanded); ``seen``: the output's lines the model has through it."""
+        self.items[attempt] = StandingAnswer(step, tuple(refs), answer, in_place, seen)
         self.chars += len(answer) + len(in_place or "")
         for a, item in list(self.items.items()):
             if self.chars <= self.limit:
                 break
             if item.in_place is not None and not outlived(item):
                 self.chars -= len(item.in_place)
-                self.items[a] = StandingAnswer(item.step, item.refs, item.answer, None)
+                self.items[a] = StandingAnswer(item.step, item.refs, item.answer, None, item.seen)
 
     def get(self, attempt: int) -> StandingAnswer | None:
         return self.items.get(attempt)

@@ -56,9 +56,10 @@ class Sent:
 class Ledger(Protocol):
     """What the history copy asks of the runtime."""
 
-    def history(self, outputs: Sequence[tuple[int | None, int]]) -> list[Said]:
+    def history(self, outputs: Sequence[tuple[int | None, int]], *, expanded: Collection[int] = ()) -> list[Said]:
         """Each earlier output, oldest first, as the model holds it (per output: its attempt and its
-        size as sent whole): what the context policy decides from (``held.Held.history``)."""
+        size as sent whole; ``expanded``: attempts whose answers are sent as what they stand for):
+        what the context policy decides from (``held.Held.history``)."""
         ...
 
     def still_true(self, line: Line) -> bool: ...
@@ -163,18 +164,20 @@ class History:
         self._spared += sum(map(_SPARED, messages[same:]))
         self._msgs, self._raw = list(messages), raw
         texts = list(raw)
+        expanded: set[int] = set()
         for a in ledger.standing():
             for k in self._at.get(a, ()):
                 # a reference whose source the model no longer holds: sent as what it stands for
                 gone = ledger.outlived(a)
                 if gone is not None and gone[0] in texts[k]:
                     texts[k] = texts[k].replace(gone[0], gone[1], 1)
+                    expanded.add(a)
         if self.policy.full:
             return texts
         outputs = [k for k, m in enumerate(messages) if m.attempt is not None]
         if not outputs:
             return texts
-        saids = ledger.history([(messages[k].attempt, len(texts[k])) for k in outputs])
+        saids = ledger.history([(messages[k].attempt, len(texts[k])) for k in outputs], expanded=expanded)
         treat = to_send(saids, self.policy, ledger.still_true, self.sticky, texts, outputs)
         self.decisions = (saids, treat)
         for k, s, t in zip(outputs, saids, treat):
