@@ -227,3 +227,30 @@ def test_an_answer_sent_as_what_it_stands_for_is_judged_by_that(tree, tmp_path):
         second = sent[1].text
         assert "left out" not in second and "nothing but blank lines" not in second
         assert second == (tree / "big.py").read_text(), "sent as the output it stood for"
+
+
+def test_a_part_kept_of_an_old_output_never_keeps_a_line_that_no_longer_holds(tree, tmp_path):
+    """validity+window:M: an output older than the last M keeps "only its lines that still hold"; once
+    the model's own edit changes one of them, that line is no longer sent as holding."""
+    from ledger_runtime.held.context import ContextPolicy, Sticky
+    from ledger_runtime.prompt.history import History, Message
+
+    (tree / "w.txt").write_text("".join(f"line {i} of w\n" for i in range(1, 301)))
+    config = LedgerConfig().with_(context="validity+window:2")
+    with LedgerRuntime(tree, tmp_path / "run", config, task="t") as rt:
+        history = History(policy=ContextPolicy.parse("validity+window:2"), sticky=Sticky(cache_ratio=0.1))
+        messages: list[Message] = []
+        steps = [
+            "cat w.txt",
+            "sed -n '1,280p' w.txt # ledger:raw",  # shows lines 1-280 again: only 281-300 are step 1's own
+            *(f"echo {n}" for n in range(60)),  # a long run: leaving step 1's repeated lines out pays
+            "sed -i '290s/.*/changed/' w.txt",  # a line of the part kept changes: one line less to send
+            "echo d",
+        ]
+        for cmd in steps:
+            r = rt.run(cmd, EX)
+            messages.append(Message(r.output, r.attempt_id))
+            sent = history.send(messages, rt, inform=False)
+            if cmd == "echo 59":
+                assert "only its lines that still hold" in sent[0].text and "w.txt:290: line 290 of w" in sent[0].text
+        assert "w.txt:290: line 290 of w" not in sent[0].text, "the line it says still holds does not"

@@ -261,7 +261,9 @@ def _judge(s: Said, still_true: StillTrue, later: set[tuple], superseded_by: str
 
 def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], still_true: StillTrue) -> bool:
     """Whether what a stub (or a partial output) says of ``s`` is true of the outputs sent after it
-    (``after``: each with how it is sent): each line it leaves out is blank, a file line whose file has
+    (``after``: each with how it is sent): each line a partial output keeps still holds (a file line
+    is still that line of its file; no later run of the same command is sent whole); each line it
+    leaves out is blank, a file line whose file has
     other text there now (where it says so), shown again by a later output as sent, or, for a line
     that is no file line, of an output a later run of the same command supersedes (the step it names
     ran the same command later, and a later run of it is sent whole)."""
@@ -269,6 +271,12 @@ def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], s
         return True
     if t.stub.window:
         return True  # the baseline says only how old it is
+    if t.kind == PART:  # "only its lines that still hold": each line it keeps must
+        rerun = s.supersedable and any(a.key == s.key and ta.kind == KEEP for a, ta in after)
+        for i in t.kept:
+            line = s.lines[i]
+            if (line.is_file and not still_true(line)) or (not line.is_file and rerun):
+                return False
     shown = set().union(*(sent_facts(a, ta) for a, ta in after))
     sup = t.stub.superseded_by
     if sup is not None:
