@@ -271,12 +271,8 @@ def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], s
         return True
     if t.stub.window:
         return True  # the baseline says only how old it is
-    if t.kind == PART:  # "only its lines that still hold": each line it keeps must
-        rerun = s.supersedable and any(a.key == s.key and ta.kind == KEEP for a, ta in after)
-        for i in t.kept:
-            line = s.lines[i]
-            if (line.is_file and not still_true(line)) or (not line.is_file and rerun):
-                return False
+    if t.kind == PART and not _kept_hold(s, t, after, still_true):
+        return False
     shown = set().union(*(sent_facts(a, ta) for a, ta in after))
     sup = t.stub.superseded_by
     if sup is not None:
@@ -292,6 +288,17 @@ def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], s
         elif line.fact not in shown and (line.is_file or sup is None):
             return False
     return (stale > 0) == (t.stub.stale > 0)  # "lines of it changed since": some, or it says nothing of it
+
+
+def _kept_hold(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], still_true: StillTrue) -> bool:
+    """Whether each line a partial output keeps ("only its lines that still hold") does: a file line is
+    still that line of its file; any other, while no later run of the same command is sent whole."""
+    rerun = s.supersedable and any(a.key == s.key and ta.kind == KEEP for a, ta in after)
+    for i in t.kept:
+        line = s.lines[i]
+        if (line.is_file and not still_true(line)) or (not line.is_file and rerun):
+            return False
+    return True
 
 
 def valid_unique_dropped(
