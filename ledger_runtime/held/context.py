@@ -293,7 +293,7 @@ def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], s
 def _kept_hold(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], still_true: StillTrue) -> bool:
     """Whether each line a partial output keeps ("only its lines that still hold") does: a file line is
     still that line of its file; any other, while no later run of the same command is sent whole."""
-    rerun = s.supersedable and any(a.key == s.key and ta.kind == KEEP for a, ta in after)
+    rerun = s.supersedable and s.key is not None and any(a.key == s.key and ta.kind == KEEP for a, ta in after)
     for i in t.kept:
         line = s.lines[i]
         if (line.is_file and not still_true(line)) or (not line.is_file and rerun):
