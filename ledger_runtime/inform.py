@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ledger_runtime.analysis.commands import RAW_ESCAPE
 from ledger_runtime.analysis.display import short_command
+from ledger_runtime.decide.claims import entry_fails
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.records import Attempt, CommandClass, LineSpan, Modification, VerdictKind
 from ledger_runtime.section import Section, integer, setting
@@ -52,6 +53,7 @@ class StateView:
     omitted: int
     step: int
     entries: tuple[ViewEntry, ...] = ()  # every line of it, unbudgeted (what notes are made of)
+    refused: tuple[str, ...] = ()  # lines left out because the records do not bear them out: why each
 
 
 def estimate_tokens(text: str) -> int:
@@ -111,6 +113,7 @@ class ViewEntry:
     order: int
     told_by: int | None = None
     quiet: bool = False  # news for a note only, not a line of the view (a file back as at the start)
+    claim: tuple = ()  # what it says of the run, as decide/claims.py checks it against the records
 
 
 CHANGED, SEEN, COMMANDS = "Changed since start", "Seen (fresh unless marked STALE)", "Recent commands"
@@ -132,11 +135,14 @@ def _changed_entries(state: LedgerState) -> list[ViewEntry]:
         told = _own(m)
         when = f"step {m.step}" if told is not None else _changer(m, state)  # whose change, where it is news
         text = f"  {_display(m.path, state)}: {what} (last at {when})"
-        out.append(ViewEntry(CHANGED, ("changed", m.path), text, m.step, told))
+        how = "deleted" if m.after_hash is None else "created" if created else "changed"
+        claim = ("changed", m.path, how, m.step, m.attempt)
+        out.append(ViewEntry(CHANGED, ("changed", m.path), text, m.step, told, claim=claim))
     for first, last in state.reverted_files():
         what = "removed again: it was not there at the start" if first.before_hash is None else "back as at the start"
         text = f"  {_display(last.path, state)}: {what} (step {last.step})"
-        out.append(ViewEntry(CHANGED, ("changed", last.path), text, last.step, _own(last), quiet=True))
+        claim = ("changed", last.path, "back", last.step, last.attempt)
+        out.append(ViewEntry(CHANGED, ("changed", last.path), text, last.step, _own(last), quiet=True, claim=claim))
     out.sort(key=lambda e: (e.order, e.text))
     return out
 
@@ -185,7 +191,8 @@ def _seen_entry(state: LedgerState, path: str) -> ViewEntry:
         mods = state.modifications_of(path)
         told = last_step if max(o.step for o in fresh) == last_step else _own(mods[-1] if mods else None)
         text = f"  {name}: {ranges} ({_steps([o.step for o in fresh])}{note})"
-        return ViewEntry(SEEN, ("seen", path), text, last_step, told)
+        claim = ("seen", path, tuple(sorted({o.step for o in fresh})), None)
+        return ViewEntry(SEEN, ("seen", path), text, last_step, told, claim=claim)
     else:
         newest = max(obs, key=lambda o: o.step)
         m = state.staled_by(newest)
@@ -195,7 +202,9 @@ def _seen_entry(state: LedgerState, path: str) -> ViewEntry:
             m = mods[-1] if mods else m
             why = f"deleted at step {m.step}" if m else "deleted"
         text = f"  {name}: STALE, {why}; seen at {_steps([o.step for o in obs])}"
-        return ViewEntry(SEEN, ("seen", path), text, last_step, _own(m))
+        return ViewEntry(
+            SEEN, ("seen", path), text, last_step, _own(m), claim=("seen", path, (), m.step if m else None)
+        )
 
 
 def result_holds(a: Attempt, state: LedgerState) -> tuple[bool, str]:
@@ -273,12 +282,13 @@ def _attempt_entry(a: Attempt, state: LedgerState) -> ViewEntry:
             return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {status}; changed {names}", a.step, told)
         if a.command_class is CommandClass.MODIFY:
             return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {status}; changed no file", a.step)
-    holds, why = result_holds(a, state)
+    holds, why, m = _holds(a, state)
     twin = _same_as(a, state)
     same = f"; same output as #{twin}" if twin is not None else ""
     verdict = ("result holds" if _known_reads(a) else why) if holds else why
     text = f"  #{a.step} {cmd} -> {status}{same}; {verdict}"
-    return ViewEntry(COMMANDS, key, text, a.step, a.step if holds else None)
+    claim = ("command", a.id, holds, m.path if m else None, m.step if m else None)
+    return ViewEntry(COMMANDS, key, text, a.step, a.step if holds else None, claim=claim)
 
 
 def _same_as(a: Attempt, state: LedgerState) -> int | None:
@@ -404,7 +414,7 @@ def render(
 ) -> StateView:
     """The state view of ``state`` under ``config.view.budget_tokens``; its ``entries`` are every line
     of it, unbudgeted (what notes are made of). ``as_applied``: see ``view_entries``."""
-    every = tuple(view_entries(state, config, policies=policies, as_applied=as_applied))
+    every, refused = checked(view_entries(state, config, policies=policies, as_applied=as_applied), state)
     entries = [e for e in every if not e.quiet]
     budget_chars = config.view.budget_tokens * 4
     open_tag, close_tag = f'<ledger_state step="{state.step}">', "</ledger_state>"
@@ -441,4 +451,24 @@ def render(
         text = assemble(omitted)
     if len(text) > budget_chars:  # the fixed parts alone are too long: cut, never overflow
         text = text[: budget_chars - 20].rstrip() + "\n…</ledger_state>"
-    return StateView(text, estimate_tokens(text), omitted, state.step, every)
+    return StateView(text, estimate_tokens(text), omitted, state.step, every, refused)
+
+
+def checked(entries: list[ViewEntry], state: LedgerState) -> tuple[tuple[ViewEntry, ...], tuple[str, ...]]:
+    """The entries whose claims the records bear out (decide/claims.py), and why each other one is
+    left out. A seen file's line is checked once per change to its records (the seen memo's key)."""
+    memo = state.view_memo.setdefault("claims", {})
+    kept, refused = [], []
+    for e in entries:
+        if e.section == SEEN:
+            hit = memo.get(e.key)
+            if hit is None or hit[0] is not e:
+                hit = memo[e.key] = (e, entry_fails(e.claim, state))
+            why = hit[1]
+        else:
+            why = entry_fails(e.claim, state)
+        if why is None:
+            kept.append(e)
+        else:
+            refused.append(why)
+    return tuple(kept), tuple(refused)

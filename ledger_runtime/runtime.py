@@ -44,6 +44,7 @@ from ledger_runtime.answers.build import (
     split_lines,
 )
 from ledger_runtime.config import LedgerConfig
+from ledger_runtime.decide.claims import changed_since
 from ledger_runtime.decide.gate import Outcome, build_rules, check_after, describe, in_force
 from ledger_runtime.decide.policies import BUILTINS
 from ledger_runtime.executor import ExecResult
@@ -150,6 +151,7 @@ class LedgerRuntime:
         self.modifications = Modifications(self.store, self.state, self.workspace, self.redactor)
         self.rules = build_rules(self.config.policies.rules, self.workdir, BUILTINS)
         self._now: int | None = None  # the step being answered
+        self._refused_lines: set[str] = set()  # lines of the view the records did not bear out, reported
         if self._line_facts is None:
             self._line_facts = not self.config.context_policy.full
         self.held = Held(
@@ -189,10 +191,19 @@ class LedgerRuntime:
         if not self.config.informs:
             return None
         try:
-            return self.view()
+            return self._checked_view()
         except Exception as e:
             self._fault("rendering the state view", e)
             return None
+
+    def _checked_view(self) -> StateView:
+        """The state view now, its lines the records do not bear out left out, each a fault (once)."""
+        view = self.view()
+        for why in view.refused:
+            if why not in self._refused_lines:
+                self._refused_lines.add(why)
+                self._fault("checking the state view before the model reads it", ValueError(why))
+        return view
 
     def view_note(self, notes: Any, *, dry_run: bool = False) -> str:
         """For an agent that keeps the notes of the state view in its history (hooks: Codex, Claude
@@ -231,7 +242,7 @@ class LedgerRuntime:
         if not self.config.informs:
             return ""
         try:
-            return self.view().text
+            return self._checked_view().text
         except Exception as e:
             self._fault("rendering the state view", e)
             return ""
@@ -523,8 +534,17 @@ class LedgerRuntime:
             delivered=self.held.delivered,
             dedupe=self.dedupe,
             epoch=self.state.epoch,
+            changed_since=self._changed_since,
         )
         return self._checked(answer, output, notes, lines)
+
+    def _changed_since(self, attempt_id: int) -> bool:
+        """Whether files changed after an attempt, by the records (claims.changed_since; a claim they do
+        not bear out is a fault, and is not made)."""
+        why = changed_since(self.state, attempt_id)
+        if why is not None:
+            self._fault("checking 'though files changed since'", ValueError(why))
+        return why is None
 
     def _checked(
         self, answer: Answer, output: str, notes: list[str], lines: Callable[[], list[str]] | None = None

@@ -263,37 +263,70 @@ def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], s
     """Whether what a stub (or a partial output) says of ``s`` is true of the outputs sent after it
     (``after``: each with how it is sent): each line a partial output keeps still holds (a file line
     is still that line of its file; no later run of the same command is sent whole); each line it
-    leaves out is blank, a file line whose file has
-    other text there now (where it says so), shown again by a later output as sent, or, for a line
-    that is no file line, of an output a later run of the same command supersedes (the step it names
-    ran the same command later, and a later run of it is sent whole)."""
+    leaves out is blank, a file line whose file has other text there now, shown again by a later
+    output as sent, or, for a line that is no file line, of an output a later run of the same command
+    supersedes (the step it names ran the same command later, and a later run of it is sent whole);
+    and its reason names each of those that applies and no other ("lines of it changed since",
+    "shown again later", "superseded by", "nothing but blank lines")."""
+    shown = set().union(*(sent_facts(a, ta) for a, ta in after))
+    runs = [(a.label, ta.kind) for a, ta in after if s.key is not None and a.key == s.key]
+    return _stub_holds(s, t, shown, runs, still_true)
+
+
+def _stub_holds(
+    s: Said, t: Treatment, shown: set[tuple], runs: Sequence[tuple[str, str]], still_true: StillTrue
+) -> bool:
+    """``stub_holds``, given what the outputs after it show (``shown``: their facts as sent) and the
+    later runs of the same command (``runs``: label, how each is sent)."""
     if t.kind == KEEP or t.stub is None:
         return True
     if t.stub.window:
         return True  # the baseline says only how old it is
-    if t.kind == PART and not _kept_hold(s, t, after, still_true):
+    rerun = s.supersedable and any(kind == KEEP for _, kind in runs)
+    if t.kind == PART and not _kept_hold(s, t, rerun, still_true):
         return False
-    shown = set().union(*(sent_facts(a, ta) for a, ta in after))
     sup = t.stub.superseded_by
-    if sup is not None:
-        runs = [(a, ta) for a, ta in after if a.key is not None and a.key == s.key]
-        if not s.supersedable or not any(a.label == sup for a, _ in runs) or not any(ta.kind == KEEP for _, ta in runs):
-            return False
-    stale = 0
+    if sup is not None and (not rerun or not any(label == sup for label, _ in runs)):
+        return False
+    stale = later = 0
     for i, line in enumerate(s.lines):
         if t.keeps(i) or line.blank:
             continue
         if line.is_file and not still_true(line):
             stale += 1
-        elif line.fact not in shown and (line.is_file or sup is None):
+        elif line.fact in shown:
+            later += 1
+        elif line.is_file or sup is None:
             return False
-    return (stale > 0) == (t.stub.stale > 0)  # "lines of it changed since": some, or it says nothing of it
+    # "lines of it changed since", "shown again later": each said where some are, and only there
+    return (stale > 0) == (t.stub.stale > 0) and (later > 0) == t.stub.later
 
 
-def _kept_hold(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], still_true: StillTrue) -> bool:
+def checked(
+    saids: Sequence[Said], treatments: Sequence[Treatment], still_true: StillTrue
+) -> tuple[list[Treatment], list[str]]:
+    """``treatments`` with every stub or part whose claims do not hold of what is sent after it
+    (``stub_holds``) sent whole instead, and why each was: the last check before the model reads them,
+    independent of what decided them. From the newest back, so that what is sent after each is final."""
+    out = list(treatments)
+    refused: list[str] = []
+    shown: set[tuple] = set()
+    runs: dict[str, list[tuple[str, str]]] = {}
+    for j in range(len(saids) - 1, -1, -1):
+        s, t = saids[j], out[j]
+        if t.kind != KEEP and not _stub_holds(s, t, shown, runs.get(s.key, []) if s.key else [], still_true):
+            refused.append(f"{s.label}'s output: {stub_text(s, t).splitlines()[0]} does not hold")
+            out[j] = t = Treatment(KEEP)
+        shown |= sent_facts(s, t)
+        if s.key is not None:
+            runs.setdefault(s.key, []).append((s.label, t.kind))
+    return out, refused
+
+
+def _kept_hold(s: Said, t: Treatment, rerun: bool, still_true: StillTrue) -> bool:
     """Whether each line a partial output keeps ("only its lines that still hold") does: a file line is
-    still that line of its file; any other, while no later run of the same command is sent whole."""
-    rerun = s.supersedable and s.key is not None and any(a.key == s.key and ta.kind == KEEP for a, ta in after)
+    still that line of its file; any other, while no later run of the same command is sent whole
+    (``rerun``: one is)."""
     for i in t.kept:
         line = s.lines[i]
         if (line.is_file and not still_true(line)) or (not line.is_file and rerun):
@@ -333,9 +366,11 @@ def to_send(
     sticky: Sticky,
     texts: Sequence[str],
     positions: Sequence[int],
+    refused: list[str] | None = None,
 ) -> list[Treatment]:
     """How each output is sent at this call: ``decide``, applied through ``sticky`` (the window's
-    placeholders too go in in batches, when what they save pays for the cache they break).
+    placeholders too go in in batches, when what they save pays for the cache they break), each stub
+    then checked (``checked``: one whose claims do not hold is sent whole, and ``refused`` gets why).
     ``texts``: the prompt's messages in order; ``positions``: where among them each output of
     ``saids`` stands."""
     desired = decide(saids, policy, still_true)
@@ -348,7 +383,13 @@ def to_send(
     def size(s: Said, t: Treatment) -> int:
         return s.chars if t.kind == KEEP else len(stub_text(s, t, texts[positions[s.index]].count("\n") + 1))
 
-    return sticky.apply(desired, saids, [suffix[k] for k in positions], size, still_true)
+    applied = sticky.apply(desired, saids, [suffix[k] for k in positions], size, still_true)
+    sent, wrong = checked(saids, applied, still_true)
+    if wrong:
+        sticky.applied.update((s.index, t) for s, t in zip(saids, sent))  # what was sent, as sent
+        if refused is not None:
+            refused.extend(wrong)
+    return sent
 
 
 def placeholder(lines: int) -> str:

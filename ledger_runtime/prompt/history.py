@@ -178,7 +178,11 @@ class History:
         if not outputs:
             return texts
         saids = ledger.history([(messages[k].attempt, len(texts[k])) for k in outputs], expanded=expanded)
-        treat = to_send(saids, self.policy, ledger.still_true, self.sticky, texts, outputs)
+        refused: list[str] = []
+        treat = to_send(saids, self.policy, ledger.still_true, self.sticky, texts, outputs, refused)
+        report = getattr(ledger, "report_fault", None)  # a ledger that logs faults (the runtime) hears why
+        for why in refused if report is not None else ():
+            report("checking a stub of the context policy before the model reads it", ValueError(why))
         self.decisions = (saids, treat)
         for k, s, t in zip(outputs, saids, treat):
             if t.kind != KEEP:

@@ -7,11 +7,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis
+from ledger_runtime.decide.claims import verdict_fails
 from ledger_runtime.decide.current import Current
 from ledger_runtime.decide.gate import Rule, check_all
 from ledger_runtime.decide.govern import govern
 from ledger_runtime.decide.verdict import Facts, final
-from ledger_runtime.records import CommandClass, Verdict
+from ledger_runtime.records import RUN, CommandClass, Verdict, VerdictKind
 from ledger_runtime.workspace.scanner import Snapshot
 
 MAX_POLICY_FILES = 32  # files an edit writes whose state the policies get
@@ -98,4 +99,16 @@ def decide(
         files = {w: workspace.file_state(w) for w in analysis.writes[:MAX_POLICY_FILES] if w != ANY_FILE}
     current = Current(sigs, files)
     governed = govern(analysis, state, current, config)
-    return Facts(governed, tuple(check_all(rules, analysis, state, current, on_fault))), sigs
+    gated = check_all(rules, analysis, state, current, on_fault)
+    if not _borne_out(governed, analysis, state, on_fault):
+        governed = RUN
+    return Facts(governed, tuple(v for v in gated if _borne_out(v, analysis, state, on_fault))), sigs
+
+
+def _borne_out(v: Verdict, analysis: Analysis, state: Any, on_fault: Callable[[str, BaseException], None]) -> bool:
+    """Whether what a verdict's reason says of the run is what the ledger's records say (a claim they
+    do not bear out is never sent: the verdict is dropped, and a fault says why)."""
+    why = verdict_fails(v, state, analysis.normalized, analysis.cwd) if v.kind is not VerdictKind.RUN else None
+    if why is not None:
+        on_fault(f"checking the reason of {v.rule or 'govern'}'s {v.kind.value}", ValueError(why))
+    return why is None

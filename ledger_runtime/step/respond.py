@@ -54,11 +54,14 @@ def fresh_answer(
     delivered: Delivered,
     dedupe: Dedupe,
     epoch: int,
+    changed_since: Callable[[int], bool] = lambda attempt: True,
 ) -> tuple[Answer, list[str]]:
     """The answer to a command that ran, before its check, and the notes it carries: its fresh
     output (``lines``: its lines, split once a step), deduped against what the model holds
     (``delivered``) unless it is a submission, a command that asks for its raw output, an output
-    the agent already showed as it is, or one too long to refer into (``refers`` False)."""
+    the agent already showed as it is, or one too long to refer into (``refers`` False).
+    ``changed_since``: whether the records bear out that files changed after an attempt (what a
+    reference to it says, where the epoch says so)."""
     a = plan.analysis
     notes = [f"[ledger] NUDGE: {verdict.reason}."] if verdict.kind is VerdictKind.NUDGE else []
     if submission.in_output(output):
@@ -78,7 +81,7 @@ def fresh_answer(
 
     def same_note(src: HeldOutput) -> str:
         shown = delivered.items.get(src.attempt)
-        if shown is not None and shown.epoch_after != epoch:
+        if shown is not None and shown.epoch_after != epoch and changed_since(src.attempt):
             return ", though files changed since"
         return ""
 

@@ -1,0 +1,197 @@
+"""What the ledger says in its own words, checked against its records before the model reads it.
+
+A reference is checked by reading it back (answers/build.py ``expand``); the ledger's other sentences
+are claims about the run: a NUDGE's "no file the ledger tracks has changed since step 4, where this
+same command failed (exit 1)", a reference's "though files changed since", a note's "mid.py: STALE,
+changed at step 5 by `sed -i ...`". Each is checked here by a second reading of the records (the
+attempts, observations and modifications the ledger keeps), written apart from the code that made
+the sentence; a claim the records do not bear out is not sent, and the runtime logs a fault.
+
+Each check returns None when the claim holds, else why it does not (a fault's message).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ledger_runtime.records import Attempt, CommandClass, Modification, Observation, Verdict, VerdictKind
+
+
+def after(state: Any, a: Attempt) -> list[Modification]:
+    """The modifications recorded after attempt ``a`` (not those it made, nor those made while it ran
+    by another process, which its output already showed)."""
+    return [
+        m
+        for m in state.modifications_after(a.step)
+        if m.step > a.step or (m.step == a.step and m.attempt is not None and m.attempt > a.id)
+    ]
+
+
+def env_changed_after(state: Any, a: Attempt) -> bool:
+    """Whether a command that changes the environment (an install, an export) ran after ``a``."""
+    return any(b.id > a.id and b.executed and b.command_class is CommandClass.ENV for b in state.attempts)
+
+
+def changed_since(state: Any, attempt_id: int) -> str | None:
+    """ "though files changed since" of a reference to an attempt's output: a file the ledger tracks
+    changed after it."""
+    a = state.attempt(attempt_id)
+    if a is None:
+        return f"attempt {attempt_id} is not in the ledger"
+    return None if after(state, a) else f"no file changed after {state.label(attempt_id)}"
+
+
+def unchanged_since(state: Any, a: Attempt | None, exit_code: Any = None) -> str | None:
+    """ "no file the ledger tracks has changed since step N, where this same command failed (exit E)":
+    nothing changed after ``a`` (no tracked file, no environment command) and it exited ``exit_code``."""
+    if a is None:
+        return "the step it names is not in the ledger"
+    if exit_code is not None and a.exit_code != exit_code:
+        return f"step {a.step} exited {a.exit_code}, not {exit_code}"
+    changed = after(state, a)
+    if changed:
+        return f"{changed[0].path} changed at step {changed[0].step}"
+    if env_changed_after(state, a):
+        return f"the environment changed after step {a.step}"
+    return None
+
+
+def _attempt_at(state: Any, step: int, normalized: str, cwd: str) -> Attempt | None:
+    return next((a for a in state.repeats_of(normalized, cwd) if a.step == step and a.executed), None)
+
+
+def _repeat_failure(found: dict, state: Any, normalized: str, cwd: str) -> str | None:
+    steps = found.get("failed_at") or ()
+    for step in steps:
+        a = _attempt_at(state, step, normalized, cwd)
+        if a is None or a.exit_code in (0, None):
+            return f"the same command did not fail at step {step}"
+    last = _attempt_at(state, max(steps), normalized, cwd) if steps else None
+    return unchanged_since(state, last, found.get("exit_code"))
+
+
+def _stale_edit(found: dict, state: Any, normalized: str, cwd: str) -> str | None:
+    path, read, changed = found.get("path"), found.get("read_at"), found.get("changed_at")
+    if changed is None:
+        return None  # never read: says nothing of a change
+    if not any(o.step == read for o in state.observations_of(path)):
+        return f"{path} was not read at step {read}"
+    if not any(m.step == changed and m.step >= read for m in state.modifications_of(path)):
+        return f"{path} did not change at step {changed}"
+    return None
+
+
+def _verify_before_submit(found: dict, state: Any, normalized: str, cwd: str) -> str | None:
+    last_run = found.get("last_run_step")
+    for path in found.get("changed") or ():
+        mods = state.modifications_of(path)
+        if not mods or (last_run is not None and mods[-1].step <= last_run):
+            return f"{path} did not change after step {last_run}"
+    return None
+
+
+# what each built-in rule's reason says of the run, read from its evidence
+RULE_CLAIMS = {
+    "repeat-failure": _repeat_failure,
+    "stale-edit": _stale_edit,
+    "verify-before-submit": _verify_before_submit,
+}
+
+
+def verdict_fails(v: Verdict, state: Any, normalized: str, cwd: str) -> str | None:
+    """Whether a verdict's reason says of the run what its records bear out (None), or why not. Its
+    claims are read from the evidence the rules put in it (by rule, as gate.compose keys it, or one
+    rule's own); a rule of the user's is not checked."""
+    if v.kind is VerdictKind.NUDGE and v.rule is None and v.ref_attempt is not None:  # govern's repeat
+        return unchanged_since(state, state.attempt(v.ref_attempt))
+    evidence = v.evidence or {}
+    if v.rule and "," not in v.rule and v.rule not in evidence:  # one rule's verdict, before gate.compose
+        evidence = {v.rule: evidence}
+    for rule, found in evidence.items():
+        check = RULE_CLAIMS.get(rule)
+        why = check(found, state, normalized, cwd) if check is not None and isinstance(found, dict) else None
+        if why is not None:
+            return why
+    return None
+
+
+# -- the state view ----------------------------------------------------------------------------------
+
+
+def _fresh(state: Any, o: Observation) -> bool:
+    """Whether the file still has what ``o`` saw: no change of it is recorded, or its last one left
+    it so (and so for its symbolic link's target)."""
+    for path, seen in ((o.path, o.content_hash), (o.target, o.target_hash)):
+        mods = state.modifications_of(path) if path is not None else ()
+        if mods and mods[-1].after_hash != seen:
+            return False
+    return True
+
+
+def _changed_claim(claim: tuple, state: Any) -> str | None:
+    """ "X: created / deleted / changed, +a -b (last at step N ...)", "X: back as at the start"."""
+    _, path, how, step, attempt = claim
+    mods = state.modifications_of(path)
+    if not mods:
+        return f"{path}: no change of it is recorded"
+    first, last = mods[0], mods[-1]
+    if (last.step, last.attempt) != (step, attempt):
+        return f"{path}: its last change is at step {last.step}, not {step}"
+    wrong = {
+        "deleted": last.after_hash is not None,
+        "created": first.before_hash is not None or last.after_hash is None,
+        "changed": last.after_hash is None or first.before_hash is None,
+    }
+    if wrong.get(how):
+        return f"{path}: it was not {how}" if how != "created" else f"{path}: it was there at the start"
+    back = last.after_hash == first.before_hash
+    if back != (how == "back"):
+        return f"{path}: it is as at the start" if back else f"{path}: it is not as at the start"
+    return None
+
+
+def _seen_claim(claim: tuple, state: Any) -> str | None:
+    """ "X: lines ... (steps ...)" (those views still hold) or "X: STALE, changed at step N"."""
+    _, path, fresh_steps, stale_step = claim
+    obs = state.observations_of(path)
+    fresh = {o.step for o in obs if _fresh(state, o)}
+    if fresh_steps and not set(fresh_steps) <= fresh:
+        return f"{path}: what it saw at step {min(set(fresh_steps) - fresh)} no longer holds"
+    if not fresh_steps and fresh:
+        return f"{path}: what it saw at step {max(fresh)} still holds"
+    if not fresh_steps and stale_step is not None and not _changed_at(state, obs, stale_step):
+        return f"{path}: it did not change at step {stale_step}"
+    return None
+
+
+def _command_claim(claim: tuple, state: Any) -> str | None:
+    """ "#N cmd -> exit E; result holds / no tracked file changed since / may no longer hold: X changed
+    at step M"."""
+    _, attempt_id, holds, path, step = claim
+    a = state.attempt(attempt_id)
+    if a is None:
+        return f"attempt {attempt_id} is not in the ledger"
+    if holds and not a.pure and after(state, a):
+        return f"#{a.step}: files changed since"
+    if not holds and path is not None and not any(m.path == path and m.step == step for m in after(state, a)):
+        return f"#{a.step}: {path} did not change at step {step}"
+    return None
+
+
+ENTRY_CLAIMS = {"changed": _changed_claim, "seen": _seen_claim, "command": _command_claim}
+
+
+def entry_fails(claim: tuple, state: Any) -> str | None:
+    """Whether a line of the state view says what the records bear out (None), or why not. ``claim``:
+    what the line says, as its maker put it (``ViewEntry.claim``; a line that claims nothing of the
+    run, the task or the policies, has none)."""
+    check = ENTRY_CLAIMS.get(claim[0]) if claim else None
+    return check(claim, state) if check is not None else None
+
+
+def _changed_at(state: Any, obs: Iterable[Observation], step: int) -> bool:
+    paths = {p for o in obs for p in (o.path, o.target) if p is not None}
+    return any(m.step == step for p in paths for m in state.modifications_of(p))
+
+
+__all__ = ["after", "changed_since", "unchanged_since", "verdict_fails", "entry_fails"]
