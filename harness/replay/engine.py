@@ -22,7 +22,10 @@ the model would have received before it, and independent judgements:
 - the oracle of redundancy, computed from the fresh outputs and the replay's own SHA-256 of the
   files: a command is redundant when its output equals an earlier output of the same command
   (``exact``), or when every line it shows of a file was shown before while the file had the same
-  content (``subsumed``).
+  content (``subsumed``);
+- the ledger's claims checked against the files themselves (replay/truth.py): every line of the
+  state view at every step, every NUDGE and REVISE reason, and (with context policies) every stub
+  sent: ``claims`` in the result, false ones with why.
 
 ``observations_only`` estimates redundancy from the recorded outputs alone, without a repository.
 """
@@ -43,6 +46,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ledger_harness.replay import tree as replay_tree
+from ledger_harness.replay.truth import Files, entry_true, verdict_true
+from ledger_harness.replay.truth import Tally as ClaimTally
 from ledger_harness.replay.volatile import mask, same
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze
 from ledger_runtime.analysis.programs import resolve
@@ -329,6 +334,9 @@ def _replay_in(
     )
     oracle = Oracle(trunc)
     repeated = RepeatedLines(trunc)
+    files = Files(str(workdir), commit)
+    files.after_step(0)
+    claims = ClaimTally()
     transcript = Transcript(rt.state, rt.store.text)
     meter = None
     if settings.contexts:
@@ -343,6 +351,7 @@ def _replay_in(
             view_share=config.context.view_share,
             note_chars=config.context.note_chars,
             keep=settings.keep_prompts,
+            truth=(files, claims),
         )
     rows: list[dict] = []
     commands = traj.commands
@@ -354,6 +363,7 @@ def _replay_in(
                 on_step(i, len(commands))
             view = rt.view()
             view_tokens = view.tokens
+            _check_view(rt, files, claims, i)
             if meter is not None:  # the model calls up to the one that asked for this command
                 meter.measure(s.call, rt)
             a = analyze(s.command, str(workdir), traj.recorded.submission)
@@ -365,6 +375,9 @@ def _replay_in(
             total = time.perf_counter() - t0
             att = rt.state.attempts[-1]
             verdict = att.verdict
+            said = verdict_true(verdict, files, i + 1, rows)
+            claims.add(said, f"step {i + 1}: {verdict.kind.value} {verdict.reason[:200]}")
+            files.after_step(i + 1, _named(rt))
             judged = oracle.judge(a, res.output, shas, totals, att.epoch_before)
             rep_chars, rep_whole = repeated.judge(res.output)
             shown = transcript.shown(att) or ""
@@ -415,6 +428,7 @@ def _replay_in(
         "commands": len(rows),
         "seconds": round(time.time() - started, 1),
         "faults": rt.faults,
+        "claims": rt.redactor.mask_obj(claims.as_dict()),
         "rows": rt.redactor.mask_obj(rows),
         "summary": summarize_rows(rows),
         **({"cost": meter.result()} if meter is not None else {}),
@@ -422,6 +436,18 @@ def _replay_in(
     private_dir(settings.out)
     write_private(result_path(settings.out, traj.instance_id), json.dumps(result, indent=1))
     return result
+
+
+def _named(rt: LedgerRuntime) -> set[str]:
+    """The paths the ledger's records name (what its claims may be about)."""
+    return set(rt.state.observed_paths()) | {m.path for m in rt.state.modifications}
+
+
+def _check_view(rt: LedgerRuntime, files: Files, claims: ClaimTally, step: int) -> None:
+    """Every line of the state view the model would be told from now, against the files (after ``step``)."""
+    for e in rt.view(as_applied=True).entries:
+        if e.claim:
+            claims.add(entry_true(e.claim, files, rt.state), f"after step {step}: {e.text.strip()[:200]}")
 
 
 def _as_recorded(traj: Trajectory, s, execute: Callable[[str, str], Any]) -> Callable[[str, str], Any]:

@@ -205,8 +205,10 @@ class CostMeter:
         note_chars: int = 600,
         bound: bool = True,
         keep: Sequence[str] = (),
+        truth: tuple | None = None,
     ):
         self.traj, self.trunc = traj, trunc
+        self.truth = truth  # (replay/truth.Files, its Tally): each stub sent is checked against the files too
         self.rates = {p.model: rates_of(p) for p in pricings}
         self.counters = {p.model: _Memo(p) for p in pricings}
         self.policies = [p for p in policies if not p.full]
@@ -326,6 +328,32 @@ class CostMeter:
     def _lost(self, arm: str, model: str, h: History, msgs: list[Message], sent: list[Sent]) -> None:
         saids, treat = h.decisions
         self.tally[(arm, model)].lost |= lost_lines(saids, treat, msgs, sent)
+        if self.truth is not None and arm.startswith("validity") and model == next(iter(self.rates)):
+            check_stubs(saids, treat, msgs, sent, self.truth[1])
+
+
+def check_stubs(saids: Sequence[Said], treat: Sequence, msgs: Sequence[Message], sent: Sequence[Sent], tally) -> None:
+    """Each stub (or part) sent, its reason checked against the files and what is sent after it
+    (replay/truth.stub_true), into ``tally``."""
+    from ledger_harness.replay.truth import stub_true
+
+    outs = [k for k, m in enumerate(msgs) if m.attempt is not None]
+    if not saids or len(outs) != len(saids):
+        return
+    files: dict[str, list[str] | None] = {}
+
+    def lines_now(path: str) -> list[str] | None:
+        if path not in files:
+            files[path] = _lines_now(path)
+        return files[path]
+
+    texts = [x.text for x in sent]
+    for n, (s, t) in enumerate(zip(saids, treat)):
+        if t.kind == "keep" or t.stub is None or t.stub.window:
+            continue
+        later = "\n".join(texts[outs[n] + 1 :])
+        runs = {saids[j].command for j in range(n + 1, len(saids)) if treat[j].kind == "keep"}
+        tally.add(stub_true(s, t, later, runs, lines_now), f"{s.label}: {texts[outs[n]].splitlines()[0][:200]}")
 
 
 def lost_lines(saids: Sequence[Said], treat: Sequence, msgs: Sequence[Message], sent: Sequence[Sent]) -> set:  # noqa: C901

@@ -88,7 +88,24 @@ def _group(results: list[dict]) -> dict[str, Any]:
         "prompt_tokens_p95": _pct(prompts, 0.95),
         "by_class": {c: dict(v) for c, v in sorted(by_class.items())},
         "faults": sum(r.get("faults", 0) for r in results),
+        "claims": _claims(results),
     }
+
+
+def _claims(results: list[dict]) -> dict[str, Any]:
+    """The ledger's claims checked against the files (replay/truth.py), summed; the false ones named."""
+    out: dict[str, Any] = {"checked": 0, "false": 0, "unknown": 0, "examples": [], "results": 0}
+    for r in results:
+        c = r.get("claims")
+        if not isinstance(c, dict):
+            continue
+        out["results"] += 1
+        for k in ("checked", "false", "unknown"):
+            out[k] += int(c.get(k) or 0)
+        out["examples"] += [f"{r.get('instance_id')}: {x}" for x in c.get("examples") or ()][
+            : 20 - len(out["examples"])
+        ]
+    return out
 
 
 def _f(v: Any, fmt: str = "{:,}") -> str:
@@ -259,6 +276,7 @@ def results_md(
         f"- ledger overhead per command: p50 {_f(tot['overhead_ms_p50'], '{:.1f}')} ms, "
         f"p95 {_f(tot['overhead_ms_p95'], '{:.1f}')} ms",
         f"- state view: p50 {_f(tot['view_tokens_p50'], '{:.0f}')}, p95 {_f(tot['view_tokens_p95'], '{:.0f}')} tokens",
+        *_claims_lines(tot.get("claims") or {}),
         "",
         "## Verdicts by command class",
         "",
@@ -273,6 +291,17 @@ def results_md(
     if notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
+
+
+def _claims_lines(c: dict[str, Any]) -> list[str]:
+    if not c.get("results"):
+        return ["- the ledger's claims against the files: not checked (results of a replay from before the check)"]
+    lines = [
+        f"- the ledger's claims checked against the files themselves (every line of the state view at every step, "
+        f"every NUDGE and REVISE reason, every stub sent; replay/truth.py): {c['checked']:,}; false: {c['false']}; "
+        f"not checkable: {c['unknown']:,}"
+    ]
+    return lines + [f"  - false: {x}" for x in c.get("examples") or ()]
 
 
 def load_results(out: Path) -> list[dict]:
