@@ -254,3 +254,30 @@ def test_a_part_kept_of_an_old_output_never_keeps_a_line_that_no_longer_holds(tr
             if cmd == "echo 59":
                 assert "only its lines that still hold" in sent[0].text and "w.txt:290: line 290 of w" in sent[0].text
         assert "w.txt:290: line 290 of w" not in sent[0].text, "the line it says still holds does not"
+
+
+def test_answers_losing_their_sources_together_are_re_sent_and_so_after_reopening(tree, tmp_path):
+    """Two answers of one model call whose sources leave the window together: both are sent as what
+    they stand for (History.send died with 'dictionary changed size during iteration'); the same
+    ledger opened again by a new runtime re-sends them the same (it had forgotten them)."""
+    from ledger_runtime.prompt.history import History, Message
+
+    (tree / "b.py").write_text("".join(f"b_{i} = {i} * 1000\n" for i in range(40)))
+    config = LedgerConfig().with_(context_steps=3)
+    with LedgerRuntime(tree, tmp_path / "run", config, task="t") as rt:
+        messages: list[Message] = []
+        for cmd in ("cat mid.py", "cat b.py"):
+            r = rt.run(cmd, EX, step=1)  # one model call, two commands
+            messages.append(Message(r.output, r.attempt_id))
+        for cmd in ("cat mid.py", "cat b.py"):
+            r = rt.run(cmd, EX, step=2)
+            messages.append(Message(r.output, r.attempt_id))
+        assert messages[2].text.startswith("[ledger: same as step 1's") and messages[3].text.startswith("[ledger:")
+        for n in range(3):
+            r = rt.run(f"echo {n}", EX)
+            messages.append(Message(r.output, r.attempt_id))
+        sent = History().send(messages, rt, inform=False)
+        assert sent[2].text == (tree / "mid.py").read_text() and sent[3].text == (tree / "b.py").read_text()
+    with LedgerRuntime(tree, tmp_path / "run", config, task="t") as again:
+        resent = History().send(messages, again, inform=False)
+        assert [s.text for s in resent] == [s.text for s in sent]
