@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
@@ -231,9 +232,11 @@ def verdict_true(v: Verdict, files: Files, step: int, rows: Sequence[dict]) -> b
 def stub_true(s: Said, t: Treatment, later_texts: str, later_runs: set[str], lines_now: Callable) -> bool:
     """Whether a stub (or a part) of output ``s`` is true: its reason of the lines it leaves out, read
     from the files (``lines_now(path)``: a file's lines now, None when unreadable) and from the text
-    sent after it (``later_texts``; ``later_runs``: the commands of outputs sent whole after it)."""
+    sent after it (``later_texts``: a line of it shown again is a whole line there, as printed or
+    without a line number before it; ``later_runs``: the commands of outputs sent whole after it)."""
     if t.kind == KEEP or t.stub is None or t.stub.window:
         return True
+    shown = later_lines(later_texts)
     rerun = s.supersedable and s.command in later_runs
     changed = later = 0
     for i, line in enumerate(s.lines):
@@ -241,16 +244,17 @@ def stub_true(s: Said, t: Treatment, later_texts: str, later_runs: set[str], lin
         if t.keeps(i):
             if t.kind == PART and (differs or (line.path is None and rerun)):
                 return False  # "only its lines that still hold"
-        elif not line.text.strip():
             continue
-        elif differs:
-            changed += 1
-        elif _shown_in(line, later_texts):
-            later += 1
-        elif not (t.stub.superseded_by and rerun):
-            return False  # a line still true, shown nowhere later: the stub's reason does not cover it
-    if (changed > 0) != (t.stub.stale > 0) or (later > 0) != t.stub.later:
-        return False
+        if not line.text.strip():
+            continue
+        again = line.text.rstrip("\n") in shown or bool(line.was and line.was.rstrip("\n") in shown)
+        changed += differs
+        later += again
+        covered = (differs and t.stub.stale) or (again and t.stub.later) or (t.stub.superseded_by and line.path is None)
+        if not covered:
+            return False  # a line its reason does not cover ("nothing but blank lines": none may be left)
+    if (t.stub.stale and not changed) or (t.stub.later and not later):
+        return False  # a reason it gives that holds of no line
     return not t.stub.superseded_by or rerun
 
 
@@ -262,8 +266,13 @@ def _differs(line, lines_now: Callable) -> bool:
     return now is not None and (line.number > len(now) or now[line.number - 1] != line.was.rstrip("\n"))
 
 
-def _shown_in(line, text: str) -> bool:
-    return line.text.rstrip("\n") in text or bool(line.was and line.was.rstrip("\n") in text)
+_NUMBERED = re.compile(r"^\s*\d+[\t:]")  # cat -n, nl, grep -n
+
+
+def later_lines(text: str) -> set[str]:
+    """The lines of ``text``, each also without a line number before it (``cat -n``, ``grep -n``)."""
+    lines = set(text.split("\n"))
+    return lines | {_NUMBERED.sub("", x, count=1) for x in lines}
 
 
 __all__ = ["Files", "Tally", "entry_true", "verdict_true", "stub_true", "file_state"]

@@ -266,8 +266,9 @@ def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], s
     leaves out is blank, a file line whose file has other text there now, shown again by a later
     output as sent, or, for a line that is no file line, of an output a later run of the same command
     supersedes (the step it names ran the same command later, and a later run of it is sent whole);
-    and its reason names each of those that applies and no other ("lines of it changed since",
-    "shown again later", "superseded by", "nothing but blank lines")."""
+    each line it leaves out is covered by a reason it gives ("lines of it changed since", "shown again
+    later", "superseded by"; "nothing but blank lines" where it gives none), and each reason it gives
+    holds of some line."""
     shown = set().union(*(sent_facts(a, ta) for a, ta in after))
     runs = [(a.label, ta.kind) for a, ta in after if s.key is not None and a.key == s.key]
     return _stub_holds(s, t, shown, runs, still_true)
@@ -292,14 +293,14 @@ def _stub_holds(
     for i, line in enumerate(s.lines):
         if t.keeps(i) or line.blank:
             continue
-        if line.is_file and not still_true(line):
-            stale += 1
-        elif line.fact in shown:
-            later += 1
-        elif line.is_file or sup is None:
+        changed, again = line.is_file and not still_true(line), line.fact in shown
+        stale += changed
+        later += again
+        # each line left out is covered by a reason it gives: "lines of it changed since", "shown again
+        # later", "superseded by" (of a line that is no file line); none given: "nothing but blank lines"
+        if not ((changed and t.stub.stale) or (again and t.stub.later) or (sup is not None and not line.is_file)):
             return False
-    # "lines of it changed since", "shown again later": each said where some are, and only there
-    return (stale > 0) == (t.stub.stale > 0) and (later > 0) == t.stub.later
+    return (stale > 0 or not t.stub.stale) and (later > 0 or not t.stub.later)  # and each reason it gives is so
 
 
 def checked(
