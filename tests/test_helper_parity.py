@@ -282,6 +282,14 @@ class Pair:
         self.last = (ls, cs)
         return cs, changes
 
+    def file_states(self, paths, what: str) -> None:
+        """The same file state of each of ``paths`` (any path: ignored, a directory, through a symlink,
+        not there) from both, as ``cat`` would read it."""
+        paths = sorted(set(paths))
+        self.learn(set(paths) | {os.path.realpath(p) for p in paths})
+        for p in paths:
+            assert self.tr(self.lw.file_state(p)) == self.cw.file_state(p), f"{what}: file_state({p!r})"
+
     def keys(self, paths) -> list[str]:
         kinds = "fxm" if self.translated else "fxmdr"
         return [f"{k}:{p}" for p in sorted(paths) for k in kinds]

@@ -171,6 +171,23 @@ def cheap(key):
     return not key.startswith("r:")
 
 
+def ignored_paths(helper):
+    """Every entry of the tree that the snapshot does not hash although it is there: what git ignores
+    (a directory once, not what is in it), FIFOs and sockets. With the snapshot, ContainerWorkspace knows
+    what is anywhere in the tree without asking (``file_state``); sent when it changed."""
+    out = []
+    for d, entry in helper.scanner._dirs.items():
+        if entry.ignored:
+            base = d if d != "/" else ""
+            out.extend(base + "/" + n for n in entry.ignored)
+    out.sort()
+    seen = b2("\0".join(out).encode("utf-8", "surrogateescape"))
+    if helper.data.get("ignored_seen") == seen:
+        return None
+    helper.data["ignored_seen"] = seen
+    return out
+
+
 def untracked_report(helper):
     root = helper.scanner.root
     return [[u.path, u.summary(root)] for u in helper.untracked]
@@ -182,6 +199,7 @@ def init(m, root, state_path):
     helper.scanner.git_top = info["top"]
     helper.data["git"] = info
     snap = helper.scanner.scan()
+    ignored = ignored_paths(helper)
     helper.save()
     reply(
         {
@@ -190,6 +208,7 @@ def init(m, root, state_path):
             "files": dict(snap.files.items()),
             "untracked": untracked_report(helper),
             "untracked_dirs": list(snap.untracked),
+            "ignored": ignored,
             "git": info,
             "python": sys.version.split()[0],
             "executable": sys.executable,
@@ -254,6 +273,7 @@ def post(m, state_path, args):  # noqa: C901
         data = m.filestate.read_regular(p, max(opts["keep"], 1))
         if data is not None:
             contents[p] = enc(data)
+    ignored = ignored_paths(helper)
     helper.save()
     reply(
         {
@@ -265,6 +285,7 @@ def post(m, state_path, args):  # noqa: C901
             "contents": contents,
             "untracked": untracked_report(helper),
             "untracked_dirs": list(snap.untracked),
+            "ignored": ignored,
         }
     )
     return 0

@@ -123,6 +123,8 @@ class ContainerWorkspace:
         self._files: dict[str, FileState] = {}
         self._sigs: dict[str, str] = {}
         self._states: dict[str, FileState | None] = {}  # file states known as of the last snapshot
+        self._ignored: frozenset[str] = frozenset()  # what is in the tree that the snapshot does not hash
+        self._untracked: tuple[str, ...] = ()  # directories the helper's scanner no longer tracks
         self._kept: dict[str, bytes] = {}
         self._contents: dict[str, bytes] = {}  # files the last command's output claims to show, as they are now
         self._heads: dict[str, bytes] = {}
@@ -193,6 +195,7 @@ class ContainerWorkspace:
         self.python = data.get("executable") or "python3"
         self._files = {p: FileState(*fs) for p, fs in data["files"].items()}
         self._untracked = tuple(data.get("untracked_dirs") or ())
+        self._ignored = frozenset(data.get("ignored") or ())
         self._report_untracked(data)
         self._git = data.get("git") or {}
 
@@ -302,6 +305,8 @@ class ContainerWorkspace:
         self._contents = {p: base64.b64decode(v) for p, v in report.get("contents", {}).items()}
         self._heads.update({p: base64.b64decode(v) for p, v in report.get("heads", {}).items()})
         self._untracked = tuple(report.get("untracked_dirs") or ())
+        if report.get("ignored") is not None:  # sent when it changed
+            self._ignored = frozenset(report["ignored"])
         self._report_untracked(report)
         return self._snapshot()
 
@@ -352,6 +357,8 @@ class ContainerWorkspace:
         fs = self._files.get(path)
         if fs is not None and not fs.digest.startswith("link:"):
             return fs
+        if fs is None and self._absent(path):
+            return None
         try:
             data = self._json(self._exec(self.helper_argv("state", self.state_file, path)))
             raw = data["states"].get(path)
@@ -361,6 +368,25 @@ class ContainerWorkspace:
             return None
         self._states[path] = FileState(*raw) if raw else None
         return self._states[path]
+
+    def _absent(self, path: str) -> bool:
+        """Whether the last snapshot shows that no file is at ``path``: a path in the tree (not under
+        ``.git``) that neither the snapshot, nor what it does not hash, nor an untracked directory holds
+        (every directory of the tree is listed whole: a name in none of those is not there, or is a
+        directory), nor reached through a symlink."""
+        prefix = self.root.rstrip("/") + "/"
+        path = os.path.normpath(path)
+        if not path.startswith(prefix) or "/.git/" in path[len(prefix) - 1 :] + "/":
+            return False
+        d = path
+        while len(d) >= len(prefix):
+            if d in self._ignored or d in self._untracked:
+                return False
+            above = self._files.get(d)
+            if above is not None and above.digest.startswith("link:"):
+                return False  # reached through a symlink: its target's, which the helper resolves
+            d = os.path.dirname(d)
+        return True
 
     def content(self, path: str, limit: int) -> bytes | None:
         data = self._contents.get(path)
