@@ -289,6 +289,9 @@ class ContainerWorkspace:
                 return self._snapshot()
             self._watch_new = []
         changed = set()
+        # what was asked of the helper before holds no more: a change it does not list (a link's target, a
+        # file no scan covers) can have changed it; this command's own states come with the report
+        self._states = {}
         for path, fs in report.get("changes", []):
             if fs is None:
                 self._files.pop(path, None)
@@ -296,8 +299,6 @@ class ContainerWorkspace:
                 self._files[path] = FileState(*fs)
             changed.add(path)
         if changed:  # what an earlier command signed of them no longer holds: the new snapshot speaks
-            for path in changed:
-                self._states.pop(path, None)
             self._sigs = {k: v for k, v in self._sigs.items() if not _touched(k, changed)}
         self._sigs.update(report.get("sigs", {}))
         self._states.update({p: (FileState(*fs) if fs else None) for p, fs in report.get("states", {}).items()})
@@ -350,8 +351,7 @@ class ContainerWorkspace:
     def file_state(self, path: str) -> FileState | None:
         """The state of ``path`` as ``cat`` reads it (symlinks followed), as of the last snapshot: from
         the snapshot where it holds the file itself, else asked of the helper (one round trip, its
-        answer kept until a snapshot shows the path changed: a path the runtime asks about is one a command
-        named, which it watches from then on)."""
+        answer kept until the next snapshot)."""
         if path in self._states:
             return self._states[path]
         fs = self._files.get(path)
