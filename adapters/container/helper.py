@@ -191,15 +191,10 @@ def cheap(key):
 
 
 def ignored_paths(helper):
-    """Every entry of the tree that the snapshot does not hash although it is there: what git ignores
-    (a directory once, not what is in it), FIFOs and sockets. With the snapshot, ContainerWorkspace knows
-    what is anywhere in the tree without asking (``file_state``); sent when it changed."""
-    out = []
-    for d, entry in helper.scanner._dirs.items():
-        if entry.ignored:
-            base = d if d != "/" else ""
-            out.extend(base + "/" + n for n in entry.ignored)
-    out.sort()
+    """What the snapshot does not hash although it is there (``ignored_entries``), when it changed since
+    the last call: with the snapshot, ContainerWorkspace knows what is anywhere in the tree without
+    asking (``file_state``)."""
+    out = helper.scanner.ignored_entries()
     seen = b2("\0".join(out).encode("utf-8", "surrogateescape"))
     if helper.data.get("ignored_seen") == seen:
         return None
@@ -266,7 +261,7 @@ def post(m, state_path, args):  # noqa: C901
         return 3
     scanner = helper.scanner
     scanner.watch(os.path.normpath(p) for p in opts["watch"])
-    before = scanner._files
+    before = scanner.last_files
     snap = scanner.scan(keep_limit=opts["keep"])
     after = snap.files
     changes = [[p, fs] for p, fs in after.items() if before is None or (before.get(p) or (None,))[0] != fs[0]]

@@ -174,6 +174,22 @@ class WorkspaceScanner(object):
         finally:
             self._intake = None
 
+    def ignored_entries(self):
+        """Every entry of the listed tree that no snapshot hashes although it is there, sorted: what git
+        ignores (a directory once, not what is in it), FIFOs and sockets."""
+        out = []
+        for d, entry in self._dirs.items():
+            if entry.ignored:
+                base = d if d != os.sep else ""
+                out.extend(base + os.sep + n for n in entry.ignored)
+        out.sort()
+        return out
+
+    @property
+    def last_files(self):
+        """The files of the last snapshot (None before the first)."""
+        return self._files
+
     def rehash(self, paths):
         """Read ``paths`` again at the next scan, whatever their stat data says (a scan whose result
         was dropped saw them first: the next one must read their content, to keep it)."""
