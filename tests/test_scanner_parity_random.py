@@ -145,7 +145,9 @@ SEQUENCES = dict(
     translated=st.booleans(),
     ops=st.lists(OPERATIONS, min_size=1, max_size=12),
 )
-SETTINGS = dict(deadline=None, database=None, suppress_health_check=list(hypothesis.HealthCheck))
+SETTINGS = dict(
+    deadline=None, database=None, print_blob=True, suppress_health_check=list(hypothesis.HealthCheck)
+)  # no .hypothesis/ in the tree; a failure prints how to replay it (@reproduce_failure)
 
 
 @pytest.mark.slow
