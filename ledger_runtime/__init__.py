@@ -49,6 +49,11 @@ _EXPORTS = {
     "Workspace": "workspace.local",
     "LocalWorkspace": "workspace.local",
     "Snapshot": "workspace.scanner",
+    "UntrackedTree": "workspace.scanner",
+    # the scanner shipped into a container, to run there as a helper next to the commands
+    "scanner_sources": "workspace.scanning",
+    "pack_sources": "workspace.scanning",
+    "UNPACK_SOURCES": "workspace.scanning",
     "FileState": "workspace.hashing",
     "PENDING": "workspace.signatures",
     # what a command is
@@ -205,5 +210,6 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     )
     from ledger_runtime.workspace.hashing import FileState
     from ledger_runtime.workspace.local import LocalWorkspace, Workspace
-    from ledger_runtime.workspace.scanner import Snapshot
+    from ledger_runtime.workspace.scanner import Snapshot, UntrackedTree
+    from ledger_runtime.workspace.scanning import UNPACK_SOURCES, pack_sources, scanner_sources
     from ledger_runtime.workspace.signatures import PENDING

@@ -1,14 +1,15 @@
-"""The container helper and LocalWorkspace agree, without Docker.
+"""The container helper and LocalWorkspace agree: here (the helper run on this machine) and in a real container.
 
-adapters/container/helper.py is a hand-written copy of the local scanner (scanner.py, hashing.py) and
-of the signatures (signatures.py), run inside a container by ContainerWorkspace. Here the "container"
-is this machine: a ContainerWorkspace talks to the helper through mini-swe-agent's LocalEnvironment
+adapters/container/helper.py runs the local workspace's own scanner (ledger_runtime/workspace/scanning/),
+shipped into the container with it, and keeps its state in a file between calls. Here the "container"
+is first this machine: a ContainerWorkspace talks to the helper through mini-swe-agent's LocalEnvironment
 (the transport "env": installed with ``sh -c``, called with ``python3 -S -E helper.py --run NONCE
-DIGEST ...``, its answers read by ``_json``/``unwrap``, as in a container), and a LocalWorkspace
-looks at the same real git tree. Both must give the same snapshot (paths, digests, sizes, line
-counts), the same changes between snapshots, the same kept and baseline contents of changed files,
-the same file states and the same signatures of read keys, before and after edits, deletions,
-additions, chmods, renames and git index changes.
+DIGEST ...``, its answers read by ``_json``/``unwrap``, as in a container); with a Docker engine, the
+same tests run again with the tree bind-mounted into a real container at the same path (``docker
+exec``, the container's own Python and git). A LocalWorkspace looks at the same real git tree. Both
+must give the same snapshot (paths, digests, sizes, line counts), the same changes between snapshots,
+the same kept and baseline contents of changed files, the same file states and the same signatures
+of read keys, before and after edits, deletions, additions, chmods, renames and git index changes.
 
 The two hash with different algorithms (xxh3_128 locally, blake2b-128 in the helper), so a digest is
 compared in one of two ways:
@@ -18,9 +19,8 @@ compared in one of two ways:
   the files as they are. A digest that is not the hash of the file's current bytes maps to nothing
   and shows as a difference. The digests of listings (``d:``, ``r:``, ``f:`` of a directory) cannot
   be mapped back to bytes: they are compared in the other way only.
-- "blake2b": LocalWorkspace computing with the helper's hash (its xxhash module replaced by
-  blake2b-128, spelled as the helper spells it): every value, listing signatures included, must then
-  be equal as it is.
+- "blake2b": LocalWorkspace given the helper's ``Digests`` (blake2b-128, "b2:"): every value, listing
+  signatures included, must then be equal as it is.
 """
 
 from __future__ import annotations
@@ -32,53 +32,24 @@ import os
 import shutil
 import stat
 import subprocess
-import types
 from pathlib import Path
 
 import pytest
 from conftest import age, git, make_repo
+from docker_support import BASE_IMAGE, docker_image  # noqa: F401  (a fixture, named as a parameter)
 
-from ledger_runtime.workspace import hashing, signatures
 from ledger_runtime.workspace.hashing import FileState
 from ledger_runtime.workspace.local import LocalWorkspace
 from ledger_runtime.workspace.scanner import Snapshot, delta
+from ledger_runtime.workspace.scanning.filestate import Digests
 
 pytest.importorskip("minisweagent")
 
 KEEP = 2 * 1024 * 1024  # what ContainerWorkspace keeps of changed text files (the runtime's max_content_bytes)
 MAX_HASH = 64 * 1024 * 1024  # both hash files up to this size, above it their stat data
 LATIN = b"latin-\xe9.txt"  # a file name that is not UTF-8
-
-
-# -- the helper's hash, for LocalWorkspace ---------------------------------------------------------
-
-
-class _Blake2:
-    """blake2b-128 behind xxhash's hasher interface; ``prefix`` spells the digest as the helper does."""
-
-    def __init__(self, prefix: str = ""):
-        self.prefix = prefix
-        self.h = hashlib.blake2b(digest_size=16)
-
-    def update(self, data: bytes) -> None:
-        self.h.update(data)
-
-    def hexdigest(self) -> str:
-        return self.prefix + self.h.hexdigest()
-
-
-def use_helper_hash(monkeypatch) -> None:
-    """LocalWorkspace hashing as the helper does: file contents "b2:<hex>" (helper.b2), a link's
-    target "link:<hex>" (``b2(target)[3:]``), listings and trees "<hex>" (blake2b().hexdigest())."""
-    monkeypatch.setattr(
-        hashing,
-        "xxhash",
-        types.SimpleNamespace(
-            xxh3_128=lambda: _Blake2("b2:"),
-            xxh3_128_hexdigest=lambda data: hashlib.blake2b(data, digest_size=16).hexdigest(),
-        ),
-    )
-    monkeypatch.setattr(signatures, "xxhash", types.SimpleNamespace(xxh3_128=lambda: _Blake2()))
+# the helper's hash (helper.py), for LocalWorkspace: contents "b2:<hex>", a link's target "link:<hex>"
+BLAKE2 = Digests("blake2b-128", lambda: hashlib.blake2b(digest_size=16), "b2:")
 
 
 # -- the tree ----------------------------------------------------------------------------------------
@@ -185,32 +156,57 @@ def _python36() -> str | None:
 
 
 class Pair:
-    """A LocalWorkspace and a ContainerWorkspace (its helper run on this machine) on one tree."""
+    """A LocalWorkspace and a ContainerWorkspace on one tree: its helper run on this machine (``where``
+    "here"), or in a real container (a Docker image's name) that has ``tmp_path`` bind-mounted at the
+    same path, so that both see the same files by the same names."""
 
-    def __init__(self, tmp_path: Path, root: Path, *, translated: bool, watch_events: bool, python: str | None):
-        from minisweagent.environments.local import LocalEnvironment
-
+    def __init__(
+        self,
+        tmp_path: Path,
+        root: Path,
+        *,
+        translated: bool,
+        watch_events: bool,
+        python: str | None,
+        where: str = "here",
+    ):
         from ledger_adapters.container.workspace import ContainerWorkspace
 
-        self.root, self.translated = root, translated
-        env = {}
-        if python:  # the helper's install finds "python3" on the PATH: make it this one
-            bindir = tmp_path / "bin"
-            bindir.mkdir()
-            os.symlink(python, bindir / "python3")
-            env["PATH"] = f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"
-        self.env = LocalEnvironment(cwd=str(root), env=env, timeout=120)
-        self.lw = LocalWorkspace(str(root), watch_events=watch_events)
+        self.root, self.translated, self.where = root, translated, where
+        if where == "here":
+            from minisweagent.environments.local import LocalEnvironment
+
+            env = {}
+            if python:  # the helper's install finds "python3" on the PATH: make it this one
+                bindir = tmp_path / "bin"
+                bindir.mkdir()
+                os.symlink(python, bindir / "python3")
+                env["PATH"] = f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"
+            self.env = LocalEnvironment(cwd=str(root), env=env, timeout=120)
+        else:
+            from minisweagent.environments.docker import DockerEnvironment
+
+            mount = ["-v", f"{tmp_path}:{tmp_path}", "--label", f"ledger-test-parity={os.getpid()}"]
+            self.env = DockerEnvironment(image=where, cwd=str(root), run_args=["--rm", *mount], timeout=120)
+        self.lw = LocalWorkspace(str(root), watch_events=watch_events, **({} if translated else {"digests": BLAKE2}))
         assert self.lw.scan_is_cheap == watch_events, "inotify is not available here" if watch_events else ""
-        self.cw = ContainerWorkspace(self.env, str(root), transport="env")
+        self.cw = ContainerWorkspace(self.env, str(root), transport="env" if where == "here" else "docker")
         self.names: dict[str, str] = {}  # a local digest -> the helper's digest of the same bytes
         self.last: tuple[Snapshot, Snapshot] | None = None
 
     def close(self) -> None:
         helper_dir = self.cw.dir
-        self.cw.close()
-        self.lw.close()
-        assert helper_dir and not os.path.exists(helper_dir)
+        try:
+            self.cw.close()
+            self.lw.close()
+            if self.where == "here":
+                assert helper_dir and not os.path.exists(helper_dir)
+            else:
+                left = self.env.execute({"command": f"test -e {helper_dir} && echo left || echo gone"})["output"]
+                assert helper_dir and left.strip() == "gone"
+        finally:
+            if self.where != "here":
+                self.env.cleanup()
 
     # running a command as the runtime does with a container: the report rides in its own exec
     def run(self, command: str) -> str:
@@ -286,6 +282,14 @@ class Pair:
         self.last = (ls, cs)
         return cs, changes
 
+    def file_states(self, paths, what: str) -> None:
+        """The same file state of each of ``paths`` (any path: ignored, a directory, through a symlink,
+        not there) from both, as ``cat`` would read it."""
+        paths = sorted(set(paths))
+        self.learn(set(paths) | {os.path.realpath(p) for p in paths})
+        for p in paths:
+            assert self.tr(self.lw.file_state(p)) == self.cw.file_state(p), f"{what}: file_state({p!r})"
+
     def keys(self, paths) -> list[str]:
         kinds = "fxm" if self.translated else "fxmdr"
         return [f"{k}:{p}" for p in sorted(paths) for k in kinds]
@@ -327,31 +331,37 @@ TRACKED = {
 UNTRACKED = {"notes.txt", "huge.img", "link_out"}
 
 
+def _mode(t: bool, e: bool, p: str) -> str:
+    return f"{'xxh3-translated' if t else 'blake2b'}-{'inotify' if e else 'walk'}-{p}"
+
+
 MODES = [
-    pytest.param(t, e, p, id=f"{'xxh3-translated' if t else 'blake2b'}-{'inotify' if e else 'walk'}-{p}")
+    pytest.param(t, e, p, id=_mode(t, e, p), marks=[pytest.mark.docker] if p == "docker" else [])
     for t in (True, False)
     for e in (True, False)
-    for p in ("python3", "python3.6")
+    for p in ("python3", "python3.6", "docker")
+    if p != "docker" or t != e  # in a container: each hash and each way of the local scanner, once
 ]
 
 
 @pytest.mark.parametrize("translated,watch_events,python", MODES)
 @pytest.mark.slow
 def test_the_helper_and_the_local_workspace_agree_before_and_after_changes(
-    tmp_path, monkeypatch, translated, watch_events, python
+    tmp_path, request, translated, watch_events, python
 ):
-    exe = None
+    exe, where = None, "here"
     if python == "python3.6":
         exe = _python36()
         if exe is None:
             pytest.skip("no Python 3.6 on this machine")
-    if not translated:
-        use_helper_hash(monkeypatch)
+    if python == "docker":
+        request.getfixturevalue("docker_image")  # skips (or fails, where CI requires an engine) without one
+        where = BASE_IMAGE
     root = build_tree(tmp_path)
     latin = os.fsdecode(os.path.join(os.fsencode(root), LATIN))
     has_latin = os.path.lexists(latin)
     tracked = TRACKED | ({os.path.relpath(latin, root)} if has_latin else set())
-    pair = Pair(tmp_path, root, translated=translated, watch_events=watch_events, python=exe)
+    pair = Pair(tmp_path, root, translated=translated, watch_events=watch_events, python=exe, where=where)
     r = str(root)
     try:
         if exe:
@@ -519,12 +529,22 @@ def test_the_helper_and_the_local_workspace_agree_before_and_after_changes(
 # -- the differences found: each asserts the agreement that should hold --------------------------------
 
 
+@pytest.fixture(params=["here", pytest.param("docker", marks=pytest.mark.docker)])
+def where(request) -> str:
+    """Where the helper runs: on this machine, or in a real container (then the Docker tests' base image,
+    which has python3 and git; no engine: skipped, and says why)."""
+    if request.param == "here":
+        return "here"
+    request.getfixturevalue("docker_image")  # skips (or fails, where CI requires an engine) without one
+    return BASE_IMAGE
+
+
 @pytest.fixture
-def pairs(tmp_path):
+def pairs(tmp_path, where):
     made: list[Pair] = []
 
     def make(root: Path, *, translated: bool = True, watch_events: bool = False) -> Pair:
-        made.append(Pair(tmp_path, root, translated=translated, watch_events=watch_events, python=None))
+        made.append(Pair(tmp_path, root, translated=translated, watch_events=watch_events, python=None, where=where))
         return made[-1]
 
     yield make
@@ -536,15 +556,6 @@ EVENTS = pytest.mark.parametrize("watch_events", [True, False], ids=["inotify", 
 
 
 @EVENTS
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "helper.py's git_key() watches only ROOT/.git/index and the .gitignore files git listed; scanner.py's "
-        "_git_state_key() also watches .git/info/exclude: a pattern added there drops the file from the local "
-        "snapshot, not from the helper's (until git's index changes)"
-    ),
-)
 def test_a_pattern_added_to_info_exclude_drops_the_file_from_both(tmp_path, pairs, watch_events):
     root = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
     (root / "notes.txt").write_text("untracked\n")
@@ -559,15 +570,6 @@ def test_a_pattern_added_to_info_exclude_drops_the_file_from_both(tmp_path, pair
 
 
 @EVENTS
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "helper.py records ignore files only in refresh() (from git ls-files), never when its scan finds a new "
-        ".gitignore, so a new .gitignore in a subdirectory never rebuilds its listing: the files it ignores stay in "
-        "the helper's snapshot; scanner.py's _classify() records it and its next scan rebuilds the listing from git"
-    ),
-)
 def test_a_new_gitignore_in_a_subdirectory_drops_what_it_ignores_from_both(tmp_path, pairs, watch_events):
     root = make_repo(tmp_path / "repo", {"sub/a.txt": "a\n"})
     (root / "sub" / "b.tmp").write_text("untracked\n")
@@ -581,16 +583,6 @@ def test_a_new_gitignore_in_a_subdirectory_drops_what_it_ignores_from_both(tmp_p
 
 @EVENTS
 @pytest.mark.parametrize("layout", ["subdirectory", "worktree"])
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "helper.py's git_key() stats ROOT/.git/index: for a root below the top of the work tree, or a linked worktree "
-        "(.git is a file), there is no such file, so a change of git's index (a tracked file that the ignore rules "
-        "match, untracked with git rm --cached) never rebuilds the helper's listing and the file stays in its "
-        "snapshot; scanner.py finds the index through git_top and _git_dir()"
-    ),
-)
 def test_an_index_change_is_seen_by_both_when_the_root_is_not_the_top_of_a_repository(
     tmp_path, pairs, layout, watch_events
 ):
@@ -641,7 +633,14 @@ def test_a_file_under_proc_is_signed_by_its_stat_data_in_both(tmp_path, pairs):
     os.symlink("/proc/version", root / "lproc")
     pair = pairs(root)
     pair.snapshots("start")
-    sigs = pair.signatures(["f:/proc/version", f"f:{root}/lproc", "m:/proc/version", f"x:{root}/lproc"], "/proc")
+    keys = ["f:/proc/version", f"f:{root}/lproc", "m:/proc/version", f"x:{root}/lproc"]
+    if pair.where == "here":
+        sigs = pair.signatures(keys, "/proc")
+    else:  # a container's /proc is its own (its times are the container's): the same kind of signature, by mode
+        sigs = pair.cw.sign_many(keys)
+        assert {k: v.split(",")[0] for k, v in pair.lw.sign_many(keys).items()} == {
+            k: v.split(",")[0] for k, v in sigs.items()
+        }
     assert sigs["f:/proc/version"].startswith("special:") and sigs[f"f:{root}/lproc"].startswith("special:")
 
 
@@ -670,15 +669,6 @@ def test_a_symlink_to_itself_is_signed_by_both(tmp_path, pairs):
 
 
 @pytest.mark.parametrize("which", ["ignored file", "file outside the root", "symlink in the snapshot"])
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "ContainerWorkspace.file_state() answers only from its snapshot (and the states of the last command's f: "
-        "keys): None for an ignored file, a file outside the root, and a symlink (its snapshot entry is the link's own "
-        "'link:' digest); LocalWorkspace.file_state() reads any path, following symlinks"
-    ),
-)
 def test_file_state_of_a_path_the_snapshot_does_not_hash_agrees(tmp_path, pairs, which):
     root = make_repo(tmp_path / "repo", {"a.txt": "a\n", ".gitignore": "*.log\n"})
     (root / "debug.log").write_text("ignored\n")
@@ -708,11 +698,53 @@ def test_file_state_after_a_read_then_an_edit_is_the_new_state_in_both(tmp_path,
     assert changes == [f"{root}/a.txt"] and cs.files[f"{root}/a.txt"].size == 4
 
 
-def test_the_helper_keeps_the_scanners_lists():
-    """What the helper copies by hand from the core (it runs on Python 3.6 alone, it cannot import
-    it): the names never tracked outside git, and the trees never read to sign."""
-    from ledger_adapters.container import helper
-    from ledger_runtime.workspace import scanner, signatures
+def test_what_the_helper_ships_is_the_standard_library_and_itself(tmp_path):
+    """The scanner's package, shipped into containers: each module imports only the standard library
+    and its siblings (relatively: the package is a directory of its own there); where this machine has a
+    Python 3.6, the oldest the helper promises, the helper and the package import under it as shipped."""
+    import ast
+    import sys
 
-    assert helper.DEFAULT_IGNORES == scanner.DEFAULT_IGNORES
-    assert helper.PSEUDO_TREES == signatures.PSEUDO_TREES
+    from ledger_runtime.workspace.scanning import UNPACK_SOURCES, pack_sources, scanner_sources
+
+    sources = scanner_sources()
+    assert {p for p, _ in sources} >= {"scanning/engine.py", "scanning/gitview.py", "scanning/signatures.py"}
+    for path, data in sources:
+        for node in ast.walk(ast.parse(data, path)):
+            if isinstance(node, ast.ImportFrom):
+                assert node.level == 1 or node.module.split(".")[0] in sys.stdlib_module_names, (path, node.module)
+                assert node.module != "__future__", f"{path}: Python 3.6 has no 'from __future__ import annotations'"
+            elif isinstance(node, ast.Import):
+                assert all(a.name.split(".")[0] in sys.stdlib_module_names for a in node.names), path
+    exe = _python36()
+    if exe is None:
+        pytest.skip("no Python 3.6 on this machine (the import check under it)")
+    helper = Path(__file__).parents[1] / "adapters" / "container" / "helper.py"
+    bundle = pack_sources([("helper.py", helper.read_bytes()), *sources])
+    subprocess.run([exe, "-S", "-E", "-c", UNPACK_SOURCES, str(tmp_path)], input=bundle, check=True)
+    probe = "import helper, scanning.engine, scanning.persist, scanning.signatures; print('ok')"
+    out = subprocess.run([exe, "-S", "-E", "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"changes": [["/r/a.txt", ["b2:00", 3, 1]], ["/r/gone", None]], "sigs": {}, "ok": True, "no": False},
+        ['quote " backslash \\ newline \n tab \t nul \0 bell \x07', "caf\u00e9", "\U0001f600", "latin-\udce9.txt"],
+        {"nested": {"deeper": [[], {}, (1, 2)]}, "n": -3, "big": 10**20, "float": 0.1},
+        "",
+    ],
+)
+def test_the_helpers_json_is_what_json_writes(value):
+    """The helper writes its answers without the json package (it would import re, a third of a call):
+    the same text json.dumps writes, file names that are not UTF-8 included."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location(
+        "ledger_container_helper", Path(__file__).parents[1] / "adapters" / "container" / "helper.py"
+    )
+    helper = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helper)
+    assert helper.to_json(value) == json.dumps(value)

@@ -231,8 +231,8 @@ def test_a_snapshot_keeps_what_it_saw_while_later_scans_change_the_tree(tmp_path
     earlier must still hold the tree as it was then, and the changes between any two snapshots (the
     ones in a row, and two far apart, compared whole) must be what happened, also after the shared
     part was made anew (here every few changes)."""
-    from ledger_runtime.workspace import filemap
     from ledger_runtime.workspace.scanner import WorkspaceScanner, delta
+    from ledger_runtime.workspace.scanning import filemap
 
     monkeypatch.setattr(filemap, "MIN_OVERLAY", 3)
     root = make_repo(tmp_path / "w", {f"f{i}.txt": f"{i}\n" for i in range(20)})

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_repo
+from docker_support import docker_image  # noqa: F401  (a fixture, named as a parameter)
 
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import ExecResult, LocalExecutor
@@ -281,3 +282,47 @@ def test_answers_losing_their_sources_together_are_re_sent_and_so_after_reopenin
     with LedgerRuntime(tree, tmp_path / "run", config, task="t") as again:
         resent = History().send(messages, again, inform=False)
         assert [s.text for s in resent] == [s.text for s in sent]
+
+
+def test_a_run_through_the_container_helper_books_reads_and_links_as_a_local_run_does(tree, tmp_path):
+    """Through a container's workspace (the helper, in band with each command; here its transport is
+    this machine): reading an ignored or an outside file is no change, a symlink pointed away and back
+    is fresh after a read."""
+    from minisweagent.environments.local import LocalEnvironment
+
+    _through_the_helper(tree, tmp_path, LocalEnvironment(cwd=str(tree), timeout=120), "env")
+
+
+def test_a_run_in_a_real_container_books_reads_and_links_as_a_local_run_does(tree, tmp_path, docker_image):  # noqa: F811
+    from minisweagent.environments.docker import DockerEnvironment
+
+    mount = ["-v", f"{tmp_path}:{tmp_path}", "--label", f"ledger-test-claims={os.getpid()}"]
+    env = DockerEnvironment(image=docker_image, cwd=str(tree), run_args=["--rm", *mount], timeout=120)
+    try:
+        _through_the_helper(tree, tmp_path, env, "docker")
+    finally:
+        env.cleanup()
+
+
+def _through_the_helper(tree: Path, tmp_path: Path, env, transport: str) -> None:
+    from ledger_adapters.container.workspace import ContainerWorkspace
+
+    ws = ContainerWorkspace(env, str(tree), transport=transport)
+
+    def execute(command: str, cwd: str) -> ExecResult:
+        out = env.execute({"command": ws.wrap(command, cwd)}, cwd=cwd)
+        return ExecResult(ws.unwrap(out["output"]), out["returncode"])
+
+    (tree / "a.txt").write_text("A\n")
+    (tree / "b.txt").write_text("B\n")
+    try:
+        with LedgerRuntime(tree, tmp_path / "run", LedgerConfig(), task="t", workspace=ws) as rt:
+            for cmd in ("cat app.log", f"cat {tmp_path / 'outside.txt'}", "echo x", "cat app.log", "cat mid.py"):
+                rt.run(cmd, execute)
+            assert not [m for m in rt.state.modifications if m.path.endswith(("app.log", "outside.txt"))]
+            for target in ("a.txt", "b.txt", "a.txt"):
+                rt.run(f"ln -sfn {target} cur.txt; cat cur.txt", execute)
+            view = rt.inform()
+            assert ": STALE" not in view and "cur.txt: whole file" in view, view
+    finally:
+        ws.close()

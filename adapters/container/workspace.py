@@ -3,8 +3,9 @@ machine: a Docker container (mini-swe-agent's DockerEnvironment: talked to with 
 any other environment that runs bash commands (singularity, bubblewrap, SWE-ReX, Modal...: talked
 to through the environment's own ``execute``).
 
-A small helper (helper.py) is installed in the container on first use, together with
-the first snapshot, in one ``docker exec``. After that, the post-command snapshot rides in the SAME
+A small helper (helper.py) is installed in the container on first use, with the scanner the local
+workspace runs (ledger_runtime/workspace/scanning/, which it runs there), together with the first
+snapshot, in one ``docker exec``. After that, the post-command snapshot rides in the SAME
 ``docker exec`` as the command: ``wrap`` prepends an EXIT trap that runs the helper when the
 command's shell exits, and ``unwrap`` cuts the helper's report off the output, so the agent gets
 the command's exact output and return code. Only when the report is missing (the command timed
@@ -35,12 +36,26 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ledger_runtime import PENDING, Analysis, Baseline, FileState, Snapshot, analyze
+from ledger_runtime import (
+    PENDING,
+    UNPACK_SOURCES,
+    Analysis,
+    Baseline,
+    FileState,
+    Snapshot,
+    UntrackedTree,
+    analyze,
+    pack_sources,
+    scanner_sources,
+)
 
 HELPER_BASE = "/tmp/.ledger-runtime"  # + "-<nonce>": one directory per install
 HELPER_SOURCE = Path(__file__).with_name("helper.py")
-HELPER_DIGEST = "b2:" + hashlib.blake2b(HELPER_SOURCE.read_bytes(), digest_size=16).hexdigest()
+# what is installed: the helper and the scanner's package beside it, as one stream (its digest names it)
+HELPER_BUNDLE = pack_sources([("helper.py", HELPER_SOURCE.read_bytes()), *scanner_sources()])
+HELPER_DIGEST = "b2:" + hashlib.blake2b(HELPER_BUNDLE, digest_size=16).hexdigest()
 EXEC_TIMEOUT = 120
+ARG_BYTES = "@b64:"  # an argument of a helper call given as the base64 of its bytes (``carried``)
 
 
 class HelperError(RuntimeError):
@@ -107,9 +122,12 @@ class ContainerWorkspace:
         self.reinstalls = 0
         self._files: dict[str, FileState] = {}
         self._sigs: dict[str, str] = {}
-        self._states: dict[str, FileState | None] = {}
+        self._states: dict[str, FileState | None] = {}  # file states known as of the last snapshot
+        self._ignored: frozenset[str] = frozenset()  # what is in the tree that the snapshot does not hash
+        self._untracked: tuple[str, ...] = ()  # directories the helper's scanner no longer tracks
         self._kept: dict[str, bytes] = {}
         self._contents: dict[str, bytes] = {}  # files the last command's output claims to show, as they are now
+        self._links: dict[str, tuple[str, str]] = {}  # ...those of them that are symbolic links (workspace.symlink)
         self._heads: dict[str, bytes] = {}
         self._report: dict | None = None
         self._watch_new: list[str] = []
@@ -146,8 +164,17 @@ class ContainerWorkspace:
         raise HelperError(f"no answer from the helper: {raw[-300:]!r}")
 
     def helper_argv(self, *args: str) -> list[str]:
-        """The argv of a helper call."""
-        return [self.python, "-S", "-E", f"{self.dir}/helper.py", "--run", self.nonce, HELPER_DIGEST, *args]
+        """The argv of a helper call (its arguments in a form every transport carries: ``carried``)."""
+        return [
+            self.python,
+            "-S",
+            "-E",
+            f"{self.dir}/helper.py",
+            "--run",
+            self.nonce,
+            HELPER_DIGEST,
+            *map(carried, args),
+        ]
 
     def _install(self) -> None:
         """Copy the helper into a new private directory, find a Python, take the first snapshot: one
@@ -160,20 +187,25 @@ class ContainerWorkspace:
         self.seq = 0
         script = (
             f"umask 077; {f'rm -rf {shlex.quote(old)}; ' if old else ''}mkdir -m 700 {self.dir} && "
-            f"cat > {self.dir}/helper.py && "
             "PY=$(command -v python3 || command -v python || echo /usr/bin/python3) && "
+            f'"$PY" -S -E -c {shlex.quote(UNPACK_SOURCES)} {self.dir} && '
             f'"$PY" -S -E {self.dir}/helper.py --run {self.nonce} {HELPER_DIGEST} init {shlex.quote(self.root)} '
             f"{self.state_file}"
         )
-        data = self._json(self._exec(["sh", "-c", script], stdin=HELPER_SOURCE.read_bytes()))
+        data = self._json(self._exec(["sh", "-c", script], stdin=HELPER_BUNDLE))
         self.python = data.get("executable") or "python3"
         self._files = {p: FileState(*fs) for p, fs in data["files"].items()}
+        self._untracked = tuple(data.get("untracked_dirs") or ())
+        self._ignored = frozenset(data.get("ignored") or ())
+        self._report_untracked(data)
         self._git = data.get("git") or {}
 
     def _recover(self, error: HelperError) -> None:
         """The helper failed: forget what it said, install it again (its snapshot is the new
         baseline), and report the fault. Raises HelperError when it cannot be installed."""
         self._sigs, self._states, self._kept, self._contents, self._heads = {}, {}, {}, {}, {}
+        self._links = {}
+        self._untracked = ()
         self._report, self._watch_new = None, []
         self.reinstalls += 1
         self._install()
@@ -236,7 +268,7 @@ class ContainerWorkspace:
         report, self._report = self._report, None
         if report is None and self._first_scan:
             self._first_scan = False  # the snapshot taken when installing is the first scan
-            return Snapshot(dict(self._files), self.root)
+            return self._snapshot()
         self._first_scan = False
         if report is None:
             self.seq += 1
@@ -256,9 +288,12 @@ class ContainerWorkspace:
                 )
             except HelperError as e:
                 self._recover(e)
-                return Snapshot(dict(self._files), self.root)
+                return self._snapshot()
             self._watch_new = []
         changed = set()
+        # what was asked of the helper before holds no more: a change it does not list (a link's target, a
+        # file no scan covers) can have changed it; this command's own states come with the report
+        self._states = {}
         for path, fs in report.get("changes", []):
             if fs is None:
                 self._files.pop(path, None)
@@ -266,15 +301,28 @@ class ContainerWorkspace:
                 self._files[path] = FileState(*fs)
             changed.add(path)
         if changed:  # what an earlier command signed of them no longer holds: the new snapshot speaks
-            for path in changed:
-                self._states.pop(path, None)
             self._sigs = {k: v for k, v in self._sigs.items() if not _touched(k, changed)}
         self._sigs.update(report.get("sigs", {}))
         self._states.update({p: (FileState(*fs) if fs else None) for p, fs in report.get("states", {}).items()})
         self._kept = {p: base64.b64decode(v) for p, v in report.get("kept", {}).items()}
         self._contents = {p: base64.b64decode(v) for p, v in report.get("contents", {}).items()}
+        self._links = {p: (str(d), str(t)) for p, (d, t) in (report.get("links") or {}).items()}
         self._heads.update({p: base64.b64decode(v) for p, v in report.get("heads", {}).items()})
-        return Snapshot(dict(self._files), self.root)
+        self._untracked = tuple(report.get("untracked_dirs") or ())
+        if report.get("ignored") is not None:  # sent when it changed
+            self._ignored = frozenset(report["ignored"])
+        self._report_untracked(report)
+        return self._snapshot()
+
+    def _snapshot(self) -> Snapshot:
+        return Snapshot(dict(self._files), self.root, untracked=self._untracked)
+
+    def _report_untracked(self, report: dict) -> None:
+        """Each directory the helper's scanner stopped tracking, as the local workspace reports one."""
+        if self.on_fault is None:
+            return
+        for _path, summary in report.get("untracked") or ():
+            self.on_fault("scanning the workspace", UntrackedTree(summary))
 
     def kept(self) -> dict[str, bytes]:
         return self._kept
@@ -304,14 +352,53 @@ class ContainerWorkspace:
         return out
 
     def file_state(self, path: str) -> FileState | None:
+        """The state of ``path`` as ``cat`` reads it (symlinks followed), as of the last snapshot: from
+        the snapshot where it holds the file itself, else asked of the helper (one round trip, its
+        answer kept until the next snapshot)."""
         if path in self._states:
             return self._states[path]
         fs = self._files.get(path)
-        return fs if fs is not None and not fs.digest.startswith("link:") else None
+        if fs is not None and not fs.digest.startswith("link:"):
+            return fs
+        if fs is None and self._absent(path):
+            return None
+        try:
+            data = self._json(self._exec(self.helper_argv("state", self.state_file, path)))
+            raw = data["states"].get(path)
+        except (HelperError, KeyError, AttributeError, TypeError) as e:
+            if self.on_fault is not None:
+                self.on_fault("asking the container helper for a file's state", e)
+            return None
+        self._states[path] = FileState(*raw) if raw else None
+        return self._states[path]
+
+    def _absent(self, path: str) -> bool:
+        """Whether the last snapshot shows that no file is at ``path``: a path in the tree (not under
+        ``.git``) that neither the snapshot, nor what it does not hash, nor an untracked directory holds
+        (every directory of the tree is listed whole: a name in none of those is not there, or is a
+        directory), nor reached through a symlink."""
+        prefix = self.root.rstrip("/") + "/"
+        path = os.path.normpath(path)
+        if not path.startswith(prefix) or "/.git/" in path[len(prefix) - 1 :] + "/":
+            return False
+        d = path
+        while len(d) >= len(prefix):
+            if d in self._ignored or d in self._untracked:
+                return False
+            above = self._files.get(d)
+            if above is not None and above.digest.startswith("link:"):
+                return False  # reached through a symlink: its target's, which the helper resolves
+            d = os.path.dirname(d)
+        return True
 
     def content(self, path: str, limit: int) -> bytes | None:
         data = self._contents.get(path)
         return data if data is not None and len(data) <= limit else None
+
+    def symlink(self, path: str) -> tuple[str, str | None] | None:
+        """Where a path the last command's output showed is a symbolic link: its own digest and the file
+        it resolves to, as the helper found them after the command; None for any other path."""
+        return self._links.get(path)
 
     def watch(self, paths: Iterable[str]) -> None:
         for p in paths:
@@ -348,6 +435,17 @@ class ContainerWorkspace:
             except Exception:
                 pass
             self.dir = ""
+
+
+def carried(arg: str) -> str:
+    """``arg`` as a transport can carry it: as it is when it is UTF-8, else ARG_BYTES and the base64 of
+    its bytes (a file name that is not UTF-8: ``docker exec`` sends argv through JSON, which would make
+    its bytes U+FFFD; the helper decodes it back)."""
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return ARG_BYTES + base64.b64encode(os.fsencode(arg)).decode("ascii")
+    return arg
 
 
 def _touched(key: str, changed: set[str]) -> bool:

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol
 
 from ledger_runtime.records import Baseline
 from ledger_runtime.workspace.baseline import HeadContents, take_baseline
-from ledger_runtime.workspace.hashing import FileState, digest_bytes, open_quietly
+from ledger_runtime.workspace.hashing import XXH3, Digests, FileState
 from ledger_runtime.workspace.scanner import ScanBounds, Snapshot, Untracked, UntrackedTree, WorkspaceScanner
-from ledger_runtime.workspace.signatures import PSEUDO_TREES, Probe
+from ledger_runtime.workspace.scanning.filestate import PSEUDO_TREES, read_regular
+from ledger_runtime.workspace.signatures import Probe
 
 if TYPE_CHECKING:
     from ledger_runtime.analysis.commands import Analysis
@@ -86,6 +87,7 @@ class LocalWorkspace:
         watch_events: bool = True,
         bounds: ScanBounds | None = None,
         report: Callable[[str, BaseException], None] | None = None,
+        digests: Digests = XXH3,
     ):
         self.report = report
         self._unreported: list[Untracked] = []
@@ -96,6 +98,7 @@ class LocalWorkspace:
             watch_events=watch_events,
             bounds=bounds,
             on_untracked=self._untracked,
+            digests=digests,
         )
         self.root = self.scanner.root
         self.probe = Probe(self.scanner.cache)
@@ -132,7 +135,7 @@ class LocalWorkspace:
         return self.probe.sign_many(keys)
 
     def digest(self, data: bytes) -> str:
-        return digest_bytes(data)
+        return self.scanner.cache.digests.content(data)
 
     def file_state(self, path: str) -> FileState | None:
         return self.probe.file_state(path)
@@ -144,7 +147,7 @@ class LocalWorkspace:
             # must not keep vouching for the old content, so the next scan hashes the file again
             real = os.path.realpath(path)
             cached = self.probe.cache.entries.get(real)
-            if cached is not None and cached[2].digest != digest_bytes(data):
+            if cached is not None and cached[2].digest != self.digest(data):
                 self.probe.cache.forget(real)
                 self.scanner.recheck(real)  # inotify raised no event for it either
                 self.scanner.recheck(os.path.abspath(path))
@@ -186,30 +189,3 @@ class LocalWorkspace:
         self.scanner.close()
         if self._head is not None:
             self._head.close()
-
-
-def read_regular(path: str, limit: int) -> bytes | None:
-    """A regular file's bytes, symlinks followed, if it is at most ``limit`` bytes and not under
-    /proc, /sys or /dev (however it is reached: through a symlink, or as //proc)."""
-    real = os.path.realpath(path)
-    if (real + "/").startswith(PSEUDO_TREES):
-        return None
-    try:
-        fd = open_quietly(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        data = os.read(fd, limit + 1)
-        while len(data) <= limit:
-            more = os.read(fd, limit + 1 - len(data))
-            if not more:
-                break
-            data += more
-        return data if len(data) <= limit else None
-    except OSError:
-        return None
-    finally:
-        os.close(fd)

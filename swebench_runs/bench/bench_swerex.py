@@ -10,7 +10,7 @@ command, in ms: median (p50) and p95 of each, the paired difference, the ratio o
 start-up (the deployment's start, then the ledger's: its store and the helper's install, one request);
 the requests beyond the commands' own (0 is the design: each snapshot rides in its command's request);
 and, with ``docker exec``, what the snapshot helper costs inside the container: an empty exec, the
-helper's Python starting, and ``helper.py post`` with nothing changed.
+helper's Python starting, and ``helper.py post`` with nothing changed (a whole call: its scan included).
 
     python swebench_runs/bench/bench_swerex.py [--repeat 20] [--out swebench_runs/bench/results/swerex.json]
 
@@ -97,7 +97,11 @@ def main(argv: list[str] | None = None) -> int:
         in_band = env.container.reports_in_band
         name = env.inner.deployment.container_name
         ws = env.container
-        post = " ".join(ws.helper_argv("post", ws.state_file, "--seq", "999999", "--keep", "0"))
+        # a call number of its own each time ($(date +%s%N) grows): a fixed one would be a stale call after the
+        # first, answered before any scan
+        post = " ".join(ws.helper_argv("post", ws.state_file, "--seq", "SEQ", "--keep", "0")).replace(
+            "SEQ", "$(date +%s%N)"
+        )
         anatomy = {
             "empty": in_container(name, "true", args.repeat),
             "python_start": in_container(name, "python3 -S -E -c pass", args.repeat),

@@ -6,24 +6,22 @@ from and never changed, and the entries that differ from it (a path that is gone
 ``changed`` makes the next map from this one and a list of changes in what the changes cost. When
 what differs outgrows a share of the base, the next map starts from a base of its own (the one
 copy, paid once in many scans). A map, once made, never changes: a snapshot keeps what it saw.
+
+Python 3.6+, standard library only (the package docstring says why).
 """
 
-from __future__ import annotations
-
-from typing import Iterable, Iterator, Mapping
-
-from ledger_runtime.workspace.hashing import FileState
+from collections.abc import Mapping
 
 MIN_OVERLAY = 4096  # entries that differ from the base before a map starts from a base of its own
 OVERLAY_SHARE = 8  # ...or one eighth of the base, if that is more
 
 
-class FileMap(Mapping[str, FileState]):
+class FileMap(Mapping):
     """Path -> FileState (see the module docstring)."""
 
     __slots__ = ("_base", "_over", "_len")
 
-    def __init__(self, base: dict[str, FileState], over: dict[str, FileState | None] | None = None) -> None:
+    def __init__(self, base, over=None):
         self._base = base
         self._over = over or {}
         n = len(base)
@@ -31,7 +29,7 @@ class FileMap(Mapping[str, FileState]):
             n += (fs is not None) - (p in base)
         self._len = n
 
-    def __getitem__(self, path: str) -> FileState:
+    def __getitem__(self, path):
         over = self._over
         if path in over:
             fs = over[path]
@@ -40,29 +38,29 @@ class FileMap(Mapping[str, FileState]):
             return fs
         return self._base[path]
 
-    def get(self, path: str, default=None):  # type: ignore[override]
+    def get(self, path, default=None):
         over = self._over
         if path in over:
             fs = over[path]
             return default if fs is None else fs
         return self._base.get(path, default)
 
-    def __contains__(self, path: object) -> bool:
+    def __contains__(self, path):
         over = self._over
         if path in over:
-            return over[path] is not None  # type: ignore[index]
+            return over[path] is not None
         return path in self._base
 
-    def __len__(self) -> int:
+    def __len__(self):
         return self._len
 
-    def __iter__(self) -> Iterator[str]:
+    def __iter__(self):
         over = self._over
         if not over:
             return iter(self._base)
         return self._iter(over)
 
-    def _iter(self, over: dict[str, FileState | None]) -> Iterator[str]:
+    def _iter(self, over):
         for p in self._base:
             if p not in over:
                 yield p
@@ -70,10 +68,10 @@ class FileMap(Mapping[str, FileState]):
             if fs is not None:
                 yield p
 
-    def items(self):  # type: ignore[override]
+    def items(self):
         return self._base.items() if not self._over else super().items()
 
-    def changed(self, changes: Iterable[tuple[str, FileState | None]]) -> FileMap:
+    def changed(self, changes):
         """This map with each (path, new state or None: gone) applied."""
         over = dict(self._over)
         over.update(changes)
@@ -83,5 +81,5 @@ class FileMap(Mapping[str, FileState]):
             return FileMap(base)
         return FileMap(self._base, over)
 
-    def __repr__(self) -> str:
-        return f"FileMap({len(self)} files, {len(self._over)} over the base)"
+    def __repr__(self):
+        return "FileMap(%d files, %d over the base)" % (len(self), len(self._over))

@@ -1,0 +1,196 @@
+"""A file's state (its digest, size and line count), behind a stat cache that never trusts a racy entry.
+
+A file's digest is the hex hash of its bytes, spelled by the workspace's ``Digests`` (xxh3-128
+locally, "b2:" and blake2b-128 in a container). Files that cannot be hashed still get a digest that
+changes whenever they do: a symlink hashes its target text, a file over the size limit its stat
+data, an unreadable file its stat data too. The cache keys a digest by (mtime_ns, ctime_ns, size,
+inode, mode); like git's "racily clean" rule, an entry is only trusted when the file's modification
+time is older than the moment it was hashed by more than the file system's timestamp granularity, so
+a same-size rewrite within one clock tick is never missed (a rewrite that forges the old mtime still
+moves ctime, which is part of the key).
+
+Python 3.6+, standard library only (the package docstring says why).
+"""
+
+import collections
+import os
+import stat
+import time
+
+RACY_NS = 2000000000  # covers 1 s (and 2 s FAT) timestamp granularity with room to spare
+CHUNK = 1 << 20
+NOATIME = getattr(os, "O_NOATIME", 0)
+PSEUDO_TREES = ("/proc/", "/sys/", "/dev/")  # never read to sign a file, nor to check what a command showed
+
+FileState = collections.namedtuple("FileState", "digest size lines")
+FileState.__doc__ = "A file's digest, size in bytes, and line count (None when binary, too large or unreadable)."
+
+now_ns = getattr(time, "time_ns", None) or (lambda: int(time.time() * 1e9))  # Python 3.6 has no time_ns
+
+
+class Digests(object):
+    """How a workspace spells a hash: ``new()`` gives a hasher (``update``, ``hexdigest``); a file's
+    content hash is ``prefix`` + its hex digest, a link's "link:" + the bare hex digest of its target."""
+
+    __slots__ = ("name", "new", "prefix")
+
+    def __init__(self, name, new, prefix=""):
+        self.name, self.new, self.prefix = name, new, prefix
+
+    def bare(self, data):
+        h = self.new()
+        h.update(data)
+        return h.hexdigest()
+
+    def content(self, data):
+        return self.prefix + self.bare(data)
+
+
+def open_quietly(path, flags):
+    """``os.open`` without changing the file's access time where the file's owner (or root) may ask
+    for that (O_NOATIME); for another's file, as usual: the ledger's reads leave atimes as they were
+    wherever the system lets them."""
+    if NOATIME:
+        try:
+            return os.open(path, flags | NOATIME)
+        except PermissionError:
+            pass  # EPERM: not the file's owner
+    return os.open(path, flags)
+
+
+def count_lines(data):
+    """Lines as an editor counts them: a last line without a newline still counts."""
+    if not data:
+        return 0
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+def stat_key(st):
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode)
+
+
+def _stat_token(kind, st):
+    return "%s:%d:%d:%d:%d" % (kind, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+class HashCache(object):
+    """States of files by path, read again only when their stat data changes (or is racy)."""
+
+    def __init__(self, digests, max_hash_bytes=64 * 1024 * 1024):
+        self.digests = digests
+        self.max_hash_bytes = max_hash_bytes
+        # path -> (stat key, when hashed, state); the scanner's hot loop reads it directly
+        self.entries = {}
+        self.reads = 0  # files actually read, for tests and benchmarks
+        self.kept = {}  # contents kept by the last scan: path -> bytes
+
+    def state(self, path, st=None, keep_limit=0):
+        """The FileState of ``path`` (None when it does not exist or is not a file or symlink).
+
+        ``st`` is the path's lstat result when the caller has it. With ``keep_limit`` > 0, a text
+        file of at most that many bytes that had to be read is also kept in ``self.kept``.
+        """
+        try:
+            if st is None:
+                st = os.lstat(path)
+            mode = st.st_mode
+            if stat.S_ISLNK(mode):
+                return FileState("link:" + self.digests.bare(os.fsencode(os.readlink(path))), st.st_size, None)
+            if not stat.S_ISREG(mode):
+                return None
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as e:
+            return FileState("unreadable:%s" % e.errno, 0, None)
+        key = stat_key(st)
+        cached = self.entries.get(path)
+        if cached is not None and cached[0] == key and st.st_mtime_ns < cached[1] - RACY_NS:
+            return cached[2]
+        if st.st_size > self.max_hash_bytes:
+            fs = FileState(_stat_token("large", st), st.st_size, None)
+            self.entries[path] = (key, now_ns(), fs)
+            return fs
+        hashed_at = now_ns()
+        fs = self._read(path, st, keep_limit)
+        if fs is None:
+            self.entries.pop(path, None)
+            return None
+        if not fs.digest.startswith("unreadable"):
+            self.entries[path] = (key, hashed_at, fs)
+        return fs
+
+    def _read(self, path, st, keep_limit):  # noqa: C901
+        self.reads += 1
+        try:
+            fd = open_quietly(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except (FileNotFoundError, NotADirectoryError):
+            return None  # vanished between the stat and the open
+        except OSError:
+            return FileState(_stat_token("unreadable", st), st.st_size, None)
+        try:
+            h = self.digests.new()
+            nbytes = newlines = 0
+            binary = False
+            last = b""
+            parts = [] if keep_limit and st.st_size <= keep_limit else None
+            while True:
+                chunk = os.read(fd, CHUNK)
+                if not chunk:
+                    break
+                if not nbytes:
+                    binary = b"\0" in chunk[:8192]
+                h.update(chunk)
+                if not binary:
+                    newlines += chunk.count(b"\n")
+                nbytes += len(chunk)
+                last = chunk
+                if parts is not None:
+                    parts.append(chunk)
+                    if nbytes > keep_limit:
+                        parts = None
+        except OSError:
+            return FileState(_stat_token("unreadable", st), st.st_size, None)
+        finally:
+            os.close(fd)
+        line_count = None if binary else newlines + (1 if nbytes and not last.endswith(b"\n") else 0)
+        if parts is not None and not binary:
+            self.kept[path] = b"".join(parts)
+        return FileState(self.digests.prefix + h.hexdigest(), nbytes, line_count)
+
+    def forget(self, path):
+        self.entries.pop(path, None)
+
+    def export(self):
+        """The cache as JSON-able data, for runs that span processes (hooks)."""
+        return {p: [list(k), t, list(fs)] for p, (k, t, fs) in self.entries.items()}
+
+    def load(self, data):
+        for p, (k, t, fs) in data.items():
+            self.entries[p] = (tuple(k), int(t), FileState(*fs))
+
+
+def read_regular(path, limit):
+    """A regular file's bytes, symlinks followed, if it is at most ``limit`` bytes and not under
+    /proc, /sys or /dev (however it is reached: through a symlink, or as //proc)."""
+    real = os.path.realpath(path)
+    if (real + "/").startswith(PSEUDO_TREES):
+        return None
+    try:
+        fd = open_quietly(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        data = os.read(fd, limit + 1)
+        while len(data) <= limit:
+            more = os.read(fd, limit + 1 - len(data))
+            if not more:
+                break
+            data += more
+        return data if len(data) <= limit else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
