@@ -1,7 +1,8 @@
-"""What a command needs beyond the base install (``pip install ledger-runtime``: mini, codex, demo,
-inspect, replay, config), and the extra of pyproject.toml that brings it: the SWE-bench arms and
-their report (``[swebench]``: the Docker SDK, matplotlib) and the tau2 gate (``[tau2]``). A command
-whose extra is missing says which one to install, in one line, and exits 2."""
+"""What a command needs beyond the base install (``pip install ledger-runtime``: codex, claude,
+inspect, replay, config), and the extra of pyproject.toml that brings it: mini-swe-agent for ``mini``
+and ``demo`` (``[mini]``), the SWE-bench arms and their report (``[swebench]``: mini-swe-agent, the
+Docker SDK, matplotlib) and the tau2 gate (``[tau2]``). A command whose extra is missing says which
+one to install, in one line, and exits 2."""
 
 from __future__ import annotations
 

@@ -172,3 +172,54 @@ def test_what_a_model_of_your_own_lacks_is_said_up_front(tmp_path):
     msg = one_line_error(ledger_run("mini", "-m", "openai/m", "--api-base", f"http://127.0.0.1:{port}/v1", *common))
     assert "OPENAI_API_KEY=dummy" in msg
     assert time.monotonic() - t0 < 240
+
+
+@pytest.mark.slow
+def test_a_config_mistake_is_one_line_at_once_not_minutes_of_retries(tmp_path, server):
+    """No provider prefix with --api-base, an address without its scheme: said before the run; a
+    request the server refuses as malformed (HTTP 400) ends the run at its first answer."""
+    import http.server
+    import threading
+
+    repo = make_repo(tmp_path / "repo", FILES)
+    common = ["-t", "x", "-w", str(repo), "-y", "--exit-immediately"]
+    base = f"http://127.0.0.1:{server.port}/v1"
+    t0 = time.monotonic()
+    msg = one_line_error(ledger_run("mini", "-m", "scripted", "--api-base", base, *common, "-o", str(tmp_path / "a")))
+    assert "-m openai/scripted" in msg
+    bare = base.split("://", 1)[1]
+    msg = one_line_error(ledger_run("mini", "-m", "openai/m", "--api-base", bare, *common, "-o", str(tmp_path / "b")))
+    assert f"--api-base http://{bare}" in msg
+
+    class Refuses(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            body = json.dumps({"error": {"message": "unknown parameter: tools", "type": "invalid_request_error"}})
+            self.send_response(400)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuses)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        r = ledger_run(
+            "mini",
+            "-m",
+            "openai/m",
+            "--api-base",
+            url,
+            *common,
+            "-o",
+            str(tmp_path / "c"),
+            env={"OPENAI_API_KEY": "dummy"},
+        )
+        assert "BadRequestError" in one_line_error(r) and r.returncode == 1
+    finally:
+        httpd.shutdown()
+    assert time.monotonic() - t0 < 90, "no minutes of retries"

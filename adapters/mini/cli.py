@@ -32,6 +32,9 @@ def demo(
     shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: run every command, no state view."),
 ) -> None:
     """The main job, offline: mini-swe-agent with a scripted model fixes a small buggy project, with the ledger."""
+    from ledger_adapters.extras import require
+
+    require("mini", "minisweagent", "ledger-run demo")
     from ledger_adapters.mini.demo import main_demo
     from ledger_runtime import fail, load, render_summary, summary, unwritable
 
@@ -329,7 +332,8 @@ def _mini_config(
             "agent": {
                 "mode": "yolo" if options.yolo else UNSET,
                 "cost_limit": options.cost_limit if options.cost_limit is not None else UNSET,
-                "confirm_exit": False if options.exit_immediately else UNSET,
+                # no terminal to ask whether to finish (a script, CI): it finishes when the agent submits
+                "confirm_exit": False if options.exit_immediately or not sys.stdin.isatty() else UNSET,
                 "output_path": str(run_dir / "trajectory.traj.json"),
             },
         },
@@ -341,7 +345,7 @@ def run(valid: MiniRun) -> None:
     none, then the model, the agent's config and the environment checked (one-line errors), and the run."""
     from minisweagent.agents import get_agent
 
-    from ledger_adapters.mini.models import model_problem, server_of, unreachable
+    from ledger_adapters.mini.models import address_problem, model_problem, server_of, unreachable
     from ledger_runtime import fail
 
     cfg, task = valid.cfg, valid.task
@@ -352,7 +356,11 @@ def run(valid: MiniRun) -> None:
         task = _multiline_prompt()
         cfg["environment"]["ledger"]["task"] = task
     model_cfg = cfg.get("model", {})
-    problem = model_problem(model_cfg, valid.inner_model, os.environ, _missing_api_keys(model_cfg.get("model_name")))
+    given = (model_cfg.get("model_kwargs") or {}).get("api_base")
+    problem = address_problem(model_cfg, valid.inner_model, _litellm_provider() if given else None)
+    problem = problem or model_problem(
+        model_cfg, valid.inner_model, os.environ, _missing_api_keys(model_cfg.get("model_name"))
+    )
     litellm = valid.inner_model in ("", "litellm", "litellm_textbased")
     server = server_of(model_cfg, os.environ) if litellm else None
     problem = problem or (server and unreachable(server))
@@ -365,6 +373,15 @@ def run(valid: MiniRun) -> None:
     env = _environment(cfg.get("environment", {}), valid.inner_env)
     agent = get_agent(model, env, cfg.get("agent", {}), default_type="interactive")
     _run_agent(agent, env, task, valid.run_dir)
+
+
+def _litellm_provider() -> Any:
+    """litellm's ``get_llm_provider`` (raises for a model name it cannot place); None without litellm."""
+    try:
+        import litellm
+    except ImportError:
+        return None
+    return getattr(litellm, "get_llm_provider", None)
 
 
 def _model(model_cfg: dict[str, Any]) -> Any:
@@ -520,7 +537,9 @@ def mini(
     run_dir: Optional[Path] = LedgerOptions.run_dir_option("the ledger and trajectory"),
     yolo: bool = typer.Option(False, "-y", "--yolo", help="Run commands without asking for confirmation."),
     exit_immediately: bool = typer.Option(
-        False, "--exit-immediately", help="Finish when the agent submits, without asking."
+        False,
+        "--exit-immediately",
+        help="Finish when the agent submits, without asking (so it does with no terminal to ask on).",
     ),
     cost_limit: Optional[float] = typer.Option(None, "-l", "--cost-limit", help="Cost limit (0: none)."),
     model_class: Optional[str] = typer.Option(None, "--model-class", help="mini-swe-agent model class to wrap."),
@@ -536,6 +555,9 @@ def mini(
     ),
 ) -> None:
     """mini-swe-agent with the ledger around it, on any model litellm supports."""
+    from ledger_adapters.extras import require
+
+    require("mini", "minisweagent", "ledger-run mini")
     ledger = LedgerOptions(workdir, run_dir, ledger_config, no_inform, no_govern, shadow)
     options = MiniOptions(
         ledger,

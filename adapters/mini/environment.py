@@ -422,6 +422,7 @@ class LedgerModel:
             # below says it once
             sys.modules["litellm"].suppress_debug_info = True
         self.inner = cls(**kwargs)
+        _abort_on_bad_requests(self.inner)
         self.inner_class = inner_class
         self.unpriced_calls = 0  # model calls whose cost is not known
         self._price_known: bool | None = None  # whether litellm has a price for the model (asked once)
@@ -531,6 +532,16 @@ class LedgerModel:
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+
+def _abort_on_bad_requests(model: Any) -> None:
+    """A request the provider refuses as malformed (litellm's BadRequestError: no provider named, a
+    parameter it does not take) fails the same way however often it is sent: mini-swe-agent's retries,
+    minutes of them, end at the first (the run then stops with one line saying why)."""
+    aborts = getattr(model, "abort_exceptions", None)
+    bad = getattr(getattr(sys.modules.get("litellm"), "exceptions", None), "BadRequestError", None)
+    if isinstance(aborts, list) and bad is not None and bad not in aborts:
+        model.abort_exceptions = [*aborts, bad]  # on the instance: the class's list is mini's own
 
 
 def _tracks_cost(cls: type) -> bool:

@@ -69,6 +69,29 @@ def model_problem(
     return f"no API key for {name}: set {' or '.join(keys)} (or pass another -m)"
 
 
+def address_problem(model_cfg: Mapping[str, Any], model_class: str, known: Any = None) -> str | None:
+    """Why an address given for the model (``--api-base``) cannot work, in one line, or None: it has
+    no scheme (``127.0.0.1:8089/v1``), or the model names no provider litellm can reach it with
+    (``-m scripted``: litellm would retry "LLM Provider NOT provided" for minutes). ``known``: a
+    function that raises for a model name litellm cannot place (``litellm.get_llm_provider``)."""
+    name = str(model_cfg.get("model_name") or "")
+    base = (model_cfg.get("model_kwargs") or {}).get("api_base")
+    if not isinstance(base, str) or not base or model_class not in LITELLM_CLASSES:
+        return None
+    if not base.startswith(("http://", "https://")):
+        return f"--api-base {base}: give its scheme, --api-base http://{base.split('://')[-1]}"
+    if provider(name) or known is None:
+        return None
+    try:
+        known(name)
+    except Exception:
+        return (
+            f"-m {name} names no provider for --api-base: an OpenAI-compatible server is -m openai/{name} "
+            f"(vLLM: hosted_vllm/{name}, ollama: ollama/{name})"
+        )
+    return None
+
+
 def unreachable(url: str, timeout: float = 3.0) -> str | None:
     """Why nothing answers at ``url`` (a TCP connection to its host and port), or None."""
     try:
