@@ -374,3 +374,69 @@ def test_gemini_models_before_2_5_cache_nothing():
 
     assert min_cached(GEMINI, "gemini/gemini-2.0-flash") > 10**9 and min_cached(GEMINI, "gemini-1.5-pro") > 10**9
     assert min_cached(GEMINI, "gemini-2.5-flash") == 2048 and min_cached(GEMINI, "gemini-3-pro-preview") == 4096
+
+
+def test_the_2026_rules_worked_by_hand():
+    """Each provider's rule of 2026, on prompts of one token a character (OneTokenPerChar: a message's
+    framing is 3 tokens), priced by hand."""
+    from ledger_adapters.litellm_pricing import cache_prices, openai_bills_writes
+
+    # OpenAI from GPT-5.6: the prefix it caches beyond what it read is written at 1.25x the input price
+    assert openai_bills_writes("gpt-5.6") and openai_bills_writes("openai/gpt-6-mini")
+    assert (
+        not openai_bills_writes("gpt-5-mini") and not openai_bills_writes("gpt-5.4") and not openai_bills_writes("o3")
+    )
+    r56 = Rates("gpt-5.6", OPENAI, input=1.0, cache_read=0.1, cache_write=1.25, output=2.0)
+    cache = Cache(r56, OneTokenPerChar())
+    first = cache.bill(prompt(A))  # 1,503 tokens: 11 steps of 128 (1,408) written, 95 uncached
+    assert (first.uncached, first.cache_read, first.cache_write) == (95, 0, 1408)
+    assert first.cost(r56) == pytest.approx(95 + 1.25 * 1408)
+    second = cache.bill(prompt(A, B))  # 2,206: 1,408 read, 2,176 cached (17 steps) so 768 written, 30 uncached
+    assert (second.cache_read, second.cache_write, second.uncached) == (1408, 768, 30)
+    assert second.cost(r56) == pytest.approx(0.1 * 1408 + 1.25 * 768 + 30)
+    # earlier gpt-5: nothing written, the rest uncached
+    r5 = Rates("gpt-5-mini", OPENAI, input=1.0, cache_read=0.1, cache_write=1.0, output=2.0)
+    again = Cache(r5, OneTokenPerChar())
+    again.bill(prompt(A))
+    assert (lambda b: (b.cache_read, b.cache_write, b.uncached))(again.bill(prompt(A, B))) == (1408, 0, 798)
+    # Anthropic's 1-hour cache: writes at 2x (litellm's own price where it has it)
+    price = {"input_cost_per_token": 3e-06, "cache_read_input_token_cost": 3e-07}
+    assert cache_prices("claude-x", "anthropic", price, hour=True) == (3e-07, pytest.approx(6e-06))
+    assert cache_prices("claude-x", "anthropic", price) == (3e-07, pytest.approx(3.75e-06))
+    assert (
+        cache_prices("claude-x", "anthropic", {**price, "cache_creation_input_token_cost_above_1hr": 7e-06}, True)[1]
+        == 7e-06
+    )
+    hour = Rates("claude-x@1h", ANTHROPIC, input=1.0, cache_read=0.1, cache_write=2.0, output=2.0)
+    assert Cache(hour, OneTokenPerChar()).bill(prompt(A)).cost(hour) == pytest.approx(2.0 * 1503)
+    # GPT-5.6 without litellm's write price: 1.25x by the rule; Gemini 3 writes free, from 4,096 tokens
+    assert cache_prices("gpt-5.6", "openai", {"input_cost_per_token": 4e-06})[1] == pytest.approx(5e-06)
+    assert cache_prices("gemini-3-pro", "gemini", {"input_cost_per_token": 2e-06})[1] == 2e-06
+    g3 = Cache(Rates("gemini-3-pro", GEMINI, 1.0, 0.1, 1.0, 2.0), OneTokenPerChar())
+    g3.bill(prompt(A * 3))
+    assert g3.bill(prompt(A * 3, B)).cache_read == 4503, "4,503 tokens shared: above 4,096, no steps"
+
+
+def test_litellm_pricing_takes_each_models_own_rule():
+    from ledger_adapters.litellm_pricing import LitellmPricing
+
+    p56 = LitellmPricing("gpt-5.6")
+    assert p56.provider == "openai" and p56.cache_write_cost == pytest.approx(1.25 * p56.input_cost)
+    mini = LitellmPricing("gpt-5-mini")
+    assert mini.cache_write_cost == mini.input_cost
+    hour = LitellmPricing("claude-sonnet-4-5@1h")
+    assert hour.cache_write_cost == pytest.approx(2 * hour.input_cost) and hour.tokens("user", "hi") > 0
+    with pytest.raises(LookupError):
+        LitellmPricing("gpt-5-mini@1h")
+
+
+def test_report_prices_a_runs_tokens_by_its_models_rule():
+    from ledger_harness.swebench.report import rule_cost
+
+    # gpt-5-mini: 4,000 uncached at $0.25/M, 6,000 read at $0.025/M, 100 out at $2/M
+    assert rule_cost("openai/gpt-5-mini", 10_000, 100, 6_000, 0) == pytest.approx(
+        4e3 * 2.5e-7 + 6e3 * 2.5e-8 + 100 * 2e-6
+    )
+    # gpt-5.6 bills what it wrote: 2,000 written at $5/M, 2,000 uncached at $4/M, 6,000 read at $0.4/M
+    assert rule_cost("gpt-5.6", 10_000, 0, 6_000, 2_000) == pytest.approx(2e3 * 4e-6 + 6e3 * 4e-7 + 2e3 * 5e-6)
+    assert rule_cost("no-such-model", 10, 1, 0, 0) is None and rule_cost("gpt-5-mini", None, None, None, None) is None

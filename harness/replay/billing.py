@@ -3,11 +3,15 @@ output, by the provider's rule of prompt caching, given the calls of the run bef
 
 - **OpenAI** (automatic): a call reads from the cache the longest prefix its prompt shares, token by
   token, with an earlier prompt of the run, counted in steps of 128 tokens and only from 1,024 on;
-  writing to the cache costs nothing.
+  writing to the cache costs nothing up to GPT-5.5; from GPT-5.6 on the prompt's prefix it caches
+  (in steps of 128, from 1,024) beyond what it read is billed at the cache-write price, 1.25x the
+  input price (``Rates.cache_write`` above ``input``).
 - **Anthropic** (explicit breakpoints): a call writes a cache entry for its prompt up to each
   ``cache_control`` breakpoint (mini-swe-agent's ``set_cache_control: default_end`` puts one on the
   last message), billed at the cache-write price (the 5-minute one), once that prefix reaches the
-  model's minimum (1,024 tokens; 2,048 for the Haiku 3 models; 4,096 for Opus 4.5 and Haiku 4.5). It
+  model's minimum (1,024 tokens; 2,048 for the Haiku 3 models; 4,096 for Opus 4.5 and Haiku 4.5), at
+  1.25x the input price for the 5-minute cache, 2x for the 1-hour one (an option of the user's: the
+  price model ``claude-...@1h``). It
   reads the longest earlier entry that its prompt holds whole, ending at a message boundary at most
   20 blocks before a breakpoint; what lies between that and the last breakpoint is written; what
   follows the last breakpoint is uncached. Without breakpoints nothing is cached.
@@ -69,7 +73,7 @@ class Rates:
     provider: str
     input: float
     cache_read: float
-    cache_write: float  # Anthropic's cache-write price; the input price elsewhere (nothing extra)
+    cache_write: float  # the cache-write price: Anthropic's, OpenAI's from GPT-5.6; the input price elsewhere
     output: float
 
     @property
@@ -171,7 +175,8 @@ class Cache:
         if self.rates.provider == ANTHROPIC:
             read, write = self._anthropic(p, record)
         elif self.rates.provider in (OPENAI, GEMINI):
-            read, write = self._prefix(p), 0
+            read = self._prefix(p)
+            write = self._openai_written(p, read) if self.rates.cache_write > self.rates.input else 0
         else:
             read, write = 0, 0
         if record:
@@ -188,6 +193,14 @@ class Cache:
         if self.rates.provider == OPENAI:
             return shared // OPENAI_STEP * OPENAI_STEP
         return shared
+
+    def _openai_written(self, p: _Prompt, read: int) -> int:
+        """What a call writes to OpenAI's cache (billed from GPT-5.6 on): its prompt's prefix in steps of
+        128 tokens, from the minimum on, beyond what it read."""
+        total = (p.ends[-1] if p.ends else 0) + self.counter.overhead()
+        if total < self.minimum:
+            return 0
+        return max(0, total // OPENAI_STEP * OPENAI_STEP - read)
 
     def _shared(self, q: _Prompt, p: _Prompt) -> int:
         """Tokens at the start of ``p`` that are the same as at the start of ``q``."""

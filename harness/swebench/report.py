@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,34 @@ def ledger_figures(path: Path) -> dict[str, Any]:
     }
 
 
+@lru_cache(maxsize=64)
+def _pricing(model: str):
+    """litellm's prices of ``model`` under its rule (None: no price, or no litellm)."""
+    try:
+        from ledger_adapters.litellm_pricing import LitellmPricing
+
+        return LitellmPricing(model)
+    except (LookupError, ImportError):
+        return None
+
+
+def rule_cost(model: str, inp: int | None, out: int | None, cached: int | None, written: int | None) -> float | None:
+    """What a run's tokens cost under its model's own rule of prompt caching (adapters/litellm_pricing.py:
+    reads at the cache-read price; writes at Anthropic's, or OpenAI's from GPT-5.6, price; the rest of
+    the prompt at the input price); None where litellm has no price for the model or no tokens were
+    reported."""
+    if not model or inp is None:
+        return None
+    for name in dict.fromkeys((model, model.split("/", 1)[-1])):
+        p = _pricing(name)
+        if p is None:
+            continue
+        cached, written, out = cached or 0, written or 0, out or 0
+        uncached = max(0, inp - cached - written)
+        return uncached * p.input_cost + cached * p.cached_cost + written * p.cache_write_cost + out * p.output_cost
+    return None
+
+
 def instance_figures(arm_dir: Path, iid: str, timings: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"instance_id": iid}
     traj_path = arm_dir / iid / f"{iid}.traj.json"
@@ -103,7 +132,9 @@ def instance_figures(arm_dir: Path, iid: str, timings: dict[str, Any], results: 
         info = traj.get("info") or {}
         stats = info.get("model_stats") or {}
         inp, out, cached, written = _tokens(traj.get("messages") or [])
+        model = str((((info.get("config") or {}).get("model") or {}).get("model_name")) or "")
         row.update(
+            rule_cost=rule_cost(model, inp, out, cached, written),
             exit_status=info.get("exit_status"),
             cost=None if stats.get("unpriced_calls") else float(stats.get("instance_cost") or 0.0),
             cost_unknown=bool(stats.get("unpriced_calls")),
@@ -155,7 +186,16 @@ def arm_report(arm_dir: Path) -> dict[str, Any]:
     scored = [r["resolved"] for r in rows.values() if r["resolved"] is not None]
     totals = {
         k: total(k)
-        for k in ("cost", "calls", "input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "wall_s")
+        for k in (
+            "cost",
+            "rule_cost",
+            "calls",
+            "input_tokens",
+            "cached_tokens",
+            "cache_write_tokens",
+            "output_tokens",
+            "wall_s",
+        )
     }
     unpriced = sum(1 for r in rows.values() if r.get("cost_unknown"))
     if unpriced:  # a sum that leaves some instances out is not the arm's cost
@@ -251,6 +291,14 @@ def print_report(report: dict[str, Any], console: Any) -> None:
             f"unknown ({r['cost_unknown_instances']} instances' model has no price)"
             if r.get("cost_unknown_instances")
             else f"{_fmt(r['totals']['cost'])} / {_fmt(r['per_instance']['cost'], 3)}"
+        ),
+    )
+    row(
+        "cost $ by the provider's caching rule (its tokens at litellm's prices)",
+        lambda r: (
+            f"{_fmt(r['totals']['rule_cost'])} / {_fmt(r['per_instance']['rule_cost'], 3)}"
+            if r["totals"].get("rule_cost") is not None
+            else "unknown (no price for the model, or no tokens)"
         ),
     )
     row(
