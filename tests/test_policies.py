@@ -341,7 +341,7 @@ def test_mini_swe_agent_run_with_the_gate(repo, tmp_path):
     observations = [m["content"] for m in agent.messages if m["role"] == "user"][1:]
     assert any("[ledger] BLOCK by policy destructive" in o for o in observations)
     assert any("[ledger] REVISE by policy protected-paths" in o for o in observations)
-    assert state.attempts[1].verdict.evidence == {"destructive": {"pattern": DESTRUCTIVE[0]}}
+    assert state.attempts[1].verdict.evidence == {"destructive": {"pattern": DESTRUCTIVE[0], "paths": []}}
 
 
 def test_edit_and_test_in_one_command_counts_as_verified(repo, tmp_path):
@@ -436,3 +436,16 @@ def test_a_rule_written_for_the_earlier_gate_path_still_loads(repo, tmp_path, mo
     rt = runtime(repo, tmp_path / "rt", {"old-readme": {"check": "old_rules:no_readme", "verdict": "REVISE"}})
     r = run(rt, "echo hi > README.md")
     assert r.verdict.kind is VerdictKind.REVISE and r.verdict.rule == "old-readme" and not r.executed
+
+
+def test_a_destructive_command_is_refused_saying_what_the_ledger_knows_it_discards(repo, tmp_path):
+    """In a clean tree 'would throw away work' was false: the refusal says the ledger knows of none;
+    with changes, it names them."""
+    rt = runtime(repo, tmp_path)
+    clean = run(rt, "git checkout -- .")
+    assert clean.verdict.kind is VerdictKind.BLOCK and "(the ledger knows of none now)" in clean.output
+    assert "throw away" not in clean.output
+    run(rt, "sed -i '2s/a - b/a + b/' calc.py")
+    dirty = run(rt, "git reset --hard")
+    assert dirty.verdict.kind is VerdictKind.BLOCK and "(the ledger knows of changes to calc.py)" in dirty.output
+    assert "discards uncommitted work and the files git ignores" in run(rt, "git clean -fdx").output

@@ -12,6 +12,7 @@ Each check returns None when the claim holds, else why it does not (a fault's me
 
 from __future__ import annotations
 
+import os
 from typing import Any, Iterable
 
 from ledger_runtime.records import Attempt, CommandClass, Modification, Observation, Verdict, VerdictKind
@@ -90,8 +91,20 @@ def _verify_before_submit(found: dict, state: Any, normalized: str, cwd: str) ->
     return None
 
 
+def _destructive(found: dict, state: Any, normalized: str, cwd: str) -> str | None:
+    """ "would throw away the changes to X, Y": each changed since the start, or uncommitted at it."""
+    base = state.baseline
+    dirty = {os.path.join(base.root, p) for p in base.dirty_paths} if base is not None else set()
+    for path in found.get("paths") or ():
+        mods = state.modifications_of(path)
+        if path not in dirty and (not mods or mods[-1].after_hash == mods[0].before_hash):
+            return f"{path} has no change to throw away"
+    return None
+
+
 # what each built-in rule's reason says of the run, read from its evidence
 RULE_CLAIMS = {
+    "destructive": _destructive,
     "repeat-failure": _repeat_failure,
     "stale-edit": _stale_edit,
     "verify-before-submit": _verify_before_submit,

@@ -162,11 +162,7 @@ def destructive(proposal: Analysis, state: LedgerState, current: Current, rule: 
     for pattern in patterns:
         m = re.search(pattern, text)
         if m:
-            return Finding(
-                f"`{m.group(0).strip()}` would throw away work in the workspace; undo specific changes "
-                f"instead (e.g. git checkout -- FILE)",
-                {"pattern": pattern},
-            )
+            return _work_lost(m.group(0).strip(), text, pattern, state, rule)
     root = os.path.normpath(rule.workdir or proposal.cwd)
     plain = _without_heredocs(proposal.command)
     for m in _RM.finditer(plain):
@@ -192,6 +188,29 @@ def destructive(proposal: Analysis, state: LedgerState, current: Current, rule: 
                     {"target": target, "workspace": root},
                 )
     return None
+
+
+def _work_lost(matched: str, text: str, pattern: str, state: LedgerState, rule: Rule) -> Finding:
+    """The refusal of a command that discards uncommitted work (``git reset --hard``, ``git checkout --
+    .``, ``git clean -f``), saying what of it the ledger knows: the files changed since the start and
+    those uncommitted at it, or that it knows of none (what it does not track may be lost all the same;
+    ``git clean -x`` removes the files git ignores too)."""
+    changed = [m.path for m in state.changed_files()]
+    base = state.baseline
+    dirty = [os.path.join(base.root, p) for p in base.dirty_paths] if base is not None else []
+    paths = sorted(set(changed) | set(dirty))
+    shown = ", ".join(_display(p, rule) for p in paths[:4]) + (f" (+{len(paths) - 4} more)" if len(paths) > 4 else "")
+    known = f"the ledger knows of changes to {shown}" if paths else "the ledger knows of none now"
+    ignored = (
+        " and the files git ignores"
+        if "clean" in pattern and re.search(r"\bclean\s+(?:\S+\s+)*-[a-zA-Z]*x", text)
+        else ""
+    )
+    return Finding(
+        f"`{matched}` discards uncommitted work{ignored} ({known}); undo specific changes instead "
+        f"(e.g. git checkout -- FILE)",
+        {"pattern": pattern, "paths": paths},
+    )
 
 
 def _cwd_at(command: str, position: int, cwd: str) -> str | None:
