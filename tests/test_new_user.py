@@ -543,7 +543,7 @@ def test_shell_completion_completes_commands_and_options():
 def test_readme_stays_short_with_the_two_commands_and_the_quickstarts():
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert len(text.splitlines()) <= 160
-    assert "pip install -e . && ledger-run demo" in text and 'pip install -e ".[test]" && pytest -q' in text
+    assert 'pip install -e ".[mini]" && ledger-run demo' in text and 'pip install -e ".[test]" && pytest -q' in text
     assert "## Quickstart: mini-swe-agent" in text and "## Quickstart: Codex" in text
     root = Path(__file__).resolve().parents[1]
     for page in re.findall(r"`(docs/[a-z0-9-]+\.md)`", text):

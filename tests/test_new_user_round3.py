@@ -21,3 +21,17 @@ def test_the_readme_quickstart_from_a_script_finishes_when_the_agent_submits(tmp
     assert "EOFError" not in r.stderr
     traj = json.loads((tmp_path / "run" / "trajectory.traj.json").read_text())
     assert traj["info"]["exit_status"] == "Submitted"
+
+
+def test_help_lists_the_commands_in_order_one_line_each_and_no_bool_after_a_flag():
+    r = ledger_run("--help", env={"COLUMNS": "200"})
+    assert r.returncode == 0
+    listed = [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("│ ") and len(ln.split()) > 2]
+    names = [n for n in listed if not n.startswith("-")]
+    order = ["demo", "mini", "codex", "claude", "inspect", "config", "replay"]
+    assert [n for n in names if n in order] == order, names
+    inspect_line = next(ln for ln in r.stdout.splitlines() if ln.startswith("│ inspect"))
+    assert "what the model received at a step." in inspect_line, "one line, not broken mid-sentence"
+    for command in ("--help", "replay --help", "inspect --help", "mini --help", "codex --help"):
+        out = ledger_run(*command.split(), env={"COLUMNS": "200"}).stdout
+        assert "<bool>" not in out, command

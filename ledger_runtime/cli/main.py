@@ -185,6 +185,36 @@ def _plugins() -> None:
 
 _plugins()
 
+# the order a new user meets them in: the main job, the agents, looking inside, the settings, the benchmarks
+ORDER = ("demo", "mini", "codex", "claude", "inspect", "config", "replay", "swebench", "report", "tau2-gate")
+
+
+def _tidy_help() -> None:
+    """The commands listed in ``ORDER``, each described by the first sentence of its docstring on one
+    line (a docstring's own line breaks would break the listing mid-sentence), and flags shown with
+    no type after them (typer shows ``<bool>`` after every flag, which takes no value)."""
+    from typer.core import TyperOption
+
+    rank = {name: n for n, name in enumerate(ORDER)}
+
+    def name(c) -> str:  # type: ignore[no-untyped-def]
+        return c.name or (c.callback.__name__.replace("_", "-") if c.callback else "")
+
+    app.registered_commands.sort(key=lambda c: rank.get(name(c), len(ORDER)))
+    for c in app.registered_commands:
+        doc = c.help or (c.callback.__doc__ if c.callback else None) or ""
+        first = " ".join(doc.strip().split("\n\n")[0].split())
+        if first and c.short_help is None:
+            c.short_help = first
+    if not getattr(TyperOption, "_ledger_flags_untyped", False):
+        shown = TyperOption.display_type_rich
+
+        def display_type_rich(self, ctx):  # type: ignore[no-untyped-def]
+            return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+        TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+        TyperOption._ledger_flags_untyped = True  # type: ignore[attr-defined]
+
 
 @app.command(hidden=True, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def hook(
@@ -221,6 +251,7 @@ def main() -> None:
     Abort = typer.Abort
     from ledger_runtime.cli.interrupt import interrupted
 
+    _tidy_help()
     try:
         code = app(standalone_mode=False)
     except (KeyboardInterrupt, Abort):
