@@ -59,7 +59,7 @@ class LedgerConfig(Section):
     """In shadow mode, still put the state view into the prompt (an inform-only run whose verdicts
     are recorded). Off: shadow mode changes nothing the model sees."""
     nudge_repeats: bool = setting(True, BOOLEAN)
-    """NUDGE a repeated run, or a repeated failing command, when nothing changed since."""
+    """NUDGE a repeated run, or a repeated failing command, when no file the ledger tracks changed since."""
     view: ViewSettings = field(default_factory=ViewSettings)
     dedupe: DedupeSettings = field(default_factory=DedupeSettings)
     truncation: TruncationSettings = field(default_factory=TruncationSettings)

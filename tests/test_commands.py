@@ -192,6 +192,7 @@ def _real_commands() -> list[str]:
     return cmds
 
 
+@pytest.mark.shared
 @pytest.mark.skipif(not TRAJ.exists(), reason=f"shared trajectories not found at {TRAJ}")
 def test_parse_coverage_on_real_commands():
     cmds = _real_commands()

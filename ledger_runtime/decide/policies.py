@@ -365,7 +365,7 @@ class PolicySettings(Section):
     whole = "rules"  # the section's keys are the rules' names
 
     rules: dict = setting(dict, TABLE, factory=True)
-    """The policy gate's rules: ``[policies.<name>]`` tables (enabled, verdict, paths, parameters);
+    """The policy gate's rules: ``[ledger.policies.<name>]`` tables (enabled, verdict, paths, parameters);
     see docs/policies.md. Every built-in rule is on with its defaults unless set here."""
 
     def validate(self) -> None:
