@@ -28,7 +28,7 @@ from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.config import LedgerConfig, from_mapping, is_setting
 from ledger_runtime.inform import render
 from ledger_runtime.ledger.state import LedgerState
-from ledger_runtime.ledger.store import LEDGER_FILE, LedgerStore, NotALedger
+from ledger_runtime.ledger.store import LEDGER_FILE, LedgerStore, NotALedger, writer_max
 from ledger_runtime.records import VerdictKind
 from ledger_runtime.workspace.scanner import relative
 
@@ -49,6 +49,7 @@ class Loaded:
             return None
         if h not in self.blobs:
             store = LedgerStore.open(self.path, check=False)
+            store.max_blob_bytes = self.blob_limit
             try:
                 self.blobs[h] = store.text(h)
                 self.damaged.update(store.damaged)
@@ -61,11 +62,21 @@ class Loaded:
 
     @cached_property
     def config(self) -> LedgerConfig:
-        raw = self.state.run.get("config") or {}
+        """The run's settings as its ledger recorded them (the defaults where they do not read)."""
+        raw = self.state.run.get("config")
+        if not isinstance(raw, dict):
+            return LedgerConfig()
         try:
             return from_mapping({k: v for k, v in raw.items() if is_setting(k)})
-        except ValueError:
+        except (ValueError, TypeError, AttributeError):
+            self.state.damaged.append("run event: its settings do not read: shown with the defaults")
             return LedgerConfig()
+
+    @cached_property
+    def blob_limit(self) -> int:
+        """The longest blob the run's writer stored (store.writer_max of its settings)."""
+        c = self.config
+        return writer_max(c.truncation.max_stored_chars, c.scanning.max_content_bytes)
 
 
 def find_ledger(path: str | Path) -> Path:
@@ -118,7 +129,9 @@ def load(path: str | Path) -> Loaded:
         meta = store.meta()
     finally:
         store.close()
-    return Loaded(store.path, meta, events, LedgerState.from_events(events))
+    state = LedgerState.from_events(events)
+    state.damaged[:0] = store.damaged_events
+    return Loaded(store.path, meta, events, state)
 
 
 def _display(path: str, state: LedgerState) -> str:
@@ -220,11 +233,22 @@ def changes(loaded: Loaded, mods: Iterable[Any]) -> list[dict[str, Any]]:
 def _visible_counter(state: LedgerState):
     """Characters of a text of n characters that the model sees once the agent has cut it (the run's
     truncation settings, recorded under their flat names; replay.visible_chars does the same from the text)."""
-    cfg = state.run.get("config") or {}
+    cfg = state.run.get("config")
     default = LedgerConfig().truncation
-    limit = cfg.get("output_limit_chars", default.limit_chars)
-    kept = cfg.get("output_head_chars", default.head_chars) + cfg.get("output_tail_chars", default.tail_chars)
+    got = {
+        name: v if _number(v := (cfg.get(name, fallback) if isinstance(cfg, dict) else fallback)) else fallback
+        for name, fallback in (
+            ("output_limit_chars", default.limit_chars),
+            ("output_head_chars", default.head_chars),
+            ("output_tail_chars", default.tail_chars),
+        )
+    }
+    limit, kept = got["output_limit_chars"], got["output_head_chars"] + got["output_tail_chars"]
     return lambda n: n if n < limit else min(n, kept)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def summary(state: LedgerState) -> dict[str, Any]:
