@@ -19,8 +19,9 @@ from typing import Any
 from ledger_runtime.answers.build import LINES, NOTE, PATCH, SAME, TEXT, ExpandError, Piece
 from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.cli.html import READY, diff_lines, e, page
-from ledger_runtime.cli.record import align, totals
+from ledger_runtime.cli.record import align, masked_record, secrets_masked, totals
 from ledger_runtime.inspection import Loaded, summary, unified_diff, views_at
+from ledger_runtime.ledger.redact import RedactError, Redactor
 from ledger_runtime.trajectories import Conversation, ModelTurn, conversation_of
 
 SCRIPT = """
@@ -300,6 +301,20 @@ def _nav(loaded: Loaded) -> str:
     )
 
 
+def page_redactor(loaded: Loaded, learned: list[str]) -> Redactor:
+    """How the page masks the agent's record: as the run's ledger masked what it stored (the built-in
+    shapes and the run's own patterns; nothing when the run kept secrets as they are), with the values
+    the ledger masked in the commands it kept (``learned``)."""
+    settings = loaded.config.redaction
+    if not settings.enabled:
+        return Redactor.off()
+    try:
+        base = Redactor.for_run({}, settings.patterns)
+    except RedactError:  # patterns a crafted ledger carries: the built-in ones
+        base = Redactor.for_run({})
+    return base.with_values(learned)
+
+
 def run_page(loaded: Loaded, record_path: Path | None = None) -> str:
     """The page of one run; ``record_path``: the agent's own record of it (default: found beside the
     ledger by the installed formats)."""
@@ -308,6 +323,9 @@ def run_page(loaded: Loaded, record_path: Path | None = None) -> str:
     problems: list[str] = []
     record = conversation_of(loaded.path, record_path, problems)
     entries = align(record.turns if record else [], state.attempts)
+    if record is not None:  # the agent's record is its own file, unmasked: the page shows it masked
+        record = masked_record(record, page_redactor(loaded, secrets_masked(entries)))
+        entries = align(record.turns, state.attempts)
     task = s["task"] or (record.task if record else "")
     views = views_at(loaded, {a.step for a in state.attempts})
     transcript = loaded.transcript()  # one, so each answer is expanded once

@@ -65,7 +65,9 @@ def env(name: str) -> str | None:
 
 def log_fault(run_dir: str | None, event: str | None, message: str, *, quiet: bool = False) -> None:
     """One JSON line in the run's faults.log (stderr when there is no run directory to write to;
-    ``quiet``: nothing then, for the wrapper, whose stderr is the command's output)."""
+    ``quiet``: nothing then, for the wrapper, whose stderr is the command's output). Nothing here
+    masks secrets: a message names a call, a size, a path of ours, never a command, an output or an
+    answer."""
     import json
     import os
     import stat
@@ -204,10 +206,10 @@ def main(argv: list[str]) -> int:  # noqa: C901
     answer = answer.strip()
     if not whole:
         raise_flag(flag)
-        log_fault(run_dir, event, f"hook server's answer was cut short (no end of line): {answer[:80]!r}")
+        log_fault(run_dir, event, f"hook server's answer was cut short (no end of line after {len(answer)} bytes)")
         return 0
     if not (answer.startswith(b"{") and answer.endswith(b"}")) and not _is_json(answer):
-        log_fault(run_dir, event, f"hook server answered something that is not JSON: {answer[:80]!r}")
+        log_fault(run_dir, event, f"hook server answered {len(answer)} bytes that are not JSON")
         return 0
     sys.stdout.buffer.write(answer + b"\n")
     sys.stdout.flush()
