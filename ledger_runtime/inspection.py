@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -143,11 +144,29 @@ def keep_row(row: dict[str, Any], verdicts: set[str] | None, classes: set[str] |
     return (verdicts is None or row["verdict"] in verdicts) and (classes is None or row["class"] in classes)
 
 
+DISTRUSTED_WHERE = "checking what the model got"  # the fault runtime.distrust logs
+_DISTRUSTED = re.compile(r"^ValueError: attempt (\d+): (.*)$", re.DOTALL)
+
+
+def distrusted(state: LedgerState) -> dict[int, str]:
+    """The attempts whose record the agent's own log says the model did not get (a forged or made-up
+    call, an answer another text replaced), from the faults the adapters' checks logged: attempt -> why."""
+    out: dict[int, str] = {}
+    for f in state.faults:
+        error = f.get("error")
+        m = _DISTRUSTED.match(error) if f.get("where") == DISTRUSTED_WHERE and isinstance(error, str) else None
+        if m is not None:
+            out.setdefault(int(m.group(1)), m.group(2))
+    return out
+
+
 def timeline(state: LedgerState, transcript: Transcript | None = None) -> list[dict[str, Any]]:
     """One row per attempt: step, verdict, class, command, exit code, how its output came back, files
-    it changed; with a ``transcript``, also ``shown`` (the exact text the model received) and
-    ``expanded`` (what it stands for: every reference replaced by the bytes it names)."""
+    it changed, whether its record is not what the model got (``distrusted``: why, else None); with a
+    ``transcript``, also ``shown`` (the exact text the model received) and ``expanded`` (what it
+    stands for: every reference replaced by the bytes it names)."""
     rows = []
+    doubted = distrusted(state)
     for a in state.attempts:
         extra: dict[str, Any] = {}
         if transcript is not None:
@@ -175,6 +194,7 @@ def timeline(state: LedgerState, transcript: Transcript | None = None) -> list[d
                 "answer": a.answer_kind,
                 "duration_s": a.duration_s,
                 "files_changed": [_display(m.path, state) for m in state.modifications_of_attempt(a.id)],
+                "distrusted": doubted.get(a.id),
                 **extra,
             }
         )
@@ -298,6 +318,7 @@ def summary(state: LedgerState) -> dict[str, Any]:
         "modifications": len(state.modifications),
         "files_changed": changed,
         "faults": len(state.faults),
+        "distrusted": len(distrusted(state)),  # records the agent's own log says the model did not get
         # notes of the state view an agent keeps in its history (Codex's hook notes; a prompt view
         # like mini-swe-agent's is sent afresh each call and is not counted here)
         # the agent's model calls as its adapter recorded them (mini-swe-agent's); the cost is None
@@ -387,7 +408,8 @@ def _widths(rows: list[dict[str, Any]], width: int) -> dict[str, int]:
 
 
 def _verdict_text(r: dict[str, Any]) -> str:
-    return r["verdict"] + (f" {r['rule']}" if r["rule"] else "") + ("" if r["applied"] else " (shadow)")
+    text = r["verdict"] + (f" {r['rule']}" if r["rule"] else "") + ("" if r["applied"] else " (shadow)")
+    return text + (" DISTRUSTED" if r.get("distrusted") else "")
 
 
 def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None, width: int = 80) -> Table:
@@ -456,6 +478,8 @@ def render_summary(s: dict[str, Any]) -> Group:
         )
     if s["faults"]:
         t.add_row("faults", Text(str(s["faults"]), style="red"))
+    if s.get("distrusted"):
+        t.add_row("distrusted", Text(f"{s['distrusted']} records the agent's own log disowns", style="red"))
     return Group(t)
 
 
