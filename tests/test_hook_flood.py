@@ -137,6 +137,7 @@ def served():
     server.close()
 
 
+@pytest.mark.slow
 def test_a_byte_every_second_does_not_keep_a_connection_past_its_deadline(served) -> None:
     server, faults, _, _ = served
     c = socket.create_connection(("127.0.0.1", server.port))
