@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -28,7 +29,7 @@ from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.config import LedgerConfig, from_mapping, is_setting
 from ledger_runtime.inform import render
 from ledger_runtime.ledger.state import LedgerState
-from ledger_runtime.ledger.store import LEDGER_FILE, LedgerStore, NotALedger
+from ledger_runtime.ledger.store import LEDGER_FILE, LedgerStore, NotALedger, writer_max
 from ledger_runtime.records import VerdictKind
 from ledger_runtime.workspace.scanner import relative
 
@@ -49,6 +50,7 @@ class Loaded:
             return None
         if h not in self.blobs:
             store = LedgerStore.open(self.path, check=False)
+            store.max_blob_bytes = self.blob_limit
             try:
                 self.blobs[h] = store.text(h)
                 self.damaged.update(store.damaged)
@@ -61,11 +63,21 @@ class Loaded:
 
     @cached_property
     def config(self) -> LedgerConfig:
-        raw = self.state.run.get("config") or {}
+        """The run's settings as its ledger recorded them (the defaults where they do not read)."""
+        raw = self.state.run.get("config")
+        if not isinstance(raw, dict):
+            return LedgerConfig()
         try:
             return from_mapping({k: v for k, v in raw.items() if is_setting(k)})
-        except ValueError:
+        except (ValueError, TypeError, AttributeError):
+            self.state.damaged.append("run event: its settings do not read: shown with the defaults")
             return LedgerConfig()
+
+    @cached_property
+    def blob_limit(self) -> int:
+        """The longest blob the run's writer stored (store.writer_max of its settings)."""
+        c = self.config
+        return writer_max(c.truncation.max_stored_chars, c.scanning.max_content_bytes)
 
 
 def find_ledger(path: str | Path) -> Path:
@@ -118,7 +130,9 @@ def load(path: str | Path) -> Loaded:
         meta = store.meta()
     finally:
         store.close()
-    return Loaded(store.path, meta, events, LedgerState.from_events(events))
+    state = LedgerState.from_events(events)
+    state.damaged[:0] = store.damaged_events
+    return Loaded(store.path, meta, events, state)
 
 
 def _display(path: str, state: LedgerState) -> str:
@@ -130,11 +144,32 @@ def keep_row(row: dict[str, Any], verdicts: set[str] | None, classes: set[str] |
     return (verdicts is None or row["verdict"] in verdicts) and (classes is None or row["class"] in classes)
 
 
+DISTRUSTED_WHERE = "checking what the model got"  # the fault runtime.distrust logs
+_DISTRUSTED = re.compile(r"^ValueError: attempt (\d+): (.*)$", re.DOTALL)
+
+
+def distrusted(state: LedgerState) -> dict[int, str]:
+    """The attempts whose record the agent's own log says the model did not get (a forged or made-up
+    call, an answer another text replaced): attempt -> why, from the ledger's ``distrust`` events, and
+    for a ledger written before them, from the faults the adapters' checks logged."""
+    out: dict[int, str] = {
+        a: why.split(": ", 2)[-1] if why.startswith("attempt ") else why for a, why in state.distrusted.items()
+    }
+    for f in state.faults:
+        error = f.get("error")
+        m = _DISTRUSTED.match(error) if f.get("where") == DISTRUSTED_WHERE and isinstance(error, str) else None
+        if m is not None:
+            out.setdefault(int(m.group(1)), m.group(2))
+    return out
+
+
 def timeline(state: LedgerState, transcript: Transcript | None = None) -> list[dict[str, Any]]:
     """One row per attempt: step, verdict, class, command, exit code, how its output came back, files
-    it changed; with a ``transcript``, also ``shown`` (the exact text the model received) and
-    ``expanded`` (what it stands for: every reference replaced by the bytes it names)."""
+    it changed, whether its record is not what the model got (``distrusted``: why, else None); with a
+    ``transcript``, also ``shown`` (the exact text the model received) and ``expanded`` (what it
+    stands for: every reference replaced by the bytes it names)."""
     rows = []
+    doubted = distrusted(state)
     for a in state.attempts:
         extra: dict[str, Any] = {}
         if transcript is not None:
@@ -162,6 +197,7 @@ def timeline(state: LedgerState, transcript: Transcript | None = None) -> list[d
                 "answer": a.answer_kind,
                 "duration_s": a.duration_s,
                 "files_changed": [_display(m.path, state) for m in state.modifications_of_attempt(a.id)],
+                "distrusted": doubted.get(a.id),
                 **extra,
             }
         )
@@ -220,11 +256,22 @@ def changes(loaded: Loaded, mods: Iterable[Any]) -> list[dict[str, Any]]:
 def _visible_counter(state: LedgerState):
     """Characters of a text of n characters that the model sees once the agent has cut it (the run's
     truncation settings, recorded under their flat names; replay.visible_chars does the same from the text)."""
-    cfg = state.run.get("config") or {}
+    cfg = state.run.get("config")
     default = LedgerConfig().truncation
-    limit = cfg.get("output_limit_chars", default.limit_chars)
-    kept = cfg.get("output_head_chars", default.head_chars) + cfg.get("output_tail_chars", default.tail_chars)
+    got = {
+        name: v if _number(v := (cfg.get(name, fallback) if isinstance(cfg, dict) else fallback)) else fallback
+        for name, fallback in (
+            ("output_limit_chars", default.limit_chars),
+            ("output_head_chars", default.head_chars),
+            ("output_tail_chars", default.tail_chars),
+        )
+    }
+    limit, kept = got["output_limit_chars"], got["output_head_chars"] + got["output_tail_chars"]
     return lambda n: n if n < limit else min(n, kept)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def summary(state: LedgerState) -> dict[str, Any]:
@@ -274,6 +321,7 @@ def summary(state: LedgerState) -> dict[str, Any]:
         "modifications": len(state.modifications),
         "files_changed": changed,
         "faults": len(state.faults),
+        "distrusted": len(distrusted(state)),  # records the agent's own log says the model did not get
         # notes of the state view an agent keeps in its history (Codex's hook notes; a prompt view
         # like mini-swe-agent's is sent afresh each call and is not counted here)
         # the agent's model calls as its adapter recorded them (mini-swe-agent's); the cost is None
@@ -363,7 +411,8 @@ def _widths(rows: list[dict[str, Any]], width: int) -> dict[str, int]:
 
 
 def _verdict_text(r: dict[str, Any]) -> str:
-    return r["verdict"] + (f" {r['rule']}" if r["rule"] else "") + ("" if r["applied"] else " (shadow)")
+    text = r["verdict"] + (f" {r['rule']}" if r["rule"] else "") + ("" if r["applied"] else " (shadow)")
+    return text + (" DISTRUSTED" if r.get("distrusted") else "")
 
 
 def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None, width: int = 80) -> Table:
@@ -432,6 +481,8 @@ def render_summary(s: dict[str, Any]) -> Group:
         )
     if s["faults"]:
         t.add_row("faults", Text(str(s["faults"]), style="red"))
+    if s.get("distrusted"):
+        t.add_row("distrusted", Text(f"{s['distrusted']} records the agent's own log disowns", style="red"))
     return Group(t)
 
 

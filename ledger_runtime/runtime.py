@@ -277,12 +277,17 @@ class LedgerRuntime:
         """Fold one stored event into what the runtime knows: the run's state, what the model holds,
         what the notes told it. The one way in, live (``_commit``) and for a ledger opened again."""
         self.state.apply(event)
-        self.held.apply(event, texts)
         kind = event.get("kind")
-        if kind == "told":
-            apply_told(self.told, event)
-        elif kind == "context":
-            self.told.reset(full=True)  # the notes went with the history: the whole view next
+        try:
+            self.held.apply(event, texts)
+            if kind == "told":
+                apply_told(self.told, event)
+            elif kind == "context":
+                self.told.reset(full=True)  # the notes went with the history: the whole view next
+        except (KeyError, TypeError, ValueError, IndexError) as e:  # a crafted or damaged event: kept, named
+            self.state.faults.append(
+                {"message": f"unreadable {kind} event {event.get('seq')}: {type(e).__name__}: {e}"}
+            )
 
     def complete(self, attempt_id: int, res: ExecResult) -> None:
         """Fold in what an executed command that was recorded unfinished gave in the end (an agent

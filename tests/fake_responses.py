@@ -147,6 +147,13 @@ def codex_user_home(path: Path, base_url: str) -> Path:
     return path
 
 
+def codex_run_env(base: dict[str, str], fake: FakeResponses, home: Path, binary: str) -> dict[str, str]:
+    """The environment of a ``ledger-run codex`` against ``fake``: a user Codex home of its own at
+    ``home`` pointing at it, the fake's key, and the codex binary to run."""
+    user_home = str(codex_user_home(home, fake.base_url))
+    return {**base, "CODEX_HOME": user_home, "LEDGER_FAKE_KEY": "test", "LEDGER_CODEX_BIN": binary}
+
+
 def function_outputs(body: dict[str, Any]) -> dict[str, str]:
     """call_id -> output text, of the tool results in one request."""
     return {

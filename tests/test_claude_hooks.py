@@ -317,8 +317,8 @@ def test_the_command_line_pieces(tmp_path: Path) -> None:
     assert user_settings(json.dumps(own)) == own
     with pytest.raises(ValueError, match="not JSON"):
         user_settings("{broken")
-    script = hook_script(tmp_path / "hook", ["/py", "fasthook.py"], "/s.sock", tmp_path, "tok")
-    assert script.stat().st_mode & 0o777 == 0o700 and "--token tok" in script.read_text()
+    script = hook_script(tmp_path / "hook", ["/py", "fasthook.py"], "/s.sock", tmp_path, "/d/token")
+    assert script.stat().st_mode & 0o777 == 0o700 and "--token-file /d/token" in script.read_text()
     merged = hook_settings(command_hook(script), own)
     assert merged["model"] == "m"
     assert merged["hooks"]["Stop"][0]["hooks"][0]["command"] == "mine", "the user's own hook runs first"

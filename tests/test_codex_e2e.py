@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CALC_PROJECT, make_repo
-from fake_responses import FakeResponses, codex_user_home, developer_texts, function_outputs
+from fake_responses import FakeResponses, codex_run_env, codex_user_home, developer_texts, function_outputs
 from terminal import drawn, pump, visible
 
 from ledger_adapters.codex.cli import CODEX_VERSION, find_codex, hook_launcher
@@ -199,12 +199,7 @@ def test_codex_s_page_shows_the_model_s_side_from_its_rollout(tmp_path: Path) ->
 
     repo = make_repo(tmp_path / "repo", CALC_PROJECT)
     fake = FakeResponses(SCRIPT, workdir=str(repo), thoughts={2: "The test should tell me what fails."})
-    env = {
-        **os.environ,
-        "CODEX_HOME": str(codex_user_home(tmp_path / "user-codex", fake.base_url)),
-        "LEDGER_FAKE_KEY": "test",
-        "LEDGER_CODEX_BIN": CODEX or "",
-    }
+    env = codex_run_env(dict(os.environ), fake, tmp_path / "user-codex", CODEX or "")
     run_dir = tmp_path / "run"
     try:
         p = ledger_run(

@@ -48,6 +48,7 @@ class Session:
         self.rollout = [
             line.replace("{cwd}", str(self.repo)) for line in (DATA / "rollout.jsonl").read_text().splitlines()
         ]
+        self.named: set[str] = set()  # calls the rollout names (model_made)
 
     def payload(self, event: str, tool: str = "", nth: int = 0, **changes: Any) -> dict[str, Any]:
         found = [p for p in RECORDED if p["hook_event_name"] == event and p.get("tool_name", "") == tool][nth]
@@ -58,6 +59,8 @@ class Session:
         self, event: str, payload: dict[str, Any] | bytes, *, socket: str | None = None, run_dir: Path | None = None
     ) -> tuple[dict[str, Any] | None, subprocess.CompletedProcess]:
         raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        if isinstance(payload, dict) and event in ("PreToolUse", "PostToolUse"):
+            self.model_made(payload)
         proc = subprocess.run(
             [
                 *hook_launcher(),
@@ -75,6 +78,28 @@ class Session:
         assert proc.returncode == 0, proc.stderr
         out = proc.stdout.decode().strip()
         return (json.loads(out) if out else None), proc
+
+    def model_made(self, payload: dict[str, Any]) -> None:
+        """Codex writes the model's call into the rollout before it runs it (and before its hooks): a
+        call the model made is named there, with its command."""
+        call, tool = payload.get("tool_use_id"), payload.get("tool_name")
+        command = (
+            (payload.get("tool_input") or {}).get("command") if isinstance(payload.get("tool_input"), dict) else None
+        )
+        if not isinstance(call, str) or not isinstance(command, str) or call in self.named:
+            return
+        self.named.add(call)
+        if tool == "apply_patch":
+            item = {"type": "custom_tool_call", "call_id": call, "name": "apply_patch", "input": command}
+        else:
+            item = {
+                "type": "function_call",
+                "call_id": call,
+                "name": "exec_command",
+                "arguments": json.dumps({"cmd": command}),
+            }
+        with open(self.transcript, "a") as f:
+            f.write(json.dumps({"type": "response_item", "payload": item}) + "\n")
 
     def codex_runs(self, command: str, call_id: str) -> tuple[str, int]:
         """Run the command as Codex would, and append its rollout record (the recorded one, with

@@ -193,3 +193,26 @@ def test_a_run_and_its_ledger_opened_again_agree_step_by_step(tmp_path, cfg):
 @given(steps=st.lists(st.sampled_from(STEPS), min_size=4, max_size=16), cfg=st.sampled_from(list(CONFIGS)))
 def test_random_runs_and_their_ledgers_opened_again_agree(tmp_path_factory, steps, cfg):
     run_and_compare(tmp_path_factory.mktemp("fold"), steps, CONFIGS[cfg])
+
+
+def test_a_ledger_with_crafted_held_events_opens_again(tmp_path):
+    """The events only the fold of what the model holds reads (lines, distrust, told), crafted with
+    fields of the wrong type: the ledger opens again, each named as unreadable, nothing else lost."""
+    root, outside = tree(tmp_path)
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig().with_(context="validity")) as rt:
+        rt.run("cat mid.py", EX)
+        rt.run("cat mid.py", EX)
+    con = sqlite3.connect(tmp_path / "run" / "ledger.sqlite")
+    for kind, body in (
+        ("lines", '{"attempt": 1, "runs": [["x", 1, 2, 3, null]]}'),
+        ("lines", '{"attempt": 1, "runs": 5}'),
+        ("distrust", '{"attempt": "one"}'),
+        ("told", '{"set": [[1, 2, 3]], "drop": 7, "since": "x"}'),
+    ):
+        con.execute("INSERT INTO events (kind, step, at, body) VALUES (?, 2, 0, ?)", (kind, body))
+    con.commit()
+    con.close()
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig().with_(context="validity")) as again:
+        assert len(again.state.attempts) == 2 and 1 in again.held.delivered.items
+        unreadable = [f for f in again.state.faults if "unreadable" in str(f.get("message"))]
+        assert len(unreadable) >= 3, again.state.faults

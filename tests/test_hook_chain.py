@@ -44,7 +44,7 @@ class Served:
             self.server.socket_path,
             self.run_dir,
             {},
-            token=TOKEN,
+            token_file=self.server.keep_token(TOKEN),
             flags=self.hooks.flag_paths,
             shell=shell,
         )

@@ -4,7 +4,8 @@ The hooks are installed for this run only, through a settings file of the run's 
 ``--settings`` (Claude Code adds it to the user's own settings, which it still reads and which are
 never written): the user's login (``~/.claude``, ``CLAUDE_CONFIG_DIR``) and ``ANTHROPIC_API_KEY`` /
 ``ANTHROPIC_BASE_URL`` are used as they are, never copied. A ``--settings`` of the user's own among
-claude's arguments is merged into the run's file. The hooks call ``ledger-run hook EVENT``, which
+claude's arguments is merged into the run's file while claude runs (owner-only), and taken out of it
+when claude exits: the file keeps the ledger's hooks only. The hooks call ``ledger-run hook EVENT``, which
 talks to the hook server this process runs (ledger_runtime/hooks/server.py) with the runtime in
 memory; the run's secret is on the hook command lines, in the run's owner-only settings file.
 """
@@ -102,16 +103,17 @@ def user_settings(given: str | None) -> dict[str, Any]:
     return data
 
 
-def hook_script(path: Path, launcher: list[str], socket_path: str, run_dir: Path, token: str) -> Path:
-    """The run's hook command (``SCRIPT EVENT``), owner-only: the hook client, with the socket and the
-    run's secret, which stay out of the settings and out of what Claude Code shows the model of a
-    hook (a Stop hook's block names the command)."""
+def hook_script(path: Path, launcher: list[str], socket_path: str, run_dir: Path, token_file: str) -> Path:
+    """The run's hook command (``SCRIPT EVENT``), owner-only: the hook client, with the socket and where
+    the run's secret is (never the secret itself on a command line, which every user can read), which
+    stay out of the settings and out of what Claude Code shows the model of a hook (a Stop hook's
+    block names the command)."""
     from ledger_runtime import write_private
 
     line = (
         shlex.join([*launcher, "hook"])
         + ' "$1" '
-        + shlex.join(["--socket", socket_path, "--run-dir", str(run_dir), "--token", token])
+        + shlex.join(["--socket", socket_path, "--run-dir", str(run_dir), "--token-file", token_file])
     )
     write_private(path, f"#!/bin/sh\n# ledger-run claude: the hook of this run\nexec {line}\n")
     os.chmod(path, 0o700)
@@ -368,14 +370,20 @@ def run_claude(
         if transport == "http":
             hook = http_hook(server.url, token)
         else:
-            hook = command_hook(hook_script(where / "hook", fast_launcher(), server.socket_path, run_dir, token))
+            secret = server.keep_token(token)
+            hook = command_hook(hook_script(where / "hook", fast_launcher(), server.socket_path, run_dir, secret))
         path = where / "settings.json"
         write_private(path, json.dumps(hook_settings(hook, settings or {}), indent=1) + "\n")
-        cmd = [binary, "--settings", str(path), *args]
-        child_env = {k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")}
-        if transport == "http":
-            child_env = loopback_unproxied(child_env)
-        return run_agent(cmd, workdir, child_env)
+        try:
+            cmd = [binary, "--settings", str(path), *args]
+            child_env = {k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")}
+            if transport == "http":
+                child_env = loopback_unproxied(child_env)
+            # over HTTP only claude's own process speaks for it (a command it runs is another process)
+            return run_agent(cmd, workdir, child_env, getattr(server, "launched", None))
+        finally:  # the user's own settings (an API key in their env, say) are not kept: the ledger's hooks are
+            if settings:
+                write_private(path, json.dumps(hook_settings(hook, {}), indent=1) + "\n")
     finally:
         server.close()
         with server.lock:

@@ -132,7 +132,11 @@ class ClaudeHooks:
     interactive: bool = False  # a person answers permission prompts: a REVISE asks them
     pending: dict[str, _Pending] = field(default_factory=dict)
     started: dict[str, float] = field(default_factory=dict)  # calls not governed before they ran
-    to_check: dict[str, tuple[int, str, float]] = field(default_factory=dict)  # call -> attempt, text, since
+    # attempt -> (its call, the text the model got, since when): each record checked, a second one for
+    # the same call never takes the place of the first's check
+    to_check: dict[int, tuple[str, str, float]] = field(default_factory=dict)
+    recorded: dict[str, int] = field(default_factory=dict)  # call -> the attempt its one record is
+    first_heard: dict[str, int] = field(default_factory=dict)  # call -> in which order the hooks heard of it
     seen: dict[str, _Seen] = field(default_factory=dict)  # path -> what the model last saw of it in full
     notes: ViewNotes | None = None
     readers: dict[str, TranscriptReader] = field(default_factory=dict)
@@ -208,27 +212,66 @@ class ClaudeHooks:
         if reader.compactions > self.compactions or reader.branches > self.branches:
             self.compactions, self.branches = reader.compactions, reader.branches
             self._forget()
-        self._check(reader)
+        self._heard(payload.get("tool_use_id"))
+        self._check(reader, payload.get("tool_use_id"))
 
     def _forget(self) -> None:
         """The model's context lost what it was shown (a compaction, a rewind, a new conversation)."""
         self.runtime.forget_context()  # its event resets the notes (the whole view next)
         self.seen.clear()
 
-    def _check(self, reader: TranscriptReader) -> None:
-        """What the transcript says the model got for each call the ledger recorded must be the text
-        the ledger recorded; else that record is never the source of a reference."""
+    def _check(self, reader: TranscriptReader, current: Any = None) -> None:
+        """Before each event: what the transcript says the model got for each call the ledger recorded
+        must be the text the ledger recorded, for a call the model made with that command; else the
+        record is never the source of a reference. Claude Code writes its entries in order but late,
+        so a record whose call the transcript does not name is given up on once it names a call the
+        hooks heard of later, and at once when it came while the ``current`` call (this event's) ran:
+        a call made with this one is named with it, and a record that is not the model's must never
+        be the source of this call's answer (a parallel call's record may be lost so: savings, never truth)."""
         now = time.monotonic()
-        for call, (attempt, text, since) in list(self.to_check.items()):
-            got = reader.results.get(call)
-            if got is None:
-                if now - since > UNCHECKED_AFTER_S:
-                    del self.to_check[call]
-                    self.runtime.distrust(attempt, f"call {call}: no result in the transcript to check it against")
-                continue
-            del self.to_check[call]
-            if not same_text(got.text, text):
-                self.runtime.distrust(attempt, f"call {call}: the transcript's result is not the text recorded for it")
+        latest = max((self.first_heard[c] for c in reader.calls if c in self.first_heard), default=0)
+        during = self.first_heard.get(current, latest + 1) if isinstance(current, str) else latest + 1
+        for attempt, (call, text, since) in list(self.to_check.items()):
+            why = self._unconfirmed(reader, call, text)
+            if why is None and call not in reader.calls and call != current:
+                heard = self.first_heard.get(call, 0)
+                if heard < latest:
+                    why = "the transcript names later calls but not this one"
+                elif heard > during:
+                    why = "recorded while another call ran, and the transcript does not name it"
+            if why is None and reader.results.get(call) is None:
+                if now - since <= UNCHECKED_AFTER_S:
+                    continue
+                why = "no result in the transcript to check it against"
+            del self.to_check[attempt]
+            if why is not None:
+                self.distrust(attempt, call, why)
+
+    def _unconfirmed(self, reader: TranscriptReader, call: str, text: str) -> str | None:
+        """Why the transcript says the record of ``call`` is not what the model got (None: it does not,
+        or not yet)."""
+        got = reader.results.get(call)
+        if got is not None and not same_text(got.text, text):
+            return "the transcript's result is not the text recorded for it"
+        made = reader.calls.get(call)
+        a = self.runtime.state.attempt(self.recorded.get(call, -1))
+        command = made[1].get("command") if made and made[0] == SHELL and isinstance(made[1], dict) else None
+        if (
+            a is not None
+            and isinstance(command, str)
+            and command not in (a.command, self.runtime.redactor.mask(a.command))
+        ):
+            return "the transcript names it with another command"
+        return None
+
+    def distrust(self, attempt: int, call: str, why: str) -> None:
+        """The record ``attempt`` of ``call`` is not what the model got: never a source (a fault says
+        which attempt and why; inspect shows the step so)."""
+        self.runtime.distrust(attempt, f"attempt {attempt}: call {call}: {why}")
+
+    def _heard(self, call_id: Any) -> None:
+        if isinstance(call_id, str) and call_id not in self.first_heard:
+            self.first_heard[call_id] = len(self.first_heard) + 1
 
     # -- inform ----------------------------------------------------------------------------------
 
@@ -263,6 +306,7 @@ class ClaudeHooks:
 
     def pre_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         call_id = payload.get("tool_use_id")
+        self._heard(call_id)
         call = self._call(payload) if isinstance(call_id, str) else None
         if call is None:
             return None
@@ -295,7 +339,15 @@ class ClaudeHooks:
     # -- record ----------------------------------------------------------------------------------
 
     def _take(self, call_id: Any, payload: dict[str, Any]) -> _Pending | None:
-        """The call's plan from PreToolUse, or one made now (no PreToolUse was seen for it, or it was a read)."""
+        """The call's plan from PreToolUse, or one made now (no PreToolUse was seen for it, or it was a
+        read). A call is recorded once: a second PostToolUse for it is not recorded, and its first
+        record is never a source either (two claims for one call: at least one is not Claude Code's).
+        A governed call (a command, an edit) recorded without its PreToolUse is never a source."""
+        self._heard(call_id)
+        if isinstance(call_id, str) and call_id in self.recorded:
+            self.to_check = {a: c for a, c in self.to_check.items() if c[0] != call_id}
+            self.distrust(self.recorded[call_id], call_id, "a second PostToolUse for it (not recorded)")
+            return None
         pending = self.pending.pop(call_id, None) if isinstance(call_id, str) else None
         if pending is not None:
             return pending
@@ -303,6 +355,8 @@ class ClaudeHooks:
         plan = self._plan(call, payload) if call is not None else None
         if plan is None or call is None:
             return None
+        if call.tool == SHELL or call.tool in EDITS:
+            plan.held = False  # its PreToolUse never came: not a call the ledger saw start
         started = self.started.pop(call_id, None) if isinstance(call_id, str) else None
         return _Pending(plan, started if started is not None else time.perf_counter(), call)
 
@@ -348,6 +402,8 @@ class ClaudeHooks:
             truncation=CLAUDE_TRUNCATION,
             shown_raw=shown_raw,
         )
+        if run.attempt_id is not None and isinstance(call_id, str):
+            self.recorded[call_id] = run.attempt_id
         if (
             run.attempt_id is not None
             and isinstance(call_id, str)
@@ -356,7 +412,7 @@ class ClaudeHooks:
             and os.path.isfile(self.transcript)  # none with --no-session-persistence: nothing to check against
         ):
             text = expect if isinstance(expect, str) else run.output
-            self.to_check[call_id] = (run.attempt_id, text, time.monotonic())
+            self.to_check[run.attempt_id] = (call_id, text, time.monotonic())
         return run
 
     def _shell(self, call_id: Any, pending: _Pending, response: Any) -> dict[str, Any] | None:
@@ -498,6 +554,10 @@ class ClaudeHooks:
         reader = reader_for(self.readers, self.transcript)
         if reader is not None:
             self._check(reader)
+            for attempt, (call, _, _) in list(self.to_check.items()):  # the transcript is whole now
+                if reader.results.get(call) is None:
+                    self.distrust(attempt, call, "the transcript never gave it a result")
+            self.to_check.clear()
         for call_id, pending in list(self.pending.items()):
             if pending.asked:  # the user did not let it run
                 self.runtime.answer(pending.plan)

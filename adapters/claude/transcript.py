@@ -3,6 +3,9 @@
 
 - The text the model got for each tool call (``tool_result`` blocks of user entries, by tool use id):
   Claude Code writes it after ``PostToolUse``, so the hooks check their rebuild of it later.
+- The calls the model made (``tool_use`` blocks of assistant entries): a call the transcript never
+  names, or names with another command, is not one the model made. Claude Code writes its entries in
+  order but late (a call's own entry may come after its command ran).
 - Compactions: a ``system`` entry of subtype ``compact_boundary``; the outputs shown before it are
   gone from the model's context (a summary stands for them).
 - Rewinds (``/rewind``, ``--resume-session-at``): the conversation goes on from an earlier entry. Each
@@ -51,6 +54,8 @@ class TranscriptReader:
     branches: int = 0
     bad_lines: int = 0
     children: dict[str, int] = field(default_factory=dict)  # uuid -> entries naming it as parent
+    # the calls the model made (tool_use blocks of assistant entries), by id: the tool's name and input
+    calls: dict[str, tuple[str, Any]] = field(default_factory=dict)
 
     def refresh(self) -> None:
         """Read what was appended since the last refresh (a vanished file reads as nothing new)."""
@@ -70,6 +75,7 @@ class TranscriptReader:
         uuid, parent = entry.get("uuid"), entry.get("parentUuid")
         if kind == "system" and entry.get("subtype") == "compact_boundary":
             self.compactions += 1
+        self._calls(entry)
         results = self._results(entry)
         if isinstance(parent, str):
             had = self.children.get(parent, 0)
@@ -78,6 +84,15 @@ class TranscriptReader:
                 self.branches += 1
         if isinstance(uuid, str):
             self.children.setdefault(uuid, 0)
+
+    def _calls(self, entry: dict[str, Any]) -> None:
+        message = entry.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if entry.get("type") != "assistant" or not isinstance(content, list):
+            return
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                self.calls[block["id"]] = (str(block.get("name") or ""), block.get("input"))
 
     def _results(self, entry: dict[str, Any]) -> bool:
         message = entry.get("message")

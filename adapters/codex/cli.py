@@ -177,11 +177,13 @@ def hook_overrides(
     socket_path: str,
     run_dir: Path,
     user_config: dict[str, Any],
-    token: str | None = None,
+    token_file: str | None = None,
     flags: dict[str, str] | None = None,
     shell: str | None = None,
 ) -> list[str]:
     """``-c hooks.<Event>=[...]`` arguments: the user's own hooks for the event, then the ledger's.
+    ``token_file``: where the hook reads the run's secret (never on Codex's command line, nor the
+    hook's: every user of the machine can read those).
     ``flags``: the paths of the server's flags ``post`` and ``fault`` (CodexHooks.serve): the
     PostToolUse hook asks the server only when one is set, testing them in the shell that runs it
     (``shell``: the user's login shell, which Codex runs hook commands with), and the PreToolUse hook
@@ -199,7 +201,7 @@ def hook_overrides(
             socket_path,
             "--run-dir",
             str(run_dir),
-            *(["--token", token] if token else []),
+            *(["--token-file", token_file] if token_file else []),
             *(["--flag-on-fault", flags["fault"]] if flags and event == "PreToolUse" else []),
         ]
         command = shlex.join(argv)
@@ -388,7 +390,7 @@ def run_codex(
                 server.socket_path,
                 run_dir,
                 read_toml(source / "config.toml"),
-                token=token,
+                token_file=server.keep_token(token),
                 flags=hooks.flag_paths,
                 shell=default_shell(),
             ),

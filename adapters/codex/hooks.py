@@ -144,6 +144,19 @@ def here_document(line: str, command: str) -> str:
             return f"{line} 3<<'{delimiter}'\n{command}\n{delimiter}"
 
 
+def not_made(rollout: RolloutReader | None, call: Any, command: str) -> str | None:
+    """Why a call is not one the model made, as Codex's rollout says (None: it made it, with this
+    command): its record is then never the source of a reference."""
+    if rollout is None:
+        return "no rollout of this run names it"
+    named = rollout.named.get(call) if isinstance(call, str) else None
+    if named is None:
+        return "the rollout does not name it"
+    if named.strip() != command.strip():
+        return "the rollout names it with another command"
+    return None
+
+
 @dataclass
 class _Pending:
     plan: Plan
@@ -194,6 +207,7 @@ class CodexHooks:
     set_flag: Callable[[str, bool], None] | None = None
     flag_age: Callable[[str], float | None] | None = None
     flag_paths: dict[str, str] = field(default_factory=dict)
+    posted: dict[str, int] = field(default_factory=dict)  # call -> the attempt its PostToolUse recorded
 
     def __post_init__(self) -> None:
         if self.notes is None:  # what the notes told the model: the runtime's, a fold of its ledger
@@ -469,9 +483,14 @@ class CodexHooks:
         rollout = self._rollout(pending.transcript or self.last_transcript)
         args = rollout.arguments.get(call_id) if rollout is not None else None
         res = ExecResult(output, code, output_complete=bool(payload.get("complete", True)) and code is not None)
+        unmade = not_made(rollout, call_id, pending.plan.command)
+        if unmade:
+            pending.plan.held = False
         run = self.runtime.record(
             pending.plan, res, elapsed, truncation=truncation_for(args), shown_raw=bool(payload.get("shown_raw"))
         )
+        if unmade and run.attempt_id is not None:
+            self.distrust(run.attempt_id, call_id, unmade)
         if run.attempt_id is None:  # not recorded: its PostToolUse records it
             self.expect_post.add(call_id)
         else:
@@ -510,19 +529,15 @@ class CodexHooks:
             self._check_answers()
             view = self._view_note()
             return answer("PostToolUse", additionalContext=view) if view else None
+        if isinstance(call_id, str) and call_id in self.posted:  # recorded once: a second claim is not
+            self.distrust(self.posted[call_id], call_id, "a second PostToolUse for it (not recorded)")
+            return None
         pending = self.pending.pop(call_id, None) if isinstance(call_id, str) else None
         if pending is None:  # no PreToolUse seen for it: record it now, its changes as made before it
             pending = self._pending(payload)
             if pending is None:
                 return None
-        rollout = self._rollout(payload.get("transcript_path") or pending.transcript)
-        res, trunc = self._result(pending, call_id, rollout, payload.get("tool_response"))
-        run = self.runtime.record(
-            pending.plan, res, time.perf_counter() - pending.started, truncation=trunc, shown_raw=True
-        )  # no wrapper answered: the model got the output as it is
-        if not res.output_complete and run.attempt_id is not None and isinstance(call_id, str):
-            self.unfinished[call_id] = (run.attempt_id, pending.tool in PATCH_TOOLS)
-            self.unfinished_pure[call_id] = pending.plan.analysis.readonly
+        run = self._record_post(call_id, pending, payload)
         notes = []
         if run.note and not (
             pending.plan.applied
@@ -535,7 +550,33 @@ class CodexHooks:
             notes.append(view)
         return answer("PostToolUse", additionalContext="\n".join(notes)) if notes else None
 
-    def _check_answers(self) -> None:
+    def _record_post(self, call_id: Any, pending: _Pending, payload: dict[str, Any]) -> Any:
+        """Record a call no wrapper answered (the model got its output as it is), from the rollout where
+        it has the call's end; a call the rollout does not name with this command is never a source."""
+        rollout = self._rollout(payload.get("transcript_path") or pending.transcript)
+        res, trunc = self._result(pending, call_id, rollout, payload.get("tool_response"))
+        unmade = not_made(rollout, call_id, pending.plan.command)
+        if unmade:
+            pending.plan.held = False
+        run = self.runtime.record(
+            pending.plan, res, time.perf_counter() - pending.started, truncation=trunc, shown_raw=True
+        )
+        if run.attempt_id is None or not isinstance(call_id, str):
+            return run
+        self.posted[call_id] = run.attempt_id
+        if unmade:
+            self.distrust(run.attempt_id, call_id, unmade)
+        if not res.output_complete:
+            self.unfinished[call_id] = (run.attempt_id, pending.tool in PATCH_TOOLS)
+            self.unfinished_pure[call_id] = pending.plan.analysis.readonly
+        return run
+
+    def distrust(self, attempt: int, call: str, why: str) -> None:
+        """The record ``attempt`` of ``call`` is not what the model got: never a source (a fault says
+        which attempt and why; inspect shows the step so)."""
+        self.runtime.distrust(attempt, f"attempt {attempt}: call {call}: {why}")
+
+    def _check_answers(self, final: bool = False) -> None:
         """What Codex's rollout says each wrapper printed must be the answer the ledger built for its
         call: else the record came from someone else (a command that answered for its own call when
         its wrapper could not) and is never the source of a reference. Checked at the next event
@@ -543,16 +584,16 @@ class CodexHooks:
         for call_id, (attempt_id, transcript) in list(self.unchecked.items()):
             rollout = self._rollout(transcript or self.last_transcript)
             rec = rollout.commands.get(call_id) if rollout is not None else None
-            if rec is None and rollout is not None:
+            if rec is None and rollout is not None and not final:
                 continue  # not ended in the rollout yet
             del self.unchecked[call_id]
             sent = self.answer_texts.pop(call_id, None)
             # Codex reads the bytes as UTF-8, what is not UTF-8 replaced
             sent = sent.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if sent is not None else None
             if sent is not None and rec is not None and rec.output != sent:
-                self.runtime.distrust(
-                    attempt_id, f"call {call_id}: the rollout's output is not the answer recorded for it"
-                )
+                self.distrust(attempt_id, call_id, "the rollout's output is not the answer recorded for it")
+            elif rec is None and final:
+                self.distrust(attempt_id, call_id, "the rollout never ended it")
 
     def _result(
         self, pending: _Pending, call_id: Any, rollout: RolloutReader | None, tool_response: Any
@@ -585,7 +626,7 @@ class CodexHooks:
         commands recorded unfinished; check the answers not checked yet."""
         for reader in list(self.rollouts.values()):
             reader.refresh()
-        self._check_answers()
+        self._check_answers(final=True)
         self.unchecked.clear()
         self.answer_texts.clear()
         self.complete_unfinished()

@@ -44,6 +44,9 @@ class RolloutReader:
     commands: dict[str, CommandRecord] = field(default_factory=dict)
     patches: dict[str, CommandRecord] = field(default_factory=dict)
     arguments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # call id -> what the model asked for: a command's text, a patch's (a call the rollout does not
+    # name, or names with another text, is not one the model made)
+    named: dict[str, str] = field(default_factory=dict)
     compactions: int = 0
     bad_lines: int = 0
     sandbox: str | None = None  # the latest turn's sandbox policy ("danger-full-access", "read-only", ...)
@@ -98,6 +101,13 @@ class RolloutReader:
                 args = {}
             if isinstance(args, dict):
                 self.arguments[p["call_id"]] = args
+                command = args.get("cmd", args.get("command"))
+                command = " ".join(command) if isinstance(command, list) else command
+                if isinstance(command, str):
+                    self.named[p["call_id"]] = command
+        elif kind == "response_item" and p.get("type") == "custom_tool_call" and isinstance(p.get("call_id"), str):
+            if isinstance(p.get("input"), str):
+                self.named[p["call_id"]] = p["input"]
 
 
 def reader_for(cache: dict[str, RolloutReader], path: Any, *, refresh: bool = True) -> RolloutReader | None:

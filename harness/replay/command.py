@@ -9,9 +9,17 @@ from typing import Optional
 
 import typer
 
+HELP = (
+    "Replay recorded trajectories through the ledger (shadow mode) against the real repository.\n\n"
+    "Every recorded command runs again, as you, on this machine: a trajectory you did not make can do whatever "
+    "its commands say (read your files, reach the network, delete what you may delete). Replay trajectories you "
+    "do not trust inside a container or as a user of their own (docs/swebench.md); -j's mount namespaces give "
+    "each worker its own work tree and /tmp, and isolate nothing else."
+)
+
 
 def register(app: typer.Typer) -> None:
-    app.command(name="replay")(replay)
+    app.command(name="replay", help=HELP)(replay)
 
 
 def replay(
@@ -47,7 +55,7 @@ def replay(
         "--jobs",
         "-j",
         help="Replay this many trajectories at a time, each in its own "
-        "work tree (a private mount namespace when run as root).",
+        "work tree (as root, a private mount namespace: its own work tree and /tmp, nothing else isolated).",
     ),
     out: Path = typer.Option(Path("replay-results"), "--out", "-o", help="Per-trajectory JSON goes here."),
     instances: Optional[Path] = typer.Option(

@@ -56,7 +56,7 @@ from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.ledger.observe import Truncation
-from ledger_runtime.ledger.private import private_dir, write_private
+from ledger_runtime.ledger.private import DIRECTORY, private_dir, refusal, write_private
 from ledger_runtime.records import Attempt, CommandClass
 from ledger_runtime.runtime import LedgerRuntime
 from ledger_runtime.trajectories import Trajectory
@@ -243,11 +243,48 @@ def _python_env(dest: Path) -> dict[str, str]:
     return {"PATH": f"{dest}/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(dest)}
 
 
+NAME_MAX_CHARS = 200  # a file name stays under every file system's limit (255 bytes), with room for ".json"
+RUN_MARK = ".ledger-replay-run"  # in a ledger directory a replay made: the next replay of the instance may remove it
+_NOT_IN_NAME = re.compile(r"[/\\\x00-\x1f\x7f]")
+
+
+def instance_name(instance_id: str) -> str:
+    """A trajectory's ``instance_id`` as a plain file name (its result's, its ledger directory's):
+    never a path, whatever the file says. A ``/``, a ``\\``, a control character or a leading ``.``
+    becomes ``_`` (``../x`` is ``_._x``, ``/home/you`` is ``_home_you``); an empty id is ``_``; a
+    long one is cut, with a digest of the whole so that two long ids stay apart."""
+    name = _NOT_IN_NAME.sub("_", instance_id)
+    name = "_" + name[1:] if name.startswith(".") else name or "_"
+    if len(name.encode("utf-8", "surrogateescape")) > NAME_MAX_CHARS:
+        digest = hashlib.sha256(instance_id.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        name = name.encode("utf-8", "surrogateescape")[: NAME_MAX_CHARS - 17].decode("utf-8", "ignore") + "-" + digest
+    return name
+
+
 def result_path(out: Path, instance_id: str) -> Path:
-    """Where an instance's result goes: inside ``out`` whatever the trajectory names it (a ``/`` or
-    a leading ``.`` in its id become ``_``)."""
-    name = instance_id.replace("/", "_").replace("\\", "_").replace("\0", "_")
-    return out / f"{'_' + name[1:] if name.startswith('.') else name}.json"
+    """Where an instance's result goes: inside ``out`` whatever the trajectory names it (``instance_name``)."""
+    return out / f"{instance_name(instance_id)}.json"
+
+
+def ledger_dir(out: Path, instance_id: str) -> Path:
+    """A fresh directory for an instance's ledger, ``OUT/ledgers/<instance_name>``: one an earlier replay
+    made (its mark in it) is removed first; anything else there is never removed (Skip, saying so)."""
+    parent = private_dir(out / "ledgers")
+    run_dir = parent / instance_name(instance_id)
+    try:
+        st = os.lstat(run_dir)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        why = refusal(st, os.geteuid(), DIRECTORY)
+        if why is None and not os.path.isfile(run_dir / RUN_MARK):
+            why = "a replay did not make it (no replay's mark in it)"
+        if why is not None:
+            raise Skip(f"{run_dir} exists and {why}: it is not removed; move it away, or give another -o")
+        shutil.rmtree(run_dir)  # never follows a link inside it
+    private_dir(run_dir)
+    write_private(run_dir / RUN_MARK, "made by ledger-run replay; the next replay of this instance removes it\n")
+    return run_dir
 
 
 def visible_chars(text: str, trunc: Truncation) -> int:
@@ -295,10 +332,8 @@ def replay_one(traj: Trajectory, settings: ReplaySettings, on_step: Callable[[in
     workdir = settings.workdir or (Path(traj.recorded.root) if traj.recorded.root else None)
     if workdir is None:
         raise Skip("no work tree: give --workdir (the trajectory's format names none)")
+    run_dir = ledger_dir(settings.out, traj.instance_id)
     _checkout(repo, commit, workdir, settings.force)
-    run_dir = settings.out / "ledgers" / traj.instance_id
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
     scratch = Path(tempfile.mkdtemp(prefix="ledger-replay-"))  # HOME and the virtualenv: removed at the end
     try:
         return _replay_in(traj, settings, commit, workdir, run_dir, scratch, on_step)

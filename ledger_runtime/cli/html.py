@@ -27,6 +27,7 @@ pre{background:#f7f7f9;padding:.5em;overflow:auto;max-height:28em;white-space:pr
 .pair h3,.step h3,.turn h3{font-size:.95em;margin:.6em 0 0}
 .dim{color:#666}.add{background:#d2f4d9;color:#0b4d1b}.del{background:#fadadd;color:#82071e}.hunk{color:#6639ba}
 .ref{background:#e3ecff;color:#1c3c8c}.note{background:#fff3c4}
+.distrusted{color:#a40000;font-weight:bold}
 .said{background:#f3f0fa}.reasoning{background:#f3f0fa;color:#555;font-style:italic}
 nav{position:sticky;top:0;background:#fff;padding:.5em 0;border-bottom:1px solid #ddd;z-index:1}
 nav button{margin-right:.3em}nav button[aria-pressed=true]{font-weight:700;outline:2px solid #1c3c8c}

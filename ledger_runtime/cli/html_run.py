@@ -19,8 +19,9 @@ from typing import Any
 from ledger_runtime.answers.build import LINES, NOTE, PATCH, SAME, TEXT, ExpandError, Piece
 from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.cli.html import READY, diff_lines, e, page
-from ledger_runtime.cli.record import align, totals
-from ledger_runtime.inspection import Loaded, summary, unified_diff, views_at
+from ledger_runtime.cli.record import align, masked_record, secrets_masked, totals
+from ledger_runtime.inspection import Loaded, distrusted, summary, unified_diff, views_at
+from ledger_runtime.ledger.redact import RedactError, Redactor
 from ledger_runtime.trajectories import Conversation, ModelTurn, conversation_of
 
 SCRIPT = """
@@ -151,7 +152,14 @@ def _call(turn: ModelTurn | None) -> list[str]:
 
 
 def _step(
-    loaded: Loaded, transcript: Transcript, a: Any, turn: ModelTurn | None, first: bool, lead: str, view: str
+    loaded: Loaded,
+    transcript: Transcript,
+    a: Any,
+    turn: ModelTurn | None,
+    first: bool,
+    lead: str,
+    view: str,
+    doubted: str | None = None,
 ) -> str:
     label = loaded.state.label(a.id)
     shown = transcript.shown(a)
@@ -176,6 +184,10 @@ def _step(
         _model(turn, first, lead),
         f'<pre class="cmd find">{e(a.command)}</pre>',
     ]
+    if doubted:
+        body.append(
+            f'<p class="distrusted find">distrusted: the agent\'s own log disowns this record ({e(doubted)})</p>'
+        )
     if v.reason:
         body.append(f'<p class="dim find">{e(v.reason)}</p>')
     marked = (
@@ -300,6 +312,20 @@ def _nav(loaded: Loaded) -> str:
     )
 
 
+def page_redactor(loaded: Loaded, learned: list[str]) -> Redactor:
+    """How the page masks the agent's record: as the run's ledger masked what it stored (the built-in
+    shapes and the run's own patterns; nothing when the run kept secrets as they are), with the values
+    the ledger masked in the commands it kept (``learned``)."""
+    settings = loaded.config.redaction
+    if not settings.enabled:
+        return Redactor.off()
+    try:
+        base = Redactor.for_run({}, settings.patterns)
+    except RedactError:  # patterns a crafted ledger carries: the built-in ones
+        base = Redactor.for_run({})
+    return base.with_values(learned)
+
+
 def run_page(loaded: Loaded, record_path: Path | None = None) -> str:
     """The page of one run; ``record_path``: the agent's own record of it (default: found beside the
     ledger by the installed formats)."""
@@ -308,9 +334,13 @@ def run_page(loaded: Loaded, record_path: Path | None = None) -> str:
     problems: list[str] = []
     record = conversation_of(loaded.path, record_path, problems)
     entries = align(record.turns if record else [], state.attempts)
+    if record is not None:  # the agent's record is its own file, unmasked: the page shows it masked
+        record = masked_record(record, page_redactor(loaded, secrets_masked(entries)))
+        entries = align(record.turns, state.attempts)
     task = s["task"] or (record.task if record else "")
     views = views_at(loaded, {a.step for a in state.attempts})
     transcript = loaded.transcript()  # one, so each answer is expanded once
+    doubted = distrusted(state)
     parts = [
         f"<h1>Run in {e(s['workdir'])}</h1>",
         f'<section id="task"><h2>Task</h2><pre class="task">{e(task or "(not recorded)")}</pre></section>',
@@ -326,9 +356,8 @@ def run_page(loaded: Loaded, record_path: Path | None = None) -> str:
         lead = state.label(entry.attempts[0].id)
         for i, a in enumerate(entry.attempts):
             last_of_step = i + 1 == len(entry.attempts) or entry.attempts[i + 1].step != a.step
-            parts.append(
-                _step(loaded, transcript, a, entry.turn, i == 0, lead, views.get(a.step, "") if last_of_step else "")
-            )
+            view = views.get(a.step, "") if last_of_step else ""
+            parts.append(_step(loaded, transcript, a, entry.turn, i == 0, lead, view, doubted.get(a.id)))
     between = [m for m in state.modifications if m.attempt is None]
     if between:
         parts.append(

@@ -115,22 +115,25 @@ def _check_trajectory(options: InspectOptions) -> None:
 
 
 def run(inspection: Inspection) -> None:
-    """Print (or write) what ``inspection`` asks for; a blob of the ledger that did not read back is
-    said on stderr, one line each, and the exit code is 1."""
+    """Print (or write) what ``inspection`` asks for; a blob of the ledger that did not read back, and
+    a field of an event that was missing or of the wrong type, is said on stderr, one line each, and
+    the exit code is 1."""
     try:
         _run(inspection)
     except NotALedger as e:  # the ledger became unreadable while its blobs were read
         fail(str(e))
     damaged = inspection.loaded.damaged
-    for h, why in list(damaged.items())[:MAX_DAMAGED]:
-        say("damaged:", f"the ledger's blob {h[:12]} {why}: shown as missing")
-    if len(damaged) > MAX_DAMAGED:
-        say("damaged:", f"{len(damaged) - MAX_DAMAGED} more blobs")
-    if damaged:
+    lines = [f"the ledger's blob {h[:12]} {why}: shown as missing" for h, why in damaged.items()]
+    lines += inspection.loaded.state.damaged
+    for line in lines[:MAX_DAMAGED]:
+        say("damaged:", line)
+    if len(lines) > MAX_DAMAGED:
+        say("damaged:", f"{len(lines) - MAX_DAMAGED} more")
+    if lines:
         raise SystemExit(1)
 
 
-MAX_DAMAGED = 20  # damaged blobs named one by one
+MAX_DAMAGED = 20  # damaged blobs and fields named one by one
 
 
 def _run(inspection: Inspection) -> None:
@@ -200,6 +203,7 @@ def _print_json(inspection: Inspection) -> None:
     loaded, step = inspection.loaded, inspection.options.step
     data = _step_data(loaded, step) if step is not None else _run_data(inspection)
     data["damaged"] = dict(loaded.damaged)  # blobs that did not read back (their texts are null): why
+    data["damaged_fields"] = list(loaded.state.damaged)  # event fields missing or of the wrong type: shown as
     json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
     sys.stdout.write("\n")
 

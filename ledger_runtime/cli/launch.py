@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 def hook_launcher() -> list[str]:
@@ -31,10 +31,12 @@ def fast_launcher() -> list[str]:
     return [sys.executable, "-S", "-E", str(script)] if script.is_file() else hook_launcher()
 
 
-def run_agent(cmd: list[str], cwd: str | os.PathLike, env: dict[str, str]) -> int:
+def run_agent(
+    cmd: list[str], cwd: str | os.PathLike, env: dict[str, str], on_start: Callable[[int], None] | None = None
+) -> int:
     """Run an agent's process until it exits; its exit code. SIGTERM and SIGHUP sent to this process
     go to the agent (it stops, and the caller finishes the ledger); SIGINT is ignored here, set before
-    the agent starts, so Ctrl-C is the agent's own to handle."""
+    the agent starts, so Ctrl-C is the agent's own to handle. ``on_start``: told the agent's pid."""
     started: list[subprocess.Popen] = []
 
     def forward(signum: int, _frame: Any) -> None:
@@ -50,6 +52,8 @@ def run_agent(cmd: list[str], cwd: str | os.PathLike, env: dict[str, str]) -> in
     }
     try:
         started.append(subprocess.Popen(cmd, cwd=cwd, env=env))
+        if on_start is not None:
+            on_start(started[0].pid)
         return started[0].wait()
     finally:
         for s, h in previous.items():

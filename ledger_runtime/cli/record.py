@@ -10,10 +10,11 @@ call the record does not have, each stand alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
-from ledger_runtime.trajectories import ModelTurn
+from ledger_runtime.ledger.redact import MASK, Redactor
+from ledger_runtime.trajectories import Conversation, ModelTurn
 
 
 @dataclass
@@ -29,6 +30,13 @@ def _key(command: str) -> str:
     return command.strip()
 
 
+def same_command(recorded: str, kept: str) -> bool:
+    """Whether a command of the agent's record is one the ledger kept: the same text, but where either
+    is masked (``*``: the ledger stores secrets masked, the page masks the record)."""
+    r, k = _key(recorded), _key(kept)
+    return r == k or (len(r) == len(k) and all(a == b or a == MASK or b == MASK for a, b in zip(r, k)))
+
+
 LOOKAHEAD = 200  # calls past the current one searched for a command (a record that is not the run's ends early)
 
 
@@ -41,13 +49,13 @@ def align(turns: Sequence[ModelTurn], attempts: Sequence[Any]) -> list[Entry]:
     placed: dict[int, Entry] = {}
     cursor = 0  # the first call not placed yet
     for a in attempts:
-        key = _key(a.command)
         start = max(cursor - 1, 0)  # the latest call placed may have commands still to match
-        j = next((k for k in range(start, min(len(turns), start + LOOKAHEAD)) if key in left[k]), None)
-        if j is None:
+        found = ((k, i) for k in range(start, min(len(turns), start + LOOKAHEAD)) for i, c in enumerate(left[k]))
+        j, i = next(((k, i) for k, i in found if same_command(left[k][i], a.command)), (None, None))
+        if j is None or i is None:
             entries.append(Entry(None, [a]))
             continue
-        left[j].remove(key)
+        del left[j][i]
         if j in placed:
             placed[j].attempts.append(a)
             continue
@@ -59,6 +67,45 @@ def align(turns: Sequence[ModelTurn], attempts: Sequence[Any]) -> list[Entry]:
         cursor = j + 1
     entries += [Entry(turns[k]) for k in range(cursor, len(turns))]
     return entries
+
+
+def secrets_masked(entries: Sequence[Entry]) -> list[str]:
+    """What the ledger masked in the commands it kept, read off the agent's record of them: the
+    record's text where the ledger's has ``*`` (the values of the run's environment, its login...,
+    which only the run knew). The page masks them wherever the record has them."""
+    found: set[str] = set()
+    for entry in entries:
+        recorded = [_key(c) for c in (entry.turn.commands if entry.turn else ())]
+        for a in entry.attempts:
+            kept = _key(a.command)
+            r = next((c for c in recorded if len(c) == len(kept) and same_command(c, kept)), None)
+            if r is None or MASK not in kept:
+                continue
+            run = ""
+            for x, y in zip(r + " ", kept + " "):
+                if y == MASK and x != MASK:
+                    run += x
+                    continue
+                if len(run) >= 4:
+                    found.add(run)
+                run = ""
+    return sorted(found, key=lambda v: (-len(v), v))
+
+
+def masked_record(record: Conversation, redactor: Redactor) -> Conversation:
+    """The agent's record with every text the page shows masked (the model's words, its reasoning,
+    its commands, the task, the submission): the record is the agent's own file, written unmasked."""
+    turns = [
+        replace(
+            t,
+            text=redactor.mask(t.text),
+            reasoning=redactor.mask(t.reasoning),
+            commands=tuple(map(redactor.mask, t.commands)),
+        )
+        for t in record.turns
+    ]
+    submission = redactor.mask(record.submission) if record.submission is not None else None
+    return replace(record, turns=turns, task=redactor.mask(record.task), submission=submission)
 
 
 def totals(turns: Sequence[ModelTurn]) -> dict[str, Any]:

@@ -29,10 +29,11 @@ TIMEOUT_ENV = "LEDGER_HOOK_TIMEOUT"
 DEFAULT_TIMEOUT_S = 120.0
 FAULTS_FILE = "faults.log"
 USAGE = (
-    "usage: ledger-run hook EVENT [--socket PATH] [--run-dir DIR] [--token T] [--flag-on-fault FLAG]"
+    "usage: ledger-run hook EVENT [--socket PATH] [--run-dir DIR] [--token T | --token-file F] [--flag-on-fault FLAG]"
     "   (the event's JSON on stdin)"
 )
-OPTIONS = ("--socket", "--run-dir", "--token", "--flag-on-fault")
+OPTIONS = ("--socket", "--run-dir", "--token", "--token-file", "--flag-on-fault")
+MAX_TOKEN_BYTES = 256
 
 
 def _args(argv: list[str]) -> tuple[str | None, str | None, str | None, str | None, str | None]:
@@ -52,9 +53,31 @@ def _args(argv: list[str]) -> tuple[str | None, str | None, str | None, str | No
         event,
         opts.get("--socket") or env(SOCKET_ENV),
         opts.get("--run-dir") or env(RUN_DIR_ENV),
-        opts.get("--token"),
+        opts.get("--token") or read_token(opts.get("--token-file")),
         opts.get("--flag-on-fault"),
     )
+
+
+def read_token(path: str | None) -> str | None:
+    """The run's secret from ``path`` (``--token-file``): this user's regular file, nobody else's to
+    read, never through a link; None otherwise (the server then refuses the call and the agent goes on)."""
+    if not path:
+        return None
+    try:
+        fd = posix.open(path, posix.O_RDONLY | posix.O_NOFOLLOW | posix.O_NONBLOCK | posix.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        st = posix.fstat(fd)
+        if (st.st_mode & 0o170000) != 0o100000 or st.st_uid != posix.geteuid() or st.st_mode & 0o077:
+            return None
+        data = posix.read(fd, MAX_TOKEN_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        posix.close(fd)
+    token = data.decode("ascii", "replace").strip()
+    return token if token and len(data) <= MAX_TOKEN_BYTES else None
 
 
 def env(name: str) -> str | None:
@@ -65,7 +88,9 @@ def env(name: str) -> str | None:
 
 def log_fault(run_dir: str | None, event: str | None, message: str, *, quiet: bool = False) -> None:
     """One JSON line in the run's faults.log (stderr when there is no run directory to write to;
-    ``quiet``: nothing then, for the wrapper, whose stderr is the command's output)."""
+    ``quiet``: nothing then, for the wrapper, whose stderr is the command's output). Nothing here
+    masks secrets: a message names a call, a size, a path of ours, never a command, an output or an
+    answer."""
     import json
     import os
     import stat
@@ -204,10 +229,10 @@ def main(argv: list[str]) -> int:  # noqa: C901
     answer = answer.strip()
     if not whole:
         raise_flag(flag)
-        log_fault(run_dir, event, f"hook server's answer was cut short (no end of line): {answer[:80]!r}")
+        log_fault(run_dir, event, f"hook server's answer was cut short (no end of line after {len(answer)} bytes)")
         return 0
     if not (answer.startswith(b"{") and answer.endswith(b"}")) and not _is_json(answer):
-        log_fault(run_dir, event, f"hook server answered something that is not JSON: {answer[:80]!r}")
+        log_fault(run_dir, event, f"hook server answered {len(answer)} bytes that are not JSON")
         return 0
     sys.stdout.buffer.write(answer + b"\n")
     sys.stdout.flush()

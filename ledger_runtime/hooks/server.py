@@ -69,6 +69,7 @@ class SocketDirError(OSError):
 
 STALE_AFTER_S = 5.0  # a socket directory this old whose server is gone is removed by the next server
 PID_FILE = "pid"
+TOKEN_FILE = "token"  # the run's secret, for hook command lines (--token-file): never on a command line
 FLAG_PREFIX = "flag-"  # flags: empty files ``flag-NAME`` beside the socket (set_flag)
 
 
@@ -448,6 +449,16 @@ class HookServer:
 
     # -- flags ------------------------------------------------------------------------------------------
 
+    def keep_token(self, token: str) -> str:
+        """Write the run's secret beside the socket (owner-only, in the server's private directory) and
+        return its path, which hook command lines name instead of the secret: a command line is
+        readable by every user of the machine (/proc/PID/cmdline)."""
+        from ledger_runtime.ledger.private import write_private
+
+        path = os.path.join(self._dir, TOKEN_FILE)
+        write_private(path, token)
+        return path
+
     def flag_path(self, name: str) -> str:
         """Where the flag ``name`` (lower-case letters) is, set or not."""
         if not _flag_name(name):
@@ -507,7 +518,7 @@ def _remove_dir(path: str) -> bool:
         flags = [n for n in os.listdir(path) if _is_flag(n)]
     except OSError:
         flags = []
-    for name in ("hook.sock", PID_FILE, *flags):
+    for name in ("hook.sock", PID_FILE, TOKEN_FILE, *flags):
         try:
             os.unlink(os.path.join(path, name))
         except OSError:

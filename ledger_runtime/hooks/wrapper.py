@@ -297,7 +297,7 @@ def main(argv: list[str]) -> int:
     except ValueError:
         wait = DEFAULT_WAIT_S
     started = time.perf_counter()
-    key = _begin(args, run_dir, command)  # before the command starts: its secret is spent then
+    key = _begin(args, run_dir)  # before the command starts: its secret is spent then
     login = args.get("login")
     if "login-status" in args:  # the status of the shell's test: 0 for a login shell
         login = "1" if args["login-status"] == "0" else "0"
@@ -320,7 +320,7 @@ def main(argv: list[str]) -> int:
             _signal.signal(s, h)
 
 
-def _begin(args: dict[str, str], run_dir: str | None, command: str) -> str | None:
+def _begin(args: dict[str, str], run_dir: str | None) -> str | None:
     """Trade the call's secret (on the command line, readable by the command) for a key only this
     process holds; None when the server took no key (the raw output is printed then)."""
     sock = args.get("socket")
@@ -332,10 +332,10 @@ def _begin(args: dict[str, str], run_dir: str | None, command: str) -> str | Non
     try:
         raw = ask(sock, "Begin", body, DEFAULT_TIMEOUT_S, args.get("token"), call=call or None)
         if raw.strip() != b'{"ok": true}':
-            raise ValueError(f"the call was not taken: {raw[:80]!r}")
+            raise ValueError(f"the call was not taken ({len(raw)} bytes of answer)")
     except (OSError, ValueError) as e:
         raise_flag(args.get("flag-on-fault"))  # the command is not recorded here: its PostToolUse records it
-        log_fault(run_dir, "Begin", f"hook server {sock} gave no key for `{command[:80]}`: {e}", quiet=True)
+        log_fault(run_dir, "Begin", f"hook server {sock} gave no key for call {call!r}: {e}", quiet=True)
         return None
     return key
 
@@ -396,7 +396,7 @@ def _run(child: Child, command: str, args: dict[str, str], run_dir: str | None, 
             buf,
         ]
     )
-    text = _answer(args.get("socket"), run_dir, payload, command, args.get("key"), args.get("call"))
+    text = _answer(args.get("socket"), run_dir, payload, args.get("key"), args.get("call"))
     if text is None and args.get("key"):  # the server took the call, and gave no answer for it
         raise_flag(args.get("flag-on-fault"))
     if not passthrough:
@@ -405,12 +405,10 @@ def _run(child: Child, command: str, args: dict[str, str], run_dir: str | None, 
     return rc
 
 
-def _answer(
-    sock: str | None, run_dir: str | None, payload: bytes, command: str, key: str | None, call: str | None
-) -> bytes | None:
+def _answer(sock: str | None, run_dir: str | None, payload: bytes, key: str | None, call: str | None) -> bytes | None:
     """The server's answer text; None (print the raw output) on any fault, which is logged."""
     if not sock:
-        log_fault(run_dir, "Answer", f"no hook server socket given for `{command[:80]}`", quiet=True)
+        log_fault(run_dir, "Answer", f"no hook server socket given for call {call!r}", quiet=True)
         return None
     if not key:
         return None  # the call was not taken (said then): the output goes as it is
@@ -420,8 +418,8 @@ def _answer(
             return None  # the server kept the output as it is (or had nothing to say)
         size, nl, text = raw.partition(b"\n")  # the answer's length, then the answer
         if not nl or not size.isdigit() or int(size) != len(text):
-            raise ValueError(f"no whole answer text in {raw[:80]!r}")
+            raise ValueError(f"no whole answer text in its {len(raw)} bytes")
         return text
     except (OSError, ValueError) as e:
-        log_fault(run_dir, "Answer", f"hook server {sock} gave no answer for `{command[:80]}`: {e}", quiet=True)
+        log_fault(run_dir, "Answer", f"hook server {sock} gave no answer for call {call!r}: {e}", quiet=True)
         return None

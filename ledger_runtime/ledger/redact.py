@@ -2,8 +2,10 @@
 the agent's business.
 
 A ``Redactor`` masks the values of the environment's secret-looking variables, well-known token
-shapes (AWS, OpenAI and Anthropic, GitHub, Slack, Google keys; ``NAME_TOKEN=...`` assignments;
-``Authorization:`` headers) and the user's own patterns (setting ``[ledger.redaction]`` ``patterns``). A masked
+shapes (AWS, OpenAI and Anthropic, GitHub, GitLab, Slack, Google, Stripe, Hugging Face, npm, PyPI keys;
+passwords in URLs, private keys, webhooks, ``Authorization:`` headers, ``mysql -p``), values given a
+secret's name (secret_names.py) and the user's own patterns (setting ``[ledger.redaction]``
+``patterns``). A masked
 character becomes ``*``: the text keeps its length and its lines, and a line masks the same way
 wherever it stands (no pattern reaches across a line end). So offsets into an answer stay true, an
 answer masked on its own expands to its output masked on its own, and a run of lines two outputs
@@ -19,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ledger_runtime.ledger.secret_names import MIN_SECRET_CHARS, named_spans
 from ledger_runtime.section import BOOLEAN, STRINGS, Section, setting
 
 MASK = "*"
@@ -35,7 +38,6 @@ STRUCTURAL = frozenset(
         "writes",
         "reads",
         "read_keys",
-        "keys",
         "spans",
         "content_hash",
         "target",
@@ -50,7 +52,6 @@ STRUCTURAL = frozenset(
         "snapshot_digest",
     }
 )
-MIN_SECRET_CHARS = 8  # shorter values ("1", "true", a port) would mask half of every output
 # a variable whose name says it holds a secret
 SECRET_NAME = re.compile(
     r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|PWD|CREDENTIALS?|AUTH|"
@@ -59,12 +60,9 @@ SECRET_NAME = re.compile(
 )
 NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
 # Token shapes worth masking wherever they appear. Where a pattern has a group, only the group is
-# masked (the name before it stays readable). Each begins with a literal, which the regular
+# masked (what stands before it stays readable). Each begins with a literal, which the regular
 # expression engine finds at memchr speed: no pattern may begin with a class or an alternation.
-# NAME=value, NAME: value, NAME="value"; the name's rest is bounded (an unbounded run would be
-# rescanned from every keyword in it: quadratic), and a value stops at quotes, backticks and brackets
-_ASSIGNED = r"[A-Z0-9_]{0,40}[ \t]*[=:][ \t]*[\"']?([^\s\"'`#,;()\[\]{}<>]{8,})"
-# token shapes, each the start of a word (a match right after a letter, digit, "_" or "-" is part of
+# Token shapes, each the start of a word (a match right after a letter, digit, "_" or "-" is part of
 # a name: task-queue-...)
 TOKEN_SHAPES = (
     r"AKIA[0-9A-Z]{16}\b",  # AWS access key ids
@@ -75,17 +73,30 @@ TOKEN_SHAPES = (
     r"xox[abposr]-[A-Za-z0-9-]{10,}",  # Slack
     r"AIza[0-9A-Za-z_-]{35}",  # Google API keys
     r"glpat-[A-Za-z0-9_-]{20,}",  # GitLab
+    r"sk_live_[0-9A-Za-z]{10,}",  # Stripe secret and restricted keys, live and test
+    r"sk_test_[0-9A-Za-z]{10,}",
+    r"rk_live_[0-9A-Za-z]{10,}",
+    r"rk_test_[0-9A-Za-z]{10,}",
+    r"whsec_[0-9A-Za-z]{20,}",  # Stripe webhook secrets
+    r"hf_[A-Za-z0-9]{30,}",  # Hugging Face
+    r"npm_[A-Za-z0-9]{36}\b",  # npm
+    r"pypi-[A-Za-z0-9_-]{40,}",  # PyPI upload tokens
+    r"LS0tLS1CRUdJTi[A-Za-z0-9+/=]{16,}",  # base64 of "-----BEGIN ": a key (kubeconfig's client-key-data)
+    # the mysql family's password glued to -p (``mysql -uroot -pSECRET db``), quoted or not
+    r"mysql[a-z]*\b[^\n|;&]*?[ \t]-p(?:'([^'\n]+)'|\"([^\"\n]+)\"|([^\s'\"-][^\s'\"]*))",
+    r"mariadb[a-z-]*\b[^\n|;&]*?[ \t]-p(?:'([^'\n]+)'|\"([^\"\n]+)\"|([^\s'\"-][^\s'\"]*))",
+    r"sshpass[ \t]+-p[ \t]*([^\s]+)",
+    r"curl\b[^\n|;&]*?[ \t](?:-u|--user)[ \t]+['\"]?[^\s:'\"]+:([^\s'\"@]+)",  # curl -u user:password
 )
 BUILTIN_PATTERNS = TOKEN_SHAPES + (
-    # settings whose upper-case name says secret (.env files, `env`, `export`): the value after the
-    # name (DB_PASSWORD, AWS_SECRET_ACCESS_KEY, GH_TOKEN, API_KEY...); lower-case names are code
-    # (`tokens = tokenize(...)`), not settings
-    r"SECRET" + _ASSIGNED,
-    r"PASS" + _ASSIGNED,
-    r"TOKEN" + _ASSIGNED,
-    r"KEY" + _ASSIGNED,
     r"uthorization:[ \t]*(?:[Bb]earer|[Bb]asic|[Tt]oken)[ \t]+([A-Za-z0-9._~+/=-]{8,})",  # HTTP headers
     r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}",  # JWTs (access and id tokens)
+    # a password in a URL (.git-credentials, DATABASE_URL): scheme://user:PASSWORD@host
+    r"://[^\s:/@'\"<>\[\]]{1,100}:([^\s/@'\"<>\[\]]{1,200})@",
+    # a private key's body on one line (a service account's JSON: "-----BEGIN PRIVATE KEY-----\n...")
+    r"-----BEGIN [A-Z ]{0,30}PRIVATE KEY-----([^-\n]{16,})-----END",
+    r"hooks.slack.com/services/([A-Za-z0-9/_-]{16,})",  # Slack and Discord webhooks: the URL is the secret
+    r"discord.com/api/webhooks/([A-Za-z0-9/_-]{16,})",
 )
 
 
@@ -147,13 +158,16 @@ def _groups(m: re.Match[str]) -> list[tuple[int, int]]:
 class Redactor:
     """Masks secrets in text (see the module docstring). ``Redactor.off()`` masks nothing."""
 
-    def __init__(self, values: Iterable[str] = (), patterns: Iterable[re.Pattern[str]] = _BUILTIN):
+    def __init__(
+        self, values: Iterable[str] = (), patterns: Iterable[re.Pattern[str]] = _BUILTIN, *, names: bool = True
+    ):
         self.values = tuple(v for v in values if v and "\n" not in v)
         self.patterns = tuple(patterns)
+        self.names = names  # values given a secret's name (named_spans)
 
     @classmethod
     def off(cls) -> Redactor:
-        return cls((), ())
+        return cls((), (), names=False)
 
     @classmethod
     def for_run(cls, environ: Mapping[str, str] | None = None, user_patterns: Iterable[str] = ()) -> Redactor:
@@ -164,11 +178,13 @@ class Redactor:
     def with_values(self, values: Iterable[str]) -> Redactor:
         """This redactor, also masking ``values`` (an adapter's environment for the agent)."""
         extra = secret_values({f"SECRET_{i}": v for i, v in enumerate(values)}) if values else []
-        return Redactor(sorted(set(self.values) | set(extra), key=lambda v: (-len(v), v)), self.patterns)
+        return Redactor(
+            sorted(set(self.values) | set(extra), key=lambda v: (-len(v), v)), self.patterns, names=self.names
+        )
 
     @property
     def active(self) -> bool:
-        return bool(self.values or self.patterns)
+        return bool(self.values or self.patterns or self.names)
 
     def spans(self, text: str) -> list[tuple[int, int]]:  # noqa: C901
         """The character ranges of ``text`` to mask, merged, in order."""
@@ -178,6 +194,8 @@ class Redactor:
             while i >= 0:
                 found.append((i, i + len(v)))
                 i = text.find(v, i + 1)  # overlapping occurrences too
+        if self.names:
+            found += named_spans(text)
         for rx in self.patterns:
             if rx in _BUILTIN_SET:
                 if _BUILTIN_LITERAL.get(rx, "") not in text:

@@ -12,11 +12,12 @@ import bisect
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
+from ledger_runtime.ledger.event_fields import checked
 from ledger_runtime.records import Attempt, Baseline, CommandClass, Modification, Observation, VerdictKind
 
 UNKNOWN = object()  # a path the ledger has no hash for
 # events about what the model holds and was told: folded by the held room and the notes, not here
-HELD_ONLY = frozenset({"lines", "distrust", "told"})
+HELD_ONLY = frozenset({"lines", "told"})
 
 
 @dataclass
@@ -29,8 +30,13 @@ class LedgerState:
     baseline: Baseline | None = None
     run: dict[str, Any] = field(default_factory=dict)
     faults: list[dict[str, Any]] = field(default_factory=list)
+    # fields of events that were missing or of the wrong type (a crafted or damaged ledger), one line
+    # each: folded with a value that says so (event_fields.py), never dropped
+    damaged: list[str] = field(default_factory=list)
     # state-view text handed to the agent outside its prompt (hooks' context notes): event, chars
     injections: list[dict[str, Any]] = field(default_factory=list)
+    # attempts whose record the agent's own log says the model did not get: attempt -> why
+    distrusted: dict[int, str] = field(default_factory=dict)
     # the agent's model calls and their cost in dollars; a call whose price is not known adds to
     # unpriced_calls, never $0 to model_cost
     model_calls: int = 0
@@ -68,43 +74,48 @@ class LedgerState:
         kind = event.get("kind")
         try:
             shadowed = event.get("shadowed")  # the record's own values under the event's names (an observation's kind)
-            body = {**event, **shadowed} if shadowed else event
+            body = {**event, **shadowed} if isinstance(shadowed, dict) else event
+            body, damaged = checked(kind, body)
+            if damaged:
+                self.damaged += damaged
             if kind == "attempt":
                 self.add_attempt(Attempt.from_dict(body))
             elif kind == "observation":
                 self.add_observation(Observation.from_dict(body))
             elif kind == "modification":
-                self.add_modification(Modification.from_dict(body), int(event.get("epoch", self.epoch + 1)))
+                self.add_modification(Modification.from_dict(body), int(body.get("epoch", self.epoch + 1)))
             elif kind == "baseline":
                 self.baseline = Baseline.from_dict(body)
             elif kind == "run":
-                self.run = {k: v for k, v in event.items() if k not in ("seq", "kind", "step", "at", "shadowed")}
+                self.run = {k: v for k, v in body.items() if k not in ("seq", "kind", "step", "at", "shadowed")}
             elif kind == "completion":
-                self.complete(int(event["attempt"]), event)
+                self.complete(int(body["attempt"]), body)
             elif kind == "task":
                 if self.baseline is not None and not self.baseline.task:
-                    self.baseline = replace(self.baseline, task=str(event["task"]))
+                    self.baseline = replace(self.baseline, task=str(body["task"]))
             elif kind == "injection":
-                text = event.get("text")
+                text = body.get("text")
                 self.injections.append(
                     {
-                        "event": str(event["event"]),
-                        "chars": int(event["chars"]),
-                        "step": event.get("step"),
+                        "event": str(body["event"]),
+                        "chars": int(body["chars"]),
+                        "step": body.get("step"),
                         **({"text": text} if isinstance(text, str) else {}),
                     }
                 )
             elif kind == "model_call":
-                cost = event.get("cost")
+                cost = body.get("cost")
                 self.model_calls += 1
                 if cost is None:
                     self.unpriced_calls += 1
                 else:
                     self.model_cost += float(cost)
             elif kind == "context":
-                self.context_floor = max(self.context_floor, int(event["from_step"]))
+                self.context_floor = max(self.context_floor, int(body["from_step"]))
             elif kind == "fault":
-                self.faults.append(event)
+                self.faults.append(body)
+            elif kind == "distrust":  # the agent's own log disowns the record (held/holds.py folds it too)
+                self.distrusted.setdefault(int(body["attempt"]), str(body.get("why") or ""))
             elif kind in HELD_ONLY:
                 pass  # what the model holds and was told (held/holds.py, prompt/notes.py), not the run's state
             else:

@@ -17,6 +17,7 @@ Opening anything that is not a ledger (a missing, truncated, corrupt or foreign 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import time
@@ -39,6 +40,11 @@ PATCH_DEPTH = 8  # changes of changes at most this deep (a read decodes each)
 RECENT_BLOBS = 4  # long blobs kept in memory, written or read lately: what a new one may be a change of
 PEEK = 1024  # a recent blob is compared with a new one only where they begin or end alike
 LEDGER_FILE = "ledger.sqlite"
+# the longest blob read back: what a writer with the default settings stores is at most 16 MiB (an
+# output of 4 Mi characters, 4 bytes each at most) and a file's content 2 MiB; a reader that knows the
+# run's settings reads no more than they let it write (writer_max)
+MAX_BLOB_BYTES = 64 * 1024 * 1024
+BLOB_SLACK_BYTES = 64 * 1024  # an answer's notes beside the output it stands for
 # A writer waits this long for a lock another process holds on the ledger (an open `sqlite3` shell),
 # and after a commit failed for a lock only QUICK_LOCK_S until one succeeds again: a locked ledger
 # costs a command a second once, then next to nothing (what cannot be written goes to faults.log).
@@ -81,6 +87,31 @@ class StoreError(Exception):
     """Writing to the ledger failed (disk full, permissions, a locked file)."""
 
 
+def writer_max(max_stored_chars: int, max_content_bytes: int) -> int:
+    """The longest blob a writer with these settings stores (an output of ``max_stored_chars``, 4 bytes
+    a character at most, with its answer's notes; a file's content), never more than MAX_BLOB_BYTES."""
+    return min(MAX_BLOB_BYTES, max(4 * max_stored_chars, max_content_bytes) + BLOB_SLACK_BYTES)
+
+
+def inflated(data: bytes, size: int) -> bytes:
+    """``data`` decompressed, at most ``size`` bytes and one more (then it is not the blob it says it
+    is: its length tells): a crafted blob never inflates past what it claims."""
+    d = zlib.decompressobj()
+    out = d.decompress(data, size + 1)
+    if len(out) <= size and not d.eof and not d.unconsumed_tail:
+        raise zlib.error("the compressed data ends early")
+    return out
+
+
+def _unfit(size: Any, codec: Any, data: Any, most: int) -> str | None:
+    """Why a blob's row cannot be its bytes: columns of the wrong type, or a size past ``most``."""
+    if not isinstance(size, int) or not isinstance(codec, str) or not isinstance(data, bytes):
+        return "a row whose columns are not a size, a codec and bytes"
+    if not 0 <= size <= most:
+        return f"says it is {size:,} bytes, more than a ledger writes ({most:,})"
+    return None
+
+
 def ledger_path(path: str | os.PathLike) -> Path:
     """The ledger file for a run directory or a ledger file path."""
     p = Path(path)
@@ -121,6 +152,8 @@ class LedgerStore:
         self._pending: list[tuple[str, int | None, str]] = []
         self._pending_blobs: dict[str, tuple[int, str, bytes]] = {}
         self.damaged: dict[str, str] = {}  # blobs in the file that do not read back: key -> why (read as missing)
+        self.damaged_events: list[str] = []  # event rows whose columns are not of their types (events())
+        self.max_blob_bytes = MAX_BLOB_BYTES  # a blob that says it is longer is not read (writer_max: a run's own)
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -202,7 +235,10 @@ class LedgerStore:
                 meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
             if meta.get("format") != FORMAT:
                 raise NotALedger(p, "an SQLite database, but not a ledger (no ledger format mark)")
-            version = int(meta.get("schema_version", "0"))
+            try:
+                version = int(meta.get("schema_version", "0"))
+            except (TypeError, ValueError):
+                raise NotALedger(p, "its schema version is not a number (damaged)") from None
             if version > SCHEMA_VERSION:
                 raise NotALedger(p, f"written by a newer ledger-runtime (schema {version} > {SCHEMA_VERSION})")
             tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -351,7 +387,7 @@ class LedgerStore:
         for k, v in self._conn.execute("SELECT key, value FROM meta"):
             try:
                 out[k] = json.loads(v)
-            except ValueError:
+            except (ValueError, TypeError):
                 out[k] = v
         return out
 
@@ -371,16 +407,35 @@ class LedgerStore:
         except sqlite3.Error as e:
             raise NotALedger(self.path, _why(e)) from None
         for seq, kind, step, at, body in rows:
+            kind, step, at = self._envelope(seq, kind, step, at)
             try:
                 data = json.loads(body)
                 if not isinstance(data, dict):
                     raise ValueError("event body is not an object")
-            except ValueError as e:
+            except (ValueError, TypeError) as e:
                 yield {"seq": seq, "kind": "fault", "step": step, "at": at, "message": f"unreadable event {seq}: {e}"}
                 continue
             yield event_of(data, kind, step, seq, at)
 
+    def _envelope(self, seq: Any, kind: Any, step: Any, at: Any) -> tuple[str, int | None, float]:
+        """An event row's kind, step and time as their types say (a crafted row's are named in
+        ``damaged_events`` and read as none)."""
+        wrong = []
+        if not isinstance(kind, str):
+            wrong.append(f"its kind is {kind!r}, not text")
+            kind = repr(kind)
+        if step is not None and (not isinstance(step, int) or isinstance(step, bool) or abs(step) >= 2**53):
+            wrong.append("its step is not a whole number: read as none")
+            step = None
+        if not isinstance(at, (int, float)) or isinstance(at, bool) or not math.isfinite(at):
+            wrong.append("its time is not a number: read as 0")
+            at = 0.0
+        self.damaged_events += [f"event {seq}: {w}" for w in wrong]
+        return kind, step, at
+
     def blob(self, h: str, _depth: int = 0) -> bytes | None:
+        """A blob's bytes; None where the ledger does not hold it, or holds it damaged (``damaged``
+        says why: a size no writer stores, bytes that do not decode to exactly that size)."""
         recent = self._recent.get(h)
         if recent is not None:
             return recent[0]
@@ -391,7 +446,11 @@ class LedgerStore:
             if row is None:
                 return None
             size, codec, data = row
-        out, patch_depth = self._decoded(h, codec, bytes(data), _depth)
+        why = _unfit(size, codec, data, self.max_blob_bytes)
+        if why is not None:
+            self.damaged[h] = why
+            return None
+        out, patch_depth = self._decoded(h, codec, bytes(data), size, _depth)
         if out is not None and len(out) != size:
             self.damaged[h] = f"{len(out)} bytes where {size} were stored"
             return None
@@ -399,16 +458,16 @@ class LedgerStore:
             self._keep(h, out, patch_depth)
         return out
 
-    def _decoded(self, h: str, codec: str, data: bytes, depth: int) -> tuple[bytes | None, int]:
-        """A stored blob's bytes and its patch depth; None, with the reason in ``damaged``, where they
-        do not decode."""
+    def _decoded(self, h: str, codec: str, data: bytes, size: int, depth: int) -> tuple[bytes | None, int]:
+        """A stored blob's bytes (never more than ``size`` and one byte decoded) and its patch depth;
+        None, with the reason in ``damaged``, where they do not decode."""
         try:
             if codec == "raw":
                 return data, 0
             if codec == "zlib":
-                return zlib.decompress(data), 0
+                return inflated(data, size), 0
             if codec == "patch":
-                decoded = self._unpatch(h, data, depth)
+                decoded = self._unpatch(h, data, size, depth)
                 if decoded is None:
                     self.damaged.setdefault(h, "a change of another blob that does not apply")
                     return None, 0
@@ -418,7 +477,7 @@ class LedgerStore:
             self.damaged[h] = f"does not decompress ({e})"
         return None, 0
 
-    def _unpatch(self, h: str, packed: bytes, depth: int) -> tuple[bytes, int] | None:
+    def _unpatch(self, h: str, packed: bytes, size: int, depth: int) -> tuple[bytes, int] | None:
         """A blob stored as a change of another (see the module docstring), with its patch depth; None
         where it does not decode (its base gone, a header that does not parse, changes deeper than they
         may be)."""
@@ -428,12 +487,13 @@ class LedgerStore:
             p, s, d = int(p), int(s), int(d)
         except ValueError:
             return None
-        if depth > PATCH_DEPTH or key == h:
+        if depth > PATCH_DEPTH or key == h or p < 0 or s < 0 or p + s > size:
             return None
         base = self.blob(key, depth + 1)
         if base is None or p + s > len(base):
             return None
-        return base[:p] + zlib.decompress(rest) + base[len(base) - s :], d  # zlib.error: damaged (_decoded)
+        middle = inflated(rest, size - p - s)  # zlib.error: damaged (_decoded)
+        return base[:p] + middle + base[len(base) - s :], d
 
     def has_blob(self, h: str) -> bool:
         if h in self._pending_blobs:

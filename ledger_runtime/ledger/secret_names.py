@@ -1,0 +1,164 @@
+"""Values given a secret's name, found for masking (redact.py): ``named_spans(text)``, the spans of the
+values a text gives a secret's name in the forms settings files and commands give them: NAME=VALUE
+(.env, .npmrc, an ini or TOML file, a query string), NAME: VALUE alone on its line (YAML, a header),
+"NAME": "VALUE" (JSON, a Python dict), --NAME VALUE (a flag), .netrc's "password VALUE".
+
+A name is found from the words in it (``secret_name``), at each occurrence of one of NAME_WORDS: a
+long output is never scanned at every position. Which values are secrets is a pure decision of the
+name's strength, the form and the value (``_worth_masking``): code (``token = self.token``), a test
+log (``PASS: test_x``) and a name's reference (``$TOKEN``) are not. Each span lies within one line.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+MIN_SECRET_CHARS = 8  # shorter values ("1", "true", a port) would mask half of every output
+
+NAME_WORDS = re.compile(r"pass|pwd|secret|token|key|auth|credential|dsn", re.IGNORECASE)
+NAME_REACH = 60  # characters of a name either side of its secret word
+_NAME_BEFORE = re.compile(r"[\w.-]*\Z")
+_NAME_AFTER = re.compile(r"[\w.-]*")
+_VALUE = r"""(?:"(?P<dq>(?:[^"\\\n]|\\.)*)"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s"'`,;&|(){}\[\]<>\\]+))"""
+_AFTER_NAME = re.compile(r"""(?P<close>["']?)[ \t]*(?P<sep>[=:])[ \t]*""" + _VALUE)
+_AFTER_FLAG = re.compile(r"[ \t]+" + _VALUE)
+_LINE_END = re.compile(r"""[ \t,]*(?:#[^\n]*)?(?:\r?$|['"])""", re.MULTILINE)
+_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_GIVES_VALUE = frozenset("=:\"' \t")
+_SPACED_SEP = re.compile(r"[ \t]+[=:]")
+STRONG = frozenset(
+    "password passwd passphrase secret secrets token apikey credential credentials dsn authtoken accesstoken "
+    "privatekey accesskey secretkey clientsecret authorization".split()
+)
+STRONG_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key")})
+MEDIUM = frozenset({"pass", "pwd"})  # a password only where a setting is assigned (PASS: in a test log is not)
+NOT_NAMES = frozenset({"pwd", "oldpwd"})  # the working directory
+STRONG_MIN, SETTING_MIN, FLAG_MIN, RANDOM_MIN = 6, MIN_SECRET_CHARS, 4, 16
+
+
+@functools.lru_cache(maxsize=4096)
+def secret_name(name: str) -> str | None:
+    """How surely ``name`` names a secret, from its words (``_authToken``: auth, token; ``X-Api-Key``:
+    x, api, key): "strong" (a password, a token, an API key...), "medium" (pass, pwd: only when
+    assigned), "auth" (only as a JSON key: ``auth = ...`` is code), "weak" (another key: only a value
+    that looks random), None (no secret's name)."""
+    if name.lower().lstrip("-_") in NOT_NAMES:
+        return None
+    words = [w.lower() for w in _WORDS.findall(name)]
+    if any(w in STRONG for w in words) or any(p in STRONG_PAIRS for p in zip(words, words[1:])):
+        return "strong"
+    if name.lower() == "auth":
+        return "auth"  # docker's "auth": "BASE64"
+    if any(w in MEDIUM for w in words):
+        return "medium"
+    return "weak" if "key" in words else None
+
+
+def _random_looking(v: str) -> bool:
+    """A key's value rather than a name: long, letters and digits, no dots (hosts, modules, versions)."""
+    return len(v) >= RANDOM_MIN and "." not in v and any(c.isdigit() for c in v) and any(c.isalpha() for c in v)
+
+
+_CODE_NAME = re.compile(r"[A-Za-z_]\w*(?:\.\w+)*")  # a variable, an attribute: code, not a value
+_CONSTANT = re.compile(r"[A-Z_]+|[A-Za-z_]\w*(?:\.\w+)+")  # another constant, a dotted name
+
+
+def _worth_masking(strength: str, form: str, value: str, quoted: bool, upper: bool) -> bool:
+    """Whether a value given a name of this ``strength`` in this ``form`` is a secret to mask (a pure
+    decision: the name scan finds them, this says which). A value with a blank, a format (``%s``), a
+    variable (``$X``, ``<X>``, ``{x}``) or nothing is none; so is a bare path, a bare name of code
+    (``token = self.token``, ``password = user_pw2``: read as code, so ``password = hunter2`` in an
+    ini file too), and a value with no digit but after an upper-case NAME= (``.env``, ``export``)."""
+    if not value or value[0] in "$<{*" or "%" in value or any(c.isspace() for c in value):
+        return False
+    if strength == "medium" and form == "colon":
+        return False  # "PASS: test_x" in a test log
+    if strength == "auth":
+        return form == "json" and quoted and len(value) >= STRONG_MIN
+    if strength == "weak":
+        return _random_looking(value)
+    if not quoted and (form == "json" or value.startswith(("/", "~/", "./", "../"))):
+        return False  # a number, true, null; a path
+    if upper and form == "assign" and not quoted:
+        return len(value) >= SETTING_MIN and not _CONSTANT.fullmatch(value)
+    if not quoted and _CODE_NAME.fullmatch(value):
+        return False
+    return len(value) >= (FLAG_MIN if form == "flag" else STRONG_MIN) and any(c.isdigit() for c in value)
+
+
+def _netrc(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """.netrc's "password SECRET": the secret's span, on a line that is a netrc entry (it names a
+    machine or a login, or holds the password alone)."""
+    m = _AFTER_FLAG.match(text, end)
+    if m is None or m.group("bare") is None or _LINE_END.match(text, m.end()) is None:
+        return None
+    line = text[text.rfind("\n", 0, start) + 1 : start].split()
+    if line and not ({"machine", "login", "default"} & set(line)):
+        return None
+    value = m.group("bare")
+    return (m.start("bare"), m.end("bare")) if len(value) >= FLAG_MIN else None
+
+
+def named_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of values ``text`` gives a secret's name (see NAME_WORDS), each within its line. Only
+    a name followed by what gives it a value (``=``, ``:``, a quote, a blank) is looked at further."""
+    found: list[tuple[int, int]] = []
+    done = 0
+    for w in NAME_WORDS.finditer(text):
+        if w.start() < done:
+            continue
+        end = _NAME_AFTER.match(text, w.end(), min(len(text), w.end() + NAME_REACH)).end()
+        done = end
+        after = text[end : end + 1]
+        if after not in _GIVES_VALUE:
+            continue  # monkey.patch, tokenize(, a keyword...
+        if after in " \t" and not _SPACED_SEP.match(text, end) and not _spaced_value(text, w.start(), end):
+            continue  # a word in a sentence: only .netrc's password and --flags take a value after a blank
+        start = _NAME_BEFORE.search(text, max(0, w.start() - NAME_REACH), w.start()).start()
+        strength = secret_name(text[start:end])
+        upper = w.group().isupper()  # DB_PASSWORD=: a setting's name (whatever is glued before it)
+        span = _named_value(text, start, end, strength, upper) if strength is not None else None
+        if span is not None:
+            found.append(span)
+    return found
+
+
+def _spaced_value(text: str, word: int, end: int) -> bool:
+    """Whether the name ending at ``end`` (its secret word at ``word``) may take a value after a blank:
+    .netrc's ``password`` or a ``--flag``."""
+    if text[word:end].lower() == "password" and (word == 0 or text[word - 1] in " \t\n"):
+        return True
+    return text.rfind("--", max(0, word - NAME_REACH), word) >= 0
+
+
+def _named_value(text: str, start: int, end: int, strength: str, upper: bool) -> tuple[int, int] | None:
+    """The span of the value the name at ``start:end`` is given, when it is a secret to mask."""
+    name = text[start:end]
+    if name == "password":
+        span = _netrc(text, start, end)
+        if span is not None:
+            return span
+    m = _AFTER_NAME.match(text, end)
+    if m is not None:
+        opened = text[start - 1 : start] if start else ""
+        form = (
+            "json"
+            if m.group("close") and m.group("close") == opened
+            else "colon"
+            if m.group("sep") == ":"
+            else "assign"
+        )
+        form = "flag" if name.startswith("--") and form == "assign" else form
+    elif name.startswith("--"):
+        m, form = _AFTER_FLAG.match(text, end), "flag"
+    if m is None:
+        return None
+    group = next(g for g in ("dq", "sq", "bare") if m.group(g) is not None)
+    if group == "bare" and form == "colon" and _LINE_END.match(text, m.end()) is None:
+        return None  # "PASS: Concrete indices correct": a word of a sentence, not a setting
+    if group == "bare" and text[m.end() : m.end() + 1] in ("(", "["):
+        return None  # a call, an index: code
+    if _worth_masking(strength, form, m.group(group), group != "bare", upper):
+        return m.start(group), m.end(group)
+    return None

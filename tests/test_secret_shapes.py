@@ -1,0 +1,247 @@
+"""No secret in anything the ledger writes (issue 37 item 5): each common credential shape, printed by a
+command and written in its command line, is masked in the ledger's blobs and events (the keys an
+answer is a re-read's base under too), ``inspect --json``, ``--output``, the page and faults.log; the
+hook client and the Codex wrapper write no command or answer to faults.log; the run's page masks the
+agent's own record; ``ledger-run claude`` keeps no copy of the user's --settings. And text that holds
+no secret is left as it is: the false positives measured on the 106 shared trajectories
+(swebench_runs/masking/false_positives.py) stay fixed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import make_repo
+
+from ledger_runtime import hook_launcher
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.ledger.redact import Redactor
+from ledger_runtime.ledger.store import LedgerStore
+from ledger_runtime.runtime import LedgerRuntime
+
+# (name, the text a file or command holds, the secret in it)
+SHAPES = [
+    (
+        "aws credentials",
+        "[default]\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLE9\n",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLE9",
+    ),
+    (
+        "gcp service account",
+        '{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC'
+        'BKcwggSjAgEAAoIBAQC7\\n-----END PRIVATE KEY-----\\n"}\n',
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7",
+    ),
+    (
+        "gcloud adc",
+        '{"refresh_token": "1//0gLx7vTNxQ3bRtY8uWvZa-LkJhGfDsA", "type": "authorized_user"}\n',
+        "1//0gLx7vTNxQ3",
+    ),
+    (
+        "pypirc",
+        "[pypi]\nusername = __token__\npassword = pypi-AgEIcHlwaS5vcmcCJGE4ZjM2ZjE0LTQ5YzgtNGQ1Yi1h\n",
+        "AgEIcHlwaS5",
+    ),
+    ("npmrc", "//registry.npmjs.org/:_authToken=npm_Zq3x9Lm2Pw8Rt5Yv1Nb4Kc7Hd6Gf0Sj2Aa1B\n", "Zq3x9Lm2Pw8Rt5Yv1Nb4"),
+    ("netrc", "machine api.example.com login octo password s3cr3tPassw0rd\n", "s3cr3tPassw0rd"),
+    ("git-credentials", "https://octo:Xy7pQ2rS9tUv4wZ@github.com\n", "Xy7pQ2rS9tUv4wZ"),
+    ("database url", "DATABASE_URL=postgres://app:Sup3rS3cretDb@db.internal:5432/app\n", "Sup3rS3cretDb"),
+    (
+        "docker config",
+        '{"auths": {"https://index.docker.io/v1/": {"auth": "b2N0bzpodW50ZXIyMDI0IQ=="}}}\n',
+        "b2N0bzpodW50ZXIyMDI0IQ",
+    ),
+    (
+        "kubeconfig",
+        "users:\n- name: me\n  user:\n    client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFb3d\n",
+        "LS0tLS1CRUdJTiBSU0Eg",
+    ),
+    ("yaml api_key", "service:\n  api_key: 9f8e7d6c5b4a39281706aa\n", "9f8e7d6c5b4a39281706aa"),
+    ("stripe", "charge with sk_live_4eC39HqLyjWDarjtT1zdp7dc\n", "4eC39HqLyjWDarjtT1zdp7dc"),
+    ("hugging face", "HF hub: hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567\n", "AbCdEfGhIjKlMnOpQrStUvWxYz0"),
+    (
+        "slack webhook",
+        "https://hooks.slack.com/services/T0A1B2C3D/B0E1F2G3H/abcdefghijklmnopqrstuvwx\n",
+        "abcdefghijklmnopqrstuvwx",
+    ),
+    ("x-api-key header", "curl -H 'X-Api-Key: 7f3c9a1b2d4e5f6071' https://api.example.com\n", "7f3c9a1b2d4e5f6071"),
+    ("mysql -p", "mysql -u root -pS3cretPass8 mydb -e 'select 1'\n", "S3cretPass8"),
+    ("json API_KEY", '{"API_KEY": "abcdEFGH1234ijklMNOP"}\n', "abcdEFGH1234ijklMNOP"),
+]
+
+
+def everything_stored(run_dir: Path) -> str:
+    """Every text the run directory holds: each file as it is, and the ledger's events and blobs
+    (decompressed, patches applied)."""
+    parts = [p.read_bytes().decode("utf-8", "replace") for p in run_dir.rglob("*") if p.is_file()]
+    store = LedgerStore.open(run_dir)
+    try:
+        parts += [json.dumps(e) for e in store.events()]
+        hashes = [h for (h,) in store._conn.execute("SELECT hash FROM blobs")]
+        parts += [store.text(h) or "" for h in hashes]
+    finally:
+        store.close()
+    return "\n".join(parts)
+
+
+def ledger_run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*hook_launcher(), *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("name,text,secret", SHAPES, ids=[s[0] for s in SHAPES])
+def test_each_credential_shape_is_masked_in_everything_the_ledger_writes(tmp_path: Path, name, text, secret) -> None:
+    repo = make_repo(tmp_path / "repo", {"creds.txt": text})
+    run_dir = tmp_path / "run"
+    rt = LedgerRuntime(repo, run_dir, LedgerConfig())
+    line = text.strip().splitlines()[-1]
+    try:
+        ex = LocalExecutor()
+        first = rt.run("cat creds.txt", ex)
+        rt.run("cat creds.txt", ex)
+        # the secret in the command line itself (its analysis, the keys its answer is kept under)
+        rt.run(f"cat creds.txt # {line}", ex)
+        rt.report_fault("a fault naming the command", ValueError(line), command=line)
+    finally:
+        rt.close()
+    assert first.output == text, "what the model is shown is not changed"
+    stored = everything_stored(run_dir)
+    assert secret not in stored, f"{name}: the secret is stored in clear"
+    assert secret[:8] not in stored or name in ("gcloud adc",), stored  # not even its start (a cut secret)
+    for args in (
+        ["--json"],
+        ["--step", "3", "--output"],
+        ["--step", "3", "--json"],
+        ["--html", str(tmp_path / "p.html")],
+    ):
+        r = ledger_run("inspect", str(run_dir), *args)
+        assert r.returncode == 0, r.stderr
+        shown = r.stdout + ((tmp_path / "p.html").read_text() if "--html" in args else "")
+        assert secret not in shown, f"{name}: inspect {args} shows the secret"
+
+
+NOT_SECRETS = [
+    "PASS: Concrete indices correct",
+    "PASS: .a/foo.py was ignored",
+    "PASS: Docstring found",
+    "PASS: __init__ was included.",
+    "PASS: test_reset_keeps_every_key",
+    'DIMENSION_KEY = "_ARRAY_DIMENSIONS"',
+    "tokens = tokenize(source)",
+    "password = get_password()",
+    "token = self.token",
+    "    secret_key: SecretStr",
+    "api_key: Optional[str] = None",
+    'SECRET_KEY = "AWS_SECRET_ACCESS_KEY"',
+    "for key, value in sorted(mapping.items()):",
+    "    key = (path, lineno)",
+    "the password is required for user admin2024",
+    "--secrets HF_TOKEN",
+    "pwd = /home/me/src",
+    "MAX_PASS_LIMIT_REACHED = 'MAX PASS LIMIT REACHED'",
+]
+
+
+@pytest.mark.parametrize("text", NOT_SECRETS)
+def test_text_that_holds_no_secret_is_left_as_it_is(text: str) -> None:
+    assert Redactor.for_run({}).mask(text) == text
+
+
+TRAJECTORIES = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories"
+
+
+@pytest.mark.slow
+def test_on_the_shared_trajectories_only_credential_shaped_text_is_masked(tmp_path: Path) -> None:
+    """The measurement itself (swebench_runs/masking/false_positives.py): in the 106 public runs every
+    masked span is a password in a URL or a value named secret (test data shaped like a credential)."""
+    if not any(TRAJECTORIES.glob("*/trajs/*.traj.json")):
+        pytest.skip(f"no shared trajectories under {TRAJECTORIES} (../shared/data)")
+    script = Path(__file__).resolve().parents[1] / "swebench_runs" / "masking" / "false_positives.py"
+    out = tmp_path / "fp.json"
+    p = subprocess.run([sys.executable, str(script), "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["trajectories"] == 106 and result["outputs"]["texts"] > 4000
+    lines = [ln for kind in ("outputs", "commands") for hit in result[kind]["masked"] for ln in hit["lines"]]
+    odd = [ln for ln in lines if not ("://" in ln and ":⟦" in ln and "⟧@" in ln) and "Secret" not in ln]
+    assert not odd, odd
+    assert result["outputs"]["rate"] < 0.002
+
+
+def test_the_wrapper_and_the_hook_client_write_no_command_or_answer_to_faults_log(tmp_path: Path) -> None:
+    secret = "ghp_" + "Q7w" * 12
+    repo = make_repo(tmp_path / "repo", {"a.txt": "x\n"})
+    wrap = [*hook_launcher(), "wrap", "--socket", str(tmp_path / "gone.sock"), "--call", "c0"]
+    p = subprocess.run(
+        [*wrap, "--run-dir", str(tmp_path), "--", f"echo {secret} >/dev/null; cat a.txt"],
+        cwd=repo,
+        capture_output=True,
+        timeout=60,
+    )
+    assert p.stdout == b"x\n"
+    faults = (tmp_path / "faults.log").read_text()
+    assert "gave no key for call 'c0'" in faults and secret not in faults and "echo" not in faults
+
+
+def test_claude_s_run_keeps_no_copy_of_the_user_s_settings(tmp_path: Path) -> None:
+    """The user's --settings (an API key in its env) is merged in while claude runs, and taken out when it
+    exits: a stand-in claude checks the merged file, the run directory keeps the ledger's hooks only."""
+    from ledger_adapters.claude.cli import run_claude
+
+    key = "sk-ant-api03-" + "Zx9" * 12
+    fake = tmp_path / "claude"
+    seen = tmp_path / "seen.json"
+    fake.write_text(f'#!/bin/sh\ncat "$2" > {seen}\n')  # claude --settings FILE ...
+    fake.chmod(0o755)
+    repo = make_repo(tmp_path / "repo", {"a.txt": "x\n"})
+    run_dir = tmp_path / "run"
+    code = run_claude(
+        str(fake),
+        ["-p", "hi"],
+        repo,
+        run_dir,
+        LedgerConfig(),
+        settings={"env": {"ANTHROPIC_API_KEY": key}, "model": "sonnet"},
+        env={"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"},
+    )
+    assert code == 0
+    assert json.loads(seen.read_text())["env"]["ANTHROPIC_API_KEY"] == key, "claude got the user's settings"
+    kept = json.loads((run_dir / "claude" / "settings.json").read_text())
+    assert "env" not in kept and "model" not in kept and "PreToolUse" in kept["hooks"]
+    assert key not in everything_stored(run_dir)
+
+
+def test_the_page_masks_the_agent_s_own_record_as_the_ledger_masked_the_run(tmp_path: Path, monkeypatch) -> None:
+    """The page shows the model's words and commands from the agent's record (Codex's rollout,
+    mini-swe-agent's trajectory), which the agent wrote unmasked: a value of the run's environment the
+    ledger masked in a command, and a token shape, are masked wherever the record has them, and the
+    record's calls still go with their steps."""
+    env_secret = "tok-Zr81kq27Lm90Wp"
+    monkeypatch.setenv("DEPLOY_TOKEN", env_secret)
+    shape = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+    repo = make_repo(tmp_path / "repo", {"a.txt": "x\n"})
+    command = f"echo {env_secret} | wc -c"
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    try:
+        rt.run(command, LocalExecutor())
+    finally:
+        rt.close()
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": f"THOUGHT: the token {env_secret} and {shape}\n\n```bash\n{command}\n```"},
+        {"role": "user", "content": "<returncode>0</returncode>\n<output>\n19\n</output>"},
+        {"role": "assistant", "content": f"THOUGHT: done with {env_secret}"},
+    ]
+    traj = tmp_path / "run.traj.json"
+    traj.write_text(json.dumps({"instance_id": "x", "info": {}, "messages": messages}))
+    page = tmp_path / "page.html"
+    r = ledger_run("inspect", str(tmp_path / "run"), "--html", str(page), "--trajectory", str(traj))
+    assert r.returncode == 0, r.stderr
+    html = page.read_text()
+    assert env_secret not in html and shape not in html
+    step = html.split('id="step-1"')[1].split("</section>")[0]
+    assert "the token ******************" in step, "the call goes with its step"
