@@ -352,7 +352,7 @@ def check_stubs(saids: Sequence[Said], treat: Sequence, msgs: Sequence[Message],
         if t.kind == "keep" or t.stub is None or t.stub.window:
             continue
         later = "\n".join(texts[outs[n] + 1 :])
-        runs = {saids[j].command for j in range(n + 1, len(saids)) if treat[j].kind == "keep"}
+        runs = {saids[j].key for j in range(n + 1, len(saids)) if treat[j].kind == "keep" and saids[j].key}
         tally.add(stub_true(s, t, later, runs, lines_now), f"{s.label}: {texts[outs[n]].splitlines()[0][:200]}")
 
 

@@ -233,11 +233,12 @@ def stub_true(s: Said, t: Treatment, later_texts: str, later_runs: set[str], lin
     """Whether a stub (or a part) of output ``s`` is true: its reason of the lines it leaves out, read
     from the files (``lines_now(path)``: a file's lines now, None when unreadable) and from the text
     sent after it (``later_texts``: a line of it shown again is a whole line there, as printed or
-    without a line number before it; ``later_runs``: the commands of outputs sent whole after it)."""
+    without a line number before it; ``later_runs``: the commands, by directory and text (``Said.key``),
+    of outputs sent whole after it)."""
     if t.kind == KEEP or t.stub is None or t.stub.window:
         return True
     shown = later_lines(later_texts)
-    rerun = s.supersedable and s.command in later_runs
+    rerun = s.supersedable and s.key is not None and s.key in later_runs
     changed = later = 0
     for i, line in enumerate(s.lines):
         differs = _differs(line, lines_now)
