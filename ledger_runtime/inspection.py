@@ -207,6 +207,26 @@ def timeline(state: LedgerState, transcript: Transcript | None = None) -> list[d
 REFERENCING = ("whole", "spans", "delta", "reused")
 
 
+def notes(state: LedgerState, step: int | None = None) -> list[dict[str, Any]]:
+    """The notes of the state view the model was sent (its history keeps them), each after the step
+    it was sent after, with its text (None: a ledger from before notes kept their text); ``step``:
+    only those sent after that step."""
+    return [
+        {"step": i.get("step"), "event": i.get("event"), "chars": i.get("chars"), "text": i.get("text")}
+        for i in state.injections
+        if step is None or i.get("step") == step
+    ]
+
+
+def note_rows(state: LedgerState) -> dict[int, list[dict[str, Any]]]:
+    """The notes by the step they were sent after (a timeline shows each after that step's commands)."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for n in notes(state):
+        if isinstance(n["step"], int):
+            out.setdefault(n["step"], []).append(n)
+    return out
+
+
 def outputs_at(loaded: Loaded, step: int) -> list[tuple[Any, str | None, str | None]]:
     """The attempts of ``step``, each with the exact text the model received and its expansion."""
     t = loaded.transcript()
@@ -420,6 +440,7 @@ def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None
     with "…" where the terminal is too narrow for it, paths shortened from the left (their names
     kept); a verdict's rule wraps under it."""
     rows = timeline(state) if rows is None else rows
+    sent = note_rows(state)
     widths = _widths(rows, width)
     command_cell, file_cell = widths["command"], widths["files changed"]
     t = Table(title="Timeline", show_lines=False, expand=False, box=box.SIMPLE_HEAD, show_edge=False, padding=0)
@@ -445,6 +466,11 @@ def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None
             "" if r["exit_code"] is None else str(r["exit_code"]),
             Text(files),
         )
+        last = r is rows[-1] or rows[rows.index(r) + 1]["step"] != r["step"]
+        for n in sent.get(r["step"], []) if last else ():  # what the model was told after the step
+            first = next((ln for ln in (n["text"] or "").splitlines() if ln.strip() and ln.startswith("  ")), "")
+            said = f"note, {n['chars']:,} characters" + (f": {first.strip()}" if first else "")
+            t.add_row("", Text("NOTE", style="cyan"), "", "", Text(short_command(said, command_cell)), "", "")
     return t
 
 

@@ -106,7 +106,12 @@ def test_mini_runs_a_model_of_your_own_with_its_cost_unknown(tmp_path, server, m
     stats = json.loads((run / "trajectory.traj.json").read_text())["info"]["model_stats"]
     assert stats["unpriced_calls"] == 4
     assert f"litellm has no price for {model}" in r.stderr
-    assert "cost: unknown" in " ".join(r.stdout.split())
+    said = " ".join(r.stdout.split())  # the run's summary at its end
+    assert "model calls / cost" in said and "4 / unknown (4 of 4" in said
+    page = run / "page.html"
+    assert ledger_run("inspect", str(run), "--html", str(page)).returncode == 0
+    html = page.read_text()
+    assert "cost unknown" in html and ">$0<" not in html and "; $0" not in html, "no $0 for a price nobody knows"
 
 
 @pytest.mark.slow

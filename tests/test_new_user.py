@@ -655,8 +655,11 @@ def test_step_n_is_the_state_after_step_n_in_the_terminal_the_json_and_the_page(
 
     docs = (Path(__file__).resolve().parents[1] / "docs" / "inspect.md").read_text()
     assert "`--step N` always means the state *after* step N" in docs
-    terminal = ledger_run("inspect", str(demo_run), "--step", "5").stdout
-    assert terminal.startswith('<ledger_state step="5">'), terminal[:200]
+    printed = ledger_run("inspect", str(demo_run), "--step", "5").stdout
+    assert printed.startswith('<ledger_state step="5">'), printed[:200]
+    # the state view, then the note the model was sent after the step (the demo's is there)
+    terminal, note = printed.split("\n(the note the model was sent after step 5, ", 1)
+    assert note.split("\n", 1)[1].startswith("(Ledger runtime: what your commands' own output did not show you")
     assert json.loads(ledger_run("inspect", str(demo_run), "--step", "5", "--json").stdout)["state_view"] + "\n" == (
         terminal
     )

@@ -35,3 +35,45 @@ def test_help_lists_the_commands_in_order_one_line_each_and_no_bool_after_a_flag
     for command in ("--help", "replay --help", "inspect --help", "mini --help", "codex --help"):
         out = ledger_run(*command.split(), env={"COLUMNS": "200"}).stdout
         assert "<bool>" not in out, command
+
+
+@pytest.fixture(scope="module")
+def demo_runs(tmp_path_factory):
+    """The demo, live and in shadow mode (the notes the model was sent are the demo's own)."""
+    base = tmp_path_factory.mktemp("demos")
+    for name, extra in (("live", ()), ("shadow", ("--shadow",))):
+        r = ledger_run("demo", "-o", str(base / name), *extra)
+        assert r.returncode == 0, r.stderr[-2000:]
+    return base / "live" / "run", base / "shadow" / "run"
+
+
+@pytest.mark.slow
+def test_what_the_model_was_told_is_in_every_view_of_inspect(demo_runs, tmp_path):
+    live, _ = demo_runs
+    data = json.loads(ledger_run("inspect", str(live), "--json").stdout)
+    notes = data["notes"]
+    assert notes and all(n["text"] and n["text"].startswith("(Ledger runtime") for n in notes)
+    step = notes[0]["step"]
+    one = json.loads(ledger_run("inspect", str(live), "--step", str(step), "--json").stdout)
+    assert one["notes"] == [n for n in notes if n["step"] == step]
+    assert notes[0]["text"] in ledger_run("inspect", str(live), "--step", str(step)).stdout
+    timeline = ledger_run("inspect", str(live), env={"COLUMNS": "200"}).stdout
+    assert "NOTE" in timeline and f"note, {notes[0]['chars']:,} characters" in timeline
+    page = tmp_path / "p.html"
+    both = ledger_run("inspect", str(live), "--json", "--html", str(page))
+    assert both.returncode == 0 and json.loads(both.stdout)["notes"] == notes, "--json and --html: both"
+    html = page.read_text()
+    assert f"the note the model was sent after step {step}" in html
+    traj = json.loads((live / "trajectory.traj.json").read_text())
+    sent = [m["extra"]["ledger_note"] for m in traj["messages"] if (m.get("extra") or {}).get("ledger_note")]
+    assert sent == [n["text"] for n in notes], "mini's trajectory keeps each note with the call it went with"
+
+
+@pytest.mark.slow
+def test_a_shadow_runs_page_says_what_the_model_would_have_received(demo_runs, tmp_path):
+    _, shadow = demo_runs
+    page = tmp_path / "s.html"
+    assert ledger_run("inspect", str(shadow), "--html", str(page)).returncode == 0
+    html = page.read_text()
+    assert "what the model would have received (shadow)" in html
+    assert "output the ledger would have spared (shadow" in html and "output spared</td><td>0 " not in html

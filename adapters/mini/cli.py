@@ -488,15 +488,15 @@ def _after_run(env: Any, trajectory: Path, run_dir: Path, console: Console) -> N
         problem = mask_json_file(trajectory, runtime.redactor)
         if problem:
             console.print(f"[yellow]warning:[/yellow] {problem}", highlight=False)
+    if runtime is not None:  # was it worth it: the run's verdicts, answers, what they spared, the notes
+        from ledger_runtime import render_summary, summary
+
+        console.print(render_summary(summary(runtime.state)))
     console.print(
         f"\nledger: [bold]{run_dir / 'ledger.sqlite'}[/bold]\n"
         f"trajectory: [bold]{run_dir / 'trajectory.traj.json'}[/bold]\n"
         f"look inside: ledger-run inspect {run_dir}"
     )
-    if runtime is not None and runtime.state.model_calls:
-        from ledger_runtime import model_cost_text, summary
-
-        console.print(f"model calls: {runtime.state.model_calls}, cost: {model_cost_text(summary(runtime.state))}")
 
 
 def mini(

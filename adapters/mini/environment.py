@@ -445,13 +445,14 @@ class LedgerModel:
         rt = session.runtime
         rt.prescan()  # the model's turn starts: changes made from now on are made between commands
         sent = messages
+        note = ""
         try:
             history = self._history(rt)
             made = history.notes_sent
             sent = history_for(messages, history, rt, self.inner, self.agent_messages)
             if history.notes_sent != made and history.notes.notes:
                 self.views_injected += 1
-                self.last_view = history.notes.notes[-1].text
+                note = self.last_view = history.notes.notes[-1].text
                 rt.note_injection("note", self.last_view)
         except Exception as e:  # a fault of ours never keeps the model from its history
             rt.report_fault("building what the model is sent", e)
@@ -463,6 +464,8 @@ class LedgerModel:
             self._record_cost(rt, (e.messages[0].get("extra") or {}) if e.messages else {})
             raise
         self._record_cost(rt, message.get("extra") or {})
+        if note and isinstance(message, dict):  # the trajectory keeps what the model was told with this call
+            message.setdefault("extra", {})["ledger_note"] = note
         return message
 
     def _record_cost(self, rt: LedgerRuntime, extra: dict) -> None:

@@ -94,6 +94,21 @@ def starting_run() -> Iterator[None]:
         fail(str(e))
 
 
+def _summary_of(run_dir: Path) -> None:
+    """The run's summary (verdicts, answers, what they spared, notes, model calls), on stderr; nothing
+    where the run left no ledger to read."""
+    from rich.console import Console
+
+    from ledger_runtime.inspection import load, render_summary, summary
+    from ledger_runtime.ledger.store import NotALedger
+
+    try:
+        loaded = load(run_dir)
+    except (NotALedger, OSError):
+        return
+    Console(stderr=True).print(render_summary(summary(loaded.state)))
+
+
 def run_pinned(
     name: str,
     binary: str,
@@ -112,6 +127,7 @@ def run_pinned(
     run_dir = run_dir_for(run_dir, workdir)
     with starting_run():
         rc = start(run_dir, version)
+    _summary_of(run_dir)
     # plain lines (no wrapping): the paths are for copying
     print(
         f"\nledger: {run_dir / 'ledger.sqlite'}\n{kept(run_dir)}\nlook inside: ledger-run inspect {run_dir}",

@@ -20,7 +20,7 @@ from ledger_runtime.answers.build import LINES, NOTE, PATCH, SAME, TEXT, ExpandE
 from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.cli.html import READY, diff_lines, e, page
 from ledger_runtime.cli.record import align, masked_record, secrets_masked, totals
-from ledger_runtime.inspection import Loaded, distrusted, summary, unified_diff, views_at
+from ledger_runtime.inspection import Loaded, distrusted, note_rows, summary, unified_diff, views_at
 from ledger_runtime.ledger.redact import RedactError, Redactor
 from ledger_runtime.trajectories import Conversation, ModelTurn, conversation_of
 
@@ -142,13 +142,15 @@ def _model(turn: ModelTurn | None, first: bool, label: str) -> str:
     return "".join(parts) + "</div>"
 
 
-def _call(turn: ModelTurn | None) -> list[str]:
-    """What a model call took, as far as the record says."""
+def _call(turn: ModelTurn | None, unpriced: bool = False) -> list[str]:
+    """What a model call took, as far as the record says (``unpriced``: the run's model has no known
+    price, so a $0 the record says is a cost nobody knows)."""
     if turn is None:
         return []
     took = [f"model {_seconds(turn.seconds)}"] if turn.seconds is not None else []
     tokens = _tokens(turn.input_tokens, turn.cached_tokens, turn.output_tokens)
-    return took + ([tokens] if tokens else []) + ([_money(turn.cost)] if turn.cost is not None else [])
+    cost = ["cost unknown"] if unpriced and not turn.cost else [_money(turn.cost)] if turn.cost is not None else []
+    return took + ([tokens] if tokens else []) + cost
 
 
 def _step(
@@ -160,8 +162,11 @@ def _step(
     lead: str,
     view: str,
     doubted: str | None = None,
+    told: list[dict[str, Any]] | None = None,
+    unpriced: bool = False,
 ) -> str:
     label = loaded.state.label(a.id)
+    got = "what the model received" if a.applied else "what the model would have received (shadow)"
     shown = transcript.shown(a)
     try:
         printed = transcript.expanded(a) if a.executed else None
@@ -176,7 +181,7 @@ def _step(
     ]
     if a.executed:
         facts.append(f"command {_seconds(a.duration_s)}")
-    facts += [e(x) for x in (_call(turn) if first else [])]
+    facts += [e(x) for x in (_call(turn, unpriced) if first else [])]
     body = [
         f'<header><h2>{e(label)}</h2><span class="v v-{e(v.kind.value)}">{e(v.kind.value)}</span>'
         f'<span class="k">{e(kind)}</span><span>{e(v.rule or "")}</span>'
@@ -198,12 +203,12 @@ def _step(
         else '<span class="dim">(not recorded)</span>'
     )
     if printed is None:
-        body.append(f'<h3>what the model received (the command did not run)</h3><pre class="shown find">{marked}</pre>')
+        body.append(f'<h3>{got} (the command did not run)</h3><pre class="shown find">{marked}</pre>')
     elif printed == shown:
-        body.append(f'<h3>what the model received: what the command printed</h3><pre class="shown find">{marked}</pre>')
+        body.append(f'<h3>{got}: what the command printed</h3><pre class="shown find">{marked}</pre>')
     else:
         body.append(
-            '<div class="pair"><div><h3>what the model received</h3>'
+            f'<div class="pair"><div><h3>{got}</h3>'
             f'<pre class="shown find">{marked}</pre></div>'
             "<div><h3>what the command printed</h3>"
             f'<pre class="printed find">{e(printed)}</pre></div></div>'
@@ -213,6 +218,11 @@ def _step(
         body.append(f'<h3 class="find">{e(name)} ({e(m.change)})</h3>{_diff(loaded, m.before_hash, m.after_hash)}')
     if view:
         body.append(f"<details><summary>the state view after {e(label)}</summary><pre>{e(view)}</pre></details>")
+    for n in told or ():
+        text = (
+            n["text"] if n["text"] is not None else f"(a note of {n['chars']:,} characters; this ledger kept no text)"
+        )
+        body.append(f'<h3>the note the model was sent after {e(label)}</h3><pre class="note find">{e(text)}</pre>')
     return (
         f'<section class="step" id="{e(anchor(label))}" data-verdict="{e(v.kind.value)}" data-answer="{e(kind)}">'
         + "".join(body)
@@ -261,12 +271,20 @@ def _final(loaded: Loaded, record: Conversation | None) -> str:
 
 
 def _summary(s: dict[str, Any], record: Conversation | None, problems: list[str]) -> str:
+    spared = (
+        ("output spared", f"{s['chars_spared']:,} characters (~{s['tokens_spared_estimate']:,} tokens)")
+        if not s["shadow_answers"] or s["chars_spared"]
+        else (
+            "output the ledger would have spared (shadow: the model got each output as printed)",
+            f"{s['shadow_chars_spared']:,} characters (~{(s['shadow_chars_spared'] + 3) // 4:,} tokens)",
+        )
+    )
     rows = [
         ("workdir", s["workdir"]),
         ("steps / commands", f"{s['steps']} / {s['attempts']} ({s['executed']} executed)"),
         ("verdicts", ", ".join(f"{k} {v}" for k, v in s["verdicts"].items()) or "none"),
         ("answers", ", ".join(f"{k} {v}" for k, v in s["answers"].items()) or "none"),
-        ("output spared", f"{s['chars_spared']:,} characters (~{s['tokens_spared_estimate']:,} tokens)"),
+        spared,
         ("files changed", ", ".join(f["path"] for f in s["files_changed"]) or "none"),
         ("faults", s["faults"]),
     ]
@@ -277,7 +295,7 @@ def _summary(s: dict[str, Any], record: Conversation | None, problems: list[str]
             for x in (
                 f"{t['calls']:,}",
                 _tokens(t["input_tokens"], t["cached_tokens"], t["output_tokens"]),
-                _money(t["cost"]),
+                "cost unknown" if s.get("model_calls_unpriced") else _money(t["cost"]),
                 _seconds(t["seconds"]),
             )
             if x
@@ -341,6 +359,8 @@ def run_page(loaded: Loaded, record_path: Path | None = None) -> str:
     views = views_at(loaded, {a.step for a in state.attempts})
     transcript = loaded.transcript()  # one, so each answer is expanded once
     doubted = distrusted(state)
+    told = note_rows(state)
+    unpriced = bool(s.get("model_calls_unpriced"))
     parts = [
         f"<h1>Run in {e(s['workdir'])}</h1>",
         f'<section id="task"><h2>Task</h2><pre class="task">{e(task or "(not recorded)")}</pre></section>',
@@ -357,7 +377,10 @@ def run_page(loaded: Loaded, record_path: Path | None = None) -> str:
         for i, a in enumerate(entry.attempts):
             last_of_step = i + 1 == len(entry.attempts) or entry.attempts[i + 1].step != a.step
             view = views.get(a.step, "") if last_of_step else ""
-            parts.append(_step(loaded, transcript, a, entry.turn, i == 0, lead, view, doubted.get(a.id)))
+            notes_after = told.get(a.step, []) if last_of_step else []
+            parts.append(
+                _step(loaded, transcript, a, entry.turn, i == 0, lead, view, doubted.get(a.id), notes_after, unpriced)
+            )
     between = [m for m in state.modifications if m.attempt is None]
     if between:
         parts.append(

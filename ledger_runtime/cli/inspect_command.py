@@ -19,6 +19,7 @@ from ledger_runtime.inspection import (
     changes,
     keep_row,
     load,
+    notes,
     outputs_at,
     print_inspection,
     summary,
@@ -140,12 +141,18 @@ def _run(inspection: Inspection) -> None:
     options, loaded = inspection.options, inspection.loaded
     if options.output or options.expand:
         _print_outputs(inspection)
-    elif options.html is not None:
-        _write_page(inspection, options.html)
-    elif options.as_json:
-        _print_json(inspection)
+    elif options.html is not None or options.as_json:
+        if options.html is not None:
+            _write_page(inspection, options.html)
+        if options.as_json:  # both, when both are asked for
+            _print_json(inspection)
     elif options.step is not None:
-        _shown(options.raw)(view_at(loaded, options.step) + "\n")  # the text the model got: never re-wrapped
+        told = "".join(
+            f"\n(the note the model was sent after step {options.step}, {n['chars']:,} characters)\n{n['text']}\n"
+            for n in notes(loaded.state, options.step)
+            if n["text"]
+        )
+        _shown(options.raw)(view_at(loaded, options.step) + "\n" + told)  # the text the model got: never re-wrapped
     else:
         rows = [r for r in timeline(loaded.state) if keep_row(r, inspection.verdicts, inspection.classes)]
         print_inspection(loaded, Console(), rows, shown=visible_data)
@@ -214,6 +221,7 @@ def _step_data(loaded: Any, step: int) -> dict[str, Any]:
         "ledger": str(loaded.path),
         "step": step,
         "state_view": view_at(loaded, step),
+        "notes": notes(loaded.state, step),  # what the model was told after this step, as it was told
         "commands": [
             {
                 "attempt": a.id,
@@ -242,4 +250,5 @@ def _run_data(inspection: Inspection) -> dict[str, Any]:
         "summary": summary(state),
         "timeline": rows,
         "between_commands": changes(loaded, [m for m in state.modifications if m.attempt is None]),
+        "notes": notes(state),  # every note of the state view the model was sent, after its step
     }
