@@ -77,3 +77,15 @@ def test_a_shadow_runs_page_says_what_the_model_would_have_received(demo_runs, t
     html = page.read_text()
     assert "what the model would have received (shadow)" in html
     assert "output the ledger would have spared (shadow" in html and "output spared</td><td>0 " not in html
+
+
+def test_replay_of_a_ledger_file_says_what_to_pass(tmp_path):
+    from cli_support import one_line_error
+
+    ledger = tmp_path / "run" / "ledger.sqlite"
+    ledger.parent.mkdir()
+    import sqlite3
+
+    sqlite3.connect(ledger).execute("CREATE TABLE t (x)").connection.close()
+    msg = one_line_error(ledger_run("replay", str(ledger)))
+    assert "is a ledger file: pass the run directory" in msg and "or its trajectory" in msg

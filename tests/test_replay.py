@@ -295,8 +295,10 @@ def test_a_replay_where_everything_was_skipped_fails(tmp_path):
         "--report",
         str(tmp_path / "R.md"),
     )
-    assert "no trajectory was replayed" in _one_line_error(r) and r.returncode == 1
-    assert "in none of the --repo" in r.stderr
+    # said before any replay starts (no progress bar first), with why
+    msg = _one_line_error(r)
+    assert "nothing to replay" in msg and "in none of the --repo" in msg and r.returncode == 2
+    assert "trajectories" not in r.stderr.replace(msg, ""), "no progress before the error"
 
 
 @pytest.mark.slow
@@ -667,7 +669,7 @@ def test_a_base_commit_given_on_the_command_line(tmp_path):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().startswith("error: --base-commit nosuch is in none of the repositories")
     without = ledger_run("replay", str(traj), *common[:-1], str(tmp_path / "o2"))
-    assert without.returncode == 1 and "no base commit: give --base-commit" in " ".join(without.stderr.split())
+    assert without.returncode == 2 and "no base commit: give --base-commit" in " ".join(without.stderr.split())
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ledger_harness.replay import tree as replay_tree
-from ledger_harness.replay.engine import ReplaySettings, Skip, observations_only, replay_one, result_path
+from ledger_harness.replay.engine import ReplaySettings, Skip, has_commit, observations_only, replay_one, result_path
 from ledger_harness.replay.options import ReplayOptions, validate
 from ledger_harness.replay.report import (
     aggregate,
@@ -96,6 +96,9 @@ def run(o: ReplayOptions) -> None:
     err = Console(stderr=True)
     fmt = _format(o.format, _fail)
     paths = list(o.trajectories)
+    for p in paths:
+        if p.is_file() and _is_ledger(p):
+            _fail(f"{p} is a ledger file: pass the run directory ({p.parent}) or its trajectory")
     git_dirs, commits, repo_names = _sources(paths, [] if o.observations_only else o.repos, o.instances)
     notes: list[str] = []
     trajs, skipped = _trajectories(fmt, paths, o.filter, repo_names, notes)
@@ -109,6 +112,7 @@ def run(o: ReplayOptions) -> None:
         _fail("give --repo DIR (a clone or a git directory holding the base commits), or --observations-only")
     if o.base_commit is not None:
         _pin_base_commit(trajs, git_dirs, o.base_commit)
+    trajs = _with_base_commits(trajs, commits, git_dirs, skipped)
     workdir = o.workdir
     if workdir is None:
         workdir, trajs = _own_workdir(fmt, trajs, own, o.out, skipped, err)
@@ -141,6 +145,15 @@ def run(o: ReplayOptions) -> None:
     _print_summary(agg, what, ctx, models, skipped, notes, o.as_json)
     if o.report is not None:
         _write_report(o.report, list(o.argv), agg, skipped, notes, prov, what, ctx, models)
+
+
+def _is_ledger(path: Path) -> bool:
+    """Whether ``path`` is a ledger (an SQLite file), not a recorded run."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def _arms(o: ReplayOptions) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -325,6 +338,25 @@ def _git_dirs_of_ledgers(own: dict[str, Loaded | None], err: Console) -> list[Pa
     if git_dirs:
         err.print(f"--repo: the recorded runs' own {', '.join(roots)}", highlight=False)
     return git_dirs
+
+
+def _with_base_commits(
+    trajs: list[Trajectory], commits: dict[str, str], git_dirs: list[Path], skipped: list[tuple[str, str]]
+) -> list[Trajectory]:
+    """The trajectories whose base commit is known (their own, or --instances') and in a --repo, before
+    any is replayed; the others skipped, saying why; none left: one line (no progress bar first)."""
+    kept = []
+    for t in trajs:
+        commit = t.base_commit or commits.get(t.instance_id)
+        if not commit:
+            skipped.append((t.instance_id, "no base commit: give --base-commit, or --instances with its instance"))
+        elif not any(has_commit(g, commit) for g in git_dirs):
+            skipped.append((t.instance_id, f"base commit {commit[:12]} is in none of the --repo directories"))
+        else:
+            kept.append(t)
+    if trajs and not kept:
+        _fail(f"nothing to replay: {skipped[-1][0]}: {skipped[-1][1]}")
+    return kept
 
 
 def _pin_base_commit(trajs: list[Trajectory], git_dirs: list[Path], base_commit: str) -> None:

@@ -232,7 +232,7 @@ def _checkout(repo: Path, commit: str, workdir: Path, force: bool = False) -> No
         subprocess.run(["git", "-C", str(workdir), *args], capture_output=True, timeout=60)
 
 
-def _has_commit(repo: Path, commit: str) -> bool:
+def has_commit(repo: Path, commit: str) -> bool:
     r = subprocess.run(["git", "--git-dir", str(repo), "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True)
     return r.returncode == 0
 
@@ -326,7 +326,7 @@ def replay_one(traj: Trajectory, settings: ReplaySettings, on_step: Callable[[in
     commit = traj.base_commit or settings.base_commits.get(traj.instance_id)
     if not commit:
         raise Skip("no base commit: give --base-commit, or --instances with the SWE-bench instances")
-    repo = next((r for r in settings.repos if _has_commit(r, commit)), None)
+    repo = next((r for r in settings.repos if has_commit(r, commit)), None)
     if repo is None:
         raise Skip(f"base commit {commit[:12]} is in none of the --repo directories")
     workdir = settings.workdir or (Path(traj.recorded.root) if traj.recorded.root else None)
@@ -566,6 +566,9 @@ def summarize_rows(rows: list[dict]) -> dict:
     s["redundant_subsumed"] = sum(r["redundant"] == "subsumed" for r in red)
     s["caught"] = sum(r["answer"] not in ("raw", "refused") for r in red)
     s["not_executed"] = sum(r["answer"] == AnswerKind.REUSED.value for r in rows)
+    # run again here, not in the recorded run's image (the host's Python, no project installed)
+    s["exit_differs"] = sum(r.get("recorded_exit") is not None and r["exit"] != r["recorded_exit"] for r in rows)
+    s["exit_recorded"] = sum(r.get("recorded_exit") is not None for r in rows)
     return s
 
 

@@ -78,6 +78,8 @@ def _group(results: list[dict]) -> dict[str, Any]:
         "caught": sums["caught"],
         "coverage": sums["caught"] / red if red else None,
         "not_executed": sums["not_executed"],
+        "exit_differs": sums["exit_differs"],
+        "exit_recorded": sums["exit_recorded"],
         "overhead_ms_p50": _pct(overhead, 0.5),
         "overhead_ms_p95": _pct(overhead, 0.95),
         "overhead_ratio_p50": _pct(ratio, 0.5),
@@ -277,6 +279,9 @@ def results_md(
         f"p95 {_f(tot['overhead_ms_p95'], '{:.1f}')} ms",
         f"- state view: p50 {_f(tot['view_tokens_p50'], '{:.0f}')}, p95 {_f(tot['view_tokens_p95'], '{:.0f}')} tokens",
         *_claims_lines(tot.get("claims") or {}),
+        f"- commands whose exit code differs from the recorded run's: {tot.get('exit_differs', 0):,} of "
+        f"{tot.get('exit_recorded', 0):,} with one recorded (they run again on this machine, its Python and no "
+        "project installed, not in the instance's image: docs/swebench.md)",
         "",
         "## Verdicts by command class",
         "",
