@@ -138,7 +138,7 @@ def test_a_failing_command_is_recorded_with_its_exit_code_and_nudged(session: Se
     answer, _ = session.bash("python3 -c 'import sys; print(7); sys.exit(3)'")
     ctx = answer["hookSpecificOutput"]["additionalContext"]
     assert answer["hookSpecificOutput"]["hookEventName"] == "PostToolUseFailure"
-    assert ctx.startswith("[ledger] NUDGE: repeat-failure: no file the ledger tracks has changed since step 1")
+    assert ctx.startswith("[ledger] NUDGE: repeat-failure: no tracked file changed since step 1")
     a = load(session.run_dir).state.attempts
     assert [(x.exit_code, x.verdict.kind, x.answer["kind"]) for x in a] == [
         (3, VerdictKind.RUN, "raw"),

@@ -129,7 +129,7 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     after_reuse = developer_texts(fake.agent_requests[2])
     assert any(t.startswith("(Ledger runtime:") and "Answers: output you were already shown" in t for t in after_reuse)
     nudged = function_outputs(fake.agent_requests[4])["call_3"]
-    assert "[ledger] NUDGE: repeat-failure: no file the ledger tracks has changed since step 3" in nudged
+    assert "[ledger] NUDGE: repeat-failure: no tracked file changed since step 3" in nudged
     after_edit = developer_texts(fake.agent_requests[5])
     assert not any("calc.py: STALE" in t for t in after_edit), "the model's own patch: its result told it"
     notes = [i["chars"] for i in state.injections]

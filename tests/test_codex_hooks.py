@@ -334,9 +334,7 @@ def test_nudge_goes_with_pretooluse_once(session: Session) -> None:
         if n == 0:
             assert pre is None and "[ledger] NUDGE" not in context(post)
         else:
-            assert context(pre).startswith(
-                "[ledger] NUDGE: repeat-failure: no file the ledger tracks has changed since step 1"
-            )
+            assert context(pre).startswith("[ledger] NUDGE: repeat-failure: no tracked file changed since step 1")
             assert "[ledger] NUDGE" not in context(post)
     assert [a.verdict.kind for a in session.state().attempts] == [VerdictKind.RUN, VerdictKind.NUDGE]
 

@@ -108,7 +108,7 @@ def test_repeated_test_run_is_nudged_until_something_changes(repo, tmp_path):
     assert first.returncode != 0
     second = rt.run(cmd, EX)
     assert second.verdict.kind is VerdictKind.NUDGE and second.executed
-    assert "no file the ledger tracks has changed since step 1" in second.output and "failed" in second.output
+    assert "no tracked file changed since step 1" in second.output and "failed" in second.output
     rt.run("sed -i '2s/a - b/a + b/' calc.py", EX)
     third = rt.run(cmd, EX)
     assert third.verdict.kind is VerdictKind.RUN and third.returncode == 0

@@ -132,7 +132,7 @@ def test_a_repeat_is_told_only_what_the_ledger_knows_did_not_change(tree, tmp_pa
         second = rt.run(cmd, EX)
         assert second.verdict.kind is VerdictKind.NUDGE and second.returncode == 0
         assert "nothing has changed" not in second.output
-        assert "no file the ledger tracks has changed since step 1" in second.output
+        assert "no tracked file changed since step 1" in second.output
         monkeypatch.delenv("LEDGER_TEST_FLAG")
         for _ in range(3):  # failing at steps 3 and 4: the third run is held back
             last = rt.run(cmd, EX)

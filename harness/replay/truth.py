@@ -11,7 +11,7 @@ step). Checked:
   view fresh ("lines 3-9 (step 4)": the file has what it had after step 4) or STALE ("changed at
   step N"); a command's "result holds", "no tracked file changed since", "may no longer hold: X
   changed at step N";
-- each NUDGE reason: "no file the ledger tracks has changed since step N, where this same command
+- each NUDGE reason: "no tracked file changed since step N, where this same command
   failed (exit E)", stale-edit's "X changed at step N ... since you last read it at step M";
 - each stub of a context policy: "nothing but blank lines", "lines of it changed since" (a left-out
   file line whose file has other text there now), "shown again later" (its text is in a message

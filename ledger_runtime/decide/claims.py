@@ -1,7 +1,7 @@
 """What the ledger says in its own words, checked against its records before the model reads it.
 
 A reference is checked by reading it back (answers/build.py ``expand``); the ledger's other sentences
-are claims about the run: a NUDGE's "no file the ledger tracks has changed since step 4, where this
+are claims about the run: a NUDGE's "no tracked file changed since step 4, where this
 same command failed (exit 1)", a reference's "though files changed since", a note's "mid.py: STALE,
 changed at step 5 by `sed -i ...`". Each is checked here by a second reading of the records (the
 attempts, observations and modifications the ledger keeps), written apart from the code that made
@@ -43,7 +43,7 @@ def changed_since(state: Any, attempt_id: int) -> str | None:
 
 
 def unchanged_since(state: Any, a: Attempt | None, exit_code: Any = None) -> str | None:
-    """ "no file the ledger tracks has changed since step N, where this same command failed (exit E)":
+    """ "no tracked file changed since step N, where this same command failed (exit E)":
     nothing changed after ``a`` (no tracked file, no environment command) and it exited ``exit_code``."""
     if a is None:
         return "the step it names is not in the ledger"

@@ -6,7 +6,7 @@ with what the model already holds (answers/build.py; docs/answers.md). So before
 govern only
 
 - NUDGEs a repeat of a test or script run, or of a failing command that is not a plain read, when
-  no file the ledger tracks has changed since, nor has a command changed the environment (the note
+  no tracked file changed since, nor has a command changed the environment (the note
   goes with the fresh output; it says no more than that: a run also reads what the ledger does not
   track, the environment's variables, files outside the work tree, time).
 
@@ -27,7 +27,7 @@ from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.records import Attempt, CommandClass, Verdict, VerdictKind
 
 # what a repeat's note may say: only that the files the ledger tracks did not change (not that nothing did)
-UNCHANGED_SINCE = "no file the ledger tracks has changed since"
+UNCHANGED_SINCE = "no tracked file changed since"
 
 if TYPE_CHECKING:
     from ledger_runtime.config import LedgerConfig
