@@ -153,7 +153,7 @@ def distrusted(state: LedgerState) -> dict[int, str]:
     call, an answer another text replaced): attempt -> why, from the ledger's ``distrust`` events, and
     for a ledger written before them, from the faults the adapters' checks logged."""
     out: dict[int, str] = {
-        a: why.split(": ", 2)[-1] if why.startswith("attempt ") else why for a, why in state.distrusted.items()
+        a: why.split(": ", 1)[-1] if why.startswith("attempt ") else why for a, why in state.distrusted.items()
     }
     for f in state.faults:
         error = f.get("error")

@@ -256,7 +256,10 @@ def test_the_stop_hook_holds_back_an_unverified_finish_and_repeat_failures_are_n
         "Stop hook feedback:\n[ledger] REVISE by policy verify-before-submit: files changed and no test or script has "
         "run since the start: calc.py (step 2).\nYour turn goes on" in ctx
     )
-    assert "PostToolUseFailure:Bash hook additional context: [ledger] NUDGE: repeat-failure: nothing has changed" in ctx
+    assert (
+        "PostToolUseFailure:Bash hook additional context: [ledger] NUDGE: repeat-failure: no tracked file changed"
+        in ctx
+    )
     assert len(s.fake.requests) == len(s.fake.steps), "the second finish went through"
     assert not s.faults(), s.faults()
 

@@ -282,8 +282,21 @@ def run(valid: ClaudeRun) -> int:
         return f"Claude Code's transcripts (masked copies): {run_dir / 'transcripts'}"
 
     return run_pinned(
-        "claude", valid.binary, (CLAUDE_VERSION, INSTALL_HINT), valid.options.ledger.run_dir, valid.workdir, start, kept
+        "claude",
+        valid.binary,
+        (CLAUDE_VERSION, INSTALL_HINT),
+        valid.options.ledger.run_dir,
+        valid.workdir,
+        start,
+        kept,
+        resuming=resumes(valid.args),
     )
+
+
+def resumes(args: list[str]) -> bool:
+    """Whether claude's arguments resume a session of its own (``--resume ID``, ``--continue``): its
+    ledger may then go on in the run directory that holds it."""
+    return any(a in ("-r", "--resume", "-c", "--continue") or a.startswith("--resume=") for a in args)
 
 
 def claude(

@@ -307,8 +307,22 @@ def run(valid: CodexRun) -> int:
         return f"Codex sessions: {run_dir / 'codex-home' / 'sessions'}"
 
     return run_pinned(
-        "codex", valid.binary, (CODEX_VERSION, INSTALL_HINT), valid.options.ledger.run_dir, valid.workdir, start, kept
+        "codex",
+        valid.binary,
+        (CODEX_VERSION, INSTALL_HINT),
+        valid.options.ledger.run_dir,
+        valid.workdir,
+        start,
+        kept,
+        resuming=resumes(valid.args),
     )
+
+
+def resumes(args: list[str]) -> bool:
+    """Whether codex's arguments resume a session of its own (``codex resume``, ``codex exec resume``):
+    its ledger may then go on in the run directory that holds it."""
+    words = [a for a in args if not a.startswith("-")]
+    return words[:1] == ["resume"] or words[:2] == ["exec", "resume"]
 
 
 def codex(

@@ -69,12 +69,13 @@ def agent_config(
         raise  # fail exits
 
 
-def run_dir_for(given: Path | None, workdir: Path) -> Path:
+def run_dir_for(given: Path | None, workdir: Path, *, resuming: bool = False) -> Path:
     """The run directory (``-o``, default ``ledger-runs/<time>``) of a run in ``workdir``: absolute, links
     not resolved (one that is a link is refused, never followed); a one-line error when it cannot be
-    written, or holds a run already, or is the work tree or in it (``dirs.misplaced``)."""
+    written, or holds a run already (but where the agent's own session is ``resuming``), or is the work
+    tree or in it (``dirs.misplaced``)."""
     run_dir = Path(os.path.abspath(given or Path(DEFAULT_RUNS) / time.strftime("%Y%m%d-%H%M%S")))
-    problem = misplaced(run_dir, workdir) or unwritable(run_dir)
+    problem = misplaced(run_dir, workdir, resuming=resuming) or unwritable(run_dir)
     if problem:
         fail(f"cannot write the run into -o {run_dir}: {problem}")
     return run_dir
@@ -117,6 +118,7 @@ def run_pinned(
     workdir: Path,
     start: Callable[[Path, str | None], int],
     kept: Callable[[Path], str],
+    resuming: bool = False,
 ) -> int:
     """One run of an agent's own binary in ``workdir``: a warning when it is not the ``pinned`` version
     (the version and how to install it), the run directory (``-o``), the run (``start(run_dir,
@@ -124,7 +126,7 @@ def run_pinned(
     what the agent keeps (``kept(run_dir)``, a line) are."""
     version = binary_version(binary)
     warn_version(name, binary, version, *pinned)
-    run_dir = run_dir_for(run_dir, workdir)
+    run_dir = run_dir_for(run_dir, workdir, resuming=resuming)
     with starting_run():
         rc = start(run_dir, version)
     _summary_of(run_dir)

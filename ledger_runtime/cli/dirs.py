@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ledger_runtime.ledger.private import DIRECTORY, refusal
+from ledger_runtime.ledger.private import DIRECTORY, InUse, hold, refusal
 
 
 def unwritable(path: Path) -> str | None:
@@ -41,15 +41,23 @@ def unwritable(path: Path) -> str | None:
 DEFAULT_RUNS = "ledger-runs"  # the default home of run directories, beside (or in) the work tree: ignored in git
 
 
-def misplaced(run_dir: Path, workdir: Path) -> str | None:
+def misplaced(run_dir: Path, workdir: Path, *, resuming: bool = False) -> str | None:
     """Why ``run_dir`` cannot be the run directory of a run in ``workdir``, or None when it can: one
-    that holds a run already (its ledger would go on with another conversation, which was never
-    shown what it holds: a new run gets a new directory); the work tree itself, a directory above
-    it, or one inside it but ``ledger-runs/`` (the ledger's files would be the repository's, the
-    tree made owner-only, its changes misread)."""
+    another ledger-run writes now; one that holds a run already, unless the agent's own session is
+    resumed (``resuming``: its ledger goes on with the conversation that was shown what it holds;
+    another conversation never was: a new run gets a new directory); the work tree itself, a
+    directory above it, or one inside it but ``ledger-runs/`` (the ledger's files would be the
+    repository's, the tree made owner-only, its changes misread)."""
     run_dir, workdir = Path(os.path.abspath(run_dir)), Path(os.path.abspath(workdir))
     if (run_dir / "ledger.sqlite").exists():
-        return "it holds a run already (its ledger.sqlite); a new run needs a new directory"
+        try:
+            lock = hold(run_dir / ".lock", f"run directory {run_dir}")
+        except (InUse, OSError) as e:
+            return str(e)
+        if lock is not None:
+            lock.close()
+        if not resuming:
+            return "it holds a run already (its ledger.sqlite); a new run needs a new directory"
     real_run, real_work = Path(os.path.realpath(run_dir)), Path(os.path.realpath(workdir))
     if real_run == real_work:
         return "it is the work tree itself"
