@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import sys
 
-TYPE_CHECKING = False  # typing is not imported for it: the hook client's start-up pays for every module
+from ledger_runtime._version import __version__
 
-__version__ = "0.1.0"
+TYPE_CHECKING = False  # typing is not imported for it: the hook client's start-up pays for every module
 
 # name -> the module that defines it
 _EXPORTS = {

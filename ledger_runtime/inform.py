@@ -1,17 +1,18 @@
 """inform: the state view, a compact rendering of the ledger for the model's prompt.
 
-``render(state, config)`` is pure: the same ledger renders to the same bytes. It shows the task
-anchor, the files changed since the start (+/- lines), the files seen with their line ranges and
-whether those views are still fresh (a stale one names the step that changed the file), the recent
-commands with their exit status and whether their result still holds, and the last failing test or
-script run. Over budget (tokens estimated as characters / 4) it drops the oldest seen files first,
-then the oldest commands, then the oldest changed files, and says how many it left out.
+``render(state, view)`` (``view``: the view's settings) is pure: the same ledger renders to the same
+bytes. It shows the task anchor, the files changed since the start (+/- lines), the files seen with
+their line ranges and whether those views are still fresh (a stale one names the step that changed
+the file), the recent commands with their exit status and whether their result still holds, and the
+last failing test or script run. Over budget (tokens estimated as characters / 4) it drops the oldest
+seen files first, then the oldest commands, then the oldest changed files, and says how many it left
+out. Each line's claim is checked against the records (decide/claims.py); one they do not bear out is
+left out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ledger_runtime.analysis.commands import RAW_ESCAPE
 from ledger_runtime.analysis.display import short_command
@@ -20,9 +21,6 @@ from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.records import Attempt, CommandClass, LineSpan, Modification, VerdictKind
 from ledger_runtime.section import Section, integer, setting
 from ledger_runtime.workspace.scanner import relative
-
-if TYPE_CHECKING:
-    from ledger_runtime.config import LedgerConfig
 
 
 @dataclass(frozen=True)
@@ -359,7 +357,7 @@ def _last_refusal(state: LedgerState, as_applied: bool = False) -> ViewEntry | N
 
 def view_entries(
     state: LedgerState,
-    config: LedgerConfig,
+    view: ViewSettings,
     *,
     policies: str | None = None,
     as_applied: bool = False,
@@ -381,7 +379,7 @@ def view_entries(
         out.append(ViewEntry("", ("answers",), ESCAPE_LINE.format(escape=RAW_ESCAPE), 0))
     out += _changed_entries(state)
     out += _seen_entries(state)
-    recent = state.attempts[-config.view.recent_attempts :] if config.view.recent_attempts else []
+    recent = state.attempts[-view.recent_attempts :] if view.recent_attempts else []
     out += [_attempt_entry(a, state) for a in recent]
     for last in (_last_failing_run(state), _last_refusal(state, as_applied)):
         if last is not None:
@@ -407,16 +405,16 @@ def _assemble(open_tag: str, close_tag: str, entries: list[ViewEntry], tail: lis
 
 def render(
     state: LedgerState,
-    config: LedgerConfig,
+    view: ViewSettings,
     *,
     policies: str | None = None,
     as_applied: bool = False,
 ) -> StateView:
-    """The state view of ``state`` under ``config.view.budget_tokens``; its ``entries`` are every line
+    """The state view of ``state`` under ``view.budget_tokens``; its ``entries`` are every line
     of it, unbudgeted (what notes are made of). ``as_applied``: see ``view_entries``."""
-    every, refused = checked(view_entries(state, config, policies=policies, as_applied=as_applied), state)
+    every, refused = checked(view_entries(state, view, policies=policies, as_applied=as_applied), state)
     entries = [e for e in every if not e.quiet]
-    budget_chars = config.view.budget_tokens * 4
+    budget_chars = view.budget_tokens * 4
     open_tag, close_tag = f'<ledger_state step="{state.step}">', "</ledger_state>"
     # what goes first when the view is over its budget: the oldest seen file, then command, then
     # changed file; the fewest dropped that fit (a binary search: the text shortens with each)
@@ -430,9 +428,7 @@ def render(
     def assemble(omitted: int) -> str:
         gone = set(order[:omitted])
         kept = [e for i, e in enumerate(entries) if i not in gone]
-        tail = (
-            [f"({omitted} older entries left out to stay within {config.view.budget_tokens} tokens)"] if omitted else []
-        )
+        tail = [f"({omitted} older entries left out to stay within {view.budget_tokens} tokens)"] if omitted else []
         if not kept and not omitted:
             tail = ["Nothing recorded yet."]
         return _assemble(open_tag, close_tag, kept, tail)

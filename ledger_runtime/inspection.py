@@ -375,7 +375,7 @@ def views_at(loaded: Loaded, steps: Iterable[int]) -> dict[int, str]:
         if not known and state.baseline is not None:
             known.append(_policies(loaded, state))
         policies = known[0] if known else _policies(loaded, state)
-        out[s] = render(state, loaded.config, policies=policies).text
+        out[s] = render(state, loaded.config.view, policies=policies).text
     return out
 
 
@@ -392,7 +392,7 @@ def _policies(loaded: Loaded, state: LedgerState) -> str | None:
 
 
 def _render_at(loaded: Loaded, state: LedgerState) -> str:
-    return render(state, loaded.config, policies=_policies(loaded, state)).text
+    return render(state, loaded.config.view, policies=_policies(loaded, state)).text
 
 
 def view_at(loaded: Loaded, step: int | None) -> str:

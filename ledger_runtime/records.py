@@ -365,3 +365,8 @@ class Baseline:
         kw["dirty_paths"] = tuple(d.get("dirty_paths") or ())
         kw["task"] = d.get("task") or ""
         return cls(**kw)
+
+
+def command_key(cwd: str, normalized: str) -> str:
+    """Identifies runs of the same command: its directory and its normalized text."""
+    return f"c:{cwd}\0{normalized}"

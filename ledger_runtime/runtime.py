@@ -32,7 +32,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Callable, Collection, Sequence
 
-from ledger_runtime import __version__
+from ledger_runtime._version import __version__
 from ledger_runtime.analysis.commands import Analysis, analyze
 from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
 from ledger_runtime.answers.build import (
@@ -183,7 +183,7 @@ class LedgerRuntime:
         """The state view now. ``as_applied``: as the model of a run whose verdicts take effect would
         see it (a replay in shadow mode measures that run)."""
         policies = describe(self.rules) if as_applied else in_force(self.config, self.rules)
-        return render(self.state, self.config, policies=policies, as_applied=as_applied)
+        return render(self.state, self.config.view, policies=policies, as_applied=as_applied)
 
     def view_for_notes(self) -> StateView | None:
         """The state view the notes of the view are made from (prompt/notes.py); None when inform is

@@ -22,12 +22,12 @@ from ledger_runtime.answers.build import (
     split_lines,
     unified_hunks,
 )
+from ledger_runtime.answers.held_output import HeldOutput as Shown
 from ledger_runtime.answers.lookalike import mistakable
 from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import ExecResult, LocalExecutor
 from ledger_runtime.held.delivered import Delivered, output_digest
-from ledger_runtime.held.output import HeldOutput as Shown
 from ledger_runtime.runtime import LedgerRuntime
 
 EX = LocalExecutor(timeout=30)

@@ -82,7 +82,7 @@ def test_though_files_changed_since_is_said_only_where_they_did(rt):
 def test_a_line_of_the_view_the_records_do_not_bear_out_is_left_out(rt):
     rt.run("cat a.py", EX)
     rt.run("sed -i 's/a1 = 1$/a1 = 10/' a.py", EX)
-    entries = view_entries(rt.state, rt.config)
+    entries = view_entries(rt.state, rt.config.view)
     assert all(entry_fails(e.claim, rt.state) is None for e in entries), [e.text for e in entries]
     changed = next(e for e in entries if e.key[0] == "changed")
     lie = replace(changed, claim=("changed", changed.claim[1], "created", changed.claim[3], changed.claim[4]))

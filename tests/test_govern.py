@@ -50,7 +50,7 @@ def state_with(*attempts: Attempt, observations=(), epoch=0, env_epoch=0) -> Led
 
 
 def decide(cmd: str, state: LedgerState, sigs=None, files=None, cfg=CFG) -> Verdict:
-    return govern(analyze(cmd, W), state, Current(sigs or {}, files or {}), cfg)
+    return govern(analyze(cmd, W), state, Current(sigs or {}, files or {}), cfg.nudge_repeats)
 
 
 def test_reads_always_run_whatever_the_ledger_holds():

@@ -45,8 +45,8 @@ def test_whether_the_model_holds_an_output_whole_is_found_without_recursion() ->
     """A long run makes long chains of references (an answer refers to lines only the one before it
     printed literally, and so on down): checking one must not recurse down the chain. In a 5,000-step
     run it raised RecursionError, and each such step's answer was lost to a fault."""
+    from ledger_runtime.answers.held_output import HeldOutput as Shown
     from ledger_runtime.held.delivered import Delivered
-    from ledger_runtime.held.output import HeldOutput as Shown
 
     pool = Delivered(alive=lambda step: True)
     n = sys.getrecursionlimit() * 3
@@ -89,8 +89,8 @@ def test_the_view_kept_between_renders_is_the_view_made_afresh(tmp_path: Path) -
                 (root / "b.py").write_text(BODY + f"one more line {i}\n")
                 continue
             rt.run(command, executor)
-            kept = render(rt.state, config).text
-            anew = render(LedgerState.from_events(rt.store.events()), config).text
+            kept = render(rt.state, config.view).text
+            anew = render(LedgerState.from_events(rt.store.events()), config.view).text
             assert kept == anew, (i, command)
         assert "Last failing run" in kept and "a.py" in kept
 
@@ -146,7 +146,7 @@ def _view_dropping_one_at_a_time(state, config) -> str:
     the whole text again, until it fits (quadratic: 2.6 s at 4,000 changed files)."""
     from ledger_runtime.inform import CHANGED, COMMANDS, SEEN, _assemble, view_entries
 
-    entries = [e for e in view_entries(state, config) if not e.quiet]
+    entries = [e for e in view_entries(state, config.view) if not e.quiet]
     open_tag, close_tag, omitted = f'<ledger_state step="{state.step}">', "</ledger_state>", 0
 
     def assemble() -> str:
@@ -179,7 +179,7 @@ def test_the_view_cut_to_its_budget_drops_what_it_dropped_one_at_a_time(tmp_path
             rt.run(f"cat s{i}.py", executor)
         for budget in (40, 120, 300, 700, 1500, 5000):
             config = LedgerConfig().with_(view_budget_tokens=budget)
-            view = render(rt.state, config)
+            view = render(rt.state, config.view)
             assert view.text == _view_dropping_one_at_a_time(rt.state, config), budget
             assert len(view.text) <= budget * 4 or view.text.endswith("…</ledger_state>")
 

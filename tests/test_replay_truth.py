@@ -40,7 +40,7 @@ def test_a_false_claim_is_caught_from_the_files(tmp_path):
         for n, cmd in enumerate(steps, 1):
             rt.run(cmd, ex)
             files.after_step(n, rt.state.observed_paths())
-        entries = [e for e in view_entries(rt.state, rt.config) if e.claim]
+        entries = [e for e in view_entries(rt.state, rt.config.view) if e.claim]
         assert entries and all(entry_true(e.claim, files, rt.state) for e in entries), [e.text for e in entries]
         calc, new = str(tree / "calc.py"), str(tree / "new.txt")
         assert entry_true(("changed", calc, "created", 2, 2), files, rt.state) is False, (

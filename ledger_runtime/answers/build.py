@@ -32,13 +32,12 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from enum import Enum
 from itertools import accumulate
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
+from ledger_runtime.answers.held_output import HeldOutput
+from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.lines import split_lines
 from ledger_runtime.section import Section, choice, integer, setting
-
-if TYPE_CHECKING:  # the one type of an earlier output the model holds: the held room's
-    from ledger_runtime.held.output import HeldOutput
 
 
 class AnswerKind(str, Enum):
@@ -54,21 +53,6 @@ class AnswerKind(str, Enum):
 
 TEXT, NOTE, LINES, SAME, PATCH, CUT, AGAIN = "text", "note", "lines", "same", "patch", "cut", "again"
 REFERENCE_KINDS = (LINES, SAME, PATCH)  # to earlier outputs (AGAIN refers to lines above it in the same answer)
-
-
-@dataclass(frozen=True)
-class Cut:
-    """How the agent cuts long outputs: at ``limit`` characters or more it shows the first ``head``
-    and the last ``tail``. ``exact``: the cut is known (mini-swe-agent's), not estimated (Codex's,
-    in tokens), so an answer may keep it."""
-
-    limit: int
-    head: int
-    tail: int
-    exact: bool = True
-
-    def visible(self, n: int) -> int:
-        return n if n < self.limit else min(n, self.head + self.tail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +142,7 @@ def again_marker(first: int, last: int) -> str:
     return f"[ledger: lines {first}-{last} of this output repeat here]\n"
 
 
-def cut_marker(first: int, last: int, chars: int, cut: Cut) -> str:
+def cut_marker(first: int, last: int, chars: int, cut: Truncation) -> str:
     return (
         f"[ledger: lines {first}-{last} of this output ({chars:,} characters) not shown: the agent shows only "
         f"the first {cut.head:,} and last {cut.tail:,} characters of a long output]\n"
@@ -216,7 +200,7 @@ class _Writer:
         self.pieces: list[Piece] = []
         self.size = 0
         self.again = False  # holds a reference to lines above it
-        self.kept_cut: Cut | None = None
+        self.kept_cut: Truncation | None = None
 
     def add(self, kind: str, text: str, ref: int | None = None, first: int = 0, last: int = 0) -> None:
         if not text and kind == TEXT:
@@ -308,7 +292,7 @@ def build(  # noqa: C901
     base_keys: Sequence[str] = (),
     notes: Sequence[str] = (),
     same_note: Callable[[HeldOutput], str] | None = None,
-    cut: Cut | None = None,
+    cut: Truncation | None = None,
     lines: list[str] | None = None,
 ) -> Answer:
     """The answer for ``output``: a reference to an identical earlier output, else the shortest of
@@ -318,7 +302,7 @@ def build(  # noqa: C901
     ``lines``: ``split_lines(output)``, where the caller has it."""
     if settings.mode is Dedupe.OFF or not output:
         return raw(output, notes)
-    seen = cut.visible if cut is not None else (lambda n: n)
+    seen = cut.seen_chars if cut is not None else (lambda n: n)
     extra = sum(len(n) + 1 for n in notes)  # the notes go with any answer, raw ones too
     src = pool.identical(output)
     if src is not None:
@@ -363,7 +347,7 @@ def build(  # noqa: C901
     return w.answer(kind, notes)
 
 
-def _cut_middle(lines: list[str], cut: Cut) -> tuple[int, int, int] | None:
+def _cut_middle(lines: list[str], cut: Truncation) -> tuple[int, int, int] | None:
     """The lines [a, b) the agent's cut would hide entirely: none of their characters in its first
     ``head`` or last ``tail`` (a line it would show a part of stays, whole); and their characters."""
     ends = list(accumulate(map(len, lines)))
@@ -387,7 +371,7 @@ def _spans(  # noqa: C901
     lines: list[str],
     pool: Pool,
     settings: DedupeSettings,
-    keep_cut: Cut | None = None,
+    keep_cut: Truncation | None = None,
     again: bool = True,
     hopeless: Callable[[int], bool] | None = None,
 ) -> tuple[AnswerKind, _Writer] | None:

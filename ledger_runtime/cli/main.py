@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from ledger_runtime import __version__
+from ledger_runtime._version import __version__
 from ledger_runtime.cli.errors import err, fail  # adapters' commands use them too
 
 app = typer.Typer(

@@ -17,6 +17,9 @@ from typing import Any, Iterable
 
 from ledger_runtime.records import Attempt, CommandClass, Modification, Observation, Verdict, VerdictKind
 
+# what a repeat's note may say: only that the files the ledger tracks did not change (not that nothing did)
+UNCHANGED_SINCE = "no tracked file changed since"
+
 
 def after(state: Any, a: Attempt) -> list[Modification]:
     """The modifications recorded after attempt ``a`` (not those it made, nor those made while it ran

@@ -19,18 +19,11 @@ would be a prediction of its output, and what a run reads has no end (docs/setti
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ledger_runtime.analysis.commands import Analysis
+from ledger_runtime.decide.claims import UNCHANGED_SINCE
 from ledger_runtime.decide.current import Current
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.records import Attempt, CommandClass, Verdict, VerdictKind
-
-# what a repeat's note may say: only that the files the ledger tracks did not change (not that nothing did)
-UNCHANGED_SINCE = "no tracked file changed since"
-
-if TYPE_CHECKING:
-    from ledger_runtime.config import LedgerConfig
 
 _READERS = (CommandClass.INSPECT, CommandClass.SEARCH)
 
@@ -44,9 +37,9 @@ def _candidate(proposal: Analysis, state: LedgerState) -> Attempt | None:
     return None
 
 
-def govern(proposal: Analysis, state: LedgerState, current: Current, config: LedgerConfig) -> Verdict:
-    """The verdict for ``proposal``; see the module docstring for the rules. Decided whether or not
-    govern is on (``config.applies`` says whether it takes effect): runs are measured alike."""
+def govern(proposal: Analysis, state: LedgerState, current: Current, nudge_repeats: bool = True) -> Verdict:
+    """The verdict for ``proposal``; see the module docstring for the rules (``nudge_repeats``: the
+    setting of that name). Decided whether or not govern is on: runs are measured alike."""
     if proposal.submits:
         return Verdict(VerdictKind.RUN)
     cls = proposal.command_class
@@ -55,7 +48,7 @@ def govern(proposal: Analysis, state: LedgerState, current: Current, config: Led
     cand = _candidate(proposal, state)
     if cand is None or cand.env_epoch != state.env_epoch or cand.epoch_after != state.epoch or cand.exception:
         return Verdict(VerdictKind.RUN)
-    if config.nudge_repeats and (cls is CommandClass.RUN or cand.exit_code not in (0, None)):
+    if nudge_repeats and (cls is CommandClass.RUN or cand.exit_code not in (0, None)):
         how = "failed" if cand.exit_code not in (0, None) else "ran"
         return Verdict(
             VerdictKind.NUDGE,

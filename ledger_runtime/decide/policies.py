@@ -31,9 +31,9 @@ from typing import Any, Callable
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis
 from ledger_runtime.analysis.display import short_command
 from ledger_runtime.analysis.patches import file_ops
+from ledger_runtime.decide.claims import UNCHANGED_SINCE
 from ledger_runtime.decide.current import Current
 from ledger_runtime.decide.gate import Finding, Outcome, PolicyError, Rule, build_rules, matches
-from ledger_runtime.decide.govern import UNCHANGED_SINCE
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.records import CommandClass, VerdictKind
 from ledger_runtime.section import TABLE, Section, setting

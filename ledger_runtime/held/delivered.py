@@ -20,7 +20,7 @@ from itertools import accumulate, compress
 from typing import Callable, Iterable, Sequence
 
 from ledger_runtime.answers.build import AGAIN, CUT, LINES, NOTE, PATCH, SAME, TEXT, Answer, Piece, split_lines
-from ledger_runtime.held.output import HeldOutput
+from ledger_runtime.answers.held_output import HeldOutput
 from ledger_runtime.workspace.hashing import digest_bytes
 
 MAX_CANDIDATES = 48  # positions tried per starting line (the most recent first)

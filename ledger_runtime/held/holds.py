@@ -27,14 +27,14 @@ from ledger_runtime.answers.build import (
     expand_in_place,
     split_lines,
 )
+from ledger_runtime.answers.held_output import HeldOutput
 from ledger_runtime.answers.lookalike import mistakable
 from ledger_runtime.held.context import Line, Said
 from ledger_runtime.held.delivered import Delivered, delivered_lines, output_digest, seen_lines, shown_whole
-from ledger_runtime.held.output import HeldOutput
 from ledger_runtime.held.standing import Standing
 from ledger_runtime.ledger.observe import FactRun, fact_lines
 from ledger_runtime.ledger.redact import MASK
-from ledger_runtime.records import Attempt, CommandClass, VerdictKind
+from ledger_runtime.records import Attempt, CommandClass, VerdictKind, command_key
 
 if TYPE_CHECKING:
     from ledger_runtime.runtime import LedgerRuntime
@@ -396,9 +396,4 @@ def altered_output(a: Attempt) -> bool:
     return bool(a.answer and a.answer.altered)
 
 
-def command_key(cwd: str, normalized: str) -> str:
-    """Identifies runs of the same command: its directory and its normalized text."""
-    return f"c:{cwd}\0{normalized}"
-
-
-__all__ = ["Held", "altered_output", "command_key"]
+__all__ = ["Held", "altered_output"]

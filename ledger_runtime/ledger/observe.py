@@ -83,7 +83,7 @@ class Truncation:
 
     def seen_chars(self, n: int) -> int:
         """Characters the model sees of an output ``n`` characters long, once the agent has cut it."""
-        return n if n < self.limit else self.head + self.tail
+        return n if n < self.limit else min(n, self.head + self.tail)
 
     def kept(self, output: str) -> tuple[int, int] | None:
         """(head, tail) characters the model sees of a cut output, or None when it sees all of it."""

@@ -98,7 +98,7 @@ def decide(
     if analysis.command_class is CommandClass.MODIFY:  # the policies look at what an edit writes
         files = {w: workspace.file_state(w) for w in analysis.writes[:MAX_POLICY_FILES] if w != ANY_FILE}
     current = Current(sigs, files)
-    governed = govern(analysis, state, current, config)
+    governed = govern(analysis, state, current, config.nudge_repeats)
     gated = check_all(rules, analysis, state, current, on_fault)
     if not _borne_out(governed, analysis, state, on_fault):
         governed = RUN

@@ -13,19 +13,17 @@ from ledger_runtime.answers.build import (
     NOTE,
     Answer,
     AnswerKind,
-    Cut,
     Dedupe,
     Piece,
     build,
     raw,
 )
+from ledger_runtime.answers.held_output import HeldOutput
 from ledger_runtime.answers.lookalike import mistakable
 from ledger_runtime.executor import ExecResult
 from ledger_runtime.held.delivered import Delivered
-from ledger_runtime.held.holds import command_key
-from ledger_runtime.held.output import HeldOutput
 from ledger_runtime.ledger.observe import Truncation
-from ledger_runtime.records import AnswerRecord, CommandClass, Verdict, VerdictKind
+from ledger_runtime.records import AnswerRecord, CommandClass, Verdict, VerdictKind, command_key
 from ledger_runtime.step.plan import Plan, RunResult
 
 
@@ -93,7 +91,7 @@ def fresh_answer(
         base_keys=read_keys_of(a),
         notes=notes,
         same_note=same_note,
-        cut=Cut(trunc.limit, trunc.head, trunc.tail, trunc.exact),
+        cut=trunc,
         lines=lines(),
     )
     return answer, notes

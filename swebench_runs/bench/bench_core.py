@@ -693,7 +693,7 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
         ws = runtime.workspace  # LocalWorkspace: the scanner's hash cache behind probe.Probe
         decide = config.with_(govern=True)
         proposals = session.proposals()
-        view = render(state, config)
+        view = render(state, config.view)
         ledger = {
             "attempts": len(state.attempts),
             "observations": len(state.observations),
@@ -735,7 +735,7 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
                 t3 = time.perf_counter()
                 verdict = govern(a, state, Current(sigs, files), decide)
                 t4 = time.perf_counter()
-                render(state, config)
+                render(state, config.view)
                 t5 = time.perf_counter()
                 excl = (t2 - t0) + (t5 - t3)
                 for name, v in (

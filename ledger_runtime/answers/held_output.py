@@ -1,5 +1,5 @@
-"""One earlier output the model holds (``HeldOutput``): the one type for it, from the delivered-output
-bookkeeping (delivered.py) to the answer builder, which names it in its references (answers/build.py)."""
+"""One earlier output the model holds (``HeldOutput``): what an answer's references name (build.py),
+and the one type for it in the held room's bookkeeping (held/delivered.py)."""
 
 from __future__ import annotations
 
