@@ -92,8 +92,8 @@ _EXPORTS = {
     "compose": "decide.gate",
     # what of the history is sent
     "ContextPolicy": "held.context",
-    "Said": "held.context",
-    "Sticky": "held.context",
+    "HistoryOutput": "held.context",
+    "RewriteSchedule": "held.context",
     "KEEP": "held.context",
     "stub_text": "held.context",
     "to_send": "held.context",
@@ -183,7 +183,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.contract import Adapter, Execute
     from ledger_runtime.decide.gate import Finding, Rule, build_rules, check_all, compose
     from ledger_runtime.executor import ExecResult, LocalExecutor, child_groups, kill_child_sessions
-    from ledger_runtime.held.context import KEEP, ContextPolicy, Said, Sticky, stub_text, to_send
+    from ledger_runtime.held.context import KEEP, ContextPolicy, HistoryOutput, RewriteSchedule, stub_text, to_send
     from ledger_runtime.hooks import fasthook_script
     from ledger_runtime.hooks.http import HttpHookServer
     from ledger_runtime.hooks.server import HookServer

@@ -48,22 +48,22 @@ from ledger_runtime.decide.claims import changed_since
 from ledger_runtime.decide.gate import Outcome, build_rules, check_after, describe, in_force
 from ledger_runtime.decide.policies import BUILTINS
 from ledger_runtime.executor import ExecResult
-from ledger_runtime.held.context import Line, Said
+from ledger_runtime.held.context import HistoryOutput, Line
 from ledger_runtime.held.delivered import delivered_lines, seen_lines
-from ledger_runtime.held.holds import Held, facts_event
+from ledger_runtime.held.held import Held, facts_event
 from ledger_runtime.inform import StateView, render
 from ledger_runtime.ledger.clean_outputs import CleanOutputs
 from ledger_runtime.ledger.faults import FaultLog
 from ledger_runtime.ledger.modifications import Modifications
 from ledger_runtime.ledger.observe import FactRun, FileText, Truncation, observations
-from ledger_runtime.ledger.private import hold, private_dir, write_private
+from ledger_runtime.ledger.private import lock_file, private_dir, write_private
 from ledger_runtime.ledger.redact import Redactor
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LedgerStore, StoreError
 from ledger_runtime.prompt.notes import ViewNotes, apply_told, told_event
 from ledger_runtime.records import RUN, Attempt, Modification, Observation, Verdict, VerdictKind
 from ledger_runtime.step.plan import Plan, RunResult, decide
-from ledger_runtime.step.record import Ran, file_texts, new_attempt, outcome, read_set, stored_output
+from ledger_runtime.step.record import Execution, file_texts, new_attempt, outcome, read_set, stored_output
 from ledger_runtime.step.respond import (
     answer_record,
     as_stored,
@@ -107,7 +107,7 @@ class LedgerRuntime:
         self._line_facts = line_facts
         private_dir(self.run_dir)  # what the agent saw, secrets included: its owner's only
         # one runtime per run directory: a second would write the same attempt ids
-        self._lock = hold(self.run_dir / LOCK_FILE, f"run directory {self.run_dir}")
+        self._lock = lock_file(self.run_dir / LOCK_FILE, f"run directory {self.run_dir}")
         try:
             self._open(config, task, truncation, meta, workspace, secrets)
         except BaseException:
@@ -425,7 +425,7 @@ class LedgerRuntime:
     def _policy_fault(self, where: str, error: BaseException) -> None:
         self._fault(where + " (treated as ALLOW)", error)
 
-    # -- what the model holds (held/holds.py) -------------------------------------------------------
+    # -- what the model holds (held/held.py) -------------------------------------------------------
 
     @property
     def delivered(self):
@@ -438,11 +438,11 @@ class LedgerRuntime:
     def standing(self) -> Collection[int]:
         return self.held.standing()
 
-    def outlived(self, attempt_id: int) -> tuple[str, str] | None:
-        return self.held.outlived(attempt_id)
+    def resent_as(self, attempt_id: int) -> tuple[str, str] | None:
+        return self.held.resent_as(attempt_id)
 
-    def holds_step(self, step: int) -> bool:
-        return self.held.holds_step(step)
+    def held_next(self, step: int) -> bool:
+        return self.held.held_next(step)
 
     def forget_context(self) -> None:
         """The agent dropped the outputs it was shown so far from its history (a compaction): no
@@ -455,12 +455,12 @@ class LedgerRuntime:
         self._commit([("distrust", {"attempt": attempt_id, "why": why})], self.state.step)
         self._fault("checking what the model got", ValueError(why))
 
-    def said(self, attempt_id: int, index: int, chars: int = 0, *, raw: bool = False) -> Said | None:
+    def said(self, attempt_id: int, index: int, chars: int = 0, *, raw: bool = False) -> HistoryOutput | None:
         return self.held.said(attempt_id, index, chars, raw=raw)
 
     def history(
         self, outputs: Sequence[tuple[int | None, int]], *, raw: bool = False, expanded: Collection[int] = ()
-    ) -> list[Said]:
+    ) -> list[HistoryOutput]:
         return self.held.history(outputs, raw=raw, expanded=expanded)
 
     def still_true(self, line: Line) -> bool:
@@ -515,9 +515,9 @@ class LedgerRuntime:
             exception=None,
             output_complete=True,
             shown_hash=self.store.put_text(answer.text),
-            answer=answer_record(answer, kept, self.truncation.exact, self.held.held_from()),
+            answer=answer_record(answer, kept, self.truncation.exact, self.held.first_held_step()),
         )
-        self._keep(plan.step, attempt)
+        self._commit_attempt(plan.step, attempt)
         return RunResult(answer.text, returncode, v, False, attempt.id, answer=answer.kind.value)
 
     def _fresh_answer(
@@ -603,7 +603,7 @@ class LedgerRuntime:
             output_complete=res.output_complete,
             submits=analysis.submits or self.submission.in_output(output),
             shown_hash=self._put_shown(shown, record, output, output_hash),
-            answer=answer_record(record, kept, trunc.exact, self.held.held_from(), keys, altered, plan.held),
+            answer=answer_record(record, kept, trunc.exact, self.held.first_held_step(), keys, altered, plan.held),
         )
         got = None
         obs: list[Observation] = []
@@ -616,7 +616,7 @@ class LedgerRuntime:
         line_facts = facts_event(attempt.id, facts, lines()) if facts and self._line_facts else None
         mods = self._modifications(ran, attempt, plan)
         in_memory = {output_hash: output} if not altered else None  # stored as printed: the same text
-        self._keep(plan.step, attempt, obs, mods, ran.epoch_after, facts=line_facts, texts=in_memory)
+        self._commit_attempt(plan.step, attempt, obs, mods, ran.epoch_after, facts=line_facts, texts=in_memory)
         self.held.pending_lines = None
         return run_result(plan, res, verdict, attempt.id, answer)
 
@@ -639,7 +639,7 @@ class LedgerRuntime:
             output_complete=False,
             submits=analysis.submits or self.submission.in_output(""),
         )
-        self._keep(plan.step, attempt, [], self._modifications(ran, attempt, plan), ran.epoch_after)
+        self._commit_attempt(plan.step, attempt, [], self._modifications(ran, attempt, plan), ran.epoch_after)
         return RunResult("", None, verdict, True, attempt.id)
 
     def _changes_after(self, plan: Plan, *, interrupted: bool = False) -> list[Change]:
@@ -656,13 +656,13 @@ class LedgerRuntime:
             return []
         return changes
 
-    def _ran(self, plan: Plan, elapsed: float, changes: list[Change], post_sigs: dict[str, str]) -> Ran:
+    def _ran(self, plan: Plan, elapsed: float, changes: list[Change], post_sigs: dict[str, str]) -> Execution:
         """What running the planned command did: its read set signed after it ran (``post_sigs``: what
         is signed already) and whether it stayed as it was while it ran (record.read_set), what it
         changed and the epoch after it."""
         post_sigs.update(self.workspace.sign_many([k for k in plan.pre_sigs if k not in post_sigs]))
         signed, stable = read_set(plan, post_sigs)
-        return Ran(elapsed, signed, stable, changes, self.state.epoch + (1 if changes else 0))
+        return Execution(elapsed, signed, stable, changes, self.state.epoch + (1 if changes else 0))
 
     def _observe(
         self,
@@ -698,10 +698,10 @@ class LedgerRuntime:
         )
         return obs
 
-    def _modifications(self, ran: Ran, attempt: Attempt, plan: Plan) -> list[Modification]:
+    def _modifications(self, ran: Execution, attempt: Attempt, plan: Plan) -> list[Modification]:
         return [self.modifications.of(c, attempt.id, plan.step, plan.analysis) for c in ran.changes]
 
-    def _keep(
+    def _commit_attempt(
         self,
         step: int,
         attempt: Attempt,
@@ -722,7 +722,7 @@ class LedgerRuntime:
             events.append(("lines", facts))
         self._commit(events, step, texts)
 
-    def _verdict_after(self, plan: Plan, res: ExecResult, ran: Ran) -> Verdict:
+    def _verdict_after(self, plan: Plan, res: ExecResult, ran: Execution) -> Verdict:
         """The verdict of a command that ran, with what the rules decided after it (noop-edit) found."""
         if not plan.verdict.kind.executes:
             return plan.verdict

@@ -264,7 +264,7 @@ def test_the_check_sees_a_reference_to_lines_the_agent_cut_away(tmp_path: Path):
     with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
         rt.run("cat big.txt", EX)
         belief = rt.delivered.items[1]
-        belief.literal = b"\x01" * len(belief.literal)  # a runtime that forgot about the cut
+        belief.carried = b"\x01" * len(belief.carried)  # a runtime that forgot about the cut
         rt.delivered.add(belief)
         middle = EX("sed -n '140,160p' big.txt", str(root)).output
         rt.run("sed -n '140,160p' big.txt", EX)
@@ -357,12 +357,12 @@ def test_a_continued_run_holds_what_the_first_held(tmp_path: Path):
     with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
         rt.run("cat ./a.py", EX)
         first = {
-            a: (s.literal, s.uncut, sorted(k for k, v in rt.delivered._by_key.items() if a in v))
+            a: (s.carried, s.whole, sorted(k for k, v in rt.delivered._by_key.items() if a in v))
             for a, s in rt.delivered.items.items()
         }
     with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt2:
         again = {
-            a: (s.literal, s.uncut, sorted(k for k, v in rt2.delivered._by_key.items() if a in v))
+            a: (s.carried, s.whole, sorted(k for k, v in rt2.delivered._by_key.items() if a in v))
             for a, s in rt2.delivered.items.items()
         }
         assert again == first

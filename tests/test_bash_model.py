@@ -20,7 +20,7 @@ from ledger_adapters.mini.format import SUBMISSION  # the agent whose marker the
 from ledger_runtime.analysis.commands import analyze
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.decide.gate import build_rules
-from ledger_runtime.decide.govern import Current
+from ledger_runtime.decide.govern import WorkspaceNow
 from ledger_runtime.decide.policies import BUILTINS, verify_before_submit
 from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.records import CommandClass
@@ -287,7 +287,7 @@ def test_verify_before_submit_counts_a_workspace_test_script_as_a_run(rt):
     rt.run("bin/test", EX)
     rule = next(r for r in build_rules({}, str(root), BUILTINS) if r.name == "verify-before-submit")
     submit = analyze("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff", str(root), SUBMISSION)
-    assert verify_before_submit(submit, rt.state, Current(), rule) is None, "bin/test ran after the edit"
+    assert verify_before_submit(submit, rt.state, WorkspaceNow(), rule) is None, "bin/test ran after the edit"
 
 
 def test_the_submission_marker_in_any_form_always_reaches_the_agent(rt):

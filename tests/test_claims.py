@@ -15,7 +15,7 @@ from conftest import make_repo
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.decide.claims import changed_since, entry_fails, verdict_fails
 from ledger_runtime.executor import LocalExecutor
-from ledger_runtime.held.context import KEEP, STUB, Line, Said, Stub, Treatment, checked
+from ledger_runtime.held.context import KEEP, STUB, HistoryOutput, Line, Stub, Treatment, checked
 from ledger_runtime.inform import checked as checked_view
 from ledger_runtime.inform import view_entries
 from ledger_runtime.records import Verdict, VerdictKind
@@ -95,12 +95,12 @@ def test_a_line_of_the_view_the_records_do_not_bear_out_is_left_out(rt):
 
 def test_a_stub_whose_reason_is_false_is_sent_whole():
     lines = tuple(Line(f"real line {i}\n") for i in range(46))
-    said = Said(0, 1, "step 1", "cat x", "k", True, lines)
-    latest = Said(1, 2, "step 2", "echo", None, False, (Line("ok\n"),))
+    said = HistoryOutput(0, 1, "step 1", "cat x", "k", True, lines)
+    latest = HistoryOutput(1, 2, "step 2", "echo", None, False, (Line("ok\n"),))
     blank = Treatment(STUB, Stub())  # "nothing but blank lines"
     sent, refused = checked([said, latest], [blank, Treatment(KEEP)], lambda line: True)
     assert sent[0].kind == KEEP and "nothing but blank lines" in refused[0]
-    shown = Said(1, 2, "step 2", "cat x", "k2", False, lines)  # every line shown again after it
+    shown = HistoryOutput(1, 2, "step 2", "cat x", "k2", False, lines)  # every line shown again after it
     true_stub = Treatment(STUB, Stub(later=True))
     sent, refused = checked([said, shown], [true_stub, Treatment(KEEP)], lambda line: True)
     assert sent[0] == true_stub and not refused

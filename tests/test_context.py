@@ -14,9 +14,9 @@ from ledger_runtime.held.context import (
     PART,
     STUB,
     ContextPolicy,
+    HistoryOutput,
     Line,
-    Said,
-    Sticky,
+    RewriteSchedule,
     Stub,
     Treatment,
     decide,
@@ -27,7 +27,7 @@ from ledger_runtime.held.context import (
 
 
 def said(i, lines, key=None, refs=(), supersedable=True, attempt=None):
-    return Said(
+    return HistoryOutput(
         i,
         attempt if attempt is not None else i + 1,
         f"step {i + 1}",
@@ -143,11 +143,11 @@ def test_validity_never_drops_a_line_that_still_holds_and_is_shown_nowhere_later
 
 def test_sticky_restores_at_once_and_leaves_out_in_batches():
     h = [said(i, [Line(f"l{i}\n")]) for i in range(4)]
-    sticky = Sticky(cache_ratio=0.1)
+    sticky = RewriteSchedule(cache_ratio=0.1)
     size = lambda s, t: s.chars if t.kind == KEEP else 40  # noqa: E731
     after = [12_000, 2_000, 1_000, 500]
     small = [Treatment(STUB, Stub(later=True)), Treatment(KEEP), Treatment(KEEP), Treatment(KEEP)]
-    tiny = Said(**{**h[0].__dict__, "chars": 60})
+    tiny = HistoryOutput(**{**h[0].__dict__, "chars": 60})
     sent = sticky.apply(small, [tiny] + h[1:], after, size)
     assert sent[0].kind == KEEP, "saving 20 characters is not worth 12,000 uncached"
     sent = sticky.apply(small, h, after, size)
@@ -256,7 +256,7 @@ def test_a_diff_is_what_the_model_holds_of_a_re_read_and_no_stub_says_otherwise(
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig().with_(context="validity"))
     ex = LocalExecutor(timeout=30)
     script = ["cat mid.py", "sed -i 's/^M020 = 20 /M020 EDITED! /' mid.py", "cat mid.py", "echo one", "echo two"]
-    history = History(policy=ContextPolicy(validity=True), sticky=Sticky(cache_ratio=1.0), view_share=None)
+    history = History(policy=ContextPolicy(validity=True), sticky=RewriteSchedule(cache_ratio=1.0), view_share=None)
     msgs = [Message("system"), Message("task")]
     for i, c in enumerate(script, 1):
         r = rt.run(c, ex, step=i)
@@ -287,7 +287,7 @@ def test_under_a_window_an_output_a_kept_one_refers_to_is_kept(tmp_path):
     repo = make_repo(tmp_path / "r", {"a.txt": body})
     rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
     ex = LocalExecutor(timeout=30)
-    history = History(policy=ContextPolicy(window=2), sticky=Sticky(cache_ratio=1.0), view_share=None)
+    history = History(policy=ContextPolicy(window=2), sticky=RewriteSchedule(cache_ratio=1.0), view_share=None)
     msgs = [Message("system"), Message("task")]
     for i, c in enumerate(["cat a.txt", "echo x", "echo y", "echo z", "cat a.txt"], 1):
         r = rt.run(c, ex, step=i)

@@ -97,20 +97,20 @@ def held(rt: LedgerRuntime) -> dict:
                 s.command,
                 s.exit_code,
                 list(s.lines),
-                bytes(s.literal),
+                bytes(s.carried),
                 s.refs,
-                s.uncut,
+                s.whole,
                 s.digest,
                 s.epoch_after,
                 s.same_as,
-                s.cut_raw,
+                s.agent_cut,
                 s.in_diff,
             )
             for a, s in h.delivered.items.items()
         },
         "facts": {a: [(r.at, r.path, r.first, list(r.was)) for r in runs] for a, runs in h.facts.items()},
         "standing": {a: (s.step, s.refs, s.answer, s.in_place) for a, s in h.answers.items.items()},
-        "outlived": {a: rt.outlived(a) for a in rt.standing()},
+        "resent_as": {a: rt.resent_as(a) for a in rt.standing()},
     }
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from ledger_runtime.analysis.commands import analyze
 from ledger_runtime.config import LedgerConfig
-from ledger_runtime.decide.govern import Current, govern
+from ledger_runtime.decide.govern import WorkspaceNow, govern
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.records import Attempt, Observation, Verdict, VerdictKind
 from ledger_runtime.workspace.hashing import FileState
@@ -50,7 +50,7 @@ def state_with(*attempts: Attempt, observations=(), epoch=0, env_epoch=0) -> Led
 
 
 def decide(cmd: str, state: LedgerState, sigs=None, files=None, cfg=CFG) -> Verdict:
-    return govern(analyze(cmd, W), state, Current(sigs or {}, files or {}), cfg.nudge_repeats)
+    return govern(analyze(cmd, W), state, WorkspaceNow(sigs or {}, files or {}), cfg.nudge_repeats)
 
 
 def test_reads_always_run_whatever_the_ledger_holds():

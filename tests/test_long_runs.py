@@ -55,7 +55,7 @@ def test_whether_the_model_holds_an_output_whole_is_found_without_recursion() ->
         pool.add(Shown(a, a, f"step {a}", "grep -rn x", 0, ["x"], [a == 1], refs, True, f"d{a}"), keys=["grep"])
     assert pool.complete(n)
     assert pool.base("grep") is not None
-    pool.items[1].uncut = False  # the first one was cut: no output down the chain is whole
+    pool.items[1].whole = False  # the first one was cut: no output down the chain is whole
     assert not pool.complete(n)
 
 

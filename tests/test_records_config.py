@@ -249,21 +249,21 @@ def test_an_attempts_answer_is_a_typed_record_stored_as_the_same_json():
         "pieces": [["text", 0, 4, None, 0, 0], ["lines", 4, 30, 1, 2, 3]],
         "kept": [10, 20],
         "exact": False,
-        "held_from": 3,
+        "first_held_step": 3,
         "keys": ["c:/w\0cat a.py"],
         "altered": True,
         "held": False,
     }
     record = AnswerRecord.from_dict(stored)
     assert record.kind == "spans" and record.kept == (10, 20) and record.base_keys == ("c:/w\0cat a.py",)
-    assert record.to_dict() == stored and dict(record) == stored and record["held_from"] == 3
+    assert record.to_dict() == stored and dict(record) == stored and record["first_held_step"] == 3
     plain = AnswerRecord.from_dict(
-        {"kind": "raw", "pieces": [], "kept": None, "exact": True, "held_from": 0, "keys": []}
+        {"kind": "raw", "pieces": [], "kept": None, "exact": True, "first_held_step": 0, "keys": []}
     )
     assert "altered" not in plain.to_dict() and "held" not in plain.to_dict() and plain.held
     # an older ledger's answer: what it lacks takes its default, what this record does not know is kept
     old = AnswerRecord.from_dict({"kind": "whole", "pieces": [["same", 0, 9, 1, 0, 0]], "shape": 1})
-    assert old.exact and old.held_from == 0 and old.to_dict()["shape"] == 1
+    assert old.exact and old.first_held_step == 0 and old.to_dict()["shape"] == 1
     a = Attempt(
         1, 1, "cat a.py", "cat a.py", "/w", CommandClass.INSPECT, RUN, True, 0, "h", 5, False, 0.0, answer=stored
     )

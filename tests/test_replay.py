@@ -600,12 +600,12 @@ def test_ctrl_c_stops_a_replay(tmp_path, how, jobs):
     while any(Path(f"/proc/{w}").exists() for w in workers) and time.monotonic() < deadline:
         time.sleep(0.2)
     left = [w for w in workers if Path(f"/proc/{w}").exists() and "Z" not in process_state(w)]
-    assert not left, f"worker processes outlived the replay: {left}"
+    assert not left, f"worker processes resent_as the replay: {left}"
     assert commands, "the workers were running their commands"
     while any(Path(f"/proc/{c}").exists() for c in commands) and time.monotonic() < deadline:
         time.sleep(0.2)
     left = [c for c in commands if Path(f"/proc/{c}").exists() and "Z" not in process_state(c)]
-    assert not left, f"the commands the workers ran outlived the replay: {left}"
+    assert not left, f"the commands the workers ran resent_as the replay: {left}"
 
 
 def test_replay_results_keep_no_secret(tmp_path):

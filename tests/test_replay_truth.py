@@ -13,7 +13,7 @@ from ledger_harness.replay.engine import replay_one
 from ledger_harness.replay.truth import Files, entry_true, stub_true, verdict_true
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
-from ledger_runtime.held.context import KEEP, STUB, Line, Said, Stub, Treatment
+from ledger_runtime.held.context import KEEP, STUB, HistoryOutput, Line, Stub, Treatment
 from ledger_runtime.inform import view_entries
 from ledger_runtime.runtime import LedgerRuntime
 
@@ -54,7 +54,7 @@ def test_a_false_claim_is_caught_from_the_files(tmp_path):
         assert entry_true(("command", 1, True, None, None), files, rt.state) is False, "calc.py changed after #1"
         nudge = replace(second.verdict, kind=second.verdict.kind.__class__("NUDGE"), ref_step=1, rule=None)
         assert verdict_true(nudge, files, 4, [{"exit": 0}] * 3) is False, "files changed after step 1"
-    said = Said(0, 1, "step 1", "cat calc.py", "k", True, tuple(Line(f"line {i}\n") for i in range(5)))
+    said = HistoryOutput(0, 1, "step 1", "cat calc.py", "k", True, tuple(Line(f"line {i}\n") for i in range(5)))
     assert stub_true(said, Treatment(STUB, Stub()), "", set(), lambda p: None) is False
     assert stub_true(
         said, Treatment(STUB, Stub(later=True)), "line 0\nline 1\nline 2\nline 3\nline 4", set(), lambda p: None

@@ -202,7 +202,7 @@ def test_an_answer_re_sent_in_full_keeps_the_agents_cut(tree, tmp_path):
         assert "of which you were shown the first 1,000 and last 1,000 characters" in again.output
         for _ in range(3):
             rt.run("echo x", EX)
-        answer, in_place = rt.outlived(again.attempt_id)
+        answer, in_place = rt.resent_as(again.attempt_id)
         printed = EX("seq 1 3000", str(tree)).output
         assert answer == again.output and len(first.output) == len(printed) > 10_000
         assert in_place.startswith(printed[:1000]) and in_place.endswith(printed[-1000:])
@@ -233,13 +233,13 @@ def test_an_answer_sent_as_what_it_stands_for_is_judged_by_that(tree, tmp_path):
 def test_a_part_kept_of_an_old_output_never_keeps_a_line_that_no_longer_holds(tree, tmp_path):
     """validity+window:M: an output older than the last M keeps "only its lines that still hold"; once
     the model's own edit changes one of them, that line is no longer sent as holding."""
-    from ledger_runtime.held.context import ContextPolicy, Sticky
+    from ledger_runtime.held.context import ContextPolicy, RewriteSchedule
     from ledger_runtime.prompt.history import History, Message
 
     (tree / "w.txt").write_text("".join(f"line {i} of w\n" for i in range(1, 301)))
     config = LedgerConfig().with_(context="validity+window:2")
     with LedgerRuntime(tree, tmp_path / "run", config, task="t") as rt:
-        history = History(policy=ContextPolicy.parse("validity+window:2"), sticky=Sticky(cache_ratio=0.1))
+        history = History(policy=ContextPolicy.parse("validity+window:2"), sticky=RewriteSchedule(cache_ratio=0.1))
         messages: list[Message] = []
         steps = [
             "cat w.txt",

@@ -4,7 +4,7 @@ import pytest
 from conftest import make_repo
 
 from ledger_runtime.config import LedgerConfig
-from ledger_runtime.decide.verdict import FAULT_REASON, Facts, final
+from ledger_runtime.decide.verdict import FAULT_REASON, VerdictFacts, final
 from ledger_runtime.records import RUN, Verdict, VerdictKind
 from ledger_runtime.runtime import LedgerRuntime
 
@@ -14,27 +14,27 @@ NOOP = Verdict(VerdictKind.NUDGE, "the edit changed nothing", rule="noop-edit", 
 
 
 def test_nothing_known_runs():
-    assert final(Facts()) == RUN
+    assert final(VerdictFacts()) == RUN
 
 
 def test_the_rules_compose_with_govern():
-    assert final(Facts(NUDGE)) == NUDGE
-    got = final(Facts(NUDGE, (REVISE,)))
+    assert final(VerdictFacts(NUDGE)) == NUDGE
+    got = final(VerdictFacts(NUDGE, (REVISE,)))
     assert got.kind is VerdictKind.REVISE and got.evidence == {"blind-edit": {"path": "a.py"}}
 
 
 def test_a_fault_runs_it_instead():
-    assert final(Facts(NUDGE, (REVISE,), fault=True)) == Verdict(VerdictKind.RUN, FAULT_REASON)
+    assert final(VerdictFacts(NUDGE, (REVISE,), fault=True)) == Verdict(VerdictKind.RUN, FAULT_REASON)
 
 
 def test_the_user_lets_a_refused_command_run():
-    got = final(Facts(RUN, (REVISE,), user_let_run=True))
+    got = final(VerdictFacts(RUN, (REVISE,), user_let_run=True))
     assert got == Verdict(VerdictKind.RUN, "the user let it run over blind-edit: read it first")
 
 
 def test_after_run_findings_join_a_nudge_or_replace_a_run():
-    assert final(Facts(after=(NOOP,))) == NOOP
-    joined = final(Facts(NUDGE, after=(NOOP,)))
+    assert final(VerdictFacts(after=(NOOP,))) == NOOP
+    joined = final(VerdictFacts(NUDGE, after=(NOOP,)))
     assert joined.kind is VerdictKind.NUDGE
     assert joined.reason == "nothing has changed; noop-edit: the edit changed nothing"
 
@@ -49,7 +49,7 @@ def test_a_plans_verdict_is_never_older_than_its_facts(tmp_path):
         assert plan.verdict == RUN
         with pytest.raises(AttributeError, match="let_run"):
             plan.verdict = NUDGE
-        plan.facts = Facts(NUDGE, (REVISE,))
+        plan.facts = VerdictFacts(NUDGE, (REVISE,))
         assert plan.verdict.kind is VerdictKind.REVISE and plan.verdict_after(()) == plan.verdict
         plan.let_run()
         assert plan.verdict == Verdict(VerdictKind.RUN, "the user let it run over blind-edit: read it first")

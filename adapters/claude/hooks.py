@@ -1,6 +1,6 @@
 """Claude Code's hooks, answered from the ledger. ``ClaudeHooks.handle(event, payload)`` takes one
 hook event (the JSON Claude Code writes to the hook's stdin) and returns the JSON to answer with, or
-None (the call goes on as Claude Code would make it). Facts about the protocol, checked against the
+None (the call goes on as Claude Code would make it). VerdictFacts about the protocol, checked against the
 real ``claude`` 2.1.332: docs/claude-code.md.
 
 - ``SessionStart``, ``UserPromptSubmit`` (which also names the task): a note of the state view's news

@@ -1,6 +1,6 @@
 """Codex's hooks, answered from the ledger. ``CodexHooks.handle(event, payload)`` takes one hook
 event (the JSON Codex writes to the hook's stdin) and returns the JSON to answer with, or None (let
-the tool call go on). Facts about the protocol (Codex 0.171.0): ``../shared/docs/codex.md``.
+the tool call go on). VerdictFacts about the protocol (Codex 0.171.0): ``../shared/docs/codex.md``.
 
 - ``SessionStart``, ``UserPromptSubmit`` (which also names the task when the run started without one):
   a note of what is news in the state view, as ``additionalContext`` (prompt/notes.py).

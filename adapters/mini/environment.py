@@ -53,7 +53,7 @@ from ledger_runtime import (
     History,
     LedgerConfig,
     LedgerRuntime,
-    Sticky,
+    RewriteSchedule,
     Truncation,
     ViewNotes,
     child_groups,
@@ -503,7 +503,7 @@ class LedgerModel:
             self.history = History(
                 policy=rt.config.context_policy,
                 notes=ViewNotes(limit_chars=rt.config.context.note_chars),
-                sticky=Sticky(cache_ratio=read, write_ratio=write),
+                sticky=RewriteSchedule(cache_ratio=read, write_ratio=write),
                 view_share=rt.config.context.view_share,
             )
         return self.history

@@ -29,7 +29,7 @@ from ledger_harness.replay.billing import Cache, Part, Rates
 from ledger_runtime.held.context import (
     KEEP,
     ContextPolicy,
-    Said,
+    HistoryOutput,
     Treatment,
     decide,
     stub_holds,
@@ -46,7 +46,7 @@ class _Rewrite:
     """The history as one rewrite sends it, call after call."""
 
     call: int  # the call it was made at (-1: the history as it is, never rewritten)
-    saids: list[Said]
+    saids: list[HistoryOutput]
     treat: list[Treatment]
     texts: dict[int, str]  # message index -> the text sent in its place
     caches: dict[str, Cache] = field(default_factory=dict)  # per price model: what its calls wrote
@@ -123,7 +123,7 @@ class OfflineBound:
                 r.caches.clear()
                 r.saids, r.treat, r.texts = [], [], {}
 
-    def _holds(self, r: _Rewrite, saids: list[Said], ledger) -> bool:
+    def _holds(self, r: _Rewrite, saids: list[HistoryOutput], ledger) -> bool:
         """Whether the rewrite's stubs still say only true things and drop no still-true unique line,
         the outputs since it sent whole."""
         n = len(r.saids)

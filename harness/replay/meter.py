@@ -18,7 +18,7 @@ The arms:
 - every context policy asked for: ``window:M`` (the masking baseline over the outputs as they are, its
   placeholders scheduled against the cache), ``validity`` and ``validity+window:M`` (the ledger's
   answers and notes, outputs that hold nothing still true and shown nowhere later as stubs), each
-  through ``prompt.History`` with a ``Sticky`` priced by the arm's own price model.
+  through ``prompt.History`` with a ``RewriteSchedule`` priced by the arm's own price model.
 - ``bound`` (replay/bound.py): with the whole run known, the cheapest schedule of history rewrites
   that drops no still-true line shown nowhere later and sends no false stub.
 
@@ -36,7 +36,14 @@ from importlib.metadata import entry_points
 from typing import Collection, Protocol, Sequence
 
 from ledger_harness.replay.billing import Bill, Cache, Part, Rates
-from ledger_runtime.held.context import ContextPolicy, Line, Said, Sticky, stub_holds, valid_unique_dropped
+from ledger_runtime.held.context import (
+    ContextPolicy,
+    HistoryOutput,
+    Line,
+    RewriteSchedule,
+    stub_holds,
+    valid_unique_dropped,
+)
 from ledger_runtime.inform import VIEW_NOTE, StateView
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.prompt.history import History, Message, Sent, placed
@@ -76,9 +83,9 @@ def rates_of(p: Pricing) -> Rates:
     return Rates(p.model, p.provider, p.input_cost, p.cached_cost, p.cache_write_cost, p.output_cost)
 
 
-def sticky_for(rates: Rates) -> Sticky:
+def sticky_for(rates: Rates) -> RewriteSchedule:
     """The scheduler of history rewrites for a model's prices."""
-    return Sticky(cache_ratio=rates.read_ratio, write_ratio=rates.write_ratio)
+    return RewriteSchedule(cache_ratio=rates.read_ratio, write_ratio=rates.write_ratio)
 
 
 class _Memo:
@@ -125,7 +132,9 @@ class _Raw:
     def __init__(self, rt):
         self.rt = rt
 
-    def history(self, outputs: Sequence[tuple[int | None, int]], *, expanded: Collection[int] = ()) -> list[Said]:
+    def history(
+        self, outputs: Sequence[tuple[int | None, int]], *, expanded: Collection[int] = ()
+    ) -> list[HistoryOutput]:
         return self.rt.history(outputs, raw=True)
 
     def still_true(self, line: Line) -> bool:
@@ -134,7 +143,7 @@ class _Raw:
     def view_for_notes(self) -> StateView | None:
         return None
 
-    def outlived(self, attempt_id: int) -> tuple[str, str] | None:
+    def resent_as(self, attempt_id: int) -> tuple[str, str] | None:
         return None  # the output as it is refers to nothing
 
     def standing(self) -> tuple[int, ...]:
@@ -148,7 +157,9 @@ class _Views:
     def __init__(self, rt):
         self.rt = rt
 
-    def history(self, outputs: Sequence[tuple[int | None, int]], *, expanded: Collection[int] = ()) -> list[Said]:
+    def history(
+        self, outputs: Sequence[tuple[int | None, int]], *, expanded: Collection[int] = ()
+    ) -> list[HistoryOutput]:
         return self.rt.history(outputs, expanded=expanded)
 
     def still_true(self, line: Line) -> bool:
@@ -157,8 +168,8 @@ class _Views:
     def view_for_notes(self) -> StateView | None:
         return self.rt.view(as_applied=True)
 
-    def outlived(self, attempt_id: int) -> tuple[str, str] | None:
-        return self.rt.outlived(attempt_id)
+    def resent_as(self, attempt_id: int) -> tuple[str, str] | None:
+        return self.rt.resent_as(attempt_id)
 
     def standing(self):
         return self.rt.standing()
@@ -332,7 +343,9 @@ class CostMeter:
             check_stubs(saids, treat, msgs, sent, self.truth[1])
 
 
-def check_stubs(saids: Sequence[Said], treat: Sequence, msgs: Sequence[Message], sent: Sequence[Sent], tally) -> None:
+def check_stubs(
+    saids: Sequence[HistoryOutput], treat: Sequence, msgs: Sequence[Message], sent: Sequence[Sent], tally
+) -> None:
     """Each stub (or part) sent, its reason checked against the files and what is sent after it
     (replay/truth.stub_true), into ``tally``."""
     from ledger_harness.replay.truth import stub_true
@@ -356,7 +369,7 @@ def check_stubs(saids: Sequence[Said], treat: Sequence, msgs: Sequence[Message],
         tally.add(stub_true(s, t, later, runs, lines_now), f"{s.label}: {texts[outs[n]].splitlines()[0][:200]}")
 
 
-def lost_lines(saids: Sequence[Said], treat: Sequence, msgs: Sequence[Message], sent: Sequence[Sent]) -> set:  # noqa: C901
+def lost_lines(saids: Sequence[HistoryOutput], treat: Sequence, msgs: Sequence[Message], sent: Sequence[Sent]) -> set:  # noqa: C901
     """The check of what was sent that shares nothing with the decision but where a line came from:
     a line of an output sent as a stub or in part is lost when its text is in no message sent after
     it, the file itself (read here, from the disk, at the number the output showed it at) does not say

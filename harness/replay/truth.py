@@ -30,7 +30,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from ledger_runtime.held.context import KEEP, PART, Said, Treatment
+from ledger_runtime.held.context import KEEP, PART, HistoryOutput, Treatment
 from ledger_runtime.records import Verdict, VerdictKind
 
 ABSENT = ("absent",)
@@ -229,11 +229,11 @@ def verdict_true(v: Verdict, files: Files, step: int, rows: Sequence[dict]) -> b
     return True
 
 
-def stub_true(s: Said, t: Treatment, later_texts: str, later_runs: set[str], lines_now: Callable) -> bool:
+def stub_true(s: HistoryOutput, t: Treatment, later_texts: str, later_runs: set[str], lines_now: Callable) -> bool:
     """Whether a stub (or a part) of output ``s`` is true: its reason of the lines it leaves out, read
     from the files (``lines_now(path)``: a file's lines now, None when unreadable) and from the text
     sent after it (``later_texts``: a line of it shown again is a whole line there, as printed or
-    without a line number before it; ``later_runs``: the commands, by directory and text (``Said.key``),
+    without a line number before it; ``later_runs``: the commands, by directory and text (``HistoryOutput.key``),
     of outputs sent whole after it)."""
     if t.kind == KEEP or t.stub is None or t.stub.window:
         return True

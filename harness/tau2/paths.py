@@ -2,7 +2,7 @@
 map of the LedgerAgent paper). ``records(domain, tool, arguments, content)`` turns a successful
 call's returned JSON into ``(path, record)`` pairs; ``stale(domain, tool, arguments)`` names the
 paths a successful write changed without returning them (they are dropped: read them again).
-Facts: tool names and return shapes of tau2-bench's tools (../shared/docs/tau2.md).
+VerdictFacts: tool names and return shapes of tau2-bench's tools (../shared/docs/tau2.md).
 """
 
 from __future__ import annotations

@@ -167,7 +167,7 @@ def seen_part(output: str, head: int, tail: int) -> str:
 
 def same_marker(src: HeldOutput, note: str = "") -> str:
     rc = "" if src.exit_code is None else f", exit {src.exit_code}"
-    cut = f"{SEEN_CUT}{src.cut[0]:,} and last {src.cut[1]:,} characters" if src.cut else ""
+    cut = f"{SEEN_CUT}{src.seen_cut[0]:,} and last {src.seen_cut[1]:,} characters" if src.seen_cut else ""
     return f"[ledger: same as {src.label}'s output (`{src.command}`{rc}){cut}{note}]\n"
 
 

@@ -11,7 +11,7 @@ from typing import Sequence
 class HeldOutput:
     """An earlier output as the model holds it: which attempt, how references name it (``label``:
     "step 9", or "step 9.2" for the second command of step 9), its command shortened for display, its
-    exit code, its lines, and which of them the model got literally."""
+    exit code, its lines, and which of them the model got literally (``carried``)."""
 
     attempt: int
     step: int
@@ -19,15 +19,15 @@ class HeldOutput:
     command: str
     exit_code: int | None
     lines: Sequence[str]
-    literal: Sequence[bool] | bytes  # per output line: delivered literally and visible (held as bytes: 0 or 1)
+    carried: Sequence[bool] | bytes  # per output line: delivered literally and visible (held as bytes: 0 or 1)
     refs: tuple[int, ...]  # attempts its references point at
-    uncut: bool  # the model saw all of the answer, and the answer left none of the output out
+    whole: bool  # the model saw all of the answer, and the answer left none of the output out
     digest: str
     epoch_after: int = 0
     same_as: int | None = None  # its answer was only a reference to this attempt's identical output
-    cut_raw: tuple[int, int] | None = None  # the output as it is, of which the agent showed only these characters
+    agent_cut: tuple[int, int] | None = None  # the output as it is, of which the agent showed only these characters
     in_diff: frozenset[int] = frozenset()  # lines a delta answer's diff carried (not references' sources)
-    cut: tuple[int, int] | None = None  # as a reference's source: the model saw only these first and last characters
+    seen_cut: tuple[int, int] | None = None  # as a reference's source: the model saw these first and last characters
 
 
 __all__ = ["HeldOutput"]

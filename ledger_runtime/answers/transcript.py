@@ -7,7 +7,7 @@ expansions it takes in turn. For a command that ran, a sound answer expands to e
 ``check`` says whether it does, and whether every reference names what the model really holds
 (``held``): lines its source carried literally in the part of it the agent showed, of a step still
 in the model's context then; for a whole-output reference or a diff, an output the model had whole
-(an uncut answer that left nothing out, whose own references it had whole), or, where the reference
+(an whole answer that left nothing out, whose own references it had whole), or, where the reference
 says so, one it saw cut the same way. Lines an answer says it left out as the agent's own cut would
 have are taken from the command's output, which the ledger keeps. Ledgers written before answers
 were recorded show the output.
@@ -116,7 +116,7 @@ class Transcript:
 
     def _unheld(self, a: Attempt) -> str | None:  # noqa: C901
         """Why a reference of ``a`` names something the model did not hold (None: they all hold)."""
-        held_from = int(a.answer.held_from or 0) if a.answer else 0
+        first_held_step = int(a.answer.first_held_step or 0) if a.answer else 0
         shown_a = self.shown(a) or ""
         why = self._again_unheld(a)
         if why is not None:
@@ -127,8 +127,10 @@ class Transcript:
             src = self.state.attempt(p.ref)
             if src is None or src.id >= a.id:
                 return f"a reference to attempt {p.ref}, which is not an earlier one"
-            if src.step < held_from:
-                return f"a reference to step {src.step}, out of the model's context (it held steps from {held_from})"
+            if src.step < first_held_step:
+                return (
+                    f"a reference to step {src.step}, out of the model's context (it held steps from {first_held_step})"
+                )
             if p.kind == LINES:
                 try:
                     src_lines = split_lines(self.expanded(src) or "")
@@ -142,7 +144,7 @@ class Transcript:
             elif p.kind == SAME and SEEN_CUT in shown_a[p.start : p.end]:
                 if self.kind(src) != AnswerKind.RAW.value or not _kept(src):
                     return f"step {src.step} was not shown cut as it is, as the reference says"
-            elif not self._whole(src, held_from, set()):
+            elif not self._whole(src, first_held_step, set()):
                 return f"step {src.step}'s output is not one the model had whole"
         return None
 
@@ -210,20 +212,20 @@ class Transcript:
                     out.append(shown[x:y])
         return out
 
-    def _whole(self, a: Attempt, held_from: int, seen: set[int]) -> bool:
+    def _whole(self, a: Attempt, first_held_step: int, seen: set[int]) -> bool:
         """Whether the model had ``a``'s whole output: it saw all of the answer, which left nothing
         out, and every reference in it points at an output it had whole, in a step it still held."""
         if a.id in seen:
             return True
         seen.add(a.id)
-        if _kept(a) or a.step < held_from:
+        if _kept(a) or a.step < first_held_step:
             return False
         for p in self.pieces(a) or []:
             if p.kind == CUT:
                 return False
             if p.kind in REFERENCE_KINDS and p.ref is not None:
                 src = self.state.attempt(p.ref)
-                if src is None or not self._whole(src, held_from, seen):
+                if src is None or not self._whole(src, first_held_step, seen):
                     return False
         return True
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ledger_runtime.ledger.private import DIRECTORY, InUse, hold, refusal
+from ledger_runtime.ledger.private import DIRECTORY, InUse, lock_file, refusal
 
 
 def unwritable(path: Path) -> str | None:
@@ -51,7 +51,7 @@ def misplaced(run_dir: Path, workdir: Path, *, resuming: bool = False) -> str | 
     run_dir, workdir = Path(os.path.abspath(run_dir)), Path(os.path.abspath(workdir))
     if (run_dir / "ledger.sqlite").exists():
         try:
-            lock = hold(run_dir / ".lock", f"run directory {run_dir}")
+            lock = lock_file(run_dir / ".lock", f"run directory {run_dir}")
         except (InUse, OSError) as e:
             return str(e)
         if lock is not None:

@@ -1,7 +1,7 @@
 """The policy gate: named predicates over (proposal, ledger state, current hashes) that may refuse
 or annotate a command before it runs, composed with govern's verdict.
 
-A predicate is a pure function ``check(proposal: Analysis, state: LedgerState, current: Current,
+A predicate is a pure function ``check(proposal: Analysis, state: LedgerState, current: WorkspaceNow,
 rule: Rule) -> Finding | None``. A finding carries the reason and the ledger state it read
 (``evidence``, recorded with the verdict under the rule's name); the rule's configured verdict
 (ALLOW by finding nothing, NUDGE, REVISE or BLOCK) says what the finding does. Built-in rules are in

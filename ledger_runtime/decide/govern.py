@@ -14,14 +14,14 @@ No command the model asked for is skipped because an earlier run is believed to 
 would be a prediction of its output, and what a run reads has no end (docs/settings.md, the removed
 ``reuse_runs``). Only the policies refuse commands (REVISE, BLOCK).
 
-``Current`` carries the signatures and file states the policies read (policies.py).
+``WorkspaceNow`` carries the signatures and file states the policies read (policies.py).
 """
 
 from __future__ import annotations
 
 from ledger_runtime.analysis.commands import Analysis
 from ledger_runtime.decide.claims import UNCHANGED_SINCE
-from ledger_runtime.decide.current import Current
+from ledger_runtime.decide.workspace_now import WorkspaceNow
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.records import Attempt, CommandClass, Verdict, VerdictKind
 
@@ -37,7 +37,7 @@ def _candidate(proposal: Analysis, state: LedgerState) -> Attempt | None:
     return None
 
 
-def govern(proposal: Analysis, state: LedgerState, current: Current, nudge_repeats: bool = True) -> Verdict:
+def govern(proposal: Analysis, state: LedgerState, current: WorkspaceNow, nudge_repeats: bool = True) -> Verdict:
     """The verdict for ``proposal``; see the module docstring for the rules (``nudge_repeats``: the
     setting of that name). Decided whether or not govern is on: runs are measured alike."""
     if proposal.submits:

@@ -32,8 +32,8 @@ from ledger_runtime.analysis.commands import ANY_FILE, Analysis
 from ledger_runtime.analysis.display import short_command
 from ledger_runtime.analysis.patches import file_ops
 from ledger_runtime.decide.claims import UNCHANGED_SINCE
-from ledger_runtime.decide.current import Current
 from ledger_runtime.decide.gate import Finding, Outcome, PolicyError, Rule, build_rules, matches
+from ledger_runtime.decide.workspace_now import WorkspaceNow
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.records import CommandClass, VerdictKind
 from ledger_runtime.section import TABLE, Section, setting
@@ -61,7 +61,7 @@ def _short(command: str, limit: int) -> str:
     return short_command(command, limit)
 
 
-def _existing_writes(proposal: Analysis, current: Current) -> list[str]:
+def _existing_writes(proposal: Analysis, current: WorkspaceNow) -> list[str]:
     return [w for w in proposal.writes if w != ANY_FILE and current.files.get(w) is not None]
 
 
@@ -69,7 +69,7 @@ def _display(path: str, rule: Rule) -> str:
     return os.path.relpath(path, rule.workdir) if rule.workdir and path.startswith(rule.workdir + os.sep) else path
 
 
-def stale_edit(proposal: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+def stale_edit(proposal: Analysis, state: LedgerState, current: WorkspaceNow, rule: Rule) -> Finding | None:
     if proposal.command_class is not CommandClass.MODIFY or proposal.submits:
         return None
     in_place = IN_PLACE.search(_unquoted(proposal.command)) is not None
@@ -117,7 +117,7 @@ def _existed_at_start(path: str, state: LedgerState) -> bool:
     return not mods or mods[0].before_hash is not None
 
 
-def protected_paths(proposal: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+def protected_paths(proposal: Analysis, state: LedgerState, current: WorkspaceNow, rule: Rule) -> Finding | None:
     globs = tuple(rule.param("globs") or ())
     if not globs:
         return None
@@ -156,7 +156,7 @@ def _unquoted(command: str) -> str:
     return re.sub(r"(^|\s)#[^\n]*", r"\1", text)
 
 
-def destructive(proposal: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+def destructive(proposal: Analysis, state: LedgerState, current: WorkspaceNow, rule: Rule) -> Finding | None:
     text = _unquoted(proposal.command)
     patterns = tuple(rule.param("patterns") or DESTRUCTIVE) + tuple(rule.param("extra_patterns") or ())
     for pattern in patterns:
@@ -226,7 +226,7 @@ def _cwd_at(command: str, position: int, cwd: str) -> str | None:
     return cwd
 
 
-def verify_before_submit(proposal: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+def verify_before_submit(proposal: Analysis, state: LedgerState, current: WorkspaceNow, rule: Rule) -> Finding | None:
     if not proposal.submits:
         return None
     ignore = tuple(rule.param("ignore") or ())
@@ -281,7 +281,7 @@ def verify_before_submit(proposal: Analysis, state: LedgerState, current: Curren
     )
 
 
-def repeat_failure(proposal: Analysis, state: LedgerState, current: Current, rule: Rule) -> Finding | None:
+def repeat_failure(proposal: Analysis, state: LedgerState, current: WorkspaceNow, rule: Rule) -> Finding | None:
     if proposal.submits or proposal.pure or proposal.command_class in (CommandClass.MODIFY, CommandClass.ENV):
         return None  # a pure reader's repeat runs: its answer refers to what the model holds
     chain = []

@@ -1,4 +1,4 @@
-"""The final verdict of one command: one pure function of what is known of it (``Facts``), the only
+"""The final verdict of one command: one pure function of what is known of it (``VerdictFacts``), the only
 place that builds or replaces a verdict once govern and the policy rules have spoken.
 
 What is known grows as the step goes on (before the command runs: govern's and the rules' verdicts;
@@ -17,7 +17,7 @@ FAULT_REASON = "ledger fault: ran instead"
 
 
 @dataclass(frozen=True)
-class Facts:
+class VerdictFacts:
     """What the verdict of one command is decided from. The defaults are what holds of a command
     the ledger could not plan (a fault before it): nothing found, it runs."""
 
@@ -28,7 +28,7 @@ class Facts:
     after: tuple[Verdict, ...] = ()  # the after-run rules' verdicts (gate.check_after), once it ran
 
 
-def final(facts: Facts) -> Verdict:
+def final(facts: VerdictFacts) -> Verdict:
     """The verdict of a command, from ``facts``. The rules, in order:
 
     1. govern's verdict composed with the rules' (gate.compose: BLOCK, then REVISE, then NUDGE with

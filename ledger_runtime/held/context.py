@@ -19,7 +19,7 @@ The agent's own history stays as it is; only the copy sent to the model changes.
   left out; one with none becomes the stub.
 
 ``decide`` is recomputed from the whole history at every call (a line that was shown later may be
-shown nowhere once the later output is itself left out). ``Sticky`` applies the decisions so that
+shown nowhere once the later output is itself left out). ``RewriteSchedule`` applies the decisions so that
 the prompt's prefix stays what the provider has cached: what must come back comes back at once,
 what may be left out is left out in batches, when what it saves on the calls to come outweighs the
 cache it costs on this one. ``stub_holds`` checks a stub's claims against the outputs after it,
@@ -142,7 +142,7 @@ class Line:
 
 
 @dataclass(frozen=True)
-class Said:
+class HistoryOutput:
     """One earlier output at one call, as the policy decides on it: its place among the history's
     outputs, its size as sent, the lines the model got literally as facts (``Line``). Made from the
     held output (``HeldOutput``) by ``Held.history``, the one question the history asks."""
@@ -192,7 +192,7 @@ class Treatment(NamedTuple):
 StillTrue = Callable[[Line], bool]
 
 
-def decide(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue) -> list[Treatment]:  # noqa: C901
+def decide(saids: Sequence[HistoryOutput], policy: ContextPolicy, still_true: StillTrue) -> list[Treatment]:  # noqa: C901
     """How each earlier output is sent under ``policy`` (see the module docstring), oldest first.
     ``still_true`` says whether a file line is still that line of its file."""
     n = len(saids)
@@ -232,12 +232,14 @@ def decide(saids: Sequence[Said], policy: ContextPolicy, still_true: StillTrue) 
     return out
 
 
-def sent_facts(s: Said, t: Treatment) -> set[tuple]:
+def sent_facts(s: HistoryOutput, t: Treatment) -> set[tuple]:
     """What the lines of ``s`` that ``t`` sends tell (blank lines tell nothing)."""
     return {line.fact for i, line in enumerate(s.lines) if t.keeps(i) and not line.blank}
 
 
-def _judge(s: Said, still_true: StillTrue, later: set[tuple], superseded_by: str | None, partial: bool) -> Treatment:
+def _judge(
+    s: HistoryOutput, still_true: StillTrue, later: set[tuple], superseded_by: str | None, partial: bool
+) -> Treatment:
     stale = 0
     shown_later = False
     unique: list[int] = []
@@ -259,7 +261,9 @@ def _judge(s: Said, still_true: StillTrue, later: set[tuple], superseded_by: str
     return Treatment(STUB, stub)
 
 
-def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], still_true: StillTrue) -> bool:
+def stub_holds(
+    s: HistoryOutput, t: Treatment, after: Sequence[tuple[HistoryOutput, Treatment]], still_true: StillTrue
+) -> bool:
     """Whether what a stub (or a partial output) says of ``s`` is true of the outputs sent after it
     (``after``: each with how it is sent): each line a partial output keeps still holds (a file line
     is still that line of its file; no later run of the same command is sent whole); each line it
@@ -275,7 +279,7 @@ def stub_holds(s: Said, t: Treatment, after: Sequence[tuple[Said, Treatment]], s
 
 
 def _stub_holds(
-    s: Said, t: Treatment, shown: set[tuple], runs: Sequence[tuple[str, str]], still_true: StillTrue
+    s: HistoryOutput, t: Treatment, shown: set[tuple], runs: Sequence[tuple[str, str]], still_true: StillTrue
 ) -> bool:
     """``stub_holds``, given what the outputs after it show (``shown``: their facts as sent) and the
     later runs of the same command (``runs``: label, how each is sent)."""
@@ -304,7 +308,7 @@ def _stub_holds(
 
 
 def checked(
-    saids: Sequence[Said], treatments: Sequence[Treatment], still_true: StillTrue
+    saids: Sequence[HistoryOutput], treatments: Sequence[Treatment], still_true: StillTrue
 ) -> tuple[list[Treatment], list[str]]:
     """``treatments`` with every stub or part whose claims do not hold of what is sent after it
     (``stub_holds``) sent whole instead, and why each was: the last check before the model reads them,
@@ -324,7 +328,7 @@ def checked(
     return out, refused
 
 
-def _kept_hold(s: Said, t: Treatment, rerun: bool, still_true: StillTrue) -> bool:
+def _kept_hold(s: HistoryOutput, t: Treatment, rerun: bool, still_true: StillTrue) -> bool:
     """Whether each line a partial output keeps ("only its lines that still hold") does: a file line is
     still that line of its file; any other, while no later run of the same command is sent whole
     (``rerun``: one is)."""
@@ -336,7 +340,7 @@ def _kept_hold(s: Said, t: Treatment, rerun: bool, still_true: StillTrue) -> boo
 
 
 def valid_unique_dropped(
-    saids: Sequence[Said], treatments: Sequence[Treatment], still_true: StillTrue
+    saids: Sequence[HistoryOutput], treatments: Sequence[Treatment], still_true: StillTrue
 ) -> list[tuple[int, int]]:
     """The (output index, line index) pairs left out that were still true and shown nowhere later
     in what is sent: lines the model lost. Computed from what is sent, whatever decided it."""
@@ -361,10 +365,10 @@ def valid_unique_dropped(
 
 
 def to_send(
-    saids: Sequence[Said],
+    saids: Sequence[HistoryOutput],
     policy: ContextPolicy,
     still_true: StillTrue,
-    sticky: Sticky,
+    sticky: RewriteSchedule,
     texts: Sequence[str],
     positions: Sequence[int],
     refused: list[str] | None = None,
@@ -381,7 +385,7 @@ def to_send(
     for k in range(len(texts) - 1, -1, -1):
         suffix[k] = suffix[k + 1] + len(texts[k])
 
-    def size(s: Said, t: Treatment) -> int:
+    def size(s: HistoryOutput, t: Treatment) -> int:
         return s.chars if t.kind == KEEP else len(stub_text(s, t, texts[positions[s.index]].count("\n") + 1))
 
     applied = sticky.apply(desired, saids, [suffix[k] for k in positions], size, still_true)
@@ -399,7 +403,7 @@ def placeholder(lines: int) -> str:
     return f"Old environment output: ({lines} lines omitted)"
 
 
-def stub_text(s: Said, t: Treatment, lines: int | None = None) -> str:
+def stub_text(s: HistoryOutput, t: Treatment, lines: int | None = None) -> str:
     """What the model gets in place of an output left out, or of the part of it left out.
     ``lines``: how many lines the output has as sent (for the baseline's placeholder)."""
     assert t.stub is not None
@@ -424,7 +428,7 @@ def stub_text(s: Said, t: Treatment, lines: int | None = None) -> str:
 
 
 @dataclass
-class Sticky:
+class RewriteSchedule:
     """Applies decisions so the cached prefix of the prompt stays (see the module docstring).
     ``cache_ratio``: the price of a cached input token over an uncached one (gpt-5-mini: 0.1);
     ``write_ratio``: the price of a token written to the cache over an uncached one (Anthropic's
@@ -439,9 +443,9 @@ class Sticky:
     def apply(
         self,
         desired: Sequence[Treatment],
-        saids: Sequence[Said],
+        saids: Sequence[HistoryOutput],
         after_chars: Sequence[int],
-        sent_chars: Callable[[Said, Treatment], int],
+        sent_chars: Callable[[HistoryOutput, Treatment], int],
         still_true: StillTrue | None = None,
     ) -> list[Treatment]:
         """What to send at this call. ``after_chars[j]``: characters of the prompt from output j on;
@@ -498,10 +502,10 @@ __all__ = [
     "ContextPolicy",
     "ContextError",
     "Line",
-    "Said",
+    "HistoryOutput",
     "Stub",
     "Treatment",
-    "Sticky",
+    "RewriteSchedule",
     "decide",
     "to_send",
     "stub_holds",

@@ -5,7 +5,7 @@ outside the part an agent cuts from a long answer (mini-swe-agent keeps the firs
 characters), and only while that attempt is still in the model's context (``alive``: the window
 of recent steps, and nothing before a compaction of the agent's history). A reference may only
 point at delivered lines. An output can also be had whole through its references (``complete``):
-an answer the model saw uncut, that left nothing out (no ``cut`` piece), whose references point at
+an answer the model saw whole, that left nothing out (no ``cut`` piece), whose references point at
 outputs it can still have whole.
 
 ``Delivered`` answers ``answers.Pool``: identical earlier outputs, the base of a re-read, and the
@@ -148,13 +148,13 @@ class Delivered:
             shown.lines = first.lines
         elif len(shown.lines) <= MAX_INDEXED_LINES:  # (a longer output costs its own memory, not a loop a line)
             shown.lines = [self._lines.setdefault(line, line) for line in shown.lines]
-        shown.literal = bytes(shown.literal)  # a byte a line, not a pointer: a long run holds many
+        shown.carried = bytes(shown.carried)  # a byte a line, not a pointer: a long run holds many
         self.items[shown.attempt] = shown
         self._by_digest.setdefault(shown.digest, []).append(shown.attempt)
         for k in keys:
             self._by_key.setdefault(k, []).append(shown.attempt)
         indexed = 0
-        for j in compress(range(len(shown.lines)), shown.literal):  # the lines the model saw, found in C
+        for j in compress(range(len(shown.lines)), shown.carried):  # the lines the model saw, found in C
             line = shown.lines[j]
             if len(line) <= MAX_LINE_CHARS:
                 self._index.setdefault(line, []).append((shown.attempt, j))
@@ -201,7 +201,7 @@ class Delivered:
                 continue
             seen.add(a)
             s = self._live(a)
-            if s is None or not s.uncut:
+            if s is None or not s.whole:
                 return False
             stack.extend(s.refs)
         return True
@@ -228,13 +228,13 @@ class Delivered:
             if s is None:
                 continue
             if not self.complete(a):
-                if self.window is not None and s.cut_raw == self.window and fallback is None:
-                    fallback = replace(s, cut=s.cut_raw)
+                if self.window is not None and s.agent_cut == self.window and fallback is None:
+                    fallback = replace(s, seen_cut=s.agent_cut)
                 continue
-            if all(s.literal) and not s.refs:
+            if all(s.carried) and not s.refs:
                 return s
             root = self._root(s)
-            if root is not s and all(root.literal) and not root.refs:
+            if root is not s and all(root.carried) and not root.refs:
                 return root  # the output this repeat was the same as: no need to look further back
             fallback = fallback or root
         return fallback
@@ -242,7 +242,7 @@ class Delivered:
     def seen_through(self, attempt: int) -> list[bool] | None:
         """The lines the model saw of an output it was not shown all of (None: it saw all of it)."""
         s = self.items.get(attempt)
-        return list(s.literal) if s is not None and (s.cut_raw is not None or not s.uncut) else None
+        return list(s.carried) if s is not None and (s.agent_cut is not None or not s.whole) else None
 
     def base(self, key: str) -> HeldOutput | None:
         """The most recent earlier output of the same read (``key``) that the model can have whole
@@ -266,7 +266,7 @@ class Delivered:
             tried += 1
             if tried > MAX_CANDIDATES:
                 break
-            src, lit = s.lines, s.literal
+            src, lit = s.lines, s.carried
             k = 0
             while i + k < n and j + k < len(src) and lit[j + k] and src[j + k] == lines[i + k]:
                 k += 1

@@ -1,5 +1,5 @@
 """Answers that refer to other outputs, and what they stand for: an agent that keeps only its last
-steps may drop an output while an answer that refers to it stays (``Held.outlived``)."""
+steps may drop an output while an answer that refers to it stays (``Held.resent_as``)."""
 
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ class StandingAnswer:
     seen: bytes = b""  # per line of the output: the model has it (literally or through a reference): 0 or 1
 
 
-class Standing:
+class StandingAnswers:
     """Answers that refer to other outputs, in an agent that keeps only its last steps, and what each
     stands for (the output as the command printed it), so that one whose source leaves the model's
     context before it does can be sent expanded. At most ``limit`` characters are kept: past it the
     oldest whose sources the model still holds keeps only its references (it is then sent as a line
     that says to run the command again). What is kept is a function of the answers kept, in order,
-    and of which of their sources the model held at each (``keep``'s ``outlived``): a ledger read
+    and of which of their sources the model held at each (``keep``'s ``resent_as``): a ledger read
     again keeps the same."""
 
     def __init__(self, limit: int = 32 * 1024 * 1024):
@@ -39,28 +39,28 @@ class Standing:
         refs: tuple[int, ...],
         answer: str,
         in_place: str | None,
-        outlived: Callable[[StandingAnswer], bool],
+        resent_as: Callable[[StandingAnswer], bool],
         seen: bytes = b"",
     ) -> None:
-        """Keep an answer; ``outlived``: whether one's sources already left the model (kept whole:
+        """Keep an answer; ``resent_as``: whether one's sources already left the model (kept whole:
         it may have been sent expanded); ``seen``: the output's lines the model has through it."""
         self.items[attempt] = StandingAnswer(step, tuple(refs), answer, in_place, seen)
         self.chars += len(answer) + len(in_place or "")
         for a, item in list(self.items.items()):
             if self.chars <= self.limit:
                 break
-            if item.in_place is not None and not outlived(item):
+            if item.in_place is not None and not resent_as(item):
                 self.chars -= len(item.in_place)
                 self.items[a] = StandingAnswer(item.step, item.refs, item.answer, None, item.seen)
 
     def get(self, attempt: int) -> StandingAnswer | None:
         return self.items.get(attempt)
 
-    def forget(self, holds_step: Callable[[int], bool]) -> None:
+    def forget(self, held_next: Callable[[int], bool]) -> None:
         """Drop the answers whose own step the model no longer holds (the agent dropped them)."""
-        for a in [a for a, item in self.items.items() if not holds_step(item.step)]:
+        for a in [a for a, item in self.items.items() if not held_next(item.step)]:
             item = self.items.pop(a)
             self.chars -= len(item.answer) + len(item.in_place or "")
 
 
-__all__ = ["Standing", "StandingAnswer"]
+__all__ = ["StandingAnswers", "StandingAnswer"]

@@ -122,7 +122,7 @@ ANSWER = Type(
         "pieces": Type("a list of answer pieces", _pieces, []),
         "kept": Type("two counts", _pair).or_null(),
         "exact": FLAG,
-        "held_from": WHOLE,
+        "first_held_step": WHOLE,
         "keys": TEXTS,
         "altered": FLAG,
         "held": FLAG,

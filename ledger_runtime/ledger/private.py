@@ -162,7 +162,7 @@ class InUse(RuntimeError):
     """A run directory another live runtime holds; the message says which process."""
 
 
-def hold(path: str | os.PathLike, what: str) -> IO[bytes] | None:
+def lock_file(path: str | os.PathLike, what: str) -> IO[bytes] | None:
     """An exclusive lock on ``path`` (a lock file, made owner only, never through a symlink) for as
     long as the returned file stays open (closed by the garbage collector too); InUse when a live
     process holds it. None where the file system has no locks (some network mounts): no lock then."""

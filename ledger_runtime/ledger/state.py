@@ -114,10 +114,10 @@ class LedgerState:
                 self.context_floor = max(self.context_floor, int(body["from_step"]))
             elif kind == "fault":
                 self.faults.append(body)
-            elif kind == "distrust":  # the agent's own log disowns the record (held/holds.py folds it too)
+            elif kind == "distrust":  # the agent's own log disowns the record (held/held.py folds it too)
                 self.distrusted.setdefault(int(body["attempt"]), str(body.get("why") or ""))
             elif kind in HELD_ONLY:
-                pass  # what the model holds and was told (held/holds.py, prompt/notes.py), not the run's state
+                pass  # what the model holds and was told (held/held.py, prompt/notes.py), not the run's state
             else:
                 self.faults.append({"message": f"unknown event kind {kind!r}", **event})
         except (KeyError, TypeError, ValueError) as e:

@@ -5,7 +5,7 @@ The agent's own history is never changed. Before each model call an adapter hand
 the agent's messages (``Message``: the text, the ledger attempt it is the output of, the characters
 its answer spared the model) and sends what comes back: per message, the text to send in its place (a
 stub where the policy leaves an output out) and the note that follows it ("" for none). What was
-sent stays as it was unless the policy rewrites it (``Sticky`` schedules that against the cache); a
+sent stays as it was unless the policy rewrites it (``RewriteSchedule`` schedules that against the cache); a
 note is sent once, after the newest message, and kept. The cached prefix of the prompt never changes
 because of the view: after a rewrite, what the notes after it said goes into one note at the end.
 
@@ -28,7 +28,16 @@ from itertools import compress, count
 from operator import attrgetter, ne
 from typing import Collection, Protocol, Sequence
 
-from ledger_runtime.held.context import KEEP, ContextPolicy, Line, Said, Sticky, Treatment, stub_text, to_send
+from ledger_runtime.held.context import (
+    KEEP,
+    ContextPolicy,
+    HistoryOutput,
+    Line,
+    RewriteSchedule,
+    Treatment,
+    stub_text,
+    to_send,
+)
 from ledger_runtime.inform import StateView
 from ledger_runtime.prompt.notes import ViewNotes
 
@@ -53,10 +62,12 @@ class Sent:
     note: str = ""
 
 
-class Ledger(Protocol):
+class HistorySource(Protocol):
     """What the history copy asks of the runtime."""
 
-    def history(self, outputs: Sequence[tuple[int | None, int]], *, expanded: Collection[int] = ()) -> list[Said]:
+    def history(
+        self, outputs: Sequence[tuple[int | None, int]], *, expanded: Collection[int] = ()
+    ) -> list[HistoryOutput]:
         """Each earlier output, oldest first, as the model holds it (per output: its attempt and its
         size as sent whole; ``expanded``: attempts whose answers are sent as what they stand for):
         what the context policy decides from (``held.Held.history``)."""
@@ -66,10 +77,10 @@ class Ledger(Protocol):
 
     def view_for_notes(self) -> StateView | None: ...
 
-    def outlived(self, attempt_id: int) -> tuple[str, str] | None: ...
+    def resent_as(self, attempt_id: int) -> tuple[str, str] | None: ...
 
     def standing(self) -> Collection[int]:
-        """The attempts whose answers may outlive their sources: ``outlived`` is asked of them only."""
+        """The attempts whose answers may outlive their sources: ``resent_as`` is asked of them only."""
         ...
 
 
@@ -79,20 +90,20 @@ class History:
 
     policy: ContextPolicy = field(default_factory=ContextPolicy)
     notes: ViewNotes = field(default_factory=ViewNotes)
-    sticky: Sticky = field(default_factory=Sticky)
+    sticky: RewriteSchedule = field(default_factory=RewriteSchedule)
     view_share: float | None = 0.5
     sent: list[str] = field(default_factory=list)  # the texts sent at the last call, per message
     anchors: dict[int, str] = field(default_factory=dict)  # note position -> the message's text then
     rewrites: int = 0  # calls that changed a message already sent
     notes_sent: int = 0  # characters of every note sent (a note taken back and told again counts twice)
-    decisions: tuple[list[Said], list[Treatment]] = ((), ())  # the outputs and how the last call sent them
+    decisions: tuple[list[HistoryOutput], list[Treatment]] = ((), ())  # the outputs and how the last call sent them
     _out: list[Sent] = field(default_factory=list, repr=False)  # what the last call returned
     _msgs: list[Message] = field(default_factory=list, repr=False)  # the last call's messages...
     _raw: list[str] = field(default_factory=list, repr=False)  # ...their texts
     _at: dict[int, list[int]] = field(default_factory=dict, repr=False)  # ...where each attempt's output is
     _spared: int = field(default=0, repr=False)  # ...and what their answers spared, in all
 
-    def send(self, messages: Sequence[Message], ledger: Ledger, *, inform: bool = True) -> list[Sent]:
+    def send(self, messages: Sequence[Message], ledger: HistorySource, *, inform: bool = True) -> list[Sent]:
         """What to send in place of each message of ``messages`` now (see the module docstring).
 
         A long history costs what is new in it: the messages the last call had, as the same objects
@@ -149,9 +160,9 @@ class History:
         self.anchors = {}
         self.sent = []
         self._out = []
-        self.sticky = Sticky(self.sticky.cache_ratio, self.sticky.write_ratio, self.sticky.min_calls_ahead)
+        self.sticky = RewriteSchedule(self.sticky.cache_ratio, self.sticky.write_ratio, self.sticky.min_calls_ahead)
 
-    def _texts(self, messages: Sequence[Message], ledger: Ledger, same: int) -> list[str]:  # noqa: C901
+    def _texts(self, messages: Sequence[Message], ledger: HistorySource, same: int) -> list[str]:  # noqa: C901
         """The text to send for each message (its own, an expansion, a stub); ``same``: how many of
         the first messages are the last call's."""
         raw = self._raw[:same] + list(map(_TEXT, messages[same:]))
@@ -168,7 +179,7 @@ class History:
         for a in ledger.standing():
             for k in self._at.get(a, ()):
                 # a reference whose source the model no longer holds: sent as what it stands for
-                gone = ledger.outlived(a)
+                gone = ledger.resent_as(a)
                 if gone is not None and gone[0] in texts[k]:
                     texts[k] = texts[k].replace(gone[0], gone[1], 1)
                     expanded.add(a)
@@ -213,4 +224,4 @@ def placed(roles: Sequence[str], sent: Sequence[Sent]) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["History", "Message", "Sent", "Ledger", "placed"]
+__all__ = ["History", "Message", "Sent", "HistorySource", "placed"]

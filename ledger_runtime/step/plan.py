@@ -8,10 +8,10 @@ from typing import Any, Callable
 
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis
 from ledger_runtime.decide.claims import verdict_fails
-from ledger_runtime.decide.current import Current
 from ledger_runtime.decide.gate import Rule, check_all
 from ledger_runtime.decide.govern import govern
-from ledger_runtime.decide.verdict import Facts, final
+from ledger_runtime.decide.verdict import VerdictFacts, final
+from ledger_runtime.decide.workspace_now import WorkspaceNow
 from ledger_runtime.records import RUN, CommandClass, Verdict, VerdictKind
 from ledger_runtime.workspace.scanner import Snapshot
 
@@ -48,7 +48,7 @@ class Plan:
     cwd: str
     step: int
     analysis: Analysis
-    facts: Facts
+    facts: VerdictFacts
     applied: bool  # the verdict takes effect (govern on, not shadow)
     before: Snapshot | None
     pre_sigs: dict[str, str]
@@ -89,7 +89,7 @@ def decide(
     config: Any,
     rules: list[Rule],
     on_fault: Callable[[str, BaseException], None],
-) -> tuple[Facts, dict[str, str]]:
+) -> tuple[VerdictFacts, dict[str, str]]:
     """What the verdict of ``analysis`` is decided from (govern's and the rules' verdicts), and the
     signatures of what it reads now (a pure command's only: the only ones a check may rely on)."""
     pre_keys = {k for k in analysis.read_keys if k[:2] in SIGNED} if analysis.pure else set()
@@ -97,12 +97,12 @@ def decide(
     files = {}
     if analysis.command_class is CommandClass.MODIFY:  # the policies look at what an edit writes
         files = {w: workspace.file_state(w) for w in analysis.writes[:MAX_POLICY_FILES] if w != ANY_FILE}
-    current = Current(sigs, files)
+    current = WorkspaceNow(sigs, files)
     governed = govern(analysis, state, current, config.nudge_repeats)
     gated = check_all(rules, analysis, state, current, on_fault)
     if not _borne_out(governed, analysis, state, on_fault):
         governed = RUN
-    return Facts(governed, tuple(v for v in gated if _borne_out(v, analysis, state, on_fault))), sigs
+    return VerdictFacts(governed, tuple(v for v in gated if _borne_out(v, analysis, state, on_fault))), sigs
 
 
 def _borne_out(v: Verdict, analysis: Analysis, state: Any, on_fault: Callable[[str, BaseException], None]) -> bool:

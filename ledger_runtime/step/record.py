@@ -25,7 +25,7 @@ UNSIGNED = "unsigned"
 
 
 @dataclass(frozen=True)
-class Ran:
+class Execution:
     """What running a command did, whatever became of it: how long it took, its read set signed
     after it (and whether that held still while it ran), what it changed and the epoch after it."""
 

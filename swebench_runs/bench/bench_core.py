@@ -75,7 +75,7 @@ from ledger_runtime import __version__ as ledger_version
 from ledger_runtime.analysis.commands import analyze
 from ledger_runtime.answers.build import build as build_answer
 from ledger_runtime.config import LedgerConfig
-from ledger_runtime.decide.govern import Current, govern
+from ledger_runtime.decide.govern import WorkspaceNow, govern
 from ledger_runtime.executor import ExecResult, LocalExecutor
 from ledger_runtime.inform import render
 from ledger_runtime.runtime import LedgerRuntime
@@ -733,7 +733,7 @@ def measure_govern(root: Path, repeat: int, rng: random.Random, generated: bool,
                 sigs = ws.sign_many(pre)
                 files = {v.path: ws.file_state(v.path) for v in a.views}
                 t3 = time.perf_counter()
-                verdict = govern(a, state, Current(sigs, files), decide)
+                verdict = govern(a, state, WorkspaceNow(sigs, files), decide)
                 t4 = time.perf_counter()
                 render(state, config.view)
                 t5 = time.perf_counter()

@@ -34,7 +34,7 @@ from ledger_adapters.mini.format import SUBMISSION  # the recorded agent's marke
 from ledger_harness.swebench.protected import SWEBENCH_PROTECTED
 from ledger_runtime.analysis.commands import analyze
 from ledger_runtime.decide.gate import build_rules, check_all
-from ledger_runtime.decide.govern import Current
+from ledger_runtime.decide.govern import WorkspaceNow
 from ledger_runtime.decide.policies import BUILTINS
 from ledger_runtime.ledger.state import UNKNOWN, LedgerState
 from ledger_runtime.ledger.store import LedgerStore, NotALedger
@@ -92,9 +92,9 @@ def _parents(path: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(2, len(parts))]
 
 
-def current_for(analysis, state: LedgerState, tree: BaseTree) -> Current:
+def current_for(analysis, state: LedgerState, tree: BaseTree) -> WorkspaceNow:
     files = {w: (EXISTS if tree.exists(w, state) else None) for w in analysis.writes}
-    return Current({}, files)
+    return WorkspaceNow({}, files)
 
 
 def replay_ledger(path: Path, mirrors: Path = MIRRORS) -> dict:

@@ -9,7 +9,7 @@ from ledger_runtime.workspace.hashing import FileState
 
 
 @dataclass(frozen=True)
-class Current:
+class WorkspaceNow:
     """Signatures of read keys now (``sigs``), and the state of files the policies look at."""
 
     sigs: Mapping[str, str] = field(default_factory=dict)

@@ -2,7 +2,7 @@
 
 Which steps the model still holds (the window of recent steps, nothing before a compaction), the
 outputs delivered to it and the lines it saw of each (``delivered.Delivered``: the sources of later
-references), the answers that refer to outputs it may lose before them (``standing.Standing``), and
+references), the answers that refer to outputs it may lose before them (``standing.StandingAnswers``), and
 the one question an agent's history asks: ``history``, each earlier output as the model holds it, for
 the context policy to say what is sent in its place. ``LedgerRuntime`` owns one and delegates to it.
 
@@ -29,9 +29,9 @@ from ledger_runtime.answers.build import (
 )
 from ledger_runtime.answers.held_output import HeldOutput
 from ledger_runtime.answers.lookalike import mistakable
-from ledger_runtime.held.context import Line, Said
+from ledger_runtime.held.context import HistoryOutput, Line
 from ledger_runtime.held.delivered import Delivered, delivered_lines, output_digest, seen_lines, shown_whole
-from ledger_runtime.held.standing import Standing
+from ledger_runtime.held.standing import StandingAnswers
 from ledger_runtime.ledger.observe import FactRun, fact_lines
 from ledger_runtime.ledger.redact import MASK
 from ledger_runtime.records import Attempt, CommandClass, VerdictKind, command_key
@@ -87,7 +87,7 @@ class Held:
         self.delivered = Delivered(self.alive)
         # per attempt the model holds: its runs of output lines that are checked file lines (see line_facts)
         self.facts: dict[int, list[FactRun]] = {}
-        self.answers = Standing()  # answers that refer to other outputs, and what they stand for
+        self.answers = StandingAnswers()  # answers that refer to other outputs, and what they stand for
         # the output's lines as delivered, worked out while the answer was built: (attempt, lines)
         self.pending_lines: tuple[int, tuple[list[str], list[bool]]] | None = None
         self._current: dict[str, tuple[str, list[str] | None]] = {}  # path -> (digest, lines) for still_true
@@ -96,9 +96,9 @@ class Held:
 
     def alive(self, step: int) -> bool:
         """Whether the output of ``step`` is still in the model's context at the step being answered."""
-        return step >= self.held_from()
+        return step >= self.first_held_step()
 
-    def held_from(self, now: int | None = None) -> int:
+    def first_held_step(self, now: int | None = None) -> int:
         """The first step whose outputs the model still holds, for the step being answered (``now``;
         by default the one in hand, else the next): after the last compaction, and within the last
         ``context.steps`` steps before it (0: all)."""
@@ -112,33 +112,33 @@ class Held:
     def holds(self, attempt_id: int) -> bool:
         """Whether the model still holds the output of an attempt, before its next call."""
         a = self.rt.state.attempt(attempt_id)
-        return a is not None and self.holds_step(a.step)
+        return a is not None and self.held_next(a.step)
 
-    def holds_step(self, step: int) -> bool:
+    def held_next(self, step: int) -> bool:
         """Whether the model still holds the outputs of ``step``, before its next call."""
-        return step >= self.held_from(self.rt.state.step + 1)
+        return step >= self.first_held_step(self.rt.state.step + 1)
 
     # -- answers that outlive their sources ---------------------------------------------------------
 
     def standing(self) -> tuple[int, ...]:
         """The attempts whose answers refer to outputs that may leave the model before they do (an
-        agent that keeps only its last steps): those ``outlived`` may answer for."""
+        agent that keeps only its last steps): those ``resent_as`` may answer for."""
         return tuple(self.answers.items)
 
-    def outlived(self, attempt_id: int) -> tuple[str, str] | None:
+    def resent_as(self, attempt_id: int) -> tuple[str, str] | None:
         """An answer that refers to an output the model no longer holds: (the answer as the model got
         it, what to send in its place from now on: the answer with its references replaced by what they
         stand for, its notes and the agent's cut as they were; or, when the ledger does not keep that,
         a line that says so and how to get it). None when it refers to nothing gone. A question, not a
         change: the same answer gets the same text for as long as it is asked of."""
         kept = self.answers.get(attempt_id)
-        if kept is None or not self._outlived(kept):
+        if kept is None or not self._sources_gone(kept):
             return None
         if kept.in_place is not None:
             return kept.answer, kept.in_place
         return kept.answer, gone_note([self.rt.state.label(r) for r in kept.refs])
 
-    def _outlived(self, kept) -> bool:
+    def _sources_gone(self, kept) -> bool:
         return not all(self.holds(r) for r in kept.refs)
 
     def held_output(self, label: str) -> tuple[int, list[str]] | None:
@@ -191,7 +191,7 @@ class Held:
         if masked:
             literal = [lit and MASK not in line for line, lit in zip(lines, literal)]
         same_as = answer.refs[0] if answer.kind in (AnswerKind.WHOLE, AnswerKind.REUSED) and answer.refs else None
-        cut_raw = kept if kept is not None and exact and answer.text == output and not masked else None
+        agent_cut = kept if kept is not None and exact and answer.text == output and not masked else None
         whole = kept is None and not any(p.kind == CUT for p in answer.pieces) and not masked
         self.delivered.add(
             HeldOutput(
@@ -207,7 +207,7 @@ class Held:
                 digest or output_digest(output),
                 a.epoch_after,
                 same_as,
-                cut_raw,
+                agent_cut,
                 in_diff=frozenset(diff_shown(answer.text, answer.pieces))
                 if answer.kind is AnswerKind.DELTA
                 else frozenset(),
@@ -220,7 +220,7 @@ class Held:
     def forget_gone(self, now: int) -> None:
         """Drop the earlier outputs, and the answers standing for them, that the model no longer holds
         at step ``now``."""
-        first = self.held_from(now)
+        first = self.first_held_step(now)
         self.forget(lambda s: s.step >= first)
         self.answers.forget(lambda step: step >= first)
 
@@ -290,11 +290,11 @@ class Held:
         )
         if answer.refs and a.applied and self.rt.config.context.steps > 0 and a.id in self.delivered.items:
             held = self.delivered.items[a.id]
-            seen = seen_lines(output, answer, record.kept, (list(held.lines), list(held.literal)))
+            seen = seen_lines(output, answer, record.kept, (list(held.lines), list(held.carried)))
             if answer.kind is AnswerKind.WHOLE:  # of the earlier output, what the model saw of it
                 seen = self.delivered.seen_through(answer.refs[0]) or seen
             in_place = self.in_place(answer)
-            self.answers.keep(a.id, a.step, answer.refs, answer.text, in_place, self._outlived, bytes(seen))
+            self.answers.keep(a.id, a.step, answer.refs, answer.text, in_place, self._sources_gone, bytes(seen))
 
     def take_lines(self, event: dict) -> None:
         """An attempt's runs of checked file lines (``facts_event``), for the context policy; kept only
@@ -316,18 +316,18 @@ class Held:
 
     def said(
         self, attempt_id: int, index: int, chars: int = 0, *, raw: bool = False, expanded: bool = False
-    ) -> Said | None:
+    ) -> HistoryOutput | None:
         """An earlier output as the model holds it, for the context policy: the lines its answer
         carried literally where the model saw them, each with the file line it is (if a checked view
         says so); ``raw``: the lines of the output itself the model would have seen without the
-        ledger; ``expanded``: the answer is sent as what it stands for (``outlived``), whose lines the
+        ledger; ``expanded``: the answer is sent as what it stands for (``resent_as``), whose lines the
         model has literally now. None when the ledger no longer holds what the model got."""
         a = self.rt.state.attempt(attempt_id)
         shown = self.delivered.items.get(attempt_id)
         if a is None or shown is None:
             return None
         facts = fact_lines(self.facts.get(attempt_id, ()))
-        literal = shown.literal
+        literal = shown.carried
         standing = self.answers.get(attempt_id) if expanded else None
         if standing is not None and standing.in_place is not None and standing.seen:
             literal, raw_refs = standing.seen, True  # its references are the lines they stand for now
@@ -342,7 +342,7 @@ class Held:
             if lit or (not raw and j in shown.in_diff)  # a diff's lines are the model's too
         )
         supersedable = a.executed and not a.submits and a.command_class not in (CommandClass.MODIFY, CommandClass.ENV)
-        return Said(
+        return HistoryOutput(
             index,
             attempt_id,
             self.rt.state.label(attempt_id),
@@ -356,7 +356,7 @@ class Held:
 
     def history(
         self, outputs: Sequence[tuple[int | None, int]], *, raw: bool = False, expanded: Collection[int] = ()
-    ) -> list[Said]:
+    ) -> list[HistoryOutput]:
         """Each earlier output of an agent's history, oldest first, as the model holds it: what the
         context policy decides what to send in its place from. ``outputs``: per output, the ledger's
         attempt (None: one the ledger did not answer) and its size as sent whole; ``raw``: as the
@@ -364,7 +364,7 @@ class Held:
         what they stand for (``said``)."""
         return [
             (self.said(a, n, chars, raw=raw, expanded=a in expanded) if a is not None else None)
-            or Said(n, None, "", "", None, False, (), (), chars)
+            or HistoryOutput(n, None, "", "", None, False, (), (), chars)
             for n, (a, chars) in enumerate(outputs)
         ]
 
