@@ -130,7 +130,7 @@ _EXPORTS = {
     "checked_workdir": "cli.options",
     # commands adapters add to ``ledger-run``
     "fail": "cli.errors",
-    "err": "cli.errors",
+    "stderr": "cli.errors",
     "interrupted": "cli.interrupt",
     "unwritable": "cli.dirs",
 }
@@ -174,7 +174,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         warn_version,
     )
     from ledger_runtime.cli.dirs import unwritable
-    from ledger_runtime.cli.errors import err, fail
+    from ledger_runtime.cli.errors import fail, stderr
     from ledger_runtime.cli.interrupt import interrupted
     from ledger_runtime.cli.launch import fast_launcher, hook_launcher, run_agent
     from ledger_runtime.cli.options import LedgerOptions, checked_workdir

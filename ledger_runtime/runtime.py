@@ -9,7 +9,7 @@ built (answers/build.py: the output with verbatim repeats as references); the at
 model gets, what the command showed (checked against the files) and what it changed are committed in
 one transaction before the answer goes back. Only REVISE and BLOCK answer without running. In
 shadow mode every command executes and returns its real output; verdicts and answers are decided
-and recorded only (the ledger keeps the text the model would have got). Verdicts are also decided
+and recorded only (the ledger keeps the text the model would have delivered_now). Verdicts are also decided
 and recorded when govern is off, so runs with and without govern are measured alike.
 
 The stages are modules of their own (step/): plan.py (the plan and its verdict's facts; the
@@ -62,7 +62,7 @@ from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LedgerStore, StoreError
 from ledger_runtime.prompt.notes import ViewNotes, apply_told, told_event
 from ledger_runtime.records import RUN, Attempt, Modification, Observation, Verdict, VerdictKind
-from ledger_runtime.step.plan import Plan, RunResult, decide
+from ledger_runtime.step.plan import Plan, RunResult, verdict_facts
 from ledger_runtime.step.record import Execution, file_texts, new_attempt, outcome, read_set, stored_output
 from ledger_runtime.step.respond import (
     answer_record,
@@ -150,12 +150,19 @@ class LedgerRuntime:
         self.state = LedgerState()
         self.modifications = Modifications(self.store, self.state, self.workspace, self.redactor)
         self.rules = build_rules(self.config.policies.rules, self.workdir, BUILTINS)
-        self._now: int | None = None  # the step being answered
         self._refused_lines: set[str] = set()  # lines of the view the records did not bear out, reported
         if self._line_facts is None:
             self._line_facts = not self.config.context_policy.full
         self.held = Held(
-            self, now=lambda: self._now, snapshot=lambda: self._last, refers=self._refers, line_facts=self._line_facts
+            self.state,
+            self.config.context.steps,
+            self.redactor,
+            self.truncation,
+            self.workspace,
+            snapshot=lambda: self._last,
+            refers=self._refers,
+            line_facts=self._line_facts,
+            max_content_bytes=self.config.scanning.max_content_bytes,
         )
         self.told = ViewNotes(limit_chars=self.config.context.note_chars)  # what notes told the model (view_note)
         for event in self.store.events():  # a ledger opened again: what it held, folded as it was made
@@ -289,7 +296,7 @@ class LedgerRuntime:
                 {"message": f"unreadable {kind} event {event.get('seq')}: {type(e).__name__}: {e}"}
             )
 
-    def complete(self, attempt_id: int, res: ExecResult) -> None:
+    def finish_command(self, attempt_id: int, res: ExecResult) -> None:
         """Fold in what an executed command that was recorded unfinished gave in the end (an agent
         whose tool returned before the command ended: its exit code and whole output)."""
         try:
@@ -394,7 +401,7 @@ class LedgerRuntime:
     ) -> RunResult:
         """Record what running the planned command gave; returns what the agent should see.
         ``truncation``: how the agent cut this output, when not as usual (``self.truncation``);
-        ``shown_raw``: the agent already got the output as it is (a command it ran itself)."""
+        ``shown_raw``: the agent already delivered_now the output as it is (a command it ran itself)."""
         plan.shown_raw = plan.shown_raw or shown_raw
         try:
             self._settle(discard=True)
@@ -408,7 +415,7 @@ class LedgerRuntime:
         prescanned = self._settle()  # the scan taken while the model thought, if any
         before = self.scans.before(analysis.readonly, prescanned is not None, step)
         self.scans.watch(analysis)  # before it runs: a file it names is tracked from its state now
-        facts, sigs = decide(analysis, self.workspace, self.state, self.config, self.rules, self._policy_fault)
+        facts, sigs = verdict_facts(analysis, self.workspace, self.state, self.config, self.rules, self._policy_fault)
         return Plan(command, cwd, step, analysis, facts, self.config.applies, before, sigs)
 
     def _prepare(self, plan: Plan) -> None:
@@ -432,8 +439,8 @@ class LedgerRuntime:
         """The earlier outputs the model holds (held/delivered.py), as the held room keeps them."""
         return self.held.delivered
 
-    def holds(self, attempt_id: int) -> bool:
-        return self.held.holds(attempt_id)
+    def holds_attempt(self, attempt_id: int) -> bool:
+        return self.held.holds_attempt(attempt_id)
 
     def standing(self) -> Collection[int]:
         return self.held.standing()
@@ -450,10 +457,10 @@ class LedgerRuntime:
         self._commit([("context", {"from_step": self.state.step + 1})], self.state.step)
 
     def distrust(self, attempt_id: int, why: str) -> None:
-        """The agent's own record says the model got something else than the ledger recorded for
+        """The agent's own record says the model delivered_now something else than the ledger recorded for
         this attempt: it is never the source of a reference (a fault says why)."""
         self._commit([("distrust", {"attempt": attempt_id, "why": why})], self.state.step)
-        self._fault("checking what the model got", ValueError(why))
+        self._fault("checking what the model delivered_now", ValueError(why))
 
     def said(self, attempt_id: int, index: int, chars: int = 0, *, raw: bool = False) -> HistoryOutput | None:
         return self.held.said(attempt_id, index, chars, raw=raw)
@@ -484,8 +491,8 @@ class LedgerRuntime:
         return self.store.put_masked(stored), stored
 
     def _put_shown(self, shown: str, record: Answer, output: str, output_hash: str) -> str:
-        """Store the text the model got for an output (``shown``; ``record``: its answer as the ledger
-        stores it); returns its key: the output's own (``output_hash``) where it got the output as it is."""
+        """Store the text the model delivered_now for an output (``shown``; ``record``: its answer as the ledger
+        stores it); returns its key: the output's own (``output_hash``) where it delivered_now the output as it is."""
         return output_hash if shown == output else self.store.put_text(record.text)
 
     def _refers(self, output: str) -> bool:
@@ -495,7 +502,6 @@ class LedgerRuntime:
 
     def _answer(self, plan: Plan, refused: str | None = None) -> RunResult:
         """A verdict that does not run the command (REVISE, BLOCK), answered and recorded."""
-        self._now = plan.step
         v = plan.verdict
         answer, returncode = not_run_answer(v, refused=refused)
         kept = self.truncation.kept(answer.text)
@@ -515,7 +521,7 @@ class LedgerRuntime:
             exception=None,
             output_complete=True,
             shown_hash=self.store.put_text(answer.text),
-            answer=answer_record(answer, kept, self.truncation.exact, self.held.first_held_step()),
+            answer=answer_record(answer, kept, self.truncation.exact, self.held.first_held_step(plan.step)),
         )
         self._commit_attempt(plan.step, attempt)
         return RunResult(answer.text, returncode, v, False, attempt.id, answer=answer.kind.value)
@@ -525,7 +531,7 @@ class LedgerRuntime:
     ) -> Answer:
         """The answer to a command that ran (respond.fresh_answer), checked before the model gets it. (A
         verdict that does not run it, in shadow mode or with govern off: the refusal the model would
-        have got instead.)"""
+        have delivered_now instead.)"""
         if not verdict.kind.executes:
             return not_run_answer(verdict)[0]
         answer, notes = fresh_answer(
@@ -536,7 +542,7 @@ class LedgerRuntime:
             trunc,
             submission=self.submission,
             refers=self._refers(output),
-            delivered=self.held.delivered,
+            pool=self.held.delivered.at(self.held.first_held_step(plan.step), trunc.kept(output)),
             dedupe=self.dedupe,
             epoch=self.state.epoch,
             changed_since=self._changed_since,
@@ -587,7 +593,6 @@ class LedgerRuntime:
         output_hash, stored = self._put_output(output)
         altered = stored is not output
         verdict = self._verdict_after(plan, res, ran)
-        self._now = plan.step
         answer = self._fresh_answer(plan, verdict, output, lines, trunc)
         shown = answer.text
         kept = trunc.kept(shown)  # what the agent showed of the answer: worked out once, used throughout
@@ -603,16 +608,23 @@ class LedgerRuntime:
             output_complete=res.output_complete,
             submits=analysis.submits or self.submission.in_output(output),
             shown_hash=self._put_shown(shown, record, output, output_hash),
-            answer=answer_record(record, kept, trunc.exact, self.held.first_held_step(), keys, altered, plan.held),
+            answer=answer_record(
+                record, kept, trunc.exact, self.held.first_held_step(plan.step), keys, altered, plan.held
+            ),
         )
-        got = None
+        delivered_now = None
         obs: list[Observation] = []
         facts: list[FactRun] = []
         if plan.held:
-            got = delivered_lines(output, answer, kept, lines()) if len(output) <= MAX_DELIVERED_CHARS else None
-            obs = self._observe(plan, attempt.id, res, texts, answer, kept, got, lines, facts)
-            if got is not None:
-                self.held.pending_lines = (attempt.id, got)  # what the fold of the attempt would work out again
+            delivered_now = (
+                delivered_lines(output, answer, kept, lines()) if len(output) <= MAX_DELIVERED_CHARS else None
+            )
+            obs = self._observe(plan, attempt.id, res, texts, answer, kept, delivered_now, lines, facts)
+            if delivered_now is not None:
+                self.held.pending_lines = (
+                    attempt.id,
+                    delivered_now,
+                )  # what the fold of the attempt would work out again
         line_facts = facts_event(attempt.id, facts, lines()) if facts and self._line_facts else None
         mods = self._modifications(ran, attempt, plan)
         in_memory = {output_hash: output} if not altered else None  # stored as printed: the same text
@@ -626,8 +638,7 @@ class LedgerRuntime:
         analysis = plan.analysis
         ran = self._ran(plan, elapsed, self._changes_after(plan, interrupted=True), {})
         verdict = plan.verdict
-        self._now = plan.step
-        # shadow mode, govern off: what the model would have got instead
+        # shadow mode, govern off: what the model would have delivered_now instead
         shown = not_run_answer(verdict)[0].text if not verdict.kind.executes else raw("").text
         attempt = self._attempt(
             plan,
@@ -672,7 +683,7 @@ class LedgerRuntime:
         texts: dict[str, FileText],
         answer: Answer,
         kept: tuple[int, int] | None,
-        got: tuple[list[str], list[bool]] | None,
+        delivered_now: tuple[list[str], list[bool]] | None,
         lines: Callable[[], list[str]],
         facts: list[FactRun],
     ) -> list[Observation]:
@@ -681,7 +692,7 @@ class LedgerRuntime:
         analysis, output = plan.analysis, res.output
         seen = None
         if analysis.views:  # what the model saw of the files the output shows (nothing to see otherwise)
-            seen = seen_lines(output, answer, kept, got)
+            seen = seen_lines(output, answer, kept, delivered_now)
             if answer.kind is AnswerKind.WHOLE:  # the model has of it what it saw of the earlier output
                 seen = self.held.delivered.seen_through(answer.refs[0]) or seen
         obs = observations(

@@ -27,16 +27,17 @@ from ledger_runtime.answers.lookalike import mistakable
 from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import ExecResult, LocalExecutor
-from ledger_runtime.held.delivered import Delivered, output_digest
+from ledger_runtime.held.delivered import Delivered, HeldPool, output_digest
 from ledger_runtime.runtime import LedgerRuntime
 
 EX = LocalExecutor(timeout=30)
 BODY = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(40))
 
 
-def pool_of(*outputs: str) -> tuple[Delivered, dict[str, tuple[int, str]]]:
-    """A real Delivered holding ``outputs`` as steps 1, 2, ... shown whole; and the labels they resolve by."""
-    d = Delivered(lambda step: True)
+def pool_of(*outputs: str) -> tuple[HeldPool, dict[str, tuple[int, str]]]:
+    """A real Delivered holding ``outputs`` as steps 1, 2, ... shown whole, as an answer asks of it
+    (every step held); and the labels they resolve by."""
+    d = Delivered()
     labels = {}
     for i, out in enumerate(outputs, 1):
         lines = split_lines(out)
@@ -45,7 +46,7 @@ def pool_of(*outputs: str) -> tuple[Delivered, dict[str, tuple[int, str]]]:
             keys=("k",),
         )
         labels[f"step {i}"] = (i, out)
-    return d, labels
+    return d.at(first_held=0), labels
 
 
 S = DedupeSettings(min_lines=2, min_saving=20)

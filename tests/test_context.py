@@ -19,9 +19,9 @@ from ledger_runtime.held.context import (
     RewriteSchedule,
     Stub,
     Treatment,
-    decide,
     stub_holds,
     stub_text,
+    treatments,
     valid_unique_dropped,
 )
 
@@ -65,7 +65,7 @@ def test_validity_stubs_stale_superseded_and_repeated_and_keeps_what_is_unique()
         said(3, [Line("ok\n")], key="run"),
         said(4, [fl("b.py", 1, "y = 1\n"), Line("unique note\n")], key="other"),
     ]
-    t = decide(h, ContextPolicy(validity=True), still_true)
+    t = treatments(h, ContextPolicy(validity=True), still_true)
     assert [x.kind for x in t] == [STUB, STUB, STUB, KEEP, KEEP]
     assert t[0].stub.reason() == "lines of it changed since"
     assert t[1].stub.later and t[1].stub.reason() == "shown again later" and t[2].stub.superseded_by == "step 4"
@@ -82,12 +82,12 @@ def test_validity_stubs_stale_superseded_and_repeated_and_keeps_what_is_unique()
     )
     assert not stub_holds(h[2], Treatment(STUB, Stub(superseded_by="step 5")), list(zip(h[3:], t[3:])), still_true)
     # the masking baseline drops by age alone: the unique line of step 2 goes
-    w = decide(h, ContextPolicy(window=2), still_true)
+    w = treatments(h, ContextPolicy(window=2), still_true)
     assert [x.kind for x in w] == [STUB, STUB, STUB, KEEP, KEEP]
     assert valid_unique_dropped(h, w, still_true) == []  # here age and validity agree
     lone = [said(0, [Line("only here\n")]), said(1, [Line("x\n")])]
-    assert valid_unique_dropped(lone, decide(lone, ContextPolicy(window=1), still_true), still_true) == [(0, 0)]
-    assert decide(lone, ContextPolicy(validity=True), still_true)[0].kind == KEEP
+    assert valid_unique_dropped(lone, treatments(lone, ContextPolicy(window=1), still_true), still_true) == [(0, 0)]
+    assert treatments(lone, ContextPolicy(validity=True), still_true)[0].kind == KEEP
 
 
 def test_an_output_a_later_one_refers_to_is_kept_and_validity_window_keeps_unique_lines_only():
@@ -97,7 +97,7 @@ def test_an_output_a_later_one_refers_to_is_kept_and_validity_window_keeps_uniqu
         said(2, [Line("gamma\n")]),
         said(3, [Line("delta\n")]),
     ]
-    t = decide(h, ContextPolicy(validity=True), lambda line: True)
+    t = treatments(h, ContextPolicy(validity=True), lambda line: True)
     assert t[0].kind == KEEP, "step 2 refers to it"
     h2 = [
         said(0, [Line("alpha\n"), Line("beta\n")]),
@@ -105,7 +105,7 @@ def test_an_output_a_later_one_refers_to_is_kept_and_validity_window_keeps_uniqu
         said(2, [Line("gamma\n")]),
         said(3, [Line("delta\n")]),
     ]
-    t2 = decide(h2, ContextPolicy(validity=True, window=2), lambda line: True)
+    t2 = treatments(h2, ContextPolicy(validity=True, window=2), lambda line: True)
     assert t2[0].kind == PART and t2[0].kept == (1,), "alpha is shown by step 2; beta is unique"
     assert "beta" in stub_text(h2[0], t2[0]) and "alpha" not in stub_text(h2[0], t2[0]).split("]\n", 1)[1]
     assert valid_unique_dropped(h2, t2, lambda line: True) == []
@@ -133,7 +133,7 @@ def test_validity_never_drops_a_line_that_still_holds_and_is_shown_nowhere_later
             return truth[(line.path, line.number)] == line.was
 
         for policy in (ContextPolicy(validity=True), ContextPolicy(validity=True, window=2)):
-            t = decide(h, policy, still_true)
+            t = treatments(h, policy, still_true)
             assert valid_unique_dropped(h, t, still_true) == [], (policy, h, t)
             for j in range(len(h)):
                 assert stub_holds(h[j], t[j], list(zip(h[j + 1 :], t[j + 1 :])), still_true)
@@ -312,7 +312,7 @@ def test_a_dropped_file_line_that_still_holds_is_counted_and_a_line_is_its_numbe
     left_out = [Treatment(STUB, Stub(later=True)), Treatment(KEEP)]
     assert valid_unique_dropped(h, left_out, still_true) == [(0, 0)], "line 1 is shown nowhere later"
     assert not stub_holds(h[0], left_out[0], list(zip(h[1:], left_out[1:])), still_true)
-    assert decide(h, ContextPolicy(validity=True), still_true)[0].kind == KEEP
+    assert treatments(h, ContextPolicy(validity=True), still_true)[0].kind == KEEP
 
 
 def test_the_independent_check_finds_a_still_true_line_left_out(tmp_path):

@@ -108,7 +108,7 @@ def held(rt: LedgerRuntime) -> dict:
             )
             for a, s in h.delivered.items.items()
         },
-        "facts": {a: [(r.at, r.path, r.first, list(r.was)) for r in runs] for a, runs in h.facts.items()},
+        "facts": {a: [(r.at, r.path, r.first, list(r.was)) for r in runs] for a, runs in h.file_lines.items()},
         "standing": {a: (s.step, s.refs, s.answer, s.in_place) for a, s in h.answers.items.items()},
         "resent_as": {a: rt.resent_as(a) for a in rt.standing()},
     }

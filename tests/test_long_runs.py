@@ -48,15 +48,15 @@ def test_whether_the_model_holds_an_output_whole_is_found_without_recursion() ->
     from ledger_runtime.answers.held_output import HeldOutput as Shown
     from ledger_runtime.held.delivered import Delivered
 
-    pool = Delivered(alive=lambda step: True)
+    pool = Delivered()
     n = sys.getrecursionlimit() * 3
     for a in range(1, n + 1):
         refs = (a - 1,) if a > 1 else ()
         pool.add(Shown(a, a, f"step {a}", "grep -rn x", 0, ["x"], [a == 1], refs, True, f"d{a}"), keys=["grep"])
-    assert pool.complete(n)
-    assert pool.base("grep") is not None
+    assert pool.whole_available(n, first_held=0)
+    assert pool.base("grep", first_held=0) is not None
     pool.items[1].whole = False  # the first one was cut: no output down the chain is whole
-    assert not pool.complete(n)
+    assert not pool.whole_available(n, first_held=0)
 
 
 def test_the_view_kept_between_renders_is_the_view_made_afresh(tmp_path: Path) -> None:
@@ -301,14 +301,14 @@ def test_what_a_held_output_shows_of_files_is_kept_only_for_a_context_policy_and
         for _ in range(3):
             rt.run("cat a.py", executor)
             rt.run("sed -n '2,9p' b.py", executor)
-        assert rt.held.facts == {}
+        assert rt.held.file_lines == {}
     with LedgerRuntime(root, tmp_path / "window", LedgerConfig().with_(context="validity")) as rt:
         first = rt.run("cat a.py", executor)
         said = rt.said(first.attempt_id, 0)
         assert said is not None and said.lines[2].path is not None and said.lines[2].number == 3
         rt.forget_context()  # a compaction: the model holds none of it now
         rt.run("sed -n '2,9p' b.py", executor)
-        assert first.attempt_id not in rt.held.facts
+        assert first.attempt_id not in rt.held.file_lines
 
 
 def test_a_long_output_like_a_clean_one_is_masked_exactly_as_masking_all_of_it() -> None:

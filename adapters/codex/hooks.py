@@ -617,7 +617,7 @@ class CodexHooks:
         for call_id, (attempt_id, patch) in list(self.unfinished.items()):
             rec = (rollout.patches if patch else rollout.commands).get(call_id)
             if rec is not None and rec.exit_code is not None:
-                self.runtime.complete(attempt_id, ExecResult(rec.output, rec.exit_code))
+                self.runtime.finish_command(attempt_id, ExecResult(rec.output, rec.exit_code))
                 del self.unfinished[call_id]
                 self.unfinished_pure.pop(call_id, None)
 

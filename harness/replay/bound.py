@@ -2,7 +2,7 @@
 rewrites that never drops a still-true line shown nowhere later and never sends a false stub.
 
 A *schedule* is a set of calls at which the history is rewritten. At a rewrite at call ``s`` every
-output the run has so far is sent as a validity policy would want it then (``decide`` at ``s``:
+output the run has so far is sent as a validity policy would want it then (``treatments`` at ``s``:
 ``validity``, and ``validity+window:M`` for the windows measured: the *targets*); from then on, until
 the next rewrite, those outputs stay so and every later output is sent whole. A schedule may go on
 at a call only if what it sends there drops no still-true line shown nowhere later
@@ -31,9 +31,9 @@ from ledger_runtime.held.context import (
     ContextPolicy,
     HistoryOutput,
     Treatment,
-    decide,
     stub_holds,
     stub_text,
+    treatments,
     valid_unique_dropped,
 )
 from ledger_runtime.prompt.history import Message, Sent, placed
@@ -80,7 +80,7 @@ class OfflineBound:
         holds = {i: i == 0 or self._holds(self.rewrites[i], saids, ledger) for i in live}
         new: list[int] = []
         for policy in self.targets if outputs else ():
-            treat = decide(saids, policy, ledger.still_true)
+            treat = treatments(saids, policy, ledger.still_true)
             if any(x.kind != KEEP for x in treat):
                 texts = {
                     k: stub_text(s, x, messages[k].text.count("\n") + 1)

@@ -93,7 +93,7 @@ def run(o: ReplayOptions) -> None:
     if problem is not None:
         _fail(problem)
     contexts, models = _arms(o)
-    err = Console(stderr=True)
+    stderr = Console(stderr=True)
     fmt = _format(o.format, _fail)
     paths = list(o.trajectories)
     for p in paths:
@@ -104,10 +104,10 @@ def run(o: ReplayOptions) -> None:
     trajs, skipped = _trajectories(fmt, paths, o.filter, repo_names, notes)
     own = {t.instance_id: own_ledger(t) for t in trajs}
     if o.observations_only:
-        _estimate(trajs, own, skipped, o.out, o.as_json, err)
+        _estimate(trajs, own, skipped, o.out, o.as_json, stderr)
         return
     _from_own_ledgers(trajs, own, o.base_commit is None, commits, notes)
-    git_dirs = git_dirs or _git_dirs_of_ledgers(own, err)
+    git_dirs = git_dirs or _git_dirs_of_ledgers(own, stderr)
     if not git_dirs:
         _fail("give --repo DIR (a clone or a git directory holding the base commits), or --observations-only")
     if o.base_commit is not None:
@@ -115,7 +115,7 @@ def run(o: ReplayOptions) -> None:
     trajs = _with_base_commits(trajs, commits, git_dirs, skipped)
     workdir = o.workdir
     if workdir is None:
-        workdir, trajs = _own_workdir(fmt, trajs, own, o.out, skipped, err)
+        workdir, trajs = _own_workdir(fmt, trajs, own, o.out, skipped, stderr)
     inputs = [*paths, o.instances, o.report, o.out, *(loaded.path for loaded in own.values() if loaded is not None)]
     lock = _hold_tree(workdir, git_dirs, o.force, o.out, [i for i in inputs if i is not None])
     settings = ReplaySettings(
@@ -132,9 +132,9 @@ def run(o: ReplayOptions) -> None:
     )
     prov = provenance(settings.config, o.jobs, o.outputs)  # the code as it is when the replay starts
     settings.code = {k: prov.get(k) for k in ("version", "commit", "dirty")}
-    todo = _to_go(trajs, o.out, o.redo, contexts, models, o.jobs, err)
+    todo = _to_go(trajs, o.out, o.redo, contexts, models, o.jobs, stderr)
     try:
-        skipped += _replay_all(todo, settings, o.jobs, err, notes)
+        skipped += _replay_all(todo, settings, o.jobs, stderr, notes)
     finally:
         lock.release()
     results = _results(o.out, trajs, skipped)
@@ -279,7 +279,7 @@ def _estimate(
     skipped: list[tuple[str, str]],
     out: Path,
     as_json: bool,
-    err: Console,
+    stderr: Console,
 ) -> None:
     """``--observations-only``: the estimate from what the recorded runs observed, none replayed
     (those whose own ledger answered them already are skipped)."""
@@ -294,7 +294,7 @@ def _estimate(
     if not trajs:
         _fail(f"nothing to estimate: {next(iter(answered.values()))}" if answered else "no trajectory to estimate")
     for iid, why in skipped:
-        err.print(f"[yellow]skipped[/yellow] {iid}: {why}", highlight=False)
+        stderr.print(f"[yellow]skipped[/yellow] {iid}: {why}", highlight=False)
     _observations_only(trajs, out, as_json)
 
 
@@ -331,12 +331,12 @@ def _take_commit(t: Trajectory, b: Baseline, notes: list[str]) -> None:
         )
 
 
-def _git_dirs_of_ledgers(own: dict[str, Loaded | None], err: Console) -> list[Path]:
+def _git_dirs_of_ledgers(own: dict[str, Loaded | None], stderr: Console) -> list[Path]:
     """Without ``--repo``: the repositories the recorded runs' own ledgers ran in."""
     roots = sorted({b.root for led in own.values() if led is not None and (b := led.state.baseline) and b.root})
     git_dirs = [g for r in roots if (g := replay_tree.git_dir(Path(r))) is not None]
     if git_dirs:
-        err.print(f"--repo: the recorded runs' own {', '.join(roots)}", highlight=False)
+        stderr.print(f"--repo: the recorded runs' own {', '.join(roots)}", highlight=False)
     return git_dirs
 
 
@@ -374,7 +374,7 @@ def _own_workdir(
     own: dict[str, Loaded | None],
     out: Path,
     skipped: list[tuple[str, str]],
-    err: Console,
+    stderr: Console,
 ) -> tuple[Path, list[Trajectory]]:
     """Without ``--workdir``: where to replay, and the runs that can be. The recorded runs' own trees
     are never replayed in place: a tree of the replay's own under ``out`` instead (a run whose
@@ -382,7 +382,7 @@ def _own_workdir(
     ran_in = {b.root for led in own.values() if led is not None and (b := led.state.baseline) and b.root}
     if ran_in and all(led is not None for led in own.values()) and ran_in != {fmt.root}:
         workdir = out / "worktree"
-        err.print(
+        stderr.print(
             f"--workdir: {workdir} (the recorded runs ran in {', '.join(sorted(ran_in))}; give --workdir to choose)",
             highlight=False,
         )
@@ -437,11 +437,17 @@ def _hold_tree(workdir: Path, git_dirs: list[Path], force: bool, out: Path, inpu
 
 
 def _to_go(
-    trajs: list[Trajectory], out: Path, redo: bool, contexts: tuple[str, ...], models: tuple[str, ...], jobs: int, err
+    trajs: list[Trajectory],
+    out: Path,
+    redo: bool,
+    contexts: tuple[str, ...],
+    models: tuple[str, ...],
+    jobs: int,
+    stderr,
 ) -> list[Trajectory]:
     """The runs not replayed yet (with these arms and models; ``redo``: all of them), said on stderr."""
     todo = [t for t in trajs if redo or not _done(result_path(out, t.instance_id), contexts, models)]
-    err.print(
+    stderr.print(
         f"{len(trajs)} {'trajectory' if len(trajs) == 1 else 'trajectories'}, "
         f"{len(trajs) - len(todo)} already replayed, {len(todo)} to go "
         f"({sum(len(t.commands) for t in todo)} commands)" + (f", {jobs} at a time" if jobs > 1 else "")
@@ -576,7 +582,7 @@ def _done(path: Path, contexts: tuple[str, ...], models: tuple[str, ...] = ()) -
 
 
 def _replay_all(
-    todo: list[Trajectory], settings: ReplaySettings, jobs: int, err: Console, notes: list[str]
+    todo: list[Trajectory], settings: ReplaySettings, jobs: int, stderr: Console, notes: list[str]
 ) -> list[tuple[str, str]]:
     """Replay ``todo`` with a progress display, ``jobs`` at a time; returns the trajectories skipped.
     Ctrl-C, or a SIGTERM to this process alone (``kill PID``), stops it and says what was kept (exit
@@ -585,7 +591,7 @@ def _replay_all(
 
     previous = _on_sigterm(_terminated)
     try:
-        return _replay_todo(todo, settings, jobs, err, notes)
+        return _replay_todo(todo, settings, jobs, stderr, notes)
     except KeyboardInterrupt as stop:
         print(
             f"interrupted: the finished trajectories are kept in {settings.out} (run the same command again "
@@ -599,7 +605,7 @@ def _replay_all(
 
 
 def _replay_todo(
-    todo: list[Trajectory], settings: ReplaySettings, jobs: int, err: Console, notes: list[str]
+    todo: list[Trajectory], settings: ReplaySettings, jobs: int, stderr: Console, notes: list[str]
 ) -> list[tuple[str, str]]:
     """``_replay_all`` without the stop: the progress display, one trajectory at a time or in workers."""
     skipped: list[tuple[str, str]] = []
@@ -611,13 +617,13 @@ def _replay_todo(
         TextColumn("eta"),
         TimeRemainingColumn(),
     ]
-    with Progress(*columns, console=err, transient=False) as progress:
+    with Progress(*columns, console=stderr, transient=False) as progress:
         overall = progress.add_task("commands", total=sum(len(t.commands) for t in todo))
 
         def finished(t: Trajectory, why: str | None, failed: bool = False) -> None:
             if why is not None:
                 skipped.append((t.instance_id, why))
-                err.print(
+                stderr.print(
                     f"[{'red' if failed else 'yellow'}]{'failed' if failed else 'skipped'}[/] {t.instance_id}: {why}",
                     highlight=False,
                 )

@@ -51,9 +51,9 @@ def _old_w(given: Optional[int], workers: int) -> int:
     works, with a line saying so."""
     if given is None:
         return workers
-    from ledger_runtime import err
+    from ledger_runtime import stderr
 
-    err.print(
+    stderr.print(
         "warning: -w N is the old spelling of -j/--workers here (-w is the work tree in every other command)",
         highlight=False,
         markup=False,

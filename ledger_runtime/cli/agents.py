@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ledger_runtime.cli.dirs import DEFAULT_RUNS, misplaced, unwritable
-from ledger_runtime.cli.errors import err, fail
+from ledger_runtime.cli.errors import fail, stderr
 
 
 def find_binary(explicit: str | None, env_var: str, name: str) -> str | None:
@@ -43,7 +43,7 @@ def binary_version(binary: str) -> str | None:
 def warn_version(name: str, binary: str, version: str | None, pinned: str, hint: str) -> None:
     """A warning on stderr when the agent is not the version this release is checked against."""
     if version != pinned:
-        err.print(
+        stderr.print(
             f"[yellow]warning:[/yellow] {name} {version or '(version unknown)'} at {binary}; ledger-run is "
             f"checked against {pinned} ({hint})",
             highlight=False,

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from ledger_runtime.cli.printable import visible
 
-err = Console(stderr=True)
+stderr = Console(stderr=True)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -23,4 +23,4 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 def say(label: str, message: str) -> None:
     """One line on stderr under ``label`` (``damaged:``), the message as text, never markup."""
-    err.print(Text.assemble((label, "red"), " ", visible(message)), highlight=False, soft_wrap=True)
+    stderr.print(Text.assemble((label, "red"), " ", visible(message)), highlight=False, soft_wrap=True)

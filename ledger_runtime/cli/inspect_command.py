@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 
 from rich.console import Console
 
-from ledger_runtime.cli.errors import err, fail, say
+from ledger_runtime.cli.errors import fail, say, stderr
 from ledger_runtime.cli.printable import visible, visible_data
 from ledger_runtime.inspection import (
     changes,
@@ -202,7 +202,7 @@ def _write_page(inspection: Inspection, html: Path) -> None:
         write_private(html, run_page(loaded, record))
     except OSError as e:
         fail(f"cannot write --html {html}: {e.strerror or e}")
-    err.print(f"wrote {visible(str(html))}", highlight=False, markup=False)
+    stderr.print(f"wrote {visible(str(html))}", highlight=False, markup=False)
 
 
 def _print_json(inspection: Inspection) -> None:

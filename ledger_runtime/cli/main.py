@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from ledger_runtime._version import __version__
-from ledger_runtime.cli.errors import err, fail  # adapters' commands use them too
+from ledger_runtime.cli.errors import fail, stderr  # adapters' commands use them too
 
 app = typer.Typer(
     name="ledger-run",
@@ -164,7 +164,7 @@ def config(
         write_private(write, text)
     except OSError as e:
         fail(f"cannot write {write}: {e.strerror or e}")
-    err.print(
+    stderr.print(
         f"wrote {write}: every setting at its default, commented out; use it with --ledger-config {write}",
         highlight=False,
         markup=False,
@@ -180,7 +180,7 @@ def _plugins() -> None:
         try:
             ep.load()(app)
         except Exception as e:
-            err.print(f"[yellow]warning:[/yellow] commands from {ep.value} unavailable: {e}")
+            stderr.print(f"[yellow]warning:[/yellow] commands from {ep.value} unavailable: {e}")
 
 
 _plugins()
@@ -262,10 +262,10 @@ def main() -> None:
                 e.show()
             sys.exit(2)
         where = e.ctx.command_path if e.ctx is not None else "ledger-run"
-        err.print(f"[red]error:[/red] {e.format_message()} (see {where} --help)", highlight=False, soft_wrap=True)
+        stderr.print(f"[red]error:[/red] {e.format_message()} (see {where} --help)", highlight=False, soft_wrap=True)
         sys.exit(2)
     except ClickException as e:
-        err.print(f"[red]error:[/red] {e.format_message()}", highlight=False, soft_wrap=True)
+        stderr.print(f"[red]error:[/red] {e.format_message()}", highlight=False, soft_wrap=True)
         sys.exit(e.exit_code)
     if code == 130:  # typer turns Ctrl-C in a command into a silent exit 130; commands that say more exit themselves
         interrupted()

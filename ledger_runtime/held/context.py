@@ -18,12 +18,12 @@ The agent's own history stays as it is; only the copy sent to the model changes.
   only its still-true lines shown nowhere later (file lines with their path and number), the rest is
   left out; one with none becomes the stub.
 
-``decide`` is recomputed from the whole history at every call (a line that was shown later may be
+``treatments`` is recomputed from the whole history at every call (a line that was shown later may be
 shown nowhere once the later output is itself left out). ``RewriteSchedule`` applies the decisions so that
 the prompt's prefix stays what the provider has cached: what must come back comes back at once,
 what may be left out is left out in batches, when what it saves on the calls to come outweighs the
 cache it costs on this one. ``stub_holds`` checks a stub's claims against the outputs after it,
-independently of ``decide``.
+independently of ``treatments``.
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ class Treatment(NamedTuple):
 StillTrue = Callable[[Line], bool]
 
 
-def decide(saids: Sequence[HistoryOutput], policy: ContextPolicy, still_true: StillTrue) -> list[Treatment]:  # noqa: C901
+def treatments(saids: Sequence[HistoryOutput], policy: ContextPolicy, still_true: StillTrue) -> list[Treatment]:  # noqa: C901
     """How each earlier output is sent under ``policy`` (see the module docstring), oldest first.
     ``still_true`` says whether a file line is still that line of its file."""
     n = len(saids)
@@ -373,12 +373,12 @@ def to_send(
     positions: Sequence[int],
     refused: list[str] | None = None,
 ) -> list[Treatment]:
-    """How each output is sent at this call: ``decide``, applied through ``sticky`` (the window's
+    """How each output is sent at this call: ``treatments``, applied through ``sticky`` (the window's
     placeholders too go in in batches, when what they save pays for the cache they break), each stub
     then checked (``checked``: one whose claims do not hold is sent whole, and ``refused`` gets why).
     ``texts``: the prompt's messages in order; ``positions``: where among them each output of
     ``saids`` stands."""
-    desired = decide(saids, policy, still_true)
+    desired = treatments(saids, policy, still_true)
     if policy.full:
         return desired
     suffix = [0] * (len(texts) + 1)
@@ -506,7 +506,7 @@ __all__ = [
     "Stub",
     "Treatment",
     "RewriteSchedule",
-    "decide",
+    "treatments",
     "to_send",
     "stub_holds",
     "valid_unique_dropped",

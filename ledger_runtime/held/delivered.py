@@ -2,7 +2,7 @@
 
 A line counts as delivered by an attempt when its answer carried it literally and the model saw it:
 outside the part an agent cuts from a long answer (mini-swe-agent keeps the first and last 5,000
-characters), and only while that attempt is still in the model's context (``alive``: the window
+characters), and only while that attempt is still in the model's context (``first_held``: the window
 of recent steps, and nothing before a compaction of the agent's history). A reference may only
 point at delivered lines. An output can also be had whole through its references (``complete``):
 an answer the model saw whole, that left nothing out (no ``cut`` piece), whose references point at
@@ -15,7 +15,7 @@ longest delivered run of lines starting at a line of a new output.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import accumulate, compress
 from typing import Callable, Iterable, Sequence
 
@@ -127,12 +127,10 @@ def seen_lines(
 
 
 class Delivered:
-    """The earlier answers the model holds (see the module docstring)."""
+    """The earlier answers the model holds (see the module docstring). Its questions take the first
+    step whose outputs the model still holds (``first_held``); ``at`` answers them for one answer."""
 
-    def __init__(self, alive: Callable[[int], bool]):
-        self.alive = alive  # step -> whether that step's output is still in the model's context
-        # how the agent will cut the output being answered ((head, tail) characters kept; None: not cut)
-        self.window: tuple[int, int] | None = None
+    def __init__(self) -> None:
         self.items: dict[int, HeldOutput] = {}
         self._index: dict[str, list[tuple[int, int]]] = {}
         self._by_digest: dict[str, list[int]] = {}
@@ -186,11 +184,17 @@ class Delivered:
                 del self._index[line]
         self._lines = {line: line for s in self.items.values() for line in s.lines}
 
-    def _live(self, attempt: int) -> HeldOutput | None:
-        s = self.items.get(attempt)
-        return s if s is not None and self.alive(s.step) else None
+    def at(self, first_held: int, window: tuple[int, int] | None = None) -> HeldPool:
+        """The outputs the model holds when steps from ``first_held`` on are in its context, as
+        ``answers.build`` asks of them; ``window``: how the agent will cut the output being answered
+        ((head, tail) characters kept; None: not cut)."""
+        return HeldPool(self, first_held, window)
 
-    def complete(self, attempt: int) -> bool:
+    def _live(self, attempt: int, first_held: int) -> HeldOutput | None:
+        s = self.items.get(attempt)
+        return s if s is not None and s.step >= first_held else None
+
+    def whole_available(self, attempt: int, first_held: int) -> bool:
         """Whether the model can have the attempt's whole output: it saw all of its answer, the
         answer left nothing out, and every reference in it points at an output it can have whole
         (followed without recursion: a long run makes long chains of references)."""
@@ -200,40 +204,40 @@ class Delivered:
             if a in seen:
                 continue
             seen.add(a)
-            s = self._live(a)
+            s = self._live(a, first_held)
             if s is None or not s.whole:
                 return False
             stack.extend(s.refs)
         return True
 
-    def _root(self, s: HeldOutput) -> HeldOutput:
+    def _root(self, s: HeldOutput, first_held: int) -> HeldOutput:
         """Where ``s`` was only a reference to an identical output the model can have whole, that
         output (so references never chain from one repeat to the next)."""
         seen = {s.attempt}
-        while s.same_as is not None and s.same_as not in seen and self.complete(s.same_as):
+        while s.same_as is not None and s.same_as not in seen and self.whole_available(s.same_as, first_held):
             seen.add(s.same_as)
             s = self.items[s.same_as]
         return s
 
-    # -- answers.Pool ------------------------------------------------------------------------------
+    # -- what answers.Pool asks (through ``at``) --------------------------------------------------
 
-    def identical(self, output: str) -> HeldOutput | None:
+    def identical(self, output: str, first_held: int, window: tuple[int, int] | None) -> HeldOutput | None:
         """The most recent earlier output identical to ``output`` that the model can have whole, one
         it saw literally first; or, for an output the agent cuts anyway, one it was shown as it is and
         cut the same way (the model would see again exactly what it saw then)."""
         ids = self._by_digest.get(output_digest(output), [])
         fallback = None
         for a in reversed(ids):
-            s = self._live(a)
+            s = self._live(a, first_held)
             if s is None:
                 continue
-            if not self.complete(a):
-                if self.window is not None and s.agent_cut == self.window and fallback is None:
+            if not self.whole_available(a, first_held):
+                if window is not None and s.agent_cut == window and fallback is None:
                     fallback = replace(s, seen_cut=s.agent_cut)
                 continue
             if all(s.carried) and not s.refs:
                 return s
-            root = self._root(s)
+            root = self._root(s, first_held)
             if root is not s and all(root.carried) and not root.refs:
                 return root  # the output this repeat was the same as: no need to look further back
             fallback = fallback or root
@@ -244,15 +248,22 @@ class Delivered:
         s = self.items.get(attempt)
         return list(s.carried) if s is not None and (s.agent_cut is not None or not s.whole) else None
 
-    def base(self, key: str) -> HeldOutput | None:
+    def base(self, key: str, first_held: int) -> HeldOutput | None:
         """The most recent earlier output of the same read (``key``) that the model can have whole
         (where it was only a reference to an identical output, that output)."""
         for a in reversed(self._by_key.get(key, [])):
-            if self.complete(a):
-                return self._root(self.items[a])
+            if self.whole_available(a, first_held):
+                return self._root(self.items[a], first_held)
         return None
 
-    def longest_run(self, lines: Sequence[str], i: int, end: int | None = None) -> tuple[HeldOutput, int, int] | None:
+    def longest_run(
+        self, lines: Sequence[str], i: int, end: int | None, first_held: int
+    ) -> tuple[HeldOutput, int, int] | None:
+        """(source, its 0-based line index, run length) of the longest run of ``lines[i:end]`` that an
+        output the model holds carried literally: of the places the line ``lines[i]`` stands in such
+        outputs, the ``MAX_CANDIDATES`` most recent are tried (an old run is as good as a new one, and
+        a line printed by many outputs, a blank or a brace, would cost a loop over all of them), the
+        first that runs to ``end`` ending the search."""
         best: tuple[HeldOutput, int, int] | None = None
         cands = self._index.get(lines[i])
         if not cands:
@@ -260,7 +271,7 @@ class Delivered:
         n = len(lines) if end is None else min(end, len(lines))
         tried = 0
         for a, j in reversed(cands):
-            s = self._live(a)
+            s = self._live(a, first_held)
             if s is None:
                 continue
             tried += 1
@@ -277,4 +288,23 @@ class Delivered:
         return best
 
 
-__all__ = ["Delivered", "delivered_lines", "seen_lines", "output_digest", "shown_whole"]
+@dataclass(frozen=True)
+class HeldPool:
+    """The outputs the model holds for one answer (``answers.Pool``): ``Delivered``'s questions with
+    the first step still held and the agent's cut of the output being answered given."""
+
+    delivered: Delivered
+    first_held: int
+    window: tuple[int, int] | None = None
+
+    def identical(self, output: str) -> HeldOutput | None:
+        return self.delivered.identical(output, self.first_held, self.window)
+
+    def base(self, key: str) -> HeldOutput | None:
+        return self.delivered.base(key, self.first_held)
+
+    def longest_run(self, lines: Sequence[str], i: int, end: int | None = None) -> tuple[HeldOutput, int, int] | None:
+        return self.delivered.longest_run(lines, i, end, self.first_held)
+
+
+__all__ = ["Delivered", "HeldPool", "delivered_lines", "seen_lines", "output_digest", "shown_whole"]

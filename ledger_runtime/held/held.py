@@ -14,7 +14,7 @@ stores: an output stored other than as printed (a secret masked) is never a sour
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Collection, Optional, Sequence
+from typing import Any, Callable, Collection, Optional, Sequence
 
 from ledger_runtime.analysis.display import short_command
 from ledger_runtime.answers.build import (
@@ -32,12 +32,11 @@ from ledger_runtime.answers.lookalike import mistakable
 from ledger_runtime.held.context import HistoryOutput, Line
 from ledger_runtime.held.delivered import Delivered, delivered_lines, output_digest, seen_lines, shown_whole
 from ledger_runtime.held.standing import StandingAnswers
-from ledger_runtime.ledger.observe import FactRun, fact_lines
-from ledger_runtime.ledger.redact import MASK
+from ledger_runtime.ledger.observe import FactRun, Truncation, fact_lines
+from ledger_runtime.ledger.redact import MASK, Redactor
+from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.records import Attempt, CommandClass, VerdictKind, command_key
-
-if TYPE_CHECKING:
-    from ledger_runtime.runtime import LedgerRuntime
+from ledger_runtime.workspace.local import Workspace
 
 MARKER_COMMAND_CHARS = 32  # how much of a command a reference quotes
 FORGET_EVERY = 64  # attempts between prunings of what the model no longer holds
@@ -66,27 +65,34 @@ def gone_note(labels: Sequence[str]) -> str:
 
 
 class Held:
-    """What the model holds in one run (see the module docstring). ``rt``: the runtime (its state,
-    settings, store, redactor, truncation and workspace are read); ``now``: the step being answered
-    (None: none); ``snapshot``: the last scan of the workspace; ``refers``: whether an output is short
-    enough to be the source of references."""
+    """What the model holds in one run (see the module docstring). ``state``: the run's state (folded
+    before each event reaches ``apply``); ``context_steps``: how many recent steps' outputs the agent
+    keeps (0: all; the setting ``context.steps``); ``redactor``: what quotes of commands are masked
+    with; ``truncation``: how the agent cuts outputs; ``workspace``: where a file line is read again
+    (``still_true``, up to ``max_content_bytes``); ``snapshot``: the last scan of the workspace;
+    ``refers``: whether an output is short enough to be the source of references."""
 
     def __init__(
         self,
-        rt: LedgerRuntime,
-        now: Callable[[], Optional[int]],
-        snapshot: Callable[[], object],
+        state: LedgerState,
+        context_steps: int,
+        redactor: Redactor,
+        truncation: Truncation,
+        workspace: Workspace,
+        snapshot: Callable[[], Any],
         refers: Callable[[str], bool],
         line_facts: bool = False,
+        max_content_bytes: int = 2 * 1024 * 1024,
     ):
-        self.rt = rt
-        self._now = now
+        self.state, self.context_steps, self.redactor = state, context_steps, redactor
+        self.max_content_bytes = max_content_bytes
+        self.truncation, self.workspace = truncation, workspace
         self._snapshot = snapshot
         self._refers = refers
         self.line_facts = line_facts  # keep which output lines are which file lines (a context policy asks)
-        self.delivered = Delivered(self.alive)
+        self.delivered = Delivered()
         # per attempt the model holds: its runs of output lines that are checked file lines (see line_facts)
-        self.facts: dict[int, list[FactRun]] = {}
+        self.file_lines: dict[int, list[FactRun]] = {}
         self.answers = StandingAnswers()  # answers that refer to other outputs, and what they stand for
         # the output's lines as delivered, worked out while the answer was built: (attempt, lines)
         self.pending_lines: tuple[int, tuple[list[str], list[bool]]] | None = None
@@ -94,29 +100,21 @@ class Held:
 
     # -- which steps ------------------------------------------------------------------------------
 
-    def alive(self, step: int) -> bool:
-        """Whether the output of ``step`` is still in the model's context at the step being answered."""
-        return step >= self.first_held_step()
-
-    def first_held_step(self, now: int | None = None) -> int:
-        """The first step whose outputs the model still holds, for the step being answered (``now``;
-        by default the one in hand, else the next): after the last compaction, and within the last
-        ``context.steps`` steps before it (0: all)."""
-        state, steps = self.rt.state, self.rt.config.context.steps
-        if now is None:
-            now = self._now()
-            now = now if now is not None else state.step + 1
+    def first_held_step(self, now: int) -> int:
+        """The first step whose outputs the model still holds when step ``now`` is answered: after the
+        last compaction, and within the last ``context.steps`` steps before it (0: all)."""
+        steps = self.context_steps
         window = now - steps if steps > 0 else 0
-        return max(state.context_floor, window)
+        return max(self.state.context_floor, window)
 
-    def holds(self, attempt_id: int) -> bool:
+    def holds_attempt(self, attempt_id: int) -> bool:
         """Whether the model still holds the output of an attempt, before its next call."""
-        a = self.rt.state.attempt(attempt_id)
+        a = self.state.attempt(attempt_id)
         return a is not None and self.held_next(a.step)
 
     def held_next(self, step: int) -> bool:
         """Whether the model still holds the outputs of ``step``, before its next call."""
-        return step >= self.first_held_step(self.rt.state.step + 1)
+        return step >= self.first_held_step(self.state.step + 1)
 
     # -- answers that outlive their sources ---------------------------------------------------------
 
@@ -136,15 +134,15 @@ class Held:
             return None
         if kept.in_place is not None:
             return kept.answer, kept.in_place
-        return kept.answer, gone_note([self.rt.state.label(r) for r in kept.refs])
+        return kept.answer, gone_note([self.state.label(r) for r in kept.refs])
 
     def _sources_gone(self, kept) -> bool:
-        return not all(self.holds(r) for r in kept.refs)
+        return not all(self.holds_attempt(r) for r in kept.refs)
 
     def held_output(self, label: str) -> tuple[int, list[str]] | None:
         """An earlier output the model holds, by the label a reference names it with (what answers
         are read back against, in memory: the command's output as it printed it, as lines)."""
-        b = self.rt.state.by_label(label)
+        b = self.state.by_label(label)
         shown = self.delivered.items.get(b.id) if b is not None else None
         return None if shown is None else (b.id, shown.lines)
 
@@ -160,13 +158,13 @@ class Held:
     def source(self, a: Attempt) -> HeldOutput:
         """An attempt as a reference names it (its lines not held)."""
         return HeldOutput(
-            a.id, a.step, self.rt.state.label(a.id), self.quoted(a.command), a.exit_code, (), b"", (), False, ""
+            a.id, a.step, self.state.label(a.id), self.quoted(a.command), a.exit_code, (), b"", (), False, ""
         )
 
     def quoted(self, command: str) -> str:
         """A command as an answer quotes it: secrets masked before it is shortened (a cut through a
         secret would leave a piece no pattern knows, and the answer is stored)."""
-        return short_command(self.rt.redactor.mask(command), MARKER_COMMAND_CHARS)
+        return short_command(self.redactor.mask(command), MARKER_COMMAND_CHARS)
 
     def deliver(
         self,
@@ -197,7 +195,7 @@ class Held:
             HeldOutput(
                 a.id,
                 a.step,
-                self.rt.state.label(a.id),
+                self.state.label(a.id),
                 self.quoted(a.command),
                 a.exit_code,
                 lines,
@@ -232,8 +230,8 @@ class Held:
         """Drop the earlier outputs the model no longer holds (``keep``: those it does), and what the
         ledger knew of their lines."""
         self.delivered.forget(keep)
-        for a in [a for a in self.facts if a not in self.delivered.items]:
-            del self.facts[a]
+        for a in [a for a in self.file_lines if a not in self.delivered.items]:
+            del self.file_lines[a]
 
     # -- the fold --------------------------------------------------------------------------------
 
@@ -242,13 +240,13 @@ class Held:
         stores it, and from the store when a ledger is opened again). ``texts``: a stored text by key."""
         kind = event.get("kind")
         if kind == "attempt":
-            a = self.rt.state.attempt(event.get("id"))  # type: ignore[arg-type]
+            a = self.state.attempt(event.get("id"))  # type: ignore[arg-type]
             if a is not None:
                 self.take(a, texts)
         elif kind == "lines":
             self.take_lines(event)
         elif kind == "context":
-            self.forget_gone(self.rt.state.step + 1)  # the agent's history lost them before its next step
+            self.forget_gone(self.state.step + 1)  # the agent's history lost them before its next step
         elif kind == "distrust":
             self.distrust(int(event["attempt"]))
 
@@ -261,7 +259,7 @@ class Held:
             return
         output_hash = a.output_hash
         if record.kind == AnswerKind.REUSED.value:  # older ledgers: a run not run again
-            ref = self.rt.state.attempt(a.verdict.ref_attempt) if a.verdict.kind is VerdictKind.REUSE else None
+            ref = self.state.attempt(a.verdict.ref_attempt) if a.verdict.kind is VerdictKind.REUSE else None
             if ref is None or altered_output(ref) or ref.verdict.ref_attempt == a.id:
                 return
             output_hash = ref.output_hash
@@ -288,7 +286,7 @@ class Held:
             None,
             record.altered,
         )
-        if answer.refs and a.applied and self.rt.config.context.steps > 0 and a.id in self.delivered.items:
+        if answer.refs and a.applied and self.context_steps > 0 and a.id in self.delivered.items:
             held = self.delivered.items[a.id]
             seen = seen_lines(output, answer, record.kept, (list(held.lines), list(held.carried)))
             if answer.kind is AnswerKind.WHOLE:  # of the earlier output, what the model saw of it
@@ -310,7 +308,7 @@ class Held:
             if len(text) == count:
                 runs.append(FactRun(at, path, first, text))
         if runs:
-            self.facts[attempt] = runs  # type: ignore[index]
+            self.file_lines[attempt] = runs  # type: ignore[index]
 
     # -- what of the history is sent (context.py) ---------------------------------------------------
 
@@ -322,11 +320,11 @@ class Held:
         says so); ``raw``: the lines of the output itself the model would have seen without the
         ledger; ``expanded``: the answer is sent as what it stands for (``resent_as``), whose lines the
         model has literally now. None when the ledger no longer holds what the model got."""
-        a = self.rt.state.attempt(attempt_id)
+        a = self.state.attempt(attempt_id)
         shown = self.delivered.items.get(attempt_id)
         if a is None or shown is None:
             return None
-        facts = fact_lines(self.facts.get(attempt_id, ()))
+        facts = fact_lines(self.file_lines.get(attempt_id, ()))
         literal = shown.carried
         standing = self.answers.get(attempt_id) if expanded else None
         if standing is not None and standing.in_place is not None and standing.seen:
@@ -335,7 +333,7 @@ class Held:
             raw_refs = False
         if raw:
             output = "".join(shown.lines)
-            literal = shown_whole(shown.lines, len(output), self.rt.truncation.kept(output))
+            literal = shown_whole(shown.lines, len(output), self.truncation.kept(output))
         lines = tuple(
             Line(text, *facts[j]) if j in facts else Line(text)
             for j, (text, lit) in enumerate(zip(shown.lines, literal))
@@ -345,7 +343,7 @@ class Held:
         return HistoryOutput(
             index,
             attempt_id,
-            self.rt.state.label(attempt_id),
+            self.state.label(attempt_id),
             self.quoted(a.command),
             command_key(a.cwd, a.normalized),
             supersedable,
@@ -373,7 +371,7 @@ class Held:
         counts as unchanged: never a reason to leave a line out)."""
         if line.path is None or line.number is None:
             return True
-        last, workspace = self._snapshot(), self.rt.workspace
+        last, workspace = self._snapshot(), self.workspace
         fs = last.files.get(line.path) if last is not None else None
         if fs is None:
             fs = workspace.file_state(line.path)
@@ -381,7 +379,7 @@ class Held:
             return False  # no longer a file there
         cached = self._current.get(line.path)
         if cached is None or cached[0] != fs.digest:
-            data = workspace.content(line.path, self.rt.config.scanning.max_content_bytes)
+            data = workspace.content(line.path, self.max_content_bytes)
             cached = (fs.digest, split_lines(data.decode("utf-8", "replace")) if data is not None else None)
             self._current[line.path] = cached
         lines = cached[1]

@@ -82,7 +82,7 @@ class Plan:
         self.facts = replace(self.facts, fault=True)
 
 
-def decide(
+def verdict_facts(
     analysis: Analysis,
     workspace: Any,
     state: Any,

@@ -21,7 +21,7 @@ from ledger_runtime.answers.build import (
 from ledger_runtime.answers.held_output import HeldOutput
 from ledger_runtime.answers.lookalike import mistakable
 from ledger_runtime.executor import ExecResult
-from ledger_runtime.held.delivered import Delivered
+from ledger_runtime.held.delivered import HeldPool
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.records import AnswerRecord, CommandClass, Verdict, VerdictKind, command_key
 from ledger_runtime.step.plan import Plan, RunResult
@@ -49,7 +49,7 @@ def fresh_answer(
     *,
     submission: Submission,
     refers: bool,
-    delivered: Delivered,
+    pool: HeldPool,
     dedupe: Dedupe,
     epoch: int,
     changed_since: Callable[[int], bool] = lambda attempt: True,
@@ -57,7 +57,8 @@ def fresh_answer(
     """The answer to a command that ran, before its check, and the notes it carries: its fresh
     output (``lines``: its lines, split once a step), deduped against what the model holds
     (``delivered``) unless it is a submission, a command that asks for its raw output, an output
-    the agent already showed as it is, or one too long to refer into (``refers`` False).
+    the agent already showed as it is, or one too long to refer into (``refers`` False). ``pool``: the
+    outputs the model holds for this answer (held/delivered.py ``HeldPool``).
     ``changed_since``: whether the records bear out that files changed after an attempt (what a
     reference to it says, where the epoch says so)."""
     a = plan.analysis
@@ -78,15 +79,14 @@ def fresh_answer(
         return raw(output, notes), notes
 
     def same_note(src: HeldOutput) -> str:
-        shown = delivered.items.get(src.attempt)
+        shown = pool.delivered.items.get(src.attempt)
         if shown is not None and shown.epoch_after != epoch and changed_since(src.attempt):
             return ", though files changed since"
         return ""
 
-    delivered.window = trunc.kept(output)
     answer = build(
         output,
-        delivered,
+        pool,
         dedupe,
         base_keys=read_keys_of(a),
         notes=notes,
