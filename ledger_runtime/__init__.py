@@ -37,7 +37,6 @@ _EXPORTS = {
     "LedgerConfig": "config",
     "ConfigError": "config",
     "load_config": "config",
-    "from_mapping": "config",
     "toml_inline": "config_file",
     # running commands, and the files they run on
     "ExecResult": "executor",
@@ -47,7 +46,6 @@ _EXPORTS = {
     "Execute": "contract",
     "Adapter": "contract",
     "Workspace": "workspace.local",
-    "LocalWorkspace": "workspace.local",
     "Snapshot": "workspace.scanner",
     "UntrackedTree": "workspace.scanner",
     # the scanner shipped into a container, to run there as a helper next to the commands
@@ -64,7 +62,6 @@ _EXPORTS = {
     "analyze_edit": "analysis.commands",
     "analyze_search": "analysis.commands",
     "analyze_submission": "analysis.commands",
-    "ANY_FILE": "analysis.commands",
     # records
     "Verdict": "records",
     "VerdictKind": "records",
@@ -74,7 +71,6 @@ _EXPORTS = {
     "load": "inspection",
     "summary": "inspection",
     "render_summary": "inspection",
-    "model_cost_text": "inspection",
     # privacy
     "secret_values": "ledger.redact",
     "private_dir": "ledger.private",
@@ -91,13 +87,8 @@ _EXPORTS = {
     "check_all": "decide.gate",
     "compose": "decide.gate",
     # what of the history is sent
-    "ContextPolicy": "held.context",
-    "HistoryOutput": "held.context",
     "RewriteSchedule": "held.context",
-    "KEEP": "held.context",
-    "stub_text": "held.context",
     "to_send": "held.context",
-    "VIEW_NOTE": "inform",
     "History": "prompt.history",
     "Message": "prompt.history",
     "Sent": "prompt.history",
@@ -113,7 +104,6 @@ _EXPORTS = {
     "Conversation": "trajectories",
     "HookServer": "hooks.server",
     "HttpHookServer": "hooks.http",
-    "fasthook_script": "hooks",
     "appended_lines": "hooks.tail",
     "refreshed": "hooks.tail",
     "hook_launcher": "cli.launch",
@@ -121,10 +111,7 @@ _EXPORTS = {
     "run_agent": "cli.launch",
     "find_binary": "cli.agents",
     "binary_version": "cli.agents",
-    "warn_version": "cli.agents",
-    "agent_config": "cli.agents",
     "run_dir_for": "cli.agents",
-    "starting_run": "cli.agents",
     "run_pinned": "cli.agents",
     "LedgerOptions": "cli.options",
     "checked_workdir": "cli.options",
@@ -154,7 +141,6 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eagerly
     from ledger_runtime.analysis.commands import (
-        ANY_FILE,
         Analysis,
         analyze,
         analyze_edit,
@@ -164,31 +150,21 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         analyze_submission,
     )
     from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
-    from ledger_runtime.cli.agents import (
-        agent_config,
-        binary_version,
-        find_binary,
-        run_dir_for,
-        run_pinned,
-        starting_run,
-        warn_version,
-    )
+    from ledger_runtime.cli.agents import binary_version, find_binary, run_dir_for, run_pinned
     from ledger_runtime.cli.dirs import unwritable
     from ledger_runtime.cli.errors import fail, stderr
     from ledger_runtime.cli.interrupt import interrupted
     from ledger_runtime.cli.launch import fast_launcher, hook_launcher, run_agent
     from ledger_runtime.cli.options import LedgerOptions, checked_workdir
-    from ledger_runtime.config import ConfigError, LedgerConfig, from_mapping, load_config
+    from ledger_runtime.config import ConfigError, LedgerConfig, load_config
     from ledger_runtime.config_file import toml_inline
     from ledger_runtime.contract import Adapter, Execute
     from ledger_runtime.decide.gate import Finding, Rule, build_rules, check_all, compose
     from ledger_runtime.executor import ExecResult, LocalExecutor, child_groups, kill_child_sessions
-    from ledger_runtime.held.context import KEEP, ContextPolicy, HistoryOutput, RewriteSchedule, stub_text, to_send
-    from ledger_runtime.hooks import fasthook_script
+    from ledger_runtime.held.context import RewriteSchedule, to_send
     from ledger_runtime.hooks.http import HttpHookServer
     from ledger_runtime.hooks.server import HookServer
     from ledger_runtime.hooks.tail import appended_lines, refreshed
-    from ledger_runtime.inform import VIEW_NOTE
     from ledger_runtime.inspection import load, render_summary, summary
     from ledger_runtime.ledger.masked_files import mask_json_file, masked
     from ledger_runtime.ledger.observe import Truncation
@@ -209,7 +185,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         TrajectoryError,
     )
     from ledger_runtime.workspace.hashing import FileState
-    from ledger_runtime.workspace.local import LocalWorkspace, Workspace
+    from ledger_runtime.workspace.local import Workspace
     from ledger_runtime.workspace.scanner import Snapshot, UntrackedTree
     from ledger_runtime.workspace.scanning import UNPACK_SOURCES, pack_sources, scanner_sources
     from ledger_runtime.workspace.signatures import PENDING

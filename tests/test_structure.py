@@ -45,18 +45,15 @@ def _is_type_checking(node: ast.If) -> bool:
 
 
 def _imports(name: str, path: Path) -> set[str]:
-    """What module ``name`` imports when it runs (imports under ``if TYPE_CHECKING`` do not run)."""
+    """What module ``name`` imports, those under ``if TYPE_CHECKING`` included (a type an import
+    names is a dependency, whether or not the import runs)."""
     tree = ast.parse(path.read_text(), str(path))
     is_pkg = path.name == "__init__.py"
     package = name if is_pkg else name.rpartition(".")[0]
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
-                for sub in child.orelse:
-                    visit(sub)
-                continue
+        for child in ast.iter_child_nodes(node):  # imports for type checking are imports too
             if isinstance(child, ast.Import):
                 found.update(a.name for a in child.names)
             elif isinstance(child, ast.ImportFrom):
