@@ -63,7 +63,16 @@ from ledger_runtime.ledger.store import LedgerStore, StoreError
 from ledger_runtime.prompt.notes import ViewNotes, apply_told, told_event
 from ledger_runtime.records import RUN, Attempt, Modification, Observation, Verdict, VerdictKind
 from ledger_runtime.step.plan import Plan, RunResult, verdict_facts
-from ledger_runtime.step.record import Execution, file_texts, new_attempt, outcome, read_set, stored_output
+from ledger_runtime.step.record import (
+    Execution,
+    attempt_events,
+    file_texts,
+    modification_events,
+    new_attempt,
+    outcome,
+    read_set,
+    stored_output,
+)
 from ledger_runtime.step.respond import (
     answer_record,
     as_stored,
@@ -724,14 +733,9 @@ class LedgerRuntime:
         texts: dict[str, str] | None = None,
     ) -> None:
         """Commit an attempt with its observations, modifications and (``facts``) the runs of file lines
-        its output holds, then fold them in (what may fail is worked out before anything is kept: the
-        ledger on disk and in memory agree). ``texts``: its output and answer, by their keys."""
-        events: list[tuple[str, dict]] = [("attempt", attempt.to_dict())]
-        events += [("observation", o.to_dict()) for o in obs]
-        events += [("modification", {**m.to_dict(), "epoch": epoch_after}) for m in mods]
-        if facts is not None:
-            events.append(("lines", facts))
-        self._commit(events, step, texts)
+        its output holds (record.attempt_events), then fold them in (what may fail is worked out before
+        anything is kept: the ledger on disk and in memory agree). ``texts``: its output and answer."""
+        self._commit(attempt_events(attempt, obs, mods, epoch_after, facts), step, texts)
 
     def _verdict_after(self, plan: Plan, res: ExecResult, ran: Execution) -> Verdict:
         """The verdict of a command that ran, with what the rules decided after it (noop-edit) found."""
@@ -756,7 +760,7 @@ class LedgerRuntime:
         """Record changes made between commands, before ``step`` (found by a scan before it)."""
         epoch = self.state.epoch + (1 if changes else 0)
         mods = [self.modifications.of(c, None, step, None) for c in changes]
-        self._commit([("modification", {**m.to_dict(), "epoch": epoch}) for m in mods], step)
+        self._commit(modification_events(mods, epoch), step)
 
     # -- persistence and faults ----------------------------------------------------------------------
 

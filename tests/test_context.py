@@ -365,3 +365,20 @@ def test_an_expansion_once_sent_stays_as_it_was_sent(tmp_path):
     first = next(k for k, t in enumerate(sent_at) if t == mid)
     assert all(t == mid for t in sent_at[first:]), [t[:50] for t in sent_at]
     rt.close()
+
+
+@pytest.mark.parametrize(
+    "saving, lost, ahead, cache, write, pays",
+    [
+        (1000, 5000, 2, 0.1, 1.0, False),  # 1000 * 1.2 = 1200 < 5000 * 0.9 = 4500: wait
+        (1000, 5000, 40, 0.1, 1.0, True),  # 1000 * 5.0 = 5000 >= 4500: a long run ahead pays for it
+        (1000, 1000, 0, 0.1, 1.0, True),  # 1000 >= 900: what it saves outweighs what it breaks
+        (1000, 5000, 2, 0.1, 1.25, False),  # Anthropic's writes: 1000 * 1.45 = 1450 < 5000 * 1.15 = 5750
+        (10, 10**6, 2, 1.0, 1.0, True),  # no cache discount: nothing is lost by a rewrite
+        (0, 1, 100, 0.1, 1.0, False),  # saves nothing: never
+    ],
+)
+def test_when_a_rewrite_pays(saving, lost, ahead, cache, write, pays):
+    from ledger_runtime.held.context import rewrite_pays
+
+    assert rewrite_pays(saving, lost, ahead, cache, write) is pays

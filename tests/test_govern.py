@@ -41,10 +41,10 @@ def attempt(i: int, cmd: str, *, step: int | None = None, read_set=None, exit_co
 
 def state_with(*attempts: Attempt, observations=(), epoch=0, env_epoch=0) -> LedgerState:
     s = LedgerState()
-    for a in attempts:
-        s.add_attempt(a)
+    for a in attempts:  # as the runtime makes a state: by its events
+        s.apply({**a.to_dict(), "kind": "attempt", "step": a.step})
     for o in observations:
-        s.add_observation(o)
+        s.apply({**o.to_dict(), "kind": "observation", "step": o.step, "shadowed": {"kind": o.kind}})
     s.epoch, s.env_epoch = epoch, env_epoch
     return s
 

@@ -480,15 +480,24 @@ class RewriteSchedule:
                 # does not pay back costs all that follows it, and one that waits only its saving of a
                 # call: count on half of that
                 ahead = max(self.min_calls_ahead, self.calls) / 2
-                # keeping it: this call reads what follows the change from the cache, and so does every
-                # call to come with the saving; changing it: this call writes what follows, less the
-                # saving, at the uncached (or cache-write) price
-                r, w = self.cache_ratio, self.write_ratio
-                if saving * (w + r * ahead) >= lost * (w - r):
+                if rewrite_pays(saving, lost, ahead, self.cache_ratio, self.write_ratio):
                     for j in costly:
                         now[j] = desired[j]
         self.applied = {s.index: t for s, t in zip(saids, now)}
         return now
+
+
+def rewrite_pays(saving: int, lost: int, calls_ahead: float, cache: float, write: float) -> bool:
+    """Whether changing messages already sent pays for the prompt cache it breaks.
+
+    ``saving``: characters the change takes out of the prompt; ``lost``: characters from the first
+    change to the end of the prompt, which the cache no longer holds; ``calls_ahead``: the calls still
+    to come; ``cache`` and ``write``: the prices of a cached and of a cache-written character over an
+    uncached one. Kept as it was, this call reads ``lost`` from the cache (``cache``) and every call to
+    come pays the saving's characters too (``saving * cache * calls_ahead`` more than changed); changed,
+    this call writes what follows the change less the saving (``write``), and spares the saving at once.
+    So it pays when ``saving * (write + cache * calls_ahead) >= lost * (write - cache)``."""
+    return saving * (write + cache * calls_ahead) >= lost * (write - cache)
 
 
 def _restores(desired: Treatment, applied: Treatment, n: int) -> bool:
@@ -506,6 +515,7 @@ __all__ = [
     "Stub",
     "Treatment",
     "RewriteSchedule",
+    "rewrite_pays",
     "treatments",
     "to_send",
     "stub_holds",

@@ -69,8 +69,9 @@ class LedgerState:
             state.apply(e)
         return state
 
-    def apply(self, event: dict[str, Any]) -> None:  # noqa: C901
-        """Fold one event in. Unknown kinds are kept as faults, never raised."""
+    def apply(self, event: dict[str, Any]) -> None:
+        """Fold one event in (the one way anything enters the state): its fields checked, then the
+        fold of its kind (``FOLDS``). Unknown kinds are kept as faults, never raised."""
         kind = event.get("kind")
         try:
             shadowed = event.get("shadowed")  # the record's own values under the event's names (an observation's kind)
@@ -78,54 +79,64 @@ class LedgerState:
             body, damaged = checked(kind, body)
             if damaged:
                 self.damaged += damaged
-            if kind == "attempt":
-                self.add_attempt(Attempt.from_dict(body))
-            elif kind == "observation":
-                self.add_observation(Observation.from_dict(body))
-            elif kind == "modification":
-                self.add_modification(Modification.from_dict(body), int(body.get("epoch", self.epoch + 1)))
-            elif kind == "baseline":
-                self.baseline = Baseline.from_dict(body)
-            elif kind == "run":
-                self.run = {k: v for k, v in body.items() if k not in ("seq", "kind", "step", "at", "shadowed")}
-            elif kind == "completion":
-                self.complete(int(body["attempt"]), body)
-            elif kind == "task":
-                if self.baseline is not None and not self.baseline.task:
-                    self.baseline = replace(self.baseline, task=str(body["task"]))
-            elif kind == "injection":
-                text = body.get("text")
-                self.injections.append(
-                    {
-                        "event": str(body["event"]),
-                        "chars": int(body["chars"]),
-                        "step": body.get("step"),
-                        **({"text": text} if isinstance(text, str) else {}),
-                    }
-                )
-            elif kind == "model_call":
-                cost = body.get("cost")
-                self.model_calls += 1
-                if cost is None:
-                    self.unpriced_calls += 1
-                else:
-                    self.model_cost += float(cost)
-            elif kind == "context":
-                self.context_floor = max(self.context_floor, int(body["from_step"]))
-            elif kind == "fault":
-                self.faults.append(body)
-            elif kind == "distrust":  # the agent's own log disowns the record (held/held.py folds it too)
-                self.distrusted.setdefault(int(body["attempt"]), str(body.get("why") or ""))
-            elif kind in HELD_ONLY:
-                pass  # what the model holds and was told (held/held.py, prompt/notes.py), not the run's state
-            else:
+            fold = FOLDS.get(kind) if isinstance(kind, str) else None
+            if fold is not None:
+                fold(self, body)
+            elif kind not in HELD_ONLY:  # what the model holds and was told: held/held.py, prompt/notes.py
                 self.faults.append({"message": f"unknown event kind {kind!r}", **event})
         except (KeyError, TypeError, ValueError) as e:
             self.faults.append({"message": f"unreadable {kind} event {event.get('seq')}: {e}"})
 
+    # -- one fold per event kind --------------------------------------------------------------------
+
+    def _fold_attempt(self, body: dict[str, Any]) -> None:
+        self._add_attempt(Attempt.from_dict(body))
+
+    def _fold_observation(self, body: dict[str, Any]) -> None:
+        self._add_observation(Observation.from_dict(body))
+
+    def _fold_modification(self, body: dict[str, Any]) -> None:
+        self._add_modification(Modification.from_dict(body), int(body.get("epoch", self.epoch + 1)))
+
+    def _fold_baseline(self, body: dict[str, Any]) -> None:
+        self.baseline = Baseline.from_dict(body)
+
+    def _fold_run(self, body: dict[str, Any]) -> None:
+        self.run = {k: v for k, v in body.items() if k not in ("seq", "kind", "step", "at", "shadowed")}
+
+    def _fold_completion(self, body: dict[str, Any]) -> None:
+        self._complete(int(body["attempt"]), body)
+
+    def _fold_task(self, body: dict[str, Any]) -> None:
+        if self.baseline is not None and not self.baseline.task:
+            self.baseline = replace(self.baseline, task=str(body["task"]))
+
+    def _fold_injection(self, body: dict[str, Any]) -> None:
+        text = body.get("text")
+        note = {"event": str(body["event"]), "chars": int(body["chars"]), "step": body.get("step")}
+        self.injections.append({**note, **({"text": text} if isinstance(text, str) else {})})
+
+    def _fold_model_call(self, body: dict[str, Any]) -> None:
+        cost = body.get("cost")
+        self.model_calls += 1
+        if cost is None:
+            self.unpriced_calls += 1
+        else:
+            self.model_cost += float(cost)
+
+    def _fold_context(self, body: dict[str, Any]) -> None:
+        self.context_floor = max(self.context_floor, int(body["from_step"]))
+
+    def _fold_fault(self, body: dict[str, Any]) -> None:
+        self.faults.append(body)
+
+    def _fold_distrust(self, body: dict[str, Any]) -> None:
+        """The agent's own log disowns the record (held/held.py folds it too)."""
+        self.distrusted.setdefault(int(body["attempt"]), str(body.get("why") or ""))
+
     # -- folding -------------------------------------------------------------------------------
 
-    def add_attempt(self, a: Attempt) -> None:
+    def _add_attempt(self, a: Attempt) -> None:
         self.attempts.append(a)
         self._by_id[a.id] = a
         self._by_key.setdefault((a.normalized, a.cwd), []).append(a.id)
@@ -141,7 +152,7 @@ class LedgerState:
             # a run not run again stands for the run it reused; a command that ran is its own source
             self._reuse_sources[a.id] = self.source_of(a.verdict.ref_attempt)
 
-    def complete(self, attempt_id: int, fields: dict[str, Any]) -> None:
+    def _complete(self, attempt_id: int, fields: dict[str, Any]) -> None:
         """What a command left unfinished when recorded (its exit code, its whole output), known later."""
         old = self._by_id.get(attempt_id)
         if old is None:
@@ -162,11 +173,11 @@ class LedgerState:
                 self.attempts[i] = new
                 break
 
-    def add_observation(self, o: Observation) -> None:
+    def _add_observation(self, o: Observation) -> None:
         self.observations.append(o)
         self._obs_by_path.setdefault(o.path, []).append(o)
 
-    def add_modification(self, m: Modification, epoch: int) -> None:
+    def _add_modification(self, m: Modification, epoch: int) -> None:
         if self._mod_steps and m.step < self._mod_steps[-1]:
             self._mod_steps = []  # out of order (never so far): modifications_after looks at them all
         elif len(self._mod_steps) == len(self.modifications):
@@ -279,3 +290,20 @@ class LedgerState:
 
     def modified_since(self, epoch_step: int, prefix: str | None = None) -> list[Modification]:
         return [m for m in self.modifications if m.step >= epoch_step and (prefix is None or m.path.startswith(prefix))]
+
+
+# the fold of each event kind (LedgerState.apply)
+FOLDS = {
+    "attempt": LedgerState._fold_attempt,
+    "observation": LedgerState._fold_observation,
+    "modification": LedgerState._fold_modification,
+    "baseline": LedgerState._fold_baseline,
+    "run": LedgerState._fold_run,
+    "completion": LedgerState._fold_completion,
+    "task": LedgerState._fold_task,
+    "injection": LedgerState._fold_injection,
+    "model_call": LedgerState._fold_model_call,
+    "context": LedgerState._fold_context,
+    "fault": LedgerState._fold_fault,
+    "distrust": LedgerState._fold_distrust,
+}

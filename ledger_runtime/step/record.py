@@ -1,5 +1,6 @@
 """The record stage: what a command did and what the model got for it, as the ledger keeps it. The
-attempt (``new_attempt``), its read set signed after it ran (``read_set``), the output as stored
+attempt (``new_attempt``) and the events that record it (``attempt_events``: values, folded by the
+runtime as it stores them), its read set signed after it ran (``read_set``), the output as stored
 (``stored_output``: secrets masked, cut to the limit), the files its views are checked against
 (``file_texts``) and what it did for the after-run rules (``outcome``)."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis
 from ledger_runtime.answers.build import masked_kept
@@ -16,7 +17,7 @@ from ledger_runtime.executor import ExecResult
 from ledger_runtime.ledger.clean_outputs import CleanOutputs
 from ledger_runtime.ledger.observe import FileText, Truncation
 from ledger_runtime.ledger.state import LedgerState
-from ledger_runtime.records import AnswerRecord, Attempt, CommandClass, Verdict
+from ledger_runtime.records import AnswerRecord, Attempt, CommandClass, Modification, Observation, Verdict
 from ledger_runtime.step.plan import Plan
 from ledger_runtime.workspace.scanner import Change
 from ledger_runtime.workspace.signatures import PENDING
@@ -105,6 +106,32 @@ def new_attempt(
         shown_hash=shown_hash,
         answer=answer,
     )
+
+
+Event = tuple[str, dict[str, Any]]  # an event as the store takes it: its kind and body
+
+
+def attempt_events(
+    attempt: Attempt,
+    observations: Sequence[Observation] = (),
+    modifications: Sequence[Modification] = (),
+    epoch_after: int = 0,
+    file_lines: dict[str, Any] | None = None,
+) -> list[Event]:
+    """The events that record an attempt: the attempt, what it showed of the files, what it changed
+    (each with the epoch after it) and, where a context policy asks, its runs of file lines
+    (``file_lines``: held/held.py ``facts_event``), in the order the ledger folds them."""
+    events: list[Event] = [("attempt", attempt.to_dict())]
+    events += [("observation", o.to_dict()) for o in observations]
+    events += modification_events(modifications, epoch_after)
+    if file_lines is not None:
+        events.append(("lines", file_lines))
+    return events
+
+
+def modification_events(modifications: Sequence[Modification], epoch: int) -> list[Event]:
+    """The events of modifications, each with the workspace's epoch after them."""
+    return [("modification", {**m.to_dict(), "epoch": epoch}) for m in modifications]
 
 
 def read_set(plan: Plan, post_sigs: dict[str, str]) -> tuple[dict[str, str], bool]:
