@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Collection, Protocol, Sequence
+from typing import Any, Collection, Protocol, Sequence
 
 from ledger_harness.replay.billing import Bill, Cache, Part, Rates
 from ledger_runtime.held.context import (
@@ -129,16 +129,16 @@ def with_view_every_call(messages: list[tuple[str, str]], view: str) -> list[tup
 class _Raw:
     """The runtime as the masking baseline sees it: the lines of each output as it is."""
 
-    def __init__(self, rt):
-        self.rt = rt
+    def __init__(self, runtime):
+        self.runtime = runtime
 
     def history(
         self, outputs: Sequence[tuple[int | None, int]], *, expanded: Collection[int] = ()
     ) -> list[HistoryOutput]:
-        return self.rt.history(outputs, raw=True)
+        return self.runtime.history(outputs, raw=True)
 
     def still_true(self, line: Line) -> bool:
-        return self.rt.still_true(line)
+        return self.runtime.still_true(line)
 
     def view_for_notes(self) -> StateView | None:
         return None
@@ -154,25 +154,25 @@ class _Views:
     """The runtime as the replay holds it, seen as the live run it measures (the replay is in shadow
     mode, whose own switch says no view, no policy in force): views on, verdicts in force."""
 
-    def __init__(self, rt):
-        self.rt = rt
+    def __init__(self, runtime):
+        self.runtime = runtime
 
     def history(
         self, outputs: Sequence[tuple[int | None, int]], *, expanded: Collection[int] = ()
     ) -> list[HistoryOutput]:
-        return self.rt.history(outputs, expanded=expanded)
+        return self.runtime.history(outputs, expanded=expanded)
 
     def still_true(self, line: Line) -> bool:
-        return self.rt.still_true(line)
+        return self.runtime.still_true(line)
 
     def view_for_notes(self) -> StateView | None:
-        return self.rt.view(as_applied=True)
+        return self.runtime.view(as_applied=True)
 
     def resent_as(self, attempt_id: int) -> tuple[str, str] | None:
-        return self.rt.resent_as(attempt_id)
+        return self.runtime.resent_as(attempt_id)
 
     def standing(self):
-        return self.rt.standing()
+        return self.runtime.standing()
 
 
 @dataclass
@@ -254,10 +254,10 @@ class CostMeter:
             spared = self.trunc.seen_chars(len(output)) - self.trunc.seen_chars(len(answer))
             self.answer_of[reply] = (attempt, answer, spared, output)
 
-    def measure(self, upto: int | None, rt) -> None:
+    def measure(self, upto: int | None, runtime: Any) -> None:
         """Every call up to the assistant message ``upto`` (None: all the rest), with the ledger as it is."""
         while self.done < len(self.calls) and (upto is None or self.calls[self.done] <= upto):
-            self._call(self.calls[self.done], rt)
+            self._call(self.calls[self.done], runtime)
             self.done += 1
 
     def result(self) -> dict:
@@ -276,7 +276,7 @@ class CostMeter:
 
     # -- one call ----------------------------------------------------------------------------------
 
-    def _call(self, c: int, rt) -> None:
+    def _call(self, c: int, runtime) -> None:
         recorded = self.traj.messages[:c]
         roles = [r for r, _ in recorded]
         replies = [k for k, (role, _) in enumerate(recorded) if k > 1 and role in ("user", "tool")]
@@ -292,11 +292,11 @@ class CostMeter:
             fresh[k] = (roles[k], self.traj.recorded.with_answer(recorded[k][1], output, self.trunc))
             messages[k] = Message(answered[k][1], attempt, spared)
             raw_messages[k] = Message(fresh[k][1], attempt)
-        views = _Views(rt)
+        views = _Views(runtime)
         prompts: dict[str, list[tuple[str, str]]] = {"recorded": recorded, "none": fresh, "answers": answered}
         sent = self.ledger.send(messages, views)
         prompts["ledger"] = placed(roles, sent)
-        every = rt.view(as_applied=True).text if rt.state.attempts else ""
+        every = runtime.view(as_applied=True).text if runtime.state.attempts else ""
         prompts["view-every-call"] = with_view_every_call(answered, every)
         output = self.traj.messages[c][1]
         for model in self.rates:
@@ -306,8 +306,8 @@ class CostMeter:
             for p in self.policies:
                 h = self.histories[(p.name, model)]
                 msgs = messages if p.validity else raw_messages
-                sent_p = h.send(msgs, views) if p.validity else h.send(msgs, _Raw(rt), inform=False)
-                self._checks(p.name, model, h, rt)
+                sent_p = h.send(msgs, views) if p.validity else h.send(msgs, _Raw(runtime), inform=False)
+                self._checks(p.name, model, h, runtime)
                 self._lost(p.name, model, h, msgs, sent_p)
                 self._bill(p.name, model, placed(roles, sent_p), out_tokens)
         if self.bound is not None:
@@ -320,15 +320,15 @@ class CostMeter:
             self.kept[arm].append([(p.role, p.text, p.breakpoint) for p in parts])
         self.tally[(arm, model)].bill.add(self.caches[(arm, model)].bill(parts, out_tokens))
 
-    def _checks(self, arm: str, model: str, h: History, rt) -> None:
+    def _checks(self, arm: str, model: str, h: History, runtime) -> None:
         saids, treat = h.decisions
         tally = self.tally[(arm, model)]
         for n, t in enumerate(treat):
             if t.kind != "keep":
                 tally.stubs += 1
-                if not stub_holds(saids[n], t, list(zip(saids[n + 1 :], treat[n + 1 :])), rt.still_true):
+                if not stub_holds(saids[n], t, list(zip(saids[n + 1 :], treat[n + 1 :])), runtime.still_true):
                     tally.stubs_false += 1
-        for i, line in valid_unique_dropped(saids, treat, rt.still_true):
+        for i, line in valid_unique_dropped(saids, treat, runtime.still_true):
             tally.dropped.add((saids[i].label, line))
         # what was sent, read as sent: an output sent whole that refers to one sent as a stub points at nothing
         sent_whole = {s.attempt for s, t in zip(saids, treat) if t.kind == "keep" and s.attempt is not None}
