@@ -103,7 +103,7 @@ class Verdict:
 
 RUN = Verdict(VerdictKind.RUN)
 
-_ANSWER_KEYS = ("kind", "pieces", "kept", "exact", "first_held_step", "keys", "altered", "held")
+_ANSWER_KEYS = ("kind", "pieces", "kept", "exact", "held_from", "keys", "altered", "held")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +112,10 @@ class AnswerRecord(Mapping):
     answer's kind (answers.AnswerKind's value) and pieces (each ``Piece.to_list()``, decoded by
     whoever reads them: a piece of an older ledger may not decode), and what the check of it needs:
     what the agent showed of it (``kept``: its first and last characters; None: all of it), whether
-    that cut is known (``exact``), the first step the model held (``first_held_step``), the keys it is a
-    re-read's base under (``base_keys``, stored as ``keys``); ``altered``: the output is not stored
-    as it was (secrets masked, or cut for its length); ``held``: the model the ledger answers got it
-    (False: another model did).
+    that cut is known (``exact``), the first step the model held (``first_held_step``, stored as
+    ``held_from``), the keys it is a re-read's base under (``base_keys``, stored as ``keys``);
+    ``altered``: the output is not stored as it was (secrets masked, or cut for its length);
+    ``held``: the model the ledger answers got it (False: another model did).
 
     It reads as the JSON object it is stored as, too (``record["kind"]``, ``record.get("kept")``),
     for readers written against that; ``extra`` keeps keys of older ledgers this record does not
@@ -138,7 +138,7 @@ class AnswerRecord(Mapping):
             "pieces": [list(p) for p in self.pieces],
             "kept": list(self.kept) if self.kept else None,
             "exact": self.exact,
-            "first_held_step": self.first_held_step,
+            "held_from": self.first_held_step,  # the stored key predates the name
             "keys": list(self.base_keys),
             **({"altered": True} if self.altered else {}),
             **({} if self.held else {"held": False}),
@@ -155,7 +155,7 @@ class AnswerRecord(Mapping):
             pieces=tuple(tuple(p) if isinstance(p, (list, tuple)) else p for p in pieces),
             kept=tuple(d["kept"]) if d.get("kept") else None,
             exact=d.get("exact", True),
-            first_held_step=d.get("first_held_step") or 0,
+            first_held_step=d.get("held_from") or 0,
             base_keys=tuple(d.get("keys") or ()),
             altered=bool(d.get("altered")),
             held=d.get("held") is not False,

@@ -31,7 +31,7 @@ def test_a_reference_out_of_the_models_context_is_unsound_and_held_from_is_recor
         again = rt.run("cat a.txt", EX, step=4)
         assert again.answer == "raw", "step 1 is out of the last 2 steps: nothing refers to it"
         a = rt.state.attempts[-1]
-        assert a.answer["first_held_step"] == 2, "the answer records which steps the model held"
+        assert a.answer["held_from"] == 2, "the answer records which steps the model held"
         t = Transcript(rt.state, rt.store.text)
         assert t.check(a, BODY).sound
         # the same answer, had it referred to step 1: the check must see that the model no longer held it

@@ -249,16 +249,16 @@ def test_an_attempts_answer_is_a_typed_record_stored_as_the_same_json():
         "pieces": [["text", 0, 4, None, 0, 0], ["lines", 4, 30, 1, 2, 3]],
         "kept": [10, 20],
         "exact": False,
-        "first_held_step": 3,
+        "held_from": 3,
         "keys": ["c:/w\0cat a.py"],
         "altered": True,
         "held": False,
     }
     record = AnswerRecord.from_dict(stored)
     assert record.kind == "spans" and record.kept == (10, 20) and record.base_keys == ("c:/w\0cat a.py",)
-    assert record.to_dict() == stored and dict(record) == stored and record["first_held_step"] == 3
+    assert record.to_dict() == stored and dict(record) == stored and record["held_from"] == 3
     plain = AnswerRecord.from_dict(
-        {"kind": "raw", "pieces": [], "kept": None, "exact": True, "first_held_step": 0, "keys": []}
+        {"kind": "raw", "pieces": [], "kept": None, "exact": True, "held_from": 0, "keys": []}
     )
     assert "altered" not in plain.to_dict() and "held" not in plain.to_dict() and plain.held
     # an older ledger's answer: what it lacks takes its default, what this record does not know is kept

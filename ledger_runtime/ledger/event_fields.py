@@ -122,7 +122,7 @@ ANSWER = Type(
         "pieces": Type("a list of answer pieces", _pieces, []),
         "kept": Type("two counts", _pair).or_null(),
         "exact": FLAG,
-        "first_held_step": WHOLE,
+        "held_from": WHOLE,
         "keys": TEXTS,
         "altered": FLAG,
         "held": FLAG,
