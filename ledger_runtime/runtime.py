@@ -469,7 +469,7 @@ class LedgerRuntime:
         """The agent's own record says the model delivered_now something else than the ledger recorded for
         this attempt: it is never the source of a reference (a fault says why)."""
         self._commit([("distrust", {"attempt": attempt_id, "why": why})], self.state.step)
-        self._fault("checking what the model delivered_now", ValueError(why))
+        self._fault("checking what the model got", ValueError(why))
 
     def said(self, attempt_id: int, index: int, chars: int = 0, *, raw: bool = False) -> HistoryOutput | None:
         return self.held.said(attempt_id, index, chars, raw=raw)

@@ -245,3 +245,39 @@ def test_the_page_masks_the_agent_s_own_record_as_the_ledger_masked_the_run(tmp_
     assert env_secret not in html and shape not in html
     step = html.split('id="step-1"')[1].split("</section>")[0]
     assert "the token ******************" in step, "the call goes with its step"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_secret_names_found_in_lower_case_are_the_words_ignorecase_finds(seed: int) -> None:
+    """The name scan looks for its words in the text's lower case (a long output costs ~1 ms, not
+    ~40): over random text of the words in mixed case, glued and apart, with the characters that
+    fold differently (Kelvin sign, dotted and dotless i, long s) and others, it finds exactly the
+    offsets the IGNORECASE pattern finds, and masks alike."""
+    import random
+
+    from ledger_runtime.ledger import secret_names
+
+    rng = random.Random(seed)
+    alphabet = ["pass", "PwD", "Secret", "TOKEN", "kEy", "auth", "credential", "DSN", "=", ":", " ", "\n", '"', "x9"]
+    alphabet += ["\u212a", "\u0130", "\u0131", "\u017f", "é", "ß", "_", "-", "hunter2abc", "s3cr3tvalue"]
+    alphabet += [
+        "pa",
+        "s",
+        "ecret",
+        "credent",
+        "al",
+        "d",
+        "n",
+        "tok",
+        "en",
+        "e",
+        "y",
+        "au",
+        "th",
+    ]  # words across pieces
+    for _ in range(400):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        fast = [m.span() for m in secret_names._name_words(text)]
+        assert fast == [m.span() for m in secret_names.NAME_WORDS.finditer(text)], text
+    text = "".join(rng.choice(alphabet[:14]) for _ in range(4000))
+    assert text.isascii() and secret_names.named_spans(text), "an ASCII text takes the lower-case path"

@@ -133,6 +133,10 @@ class Pool:
         """(source, its 0-based line index, run length) of the longest run of ``lines[i:end]`` that a
         source showed literally and the model still holds."""
 
+    def holds(self, line: str) -> bool:
+        """Whether a source the model still holds showed ``line`` literally: a run may start at it
+        (``longest_run`` of a list starting with it is not None)."""
+
 
 def lines_marker(src: HeldOutput, first: int, last: int) -> str:
     return f"[ledger: lines {first}-{last} of {src.label}'s output (`{src.command}`) repeat here]\n"
@@ -385,7 +389,16 @@ def _spans(  # noqa: C901
     used = False
     middle = _cut_middle(lines, keep_cut) if keep_cut is not None else None
     above: dict[str, list[int]] = {}  # line -> where this answer carried it literally (0-based output lines)
+    # (line, the next) -> (where the first stands, its place in above[line]) where both were carried
+    above_pairs: dict[tuple[str, str], list[tuple[int, int]]] = {}
     literal: set[int] = set()
+
+    def carry(k: int) -> None:  # line k goes into the answer as it is (after every line before it)
+        if k - 1 in literal:
+            above_pairs.setdefault((lines[k - 1], lines[k]), []).append((k - 1, len(above[lines[k - 1]]) - 1))
+        above.setdefault(lines[k], []).append(k)
+        literal.add(k)
+
     while i < len(lines):
         if hopeless is not None and hopeless(w.size):
             return None
@@ -395,7 +408,7 @@ def _spans(  # noqa: C901
             continue
         stop = middle[0] if middle is not None and i < middle[0] else len(lines)
         run = pool.longest_run(lines, i, stop)
-        here = _run_above(lines, i, stop, above, literal) if again else None
+        here = _run_above(lines, i, stop, above, above_pairs, literal) if again else None
         if here is not None and (run is None or here[1] > run[2]):
             j, k = here
             marker = again_marker(j + 1, j + k)
@@ -419,12 +432,10 @@ def _spans(  # noqa: C901
                     continue
         # a line carried as it is, and those after it that no reference could start at: one piece
         j = i + 1
-        above.setdefault(lines[i], []).append(i)
-        literal.add(i)
+        carry(i)
         size = w.size + len(lines[i])
-        while j < stop and lines[j] not in above and pool.longest_run(lines, j, stop) is None:
-            above[lines[j]] = [j]
-            literal.add(j)
+        while j < stop and lines[j] not in above and not pool.holds(lines[j]):
+            carry(j)
             size += len(lines[j])
             j += 1
             if hopeless is not None and hopeless(size):
@@ -435,17 +446,33 @@ def _spans(  # noqa: C901
 
 
 def _run_above(
-    lines: list[str], i: int, stop: int, above: dict[str, list[int]], literal: set[int]
+    lines: list[str],
+    i: int,
+    stop: int,
+    above: dict[str, list[int]],
+    above_pairs: dict[tuple[str, str], list[tuple[int, int]]],
+    literal: set[int],
 ) -> tuple[int, int] | None:
-    """The longest run of ``lines[i:stop]`` that this answer already carried literally, above it."""
-    best = None
-    for j in reversed(above.get(lines[i], [])[-MAX_ABOVE:]):
-        k = 0
-        while i + k < stop and j + k < i and (j + k) in literal and lines[j + k] == lines[i + k]:
-            k += 1
-        if best is None or k > best[1]:
-            best = (j, k)
-    return best if best and best[1] else None
+    """The longest run of ``lines[i:stop]`` that this answer already carried literally, above it.
+
+    Of the places ``lines[i]`` was carried, the ``MAX_ABOVE`` latest are tried, the latest first; a
+    run of two lines or more can only start where ``lines[i]`` and ``lines[i + 1]`` were carried
+    together (``above_pairs``), so only those are followed."""
+    places = above.get(lines[i])
+    if not places:
+        return None
+    best = (places[-1], 1)
+    if i + 1 < stop:
+        window = len(places) - MAX_ABOVE
+        for j, place in reversed(above_pairs.get((lines[i], lines[i + 1]), ())):
+            if place < window:
+                break
+            k = 2
+            while i + k < stop and j + k < i and (j + k) in literal and lines[j + k] == lines[i + k]:
+                k += 1
+            if k > best[1]:
+                best = (j, k)
+    return best
 
 
 MAX_DELTA_LINES = 2000  # lines that differ, at most, between a re-read and its base (beyond: not short anyway)

@@ -132,10 +132,16 @@ class Delivered:
 
     def __init__(self) -> None:
         self.items: dict[int, HeldOutput] = {}
-        self._index: dict[str, list[tuple[int, int]]] = {}
+        self._index: dict[str, list[tuple[int, int]]] = {}  # line -> (attempt, line index), in the order added
+        # (line, the next) -> (attempt, line index, place in _index[line]) where both were carried: the
+        # only places a run of two lines or more can start
+        self._pairs: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
         self._by_digest: dict[str, list[int]] = {}
         self._by_key: dict[str, list[int]] = {}
         self._lines: dict[str, str] = {}  # every line held, once
+        self._min_step: int | None = None  # the earliest step held
+        self._steps_rise = True  # the outputs were added in the order of their steps
+        self._readded = False  # an attempt was added twice (its older index entries point at the newer)
 
     def add(self, shown: HeldOutput, keys: Iterable[str] = ()) -> None:
         # one copy of each output and of each line, however often they were printed (a long run
@@ -147,15 +153,27 @@ class Delivered:
         elif len(shown.lines) <= MAX_INDEXED_LINES:  # (a longer output costs its own memory, not a loop a line)
             shown.lines = [self._lines.setdefault(line, line) for line in shown.lines]
         shown.carried = bytes(shown.carried)  # a byte a line, not a pointer: a long run holds many
+        self._readded = self._readded or shown.attempt in self.items
+        last = self.items[next(reversed(self.items))].step if self.items else shown.step
+        self._steps_rise = self._steps_rise and shown.step >= last
+        self._min_step = shown.step if self._min_step is None else min(self._min_step, shown.step)
         self.items[shown.attempt] = shown
         self._by_digest.setdefault(shown.digest, []).append(shown.attempt)
         for k in keys:
             self._by_key.setdefault(k, []).append(shown.attempt)
+        self._index_lines(shown)
+
+    def _index_lines(self, shown: HeldOutput) -> None:
+        """Index the lines of ``shown`` the model saw, and the pairs of them standing together."""
         indexed = 0
-        for j in compress(range(len(shown.lines)), shown.carried):  # the lines the model saw, found in C
-            line = shown.lines[j]
+        lines, carried = shown.lines, shown.carried
+        for j in compress(range(len(lines)), carried):  # the lines the model saw, found in C
+            line = lines[j]
             if len(line) <= MAX_LINE_CHARS:
-                self._index.setdefault(line, []).append((shown.attempt, j))
+                places = self._index.setdefault(line, [])
+                if j + 1 < len(lines) and carried[j + 1]:
+                    self._pairs.setdefault((line, lines[j + 1]), []).append((shown.attempt, j, len(places)))
+                places.append((shown.attempt, j))
                 indexed += 1
                 if indexed >= MAX_INDEXED_LINES:
                     break
@@ -176,13 +194,21 @@ class Delivered:
                 table[k] = [a for a in table[k] if a not in gone]
                 if not table[k]:
                     del table[k]
-        for line in list(self._index):
-            kept = [(a, j) for a, j in self._index[line] if a not in gone]
-            if kept:
-                self._index[line] = kept
-            else:
-                del self._index[line]
+        index = self._index
+        self._index, self._pairs = {}, {}
+        for line, places in index.items():  # the places kept, in the order they were added
+            for a, j in places:
+                if a in gone:
+                    continue
+                s = self.items[a]
+                here = self._index.setdefault(line, [])
+                if j + 1 < len(s.lines) and s.carried[j + 1]:
+                    self._pairs.setdefault((line, s.lines[j + 1]), []).append((a, j, len(here)))
+                here.append((a, j))
         self._lines = {line: line for s in self.items.values() for line in s.lines}
+        steps = [s.step for s in self.items.values()]
+        self._min_step = min(steps, default=None)
+        self._steps_rise = all(a <= b for a, b in zip(steps, steps[1:]))
 
     def at(self, first_held: int, window: tuple[int, int] | None = None) -> HeldPool:
         """The outputs the model holds when steps from ``first_held`` on are in its context, as
@@ -260,15 +286,67 @@ class Delivered:
         self, lines: Sequence[str], i: int, end: int | None, first_held: int
     ) -> tuple[HeldOutput, int, int] | None:
         """(source, its 0-based line index, run length) of the longest run of ``lines[i:end]`` that an
-        output the model holds carried literally: of the places the line ``lines[i]`` stands in such
-        outputs, the ``MAX_CANDIDATES`` most recent are tried (an old run is as good as a new one, and
-        a line printed by many outputs, a blank or a brace, would cost a loop over all of them), the
-        first that runs to ``end`` ending the search."""
-        best: tuple[HeldOutput, int, int] | None = None
+        output the model holds carried literally.
+
+        Of the places ``lines[i]`` stands in such outputs, the ``MAX_CANDIDATES`` most recent are tried:
+        an old run is as good as a new one, and a line many outputs printed (a blank, a brace) would
+        otherwise cost a loop over all of them. The first that runs to ``end`` ends the search; of
+        equally long runs the most recent wins. A run of two lines or more can only start where the
+        pair ``lines[i]``, ``lines[i + 1]`` stood together: those places are looked up, not searched."""
         cands = self._index.get(lines[i])
         if not cands:
             return None
         n = len(lines) if end is None else min(end, len(lines))
+        start = self._live_from(cands, first_held)
+        if start is None:
+            return self._longest_run_checked(cands, lines, i, n, first_held)
+        if start >= len(cands):
+            return None
+        window = max(start, len(cands) - MAX_CANDIDATES)  # the places tried: cands[window:]
+        a, j = cands[-1]
+        best = (self.items[a], j, 1 if i < n else 0)
+        if i + 1 >= n:
+            return best
+        for a, j, place in reversed(self._pairs.get((lines[i], lines[i + 1]), ())):
+            if place < window:
+                break
+            s = self.items[a]
+            src, lit = s.lines, s.carried
+            k = 2
+            while i + k < n and j + k < len(src) and lit[j + k] and src[j + k] == lines[i + k]:
+                k += 1
+            if k > best[2]:
+                best = (s, j, k)
+                if i + k == n:
+                    break
+        return best
+
+    def holds(self, line: str, first_held: int) -> bool:
+        """Whether an output the model holds carried ``line`` literally (a run can start at it)."""
+        cands = self._index.get(line)
+        if not cands:
+            return False
+        start = self._live_from(cands, first_held)
+        if start is None:
+            return any(self._live(a, first_held) is not None for a, _ in cands)
+        return start < len(cands)
+
+    def _live_from(self, cands: list[tuple[int, int]], first_held: int) -> int | None:
+        """Where the places the model holds begin in ``cands`` (all after it are held too); None where
+        that is not so simple (outputs added out of the order of their steps, an attempt added twice)."""
+        if self._readded:
+            return None
+        if self._min_step is not None and self._min_step >= first_held:
+            return 0
+        if not self._steps_rise:
+            return None
+        return bisect_left(cands, first_held, key=lambda c: self.items[c[0]].step)
+
+    def _longest_run_checked(
+        self, cands: list[tuple[int, int]], lines: Sequence[str], i: int, n: int, first_held: int
+    ) -> tuple[HeldOutput, int, int] | None:
+        """``longest_run`` with every place checked for being held, one by one."""
+        best: tuple[HeldOutput, int, int] | None = None
         tried = 0
         for a, j in reversed(cands):
             s = self._live(a, first_held)
@@ -305,6 +383,9 @@ class HeldPool:
 
     def longest_run(self, lines: Sequence[str], i: int, end: int | None = None) -> tuple[HeldOutput, int, int] | None:
         return self.delivered.longest_run(lines, i, end, self.first_held)
+
+    def holds(self, line: str) -> bool:
+        return self.delivered.holds(line, self.first_held)
 
 
 __all__ = ["Delivered", "HeldPool", "delivered_lines", "seen_lines", "output_digest", "shown_whole"]

@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Iterator
 
 MIN_SECRET_CHARS = 8  # shorter values ("1", "true", a port) would mask half of every output
 
 NAME_WORDS = re.compile(r"pass|pwd|secret|token|key|auth|credential|dsn", re.IGNORECASE)
+# the same words matched in lower case: many times faster over a long output than IGNORECASE, which
+# leaves the regular expression engine no literal to look for
+_LOWER_WORDS = re.compile(NAME_WORDS.pattern)
+_FOLDS_APART = ("\u0130", "\u0131", "\u017f")  # İ, ı, ſ: IGNORECASE matches them to i and s, lower() does not
 NAME_REACH = 60  # characters of a name either side of its secret word
 _NAME_BEFORE = re.compile(r"[\w.-]*\Z")
 _NAME_AFTER = re.compile(r"[\w.-]*")
@@ -105,7 +110,7 @@ def named_spans(text: str) -> list[tuple[int, int]]:
     a name followed by what gives it a value (``=``, ``:``, a quote, a blank) is looked at further."""
     found: list[tuple[int, int]] = []
     done = 0
-    for w in NAME_WORDS.finditer(text):
+    for w in _name_words(text):
         if w.start() < done:
             continue
         end = _NAME_AFTER.match(text, w.end(), min(len(text), w.end() + NAME_REACH)).end()
@@ -117,11 +122,20 @@ def named_spans(text: str) -> list[tuple[int, int]]:
             continue  # a word in a sentence: only .netrc's password and --flags take a value after a blank
         start = _NAME_BEFORE.search(text, max(0, w.start() - NAME_REACH), w.start()).start()
         strength = secret_name(text[start:end])
-        upper = w.group().isupper()  # DB_PASSWORD=: a setting's name (whatever is glued before it)
+        upper = text[w.start() : w.end()].isupper()  # DB_PASSWORD=: a setting's name (whatever is glued before it)
         span = _named_value(text, start, end, strength, upper) if strength is not None else None
         if span is not None:
             found.append(span)
     return found
+
+
+def _name_words(text: str) -> Iterator[re.Match[str]]:
+    """NAME_WORDS' matches in ``text`` (their offsets; read the words from ``text``): found in its lower
+    case, which has the same offsets, where that matches as IGNORECASE does."""
+    folded = text.lower()
+    if len(folded) == len(text) and (text.isascii() or not any(c in text for c in _FOLDS_APART)):
+        return _LOWER_WORDS.finditer(folded)
+    return NAME_WORDS.finditer(text)
 
 
 def _spaced_value(text: str, word: int, end: int) -> bool:
