@@ -1,12 +1,11 @@
 """Files the product writes are its owner's alone: a ledger holds what the agent saw, secrets included.
 
-Directories are 0700 and files 0600 whatever the umask; the agent's own commands keep theirs.
-
-Nothing is written through a link or into another user's file, as a shared directory such as /tmp may hold one planted
-there (``NotOurs``). A file is written whole to a new file beside it, made exclusively, then renamed onto its name: a
-link planted after the check is replaced, not followed, and in a sticky directory the kernel refuses to rename over
-another user's file. A link is refused rather than replaced because, as root, replacing ``/dev/stdout`` would break it
-for everyone. Only the last component is checked: the directories above may be links, as /tmp is on macOS."""
+Directories are 0700 and files 0600 whatever the umask; the agent's own commands keep theirs. Nothing is written through
+a link or into another user's file (``NotOurs``), since a shared directory such as /tmp may hold one planted there. A
+file is written to a new exclusive file beside it, then renamed: a link planted after the check is replaced, not
+followed, and a sticky directory refuses the rename over another user's file. A link is refused rather than replaced: as
+root, replacing ``/dev/stdout`` would break it for everyone. Only the last component is checked; /tmp itself is a link
+on macOS."""
 
 from __future__ import annotations
 
@@ -85,9 +84,7 @@ def private_dir(path: str | os.PathLike) -> Path:
 
 
 def _fd(path: str | os.PathLike, flags: int) -> int:
-    """Opens ``path`` in place, made if missing; never through a link, nor another user's file, a FIFO or a device.
-
-    O_NONBLOCK makes a FIFO without a reader fail instead of hanging."""
+    """``path`` opened in place, made if missing; never through a link, nor another user's file, a FIFO or a device."""
     try:
         fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, FILE_MODE)
     except OSError as e:
@@ -140,7 +137,7 @@ def append_private(path: str | os.PathLike) -> IO[str]:
 
 
 def touch_private(path: str | os.PathLike) -> None:
-    """Makes ``path`` exist, owner-only; SQLite gives its -wal and -shm files the database's mode."""
+    """Makes ``path`` exist owner-only, so SQLite's -wal and -shm files, which take its mode, are too."""
     os.close(_fd(path, os.O_WRONLY))
 
 
@@ -159,10 +156,9 @@ class InUse(RuntimeError):
 
 
 def lock_file(path: str | os.PathLike, what: str) -> IO[bytes] | None:
-    """An exclusive lock on ``path``, held while the returned file stays open; InUse when a live process holds it.
+    """An exclusive lock on ``path``, held while the returned file is open; InUse when a live process holds it.
 
-    The lock file is owner-only and never opened through a symlink. None where the file system has no locks, as on some
-    network mounts: the run goes on without one."""
+    None where the file system has no locks, as on some network mounts: the run goes on without one."""
     import fcntl
 
     try:

@@ -1,14 +1,9 @@
 """Secrets masked before anything is stored: what the ledger keeps is ours, what the model sees is the agent's.
 
-A ``Redactor`` masks the values of the environment's secret-looking variables, well-known token shapes, values given a
-secret's name (secret_names.py) and the user's patterns (``[ledger.redaction] patterns``).
-
-A masked character becomes ``*`` and no pattern reaches across a line end, so the text keeps its length and lines and a
-line masks the same way wherever it stands. Offsets into an answer stay true, an answer masked alone expands to its
-output masked alone, and lines two outputs share are still shared once masked: references and their checks work on
-masked storage.
-
-A masked value cannot be had back from the ledger; its length can (SECURITY.md says so).
+A ``Redactor`` masks the values of secret-looking environment variables, well-known token shapes, values given a
+secret's name (secret_names.py) and the user's patterns. Each masked character becomes ``*`` and no pattern crosses a
+line end, so a text keeps its length and lines and a line masks alike wherever it stands: offsets into answers stay true
+and references work on masked storage. A masked value cannot be had back from the ledger; its length can.
 """
 
 from __future__ import annotations
@@ -127,9 +122,7 @@ _IN_WORD = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-
 
 
 def secret_values(environ: Mapping[str, str]) -> list[str]:
-    """The environment's values worth masking: of secret-looking names, MIN_SECRET_CHARS or longer, not existing paths.
-
-    A value of several lines is taken line by line."""
+    """The environment's values to mask: of secret-looking names, MIN_SECRET_CHARS or longer, not existing paths."""
     out: set[str] = set()
     for name, value in environ.items():
         if name.upper() in NOT_SECRET_NAMES or not SECRET_NAME.search(name) or not isinstance(value, str):
@@ -222,7 +215,7 @@ class Redactor:
         return merged
 
     def mask(self, text: str) -> str:
-        """``text`` with every secret's characters as ``*``, keeping its length and lines."""
+        """``text`` with every secret's characters as ``*``."""
         if not self.active or not text:
             return text
         spans = self.spans(text)

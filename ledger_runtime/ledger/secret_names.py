@@ -1,10 +1,9 @@
 """Finds the values a text gives a secret's name, for masking (redact.py).
 
-``named_spans`` knows the forms settings files and commands use: NAME=VALUE, NAME: VALUE alone on its line, "NAME":
-"VALUE", --NAME VALUE and .netrc's "password VALUE". A name is looked for only at each occurrence of one of NAME_WORDS,
-so a long output is never scanned at every position. Whether a value is a secret is a pure decision of the name's
-strength, the form and the value (``_worth_masking``): code (``token = self.token``), a test log (``PASS: test_x``) and
-a reference (``$TOKEN``) are not. Each span lies within one line.
+The forms are those of settings files and commands: NAME=VALUE, NAME: VALUE, "NAME": "VALUE", --NAME VALUE and .netrc's
+"password VALUE". Names are looked for only at NAME_WORDS, so a long output is never scanned at every position.
+``_worth_masking`` decides which values are secrets: code (``token = self.token``), a test log (``PASS: test_x``) and a
+reference (``$TOKEN``) are not. Each span lies within one line.
 """
 
 from __future__ import annotations
@@ -39,8 +38,8 @@ STRONG_MIN, SETTING_MIN, FLAG_MIN, RANDOM_MIN = 6, MIN_SECRET_CHARS, 4, 16
 def secret_name(name: str) -> str | None:
     """How surely ``name`` names a secret, judged from its words; None when it names none.
 
-    "strong": a password, token, API key and the like. "medium": pass or pwd, a secret only when assigned. "auth": only
-    as a JSON key, since ``auth = ...`` is code. "weak": another key, whose value counts only when it looks random."""
+    "strong": a password, token, API key. "medium": pass or pwd, only when assigned. "auth": only as a JSON key, since
+    ``auth = ...`` is code. "weak": another key, only when its value looks random."""
     if name.lower().lstrip("-_") in NOT_NAMES:
         return None
     words = [w.lower() for w in _WORDS.findall(name)]
@@ -65,9 +64,8 @@ _CONSTANT = re.compile(r"[A-Z_]+|[A-Za-z_]\w*(?:\.\w+)+")  # another constant, a
 def _worth_masking(strength: str, form: str, value: str, quoted: bool, upper: bool) -> bool:
     """Whether a value given a name of this ``strength`` in this ``form`` is a secret to mask.
 
-    Never a secret: an empty value, one with a blank, a format (``%s``) or a variable (``$X``, ``<X>``, ``{x}``); a bare
-    path; a bare name of code (``token = self.token``, so ``password = hunter2`` too); a value without a digit after an
-    upper-case NAME=."""
+    Never: an empty value; one with a blank, ``%s``, ``$X``, ``<X>`` or ``{x}``; a bare path; a bare name of code, which
+    makes ``password = hunter2`` code too; a value without a digit after an upper-case NAME=."""
     if not value or value[0] in "$<{*" or "%" in value or any(c.isspace() for c in value):
         return False
     if strength == "medium" and form == "colon":
@@ -98,9 +96,7 @@ def _netrc(text: str, start: int, end: int) -> tuple[int, int] | None:
 
 
 def named_spans(text: str) -> list[tuple[int, int]]:
-    """The spans of the values ``text`` gives a secret's name, each within its line.
-
-    Only a name followed by ``=``, ``:``, a quote or a blank is looked at further."""
+    """The spans of the values ``text`` gives a secret's name, each within its line."""
     found: list[tuple[int, int]] = []
     done = 0
     for w in NAME_WORDS.finditer(text):
