@@ -1,20 +1,16 @@
 """Ledger runtime: an execution ledger around unmodified coding agents.
 
-This package is the agent-agnostic core; adapters for specific agents (``ledger_adapters``) and
-anything else built on it import what they need from here, and only from here: the names below are
-the public API (docs/adapters.md says how an adapter uses them). They load on first use, so
-importing the package costs nothing (the hook client's start-up depends on that). The evaluation
-harness (``ledger_harness``: replay, SWE-bench arms, tau2) measures the rooms themselves; nothing
-here imports it.
+This package is the agent-agnostic core. Adapters (``ledger_adapters``) and anything else built on it import only from
+here: the names below are the public API (docs/adapters.md). They load on first use, so importing the package costs
+nothing, which the hook client's start-up depends on. The evaluation harness (``ledger_harness``) measures the rooms;
+nothing here imports it.
 
-The rooms, from the bottom up (a room imports only rooms below it; tests/test_structure.py checks):
-``records`` and ``lines`` (the vocabulary), ``analysis`` (what a command reads, shows and writes),
-``workspace`` (snapshots, signatures, hashing, baseline), ``ledger`` (state, store, observations,
-modifications, faults, masking), ``answers`` (the answer built from a fresh output), ``held`` (what
-the model holds, the context policy), ``decide`` (govern, the policy gate, the final verdict),
-``inform`` (the state view), ``config``, ``step`` (the stages of one step: plan, scan, respond,
-record), ``runtime`` (the front that calls them), ``inspection``, ``trajectories`` (recorded runs),
-``cli``; ``hooks`` stands alone (standard library only).
+The rooms, from the bottom up; a room imports only rooms below it (tests/test_structure.py): ``records`` and ``lines``,
+the vocabulary; ``analysis``, what a command reads, shows and writes; ``workspace``, snapshots and signatures;
+``ledger``, state, store, observations, masking; ``answers``, the answer built from a fresh output; ``held``, what the
+model holds and the context policy; ``decide``, govern, the gate and the final verdict; ``inform``, the state view;
+``config``; ``step``, the stages of one step; ``runtime``, the front that calls them; ``inspection``; ``trajectories``,
+recorded runs; ``cli``. ``hooks`` stands alone, standard library only.
 """
 
 from __future__ import annotations

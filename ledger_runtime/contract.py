@@ -2,29 +2,22 @@
 
 An adapter wraps one agent. For each run of it:
 
-1. **Open** one ``LedgerRuntime(workdir, run_dir, config, task=..., submission=..., secrets=...,
-   workspace=...)``. What the adapter knows about its agent goes in here and nowhere else: how it
-   submits (``Submission``; ``NO_SUBMISSION`` for an agent that does not submit through a command),
-   the values it hands the agent's commands that must be masked (``secrets``), and a ``Workspace``
-   when the commands run somewhere other than this machine's ``workdir`` (a container). What to
-   protect goes into the config's policies (``protected-paths``).
-2. **Before each model call**, put ``runtime.inform()`` (the state view; "" when inform is off) into
-   the prompt, and (optionally) let ``to_send`` choose what of the history is sent.
-3. **For each command** the agent asks for, either
-   - ``runtime.run(command, execute)``, which decides, runs ``execute(command, cwd)`` (or does not),
-     records, and returns a ``RunResult``: hand ``result.output`` (and ``result.returncode``) to the
-     agent as its command's output; or, for an agent that runs the command itself (hooks),
-   - ``plan = runtime.propose(command)`` before it runs (None: a fault of the ledger, let it run);
-     when ``plan.applied and not plan.verdict.kind.executes``, ``runtime.answer(plan)`` is what the
-     agent gets instead of running it; otherwise, after it ran, ``runtime.record(plan, result,
-     elapsed)``.
-   ``execute`` may raise (the agent's own "submitted" or interrupt exceptions): the attempt is
-   recorded and the exception goes on to the agent.
-4. **Close** it (``runtime.close()``, or ``with LedgerRuntime(...) as runtime``).
+1. **Open** one ``LedgerRuntime(workdir, run_dir, config, task=..., submission=..., secrets=..., workspace=...)``. What
+   the adapter knows of its agent goes in here and nowhere else: how it submits (``Submission``, or ``NO_SUBMISSION``),
+   the values handed to its commands that must be masked (``secrets``), and a ``Workspace`` when the commands run
+   elsewhere, such as in a container. What to protect goes into the config's policies.
+2. **Before each model call**, put ``runtime.inform()`` (the state view; "" when inform is off) into the prompt, and
+   optionally let ``to_send`` choose what of the history is sent.
+3. **For each command** the agent asks for, either ``runtime.run(command, execute)``, which decides, runs
+   ``execute(command, cwd)`` or not, records, and returns a ``RunResult`` whose ``output`` and ``returncode`` the agent
+   gets; or, for an agent that runs the command itself (hooks), ``plan = runtime.propose(command)`` before it runs
+   (None: a ledger fault, let it run). When ``plan.applied and not plan.verdict.kind.executes``,
+   ``runtime.answer(plan)`` is what the agent gets instead; otherwise, after it ran, ``runtime.record(plan, result,
+   elapsed)``. ``execute`` may raise the agent's own exceptions: the attempt is recorded and the exception goes on.
+4. **Close** it: ``runtime.close()``, or ``with LedgerRuntime(...) as runtime``.
 
-The runtime never raises from these calls because of a fault of its own: the fault is logged
-(``faults.log``) and the command runs as if there were no ledger. ``docs/adapters.md`` has a whole
-adapter of about fifty lines.
+The runtime never raises from these calls for a fault of its own: the fault is logged and the command runs as if there
+were no ledger. ``docs/adapters.md`` has a whole adapter of about fifty lines.
 """
 
 from __future__ import annotations
@@ -48,5 +41,5 @@ class Adapter(Protocol):
     submission: Submission  # how the agent submits (NO_SUBMISSION: it does not, through a command)
 
     def execute(self, command: str, cwd: str) -> ExecResult:
-        """Run one command as the agent would have run it without the ledger."""
+        """Runs one command as the agent would have run it without the ledger."""
         ...
