@@ -1,11 +1,9 @@
 """LedgerConfig: every setting of the runtime, with its default, loadable from a TOML file.
 
 The settings come in sections, each owned and checked by the room that uses it (section.py); the modes (``inform``,
-``govern``, ``shadow``...) are keys of their own. A TOML file gives them at the top level, or all under a ``[ledger]``
-table, and then only that table is read, since the file may hold other tools' settings. A section is a table
-(``[ledger.dedupe] min_lines = 3``). The flat names of the time before sections (``dedupe_min_lines = 3``) still load to
-the same config; a file that sets one key both ways, differently, is refused. An unknown key, or a value its section
-does not take, is an error naming it as the file spells it.
+``govern``, ``shadow``) are keys of their own. A file gives them at its top level or all under ``[ledger]``, and then
+only that table is read. The flat names of older files (``dedupe_min_lines``) still load; setting one key both ways,
+differently, is refused. An unknown key or a refused value is an error naming it as the file spells it.
 """
 
 from __future__ import annotations
@@ -85,7 +83,7 @@ class LedgerConfig(Section):
         return self.govern and not self.shadow
 
     def with_(self, **changes: Any) -> LedgerConfig:
-        """A copy with some settings changed, by flat name, own key or whole section; unknown names are an error."""
+        """A copy with some settings changed, by flat name, own key or whole section."""
         return self.updated(changes)
 
     def updated(self, changes: Mapping[str, Any], *, origin: str = "config") -> LedgerConfig:
@@ -94,9 +92,7 @@ class LedgerConfig(Section):
         return _build({**_every(self), **given}, names, origin=origin)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting under its flat name as a plain value: what ledgers and results have always recorded.
-
-        ``from_mapping`` takes it back."""
+        """Every setting under its flat name, as ledgers and results always recorded them; ``from_mapping`` reads it."""
         return {flat: plain(getattr(self._section(path[0]), path[1])) for flat, path in FLAT.items()}
 
     def sections(self) -> dict[str, Any]:
@@ -137,7 +133,7 @@ def settings_in(  # noqa: C901
 ) -> tuple[dict[Path_, Any], dict[Path_, str]]:
     """The settings one source gives, by path, and each one's name as the source spells it.
 
-    A key given both flat and in its section with different values is refused: which one was meant is not ours to guess.
+    A key given flat and in its section with different values is refused: which was meant is not ours to guess.
     """
     got: dict[Path_, Any] = {}
     names: dict[Path_, str] = {}
@@ -196,7 +192,7 @@ def _build(paths: Mapping[Path_, Any], names: Mapping[Path_, str], *, origin: st
 
 
 def from_mapping(values: Mapping[str, Any], *, origin: str = "config") -> LedgerConfig:
-    """A config from flat names, sections or both; unknown keys and refused values are errors naming them."""
+    """A config from flat names, sections or both."""
     given, names = settings_in(values, origin=origin)
     return _build(given, names, origin=origin)
 
@@ -215,9 +211,7 @@ def _read(p: Path) -> dict[str, Any]:
 def load_config(
     path: str | Path | None = None, *, defaults: dict[str, Any] | None = None, **overrides: Any
 ) -> LedgerConfig:
-    """Loads a TOML config file, then applies overrides; ``defaults`` are an adapter's own, which the file may change.
-
-    The keys stand at the top level or all under ``[ledger]``; a file with both is refused."""
+    """Loads a TOML config file, then applies overrides; the file may change an adapter's ``defaults``."""
     paths, names = settings_in(defaults or {}, origin="defaults")
     origin = "defaults"
     if path is not None:

@@ -1,20 +1,18 @@
 """The adapter contract: what an adapter gives the runtime, and what it calls, in which order.
 
-An adapter wraps one agent. For each run of it:
+For each run of its agent, an adapter:
 
-1. **Open** one ``LedgerRuntime(workdir, run_dir, config, task=..., submission=..., secrets=..., workspace=...)``. What
-   the adapter knows of its agent goes in here and nowhere else: how it submits (``Submission``, or ``NO_SUBMISSION``),
-   the values handed to its commands that must be masked (``secrets``), and a ``Workspace`` when the commands run
-   elsewhere, such as in a container. What to protect goes into the config's policies.
-2. **Before each model call**, put ``runtime.inform()`` (the state view; "" when inform is off) into the prompt, and
-   optionally let ``to_send`` choose what of the history is sent.
-3. **For each command** the agent asks for, either ``runtime.run(command, execute)``, which decides, runs
-   ``execute(command, cwd)`` or not, records, and returns a ``RunResult`` whose ``output`` and ``returncode`` the agent
-   gets; or, for an agent that runs the command itself (hooks), ``plan = runtime.propose(command)`` before it runs
-   (None: a ledger fault, let it run). When ``plan.applied and not plan.verdict.kind.executes``,
-   ``runtime.answer(plan)`` is what the agent gets instead; otherwise, after it ran, ``runtime.record(plan, result,
-   elapsed)``. ``execute`` may raise the agent's own exceptions: the attempt is recorded and the exception goes on.
-4. **Close** it: ``runtime.close()``, or ``with LedgerRuntime(...) as runtime``.
+1. **Opens** one ``LedgerRuntime(workdir, run_dir, config, task=..., submission=..., secrets=..., workspace=...)``. What
+   it knows of its agent goes in here and nowhere else: how it submits, the values its commands get that must be masked,
+   and a ``Workspace`` when commands run elsewhere, as in a container.
+2. **Before each model call**, puts ``runtime.inform()`` into the prompt, and may let ``to_send`` choose what of the
+   history is sent.
+3. **For each command**, calls ``runtime.run(command, execute)`` and hands the agent ``result.output`` and
+   ``result.returncode``. An agent that runs commands itself (hooks) calls ``runtime.propose(command)`` before (None: a
+   ledger fault, let it run); then ``runtime.answer(plan)`` where ``plan.applied and not plan.verdict.kind.executes``,
+   else ``runtime.record(plan, result, elapsed)`` after. An exception ``execute`` raises is recorded and goes on to the
+   agent.
+4. **Closes** it: ``runtime.close()``, or ``with LedgerRuntime(...)``.
 
 The runtime never raises from these calls for a fault of its own: the fault is logged and the command runs as if there
 were no ledger. ``docs/adapters.md`` has a whole adapter of about fifty lines.

@@ -1,10 +1,9 @@
 """inform: the state view, a compact rendering of the ledger for the model's prompt.
 
-``render`` is pure: the same ledger renders to the same bytes. It shows the task, the files changed since the start, the
-files seen with their line ranges and whether still fresh (a stale one names the step that changed it), the recent
-commands with their exit status and whether their result holds, and the last failing run. Over budget (characters / 4 as
-tokens) it drops the oldest seen files, then commands, then changed files, and says how many. A line whose claim the
-records do not bear out (decide/claims.py) is left out.
+``render`` is pure: the same ledger renders to the same bytes. It shows the task, the files changed and seen (a stale
+view names the step that changed the file), the recent commands and whether their results hold, and the last failing
+run. Over budget it drops the oldest seen files, then commands, then changed files, and says how many. A line whose
+claim the records do not bear out (decide/claims.py) is left out.
 """
 
 from __future__ import annotations
@@ -97,9 +96,7 @@ def _changer(m: Modification, state: LedgerState) -> str:
 
 @dataclass(frozen=True)
 class ViewEntry:
-    """One line of the view: its section, ``key`` (what it is about), text, order, and ``told_by``.
-
-    ``told_by`` is the step whose own output showed the model what the line says, if any; otherwise the line is news."""
+    """One line of the view; ``told_by`` is the step whose own output told the model what it says, else it is news."""
 
     section: str
     key: tuple
@@ -142,9 +139,7 @@ def _changed_entries(state: LedgerState) -> list[ViewEntry]:
 
 
 def _seen_entries(state: LedgerState) -> list[ViewEntry]:
-    """A line per file the model saw, remade only when that file's or its link target's records change.
-
-    So a long run renders in the time its files take, not its steps."""
+    """A line per file the model saw, remade only when its records change: a render costs files, not steps."""
     memo = state.view_memo.setdefault("seen", {})
     out = []
     for path in sorted(state.observed_paths()):
@@ -204,8 +199,7 @@ def _seen_entry(state: LedgerState, path: str) -> ViewEntry:
 def result_holds(a: Attempt, state: LedgerState) -> tuple[bool, str]:
     """Whether an attempt's result still describes the workspace, and if not, why.
 
-    For a pure reader, whose read set is known, whether it still holds; for any other command only whether a tracked
-    file changed since, since its other reads are unknown."""
+    A pure reader's read set is known; for any other command only whether a tracked file changed since."""
     holds, why, _ = _holds(a, state)
     return holds, why
 
@@ -252,9 +246,9 @@ def _own(m: Modification | None) -> int | None:
 
 
 def _attempt_entry(a: Attempt, state: LedgerState) -> ViewEntry:
-    """A command's line: told by its own step while it says what its result said; news once that no longer holds.
+    """A command's line: told by its own step while it says what its result said, news once that no longer holds.
 
-    It is news too when the command changed files it was not asked to, as a script or a formatter does."""
+    It is news too when the command changed files it was not asked to, as a script or formatter does."""
     cmd = short_command(a.command)
     key = ("command", a.id)
     if a.verdict.kind is VerdictKind.REUSE and not a.executed:
@@ -303,9 +297,7 @@ def _fixes(b: Attempt, a: Attempt) -> bool:
 
 
 def _last_failing(state: LedgerState) -> tuple[int | None, Attempt | None]:
-    """The index of the last failing run and the later run of it that passed.
-
-    Only the attempts recorded since the last render are looked at, unless one changed in place."""
+    """The index of the last failing run and its later run that passed, looking at attempts since the last render."""
     n = len(state.attempts)
     memo = state.view_memo.get("failing")
     if memo is None or memo[0] != state.revision or memo[1] > n:
@@ -446,9 +438,7 @@ def render(
 
 
 def checked(entries: list[ViewEntry], state: LedgerState) -> tuple[tuple[ViewEntry, ...], tuple[str, ...]]:
-    """The entries whose claims the records bear out, and why each other one is left out.
-
-    A seen file's line is checked once per change to its records."""
+    """The entries whose claims the records bear out, and why each other one is left out."""
     memo = state.view_memo.setdefault("claims", {})
     kept, refused = [], []
     for e in entries:

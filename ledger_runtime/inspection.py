@@ -1,8 +1,7 @@
 """Looking inside a ledger after a run: the timeline, the summary, the state at any step, and what the model received.
 
-``load`` opens a run directory or ledger file read-only and folds its events; ``timeline`` and ``summary`` give plain
-data, what ``--json`` prints; ``outputs_at`` gives the exact text the model received at a step and what it stands for;
-``render_*`` draw it with rich.
+``load`` opens a ledger read-only and folds its events; ``timeline`` and ``summary`` give the plain data ``--json``
+prints; ``render_*`` draw it with rich.
 """
 
 from __future__ import annotations
@@ -80,9 +79,8 @@ class Loaded:
 def find_ledger(path: str | Path) -> Path:
     """The ledger a path names, or the path as given where it names none.
 
-    It may be a ledger file; a run directory; a directory holding one in ``ledger/`` or ``run/``, as a SWE-bench run's
-    ``OUT/<arm>/<instance>`` or a demo's ``-o`` does; or a trajectory whose ``info.ledger.path`` names it, or, if the
-    run was moved, the ledger beside it."""
+    A ledger file, a run directory, a directory holding one in ``ledger/`` or ``run/``, or a trajectory whose
+    ``info.ledger.path`` names it (or, if the run moved, the ledger beside it)."""
     p = Path(path)
     if p.is_dir():
         for sub in ("", "ledger", "run"):
@@ -147,8 +145,7 @@ _DISTRUSTED = re.compile(r"^ValueError: attempt (\d+): (.*)$", re.DOTALL)
 def distrusted(state: LedgerState) -> dict[int, str]:
     """The attempts whose record the agent's own log says the model did not get, each with why.
 
-    Such a record is a forged or made-up call, or an answer another text replaced. They come from ``distrust`` events
-    and, in older ledgers, from the faults the adapters' checks logged."""
+    From ``distrust`` events and, in older ledgers, from the faults the adapters' checks logged."""
     out: dict[int, str] = {
         a: why.split(": ", 1)[-1] if why.startswith("attempt ") else why for a, why in state.distrusted.items()
     }
@@ -163,8 +160,7 @@ def distrusted(state: LedgerState) -> dict[int, str]:
 def timeline(state: LedgerState, transcript: Transcript | None = None) -> list[dict[str, Any]]:
     """One row per attempt: step, verdict, class, command, exit code, answer kind, files changed, why distrusted.
 
-    With a ``transcript``, also ``shown``, the exact text the model received, and ``expanded``, every reference in it
-    replaced by the bytes it names."""
+    With a ``transcript``, also ``shown``, the exact text the model received, and ``expanded``, what it stands for."""
     rows = []
     doubted = distrusted(state)
     for a in state.attempts:
@@ -205,9 +201,7 @@ REFERENCING = ("whole", "spans", "delta", "reused")
 
 
 def notes(state: LedgerState, step: int | None = None) -> list[dict[str, Any]]:
-    """The state view's notes the model was sent, each with the step it followed and its text (None in older ledgers).
-
-    ``step`` keeps only those sent after that step."""
+    """The state view's notes the model was sent, each with the step it followed and its text; ``step`` filters them."""
     return [
         {"step": i.get("step"), "event": i.get("event"), "chars": i.get("chars"), "text": i.get("text")}
         for i in state.injections
@@ -240,9 +234,7 @@ def outputs_at(loaded: Loaded, step: int) -> list[tuple[Any, str | None, str | N
 
 
 def unified_diff(loaded: Loaded, before_hash: str | None, after_hash: str | None, name: str = "") -> str | None:
-    """A file's change as unified-diff text, when the ledger kept both contents; None when it did not.
-
-    A change of no line is the empty text; without ``name`` the sides are "before" and "after"."""
+    """A file's change as unified-diff text; None when the ledger did not keep both contents."""
     before = "" if before_hash is None else loaded.text(before_hash)
     after = "" if after_hash is None else loaded.text(after_hash)
     if before is None or after is None:
@@ -271,9 +263,7 @@ def changes(loaded: Loaded, mods: Iterable[Any]) -> list[dict[str, Any]]:
 
 
 def _visible_counter(state: LedgerState):
-    """How many characters of an n-character text the model sees after the agent cuts it, by the run's settings.
-
-    replay.visible_chars does the same from the text."""
+    """How many characters of an n-character text the model sees after the agent cuts it, by the run's settings."""
     cfg = state.run.get("config")
     default = LedgerConfig().truncation
     got = {
@@ -353,10 +343,9 @@ def summary(state: LedgerState) -> dict[str, Any]:
 
 
 def views_at(loaded: Loaded, steps: Iterable[int]) -> dict[int, str]:
-    """``view_at`` for each of ``steps`` in one pass over the events, so a page of a long run renders in linear time.
+    """``view_at`` for each of ``steps``, in one pass over the events where they come in step order.
 
-    That works because events come in step order, so the state at a step is that of the events before the first of a
-    later step, with those that name no step. Where they do not, each view is folded anew."""
+    Otherwise each view is folded anew."""
     wanted = sorted(set(steps))
     events = loaded.events
     numbered = [e["step"] for e in events if e.get("step") is not None]
@@ -411,10 +400,7 @@ def _abbreviated(path: str, n: int) -> str:
 
 
 def _widths(rows: list[dict[str, Any]], width: int) -> dict[str, int]:
-    """Each column's width in a terminal ``width`` columns wide.
-
-    A verdict's rule wraps under it; paths get what they need up to a third of what the other columns leave, and
-    commands the rest."""
+    """Each column's width in a terminal ``width`` wide: paths up to a third of what is left, commands the rest."""
     out = {
         "step": max([len(str(r["step"])) for r in rows] + [len("step")]),
         "verdict": min(16, max([len(w) for r in rows for w in _verdict_text(r).split()] + [len("verdict")])),
@@ -435,9 +421,7 @@ def _verdict_text(r: dict[str, Any]) -> str:
 
 
 def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None, width: int = 80) -> Table:
-    """The timeline as a table for a terminal ``width`` columns wide, a command to a line.
-
-    A command too long is cut with "…", paths are shortened from the left, and a verdict's rule wraps under it."""
+    """The timeline as a table for a terminal ``width`` columns wide, a command to a line, cut with "…" where needed."""
     rows = timeline(state) if rows is None else rows
     sent = note_rows(state)
     widths = _widths(rows, width)

@@ -1,8 +1,4 @@
-"""The ledger's typed records: Attempt, Observation, Modification, Baseline and Verdict.
-
-Records are immutable values, each turned into a plain JSON-able dict (``to_dict``) and back (``from_dict``) for the
-store's event log.
-"""
+"""The ledger's typed records: immutable values, each to and from a JSON-able dict for the store's event log."""
 
 from __future__ import annotations
 
@@ -65,8 +61,7 @@ def _spans_from_json(raw: Any) -> tuple[LineSpan, ...] | None:
 class Verdict:
     """govern's decision for one proposal; ``ref_attempt`` and ``ref_step`` name the earlier attempt it relies on.
 
-    ``rule`` names the policy behind a NUDGE, REVISE or BLOCK. REUSE, an earlier output handed back in place of a run,
-    is no longer made; it is only read from older ledgers, whose keys ``form``, ``covered_by`` and ``estimated_chars``
+    REUSE is no longer made, only read from older ledgers, whose keys ``form``, ``covered_by`` and ``estimated_chars``
     are left out.
     """
 
@@ -109,13 +104,11 @@ _ANSWER_KEYS = ("kind", "pieces", "kept", "exact", "held_from", "keys", "altered
 class AnswerRecord(Mapping):
     """How the text the model got for an attempt stands for its output, as the ledger keeps it.
 
-    ``kind`` and ``pieces`` are the answer's; a piece of an older ledger may not decode. The check needs the rest:
-    ``kept``, the first and last characters the agent showed (None: all); ``exact``, whether that cut is known;
-    ``first_held_step``, stored as ``held_from``; ``base_keys``, stored as ``keys``; ``altered``, the output is stored
-    masked or cut; ``held``, False when another model got it.
-
-    It also reads as the JSON object it is stored as (``record["kind"]``), for readers written against that; ``extra``
-    keeps older ledgers' unknown keys as they were."""
+    ``kind`` and ``pieces`` are the answer's; a piece of an older ledger may not decode. The rest is what its check
+    needs: ``kept``, the first and last characters the agent showed (None: all); ``exact``, whether that cut is known;
+    ``altered``, the output is stored masked or cut; ``held``, False when another model got it. ``first_held_step`` and
+    ``base_keys`` are stored as ``held_from`` and ``keys``. It also reads as its stored JSON object, and ``extra`` keeps
+    older ledgers' unknown keys."""
 
     kind: str = "raw"
     pieces: tuple[tuple[Any, ...], ...] = ()
@@ -172,10 +165,9 @@ class AnswerRecord(Mapping):
 class Attempt:
     """One proposed command and what became of it.
 
-    ``read_set`` maps read keys to their signatures when the command ran; ``read_set_stable`` is False when one moved
-    meanwhile. ``shown_hash`` names the blob of the exact text the model received, and ``answer`` how that text stands
-    for the output, so the ledger can always say what the model saw and what it meant. ``epoch_before`` and
-    ``epoch_after`` count workspace changes, ``env_epoch`` environment changes.
+    ``read_set`` maps read keys to their signatures when it ran; ``read_set_stable`` is False when one moved meanwhile.
+    ``shown_hash`` names the exact text the model received and ``answer`` how it stands for the output, so the ledger
+    can always say what the model saw and meant. The epochs count workspace and environment changes.
     """
 
     id: int
@@ -238,11 +230,10 @@ class Attempt:
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """What the agent saw of a file: which lines, and the file's content hash at that moment.
+    """What the agent saw of a file: which lines (``spans`` None: all), and the file's content hash then.
 
-    ``spans`` None means the whole file; ``kind`` is ``whole``, ``range`` or ``matches``. It is fresh while the file
-    still has ``content_hash``. For a path read through a symbolic link that is the link's own digest, and the file it
-    resolves to (``target``) must still have ``target_hash``.
+    For a path read through a symbolic link that hash is the link's own, and its ``target`` must still have
+    ``target_hash``.
     """
 
     path: str
@@ -291,11 +282,10 @@ class Observation:
 
 @dataclass(frozen=True, slots=True)
 class Modification:
-    """A change to one file, found by comparing workspace snapshots; a None hash means created or deleted.
+    """A change to one file, found by comparing snapshots; a None hash means created or deleted.
 
-    ``recognised``: the command that made it named the file as written (``sed -i``, ``>``, ``mv``); otherwise the change
-    was only seen in the snapshot, or came between commands (``attempt`` None). Line counts are None when a side is
-    binary, too large, or unknown.
+    ``recognised``: the command that made it named the file as written; else it was only seen in the snapshot, or came
+    between commands (``attempt`` None). Line counts are None when a side is binary, too large or unknown.
     """
 
     path: str

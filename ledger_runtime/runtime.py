@@ -1,18 +1,13 @@
 """LedgerRuntime: the ledger around one agent run; ``inform()`` before each model call, ``run()`` for each command.
 
-A step of ``run`` analyses the command, scans the workspace (changes since the last command are recorded as such) and
-decides a verdict (govern and the policy gate). RUN and NUDGE execute through the adapter's ``execute`` and the
-workspace is scanned again; where a scan walks the tree, not around a reader, which writes nothing. The fresh output is
-compared with what the model holds and the answer built (answers/build.py). The attempt, the exact text the model gets,
-what the command showed (checked against the files) and what it changed are committed in one transaction before the
-answer goes back. Only REVISE and BLOCK answer without running.
+A step analyses the command, scans the workspace and decides a verdict (govern and the policy gate). RUN and NUDGE
+execute through the adapter's ``execute``; the fresh output is compared with what the model holds and the answer built
+(answers/build.py). The attempt, the exact text the model gets, what the command showed and what it changed are
+committed in one transaction before the answer goes back. Only REVISE and BLOCK answer without running.
 
-In shadow mode every command executes and returns its real output; verdicts and answers are decided and recorded only,
-the ledger keeping the text the model would have got. Verdicts are decided and recorded with govern off too, so runs
-with and without it are measured alike.
-
-The stages are modules of step/ (plan, scan, respond, record); this class calls them in order and holds the run's state.
-A ledger fault never stops the agent: it is logged, and the command runs as if there were no ledger.
+In shadow mode, and with govern off, verdicts and answers are decided and recorded only, so runs with and without them
+are measured alike. The stages are modules of step/; this class calls them in order and holds the run's state. A ledger
+fault never stops the agent: it is logged, and the command runs as if there were no ledger.
 """
 
 from __future__ import annotations
@@ -213,11 +208,10 @@ class LedgerRuntime:
         return view
 
     def view_note(self, notes: Any, *, dry_run: bool = False) -> str:
-        """The next note of ``notes`` for an agent that keeps the view's notes in its history, recorded as an injection.
+        """The next note of ``notes`` for an agent that keeps notes in its history (hooks), recorded as an injection.
 
-        Hooks use it for Codex and Claude Code. The note is the view's news since the model was last told, paid from
-        what the answers spared it (``context.view_share``); "" when there is none. ``dry_run`` gives the note there
-        would be now, changing and recording nothing."""
+        It is the view's news, paid from what the answers spared (``context.view_share``); "" when there is none.
+        ``dry_run`` changes and records nothing."""
         view = self.view_for_notes()
         if view is None:
             return ""
@@ -253,9 +247,7 @@ class LedgerRuntime:
             return ""
 
     def spared(self, attempt_id: int | None) -> int:
-        """Characters an attempt's answer spared the model: what the agent would show of the output, less what it did.
-
-        0 where the verdict did not take effect."""
+        """Characters an attempt's answer spared the model, 0 where the verdict did not take effect."""
         a = self.state.attempt(attempt_id) if attempt_id is not None else None
         if a is None or not a.applied:
             return 0
@@ -279,9 +271,7 @@ class LedgerRuntime:
         return self.scans.settle(self.state.step + 1, discard=discard)
 
     def _fold(self, event: dict[str, Any], texts: Callable[[str | None], str | None]) -> None:
-        """Folds one stored event into the run's state, what the model holds and what the notes told it.
-
-        The one way in, both live (``_commit``) and for a ledger opened again."""
+        """Folds one stored event into the state, what the model holds and what the notes told it: the one way in."""
         self.state.apply(event)
         kind = event.get("kind")
         try:
@@ -296,9 +286,7 @@ class LedgerRuntime:
             )
 
     def finish_command(self, attempt_id: int, res: ExecResult) -> None:
-        """Folds in what a command recorded unfinished gave in the end: its exit code and whole output.
-
-        For an agent whose tool returned before the command ended."""
+        """Folds in the exit code and whole output of a command recorded unfinished: its agent's tool returned early."""
         try:
             self._settle(discard=True)
             a = self.state.attempt(attempt_id)
@@ -377,9 +365,7 @@ class LedgerRuntime:
             return None
 
     def answer(self, plan: Plan, *, refused: str | None = None) -> RunResult | None:
-        """What the agent gets instead of running the command, recorded; None on a fault, and then the command must run.
-
-        ``refused`` says what became of what the agent asked for, when that was not a command."""
+        """What the agent gets instead of running the command, recorded; None on a fault, and the command must run."""
         try:
             return self._answer(plan, refused)
         except Exception as e:
@@ -398,8 +384,7 @@ class LedgerRuntime:
     ) -> RunResult:
         """Records what running the planned command gave; returns what the agent should see.
 
-        ``truncation``: how the agent cut this output, if not as usual; ``shown_raw``: the agent already showed the
-        output as it is, having run the command itself."""
+        ``shown_raw``: the agent already showed the output as it is."""
         plan.shown_raw = plan.shown_raw or shown_raw
         try:
             self._settle(discard=True)
@@ -417,7 +402,7 @@ class LedgerRuntime:
         return Plan(command, cwd, step, analysis, facts, self.config.applies, before, sigs)
 
     def _prepare(self, plan: Plan) -> None:
-        """Hands the workspace the command about to run, as analysed, for one that signs inside the command."""
+        """Hands the workspace the command about to run, for one that signs inside the command."""
         prepare = getattr(self.workspace, "prepare", None)
         if prepare is None:
             return
@@ -471,7 +456,7 @@ class LedgerRuntime:
     # -- answering ---------------------------------------------------------------------------------
 
     def stored_output(self, output: str) -> str:
-        """An output as the ledger keeps it, masked then cut: what a check of its answer compares the expansion with."""
+        """An output as the ledger keeps it, masked then cut: what a check of its answer compares with."""
         return stored_output(output, self.config.truncation.max_stored_chars, self._clean, self.redactor.mask)
 
     def _put_output(self, output: str) -> tuple[str, str]:
@@ -486,13 +471,11 @@ class LedgerRuntime:
         return output_hash if shown == output else self.store.put_text(record.text)
 
     def _refers(self, output: str) -> bool:
-        """Whether an output is short enough to be answered with references and to be their source.
-
-        A longer one is answered as it is, and stored cut."""
+        """Whether an output is short enough to be answered with references and be their source; else stored cut."""
         return len(output) <= min(MAX_DELIVERED_CHARS, self.config.truncation.max_stored_chars)
 
     def _answer(self, plan: Plan, refused: str | None = None) -> RunResult:
-        """A verdict that does not run the command (REVISE, BLOCK), answered and recorded."""
+        """A refused command (REVISE, BLOCK), answered and recorded."""
         v = plan.verdict
         answer, returncode = not_run_answer(v, refused=refused)
         kept = self.truncation.kept(answer.text)
@@ -520,9 +503,7 @@ class LedgerRuntime:
     def _fresh_answer(
         self, plan: Plan, verdict: Verdict, output: str, lines: Callable[[], list[str]], trunc: Truncation
     ) -> Answer:
-        """The answer to a command that ran, checked before the model gets it.
-
-        For a verdict that does not run it, in shadow mode or with govern off: the refusal the model would have got."""
+        """The answer to a command that ran, checked; for a verdict that does not run it, the refusal it would get."""
         if not verdict.kind.executes:
             return not_run_answer(verdict)[0]
         answer, notes = fresh_answer(
@@ -552,7 +533,7 @@ class LedgerRuntime:
     ) -> Answer:
         """``answer`` if its references, read back as the model reads them, stand for exactly ``output``; else raw.
 
-        Every reference the model gets is checked so before it gets it; a failed check is a fault of ours."""
+        Every reference is checked so before the model gets it; a failed check is a fault of ours."""
         if answer.kind is AnswerKind.RAW:
             return answer
 
@@ -570,7 +551,7 @@ class LedgerRuntime:
     # -- recording ---------------------------------------------------------------------------------
 
     def _record_ran(self, plan: Plan, res: ExecResult, elapsed: float, trunc: Truncation) -> RunResult:
-        """Records a command that ran to its end, its answer and what it showed; returns what the agent gets."""
+        """Records a command that ran to its end; returns what the agent gets."""
         analysis = plan.analysis
         changes = self._changes_after(plan)
         output = res.output
@@ -644,9 +625,8 @@ class LedgerRuntime:
     def _changes_after(self, plan: Plan, *, interrupted: bool = False) -> list[Change]:
         """What the planned command changed.
 
-        A reader writes nothing: what a scan after it finds changed meanwhile is recorded at its step as made outside
-        any command, so that its output and epoch agree. Where a scan walks the tree it is not taken around a reader;
-        the next scan finds such a change."""
+        A reader writes nothing: what changed meanwhile is recorded at its step as made outside any command. Where a
+        scan walks the tree, none is taken around a reader."""
         readonly = plan.analysis.readonly and not interrupted
         if readonly and self.workspace.rescan_before_command and not self.workspace.scan_is_cheap:
             return self.scans.after(plan.before, skip=True)
@@ -709,9 +689,7 @@ class LedgerRuntime:
         facts: dict | None = None,
         texts: dict[str, str] | None = None,
     ) -> None:
-        """Commits an attempt with its observations, modifications and runs of file lines, then folds them in.
-
-        What may fail is worked out before anything is kept, so the ledger on disk and in memory agree."""
+        """Commits an attempt's events, then folds them in; what may fail is done first, so disk and memory agree."""
         self._commit(attempt_events(attempt, obs, mods, epoch_after, facts), step, texts)
 
     def _verdict_after(self, plan: Plan, res: ExecResult, ran: Execution) -> Verdict:
@@ -747,10 +725,9 @@ class LedgerRuntime:
         step: int,
         texts: dict[str, str] | None = None,
     ) -> None:
-        """Stores ``events`` in one transaction, then folds each in as stored, as a ledger opened again would.
+        """Stores ``events`` in one transaction, then folds each in as stored; ``texts`` holds outputs in memory by key.
 
-        ``texts`` holds outputs and answers in memory by key. A write that fails is a fault, its records kept in
-        faults.log, and the run goes on."""
+        A failed write is a fault, its records kept in faults.log; the run goes on."""
         stored = [self.store.append(kind, body, step) for kind, body in events]
         try:
             self.store.commit()
@@ -804,9 +781,8 @@ class LedgerRuntime:
 def _freeze_long_lived() -> None:
     """Moves every object alive now out of reach of the cyclic garbage collector (``gc.freeze``).
 
-    The first scan of a big tree makes an object per file that lives as long as the run, and each full collection would
-    walk them all: about 90 ms at 100,000 files, at unforeseeable moments. Reference counting still frees them; only a
-    cycle among them would be kept."""
+    A big tree's first scan makes an object per file for the whole run, and each full collection would walk them all,
+    about 90 ms at 100,000 files. Reference counting still frees them."""
     gc.collect()
     gc.freeze()
 

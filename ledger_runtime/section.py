@@ -1,9 +1,8 @@
 """What every section of the settings shares: the error that names its key, and the checks of a value.
 
-A room with settings owns a frozen dataclass ``Section`` whose fields are the keys of its ``[ledger.<name>]`` table:
-each field's ``check`` converts what a file gives or says what it expected, and ``validate`` checks what spans fields.
-``LedgerConfig`` composes the sections; ``flat`` maps the names keys had before sections (``dedupe_min_lines``) to
-fields, so older files still load.
+A room with settings owns a frozen dataclass ``Section`` whose fields are its ``[ledger.<name>]`` keys, each with a
+``check`` that converts a value or says what it expected. ``flat`` maps older files' names (``dedupe_min_lines``) to
+fields, so those files still load.
 """
 
 from __future__ import annotations
@@ -19,9 +18,7 @@ class ConfigError(ValueError):
 
 
 class SettingError(ConfigError):
-    """One setting a section refuses: ``section``, ``key`` and why (``detail``), named in its sectioned form.
-
-    A loader that knows how a file spelled the key names it so."""
+    """One setting a section refuses, named in its sectioned form, and why."""
 
     def __init__(self, section: str, key: str, detail: str):
         self.section, self.key, self.detail = section, key, detail
@@ -109,9 +106,7 @@ def plain(value: Any) -> Any:
 
 
 class Section:
-    """The behaviour every section shares, mixed into a frozen dataclass.
-
-    ``name`` is its table, ``[ledger.<name>]``, or "" for ``[ledger]`` itself; ``flat`` maps older names to keys."""
+    """The behaviour every section shares, mixed into a frozen dataclass; ``name`` is its table, "" for ``[ledger]``."""
 
     name: ClassVar[str] = ""
     flat: ClassVar[dict[str, str]] = {}

@@ -1,9 +1,7 @@
 """Recorded agent runs: ``Trajectory`` and its ``RecordedStep``s for the replay, ``Conversation`` for the run's page.
 
-A trajectory lists each command with the return code and output the agent saw; a conversation is the model's own side,
-its ``ModelTurn``s. The formats come from the adapters, which know their agents' files: each is a ``RecordedFormat``
-found through the ``ledger_runtime.trajectories`` entry point group, and may read runs for the replay (``load``), the
-model's side for the page (``conversation``, with ``locate`` finding the record beside a ledger), or both.
+Each format is a ``RecordedFormat`` an adapter registers in the ``ledger_runtime.trajectories`` entry point group; it
+may read runs for the replay (``load``), the model's side for the page (``conversation``, ``locate``), or both.
 """
 
 from __future__ import annotations
@@ -62,8 +60,7 @@ class Trajectory:
 class ModelTurn:
     """One model call as the agent recorded it: what the model said and thought, the commands it asked for, its cost.
 
-    ``text`` includes the commands as the agent shows them; ``reasoning`` is there where the provider returns it, for
-    some a summary. What the call took is None where the record does not say."""
+    What the record does not say is None."""
 
     text: str = ""
     reasoning: str = ""
@@ -142,10 +139,9 @@ def formats(problems: list[str] | None = None) -> dict[str, RecordedFormat]:
 
 
 def conversation_of(ledger: Path, record: Path | None = None, problems: list[str] | None = None) -> Conversation | None:  # noqa: C901
-    """The model's side of the run that kept ``ledger``, or None; ``problems`` gets why a record could not be read.
+    """The model's side of the run that kept ``ledger``, from ``record`` or the records found beside it; else None.
 
-    It is read from ``record`` by the first format that can, or else from the records the formats find beside the
-    ledger; a run recorded in several files reads as one."""
+    A run recorded in several files reads as one; ``problems`` gets why a record could not be read."""
     readers = [f for f in formats(problems).values() if f.conversation is not None]
     if record is not None:
         why = []

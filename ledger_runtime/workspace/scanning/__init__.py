@@ -1,18 +1,9 @@
 """The scanner that runs anywhere: listing, git classification, ignore handling and file states.
 
-It runs in-process for the local workspace (``workspace/scanner.py`` adds inotify, snapshots and settings) and inside a
-container as the helper, which keeps its state in a file between calls. So everything here is Python 3.6+ and the
-standard library alone: no annotations 3.6 evaluates, no dataclasses, no ``typing`` (its import costs the helper
-milliseconds a command). The content hash is a parameter (``filestate.Digests``): xxh3-128 locally, blake2b-128 in a
+It runs in-process for the local workspace and inside a container as the helper. So everything here is Python 3.6+ and
+the standard library alone: no annotations 3.6 evaluates, no dataclasses, no ``typing``, whose import costs the helper
+milliseconds a command. The content hash is a parameter (``filestate.Digests``): xxh3-128 locally, blake2b-128 in a
 container, which has no xxhash. Modules import each other relatively, since the container gets this directory as it is.
-
-- ``filestate``: a file's state behind a stat cache that never trusts a racy entry;
-- ``gitview``: what git says: the work tree's top, index, ignore files, listings;
-- ``bounds``: how much that is new one scan takes in, and the directories it stops tracking;
-- ``filemap``: a snapshot's map of files, which a change does not copy;
-- ``engine``: the scanner (``WorkspaceScanner``), full walks and event-driven increments;
-- ``signatures``: the signatures of read keys;
-- ``persist``: the scanner's state as plain data, for a process that scans once per call.
 """
 
 import os

@@ -1,30 +1,25 @@
 """The scanner: the content hash of every file under a root that git does not ignore, incrementally.
 
-``WorkspaceScanner.scan()`` returns a snapshot of every file under the root that git does not ignore, tracked or not,
-plus the extra paths the caller watches.
+``scan()`` returns a snapshot of every file under the root that git does not ignore, tracked or not, plus the extra
+paths the caller watches.
 
-Scans are incremental. With inotify (watcher.py) on every directory listed, a scan re-lists and re-hashes only what the
-kernel reported: a command that changed nothing costs a read of an empty queue, and the snapshot carries its changes, so
-``delta`` is free. Every ``cross_check_every`` scans, and whenever the watcher cannot vouch for the tree, the scan is a
-full stat walk, which also finds writes through a shared memory map that inotify cannot see. Without inotify every scan
-is that walk, with listings and contents cached by stat data and git asked only about entries not yet classified. When
-only git's index changes, only tracked files the ignore rules match are looked at; when an ignore file changes, the
-listing is rebuilt from git. Vanishing entries, unreadable directories, FIFOs and non-UTF-8 names never raise.
+With inotify (watcher.py) a scan re-lists and re-hashes only what the kernel reported, and the snapshot carries its
+changes, so ``delta`` is free. Every ``cross_check_every`` scans, and whenever the watcher is unsure, the scan is a full
+stat walk, which also finds writes through a shared memory map. Without inotify every scan is that walk, with listings
+and contents cached by stat data. When only git's index changes, only tracked files the ignore rules match are looked
+at; when an ignore file changes, the listing is rebuilt from git.
 
-Bounds (``ScanBounds``; ``[ledger.scanning]`` ``budget_s``, ``max_new_entries``, ``max_depth``). What is new is taken in
-level by level: listed, classified with one ``check-ignore`` per level, hashed, within the bounds that bounds.py
-describes, checked while listing so that a directory of a million names is not read to its end. Where a bound is
-reached, the directory charged is *untracked*: a new one with all under it; a known one keeps what it held, but nothing
-new in it is taken in. More than ``MAX_UNTRACKED_PER_DIR`` new directories untracked side by side untrack their parent
-instead. An untracked directory is never listed, hashed or watched again, and git leaves it out of its listings. Its
-snapshot entry ``<directory>/`` gets a digest new at every scan, so it is recorded as changed every time: nothing a scan
-spans is taken as unchanged while part of it is unknown. Files in it that commands named are still hashed, as ignored
-ones are. ``on_untracked`` hears of each untracked directory once; one that is removed is forgotten, and a new one at
-its path is taken in again. The first scan, the run's baseline, takes in all git lists, to the depth cap only.
+Bounds (``ScanBounds``, bounds.py). What is new is taken in level by level, listed, classified with one ``check-ignore``
+per level and hashed; the budget is checked while listing, so a directory of a million names is not read to its end.
+Where a bound is reached, the directory charged is *untracked*: a new one with all under it; a known one keeps what it
+held, but takes in nothing new. More than ``MAX_UNTRACKED_PER_DIR`` side by side untrack their parent instead. An
+untracked directory is never listed, hashed or watched again, and git leaves it out. Its snapshot entry ``<directory>/``
+has a digest new at every scan, so nothing a scan spans is taken as unchanged while part of it is unknown. Files in it
+that commands named are still hashed. ``on_untracked`` hears of each once; one removed is forgotten. The first scan
+takes in all git lists, to the depth cap only.
 
-Where the scanner runs gives it two things: ``watcher`` (inotify locally; none in a container, where each scan is a
-process restoring the last one's state, persist.py) and the ``HashCache``'s ``Digests``. Python 3.6+, standard library
-only (the package docstring says why).
+Where the scanner runs gives it ``watcher`` (none in a container, where each scan is a process restoring the last one's
+state) and the ``HashCache``'s ``Digests``. Python 3.6+, standard library only (the package docstring says why).
 """
 
 import collections
