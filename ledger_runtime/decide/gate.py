@@ -1,13 +1,12 @@
 """The policy gate: named rules that may refuse or annotate a command before it runs, composed with govern's verdict.
 
-A rule's pure ``check(proposal, state, current, rule)`` returns a Finding or None; an ``after_run`` rule's is
-``check(proposal, outcome, rule)``. The finding's evidence is recorded with the verdict under the rule's name. Built-in
-rules are in policies.py; users add their own as ``check = "module:function"``. A check that raises is reported and
-allows: the gate fails open, never in the agent's way.
+A rule's pure ``check(proposal, state, current, rule)``, or an ``after_run`` rule's ``check(proposal, outcome, rule)``,
+returns a Finding or None; the finding's evidence is recorded under the rule's name. Built-in rules are in policies.py;
+users add their own as ``check = "module:function"``. A check that raises is reported and allows: the gate fails open,
+never in the agent's way.
 
-Composition, the first that applies winning: BLOCK from any rule; REVISE from any rule, which drops the call and lets
-the agent keep its turn; NUDGE from any rule or govern, which runs it with every note; RUN. Unknown rules and keys in
-``[ledger.policies.<name>]`` are errors that name them.
+The first that applies wins: BLOCK from any rule; REVISE from any rule, which drops the call and lets the agent keep its
+turn; NUDGE from any rule or govern, which runs it with every note; RUN.
 """
 
 from __future__ import annotations

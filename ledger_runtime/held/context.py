@@ -1,16 +1,13 @@
 """Context by validity: which earlier outputs in an agent's history are sent to the model (docs/context.md).
 
-Only the copy sent changes, never the agent's history. The policies: ``full``; ``window:M``, the masking baseline of
-Lindenbauer et al. ("The Complexity Trap", 2025), where outputs older than the last M become a placeholder;
-``validity``, a one-line stub for an output with nothing both still true and shown nowhere later; ``validity+window:M``,
-where an output older than the last M keeps only such lines. A line is still true unless its file no longer has it there
-or a later run of the same command supersedes it; a file line is shown later by the same path, number and text, another
-line by the same text; blank lines carry nothing. The latest output, and any a later sent output refers to, is kept.
+Only the copy sent changes. ``full`` sends all; ``window:M``, the masking baseline (Lindenbauer et al., "The Complexity
+Trap", 2025), sends older outputs as a placeholder; ``validity`` stubs an output with nothing both still true and shown
+nowhere later; ``validity+window:M`` keeps only such lines of older outputs. The latest output, and any a sent output
+refers to, is kept.
 
-``treatments`` is recomputed from the whole history at every call: a line shown later may be shown nowhere once that
-later output is left out. ``RewriteSchedule`` keeps the prompt's cached prefix: what must come back comes back at once,
-and what may go waits until it pays (``rewrite_pays``). ``stub_holds`` checks a stub's claims independently of
-``treatments``.
+``treatments`` is recomputed from the whole history at every call, since a line shown later is shown nowhere once that
+later output goes. ``RewriteSchedule`` keeps the cached prefix: what must come back comes at once, what may go waits
+until it pays. ``stub_holds`` checks a stub's claims independently of ``treatments``.
 """
 
 from __future__ import annotations
@@ -288,8 +285,7 @@ def checked(
 ) -> tuple[list[Treatment], list[str]]:
     """``treatments`` with every stub whose claims do not hold sent whole instead, and why each was.
 
-    The last check before the model reads them, independent of what decided them. It goes from the newest back, so that
-    what is sent after each is final."""
+    The last check before the model reads them, apart from what decided them, newest first so what follows is final."""
     out = list(treatments)
     refused: list[str] = []
     shown: set[tuple] = set()
@@ -351,8 +347,7 @@ def to_send(
 ) -> list[Treatment]:
     """How each output is sent at this call: ``treatments`` applied through ``sticky``, then ``checked``.
 
-    The window's placeholders too go in batches, when they pay for the cache they break. ``refused`` gets why a stub was
-    sent whole. ``positions`` says where among the prompt's ``texts`` each output stands."""
+    ``refused`` gets why a stub was sent whole; ``positions`` says where among ``texts`` each output stands."""
     desired = treatments(saids, policy, still_true)
     if policy.full:
         return desired
@@ -402,10 +397,10 @@ def stub_text(s: HistoryOutput, t: Treatment, lines: int | None = None) -> str:
 
 @dataclass
 class RewriteSchedule:
-    """Applies decisions so the prompt's cached prefix stays.
+    """Applies decisions so the prompt's cached prefix stays; the ratios are prices over an uncached input token.
 
-    ``cache_ratio`` is the price of a cached input token over an uncached one (gpt-5-mini: 0.1); ``write_ratio`` that of
-    a token written to the cache (Anthropic: 1.25; OpenAI and Gemini bill none: 1)."""
+    ``cache_ratio`` is a cached token's (gpt-5-mini: 0.1), ``write_ratio`` a cache-written one's (Anthropic: 1.25;
+    others: 1)."""
 
     cache_ratio: float = 0.1
     write_ratio: float = 1.0
@@ -421,10 +416,7 @@ class RewriteSchedule:
         sent_chars: Callable[[HistoryOutput, Treatment], int],
         still_true: StillTrue | None = None,
     ) -> list[Treatment]:
-        """What to send at this call; a stub sent before whose claims no longer hold is replaced at once.
-
-        ``after_chars[j]`` is the prompt's characters from output j on; ``sent_chars`` an output's size as a treatment
-        sends it."""
+        """What to send at this call; a stub sent before whose claims no longer hold is replaced at once."""
         self.calls += 1
         now = [self.applied.get(s.index, Treatment(KEEP)) for s in saids]
         must = [

@@ -1,8 +1,7 @@
 """The output lines each earlier answer delivered to the model, for the dedupe of the next answer.
 
-A line is delivered when its answer carried it literally and the model saw it: outside the part an agent cuts, and while
-its attempt is in the model's context. A reference may only point at delivered lines, or at an output the model can have
-whole (``whole_available``). ``Delivered`` answers ``answers.Pool``'s questions.
+A line is delivered when its answer carried it literally and the model saw it, uncut, while its attempt is in context. A
+reference may only point at delivered lines, or at an output the model can have whole (``whole_available``).
 """
 
 from __future__ import annotations
@@ -28,9 +27,7 @@ def output_digest(output: str) -> str:
 def delivered_lines(
     output: str, answer: Answer, visible: tuple[int, int] | None, lines: list[str] | None = None
 ) -> tuple[list[str], list[bool]]:
-    """The output's lines, and for each whether the answer carried it literally where the model saw it.
-
-    ``visible`` is the head and tail characters of the answer the agent kept (None: all)."""
+    """The output's lines, and for each whether the answer carried it literally where the model saw it."""
     lines = lines if lines is not None else split_lines(output)
     n = len(answer.text)
     body = [p for p in answer.pieces if p.kind != NOTE]
@@ -212,8 +209,8 @@ class Delivered:
     def identical(self, output: str, first_held: int, window: tuple[int, int] | None) -> HeldOutput | None:
         """The latest earlier output identical to ``output`` the model can have whole, preferring one seen literally.
 
-        For an output the agent cuts anyway, one shown as it is and cut the same way also serves: the model would see
-        again exactly what it saw then."""
+        For an output the agent cuts anyway, one shown as it is and cut alike also serves: the model would see the same
+        again."""
         ids = self._by_digest.get(output_digest(output), [])
         fallback = None
         for a in reversed(ids):
@@ -249,8 +246,8 @@ class Delivered:
     ) -> tuple[HeldOutput, int, int] | None:
         """The longest run of ``lines[i:end]`` a held output carried literally: source, its line index, length.
 
-        Only the ``MAX_CANDIDATES`` most recent places of ``lines[i]`` are tried, since a line such as a blank or a
-        brace stands in many outputs and an old run is as good as a new one. A run reaching ``end`` ends the search."""
+        Only the ``MAX_CANDIDATES`` latest places of ``lines[i]`` are tried: a blank or a brace stands in many outputs,
+        and an old run is as good as a new one."""
         best: tuple[HeldOutput, int, int] | None = None
         cands = self._index.get(lines[i])
         if not cands:

@@ -1,12 +1,9 @@
 """What the model holds in one run: the front of the ``held`` room, which ``LedgerRuntime`` delegates to.
 
-``Held`` knows which steps the model still holds, the outputs delivered to it and the lines it saw of each, the answers
-that refer to outputs it may lose first, and each earlier output as the model holds it (``history``), for the context
-policy.
-
-It is a fold of the ledger's events (``apply``), fed the same events live and when a ledger is opened again, so a
-continued run holds exactly what the live one held. An answer is made only from what the ledger stores: an output stored
-other than as printed, a secret masked, is never a source.
+``Held`` knows which steps the model holds, the outputs delivered and the lines seen of each, the answers that may
+outlive their sources, and each earlier output as held (``history``). It is a fold of the ledger's events, fed the same
+events live and on reopening, so a continued run holds exactly what the live one held. An output stored other than as
+printed, a secret masked, is never a source.
 """
 
 from __future__ import annotations
@@ -42,9 +39,7 @@ Texts = Callable[[Optional[str]], Optional[str]]  # a stored text by its key (No
 
 
 def facts_event(attempt: int, runs: Sequence[FactRun], lines: Sequence[str]) -> dict:
-    """The ``lines`` event of an attempt: its output's runs of checked file lines.
-
-    Each run's file text is None where it is the output's own lines."""
+    """The ``lines`` event of an attempt: its runs of checked file lines, file text None where it is the output's."""
     out = []
     for r in runs:
         same = list(lines[r.at : r.at + len(r.was)]) == list(r.was)
@@ -63,8 +58,7 @@ def gone_note(labels: Sequence[str]) -> str:
 class Held:
     """What the model holds in one run; ``state`` is folded before each event reaches ``apply``.
 
-    ``context_steps`` is the setting ``context.steps`` (0: all); ``refers`` says whether an output is short enough to be
-    a source of references."""
+    ``refers`` says whether an output is short enough to be a source of references."""
 
     def __init__(
         self,
@@ -118,8 +112,8 @@ class Held:
     def resent_as(self, attempt_id: int) -> tuple[str, str] | None:
         """For an answer referring to an output the model lost: the answer as sent, and what to send instead; else None.
 
-        The replacement is the answer expanded, its notes and cut as they were, or, if the ledger did not keep that, a
-        line that says how to get it. A question, not a change: the same answer always gets the same text."""
+        Instead goes the answer expanded or, if the ledger did not keep that, a line saying how to get it. A question,
+        not a change: the same answer always gets the same text."""
         kept = self.answers.get(attempt_id)
         if kept is None or not self._sources_gone(kept):
             return None
@@ -169,8 +163,8 @@ class Held:
     ) -> None:
         """Remembers which output lines the model got literally, as later references' sources, and the re-read ``keys``.
 
-        With ``masked``, ``output`` is stored with secrets masked: only lines without ``*`` count as seen, and it is no
-        base of a whole reference or a diff."""
+        A ``masked`` output counts only its lines without ``*`` as seen, and is no base of a whole reference or a diff.
+        """
         if not self._refers(output) or mistakable(output):
             return  # too long to refer into; or holding lines that read like ours: never a source
         lines, literal = delivered or delivered_lines(output, answer, kept)
@@ -299,8 +293,8 @@ class Held:
     ) -> HistoryOutput | None:
         """An earlier output as the model holds it, for the context policy; None when the ledger no longer holds it.
 
-        Its lines are those carried literally where the model saw them, with the file lines checked views name. ``raw``:
-        those the model would have seen without the ledger. ``expanded``: the answer is sent as what it stands for."""
+        Its lines are those the model saw literally, with the file lines checked views name; ``raw`` gives those it
+        would have seen without the ledger, ``expanded`` those of the answer sent expanded."""
         a = self.state.attempt(attempt_id)
         shown = self.delivered.items.get(attempt_id)
         if a is None or shown is None:
@@ -338,7 +332,7 @@ class Held:
     ) -> list[HistoryOutput]:
         """Each earlier output of an agent's history, oldest first, as the model holds it, for the context policy.
 
-        ``outputs`` gives per output its attempt (None: not answered by the ledger) and its size sent whole."""
+        ``outputs`` gives per output its attempt (None: not the ledger's) and its size sent whole."""
         return [
             (self.said(a, n, chars, raw=raw, expanded=a in expanded) if a is not None else None)
             or HistoryOutput(n, None, "", "", None, False, (), (), chars)

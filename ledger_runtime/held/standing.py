@@ -20,9 +20,9 @@ class StandingAnswer:
 class StandingAnswers:
     """Answers that refer to other outputs, with what each stands for, to send expanded once a source is gone.
 
-    At most ``limit`` characters are kept: past it the oldest whose sources the model still holds keeps only its
-    references, and is later sent as a line that says to run the command again. What is kept depends only on the answers
-    kept, in order, and on which of their sources the model held at each, so a ledger read again keeps the same."""
+    Past ``limit`` characters the oldest whose sources the model still holds keeps only its references, later sent as a
+    line saying to run the command again. What is kept depends only on the answers in order and which sources the model
+    held at each, so a ledger read again keeps the same."""
 
     def __init__(self, limit: int = 32 * 1024 * 1024):
         self.limit = limit

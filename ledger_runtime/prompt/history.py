@@ -1,14 +1,10 @@
 """The copy of an agent's history the model is sent at each call: outputs as the context policy sends them, and notes.
 
-The agent's own history is never changed. Before each model call an adapter hands ``History.send`` the agent's messages
-and sends what comes back: per message, the text to send in its place and the note that follows it. What was sent stays
-unless the policy rewrites it (scheduled against the cache by ``RewriteSchedule``); a note is sent once, after the
-newest message, and kept, so the view never changes the cached prefix. An answer whose source the model no longer holds
-is sent from then on as what it stands for.
-
-The notes the model holds take at most ``view_share`` of the characters the answers spared it so far, so the ledger
-never makes a run dearer than the same run without it (None: no bound). The harness's meter sends a recorded run through
-this same class, so what it prices is what the live adapters send.
+The agent's own history is never changed: ``History.send`` returns, per message, the text to send in its place and the
+note after it. What was sent stays unless the policy rewrites it; a note is sent once, after the newest message, and
+kept, so the view never changes the cached prefix. The notes take at most ``view_share`` of the characters the answers
+spared, so the ledger never makes a run dearer than without it. The harness's meter sends recorded runs through this
+class, so it prices what the adapters send.
 """
 
 from __future__ import annotations
@@ -95,8 +91,8 @@ class History:
     def send(self, messages: Sequence[Message], ledger: HistorySource, *, inform: bool = True) -> list[Sent]:
         """What to send in place of each message now.
 
-        A long history costs only what is new in it: the last call's messages, handed again as the same objects, are
-        found by identity and their decisions reused; a context policy in force still looks at them all."""
+        The last call's messages, handed again as the same objects, are found by identity and their decisions reused, so
+        a long history costs what is new in it."""
         same = _same_prefix(messages, self._msgs)
         if not self._holds(messages, same):
             self._forget()
@@ -195,10 +191,9 @@ def _same_prefix(a: Sequence, b: Sequence) -> int:
 
 
 def placed(roles: Sequence[str], sent: Sequence[Sent]) -> list[tuple[str, str]]:
-    """A prompt's messages with the notes placed as the adapters place them.
+    """A prompt's messages with each note appended to a user message, or else as a user message after it.
 
-    A note is appended to a user message, since text-based agents allow no two user messages in a row, else it is a user
-    message after it."""
+    Text-based agents allow no two user messages in a row."""
     out: list[tuple[str, str]] = []
     for role, s in zip(roles, sent):
         if s.note and role == "user":

@@ -1,12 +1,10 @@
 """The state view as notes the model keeps: told once, then only what changed.
 
-A provider bills a prompt's cached prefix at a tenth of the price or less, and changing a message already sent costs it
-and everything after at full price. So the view is never re-rendered into sent messages: each note is appended once,
-after the newest output, and stays. ``ViewNotes`` knows what the model was told, line by line, and makes the next note
-of the lines that are news: a line whose text differs from what the model was last told about the same thing, unless a
-step's output since showed it (``ViewEntry.told_by``); nothing when nothing is news. Lines that do not fit
-``limit_chars`` stay news for the next note. ``rewind`` takes back the notes from a point of the history on, since a
-rewrite re-sends everything after it anyway.
+A provider bills a cached prefix at a tenth of the price or less, and a change to a sent message costs it and all after
+at full price. So each note is appended once, after the newest output, and stays. ``ViewNotes`` knows what the model was
+told, line by line; the next note holds the lines whose text differs from what it was last told, unless a step's output
+since showed it (``ViewEntry.told_by``). What does not fit ``limit_chars`` waits for the next note. ``rewind`` takes
+back notes, since a rewrite re-sends all after it anyway.
 """
 
 from __future__ import annotations
@@ -128,9 +126,7 @@ def _short(line: str, limit: int = 240) -> str:
 
 
 def told_event(before: tuple[dict[tuple, str], int], after: ViewNotes, text: str) -> dict | None:
-    """The body of a ``told`` event for what one ``ViewNotes.next`` changed; None when it changed nothing.
-
-    ``before`` is what was told, and ``since_step``, before it; ``text`` the note it made."""
+    """The body of a ``told`` event for what one ``ViewNotes.next`` changed; None when it changed nothing."""
     told, since = before
     changed = [[list(k), v] for k, v in after.told.items() if told.get(k) != v]
     dropped = [list(k) for k in told if k not in after.told]

@@ -1,7 +1,4 @@
-"""The record stage: what a command did and what the model got for it, as the ledger keeps it.
-
-It makes the attempt and the events that record it, which the runtime folds as it stores them; the read set signed after
-the run; the output as stored; the files its views are checked against; and what it did, for the after-run rules."""
+"""The record stage: what a command did and what the model got for it, as the ledger keeps it."""
 
 from __future__ import annotations
 
@@ -114,10 +111,7 @@ def attempt_events(
     epoch_after: int = 0,
     file_lines: dict[str, Any] | None = None,
 ) -> list[Event]:
-    """The events that record an attempt, in the order the ledger folds them.
-
-    They are the attempt, its observations, its modifications with the epoch after them and, where a context policy
-    asks, its runs of file lines (``facts_event``)."""
+    """The events that record an attempt, in the order the ledger folds them."""
     events: list[Event] = [("attempt", attempt.to_dict())]
     events += [("observation", o.to_dict()) for o in observations]
     events += modification_events(modifications, epoch_after)
@@ -167,8 +161,7 @@ def file_texts(
 def outcome(a: Analysis, res: ExecResult, changes: list[Change], workdir: str, local_files: bool) -> Outcome:
     """What the command did, for the after-run rules.
 
-    Which paths an edit names are files, and which are missing, is read only for an edit that changed nothing, and only
-    where the workspace's files are this machine's."""
+    Which paths an edit names are files or missing is read only for an edit that changed nothing, on this machine."""
     if changes or a.command_class is not CommandClass.MODIFY or not a.writes:
         return Outcome(res.returncode, bool(changes), workdir)
     if not local_files:

@@ -1,7 +1,4 @@
-"""The respond stage: what the model gets for a command.
-
-A refusal says why; a fresh output is answered as it is or deduped against what the model holds (answers/build.py),
-stored as ``answer_record`` and handed back as ``run_result``."""
+"""The respond stage: what the model gets for a command, a refusal saying why or the fresh output, deduped."""
 
 from __future__ import annotations
 
@@ -31,8 +28,8 @@ from ledger_runtime.step.plan import Plan, RunResult
 def not_run_answer(v: Verdict, *, refused: str | None = None) -> tuple[Answer, int]:
     """What the agent gets instead of running a refused command, and the return code to report.
 
-    ``refused`` replaces "The command was not run...": what the adapter's agent asked for that is not done. No earlier
-    output is handed back in place of a run; REUSE is only read from older ledgers."""
+    ``refused`` replaces "The command was not run...". REUSE is only read from older ledgers: no earlier output replaces
+    a run."""
     by = f" by policy {v.rule}" if v.rule else ""
     tail = refused or "The command was not run" + (
         " (it is refused outright)." if v.kind is VerdictKind.BLOCK else "; this turn is still yours."
@@ -57,9 +54,8 @@ def fresh_answer(
 ) -> tuple[Answer, list[str]]:
     """The answer to a command that ran, before its check, and the notes it carries.
 
-    The output is deduped against ``pool`` unless it is a submission, a command asking for raw output, an output the
-    agent already showed as it is, or one too long to refer into (``refers`` False). ``changed_since`` says whether the
-    records bear out that files changed after an attempt, as a reference to it would say."""
+    It is deduped against ``pool`` unless a submission, a raw read, an output the agent showed as it is, or one too long
+    to refer into. ``changed_since`` says whether the records bear out that files changed after an attempt."""
     a = plan.analysis
     notes = [f"[ledger] NUDGE: {verdict.reason}."] if verdict.kind is VerdictKind.NUDGE else []
     if submission.in_output(output):
@@ -112,10 +108,7 @@ def answer_record(
     altered: bool = False,
     held: bool = True,
 ) -> AnswerRecord:
-    """An answer as the ledger keeps it: its pieces and what its check needs.
-
-    ``altered``: the output is not stored as printed (``LedgerRuntime.stored_output``); ``held``: the model the ledger
-    answers got it."""
+    """An answer as the ledger keeps it: its pieces and what its check needs."""
     return AnswerRecord(
         kind=answer.kind.value,
         pieces=tuple(tuple(p.to_list()) for p in answer.pieces),
@@ -159,9 +152,7 @@ def seen_of(output: str, trunc: Truncation) -> str:
 
 
 def read_keys_of(a: Analysis) -> tuple[str, ...]:
-    """Keys under which a read's output is the base of a later delta re-read.
-
-    They are the same command in the same directory, and the same lines of the same file read another way."""
+    """Keys under which a read's output is the base of a later re-read: the same command, or the same file lines."""
     if a.command_class not in (CommandClass.INSPECT, CommandClass.SEARCH):
         return ()
     keys = [command_key(a.cwd, a.normalized)]

@@ -1,9 +1,8 @@
 """The scan stage: the workspace's snapshots around the commands.
 
-The scan before a command, taken while the model thinks, finds changes made between commands; the scan after it finds
-the command's. Files a command names that no scan covers are watched from then on, and a path watched is not a change:
-its state when watching began is its baseline (``first_seen``). Otherwise reading ``/etc/os-release`` or a git-ignored
-``app.log`` would be booked as creating it."""
+The scan before a command, taken while the model thinks, finds changes made between commands; the scan after it, the
+command's. Files a command names that no scan covers are watched from then on, from their state then (``first_seen``):
+otherwise reading ``/etc/os-release`` or a git-ignored ``app.log`` would be booked as creating it."""
 
 from __future__ import annotations
 
@@ -66,9 +65,8 @@ class Scans:
     def prescan(self, step: int) -> None:
         """Takes the scan before the next command now, while the model thinks, so its changes count as between commands.
 
-        Where a scan walks the tree it runs in the background and the plan takes its result (``settle``). With a watcher
-        it costs only what changed and runs here; the plan still reads the events queued after it, so "between commands"
-        stays exact."""
+        A walking scan runs in the background and the plan takes its result (``settle``); a watcher's runs here, and the
+        plan still reads the events queued after it."""
         if self._pending is not None or not self.scans_before():
             return
         if self.workspace.scan_is_cheap:
@@ -92,8 +90,7 @@ class Scans:
     def settle(self, step: int, *, discard: bool = False) -> Snapshot | None:
         """Waits for a background scan, records its changes as between commands, and returns its snapshot, or None.
 
-        With ``discard`` a command is under way and the scan may have seen part of it: the result is dropped, and the
-        scan after the command finds it all."""
+        ``discard``: a command is under way, so the result goes and the scan after the command finds it all."""
         if self._pending is None:
             return None
         t, box = self._pending
@@ -122,10 +119,7 @@ class Scans:
         self.last = snap
 
     def before(self, readonly: bool, prescanned: bool, step: int) -> Snapshot | None:
-        """The snapshot before command ``step``, scanning only if needed.
-
-        A reader needs no scan: it changes nothing, and what it shows is checked against the files after it ran. Nor
-        does a command prescanned while the model thought."""
+        """The snapshot before command ``step``, scanning only if needed: not for a reader, nor a prescanned command."""
         if (self.scans_before() and not readonly and not prescanned) or self.last is None:
             self.take_between(self.scan(), step)
         return self.last
