@@ -1,12 +1,10 @@
 """govern: the verdict on a command before it runs, a pure function of the proposal, the ledger state and the workspace.
 
-Every command runs; what the model gets back is decided after, from the fresh output and what the model holds
-(answers/build.py). govern only NUDGEs a repeat of a test or script run, or of a failing command that is not a plain
-read, when no tracked file or environment changed since. The note says no more than that: a run also reads what the
-ledger does not track.
-
-No command is skipped because an earlier run is believed to stand for it: that would predict its output, and what a run
-reads has no end. Only the policies refuse commands.
+Every command runs; what the model gets back is decided after, from the fresh output and what it holds. govern only
+NUDGEs a repeat of a test or script run, or of a failing command that is not a plain read, when no tracked file or
+environment changed since; the note says no more, as a run also reads what the ledger does not track. Skipping a command
+because an earlier run stands for it would predict its output, and what a run reads has no end; only the policies refuse
+commands.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Event-driven change detection for a local workspace on Linux: inotify, through the C library.
 
-``Watcher`` watches every directory the scanner lists, and ``drain()`` reads what the kernel queued: directories whose
-entries changed, and files written or whose attributes changed. The scanner re-lists and re-hashes only those, so an
-idle command costs a read of an empty queue and a change costs what changed.
+``Watcher`` watches every directory the scanner lists, and ``drain()`` reads what the kernel queued, so the scanner
+re-lists and re-hashes only that: an idle command costs a read of an empty queue.
 
-What inotify misses, the scanner's full stat walk still finds: every ``cross_check_every`` scans, and whenever the
-watcher is unsure (a queue overflow, a watch over the per-user limit, a directory that vanished). Writes through a
-shared memory map raise no event; the cross-check finds them, and so does a read, whose output is checked against the
-file. An untracked directory (engine.py, "Bounds") is not watched, so a million files in it cost no watch.
-
+What inotify misses the scanner's periodic full walk finds, as it does whenever the watcher is unsure (an overflow, the
+per-user watch limit, a vanished directory). Writes through a shared memory map raise no event; the walk finds them, and
+so does a read, whose output is checked against the file. An untracked directory (engine.py, "Bounds") is not watched.
 Standard library only (ctypes); elsewhere ``open()`` returns None and the scanner walks.
 """
 

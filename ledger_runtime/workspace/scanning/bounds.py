@@ -1,10 +1,10 @@
 """How much of what is new one scan takes in, and the directories a scan stops tracking.
 
-New entries are taken in level by level, each charged to the topmost directory new in this scan above it, or to the
-known directory it appeared in (``Intake``). One scan takes at most ``max_new_entries`` under one such directory and
-twice that in all, spends at most ``budget_s`` seconds on them, and lists nothing deeper than ``max_depth``. Where a
-bound is reached, the directory charged is *untracked*: its contents are unknown from then on, and a snapshot holds an
-entry ``<directory>/`` whose digest is new at every scan. The engine's module docstring, "Bounds", says the rest.
+Each new entry is charged to the topmost directory new in this scan above it, or the known one it appeared in
+(``Intake``). A scan takes at most ``max_new_entries`` under one such directory and twice that in all, within
+``budget_s`` seconds and ``max_depth`` levels. Past a bound the directory charged is *untracked*: its contents are
+unknown from then on, and its snapshot entry ``<directory>/`` has a digest new at every scan. The engine's module
+docstring, "Bounds", says the rest.
 
 Python 3.6+, standard library only (the package docstring says why).
 """

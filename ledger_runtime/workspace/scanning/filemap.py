@@ -1,9 +1,8 @@
 """A snapshot's files as a map that a change does not copy.
 
-An incremental scan changes a few files of a tree that may hold 100,000, and copying the whole map each scan cost more
-than the scan. A ``FileMap`` is a base dict, shared and never changed, plus the entries that differ from it (None:
-gone). When those outgrow a share of the base, the next map gets a base of its own, one copy paid once in many scans. A
-map never changes once made: a snapshot keeps what it saw.
+An incremental scan changes a few files of a tree that may hold 100,000, and copying the map each scan cost more than
+the scan. A ``FileMap`` is a shared base dict plus the entries that differ (None: gone); once those outgrow a share of
+the base, the next map gets a base of its own. A map never changes once made: a snapshot keeps what it saw.
 
 Python 3.6+, standard library only (the package docstring says why).
 """

@@ -1,11 +1,9 @@
 """A file's state (digest, size, line count) behind a stat cache that never trusts a racy entry.
 
-A digest is the hex hash of the file's bytes, spelled by the workspace's ``Digests``. A file that cannot be hashed still
-gets a digest that changes whenever it does: a symlink hashes its target text, a file over the size limit or an
-unreadable one its stat data. The cache keys a digest by (mtime_ns, ctime_ns, size, inode, mode) and, like git's "racily
-clean" rule, trusts an entry only when the file's mtime is older than its hashing by more than the timestamp
-granularity. So a same-size rewrite within one clock tick is never missed, and one that forges the old mtime still moves
-ctime.
+A file that cannot be hashed still gets a digest that changes when it does: a symlink hashes its target text, a file too
+large or unreadable its stat data. The cache keys a digest by (mtime_ns, ctime_ns, size, inode, mode) and, like git's
+"racily clean" rule, trusts it only when the mtime is older than the hashing by more than the timestamp granularity. So
+a same-size rewrite within one tick is never missed, and one forging the old mtime still moves ctime.
 
 Python 3.6+, standard library only (the package docstring says why).
 """
