@@ -1,8 +1,7 @@
 """What git says about a workspace: the work tree's top, its index and exclude file, its listing, its ignore rules.
 
-The root may be a work tree's top, a directory below it, or a linked worktree or submodule, whose ``.git`` file names
-the real git directory. The index is that directory's; the exclude file is the common directory's, since a linked
-worktree shares its main repository's ``info/exclude``. A root outside git gets ``DEFAULT_IGNORES``. No git, a broken
+In a linked worktree or submodule ``.git`` is a file naming the git directory, whose index is used; the exclude file is
+the common directory's, shared with the main repository. A root outside git gets ``DEFAULT_IGNORES``. No git, a broken
 repository or a timeout answer None, never an exception.
 
 Python 3.6+, standard library only (the package docstring says why).
@@ -85,10 +84,7 @@ def _read_line(path):
 
 
 def watched_files(root, top):
-    """What git's listing depends on besides the root's ignore files: the index, the exclude file, ``.gitignore`` above.
-
-    The ``.gitignore`` of each directory from the work tree's top down to the root's parent applies under the root too.
-    """
+    """What git's listing depends on besides the root's ignore files: the index, exclude file, ``.gitignore`` above."""
     git_dir, common = git_dirs(top)
     if git_dir is None:
         return []
