@@ -1,4 +1,4 @@
-"""The final verdict of one command: the only place that builds or replaces a verdict once govern and the rules spoke.
+"""The final verdict of one command, and the only place that builds or replaces a verdict after govern and the rules.
 
 What is known grows during the step (before the run, after a ledger fault or the user's leave, after the run); the
 verdict is ``final`` of all of it.

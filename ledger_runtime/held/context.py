@@ -245,8 +245,9 @@ def stub_holds(
 ) -> bool:
     """Whether what a stub or partial output says of ``s`` is true of the outputs sent after it.
 
-    Each kept line still holds. Each line left out is blank, changed in its file, shown again later, or superseded by a
-    later run sent whole, and is covered by a reason the stub gives; each reason holds of some line."""
+    Each kept line still holds. Each line left out is blank, changed in its file, shown again later, or a non-file line
+    superseded by a later run sent whole; each is covered by a reason the stub gives, and each reason holds of some
+    line."""
     shown = set().union(*(sent_facts(a, ta) for a, ta in after))
     runs = [(a.label, ta.kind) for a, ta in after if s.key is not None and a.key == s.key]
     return _stub_holds(s, t, shown, runs, still_true)

@@ -181,7 +181,7 @@ class Delivered:
         return s if s is not None and s.step >= first_held else None
 
     def whole_available(self, attempt: int, first_held: int) -> bool:
-        """Whether the model can have the attempt's whole output: it saw all of an uncut answer, as of its references.
+        """Whether the model can have an attempt's whole output: an uncut answer seen whole, and so for its references.
 
         References are followed without recursion, since a long run makes long chains of them."""
         stack, seen = [attempt], set()

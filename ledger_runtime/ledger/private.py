@@ -1,10 +1,11 @@
 """Files the product writes are its owner's alone: a ledger holds what the agent saw, secrets included.
 
-Directories are 0700 and files 0600 whatever the umask. Nothing is written through a link or into another user's file
-(``NotOurs``), as a shared directory such as /tmp may hold one planted there. A file is written to a new exclusive file
-beside it, then renamed: a link planted after the check is replaced, not followed, and a sticky directory refuses
-renaming over another user's file. A link is refused rather than replaced: as root, replacing ``/dev/stdout`` would
-break it for everyone. Only the last component is checked, as /tmp itself is a link on macOS."""
+Directories are 0700 and files 0600 whatever the umask; the agent's own commands keep theirs. Nothing is written through
+a link or into another user's file (``NotOurs``), as a shared directory such as /tmp may hold one planted there. A file
+is written to a new exclusive file beside it, then renamed: a link planted after the check is replaced, not followed,
+and a sticky directory refuses renaming over another user's file. A link is refused rather than replaced: as root,
+replacing ``/dev/stdout`` would break it for everyone. Only the last component is checked, as /tmp itself is a link on
+macOS."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ FILE = "file"  # written (by a rename) or appended to: ours, a regular file
 
 
 class NotOurs(PermissionError):
-    """A path the product will not write through, a symbolic link or another user's: an OSError (EPERM) saying why."""
+    """A path the product will not write through, a symbolic link or another user's.
+
+    An OSError (EPERM) saying why, so every handler of a failed write reports it."""
 
     def __init__(self, path: str | os.PathLike, why: str):
         super().__init__(errno.EPERM, why, os.fspath(path))
@@ -155,7 +158,8 @@ class InUse(RuntimeError):
 def lock_file(path: str | os.PathLike, what: str) -> IO[bytes] | None:
     """An exclusive lock on ``path``, held while the returned file is open; InUse when a live process holds it.
 
-    None where the file system has no locks, as on some network mounts: the run goes on without one."""
+    The file is owner-only, never opened through a symlink, and releases the lock when collected too. None where the
+    file system has no locks, as on some network mounts: the run goes on without one."""
     import fcntl
 
     try:

@@ -2,8 +2,9 @@
 
 A ``Redactor`` masks the values of secret-looking environment variables, well-known token shapes, values given a
 secret's name (secret_names.py) and the user's patterns. Each masked character becomes ``*`` and no pattern crosses a
-line end, so a text keeps its length and lines and a line masks alike wherever it stands: offsets into answers stay true
-and references work on masked storage. A masked value cannot be had back from the ledger; its length can.
+line end, so a text keeps its length and lines and a line masks alike wherever it stands. Offsets into answers stay
+true, and an answer masked alone expands to its output masked alone: references and their checks work on masked storage.
+A masked value cannot be had back from the ledger; its length can.
 """
 
 from __future__ import annotations

@@ -65,7 +65,8 @@ def _worth_masking(strength: str, form: str, value: str, quoted: bool, upper: bo
     """Whether a value given a name of this ``strength`` in this ``form`` is a secret to mask.
 
     Never: an empty value; one with a blank, ``%s``, ``$X``, ``<X>`` or ``{x}``; a bare path; a bare name of code, which
-    makes ``password = hunter2`` code too; a value without a digit after an upper-case NAME=."""
+    makes ``password = hunter2`` code too; a value without a digit, unless after an upper-case NAME= (``.env``,
+    ``export``)."""
     if not value or value[0] in "$<{*" or "%" in value or any(c.isspace() for c in value):
         return False
     if strength == "medium" and form == "colon":

@@ -257,8 +257,8 @@ class LedgerStore:
     def put_blob(self, data: bytes, key: str | None = None) -> str:
         """Queues ``data``, masked, for the next commit; returns its key.
 
-        A file's content goes under the file's ``key``, whatever hash its workspace uses; other blobs under their own
-        hash."""
+        A file's content goes under ``key``, the file's digest, whatever hash its workspace uses; other blobs under
+        their own hash."""
         return self._put(self.redactor.mask_bytes(data), key)
 
     def put_masked_blob(self, data: bytes, key: str | None = None) -> str:
@@ -419,7 +419,7 @@ class LedgerStore:
         return kind, step, at
 
     def blob(self, h: str, _depth: int = 0) -> bytes | None:
-        """A blob's bytes; None where the ledger does not hold it whole, with the reason in ``damaged``."""
+        """A blob's bytes; None where it is missing or damaged, with the reason in ``damaged``."""
         recent = self._recent.get(h)
         if recent is not None:
             return recent[0]

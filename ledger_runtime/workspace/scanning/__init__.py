@@ -12,7 +12,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def scanner_sources():
-    """This package's modules as sorted (path from the package's parent, bytes): what a container is sent and checks."""
+    """This package's modules, sorted, as (path from its parent, bytes): what a container is sent and checks."""
     name = os.path.basename(HERE)
     out = []
     for n in sorted(os.listdir(HERE)):
