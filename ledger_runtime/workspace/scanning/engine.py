@@ -76,10 +76,9 @@ def _dir_key(st):
 
 
 class WorkspaceScanner(object):
-    """Snapshots one workspace root incrementally.
+    """Snapshots one workspace root incrementally; without a ``watcher`` every scan walks.
 
-    ``cache``'s ``Digests`` spell the hashes; ``watcher`` is inotify's or None, and then every scan walks; ``git_top``
-    is the work tree's top when the caller knows it (None: not in git)."""
+    ``git_top`` is the work tree's top when the caller knows it (None: not in git)."""
 
     def __init__(
         self,

@@ -78,10 +78,10 @@ class HashCache(object):
         self.kept = {}  # contents kept by the last scan: path -> bytes
 
     def state(self, path, st=None, keep_limit=0):
-        """The FileState of ``path``; None unless it is a file or symlink.
+        """The FileState of ``path`` (lstat ``st`` if the caller has it); None unless it is a file or symlink.
 
-        ``st`` is its lstat result, when the caller has it. With ``keep_limit`` > 0, a text file of at most that many
-        bytes that had to be read is also kept in ``self.kept``.
+        With ``keep_limit`` > 0, a text file of at most that many bytes that had to be read is also kept in
+        ``self.kept``.
         """
         try:
             if st is None:
