@@ -1,20 +1,14 @@
 """Ledger runtime: an execution ledger around unmodified coding agents.
 
-This package is the agent-agnostic core; adapters for specific agents (``ledger_adapters``) and
-anything else built on it import what they need from here, and only from here: the names below are
-the public API (docs/adapters.md says how an adapter uses them). They load on first use, so
-importing the package costs nothing (the hook client's start-up depends on that). The evaluation
-harness (``ledger_harness``: replay, SWE-bench arms, tau2) measures the rooms themselves; nothing
-here imports it.
+The agent-agnostic core. Adapters import only from here: the names below are the public API (docs/adapters.md), loaded
+on first use so that importing the package costs nothing, which the hook client's start-up depends on. The harness
+measures the rooms; nothing here imports it.
 
-The rooms, from the bottom up (a room imports only rooms below it; tests/test_structure.py checks):
-``records`` and ``lines`` (the vocabulary), ``analysis`` (what a command reads, shows and writes),
-``workspace`` (snapshots, signatures, hashing, baseline), ``ledger`` (state, store, observations,
-modifications, faults, masking), ``answers`` (the answer built from a fresh output), ``held`` (what
-the model holds, the context policy), ``decide`` (govern, the policy gate, the final verdict),
-``inform`` (the state view), ``config``, ``step`` (the stages of one step: plan, scan, respond,
-record), ``runtime`` (the front that calls them), ``inspection``, ``trajectories`` (recorded runs),
-``cli``; ``hooks`` stands alone (standard library only).
+The rooms, from the bottom up, each importing only rooms below it (tests/test_structure.py): ``records`` and ``lines``,
+the vocabulary; ``analysis``, what a command reads, shows and writes; ``workspace``, snapshots and signatures;
+``ledger``, state, store and masking; ``answers``, built from fresh outputs; ``held``, what the model holds; ``decide``,
+the verdicts; ``inform``, the state view; ``config``; ``step``, one step's stages; ``runtime``, their front;
+``inspection``; ``trajectories``, recorded runs; ``cli``. ``hooks`` stands alone, standard library only.
 """
 
 from __future__ import annotations

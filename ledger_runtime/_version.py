@@ -1,3 +1,3 @@
-"""The version of ledger-runtime (its own module: what reads it imports nothing else of the package)."""
+"""The version of ledger-runtime, in a module of its own so that reading it imports nothing else."""
 
 __version__ = "0.1.0"

@@ -1,15 +1,9 @@
 """LedgerConfig: every setting of the runtime, with its default, loadable from a TOML file.
 
-The settings come in sections, each owned by the room that uses it and checking itself (a
-``Section``, section.py): ``view`` (inform.py), ``dedupe`` (answers/build.py), ``truncation``
-(ledger/observe.py), ``context`` (held/context.py), ``policies`` (decide/policies.py),
-``redaction`` (ledger/redact.py), ``scanning`` (workspace/scanner.py); the modes (``inform``,
-``govern``, ``shadow``...) are keys of their own. A TOML file gives them at the top level, or all
-under a ``[ledger]`` table (then only that table is read: the file may hold other tools' settings
-too); a section is a table (``[ledger.dedupe]`` ``min_lines = 3``). The flat names the keys had
-before there were sections (``dedupe_min_lines = 3``) still load, to the same config; a file that
-sets one key both ways with different values is refused. An unknown key is an error that names it;
-so is a value its section does not take, named as the file spells it.
+The settings come in sections, each owned and checked by the room that uses it (section.py); the modes (``inform``,
+``govern``, ``shadow``) are keys of their own. A file gives them at its top level or all under ``[ledger]``, and then
+only that table is read. The flat names of older files (``dedupe_min_lines``) still load; setting one key both ways,
+differently, is refused. An unknown key or a refused value is an error naming it as the file spells it.
 """
 
 from __future__ import annotations
@@ -46,7 +40,7 @@ Path_ = tuple[str, str]  # (section, key): ("dedupe", "min_lines"); ("", "inform
 
 @dataclass(frozen=True)
 class LedgerConfig(Section):
-    """Runtime settings. Defaults match mini-swe-agent's own limits where there is one."""
+    """Runtime settings; defaults match mini-swe-agent's own limits where there is one."""
 
     inform: bool = setting(True, BOOLEAN)
     """Render the state view into the prompt before each model call."""
@@ -85,28 +79,24 @@ class LedgerConfig(Section):
 
     @property
     def applies(self) -> bool:
-        """Whether verdicts take effect (otherwise they are decided and recorded only)."""
+        """Whether verdicts take effect rather than being decided and recorded only."""
         return self.govern and not self.shadow
 
     def with_(self, **changes: Any) -> LedgerConfig:
-        """A copy with some settings changed: flat names (``dedupe_min_lines=3``), keys of its own
-        (``shadow=True``) or whole sections (``dedupe={"min_lines": 3}`` or a ``DedupeSettings``);
-        unknown names are an error."""
+        """A copy with some settings changed, by flat name, own key or whole section."""
         return self.updated(changes)
 
     def updated(self, changes: Mapping[str, Any], *, origin: str = "config") -> LedgerConfig:
-        """``with_`` for a mapping from somewhere (``origin`` starts an error): a mini-swe-agent
-        config's ``environment.ledger`` keys, the command line's."""
+        """``with_`` for a mapping from a named ``origin``, such as a mini-swe-agent config or the command line."""
         given, names = settings_in(changes, origin=origin)
         return _build({**_every(self), **given}, names, origin=origin)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting under its flat name, as plain values (the settings' words, not their enums):
-        what ledgers and results record (they always have); ``from_mapping`` takes it back."""
+        """Every setting under its flat name, as ledgers and results always recorded them; ``from_mapping`` reads it."""
         return {flat: plain(getattr(self._section(path[0]), path[1])) for flat, path in FLAT.items()}
 
     def sections(self) -> dict[str, Any]:
-        """Every setting as a ``[ledger]`` table gives it: the keys of its own, then a table per section."""
+        """Every setting as a ``[ledger]`` table gives it: its own keys, then a table per section."""
         return {**self.table(), **{name: getattr(self, name).table() for name in SECTIONS}}
 
     def _section(self, name: str) -> Section:
@@ -129,7 +119,7 @@ REMOVED = {
 
 
 def is_setting(key: str) -> bool:
-    """Whether ``key`` names a setting or a section (at the top of a file or of a ``[ledger]`` table)."""
+    """Whether ``key`` names a setting or a section, at the top of a file or of a ``[ledger]`` table."""
     return key in FLAT or key in SECTIONS
 
 
@@ -141,9 +131,10 @@ def _every(config: LedgerConfig) -> dict[Path_, Any]:
 def settings_in(  # noqa: C901
     values: Mapping[str, Any], *, origin: str, prefix: str = ""
 ) -> tuple[dict[Path_, Any], dict[Path_, str]]:
-    """The settings one source gives (a file's table, overrides), by path, and each one's name as the
-    source spells it (``prefix``: ``ledger.`` for a ``[ledger]`` table). A key given both flat and in
-    its section with different values is refused: which one was meant is not ours to guess."""
+    """The settings one source gives, by path, and each one's name as the source spells it.
+
+    A key given flat and in its section with different values is refused: which was meant is not ours to guess.
+    """
     got: dict[Path_, Any] = {}
     names: dict[Path_, str] = {}
 
@@ -188,8 +179,7 @@ def settings_in(  # noqa: C901
 
 
 def _build(paths: Mapping[Path_, Any], names: Mapping[Path_, str], *, origin: str) -> LedgerConfig:
-    """The config of every setting by its path (the rest at its default); a setting a section refuses
-    is named as its source spelled it."""
+    """The config of these settings by path, the rest at default; a refused one is named as its source spelled it."""
     by_section: dict[str, dict[str, Any]] = {}
     for (section, key), value in paths.items():
         by_section.setdefault(section, {})[key] = value
@@ -202,8 +192,7 @@ def _build(paths: Mapping[Path_, Any], names: Mapping[Path_, str], *, origin: st
 
 
 def from_mapping(values: Mapping[str, Any], *, origin: str = "config") -> LedgerConfig:
-    """Build a config from a mapping (flat names, sections, or both), rejecting unknown keys and
-    values a section does not take by name."""
+    """A config from flat names, sections or both."""
     given, names = settings_in(values, origin=origin)
     return _build(given, names, origin=origin)
 
@@ -222,9 +211,7 @@ def _read(p: Path) -> dict[str, Any]:
 def load_config(
     path: str | Path | None = None, *, defaults: dict[str, Any] | None = None, **overrides: Any
 ) -> LedgerConfig:
-    """Load a TOML config file (keys at the top level, or all under ``[ledger]``: a file with both is
-    refused), then apply overrides.
-    ``defaults``: an adapter's own defaults, which the file may still change."""
+    """Loads a TOML config file, then applies overrides; the file may change an adapter's ``defaults``."""
     paths, names = settings_in(defaults or {}, origin="defaults")
     origin = "defaults"
     if path is not None:

@@ -1,5 +1,4 @@
-"""``ledger-run config``: every setting with its default and what it does, as TOML a user can start
-from; and the check of a file against what LedgerConfig accepts."""
+"""``ledger-run config``: every setting with its default and what it does, as starter TOML, and the check of a file."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from ledger_runtime.section import Section, dotted
 
 
 def _docs_of(kind: type[Section]) -> dict[str, str]:
-    """Key -> its description (the docstring under the field in the section's class)."""
+    """Key -> its description: the docstring under the field in the section's class."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(kind)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
@@ -32,8 +31,7 @@ def _docs_of(kind: type[Section]) -> dict[str, str]:
 
 
 def setting_docs() -> dict[str, str]:
-    """Every setting's sectioned name (``ledger.dedupe.min_lines``) -> its description (the docstring
-    under its field, in the room that owns the section)."""
+    """Every setting's sectioned name (``ledger.dedupe.min_lines``) -> the docstring under its field."""
     out = {dotted("", k): d for k, d in _docs_of(LedgerConfig).items() if k in LedgerConfig.keys()}
     for name, kind in SECTIONS.items():
         docs = _docs_of(kind)
@@ -42,7 +40,7 @@ def setting_docs() -> dict[str, str]:
 
 
 def toml_inline(value: object) -> str:
-    """A value as inline TOML (a settings line, ``codex -c key=value``)."""
+    """A value as inline TOML, for a settings line or ``codex -c key=value``."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
@@ -65,8 +63,7 @@ def _comment(text: str, width: int) -> list[str]:
 
 
 def starter_toml(width: int = 100) -> str:
-    """The defaults as TOML in their sections, every key commented out (a file made from it changes
-    nothing until a line is uncommented), each under what it does."""
+    """The defaults as TOML in their sections, each under what it does, commented out: the file changes nothing yet."""
     docs = setting_docs()
     default = LedgerConfig()
     out = [
@@ -93,12 +90,12 @@ def starter_toml(width: int = 100) -> str:
 
 
 def check(path: Path) -> LedgerConfig:
-    """The config ``path`` gives (ConfigError names what is wrong)."""
+    """The config ``path`` gives; ConfigError names what is wrong."""
     return load_config(path)
 
 
 def changed(config: LedgerConfig) -> dict[str, object]:
-    """The settings that differ from the defaults, by their sectioned names (``ledger.dedupe.min_lines``)."""
+    """The settings that differ from the defaults, by their sectioned names."""
     default, mine = LedgerConfig().to_dict(), config.to_dict()
     out = {}
     for flat, (section, key) in FLAT.items():

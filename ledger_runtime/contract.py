@@ -1,30 +1,21 @@
 """The adapter contract: what an adapter gives the runtime, and what it calls, in which order.
 
-An adapter wraps one agent. For each run of it:
+For each run of its agent, an adapter:
 
-1. **Open** one ``LedgerRuntime(workdir, run_dir, config, task=..., submission=..., secrets=...,
-   workspace=...)``. What the adapter knows about its agent goes in here and nowhere else: how it
-   submits (``Submission``; ``NO_SUBMISSION`` for an agent that does not submit through a command),
-   the values it hands the agent's commands that must be masked (``secrets``), and a ``Workspace``
-   when the commands run somewhere other than this machine's ``workdir`` (a container). What to
-   protect goes into the config's policies (``protected-paths``).
-2. **Before each model call**, put ``runtime.inform()`` (the state view; "" when inform is off) into
-   the prompt, and (optionally) let ``to_send`` choose what of the history is sent.
-3. **For each command** the agent asks for, either
-   - ``runtime.run(command, execute)``, which decides, runs ``execute(command, cwd)`` (or does not),
-     records, and returns a ``RunResult``: hand ``result.output`` (and ``result.returncode``) to the
-     agent as its command's output; or, for an agent that runs the command itself (hooks),
-   - ``plan = runtime.propose(command)`` before it runs (None: a fault of the ledger, let it run);
-     when ``plan.applied and not plan.verdict.kind.executes``, ``runtime.answer(plan)`` is what the
-     agent gets instead of running it; otherwise, after it ran, ``runtime.record(plan, result,
-     elapsed)``.
-   ``execute`` may raise (the agent's own "submitted" or interrupt exceptions): the attempt is
-   recorded and the exception goes on to the agent.
-4. **Close** it (``runtime.close()``, or ``with LedgerRuntime(...) as runtime``).
+1. **Opens** one ``LedgerRuntime(workdir, run_dir, config, task=..., submission=..., secrets=..., workspace=...)``. What
+   it knows of its agent goes in here and nowhere else: how it submits, the values its commands get that must be masked,
+   and a ``Workspace`` when commands run elsewhere, as in a container.
+2. **Before each model call**, puts ``runtime.inform()`` into the prompt, and may let ``to_send`` choose what of the
+   history is sent.
+3. **For each command**, calls ``runtime.run(command, execute)`` and hands the agent ``result.output`` and
+   ``result.returncode``. An agent that runs commands itself (hooks) calls ``runtime.propose(command)`` before (None: a
+   ledger fault, let it run); then ``runtime.answer(plan)`` where ``plan.applied and not plan.verdict.kind.executes``,
+   else ``runtime.record(plan, result, elapsed)`` after. An exception ``execute`` raises is recorded and goes on to the
+   agent.
+4. **Closes** it: ``runtime.close()``, or ``with LedgerRuntime(...)``.
 
-The runtime never raises from these calls because of a fault of its own: the fault is logged
-(``faults.log``) and the command runs as if there were no ledger. ``docs/adapters.md`` has a whole
-adapter of about fifty lines.
+The runtime never raises from these calls for a fault of its own: the fault is logged and the command runs as if there
+were no ledger. ``docs/adapters.md`` has a whole adapter of about fifty lines.
 """
 
 from __future__ import annotations
@@ -48,5 +39,5 @@ class Adapter(Protocol):
     submission: Submission  # how the agent submits (NO_SUBMISSION: it does not, through a command)
 
     def execute(self, command: str, cwd: str) -> ExecResult:
-        """Run one command as the agent would have run it without the ledger."""
+        """Runs one command as the agent would have run it without the ledger."""
         ...

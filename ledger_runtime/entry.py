@@ -1,8 +1,8 @@
-"""The ``ledger-run`` executable. ``ledger-run hook EVENT`` runs once per agent event and
-``ledger-run wrap ... -- COMMAND`` once per command of an agent that runs them itself, so both go
-straight to their modules (standard library only) without importing the command line; everything
-else goes to cli/main.py. Ctrl-C at any moment, the seconds of imports before a command starts included,
-ends it with one line and exit code 130, never a traceback (cli/interrupt.py)."""
+"""The ``ledger-run`` executable: ``hook`` and ``wrap`` go straight to their modules, the rest to cli/main.py.
+
+``ledger-run hook EVENT`` runs once per agent event and ``ledger-run wrap ... -- COMMAND`` once per command, so they
+skip importing the command line. Ctrl-C at any moment, the seconds of imports included, ends a command with one line and
+exit code 130, never a traceback (cli/interrupt.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Executors: how a command actually runs. The runtime takes any callable
-``execute(command, cwd) -> ExecResult``; adapters pass their agent's own. ``LocalExecutor`` runs
-commands in a fresh ``bash -c`` with stderr merged into stdout, like mini-swe-agent's local
-environment, and kills the whole process group on timeout or when the wait for it is interrupted.
+"""Executors: how a command actually runs.
+
+The runtime takes any ``execute(command, cwd) -> ExecResult``; adapters pass their agent's own. ``LocalExecutor`` runs a
+fresh ``bash -c`` with stderr merged into stdout, like mini-swe-agent's local environment, and kills the whole process
+group on timeout or when the wait is interrupted.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class ExecResult:
 
 @dataclass
 class LocalExecutor:
-    """Runs a command with ``bash -c`` in ``cwd``; ``timeout`` seconds, then the group is killed."""
+    """Runs a command with ``bash -c`` in ``cwd``; past ``timeout`` seconds its group is killed."""
 
     timeout: float = 60.0
     env: dict[str, str] | None = None
@@ -65,8 +66,7 @@ class LocalExecutor:
 
 
 def child_groups(pid: int | None = None) -> set[int]:
-    """The children of ``pid`` (default: this process) that lead a process group of their own, from
-    /proc (none where there is none)."""
+    """The children of ``pid``, this process by default, that lead a process group of their own, read from /proc."""
     from pathlib import Path
 
     parent, found = pid or os.getpid(), set()
@@ -82,10 +82,10 @@ def child_groups(pid: int | None = None) -> set[int]:
 
 
 def kill_child_sessions(spare: set[int] | frozenset[int] = frozenset()) -> int:
-    """Kill the process groups led by this process's children, but those in ``spare`` (groups that
-    are not the ledger's commands: taken before them): commands started in a session of their own
-    (this module's, mini-swe-agent's local environment), which neither a terminal's Ctrl-C nor a signal
-    to this process reaches. Returns how many groups were killed."""
+    """Kills the process groups this process's children lead, but those in ``spare``; returns how many.
+
+    These are commands started in a session of their own, which neither a terminal's Ctrl-C nor a signal to this process
+    reaches. ``spare`` holds the groups, taken before the commands, that are not the ledger's."""
     killed = 0
     for leader in child_groups() - set(spare):
         try:
@@ -97,8 +97,7 @@ def kill_child_sessions(spare: set[int] | frozenset[int] = frozenset()) -> int:
 
 
 def _kill_session(pid: int) -> None:
-    """Kill the command's whole process group (it leads a session of its own, which a terminal's
-    Ctrl-C does not reach)."""
+    """Kills the command's whole process group, whose own session a terminal's Ctrl-C does not reach."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

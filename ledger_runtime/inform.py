@@ -1,13 +1,9 @@
 """inform: the state view, a compact rendering of the ledger for the model's prompt.
 
-``render(state, view)`` (``view``: the view's settings) is pure: the same ledger renders to the same
-bytes. It shows the task anchor, the files changed since the start (+/- lines), the files seen with
-their line ranges and whether those views are still fresh (a stale one names the step that changed
-the file), the recent commands with their exit status and whether their result still holds, and the
-last failing test or script run. Over budget (tokens estimated as characters / 4) it drops the oldest
-seen files first, then the oldest commands, then the oldest changed files, and says how many it left
-out. Each line's claim is checked against the records (decide/claims.py); one they do not bear out is
-left out.
+``render`` is pure: the same ledger renders to the same bytes. It shows the task, the files changed and seen (a stale
+view names the step that changed the file), the recent commands and whether their results hold, and the last failing
+run. Over budget it drops the oldest seen files, then commands, then changed files, and says how many. A line whose
+claim the records do not bear out (decide/claims.py) is left out.
 """
 
 from __future__ import annotations
@@ -79,8 +75,7 @@ _CONTROL = {c: f"\\x{c:02x}" for c in range(32)} | {0x7F: "\\x7f", ord("\\"): "\
 
 
 def _display(path: str, state: LedgerState) -> str:
-    """A path as the view shows it: relative to the workspace, control characters escaped (a file
-    name with a newline must not be able to write lines of the view)."""
+    """A path as the view shows it: relative to the workspace, control characters escaped so it cannot write lines."""
     shown = relative(path, state.baseline.root) if state.baseline else path
     return shown.translate(_CONTROL) if any(ord(c) < 32 or ord(c) == 0x7F for c in shown) else shown
 
@@ -101,9 +96,7 @@ def _changer(m: Modification, state: LedgerState) -> str:
 
 @dataclass(frozen=True)
 class ViewEntry:
-    """One line of the view: its section, what it is about (``key``: a path, a command), its text,
-    its order, and ``told_by``: the step whose own output showed the model what the line says (its
-    command, the lines it read, the edit it made), if any; news otherwise."""
+    """One line of the view; ``told_by`` is the step whose own output told the model what it says, else it is news."""
 
     section: str
     key: tuple
@@ -146,9 +139,7 @@ def _changed_entries(state: LedgerState) -> list[ViewEntry]:
 
 
 def _seen_entries(state: LedgerState) -> list[ViewEntry]:
-    """A line per file the model saw. What a line says depends on that file's observations and
-    modifications alone (and its symbolic link's target's): it is made again only when one of them
-    is new (a long run renders in the time its files take, not its steps)."""
+    """A line per file the model saw, remade only when its records change: a render costs files, not steps."""
     memo = state.view_memo.setdefault("seen", {})
     out = []
     for path in sorted(state.observed_paths()):
@@ -206,20 +197,20 @@ def _seen_entry(state: LedgerState, path: str) -> ViewEntry:
 
 
 def result_holds(a: Attempt, state: LedgerState) -> tuple[bool, str]:
-    """Whether an attempt's result still describes the workspace, and if not, why. Where what the
-    command reads is known (a pure reader's read set), whether it still holds; for any other command
-    only whether a file the ledger tracks changed since (what it read besides is not known)."""
+    """Whether an attempt's result still describes the workspace, and if not, why.
+
+    A pure reader's read set is known; for any other command only whether a tracked file changed since."""
     holds, why, _ = _holds(a, state)
     return holds, why
 
 
 def _known_reads(a: Attempt) -> bool:
-    """Whether the ledger knows all an attempt's result depends on (a pure reader: its read set)."""
+    """Whether the ledger knows all an attempt's result depends on: a pure reader's read set."""
     return a.command_class in (CommandClass.INSPECT, CommandClass.SEARCH) and a.pure
 
 
 def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | None]:
-    """``result_holds``, and the change that ended it (None: it holds, or no one change is known)."""
+    """``result_holds``, and the change that ended it, if one is known."""
     if _known_reads(a):
         for key, sig in a.read_set.items():
             kind, path = key[:1], key[2:]
@@ -250,15 +241,14 @@ def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | No
 
 
 def _own(m: Modification | None) -> int | None:
-    """The step whose command made the change ``m`` as it was asked to (a recognised edit): what the
-    change means, that command's own result told the model. None for any other change."""
+    """The step of a recognised edit's command, whose own result told the model what ``m`` means; else None."""
     return m.step if m is not None and m.recognised and m.attempt is not None else None
 
 
 def _attempt_entry(a: Attempt, state: LedgerState) -> ViewEntry:
-    """A command's line: told by its own step while it says what the model read in its result then
-    (its exit, the edits it made itself); news once its result no longer holds, or when it changed
-    files the model did not ask it to (a script's, a formatter's)."""
+    """A command's line: told by its own step while it says what its result said, news once that no longer holds.
+
+    It is news too when the command changed files it was not asked to, as a script or formatter does."""
     cmd = short_command(a.command)
     key = ("command", a.id)
     if a.verdict.kind is VerdictKind.REUSE and not a.executed:
@@ -290,7 +280,7 @@ def _attempt_entry(a: Attempt, state: LedgerState) -> ViewEntry:
 
 
 def _same_as(a: Attempt, state: LedgerState) -> int | None:
-    """The step whose identical output ``a``'s answer referred to (a ``whole`` answer), if any."""
+    """The step whose identical output ``a``'s ``whole`` answer referred to, if any."""
     if a.answer_kind != "whole":
         return None
     ref = next((p[3] for p in a.answer.pieces if p and p[0] == "same" and len(p) > 3), None)
@@ -307,8 +297,7 @@ def _fixes(b: Attempt, a: Attempt) -> bool:
 
 
 def _last_failing(state: LedgerState) -> tuple[int | None, Attempt | None]:
-    """(index of the last failing run, the later run of it that passed), found from where the last
-    render left off: only the attempts recorded since are looked at, unless one changed in place."""
+    """The index of the last failing run and its later run that passed, looking at attempts since the last render."""
     n = len(state.attempts)
     memo = state.view_memo.get("failing")
     if memo is None or memo[0] != state.revision or memo[1] > n:
@@ -362,10 +351,9 @@ def view_entries(
     policies: str | None = None,
     as_applied: bool = False,
 ) -> list[ViewEntry]:
-    """Every line of the state view, unbudgeted, in the view's order: the head (task, policies, how
-    answers read), the files changed since the start, the files seen, the recent commands, the last
-    failing run and the last refusal.
-    ``as_applied``: the view of a run whose verdicts took effect (a replay's, in shadow mode)."""
+    """Every line of the state view, unbudgeted, in order: head, changed and seen files, commands, last failure.
+
+    ``as_applied``: the view of a run whose verdicts took effect, as a shadow replay's."""
     out: list[ViewEntry] = []
     task = (state.baseline.task if state.baseline else "").strip()
     if task:
@@ -388,7 +376,7 @@ def view_entries(
 
 
 def _assemble(open_tag: str, close_tag: str, entries: list[ViewEntry], tail: list[str]) -> str:
-    """The lines of ``entries`` under their section headers (a section's count where it has one)."""
+    """The lines of ``entries`` under their section headers, with a section's count where it has one."""
     lines = [open_tag]
     counts = {CHANGED: sum(e.section == CHANGED and not e.quiet for e in entries)}
     section = None
@@ -410,8 +398,7 @@ def render(
     policies: str | None = None,
     as_applied: bool = False,
 ) -> StateView:
-    """The state view of ``state`` under ``view.budget_tokens``; its ``entries`` are every line
-    of it, unbudgeted (what notes are made of). ``as_applied``: see ``view_entries``."""
+    """The state view within ``view.budget_tokens``; its ``entries`` are every line, unbudgeted, for the notes."""
     every, refused = checked(view_entries(state, view, policies=policies, as_applied=as_applied), state)
     entries = [e for e in every if not e.quiet]
     budget_chars = view.budget_tokens * 4
@@ -451,8 +438,7 @@ def render(
 
 
 def checked(entries: list[ViewEntry], state: LedgerState) -> tuple[tuple[ViewEntry, ...], tuple[str, ...]]:
-    """The entries whose claims the records bear out (decide/claims.py), and why each other one is
-    left out. A seen file's line is checked once per change to its records (the seen memo's key)."""
+    """The entries whose claims the records bear out, and why each other one is left out."""
     memo = state.view_memo.setdefault("claims", {})
     kept, refused = [], []
     for e in entries:

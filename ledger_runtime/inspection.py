@@ -1,10 +1,7 @@
-"""Looking inside a ledger after a run: the timeline, the summary, the state at any step, and
-what the model received for each command.
+"""Looking inside a ledger after a run: the timeline, the summary, the state at any step, and what the model received.
 
-``load(path)`` opens a run directory or ledger file read-only and folds its events; ``timeline`` and
-``summary`` turn the state into plain data (what ``--json`` prints); ``outputs_at`` gives the exact
-text the model received at a step and what it stands for (answers/transcript.py); ``render_*`` draw it with
-rich.
+``load`` opens a ledger read-only and folds its events; ``timeline`` and ``summary`` give the plain data ``--json``
+prints; ``render_*`` draw it with rich.
 """
 
 from __future__ import annotations
@@ -44,8 +41,7 @@ class Loaded:
     damaged: dict[str, str] = field(default_factory=dict)  # blobs read so far that do not read back: why
 
     def text(self, h: str | None) -> str | None:
-        """A blob of the ledger as text (opened read-only when asked for); None where the ledger does
-        not hold it, or holds it damaged (then ``damaged`` says why)."""
+        """A blob of the ledger as text, read on demand; None where missing or damaged, and ``damaged`` says why."""
         if h is None:
             return None
         if h not in self.blobs:
@@ -63,7 +59,7 @@ class Loaded:
 
     @cached_property
     def config(self) -> LedgerConfig:
-        """The run's settings as its ledger recorded them (the defaults where they do not read)."""
+        """The run's settings as its ledger recorded them, or the defaults where they do not read."""
         raw = self.state.run.get("config")
         if not isinstance(raw, dict):
             return LedgerConfig()
@@ -75,17 +71,16 @@ class Loaded:
 
     @cached_property
     def blob_limit(self) -> int:
-        """The longest blob the run's writer stored (store.writer_max of its settings)."""
+        """The longest blob the run's writer stored, by its settings."""
         c = self.config
         return writer_max(c.truncation.max_stored_chars, c.scanning.max_content_bytes)
 
 
 def find_ledger(path: str | Path) -> Path:
-    """The ledger a path names: a ledger file; a run directory; a directory holding one in ``ledger/``
-    or ``run/`` (``OUT/<arm>/<instance>`` of a SWE-bench run, a demo's ``-o``); or a trajectory
-    (``.traj.json``) whose ``info.ledger.path`` names it, or, when the run was moved and that path
-    is gone, the ledger beside it (in its directory, or in ``ledger/`` there). Unresolved: the path
-    as given."""
+    """The ledger a path names, or the path as given where it names none.
+
+    A ledger file, a run directory, a directory holding one in ``ledger/`` or ``run/``, or a trajectory whose
+    ``info.ledger.path`` names it (or, if the run moved, the ledger beside it)."""
     p = Path(path)
     if p.is_dir():
         for sub in ("", "ledger", "run"):
@@ -112,8 +107,7 @@ UNREADABLE = object()  # a JSON file that cannot be read, or not as a mapping
 
 
 def _named_ledger(p: Path) -> Any:
-    """What a JSON file says under ``info.ledger.path`` (None where it says nothing; UNREADABLE;
-    NotALedger when it does not parse)."""
+    """What a JSON file says under ``info.ledger.path``: None for nothing, UNREADABLE, or NotALedger if unparsable."""
     try:
         return (json.loads(p.read_text(encoding="utf-8")).get("info") or {}).get("ledger", {}).get("path")
     except ValueError as e:
@@ -123,7 +117,7 @@ def _named_ledger(p: Path) -> Any:
 
 
 def load(path: str | Path) -> Loaded:
-    """Open a ledger read-only (raises store.NotALedger with a one-line reason)."""
+    """Opens a ledger read-only; raises store.NotALedger with a one-line reason."""
     store = LedgerStore.open(find_ledger(path))
     try:
         events = list(store.events())
@@ -140,7 +134,7 @@ def _display(path: str, state: LedgerState) -> str:
 
 
 def keep_row(row: dict[str, Any], verdicts: set[str] | None, classes: set[str] | None) -> bool:
-    """Whether a timeline row passes the filters (None: no filter)."""
+    """Whether a timeline row passes the filters; None is no filter."""
     return (verdicts is None or row["verdict"] in verdicts) and (classes is None or row["class"] in classes)
 
 
@@ -149,9 +143,9 @@ _DISTRUSTED = re.compile(r"^ValueError: attempt (\d+): (.*)$", re.DOTALL)
 
 
 def distrusted(state: LedgerState) -> dict[int, str]:
-    """The attempts whose record the agent's own log says the model did not get (a forged or made-up
-    call, an answer another text replaced): attempt -> why, from the ledger's ``distrust`` events, and
-    for a ledger written before them, from the faults the adapters' checks logged."""
+    """The attempts whose record the agent's own log says the model did not get, each with why.
+
+    From ``distrust`` events and, in older ledgers, from the faults the adapters' checks logged."""
     out: dict[int, str] = {
         a: why.split(": ", 1)[-1] if why.startswith("attempt ") else why for a, why in state.distrusted.items()
     }
@@ -164,10 +158,9 @@ def distrusted(state: LedgerState) -> dict[int, str]:
 
 
 def timeline(state: LedgerState, transcript: Transcript | None = None) -> list[dict[str, Any]]:
-    """One row per attempt: step, verdict, class, command, exit code, how its output came back, files
-    it changed, whether its record is not what the model got (``distrusted``: why, else None); with a
-    ``transcript``, also ``shown`` (the exact text the model received) and ``expanded`` (what it
-    stands for: every reference replaced by the bytes it names)."""
+    """One row per attempt: step, verdict, class, command, exit code, answer kind, files changed, why distrusted.
+
+    With a ``transcript``, also ``shown``, the exact text the model received, and ``expanded``, what it stands for."""
     rows = []
     doubted = distrusted(state)
     for a in state.attempts:
@@ -208,9 +201,7 @@ REFERENCING = ("whole", "spans", "delta", "reused")
 
 
 def notes(state: LedgerState, step: int | None = None) -> list[dict[str, Any]]:
-    """The notes of the state view the model was sent (its history keeps them), each after the step
-    it was sent after, with its text (None: a ledger from before notes kept their text); ``step``:
-    only those sent after that step."""
+    """The state view's notes the model was sent, each with the step it followed and its text; ``step`` filters them."""
     return [
         {"step": i.get("step"), "event": i.get("event"), "chars": i.get("chars"), "text": i.get("text")}
         for i in state.injections
@@ -219,7 +210,7 @@ def notes(state: LedgerState, step: int | None = None) -> list[dict[str, Any]]:
 
 
 def note_rows(state: LedgerState) -> dict[int, list[dict[str, Any]]]:
-    """The notes by the step they were sent after (a timeline shows each after that step's commands)."""
+    """The notes by the step they were sent after, which a timeline shows after that step's commands."""
     out: dict[int, list[dict[str, Any]]] = {}
     for n in notes(state):
         if isinstance(n["step"], int):
@@ -243,9 +234,7 @@ def outputs_at(loaded: Loaded, step: int) -> list[tuple[Any, str | None, str | N
 
 
 def unified_diff(loaded: Loaded, before_hash: str | None, after_hash: str | None, name: str = "") -> str | None:
-    """A file's change as unified-diff text (``a/name``, ``b/name``; "before", "after" without a name),
-    when the ledger kept both contents; None when it did not (binary, too large, or unknown before
-    the run). A change of no line is the empty text."""
+    """A file's change as unified-diff text; None when the ledger did not keep both contents."""
     before = "" if before_hash is None else loaded.text(before_hash)
     after = "" if after_hash is None else loaded.text(after_hash)
     if before is None or after is None:
@@ -274,8 +263,7 @@ def changes(loaded: Loaded, mods: Iterable[Any]) -> list[dict[str, Any]]:
 
 
 def _visible_counter(state: LedgerState):
-    """Characters of a text of n characters that the model sees once the agent has cut it (the run's
-    truncation settings, recorded under their flat names; replay.visible_chars does the same from the text)."""
+    """How many characters of an n-character text the model sees after the agent cuts it, by the run's settings."""
     cfg = state.run.get("config")
     default = LedgerConfig().truncation
     got = {
@@ -295,7 +283,7 @@ def _number(v: Any) -> bool:
 
 
 def summary(state: LedgerState) -> dict[str, Any]:
-    """Totals: verdicts, what reuse spared, files changed since the start, faults."""
+    """Totals: verdicts, answers and what they spared, files changed since the start, faults, model calls."""
     verdicts = Counter(a.verdict.kind.value for a in state.attempts)
     applied = [a for a in state.attempts if a.applied]
     reused = [a for a in applied if a.verdict.kind is VerdictKind.REUSE]
@@ -355,10 +343,9 @@ def summary(state: LedgerState) -> dict[str, Any]:
 
 
 def views_at(loaded: Loaded, steps: Iterable[int]) -> dict[int, str]:
-    """``view_at`` of each of ``steps``, in one pass over the events (a page of a long run renders in
-    time linear in its steps): the events come in the order of their steps, so the state at a step
-    is the state of the events before the first of a later step (with those that name no step: the
-    run's start, faults). Where they do not, each view is folded anew."""
+    """``view_at`` for each of ``steps``, in one pass over the events where they come in step order.
+
+    Otherwise each view is folded anew."""
     wanted = sorted(set(steps))
     events = loaded.events
     numbered = [e["step"] for e in events if e.get("step") is not None]
@@ -396,7 +383,7 @@ def _render_at(loaded: Loaded, state: LedgerState) -> str:
 
 
 def view_at(loaded: Loaded, step: int | None) -> str:
-    """The state view as it was at the end of ``step`` (the last step when None)."""
+    """The state view as it was at the end of ``step``, or of the last step when None."""
     state = loaded.state if step is None else LedgerState.from_events(loaded.events, until_step=step)
     return _render_at(loaded, state)
 
@@ -408,14 +395,12 @@ FILE_CELL = 18  # the narrowest the files column gets: a file's name still shows
 
 
 def _abbreviated(path: str, n: int) -> str:
-    """``path`` in at most ``n`` characters: its end (the file's name) kept, the cut marked "…"."""
+    """``path`` in at most ``n`` characters, keeping its end, the file's name, and marking the cut "…"."""
     return path if len(path) <= n else "…" + path[-(n - 1) :]
 
 
 def _widths(rows: list[dict[str, Any]], width: int) -> dict[str, int]:
-    """Each column's width in a terminal ``width`` columns wide. A verdict's rule wraps under it (the
-    column as wide as its longest word); paths get what they need up to a third of what the other
-    columns leave, and commands the rest."""
+    """Each column's width in a terminal ``width`` wide: paths up to a third of what is left, commands the rest."""
     out = {
         "step": max([len(str(r["step"])) for r in rows] + [len("step")]),
         "verdict": min(16, max([len(w) for r in rows for w in _verdict_text(r).split()] + [len("verdict")])),
@@ -436,9 +421,7 @@ def _verdict_text(r: dict[str, Any]) -> str:
 
 
 def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None, width: int = 80) -> Table:
-    """The timeline as a table for a terminal ``width`` columns wide: each command on one line, cut
-    with "…" where the terminal is too narrow for it, paths shortened from the left (their names
-    kept); a verdict's rule wraps under it."""
+    """The timeline as a table for a terminal ``width`` columns wide, a command to a line, cut with "…" where needed."""
     rows = timeline(state) if rows is None else rows
     sent = note_rows(state)
     widths = _widths(rows, width)
@@ -526,8 +509,7 @@ def print_inspection(
     rows: list[dict[str, Any]] | None = None,
     shown: Callable[[Any], Any] = lambda data: data,
 ) -> None:
-    """The timeline and the summary; ``shown`` readies their data for the screen (the command line
-    escapes the characters a terminal would act on)."""
+    """The timeline and the summary; ``shown`` escapes the characters a terminal would act on."""
     rows = shown(timeline(loaded.state) if rows is None else rows)
     console.print(render_timeline(loaded.state, rows, console.width))
     console.print(render_summary(shown(summary(loaded.state))))

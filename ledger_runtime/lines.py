@@ -1,5 +1,4 @@
-"""Text as lines, the unit in which the ledger compares what the model was shown with files and
-with other outputs."""
+"""Text as lines, the unit in which the ledger compares what the model was shown with files and other outputs."""
 
 from __future__ import annotations
 
@@ -12,8 +11,9 @@ _OTHER_BREAKS_WIDE = "\x85\u2028\u2029"
 
 
 def split_lines(text: str) -> list[str]:
-    """Lines with their line ends (``\\n`` only: a ``\\r`` stays part of its line). A new list each
-    call; the same text object as one of the last two is split once (its lines copied)."""
+    """Lines with their line ends, ``\\n`` only, so a ``\\r`` stays part of its line.
+
+    A new list each call; the same text object as one of the last two is split once and its lines copied."""
     if not text:
         return []
     for seen, lines in _last:
@@ -38,7 +38,7 @@ def _split(text: str) -> list[str]:
 
 
 def _breaks_elsewhere(text: str) -> bool:
-    """Whether ``text`` holds a character ``str.splitlines`` breaks at that is not ``\\n``."""
+    """Whether ``text`` holds a character other than ``\\n`` that ``str.splitlines`` breaks at."""
     if any(c in text for c in _OTHER_BREAKS):
         return True
     return not text.isascii() and any(c in text for c in _OTHER_BREAKS_WIDE)

@@ -1,8 +1,4 @@
-"""The ledger's typed records: Attempt, Observation, Modification, Baseline and Verdict.
-
-Records are immutable values. Each one turns into a plain JSON-able dict (``to_dict``) and back
-(``from_dict``), which is how the store keeps them in its event log.
-"""
+"""The ledger's typed records: immutable values, each to and from a JSON-able dict for the store's event log."""
 
 from __future__ import annotations
 
@@ -34,7 +30,7 @@ class VerdictKind(str, Enum):
 
     @property
     def executes(self) -> bool:
-        """Whether a command with this verdict runs (outside shadow mode)."""
+        """Whether a command with this verdict runs, outside shadow mode."""
         return self in (VerdictKind.RUN, VerdictKind.NUDGE)
 
 
@@ -63,12 +59,10 @@ def _spans_from_json(raw: Any) -> tuple[LineSpan, ...] | None:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """govern's decision for one proposal.
+    """govern's decision for one proposal; ``ref_attempt`` and ``ref_step`` name the earlier attempt it relies on.
 
-    ``ref_attempt``/``ref_step`` name the earlier attempt the verdict relies on; ``rule`` names the
-    policy behind a NUDGE, REVISE or BLOCK. (A REUSE, an earlier output handed back in place of a
-    run, is made no more: it is only read from ledgers written before, with the keys they carry that
-    this record no longer has, ``form``, ``covered_by`` and ``estimated_chars``, left out.)
+    REUSE is no longer made, only read from older ledgers, whose keys ``form``, ``covered_by`` and ``estimated_chars``
+    are left out.
     """
 
     kind: VerdictKind
@@ -90,7 +84,7 @@ class Verdict:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Verdict:
-        """A verdict as the ledger keeps it (keys it does not know, from older ledgers, are left out)."""
+        """A verdict as the ledger keeps it; keys it does not know, from older ledgers, are left out."""
         return cls(
             kind=VerdictKind(d["kind"]),
             reason=d.get("reason", ""),
@@ -108,18 +102,13 @@ _ANSWER_KEYS = ("kind", "pieces", "kept", "exact", "held_from", "keys", "altered
 
 @dataclass(frozen=True, slots=True)
 class AnswerRecord(Mapping):
-    """How the text the model got for an attempt stands for its output, as the ledger keeps it: the
-    answer's kind (answers.AnswerKind's value) and pieces (each ``Piece.to_list()``, decoded by
-    whoever reads them: a piece of an older ledger may not decode), and what the check of it needs:
-    what the agent showed of it (``kept``: its first and last characters; None: all of it), whether
-    that cut is known (``exact``), the first step the model held (``first_held_step``, stored as
-    ``held_from``), the keys it is a re-read's base under (``base_keys``, stored as ``keys``);
-    ``altered``: the output is not stored as it was (secrets masked, or cut for its length);
-    ``held``: the model the ledger answers got it (False: another model did).
+    """How the text the model got for an attempt stands for its output, as the ledger keeps it.
 
-    It reads as the JSON object it is stored as, too (``record["kind"]``, ``record.get("kept")``),
-    for readers written against that; ``extra`` keeps keys of older ledgers this record does not
-    know, as they were."""
+    ``kind`` and ``pieces`` are the answer's; a piece of an older ledger may not decode. The rest is what its check
+    needs: ``kept``, the first and last characters the agent showed (None: all); ``exact``, whether that cut is known;
+    ``altered``, the output is stored masked or cut; ``held``, False when another model got it. ``first_held_step`` and
+    ``base_keys`` are stored as ``held_from`` and ``keys``. It also reads as its stored JSON object, and ``extra`` keeps
+    older ledgers' unknown keys."""
 
     kind: str = "raw"
     pieces: tuple[tuple[Any, ...], ...] = ()
@@ -146,7 +135,7 @@ class AnswerRecord(Mapping):
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AnswerRecord:
-        """An answer as the ledger keeps it (what older ledgers lack takes its default)."""
+        """An answer as the ledger keeps it; what older ledgers lack takes its default."""
         if isinstance(d, AnswerRecord):
             return d
         pieces = d.get("pieces") or ()
@@ -176,14 +165,9 @@ class AnswerRecord(Mapping):
 class Attempt:
     """One proposed command and what became of it.
 
-    ``read_set`` maps read keys (``f:/path`` file content, ``d:/dir`` listing, ``r:/dir`` whole
-    subtree, ``x:/path`` existence) to the signature they had when the command ran;
-    ``read_set_stable`` is False when that signature moved while the command ran, which makes the
-    result unusable for reuse. ``shown_hash`` names the blob of the exact text the model received
-    for it, and ``answer`` how that text stands for the output (literal parts and references to
-    earlier outputs; answers.py), so the ledger can always say what the model saw and what it meant.
-    ``epoch_before``/``epoch_after`` count workspace changes, ``env_epoch`` environment changes
-    (package installs and the like).
+    ``read_set`` maps read keys to their signatures when it ran; ``read_set_stable`` is False when one moved meanwhile.
+    ``shown_hash`` names the exact text the model received and ``answer`` how it stands for the output, so the ledger
+    can always say what the model saw and meant. The epochs count workspace and environment changes.
     """
 
     id: int
@@ -224,8 +208,7 @@ class Attempt:
 
     @property
     def answer_kind(self) -> str:
-        """How the output came back (the answer's kind, answers.AnswerKind's value): raw where the
-        ledger keeps no answer (a ledger from before answers, an interrupted command)."""
+        """How the output came back: the answer's kind, or raw where the ledger keeps no answer."""
         return self.answer.kind if self.answer else "raw"
 
     def to_dict(self) -> dict[str, Any]:
@@ -247,12 +230,10 @@ class Attempt:
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """What the agent saw of a file: which lines, and the file's content hash at that moment.
+    """What the agent saw of a file: which lines (``spans`` None: all), and the file's content hash then.
 
-    ``spans`` None means the whole file; ``kind`` is ``whole``, ``range`` or ``matches`` (lines a
-    search printed). An observation is fresh while the file still has ``content_hash``. A path read
-    through a symbolic link has the link's own digest there (what its modifications carry), and the
-    file it resolves to (``target``) has to have ``target_hash`` too.
+    For a path read through a symbolic link that hash is the link's own, and its ``target`` must still have
+    ``target_hash``.
     """
 
     path: str
@@ -301,13 +282,10 @@ class Observation:
 
 @dataclass(frozen=True, slots=True)
 class Modification:
-    """A change to one file, found by comparing workspace snapshots.
+    """A change to one file, found by comparing snapshots; a None hash means created or deleted.
 
-    ``before_hash`` None means the file was created, ``after_hash`` None that it was deleted.
-    ``recognised`` is True when the command that made it named the file as something it writes
-    (``sed -i``, ``>``, ``mv``...); False when the change was only seen in the snapshot (a script, a
-    formatter, a test writing files) or happened between commands (``attempt`` None). Line counts
-    are None when a side is binary, too large, or its earlier content is unknown.
+    ``recognised``: the command that made it named the file as written; else it was only seen in the snapshot, or came
+    between commands (``attempt`` None). Line counts are None when a side is binary, too large or unknown.
     """
 
     path: str
@@ -343,7 +321,7 @@ _MODIFICATION_FIELDS = tuple(f.name for f in fields(Modification))
 
 @dataclass(frozen=True, slots=True)
 class Baseline:
-    """The workspace when the run started, so "changed since the start" is always answerable."""
+    """The workspace when the run started, so that "changed since the start" is always answerable."""
 
     root: str
     is_git: bool

@@ -1,23 +1,13 @@
-"""LedgerRuntime: the ledger around one agent run. ``inform()`` before each model call,
-``run(command, execute)`` for each command.
+"""LedgerRuntime: the ledger around one agent run; ``inform()`` before each model call, ``run()`` for each command.
 
-One step of ``run``: analyse the command, scan the workspace (changes made since the last command
-are recorded as such), decide a verdict (govern and the policy gate). RUN and NUDGE execute through
-the adapter's ``execute``; the workspace is scanned again (never around a pure reader, which writes
-nothing). Then the fresh output is compared with what the model already holds and the answer is
-built (answers/build.py: the output with verbatim repeats as references); the attempt, the exact text the
-model gets, what the command showed (checked against the files) and what it changed are committed in
-one transaction before the answer goes back. Only REVISE and BLOCK answer without running. In
-shadow mode every command executes and returns its real output; verdicts and answers are decided
-and recorded only (the ledger keeps the text the model would have delivered_now). Verdicts are also decided
-and recorded when govern is off, so runs with and without govern are measured alike.
+A step analyses the command, scans the workspace and decides a verdict (govern and the policy gate). RUN and NUDGE
+execute through the adapter's ``execute``; the fresh output is compared with what the model holds and the answer built
+(answers/build.py). The attempt, the exact text the model gets, what the command showed and what it changed are
+committed in one transaction before the answer goes back. Only REVISE and BLOCK answer without running.
 
-The stages are modules of their own (step/): plan.py (the plan and its verdict's facts; the
-verdict itself is decide/verdict.py's), scan.py (the snapshots around commands), respond.py (what
-the model gets), record.py (the attempt); this class calls them in order and holds the run's state.
-
-A fault of the ledger never stops the agent: it is logged (``faults.log`` in the run directory,
-and the ledger when that works) and the command runs as if there were no ledger.
+In shadow mode, and with govern off, verdicts and answers are decided and recorded only, so runs with and without them
+are measured alike. The stages are modules of step/; this class calls them in order and holds the run's state. A ledger
+fault never stops the agent: it is logged, and the command runs as if there were no ledger.
 """
 
 from __future__ import annotations
@@ -91,7 +81,7 @@ FREEZE_FILES = 10_000  # a tree this big: what the first scan made is kept out o
 
 
 class LedgerRuntime:
-    """The runtime for one run; see the module docstring."""
+    """The runtime for one run."""
 
     def __init__(
         self,
@@ -107,9 +97,7 @@ class LedgerRuntime:
         submission: Submission = NO_SUBMISSION,
         line_facts: bool | None = None,
     ):
-        """``line_facts``: keep, for each output the model holds, which of its lines are which file
-        lines (what ``said`` tells a context policy); by default where the configured context policy
-        is not ``full``, the only one that asks nothing of them."""
+        """``line_facts``: keep which held output lines are which file lines; default: unless the policy is ``full``."""
         self.workdir = workspace.root if workspace is not None else os.path.abspath(workdir)
         self.run_dir = Path(run_dir)
         self.submission = submission  # how the agent submits: the adapter knows
@@ -196,14 +184,12 @@ class LedgerRuntime:
     # -- inform --------------------------------------------------------------------------------
 
     def view(self, *, as_applied: bool = False) -> StateView:
-        """The state view now. ``as_applied``: as the model of a run whose verdicts take effect would
-        see it (a replay in shadow mode measures that run)."""
+        """The state view now; ``as_applied``: as a run whose verdicts take effect sees it (a shadow replay)."""
         policies = describe(self.rules) if as_applied else in_force(self.config, self.rules)
         return render(self.state, self.config.view, policies=policies, as_applied=as_applied)
 
     def view_for_notes(self) -> StateView | None:
-        """The state view the notes of the view are made from (prompt/notes.py); None when inform is
-        off, in shadow mode, or on a fault."""
+        """The state view the notes are made from; None when inform is off, in shadow mode, or on a fault."""
         if not self.config.informs:
             return None
         try:
@@ -213,7 +199,7 @@ class LedgerRuntime:
             return None
 
     def _checked_view(self) -> StateView:
-        """The state view now, its lines the records do not bear out left out, each a fault (once)."""
+        """The state view now, less its lines the records do not bear out, each reported as a fault once."""
         view = self.view()
         for why in view.refused:
             if why not in self._refused_lines:
@@ -222,11 +208,10 @@ class LedgerRuntime:
         return view
 
     def view_note(self, notes: Any, *, dry_run: bool = False) -> str:
-        """For an agent that keeps the notes of the state view in its history (hooks: Codex, Claude
-        Code): the next note of ``notes`` (a ``ViewNotes``), the view's news since the model was last
-        told (prompt/notes.py), paid from what the answers spared it (``context.view_share``), recorded as an
-        injection; "" when there is none (inform off, shadow mode, a fault, nothing news, no budget).
-        ``dry_run``: the note there would be now, ``notes`` left as they were and nothing recorded."""
+        """The next note of ``notes`` for an agent that keeps notes in its history (hooks), recorded as an injection.
+
+        It is the view's news, paid from what the answers spared (``context.view_share``); "" when there is none.
+        ``dry_run`` changes and records nothing."""
         view = self.view_for_notes()
         if view is None:
             return ""
@@ -251,9 +236,7 @@ class LedgerRuntime:
         return text
 
     def inform(self) -> str:
-        """The state view to put into the prompt now ("" when inform is off, in shadow mode, or on a
-        fault). The model's turn starts now: the scan for changes made since the last command starts
-        too, in the background (``prescan``)."""
+        """The state view for the prompt now, "" when there is none; also starts the scan before the next command."""
         self.prescan()
         if not self.config.informs:
             return ""
@@ -264,8 +247,7 @@ class LedgerRuntime:
             return ""
 
     def spared(self, attempt_id: int | None) -> int:
-        """Characters the answer of an attempt spared the model: what the agent would have shown of the
-        output as it is, less what it showed of the answer (0 where the verdict did not take effect)."""
+        """Characters an attempt's answer spared the model, 0 where the verdict did not take effect."""
         a = self.state.attempt(attempt_id) if attempt_id is not None else None
         if a is None or not a.applied:
             return 0
@@ -277,21 +259,19 @@ class LedgerRuntime:
 
     @property
     def _last(self) -> Snapshot | None:
-        """The last snapshot of the workspace (the scan stage's)."""
+        """The last snapshot of the workspace, the scan stage's."""
         return self.scans.last
 
     def prescan(self) -> None:
-        """Take the scan before the next command now, while the model thinks (scan.Scans.prescan)."""
+        """Takes the scan before the next command now, while the model thinks."""
         self.scans.prescan(self.state.step + 1)
 
     def _settle(self, *, discard: bool = False) -> Snapshot | None:
-        """Wait for a background scan and take its result (scan.Scans.settle); ``discard``: a command
-        is under way, drop it."""
+        """Waits for a background scan and takes its result; ``discard`` drops it while a command is under way."""
         return self.scans.settle(self.state.step + 1, discard=discard)
 
     def _fold(self, event: dict[str, Any], texts: Callable[[str | None], str | None]) -> None:
-        """Fold one stored event into what the runtime knows: the run's state, what the model holds,
-        what the notes told it. The one way in, live (``_commit``) and for a ledger opened again."""
+        """Folds one stored event into the state, what the model holds and what the notes told it: the one way in."""
         self.state.apply(event)
         kind = event.get("kind")
         try:
@@ -306,8 +286,7 @@ class LedgerRuntime:
             )
 
     def finish_command(self, attempt_id: int, res: ExecResult) -> None:
-        """Fold in what an executed command that was recorded unfinished gave in the end (an agent
-        whose tool returned before the command ended: its exit code and whole output)."""
+        """Folds in the exit code and whole output of a command recorded unfinished: its agent's tool returned early."""
         try:
             self._settle(discard=True)
             a = self.state.attempt(attempt_id)
@@ -330,18 +309,17 @@ class LedgerRuntime:
             self._fault("completing a command", e)
 
     def set_task(self, task: str) -> None:
-        """Name the task when the run started without one (an agent that gets it later)."""
+        """Names the task when the run started without one, for an agent that gets it later."""
         if task.strip() and self.state.baseline is not None and not self.state.baseline.task:
             self._commit([("task", {"task": task})], self.state.step)
 
     def note_injection(self, event: str, text: str) -> None:
-        """Record state-view text handed to the agent outside its prompt (it stays in its history)."""
+        """Records state-view text handed to the agent outside its prompt, which stays in its history."""
         if text:
             self._commit([("injection", {"event": event, "chars": len(text), "text": text})], self.state.step)
 
     def note_model_call(self, cost: float | None) -> None:
-        """Record one of the agent's model calls and its cost in dollars; None: the price of the model
-        is not known (a local model, one the price table lacks), recorded as unknown, never as $0."""
+        """Records one model call and its cost in dollars; None: the price is unknown, recorded so, never as $0."""
         self._commit([("model_call", {"cost": None if cost is None else float(cost)})], self.state.step)
 
     # -- run -------------------------------------------------------------------------------------
@@ -354,7 +332,7 @@ class LedgerRuntime:
         cwd: str | None = None,
         step: int | None = None,
     ) -> RunResult:
-        """Govern, execute (or not), record; returns what the agent should see."""
+        """Governs, executes or not, and records; returns what the agent should see."""
         plan = self.propose(command, cwd=cwd, step=step)
         if plan is None:
             res = execute(command, os.path.abspath(cwd or self.workdir))
@@ -377,8 +355,7 @@ class LedgerRuntime:
     def propose(
         self, command: str, *, cwd: str | None = None, step: int | None = None, analysis: Analysis | None = None
     ) -> Plan | None:
-        """Analyse, scan and govern ``command``. None on a fault of the ledger (logged): then the
-        command just runs, unrecorded."""
+        """Analyses, scans and governs ``command``; None on a ledger fault, and the command then runs unrecorded."""
         cwd = os.path.abspath(cwd or self.workdir)
         step = step if step is not None else self.state.step + 1
         try:
@@ -388,10 +365,7 @@ class LedgerRuntime:
             return None
 
     def answer(self, plan: Plan, *, refused: str | None = None) -> RunResult | None:
-        """What the agent gets instead of running the command (the plan's verdict does not
-        execute), recorded. None when the earlier output cannot be had (logged): the verdict
-        becomes RUN and the command must run. ``refused``: what a refusal says became of what the
-        agent asked for, when that was not a command ("The command was not run..." otherwise)."""
+        """What the agent gets instead of running the command, recorded; None on a fault, and the command must run."""
         try:
             return self._answer(plan, refused)
         except Exception as e:
@@ -408,9 +382,9 @@ class LedgerRuntime:
         truncation: Truncation | None = None,
         shown_raw: bool = False,
     ) -> RunResult:
-        """Record what running the planned command gave; returns what the agent should see.
-        ``truncation``: how the agent cut this output, when not as usual (``self.truncation``);
-        ``shown_raw``: the agent already delivered_now the output as it is (a command it ran itself)."""
+        """Records what running the planned command gave; returns what the agent should see.
+
+        ``shown_raw``: the agent already showed the output as it is."""
         plan.shown_raw = plan.shown_raw or shown_raw
         try:
             self._settle(discard=True)
@@ -428,8 +402,7 @@ class LedgerRuntime:
         return Plan(command, cwd, step, analysis, facts, self.config.applies, before, sigs)
 
     def _prepare(self, plan: Plan) -> None:
-        """Hand the workspace the command about to run, as analysed (one that signs inside the
-        command reads it from here; a workspace written before ``prepare`` existed has none)."""
+        """Hands the workspace the command about to run, for one that signs inside the command."""
         prepare = getattr(self.workspace, "prepare", None)
         if prepare is None:
             return
@@ -445,7 +418,7 @@ class LedgerRuntime:
 
     @property
     def delivered(self):
-        """The earlier outputs the model holds (held/delivered.py), as the held room keeps them."""
+        """The earlier outputs the model holds, as the held room keeps them."""
         return self.held.delivered
 
     def holds_attempt(self, attempt_id: int) -> bool:
@@ -461,13 +434,11 @@ class LedgerRuntime:
         return self.held.held_next(step)
 
     def forget_context(self) -> None:
-        """The agent dropped the outputs it was shown so far from its history (a compaction): no
-        later answer refers to them."""
+        """The agent dropped the outputs shown so far from its history, a compaction: no later answer refers to them."""
         self._commit([("context", {"from_step": self.state.step + 1})], self.state.step)
 
     def distrust(self, attempt_id: int, why: str) -> None:
-        """The agent's own record says the model delivered_now something else than the ledger recorded for
-        this attempt: it is never the source of a reference (a fault says why)."""
+        """The agent's record says the model got something else for this attempt: never a source; a fault says why."""
         self._commit([("distrust", {"attempt": attempt_id, "why": why})], self.state.step)
         self._fault("checking what the model got", ValueError(why))
 
@@ -485,32 +456,26 @@ class LedgerRuntime:
     # -- answering ---------------------------------------------------------------------------------
 
     def stored_output(self, output: str) -> str:
-        """An output as the ledger keeps it: secrets masked, then cut to ``truncation.max_stored_chars``
-        (masked first: a cut through a secret would leave a piece no pattern knows) - what a check
-        of its answer compares the expansion with. (A long output like one stored as printed is
-        masked in what differs: clean_outputs.py.)"""
+        """An output as the ledger keeps it, masked then cut: what a check of its answer compares with."""
         return stored_output(output, self.config.truncation.max_stored_chars, self._clean, self.redactor.mask)
 
     def _put_output(self, output: str) -> tuple[str, str]:
-        """Store an output as ``stored_output`` says; returns its key and what is stored (``output``
-        itself when nothing was masked or cut)."""
+        """Stores an output as ``stored_output`` says; returns its key and what is stored."""
         stored = self.stored_output(output)  # masked already: the store does not mask it again
         if stored is output:
             self._clean.remember(output)
         return self.store.put_masked(stored), stored
 
     def _put_shown(self, shown: str, record: Answer, output: str, output_hash: str) -> str:
-        """Store the text the model delivered_now for an output (``shown``; ``record``: its answer as the ledger
-        stores it); returns its key: the output's own (``output_hash``) where it delivered_now the output as it is."""
+        """Stores the text the model got for an output; returns its key: the output's own, where they are the same."""
         return output_hash if shown == output else self.store.put_text(record.text)
 
     def _refers(self, output: str) -> bool:
-        """Whether an output is short enough to be answered with references and be their source
-        (a longer one is answered as it is, and stored cut)."""
+        """Whether an output is short enough to be answered with references and be their source; else stored cut."""
         return len(output) <= min(MAX_DELIVERED_CHARS, self.config.truncation.max_stored_chars)
 
     def _answer(self, plan: Plan, refused: str | None = None) -> RunResult:
-        """A verdict that does not run the command (REVISE, BLOCK), answered and recorded."""
+        """A refused command (REVISE, BLOCK), answered and recorded."""
         v = plan.verdict
         answer, returncode = not_run_answer(v, refused=refused)
         kept = self.truncation.kept(answer.text)
@@ -538,9 +503,7 @@ class LedgerRuntime:
     def _fresh_answer(
         self, plan: Plan, verdict: Verdict, output: str, lines: Callable[[], list[str]], trunc: Truncation
     ) -> Answer:
-        """The answer to a command that ran (respond.fresh_answer), checked before the model gets it. (A
-        verdict that does not run it, in shadow mode or with govern off: the refusal the model would
-        have delivered_now instead.)"""
+        """The answer to a command that ran, checked; for a verdict that does not run it, the refusal it would get."""
         if not verdict.kind.executes:
             return not_run_answer(verdict)[0]
         answer, notes = fresh_answer(
@@ -559,8 +522,7 @@ class LedgerRuntime:
         return self._checked(answer, output, notes, lines)
 
     def _changed_since(self, attempt_id: int) -> bool:
-        """Whether files changed after an attempt, by the records (claims.changed_since; a claim they do
-        not bear out is a fault, and is not made)."""
+        """Whether the records bear out that files changed after an attempt; if not, a fault, and no claim."""
         why = changed_since(self.state, attempt_id)
         if why is not None:
             self._fault("checking 'though files changed since'", ValueError(why))
@@ -569,9 +531,9 @@ class LedgerRuntime:
     def _checked(
         self, answer: Answer, output: str, notes: list[str], lines: Callable[[], list[str]] | None = None
     ) -> Answer:
-        """``answer``, once its references are read back as the model reads them and found to stand for
-        exactly ``output`` (from the outputs the ledger holds in memory); else, a fault of ours, the
-        output as it is. Every reference the model gets is checked so, before it gets it."""
+        """``answer`` if its references, read back as the model reads them, stand for exactly ``output``; else raw.
+
+        Every reference is checked so before the model gets it; a failed check is a fault of ours."""
         if answer.kind is AnswerKind.RAW:
             return answer
 
@@ -589,8 +551,7 @@ class LedgerRuntime:
     # -- recording ---------------------------------------------------------------------------------
 
     def _record_ran(self, plan: Plan, res: ExecResult, elapsed: float, trunc: Truncation) -> RunResult:
-        """Record a command that ran to its end: what it changed, its output and the answer built from
-        it, what it showed of the files; then the model holds that answer. Returns what the agent gets."""
+        """Records a command that ran to its end; returns what the agent gets."""
         analysis = plan.analysis
         changes = self._changes_after(plan)
         output = res.output
@@ -642,12 +603,11 @@ class LedgerRuntime:
         return run_result(plan, res, verdict, attempt.id, answer)
 
     def _record_interrupted(self, plan: Plan, elapsed: float, exc: BaseException) -> RunResult:
-        """Record a command whose run ended in ``exc`` (the agent's submission, an interrupt): what it
-        changed, with no output and no answer."""
+        """Records a command whose run ended in ``exc``, a submission or an interrupt: its changes, no output."""
         analysis = plan.analysis
         ran = self._ran(plan, elapsed, self._changes_after(plan, interrupted=True), {})
         verdict = plan.verdict
-        # shadow mode, govern off: what the model would have delivered_now instead
+        # shadow mode, govern off: what the model would have got instead
         shown = not_run_answer(verdict)[0].text if not verdict.kind.executes else raw("").text
         attempt = self._attempt(
             plan,
@@ -663,10 +623,10 @@ class LedgerRuntime:
         return RunResult("", None, verdict, True, attempt.id)
 
     def _changes_after(self, plan: Plan, *, interrupted: bool = False) -> list[Change]:
-        """What the planned command changed. A reader writes nothing: what a scan after it finds
-        changed while it ran (another process), recorded at its step as made outside any command,
-        so that what it printed and the epoch after it agree. Where a scan walks the tree it is not
-        taken around a reader: the next scan finds such a change, made between commands."""
+        """What the planned command changed.
+
+        A reader writes nothing: what changed meanwhile is recorded at its step as made outside any command. Where a
+        scan walks the tree, none is taken around a reader."""
         readonly = plan.analysis.readonly and not interrupted
         if readonly and self.workspace.rescan_before_command and not self.workspace.scan_is_cheap:
             return self.scans.after(plan.before, skip=True)
@@ -677,9 +637,7 @@ class LedgerRuntime:
         return changes
 
     def _ran(self, plan: Plan, elapsed: float, changes: list[Change], post_sigs: dict[str, str]) -> Execution:
-        """What running the planned command did: its read set signed after it ran (``post_sigs``: what
-        is signed already) and whether it stayed as it was while it ran (record.read_set), what it
-        changed and the epoch after it."""
+        """What running the planned command did: read set signed after it and if it held, changes, epoch after."""
         post_sigs.update(self.workspace.sign_many([k for k in plan.pre_sigs if k not in post_sigs]))
         signed, stable = read_set(plan, post_sigs)
         return Execution(elapsed, signed, stable, changes, self.state.epoch + (1 if changes else 0))
@@ -696,8 +654,7 @@ class LedgerRuntime:
         lines: Callable[[], list[str]],
         facts: list[FactRun],
     ) -> list[Observation]:
-        """What the model saw of the files the output shows (checked against ``texts``); ``facts`` gets
-        the output's runs of checked file lines."""
+        """What the model saw of the files the output shows, checked against ``texts``; ``facts`` gets checked runs."""
         analysis, output = plan.analysis, res.output
         seen = None
         if analysis.views:  # what the model saw of the files the output shows (nothing to see otherwise)
@@ -732,24 +689,22 @@ class LedgerRuntime:
         facts: dict | None = None,
         texts: dict[str, str] | None = None,
     ) -> None:
-        """Commit an attempt with its observations, modifications and (``facts``) the runs of file lines
-        its output holds (record.attempt_events), then fold them in (what may fail is worked out before
-        anything is kept: the ledger on disk and in memory agree). ``texts``: its output and answer."""
+        """Commits an attempt's events, then folds them in; what may fail is done first, so disk and memory agree."""
         self._commit(attempt_events(attempt, obs, mods, epoch_after, facts), step, texts)
 
     def _verdict_after(self, plan: Plan, res: ExecResult, ran: Execution) -> Verdict:
-        """The verdict of a command that ran, with what the rules decided after it (noop-edit) found."""
+        """The verdict of a command that ran, with the after-run rules' findings."""
         if not plan.verdict.kind.executes:
             return plan.verdict
         did = self._outcome(plan.analysis, res, ran.changes)
         return plan.verdict_after(check_after(self.rules, plan.analysis, did, self._policy_fault))
 
     def _outcome(self, a: Analysis, res: ExecResult, changes: list[Change]) -> Outcome:
-        """What the command did, for the rules decided after it ran (record.outcome)."""
+        """What the command did, for the after-run rules."""
         return outcome(a, res, changes, self.workdir, self.workspace.rescan_before_command)
 
     def _attempt(self, plan: Plan, **fields: Any) -> Attempt:
-        """The planned command's attempt (record.new_attempt), numbered next."""
+        """The planned command's attempt, numbered next."""
         attempt_id = self._next_id
         self._next_id += 1
         return new_attempt(plan, attempt_id, self.state, **fields)
@@ -757,7 +712,7 @@ class LedgerRuntime:
     # -- modifications -----------------------------------------------------------------------------
 
     def _record_between(self, changes: list[Change], step: int) -> None:
-        """Record changes made between commands, before ``step`` (found by a scan before it)."""
+        """Records changes made between commands, before ``step``."""
         epoch = self.state.epoch + (1 if changes else 0)
         mods = [self.modifications.of(c, None, step, None) for c in changes]
         self._commit(modification_events(mods, epoch), step)
@@ -770,10 +725,9 @@ class LedgerRuntime:
         step: int,
         texts: dict[str, str] | None = None,
     ) -> None:
-        """Store ``events`` in one transaction, then fold each into what the runtime knows, as it was
-        stored (``_fold``: the way a ledger opened again takes them in). ``texts``: outputs and answers
-        by the keys they are stored under, in memory (read from the store otherwise). A write that fails
-        is a fault (its records go to faults.log); the run goes on with them."""
+        """Stores ``events`` in one transaction, then folds each in as stored; ``texts`` holds outputs in memory by key.
+
+        A failed write is a fault, its records kept in faults.log; the run goes on."""
         stored = [self.store.append(kind, body, step) for kind, body in events]
         try:
             self.store.commit()
@@ -786,7 +740,7 @@ class LedgerRuntime:
             self._fold(event, read)
 
     def report_fault(self, where: str, error: BaseException, command: str | None = None) -> None:
-        """Log a fault of the ledger's own making (an adapter's too): faults.log and the ledger."""
+        """Logs a fault of the ledger's own making, or an adapter's."""
         self._fault(where, error, command)
 
     def _fault(
@@ -796,7 +750,7 @@ class LedgerRuntime:
 
     @property
     def faults(self) -> int:
-        """Faults of the ledger so far (each logged; none ever stops the agent)."""
+        """Faults of the ledger so far; none ever stops the agent."""
         return self.fault_log.count
 
     def _safely(self, fn, *args) -> None:
@@ -825,18 +779,16 @@ class LedgerRuntime:
 
 
 def _freeze_long_lived() -> None:
-    """Move every object alive now out of the reach of Python's cyclic garbage collector (``gc.freeze``).
-    The first scan of a big tree makes an object per file that lives as long as the run (its state
-    in the snapshot and the hash cache); each full collection would walk them all (about 90 ms at
-    100,000 files, at unforeseeable moments of the agent's run). Reference counting still frees them;
-    only a cycle among them, should one ever become garbage, is kept."""
+    """Moves every object alive now out of reach of the cyclic garbage collector (``gc.freeze``).
+
+    A big tree's first scan makes an object per file for the whole run, and each full collection would walk them all,
+    about 90 ms at 100,000 files. Reference counting still frees them; only a cycle among them would be kept."""
     gc.collect()
     gc.freeze()
 
 
 def _ignore_in_git(run_dir: Path, workdir: str) -> None:
-    """A run directory inside the workspace (``-o ledger-runs/...`` from the repository) ignores
-    itself, so ``git status`` and ``git add -A`` in the agent's repository leave it out."""
+    """Makes a run directory inside the workspace ignore itself, so ``git status`` and ``git add -A`` leave it out."""
     try:
         inside = run_dir.resolve().is_relative_to(Path(workdir).resolve())
         marker = run_dir / ".gitignore"

@@ -1,11 +1,8 @@
 """What every section of the settings shares: the error that names its key, and the checks of a value.
 
-A room that has settings (the state view, the answers, scanning...) owns a small frozen dataclass,
-a ``Section``: its fields are the keys of its ``[ledger.<name>]`` table, each field's ``check``
-turns what a file gives into the value the room uses or says what it expected, and ``validate``
-checks what spans fields. ``LedgerConfig`` (config.py) composes the sections; ``flat`` maps the
-names the keys had before there were sections (``dedupe_min_lines``) to the fields, so those files
-still load.
+A room with settings owns a frozen dataclass ``Section`` whose fields are its ``[ledger.<name>]`` keys, each with a
+``check`` that converts a value or says what it expected. ``flat`` maps older files' names (``dedupe_min_lines``) to
+fields, so those files still load.
 """
 
 from __future__ import annotations
@@ -21,8 +18,7 @@ class ConfigError(ValueError):
 
 
 class SettingError(ConfigError):
-    """One setting a section refuses: which (``section``, ``key``) and why (``detail``). Its text
-    names the key in its sectioned form; a loader that knows how a file spelled it names it so."""
+    """One setting a section refuses, named in its sectioned form, and why."""
 
     def __init__(self, section: str, key: str, detail: str):
         self.section, self.key, self.detail = section, key, detail
@@ -40,7 +36,7 @@ class Invalid(ValueError):
 
 @dataclass(frozen=True)
 class Check:
-    """What a key takes (``expected``, said in an error) and the conversion to it (None: refused)."""
+    """What a key takes, said as ``expected`` in an error, and the conversion to it (None: refused)."""
 
     expected: str
     convert: Callable[[Any], Any]
@@ -62,8 +58,7 @@ def integer(minimum: int = 0) -> Check:
 
 
 def number(*, above: float | None = None, at_least: float | None = None, infinite: bool = False) -> Check:
-    """A number (an integer is one too) greater than ``above`` or at least ``at_least``; ``inf``
-    only if ``infinite``; never NaN."""
+    """A number above ``above`` or at least ``at_least``; ``inf`` only if ``infinite``, never NaN."""
     bound = f"> {above:g}" if above is not None else f">= {at_least:g}" if at_least is not None else ""
     said = f"a number {bound}".strip() + (" (inf: no bound)" if infinite else "")
 
@@ -87,7 +82,7 @@ TABLE = Check("a table", lambda v: dict(v) if isinstance(v, dict) else None)
 
 
 def choice(kind: type[Enum]) -> Check:
-    """One of an enum's words (the enum itself is taken too)."""
+    """One of an enum's words, or the enum itself."""
 
     def convert(v: Any) -> Enum | None:
         try:
@@ -111,15 +106,14 @@ def plain(value: Any) -> Any:
 
 
 class Section:
-    """The behaviour every section shares (mixed into a frozen dataclass). ``name``: its table,
-    ``[ledger.<name>]`` ("" for the keys of ``[ledger]`` itself); ``flat``: older name -> key."""
+    """The behaviour every section shares, mixed into a frozen dataclass; ``name`` is its table, "" for ``[ledger]``."""
 
     name: ClassVar[str] = ""
     flat: ClassVar[dict[str, str]] = {}
     whole: ClassVar[str] = ""  # a section whose table is one value (its keys are names: the policies)
 
     def __post_init__(self) -> None:
-        """Every key checked, and converted to what the room uses; a section that exists is one it can use."""
+        """Checks and converts every key, so a section that exists is one its room can use."""
         for f in fields(self):  # type: ignore[arg-type]
             check = f.metadata.get("check")
             if check is None:
@@ -132,10 +126,10 @@ class Section:
         self.validate()
 
     def validate(self) -> None:
-        """Checks that span keys, or need the room's own parsing (raise ``SettingError``)."""
+        """Checks that span keys or need the room's own parsing; raises ``SettingError``."""
 
     def refuse(self, key: str, detail: str) -> SettingError:
-        """The error naming ``key`` (a section that is one table is named itself)."""
+        """The error naming ``key``; a section that is one table is named itself."""
         return SettingError(self.name, "" if key == self.whole else key, detail)
 
     @classmethod
@@ -143,7 +137,7 @@ class Section:
         return [f.name for f in fields(cls) if "check" in f.metadata]  # type: ignore[arg-type]
 
     def table(self) -> dict[str, Any]:
-        """The section's keys and their plain values (its TOML table)."""
+        """The section's keys and their plain values: its TOML table."""
         if self.whole:
             return dict(getattr(self, self.whole))
         return {k: plain(getattr(self, k)) for k in self.keys()}

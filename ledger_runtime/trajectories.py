@@ -1,11 +1,7 @@
-"""Recorded agent runs: a ``Trajectory`` per instance as the replay reads it, the list of its
-``RecordedStep``s (the command, and what the agent saw: return code and output); and a
-``Conversation`` as the run's page shows it, the model's own side of the run (its ``ModelTurn``s:
-what it said and thought, the commands it asked for, tokens, cost, time). The formats come from the
-adapters, which know their agents' files: each is a ``RecordedFormat``, found through the
-``ledger_runtime.trajectories`` entry point group. A format may read recorded runs for the replay
-(``load``), the model's side for the page (``conversation``, with ``locate`` finding the record
-beside a ledger), or both.
+"""Recorded agent runs: ``Trajectory`` and its ``RecordedStep``s for the replay, ``Conversation`` for the run's page.
+
+Each format is a ``RecordedFormat`` an adapter registers in the ``ledger_runtime.trajectories`` entry point group; it
+may read runs for the replay (``load``), the model's side for the page (``conversation``, ``locate``), or both.
 """
 
 from __future__ import annotations
@@ -62,10 +58,9 @@ class Trajectory:
 
 @dataclass(frozen=True)
 class ModelTurn:
-    """One call of the model as the agent recorded it: what the model said (``text``, its commands
-    included as the agent shows them) and thought (``reasoning``, where the provider returns it; a
-    summary, for some), the commands it asked for in order, and what the call took, where the record
-    says (None: not known)."""
+    """One model call as the agent recorded it: what the model said and thought, the commands it asked for, its cost.
+
+    What the record does not say is None."""
 
     text: str = ""
     reasoning: str = ""
@@ -79,8 +74,7 @@ class ModelTurn:
 
 @dataclass
 class Conversation:
-    """The model's side of a run, read from the agent's own record (``source``): the task it was
-    given, each call of the model in order, and what the run submitted."""
+    """The model's side of a run from the agent's own record: the task, each model call in order, the submission."""
 
     source: str
     turns: list[ModelTurn] = field(default_factory=list)
@@ -102,8 +96,9 @@ def _answer_alone(message: str, answer: str, trunc: Truncation) -> str:
 
 @dataclass(frozen=True)
 class RecordedFormat:
-    """An agent's recorded runs: how they are read, and what they take for granted. Its functions
-    are module-level ones (a trajectory goes to the replay's worker processes with its format)."""
+    """An agent's recorded runs: how they are read, and what they take for granted.
+
+    Its functions are module-level, since a trajectory goes to the replay's worker processes with its format."""
 
     name: str
     root: str = ""  # where the recorded commands ran (the paths in them name it)
@@ -128,7 +123,7 @@ PLAIN = RecordedFormat("plain", "", NO_SUBMISSION, _nothing, _as_recorded, _answ
 
 
 def formats(problems: list[str] | None = None) -> dict[str, RecordedFormat]:
-    """The installed formats, by name; one that cannot be loaded is left out (``problems`` gets why)."""
+    """The installed formats by name; one that cannot be loaded is left out, and ``problems`` gets why."""
     out = {}
     for ep in entry_points(group=FORMATS_GROUP):
         try:
@@ -144,10 +139,9 @@ def formats(problems: list[str] | None = None) -> dict[str, RecordedFormat]:
 
 
 def conversation_of(ledger: Path, record: Path | None = None, problems: list[str] | None = None) -> Conversation | None:  # noqa: C901
-    """The model's side of the run that kept ``ledger``: read from ``record`` when given (by the first
-    installed format that reads it), else from the records the formats find beside the ledger (a run
-    recorded in several files, a TUI session's rollouts, reads as one). None when there is none;
-    ``problems`` gets why a record could not be read."""
+    """The model's side of the run that kept ``ledger``, from ``record`` or the records found beside it; else None.
+
+    A run recorded in several files reads as one; ``problems`` gets why a record could not be read."""
     readers = [f for f in formats(problems).values() if f.conversation is not None]
     if record is not None:
         why = []

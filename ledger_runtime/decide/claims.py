@@ -1,13 +1,9 @@
 """What the ledger says in its own words, checked against its records before the model reads it.
 
-A reference is checked by reading it back (answers/build.py ``expand``); the ledger's other sentences
-are claims about the run: a NUDGE's "no tracked file changed since step 4, where this
-same command failed (exit 1)", a reference's "though files changed since", a note's "mid.py: STALE,
-changed at step 5 by `sed -i ...`". Each is checked here by a second reading of the records (the
-attempts, observations and modifications the ledger keeps), written apart from the code that made
-the sentence; a claim the records do not bear out is not sent, and the runtime logs a fault.
-
-Each check returns None when the claim holds, else why it does not (a fault's message).
+A reference is checked by reading it back (answers/build.py); the ledger's other sentences are claims about the run,
+such as "no tracked file changed since step 4, where this same command failed (exit 1)". Each claim is checked here by a
+second reading of the records, written apart from the code that made the sentence. A claim the records do not bear out
+is not sent, and the runtime logs a fault. Each check returns None when the claim holds, else why not.
 """
 
 from __future__ import annotations
@@ -22,8 +18,7 @@ UNCHANGED_SINCE = "no tracked file changed since"
 
 
 def after(state: Any, a: Attempt) -> list[Modification]:
-    """The modifications recorded after attempt ``a`` (not those it made, nor those made while it ran
-    by another process, which its output already showed)."""
+    """The modifications after attempt ``a``, less those its output showed: its own and those made while it ran."""
     return [
         m
         for m in state.modifications_after(a.step)
@@ -32,13 +27,12 @@ def after(state: Any, a: Attempt) -> list[Modification]:
 
 
 def env_changed_after(state: Any, a: Attempt) -> bool:
-    """Whether a command that changes the environment (an install, an export) ran after ``a``."""
+    """Whether a command that changes the environment ran after ``a``."""
     return any(b.id > a.id and b.executed and b.command_class is CommandClass.ENV for b in state.attempts)
 
 
 def changed_since(state: Any, attempt_id: int) -> str | None:
-    """ "though files changed since" of a reference to an attempt's output: a file the ledger tracks
-    changed after it."""
+    """Checks "though files changed since" of a reference to an attempt's output."""
     a = state.attempt(attempt_id)
     if a is None:
         return f"attempt {attempt_id} is not in the ledger"
@@ -46,8 +40,7 @@ def changed_since(state: Any, attempt_id: int) -> str | None:
 
 
 def unchanged_since(state: Any, a: Attempt | None, exit_code: Any = None) -> str | None:
-    """ "no tracked file changed since step N, where this same command failed (exit E)":
-    nothing changed after ``a`` (no tracked file, no environment command) and it exited ``exit_code``."""
+    """Checks "no tracked file changed since step N, where this same command failed (exit E)"."""
     if a is None:
         return "the step it names is not in the ledger"
     if exit_code is not None and a.exit_code != exit_code:
@@ -95,7 +88,7 @@ def _verify_before_submit(found: dict, state: Any, normalized: str, cwd: str) ->
 
 
 def _destructive(found: dict, state: Any, normalized: str, cwd: str) -> str | None:
-    """ "would throw away the changes to X, Y": each changed since the start, or uncommitted at it."""
+    """Checks "would throw away the changes to X, Y": each changed since the start, or was uncommitted at it."""
     base = state.baseline
     dirty = {os.path.join(base.root, p) for p in base.dirty_paths} if base is not None else set()
     for path in found.get("paths") or ():
@@ -115,9 +108,7 @@ RULE_CLAIMS = {
 
 
 def verdict_fails(v: Verdict, state: Any, normalized: str, cwd: str) -> str | None:
-    """Whether a verdict's reason says of the run what its records bear out (None), or why not. Its
-    claims are read from the evidence the rules put in it (by rule, as gate.compose keys it, or one
-    rule's own); a rule of the user's is not checked."""
+    """Why a verdict's reason says what the records do not bear out, or None; users' rules are not checked."""
     if v.kind is VerdictKind.NUDGE and v.rule is None and v.ref_attempt is not None:  # govern's repeat
         return unchanged_since(state, state.attempt(v.ref_attempt))
     evidence = v.evidence or {}
@@ -135,8 +126,7 @@ def verdict_fails(v: Verdict, state: Any, normalized: str, cwd: str) -> str | No
 
 
 def _fresh(state: Any, o: Observation) -> bool:
-    """Whether the file still has what ``o`` saw: no change of it is recorded, or its last one left
-    it so (and so for its symbolic link's target)."""
+    """Whether the file, and a link's target, still has what ``o`` saw."""
     for path, seen in ((o.path, o.content_hash), (o.target, o.target_hash)):
         mods = state.modifications_of(path) if path is not None else ()
         if mods and mods[-1].after_hash != seen:
@@ -145,7 +135,7 @@ def _fresh(state: Any, o: Observation) -> bool:
 
 
 def _changed_claim(claim: tuple, state: Any) -> str | None:
-    """ "X: created / deleted / changed, +a -b (last at step N ...)", "X: back as at the start"."""
+    """Checks "X: created / deleted / changed, +a -b (last at step N ...)" and "X: back as at the start"."""
     _, path, how, step, attempt = claim
     mods = state.modifications_of(path)
     if not mods:
@@ -167,7 +157,7 @@ def _changed_claim(claim: tuple, state: Any) -> str | None:
 
 
 def _seen_claim(claim: tuple, state: Any) -> str | None:
-    """ "X: lines ... (steps ...)" (those views still hold) or "X: STALE, changed at step N"."""
+    """Checks "X: lines ... (steps ...)" and "X: STALE, changed at step N"."""
     _, path, fresh_steps, stale_step = claim
     obs = state.observations_of(path)
     fresh = {o.step for o in obs if _fresh(state, o)}
@@ -181,8 +171,7 @@ def _seen_claim(claim: tuple, state: Any) -> str | None:
 
 
 def _command_claim(claim: tuple, state: Any) -> str | None:
-    """ "#N cmd -> exit E; result holds / no tracked file changed since / may no longer hold: X changed
-    at step M"."""
+    """Checks "#N cmd -> exit E; result holds / no tracked file changed since / may no longer hold: X changed at M"."""
     _, attempt_id, holds, path, step = claim
     a = state.attempt(attempt_id)
     if a is None:
@@ -198,9 +187,7 @@ ENTRY_CLAIMS = {"changed": _changed_claim, "seen": _seen_claim, "command": _comm
 
 
 def entry_fails(claim: tuple, state: Any) -> str | None:
-    """Whether a line of the state view says what the records bear out (None), or why not. ``claim``:
-    what the line says, as its maker put it (``ViewEntry.claim``; a line that claims nothing of the
-    run, the task or the policies, has none)."""
+    """Why a state view line says what the records do not bear out, or None; ``claim`` is ``ViewEntry.claim``."""
     check = ENTRY_CLAIMS.get(claim[0]) if claim else None
     return check(claim, state) if check is not None else None
 

@@ -1,26 +1,12 @@
-"""The policy gate: named predicates over (proposal, ledger state, current hashes) that may refuse
-or annotate a command before it runs, composed with govern's verdict.
+"""The policy gate: named rules that may refuse or annotate a command before it runs, composed with govern's verdict.
 
-A predicate is a pure function ``check(proposal: Analysis, state: LedgerState, current: WorkspaceNow,
-rule: Rule) -> Finding | None``. A finding carries the reason and the ledger state it read
-(``evidence``, recorded with the verdict under the rule's name); the rule's configured verdict
-(ALLOW by finding nothing, NUDGE, REVISE or BLOCK) says what the finding does. Built-in rules are in
-policies.py; users add their own by dotted path (``check = "package.module:function"``). A rule
-decided after the command ran (``after_run``: noop-edit) is ``check(proposal, outcome, rule)``. A
-predicate that raises is reported and treated as ALLOW: the gate fails open, never in the agent's
-way.
+A rule's pure ``check(proposal, state, current, rule)``, or an ``after_run`` rule's ``check(proposal, outcome, rule)``,
+returns a Finding or None; the finding's evidence is recorded under the rule's name. Built-in rules are in policies.py;
+users add their own as ``check = "module:function"``. A check that raises is reported and allows: the gate fails open,
+never in the agent's way.
 
-Composition, in this order (the first that applies wins):
-
-1. BLOCK from any rule: refused outright;
-2. REVISE from any rule: the call is dropped, the agent gets the rule and the conflicting state and
-   keeps its turn;
-3. NUDGE from any rule or from govern: the command runs, with every note;
-4. RUN.
-
-Configuration (TOML, under ``[ledger.policies.<name>]`` or ``[policies.<name>]``): ``enabled``,
-``verdict`` (NUDGE, REVISE or BLOCK), ``paths`` (globs the rule applies to; all when empty), and the
-rule's own parameters (policies.py lists them). Unknown rules and keys are errors that name them.
+The first that applies wins: BLOCK from any rule; REVISE from any rule, which drops the call and lets the agent keep its
+turn; NUDGE from any rule or govern, which runs it with every note; RUN.
 """
 
 from __future__ import annotations
@@ -47,7 +33,7 @@ class PolicyError(ValueError):
 
 @dataclass(frozen=True)
 class Finding:
-    """What a predicate found: why the rule applies, and the ledger state it read."""
+    """What a check found: why the rule applies, and the ledger state it read."""
 
     reason: str
     evidence: Mapping[str, Any] = field(default_factory=dict)
@@ -57,7 +43,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class Rule:
-    """One configured rule: its predicate, its verdict, its scope and parameters."""
+    """One configured rule: its check, verdict, scope and parameters."""
 
     name: str
     check: Callable[..., Finding | None]
@@ -72,13 +58,12 @@ class Rule:
         return self.params.get(key, default)
 
     def in_scope(self, path: str) -> bool:
-        """Whether ``path`` (absolute) is in the rule's ``paths`` (all paths when none are given)."""
+        """Whether the absolute ``path`` is in the rule's ``paths``, or there are none."""
         return not self.paths or any(matches(path, g, self.workdir) for g in self.paths)
 
 
 def matches(path: str, glob: str, workdir: str) -> bool:
-    """A glob without a slash matches the file name; with one, the path relative to the workspace
-    (``*`` also crosses directories)."""
+    """A glob without a slash matches the file name; with one, the path in the workspace, ``*`` crossing directories."""
     if "/" not in glob:
         return fnmatch.fnmatchcase(os.path.basename(path), glob)
     rel = os.path.relpath(path, workdir) if workdir and os.path.isabs(path) else path
@@ -97,8 +82,7 @@ def _load_callable(spec: str, name: str) -> Callable[..., Finding | None]:
 
 
 def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str, tuple[Callable, dict]]) -> list[Rule]:  # noqa: C901
-    """The rules in force: every built-in with its defaults, overridden by ``settings``, plus the
-    user's own rules (those with a ``check``)."""
+    """The rules in force: the built-ins overridden by ``settings``, plus the user's own."""
     rules = []
     for name in settings:
         if name not in builtins and not isinstance((settings[name] or {}).get("check"), str):
@@ -171,8 +155,7 @@ USER_RULE_TIME_LIMIT_S = 2.0
 
 
 def _run_rule(rule: Rule, *args: Any) -> Finding | None:
-    """The rule's finding, ``rule.check(*args, rule)``; a rule of the user's own runs in a thread and
-    has ``time_limit_s`` (past it: TimeoutError, and its thread is left to finish on its own)."""
+    """The rule's finding; a user's rule runs in a thread and raises TimeoutError past ``time_limit_s``."""
     if rule.time_limit_s is None:
         return rule.check(*args, rule)
     box: list[Any] = []
@@ -199,13 +182,13 @@ def _run_rule(rule: Rule, *args: Any) -> Finding | None:
 def check_all(
     rules: list[Rule], proposal: Analysis, state: Any, current: Any, on_fault: Callable[[str, BaseException], None]
 ) -> list[Verdict]:
-    """Every rule's verdict on the proposal (rules that find nothing, or raise, allow it)."""
+    """Every rule's verdict on the proposal; a rule that finds nothing, or raises, allows it."""
     return _verdicts([r for r in rules if not r.after_run], on_fault, proposal, state, current)
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a command that ran did, for the rules decided after it (``after_run``)."""
+    """What a command that ran did, for the rules decided after it."""
 
     returncode: int | None
     changed: bool  # any file changed
@@ -217,13 +200,12 @@ class Outcome:
 def check_after(
     rules: list[Rule], proposal: Analysis, outcome: Outcome, on_fault: Callable[[str, BaseException], None]
 ) -> list[Verdict]:
-    """The verdicts of the rules decided after the command ran (NUDGE only: it ran)."""
+    """The verdicts of the after-run rules: NUDGE only, since the command ran."""
     return _verdicts([r for r in rules if r.after_run], on_fault, proposal, outcome)
 
 
 def _verdicts(rules: list[Rule], on_fault: Callable[[str, BaseException], None], *args: Any) -> list[Verdict]:
-    """What each rule finds, ``rule.check(*args, rule)``, as verdicts (a rule that finds nothing, or
-    raises, allows it)."""
+    """Each rule's finding as a verdict; a rule that finds nothing, or raises, allows it."""
     out = []
     for rule in rules:
         try:
@@ -238,8 +220,7 @@ def _verdicts(rules: list[Rule], on_fault: Callable[[str, BaseException], None],
 
 
 def after_run(before: Verdict, found: list[Verdict]) -> Verdict:
-    """The verdict of a command that ran: the one decided before it, with what the after-run rules
-    found joined to a NUDGE decided before (one note, both reasons)."""
+    """A command's verdict with the after-run findings joined to a NUDGE decided before, or in its place."""
     if not found:
         return before
     noop = found[0]
@@ -254,7 +235,7 @@ def after_run(before: Verdict, found: list[Verdict]) -> Verdict:
 
 
 def _verdict_of(rule: Rule, found: Any, on_fault: Callable[[str, BaseException], None]) -> Verdict | None:
-    """A rule's finding as a verdict (None: it found nothing, or what it returned is a fault of it)."""
+    """A rule's finding as a verdict; None when it found nothing or returned something faulty."""
     if found is None:
         return None
     try:
@@ -273,7 +254,7 @@ def _verdict_of(rule: Rule, found: Any, on_fault: Callable[[str, BaseException],
 
 
 def compose(governed: Verdict, gated: list[Verdict]) -> Verdict:
-    """One verdict from govern's and the rules' (see the module docstring for the order)."""
+    """One verdict from govern's and the rules', in the module docstring's order."""
     for kind in (VerdictKind.BLOCK, VerdictKind.REVISE):
         hits = [v for v in gated if v.kind is kind]
         if hits:
@@ -302,12 +283,12 @@ def compose(governed: Verdict, gated: list[Verdict]) -> Verdict:
 
 
 def in_force(config: Any, rules: list[Rule]) -> str | None:
-    """The state view's policies line: only where the rules act (govern on, not shadow mode)."""
+    """The state view's policies line, only where the rules act: govern on, not shadow mode."""
     return describe(rules) if config.applies else None
 
 
 def describe(rules: list[Rule]) -> str:
-    """The rules in force, in one line, for the state view: grouped by verdict, the strongest first."""
+    """The rules in force in one line, grouped by verdict, the strongest first."""
     groups = []
     for kind in (VerdictKind.BLOCK, VerdictKind.REVISE, VerdictKind.NUDGE):
         names = [r.name for r in rules if r.verdict is kind]

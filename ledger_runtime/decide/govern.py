@@ -1,20 +1,10 @@
-"""govern: one pure function from (proposal, ledger state, current signatures, config) to a Verdict,
-decided before a command runs.
+"""govern: the verdict on a command before it runs, a pure function of the proposal, the ledger state and the workspace.
 
-Every command runs: what the model gets back is decided after it ran, by comparing its fresh output
-with what the model already holds (answers/build.py; docs/answers.md). So before a command runs,
-govern only
-
-- NUDGEs a repeat of a test or script run, or of a failing command that is not a plain read, when
-  no tracked file changed since, nor has a command changed the environment (the note
-  goes with the fresh output; it says no more than that: a run also reads what the ledger does not
-  track, the environment's variables, files outside the work tree, time).
-
-No command the model asked for is skipped because an earlier run is believed to stand for it: that
-would be a prediction of its output, and what a run reads has no end (docs/settings.md, the removed
-``reuse_runs``). Only the policies refuse commands (REVISE, BLOCK).
-
-``WorkspaceNow`` carries the signatures and file states the policies read (policies.py).
+Every command runs; what the model gets back is decided after, from the fresh output and what it holds. govern only
+NUDGEs a repeat of a test or script run, or of a failing command that is not a plain read, when no tracked file or
+environment changed since; the note says no more, as a run also reads what the ledger does not track. Skipping a command
+because an earlier run stands for it would predict its output, and what a run reads has no end; only the policies refuse
+commands.
 """
 
 from __future__ import annotations
@@ -38,8 +28,7 @@ def _candidate(proposal: Analysis, state: LedgerState) -> Attempt | None:
 
 
 def govern(proposal: Analysis, state: LedgerState, current: WorkspaceNow, nudge_repeats: bool = True) -> Verdict:
-    """The verdict for ``proposal``; see the module docstring for the rules (``nudge_repeats``: the
-    setting of that name). Decided whether or not govern is on: runs are measured alike."""
+    """The verdict for ``proposal``, decided whether or not govern is on, so that runs are measured alike."""
     if proposal.submits:
         return Verdict(VerdictKind.RUN)
     cls = proposal.command_class

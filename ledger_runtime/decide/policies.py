@@ -1,23 +1,16 @@
-"""Built-in coding policies for the gate (gate.py): each a pure predicate over the proposal, the
-ledger state and the current signatures, with its default verdict and parameters.
+"""Built-in coding policies for the gate, each a pure check with its default verdict and parameters.
 
-- ``stale-edit`` (NUDGE): an in-place edit (``sed -i``, ``patch``, ``git apply``, an apply_patch
-  update, ...) of a file whose current content the agent has not seen: never read, or changed since
-  its last read by something other than its own recognised edits (a script, a formatter).
-- ``protected-paths`` (REVISE; ``globs``, none by default): an edit of a file that existed at the
-  start and matches a glob (the SWE-bench arms protect tests and configuration files).
-- ``destructive`` (BLOCK; ``patterns`` replaces the list of regular expressions, ``extra_patterns``
-  adds to it): ``git reset --hard``, ``git checkout -- .`` / ``-f``, ``git clean -f...``, ``git
-  restore .``, ``rm -r`` of the workspace root or a parent of it (following ``cd``, ``*``, ``$PWD``);
-  matched outside quoted text, comments and heredoc bodies.
-- ``verify-before-submit`` (REVISE; ``ignore`` globs): a submission when files that existed at the
-  start changed after the last test or script run (files the agent created are taken for scratch);
-  once: the same submission again, with nothing changed, goes through.
-- ``noop-edit`` (NUDGE): decided after the command ran (from its ``Outcome``): an edit that changed
-  no file.
-- ``repeat-failure`` (NUDGE, REVISE from ``revise_after`` = 3 runs): the same failing command again
-  with no file the ledger tracks changed since (not pure readers: a repeat of one runs, answered against what the
-  model holds).
+- ``stale-edit`` (NUDGE): an in-place edit of a file the agent has not seen as it is: never read, or changed since by
+  something other than its own recognised edits.
+- ``protected-paths`` (REVISE; ``globs``): an edit of a file that existed at the start and matches a glob.
+- ``destructive`` (BLOCK; ``patterns``, ``extra_patterns``): ``git reset --hard``, ``git checkout -- .``, ``git clean
+  -f``, ``git restore .``, ``rm -r`` of the workspace or a parent; never inside quotes, comments or heredocs.
+- ``verify-before-submit`` (REVISE; ``ignore``): a submission when files that existed at the start changed after the
+  last test or script run. Files the agent created are taken for scratch. Only once: the same submission again, nothing
+  changed, goes through.
+- ``noop-edit`` (NUDGE, after the command ran): an edit that changed no file.
+- ``repeat-failure`` (NUDGE, REVISE from ``revise_after`` runs): the same failing command again with no tracked file
+  changed since. A pure reader's repeat runs instead, answered against what the model holds.
 """
 
 from __future__ import annotations
@@ -135,7 +128,7 @@ def protected_paths(proposal: Analysis, state: LedgerState, current: WorkspaceNo
 
 
 def _without_heredocs(command: str) -> str:
-    """The command's lines without the bodies of its heredocs (text written to a file is not run)."""
+    """The command without its heredoc bodies: text written to a file is not run."""
     out: list[str] = []
     delimiter = None
     for line in command.splitlines():
@@ -191,10 +184,9 @@ def destructive(proposal: Analysis, state: LedgerState, current: WorkspaceNow, r
 
 
 def _work_lost(matched: str, text: str, pattern: str, state: LedgerState, rule: Rule) -> Finding:
-    """The refusal of a command that discards uncommitted work (``git reset --hard``, ``git checkout --
-    .``, ``git clean -f``), saying what of it the ledger knows: the files changed since the start and
-    those uncommitted at it, or that it knows of none (what it does not track may be lost all the same;
-    ``git clean -x`` removes the files git ignores too)."""
+    """The refusal of a command that discards uncommitted work, naming the changed and dirty files the ledger knows.
+
+    What it does not track may be lost all the same; ``git clean -x`` removes ignored files too."""
     changed = [m.path for m in state.changed_files()]
     base = state.baseline
     dirty = [os.path.join(base.root, p) for p in base.dirty_paths] if base is not None else []
@@ -214,7 +206,7 @@ def _work_lost(matched: str, text: str, pattern: str, state: LedgerState, rule: 
 
 
 def _cwd_at(command: str, position: int, cwd: str) -> str | None:
-    """The directory a command is in at ``position``, following its plain ``cd DIR`` before it."""
+    """The directory a command is in at ``position``, following the plain ``cd DIR`` before it."""
     for m in _CD.finditer(command[:position]):
         try:
             words = shlex.split(m.group(1))
@@ -317,8 +309,7 @@ def _nth(n: int) -> str:
 
 
 def noop_edit(proposal: Analysis, outcome: Outcome, rule: Rule) -> Finding | None:
-    """After the command: an edit that changed no file (not a submission; directories, as mkdir
-    makes, are not what the ledger tracks)."""
+    """An edit, not a submission, that changed no file; directories are not tracked."""
     if proposal.command_class is not CommandClass.MODIFY or not proposal.writes or outcome.changed or proposal.submits:
         return None
     if not outcome.files:

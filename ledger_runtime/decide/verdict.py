@@ -1,9 +1,7 @@
-"""The final verdict of one command: one pure function of what is known of it (``VerdictFacts``), the only
-place that builds or replaces a verdict once govern and the policy rules have spoken.
+"""The final verdict of one command, and the only place that builds or replaces a verdict after govern and the rules.
 
-What is known grows as the step goes on (before the command runs: govern's and the rules' verdicts;
-then, maybe, a fault of the ledger while answering without running, or the user letting a refused
-command run; after it ran: the after-run rules' findings); the verdict is ``final`` of all of it.
+What is known grows during the step (before the run, after a ledger fault or the user's leave, after the run); the
+verdict is ``final`` of all of it.
 """
 
 from __future__ import annotations
@@ -18,8 +16,7 @@ FAULT_REASON = "ledger fault: ran instead"
 
 @dataclass(frozen=True)
 class VerdictFacts:
-    """What the verdict of one command is decided from. The defaults are what holds of a command
-    the ledger could not plan (a fault before it): nothing found, it runs."""
+    """What one command's verdict is decided from; the defaults hold of a command the ledger could not plan."""
 
     governed: Verdict = RUN  # govern's verdict (decide/govern.py)
     gated: tuple[Verdict, ...] = ()  # the policy rules' verdicts before it ran (gate.check_all)
@@ -29,15 +26,12 @@ class VerdictFacts:
 
 
 def final(facts: VerdictFacts) -> Verdict:
-    """The verdict of a command, from ``facts``. The rules, in order:
+    """The verdict of a command, from ``facts``, by these rules in order:
 
-    1. govern's verdict composed with the rules' (gate.compose: BLOCK, then REVISE, then NUDGE with
-       every note, then govern's own);
-    2. a fault of the ledger while answering without running: RUN, saying so (the command runs as
-       if there were no ledger);
-    3. the user let a refused command run: RUN, naming the rule and the reason it ran over;
-    4. once it ran, what the after-run rules found (noop-edit) joined to it (gate.after_run: joined
-       to a NUDGE, else in place of it).
+    1. govern's verdict composed with the rules' (gate.compose);
+    2. a ledger fault while answering without running: RUN, as if there were no ledger, saying so;
+    3. the user let a refused command run: RUN, naming the rule and reason it ran over;
+    4. once it ran, the after-run rules' findings joined to it (gate.after_run).
     """
     verdict = compose(facts.governed, list(facts.gated))
     if facts.fault:

@@ -10,7 +10,7 @@ from ledger_runtime.workspace.hashing import FileState
 
 @dataclass(frozen=True)
 class WorkspaceNow:
-    """Signatures of read keys now (``sigs``), and the state of files the policies look at."""
+    """The signatures of read keys now, and the state of the files the policies look at."""
 
     sigs: Mapping[str, str] = field(default_factory=dict)
     files: Mapping[str, FileState | None] = field(default_factory=dict)

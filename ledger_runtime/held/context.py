@@ -1,29 +1,13 @@
-"""Context by validity: which of the earlier outputs in an agent's history are sent to the model.
+"""Context by validity: which earlier outputs in an agent's history are sent to the model (docs/context.md).
 
-The agent's own history stays as it is; only the copy sent to the model changes. Setting
-``context`` (``ContextPolicy.parse``):
+Only the copy sent changes. ``full`` sends all; ``window:M``, the masking baseline (Lindenbauer et al., "The Complexity
+Trap", 2025), sends older outputs as a placeholder; ``validity`` stubs an output with nothing both still true and shown
+nowhere later; ``validity+window:M`` keeps only such lines of older outputs. The latest output, and any a sent output
+refers to, is kept.
 
-- ``full``: everything, as it is.
-- ``window:M``: the masking baseline (Lindenbauer et al., "The Complexity Trap", 2025): outputs
-  older than the last M become a placeholder, whatever they hold (but one a kept output refers to).
-- ``validity``: an earlier output becomes a one-line stub naming its step, its command and why, when
-  nothing in it is both still true and shown nowhere later. A line is *still true* unless it is a
-  file line (a checked view: ledger_runtime/ledger/observe.py) whose file no longer has that text at that
-  line, or it is a line of an output superseded by a later run of the same command (not an edit,
-  not an environment change). It is *shown later* when an output still sent after it shows the same
-  file line (path, number, text) or, for a line that is no file line, the same text. Blank lines
-  carry nothing. An output a later sent output refers to ("[ledger: lines 3-9 of step 4's output
-  ...]") is kept, and so is the latest output.
-- ``validity+window:M``: masking that never loses a fact: an output older than the last M keeps
-  only its still-true lines shown nowhere later (file lines with their path and number), the rest is
-  left out; one with none becomes the stub.
-
-``treatments`` is recomputed from the whole history at every call (a line that was shown later may be
-shown nowhere once the later output is itself left out). ``RewriteSchedule`` applies the decisions so that
-the prompt's prefix stays what the provider has cached: what must come back comes back at once,
-what may be left out is left out in batches, when what it saves on the calls to come outweighs the
-cache it costs on this one. ``stub_holds`` checks a stub's claims against the outputs after it,
-independently of ``treatments``.
+``treatments`` is recomputed from the whole history at every call, since a line shown later is shown nowhere once that
+later output goes. ``RewriteSchedule`` keeps the cached prefix: what must come back comes at once, what may go waits
+until it pays. ``stub_holds`` checks a stub's claims independently of ``treatments``.
 """
 
 from __future__ import annotations
@@ -42,7 +26,7 @@ class ContextError(ValueError):
 
 @dataclass(frozen=True)
 class ContextPolicy:
-    """What of the history is sent (see the module docstring)."""
+    """What of the history is sent."""
 
     validity: bool = False
     window: int = 0  # keep the last ``window`` outputs whole (0: no window)
@@ -78,8 +62,7 @@ class ContextPolicy:
 
 @dataclass(frozen=True)
 class ContextSettings(Section):
-    """The ``[ledger.context]`` settings: what of the agent's earlier outputs, and of the state
-    view's notes, the model is sent."""
+    """The ``[ledger.context]`` settings: what of the agent's earlier outputs and the state view's notes is sent."""
 
     name = "context"
     flat = {
@@ -113,14 +96,13 @@ class ContextSettings(Section):
 
     @property
     def parsed(self) -> ContextPolicy:
-        """The ``policy`` setting, parsed (once, with the check)."""
+        """The ``policy`` setting, parsed once with the check."""
         return self._parsed  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
 class Line:
-    """One output line the model got literally; ``path``, ``number`` and ``was`` (the file's text of
-    that line then) when a checked view says it is that line of that file."""
+    """One output line the model got literally; a checked view's file line also has ``path``, ``number`` and text."""
 
     text: str
     path: str | None = None
@@ -137,15 +119,13 @@ class Line:
 
     @property
     def fact(self) -> tuple:
-        """What the line tells: that file line with that text, or, for no file line, its text."""
+        """What the line tells: that file line with that text, or else its text."""
         return ("file", self.path, self.number, self.was) if self.is_file else ("text", self.text)
 
 
 @dataclass(frozen=True)
 class HistoryOutput:
-    """One earlier output at one call, as the policy decides on it: its place among the history's
-    outputs, its size as sent, the lines the model got literally as facts (``Line``). Made from the
-    held output (``HeldOutput``) by ``Held.history``, the one question the history asks."""
+    """One earlier output at one call, as the policy decides on it; made by ``Held.history``."""
 
     index: int  # its position among the outputs of the history, oldest first
     attempt: int | None  # the ledger's attempt (None: an output the ledger did not answer)
@@ -160,7 +140,7 @@ class HistoryOutput:
 
 @dataclass(frozen=True)
 class Stub:
-    """Why an output is left out (all of it, or, with ``kept``, all but those lines)."""
+    """Why an output, or with ``kept`` all but those lines, is left out."""
 
     stale: int = 0  # file lines whose file has other text there now
     later: bool = False  # other lines of it are shown again by outputs sent after it
@@ -193,8 +173,7 @@ StillTrue = Callable[[Line], bool]
 
 
 def treatments(saids: Sequence[HistoryOutput], policy: ContextPolicy, still_true: StillTrue) -> list[Treatment]:  # noqa: C901
-    """How each earlier output is sent under ``policy`` (see the module docstring), oldest first.
-    ``still_true`` says whether a file line is still that line of its file."""
+    """How each earlier output is sent under ``policy``, oldest first."""
     n = len(saids)
     out: list[Treatment] = [Treatment(KEEP)] * n
     if policy.full:
@@ -233,7 +212,7 @@ def treatments(saids: Sequence[HistoryOutput], policy: ContextPolicy, still_true
 
 
 def sent_facts(s: HistoryOutput, t: Treatment) -> set[tuple]:
-    """What the lines of ``s`` that ``t`` sends tell (blank lines tell nothing)."""
+    """What the lines of ``s`` that ``t`` sends tell; blank lines tell nothing."""
     return {line.fact for i, line in enumerate(s.lines) if t.keeps(i) and not line.blank}
 
 
@@ -264,15 +243,11 @@ def _judge(
 def stub_holds(
     s: HistoryOutput, t: Treatment, after: Sequence[tuple[HistoryOutput, Treatment]], still_true: StillTrue
 ) -> bool:
-    """Whether what a stub (or a partial output) says of ``s`` is true of the outputs sent after it
-    (``after``: each with how it is sent): each line a partial output keeps still holds (a file line
-    is still that line of its file; no later run of the same command is sent whole); each line it
-    leaves out is blank, a file line whose file has other text there now, shown again by a later
-    output as sent, or, for a line that is no file line, of an output a later run of the same command
-    supersedes (the step it names ran the same command later, and a later run of it is sent whole);
-    each line it leaves out is covered by a reason it gives ("lines of it changed since", "shown again
-    later", "superseded by"; "nothing but blank lines" where it gives none), and each reason it gives
-    holds of some line."""
+    """Whether what a stub or partial output says of ``s`` is true of the outputs sent after it.
+
+    Each kept line still holds. Each line left out is blank, changed in its file, shown again later, or a non-file line
+    superseded by a later run sent whole; each is covered by a reason the stub gives, and each reason holds of some
+    line."""
     shown = set().union(*(sent_facts(a, ta) for a, ta in after))
     runs = [(a.label, ta.kind) for a, ta in after if s.key is not None and a.key == s.key]
     return _stub_holds(s, t, shown, runs, still_true)
@@ -281,8 +256,7 @@ def stub_holds(
 def _stub_holds(
     s: HistoryOutput, t: Treatment, shown: set[tuple], runs: Sequence[tuple[str, str]], still_true: StillTrue
 ) -> bool:
-    """``stub_holds``, given what the outputs after it show (``shown``: their facts as sent) and the
-    later runs of the same command (``runs``: label, how each is sent)."""
+    """``stub_holds``, given the facts the later outputs show as sent and the later runs of the same command."""
     if t.kind == KEEP or t.stub is None:
         return True
     if t.stub.window:
@@ -310,9 +284,9 @@ def _stub_holds(
 def checked(
     saids: Sequence[HistoryOutput], treatments: Sequence[Treatment], still_true: StillTrue
 ) -> tuple[list[Treatment], list[str]]:
-    """``treatments`` with every stub or part whose claims do not hold of what is sent after it
-    (``stub_holds``) sent whole instead, and why each was: the last check before the model reads them,
-    independent of what decided them. From the newest back, so that what is sent after each is final."""
+    """``treatments`` with every stub whose claims do not hold sent whole instead, and why each was.
+
+    The last check before the model reads them, apart from what decided them, newest first so what follows is final."""
     out = list(treatments)
     refused: list[str] = []
     shown: set[tuple] = set()
@@ -329,9 +303,7 @@ def checked(
 
 
 def _kept_hold(s: HistoryOutput, t: Treatment, rerun: bool, still_true: StillTrue) -> bool:
-    """Whether each line a partial output keeps ("only its lines that still hold") does: a file line is
-    still that line of its file; any other, while no later run of the same command is sent whole
-    (``rerun``: one is)."""
+    """Whether each line a partial output keeps still holds, as ``stub_holds`` says."""
     for i in t.kept:
         line = s.lines[i]
         if (line.is_file and not still_true(line)) or (not line.is_file and rerun):
@@ -342,8 +314,9 @@ def _kept_hold(s: HistoryOutput, t: Treatment, rerun: bool, still_true: StillTru
 def valid_unique_dropped(
     saids: Sequence[HistoryOutput], treatments: Sequence[Treatment], still_true: StillTrue
 ) -> list[tuple[int, int]]:
-    """The (output index, line index) pairs left out that were still true and shown nowhere later
-    in what is sent: lines the model lost. Computed from what is sent, whatever decided it."""
+    """The (output, line) indexes left out though still true and shown nowhere later: lines the model lost.
+
+    Computed from what is sent, whatever decided it."""
     later: set[tuple] = set()
     later_runs: set[str] = set()
     lost: list[tuple[int, int]] = []
@@ -373,11 +346,9 @@ def to_send(
     positions: Sequence[int],
     refused: list[str] | None = None,
 ) -> list[Treatment]:
-    """How each output is sent at this call: ``treatments``, applied through ``sticky`` (the window's
-    placeholders too go in in batches, when what they save pays for the cache they break), each stub
-    then checked (``checked``: one whose claims do not hold is sent whole, and ``refused`` gets why).
-    ``texts``: the prompt's messages in order; ``positions``: where among them each output of
-    ``saids`` stands."""
+    """How each output is sent at this call: ``treatments`` applied through ``sticky``, then ``checked``.
+
+    ``refused`` gets why a stub was sent whole; ``positions`` says where among ``texts`` each output stands."""
     desired = treatments(saids, policy, still_true)
     if policy.full:
         return desired
@@ -398,14 +369,12 @@ def to_send(
 
 
 def placeholder(lines: int) -> str:
-    """The masking baseline's text for an output of ``lines`` lines left out (as in the Complexity
-    Trap's runs)."""
+    """The masking baseline's text for an output of ``lines`` lines left out, as in the Complexity Trap's runs."""
     return f"Old environment output: ({lines} lines omitted)"
 
 
 def stub_text(s: HistoryOutput, t: Treatment, lines: int | None = None) -> str:
-    """What the model gets in place of an output left out, or of the part of it left out.
-    ``lines``: how many lines the output has as sent (for the baseline's placeholder)."""
+    """What the model gets in place of an output, or its part, left out; ``lines`` sizes the baseline's placeholder."""
     assert t.stub is not None
     if t.stub.window:
         return placeholder(len(s.lines) if lines is None else lines)
@@ -429,10 +398,10 @@ def stub_text(s: HistoryOutput, t: Treatment, lines: int | None = None) -> str:
 
 @dataclass
 class RewriteSchedule:
-    """Applies decisions so the cached prefix of the prompt stays (see the module docstring).
-    ``cache_ratio``: the price of a cached input token over an uncached one (gpt-5-mini: 0.1);
-    ``write_ratio``: the price of a token written to the cache over an uncached one (Anthropic's
-    cache writes: 1.25; OpenAI and Gemini bill none: 1)."""
+    """Applies decisions so the prompt's cached prefix stays; the ratios are prices over an uncached input token.
+
+    ``cache_ratio`` is a cached token's (gpt-5-mini: 0.1), ``write_ratio`` a cache-written one's (Anthropic: 1.25;
+    others: 1)."""
 
     cache_ratio: float = 0.1
     write_ratio: float = 1.0
@@ -448,9 +417,7 @@ class RewriteSchedule:
         sent_chars: Callable[[HistoryOutput, Treatment], int],
         still_true: StillTrue | None = None,
     ) -> list[Treatment]:
-        """What to send at this call. ``after_chars[j]``: characters of the prompt from output j on;
-        ``sent_chars``: an output's size as a treatment sends it. A stub sent before whose claims no
-        longer hold (checked with ``still_true`` against what follows it) is replaced at once."""
+        """What to send at this call; a stub sent before whose claims no longer hold is replaced at once."""
         self.calls += 1
         now = [self.applied.get(s.index, Treatment(KEEP)) for s in saids]
         must = [
@@ -490,18 +457,17 @@ class RewriteSchedule:
 def rewrite_pays(saving: int, lost: int, calls_ahead: float, cache: float, write: float) -> bool:
     """Whether changing messages already sent pays for the prompt cache it breaks.
 
-    ``saving``: characters the change takes out of the prompt; ``lost``: characters from the first
-    change to the end of the prompt, which the cache no longer holds; ``calls_ahead``: the calls still
-    to come; ``cache`` and ``write``: the prices of a cached and of a cache-written character over an
-    uncached one. Kept as it was, this call reads ``lost`` from the cache (``cache``) and every call to
-    come pays the saving's characters too (``saving * cache * calls_ahead`` more than changed); changed,
-    this call writes what follows the change less the saving (``write``), and spares the saving at once.
-    So it pays when ``saving * (write + cache * calls_ahead) >= lost * (write - cache)``."""
+    ``saving``: characters the change takes out; ``lost``: characters from the first change to the prompt's end, which
+    the cache no longer holds; ``calls_ahead``: the calls still to come; ``cache`` and ``write``: the prices of a cached
+    and of a cache-written character over an uncached one. Kept, this call reads ``lost`` from the cache and every call
+    to come pays for the saving's characters too (``saving * cache * calls_ahead``). Changed, this call writes what
+    follows the change less the saving, and spares the saving at once. So it pays when ``saving * (write + cache *
+    calls_ahead) >= lost * (write - cache)``."""
     return saving * (write + cache * calls_ahead) >= lost * (write - cache)
 
 
 def _restores(desired: Treatment, applied: Treatment, n: int) -> bool:
-    """Whether ``desired`` sends a line ``applied`` leaves out (it must be sent at once)."""
+    """Whether ``desired`` sends a line ``applied`` leaves out, which must then be sent at once."""
     return any(desired.keeps(i) and not applied.keeps(i) for i in range(n)) or (
         desired.kind == KEEP and applied.kind != KEEP
     )

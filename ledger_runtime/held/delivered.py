@@ -1,15 +1,7 @@
-"""What the model holds: the output lines each earlier answer delivered, for the dedupe of the next.
+"""The output lines each earlier answer delivered to the model, for the dedupe of the next answer.
 
-A line counts as delivered by an attempt when its answer carried it literally and the model saw it:
-outside the part an agent cuts from a long answer (mini-swe-agent keeps the first and last 5,000
-characters), and only while that attempt is still in the model's context (``first_held``: the window
-of recent steps, and nothing before a compaction of the agent's history). A reference may only
-point at delivered lines. An output can also be had whole through its references (``complete``):
-an answer the model saw whole, that left nothing out (no ``cut`` piece), whose references point at
-outputs it can still have whole.
-
-``Delivered`` answers ``answers.Pool``: identical earlier outputs, the base of a re-read, and the
-longest delivered run of lines starting at a line of a new output.
+A line is delivered when its answer carried it literally and the model saw it, uncut, while its attempt is in context. A
+reference may only point at delivered lines, or at an output the model can have whole (``whole_available``).
 """
 
 from __future__ import annotations
@@ -35,9 +27,7 @@ def output_digest(output: str) -> str:
 def delivered_lines(
     output: str, answer: Answer, visible: tuple[int, int] | None, lines: list[str] | None = None
 ) -> tuple[list[str], list[bool]]:
-    """The output's lines, and for each whether the answer carried it literally where the model
-    saw it. ``visible``: (head, tail) characters of the answer the agent kept, None for all;
-    ``lines``: ``split_lines(output)``, where the caller has it."""
+    """The output's lines, and for each whether the answer carried it literally where the model saw it."""
     lines = lines if lines is not None else split_lines(output)
     n = len(answer.text)
     body = [p for p in answer.pieces if p.kind != NOTE]
@@ -77,9 +67,7 @@ def delivered_lines(
 
 
 def shown_whole(lines: list[str], n: int, visible: tuple[int, int] | None, at: int = 0) -> list[bool]:
-    """Per line of an output the answer carries as it is, from character ``at`` of the answer to its
-    end (answer ``n`` characters long): whether it lies wholly in the part the agent showed
-    (``visible``: head, tail)."""
+    """Per line of an output carried as it is from character ``at`` of the answer: whether it lies in the part shown."""
     if visible is None:
         return [True] * len(lines)
     head, tail = visible
@@ -96,8 +84,7 @@ def shown_whole(lines: list[str], n: int, visible: tuple[int, int] | None, at: i
 def seen_lines(
     output: str, answer: Answer, visible: tuple[int, int] | None, delivered: tuple[list[str], list[bool]] | None = None
 ) -> list[bool]:
-    """Per output line: whether the model has it now, literally or through a reference whose line it
-    saw (a reference only names what it had). ``delivered``: ``delivered_lines`` of the same, if known."""
+    """Per output line: whether the model has it now, literally or through a reference to a line it saw."""
     lines, literal = delivered or delivered_lines(output, answer, visible)
     out = list(literal)
     n = len(answer.text)
@@ -127,8 +114,7 @@ def seen_lines(
 
 
 class Delivered:
-    """The earlier answers the model holds (see the module docstring). Its questions take the first
-    step whose outputs the model still holds (``first_held``); ``at`` answers them for one answer."""
+    """The earlier answers the model holds; ``at`` asks its questions for one answer."""
 
     def __init__(self) -> None:
         self.items: dict[int, HeldOutput] = {}
@@ -179,11 +165,11 @@ class Delivered:
                     break
 
     def intern(self, line: str) -> str:
-        """The copy of ``line`` the outputs held share (``line`` itself where none holds it)."""
+        """The copy of ``line`` the held outputs share, or ``line`` itself."""
         return self._lines.get(line, line)
 
     def forget(self, keep: Callable[[HeldOutput], bool]) -> None:
-        """Drop what the model no longer holds (keeps the index small in long runs)."""
+        """Drops what the model no longer holds, which keeps the index small in long runs."""
         gone = {a for a, s in self.items.items() if not keep(s)}
         if not gone:
             return
@@ -211,9 +197,9 @@ class Delivered:
         self._steps_rise = all(a <= b for a, b in zip(steps, steps[1:]))
 
     def at(self, first_held: int, window: tuple[int, int] | None = None) -> HeldPool:
-        """The outputs the model holds when steps from ``first_held`` on are in its context, as
-        ``answers.build`` asks of them; ``window``: how the agent will cut the output being answered
-        ((head, tail) characters kept; None: not cut)."""
+        """The outputs the model holds from step ``first_held`` on, for ``answers.build``.
+
+        ``window`` is how the agent will cut the output being answered: head and tail characters kept, or None."""
         return HeldPool(self, first_held, window)
 
     def _live(self, attempt: int, first_held: int) -> HeldOutput | None:
@@ -221,9 +207,9 @@ class Delivered:
         return s if s is not None and s.step >= first_held else None
 
     def whole_available(self, attempt: int, first_held: int) -> bool:
-        """Whether the model can have the attempt's whole output: it saw all of its answer, the
-        answer left nothing out, and every reference in it points at an output it can have whole
-        (followed without recursion: a long run makes long chains of references)."""
+        """Whether the model can have an attempt's whole output: an uncut answer seen whole, and so for its references.
+
+        References are followed without recursion, since a long run makes long chains of them."""
         stack, seen = [attempt], set()
         while stack:
             a = stack.pop()
@@ -237,8 +223,7 @@ class Delivered:
         return True
 
     def _root(self, s: HeldOutput, first_held: int) -> HeldOutput:
-        """Where ``s`` was only a reference to an identical output the model can have whole, that
-        output (so references never chain from one repeat to the next)."""
+        """The identical output ``s`` refers to, if the model has it whole: references never chain through repeats."""
         seen = {s.attempt}
         while s.same_as is not None and s.same_as not in seen and self.whole_available(s.same_as, first_held):
             seen.add(s.same_as)
@@ -248,9 +233,10 @@ class Delivered:
     # -- what answers.Pool asks (through ``at``) --------------------------------------------------
 
     def identical(self, output: str, first_held: int, window: tuple[int, int] | None) -> HeldOutput | None:
-        """The most recent earlier output identical to ``output`` that the model can have whole, one
-        it saw literally first; or, for an output the agent cuts anyway, one it was shown as it is and
-        cut the same way (the model would see again exactly what it saw then)."""
+        """The latest earlier output identical to ``output`` the model can have whole, preferring one seen literally.
+
+        For an output the agent cuts anyway, one shown as it is and cut alike also serves: the model would see the same
+        again."""
         ids = self._by_digest.get(output_digest(output), [])
         fallback = None
         for a in reversed(ids):
@@ -270,13 +256,12 @@ class Delivered:
         return fallback
 
     def seen_through(self, attempt: int) -> list[bool] | None:
-        """The lines the model saw of an output it was not shown all of (None: it saw all of it)."""
+        """The lines the model saw of an output it was not shown all of; None when it saw all of it."""
         s = self.items.get(attempt)
         return list(s.carried) if s is not None and (s.agent_cut is not None or not s.whole) else None
 
     def base(self, key: str, first_held: int) -> HeldOutput | None:
-        """The most recent earlier output of the same read (``key``) that the model can have whole
-        (where it was only a reference to an identical output, that output)."""
+        """The latest earlier output of the same read (``key``) that the model can have whole, through ``_root``."""
         for a in reversed(self._by_key.get(key, [])):
             if self.whole_available(a, first_held):
                 return self._root(self.items[a], first_held)
@@ -285,14 +270,12 @@ class Delivered:
     def longest_run(
         self, lines: Sequence[str], i: int, end: int | None, first_held: int
     ) -> tuple[HeldOutput, int, int] | None:
-        """(source, its 0-based line index, run length) of the longest run of ``lines[i:end]`` that an
-        output the model holds carried literally.
+        """The longest run of ``lines[i:end]`` a held output carried literally: source, its line index, length.
 
-        Of the places ``lines[i]`` stands in such outputs, the ``MAX_CANDIDATES`` most recent are tried:
-        an old run is as good as a new one, and a line many outputs printed (a blank, a brace) would
-        otherwise cost a loop over all of them. The first that runs to ``end`` ends the search; of
-        equally long runs the most recent wins. A run of two lines or more can only start where the
-        pair ``lines[i]``, ``lines[i + 1]`` stood together: those places are looked up, not searched."""
+        Only the ``MAX_CANDIDATES`` latest places of ``lines[i]`` are tried: a blank or a brace stands in many
+        outputs, and an old run is as good as a new one. The first run to reach ``end`` ends the search; of
+        equally long runs the latest wins. A run of two lines or more can only start where ``lines[i]`` and
+        ``lines[i + 1]`` stood together: those places are looked up in the pair index, not searched."""
         cands = self._index.get(lines[i])
         if not cands:
             return None
@@ -368,8 +351,7 @@ class Delivered:
 
 @dataclass(frozen=True)
 class HeldPool:
-    """The outputs the model holds for one answer (``answers.Pool``): ``Delivered``'s questions with
-    the first step still held and the agent's cut of the output being answered given."""
+    """The outputs the model holds for one answer (``answers.Pool``), given the first held step and the agent's cut."""
 
     delivered: Delivered
     first_held: int

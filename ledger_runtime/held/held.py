@@ -1,15 +1,9 @@
-"""What the model holds, for one run: the front of the ``held`` room (``Held``).
+"""What the model holds in one run: the front of the ``held`` room, which ``LedgerRuntime`` delegates to.
 
-Which steps the model still holds (the window of recent steps, nothing before a compaction), the
-outputs delivered to it and the lines it saw of each (``delivered.Delivered``: the sources of later
-references), the answers that refer to outputs it may lose before them (``standing.StandingAnswers``), and
-the one question an agent's history asks: ``history``, each earlier output as the model holds it, for
-the context policy to say what is sent in its place. ``LedgerRuntime`` owns one and delegates to it.
-
-All of it is a fold of the ledger's events (``apply``): the runtime feeds it each event it stores, as
-it stores it, and a ledger opened again feeds it the same events in the same order, so a run
-continued holds exactly what the live one held. What an answer is made from is what the ledger
-stores: an output stored other than as printed (a secret masked) is never a source.
+``Held`` knows which steps the model holds, the outputs delivered and the lines seen of each, the answers that may
+outlive their sources, and each earlier output as held (``history``). It is a fold of the ledger's events, fed the same
+events live and on reopening, so a continued run holds exactly what the live one held. An output stored other than as
+printed, a secret masked, is never a source.
 """
 
 from __future__ import annotations
@@ -45,9 +39,7 @@ Texts = Callable[[Optional[str]], Optional[str]]  # a stored text by its key (No
 
 
 def facts_event(attempt: int, runs: Sequence[FactRun], lines: Sequence[str]) -> dict:
-    """The ``lines`` event of an attempt: its output's runs of checked file lines, each as (first
-    output line, path, first file line, count, the file's text of them where it is not the output's
-    own lines, else None)."""
+    """The ``lines`` event of an attempt: its runs of checked file lines, file text None where it is the output's."""
     out = []
     for r in runs:
         same = list(lines[r.at : r.at + len(r.was)]) == list(r.was)
@@ -56,8 +48,7 @@ def facts_event(attempt: int, runs: Sequence[FactRun], lines: Sequence[str]) -> 
 
 
 def gone_note(labels: Sequence[str]) -> str:
-    """What is sent in place of an answer whose sources left the model, when the ledger does not keep
-    what it stands for."""
+    """What replaces an answer whose sources left the model, when the ledger does not keep what it stands for."""
     return (
         f"[ledger] This output referred to earlier outputs ({', '.join(labels)}) that are no longer all in your "
         "context: run the command again to see it.\n"
@@ -65,12 +56,9 @@ def gone_note(labels: Sequence[str]) -> str:
 
 
 class Held:
-    """What the model holds in one run (see the module docstring). ``state``: the run's state (folded
-    before each event reaches ``apply``); ``context_steps``: how many recent steps' outputs the agent
-    keeps (0: all; the setting ``context.steps``); ``redactor``: what quotes of commands are masked
-    with; ``truncation``: how the agent cuts outputs; ``workspace``: where a file line is read again
-    (``still_true``, up to ``max_content_bytes``); ``snapshot``: the last scan of the workspace;
-    ``refers``: whether an output is short enough to be the source of references."""
+    """What the model holds in one run; ``state`` is folded before each event reaches ``apply``.
+
+    ``refers`` says whether an output is short enough to be a source of references."""
 
     def __init__(
         self,
@@ -101,14 +89,13 @@ class Held:
     # -- which steps ------------------------------------------------------------------------------
 
     def first_held_step(self, now: int) -> int:
-        """The first step whose outputs the model still holds when step ``now`` is answered: after the
-        last compaction, and within the last ``context.steps`` steps before it (0: all)."""
+        """The first step whose outputs the model holds at step ``now``: after the last compaction, in the window."""
         steps = self.context_steps
         window = now - steps if steps > 0 else 0
         return max(self.state.context_floor, window)
 
     def holds_attempt(self, attempt_id: int) -> bool:
-        """Whether the model still holds the output of an attempt, before its next call."""
+        """Whether the model still holds an attempt's output, before its next call."""
         a = self.state.attempt(attempt_id)
         return a is not None and self.held_next(a.step)
 
@@ -119,16 +106,14 @@ class Held:
     # -- answers that outlive their sources ---------------------------------------------------------
 
     def standing(self) -> tuple[int, ...]:
-        """The attempts whose answers refer to outputs that may leave the model before they do (an
-        agent that keeps only its last steps): those ``resent_as`` may answer for."""
+        """The attempts whose answers refer to outputs that may leave the model first, for ``resent_as``."""
         return tuple(self.answers.items)
 
     def resent_as(self, attempt_id: int) -> tuple[str, str] | None:
-        """An answer that refers to an output the model no longer holds: (the answer as the model got
-        it, what to send in its place from now on: the answer with its references replaced by what they
-        stand for, its notes and the agent's cut as they were; or, when the ledger does not keep that,
-        a line that says so and how to get it). None when it refers to nothing gone. A question, not a
-        change: the same answer gets the same text for as long as it is asked of."""
+        """For an answer referring to an output the model lost: the answer as sent, and what to send instead; else None.
+
+        Instead goes the answer expanded or, if the ledger did not keep that, a line saying how to get it. A question,
+        not a change: the same answer always gets the same text."""
         kept = self.answers.get(attempt_id)
         if kept is None or not self._sources_gone(kept):
             return None
@@ -140,14 +125,13 @@ class Held:
         return not all(self.holds_attempt(r) for r in kept.refs)
 
     def held_output(self, label: str) -> tuple[int, list[str]] | None:
-        """An earlier output the model holds, by the label a reference names it with (what answers
-        are read back against, in memory: the command's output as it printed it, as lines)."""
+        """An earlier output the model holds, as its printed lines, by the label a reference names it with."""
         b = self.state.by_label(label)
         shown = self.delivered.items.get(b.id) if b is not None else None
         return None if shown is None else (b.id, shown.lines)
 
     def in_place(self, answer: Answer) -> str | None:
-        """The answer with its references replaced by what they stand for (None: it does not expand)."""
+        """The answer with its references replaced by what they stand for; None when it does not expand."""
         try:
             return expand_in_place(answer.text, answer.pieces, self.held_output)
         except ExpandError:
@@ -156,14 +140,13 @@ class Held:
     # -- delivered outputs ------------------------------------------------------------------------
 
     def source(self, a: Attempt) -> HeldOutput:
-        """An attempt as a reference names it (its lines not held)."""
+        """An attempt as a reference names it, without its lines."""
         return HeldOutput(
             a.id, a.step, self.state.label(a.id), self.quoted(a.command), a.exit_code, (), b"", (), False, ""
         )
 
     def quoted(self, command: str) -> str:
-        """A command as an answer quotes it: secrets masked before it is shortened (a cut through a
-        secret would leave a piece no pattern knows, and the answer is stored)."""
+        """A command as an answer quotes it, masked before it is cut: a cut secret would escape the patterns."""
         return short_command(self.redactor.mask(command), MARKER_COMMAND_CHARS)
 
     def deliver(
@@ -178,11 +161,10 @@ class Held:
         digest: str | None = None,
         masked: bool = False,
     ) -> None:
-        """Remember which of the output's lines the model got literally (the source of later
-        references), and under which ``keys`` it is a re-read's base. ``kept``: what the agent showed
-        of the answer (None: all of it); ``exact``: the agent's cut is known, not estimated; ``masked``:
-        ``output`` is the output as stored, its secrets masked: only its lines masking did not touch
-        (no ``*`` in them) are what the model saw, and it is no base of a whole reference or a diff."""
+        """Remembers which output lines the model got literally, as later references' sources, and the re-read ``keys``.
+
+        A ``masked`` output counts only its lines without ``*`` as seen, and is no base of a whole reference or a diff.
+        """
         if not self._refers(output) or mistakable(output):
             return  # too long to refer into; or holding lines that read like ours: never a source
         lines, literal = delivered or delivered_lines(output, answer, kept)
@@ -216,8 +198,7 @@ class Held:
             self.forget_gone(a.step)
 
     def forget_gone(self, now: int) -> None:
-        """Drop the earlier outputs, and the answers standing for them, that the model no longer holds
-        at step ``now``."""
+        """Drops the outputs, and the answers standing for them, that the model no longer holds at step ``now``."""
         first = self.first_held_step(now)
         self.forget(lambda s: s.step >= first)
         self.answers.forget(lambda step: step >= first)
@@ -227,8 +208,7 @@ class Held:
         self.forget(lambda s: s.attempt != attempt_id)
 
     def forget(self, keep: Callable[[HeldOutput], bool]) -> None:
-        """Drop the earlier outputs the model no longer holds (``keep``: those it does), and what the
-        ledger knew of their lines."""
+        """Drops the outputs ``keep`` rejects, and what the ledger knew of their lines."""
         self.delivered.forget(keep)
         for a in [a for a in self.file_lines if a not in self.delivered.items]:
             del self.file_lines[a]
@@ -236,8 +216,7 @@ class Held:
     # -- the fold --------------------------------------------------------------------------------
 
     def apply(self, event: dict, texts: Texts) -> None:
-        """Fold in one event the ledger stored, after the run's state took it in (live as the runtime
-        stores it, and from the store when a ledger is opened again). ``texts``: a stored text by key."""
+        """Folds in one stored event after the run's state took it in."""
         kind = event.get("kind")
         if kind == "attempt":
             a = self.state.attempt(event.get("id"))  # type: ignore[arg-type]
@@ -251,9 +230,7 @@ class Held:
             self.distrust(int(event["attempt"]))
 
     def take(self, a: Attempt, texts: Texts) -> None:
-        """What the model holds of an attempt's answer, as the ledger stores it: the output's lines it
-        got literally (a source of later references, as long as it holds them) and, where its answer
-        refers to outputs it may lose first, what the answer stands for."""
+        """What the model holds of an attempt's stored answer: its literal lines and what its references stand for."""
         record = a.answer
         if record is None or a.shown_hash is None or not record.held or record.kind == AnswerKind.REFUSED.value:
             return
@@ -295,8 +272,7 @@ class Held:
             self.answers.keep(a.id, a.step, answer.refs, answer.text, in_place, self._sources_gone, bytes(seen))
 
     def take_lines(self, event: dict) -> None:
-        """An attempt's runs of checked file lines (``facts_event``), for the context policy; kept only
-        for an output the model holds."""
+        """Keeps an attempt's runs of checked file lines for the context policy, if the model holds its output."""
         attempt = event.get("attempt")
         shown = self.delivered.items.get(attempt)  # type: ignore[arg-type]
         if not self.line_facts or shown is None:
@@ -315,11 +291,10 @@ class Held:
     def said(
         self, attempt_id: int, index: int, chars: int = 0, *, raw: bool = False, expanded: bool = False
     ) -> HistoryOutput | None:
-        """An earlier output as the model holds it, for the context policy: the lines its answer
-        carried literally where the model saw them, each with the file line it is (if a checked view
-        says so); ``raw``: the lines of the output itself the model would have seen without the
-        ledger; ``expanded``: the answer is sent as what it stands for (``resent_as``), whose lines the
-        model has literally now. None when the ledger no longer holds what the model got."""
+        """An earlier output as the model holds it, for the context policy; None when the ledger no longer holds it.
+
+        Its lines are those the model saw literally, with the file lines checked views name; ``raw`` gives those it
+        would have seen without the ledger, ``expanded`` those of the answer sent expanded."""
         a = self.state.attempt(attempt_id)
         shown = self.delivered.items.get(attempt_id)
         if a is None or shown is None:
@@ -355,11 +330,9 @@ class Held:
     def history(
         self, outputs: Sequence[tuple[int | None, int]], *, raw: bool = False, expanded: Collection[int] = ()
     ) -> list[HistoryOutput]:
-        """Each earlier output of an agent's history, oldest first, as the model holds it: what the
-        context policy decides what to send in its place from. ``outputs``: per output, the ledger's
-        attempt (None: one the ledger did not answer) and its size as sent whole; ``raw``: as the
-        model would hold the outputs as they are; ``expanded``: the attempts whose answers are sent as
-        what they stand for (``said``)."""
+        """Each earlier output of an agent's history, oldest first, as the model holds it, for the context policy.
+
+        ``outputs`` gives per output its attempt (None: not the ledger's) and its size sent whole."""
         return [
             (self.said(a, n, chars, raw=raw, expanded=a in expanded) if a is not None else None)
             or HistoryOutput(n, None, "", "", None, False, (), (), chars)
@@ -367,8 +340,7 @@ class Held:
         ]
 
     def still_true(self, line: Line) -> bool:
-        """Whether a file line is still that line of its file now (a file the ledger cannot read
-        counts as unchanged: never a reason to leave a line out)."""
+        """Whether a file line is still that line of its file; an unreadable file counts as unchanged."""
         if line.path is None or line.number is None:
             return True
         last, workspace = self._snapshot(), self.workspace
@@ -389,8 +361,7 @@ class Held:
 
 
 def altered_output(a: Attempt) -> bool:
-    """Whether the ledger keeps ``a``'s output other than as the command printed it (secrets masked,
-    or cut for its length: ``LedgerRuntime.stored_output``)."""
+    """Whether the ledger keeps ``a``'s output other than as printed: secrets masked, or cut for length."""
     return bool(a.answer and a.answer.altered)
 
 

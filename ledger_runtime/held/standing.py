@@ -1,5 +1,4 @@
-"""Answers that refer to other outputs, and what they stand for: an agent that keeps only its last
-steps may drop an output while an answer that refers to it stays (``Held.resent_as``)."""
+"""Answers that refer to other outputs, kept because an agent that keeps only its last steps may drop a source first."""
 
 from __future__ import annotations
 
@@ -19,13 +18,11 @@ class StandingAnswer:
 
 
 class StandingAnswers:
-    """Answers that refer to other outputs, in an agent that keeps only its last steps, and what each
-    stands for (the output as the command printed it), so that one whose source leaves the model's
-    context before it does can be sent expanded. At most ``limit`` characters are kept: past it the
-    oldest whose sources the model still holds keeps only its references (it is then sent as a line
-    that says to run the command again). What is kept is a function of the answers kept, in order,
-    and of which of their sources the model held at each (``keep``'s ``resent_as``): a ledger read
-    again keeps the same."""
+    """Answers that refer to other outputs, with what each stands for, to send expanded once a source is gone.
+
+    Past ``limit`` characters the oldest whose sources the model still holds keeps only its references, later sent as a
+    line saying to run the command again. What is kept depends only on the answers in order and which sources the model
+    held at each, so a ledger read again keeps the same."""
 
     def __init__(self, limit: int = 32 * 1024 * 1024):
         self.limit = limit
@@ -42,8 +39,7 @@ class StandingAnswers:
         resent_as: Callable[[StandingAnswer], bool],
         seen: bytes = b"",
     ) -> None:
-        """Keep an answer; ``resent_as``: whether one's sources already left the model (kept whole:
-        it may have been sent expanded); ``seen``: the output's lines the model has through it."""
+        """Keeps an answer; one whose sources left the model (``resent_as``) stays whole: it may have been sent so."""
         self.items[attempt] = StandingAnswer(step, tuple(refs), answer, in_place, seen)
         self.chars += len(answer) + len(in_place or "")
         for a, item in list(self.items.items()):
@@ -57,7 +53,7 @@ class StandingAnswers:
         return self.items.get(attempt)
 
     def forget(self, held_next: Callable[[int], bool]) -> None:
-        """Drop the answers whose own step the model no longer holds (the agent dropped them)."""
+        """Drops the answers whose own step the model no longer holds."""
         for a in [a for a, item in self.items.items() if not held_next(item.step)]:
             item = self.items.pop(a)
             self.chars -= len(item.answer) + len(item.in_place or "")

@@ -1,10 +1,8 @@
-"""Long outputs the ledger stored as printed, so that the next one like them is masked in what changed.
+"""Long outputs stored as printed, so that the next one like them is masked only where it differs.
 
-Masking is line by line (redact.py: no pattern reaches across a line end, a line masks the same way
-wherever it stands). An output that begins and ends with the same whole lines as an earlier output
-in which nothing was masked has those lines clean too: only the lines between need the patterns.
-A long file read again after an edit, or read again unchanged, then costs the patterns over what
-changed, not over every line of it.
+Masking is line by line (redact.py), so when an output begins and ends with the same whole lines as an earlier clean
+output, only the lines between need the patterns. A long file read again then costs the patterns over what changed, not
+over every line.
 """
 
 from __future__ import annotations
@@ -20,15 +18,14 @@ PEEK = 1024  # ...those that begin or end as the new one does
 
 
 class CleanOutputs:
-    """The last few long outputs stored as printed (see the module docstring)."""
+    """The last few long outputs stored as printed."""
 
     def __init__(self, keep: int = KEEP, min_chars: int = MIN_CHARS):
         self.min_chars = min_chars
         self._kept: deque[str] = deque(maxlen=keep)
 
     def masked(self, output: str, mask: Callable[[str], str]) -> str:
-        """``mask(output)``: ``output`` itself when it holds nothing to mask; where it shares its first
-        and last lines with a clean earlier output, only the lines between are looked at."""
+        """``mask(output)``, looking only at the lines that differ from a clean earlier output with the same ends."""
         twins = [old for old in self._kept if old[:PEEK] == output[:PEEK] or old[-PEEK:] == output[-PEEK:]]
         if len(output) < self.min_chars or not twins:
             return mask(output)
@@ -39,14 +36,13 @@ class CleanOutputs:
         return mask(output)
 
     def remember(self, output: str) -> None:
-        """``output`` was stored as printed: nothing in it was masked."""
+        """Keeps ``output``, which was stored as printed: nothing in it was masked."""
         if len(output) >= self.min_chars and output not in self._kept:
             self._kept.append(output)
 
     @staticmethod
     def _differing(old: str, new: str) -> tuple[int, int]:
-        """[start, end) of ``new``: whole lines, outside of which every line of ``new`` is a whole line
-        of ``old`` (in the lines both begin with, or in those both end with)."""
+        """The whole lines [start, end) of ``new`` outside which it shares its first and last lines with ``old``."""
         p = common_prefix(old, new)
         start = new.rfind("\n", 0, p) + 1  # the line end before it is common: a line start in both
         s = common_suffix(old, new)

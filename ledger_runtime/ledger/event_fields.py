@@ -1,10 +1,8 @@
-"""The types of the ledger's event fields, checked as each event is folded in (``checked``): a ledger
-is a file anyone who can write it can craft, and a field of the wrong type must not reach the code
-that reads it. A field that is missing where it is needed, or of the wrong type, is replaced by a
-value that says so (a command becomes ``[damaged field]``, a count 0, an optional field null) and
-named in one line (``damaged``); the event itself is kept, never dropped.
+"""The types of the ledger's event fields, checked as each event is folded in.
 
-A pure function of the event: the fold (state.py) calls it, the runtime's own events pass unchanged.
+Anyone who can write a ledger can craft one, and a field of the wrong type must not reach the code that reads it. A
+missing or mistyped field becomes a value that says so (``[damaged field]``, 0, null) and is named in a ``damaged``
+line; the event is never dropped.
 """
 
 from __future__ import annotations
@@ -19,8 +17,7 @@ MAX_WHOLE = 2**53  # a whole number past this is no step, count or id any writer
 
 @dataclass(frozen=True)
 class Type:
-    """What a field must be: ``name`` as a damaged line says it, ``holds`` the check, ``default`` what a
-    damaged field becomes (None: null), and ``inner``: the fields of an object, checked in turn."""
+    """What a field must be: ``holds`` checks it, ``default`` replaces it if damaged, ``inner`` types its fields."""
 
     name: str
     holds: Callable[[Any], bool]
@@ -65,7 +62,7 @@ def _spans(v: Any) -> bool:
 
 
 def _piece(p: Any) -> bool:
-    """One piece of an answer, as ``Piece.to_list`` stores it: kind, start, end, ref, first, last."""
+    """One answer piece as ``Piece.to_list`` stores it: kind, start, end, ref, first, last."""
     return (
         isinstance(p, list)
         and len(p) == 6
@@ -246,7 +243,7 @@ def described(v: Any) -> str:
 
 
 def _fields(body: dict[str, Any], spec: dict[str, Type], optional: set[str], where: str) -> tuple[dict, list[str]]:
-    """``body`` with every field of ``spec`` as its type says; the lines naming those that were not."""
+    """``body`` with every field of ``spec`` as its type says, and a line naming each that was not."""
     out, damaged = dict(body), []
     for name, t in spec.items():
         if name not in body:
@@ -271,9 +268,9 @@ def _shown(default: Any) -> str:
 
 
 def checked(kind: Any, event: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """``event`` (of ``kind``: an observation's body has a ``kind`` of its own) with its fields as their
-    types say (state.py folds that), and one line per field that was not (none for an event a writer
-    of ours made)."""
+    """``event`` with its fields as their types say, and a line per field that was not.
+
+    ``kind`` comes apart because an observation's body has a ``kind`` of its own."""
     where = f"{kind if isinstance(kind, str) else 'an'} event {event.get('seq')}"
     out, damaged = _fields(event, ENVELOPE, set(ENVELOPE), where)
     spec = FIELDS.get(kind) if isinstance(kind, str) else None

@@ -1,6 +1,7 @@
-"""The fault log: what went wrong in the ledger's own making, kept where it can be read after the
-run (``faults.log`` in the run directory, and the ledger when that works). A fault never stops the
-agent; the log is the one place it shows."""
+"""The fault log: what went wrong in the ledger's own making, readable after the run.
+
+A fault never stops the agent; ``faults.log`` in the run directory, and the ledger when that works, are where it shows.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ log = logging.getLogger("ledger_runtime")
 
 
 class FaultLog:
-    """Faults of one run: counted, masked, written to ``faults.log`` and (when it works) the ledger."""
+    """Faults of one run: counted, masked, written to ``faults.log`` and, when it works, the ledger."""
 
     def __init__(self, run_dir: Path, redactor: Redactor):
         self.path = run_dir / FAULTS_FILE
@@ -32,7 +33,7 @@ class FaultLog:
     def add(
         self, where: str, error: BaseException, command: str | None = None, records: list[dict] | None = None
     ) -> None:
-        """Log one fault. ``records``: what could not be written to the ledger, kept here instead."""
+        """Logs one fault; ``records`` are what could not be written to the ledger, kept here instead."""
         entry = {
             "at": time.time(),
             "where": where,

@@ -1,10 +1,8 @@
-"""mini-swe-agent's trajectory, masked when the run ends.
+"""mini-swe-agent's trajectory file, masked once the agent is done with it.
 
-mini-swe-agent saves its trajectory (every message, so every output and any secret in them) after
-each step into the file ``ledger-run mini`` names in the run directory; ``ledger-run mini`` makes
-that file owner-only before the run (private.touch_private) and masks it here the way the ledger
-masks what it stores (redact.py) once the agent is done with it. (Codex's own files are made
-owner-only by private.tighten, not masked: ``codex resume`` reads them.)
+The trajectory holds every output, so any secret in them. ``ledger-run mini`` makes the file owner-only before the run
+and masks it here as the ledger masks what it stores. Codex's own files are made owner-only but not masked: ``codex
+resume`` reads them.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from ledger_runtime.ledger.redact import Redactor
 
 
 def masked(value: Any, redactor: Redactor) -> Any:
-    """``value`` (parsed JSON) with every string masked; keys kept."""
+    """Parsed JSON with every string masked; keys kept."""
     if isinstance(value, str):
         return redactor.mask(value)
     if isinstance(value, list):
@@ -29,8 +27,7 @@ def masked(value: Any, redactor: Redactor) -> Any:
 
 
 def mask_json_file(path: Path, redactor: Redactor) -> str | None:
-    """Rewrite the JSON file at ``path`` with its secrets masked, owner-only. Returns a one-line
-    problem (the file is left as it was), or None."""
+    """Rewrites a JSON file owner-only with its secrets masked; returns a one-line problem (file unchanged), or None."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

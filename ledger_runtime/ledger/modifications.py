@@ -1,5 +1,4 @@
-"""What a change to a file is in the ledger: a ``Modification`` with its content hashes, the lines it
-added and removed since the file's last content, and since the run's start (the baseline)."""
+"""A ``Modification``: a file's change, with its hashes and the lines changed since its last content and the start."""
 
 from __future__ import annotations
 
@@ -19,14 +18,11 @@ MASKED_CACHE_BYTES = 32 * 1024 * 1024  # masked contents kept in memory: what th
 
 
 class Modifications:
-    """Makes the ledger's record of each change the workspace saw (the contents come from the
-    ledger's blobs, the workspace's last scan, or git at the baseline commit).
+    """Makes the ledger's record of each change the workspace saw.
 
-    A content is masked once: the ledger stores it masked under the file's digest, and a change is
-    counted between masked contents (line by line, as they are kept). What was masked lately is kept
-    in memory by digest (``MASKED_CACHE_BYTES``), so that the content after one change is the content
-    before the next without reading it back; a content stored before (a file changed back, a branch
-    checked out again) is read back, not masked again."""
+    A content is masked once: stored masked under the file's digest, and a change is counted between masked contents.
+    Recent masked contents stay in memory (``MASKED_CACHE_BYTES``), so the content after one change is the content
+    before the next without reading it back; an older one is read back from the ledger, not masked again."""
 
     def __init__(self, store: LedgerStore, state: LedgerState, workspace: Workspace, redactor: Redactor):
         self.store, self.state, self.workspace, self.redactor = store, state, workspace, redactor
@@ -72,8 +68,7 @@ class Modifications:
         )
 
     def _after(self, c: Change) -> bytes | None:
-        """The content after change ``c``, masked, stored under its digest (None: the scan did not
-        keep it)."""
+        """The content after ``c``, masked and stored under its digest; None when the scan did not keep it."""
         digest = c.after.digest
         known = self._recall(digest)
         if known is not None:
@@ -87,8 +82,7 @@ class Modifications:
         return masked
 
     def _content(self, path: str, fs: FileState) -> bytes | None:
-        """A file's bytes for a digest, masked: from memory, the ledger's blobs, or git at the
-        baseline commit."""
+        """A file's masked bytes for a digest: from memory, the ledger's blobs, or git at the baseline commit."""
         data = self._recall(fs.digest)
         if data is not None:
             return data
@@ -102,7 +96,7 @@ class Modifications:
         return None
 
     def _recall(self, digest: str) -> bytes | None:
-        """A masked content by its digest: kept in memory, or stored already."""
+        """A masked content by its digest, from memory or the ledger."""
         data = self._masked.get(digest)
         if data is not None:
             self._masked.move_to_end(digest)
@@ -123,7 +117,7 @@ class Modifications:
 
 
 def _recognised(path: str, writes: tuple[str, ...]) -> bool:
-    """Whether the command's analysis named ``path`` (or a directory above it) as written."""
+    """Whether the command's analysis named ``path``, or a directory above it, as written."""
     if ANY_FILE in writes:
         return True
     for w in writes:

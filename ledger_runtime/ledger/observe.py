@@ -1,14 +1,9 @@
 """From one executed command to records: which lines the agent saw, and how files changed.
 
-Pure functions. ``observations`` takes what the command analysis claims an output shows (its file
-views: commands.FileView) and checks the claim against the files themselves, as they were after the
-command: a view counts only where the output's lines are the file's lines, byte for byte (after the
-line-number prefix a numbered view adds, whose numbers must be the file's line numbers). Whatever the
-analysis got wrong (a transforming option, a program of the workspace's own on PATH, a path through
-a symlink, a file edited while it was shown) then records nothing, never a false "seen". Of a cut
-output only the lines the model saw count (``seen``, per output line, from held/delivered.py).
-The observation is signed with the digest of the content it was checked against.
-``line_delta`` counts lines added and removed between two contents, in one pass.
+``observations`` checks the command analysis's claim of what an output shows against the files after the command: a view
+counts only where the output's lines are the file's, byte for byte, with any line numbers the file's own. Whatever the
+analysis got wrong then records nothing, never a false "seen". Of a cut output only the lines the model saw count, and
+each observation is signed with the digest of the content it was checked against.
 """
 
 from __future__ import annotations
@@ -32,8 +27,7 @@ _OTHER_PREFIX = re.compile(r"\s*\d*\s*\t?")  # nl's and cat -b's numbers, or non
 
 @dataclass(frozen=True)
 class TruncationSettings(Section):
-    """The ``[ledger.truncation]`` settings: how the agent cuts long outputs, and how long an output
-    the ledger stores whole."""
+    """The ``[ledger.truncation]`` settings: how the agent cuts long outputs, and how long an output is stored whole."""
 
     name = "truncation"
     flat = {
@@ -60,8 +54,7 @@ class TruncationSettings(Section):
 
 @dataclass(frozen=True)
 class Truncation:
-    """How the agent cuts long outputs: at ``limit`` characters (``unit`` "bytes": UTF-8 bytes) or
-    more, it keeps the first ``head`` and the last ``tail``."""
+    """How the agent cuts long outputs: at ``limit`` or more it keeps the first ``head`` and last ``tail``."""
 
     limit: int = 10000
     head: int = 5000
@@ -75,18 +68,18 @@ class Truncation:
         return len(output) >= self.limit
 
     def visible(self, output: str) -> tuple[str, str] | None:
-        """(head text, tail text) the model sees of a cut output, or None when it sees all of it."""
+        """The head and tail text the model sees of a cut output, or None when it sees it all."""
         kept = self.kept(output)
         if kept is None:
             return None
         return output[: kept[0]], output[-kept[1] :] if kept[1] else ""
 
     def seen_chars(self, n: int) -> int:
-        """Characters the model sees of an output ``n`` characters long, once the agent has cut it."""
+        """Characters the model sees of an output ``n`` characters long."""
         return n if n < self.limit else min(n, self.head + self.tail)
 
     def kept(self, output: str) -> tuple[int, int] | None:
-        """(head, tail) characters the model sees of a cut output, or None when it sees all of it."""
+        """The head and tail characters the model sees of a cut output, or None when it sees it all."""
         if not self.cuts(output):
             return None
         if self.unit != "bytes":
@@ -99,8 +92,7 @@ class Truncation:
 
 @dataclass(frozen=True)
 class FileText:
-    """A file as it was after the command: the digest of its content, and its lines (decoded as the
-    agent's tools decode output: UTF-8, invalid bytes replaced)."""
+    """A file after the command: its digest, and its lines decoded as the agent's tools decode output."""
 
     digest: str
     lines: list[str]
@@ -117,17 +109,14 @@ class FileText:
         printed: tuple[str, Callable[[], list[str]]] | None = None,
         link: tuple[str, str | None] | None = None,
     ) -> FileText:
-        """``printed``: an output and (a way to get) its lines; a file whose text is that output has
-        those lines (a whole-file read is not split twice). ``link``: the path is a symbolic link
-        (its own digest, the file it resolves to)."""
+        """A file's text; ``printed`` lends the lines of an output that is the whole file, so they are split once."""
         text = data.decode("utf-8", "replace")
         lines = printed[1]() if printed is not None and len(text) == len(printed[0]) and text == printed[0] else None
         return cls(digest, lines if lines is not None else split_lines(text), *(link or (None, None)))
 
 
 class FactRun(NamedTuple):
-    """Output lines ``at``, ``at + 1``, ... that are lines ``first``, ``first + 1``, ... of the file at
-    ``path``, whose text there is ``was`` (a run of a line view, or one line of a search)."""
+    """Output lines from ``at`` that are lines from ``first`` of the file ``path``, whose text is ``was``."""
 
     at: int
     path: str
@@ -136,7 +125,7 @@ class FactRun(NamedTuple):
 
 
 def fact_lines(runs: Iterable[FactRun]) -> dict[int, tuple[str, int, str]]:
-    """Per output line of ``runs``: (path, line number, the file's text of it)."""
+    """Per output line of ``runs``: path, line number and the file's text of it."""
     out: dict[int, tuple[str, int, str]] = {}
     for r in runs:
         out.update((r.at + i, (r.path, r.first + i, text)) for i, text in enumerate(r.was))
@@ -144,9 +133,7 @@ def fact_lines(runs: Iterable[FactRun]) -> dict[int, tuple[str, int, str]]:
 
 
 def _same_line(out: str, text: str, last: bool = False) -> bool:
-    """An output line that is exactly this file line (a last line without its newline gets one from
-    nl, grep and the like; ``last``: the output's last line, which an agent that trims what it shows,
-    as Claude Code does, leaves without its newline)."""
+    """Whether an output line is exactly this file line, allowing the newline tools add or trim at the end."""
     return (
         out == text
         or (not text.endswith("\n") and out == text + "\n")
@@ -155,8 +142,7 @@ def _same_line(out: str, text: str, last: bool = False) -> bool:
 
 
 def _shown_as(out: str, text: str, number: int, numbered: str, last: bool = False) -> bool:
-    """Whether output line ``out`` shows file line ``number`` (``text``) as a view numbered so
-    (``last``: it is the output's last line)."""
+    """Whether output line ``out`` shows file line ``number`` as a view numbered so."""
     if not numbered:
         return _same_line(out, text, last)
     if numbered == FILE_NUMBERS:
@@ -176,8 +162,7 @@ MAX_BLOCK_TRIES = 64
 
 
 def _find_block(out: list[str], start: int, lines: list[str], first: int, numbered: str) -> int | None:
-    """Where, at or after output line ``start``, the file's ``lines`` (numbered from ``first``)
-    appear as a contiguous run."""
+    """Where, at or after output line ``start``, the file's ``lines`` appear as a contiguous run."""
     if not lines:
         return None
     if not numbered and out[start : start + len(lines)] == lines:  # compared in C: a long whole-file read
@@ -196,9 +181,10 @@ def _find_block(out: list[str], start: int, lines: list[str], first: int, number
 
 
 def _trimmed_block(out: list[str], start: int, lines: list[str], lo: int, hi: int) -> tuple[int | None, int]:
-    """Where lines ``lo``..``hi`` of a file end the output once the blank lines they end with were
-    trimmed off it (an agent that trims what it shows, as Claude Code does): (output line, the last
-    file line shown), or (None, ``hi``). The blank lines cut off count as not seen."""
+    """Where lines ``lo``..``hi`` end an output whose trailing blank lines were trimmed, as Claude Code does.
+
+    Returns the output line and the last file line shown, or (None, ``hi``); the trimmed lines count as not seen.
+    """
     k = hi
     while k >= lo and not lines[k - 1].strip():
         k -= 1
@@ -231,10 +217,9 @@ def observations(
     submission: Submission = NO_SUBMISSION,
     out_lines: list[str] | None = None,
 ) -> list[Observation]:
-    """What the agent saw of each file this command showed, checked against ``files`` (the files'
-    content after the command). ``seen``: per output line, whether the model saw it (None: all).
-    ``facts``, when given, gets the output's runs of checked file lines (``FactRun``).
-    ``out_lines``: ``split_lines(output)``, where the caller has it."""
+    """What the agent saw of each file this command showed, checked against ``files`` after the command.
+
+    ``seen`` says per output line whether the model saw it (None: all); ``facts`` gets the runs of checked lines."""
     views = analysis.views
     if not views:
         return []
@@ -324,11 +309,10 @@ def _observe(  # noqa: C901
 
 
 def line_delta(before: bytes, after: bytes) -> tuple[int, int] | None:
-    """(lines added, lines removed) from ``before`` to ``after``: the common prefix and suffix are
-    trimmed, and of the rest a line counts as added (removed) as many times as it occurs more often
-    after (before). Exact for edits that insert, delete or replace lines; a line moved elsewhere
-    counts as unchanged. O(n), and for a small edit of a large file about the cost of comparing the
-    two. None for binary content."""
+    """The lines added and removed from ``before`` to ``after``; None for binary content.
+
+    A line counts as added or removed as many times as it occurs more often after or before. Exact for edits that
+    insert, delete or replace lines; a moved line counts as unchanged. O(n)."""
     if b"\0" in before[:8192] or b"\0" in after[:8192]:
         return None
     before, after = trim_common(before, after)

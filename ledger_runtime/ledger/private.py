@@ -1,14 +1,11 @@
-"""Files the product writes are its owner's alone: a ledger holds what the agent saw, secrets
-included. Directories 0700 and files 0600 whatever the umask (the agent's own commands keep the
-umask they had: only what the ledger writes is made private).
+"""Files the product writes are its owner's alone: a ledger holds what the agent saw, secrets included.
 
-Nothing is written through a link or into another user's file, as a shared directory such as /tmp
-may hold one planted there (``NotOurs``): a file written, a file appended to and a run directory must
-not be a symbolic link and must be the current user's. A file is written whole to a new file beside
-it, made exclusively, then renamed onto its name: a link planted after the check is replaced, not
-followed, and in a sticky directory the kernel refuses to rename over another user's file. A link is
-refused rather than replaced: as root, replacing ``/dev/stdout`` would break it for everyone. The
-directories above may be links (/tmp is one on macOS): only the last component is checked."""
+Directories are 0700 and files 0600 whatever the umask; the agent's own commands keep theirs. Nothing is written through
+a link or into another user's file (``NotOurs``), as a shared directory such as /tmp may hold one planted there. A file
+is written to a new exclusive file beside it, then renamed: a link planted after the check is replaced, not followed,
+and a sticky directory refuses renaming over another user's file. A link is refused rather than replaced: as root,
+replacing ``/dev/stdout`` would break it for everyone. Only the last component is checked, as /tmp itself is a link on
+macOS."""
 
 from __future__ import annotations
 
@@ -26,16 +23,16 @@ FILE = "file"  # written (by a rename) or appended to: ours, a regular file
 
 
 class NotOurs(PermissionError):
-    """A path the product will not write through: a symbolic link, or another user's. An OSError
-    (EPERM) whose ``strerror`` says why, so every handler of a failed write reports it."""
+    """A path the product will not write through, a symbolic link or another user's.
+
+    An OSError (EPERM) saying why, so every handler of a failed write reports it."""
 
     def __init__(self, path: str | os.PathLike, why: str):
         super().__init__(errno.EPERM, why, os.fspath(path))
 
 
 def refusal(st: os.stat_result | None, uid: int, kind: str) -> str | None:
-    """Why an entry whose ``lstat`` is ``st`` (None: there is none) must not be written as ``kind``
-    (DIRECTORY, FILE) by the user ``uid``; None when it may."""
+    """Why an entry with this ``lstat`` (None: absent) must not be written as ``kind`` by ``uid``; None when it may."""
     if st is None:
         return None
     if stat.S_ISLNK(st.st_mode):
@@ -63,8 +60,7 @@ def _check(path: str | os.PathLike, st: os.stat_result | None, kind: str) -> Non
 
 
 def private_dir(path: str | os.PathLike) -> Path:
-    """``path`` as a directory only its owner can enter (made, with its missing parents, if needed);
-    NotOurs when it is a symbolic link or another user's."""
+    """``path`` made, with its parents, a directory only its owner can enter; NotOurs if a link or another user's."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -88,8 +84,7 @@ def private_dir(path: str | os.PathLike) -> Path:
 
 
 def _fd(path: str | os.PathLike, flags: int) -> int:
-    """``path`` opened in place (made if missing), never through a link, never another user's file
-    nor a FIFO or device (O_NONBLOCK: a FIFO without a reader fails instead of hanging)."""
+    """``path`` opened in place, made if missing; never through a link, nor another user's file, a FIFO or a device."""
     try:
         fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, FILE_MODE)
     except OSError as e:
@@ -109,8 +104,7 @@ def _fd(path: str | os.PathLike, flags: int) -> int:
 
 
 def write_private(path: str | os.PathLike, data: str | bytes) -> None:
-    """Write ``data`` to ``path``, readable by its owner only: a new file (O_EXCL, 0600) in the same
-    directory, renamed onto ``path``. NotOurs when ``path`` is a link, or another user's."""
+    """Writes ``data`` to ``path`` owner-only, via a new O_EXCL file renamed onto it; NotOurs if a link or not ours."""
     target = os.fspath(path)
     _check(target, _lstat(target), FILE)
     directory, name = os.path.split(target)
@@ -138,18 +132,17 @@ def write_private(path: str | os.PathLike, data: str | bytes) -> None:
 
 
 def append_private(path: str | os.PathLike) -> IO[str]:
-    """``path`` open for appending text, readable by its owner only (NotOurs: a link, another
-    user's file, not a regular file)."""
+    """``path`` open for appending text, owner-only; NotOurs if a link, another user's, or not a regular file."""
     return os.fdopen(_fd(path, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8")
 
 
 def touch_private(path: str | os.PathLike) -> None:
-    """Make ``path`` exist, owner only (SQLite gives its -wal and -shm files the database's mode)."""
+    """Makes ``path`` exist owner-only, so SQLite's -wal and -shm files, which take its mode, are too."""
     os.close(_fd(path, os.O_WRONLY))
 
 
 def tighten(tree: str | os.PathLike) -> None:
-    """Every directory under ``tree`` 0700 and every file 0600 (copies of the user's files)."""
+    """Makes every directory under ``tree`` 0700 and every file 0600, for copies of the user's files."""
     for root, dirs, files in os.walk(tree):
         os.chmod(root, DIR_MODE)
         for name in files:
@@ -163,9 +156,10 @@ class InUse(RuntimeError):
 
 
 def lock_file(path: str | os.PathLike, what: str) -> IO[bytes] | None:
-    """An exclusive lock on ``path`` (a lock file, made owner only, never through a symlink) for as
-    long as the returned file stays open (closed by the garbage collector too); InUse when a live
-    process holds it. None where the file system has no locks (some network mounts): no lock then."""
+    """An exclusive lock on ``path``, held while the returned file is open; InUse when a live process holds it.
+
+    The file is owner-only, never opened through a symlink, and releases the lock when collected too. None where the
+    file system has no locks, as on some network mounts: the run goes on without one."""
     import fcntl
 
     try:

@@ -1,17 +1,10 @@
-"""Secrets masked before anything is stored: what the ledger keeps is ours, what the model is shown is
-the agent's business.
+"""Secrets masked before anything is stored: what the ledger keeps is ours, what the model sees is the agent's.
 
-A ``Redactor`` masks the values of the environment's secret-looking variables, well-known token
-shapes (AWS, OpenAI and Anthropic, GitHub, GitLab, Slack, Google, Stripe, Hugging Face, npm, PyPI keys;
-passwords in URLs, private keys, webhooks, ``Authorization:`` headers, ``mysql -p``), values given a
-secret's name (secret_names.py) and the user's own patterns (setting ``[ledger.redaction]``
-``patterns``). A masked
-character becomes ``*``: the text keeps its length and its lines, and a line masks the same way
-wherever it stands (no pattern reaches across a line end). So offsets into an answer stay true, an
-answer masked on its own expands to its output masked on its own, and a run of lines two outputs
-share is still shared once both are masked: references and their checks work on masked storage.
-
-What a masked value was cannot be had back from the ledger; its length can (said in SECURITY.md).
+A ``Redactor`` masks the values of secret-looking environment variables, well-known token shapes, values given a
+secret's name (secret_names.py) and the user's patterns. Each masked character becomes ``*`` and no pattern crosses a
+line end, so a text keeps its length and lines and a line masks alike wherever it stands. Offsets into answers stay
+true, and an answer masked alone expands to its output masked alone: references and their checks work on masked storage.
+A masked value cannot be had back from the ledger; its length can.
 """
 
 from __future__ import annotations
@@ -105,7 +98,7 @@ class RedactError(ValueError):
 
 
 def compile_patterns(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
-    """The user's patterns, each matched within one line (``^`` and ``$`` are line ends)."""
+    """The user's patterns, each matched within one line."""
     out = []
     for p in patterns:
         if not isinstance(p, str) or not p:
@@ -130,8 +123,7 @@ _IN_WORD = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-
 
 
 def secret_values(environ: Mapping[str, str]) -> list[str]:
-    """The values worth masking among an environment's variables: those of secret-looking names,
-    at least MIN_SECRET_CHARS long, not a path that exists; a value of several lines by its lines."""
+    """The environment's values to mask: of secret-looking names, MIN_SECRET_CHARS or longer, not existing paths."""
     out: set[str] = set()
     for name, value in environ.items():
         if name.upper() in NOT_SECRET_NAMES or not SECRET_NAME.search(name) or not isinstance(value, str):
@@ -156,7 +148,7 @@ def _groups(m: re.Match[str]) -> list[tuple[int, int]]:
 
 
 class Redactor:
-    """Masks secrets in text (see the module docstring). ``Redactor.off()`` masks nothing."""
+    """Masks secrets in text; ``Redactor.off()`` masks nothing."""
 
     def __init__(
         self, values: Iterable[str] = (), patterns: Iterable[re.Pattern[str]] = _BUILTIN, *, names: bool = True
@@ -176,7 +168,7 @@ class Redactor:
         return cls(secret_values(env), _BUILTIN + compile_patterns(user_patterns))
 
     def with_values(self, values: Iterable[str]) -> Redactor:
-        """This redactor, also masking ``values`` (an adapter's environment for the agent)."""
+        """This redactor, also masking ``values``, such as an adapter's environment for the agent."""
         extra = secret_values({f"SECRET_{i}": v for i, v in enumerate(values)}) if values else []
         return Redactor(
             sorted(set(self.values) | set(extra), key=lambda v: (-len(v), v)), self.patterns, names=self.names
@@ -224,7 +216,7 @@ class Redactor:
         return merged
 
     def mask(self, text: str) -> str:
-        """``text`` with every secret's characters as ``*`` (same length, same lines)."""
+        """``text`` with every secret's characters as ``*``."""
         if not self.active or not text:
             return text
         spans = self.spans(text)
@@ -240,7 +232,7 @@ class Redactor:
         return "".join(parts)
 
     def mask_bytes(self, data: bytes) -> bytes:
-        """``mask`` of bytes read as UTF-8 (undecodable bytes pass through as they are)."""
+        """``mask`` of UTF-8 bytes; undecodable bytes pass through."""
         if not self.active or not data:
             return data
         text = data.decode("utf-8", "surrogateescape")
@@ -248,8 +240,7 @@ class Redactor:
         return data if masked is text else masked.encode("utf-8", "surrogateescape")
 
     def mask_obj(self, obj: Any) -> Any:
-        """Every string in a JSON-like value masked (dict keys stay as they are, and so do the
-        values of STRUCTURAL keys: paths and directories, which a restarted runtime matches)."""
+        """Every string in a JSON-like value masked but dict keys and STRUCTURAL values, which a restart matches."""
         if not self.active:
             return obj
         if isinstance(obj, str):

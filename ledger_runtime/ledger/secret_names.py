@@ -1,12 +1,9 @@
-"""Values given a secret's name, found for masking (redact.py): ``named_spans(text)``, the spans of the
-values a text gives a secret's name in the forms settings files and commands give them: NAME=VALUE
-(.env, .npmrc, an ini or TOML file, a query string), NAME: VALUE alone on its line (YAML, a header),
-"NAME": "VALUE" (JSON, a Python dict), --NAME VALUE (a flag), .netrc's "password VALUE".
+"""Finds the values a text gives a secret's name, for masking (redact.py).
 
-A name is found from the words in it (``secret_name``), at each occurrence of one of NAME_WORDS: a
-long output is never scanned at every position. Which values are secrets is a pure decision of the
-name's strength, the form and the value (``_worth_masking``): code (``token = self.token``), a test
-log (``PASS: test_x``) and a name's reference (``$TOKEN``) are not. Each span lies within one line.
+The forms are those of settings files and commands: NAME=VALUE, NAME: VALUE, "NAME": "VALUE", --NAME VALUE and .netrc's
+"password VALUE". Names are looked for only at NAME_WORDS, so a long output is never scanned at every position.
+``_worth_masking`` decides which values are secrets: code (``token = self.token``), a test log (``PASS: test_x``) and a
+reference (``$TOKEN``) are not. Each span lies within one line.
 """
 
 from __future__ import annotations
@@ -44,10 +41,10 @@ STRONG_MIN, SETTING_MIN, FLAG_MIN, RANDOM_MIN = 6, MIN_SECRET_CHARS, 4, 16
 
 @functools.lru_cache(maxsize=4096)
 def secret_name(name: str) -> str | None:
-    """How surely ``name`` names a secret, from its words (``_authToken``: auth, token; ``X-Api-Key``:
-    x, api, key): "strong" (a password, a token, an API key...), "medium" (pass, pwd: only when
-    assigned), "auth" (only as a JSON key: ``auth = ...`` is code), "weak" (another key: only a value
-    that looks random), None (no secret's name)."""
+    """How surely ``name`` names a secret, judged from its words; None when it names none.
+
+    "strong": a password, token, API key. "medium": pass or pwd, only when assigned. "auth": only as a JSON key, since
+    ``auth = ...`` is code. "weak": another key, only when its value looks random."""
     if name.lower().lstrip("-_") in NOT_NAMES:
         return None
     words = [w.lower() for w in _WORDS.findall(name)]
@@ -61,7 +58,7 @@ def secret_name(name: str) -> str | None:
 
 
 def _random_looking(v: str) -> bool:
-    """A key's value rather than a name: long, letters and digits, no dots (hosts, modules, versions)."""
+    """Whether a value looks like a key rather than a name; dots mark hosts, modules and versions."""
     return len(v) >= RANDOM_MIN and "." not in v and any(c.isdigit() for c in v) and any(c.isalpha() for c in v)
 
 
@@ -70,11 +67,11 @@ _CONSTANT = re.compile(r"[A-Z_]+|[A-Za-z_]\w*(?:\.\w+)+")  # another constant, a
 
 
 def _worth_masking(strength: str, form: str, value: str, quoted: bool, upper: bool) -> bool:
-    """Whether a value given a name of this ``strength`` in this ``form`` is a secret to mask (a pure
-    decision: the name scan finds them, this says which). A value with a blank, a format (``%s``), a
-    variable (``$X``, ``<X>``, ``{x}``) or nothing is none; so is a bare path, a bare name of code
-    (``token = self.token``, ``password = user_pw2``: read as code, so ``password = hunter2`` in an
-    ini file too), and a value with no digit but after an upper-case NAME= (``.env``, ``export``)."""
+    """Whether a value given a name of this ``strength`` in this ``form`` is a secret to mask.
+
+    Never: an empty value; one with a blank, ``%s``, ``$X``, ``<X>`` or ``{x}``; a bare path; a bare name of code, which
+    makes ``password = hunter2`` code too; a value without a digit, unless after an upper-case NAME= (``.env``,
+    ``export``)."""
     if not value or value[0] in "$<{*" or "%" in value or any(c.isspace() for c in value):
         return False
     if strength == "medium" and form == "colon":
@@ -93,8 +90,7 @@ def _worth_masking(strength: str, form: str, value: str, quoted: bool, upper: bo
 
 
 def _netrc(text: str, start: int, end: int) -> tuple[int, int] | None:
-    """.netrc's "password SECRET": the secret's span, on a line that is a netrc entry (it names a
-    machine or a login, or holds the password alone)."""
+    """The span of the secret in .netrc's "password SECRET", on a line that is a netrc entry."""
     m = _AFTER_FLAG.match(text, end)
     if m is None or m.group("bare") is None or _LINE_END.match(text, m.end()) is None:
         return None
@@ -106,8 +102,7 @@ def _netrc(text: str, start: int, end: int) -> tuple[int, int] | None:
 
 
 def named_spans(text: str) -> list[tuple[int, int]]:
-    """The spans of values ``text`` gives a secret's name (see NAME_WORDS), each within its line. Only
-    a name followed by what gives it a value (``=``, ``:``, a quote, a blank) is looked at further."""
+    """The spans of the values ``text`` gives a secret's name, each within its line."""
     found: list[tuple[int, int]] = []
     done = 0
     for w in _name_words(text):
@@ -139,8 +134,7 @@ def _name_words(text: str) -> Iterator[re.Match[str]]:
 
 
 def _spaced_value(text: str, word: int, end: int) -> bool:
-    """Whether the name ending at ``end`` (its secret word at ``word``) may take a value after a blank:
-    .netrc's ``password`` or a ``--flag``."""
+    """Whether this name may take a value after a blank: .netrc's ``password`` or a ``--flag``."""
     if text[word:end].lower() == "password" and (word == 0 or text[word - 1] in " \t\n"):
         return True
     return text.rfind("--", max(0, word - NAME_REACH), word) >= 0

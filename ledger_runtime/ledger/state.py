@@ -1,9 +1,7 @@
 """LedgerState: the ledger's event log folded into queryable state.
 
-The state is a pure fold: ``LedgerState.from_events(events)`` gives the same state as applying the
-events one by one, so the state at any earlier step is the fold of the events up to it. Paths'
-current hashes come from the modification log: every change to a tracked file is recorded, so an
-observation is fresh while no later modification moved its file away from the observed hash.
+The fold is pure, so the state at an earlier step is the fold of the events up to it. The modification log records every
+change to a tracked file, so an observation is fresh while no later modification moved its file from the observed hash.
 """
 
 from __future__ import annotations
@@ -70,8 +68,7 @@ class LedgerState:
         return state
 
     def apply(self, event: dict[str, Any]) -> None:
-        """Fold one event in (the one way anything enters the state): its fields checked, then the
-        fold of its kind (``FOLDS``). Unknown kinds are kept as faults, never raised."""
+        """Folds one event in, the one way anything enters the state; an unknown kind becomes a fault."""
         kind = event.get("kind")
         try:
             shadowed = event.get("shadowed")  # the record's own values under the event's names (an observation's kind)
@@ -131,7 +128,7 @@ class LedgerState:
         self.faults.append(body)
 
     def _fold_distrust(self, body: dict[str, Any]) -> None:
-        """The agent's own log disowns the record (held/held.py folds it too)."""
+        """The agent's own log disowns the record; held/held.py folds this too."""
         self.distrusted.setdefault(int(body["attempt"]), str(body.get("why") or ""))
 
     # -- folding -------------------------------------------------------------------------------
@@ -153,7 +150,7 @@ class LedgerState:
             self._reuse_sources[a.id] = self.source_of(a.verdict.ref_attempt)
 
     def _complete(self, attempt_id: int, fields: dict[str, Any]) -> None:
-        """What a command left unfinished when recorded (its exit code, its whole output), known later."""
+        """What a command left unfinished when recorded, known later."""
         old = self._by_id.get(attempt_id)
         if old is None:
             return
@@ -194,8 +191,7 @@ class LedgerState:
         return self._by_id.get(attempt_id)
 
     def label(self, attempt_id: int) -> str:
-        """How answers name an attempt: "step 9" for the first command of step 9, "step 9.2" for the
-        second (agents that run several commands per model call)."""
+        """How answers name an attempt: "step 9" for step 9's first command, "step 9.2" for its second."""
         return self._labels.get(attempt_id, f"attempt {attempt_id}")
 
     def by_label(self, label: str) -> Attempt | None:
@@ -203,7 +199,7 @@ class LedgerState:
         return self._by_id.get(i) if i is not None else None
 
     def source_of(self, attempt_id: int) -> int:
-        """The executed attempt behind a chain of reuses (itself when it ran)."""
+        """The executed attempt behind a chain of reuses; itself when it ran."""
         return self._reuse_sources.get(attempt_id, attempt_id)
 
     def repeats_of(self, normalized: str, cwd: str) -> list[Attempt]:
@@ -211,7 +207,7 @@ class LedgerState:
         return [self._by_id[i] for i in reversed(self._by_key.get((normalized, cwd), []))]
 
     def modifications_after(self, step: int) -> list[Modification]:
-        """The modifications at ``step`` and after, in order (a slice: what came before is not looked at)."""
+        """The modifications at ``step`` and after, in order."""
         if len(self._mod_steps) != len(self.modifications):
             return [m for m in self.modifications if m.step >= step]
         return self.modifications[bisect.bisect_left(self._mod_steps, step) :]
@@ -237,15 +233,14 @@ class LedgerState:
         return obs[-1].content_hash if obs else UNKNOWN
 
     def change_after(self, path: str, step: int, digest: str) -> Modification | None:
-        """The first modification of ``path`` at or after ``step`` that left it different from ``digest``."""
+        """The first modification of ``path`` at or after ``step`` that left it other than ``digest``."""
         for m in self._mods_by_path.get(path, []):
             if m.step >= step and m.after_hash != digest:
                 return m
         return None
 
     def is_fresh(self, o: Observation) -> bool:
-        """Whether the file still has what the model saw of it (the ledger knows of no change since):
-        the path's content, and for a path read through a symbolic link, the link and its target's."""
+        """Whether the ledger knows of no change to what the model saw of a file, or of a link's target."""
         cur = self.current_hash(o.path)
         if cur is not UNKNOWN and cur != o.content_hash:
             return False
@@ -255,8 +250,7 @@ class LedgerState:
         return cur is UNKNOWN or cur == o.target_hash
 
     def staled_by(self, o: Observation) -> Modification | None:
-        """The first modification after ``o`` that left its file (or, through a symbolic link, its
-        target) other than the model saw it."""
+        """The first modification after ``o`` that left its file, or a link's target, other than the model saw it."""
         m = self.change_after(o.path, o.step, o.content_hash)
         if o.target is not None and o.target_hash is not None:
             t = self.change_after(o.target, o.step, o.target_hash)
@@ -275,7 +269,7 @@ class LedgerState:
         return out
 
     def reverted_files(self) -> list[tuple[Modification, Modification]]:
-        """(first, last) modification of every path that changed and is now as at the start, by path."""
+        """The first and last modification of every path that changed and is now as at the start, by path."""
         out = []
         for path in sorted(self._mods_by_path):
             mods = self._mods_by_path[path]
@@ -284,8 +278,7 @@ class LedgerState:
         return out
 
     def in_context(self, step: int, context_steps: int) -> bool:
-        """Whether the output of ``step`` is still in the model's context: after the last compaction
-        of the agent's history, and within its last ``context.steps`` steps (0: all)."""
+        """Whether the output of ``step`` is past the last compaction and in the last ``context_steps`` (0: all)."""
         return step >= self.context_floor and (context_steps <= 0 or step > self.step - context_steps)
 
     def modified_since(self, epoch_step: int, prefix: str | None = None) -> list[Modification]:

@@ -1,17 +1,10 @@
-"""The ledger file: one SQLite database per run (WAL), an append-only event log and a
-content-addressed blob table.
+"""The ledger file: one SQLite database per run (WAL), an append-only event log and a content-addressed blob table.
 
-Events are JSON bodies with a kind (``run``, ``baseline``, ``attempt``, ``observation``,
-``modification``, ``fault``), appended in transactions: a step's records are committed together
-before the agent sees the step's result, so a killed run loses nothing the agent acted on.
-Triggers refuse updates and deletes of events. Blobs (command outputs, file contents) are keyed by
-their xxh3_128 hash and stored zlib-compressed when that helps; a long blob that is a recent one
-with a part changed (a long file read again after an edit) is stored as that change (codec
-``patch``: the recent blob's key, how much of its start and end it keeps, and the part between),
-at most ``PATCH_DEPTH`` such changes deep. Ledgers of schema 1 have no patches and get none.
-
-Opening anything that is not a ledger (a missing, truncated, corrupt or foreign file) raises
-``NotALedger`` with a one-line message ``not a ledger: <path>: <why>``.
+A step's events are committed together before the agent sees the step's result, so a killed run loses nothing the agent
+acted on; triggers refuse updates and deletes. Blobs are keyed by their xxh3_128 hash, zlib-compressed when that helps.
+A long blob that is a recent one with a part changed is stored as that change (codec ``patch``), at most ``PATCH_DEPTH``
+deep; ledgers of schema 1 get no patches, so older readers can open them. Opening anything else raises ``NotALedger``:
+``not a ledger: <path>: <why>``.
 """
 
 from __future__ import annotations
@@ -75,7 +68,7 @@ BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
 
 
 class NotALedger(Exception):
-    """The path is not a ledger this version can read. ``str()`` is the one-line message."""
+    """The path is not a ledger this version can read; ``str()`` is the one-line message."""
 
     def __init__(self, path: str | os.PathLike, why: str):
         self.path = str(path)
@@ -84,18 +77,16 @@ class NotALedger(Exception):
 
 
 class StoreError(Exception):
-    """Writing to the ledger failed (disk full, permissions, a locked file)."""
+    """Writing to the ledger failed: a full disk, permissions, a locked file."""
 
 
 def writer_max(max_stored_chars: int, max_content_bytes: int) -> int:
-    """The longest blob a writer with these settings stores (an output of ``max_stored_chars``, 4 bytes
-    a character at most, with its answer's notes; a file's content), never more than MAX_BLOB_BYTES."""
+    """The longest blob a writer with these settings stores: 4 bytes a character and notes, capped at MAX_BLOB_BYTES."""
     return min(MAX_BLOB_BYTES, max(4 * max_stored_chars, max_content_bytes) + BLOB_SLACK_BYTES)
 
 
 def inflated(data: bytes, size: int) -> bytes:
-    """``data`` decompressed, at most ``size`` bytes and one more (then it is not the blob it says it
-    is: its length tells): a crafted blob never inflates past what it claims."""
+    """``data`` decompressed to at most ``size`` bytes and one more: a crafted blob never inflates past its claim."""
     d = zlib.decompressobj()
     out = d.decompress(data, size + 1)
     if len(out) <= size and not d.eof and not d.unconsumed_tail:
@@ -161,8 +152,7 @@ class LedgerStore:
     def create(
         cls, path: str | os.PathLike, meta: dict[str, Any] | None = None, *, redactor: Redactor | None = None
     ) -> LedgerStore:
-        """Create a new ledger (its directory too). An existing ledger is opened for appending.
-        ``redactor``: masks what is written (none: written as given)."""
+        """Creates a ledger and its directory, or opens an existing one to append; ``redactor`` masks the writes."""
         p = Path(path)
         if p.is_dir() or not p.suffix:
             private_dir(p)
@@ -190,9 +180,7 @@ class LedgerStore:
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, writable: bool = False, check: bool = True) -> LedgerStore:  # noqa: C901
-        """Open an existing ledger; raises NotALedger with the reason when it is not one.
-
-        ``check`` runs SQLite's quick integrity check (a full read of the file)."""
+        """Opens an existing ledger, or raises NotALedger; ``check`` reads the whole file for SQLite's quick check."""
         p = ledger_path(path)
         if not p.exists():
             raise NotALedger(p, "no such file" if not Path(path).is_dir() else f"no {LEDGER_FILE} in this directory")
@@ -267,21 +255,22 @@ class LedgerStore:
     # -- writing -------------------------------------------------------------------------------
 
     def put_blob(self, data: bytes, key: str | None = None) -> str:
-        """Queue ``data``, masked, for the next commit; returns its key (the hash of what is stored
-        unless ``key`` is given: a file's content goes under the file's digest, whatever hash its
-        workspace uses)."""
+        """Queues ``data``, masked, for the next commit; returns its key.
+
+        A file's content goes under ``key``, the file's digest, whatever hash its workspace uses; other blobs under
+        their own hash."""
         return self._put(self.redactor.mask_bytes(data), key)
 
     def put_masked_blob(self, data: bytes, key: str | None = None) -> str:
-        """Queue ``data`` that this store's redactor has masked already (``put_blob`` without masking it twice)."""
+        """``put_blob`` for ``data`` this store's redactor has masked already."""
         return self._put(data, key)
 
     def put_text(self, text: str) -> str:
-        """Queue ``text``, masked, for the next commit; returns its key (the hash of what is stored)."""
+        """Queues ``text``, masked, for the next commit; returns its key."""
         return self.put_masked(self.redactor.mask(text))
 
     def put_masked(self, text: str) -> str:
-        """Queue ``text`` that this store's redactor has masked already (``put_text`` without masking it twice)."""
+        """``put_text`` for ``text`` this store's redactor has masked already."""
         return self._put(text.encode("utf-8", "surrogateescape"))
 
     def _put(self, data: bytes, key: str | None = None) -> str:
@@ -300,8 +289,7 @@ class LedgerStore:
         return h
 
     def _as_patch(self, data: bytes) -> tuple[bytes, int] | None:
-        """``data`` as a change of the recent blob it shares most of its start and end with: (the
-        patch, its depth); None where none shares enough."""
+        """``data`` as a change of the recent blob sharing most of its ends, and its depth; None if none does."""
         best = None
         for key, (base, depth) in self._recent.items():
             if depth >= PATCH_DEPTH or (base[:PEEK] != data[:PEEK] and base[-PEEK:] != data[-PEEK:]):
@@ -327,22 +315,20 @@ class LedgerStore:
             self._recent.popitem(last=False)
 
     def _stored(self, h: str) -> bool:
-        """Whether a blob is already in the file (content stored once: a file changed back and forth,
-        the same output again)."""
+        """Whether a blob is already in the file."""
         try:
             return self._conn.execute("SELECT 1 FROM blobs WHERE hash = ?", (h,)).fetchone() is not None
         except sqlite3.Error:
             return False
 
     def append(self, kind: str, body: dict[str, Any], step: int | None = None) -> dict[str, Any]:
-        """Queue an event, its strings masked, for the next commit; returns the event as ``events``
-        will read it back (its body masked; no ``seq`` and ``at`` yet)."""
+        """Queues an event, masked, for the next commit; returns it as ``events`` reads it, less ``seq`` and ``at``."""
         body = self.redactor.mask_obj(body)
         self._pending.append((kind, step, json.dumps(body, separators=(",", ":"), sort_keys=True)))
         return event_of(body, kind, step)
 
     def commit(self) -> None:
-        """Write every queued event and blob in one transaction."""
+        """Writes every queued event and blob in one transaction."""
         if not self._pending and not self._pending_blobs:
             return
         now = time.time()
@@ -366,7 +352,7 @@ class LedgerStore:
         self._pending_blobs.clear()
 
     def discard_pending(self) -> list[tuple[str, int | None, str]]:
-        """Drop queued events (after a failed commit) and return them, so they can be logged."""
+        """Drops the queued events after a failed commit and returns them, to be logged."""
         pending, self._pending = self._pending, []
         for h in self._pending_blobs:  # never the base of a later change: it is not in the file
             self._recent.pop(h, None)
@@ -392,9 +378,9 @@ class LedgerStore:
         return out
 
     def events(self, kinds: Iterable[str] | None = None) -> Iterator[Event]:
-        """Events in order, each ``{"seq", "kind", "step", "at", **body}``; unreadable rows are skipped
-        with a ``fault`` event in their place, so one bad row never hides the rest. A body's own value
-        under one of those four names (an observation's ``kind``) is kept in ``"shadowed"``."""
+        """Events in order, each ``{"seq", "kind", "step", "at", **body}``; an unreadable row becomes a ``fault``.
+
+        A body's own value under one of those names, such as an observation's ``kind``, is kept in ``"shadowed"``."""
         sql = "SELECT seq, kind, step, at, body FROM events"
         params: tuple = ()
         if kinds is not None:
@@ -418,8 +404,7 @@ class LedgerStore:
             yield event_of(data, kind, step, seq, at)
 
     def _envelope(self, seq: Any, kind: Any, step: Any, at: Any) -> tuple[str, int | None, float]:
-        """An event row's kind, step and time as their types say (a crafted row's are named in
-        ``damaged_events`` and read as none)."""
+        """An event row's kind, step and time as their types say; a crafted row's are named in ``damaged_events``."""
         wrong = []
         if not isinstance(kind, str):
             wrong.append(f"its kind is {kind!r}, not text")
@@ -434,8 +419,7 @@ class LedgerStore:
         return kind, step, at
 
     def blob(self, h: str, _depth: int = 0) -> bytes | None:
-        """A blob's bytes; None where the ledger does not hold it, or holds it damaged (``damaged``
-        says why: a size no writer stores, bytes that do not decode to exactly that size)."""
+        """A blob's bytes; None where it is missing or damaged, with the reason in ``damaged``."""
         recent = self._recent.get(h)
         if recent is not None:
             return recent[0]
@@ -459,8 +443,7 @@ class LedgerStore:
         return out
 
     def _decoded(self, h: str, codec: str, data: bytes, size: int, depth: int) -> tuple[bytes | None, int]:
-        """A stored blob's bytes (never more than ``size`` and one byte decoded) and its patch depth;
-        None, with the reason in ``damaged``, where they do not decode."""
+        """A stored blob's bytes and patch depth; None where they do not decode."""
         try:
             if codec == "raw":
                 return data, 0
@@ -478,9 +461,7 @@ class LedgerStore:
         return None, 0
 
     def _unpatch(self, h: str, packed: bytes, size: int, depth: int) -> tuple[bytes, int] | None:
-        """A blob stored as a change of another (see the module docstring), with its patch depth; None
-        where it does not decode (its base gone, a header that does not parse, changes deeper than they
-        may be)."""
+        """A blob stored as a change of another, and its patch depth; None where it does not decode."""
         line, _, rest = packed.partition(b"\n")
         try:
             key, p, s, d = line.decode("ascii").split(" ")
@@ -508,8 +489,7 @@ class LedgerStore:
 def event_of(
     body: dict[str, Any], kind: str, step: int | None, seq: int | None = None, at: float | None = None
 ) -> Event:
-    """An event as the store reads it back: ``{"seq", "kind", "step", "at", **body}``, a body's own value
-    under one of those four names (an observation's ``kind``) kept in ``"shadowed"``."""
+    """An event as ``LedgerStore.events`` reads it back."""
     envelope = {"seq": seq, "kind": kind, "step": step, "at": at}
     shadowed = {k: body[k] for k in envelope if k in body and body[k] != envelope[k]}
     return {**body, **envelope, **({"shadowed": shadowed} if shadowed else {})}

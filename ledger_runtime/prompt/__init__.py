@@ -1,2 +1,3 @@
-"""What the model is sent: the notes of the state view (notes.py) and the copy of the agent's history
-they are kept in (history.py), one call after another, so that nothing already sent changes."""
+"""What the model is sent: the state view's notes (notes.py) and the history copy they are kept in (history.py).
+
+Nothing already sent changes from one call to the next."""

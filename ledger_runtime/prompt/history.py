@@ -1,23 +1,10 @@
-"""The copy of an agent's history the model is sent at each call: its outputs as the context policy
-sends them, and the notes of the state view kept where they were first sent.
+"""The copy of an agent's history the model is sent at each call: outputs as the context policy sends them, and notes.
 
-The agent's own history is never changed. Before each model call an adapter hands ``History.send``
-the agent's messages (``Message``: the text, the ledger attempt it is the output of, the characters
-its answer spared the model) and sends what comes back: per message, the text to send in its place (a
-stub where the policy leaves an output out) and the note that follows it ("" for none). What was
-sent stays as it was unless the policy rewrites it (``RewriteSchedule`` schedules that against the cache); a
-note is sent once, after the newest message, and kept. The cached prefix of the prompt never changes
-because of the view: after a rewrite, what the notes after it said goes into one note at the end.
-
-An answer whose reference points at an output the model no longer holds (an agent that drops old
-steps, ``context.steps``) is sent, from then on, as what it stands for.
-
-The notes are paid from what the answers spared: all the notes the model holds take at most
-``view_share`` of the characters that answers (references, diffs) spared it so far, so the ledger
-never makes a run dearer than the same run without it (None: no such bound).
-
-The harness's meter (``harness/replay/meter.py``) sends a recorded run through the same class, so
-what it prices is what the live adapters send.
+The agent's own history is never changed: ``History.send`` returns, per message, the text to send in its place and the
+note after it. What was sent stays unless the policy rewrites it; a note is sent once, after the newest message, and
+kept, so the view never changes the cached prefix. The notes take at most ``view_share`` of the characters the answers
+spared, so the ledger never makes a run dearer than without it. The harness's meter sends recorded runs through this
+class, so it prices what the adapters send.
 """
 
 from __future__ import annotations
@@ -56,7 +43,7 @@ _TEXT, _ATTEMPT, _SPARED = attrgetter("text"), attrgetter("attempt"), attrgetter
 
 @dataclass(frozen=True)
 class Sent:
-    """How one message is sent: its text (a stub's, when left out) and the note after it."""
+    """How one message is sent: its text, a stub's when left out, and the note after it."""
 
     text: str
     note: str = ""
@@ -68,9 +55,7 @@ class HistorySource(Protocol):
     def history(
         self, outputs: Sequence[tuple[int | None, int]], *, expanded: Collection[int] = ()
     ) -> list[HistoryOutput]:
-        """Each earlier output, oldest first, as the model holds it (per output: its attempt and its
-        size as sent whole; ``expanded``: attempts whose answers are sent as what they stand for):
-        what the context policy decides from (``held.Held.history``)."""
+        """Each earlier output, oldest first, as the model holds it, for the context policy (``held.Held.history``)."""
         ...
 
     def still_true(self, line: Line) -> bool: ...
@@ -80,13 +65,13 @@ class HistorySource(Protocol):
     def resent_as(self, attempt_id: int) -> tuple[str, str] | None: ...
 
     def standing(self) -> Collection[int]:
-        """The attempts whose answers may outlive their sources: ``resent_as`` is asked of them only."""
+        """The attempts whose answers may outlive their sources, the only ones ``resent_as`` is asked of."""
         ...
 
 
 @dataclass
 class History:
-    """The history the model is sent, call after call (see the module docstring)."""
+    """The history the model is sent, call after call."""
 
     policy: ContextPolicy = field(default_factory=ContextPolicy)
     notes: ViewNotes = field(default_factory=ViewNotes)
@@ -104,12 +89,10 @@ class History:
     _spared: int = field(default=0, repr=False)  # ...and what their answers spared, in all
 
     def send(self, messages: Sequence[Message], ledger: HistorySource, *, inform: bool = True) -> list[Sent]:
-        """What to send in place of each message of ``messages`` now (see the module docstring).
+        """What to send in place of each message now.
 
-        A long history costs what is new in it: the messages the last call had, as the same objects
-        (an agent hands them again), are found by a scan of their identities in C, and what was
-        decided for them is taken again (the context policy, where one is in force, looks at them
-        all at every call)."""
+        The last call's messages, handed again as the same objects, are found by identity and their decisions reused, so
+        a long history costs what is new in it."""
         same = _same_prefix(messages, self._msgs)
         if not self._holds(messages, same):
             self._forget()
@@ -147,8 +130,7 @@ class History:
         return int(self._spared * self.view_share) - self.notes.chars
 
     def _holds(self, messages: Sequence[Message], same: int) -> bool:
-        """Whether the messages the notes were sent after are still there, unchanged (those of the
-        ``same`` first, the last call's own, are)."""
+        """Whether the messages the notes were sent after are still there, unchanged."""
         if not self.anchors:
             return True
         if max(self.anchors) >= len(messages):
@@ -163,8 +145,7 @@ class History:
         self.sticky = RewriteSchedule(self.sticky.cache_ratio, self.sticky.write_ratio, self.sticky.min_calls_ahead)
 
     def _texts(self, messages: Sequence[Message], ledger: HistorySource, same: int) -> list[str]:  # noqa: C901
-        """The text to send for each message (its own, an expansion, a stub); ``same``: how many of
-        the first messages are the last call's."""
+        """The text to send for each message: its own, an expansion or a stub; the first ``same`` are as last call."""
         raw = self._raw[:same] + list(map(_TEXT, messages[same:]))
         if same < len(self._msgs):
             self._at = {a: [k for k in ks if k < same] for a, ks in self._at.items()}
@@ -202,8 +183,7 @@ class History:
 
 
 def _same_prefix(a: Sequence, b: Sequence) -> int:
-    """How many of the first items of ``a`` and ``b`` are the same (a scan of identities in C where
-    they all are)."""
+    """How many of the first items of ``a`` and ``b`` are the same, found by identity where they all are."""
     n = min(len(a), len(b))
     if a[:n] == b[:n]:
         return n
@@ -211,8 +191,9 @@ def _same_prefix(a: Sequence, b: Sequence) -> int:
 
 
 def placed(roles: Sequence[str], sent: Sequence[Sent]) -> list[tuple[str, str]]:
-    """The messages of a prompt, notes placed as the adapters place them: appended to a user message
-    (text-based agents: no two user messages in a row), else a user message of their own after it."""
+    """A prompt's messages with each note appended to a user message, or else as a user message after it.
+
+    Text-based agents allow no two user messages in a row."""
     out: list[tuple[str, str]] = []
     for role, s in zip(roles, sent):
         if s.note and role == "user":

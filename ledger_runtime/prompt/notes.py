@@ -1,22 +1,10 @@
 """The state view as notes the model keeps: told once, then only what changed.
 
-A provider bills a prompt's cached prefix at a tenth of the price or less, and a change to a message
-already sent costs that message and everything after it at the full price. So the view is never
-re-rendered into messages already sent: each note is appended once, after the newest output, and
-stays where it was sent. ``ViewNotes`` knows what the model has been told, line by line (a view line
-is about one thing: a file changed, a file seen, a command, the last failing run), and makes the
-next note of the lines that are news:
-
-- a line whose text differs from what the model was last told about the same thing, unless the
-  output of a step since the last note showed the model what it says (the command it just ran, the
-  lines it just read, the edit it just made: ``ViewEntry.told_by``);
-- a file changed since the start that is back as it was (its line is gone from the view);
-- nothing at all when nothing is news.
-
-Notes are cut to ``limit_chars``; lines that do not fit stay news for the next note. Optionally
-(``first``) the first note is the whole view. ``rewind`` takes back the notes sent from some point
-of the history on (a rewrite of the history re-sends everything after it anyway: what those notes
-said goes into one note at the end instead).
+A provider bills a cached prefix at a tenth of the price or less, and a change to a sent message costs it and all after
+at full price. So each note is appended once, after the newest output, and stays. ``ViewNotes`` knows what the model was
+told, line by line; the next note holds the lines whose text differs from what it was last told, unless a step's output
+since showed it (``ViewEntry.told_by``). What does not fit ``limit_chars`` waits for the next note. ``rewind`` takes
+back notes, since a rewrite re-sends all after it anyway.
 """
 
 from __future__ import annotations
@@ -49,7 +37,7 @@ class Told:
 
 @dataclass
 class ViewNotes:
-    """What the model has been told of the state view (see the module docstring)."""
+    """What the model has been told of the state view."""
 
     limit_chars: int = 600
     first: str = "news"  # "news": the first note is news like any other; "view": the whole view
@@ -60,8 +48,7 @@ class ViewNotes:
     full_next: bool = False  # the next note is the whole view (after the agent lost its history)
 
     def next(self, view: StateView, at: int, *, budget: int | None = None) -> str:
-        """The note to append now at position ``at`` ("" when nothing is news or ``budget``, in
-        characters, allows none of it)."""
+        """The note to append now at position ``at``; "" when nothing is news or ``budget`` (characters) allows none."""
         if (self.first == "view" or self.full_next) and not self.told and not self.notes:
             text = VIEW_NOTE + view.text
             if budget is not None and len(text) > budget:
@@ -117,7 +104,7 @@ class ViewNotes:
         return lines, told
 
     def rewind(self, at: int) -> None:
-        """Take back the notes sent at positions ``at`` and after: the model is as told before them."""
+        """Takes back the notes sent at positions ``at`` and after: the model is as told before them."""
         kept = [n for n in self.notes if n.at < at]
         if len(kept) == len(self.notes):
             return
@@ -127,8 +114,9 @@ class ViewNotes:
         self.since_step = 0  # what the model read since is in its history still: told_by holds for it
 
     def reset(self, *, full: bool = False) -> None:
-        """Forget every note (the agent's history no longer holds them); ``full``: nor does it hold the
-        outputs that told it the rest, so the next note is the whole view."""
+        """Forgets every note, gone from the agent's history.
+
+        With ``full`` the outputs that told the rest are gone too, so the next note is the whole view."""
         self.told, self.notes, self.chars, self.since_step = {}, [], 0, 0
         self.full_next = full
 
@@ -138,9 +126,7 @@ def _short(line: str, limit: int = 240) -> str:
 
 
 def told_event(before: tuple[dict[tuple, str], int], after: ViewNotes, text: str) -> dict | None:
-    """What one ``ViewNotes.next`` changed (``before``: what was told and ``since_step`` before it;
-    ``after``: the notes after it; ``text``: the note it made), as the body of a ``told`` event that
-    ``apply_told`` folds in; None when it changed nothing."""
+    """The body of a ``told`` event for what one ``ViewNotes.next`` changed; None when it changed nothing."""
     told, since = before
     changed = [[list(k), v] for k, v in after.told.items() if told.get(k) != v]
     dropped = [list(k) for k in told if k not in after.told]
@@ -156,7 +142,7 @@ def told_event(before: tuple[dict[tuple, str], int], after: ViewNotes, text: str
 
 
 def apply_told(notes: ViewNotes, event: dict) -> None:
-    """Fold a ``told`` event (``told_event``) into ``notes``: they are then as the call that made it left them."""
+    """Folds a ``told`` event into ``notes``, leaving them as the call that made it did."""
     told = dict(notes.told)
     for key in event.get("drop") or ():
         told.pop(tuple(key), None)

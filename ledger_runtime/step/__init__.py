@@ -1,3 +1,4 @@
-"""The stages of one step of the runtime (runtime.py is the front that calls them, in order):
-plan (analyse the command, sign what it reads, decide its verdict), respond (build what the model
-gets for it), record (the attempt and its events, as the ledger keeps them)."""
+"""The stages of one step, which runtime.py calls in order: plan, respond, record.
+
+plan analyses the command, signs what it reads and decides its verdict; respond builds what the model gets; record makes
+the attempt and its events as the ledger keeps them."""

@@ -1,5 +1,4 @@
-"""The plan stage: a proposed command, what it reads signed, and its verdict decided (govern and
-the policy rules, decide/verdict.py), held in a ``Plan`` until the command is answered or run."""
+"""The plan stage: a proposed command, its reads signed and its verdict decided, held in a ``Plan`` until done."""
 
 from __future__ import annotations
 
@@ -39,10 +38,10 @@ class RunResult:
 
 @dataclass
 class Plan:
-    """A proposed command with its verdict, between deciding and recording (``propose`` ->
-    ``answer`` or the command runs -> ``record``). Adapters whose agent runs the command itself
-    (hooks before and after it) hold the plan in between. Its verdict is decided from ``facts``
-    (decide/verdict.py); what happens to the plan adds to them (``let_run``, ``ran_instead``)."""
+    """A proposed command with its verdict, between deciding and recording.
+
+    Adapters whose agent runs the command itself, with hooks before and after, hold the plan in between. The verdict is
+    decided from ``facts``, to which ``let_run`` and ``ran_instead`` add."""
 
     command: str
     cwd: str
@@ -66,7 +65,7 @@ class Plan:
 
     @property
     def verdict(self) -> Verdict:
-        """The verdict as decided so far (before the command ran), from ``facts``."""
+        """The verdict as decided so far, before the command ran."""
         return self._verdict
 
     def verdict_after(self, found: tuple[Verdict, ...] | list[Verdict]) -> Verdict:
@@ -78,7 +77,7 @@ class Plan:
         self.facts = replace(self.facts, user_let_run=True)
 
     def ran_instead(self) -> None:
-        """The ledger could not answer without running it (a fault): it runs."""
+        """The ledger could not answer without running it, a fault: it runs."""
         self.facts = replace(self.facts, fault=True)
 
 
@@ -90,8 +89,9 @@ def verdict_facts(
     rules: list[Rule],
     on_fault: Callable[[str, BaseException], None],
 ) -> tuple[VerdictFacts, dict[str, str]]:
-    """What the verdict of ``analysis`` is decided from (govern's and the rules' verdicts), and the
-    signatures of what it reads now (a pure command's only: the only ones a check may rely on)."""
+    """What the verdict of ``analysis`` is decided from, and the signatures of what it reads now.
+
+    Only a pure command's reads are signed: they are the only ones a check may rely on."""
     pre_keys = {k for k in analysis.read_keys if k[:2] in SIGNED} if analysis.pure else set()
     sigs = workspace.sign_many(pre_keys, exact=False)
     files = {}
@@ -106,8 +106,9 @@ def verdict_facts(
 
 
 def _borne_out(v: Verdict, analysis: Analysis, state: Any, on_fault: Callable[[str, BaseException], None]) -> bool:
-    """Whether what a verdict's reason says of the run is what the ledger's records say (a claim they
-    do not bear out is never sent: the verdict is dropped, and a fault says why)."""
+    """Whether the ledger's records bear out what a verdict's reason says of the run.
+
+    A claim they do not bear out is never sent: the verdict is dropped, and a fault says why."""
     why = verdict_fails(v, state, analysis.normalized, analysis.cwd) if v.kind is not VerdictKind.RUN else None
     if why is not None:
         on_fault(f"checking the reason of {v.rule or 'govern'}'s {v.kind.value}", ValueError(why))

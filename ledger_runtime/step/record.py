@@ -1,8 +1,4 @@
-"""The record stage: what a command did and what the model got for it, as the ledger keeps it. The
-attempt (``new_attempt``) and the events that record it (``attempt_events``: values, folded by the
-runtime as it stores them), its read set signed after it ran (``read_set``), the output as stored
-(``stored_output``: secrets masked, cut to the limit), the files its views are checked against
-(``file_texts``) and what it did for the after-run rules (``outcome``)."""
+"""The record stage: what a command did and what the model got for it, as the ledger keeps it."""
 
 from __future__ import annotations
 
@@ -27,8 +23,7 @@ UNSIGNED = "unsigned"
 
 @dataclass(frozen=True)
 class Execution:
-    """What running a command did, whatever became of it: how long it took, its read set signed
-    after it (and whether that held still while it ran), what it changed and the epoch after it."""
+    """What running a command did: duration, read set signed after it and if it held still, changes, epoch after."""
 
     duration: float
     read_set: dict[str, str]
@@ -37,8 +32,7 @@ class Execution:
     epoch_after: int
 
     def fields(self, verdict: Verdict, shown: str, trunc: Truncation) -> dict[str, Any]:
-        """The fields of its attempt that every command that ran has (``shown``: what the model got,
-        as ``trunc`` cuts it)."""
+        """The fields every attempt that ran has; ``shown`` is what the model got, as ``trunc`` cuts it."""
         return {
             "executed": True,
             "duration": self.duration,
@@ -73,8 +67,7 @@ def new_attempt(
     shown_hash: str | None = None,
     answer: AnswerRecord | None = None,
 ) -> Attempt:
-    """The attempt of the planned command, numbered ``attempt_id`` (epochs from ``state``, before
-    the attempt is added to it)."""
+    """The attempt of the planned command; its epochs come from ``state`` before the attempt is added."""
     a = plan.analysis
     return Attempt(
         id=attempt_id,
@@ -118,9 +111,7 @@ def attempt_events(
     epoch_after: int = 0,
     file_lines: dict[str, Any] | None = None,
 ) -> list[Event]:
-    """The events that record an attempt: the attempt, what it showed of the files, what it changed
-    (each with the epoch after it) and, where a context policy asks, its runs of file lines
-    (``file_lines``: held/held.py ``facts_event``), in the order the ledger folds them."""
+    """The events that record an attempt, in the order the ledger folds them."""
     events: list[Event] = [("attempt", attempt.to_dict())]
     events += [("observation", o.to_dict()) for o in observations]
     events += modification_events(modifications, epoch_after)
@@ -135,8 +126,7 @@ def modification_events(modifications: Sequence[Modification], epoch: int) -> li
 
 
 def read_set(plan: Plan, post_sigs: dict[str, str]) -> tuple[dict[str, str], bool]:
-    """What a pure command read, each key with its signature after it ran (``post_sigs``), and
-    whether none moved while it ran (one signed as pending before counts as unmoved)."""
+    """What a pure command read, signed after it ran, and whether none moved; pending before counts as unmoved."""
     read_keys = plan.analysis.read_keys if plan.analysis.pure else ()
     pre = plan.pre_sigs
     stable = all(pre.get(k) in (PENDING, post_sigs.get(k)) for k in read_keys if k in pre)
@@ -144,9 +134,9 @@ def read_set(plan: Plan, post_sigs: dict[str, str]) -> tuple[dict[str, str], boo
 
 
 def stored_output(output: str, limit: int, clean: CleanOutputs, mask: Callable[[str], str]) -> str:
-    """An output as the ledger keeps it: secrets masked (``mask``), then cut to ``limit`` characters
-    (masked first: a cut through a secret would leave a piece no pattern knows). A long output like
-    one stored as printed is masked in what differs (``clean``: clean_outputs.py)."""
+    """An output as the ledger keeps it: masked, then cut to ``limit``, since a cut secret would escape the patterns.
+
+    A long output like one stored as printed is masked only where it differs (clean_outputs.py)."""
     if len(output) <= limit:
         return clean.masked(output, mask)
     return masked_kept(output, limit, mask)
@@ -155,8 +145,7 @@ def stored_output(output: str, limit: int, clean: CleanOutputs, mask: Callable[[
 def file_texts(
     analysis: Analysis, output: str, lines: Callable[[], list[str]], workspace: Any, max_bytes: int
 ) -> dict[str, FileText]:
-    """The files a command's views name, as they are now (what its ``output`` is checked against;
-    a file whose text is the output takes its ``lines``)."""
+    """The files a command's views name, as they are now, to check its ``output`` against."""
     out = {}
     symlink = getattr(workspace, "symlink", None)  # a workspace written before it existed has none
     for v in analysis.views:
@@ -170,9 +159,9 @@ def file_texts(
 
 
 def outcome(a: Analysis, res: ExecResult, changes: list[Change], workdir: str, local_files: bool) -> Outcome:
-    """What the command did, for the rules decided after it ran. Which of the paths an edit names
-    are files, and which are missing, is read only for an edit that changed nothing (and only
-    where the workspace's files are this machine's, ``local_files``)."""
+    """What the command did, for the after-run rules.
+
+    Which paths an edit names are files or missing is read only for an edit that changed nothing, on this machine."""
     if changes or a.command_class is not CommandClass.MODIFY or not a.writes:
         return Outcome(res.returncode, bool(changes), workdir)
     if not local_files:

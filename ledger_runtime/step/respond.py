@@ -1,6 +1,4 @@
-"""The respond stage: what the model gets for a command. A refusal (REVISE, BLOCK) says why; a fresh
-output is answered as it is or deduped against what the model holds (answers/build.py), and the
-answer is kept as the ledger stores it (``answer_record``) and handed back (``run_result``)."""
+"""The respond stage: what the model gets for a command, a refusal saying why or the fresh output, deduped."""
 
 from __future__ import annotations
 
@@ -28,10 +26,10 @@ from ledger_runtime.step.plan import Plan, RunResult
 
 
 def not_run_answer(v: Verdict, *, refused: str | None = None) -> tuple[Answer, int]:
-    """What the agent gets instead of running a command (REVISE, BLOCK): the verdict's reason and
-    what became of the command (``refused``: what the adapter's agent asked for that is not done, in
-    place of "The command was not run..."). Returns the answer and the return code to report. (No
-    earlier output is handed back in place of a run: a REUSE is only read from older ledgers.)"""
+    """What the agent gets instead of running a refused command, and the return code to report.
+
+    ``refused`` replaces "The command was not run...". REUSE is only read from older ledgers: no earlier output replaces
+    a run."""
     by = f" by policy {v.rule}" if v.rule else ""
     tail = refused or "The command was not run" + (
         " (it is refused outright)." if v.kind is VerdictKind.BLOCK else "; this turn is still yours."
@@ -54,13 +52,10 @@ def fresh_answer(
     epoch: int,
     changed_since: Callable[[int], bool] = lambda attempt: True,
 ) -> tuple[Answer, list[str]]:
-    """The answer to a command that ran, before its check, and the notes it carries: its fresh
-    output (``lines``: its lines, split once a step), deduped against what the model holds
-    (``delivered``) unless it is a submission, a command that asks for its raw output, an output
-    the agent already showed as it is, or one too long to refer into (``refers`` False). ``pool``: the
-    outputs the model holds for this answer (held/delivered.py ``HeldPool``).
-    ``changed_since``: whether the records bear out that files changed after an attempt (what a
-    reference to it says, where the epoch says so)."""
+    """The answer to a command that ran, before its check, and the notes it carries.
+
+    It is deduped against ``pool`` unless a submission, a raw read, an output the agent showed as it is, or one too long
+    to refer into. ``changed_since`` says whether the records bear out that files changed after an attempt."""
     a = plan.analysis
     notes = [f"[ledger] NUDGE: {verdict.reason}."] if verdict.kind is VerdictKind.NUDGE else []
     if submission.in_output(output):
@@ -98,8 +93,7 @@ def fresh_answer(
 
 
 def as_stored(answer: Answer, stored: str, output: str, limit: int) -> Answer:
-    """The answer as the ledger stores it: an output longer than ``limit`` is stored cut
-    (``stored``), and its answer is that, as it is, with the answer's notes."""
+    """The answer as the ledger stores it: an output longer than ``limit`` is stored cut, with the answer's notes."""
     if len(output) <= limit:
         return answer
     return raw(stored, [answer.text[p.start : p.end] for p in answer.pieces if p.kind == NOTE])
@@ -114,10 +108,7 @@ def answer_record(
     altered: bool = False,
     held: bool = True,
 ) -> AnswerRecord:
-    """An answer as the ledger keeps it: its pieces, and what the check of it needs (what the agent
-    showed of it, whether that cut is known, the first step the model held, the keys it is a
-    re-read's base under; ``altered``: the output is not stored as it was, see
-    ``LedgerRuntime.stored_output``; ``held``: the model the ledger answers got it)."""
+    """An answer as the ledger keeps it: its pieces and what its check needs."""
     return AnswerRecord(
         kind=answer.kind.value,
         pieces=tuple(tuple(p.to_list()) for p in answer.pieces),
@@ -131,8 +122,7 @@ def answer_record(
 
 
 def run_result(plan: Plan, res: ExecResult, verdict: Verdict, attempt_id: int, answer: Answer) -> RunResult:
-    """What the agent gets back for a command that ran: the answer where the verdict takes effect,
-    else the output as it is."""
+    """What the agent gets back for a command that ran: the answer where the verdict takes effect, else the output."""
     note = next(
         (t for p in answer.pieces if p.kind == NOTE and (t := answer.text[p.start : p.end].strip()) != AS_PRINTED),
         None,
@@ -151,8 +141,9 @@ def run_result(plan: Plan, res: ExecResult, verdict: Verdict, attempt_id: int, a
 
 
 def seen_of(output: str, trunc: Truncation) -> str:
-    """What the model may read of an output answered as it is: where the agent cuts it exactly, its
-    head and tail (a line between them, so that nothing reads across the cut); else all of it."""
+    """What the model may read of an output answered as it is: its head and tail where the agent cuts it exactly.
+
+    A line between them keeps anything from reading across the cut."""
     kept = trunc.kept(output) if trunc.exact else None
     if kept is None:
         return output
@@ -161,8 +152,7 @@ def seen_of(output: str, trunc: Truncation) -> str:
 
 
 def read_keys_of(a: Analysis) -> tuple[str, ...]:
-    """Keys under which a read's output is the base of a later delta re-read: the same command in the
-    same directory, and the same lines of the same file read another way."""
+    """Keys under which a read's output is the base of a later re-read: the same command, or the same file lines."""
     if a.command_class not in (CommandClass.INSPECT, CommandClass.SEARCH):
         return ()
     keys = [command_key(a.cwd, a.normalized)]

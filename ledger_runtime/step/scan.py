@@ -1,11 +1,8 @@
-"""The scan stage: the workspace's snapshots around the commands. The last snapshot (``last``); the
-scan before a command (taken while the model thinks, ``prescan``, in the background where a scan
-walks the tree), whose changes were made between commands; the scan after it, whose changes are
-the command's; and the files a command names that no scan covers, watched from then on.
+"""The scan stage: the workspace's snapshots around the commands.
 
-A path watched from now on is not a change: its state when watching began is its baseline, and the
-next scan reports it only where it differs from that (``first_seen``). Without that, reading
-``/etc/os-release`` or a git-ignored ``app.log`` would be booked as creating it."""
+The scan before a command, taken while the model thinks, finds changes made between commands; the scan after it, the
+command's. Files a command names that no scan covers are watched from then on, from their state then (``first_seen``):
+otherwise reading ``/etc/os-release`` or a git-ignored ``app.log`` would be booked as creating it."""
 
 from __future__ import annotations
 
@@ -22,9 +19,9 @@ UNSEEN = object()  # a newly watched path whose state the workspace could not te
 
 
 def first_seen(changes: list[Change], snap: Snapshot, baselines: Mapping[str, Any]) -> list[Change]:
-    """``changes`` (the delta up to ``snap``) with each path in ``baselines`` (watched since the
-    last snapshot: path -> its state when watching began, None for absent, ``UNSEEN`` for unknown)
-    taken against that state instead of against its absence: no change where it is as it was."""
+    """``changes`` with each newly watched path taken against its state when watching began, not its absence.
+
+    ``baselines`` maps path to that state: None for absent, ``UNSEEN`` for unknown."""
     if not baselines:
         return changes
     out = [c for c in changes if c.path not in baselines]
@@ -39,8 +36,7 @@ def first_seen(changes: list[Change], snap: Snapshot, baselines: Mapping[str, An
 
 
 class Scans:
-    """The snapshots of one run's workspace. ``between(changes, step)`` records changes made between
-    commands (before ``step``); ``fault(where, error)`` reports a scan that failed."""
+    """The snapshots of one run's workspace; ``between`` records changes between commands, ``fault`` a failed scan."""
 
     def __init__(
         self,
@@ -63,17 +59,14 @@ class Scans:
         return self.workspace.scan(keep_limit=self.settings.max_content_bytes)
 
     def scans_before(self) -> bool:
-        """Whether the workspace is scanned before each command (else changes made between commands
-        are found by the scan after the next one)."""
+        """Whether the workspace is scanned before each command; if not, the scan after the next finds such changes."""
         return self.settings.rescan_before_command and self.workspace.rescan_before_command
 
     def prescan(self, step: int) -> None:
-        """Take the scan before the next command (``step``) now, while the model thinks: changes made
-        since the last command are recorded as made between commands, off the next command's path.
-        Where a scan is a walk of the tree (no watcher) it runs in the background and the next
-        command's plan takes its result (``settle``); with a watcher it costs what changed and runs
-        here, and the command's plan still reads the events queued after it, so "between commands"
-        stays exact."""
+        """Takes the scan before the next command now, while the model thinks, so its changes count as between commands.
+
+        A walking scan runs in the background and the plan takes its result (``settle``); a watcher's runs here, and the
+        plan still reads the events queued after it."""
         if self._pending is not None or not self.scans_before():
             return
         if self.workspace.scan_is_cheap:
@@ -95,10 +88,9 @@ class Scans:
         self._pending = (t, box)
 
     def settle(self, step: int, *, discard: bool = False) -> Snapshot | None:
-        """Wait for a background scan, record what it found as changes made between commands (before
-        ``step``), and return its snapshot (None when none was running or it failed). ``discard``: a
-        command is under way (the scan may have seen part of what it does): drop the result, the scan
-        after the command finds it all."""
+        """Waits for a background scan, records its changes as between commands, and returns its snapshot, or None.
+
+        ``discard``: a command is under way, so the result goes and the scan after the command finds it all."""
         if self._pending is None:
             return None
         t, box = self._pending
@@ -119,7 +111,7 @@ class Scans:
         return snap
 
     def take_between(self, snap: Snapshot, step: int) -> None:
-        """Make ``snap`` the last snapshot; what changed since the previous one was made between commands."""
+        """Makes ``snap`` the last snapshot; what changed since the previous one was made between commands."""
         if self.last is not None:
             external = self._delta(self.last, snap)
             if external:
@@ -127,17 +119,13 @@ class Scans:
         self.last = snap
 
     def before(self, readonly: bool, prescanned: bool, step: int) -> Snapshot | None:
-        """The snapshot before command ``step``. A reader (``readonly``) needs no scan: it changes
-        nothing, and what it shows is checked against the files after it ran; changes made before it
-        are found by the next scan that does run. Nor does a command whose scan was taken while the
-        model thought (``prescanned``)."""
+        """The snapshot before command ``step``, scanning only if needed: not for a reader, nor a prescanned command."""
         if (self.scans_before() and not readonly and not prescanned) or self.last is None:
             self.take_between(self.scan(), step)
         return self.last
 
     def after(self, before: Snapshot | None, *, skip: bool) -> list[Change]:
-        """What a command changed: the workspace scanned again (``skip``: not, where a reader ran and
-        there is a snapshot to compare the next scan with)."""
+        """What a command changed, scanning again unless a reader ran (``skip``) and a snapshot exists to compare."""
         if skip and self.last is not None:
             return []
         after = self.scan()
@@ -154,9 +142,7 @@ class Scans:
         return first_seen(delta(last, snap), snap, baselines)
 
     def watch(self, analysis: Analysis) -> None:
-        """Track files named by a command about to run that the workspace scan does not cover
-        (outside the root, or ignored), so their later changes are recorded too: from their state
-        now, which is no change (``first_seen``)."""
+        """Watches the files a command names that no scan covers, from their state now (``first_seen``)."""
         if self.workspace.watched() >= MAX_WATCHED:
             return
         last = self.last.files if self.last else {}

@@ -1,9 +1,8 @@
 """The Baseline of a run (git HEAD, branch, dirty paths) and file contents at that HEAD.
 
-``take_baseline`` asks the git command; a root outside any git repository, an empty repository, a
-detached HEAD or no git at all give a Baseline, never an error. ``HeadContents`` fetches a
-tracked file's bytes at the baseline commit with one long-lived ``git cat-file --batch`` process,
-so the first edit of a file can still be counted in lines added and removed.
+``take_baseline`` never fails: no repository, an empty one, a detached HEAD or no git at all still give a Baseline.
+``HeadContents`` reads tracked files at the baseline commit through one long-lived ``git cat-file --batch``, so a file's
+first edit can still be counted in lines.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ def take_baseline(root: str, snapshot: Snapshot, task: str = "") -> Baseline:
 
 
 def _git(root: str, *args: str, strip: bool = True) -> str | None:
-    """What ``git -C root ARGS`` prints; None where it fails (not a repository, no git, a timeout)."""
+    """What ``git -C root ARGS`` prints; None where it fails."""
     try:
         p = subprocess.run(["git", "-C", root, *args], capture_output=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
@@ -50,7 +49,7 @@ def _git(root: str, *args: str, strip: bool = True) -> str | None:
 
 
 class HeadContents:
-    """Bytes of files at a commit, from ``git cat-file --batch`` (started on first use)."""
+    """Bytes of files at a commit, from ``git cat-file --batch`` started on first use."""
 
     def __init__(self, root: str, commit: str | None):
         self.root = root

@@ -1,8 +1,7 @@
 """The ledger's content hash on this machine, xxh3-128, and the local workspace's hash cache.
 
-A file's digest is the hex xxh3_128 of its bytes (``XXH3``); the cache that keeps them by stat data,
-and what a file that cannot be hashed gets instead, are the portable scanner's
-(``scanning/filestate.py``), which a container's helper runs with its own hash (it has no xxhash).
+A file's digest is the hex xxh3_128 of its bytes (``XXH3``). The stat-keyed cache and what an unhashable file gets are
+the portable scanner's (``scanning/filestate.py``), which a container's helper runs with its own hash, having no xxhash.
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ def digest_bytes(data: bytes) -> str:
 
 
 class HashCache(filestate.HashCache):
-    """Digests of files by path, re-read only when their stat data changes (or is racy); xxh3-128 unless
-    told otherwise."""
+    """Digests of files by path, re-read only when their stat data changes or is racy; xxh3-128 by default."""
 
     def __init__(self, max_hash_bytes: int = 64 * 1024 * 1024, digests: Digests = XXH3):
         super().__init__(digests, max_hash_bytes)

@@ -1,11 +1,9 @@
-"""Where the workspace lives. The runtime talks to a ``Workspace``: something that can snapshot the
-files, sign read keys, tell a file's state, and give file contents at the baseline. ``LocalWorkspace``
-is the workspace on this machine (scanner.py, signatures.py, git through baseline.py);
-adapters provide others (a container, where all of this runs in a helper next to the command).
-``LocalWorkspace`` scans within ``bounds`` (scanner.ScanBounds) and reports each directory the
-scanner stops tracking through ``report`` (the runtime's fault log), as an ``UntrackedTree``: never
-from a scan the runtime runs in the background (a walk, while the model thinks), only from one it
-runs itself (with the watcher: ``scan_is_cheap``) or when it records the changes (``kept``).
+"""Where the workspace lives: the ``Workspace`` the runtime talks to, and ``LocalWorkspace``, the one on this machine.
+
+A workspace snapshots the files, signs read keys, tells a file's state and gives contents at the baseline; adapters
+provide others, such as a container's helper. ``LocalWorkspace`` reports each directory the scanner stops tracking as an
+``UntrackedTree`` fault, never from a background scan but only from a scan it runs itself (with the watcher) or when the
+changes are recorded (``kept``).
 """
 
 from __future__ import annotations
@@ -35,11 +33,10 @@ class Workspace(Protocol):
     def scan(self, *, keep_limit: int = 0) -> Snapshot: ...
 
     def kept(self) -> dict[str, bytes]:
-        """Contents of text files (up to ``keep_limit`` bytes) that the last scan had to read."""
+        """Contents of the text files, up to ``keep_limit`` bytes, that the last scan had to read."""
 
     def sign_many(self, keys: Iterable[str], *, exact: bool = True) -> dict[str, str]:
-        """Signatures now. With ``exact`` False a workspace may answer probe.PENDING for keys it
-        cannot sign without a round trip; the runtime then takes the signature after the command."""
+        """Signatures now; without ``exact``, PENDING for keys that need a round trip, then signed after the command."""
 
     def digest(self, data: bytes) -> str:
         """The content hash this workspace gives a file with these bytes."""
@@ -47,24 +44,22 @@ class Workspace(Protocol):
     def file_state(self, path: str) -> FileState | None: ...
 
     def content(self, path: str, limit: int) -> bytes | None:
-        """The bytes of a regular file as it is now (symlinks followed), if it has at most ``limit``
-        of them; None otherwise (missing, special, too large, under /proc, /sys or /dev)."""
+        """A regular file's bytes now, links followed, if at most ``limit``; else None.
+
+        None too for a missing or special file, or one under /proc, /sys or /dev."""
 
     def symlink(self, path: str) -> tuple[str, str | None] | None:
-        """Optional. Where ``path`` is a symbolic link: its own state digest, as the snapshots record
-        it, and the file it resolves to (None: not known); None for any other path."""
+        """Optional: for a symbolic link, its own state digest as snapshots record it and its target (None: unknown)."""
 
     def watch(self, paths: Iterable[str]) -> Mapping[str, FileState | None] | None:
-        """Also track these paths (files the scan does not cover); returns each one's state now, as a
-        scan will see it (None: absent), where the workspace can tell without a round trip; None where
-        it cannot (the first scan that sees them then gives their state before any change)."""
+        """Also tracks these paths; returns each one's state now, where the workspace can tell without a round trip.
+
+        None where it cannot: the first scan that sees them then gives their state before any change."""
 
     def watched(self) -> int: ...
 
     def prepare(self, analysis: Analysis) -> None:
-        """The command about to run, as the runtime analysed it (a workspace whose signing travels
-        with the command, a container's, takes what to sign from here instead of analysing again).
-        Optional: the runtime calls it where it exists."""
+        """Optional: the command about to run, as analysed, for a workspace whose signing travels with the command."""
 
     def baseline(self, snapshot: Snapshot, task: str) -> Baseline: ...
 
@@ -154,8 +149,7 @@ class LocalWorkspace:
         return data
 
     def symlink(self, path: str) -> tuple[str, str | None] | None:
-        """Where ``path`` is a symbolic link: its own state digest (as a scan records it) and the file
-        it resolves to; None for any other path."""
+        """For a symbolic link, its own state digest as a scan records it and the file it resolves to; else None."""
         try:
             if not stat.S_ISLNK(os.lstat(path).st_mode):
                 return None

@@ -1,12 +1,9 @@
-"""Workspace snapshots on this machine: the scanner (``scanning/engine.py``, whose docstring says how
-a scan works and what bounds it) with inotify's events (``watcher.py``) and xxh3-128 digests, its
-snapshots, ``delta`` between two of them, and the ``[ledger.scanning]`` settings.
+"""Workspace snapshots on this machine: the portable scanner with inotify and xxh3-128, ``delta``, and the settings.
 
-``WorkspaceScanner.scan()`` returns a ``Snapshot`` (absolute path -> FileState) of every file
-under the root that git does not ignore, tracked or not, plus any extra paths the caller watches
-(files outside the root, or ignored ones, that commands named). ``delta(before, after)`` turns
-two snapshots into the list of changed paths, whoever changed them. The same scanner runs inside a
-container as the helper (``adapters/container/helper.py``), with its own hash and no watcher.
+``scanning/engine.py`` says how a scan works and what bounds it. ``WorkspaceScanner.scan()`` returns a ``Snapshot`` of
+every file under the root that git does not ignore, tracked or not, plus the extra paths commands named that the caller
+watches. ``delta(before, after)`` lists the changed paths, whoever changed them. The same scanner runs in a container as
+the helper, with its own hash and no watcher.
 """
 
 from __future__ import annotations
@@ -35,8 +32,7 @@ from ledger_runtime.workspace.watcher import Watcher
 
 @dataclass(frozen=True)
 class ScanSettings(Section):
-    """The ``[ledger.scanning]`` settings: when the workspace is scanned, what a scan hashes and
-    keeps, and how much of what is new one scan takes in."""
+    """The ``[ledger.scanning]`` settings: when the workspace is scanned, what a scan hashes and keeps, its bounds."""
 
     name = "scanning"
     flat = {
@@ -71,13 +67,12 @@ class ScanSettings(Section):
 
 
 class UntrackedTree(Exception):
-    """The fault a scan reports when it stops tracking a directory (never raised)."""
+    """The fault a scan reports when it stops tracking a directory; never raised."""
 
 
 @dataclass
 class Snapshot:
-    """Files by absolute path; ``digest`` summarises them all in one hash. A snapshot an incremental
-    scan made also carries its ``changes`` against the snapshot it was made from (``base``)."""
+    """Files by absolute path, summed up by ``digest``; an incremental scan's has its ``changes`` since ``base``."""
 
     files: Mapping[str, FileState]  # a FileMap from a scanner; tests and helpers give plain dicts
     root: str
@@ -111,8 +106,7 @@ def delta(before: Snapshot, after: Snapshot) -> list[Change]:
 
 
 class WorkspaceScanner(engine.WorkspaceScanner):
-    """The scanner on this machine: inotify's events where there are any (``watch_events``), the hash
-    cache spelling ``digests`` (xxh3-128), ``Snapshot``s; see ``scanning/engine.py``."""
+    """The scanner on this machine: inotify's events where there are any, xxh3-128 digests, ``Snapshot``s."""
 
     def __init__(
         self,

@@ -1,6 +1,7 @@
-"""Signatures of read keys on this machine: the portable scanner's (``scanning/signatures.py``, which
-says what each key signs), with the local hash cache; and ``PENDING``, the runtime's word for a
-signature not known before a command."""
+"""Signatures of read keys on this machine: the portable scanner's, with the local hash cache, and ``PENDING``.
+
+``scanning/signatures.py`` says what each key signs; ``PENDING`` is the runtime's word for a signature not known before
+a command."""
 
 from __future__ import annotations
 

@@ -1,23 +1,12 @@
 """Event-driven change detection for a local workspace on Linux: inotify, through the C library.
 
-``Watcher`` adds an inotify watch on every directory of the workspace the scanner lists, and
-``drain()`` reads what the kernel queued since the last call: the directories whose entries changed
-(created, deleted, moved names) and the files written or whose attributes changed. The scanner then
-re-lists and re-hashes only those, so a command that changed nothing costs a read of an empty queue
-and a change costs what changed.
+``Watcher`` watches every directory the scanner lists, and ``drain()`` reads what the kernel queued, so the scanner
+re-lists and re-hashes only that: an idle command costs a read of an empty queue.
 
-What inotify does not see, the scanner's full stat walk still does, run as a cross-check every
-``WorkspaceScanner.cross_check_every`` scans and whenever the watcher is not sure: a queue overflow,
-a watch that could not be added (the per-user limit), a directory that vanished under its watch.
-Writes through a shared memory map raise no event at all; they are found by the cross-check, and by
-a read of the file (the runtime checks a read's output against the file's bytes).
-
-A directory the scanner untracked (scanner.py, "Bounds": a subtree too big or too deep for one
-scan) is not watched: its watches are removed and none is added under it, so a million files in it
-cost no watch and their events no time.
-
-Standard library only (ctypes), so that nothing is needed beyond Linux itself; elsewhere ``open()``
-returns None and the scanner walks as before.
+What inotify misses the scanner's periodic full walk finds, as it does whenever the watcher is unsure (an overflow, the
+per-user watch limit, a vanished directory). Writes through a shared memory map raise no event; the walk finds them, and
+so does a read, whose output is checked against the file. An untracked directory (engine.py, "Bounds") is not watched.
+Standard library only (ctypes); elsewhere ``open()`` returns None and the scanner walks.
 """
 
 from __future__ import annotations
@@ -67,7 +56,7 @@ class Changes:
 
 
 class Watcher:
-    """inotify watches on a set of directories; see the module docstring."""
+    """inotify watches on a set of directories."""
 
     def __init__(self, fd: int, libc: ctypes.CDLL):
         self.fd = fd
@@ -79,7 +68,7 @@ class Watcher:
 
     @classmethod
     def open(cls) -> Watcher | None:
-        """A watcher, or None where inotify is not to be had (not Linux, no libc, no instances)."""
+        """A watcher, or None where inotify is not to be had."""
         if not sys.platform.startswith("linux"):
             return None
         try:
@@ -95,7 +84,7 @@ class Watcher:
         return cls(fd, libc)
 
     def add(self, directory: str) -> bool:
-        """Watch ``directory`` (its entries and their writes); False when that failed."""
+        """Watches ``directory``'s entries and their writes; False when that failed."""
         if directory in self._wd_of:
             return True
         wd = self._libc.inotify_add_watch(self.fd, os.fsencode(directory), MASK)
@@ -119,7 +108,7 @@ class Watcher:
         return len(self._wd_of)
 
     def drain(self) -> Changes:
-        """Everything queued since the last drain (never blocks)."""
+        """Everything queued since the last drain, without blocking."""
         out = Changes()
         if self.failed:
             out.unsure = True
@@ -170,7 +159,7 @@ class Watcher:
                 out.files.add(path)
 
     def close(self) -> None:
-        """Once: a second close would close whatever file has taken the number since."""
+        """Closes once: a second close would close whatever file has taken the number since."""
         fd, self.fd = self.fd, -1
         if fd >= 0:
             try:

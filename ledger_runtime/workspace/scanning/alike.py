@@ -1,13 +1,14 @@
-"""Where two texts (or byte strings) differ: what they begin and end with alike, found by C in halving
-slices rather than character by character or record by record (a 100,000-entry git listing after
-one ``git add``, an output against the one before it).
+"""Where two texts or byte strings differ: the ends they share, found by C in halving slices.
+
+Comparing character by character or record by record is too slow for a 100,000-entry git listing after one ``git add``,
+or an output against the one before it.
 
 Python 3.6+, standard library only (the package docstring says why).
 """
 
 
 def common_prefix(x, y):
-    """Length of the longest common prefix of ``x`` and ``y`` (compared by C, in halving slices)."""
+    """Length of the longest common prefix of ``x`` and ``y``."""
     lo, hi = 0, min(len(x), len(y))
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -19,8 +20,7 @@ def common_prefix(x, y):
 
 
 def common_suffix(x, y):
-    """Length of the longest common suffix of ``x`` and ``y`` (as ``common_prefix``, from the end,
-    without reversed copies of either)."""
+    """Length of the longest common suffix of ``x`` and ``y``, without reversed copies of either."""
     lo, hi = 0, min(len(x), len(y))
     nx, ny = len(x), len(y)
     while lo < hi:
@@ -33,10 +33,10 @@ def common_suffix(x, y):
 
 
 def trim_common(before, after, sep=b"\n"):
-    """``before`` and ``after`` without the whole records (each ending with ``sep``: lines, or the
-    entries of a NUL-separated listing) they begin and end with alike. A record common to both sides
-    changes no count of what was added or removed, so any such cut gives the same answer; this one
-    finds it in C rather than record by record."""
+    """``before`` and ``after`` without the whole records, each ending with ``sep``, they begin and end with alike.
+
+    A record common to both sides changes no count of what was added or removed, so any such cut gives the same answer.
+    """
     p = common_prefix(before, after)
     p = before.rfind(sep, 0, p) + 1  # back to a record start (0 when there is none)
     x, y = before[p:], after[p:]

@@ -1,13 +1,10 @@
 """How much of what is new one scan takes in, and the directories a scan stops tracking.
 
-What is new since the last scan (names a listing had not shown before) is taken in level by level.
-Each new entry is charged to the topmost directory new in this scan above it, or to the known
-directory it appeared in (``Intake``). One scan takes in at most ``max_new_entries`` new entries
-under one such directory and twice that in all, spends at most ``budget_s`` seconds on new entries,
-and lists no directory more than ``max_depth`` levels below the root. Where a bound is reached, the
-directory being charged is *untracked* (``Untracked``): what is in it is unknown from then on, and a
-snapshot holds an entry ``<directory>/`` (``untracked_entry``) whose digest is new at every scan
-(the engine's module docstring, "Bounds", says the rest).
+Each new entry is charged to the topmost directory new in this scan above it, or the known one it appeared in
+(``Intake``). A scan takes at most ``max_new_entries`` under one such directory and twice that in all, within
+``budget_s`` seconds and ``max_depth`` levels. Past a bound the directory charged is *untracked*: its contents are
+unknown from then on, and its snapshot entry ``<directory>/`` has a digest new at every scan. The engine's module
+docstring, "Bounds", says the rest.
 
 Python 3.6+, standard library only (the package docstring says why).
 """
@@ -40,8 +37,7 @@ def relative(path, root):
 
 
 class Untracked(collections.namedtuple("Untracked", "path reason at kept")):
-    """A directory the scanner stopped tracking, why, when, and how many of its entries (those it
-    held before) are still tracked."""
+    """A directory the scanner stopped tracking: why, when, and how many of its earlier entries are still tracked."""
 
     __slots__ = ()
 
@@ -60,9 +56,7 @@ Untracked.__new__.__defaults__ = (0,)
 
 
 class Intake(object):
-    """What one scan takes in of new entries, against its bounds. A new entry is charged to the
-    topmost directory new in this scan above it (``origin``), or to the known directory it appeared
-    in; ``stop`` untracks one of those (``stopped``: their names, and why)."""
+    """What one scan takes in of new entries, against its bounds; ``stop`` untracks a directory charged."""
 
     def __init__(self, bounds, first=False):
         self.bounds = bounds
@@ -89,7 +83,7 @@ class Intake(object):
         return min(self.per_key - self.charged.get(self.key(d), 0), self.left)
 
     def charge(self, d, n):
-        """Charge ``n`` new entries of ``d``; False when its key is stopped for them."""
+        """Charges ``n`` new entries of ``d``; False when its key is stopped for them."""
         if not n:
             return True
         k = self.key(d)

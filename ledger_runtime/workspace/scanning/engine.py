@@ -1,54 +1,25 @@
 """The scanner: the content hash of every file under a root that git does not ignore, incrementally.
 
-``WorkspaceScanner.scan()`` returns a snapshot (absolute path -> FileState) of every file
-under the root that git does not ignore, tracked or not, plus any extra paths the caller watches
-(files outside the root, or ignored ones, that commands named). ``delta(before, after)`` turns
-two snapshots into the list of changed paths, whoever changed them (``workspace/scanner.py``).
+``scan()`` returns a snapshot of every file under the root that git does not ignore, tracked or not, plus the extra
+paths the caller watches.
 
-Scans are incremental. On Linux the scanner watches every directory it lists (inotify,
-watcher.py) and a scan re-lists and re-hashes only what the kernel reported changed since the last
-one: a scan after a command that changed nothing costs a read of an empty event queue, a change
-costs what changed, and the snapshot carries its changes, so ``delta`` against the previous one is
-free. Every ``cross_check_every`` scans, and whenever the watcher cannot vouch for the tree (events
-lost, a watch that could not be added), the scan is a full stat walk instead, which also finds what
-inotify cannot see (writes through a shared memory map). Without inotify every scan is that walk:
-directory listings cached by the directory's stat data, file contents cached by their stat data
-(filestate.HashCache), git asked about ignore rules only for entries it has not classified yet.
-When git's index changes, only the files whose included status can change with it are looked at
-(tracked files that the ignore rules match); when an ignore file changes, the listing is rebuilt
-from git. A root that is not in a git repository gets a small built-in ignore list. Entries that
-vanish mid-scan, unreadable directories, symlinks, FIFOs and non-UTF-8 names are all handled
-without raising.
+With inotify (watcher.py) a scan re-lists and re-hashes only what the kernel reported, and the snapshot carries its
+changes, so ``delta`` is free. Every ``cross_check_every`` scans, and whenever the watcher is unsure, the scan is a full
+stat walk, which also finds writes through a shared memory map. Without inotify every scan is that walk, with listings
+and contents cached by stat data. When only git's index changes, only tracked files the ignore rules match are looked
+at; when an ignore file changes, the listing is rebuilt from git.
 
-Bounds (``ScanBounds``; settings ``[ledger.scanning]`` ``budget_s``, ``max_new_entries``, ``max_depth``).
-What is new since the last scan (names a listing had not shown before) is taken in level by level:
-listed, classified with git (one ``check-ignore`` per level, for every directory of the level at
-once), hashed. Each new entry is charged to the topmost directory new in this scan above it, or to
-the known directory it appeared in. One scan takes in at most ``max_new_entries`` new entries under
-one such directory and twice that in all, spends at most ``budget_s`` seconds on new entries
-(checked while it lists, classifies and hashes them: a directory of a million names is not even
-read to its end), and lists no directory more than ``max_depth`` levels below the root. Where a
-bound is reached, the directory being charged is *untracked*: a new one with everything under it;
-a known one keeps what it held before (those files and subdirectories are still tracked), and
-whatever is new in it is not taken in. Past the entry total or the time budget, every directory
-with new entries left is untracked the same way; more than ``MAX_UNTRACKED_PER_DIR`` new
-directories untracked side by side untrack their parent instead. An untracked directory is never
-listed again, re-walked, re-hashed or watched by inotify (its known part excepted), and git is
-told to leave it out of its listings. What is in it is unknown, and the snapshot says so: it holds
-an entry ``<directory>/`` (``untracked_entry``) whose digest is new at every scan, so every scan
-records it as changed (a modification of ``x/``): nothing a scan spans is taken as unchanged while
-part of the tree is unknown, and a listing or search of the directory or above it is never taken
-as still holding. Files in it that commands name (``watch``) are still hashed at every scan, as
-ignored ones are, and a directory in it that a command named gets an entry like its own.
-``on_untracked`` is told of each untracked directory once (the runtime logs it as a fault, with a
-one-line summary). An untracked directory that is removed is forgotten; a new one at its path is
-taken in again, within the bounds. The first scan (the run's baseline) takes in everything git
-lists, to the depth cap only.
+Bounds (``ScanBounds``, bounds.py). What is new is taken in level by level, listed, classified with one ``check-ignore``
+per level and hashed; the budget is checked while listing, so a directory of a million names is not read to its end.
+Where a bound is reached, the directory charged is *untracked*: a new one with all under it; a known one keeps what it
+held, but takes in nothing new. More than ``MAX_UNTRACKED_PER_DIR`` side by side untrack their parent instead. An
+untracked directory is never listed, hashed or watched again, and git leaves it out. Its snapshot entry ``<directory>/``
+has a digest new at every scan, so nothing a scan spans is taken as unchanged while part of it is unknown. Files in it
+that commands named are still hashed. ``on_untracked`` hears of each once; one removed is forgotten. The first scan
+takes in all git lists, to the depth cap only.
 
-Where the scanner runs decides two things, given to it: ``watcher`` (inotify locally, none in a
-container, where each scan is a process of its own that restores the last one's state,
-``persist.py``) and the ``HashCache``'s ``Digests``. Python 3.6+, standard library only (the package
-docstring says why).
+Where the scanner runs gives it ``watcher`` (none in a container, where each scan is a process restoring the last one's
+state) and the ``HashCache``'s ``Digests``. Python 3.6+, standard library only (the package docstring says why).
 """
 
 import collections
@@ -105,9 +76,9 @@ def _dir_key(st):
 
 
 class WorkspaceScanner(object):
-    """Snapshots one workspace root incrementally; see the module docstring. ``cache``: the hash cache
-    (its ``Digests`` spell the hashes); ``watcher``: inotify's (``workspace/watcher.py``) or None (every
-    scan walks); ``git_top``: the top of the work tree, when the caller knows it already (None: not in git)."""
+    """Snapshots one workspace root incrementally; without a ``watcher`` every scan walks.
+
+    ``git_top`` is the work tree's top when the caller knows it (None: not in git)."""
 
     def __init__(
         self,
@@ -154,8 +125,7 @@ class WorkspaceScanner(object):
         return self.git_top is not None
 
     def watch(self, paths):
-        """Also track these absolute paths (files outside the root, or ignored inside it); returns the
-        state of each one newly tracked, now, as the next scan will hash it (None: absent)."""
+        """Also tracks these absolute paths; returns each new one's state now, as the next scan will hash it."""
         new = {}
         for p in paths:
             if p and os.path.isabs(p):
@@ -168,7 +138,7 @@ class WorkspaceScanner(object):
     # -- scanning -------------------------------------------------------------------------------
 
     def scan(self, *, keep_limit=0):
-        """A snapshot of the workspace now. ``keep_limit``: see HashCache.state."""
+        """A snapshot of the workspace now; ``keep_limit`` as in HashCache.state."""
         self.cache.kept = {}
         self._intake = Intake(self.bounds, first=self._files is None)  # one budget, whichever way it goes
         try:
@@ -181,8 +151,9 @@ class WorkspaceScanner(object):
             self._intake = None
 
     def ignored_entries(self):
-        """Every entry of the listed tree that no snapshot hashes although it is there, sorted: what git
-        ignores (a directory once, not what is in it), FIFOs and sockets."""
+        """Every entry of the listed tree that no snapshot hashes, sorted: what git ignores, FIFOs and sockets.
+
+        An ignored directory counts once, not what is in it."""
         out = []
         for d, entry in self._dirs.items():
             if entry.ignored:
@@ -193,19 +164,19 @@ class WorkspaceScanner(object):
 
     @property
     def last_files(self):
-        """The files of the last snapshot (None before the first)."""
+        """The files of the last snapshot; None before the first."""
         return self._files
 
     def rehash(self, paths):
-        """Read ``paths`` again at the next scan, whatever their stat data says (a scan whose result
-        was dropped saw them first: the next one must read their content, to keep it)."""
+        """Reads ``paths`` again at the next scan, whatever their stat data says.
+
+        A scan whose result was dropped saw them first, and the next one must read their content to keep it."""
         for p in paths:
             self.cache.entries.pop(p, None)
             self._recheck.add(p)
 
     def recheck(self, path):
-        """Hash ``path`` again at the next scan: its content was seen to differ from what the cache
-        holds, with no event for it (a write through a shared memory map)."""
+        """Hashes ``path`` again at the next scan: its content differed from the cache's, with no event for it."""
         self._recheck.add(path)
 
     def close(self):
@@ -243,8 +214,7 @@ class WorkspaceScanner(object):
         return self._snapshot(files, None)
 
     def _walk_all(self, keep_limit, *, listings_only=False):
-        """Every file of the listed tree, and what is new in it, within the bounds (``listings_only``:
-        the known files are not hashed)."""
+        """The listed tree's files and what is new in it, within the bounds; ``listings_only`` skips known files."""
         files = {}
         pending = []  # directories with entries git must classify
         self._walk([self.root], None if listings_only else files, pending, keep_limit)
@@ -255,8 +225,7 @@ class WorkspaceScanner(object):
         return files
 
     def _watch_listed(self):
-        """A watch on every directory listed, none on those that are not any more (nor on an
-        untracked directory with nothing tracked in it)."""
+        """A watch on every directory listed, and none on the rest or on an untracked one with nothing tracked."""
         w = self.watcher
         assert w is not None
         listed = {d for d, e in self._dirs.items() if not e.frozen or e.files or e.dirs}
@@ -271,7 +240,7 @@ class WorkspaceScanner(object):
             self.watcher = None
 
     def _incremental(self, keep_limit):  # noqa: C901
-        """A snapshot from the last one and what the kernel reported since; None: walk instead."""
+        """A snapshot from the last one and what the kernel reported since; None to walk instead."""
         assert self.watcher is not None and self._files is not None
         reported = self.watcher.drain()
         if reported.unsure:
@@ -347,7 +316,7 @@ class WorkspaceScanner(object):
         return self._snapshot(files, changes)
 
     def _list_tracked_ignored(self):
-        """Tracked files the ignore rules match (included only because git tracks them)."""
+        """Tracked files the ignore rules match, included only because git tracks them."""
         if self.watcher is None:
             return None
         out = list_tracked_ignored(self.root)
@@ -359,7 +328,7 @@ class WorkspaceScanner(object):
         return parent is not None and os.path.basename(d) in parent.dirs
 
     def _forget_tree(self, d, files, touched):
-        """A directory that is gone: every file under it changed (to nothing), its listings go."""
+        """A directory that is gone: every file under it changed to nothing, and its listings go."""
         prefix = d + os.sep
         touched.update(p for p in files if p.startswith(prefix))
         for sub in [x for x in self._dirs if x == d or x.startswith(prefix)]:
@@ -368,8 +337,7 @@ class WorkspaceScanner(object):
                 self.watcher.discard(sub)
 
     def _index_changed_only(self, reported):
-        """git's index changed but no ignore file: only tracked files the ignore rules match can
-        change their included status. Update those and say True; False: rebuild the listing."""
+        """When only git's index changed, updates the tracked files ignore rules match; False to rebuild the listing."""
         key = self._git_state_key()
         old = dict((p[0], p[1:]) for p in (self._git_key or ()))
         new = dict((p[0], p[1:]) for p in key)
@@ -422,8 +390,7 @@ class WorkspaceScanner(object):
         pending,
         keep_limit,
     ):
-        """Every listed directory under ``stack``, re-listed where it changed (new names -> pending);
-        its files hashed into ``files`` (None: listings only)."""
+        """Every listed directory under ``stack``, re-listed where it changed, files hashed into ``files`` if given."""
         while stack:
             d = stack.pop()
             if self._is_excluded(d):
@@ -469,7 +436,7 @@ class WorkspaceScanner(object):
                 files[path] = fs
 
     def _listing(self, d, pending):  # noqa: C901
-        """The cached listing of ``d`` when still valid, else a fresh one (new names -> pending)."""
+        """The cached listing of ``d`` while still valid, else a fresh one whose new names go to ``pending``."""
         try:
             st = os.lstat(d)
         except OSError:
@@ -539,15 +506,13 @@ class WorkspaceScanner(object):
         return entry
 
     def _frozen(self, d, before, key=(0, 0, 0)):
-        """The listing of ``d`` once it is untracked: what it held before (nothing, if it is new)."""
+        """The listing of ``d`` once untracked: what it held before, or nothing if it is new."""
         if before is None:
             return _make_dir(d, key, 0, (), (), (), frozen=True)
         return before._replace(frozen=True)
 
     def _take_in(self, pending, taken, keep_limit, *, watch):
-        """New names, level by level: classified with git (one call per level, for every directory of
-        it at once), new files hashed into ``taken``, new directories listed (their names are the next
-        level), within the scan's bounds."""
+        """Takes in new names level by level within the bounds: one git call a level, files hashed, dirs listed."""
         intake = self._intake
         assert intake is not None
         depth0 = self.root.count(os.sep) if self.root != os.sep else 0
@@ -590,8 +555,9 @@ class WorkspaceScanner(object):
             taken[p] = state(p, keep_limit=keep_limit)
 
     def _apply_stops(self, taken, touched=None):  # noqa: C901
-        """Untrack the directories the intake stopped: what this scan took in under them is dropped
-        (a known one keeps what it held before), and each is recorded (``untracked``) and reported."""
+        """Untracks the directories the intake stopped, dropping what this scan took in under them, and reports each.
+
+        A known directory keeps what it held before."""
         intake = self._intake
         assert intake is not None
         if all(k in intake.applied for k in intake.stopped):
@@ -642,10 +608,10 @@ class WorkspaceScanner(object):
                     self.on_untracked(u)
 
     def _mark_untracked(self, out, old=None):
-        """The snapshot's entry of every untracked directory, with a digest new at this scan: what is
-        in it is unknown, so it counts as changed at every scan; so does the entry of every directory
-        in one that a command named (``watch``: a listing or a search of it). One that is gone is
-        forgotten (its entry goes: removed), and its path is tracked again."""
+        """Gives each untracked directory's snapshot entry a digest new at this scan: it counts as changed every scan.
+
+        So does each directory inside one that a command named. An untracked directory that is gone is forgotten, its
+        entry removed, and its path tracked again."""
         digest = f"{UNTRACKED}{self._nonce}:{self._serial + 1}"
         marked = set()
         for path in list(self.untracked):
@@ -676,7 +642,7 @@ class WorkspaceScanner(object):
         self._marked = marked
 
     def _classify(self, pending):
-        """Sort new entries into included and ignored; returns the new included dirs and files."""
+        """Sorts new entries into included and ignored; returns the new included dirs and files."""
         rel = []
         for d, names in pending:
             for n in names:
@@ -724,14 +690,13 @@ class WorkspaceScanner(object):
     # -- git listing ------------------------------------------------------------------------------
 
     def _git_state_key(self):
-        """Stat data of what git's listing depends on: the index, the exclude file, the ignore files
-        above the root and every known one in it (gitview.watched_files)."""
+        """Stat data of what git's listing depends on: the index, the exclude file and every ignore file known."""
         if self._git_watched is None:
             self._git_watched = watched_files(self.root, self.git_top) if self.git_top else []
         return state_key(self._git_watched + sorted(self._ignore_files))
 
     def _refresh_listing(self):  # noqa: C901
-        """Rebuild directory listings from git when the index or an ignore file changed."""
+        """Rebuilds directory listings from git when the index or an ignore file changed."""
         if not self.is_git:
             if not self._dirs:
                 self._dirs = {}

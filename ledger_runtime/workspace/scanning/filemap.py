@@ -1,11 +1,8 @@
 """A snapshot's files as a map that a change does not copy.
 
-An incremental scan changes a few files of a tree that may hold 100,000: copying the whole map for
-each scan cost more than the scan. A ``FileMap`` is a base dict, shared with the maps it was made
-from and never changed, and the entries that differ from it (a path that is gone maps to None);
-``changed`` makes the next map from this one and a list of changes in what the changes cost. When
-what differs outgrows a share of the base, the next map starts from a base of its own (the one
-copy, paid once in many scans). A map, once made, never changes: a snapshot keeps what it saw.
+An incremental scan changes a few files of a tree that may hold 100,000, and copying the map each scan cost more than
+the scan. A ``FileMap`` is a shared base dict plus the entries that differ (None: gone); once those outgrow a share of
+the base, the next map gets a base of its own. A map never changes once made: a snapshot keeps what it saw.
 
 Python 3.6+, standard library only (the package docstring says why).
 """
@@ -17,7 +14,7 @@ OVERLAY_SHARE = 8  # ...or one eighth of the base, if that is more
 
 
 class FileMap(Mapping):
-    """Path -> FileState (see the module docstring)."""
+    """Path -> FileState."""
 
     __slots__ = ("_base", "_over", "_len")
 
@@ -72,7 +69,7 @@ class FileMap(Mapping):
         return self._base.items() if not self._over else super().items()
 
     def changed(self, changes):
-        """This map with each (path, new state or None: gone) applied."""
+        """This map with each (path, new state or None for gone) applied."""
         over = dict(self._over)
         over.update(changes)
         if len(over) > max(MIN_OVERLAY, len(self._base) // OVERLAY_SHARE):

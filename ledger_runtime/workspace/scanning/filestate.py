@@ -1,13 +1,9 @@
-"""A file's state (its digest, size and line count), behind a stat cache that never trusts a racy entry.
+"""A file's state (digest, size, line count) behind a stat cache that never trusts a racy entry.
 
-A file's digest is the hex hash of its bytes, spelled by the workspace's ``Digests`` (xxh3-128
-locally, "b2:" and blake2b-128 in a container). Files that cannot be hashed still get a digest that
-changes whenever they do: a symlink hashes its target text, a file over the size limit its stat
-data, an unreadable file its stat data too. The cache keys a digest by (mtime_ns, ctime_ns, size,
-inode, mode); like git's "racily clean" rule, an entry is only trusted when the file's modification
-time is older than the moment it was hashed by more than the file system's timestamp granularity, so
-a same-size rewrite within one clock tick is never missed (a rewrite that forges the old mtime still
-moves ctime, which is part of the key).
+A file that cannot be hashed still gets a digest that changes when it does: a symlink hashes its target text, a file too
+large or unreadable its stat data. The cache keys a digest by (mtime_ns, ctime_ns, size, inode, mode) and, like git's
+"racily clean" rule, trusts it only when the mtime is older than the hashing by more than the timestamp granularity. So
+a same-size rewrite within one tick is never missed, and one forging the old mtime still moves ctime.
 
 Python 3.6+, standard library only (the package docstring says why).
 """
@@ -29,8 +25,7 @@ now_ns = getattr(time, "time_ns", None) or (lambda: int(time.time() * 1e9))  # P
 
 
 class Digests(object):
-    """How a workspace spells a hash: ``new()`` gives a hasher (``update``, ``hexdigest``); a file's
-    content hash is ``prefix`` + its hex digest, a link's "link:" + the bare hex digest of its target."""
+    """How a workspace spells a hash: a file's is ``prefix`` + its hex digest, a link's "link:" + that of its target."""
 
     __slots__ = ("name", "new", "prefix")
 
@@ -47,9 +42,7 @@ class Digests(object):
 
 
 def open_quietly(path, flags):
-    """``os.open`` without changing the file's access time where the file's owner (or root) may ask
-    for that (O_NOATIME); for another's file, as usual: the ledger's reads leave atimes as they were
-    wherever the system lets them."""
+    """``os.open`` leaving the access time as it was (O_NOATIME) wherever the system lets the ledger ask."""
     if NOATIME:
         try:
             return os.open(path, flags | NOATIME)
@@ -74,7 +67,7 @@ def _stat_token(kind, st):
 
 
 class HashCache(object):
-    """States of files by path, read again only when their stat data changes (or is racy)."""
+    """States of files by path, read again only when their stat data changes or is racy."""
 
     def __init__(self, digests, max_hash_bytes=64 * 1024 * 1024):
         self.digests = digests
@@ -85,10 +78,10 @@ class HashCache(object):
         self.kept = {}  # contents kept by the last scan: path -> bytes
 
     def state(self, path, st=None, keep_limit=0):
-        """The FileState of ``path`` (None when it does not exist or is not a file or symlink).
+        """The FileState of ``path`` (lstat ``st`` if the caller has it); None unless it is a file or symlink.
 
-        ``st`` is the path's lstat result when the caller has it. With ``keep_limit`` > 0, a text
-        file of at most that many bytes that had to be read is also kept in ``self.kept``.
+        With ``keep_limit`` > 0, a text file of at most that many bytes that had to be read is also kept in
+        ``self.kept``.
         """
         try:
             if st is None:
@@ -161,7 +154,7 @@ class HashCache(object):
         self.entries.pop(path, None)
 
     def export(self):
-        """The cache as JSON-able data, for runs that span processes (hooks)."""
+        """The cache as JSON-able data, for runs that span processes."""
         return {p: [list(k), t, list(fs)] for p, (k, t, fs) in self.entries.items()}
 
     def load(self, data):
@@ -170,8 +163,7 @@ class HashCache(object):
 
 
 def read_regular(path, limit):
-    """A regular file's bytes, symlinks followed, if it is at most ``limit`` bytes and not under
-    /proc, /sys or /dev (however it is reached: through a symlink, or as //proc)."""
+    """A regular file's bytes, links followed, if at most ``limit``; never under /proc, /sys or /dev however reached."""
     real = os.path.realpath(path)
     if (real + "/").startswith(PSEUDO_TREES):
         return None

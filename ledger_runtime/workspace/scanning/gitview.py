@@ -1,12 +1,8 @@
-"""What git says about a workspace: the work tree's top, where its index and exclude file are, what
-it lists (tracked and untracked files that no rule ignores) and which paths its rules ignore.
+"""What git says about a workspace: the work tree's top, its index and exclude file, its listing, its ignore rules.
 
-The root a scanner looks at may be the top of a work tree, a directory below it, or a linked
-worktree or submodule, whose ``.git`` is a file naming the real git directory; the index is that
-directory's, the exclude file the common directory's (``commondir``: a linked worktree shares its
-main repository's ``info/exclude``). A root that is not in a git repository gets a small built-in
-ignore list (``DEFAULT_IGNORES``). Every call to git is one line of failure handling: no git, a
-broken repository or a timeout answer None, never an exception.
+In a linked worktree or submodule ``.git`` is a file naming the git directory, whose index is used; the exclude file is
+the common directory's, shared with the main repository. A root outside git gets ``DEFAULT_IGNORES``. No git, a broken
+repository or a timeout answer None, never an exception.
 
 Python 3.6+, standard library only (the package docstring says why).
 """
@@ -31,7 +27,7 @@ GIT_TIMEOUT = 60
 
 
 def run_git(root, args, stdin=None):
-    """git's stdout for ``git -C root ARGS`` (exit 0 or 1), or None when it failed."""
+    """git's stdout for ``git -C root ARGS`` when it exits 0 or 1, else None."""
     import subprocess  # here: a helper call that needs no git does not pay for importing it
 
     try:
@@ -62,9 +58,10 @@ def git_toplevel(root):
 
 
 def git_dirs(top):
-    """The git directory of the work tree at ``top`` and its common directory (where ``info/exclude``
-    is): ``top/.git`` for both, unless ``.git`` is a file ("gitdir: PATH", a linked worktree or a
-    submodule). (None, None) when it cannot be read."""
+    """The git directory of the work tree at ``top`` and its common directory, where ``info/exclude`` is.
+
+    Both are ``top/.git`` unless ``.git`` is a file ("gitdir: PATH") for a linked worktree or a submodule. (None, None)
+    when it cannot be read."""
     g = os.path.join(top, ".git")
     if os.path.isfile(g):
         line = _read_line(g)
@@ -87,9 +84,7 @@ def _read_line(path):
 
 
 def watched_files(root, top):
-    """What git's listing depends on besides the ignore files inside the root: the index, the exclude
-    file, and the ``.gitignore`` of every directory from the top of the work tree down to the root's
-    parent (their rules apply under the root too)."""
+    """What git's listing depends on besides the root's ignore files: the index, exclude file, ``.gitignore`` above."""
     git_dir, common = git_dirs(top)
     if git_dir is None:
         return []
@@ -105,7 +100,7 @@ def watched_files(root, top):
 
 
 def state_key(paths):
-    """Stat data of ``paths`` (a missing one too: its creation changes the key)."""
+    """Stat data of ``paths``, a missing one included, so that its creation changes the key."""
     parts = []
     for p in paths:
         try:
@@ -117,8 +112,7 @@ def state_key(paths):
 
 
 def list_included(root, excluded=()):
-    """``git ls-files`` of everything not ignored under ``root``, tracked or not (NUL-separated, paths
-    relative to the root), leaving out the directories ``excluded`` (relative); None when git failed."""
+    """NUL-separated ``git ls-files`` of all not ignored under ``root``, less ``excluded``; None when git failed."""
     args = ["ls-files", "-z", "--cached", "--others", "--exclude-standard"]
     if excluded:
         args += ["--", "."] + [":(exclude,literal)" + e for e in excluded]
@@ -130,12 +124,12 @@ def list_tracked(root):
 
 
 def list_tracked_ignored(root):
-    """Tracked files that the ignore rules match (included only because git tracks them)."""
+    """Tracked files that the ignore rules match, included only because git tracks them."""
     return run_git(root, ["ls-files", "-z", "--cached", "--ignored", "--exclude-standard"])
 
 
 def check_ignored(root, rel_paths):
-    """Which of ``rel_paths`` (a directory's with a trailing "/") git's rules ignore, whether tracked or not."""
+    """Which of ``rel_paths``, a directory's ending in "/", git's rules ignore, tracked or not."""
     out = run_git(
         root,
         ["check-ignore", "--no-index", "-z", "--stdin"],
@@ -147,7 +141,7 @@ def check_ignored(root, rel_paths):
 
 
 def default_ignored(rel):
-    """Whether the built-in list ignores ``rel`` (a root outside git)."""
+    """Whether the built-in list ignores ``rel``, for a root outside git."""
     import fnmatch  # here: it imports re, which only a root outside git needs
 
     name = os.path.basename(rel.rstrip("/"))

@@ -1,6 +1,6 @@
-"""The scanner's state as plain data (dicts, tuples, sets, strings, numbers: what ``marshal`` writes),
-and back: for a scanner that lives one process per call (the container helper), so that each call
-lists and hashes only what changed since the last.
+"""The scanner's state as plain data that ``marshal`` writes, and back, for the one-process-per-call container helper.
+
+So each call lists and hashes only what changed since the last.
 
 Python 3.6+, standard library only (the package docstring says why).
 """
@@ -14,8 +14,7 @@ FORMAT = 1  # a state of another format is not read: the next call starts afresh
 
 
 def export(scanner):
-    """Everything a later ``restore`` needs to scan on from where ``scanner`` is (no watcher: a
-    process's inotify watches end with it)."""
+    """All a later ``restore`` needs to scan on from here; no watcher, as inotify watches end with the process."""
     files = scanner._files
     return {
         "format": FORMAT,
@@ -36,8 +35,7 @@ def export(scanner):
 
 
 def restore(scanner, data):
-    """Put an exported state back into ``scanner`` (made for the same root); False, and nothing
-    changed, when ``data`` is not such a state."""
+    """Puts an exported state back into ``scanner`` for the same root; False, changing nothing, if it is not one."""
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("root") != scanner.root:
         return False
     make = FileState._make

@@ -1,19 +1,13 @@
 """Signatures of read keys: what a command's output can depend on, hashed as it is now.
 
-A read key names something a command reads:
-
-- ``f:<path>``: a file's content, following symlinks as ``cat`` does (a directory signs its listing);
+- ``f:<path>``: a file's content, links followed as ``cat`` does; a directory signs its listing;
 - ``x:<path>``: only whether the path exists and what it is (``cd DIR``);
 - ``m:<path>``: the path's own stat data (``ls -a`` shows ``..``);
-- ``d:<path>``: a directory listing with every entry's stat data, in the order the file system
-  returns it (``ls``, ``ls -l``; a file signs its stat data and content);
-- ``r:<path>``: a whole subtree, ignored files and ``.git`` included, with stat data and contents
-  (``grep -r``, ``find``, ``ls -R``).
+- ``d:<path>``: a listing with each entry's stat data, in file system order (``ls -l``); a file signs stat and content;
+- ``r:<path>``: a whole subtree, ignored files and ``.git`` included (``grep -r``, ``find``).
 
-Two equal signatures mean the command would read the same thing, so its output would be the same.
-Signatures are computed from the file system directly, never from the workspace snapshot, so files
-git ignores count too. Missing paths sign as ``missing``. Hashes are the workspace's own (the hash
-cache's ``Digests``).
+Equal signatures mean the command would read the same, so print the same. They come from the file system, never the
+snapshot, so files git ignores count too. Missing paths sign as ``missing``; hashes are the workspace's own.
 
 Python 3.6+, standard library only (the package docstring says why).
 """
@@ -28,8 +22,7 @@ MISSING = "missing"
 
 
 def _meta(st):
-    """Stat data a listing can show (atime excluded: reading changes it; commands that show it are
-    impure instead)."""
+    """Stat data a listing can show, but atime: reading changes it, and commands that show it are impure."""
     return "%o,%d,%d,%d,%d,%d,%d,%d" % (
         st.st_mode,
         st.st_size,
@@ -69,7 +62,7 @@ class Probe(object):
         return "unknown-key:" + kind
 
     def file_state(self, path):
-        """Content state of a file as ``cat`` reads it (symlinks followed)."""
+        """Content state of a file as ``cat`` reads it, links followed."""
         real = os.path.realpath(path)
         return self.cache.state(real)
 
