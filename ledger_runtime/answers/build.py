@@ -27,6 +27,7 @@ output. The replay and the tests check that for every command.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
@@ -322,19 +323,17 @@ def build(  # noqa: C901
     # (a long output the agent cuts costs what the cut shows, not every line of it).
     bound = seen(len(output) + extra) - settings.min_saving
     shown_most = cut.head + cut.tail if cut is not None else len(output) + extra
-
-    def hopeless(size: int) -> bool:
-        return min(size + extra, shown_most) > bound
+    give_up = bound - extra if shown_most > bound else math.inf  # past it, min(size + extra, shown_most) > bound
 
     bases = {b.attempt: b for b in (pool.base(k) for k in base_keys) if b is not None}
-    candidates = [_spans(lines, pool, settings, hopeless=hopeless), *(_delta(lines, b) for b in bases.values())]
+    candidates = [_spans(lines, pool, settings, give_up_over=give_up), *(_delta(lines, b) for b in bases.values())]
     if cut is not None and cut.exact and len(output) >= cut.limit:
-        candidates.append(_spans(lines, pool, settings, keep_cut=cut, hopeless=hopeless))
+        candidates.append(_spans(lines, pool, settings, keep_cut=cut, give_up_over=give_up))
     limit = cut.limit if cut is not None else None
     candidates = [
         c
         if c is None or limit is None or c[1].size + extra < limit or not c[1].again
-        else _spans(lines, pool, settings, keep_cut=c[1].kept_cut, again=False, hopeless=hopeless)
+        else _spans(lines, pool, settings, keep_cut=c[1].kept_cut, again=False, give_up_over=give_up)
         for c in candidates
     ]
     best = None
@@ -377,30 +376,27 @@ def _spans(  # noqa: C901
     settings: DedupeSettings,
     keep_cut: Truncation | None = None,
     again: bool = True,
-    hopeless: Callable[[int], bool] | None = None,
+    give_up_over: float = math.inf,
 ) -> tuple[AnswerKind, _Writer] | None:
-    """Spans: runs of lines the pool holds, or (``again``) that this answer carried literally above,
-    as references. A reference to lines above in the same answer is only for an answer the agent
-    shows whole (``build`` builds it again without them otherwise). None where no reference was
-    made, or once the answer's size makes it ``hopeless``."""
+    """Spans: runs of lines the pool holds, or (``again``) that this answer carried literally above, as references.
+
+    A reference to lines above in the same answer is only for an answer the agent shows whole (``build`` builds it
+    again without them otherwise). None where no reference was made, or once the answer grows past
+    ``give_up_over`` characters (it can no longer save enough)."""
     w = _Writer()
     w.kept_cut = keep_cut
     i = 0
     used = False
     middle = _cut_middle(lines, keep_cut) if keep_cut is not None else None
+    min_lines, min_saving = settings.min_lines, settings.min_reference_saving
+    holds = pool.holds
     above: dict[str, list[int]] = {}  # line -> where this answer carried it literally (0-based output lines)
     # (line, the next) -> (where the first stands, its place in above[line]) where both were carried
     above_pairs: dict[tuple[str, str], list[tuple[int, int]]] = {}
-    literal: set[int] = set()
-
-    def carry(k: int) -> None:  # line k goes into the answer as it is (after every line before it)
-        if k - 1 in literal:
-            above_pairs.setdefault((lines[k - 1], lines[k]), []).append((k - 1, len(above[lines[k - 1]]) - 1))
-        above.setdefault(lines[k], []).append(k)
-        literal.add(k)
+    literal = bytearray(len(lines))  # 1: the line went into the answer as it is
 
     while i < len(lines):
-        if hopeless is not None and hopeless(w.size):
+        if w.size > give_up_over:
             return None
         if middle is not None and i == middle[0]:
             w.add(CUT, cut_marker(middle[0] + 1, middle[1], middle[2], keep_cut), None, middle[0] + 1, middle[1])
@@ -412,10 +408,7 @@ def _spans(  # noqa: C901
         if here is not None and (run is None or here[1] > run[2]):
             j, k = here
             marker = again_marker(j + 1, j + k)
-            if (
-                k >= settings.min_lines
-                and sum(len(x) for x in lines[i : i + k]) - len(marker) >= settings.min_reference_saving
-            ):
+            if k >= min_lines and sum(len(x) for x in lines[i : i + k]) - len(marker) >= min_saving:
                 w.add(AGAIN, marker, None, j + 1, j + k)
                 w.again = True
                 i += k
@@ -423,22 +416,32 @@ def _spans(  # noqa: C901
                 continue
         if run is not None:
             src, j, k = run
-            if k >= settings.min_lines:
+            if k >= min_lines:
                 marker = lines_marker(src, j + 1, j + k)
-                if sum(len(x) for x in lines[i : i + k]) - len(marker) >= settings.min_reference_saving:
+                if sum(len(x) for x in lines[i : i + k]) - len(marker) >= min_saving:
                     w.add(LINES, marker, src.attempt, j + 1, j + k)
                     i += k
                     used = True
                     continue
         # a line carried as it is, and those after it that no reference could start at: one piece
+        line = lines[i]
+        if i and literal[i - 1]:
+            above_pairs.setdefault((lines[i - 1], line), []).append((i - 1, len(above[lines[i - 1]]) - 1))
+        above.setdefault(line, []).append(i)
+        literal[i] = 1
+        size = w.size + len(line)
         j = i + 1
-        carry(i)
-        size = w.size + len(lines[i])
-        while j < stop and lines[j] not in above and not pool.holds(lines[j]):
-            carry(j)
-            size += len(lines[j])
+        while j < stop:
+            line = lines[j]
+            if line in above or holds(line):
+                break
+            before = lines[j - 1]  # carried just now
+            above_pairs.setdefault((before, line), []).append((j - 1, len(above[before]) - 1))
+            above[line] = [j]
+            literal[j] = 1
+            size += len(line)
             j += 1
-            if hopeless is not None and hopeless(size):
+            if size > give_up_over:
                 return None
         w.add(TEXT, "".join(lines[i:j]))
         i = j
@@ -451,7 +454,7 @@ def _run_above(
     stop: int,
     above: dict[str, list[int]],
     above_pairs: dict[tuple[str, str], list[tuple[int, int]]],
-    literal: set[int],
+    literal: bytearray,
 ) -> tuple[int, int] | None:
     """The longest run of ``lines[i:stop]`` that this answer already carried literally, above it.
 
@@ -468,7 +471,7 @@ def _run_above(
             if place < window:
                 break
             k = 2
-            while i + k < stop and j + k < i and (j + k) in literal and lines[j + k] == lines[i + k]:
+            while i + k < stop and j + k < i and literal[j + k] and lines[j + k] == lines[i + k]:
                 k += 1
             if k > best[1]:
                 best = (j, k)

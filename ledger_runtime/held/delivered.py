@@ -119,9 +119,11 @@ class Delivered:
     def __init__(self) -> None:
         self.items: dict[int, HeldOutput] = {}
         self._index: dict[str, list[tuple[int, int]]] = {}  # line -> (attempt, line index), in the order added
-        # (line, the next) -> (attempt, line index, place in _index[line]) where both were carried: the
-        # only places a run of two lines or more can start
-        self._pairs: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
+        # Where runs of two and of three lines or more can start: (line, the next) -> the latest
+        # (attempt, line index, place in _index[line]) where both were carried; (line, the next two) ->
+        # every such place of the three, in the order added
+        self._pairs: dict[tuple[str, str], tuple[int, int, int]] = {}
+        self._triples: dict[tuple[str, str, str], list[tuple[int, int, int]]] = {}
         self._by_digest: dict[str, list[int]] = {}
         self._by_key: dict[str, list[int]] = {}
         self._lines: dict[str, str] = {}  # every line held, once
@@ -154,15 +156,22 @@ class Delivered:
         indexed = 0
         lines, carried = shown.lines, shown.carried
         for j in compress(range(len(lines)), carried):  # the lines the model saw, found in C
-            line = lines[j]
-            if len(line) <= MAX_LINE_CHARS:
-                places = self._index.setdefault(line, [])
-                if j + 1 < len(lines) and carried[j + 1]:
-                    self._pairs.setdefault((line, lines[j + 1]), []).append((shown.attempt, j, len(places)))
-                places.append((shown.attempt, j))
+            if len(lines[j]) <= MAX_LINE_CHARS:
+                self._place(shown, j)
                 indexed += 1
                 if indexed >= MAX_INDEXED_LINES:
                     break
+
+    def _place(self, s: HeldOutput, j: int) -> None:
+        """Index line ``j`` of ``s``, a line the model saw, after every place indexed before it."""
+        lines, carried, line = s.lines, s.carried, s.lines[j]
+        places = self._index.setdefault(line, [])
+        if j + 1 < len(lines) and carried[j + 1]:
+            entry = (s.attempt, j, len(places))
+            self._pairs[line, lines[j + 1]] = entry
+            if j + 2 < len(lines) and carried[j + 2]:
+                self._triples.setdefault((line, lines[j + 1], lines[j + 2]), []).append(entry)
+        places.append((s.attempt, j))
 
     def intern(self, line: str) -> str:
         """The copy of ``line`` the held outputs share, or ``line`` itself."""
@@ -181,16 +190,16 @@ class Delivered:
                 if not table[k]:
                     del table[k]
         index = self._index
-        self._index, self._pairs = {}, {}
+        self._index, self._pairs, self._triples = {}, {}, {}
         for line, places in index.items():  # the places kept, in the order they were added
             for a, j in places:
                 if a in gone:
                     continue
                 s = self.items[a]
-                here = self._index.setdefault(line, [])
-                if j + 1 < len(s.lines) and s.carried[j + 1]:
-                    self._pairs.setdefault((line, s.lines[j + 1]), []).append((a, j, len(here)))
-                here.append((a, j))
+                if j < len(s.lines) and s.lines[j] == line:
+                    self._place(s, j)
+                else:  # a place of an attempt added again, in its older output: kept, as it was
+                    self._index.setdefault(line, []).append((a, j))
         self._lines = {line: line for s in self.items.values() for line in s.lines}
         steps = [s.step for s in self.items.values()]
         self._min_step = min(steps, default=None)
@@ -274,8 +283,9 @@ class Delivered:
 
         Only the ``MAX_CANDIDATES`` latest places of ``lines[i]`` are tried: a blank or a brace stands in many
         outputs, and an old run is as good as a new one. The first run to reach ``end`` ends the search; of
-        equally long runs the latest wins. A run of two lines or more can only start where ``lines[i]`` and
-        ``lines[i + 1]`` stood together: those places are looked up in the pair index, not searched."""
+        equally long runs the latest wins. A run of two lines can only start where ``lines[i]`` and
+        ``lines[i + 1]`` stood together, one of three or more where the next stood after them too: those
+        places are looked up (the latest pair, every triple), not searched."""
         cands = self._index.get(lines[i])
         if not cands:
             return None
@@ -290,12 +300,24 @@ class Delivered:
         best = (self.items[a], j, 1 if i < n else 0)
         if i + 1 >= n:
             return best
-        for a, j, place in reversed(self._pairs.get((lines[i], lines[i + 1]), ())):
+        pair = self._pairs.get((lines[i], lines[i + 1]))
+        if pair is None or pair[2] < window:
+            return best
+        best = (self.items[pair[0]], pair[1], 2)  # the latest of two lines: longer runs are three's
+        if i + 2 >= n:
+            return best
+        return self._longest_of_three(lines, i, n, window, best)
+
+    def _longest_of_three(
+        self, lines: Sequence[str], i: int, n: int, window: int, best: tuple[HeldOutput, int, int]
+    ) -> tuple[HeldOutput, int, int]:
+        """The longest run of three lines or more from ``lines[i]`` at a place from ``window`` on, else ``best``."""
+        for a, j, place in reversed(self._triples.get((lines[i], lines[i + 1], lines[i + 2]), ())):
             if place < window:
                 break
             s = self.items[a]
             src, lit = s.lines, s.carried
-            k = 2
+            k = 3
             while i + k < n and j + k < len(src) and lit[j + k] and src[j + k] == lines[i + k]:
                 k += 1
             if k > best[2]:
