@@ -1,11 +1,6 @@
-"""Command analysis: what a shell command is, which files it reads (and which of their lines it
-shows), and which files it writes.
+"""What a shell command is, which files it reads and shows lines of, and which it writes.
 
-``analyze(command, cwd)`` is a pure function of the command text and working directory; it never
-touches the file system. It parses the command (shell.py), asks programs.py what each simple
-command does, and combines them along pipelines (``nl -ba f | sed -n 10,20p`` shows lines 10-20
-of f) and lists (the class of ``cat > f <<EOF ... && python f`` is ``modify``). Whatever it cannot
-read is class ``other``, impure, and simply runs.
+``analyze`` never touches the file system.
 """
 
 from __future__ import annotations
@@ -66,9 +61,7 @@ _VOLATILE_TREES = ("/proc/", "/sys/", "/dev/", "/run/")  # files whose content n
 
 @dataclass(frozen=True, slots=True)
 class FileView:
-    """Lines of one file that reach the output: ``kind`` "lines" (``selectors`` narrow the whole
-    file, see programs.resolve) or "matches" (lines a search printed); ``numbered`` says how they are
-    numbered (programs.FILE_NUMBERS: with their line numbers). A claim to check against the file."""
+    """Lines of one file that reach the output, in a ``Stream``'s terms: a claim to check against the file."""
 
     path: str
     kind: str
@@ -78,10 +71,10 @@ class FileView:
 
 @dataclass(frozen=True, slots=True)
 class Analysis:
-    """What ``analyze`` found. ``cwd`` is where the command effectively starts (a leading
-    ``cd DIR &&`` folded in); ``normalized`` with ``cwd`` identifies exact repeats; ``pure`` means
-    the output is a function of ``read_keys`` alone; ``views`` are the file lines the output shows,
-    one per output-producing pipeline that shows lines of a file."""
+    """What ``analyze`` found in a command.
+
+    ``cwd`` folds in a leading ``cd DIR &&``; with ``normalized`` it identifies exact repeats. A ``pure`` output is a
+    function of ``read_keys`` alone."""
 
     command: str
     cwd: str
@@ -124,7 +117,7 @@ class _Pipe:
 
 
 def _combine(pipe: Pipeline) -> _Pipe:  # noqa: C901
-    """A pipeline's class, reads and writes (all stages) and what its last stage shows."""
+    """A pipeline's class, reads and writes, and what its last stage shows."""
     out = _Pipe(None, [], [], True, False, [], False)
     current: Stream | tuple | None = None
     for i, stage in enumerate(pipe.stages):
@@ -186,8 +179,7 @@ def _abs(cwd: str | None, value: str) -> str | None:
 
 @lru_cache(maxsize=8192)
 def analyze(command: str, cwd: str, submission: Submission = NO_SUBMISSION) -> Analysis:
-    """Classify ``command`` run in ``cwd``; find its reads, views and writes (``submission``: how the
-    agent submits, for ``Analysis.submits``). Never raises."""
+    """Classifies ``command`` run in ``cwd``; never raises."""
     submits = submission.named_in(command)
     try:
         return _analyze(command, cwd, submits)
@@ -281,8 +273,7 @@ def _analyze(command: str, cwd: str, submits: bool) -> Analysis:
 
 
 def analyze_patch(patch: str, cwd: str) -> Analysis:
-    """An edit sent to an ``apply_patch`` tool (patches.py): class modify, writing the files it
-    names. A text that is not a patch envelope is class other and simply runs. Never raises."""
+    """An ``apply_patch`` edit: class modify, writing the files it names; any other text is class other."""
     ops = file_ops(patch)
     normalized = "apply_patch\n" + patch.strip()
     if ops is None:
@@ -293,11 +284,10 @@ def analyze_patch(patch: str, cwd: str) -> Analysis:
 def analyze_read(
     path: str, cwd: str, label: str, *, first: int = 1, last: int | None = None, numbered: bool = True
 ) -> Analysis:
-    """A file tool's read (an agent's own Read tool, not a shell command): lines ``first`` to ``last``
-    of ``path`` (None: to its end), each shown after its file line number and a tab when ``numbered``
-    (``cat -n`` does so too). ``label`` is what the ledger records as the command; with ``cwd`` it
-    identifies repeats. Class inspect, pure: its output is a function of the file. What it claims to
-    show is checked against the file after it ran, like a shell read's (ledger/observe.py)."""
+    """A read by an agent's own file tool: lines ``first`` to ``last`` of ``path``, to its end if ``last`` is None.
+
+    ``label`` stands for the command, identifying repeats. ``numbered`` lines start with their number and a tab. The
+    read is checked against the file like a shell read."""
     path = os.path.normpath(os.path.join(cwd, path))
     first = max(1, first)
     selectors: tuple = () if first == 1 and last is None else (("range", first, last),)
@@ -317,26 +307,23 @@ def analyze_read(
 
 
 def analyze_edit(paths: tuple[str, ...] | list[str], cwd: str, label: str) -> Analysis:
-    """A file tool's edit (an agent's own Edit or Write tool): class modify, writing ``paths``
-    (relative ones from ``cwd``). The policies see it as they see ``sed -i`` of those files."""
+    """An edit by an agent's own file tool, seen as ``sed -i`` of ``paths``."""
     writes = tuple(dict.fromkeys(os.path.normpath(os.path.join(cwd, p)) for p in paths))
     return Analysis(label, cwd, label, CommandClass.MODIFY, writes=writes, origin=cwd)
 
 
 def analyze_search(label: str, cwd: str) -> Analysis:
-    """A file tool's search (an agent's own Grep or Glob tool): class search, read-only; what it
-    shows is not claimed as lines of a file (its format is the tool's)."""
+    """A search by an agent's own file tool: read-only, and no claim about lines of a file."""
     return Analysis(label, cwd, label, CommandClass.SEARCH, outputs=1, origin=cwd, readonly=True)
 
 
 def analyze_submission(label: str, cwd: str) -> Analysis:
-    """An agent's submission that is not a command (Claude Code ending its turn): the policies on
-    submissions decide on it (``verify-before-submit``); it reads and writes nothing."""
+    """A submission that is not a command, such as an agent ending its turn, for the submission policies to judge."""
     return Analysis(label, cwd, label, CommandClass.OTHER, submits=True, origin=cwd)
 
 
 def _cd_target(pipe: Pipeline) -> str | None:
-    """The directory a ``cd DIR`` / ``pushd DIR`` pipeline names (absolute), if it names one."""
+    """The absolute directory a ``cd`` or ``pushd`` pipeline names, if any."""
     if len(pipe.stages) != 1 or pipe.stages[0] is None:
         return None
     s = pipe.stages[0]

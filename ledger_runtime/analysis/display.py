@@ -1,5 +1,4 @@
-"""How a command is shown where there is room for one line of it (the state view, references,
-policy reasons)."""
+"""One line of a command, for the state view, references and policy reasons."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ MAX_COMMAND_CHARS = 72
 
 
 def short_command(command: str, limit: int = MAX_COMMAND_CHARS) -> str:
-    """The command's first line, cut to ``limit`` characters (a patch: the files it edits)."""
+    """The command's first line cut to ``limit`` characters; a patch shows its files."""
     if command.lstrip().startswith(BEGIN):
         ops = file_ops(command) or []
         command = "apply_patch " + " ".join(op.path for op in ops) + ("\n…" if ops else "")

@@ -1,7 +1,6 @@
-"""Edits in the patch envelope that coding agents send to an ``apply_patch`` tool (Codex and
-others): ``*** Begin Patch`` / ``*** Add File: p`` / ``*** Update File: p`` (optionally followed by
-``*** Move to: q``) / ``*** Delete File: p`` / ``*** End Patch``. Only the file operations are read
-here; the hunks are the tool's business. A pure function of the text.
+"""File operations of the patch envelope that coding agents send to an ``apply_patch`` tool.
+
+The hunks are the tool's business.
 """
 
 from __future__ import annotations
@@ -15,8 +14,7 @@ _MOVE = "*** Move to: "
 
 
 class FileOp(NamedTuple):
-    """One file operation of a patch: ``kind`` is add, update or delete; ``move_to`` the new path of
-    an update that renames."""
+    """One file operation: add, update or delete ``path``; ``move_to`` renames an update's file."""
 
     kind: str
     path: str
@@ -24,7 +22,7 @@ class FileOp(NamedTuple):
 
 
 def file_ops(text: str) -> list[FileOp] | None:
-    """The file operations of a patch, or None when ``text`` is not a patch envelope."""
+    """The file operations of a patch, or None if ``text`` is no patch envelope."""
     lines = text.strip().splitlines()
     # `apply_patch <<'EOF'` through a shell, or the tool's own input
     start = next((i for i, line in enumerate(lines) if line.strip() == BEGIN), None)
@@ -45,7 +43,7 @@ def file_ops(text: str) -> list[FileOp] | None:
 
 
 def written_paths(ops: list[FileOp], cwd: str) -> list[str]:
-    """Absolute paths the operations write (a move writes both its source and its target)."""
+    """Absolute paths the operations write, a move's source and target both."""
     out: list[str] = []
     for op in ops:
         for p in (op.path, op.move_to):

@@ -1,11 +1,6 @@
 """What each program does to files: the per-command knowledge behind command analysis.
 
-``effect(simple)`` looks at one simple command (``cat -n a.py``, ``sed -i ... f``, ``pytest``) and
-returns an ``Effect``: its class, the read keys its output depends on, the paths it writes,
-whether its output is a function of those reads alone (``pure``), and, for programs that print
-lines of a file, a ``Stream`` describing which lines. Filters that read stdin (``sed -n 5,9p``,
-``head``, ``grep``) return a ``Filter`` instead, which commands.py applies to the stream before it.
-Unknown programs are class ``other`` and impure.
+A filter of stdin gives a ``Filter``, which commands.py applies to the stream before it.
 """
 
 from __future__ import annotations
@@ -32,10 +27,9 @@ UNNUMBERED, FILE_NUMBERS, OTHER_NUMBERS = "", "file", "other"
 
 @dataclass(frozen=True, slots=True)
 class Stream:
-    """Output made of lines of one file: ``kind`` "lines" (selected by ``selectors``, one output
-    line per file line) or "matches" (some lines, as a search prints them). ``numbered`` says how
-    each line is prefixed with a number (see FILE_NUMBERS). What the stream claims is checked
-    against the file's content before the ledger records it as seen (observe.py)."""
+    """Lines of one file in an output: a claim checked against the file before the ledger records it as seen.
+
+    ``kind`` "lines" is those ``selectors`` leave; "matches" is lines a search printed."""
 
     kind: str
     path: str
@@ -45,16 +39,17 @@ class Stream:
 
 @dataclass(frozen=True, slots=True)
 class Filter:
-    """A stdin filter: a selector tuple narrows lines; or "matches", "matches-n" (grep, grep -n),
-    "numbered" (cat -n, nl -ba), "renumbered" (numbers that are not line numbers: nl, cat -b),
-    "same" (passes lines through), "opaque"."""
+    """A stdin filter whose ``action`` is a selector tuple narrowing lines, or a word.
+
+    "matches", "matches-n", "numbered" and "renumbered" are what grep, grep -n, cat -n and nl print; "same" passes lines
+    through; "opaque" is not followed."""
 
     action: object
 
 
 @dataclass
 class Effect:
-    """One simple command's effect. ``cls`` None is neutral (echo, cd): it does not set the class."""
+    """One simple command's effect; a ``cls`` of None, as echo's, sets no class."""
 
     cls: CommandClass | None = None
     reads: list[str] = field(default_factory=list)
@@ -67,7 +62,7 @@ class Effect:
 
 
 def apply(upstream: Stream | None, f: Filter) -> Stream | None:
-    """What a filter leaves of an upstream stream (None: nothing line-exact)."""
+    """What a filter leaves of a stream, or None if nothing line-exact."""
     if upstream is None:
         return None
     a = f.action
@@ -94,7 +89,7 @@ def apply(upstream: Stream | None, f: Filter) -> Stream | None:
 
 
 def resolve(selectors: tuple[Selector, ...], total: int) -> tuple[int, int] | None:
-    """The file lines (first, last) that ``selectors`` leave of a file of ``total`` lines."""
+    """The first and last file lines ``selectors`` leave of ``total`` lines, or None."""
     lo, hi = 1, total
     for sel in selectors:
         n = hi - lo + 1
@@ -123,7 +118,7 @@ def resolve(selectors: tuple[Selector, ...], total: int) -> tuple[int, int] | No
 def split_opts(  # noqa: C901
     args: list[Word], with_arg: str = "", long_with_arg: tuple[str, ...] = (), numeric: bool = False
 ) -> tuple[list[tuple[str, str | None]], list[Word]] | None:
-    """getopt-style options and operands; None when an option's argument is not a literal."""
+    """Options and operands, getopt-style; None if an option's argument is not a literal."""
     opts: list[tuple[str, str | None]] = []
     operands: list[Word] = []
     i = 0
@@ -173,14 +168,15 @@ def _last(opts, *names: str) -> str | None:
 
 
 def normpath(path: str) -> str:
-    """``os.path.normpath``, with a leading ``//`` made ``/`` (POSIX keeps it; Linux does not care)."""
+    """``os.path.normpath``, but a leading ``//``, kept by POSIX, becomes ``/`` as Linux reads it."""
     p = os.path.normpath(path)
     return "/" + p.lstrip("/") if p.startswith("//") else p
 
 
 def _path(cwd: str | None, value: str) -> str | None:
-    """The absolute path a program would open for ``value`` in ``cwd``; None when that cannot be
-    told from the text: a ``..`` is resolved by the file system, through symlinks, not lexically."""
+    """The absolute path a program would open for ``value``, or None when the text cannot tell.
+
+    A ``..`` goes through symlinks, so it is not resolved lexically."""
     if ".." in value.split("/"):
         return None
     if value.startswith("/"):
@@ -189,7 +185,7 @@ def _path(cwd: str | None, value: str) -> str | None:
 
 
 def literal_paths(cwd: str | None, words: list[Word]) -> list[str] | None:
-    """Absolute paths of ``words``; None if any is not a literal (a variable, a glob, ``~``)."""
+    """Absolute paths of ``words``; None if any is not a literal path."""
     out = []
     for w in words:
         if w.value is None or w.glob:
@@ -215,7 +211,7 @@ def _impure(cls: CommandClass | None) -> Effect:
 
 
 def _file_reader(paths: list[str], selector: Selector | None, numbered: str = UNNUMBERED) -> Effect:
-    """A program that prints lines of the files it names (cat, head, sed -n, nl, awk NR ranges)."""
+    """The effect of a program that prints lines of the files it names."""
     e = Effect(CommandClass.INSPECT, reads=["f:" + p for p in paths])
     if len(paths) == 1:
         e.out = Stream("lines", paths[0], () if selector is None else (selector,), numbered)
@@ -331,7 +327,7 @@ _SED_PRINT = re.compile(r"^\s*(\d+)\s*(,\s*(\d+|\$))?\s*p\s*$")
 
 
 def sed_range(script: str) -> tuple[int, int | None] | None:
-    """The line range of a ``sed -n`` script that is exactly one ``A,Bp`` (or ``Ap``) command."""
+    """The lines of a ``sed -n`` script of one ``Ap`` or ``A,Bp`` command, else None."""
     parts = [p for p in re.split(r"[;\n]", script) if p.strip()]
     if len(parts) != 1:
         return None
@@ -352,8 +348,7 @@ _SED_PRINT_ONLY = re.compile(rf"^\s*(?:{_SED_ADDR}\s*(?:,\s*{_SED_ADDR}\s*)?)?p\
 
 
 def _sed_script_is_safe(script: str) -> bool:
-    """Only print commands (``p``) with line-number or regex addresses: nothing that could write
-    (w), execute (e) or read another file (r). Anything else is impure."""
+    """Whether a sed script only prints: ``p`` commands at line or regex addresses."""
     parts = [p for p in re.split(r"[;\n]", script) if p.strip()]
     return bool(parts) and all(_SED_PRINT_ONLY.match(p) for p in parts)
 
@@ -602,16 +597,14 @@ def _find(s: Simple, args: list[Word]) -> Effect:
 
 
 def _ls_clock(opts) -> bool:
-    """ls's long format prints a file's time as "Mon DD HH:MM" or "Mon DD  YYYY" depending on how
-    far it is from now (six months; a time in the future): the output depends on the clock, unless
-    an absolute time style is asked for."""
+    """Whether ls's output depends on the clock: a long format, with no absolute time style, shows old files' years."""
     long = _has(opts, "-l", "-g", "-o", "-n") or _last(opts, "--format") in ("long", "verbose")
     style = _last(opts, "--time-style") or ""
     return long and not (style in ("full-iso", "long-iso") or style.startswith("+"))
 
 
 def _listing(s: Simple, args: list[Word], name: str) -> Effect:  # noqa: C901
-    """ls, tree, du, stat, file, readlink, realpath."""
+    """The effect of ls, tree, du, stat, file, readlink or realpath."""
     if name == "ls":
         split = split_opts(
             args,
@@ -698,7 +691,7 @@ _TEST_STAT = {"-s", "-r", "-w", "-x", "-g", "-u", "-k", "-O", "-G", "-N"}
 
 
 def _test(s: Simple, args: list[Word], name: str) -> Effect:
-    """``test`` and ``[``: their exit status depends on the paths they test."""
+    """The effect of ``test``, ``[`` and ``[[``: their status depends on the paths tested."""
     words = [w.value for w in args]
     if name in ("[", "[[") and words[-1:] in (["]"], ["]]"]):
         words = words[:-1]
@@ -1137,7 +1130,7 @@ _INTERPRETER = re.compile(r"(python|pip)(\d(\.\d+)?)?")  # .venv/bin/python is s
 
 
 def _unwrap(argv: list[Word]) -> tuple[list[Word], bool]:
-    """Strip ``timeout 60``, ``env X=1``, ``sudo``, ``nice -n 5``...; returns argv and purity."""
+    """The argv without wrappers such as ``timeout 60``, and whether it stays pure."""
     pure = True
     while argv and argv[0].value in _WRAPPERS:
         head, argv = argv[0].value, argv[1:]
@@ -1169,7 +1162,7 @@ def _unwrap(argv: list[Word]) -> tuple[list[Word], bool]:
 
 
 def effect(s: Simple) -> Effect:
-    """The effect of one simple command (see the module docstring)."""
+    """The effect of one simple command."""
     argv, pure = _unwrap(list(s.argv))
     if any(a.split("=", 1)[0] in _LOCALE_VARS for a in s.assigns):
         pure = False
@@ -1198,18 +1191,17 @@ Model = Callable[[Simple, list[Word], str], Effect]
 
 
 def _any_name(model: Callable[[Simple, list[Word]], Effect]) -> Model:
-    """The model of a program whose effect does not depend on the name it was called by."""
+    """A model that ignores the name its program was called by."""
     return lambda s, args, name: model(s, args)
 
 
 def _neutral(s: Simple, args: list[Word], name: str) -> Effect:
-    """Builtins and trivia (echo, cd, sleep): no class; pure if they print only their (literal) arguments."""
+    """Builtins such as echo: no class, pure if they print only literal arguments."""
     return Effect(None, pure=name in _PURE and all(w.value is not None for w in args), source=name not in _SILENT)
 
 
 def _text_filter(s: Simple, args: list[Word], name: str) -> Effect:
-    """sort, cut, uniq, tr...: on stdin, a filter the ledger does not follow line by line; on files, an
-    inspection of them (``uniq IN OUT`` writes OUT; ``sort -R`` is random)."""
+    """Text filters such as sort: opaque on stdin, an inspection of the files they name."""
     split = split_opts(args, with_arg=_FILTER_ARGS.get(name, ""))
     operands = [w for w in (split[1] if split else []) if name != "tr"]
     if name == "sort" and split is not None and _has(split[0], "-R", "--random-sort", "--random-source"):
@@ -1224,12 +1216,12 @@ def _text_filter(s: Simple, args: list[Word], name: str) -> Effect:
 
 
 def _opaque_inspect(s: Simple, args: list[Word], name: str) -> Effect:
-    """which, jq, shuf...: they only look, but what they print is not modelled."""
+    """Programs such as which or jq that only look, printing what is not modelled."""
     return _impure(CommandClass.INSPECT)
 
 
 def _env_change(s: Simple, args: list[Word], name: str) -> Effect:
-    """export, source, conda, apt-get...: they change the environment later commands run in."""
+    """Programs such as export that change the environment later commands run in."""
     return Effect(CommandClass.ENV, pure=False, env_change=True)
 
 
@@ -1245,7 +1237,7 @@ _SEARCHERS = ("grep", "egrep", "fgrep", "rg")
 
 
 def _xargs(s: Simple, args: list[Word], name: str) -> Effect:
-    """xargs runs a command on stdin's words: that command's class, but never pure."""
+    """xargs: never pure; its command's class if that reads or modifies, else run."""
     at = next((i for i, w in enumerate(args) if not (w.value or "-").startswith("-")), None)
     if at is None:
         return _impure(CommandClass.RUN)
@@ -1266,7 +1258,7 @@ def _xargs(s: Simple, args: list[Word], name: str) -> Effect:
 
 
 def _by_name(*groups: tuple[Iterable[str], Model]) -> dict[str, Model]:
-    """The table of models by program name; a name given two models is a mistake, not an override."""
+    """Models by program name; a name with two models is a mistake, not an override."""
     table: dict[str, Model] = {}
     for names, model in groups:
         for name in names:
@@ -1309,7 +1301,7 @@ not in it is not modelled (_unmodelled)."""
 
 
 def _perl_in_place(s: Simple, args: list[Word], name: str) -> Effect | None:
-    """``perl -i`` edits files in place, any of them; any other perl is a runner."""
+    """Makes ``perl -i`` a modify of any file; other perl is left to the table."""
     if name == "perl" and any(w.value and re.fullmatch(r"-\w*i\S*", w.value) for w in args):
         return Effect(CommandClass.MODIFY, writes=[ANY_FILE], pure=False)
     return None
@@ -1320,15 +1312,14 @@ _INSTALLS = {"install", "add", "i", "uninstall", "remove", "get", "ci"}
 
 
 def _package_install(s: Simple, args: list[Word], name: str) -> Effect | None:
-    """``npm install``, ``cargo add``, ``go get``...: a change of environment. Their other subcommands
-    are runs (npm, yarn, cargo and go are _RUNNERS; gem is not modelled)."""
+    """Makes a package install, such as ``npm install``, a change of environment."""
     if name in _INSTALLERS and args and args[0].value in _INSTALLS:
         return Effect(CommandClass.ENV, pure=False, env_change=True)
     return None
 
 
 def _printf_clock(s: Simple, args: list[Word], name: str) -> Effect | None:
-    """``printf '%(...)T'`` prints the time (and a format not known until run time may): neutral but impure."""
+    """Makes a ``printf`` that may print the time impure: ``%(...)T`` or an unknown format."""
     if name == "printf" and any(w.value is None or "%(" in w.value for w in args):
         return Effect(None, pure=False)
     return None
@@ -1357,7 +1348,7 @@ _VERSIONED = ((re.compile(r"python(\d(\.\d+)?)?"), "python"), (re.compile(r"pip3
 
 
 def _program(base: str) -> str:
-    """The name ``base`` is looked up by in _PROGRAMS: a versioned interpreter's family, else itself."""
+    """The name ``base`` has in _PROGRAMS: a versioned interpreter's family, else itself."""
     for pattern, family in _VERSIONED:
         if pattern.fullmatch(base):
             return family
@@ -1365,15 +1356,14 @@ def _program(base: str) -> str:
 
 
 def _unmodelled(name: str) -> Effect:
-    """A program not in the table: a run when named like a script (``x.py``, ``run.sh``, a path), else other."""
+    """A program not in the table: a run if named like a script or a path, else other."""
     if "/" in name or name.endswith((".py", ".sh")):
         return _impure(CommandClass.RUN)
     return _impure(CommandClass.OTHER)
 
 
 def _dispatch(s: Simple, base: str, name: str, args: list[Word]) -> Effect:
-    """The effect of program ``name`` (base name ``base``) run with ``args``: the option guards,
-    then the table, then the fallback for programs not modelled."""
+    """The effect of program ``name``: the option guards, then the table, then the fallback."""
     for guard in _OPTION_GUARDS:
         if (e := guard(s, args, base)) is not None:
             return e

@@ -1,13 +1,8 @@
-"""Shell parsing: a bash command line turned into pipelines of simple commands.
+"""Shell parsing: a bash command line lowered into pipelines of simple commands.
 
-Parsing uses tree-sitter-bash, chosen on the real commands of 403 SWE-bench trajectories: it read
-99.97% of them without error at a median of about 10 us each, against 86.4% and about 250 us for
-bashlex (``swebench_runs/parsers/``). The syntax tree is lowered into a small intermediate form:
-a ``Script`` is the list of ``Pipeline``s in the order they run, each a list of ``Simple``
-commands with their words (literal values where the shell would not expand anything), their
-redirections and the directory they run in (``cd DIR && ...`` and subshells followed).
-Loops, conditionals, functions and command substitutions still yield their commands, but mark
-the script ``complex``: its reads cannot be known exactly.
+tree-sitter-bash read 99.97% of the commands of 403 SWE-bench trajectories at about 10 us, bashlex 86.4% at 250 us; see
+swebench_runs/parsers/. Loops, conditionals, functions and substitutions mark the script ``complex``: its reads cannot
+be known exactly.
 """
 
 from __future__ import annotations
@@ -23,7 +18,7 @@ _BRACE = re.compile(r"(?<!\\)\{[^{}]*(,|\.\.)[^{}]*\}")  # {a,b} and {1..3} expa
 
 @dataclass(frozen=True, slots=True)
 class Word:
-    """One shell word: its literal value (None when the shell would expand something) and source."""
+    """One shell word: its source and literal value, None if the shell would expand it; with ``glob``, a pattern."""
 
     value: str | None
     raw: str
@@ -32,7 +27,7 @@ class Word:
 
 @dataclass(frozen=True, slots=True)
 class Redirect:
-    """``op`` is one of > >> < &> &>> >| <> << <<- <<<; ``fd`` the descriptor number when given."""
+    """``op`` is > >> < &> &>> >| <> << or <<<, or for a dup >& <& >&- or <&-."""
 
     op: str
     fd: int | None
@@ -46,7 +41,7 @@ class Redirect:
 
 @dataclass(slots=True)
 class Simple:
-    """A simple command: argv words, redirections, and the directory it runs in (None: unknown)."""
+    """A simple command and the directory it runs in, None when unknown."""
 
     argv: list[Word]
     redirects: list[Redirect] = field(default_factory=list)
@@ -61,7 +56,7 @@ class Simple:
 
 @dataclass(slots=True)
 class Pipeline:
-    """Commands joined by ``|``. ``opaque`` stages (a subshell inside a pipeline) are None."""
+    """Commands joined by ``|``; a subshell or loop as a stage is None."""
 
     stages: list[Simple | None]
     stdout_redirected: bool = False  # the pipeline's output goes to a file, not to the agent
@@ -72,7 +67,7 @@ class Pipeline:
 
 @dataclass(slots=True)
 class Script:
-    """A whole command line, lowered. ``ok`` False: the parser could not read it (``problem``)."""
+    """A lowered command line; ``problem`` says why when ``ok`` is False."""
 
     pipelines: list[Pipeline]
     ok: bool = True
@@ -84,11 +79,9 @@ class Script:
     comments: tuple[str, ...] = ()  # the command line's comments, as bash reads them (``# ...``)
 
     def normalized(self, start: int = 0) -> str:
-        """The command from byte ``start`` on, with insignificant whitespace collapsed.
+        """The command from byte ``start`` on, whitespace collapsed outside words, quotes and heredoc bodies.
 
-        Words, quoted strings and heredoc bodies are kept verbatim; between them, runs of blanks
-        become one space and line breaks stay line breaks, so two commands with the same
-        normalized text are the same command.
+        The same normalized text is the same command.
         """
         if any(self.source[a:b].endswith(b"\n") for a, b in self.atoms if b > start):
             # A heredoc body: every blank in it may matter, so keep the whole text as it is.
@@ -132,7 +125,7 @@ _ATOMIC = {
 
 
 def _comments(root, source: bytes) -> tuple[str, ...]:
-    """The texts of the comments in the tree: what bash skips as a comment (a ``#`` that begins a word)."""
+    """The comments in the tree, as bash reads them."""
     out = []
     stack = [root]
     while stack:
@@ -166,7 +159,7 @@ def _parser():
 
 
 def parse(command: str, cwd: str) -> Script:
-    """Lower ``command`` run in ``cwd``; never raises (a failure is ``ok=False``)."""
+    """Lowers ``command`` run in ``cwd``; never raises, an unreadable command being ``ok`` False."""
     try:
         source = command.encode("utf-8", "surrogateescape")
         tree = _parser().parse(source)
@@ -266,7 +259,7 @@ _TEST_LEAVES = {
 
 
 def _test_leaves(node) -> list:
-    """The words of a ``[ ... ]`` / ``[[ ... ]]`` expression, in order (operators included)."""
+    """The words of a ``[ ... ]`` or ``[[ ... ]]`` test, operators included."""
     out = []
     stack = list(reversed(node.children[1:-1]))
     while stack:
@@ -279,7 +272,7 @@ def _test_leaves(node) -> list:
 
 
 def _join(cwd: str | None, path: str) -> str | None:
-    """Where ``cd path`` goes from ``cwd``: bash's cd is logical (``..`` drops the last name)."""
+    """Where ``cd path`` leads from ``cwd``; bash's cd is logical: ``..`` drops the last name."""
     if cwd is None and not path.startswith("/"):
         return None
     p = os.path.normpath(os.path.join(cwd or "/", path))
@@ -569,9 +562,9 @@ class _Lowering:
         return simple
 
     def _check_gaps(self, n) -> None:
-        r"""Catch two known tree-sitter-bash misreadings: a line break swallowed into one command
-        (``head -5`` NEWLINE ``rm -rf build``), and a word split by a backslash-newline that bash
-        joins (``fi\`` NEWLINE ``le`` is ``file``)."""
+        r"""Refuses two tree-sitter-bash misreadings: two lines merged into one command, a word split in two.
+
+        ``head -5`` NEWLINE ``rm -rf build`` is two commands; ``fi\`` NEWLINE ``le`` is ``file``."""
         kids = n.children
         for a, b in zip(kids, kids[1:]):
             gap = self.source[a.end_byte : b.start_byte].replace(b"\\\n", b"")
@@ -628,7 +621,7 @@ class _Lowering:
             self.cwd = None
 
     def _substitutions(self, node) -> None:
-        """Commands inside $(...), `...` and <(...) run too; their output becomes words."""
+        """Lowers the commands in ``node``'s substitutions, which run too and mark the script complex."""
         stack = [node]
         while stack:
             x = stack.pop()

@@ -1,5 +1,4 @@
-"""What a submission looks like for the agent being wrapped: the adapter says (the core knows no
-agent's marker)."""
+"""How the wrapped agent submits, as its adapter says: the core knows no marker."""
 
 from __future__ import annotations
 
@@ -8,23 +7,22 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Submission:
-    """How the wrapped agent submits its work, which ends its run: a command that names ``marker``,
-    or an output whose first line is ``marker``. A submission's output is always answered as it is
-    (the agent reads the marker off it), it is never reused, and the marker line is never taken for
-    a line of a file. An agent without one (``NO_SUBMISSION``) never submits through a command."""
+    """How the wrapped agent submits, which ends its run: a command that names ``marker``, or an output led by it.
+
+    The agent reads the marker off that output, so it is answered as it is and never reused, and the marker line is
+    never read as a line of a file."""
 
     marker: str = ""
 
     def in_output(self, output: str) -> bool:
-        """An output that ends the run: its first line is the marker."""
+        """Whether ``output`` ends the run: its first line is the marker."""
         if not self.marker:
             return False
         lines = output.lstrip().splitlines()
         return bool(lines) and lines[0].strip() == self.marker
 
     def named_in(self, text: str) -> bool:
-        """The marker appears anywhere in ``text``: a command that submits, an output that nothing
-        may move it in."""
+        """Whether ``text`` names the marker anywhere; a command that does submits."""
         return bool(self.marker) and self.marker in text
 
     def is_marker_line(self, line: str) -> bool:
