@@ -83,6 +83,7 @@ _EXPORTS = {
     "InUse": "ledger.private",
     "touch_private": "ledger.private",
     "mask_json_file": "ledger.masked_files",
+    "keep_masked_jsonl": "ledger.masked_files",
     "masked": "ledger.masked_files",
     # the policy gate, for adapters with rules of their own
     "Rule": "decide.gate",
@@ -118,6 +119,7 @@ _EXPORTS = {
     "refreshed": "hooks.tail",
     "hook_launcher": "cli.launch",
     "fast_launcher": "cli.launch",
+    "hook_script": "cli.launch",
     "run_agent": "cli.launch",
     "find_binary": "cli.agents",
     "binary_version": "cli.agents",
@@ -176,7 +178,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.cli.dirs import unwritable
     from ledger_runtime.cli.errors import err, fail
     from ledger_runtime.cli.interrupt import interrupted
-    from ledger_runtime.cli.launch import fast_launcher, hook_launcher, run_agent
+    from ledger_runtime.cli.launch import fast_launcher, hook_launcher, hook_script, run_agent
     from ledger_runtime.cli.options import LedgerOptions, checked_workdir
     from ledger_runtime.config import ConfigError, LedgerConfig, from_mapping, load_config
     from ledger_runtime.config_file import toml_inline
@@ -190,7 +192,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.hooks.tail import appended_lines, refreshed
     from ledger_runtime.inform import VIEW_NOTE
     from ledger_runtime.inspection import load, render_summary, summary
-    from ledger_runtime.ledger.masked_files import mask_json_file, masked
+    from ledger_runtime.ledger.masked_files import keep_masked_jsonl, mask_json_file, masked
     from ledger_runtime.ledger.observe import Truncation
     from ledger_runtime.ledger.private import InUse, private_dir, tighten, write_private
     from ledger_runtime.ledger.redact import secret_values

@@ -103,23 +103,6 @@ def user_settings(given: str | None) -> dict[str, Any]:
     return data
 
 
-def hook_script(path: Path, launcher: list[str], socket_path: str, run_dir: Path, token_file: str) -> Path:
-    """The run's hook command (``SCRIPT EVENT``), owner-only: the hook client, with the socket and where
-    the run's secret is (never the secret itself on a command line, which every user can read), which
-    stay out of the settings and out of what Claude Code shows the model of a hook (a Stop hook's
-    block names the command)."""
-    from ledger_runtime import write_private
-
-    line = (
-        shlex.join([*launcher, "hook"])
-        + ' "$1" '
-        + shlex.join(["--socket", socket_path, "--run-dir", str(run_dir), "--token-file", token_file])
-    )
-    write_private(path, f"#!/bin/sh\n# ledger-run claude: the hook of this run\nexec {line}\n")
-    os.chmod(path, 0o700)
-    return path
-
-
 def hook_settings(hook: Callable[[str], dict[str, Any]], base: dict[str, Any]) -> dict[str, Any]:
     """``base`` (the user's own --settings, if any) with the ledger's hooks added after its own;
     ``hook(event)`` is the ledger's hook for an event (an ``http`` or a ``command`` one)."""
@@ -336,6 +319,8 @@ def run_claude(
         HttpHookServer,
         LedgerRuntime,
         fast_launcher,
+        hook_script,
+        keep_masked_jsonl,
         private_dir,
         run_agent,
         write_private,
@@ -392,30 +377,7 @@ def run_claude(
             except Exception as e:
                 runtime.report_fault("finishing the run", e)
             try:
-                keep_transcripts(hooks.transcripts, run_dir / "transcripts", runtime.redactor)
+                keep_masked_jsonl(hooks.transcripts, run_dir / "transcripts", runtime.redactor)
             except Exception as e:
                 runtime.report_fault("keeping Claude Code's transcripts", e)
             runtime.close()
-
-
-def keep_transcripts(transcripts: dict[str, str], out: Path, redactor: Any) -> None:
-    """Masked copies of the run's transcripts (owner-only), so the run keeps what the model was sent
-    after Claude Code's own files are gone; ``sessions.json`` names where they came from."""
-    from ledger_runtime import masked, private_dir, write_private
-
-    if not transcripts:
-        return
-    private_dir(out)
-    for path in transcripts.values():
-        try:
-            lines = Path(path).read_text(errors="replace").splitlines()
-        except OSError:
-            continue
-        kept = []
-        for line in lines:
-            try:
-                kept.append(json.dumps(masked(json.loads(line), redactor)))
-            except ValueError:
-                kept.append(redactor.mask(line))
-        write_private(out / f"{Path(path).stem}.jsonl", "".join(x + "\n" for x in kept))
-    write_private(out / "sessions.json", json.dumps(transcripts, indent=1) + "\n")

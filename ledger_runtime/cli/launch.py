@@ -31,6 +31,25 @@ def fast_launcher() -> list[str]:
     return [sys.executable, "-S", "-E", str(script)] if script.is_file() else hook_launcher()
 
 
+def hook_script(path: Path, launcher: list[str], socket_path: str, run_dir: Path, token_file: str) -> Path:
+    """An agent's hook command for one run (``SCRIPT EVENT``), owner-only, at ``path``: the hook client
+    (``launcher``: ``fast_launcher()``) with the socket and where the run's secret is (never the secret
+    itself on a command line, which every user can read), which stay out of the agent's settings and out
+    of what the agent shows the model of a hook (Claude Code's Stop hook names the command)."""
+    import shlex
+
+    from ledger_runtime.ledger.private import write_private
+
+    line = (
+        shlex.join([*launcher, "hook"])
+        + ' "$1" '
+        + shlex.join(["--socket", socket_path, "--run-dir", str(run_dir), "--token-file", token_file])
+    )
+    write_private(path, f"#!/bin/sh\n# ledger-run: the hook of this run\nexec {line}\n")
+    os.chmod(path, 0o700)
+    return path
+
+
 def run_agent(
     cmd: list[str], cwd: str | os.PathLike, env: dict[str, str], on_start: Callable[[int], None] | None = None
 ) -> int:
