@@ -112,6 +112,9 @@ _EXPORTS = {
     "RecordedFormat": "trajectories",
     "ModelTurn": "trajectories",
     "Conversation": "trajectories",
+    "SeenFiles": "seen",
+    "file_diff": "seen",
+    "shown_path": "seen",
     "HookServer": "hooks.server",
     "HttpHookServer": "hooks.http",
     "fasthook_script": "hooks",
@@ -201,6 +204,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.prompt.notes import ViewNotes
     from ledger_runtime.records import Baseline, Verdict, VerdictKind
     from ledger_runtime.runtime import LedgerRuntime
+    from ledger_runtime.seen import SeenFiles, file_diff, shown_path
     from ledger_runtime.step.plan import Plan, RunResult
     from ledger_runtime.trajectories import (
         Conversation,
