@@ -77,6 +77,7 @@ _EXPORTS = {
     "model_cost_text": "inspection",
     # privacy
     "secret_values": "ledger.redact",
+    "file_secrets": "ledger.redact",
     "private_dir": "ledger.private",
     "write_private": "ledger.private",
     "tighten": "ledger.private",
@@ -114,6 +115,7 @@ _EXPORTS = {
     "Conversation": "trajectories",
     "SeenFiles": "seen",
     "file_diff": "seen",
+    "file_text": "seen",
     "shown_path": "seen",
     "HookServer": "hooks.server",
     "HttpHookServer": "hooks.http",
@@ -198,13 +200,13 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.ledger.masked_files import keep_masked_jsonl, mask_json_file, masked
     from ledger_runtime.ledger.observe import Truncation
     from ledger_runtime.ledger.private import InUse, private_dir, tighten, write_private
-    from ledger_runtime.ledger.redact import secret_values
+    from ledger_runtime.ledger.redact import file_secrets, secret_values
     from ledger_runtime.ledger.store import NotALedger
     from ledger_runtime.prompt.history import History, Message, Sent
     from ledger_runtime.prompt.notes import ViewNotes
     from ledger_runtime.records import Baseline, Verdict, VerdictKind
     from ledger_runtime.runtime import LedgerRuntime
-    from ledger_runtime.seen import SeenFiles, file_diff, shown_path
+    from ledger_runtime.seen import SeenFiles, file_diff, file_text, shown_path
     from ledger_runtime.step.plan import Plan, RunResult
     from ledger_runtime.trajectories import (
         Conversation,

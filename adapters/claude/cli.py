@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,26 +149,12 @@ def loopback_unproxied(env: dict[str, str]) -> dict[str, str]:
 def login_secrets(home: Path, env: dict[str, str] | None = None) -> tuple[str, ...]:
     """The values of the user's Claude Code login (OAuth tokens, an API key it keeps): masked in what the
     ledger stores, should the agent print the file."""
+    from ledger_runtime import file_secrets
+
     env = os.environ if env is None else env
-    found: list[str] = []
-
-    def walk(v: Any, keyed: bool) -> None:
-        if isinstance(v, str) and len(v) >= 8 and keyed:
-            found.append(v)
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                walk(x, keyed or bool(re.search(r"key|token|secret", str(k), re.I)))
-        elif isinstance(v, list):
-            for x in v:
-                walk(x, keyed)
-
     state = Path(env.get("CLAUDE_CONFIG_DIR") or "") / ".claude.json" if env.get("CLAUDE_CONFIG_DIR") else None
     state = state or Path(env.get("HOME") or Path.home()) / ".claude.json"
-    for path, keyed in ((home / CREDENTIALS, True), (state, False)):
-        try:
-            walk(json.loads(path.read_text()), keyed)
-        except (OSError, ValueError):
-            continue
+    found = [*file_secrets(home / CREDENTIALS, all_values=True), *file_secrets(state)]
     return tuple(dict.fromkeys(found))
 
 
