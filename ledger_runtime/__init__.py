@@ -125,6 +125,7 @@ _EXPORTS = {
     "hook_launcher": "cli.launch",
     "fast_launcher": "cli.launch",
     "hook_script": "cli.launch",
+    "loopback_unproxied": "cli.launch",
     "run_agent": "cli.launch",
     "find_binary": "cli.agents",
     "binary_version": "cli.agents",
@@ -183,7 +184,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.cli.dirs import unwritable
     from ledger_runtime.cli.errors import err, fail
     from ledger_runtime.cli.interrupt import interrupted
-    from ledger_runtime.cli.launch import fast_launcher, hook_launcher, hook_script, run_agent
+    from ledger_runtime.cli.launch import fast_launcher, hook_launcher, hook_script, loopback_unproxied, run_agent
     from ledger_runtime.cli.options import LedgerOptions, checked_workdir
     from ledger_runtime.config import ConfigError, LedgerConfig, from_mapping, load_config
     from ledger_runtime.config_file import toml_inline

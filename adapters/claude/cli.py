@@ -130,22 +130,6 @@ def command_hook(script: Path) -> Callable[[str], dict[str, Any]]:
     return lambda event: {"type": "command", "command": f"{shlex.quote(str(script))} {event}"}
 
 
-PROXIES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
-
-
-def loopback_unproxied(env: dict[str, str]) -> dict[str, str]:
-    """``env`` with 127.0.0.1 in ``NO_PROXY`` when a proxy is set: Claude Code sends HTTP hooks through
-    the proxy the environment names, and the run's hook server is on loopback (nothing else changes)."""
-    if not any(env.get(k) for k in PROXIES):
-        return env
-    out = dict(env)
-    for key in ("NO_PROXY", "no_proxy"):
-        hosts = [h.strip() for h in (out.get(key) or "").split(",") if h.strip()]
-        if "127.0.0.1" not in hosts and "*" not in hosts:
-            out[key] = ",".join([*hosts, "127.0.0.1"])
-    return out
-
-
 def login_secrets(home: Path, env: dict[str, str] | None = None) -> tuple[str, ...]:
     """The values of the user's Claude Code login (OAuth tokens, an API key it keeps): masked in what the
     ledger stores, should the agent print the file."""
@@ -306,6 +290,7 @@ def run_claude(
         fast_launcher,
         hook_script,
         keep_masked_jsonl,
+        loopback_unproxied,
         private_dir,
         run_agent,
         write_private,

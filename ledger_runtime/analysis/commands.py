@@ -18,6 +18,7 @@ from functools import lru_cache
 from ledger_runtime.analysis.patches import file_ops, written_paths
 from ledger_runtime.analysis.programs import (
     ANY_FILE,
+    COLON_NUMBERS,
     FILE_NUMBERS,
     UNNUMBERED,
     Filter,
@@ -291,17 +292,20 @@ def analyze_patch(patch: str, cwd: str) -> Analysis:
 
 
 def analyze_read(
-    path: str, cwd: str, label: str, *, first: int = 1, last: int | None = None, numbered: bool = True
+    path: str, cwd: str, label: str, *, first: int = 1, last: int | None = None, numbered: bool | str = True
 ) -> Analysis:
     """A file tool's read (an agent's own Read tool, not a shell command): lines ``first`` to ``last``
     of ``path`` (None: to its end), each shown after its file line number and a tab when ``numbered``
-    (``cat -n`` does so too). ``label`` is what the ledger records as the command; with ``cwd`` it
+    (``cat -n`` does so too; ``numbered="colon"``: the number and ": ", as OpenCode's read shows them).
+    ``label`` is what the ledger records as the command; with ``cwd`` it
     identifies repeats. Class inspect, pure: its output is a function of the file. What it claims to
     show is checked against the file after it ran, like a shell read's (ledger/observe.py)."""
     path = os.path.normpath(os.path.join(cwd, path))
     first = max(1, first)
     selectors: tuple = () if first == 1 and last is None else (("range", first, last),)
-    view = FileView(path, "lines", selectors, FILE_NUMBERS if numbered else UNNUMBERED)
+    view = FileView(
+        path, "lines", selectors, COLON_NUMBERS if numbered == "colon" else FILE_NUMBERS if numbered else UNNUMBERED
+    )
     return Analysis(
         label,
         cwd,
