@@ -135,6 +135,9 @@ _EXPORTS = {
     "starting_run": "cli.agents",
     "run_pinned": "cli.agents",
     "LedgerOptions": "cli.options",
+    "AgentOptions": "cli.options",
+    "agent_command": "cli.options",
+    "agent_context": "cli.options",
     "checked_workdir": "cli.options",
     # commands adapters add to ``ledger-run``
     "fail": "cli.errors",
@@ -185,7 +188,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.cli.errors import err, fail
     from ledger_runtime.cli.interrupt import interrupted
     from ledger_runtime.cli.launch import fast_launcher, hook_launcher, hook_script, loopback_unproxied, run_agent
-    from ledger_runtime.cli.options import LedgerOptions, checked_workdir
+    from ledger_runtime.cli.options import AgentOptions, LedgerOptions, agent_command, agent_context, checked_workdir
     from ledger_runtime.config import ConfigError, LedgerConfig, from_mapping, load_config
     from ledger_runtime.config_file import toml_inline
     from ledger_runtime.contract import Adapter, Execute
