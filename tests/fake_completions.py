@@ -16,10 +16,9 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from loopback import Loopback
+from loopback import JsonHandler, Loopback
 
 SUMMARY = "The user asked to look at calc.py; it was read."
 
@@ -75,26 +74,11 @@ class FakeCompletions(Loopback):
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a: Any) -> None:
-                pass
-
-            def _send(self, code: int, data: bytes, kind: str = "application/json") -> None:
-                self.send_response(code)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def do_POST(self) -> None:
                 received = time.monotonic()
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    self._send(400, b'{"error": {"message": "not JSON"}}')
+                body = self.json_body()
+                if body is None:
                     return
                 model = str(body.get("model") or "fake")
                 usage = {"prompt_tokens": server.prompt_tokens, "completion_tokens": 1}
@@ -118,16 +102,13 @@ class FakeCompletions(Loopback):
                     message = {"role": "assistant", "content": text, **({"tool_calls": calls} if calls else {})}
                     answer = {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": model}
                     answer["choices"] = [{"index": 0, "message": message, "finish_reason": "stop"}]
-                    self._send(200, json.dumps({**answer, "usage": usage}).encode())
+                    self.send(200, json.dumps({**answer, "usage": usage}).encode())
                 else:
                     data = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks(text, calls, model, usage))
-                    self._send(200, data + b"data: [DONE]\n\n", "text/event-stream")
+                    self.send(200, data + b"data: [DONE]\n\n", "text/event-stream")
                 if not is_side_request(body):
                     with server._lock:
                         server.times.append((received, time.monotonic()))
-
-            def do_GET(self) -> None:
-                self._send(404, b'{"error": {"message": "not here"}}')
 
         self.serve(Handler)
 

@@ -17,11 +17,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from loopback import Loopback
+from loopback import JsonHandler, Loopback
 
 USAGE = {"promptTokenCount": 100, "candidatesTokenCount": 1, "totalTokenCount": 101, "cachedContentTokenCount": 0}
 SUMMARY = "<state_snapshot>The user asked to look at calc.py; it was read.</state_snapshot>"
@@ -95,31 +94,16 @@ class FakeGemini(Loopback):
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a: Any) -> None:
-                pass
-
-            def _send(self, code: int, data: bytes, kind: str = "application/json") -> None:
-                self.send_response(code)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def do_POST(self) -> None:
                 received = time.monotonic()
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    self._send(400, b'{"error": {"code": 400, "message": "not JSON"}}')
+                body = self.json_body()
+                if body is None:
                     return
                 with server._lock:
                     server.paths.append(self.path)
                 if ":countTokens" in self.path:
-                    self._send(200, json.dumps({"totalTokens": 100}).encode())
+                    self.send(200, json.dumps({"totalTokens": 100}).encode())
                     return
                 streamed = ":streamGenerateContent" in self.path
                 if is_side_request(body) or not streamed:
@@ -127,9 +111,9 @@ class FakeGemini(Loopback):
                         server.side.append(body)
                     answer = side_answer(body)
                     if streamed:
-                        self._send(200, f"data: {json.dumps(answer)}\r\n\r\n".encode(), "text/event-stream")
+                        self.send(200, f"data: {json.dumps(answer)}\r\n\r\n".encode(), "text/event-stream")
                     else:
-                        self._send(200, json.dumps(answer).encode())
+                        self.send(200, json.dumps(answer).encode())
                     return
                 with server._lock:
                     server.requests.append(body)
@@ -138,12 +122,9 @@ class FakeGemini(Loopback):
                     server.on_request(turn)
                 step = server.steps[turn] if turn < len(server.steps) else ("say", server.final)
                 data = f"data: {json.dumps(response(step_parts(step, turn), server.prompt_tokens))}\r\n\r\n".encode()
-                self._send(200, data, "text/event-stream")
+                self.send(200, data, "text/event-stream")
                 with server._lock:
                     server.times.append((received, time.monotonic()))
-
-            def do_GET(self) -> None:
-                self._send(404, b'{"error": {"code": 404, "message": "not here"}}')
 
         self.serve(Handler)
 

@@ -11,10 +11,10 @@ import re
 import signal
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import CALC_PROJECT, make_repo
+from agent_runs import AgentRun, sessions
+from conftest import CALC_PROJECT
 from fake_gemini import FakeGemini, function_responses, gemini_env
 from terminal import Terminal, drawn, visible
 
@@ -39,12 +39,11 @@ SECRET = "tok-5f2c8a91d0e34b7c"
 HEADLESS = ("--yolo", "--skip-trust", "-m", "gemini-2.5-pro")  # as users run it unattended, one model
 
 
-class Session:
+class Session(AgentRun):
     """A repository, a fake model and a user of their own; ``run`` is one ``ledger-run gemini -p``."""
 
     def __init__(self, tmp: Path, steps: list[tuple], files: dict[str, str] | None = None):
-        self.tmp = tmp
-        self.repo = make_repo(tmp / "repo", files or CALC_PROJECT)
+        super().__init__(tmp, files)
         self.fake = FakeGemini(steps)
         self.home = tmp / "home"
         (self.home / ".gemini").mkdir(parents=True)
@@ -52,10 +51,6 @@ class Session:
         (self.home / ".gemini" / "settings.json").write_text(json.dumps(self.settings))
         self.env = gemini_env(os.environ, self.fake, self.home)
         self.env["LEDGER_GEMINI_BIN"] = GEMINI or ""
-        self.run_dir = tmp / "run"
-
-    def path(self, name: str) -> str:
-        return str(self.repo / name)
 
     def argv(self, *gemini_args: str, ledger: tuple[str, ...] = ()) -> list[str]:
         return [*hook_launcher(), "gemini", "-w", str(self.repo), "-o", str(self.run_dir), *ledger, "--", *gemini_args]
@@ -78,26 +73,10 @@ class Session:
         assert m, text
         return m.group(1)
 
-    def rows(self) -> list[tuple[Any, ...]]:
-        state = load(self.run_dir).state
-        return [(a.command.splitlines()[0], a.verdict.kind, a.executed, a.exit_code) for a in state.attempts]
-
-    def faults(self) -> str:
-        f = self.run_dir / "faults.log"
-        return f.read_text() if f.exists() else ""
-
 
 @pytest.fixture
 def session(tmp_path: Path):
-    made: list[Session] = []
-
-    def make(steps: list[tuple], files: dict[str, str] | None = None) -> Session:
-        made.append(Session(tmp_path, steps, files))
-        return made[-1]
-
-    yield make
-    for s in made:
-        s.fake.close()
+    yield from sessions(tmp_path, Session)
 
 
 def test_a_repeated_cat_is_a_reference_and_a_read_after_a_command_is_flagged(session) -> None:
@@ -177,16 +156,8 @@ def test_a_reread_after_an_edit_is_a_diff_and_inspect_reads_the_run(session) -> 
     (mod,) = state.modifications_of_attempt(replaced.id)
     assert (Path(mod.path).name, mod.lines_added, mod.lines_removed, mod.recognised) == ("calc.py", 1, 1, True)
     assert not s.faults(), s.faults()
-    out = subprocess.run(
-        [*hook_launcher(), "inspect", str(s.run_dir), "--json"], capture_output=True, text=True, env=s.env
-    )
-    assert out.returncode == 0 and json.loads(out.stdout)["summary"]["answers"].get("delta") == 1, out.stdout[-800:]
-    page = s.tmp / "run.html"
-    out = subprocess.run(
-        [*hook_launcher(), "inspect", str(s.run_dir), "--html", str(page)], capture_output=True, text=True, env=s.env
-    )
-    assert out.returncode == 0, out.stderr
-    html = page.read_text()
+    inspected, html = s.inspected(s.env)
+    assert inspected["summary"]["answers"].get("delta") == 1, inspected["summary"]
     assert "replace calc.py" in html and "with these changes" in html
     assert "Fixed add(); the test passes." in html, "the model's side, read from Gemini CLI's session file"
 

@@ -10,10 +10,10 @@ import os
 import signal
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import CALC_PROJECT, make_repo
+from agent_runs import AgentRun, sessions
+from conftest import CALC_PROJECT
 from fake_completions import FakeCompletions, opencode_config, tool_results
 from terminal import Terminal, drawn, visible
 
@@ -38,13 +38,12 @@ FIX = "python3 -c \"s = open('calc.py').read(); open('calc.py', 'w').write(s.rep
 SECRET = "tok-5f2c8a91d0e34b7c"
 
 
-class Session:
+class Session(AgentRun):
     """A repository, a fake model and a user of their own (OpenCode's XDG directories, a configuration
     naming the fake provider); ``run`` is one ``ledger-run opencode -- run``."""
 
     def __init__(self, tmp: Path, steps: list[tuple], files: dict[str, str] | None = None):
-        self.tmp = tmp
-        self.repo = make_repo(tmp / "repo", files or CALC_PROJECT)
+        super().__init__(tmp, files)
         self.fake = FakeCompletions(steps)
         home = tmp / "home"
         self.config = home / ".config" / "opencode" / "opencode.json"
@@ -62,10 +61,6 @@ class Session:
             OPENCODE_DISABLE_AUTOUPDATE="1",
             LEDGER_OPENCODE_BIN=OPENCODE or "",
         )
-        self.run_dir = tmp / "run"
-
-    def path(self, name: str) -> str:
-        return str(self.repo / name)
 
     def argv(self, *opencode_args: str, ledger: tuple[str, ...] = ()) -> list[str]:
         return [
@@ -95,26 +90,10 @@ class Session:
         """What the model got for each call, from a request OpenCode sent (the last by default)."""
         return tool_results(self.fake.requests[request])
 
-    def rows(self) -> list[tuple[Any, ...]]:
-        state = load(self.run_dir).state
-        return [(a.command.splitlines()[0], a.verdict.kind, a.executed, a.exit_code) for a in state.attempts]
-
-    def faults(self) -> str:
-        f = self.run_dir / "faults.log"
-        return f.read_text() if f.exists() else ""
-
 
 @pytest.fixture
 def session(tmp_path: Path):
-    made: list[Session] = []
-
-    def make(steps: list[tuple], files: dict[str, str] | None = None) -> Session:
-        made.append(Session(tmp_path, steps, files))
-        return made[-1]
-
-    yield make
-    for s in made:
-        s.fake.close()
+    yield from sessions(tmp_path, Session)
 
 
 def test_a_repeated_cat_is_a_reference_and_a_read_after_a_command_is_flagged(session) -> None:
@@ -184,16 +163,8 @@ def test_a_reread_after_an_edit_is_a_diff_and_inspect_reads_the_run(session) -> 
     assert (Path(mod.path).name, mod.lines_added, mod.lines_removed, mod.recognised) == ("calc.py", 1, 1, True)
     assert state.attempts[3].exit_code == 0
     assert not s.faults(), s.faults()
-    out = subprocess.run(
-        [*hook_launcher(), "inspect", str(s.run_dir), "--json"], capture_output=True, text=True, env=s.env
-    )
-    assert out.returncode == 0 and json.loads(out.stdout)["summary"]["answers"].get("delta") == 1, out.stdout[-800:]
-    page = s.tmp / "run.html"
-    out = subprocess.run(
-        [*hook_launcher(), "inspect", str(s.run_dir), "--html", str(page)], capture_output=True, text=True, env=s.env
-    )
-    assert out.returncode == 0, out.stderr
-    html = page.read_text()
+    inspected, html = s.inspected(s.env)
+    assert inspected["summary"]["answers"].get("delta") == 1, inspected["summary"]
     assert "edit calc.py" in html and "with these changes" in html
     assert "Fixed add(); the test passes." in html, "the model's side, read from OpenCode's session"
 

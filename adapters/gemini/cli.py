@@ -13,11 +13,11 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 
-from ledger_runtime import LedgerOptions
+from ledger_runtime import AgentOptions
 
 GEMINI_VERSION = "0.61.0"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g @google/gemini-cli@{GEMINI_VERSION}"
@@ -26,7 +26,17 @@ HOOK_NAME = "ledger-run"
 
 
 def register(app: typer.Typer) -> None:
-    app.command(name="gemini", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(gemini)
+    from ledger_runtime import agent_command, agent_context
+
+    command = agent_command(
+        "gemini",
+        lambda options: run(validate(options)),
+        example='-p "fix the failing test"',
+        kept="the run's Gemini CLI home",
+        pinned=GEMINI_VERSION,
+        doc="Gemini CLI (`gemini -p ...` or the interactive session) with the ledger in its hooks.",
+    )
+    app.command(name="gemini", context_settings=agent_context)(command)
 
 
 def find_gemini(explicit: str | None) -> str | None:
@@ -56,26 +66,17 @@ def ledger_hooks(script: Path) -> dict[str, dict[str, Any]]:
 
 
 @dataclass(frozen=True)
-class GeminiOptions:
-    """What ``ledger-run gemini`` was given: the ledger's options, gemini's own arguments, its executable."""
-
-    ledger: LedgerOptions = LedgerOptions()
-    args: tuple[str, ...] = ()
-    gemini_bin: str | None = None
-
-
-@dataclass(frozen=True)
 class GeminiRun:
     """A ``ledger-run gemini`` that can start: the options checked, the binary found, the settings read."""
 
-    options: GeminiOptions
+    options: AgentOptions
     binary: str
     workdir: Path
     config: Any
     settings: dict[str, Any]
 
 
-def validate(options: GeminiOptions, env: dict[str, str] | None = None) -> GeminiRun:
+def validate(options: AgentOptions, env: dict[str, str] | None = None) -> GeminiRun:
     """The run ``options`` ask for, or the one-line error (``fail``) of the first thing wrong with them:
     the work tree, the binary, the ledger's settings, the user's Gemini CLI settings, and settings that
     turn the hooks off."""
@@ -85,9 +86,9 @@ def validate(options: GeminiOptions, env: dict[str, str] | None = None) -> Gemin
     from ledger_runtime import checked_workdir, fail
 
     workdir = checked_workdir(options.ledger.workdir)
-    binary = find_gemini(options.gemini_bin)
+    binary = find_gemini(options.binary)
     if binary is None:
-        where = " at " + options.gemini_bin if options.gemini_bin else " on PATH"
+        where = " at " + options.binary if options.binary else " on PATH"
         fail(f"gemini not found{where}: install the pinned version with `{INSTALL_HINT}` (or pass --gemini-bin)")
     config = options.ledger.config()
     user = user_dir(dict(os.environ if env is None else env))
@@ -118,30 +119,6 @@ def run(valid: GeminiRun) -> int:
     return run_pinned(
         "gemini", valid.binary, (GEMINI_VERSION, INSTALL_HINT), valid.options.ledger.run_dir, valid.workdir, start, kept
     )
-
-
-def gemini(
-    ctx: typer.Context,
-    gemini_args: Optional[List[str]] = typer.Argument(
-        None, help='Arguments for gemini, after `--` (e.g. -- -p "fix the failing test"; none: an interactive session).'
-    ),
-    workdir: Path = LedgerOptions.workdir_option(),
-    run_dir: Optional[Path] = LedgerOptions.run_dir_option("the ledger and the run's Gemini CLI home"),
-    ledger_config: Optional[Path] = LedgerOptions.ledger_config_option(),
-    no_inform: bool = LedgerOptions.switch_option("--no-inform"),
-    no_govern: bool = LedgerOptions.switch_option("--no-govern"),
-    shadow: bool = LedgerOptions.switch_option(
-        "--shadow", "Record and decide only: outputs as they are, no state view."
-    ),
-    gemini_bin: Optional[str] = typer.Option(
-        None,
-        "--gemini-bin",
-        help=f"The gemini executable (default: $LEDGER_GEMINI_BIN, then gemini on PATH; pinned: {GEMINI_VERSION}).",
-    ),
-) -> None:
-    """Gemini CLI (`gemini -p ...` or the interactive session) with the ledger in its hooks."""
-    ledger = LedgerOptions(workdir, run_dir, ledger_config, no_inform, no_govern, shadow)
-    raise typer.Exit(run(validate(GeminiOptions(ledger, (*(gemini_args or []), *ctx.args), gemini_bin))))
 
 
 def run_gemini(

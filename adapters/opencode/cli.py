@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 
-from ledger_runtime import LedgerOptions
+from ledger_runtime import AgentOptions
 
 OPENCODE_VERSION = "1.18.33"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g opencode-ai@{OPENCODE_VERSION}"
@@ -25,7 +25,17 @@ PLUGIN = Path(__file__).with_name("plugin.js")
 
 
 def register(app: typer.Typer) -> None:
-    app.command(name="opencode", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(opencode)
+    from ledger_runtime import agent_command, agent_context
+
+    command = agent_command(
+        "opencode",
+        lambda options: run(validate(options)),
+        example='run "fix the failing test"',
+        kept="the run's plugin",
+        pinned=OPENCODE_VERSION,
+        doc="OpenCode (`opencode run ...` or the TUI) with the ledger in a plugin.",
+    )
+    app.command(name="opencode", context_settings=agent_context)(command)
 
 
 def find_opencode(explicit: str | None) -> str | None:
@@ -60,25 +70,16 @@ def plugin_source(url: str, token: str, is_interactive: bool) -> str:
 
 
 @dataclass(frozen=True)
-class OpenCodeOptions:
-    """What ``ledger-run opencode`` was given: the ledger's options, opencode's own arguments, its binary."""
-
-    ledger: LedgerOptions = LedgerOptions()
-    args: tuple[str, ...] = ()
-    opencode_bin: str | None = None
-
-
-@dataclass(frozen=True)
 class OpenCodeRun:
     """A ``ledger-run opencode`` that can start: the options checked, the binary found."""
 
-    options: OpenCodeOptions
+    options: AgentOptions
     binary: str
     workdir: Path
     config: Any
 
 
-def validate(options: OpenCodeOptions, env: dict[str, str] | None = None) -> OpenCodeRun:
+def validate(options: AgentOptions, env: dict[str, str] | None = None) -> OpenCodeRun:
     """The run ``options`` ask for, or the one-line error (``fail``) of the first thing wrong with them:
     the work tree, the binary, the ledger's settings, the user's ``OPENCODE_CONFIG_CONTENT``."""
     import os
@@ -86,9 +87,9 @@ def validate(options: OpenCodeOptions, env: dict[str, str] | None = None) -> Ope
     from ledger_runtime import checked_workdir, fail
 
     workdir = checked_workdir(options.ledger.workdir)
-    binary = find_opencode(options.opencode_bin)
+    binary = find_opencode(options.binary)
     if binary is None:
-        where = " at " + options.opencode_bin if options.opencode_bin else " on PATH"
+        where = " at " + options.binary if options.binary else " on PATH"
         fail(f"opencode not found{where}: install the pinned version with `{INSTALL_HINT}` (or pass --opencode-bin)")
     config = options.ledger.config()
     try:
@@ -113,31 +114,6 @@ def run(valid: OpenCodeRun) -> int:
 
     pinned = (OPENCODE_VERSION, INSTALL_HINT)
     return run_pinned("opencode", valid.binary, pinned, valid.options.ledger.run_dir, valid.workdir, start, kept)
-
-
-def opencode(
-    ctx: typer.Context,
-    opencode_args: Optional[List[str]] = typer.Argument(
-        None, help='Arguments for opencode, after `--` (e.g. -- run "fix the failing test"; none: the TUI).'
-    ),
-    workdir: Path = LedgerOptions.workdir_option(),
-    run_dir: Optional[Path] = LedgerOptions.run_dir_option("the ledger and the run's plugin"),
-    ledger_config: Optional[Path] = LedgerOptions.ledger_config_option(),
-    no_inform: bool = LedgerOptions.switch_option("--no-inform"),
-    no_govern: bool = LedgerOptions.switch_option("--no-govern"),
-    shadow: bool = LedgerOptions.switch_option(
-        "--shadow", "Record and decide only: outputs as they are, no state view."
-    ),
-    opencode_bin: Optional[str] = typer.Option(
-        None,
-        "--opencode-bin",
-        help="The opencode executable (default: $LEDGER_OPENCODE_BIN, then opencode on PATH; "
-        f"pinned: {OPENCODE_VERSION}).",
-    ),
-) -> None:
-    """OpenCode (`opencode run ...` or the TUI) with the ledger in a plugin."""
-    ledger = LedgerOptions(workdir, run_dir, ledger_config, no_inform, no_govern, shadow)
-    raise typer.Exit(run(validate(OpenCodeOptions(ledger, (*(opencode_args or []), *ctx.args), opencode_bin))))
 
 
 def run_opencode(
