@@ -9,7 +9,8 @@ with hooks that do nothing, and with the ledger.
    - OpenCode (its plugin's HTTP calls): a POST of the event to the run's HTTP hook server, from request
      to answer.
 2. The real agent against a fake model on loopback (tests/fake_gemini.py, tests/fake_completions.py), one
-   session of ``--calls`` shell calls (``cat`` of a file, the same each time), run plainly, with hooks
+   session of ``--calls`` shell calls (``cat`` of a file, the same each time; for Gemini CLI each with a
+   comment of its own, or its loop detection ends the session at the fifth), run plainly, with hooks
    that do nothing (Gemini CLI: a ``true`` command hook before and after each call; OpenCode: a plugin
    whose two tool hooks return at once), and through ``ledger-run``, ``--repeat`` times each, interleaved.
    A call's time is what the agent spends between the model's answer asking for it and the next request
@@ -151,7 +152,8 @@ def opencode_round_trips(tmp: Path, n: int) -> dict[str, list[float]]:
 def gemini_session(binary: str, tmp: Path, calls: int, kind: str, tag: str) -> list[float]:
     """One Gemini CLI session of ``calls`` cats: each call's time inside gemini (ms)."""
     repo = repo_at(tmp / f"repo-{tag}")
-    fake = FakeGemini([("bash", "cat calc.py")] * calls + [("say", "Done.")])
+    # each call told apart by a comment: Gemini CLI stops a session that repeats a call five times (a loop)
+    fake = FakeGemini([("bash", f"cat calc.py  # call {i}") for i in range(calls)] + [("say", "Done.")])
     home = tmp / f"home-{tag}"
     (home / ".gemini").mkdir(parents=True)
     settings: dict[str, Any] = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
