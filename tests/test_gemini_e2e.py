@@ -55,8 +55,10 @@ class Session(AgentRun):
     def argv(self, *gemini_args: str, ledger: tuple[str, ...] = ()) -> list[str]:
         return [*hook_launcher(), "gemini", "-w", str(self.repo), "-o", str(self.run_dir), *ledger, "--", *gemini_args]
 
-    def run(self, prompt: str = "Fix the failing test", ledger: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-        argv = self.argv("-p", prompt, *HEADLESS, ledger=ledger)
+    def run(
+        self, prompt: str = "Fix the failing test", ledger: tuple[str, ...] = (), gemini: tuple[str, ...] = ()
+    ) -> subprocess.CompletedProcess:
+        argv = self.argv("-p", prompt, *HEADLESS, *gemini, ledger=ledger)
         return subprocess.run(argv, env=self.env, cwd=self.repo, capture_output=True, text=True, timeout=300)
 
     def seen(self, request: int = -1) -> dict[str, str]:
@@ -166,25 +168,32 @@ def test_policies_deny_a_protected_edit_and_a_destructive_command(session, tmp_p
     s = session([])
     config = tmp_path / "ledger.toml"
     config.write_text('[ledger.policies.protected-paths]\nglobs = ["test_*.py"]\n')
+    policy = tmp_path / "deny-rm.toml"  # the user's own policy: Gemini CLI denies rm
+    policy.write_text(
+        '[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = "rm"\ndecision = "deny"\npriority = 999\n'
+    )
     s.fake.steps = [
         edit(s.path("test_calc.py"), "5)", "-1)"),
         ("bash", "git reset --hard"),
+        ("bash", "rm calc.py"),
         ("say", "I will leave the tests alone."),
     ]
     (s.repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")  # work a reset would throw away
-    p = s.run(ledger=("--ledger-config", str(config)))
+    p = s.run(ledger=("--ledger-config", str(config)), gemini=("--policy", str(policy)))
     assert p.returncode == 0, p.stderr[-3000:]
     seen = s.seen()
     assert seen["call_0_0"].startswith(
         "Tool execution blocked: [ledger] REVISE by policy protected-paths: test_calc.py matches the protected glob"
     )
     assert seen["call_1_0"].startswith("Tool execution blocked: [ledger] BLOCK by policy destructive")
+    assert seen["call_2_0"] == "Tool execution denied by policy."  # Gemini CLI's own policy, as without the ledger
     assert (s.repo / "test_calc.py").read_text() == CALC_PROJECT["test_calc.py"], "the edit did not happen"
-    assert (s.repo / "calc.py").read_text().endswith("a + b\n"), "the reset did not run"
-    assert [(c, k, e) for c, k, e, _ in s.rows()] == [
+    assert (s.repo / "calc.py").read_text().endswith("a + b\n"), "neither the reset nor the rm ran"
+    assert [(c, k, e) for c, k, e, _ in s.rows()[:2]] == [
         ("replace test_calc.py", VerdictKind.REVISE, False),
         ("git reset --hard", VerdictKind.BLOCK, False),
     ]
+    assert [(r[0], r[3]) for r in s.rows()[2:]] == [("rm calc.py", 1)]  # recorded as Gemini CLI answered it
 
 
 def test_the_end_of_a_turn_is_held_back_unverified_and_repeat_failures_are_nudged(session) -> None:

@@ -388,10 +388,23 @@ class GeminiHooks:
         return shown_path(path, self.runtime.workdir)
 
     def _settle_unanswered(self) -> None:
-        """The calls the user was asked about and that never ran (they said no): refused."""
+        """At the end of a turn, the calls that got no AfterTool: one the user was asked about and refused
+        is refused; one Gemini CLI's own policy denied (or the user, at its prompt) is recorded with what
+        the session says the model got, exit code 1."""
+        reader = reader_for(self.readers, self.session)
+        failed: dict[str, list[str]] = {}
+        for c in reader.calls if reader is not None else []:
+            if c.status != "success":
+                failed.setdefault(c.key, []).append(c.text)
         for key, queue in list(self.pending.items()):
-            for p in [p for p in queue if p.asked]:
-                self.runtime.answer(p.plan)
+            for p in list(queue):
+                if p.asked:
+                    self.runtime.answer(p.plan)
+                elif failed.get(key):
+                    p.plan.held = False  # Gemini CLI's words, not a command's output
+                    self._record(p, ExecResult(failed[key].pop(0), 1), "")
+                else:
+                    continue
                 queue.remove(p)
             if not queue:
                 del self.pending[key]
