@@ -67,12 +67,14 @@ _EXPORTS = {
     "render_summary": "inspection",
     # privacy
     "secret_values": "ledger.redact",
+    "file_secrets": "ledger.redact",
     "private_dir": "ledger.private",
     "write_private": "ledger.private",
     "tighten": "ledger.private",
     "InUse": "ledger.private",
     "touch_private": "ledger.private",
     "mask_json_file": "ledger.masked_files",
+    "keep_masked_jsonl": "ledger.masked_files",
     "masked": "ledger.masked_files",
     # the policy gate, for adapters with rules of their own
     "Rule": "decide.gate",
@@ -96,18 +98,27 @@ _EXPORTS = {
     "RecordedFormat": "trajectories",
     "ModelTurn": "trajectories",
     "Conversation": "trajectories",
+    "SeenFiles": "seen",
+    "file_diff": "seen",
+    "file_text": "seen",
+    "shown_path": "seen",
     "HookServer": "hooks.server",
     "HttpHookServer": "hooks.http",
     "appended_lines": "hooks.tail",
     "refreshed": "hooks.tail",
     "hook_launcher": "cli.launch",
     "fast_launcher": "cli.launch",
+    "hook_script": "cli.launch",
+    "loopback_unproxied": "cli.launch",
     "run_agent": "cli.launch",
     "find_binary": "cli.agents",
     "binary_version": "cli.agents",
     "run_dir_for": "cli.agents",
     "run_pinned": "cli.agents",
     "LedgerOptions": "cli.options",
+    "AgentOptions": "cli.options",
+    "agent_command": "cli.options",
+    "agent_context": "cli.options",
     "checked_workdir": "cli.options",
     # commands adapters add to ``ledger-run``
     "fail": "cli.errors",
@@ -148,8 +159,8 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.cli.dirs import unwritable
     from ledger_runtime.cli.errors import fail, stderr
     from ledger_runtime.cli.interrupt import interrupted
-    from ledger_runtime.cli.launch import fast_launcher, hook_launcher, run_agent
-    from ledger_runtime.cli.options import LedgerOptions, checked_workdir
+    from ledger_runtime.cli.launch import fast_launcher, hook_launcher, hook_script, loopback_unproxied, run_agent
+    from ledger_runtime.cli.options import AgentOptions, LedgerOptions, agent_command, agent_context, checked_workdir
     from ledger_runtime.config import ConfigError, LedgerConfig, load_config
     from ledger_runtime.config_file import toml_inline
     from ledger_runtime.contract import Adapter, Execute
@@ -160,15 +171,16 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.hooks.server import HookServer
     from ledger_runtime.hooks.tail import appended_lines, refreshed
     from ledger_runtime.inspection import load, render_summary, summary
-    from ledger_runtime.ledger.masked_files import mask_json_file, masked
+    from ledger_runtime.ledger.masked_files import keep_masked_jsonl, mask_json_file, masked
     from ledger_runtime.ledger.observe import Truncation
     from ledger_runtime.ledger.private import InUse, private_dir, tighten, write_private
-    from ledger_runtime.ledger.redact import secret_values
+    from ledger_runtime.ledger.redact import file_secrets, secret_values
     from ledger_runtime.ledger.store import NotALedger
     from ledger_runtime.prompt.history import History, Message, Sent
     from ledger_runtime.prompt.notes import ViewNotes
     from ledger_runtime.records import Baseline, Verdict, VerdictKind
     from ledger_runtime.runtime import LedgerRuntime
+    from ledger_runtime.seen import SeenFiles, file_diff, file_text, shown_path
     from ledger_runtime.step.plan import Plan, RunResult
     from ledger_runtime.trajectories import (
         Conversation,

@@ -105,7 +105,7 @@ def repo(tmp_path: Path) -> Path:
 # -- markers: what a test needs beyond Python and git (pyproject.toml registers them; docs/testing.md) --------
 
 NEEDS_DOCKER = {"docker_image", "swerex_image"}  # the session fixtures that need an engine
-NEEDS_AGENT = {"test_codex_e2e.py", "test_claude_e2e.py"}  # the real codex / claude binary, every test in them
+NEEDS_AGENT = {"test_codex_e2e.py", "test_claude_e2e.py", "test_gemini_e2e.py", "test_opencode_e2e.py"}  # real binaries
 
 
 def pytest_collection_modifyitems(config, items):

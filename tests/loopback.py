@@ -26,3 +26,36 @@ class Loopback:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A fake API's request handler: HTTP/1.1, quiet, ``send`` of a whole answer, ``json_body`` of the
+    request (None when it is not JSON: answered 400), and 404 for any GET."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+    def send(self, code: int, data: bytes, kind: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def json_body(self) -> dict | None:
+        import json
+
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            self.send(400, b'{"error": {"code": 400, "message": "not a JSON object"}}')
+            return None
+        return body
+
+    def do_GET(self) -> None:
+        self.send(404, b'{"error": {"code": 404, "message": "not here"}}')

@@ -5,22 +5,17 @@ it and sets LEDGER_REQUIRE_CLAUDE=1, which turns a missing binary into a failure
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
 import re
-import struct
 import subprocess
-import termios
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import CALC_PROJECT, make_repo
 from fake_messages import FakeMessages, claude_env, context_texts, tool_results
-from terminal import drawn, pump, visible
+from terminal import Terminal, drawn, visible
 
 from ledger_adapters.claude.cli import CLAUDE_VERSION, find_claude
 from ledger_runtime import hook_launcher
@@ -338,7 +333,7 @@ def test_after_a_compaction_or_a_rewind_no_answer_refers_to_what_the_model_lost(
     assert not s.faults(), s.faults()
 
 
-class Tui:
+class Tui(Terminal):
     """``ledger-run claude`` in an interactive session, on a pseudo-terminal."""
 
     def __init__(self, s: Session, *ledger_args: str):
@@ -357,57 +352,16 @@ class Tui:
                 }
             )
         )
-        self.screen = bytearray()
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # the child: ledger-run claude in the terminal
-            os.chdir(s.repo)
-            argv = [*hook_launcher(), "claude", "-o", str(s.run_dir), *ledger_args, "--", ALLOWED]
-            os.execve(argv[0], argv, {**s.env, "TERM": "xterm-256color"})
-        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-
-    def pump(self, seconds: float) -> None:
-        pump(self.fd, self.screen, seconds)
-
-    def until(self, done: Any, seconds: float = 60) -> bool:
-        end = time.time() + seconds
-        while not done() and time.time() < end:
-            self.pump(0.3)
-        return bool(done())
+        argv = [*hook_launcher(), "claude", "-o", str(s.run_dir), *ledger_args, "--", ALLOWED]
+        super().__init__(argv, str(s.repo), s.env)
 
     def type(self, text: bytes) -> None:
         os.write(self.fd, text)
         self.pump(1)
         os.write(self.fd, b"\r")
 
-    def ask(self, text: bytes, requests: list) -> None:
-        """Type a prompt and press Enter until the model is asked: a key pressed while the input box
-        is still being drawn can be dropped (seen on a loaded machine)."""
-        before = len(requests)
-        os.write(self.fd, text)
-        self.until(lambda: drawn(self.screen, text[-12:].decode(), 4000), 10)
-        self.press_enter_until(lambda: len(requests) > before, "the prompt never reached the model")
-
-    def press_enter_until(self, done: Any, failure: str, tries: int = 3) -> None:
-        """Press Enter until ``done()``: Enter pressed while a box or a dialog is still being drawn
-        can be dropped (seen on a loaded machine); an extra Enter on an empty prompt does nothing."""
-        for _ in range(tries):
-            os.write(self.fd, b"\r")
-            if self.until(done, 15):
-                return
-        raise AssertionError(f"{failure}: {visible(self.screen)}")
-
     def close(self) -> int | None:
-        end = time.time() + 20
-        while time.time() < end:
-            self.pump(0.2)
-            done, status = os.waitpid(self.pid, os.WNOHANG)
-            if done:
-                os.close(self.fd)
-                return status
-        os.kill(self.pid, 9)
-        os.waitpid(self.pid, 0)
-        os.close(self.fd)
-        return None
+        return self.wait(20)
 
 
 def test_an_interactive_session_with_the_ledger_asks_the_user_over_a_revise(session, tmp_path: Path) -> None:

@@ -18,18 +18,16 @@ from conftest import make_repo
 from ledger_adapters.claude.cli import (
     command_hook,
     headless,
-    hook_script,
     hook_settings,
     hooks_disabled,
     login_secrets,
-    loopback_unproxied,
     split_settings,
     user_settings,
 )
-from ledger_adapters.claude.hooks import ClaudeHooks, file_diff, same_text
+from ledger_adapters.claude.hooks import ClaudeHooks, same_text
 from ledger_adapters.claude.tools import failure, read_text, shell_output, tool_call, unchanged_stub
 from ledger_adapters.claude.transcript import TranscriptReader
-from ledger_runtime import fast_launcher, hook_launcher
+from ledger_runtime import fast_launcher, file_diff, hook_launcher, hook_script, loopback_unproxied
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.hooks.server import HookServer
 from ledger_runtime.inspection import load

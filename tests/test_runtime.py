@@ -355,3 +355,21 @@ def test_a_run_directory_inside_the_workspace_is_never_scanned(tmp_path) -> None
 
     status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
     assert "ledger-runs" not in status and "b.txt" in status
+
+
+def test_an_agents_read_numbered_with_a_colon_is_checked_against_the_file(repo, tmp_path):
+    """OpenCode's read shows each line after its number and ": ": what it claims is checked like cat -n's."""
+    from ledger_runtime import ExecResult, analyze_read
+
+    rt = runtime(repo, tmp_path)
+    try:
+        path = str(repo / "calc.py")
+        lines = (repo / "calc.py").read_text().splitlines()
+        for numbers, expected in ((range(1, len(lines) + 1), "whole"), (range(2, len(lines) + 2), None)):
+            shown = "".join(f"{n}: {line}\n" for n, line in zip(numbers, lines))
+            plan = rt.propose("read calc.py", analysis=analyze_read(path, str(repo), "read calc.py", numbered="colon"))
+            rt.record(plan, ExecResult(f"<path>{path}</path>\n<content>\n{shown}</content>", 0), 0.0, shown_raw=True)
+            seen = [o for o in rt.state.observations_of(path) if o.step == plan.step]
+            assert [o.span_text() for o in seen] == ([expected] if expected else []), shown
+    finally:
+        rt.close()

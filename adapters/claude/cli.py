@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,23 +102,6 @@ def user_settings(given: str | None) -> dict[str, Any]:
     return data
 
 
-def hook_script(path: Path, launcher: list[str], socket_path: str, run_dir: Path, token_file: str) -> Path:
-    """The run's hook command (``SCRIPT EVENT``), owner-only: the hook client, with the socket and where
-    the run's secret is (never the secret itself on a command line, which every user can read), which
-    stay out of the settings and out of what Claude Code shows the model of a hook (a Stop hook's
-    block names the command)."""
-    from ledger_runtime import write_private
-
-    line = (
-        shlex.join([*launcher, "hook"])
-        + ' "$1" '
-        + shlex.join(["--socket", socket_path, "--run-dir", str(run_dir), "--token-file", token_file])
-    )
-    write_private(path, f"#!/bin/sh\n# ledger-run claude: the hook of this run\nexec {line}\n")
-    os.chmod(path, 0o700)
-    return path
-
-
 def hook_settings(hook: Callable[[str], dict[str, Any]], base: dict[str, Any]) -> dict[str, Any]:
     """``base`` (the user's own --settings, if any) with the ledger's hooks added after its own;
     ``hook(event)`` is the ledger's hook for an event (an ``http`` or a ``command`` one)."""
@@ -148,45 +130,15 @@ def command_hook(script: Path) -> Callable[[str], dict[str, Any]]:
     return lambda event: {"type": "command", "command": f"{shlex.quote(str(script))} {event}"}
 
 
-PROXIES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
-
-
-def loopback_unproxied(env: dict[str, str]) -> dict[str, str]:
-    """``env`` with 127.0.0.1 in ``NO_PROXY`` when a proxy is set: Claude Code sends HTTP hooks through
-    the proxy the environment names, and the run's hook server is on loopback (nothing else changes)."""
-    if not any(env.get(k) for k in PROXIES):
-        return env
-    out = dict(env)
-    for key in ("NO_PROXY", "no_proxy"):
-        hosts = [h.strip() for h in (out.get(key) or "").split(",") if h.strip()]
-        if "127.0.0.1" not in hosts and "*" not in hosts:
-            out[key] = ",".join([*hosts, "127.0.0.1"])
-    return out
-
-
 def login_secrets(home: Path, env: dict[str, str] | None = None) -> tuple[str, ...]:
     """The values of the user's Claude Code login (OAuth tokens, an API key it keeps): masked in what the
     ledger stores, should the agent print the file."""
+    from ledger_runtime import file_secrets
+
     env = os.environ if env is None else env
-    found: list[str] = []
-
-    def walk(v: Any, keyed: bool) -> None:
-        if isinstance(v, str) and len(v) >= 8 and keyed:
-            found.append(v)
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                walk(x, keyed or bool(re.search(r"key|token|secret", str(k), re.I)))
-        elif isinstance(v, list):
-            for x in v:
-                walk(x, keyed)
-
     state = Path(env.get("CLAUDE_CONFIG_DIR") or "") / ".claude.json" if env.get("CLAUDE_CONFIG_DIR") else None
     state = state or Path(env.get("HOME") or Path.home()) / ".claude.json"
-    for path, keyed in ((home / CREDENTIALS, True), (state, False)):
-        try:
-            walk(json.loads(path.read_text()), keyed)
-        except (OSError, ValueError):
-            continue
+    found = [*file_secrets(home / CREDENTIALS, all_values=True), *file_secrets(state)]
     return tuple(dict.fromkeys(found))
 
 
@@ -349,6 +301,9 @@ def run_claude(
         HttpHookServer,
         LedgerRuntime,
         fast_launcher,
+        hook_script,
+        keep_masked_jsonl,
+        loopback_unproxied,
         private_dir,
         run_agent,
         write_private,
@@ -405,30 +360,7 @@ def run_claude(
             except Exception as e:
                 runtime.report_fault("finishing the run", e)
             try:
-                keep_transcripts(hooks.transcripts, run_dir / "transcripts", runtime.redactor)
+                keep_masked_jsonl(hooks.transcripts, run_dir / "transcripts", runtime.redactor)
             except Exception as e:
                 runtime.report_fault("keeping Claude Code's transcripts", e)
             runtime.close()
-
-
-def keep_transcripts(transcripts: dict[str, str], out: Path, redactor: Any) -> None:
-    """Masked copies of the run's transcripts (owner-only), so the run keeps what the model was sent
-    after Claude Code's own files are gone; ``sessions.json`` names where they came from."""
-    from ledger_runtime import masked, private_dir, write_private
-
-    if not transcripts:
-        return
-    private_dir(out)
-    for path in transcripts.values():
-        try:
-            lines = Path(path).read_text(errors="replace").splitlines()
-        except OSError:
-            continue
-        kept = []
-        for line in lines:
-            try:
-                kept.append(json.dumps(masked(json.loads(line), redactor)))
-            except ValueError:
-                kept.append(redactor.mask(line))
-        write_private(out / f"{Path(path).stem}.jsonl", "".join(x + "\n" for x in kept))
-    write_private(out / "sessions.json", json.dumps(transcripts, indent=1) + "\n")

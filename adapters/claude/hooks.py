@@ -33,12 +33,10 @@ a reference (a fault says so). Any fault of ours lets the call go on with its ow
 
 from __future__ import annotations
 
-import difflib
 import os
 import secrets
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from ledger_adapters.claude.tools import (
@@ -53,7 +51,6 @@ from ledger_adapters.claude.tools import (
     read_text,
     search_text,
     shell_output,
-    shown_path,
     tool_call,
     unchanged_stub,
 )
@@ -62,11 +59,13 @@ from ledger_runtime import (
     ExecResult,
     LedgerRuntime,
     Plan,
+    SeenFiles,
     Truncation,
     Verdict,
     VerdictKind,
     ViewNotes,
     analyze_submission,
+    shown_path,
 )
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact", "Stop")
@@ -76,8 +75,6 @@ DEFAULT_NOTE_CHARS = 600
 # saved to a file and the model reads a preview of it (its first 2 KB, cut at a line): the ledger
 # counts none of such an output as seen, and never answers it with references
 CLAUDE_TRUNCATION = Truncation(30_000, 0, 0, exact=False)
-DIFF_NOTE_CHARS = 2_000  # a changed file's diff in a note; a longer one is cut, and says so
-MAX_SEEN_BYTES = 1_000_000  # files up to this size are kept as the model last saw them (for diffs)
 FORESEEN = ("Edit", "Write")  # the tools whose result the ledger words exactly as Claude Code does
 STOP_LABEL = "(end of turn)"
 STOP_REFUSED = "Your turn goes on: ending it again with nothing changed ends it."
@@ -93,32 +90,12 @@ def context(event: str, notes: list[str]) -> dict[str, Any] | None:
     return answer(event, additionalContext="\n\n".join(notes)) if notes else None
 
 
-def file_diff(before: str, after: str, limit: int = DIFF_NOTE_CHARS) -> str:
-    """A unified diff of two texts (one line of context), cut at ``limit`` characters."""
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), "seen", "now", n=1, lineterm="\n"
-    )
-    text = "".join(line if line.endswith("\n") else line + "\n" for line in list(lines)[2:])
-    if len(text) > limit:
-        cut = text.rfind("\n", 0, limit) + 1
-        text = text[:cut] + f"[ledger: the diff goes on for {len(text) - cut} more characters; read the file]\n"
-    return text
-
-
 @dataclass
 class _Pending:
     plan: Plan
     started: float
     call: ToolCall
     asked: bool = False  # the user was asked to let a REVISE'd call run
-
-
-@dataclass
-class _Seen:
-    """A file as the model last saw it in full (a whole-file Read, or after its own Edit or Write)."""
-
-    step: int
-    text: str
 
 
 @dataclass
@@ -137,7 +114,7 @@ class ClaudeHooks:
     to_check: dict[int, tuple[str, str, float]] = field(default_factory=dict)
     recorded: dict[str, int] = field(default_factory=dict)  # call -> the attempt its one record is
     first_heard: dict[str, int] = field(default_factory=dict)  # call -> in which order the hooks heard of it
-    seen: dict[str, _Seen] = field(default_factory=dict)  # path -> what the model last saw of it in full
+    files: SeenFiles | None = None  # what the model last saw of each file in full
     notes: ViewNotes | None = None
     readers: dict[str, TranscriptReader] = field(default_factory=dict)
     transcript: str | None = None  # the conversation's transcript (its newest)
@@ -146,6 +123,7 @@ class ClaudeHooks:
     branches: int = 0  # rewinds of the current transcript taken into account
 
     def __post_init__(self) -> None:
+        self.files = self.files or SeenFiles(self.runtime, EDITS)
         if self.notes is None:  # what the notes told the model: the runtime's, a fold of its ledger
             self.notes = self.runtime.told
             self.notes.limit_chars = self.note_chars
@@ -218,7 +196,7 @@ class ClaudeHooks:
     def _forget(self) -> None:
         """The model's context lost what it was shown (a compaction, a rewind, a new conversation)."""
         self.runtime.forget_context()  # its event resets the notes (the whole view next)
-        self.seen.clear()
+        self.files.forget()
 
     def _check(self, reader: TranscriptReader, current: Any = None) -> None:
         """Before each event: what the transcript says the model got for each call the ledger recorded
@@ -375,7 +353,8 @@ class ClaudeHooks:
         if tool in EDITS:
             text = edit_text(tool, response, pending.call.path or "")
             run = self._record(call_id, pending, ExecResult(text, 0), shown_raw=True, foreseen=tool in FORESEEN)
-            self._saw_now(pending.call.path, run.attempt_id)
+            if run.attempt_id is not None:  # Claude Code tells it that it holds the file as it is now
+                self.files.saw_now(pending.call.path)
             return context("PostToolUse", [run.note or "", self._view_note()])
         self._record(call_id, pending, ExecResult(search_text(response), 0), shown_raw=True, foreseen=False)
         return context("PostToolUse", [self._view_note()])
@@ -438,7 +417,11 @@ class ClaudeHooks:
 
     def _read(self, call_id: Any, pending: _Pending, response: Any, payload: dict[str, Any]) -> dict[str, Any] | None:
         path = pending.call.path or ""
-        flag = self._changed_since_seen(path, response, pending.plan.step) if pending.plan.held else ""
+        flag = ""
+        if pending.plan.held:
+            now = read_content(response)
+            stub = "Claude Code" if unchanged_stub(response) else None
+            flag = self.files.changed(path, pending.plan.step, now[0] if now and now[1] else None, stub=stub)
         text = read_text(response)
         if text is None:  # an image, a notebook, a PDF, or Claude Code's stub: no lines of a file to check
             kind = response.get("type") if isinstance(response, dict) else None
@@ -449,78 +432,8 @@ class ClaudeHooks:
             run = self._record(call_id, pending, ExecResult(text, 0), shown_raw=True)
         found = read_content(response)
         if found is not None and found[1] and pending.plan.held and run.attempt_id is not None:
-            self.seen[path] = _Seen(pending.plan.step, found[0])
+            self.files.saw(path, pending.plan.step, found[0])
         return context("PostToolUse", [flag, self._view_note()])
-
-    def _saw_now(self, path: str | None, attempt_id: int | None) -> None:
-        """After the model's own Edit or Write, Claude Code tells it that it holds the file as it is."""
-        if path is None or attempt_id is None:
-            return
-        text = self._file_text(path)
-        if text is None:
-            self.seen.pop(path, None)
-        else:
-            self.seen[path] = _Seen(self.runtime.state.step, text)
-
-    def _changed_since_seen(self, path: str, response: Any, step: int) -> str:
-        """The note for a Read of a file that changed since the model last saw it, by anything but its
-        own Edit and Write ("" when it did not): who changed it, and the diff from the version it saw."""
-        state = self.runtime.state
-        observed = state.observations_of(path)
-        last, seen = (observed[-1] if observed else None), self.seen.get(path)
-        if last is None and seen is None:
-            return ""  # never seen: nothing it holds can be out of date
-        since = max(x.step for x in (last, seen) if x is not None)
-        stub = unchanged_stub(response)
-        now = read_content(response)
-        current: str | None = now[0] if now is not None and now[1] and not stub else None
-        if seen is not None and seen.step >= (last.step if last else 0):
-            if current is None:
-                current = self._file_text(path)
-            changed = current is not None and current != seen.text
-        else:
-            fs = self.runtime.workspace.file_state(path)
-            changed = fs is not None and last is not None and fs.digest != last.content_hash
-        if not changed:
-            return ""
-        by = [m for m in state.modifications_of(path) if m.step > since]
-        if by and all(self._own_edit(m.attempt) for m in by):
-            return ""  # its own edits: Claude Code told it the file as they left it
-        who = "; ".join(self._who(m) for m in by[-3:]) or "changed outside the commands the ledger saw"
-        name = shown_path(path, self.runtime.workdir)
-        head = (
-            f"[ledger] Claude Code says {name} is unchanged since your last read, but it changed since you saw it "
-            f"at step {since}: {who}."
-            if stub
-            else f"[ledger] {name} changed since you saw it at step {since}: {who}."
-        )
-        if current is None:
-            current = self._file_text(path)
-        if seen is None or current is None or seen.text == current:
-            return head + (" Read it again with `cat -n` to see it as it is now." if stub else "")
-        diff = file_diff(seen.text, current)
-        if stub and diff == file_diff(seen.text, current, limit=len(diff) + 1):  # the whole diff: it knows the file now
-            self.seen[path] = _Seen(step, current)
-        return head + " What changed from the version you saw (a unified diff):\n" + diff
-
-    def _file_text(self, path: str) -> str | None:
-        try:
-            if os.path.getsize(path) <= MAX_SEEN_BYTES:
-                return Path(path).read_text(errors="replace")
-        except OSError:
-            pass
-        return None
-
-    def _own_edit(self, attempt_id: int | None) -> bool:
-        a = self.runtime.state.attempt(attempt_id) if attempt_id is not None else None
-        return a is not None and a.command.split(" ", 1)[0] in EDITS and a.command_class.value == "modify"
-
-    def _who(self, m: Any) -> str:
-        if m.attempt is None:
-            return f"changed outside any command before step {m.step}"
-        a = self.runtime.state.attempt(m.attempt)
-        command = a.command.splitlines()[0][:60] if a is not None and a.command else "?"
-        return f"`{command}` (step {m.step}) changed it"
 
     def post_tool_use_failure(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         call_id = payload.get("tool_use_id")

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ledger_runtime import Analysis, analyze, analyze_edit, analyze_read, analyze_search
+from ledger_runtime import Analysis, analyze, analyze_edit, analyze_read, analyze_search, shown_path
 
 SHELL = "Bash"
 READS = ("Read",)
@@ -59,12 +59,6 @@ def _where(tool_input: dict[str, Any], key: str, cwd: str) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return None
     return os.path.normpath(os.path.join(cwd, value))
-
-
-def shown_path(path: str, workdir: str) -> str:
-    """A path as a label shows it: relative to the work tree when it is inside it."""
-    root = workdir.rstrip(os.sep) + os.sep
-    return path[len(root) :] if path.startswith(root) else path
 
 
 def _int(value: Any) -> int | None:

@@ -13,6 +13,7 @@ from functools import lru_cache
 from ledger_runtime.analysis.patches import file_ops, written_paths
 from ledger_runtime.analysis.programs import (
     ANY_FILE,
+    COLON_NUMBERS,
     FILE_NUMBERS,
     UNNUMBERED,
     Filter,
@@ -282,16 +283,19 @@ def analyze_patch(patch: str, cwd: str) -> Analysis:
 
 
 def analyze_read(
-    path: str, cwd: str, label: str, *, first: int = 1, last: int | None = None, numbered: bool = True
+    path: str, cwd: str, label: str, *, first: int = 1, last: int | None = None, numbered: bool | str = True
 ) -> Analysis:
     """A read by an agent's own file tool: lines ``first`` to ``last`` of ``path``, to its end if ``last`` is None.
 
-    ``label`` stands for the command, identifying repeats. ``numbered`` lines start with their number and a tab. The
-    read is checked against the file like a shell read."""
+    ``label`` stands for the command, identifying repeats. ``numbered`` lines start with their number and a tab
+    (``"colon"``: the number and ": ", as OpenCode's read shows them). The read is checked against the file like a
+    shell read."""
     path = os.path.normpath(os.path.join(cwd, path))
     first = max(1, first)
     selectors: tuple = () if first == 1 and last is None else (("range", first, last),)
-    view = FileView(path, "lines", selectors, FILE_NUMBERS if numbered else UNNUMBERED)
+    view = FileView(
+        path, "lines", selectors, COLON_NUMBERS if numbered == "colon" else FILE_NUMBERS if numbered else UNNUMBERED
+    )
     return Analysis(
         label,
         cwd,

@@ -23,6 +23,8 @@ Selector = tuple
 # How output lines of a stream are numbered: not at all, with the file's own line numbers, or
 # with other numbers (nl's default skips blank lines, cat -b, nl -v N, numbering after a selection).
 UNNUMBERED, FILE_NUMBERS, OTHER_NUMBERS = "", "file", "other"
+# an agent's read tool that shows a line after its file line number and ": " (OpenCode's read), not a tab
+COLON_NUMBERS = "colon"
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,42 @@ def fast_launcher() -> list[str]:
     return [sys.executable, "-S", "-E", str(script)] if script.is_file() else hook_launcher()
 
 
+PROXIES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+def loopback_unproxied(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with 127.0.0.1 in ``NO_PROXY`` when a proxy is set: an agent sends its HTTP hooks (Claude
+    Code's, OpenCode's plugin) through the proxy the environment names, and the run's hook server is on
+    loopback (nothing else changes)."""
+    if not any(env.get(k) for k in PROXIES):
+        return env
+    out = dict(env)
+    for key in ("NO_PROXY", "no_proxy"):
+        hosts = [h.strip() for h in (out.get(key) or "").split(",") if h.strip()]
+        if "127.0.0.1" not in hosts and "*" not in hosts:
+            out[key] = ",".join([*hosts, "127.0.0.1"])
+    return out
+
+
+def hook_script(path: Path, launcher: list[str], socket_path: str, run_dir: Path, token_file: str) -> Path:
+    """An agent's hook command for one run (``SCRIPT EVENT``), owner-only, at ``path``: the hook client
+    (``launcher``: ``fast_launcher()``) with the socket and where the run's secret is (never the secret
+    itself on a command line, which every user can read), which stay out of the agent's settings and out
+    of what the agent shows the model of a hook (Claude Code's Stop hook names the command)."""
+    import shlex
+
+    from ledger_runtime.ledger.private import write_private
+
+    line = (
+        shlex.join([*launcher, "hook"])
+        + ' "$1" '
+        + shlex.join(["--socket", socket_path, "--run-dir", str(run_dir), "--token-file", token_file])
+    )
+    write_private(path, f"#!/bin/sh\n# ledger-run: the hook of this run\nexec {line}\n")
+    os.chmod(path, 0o700)
+    return path
+
+
 def run_agent(
     cmd: list[str], cwd: str | os.PathLike, env: dict[str, str], on_start: Callable[[int], None] | None = None
 ) -> int:

@@ -73,3 +73,50 @@ def checked_workdir(workdir: Path) -> Path:
     if not workdir.is_dir():
         fail(f"--workdir {workdir} is not a directory")
     return workdir
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """What a ``ledger-run <agent>`` around an agent's own binary was given: the ledger's options, the
+    agent's own arguments (after ``--``), and its executable (``--<agent>-bin``; None: the default)."""
+
+    ledger: LedgerOptions = LedgerOptions()
+    args: tuple[str, ...] = ()
+    binary: str | None = None
+
+
+def agent_command(name: str, start: Any, *, example: str, kept: str, pinned: str, doc: str) -> Any:
+    """The typer command ``ledger-run <name>`` of an agent whose only options are the ledger's and its
+    binary's: it builds an ``AgentOptions`` and exits with ``start(options)``. ``example``: the agent's
+    arguments as the help shows them; ``kept``: what goes in the run directory beside the ledger;
+    ``pinned``: the version the adapter is checked against. Register it with ``agent_context``."""
+
+    def command(
+        ctx: typer.Context,
+        agent_args: list[str] | None = typer.Argument(
+            None, help=f"Arguments for {name}, after `--` (e.g. -- {example}; none: an interactive session)."
+        ),
+        workdir: Path = LedgerOptions.workdir_option(),
+        run_dir: Path | None = LedgerOptions.run_dir_option(f"the ledger and {kept}"),
+        ledger_config: Path | None = LedgerOptions.ledger_config_option(),
+        no_inform: bool = LedgerOptions.switch_option("--no-inform"),
+        no_govern: bool = LedgerOptions.switch_option("--no-govern"),
+        shadow: bool = LedgerOptions.switch_option(
+            "--shadow", "Record and decide only: outputs as they are, no state view."
+        ),
+        binary: str | None = typer.Option(
+            None,
+            f"--{name}-bin",
+            help=f"The {name} executable (default: ${'LEDGER_' + name.upper() + '_BIN'}, then {name} on PATH; "
+            f"pinned: {pinned}).",
+        ),
+    ) -> None:
+        ledger = LedgerOptions(workdir, run_dir, ledger_config, no_inform, no_govern, shadow)
+        raise typer.Exit(start(AgentOptions(ledger, (*(agent_args or []), *ctx.args), binary)))
+
+    command.__doc__ = doc
+    return command
+
+
+# what a command around an agent's binary takes: options it does not know are the agent's
+agent_context = {"allow_extra_args": True, "ignore_unknown_options": True}

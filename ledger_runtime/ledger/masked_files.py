@@ -1,4 +1,6 @@
-"""mini-swe-agent's trajectory file, masked once the agent is done with it.
+"""The agents' own records, masked: mini-swe-agent's trajectory when the run ends, copies of session files.
+
+A hooked agent's session files (JSON lines) are copied masked into the run directory.
 
 The trajectory holds every output, so any secret in them. ``ledger-run mini`` makes the file owner-only before the run
 and masks it here as the ledger masks what it stores. Codex's own files are made owner-only but not masked: ``codex
@@ -43,3 +45,28 @@ def mask_json_file(path: Path, redactor: Redactor) -> str | None:
     except OSError as e:
         return f"{path}: not masked ({e.strerror or e})"
     return None
+
+
+def keep_masked_jsonl(sources: dict[str, str], out: Path, redactor: Redactor) -> None:
+    """Masked copies (owner-only) of an agent's session files of JSON lines (``sources``: session id ->
+    path), one ``<stem>.jsonl`` each in ``out``, and ``sessions.json`` naming where they came from: the
+    run keeps what the model was sent after the agent's own files are gone. A file that cannot be read
+    is left out; a line that is not JSON is masked as text."""
+    from ledger_runtime.ledger.private import private_dir
+
+    if not sources:
+        return
+    private_dir(out)
+    for path in sources.values():
+        try:
+            lines = Path(path).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        kept = []
+        for line in lines:
+            try:
+                kept.append(json.dumps(masked(json.loads(line), redactor)))
+            except ValueError:
+                kept.append(redactor.mask(line))
+        write_private(out / f"{Path(path).stem}.jsonl", "".join(x + "\n" for x in kept))
+    write_private(out / "sessions.json", json.dumps(sources, indent=1) + "\n")

@@ -14,13 +14,14 @@ from itertools import compress
 from typing import Callable, Iterable, NamedTuple
 
 from ledger_runtime.analysis.commands import Analysis, FileView
-from ledger_runtime.analysis.programs import FILE_NUMBERS, resolve
+from ledger_runtime.analysis.programs import COLON_NUMBERS, FILE_NUMBERS, resolve
 from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
 from ledger_runtime.lines import split_lines, trim_common
 from ledger_runtime.records import LineSpan, Observation
 from ledger_runtime.section import Section, integer, setting
 
 _TAB_NUMBER = re.compile(r"\s*(\d+)\s*\t")  # nl -ba, cat -n: "     7\t"
+_COLON_NUMBER = re.compile(r"(\d+): ")  # an agent's read tool: "7: "
 _GREP_NUMBER = re.compile(r"(\d+)[:-]")  # grep -n: "7:" for a match, "7-" for context
 _OTHER_PREFIX = re.compile(r"\s*\d*\s*\t?")  # nl's and cat -b's numbers, or none on a blank line
 
@@ -145,8 +146,8 @@ def _shown_as(out: str, text: str, number: int, numbered: str, last: bool = Fals
     """Whether output line ``out`` shows file line ``number`` as a view numbered so."""
     if not numbered:
         return _same_line(out, text, last)
-    if numbered == FILE_NUMBERS:
-        m = _TAB_NUMBER.match(out)
+    if numbered in (FILE_NUMBERS, COLON_NUMBERS):
+        m = (_TAB_NUMBER if numbered == FILE_NUMBERS else _COLON_NUMBER).match(out)
         return m is not None and int(m.group(1)) == number and _same_line(out[m.end() :], text, last)
     o, t = _no_eol(out), _no_eol(text)  # other numbers (nl's default, cat -b): any number, or none
     if not o.endswith(t) or (text.endswith("\n") and not out.endswith("\n") and not last):

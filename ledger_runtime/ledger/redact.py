@@ -137,6 +137,32 @@ def secret_values(environ: Mapping[str, str]) -> list[str]:
     return sorted(out, key=lambda v: (-len(v), v))
 
 
+def file_secrets(path: str | os.PathLike, *, all_values: bool = False) -> list[str]:
+    """The values of an agent's login file (JSON: OAuth tokens, an API key it keeps) worth masking: its
+    strings of at least 8 characters under a key that names a key, a token or a secret (every string:
+    ``all_values``, for a file that holds nothing else); none when it cannot be read."""
+    import json
+
+    found: list[str] = []
+
+    def walk(v: object, keyed: bool) -> None:
+        if isinstance(v, str) and len(v) >= 8 and keyed:
+            found.append(v)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, keyed or bool(re.search(r"key|token|secret", str(k), re.I)))
+        elif isinstance(v, list):
+            for x in v:
+                walk(x, keyed)
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            walk(json.load(f), all_values)
+    except (OSError, ValueError):
+        return []
+    return list(dict.fromkeys(found))
+
+
 _BUILTIN_SET = frozenset(_BUILTIN)
 
 

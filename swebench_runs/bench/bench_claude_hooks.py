@@ -45,9 +45,9 @@ sys.path[:0] = [str(ROOT / "tests")]
 
 from fake_messages import FakeMessages, claude_env, tool_results  # noqa: E402
 
-from ledger_adapters.claude.cli import CLAUDE_VERSION, claude_version, find_claude, hook_script  # noqa: E402
+from ledger_adapters.claude.cli import CLAUDE_VERSION, claude_version, find_claude  # noqa: E402
 from ledger_adapters.claude.hooks import ClaudeHooks  # noqa: E402
-from ledger_runtime import fast_launcher, hook_launcher  # noqa: E402
+from ledger_runtime import fast_launcher, hook_launcher, hook_script  # noqa: E402
 from ledger_runtime.config import LedgerConfig  # noqa: E402
 from ledger_runtime.hooks.server import HookServer  # noqa: E402
 from ledger_runtime.runtime import LedgerRuntime  # noqa: E402

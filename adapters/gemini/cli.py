@@ -1,0 +1,193 @@
+"""``ledger-run gemini``: the real ``gemini`` binary (Gemini CLI) with the ledger's hooks, for one run.
+
+The hooks are installed for this run only, in a Gemini CLI home of the run's own (home.py): the user's
+login, trusted folders, extensions and memory are used where they are (linked), their settings are
+merged with the ledger's hooks while gemini runs and not kept after. Each hook is the run's owner-only
+hook script (``RUN_DIR/gemini/hook EVENT``: Gemini CLI runs command hooks only), which asks the hook
+server this process runs (ledger_runtime/hooks/server.py), with the runtime in memory, over a Unix
+socket; the run's secret is in an owner-only file the script names.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from ledger_runtime import AgentOptions
+
+GEMINI_VERSION = "0.61.0"  # the version this adapter is checked against (see README)
+INSTALL_HINT = f"npm install -g @google/gemini-cli@{GEMINI_VERSION}"
+HOOK_TIMEOUT_MS = 600_000
+HOOK_NAME = "ledger-run"
+
+
+def register(app: typer.Typer) -> None:
+    from ledger_runtime import agent_command, agent_context
+
+    command = agent_command(
+        "gemini",
+        lambda options: run(validate(options)),
+        example='-p "fix the failing test"',
+        kept="the run's Gemini CLI home",
+        pinned=GEMINI_VERSION,
+        doc="Gemini CLI (`gemini -p ...` or the interactive session) with the ledger in its hooks.",
+    )
+    app.command(name="gemini", context_settings=agent_context)(command)
+
+
+def find_gemini(explicit: str | None) -> str | None:
+    from ledger_runtime import find_binary
+
+    return find_binary(explicit, "LEDGER_GEMINI_BIN", "gemini")
+
+
+def headless(args: list[str]) -> bool:
+    """Whether gemini runs with -p/--prompt (no person to answer a permission prompt)."""
+    return any(a in ("-p", "--prompt") or a.startswith("--prompt=") for a in args)
+
+
+def ledger_hooks(script: Path) -> dict[str, dict[str, Any]]:
+    """The ledger's hook definition for each event: the run's hook script, with the tools it follows."""
+    from ledger_adapters.gemini.hooks import EVENTS, TOOL_EVENTS
+    from ledger_adapters.gemini.tools import GOVERNED_MATCHER, TOOL_MATCHER
+
+    out = {}
+    for event in EVENTS:
+        hook = {"type": "command", "command": f"{shlex.quote(str(script))} {event}", "name": HOOK_NAME}
+        definition: dict[str, Any] = {"hooks": [{**hook, "timeout": HOOK_TIMEOUT_MS}]}
+        if event in TOOL_EVENTS:
+            definition = {"matcher": GOVERNED_MATCHER if event == "BeforeTool" else TOOL_MATCHER, **definition}
+        out[event] = definition
+    return out
+
+
+@dataclass(frozen=True)
+class GeminiRun:
+    """A ``ledger-run gemini`` that can start: the options checked, the binary found, the settings read."""
+
+    options: AgentOptions
+    binary: str
+    workdir: Path
+    config: Any
+    settings: dict[str, Any]
+
+
+def validate(options: AgentOptions, env: dict[str, str] | None = None) -> GeminiRun:
+    """The run ``options`` ask for, or the one-line error (``fail``) of the first thing wrong with them:
+    the work tree, the binary, the ledger's settings, the user's Gemini CLI settings, and settings that
+    turn the hooks off."""
+    import os
+
+    from ledger_adapters.gemini.home import hooks_off, read_settings, user_dir
+    from ledger_runtime import checked_workdir, fail
+
+    workdir = checked_workdir(options.ledger.workdir)
+    binary = find_gemini(options.binary)
+    if binary is None:
+        where = " at " + options.binary if options.binary else " on PATH"
+        fail(f"gemini not found{where}: install the pinned version with `{INSTALL_HINT}` (or pass --gemini-bin)")
+    config = options.ledger.config()
+    user = user_dir(dict(os.environ if env is None else env))
+    try:
+        settings = read_settings(user / "settings.json")
+        project = read_settings(workdir / ".gemini" / "settings.json")
+    except ValueError as e:
+        fail(str(e))
+    for path, found in ((user / "settings.json", settings), (workdir / ".gemini" / "settings.json", project)):
+        if hooks_off(found):
+            fail(f"{path} sets hooksConfig.enabled to false: Gemini CLI would run none of the ledger's hooks")
+    return GeminiRun(options, binary, workdir, config, settings)
+
+
+def run(valid: GeminiRun) -> int:
+    """Run gemini as ``valid`` says, with the ledger in its hooks; its exit code."""
+    from ledger_runtime import run_pinned
+
+    args = list(valid.options.args)
+
+    def start(run_dir: Path, version: str | None) -> int:
+        meta = {"agent": "gemini", "gemini_version": version, "gemini_args": args}
+        return run_gemini(valid.binary, args, valid.workdir, run_dir, valid.config, valid.settings, meta=meta)
+
+    def kept(run_dir: Path) -> str:
+        return f"Gemini CLI's sessions (masked copies): {run_dir / 'sessions'}"
+
+    return run_pinned(
+        "gemini", valid.binary, (GEMINI_VERSION, INSTALL_HINT), valid.options.ledger.run_dir, valid.workdir, start, kept
+    )
+
+
+def run_gemini(
+    binary: str,
+    args: list[str],
+    workdir: Path,
+    run_dir: Path,
+    config: Any,
+    settings: dict[str, Any],
+    *,
+    meta: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+) -> int:
+    """Run gemini with the ledger's hooks until it exits; returns its exit code."""
+    import os
+    import secrets
+
+    from ledger_adapters.gemini import home
+    from ledger_adapters.gemini.hooks import GEMINI_TRUNCATION, GeminiHooks
+    from ledger_runtime import (
+        HookServer,
+        LedgerRuntime,
+        fast_launcher,
+        file_secrets,
+        hook_script,
+        keep_masked_jsonl,
+        private_dir,
+        run_agent,
+    )
+
+    base = dict(env if env is not None else os.environ)
+    user = home.user_dir(base)
+    login = tuple(v for name in home.LOGIN_FILES for v in file_secrets(user / name))  # masked in what the ledger keeps
+    runtime = LedgerRuntime(workdir, run_dir, config, meta=meta, secrets=login, truncation=GEMINI_TRUNCATION)
+    where = private_dir(run_dir / "gemini")
+    gemini_dir = home.build(where / "home", user)
+    token = secrets.token_hex(16)  # the run's secret: in an owner-only file the hook script names
+    hooks = GeminiHooks(
+        runtime,
+        note_chars=config.context.note_chars,
+        token=token,
+        sessions_dir=str(gemini_dir / "tmp"),
+        interactive=not headless(args),
+    )
+    try:
+        server = HookServer(hooks.handle, runtime.report_fault, authorize=hooks.authorize)
+    except BaseException:  # no socket (SocketDirError): the ledger is closed, the caller says why
+        runtime.close()
+        raise
+    ours = ledger_hooks(
+        hook_script(where / "hook", fast_launcher(), server.socket_path, run_dir, server.keep_token(token))
+    )
+    try:
+        home.write_settings(gemini_dir, home.with_hooks(settings, ours))
+        child_env = {k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")}
+        child_env.update(GEMINI_CLI_HOME=str(where / "home"), PWD=str(workdir))
+        return run_agent([binary, *args], workdir, child_env)
+    finally:
+        try:  # the user's own settings (an API key in an MCP server's env, say) are not kept: the ledger's hooks are
+            home.strip(gemini_dir, ours)
+        finally:
+            server.close()
+            with server.lock:
+                try:
+                    hooks.finish()
+                except Exception as e:
+                    runtime.report_fault("finishing the run", e)
+                try:
+                    keep_masked_jsonl(hooks.sessions, run_dir / "sessions", runtime.redactor)
+                except Exception as e:
+                    runtime.report_fault("keeping Gemini CLI's sessions", e)
+                runtime.close()

@@ -1,0 +1,290 @@
+"""OpenCode's plugin hooks, answered from the ledger. The run's plugin (plugin.js) POSTs each event to
+the HTTP hook server of the ``ledger-run`` that started OpenCode; ``OpenCodeHooks.handle(event,
+payload)`` returns the answer ({} : the call goes on as OpenCode makes it). Facts about the plugin API,
+checked against the real ``opencode`` 1.18.33: docs/opencode.md.
+
+- ``ToolBefore`` (``tool.execute.before``): govern. REVISE and BLOCK refuse the call: the plugin throws
+  the refusal, and the model reads it as the call's error. A call that is to run is not changed (its
+  arguments as the model wrote them: OpenCode's own permission check, inside the tool, sees them).
+- ``ToolAfter`` (``tool.execute.after``): records the call. A command's output comes back as the
+  ledger's answer (the plugin sets ``output``, which is what the model reads); a read of a file that
+  changed since the model saw it, by anything but its own edits, is flagged with the diff after the
+  read; then a note of the state view's news after the result.
+- ``Prompt`` (``chat.message``): names the task (the first prompt).
+- ``Event`` (bus events): ``session.created`` with a parent is a subagent's session, whose calls are
+  recorded and shown as they are; ``session.compacted``: the outputs shown before are gone from the
+  model's context, no later answer refers to them; a tool part in ``error`` is a call that failed
+  before ``tool.execute.after`` (refused by OpenCode's permissions, a tool's error); ``session.idle``
+  ends a turn, the model's submission: in an interactive session ``verify-before-submit`` answers with
+  its reason as the next prompt (OpenCode has no hook that holds a turn back).
+
+What OpenCode's database says the model got for each call is checked against what the ledger recorded;
+a record it does not bear out is never the source of a reference. Any fault of ours lets the call go on.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger_adapters.opencode.session import tool_parts
+from ledger_adapters.opencode.tools import (
+    EDITS,
+    NO_OUTPUT,
+    READ,
+    SEARCHES,
+    SHELL,
+    ToolCall,
+    read_whole,
+    shell_output,
+    tool_call,
+)
+from ledger_runtime import (
+    ExecResult,
+    LedgerRuntime,
+    Plan,
+    SeenFiles,
+    Truncation,
+    VerdictKind,
+    ViewNotes,
+    analyze_submission,
+    file_text,
+)
+
+# OpenCode cuts a long command output (its first 2,000 lines or 50 KB, the whole saved to a file): the
+# ledger counts none of such an output as seen, and never answers it with references
+OPENCODE_TRUNCATION = Truncation(51_200, 0, 0, exact=False)
+STOP_LABEL = "(end of turn)"
+STOP_REFUSED = "Your turn goes on: ending it again with nothing changed ends it."
+UNCHECKED_AFTER_S = 600.0  # a record OpenCode's database never names is given up on after this long
+
+
+@dataclass
+class _Pending:
+    plan: Plan
+    started: float
+    call: ToolCall
+
+
+@dataclass
+class OpenCodeHooks:
+    runtime: LedgerRuntime
+    db: Path | None = None  # OpenCode's database, to check what the model got (None: not checked)
+    note_chars: int = 600
+    pending: dict[str, _Pending] = field(default_factory=dict)  # call id -> its plan, between before and after
+    recorded: dict[str, int] = field(default_factory=dict)  # call id -> the attempt its one record is
+    to_check: dict[int, tuple[str, str, float]] = field(default_factory=dict)  # attempt -> (call, text, since)
+    sessions: list[str] = field(default_factory=list)  # the sessions of the run, the main one first
+    subagents: set[str] = field(default_factory=set)  # sessions a subagent runs in
+    files: SeenFiles | None = None
+    notes: ViewNotes | None = None
+
+    def __post_init__(self) -> None:
+        self.files = self.files or SeenFiles(self.runtime, EDITS)
+        if self.notes is None:
+            self.notes = self.runtime.told
+            self.notes.limit_chars = self.note_chars
+
+    def handle(self, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        self._session(payload.get("sessionID"))
+        if event == "ToolBefore":
+            return self.before(payload)
+        if event == "ToolAfter":
+            self._check()
+            return self.after(payload)
+        if event == "Prompt":
+            if isinstance(payload.get("prompt"), str) and payload.get("sessionID") not in self.subagents:
+                self.runtime.set_task(payload["prompt"])
+            return None
+        if event == "Event":
+            return self.bus(payload)
+        raise ValueError(f"unknown hook event {event!r}")
+
+    def _session(self, sid: Any) -> None:
+        if isinstance(sid, str) and sid not in self.sessions:
+            self.sessions.append(sid)
+
+    # -- govern ----------------------------------------------------------------------------------
+
+    def _call(self, payload: dict[str, Any]) -> ToolCall | None:
+        cwd = payload.get("directory") if isinstance(payload.get("directory"), str) else self.runtime.workdir
+        return tool_call(payload.get("tool"), payload.get("args"), cwd, self.runtime.workdir)
+
+    def before(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        call_id, call = payload.get("callID"), self._call(payload)
+        if not isinstance(call_id, str) or call is None or call_id in self.pending or call_id in self.recorded:
+            return None
+        plan = self.runtime.propose(call.label, cwd=call.analysis.cwd, analysis=call.analysis)
+        if plan is None:
+            return None
+        plan.held = payload.get("sessionID") not in self.subagents  # a subagent's output is the subagent's
+        if plan.applied and plan.verdict.kind in (VerdictKind.REVISE, VerdictKind.BLOCK):
+            res = self.runtime.answer(plan)
+            if res is not None:
+                return {"deny": res.output}
+        self.pending[call_id] = _Pending(plan, time.perf_counter(), call)
+        return None
+
+    # -- record ----------------------------------------------------------------------------------
+
+    def _take(self, call_id: Any, payload: dict[str, Any]) -> _Pending | None:
+        """The call's plan from ToolBefore. A call is recorded once: a second ToolAfter for it is not
+        recorded, and its first record is never a source either (two claims for one call); one whose
+        ToolBefore never came is recorded, never a source."""
+        if not isinstance(call_id, str):
+            return None
+        if call_id in self.recorded:
+            self.to_check.pop(self.recorded[call_id], None)
+            self.runtime.distrust(self.recorded[call_id], f"call {call_id}: a second ToolAfter for it (not recorded)")
+            return None
+        pending = self.pending.pop(call_id, None)
+        if pending is not None:
+            return pending
+        call = self._call(payload)
+        plan = self.runtime.propose(call.label, cwd=call.analysis.cwd, analysis=call.analysis) if call else None
+        if plan is None or call is None:
+            return None
+        plan.held = False  # not a call the ledger saw start
+        return _Pending(plan, time.perf_counter(), call)
+
+    def _record(self, call_id: str, pending: _Pending, res: ExecResult, *, shown_raw: bool = True) -> Any:
+        run = self.runtime.record(
+            pending.plan,
+            res,
+            time.perf_counter() - pending.started,
+            truncation=OPENCODE_TRUNCATION,
+            shown_raw=shown_raw,
+        )
+        if run.attempt_id is not None:
+            self.recorded[call_id] = run.attempt_id
+        return run
+
+    def _expect(self, run: Any, call_id: str, text: str) -> None:
+        """What the model got for the call (``text``), checked against OpenCode's database later."""
+        if run.attempt_id is not None and self.db is not None and run.verdict.kind.executes:
+            self.to_check[run.attempt_id] = (call_id, text, time.monotonic())
+
+    def after(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        call_id = payload.get("callID")
+        pending = self._take(call_id, payload)
+        if pending is None:
+            return None
+        output, metadata, tool = payload.get("output"), payload.get("metadata"), pending.call.tool
+        if tool == SHELL:
+            return self._shell(call_id, pending, output, metadata)
+        text = output if isinstance(output, str) else ""
+        flag = ""
+        whole = read_whole(metadata) if tool == READ else None
+        if whole is not None and pending.plan.held:
+            current = file_text(pending.call.path or "")
+            whole = current if current is not None and current.splitlines() == whole.split("\n") else None
+            flag = self.files.changed(pending.call.path or "", pending.plan.step, whole)
+        if tool in SEARCHES or (tool == READ and "<content>" not in text):
+            pending.plan.held = False  # the tool's own format, or no lines of a file: never referred to
+        run = self._record(call_id, pending, ExecResult(text, 0))
+        if whole is not None and pending.plan.held and run.attempt_id is not None:
+            self.files.saw(pending.call.path or "", pending.plan.step, whole)
+        if tool in EDITS and run.attempt_id is not None:
+            self.files.saw_now(pending.call.path)  # OpenCode told it the edit was made
+        shown = self._with_notes(text, [flag, self._view_note()])
+        self._expect(run, call_id, shown)
+        return {"output": shown} if shown != text else None
+
+    def _shell(self, call_id: str, pending: _Pending, output: Any, metadata: Any) -> dict[str, Any] | None:
+        found = shell_output(output, metadata)
+        if found is None:
+            return None
+        text, code, whole = found
+        replaceable = whole and pending.plan.held and pending.plan.applied
+        res = ExecResult(text, code, output_complete=whole)
+        run = self._record(call_id, pending, res, shown_raw=not replaceable)
+        answer = run.output if replaceable and run.attempt_id is not None else text
+        note = run.note if not replaceable and run.note else ""
+        shown = self._with_notes(answer or NO_OUTPUT, [note, self._view_note()])
+        self._expect(run, call_id, shown)
+        return {"output": shown} if shown != output else None
+
+    def _with_notes(self, text: str, notes: list[str]) -> str:
+        notes = [n for n in notes if n]
+        return text + "".join("\n\n" + n for n in notes)
+
+    def _view_note(self) -> str:
+        return self.runtime.view_note(self.notes)
+
+    # -- the bus ---------------------------------------------------------------------------------
+
+    def bus(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        kind, props = payload.get("type"), payload.get("properties")
+        props = props if isinstance(props, dict) else {}
+        if kind == "session.created":
+            info = props.get("info") if isinstance(props.get("info"), dict) else {}
+            if isinstance(info.get("id"), str) and info.get("parentID"):
+                self.subagents.add(info["id"])
+            self._session(info.get("id"))
+        elif kind == "session.compacted" and props.get("sessionID") not in self.subagents:
+            self.runtime.forget_context()  # its event resets the notes (the whole view next)
+            self.files.forget()
+        elif kind == "message.part.updated":
+            self._failed(props.get("part"))
+        elif kind == "session.idle" and props.get("sessionID") not in self.subagents:
+            return self._stop(payload.get("interactive") is True)
+        return None
+
+    def _failed(self, part: Any) -> None:
+        """A call that failed before tool.execute.after (OpenCode's permission refused it, its tool
+        failed): recorded with its error, exit code 1."""
+        if not isinstance(part, dict) or part.get("callID") not in self.pending:
+            return
+        state = part.get("state") if isinstance(part.get("state"), dict) else {}
+        error = state.get("error") if isinstance(state.get("error"), str) else "the call failed"
+        pending = self.pending.pop(part["callID"])
+        self._record(part["callID"], pending, ExecResult(error, 1))
+
+    def _stop(self, interactive: bool) -> dict[str, Any] | None:
+        """The end of a turn, the model's submission: in an interactive session a rule against it is
+        answered with the reason as the next prompt (``opencode run`` ends with the turn: not judged)."""
+        if not interactive:
+            return None
+        plan = self.runtime.propose(STOP_LABEL, analysis=analyze_submission(STOP_LABEL, self.runtime.workdir))
+        if plan is None or not plan.applied or plan.verdict.kind not in (VerdictKind.REVISE, VerdictKind.BLOCK):
+            return None
+        res = self.runtime.answer(plan, refused=STOP_REFUSED)
+        return {"prompt": res.output} if res is not None else None
+
+    # -- what OpenCode's database says the model got ---------------------------------------------------
+
+    def _check(self, *, final: bool = False) -> None:
+        """Each record's text must be what OpenCode's database says the model got for its call; a record
+        the database does not name is given up on after a while, and at the end of the run."""
+        if not self.to_check or self.db is None:
+            return
+        parts = tool_parts(self.db, self.sessions)
+        now = time.monotonic()
+        for attempt, (call, text, since) in list(self.to_check.items()):
+            part = parts.get(call)
+            state = part.get("state") if part and isinstance(part.get("state"), dict) else {}
+            why = None
+            if state.get("status") == "completed":
+                got = state.get("output") if isinstance(state.get("output"), str) else ""
+                why = None if got == text else "OpenCode's database has another text for it"
+            elif part is None and (final or now - since > UNCHECKED_AFTER_S):
+                why = "OpenCode's database never names it"
+            elif not final:
+                continue
+            del self.to_check[attempt]
+            if why is not None:
+                self.runtime.distrust(attempt, f"attempt {attempt}: call {call}: {why}")
+
+    def finish(self) -> None:
+        """At the end of the run: the texts OpenCode's database now has are checked, and the calls whose
+        result never came are recorded as such."""
+        self._check(final=True)
+        for call_id, pending in list(self.pending.items()):
+            self._record(
+                call_id,
+                pending,
+                ExecResult("", None, "no result: the call ended without tool.execute.after", output_complete=False),
+            )
+        self.pending.clear()

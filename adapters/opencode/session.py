@@ -1,0 +1,153 @@
+"""OpenCode's own record of a run: its database (``opencode.db``, SQLite, under ``$XDG_DATA_HOME/opencode``),
+where each session's messages are rows and each tool call is a ``part`` (its call id, input, state:
+``completed`` with the ``output`` the model got, or ``error``). What the hooks read of it (``ToolParts``):
+the calls the model made and what it got for each, to check what the ledger recorded. What the run
+keeps of it (``export``): its sessions' messages and parts, masked, in ``RUN_DIR/sessions/<id>.json``,
+which the run's page reads as the model's side of the run (``conversation``; ``FORMAT``).
+
+Only read, never written: each read opens the database read-only (``mode=ro``), so a database OpenCode
+is writing is read as it stands (SQLite's WAL), and one that cannot be read reads as nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from ledger_adapters.opencode.tools import tool_call
+from ledger_runtime import Conversation, ModelTurn, RecordedFormat, TrajectoryError
+
+
+def db_path(env: dict[str, str]) -> Path:
+    """Where OpenCode keeps its database for this environment."""
+    if env.get("OPENCODE_DB"):
+        return Path(env["OPENCODE_DB"])
+    data = env.get("XDG_DATA_HOME") or os.path.join(env.get("HOME") or str(Path.home()), ".local", "share")
+    return Path(data) / "opencode" / "opencode.db"
+
+
+def _rows(db: Path, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2.0)
+    except sqlite3.Error:
+        return []
+    try:
+        return con.execute(sql, args).fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        con.close()
+
+
+def _json(text: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def tool_parts(db: Path, session_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """call id -> the tool part OpenCode recorded for it (``tool``, ``state``), of these sessions."""
+    if not session_ids:
+        return {}
+    marks = ",".join("?" * len(session_ids))
+    out = {}
+    for (data,) in _rows(db, f"select data from part where session_id in ({marks}) order by id", tuple(session_ids)):
+        part = _json(data)
+        if part.get("type") == "tool" and isinstance(part.get("callID"), str):
+            out[part["callID"]] = part
+    return out
+
+
+def export(db: Path, session_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """session id -> the session (its row's title and parent) with its messages, each with its parts, in order."""
+    out: dict[str, dict[str, Any]] = {}
+    for sid in session_ids:
+        rows = _rows(db, "select title, parent_id, directory from session where id = ?", (sid,))
+        if not rows:
+            continue
+        title, parent, directory = rows[0]
+        messages = []
+        for mid, data in _rows(db, "select id, data from message where session_id = ? order by id", (sid,)):
+            parts = [_json(p) for (p,) in _rows(db, "select data from part where message_id = ? order by id", (mid,))]
+            messages.append({"id": mid, "info": _json(data), "parts": parts})
+        out[sid] = {"id": sid, "title": title, "parent": parent, "directory": directory, "messages": messages}
+    return out
+
+
+# -- the model's side of a run, for its page ------------------------------------------------------------
+
+
+def _turn(info: dict[str, Any], parts: list[dict[str, Any]], workdir: str) -> ModelTurn:
+    tokens = info.get("tokens") if isinstance(info.get("tokens"), dict) else {}
+    cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+    times = info.get("time") if isinstance(info.get("time"), dict) else {}
+    commands = []
+    for p in parts:
+        state = p.get("state") if isinstance(p.get("state"), dict) else {}
+        found = tool_call(p.get("tool"), state.get("input"), workdir, workdir) if p.get("type") == "tool" else None
+        if found is not None:
+            commands.append(found.label)
+    seconds = None
+    if isinstance(times.get("created"), int) and isinstance(times.get("completed"), int):
+        seconds = max(0, times["completed"] - times["created"]) / 1000
+    return ModelTurn(
+        "\n".join(p.get("text", "") for p in parts if p.get("type") == "text" and not p.get("synthetic")),
+        "\n".join(p.get("text", "") for p in parts if p.get("type") == "reasoning"),
+        tuple(commands),
+        _int(tokens.get("input")),
+        _int(cache.get("read")),
+        _int(tokens.get("output")),
+        info.get("cost")
+        if isinstance(info.get("cost"), (int, float)) and not isinstance(info.get("cost"), bool)
+        else None,
+        seconds,
+    )
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def conversation(path: Path) -> Conversation:
+    """A session the run kept (``export``) as the model's side of the run: one turn per model call (an
+    assistant message: its text, reasoning, tool calls, tokens, cost and time)."""
+    try:
+        session = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise TrajectoryError(f"{path}: cannot read: {e}") from None
+    if not isinstance(session, dict) or not isinstance(session.get("messages"), list) or "parent" not in session:
+        raise TrajectoryError(f"{path}: not an OpenCode session kept by ledger-run (no messages)")
+    turns, task = [], ""
+    for m in session["messages"]:
+        info, parts = m.get("info") or {}, [p for p in m.get("parts") or [] if isinstance(p, dict)]
+        if info.get("role") == "user" and not task:
+            task = "\n".join(p.get("text", "") for p in parts if p.get("type") == "text" and not p.get("synthetic"))
+        elif info.get("role") == "assistant" and info.get("mode") != "compaction":
+            where = info.get("path") if isinstance(info.get("path"), dict) else {}
+            turns.append(_turn(info, parts, str(where.get("root") or session.get("directory") or "/")))
+    return Conversation(str(path), turns, task)
+
+
+def locate(ledger: Path) -> list[Path]:
+    """The sessions the run that kept ``ledger`` took from OpenCode's database (``sessions/*.json``
+    beside it), but its subagents' (their calls are not the main model's); oldest first."""
+    found = []
+    for path in sorted((ledger.parent / "sessions").glob("ses_*.json")):
+        try:
+            if _json(path.read_text()).get("parent") is None:
+                found.append(path)
+        except OSError:
+            continue
+    return found
+
+
+FORMAT = RecordedFormat("opencode", locate=locate, conversation=conversation)

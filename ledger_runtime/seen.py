@@ -1,0 +1,137 @@
+"""What the model last saw of each file in full, for an agent that reads and edits files with tools of
+its own (Claude Code's Read and Edit, Gemini CLI's read_file and replace, OpenCode's read and edit):
+a read of a file that changed since the model saw it, by anything but the agent's own edits, is
+flagged in the same turn with who changed it and the diff from the version the model saw.
+
+``SeenFiles(runtime, edit_tools)`` keeps the texts (files up to ``MAX_SEEN_BYTES``); the adapter says
+when the model saw a file whole (``saw``, ``saw_now`` after its own edit) and asks ``changed`` at each
+read. A compaction or a new conversation: ``forget``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DIFF_NOTE_CHARS = 2_000  # a changed file's diff in a note; a longer one is cut, and says so
+MAX_SEEN_BYTES = 1_000_000  # files up to this size are kept as the model last saw them (for diffs)
+
+
+def file_diff(before: str, after: str, limit: int = DIFF_NOTE_CHARS) -> str:
+    """A unified diff of two texts (one line of context), cut at ``limit`` characters."""
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), "seen", "now", n=1, lineterm="\n"
+    )
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in list(lines)[2:])
+    if len(text) > limit:
+        cut = text.rfind("\n", 0, limit) + 1
+        text = text[:cut] + f"[ledger: the diff goes on for {len(text) - cut} more characters; read the file]\n"
+    return text
+
+
+def shown_path(path: str, workdir: str) -> str:
+    """A path as a label shows it: relative to the work tree when it is inside it."""
+    root = workdir.rstrip(os.sep) + os.sep
+    return path[len(root) :] if path.startswith(root) else path
+
+
+def file_text(path: str) -> str | None:
+    """The file's text now, when it is small enough to keep (None: missing, unreadable or too big)."""
+    try:
+        if os.path.getsize(path) <= MAX_SEEN_BYTES:
+            return Path(path).read_text(errors="replace")
+    except OSError:
+        pass
+    return None
+
+
+@dataclass
+class _Seen:
+    step: int
+    text: str
+
+
+@dataclass
+class SeenFiles:
+    """What the model last saw in full of each file (a whole-file read, or the file after its own edit),
+    and the note for a read of a file that changed since."""
+
+    runtime: Any  # a LedgerRuntime
+    edit_tools: tuple[str, ...]  # the agent's edit tools, as the labels of their records begin
+    seen: dict[str, _Seen] = field(default_factory=dict)
+
+    def saw(self, path: str, step: int, text: str) -> None:
+        """The model was shown ``text``, the whole of ``path``, at ``step``."""
+        self.seen[path] = _Seen(step, text)
+
+    def saw_now(self, path: str | None) -> None:
+        """After the model's own edit of ``path``: the agent tells it that it holds the file as it is."""
+        if path is None:
+            return
+        text = file_text(path)
+        if text is None:
+            self.seen.pop(path, None)
+        else:
+            self.seen[path] = _Seen(self.runtime.state.step, text)
+
+    def forget(self) -> None:
+        """The model's context lost what it was shown (a compaction, a rewind, a new conversation)."""
+        self.seen.clear()
+
+    def changed(self, path: str, step: int, whole: str | None, *, stub: str | None = None) -> str:
+        """The note for a read (at ``step``) of ``path``, which showed the model ``whole`` (the file's whole
+        text; None: part of it, or not its text), when the file changed since the model saw it by anything
+        but its own edits; "" when it did not. ``stub``: the agent that answered the read with "unchanged
+        since your last read" instead of the file."""
+        state = self.runtime.state
+        observed = state.observations_of(path)
+        last, seen = (observed[-1] if observed else None), self.seen.get(path)
+        if last is None and seen is None:
+            return ""  # never seen: nothing it holds can be out of date
+        since = max(x.step for x in (last, seen) if x is not None)
+        current = whole if stub is None else None
+        if seen is not None and seen.step >= (last.step if last else 0):
+            current = current if current is not None else file_text(path)
+            changed = current is not None and current != seen.text
+        else:
+            fs = self.runtime.workspace.file_state(path)
+            changed = fs is not None and last is not None and fs.digest != last.content_hash
+        if not changed:
+            return ""
+        by = [m for m in state.modifications_of(path) if m.step > since]
+        if by and all(self._own_edit(m.attempt) for m in by):
+            return ""  # its own edits: the agent told it the file as they left it
+        return self._note(path, step, since, by, seen, current, stub)
+
+    def _note(
+        self, path: str, step: int, since: int, by: list[Any], seen: _Seen | None, current: str | None, stub: str | None
+    ) -> str:
+        who = "; ".join(self._who(m) for m in by[-3:]) or "changed outside the commands the ledger saw"
+        name = shown_path(path, self.runtime.workdir)
+        head = (
+            f"[ledger] {stub} says {name} is unchanged since your last read, but it changed since you saw it "
+            f"at step {since}: {who}."
+            if stub
+            else f"[ledger] {name} changed since you saw it at step {since}: {who}."
+        )
+        current = current if current is not None else file_text(path)
+        if seen is None or current is None or seen.text == current:
+            return head + (" Read it again with `cat -n` to see it as it is now." if stub else "")
+        diff = file_diff(seen.text, current)
+        if stub and diff == file_diff(seen.text, current, limit=len(diff) + 1):  # the whole diff: it knows the file now
+            self.seen[path] = _Seen(step, current)
+        return head + " What changed from the version you saw (a unified diff):\n" + diff
+
+    def _own_edit(self, attempt_id: int | None) -> bool:
+        a = self.runtime.state.attempt(attempt_id) if attempt_id is not None else None
+        return a is not None and a.command.split(" ", 1)[0] in self.edit_tools and a.command_class.value == "modify"
+
+    def _who(self, m: Any) -> str:
+        if m.attempt is None:
+            return f"changed outside any command before step {m.step}"
+        a = self.runtime.state.attempt(m.attempt)
+        command = a.command.splitlines()[0][:60] if a is not None and a.command else "?"
+        return f"`{command}` (step {m.step}) changed it"
