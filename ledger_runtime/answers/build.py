@@ -289,7 +289,7 @@ def _kept(head: str, tail: str, total: int, limit: int) -> str:
     return f"{head}... {left} characters of this output are not stored (the ledger keeps at most {limit}) ...\n{tail}"
 
 
-def build(  # noqa: C901
+def build(
     output: str,
     pool: Pool,
     settings: DedupeSettings,
