@@ -114,6 +114,7 @@ _EXPORTS = {
     "HookServer": "hooks.server",
     "HttpHookServer": "hooks.http",
     "fasthook_script": "hooks",
+    "hook_client": "hooks.compiled",
     "appended_lines": "hooks.tail",
     "refreshed": "hooks.tail",
     "hook_launcher": "cli.launch",
@@ -185,6 +186,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.executor import ExecResult, LocalExecutor, child_groups, kill_child_sessions
     from ledger_runtime.held.context import KEEP, ContextPolicy, Said, Sticky, stub_text, to_send
     from ledger_runtime.hooks import fasthook_script
+    from ledger_runtime.hooks.compiled import hook_client
     from ledger_runtime.hooks.http import HttpHookServer
     from ledger_runtime.hooks.server import HookServer
     from ledger_runtime.hooks.tail import appended_lines, refreshed

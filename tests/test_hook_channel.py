@@ -95,6 +95,7 @@ def _codex_runs(repo: Path, server: HookServer, run_dir: Path, call: str, comman
     return p.stdout + p.stderr
 
 
+@pytest.mark.usefixtures("hook_client")
 def test_a_command_cannot_answer_for_its_own_call(tmp_path: Path) -> None:
     """The secret on the wrapper's command line is spent before the command starts: a script that
     reads it and records a fake output for its own call is refused, the ledger keeps what the command
@@ -125,6 +126,7 @@ def _send_raw(sock: str, event: str, token: str, call: str, body: dict) -> bytes
     return out
 
 
+@pytest.mark.usefixtures("hook_client")
 def test_an_answer_the_model_did_not_get_is_never_a_reference_source(tmp_path: Path) -> None:
     """A process that takes the call's secret before the wrapper trades it (one watching /proc from
     the background) can record a fake output: the wrapper is refused and prints the real output.
@@ -173,6 +175,7 @@ def _rss_peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+@pytest.mark.usefixtures("hook_client")
 def test_strangers_on_the_socket_neither_hold_the_hooks_nor_fill_the_memory(tmp_path: Path) -> None:
     """Without the token: 70 connections that send a byte now and then, and big bodies; the real
     hooks are still answered at once, and the server reads no stranger's body."""
@@ -367,6 +370,7 @@ def _shell_catches(wrapper: int, signum: int, seconds: float = 60) -> bool:
     return False
 
 
+@pytest.mark.usefixtures("hook_client")
 def test_the_wrapped_command_gets_the_signals_and_dispositions_a_shell_would(tmp_path: Path) -> None:
     """No signal ignored that a plain shell would not ignore (glibc's posix_spawn left two), and the
     signals a terminal or Codex sends reach the command (SIGHUP too); its exit code is the wrapper's."""

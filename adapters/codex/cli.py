@@ -353,9 +353,11 @@ def run_codex(
 ) -> int:
     """Run codex with the ledger's hooks until it exits; returns its exit code."""
     from ledger_adapters.codex.hooks import CodexHooks, default_shell
-    from ledger_runtime import LedgerRuntime
+    from ledger_runtime import LedgerRuntime, hook_client
 
     source = source_home or user_codex_home()
+    # which hook client the hooks and the wrapper run (the compiled one, built now at first use, or why not)
+    meta = {**(meta or {}), "hook_client": hook_client()}
     # the run directory's lock first: a second run on it is refused before it touches the home
     runtime = LedgerRuntime(workdir, run_dir, config, meta=meta, secrets=login_secrets(source))
     try:

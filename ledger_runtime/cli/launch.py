@@ -22,11 +22,18 @@ def hook_launcher() -> list[str]:
     return [found] if found else [sys.executable, "-m", "ledger_runtime"]
 
 
-def fast_launcher() -> list[str]:
-    """How a hook (and the command wrapper) runs: the interpreter, without its ``site`` start-up,
-    on fasthook.py, which needs nothing but the standard library (hooks run once per event)."""
+def fast_launcher(compiled: bool = True) -> list[str]:
+    """How a hook (and the command wrapper) runs, once per event: the compiled client where this machine
+    has or can build one (hooks/compiled.py), else the interpreter, without its ``site`` start-up, on
+    fasthook.py, which needs nothing but the standard library. ``compiled=False``: the Python one."""
     from ledger_runtime.hooks import fasthook_script
 
+    if compiled:
+        from ledger_runtime.hooks.compiled import compiled_launcher
+
+        launcher = compiled_launcher()
+        if launcher is not None:
+            return launcher
     script = fasthook_script()
     return [sys.executable, "-S", "-E", str(script)] if script.is_file() else hook_launcher()
 
