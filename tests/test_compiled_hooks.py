@@ -396,6 +396,19 @@ def test_it_is_built_once_into_a_private_cache_and_checked_before_use(binary, tm
     assert subprocess.run([str(path), "--version"], capture_output=True, text=True).stdout.strip() in path.name
 
 
+def test_where_it_cannot_be_linked_statically_it_is_linked_as_usual(binary, tmp_path) -> None:
+    """A C library without its static archive (macOS, a minimal install): the second build serves."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    no_static = _compiler_script(tmp_path, f'case " $* " in *" -static "*) exit 1;; esac\nexec {cc} "$@"\n')
+    got = compiled.compiled_hook(_env(tmp_path, CC=no_static))
+    source = compiled.SOURCE.read_bytes()
+    machine = f"{os.uname().sysname}-{os.uname().machine}"
+    assert got == compiled.Build(
+        str(tmp_path / "cache" / f"ledger-hook-{compiled.build_key(source, ('-O2',), machine)}"), "built"
+    )
+    assert compiled.compiled_hook(_env(tmp_path)).why == "cached", "found again, not built statically now"
+
+
 def test_without_a_compiler_the_python_client_serves(tmp_path) -> None:
     env = _env(tmp_path, PATH=str(tmp_path / "empty"))
     assert compiled.compiled_hook(env) == compiled.Build(None, "no C compiler: $CC, cc, gcc or clang")
