@@ -45,4 +45,4 @@ for args in "mini -t x -w $work/repo" "demo"; do
 done
 packages=$("$work/core/bin/pip" list --format=freeze 2>/dev/null | grep -vc '^pip=')
 size=$(du -sm "$work/core" | cut -f1)
-echo "core install: ok ($packages packages, $size MB; hook client ${client%% *} ${client#*: })"
+echo "core install: ok ($packages packages, $size MB; hook client: ${client%%:*})"
