@@ -722,9 +722,10 @@ static void restore_signals(void) {
 }
 
 /* Start the shell with its stdout and stderr on one pipe whose read end is ``*fd``; SIGPIPE and SIGXFSZ
- * back to their defaults (this process ignores SIGPIPE), every other signal as this process got it. Its
- * pid, or -1 with errno set (an exec that failed says its errno through a close-on-exec pipe). */
-static pid_t start_shell(char *const argv[], int *fd) {
+ * back to their defaults (this process ignores SIGPIPE), every other signal as this process got it, and
+ * the signal mask ``mask`` (this process's as it started). Its pid, or -1 with errno set (an exec that
+ * failed says its errno through a close-on-exec pipe). */
+static pid_t start_shell(char *const argv[], int *fd, const sigset_t *mask) {
     int out[2], err[2];
     if (pipe(out) < 0) return -1;
     cloexec(out[0]);
@@ -748,6 +749,9 @@ static pid_t start_shell(char *const argv[], int *fd) {
         if ((w == 1 || dup2(w, 1) >= 0) && (w == 2 || dup2(w, 2) >= 0)) {
             signal(SIGPIPE, SIG_DFL);
             signal(SIGXFSZ, SIG_DFL);
+            for (int i = 0; i < N_FORWARDED; i++) /* the forwarding is this process's, not the shell's */
+                if (handled[i]) signal(FORWARDED[i], SIG_DFL);
+            sigprocmask(SIG_SETMASK, mask, NULL);
             execv(argv[0], argv);
         }
         int e = errno;
@@ -984,22 +988,34 @@ static int wrap_main(int argc, char **argv) {
     }
     /* a signal this process was started with ignored (nohup) stays ignored for the command, as a shell
      * would inherit it; the others a terminal or Codex sends go to the command while it runs, and once
-     * it has exited act on this process as they would have (a SIGTERM then ends it) */
-    int fd = -1;
-    pid_t pid = start_shell(shell_argv, &fd);
-    if (pid < 0) {
-        fprintf(stderr, "%s: [Errno %d] %s\n", sh, errno, strerror(errno));
-        return 127;
-    }
-    forward_to = pid;
+     * it has exited act on this process as they would have (a SIGTERM then ends it). They are held from
+     * before the shell starts until they can be passed on: one sent as soon as the shell has set its
+     * trap finds the forwarding in place, never this process at its default (which would end it). */
+    sigset_t held, before;
+    sigemptyset(&held);
     for (int i = 0; i < N_FORWARDED; i++) {
-        struct sigaction now, sa;
-        if (sigaction(FORWARDED[i], NULL, &now) < 0 || now.sa_handler == SIG_IGN) continue;
+        struct sigaction now;
+        if (sigaction(FORWARDED[i], NULL, &now) == 0 && now.sa_handler != SIG_IGN) sigaddset(&held, FORWARDED[i]);
+    }
+    sigprocmask(SIG_BLOCK, &held, &before);
+    for (int i = 0; i < N_FORWARDED; i++) {
+        struct sigaction sa;
+        if (!sigismember(&held, FORWARDED[i])) continue;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = forward;
         sa.sa_flags = SA_RESTART;
         sigemptyset(&sa.sa_mask);
         if (sigaction(FORWARDED[i], &sa, &previous[i]) == 0) handled[i] = 1;
+    }
+    int fd = -1;
+    pid_t pid = start_shell(shell_argv, &fd, &before);
+    int started_errno = errno;
+    if (pid > 0) forward_to = pid;
+    else restore_signals();
+    sigprocmask(SIG_SETMASK, &before, NULL); /* what came meanwhile goes to the shell now */
+    if (pid < 0) {
+        fprintf(stderr, "%s: [Errno %d] %s\n", sh, started_errno, strerror(started_errno));
+        return 127;
     }
     int passthrough = 0, lost = 0;
     buf_t out = {0};
