@@ -119,6 +119,7 @@ _EXPORTS = {
     "refreshed": "hooks.tail",
     "hook_launcher": "cli.launch",
     "fast_launcher": "cli.launch",
+    "exec_either": "cli.launch",
     "run_agent": "cli.launch",
     "find_binary": "cli.agents",
     "binary_version": "cli.agents",
@@ -177,7 +178,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.cli.dirs import unwritable
     from ledger_runtime.cli.errors import err, fail
     from ledger_runtime.cli.interrupt import interrupted
-    from ledger_runtime.cli.launch import fast_launcher, hook_launcher, run_agent
+    from ledger_runtime.cli.launch import exec_either, fast_launcher, hook_launcher, run_agent
     from ledger_runtime.cli.options import LedgerOptions, checked_workdir
     from ledger_runtime.config import ConfigError, LedgerConfig, from_mapping, load_config
     from ledger_runtime.config_file import toml_inline

@@ -478,3 +478,27 @@ def test_nothing_compiled_is_in_the_repository() -> None:
     assert compiled.cache_dir({"HOME": "/home/u"}) == Path("/home/u/.cache/ledger-runtime")
     assert compiled.cache_dir({"HOME": "/home/u", "XDG_CACHE_HOME": "/c"}) == Path("/c/ledger-runtime")
     assert compiled.cache_dir({"HOME": "/home/u", "XDG_CACHE_HOME": "rel"}) == Path("/home/u/.cache/ledger-runtime")
+
+
+def test_a_wrapper_removed_during_the_run_leaves_the_python_one(binary, tmp_path) -> None:
+    """The line Codex's shell runs names both wrappers and runs the compiled one when it is there: a cache
+    cleaned during the run (``rm -rf ~/.cache``) never makes a command fail; the Python one answers."""
+    from test_hook_chain import Served
+
+    copy = tmp_path / "ledger-hook"
+    shutil.copy(binary, copy)
+    s = Served(tmp_path)
+    s.hooks.wrap_launcher, s.hooks.wrap_fallback = [str(copy)], fast_launcher(compiled=False)
+    try:
+        shown, _ = s.call("c1", "cat b.txt; exit 0")
+        assert shown == "beta\n"
+        copy.unlink()
+        handled = s.server.handled
+        shown, _ = s.call("c2", "cat a.txt")
+        assert shown == "alpha\n" * 30
+        assert s.server.handled == handled + 3, "PreToolUse, then the Python wrapper's Begin and Answer"
+        attempts = s.rt.state.attempts
+        assert [(a.command, a.exit_code) for a in attempts] == [("cat b.txt; exit 0", 0), ("cat a.txt", 0)]
+        assert s.rt.store.blob(attempts[1].output_hash).decode() == "alpha\n" * 30
+    finally:
+        s.close()

@@ -103,19 +103,24 @@ def user_settings(given: str | None) -> dict[str, Any]:
     return data
 
 
-def hook_script(path: Path, launcher: list[str], socket_path: str, run_dir: Path, token_file: str) -> Path:
+def hook_script(
+    path: Path,
+    launcher: list[str],
+    socket_path: str,
+    run_dir: Path,
+    token_file: str,
+    fallback: list[str] | None = None,
+) -> Path:
     """The run's hook command (``SCRIPT EVENT``), owner-only: the hook client, with the socket and where
     the run's secret is (never the secret itself on a command line, which every user can read), which
     stay out of the settings and out of what Claude Code shows the model of a hook (a Stop hook's
-    block names the command)."""
-    from ledger_runtime import write_private
+    block names the command). ``fallback``: the client to run where the launcher's program is gone (the
+    compiled one's cache removed during the run)."""
+    from ledger_runtime import exec_either, write_private
 
-    line = (
-        shlex.join([*launcher, "hook"])
-        + ' "$1" '
-        + shlex.join(["--socket", socket_path, "--run-dir", str(run_dir), "--token-file", token_file])
-    )
-    write_private(path, f"#!/bin/sh\n# ledger-run claude: the hook of this run\nexec {line}\n")
+    args = 'hook "$1" ' + shlex.join(["--socket", socket_path, "--run-dir", str(run_dir), "--token-file", token_file])
+    line = exec_either(launcher, fallback, args)
+    write_private(path, f"#!/bin/sh\n# ledger-run claude: the hook of this run\n{line}\n")
     os.chmod(path, 0o700)
     return path
 
@@ -371,7 +376,9 @@ def run_claude(
             hook = http_hook(server.url, token)
         else:
             secret = server.keep_token(token)
-            hook = command_hook(hook_script(where / "hook", fast_launcher(), server.socket_path, run_dir, secret))
+            fallback = fast_launcher(compiled=False)  # where the compiled client goes missing during the run
+            script = hook_script(where / "hook", fast_launcher(), server.socket_path, run_dir, secret, fallback)
+            hook = command_hook(script)
         path = where / "settings.json"
         write_private(path, json.dumps(hook_settings(hook, settings or {}), indent=1) + "\n")
         try:

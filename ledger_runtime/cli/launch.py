@@ -4,6 +4,7 @@ writes into the agent's hook configuration."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -36,6 +37,16 @@ def fast_launcher(compiled: bool = True) -> list[str]:
             return launcher
     script = fasthook_script()
     return [sys.executable, "-S", "-E", str(script)] if script.is_file() else hook_launcher()
+
+
+def exec_either(launcher: list[str], fallback: list[str] | None, args: str) -> str:
+    """A POSIX shell line that becomes ``launcher ARGS`` (``args``: shell text), or ``fallback ARGS`` where
+    the launcher's program is gone (the compiled hook client, its cache removed during a run): a hook
+    never fails for a client missing. The test, ``[ -x ]``, is the shell's own: no process."""
+    line = f"exec {shlex.join(launcher)} {args}"
+    if fallback is None or fallback == launcher:
+        return line
+    return f"[ -x {shlex.quote(launcher[0])} ] && {line}; exec {shlex.join(fallback)} {args}"
 
 
 def run_agent(
