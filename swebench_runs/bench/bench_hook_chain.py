@@ -99,7 +99,7 @@ class Chain:
     """A hook server over a real runtime, the hook commands ``ledger-run codex`` would give Codex with the
     hook client ``launcher``, and the rollout Codex writes."""
 
-    def __init__(self, tmp: Path, launcher: list[str]):
+    def __init__(self, tmp: Path, launcher: list[str], fallback: list[str] | None = None):
         tmp.mkdir()
         self.repo = tmp / "repo"
         self.repo.mkdir()
@@ -109,6 +109,8 @@ class Chain:
         self.run_dir = tmp / "run"
         self.rt = LedgerRuntime(self.repo, self.run_dir, LedgerConfig())
         self.hooks = CodexHooks(self.rt, wrap_launcher=launcher, token=TOKEN)
+        if fallback is not None:  # as ledger-run codex runs the compiled client: the Python one named too
+            self.hooks.wrap_fallback = fallback
         self.rollout = tmp / "rollout.jsonl"
         self.rollout.write_text("")
         if hasattr(self.hooks, "serve"):
@@ -122,6 +124,8 @@ class Chain:
             extra["token_file"] = self.server.keep_token(TOKEN)
         else:  # an earlier commit: the secret on the command line
             extra["token"] = TOKEN
+        if fallback is not None:
+            extra["fallback"] = fallback
         args = hook_overrides(launcher, self.server.socket_path, self.run_dir, {}, **extra)
         self.commands = {}
         for value in args[1::2]:
@@ -267,7 +271,10 @@ def main() -> int:
     (tmp / "home").mkdir()  # a login profile of the user's own would weigh on both sides alike: none
     ENV.update({**os.environ, "HOME": str(tmp / "home")})
     clients = launchers()
-    chains = {name: Chain(tmp / name, launcher) for name, launcher in clients.items()}
+    chains = {
+        name: Chain(tmp / name, launcher, clients["python"] if name == "compiled" else None)
+        for name, launcher in clients.items()
+    }
     repo = next(iter(chains.values())).repo
     compiled = clients.get("compiled")
     try:
