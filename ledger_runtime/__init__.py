@@ -104,12 +104,14 @@ _EXPORTS = {
     "shown_path": "seen",
     "HookServer": "hooks.server",
     "HttpHookServer": "hooks.http",
+    "hook_client": "hooks.compiled",
     "appended_lines": "hooks.tail",
     "refreshed": "hooks.tail",
     "hook_launcher": "cli.launch",
     "fast_launcher": "cli.launch",
     "hook_script": "cli.launch",
     "loopback_unproxied": "cli.launch",
+    "exec_either": "cli.launch",
     "run_agent": "cli.launch",
     "find_binary": "cli.agents",
     "binary_version": "cli.agents",
@@ -159,7 +161,14 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.cli.dirs import unwritable
     from ledger_runtime.cli.errors import fail, stderr
     from ledger_runtime.cli.interrupt import interrupted
-    from ledger_runtime.cli.launch import fast_launcher, hook_launcher, hook_script, loopback_unproxied, run_agent
+    from ledger_runtime.cli.launch import (
+        exec_either,
+        fast_launcher,
+        hook_launcher,
+        hook_script,
+        loopback_unproxied,
+        run_agent,
+    )
     from ledger_runtime.cli.options import AgentOptions, LedgerOptions, agent_command, agent_context, checked_workdir
     from ledger_runtime.config import ConfigError, LedgerConfig, load_config
     from ledger_runtime.config_file import toml_inline
@@ -167,6 +176,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.decide.gate import Finding, Rule, build_rules, check_all, compose
     from ledger_runtime.executor import ExecResult, LocalExecutor, child_groups, kill_child_sessions
     from ledger_runtime.held.context import RewriteSchedule, to_send
+    from ledger_runtime.hooks.compiled import hook_client
     from ledger_runtime.hooks.http import HttpHookServer
     from ledger_runtime.hooks.server import HookServer
     from ledger_runtime.hooks.tail import appended_lines, refreshed

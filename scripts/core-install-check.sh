@@ -17,6 +17,12 @@ for args in "--help" "config" "codex --help" "claude --help" "inspect --help" "r
     # shellcheck disable=SC2086
     run $args >/dev/null 2>"$work/err" || { cat "$work/err"; fail "ledger-run $args failed"; }
 done
+# the hook client compiled at first use into a cache (the Python one where it cannot be: required by CI)
+client=$(LEDGER_HOOK_CACHE="$work/hook-cache" "$work/core/bin/python" -m ledger_runtime.hooks.compiled)
+case "$client" in
+    compiled:*) ;;
+    *) [ -z "${LEDGER_REQUIRE_COMPILED_HOOKS:-}" ] || fail "no compiled hook client: $client" ;;
+esac
 # a ledger made by the core alone, read back by inspect (text, JSON, the page)
 mkdir -p "$work/repo"
 git -C "$work/repo" init -q && printf 'x = 1\n' >"$work/repo/a.py"
@@ -39,4 +45,4 @@ for args in "mini -t x -w $work/repo" "demo"; do
 done
 packages=$("$work/core/bin/pip" list --format=freeze 2>/dev/null | grep -vc '^pip=')
 size=$(du -sm "$work/core" | cut -f1)
-echo "core install: ok ($packages packages, $size MB)"
+echo "core install: ok ($packages packages, $size MB; hook client: ${client%%:*})"

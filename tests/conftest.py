@@ -23,6 +23,12 @@ if "MSWEA_GLOBAL_CONFIG_DIR" not in os.environ:
     os.environ["MSWEA_GLOBAL_CONFIG_DIR"] = tempfile.mkdtemp(prefix="ledger-tests-mswea-")
     atexit.register(shutil.rmtree, os.environ["MSWEA_GLOBAL_CONFIG_DIR"], True)
 
+# Builds of the compiled hook client (ledger_runtime/hooks/compiled.py) go to a cache of this session's own,
+# not the user's: the first hook a test runs builds it (once per session), and nothing is left behind.
+if "LEDGER_HOOK_CACHE" not in os.environ:
+    os.environ["LEDGER_HOOK_CACHE"] = tempfile.mkdtemp(prefix="ledger-tests-hook-cache-")
+    atexit.register(shutil.rmtree, os.environ["LEDGER_HOOK_CACHE"], True)
+
 # The Ctrl-C tests send SIGINT to the commands they start: a shell that ran the suite in the background
 # (no job control) leaves SIGINT ignored, and an ignored signal is inherited by every command started.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
@@ -84,6 +90,28 @@ def age(root: Path, seconds: float) -> None:
         for name in filenames:
             os.utime(os.path.join(dirpath, name), (t, t), follow_symlinks=False)
         os.utime(dirpath, (t, t))
+
+
+@pytest.fixture(params=["compiled", "python"])
+def hook_client(request, monkeypatch):
+    """Each hook client and wrapper in turn, as ``fast_launcher()`` gives them: the compiled one
+    (ledger_runtime/hooks/compiled.py; skipped where none can be built, saying why, and required by CI:
+    LEDGER_REQUIRE_COMPILED_HOOKS) and the Python one (``LEDGER_HOOK_CLIENT=python``)."""
+    if request.param == "python":
+        monkeypatch.setenv("LEDGER_HOOK_CLIENT", "python")
+        return request.param
+    monkeypatch.delenv("LEDGER_HOOK_CLIENT", raising=False)
+    from ledger_runtime.hooks.compiled import found
+
+    build = found()
+    if build.path is None:
+        if os.environ.get("LEDGER_REQUIRE_COMPILED_HOOKS") == "1":
+            pytest.fail(f"no compiled hook client, and CI requires one: {build.why}")
+        pytest.skip(f"no compiled hook client on this machine: {build.why}")
+    from ledger_runtime import fast_launcher
+
+    assert fast_launcher() == [build.path]
+    return request.param
 
 
 @pytest.fixture

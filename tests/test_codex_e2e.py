@@ -99,6 +99,11 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"ledger-run inspect {run_dir}" in p.stderr
     state = load(run_dir).state
+    # the run says which hook client its hooks and wrapper ran: the compiled one where it could be built
+    from ledger_runtime import hook_client
+
+    which = state.run["hook_client"]  # "compiled: PATH (built)", or "python: why not"
+    assert which.startswith(("compiled:", "python:")) and which.split(" (")[0] == hook_client().split(" (")[0]
     rows = [(a.command.splitlines()[0], a.verdict.kind, a.executed, a.exit_code) for a in state.attempts]
     assert rows == [
         ("cat calc.py", VerdictKind.RUN, True, 0),

@@ -38,7 +38,9 @@ while pid > 1 and argv is None:  # Codex's command line: the hooks it was given 
     if "hooks.PostToolUse=" in raw:
         argv = raw
     pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-hook = re.search(r"exec (\S+ -S -E \S+ hook PostToolUse --socket \S+ --run-dir \S+ --token-file [^\s'\"]+)", argv)[1]
+# the hook client as the hook runs it: the compiled one, or the interpreter on fasthook.py
+client = r"\S+(?: -S -E \S+)?"
+hook = re.search(rf"exec ({client} hook PostToolUse --socket \S+ --run-dir \S+ --token-file [^\s'\";]+)", argv)[1]
 token_file = hook.split("--token-file ")[1]
 token = open(token_file).read().strip()
 everyone = [open(f, "rb").read() for f in glob.glob("/proc/[0-9]*/cmdline") if os.path.exists(f)]

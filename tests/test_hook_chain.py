@@ -28,6 +28,7 @@ from ledger_runtime.runtime import LedgerRuntime
 
 TOKEN = "t0k3n"
 BASH = "/bin/bash"
+pytestmark = pytest.mark.usefixtures("hook_client")  # every test with each client: the compiled one, the Python one
 
 
 class Served:

@@ -95,6 +95,7 @@ def _codex_runs(repo: Path, server: HookServer, run_dir: Path, call: str, comman
     return p.stdout + p.stderr
 
 
+@pytest.mark.usefixtures("hook_client")
 def test_a_command_cannot_answer_for_its_own_call(tmp_path: Path) -> None:
     """The secret on the wrapper's command line is spent before the command starts: a script that
     reads it and records a fake output for its own call is refused, the ledger keeps what the command
@@ -125,6 +126,7 @@ def _send_raw(sock: str, event: str, token: str, call: str, body: dict) -> bytes
     return out
 
 
+@pytest.mark.usefixtures("hook_client")
 def test_an_answer_the_model_did_not_get_is_never_a_reference_source(tmp_path: Path) -> None:
     """A process that takes the call's secret before the wrapper trades it (one watching /proc from
     the background) can record a fake output: the wrapper is refused and prints the real output.
@@ -173,6 +175,7 @@ def _rss_peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+@pytest.mark.usefixtures("hook_client")
 def test_strangers_on_the_socket_neither_hold_the_hooks_nor_fill_the_memory(tmp_path: Path) -> None:
     """Without the token: 70 connections that send a byte now and then, and big bodies; the real
     hooks are still answered at once, and the server reads no stranger's body."""
@@ -350,23 +353,15 @@ def test_the_hook_client_and_the_wrapper_import_little() -> None:
         assert module in loaded and not loaded & set(heavy), (module, sorted(loaded & set(heavy)))
 
 
-def _shell_catches(wrapper: int, signum: int, seconds: float = 60) -> bool:
-    """Whether the wrapper's shell (its child) catches ``signum`` (/proc: SigCgt), waiting up to ``seconds``."""
+def _appears(path: Path, seconds: float = 60) -> bool:
+    """Whether ``path`` exists, waiting up to ``seconds`` for it."""
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            children = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
-            for child in children:
-                status = Path(f"/proc/{child}/status").read_text()
-                caught = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("SigCgt:")), 16)
-                if caught >> (signum - 1) & 1:
-                    return True
-        except (OSError, StopIteration, ValueError):
-            pass
+    while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
-    return False
+    return path.exists()
 
 
+@pytest.mark.usefixtures("hook_client")
 def test_the_wrapped_command_gets_the_signals_and_dispositions_a_shell_would(tmp_path: Path) -> None:
     """No signal ignored that a plain shell would not ignore (glibc's posix_spawn left two), and the
     signals a terminal or Codex sends reach the command (SIGHUP too); its exit code is the wrapper's."""
@@ -387,15 +382,17 @@ def test_the_wrapped_command_gets_the_signals_and_dispositions_a_shell_would(tmp
         wrapped = subprocess.run([*wrap, "--", probe], capture_output=True, text=True, preexec_fn=keep).stdout
         assert wrapped == plain, (hup, wrapped, plain)
     for signum, name in ((signal.SIGTERM, "TERM"), (signal.SIGHUP, "HUP")):
+        trapped = tmp_path / f"trapped-{name}"
         p = subprocess.Popen(
-            [*wrap, "--", f"trap 'echo got-{name}; exit 7' {name}; echo ready; sleep 20 & wait"],
+            [*wrap, "--", f"trap 'echo got-{name}; exit 7' {name}; echo ready; : > {trapped}; sleep 20 & wait"],
             stdout=subprocess.PIPE,
             text=True,
             preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),  # (the suite may run under nohup)
         )
-        # the shell has set its trap (it catches the signal now): not a sleep a loaded machine outlasts, and
-        # not its "ready" line, which the wrapper passes on when it relays the output
-        assert _shell_catches(p.pid, signum), f"the shell never set its trap for {name}"
+        # the shell has set its trap and says so in a file: not a sleep a loaded machine outlasts, not its
+        # "ready" line, which the wrapper passes on when it relays the output, and not the shell's handlers
+        # (/proc: SigCgt), which a login shell sets for SIGHUP as it starts, before the trap
+        assert _appears(trapped), f"the shell never set its trap for {name}"
         p.send_signal(signum)
         out, _ = p.communicate(timeout=20)
         assert (out, p.returncode) == (f"ready\ngot-{name}\n", 7), (name, out, p.returncode)

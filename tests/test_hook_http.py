@@ -138,3 +138,30 @@ def test_a_flood_of_idle_connections_holds_no_more_than_its_share(served) -> Non
             time.sleep(0.2)
     else:
         raise AssertionError("hooks are not served again after the flood")
+
+
+def test_every_answer_is_one_write_that_nagle_cannot_hold_back(served, monkeypatch) -> None:
+    """Claude Code keeps its connection and delays its ACKs: an answer whose body was written after its
+    head waited for the ACK of the head (Nagle's algorithm), about 25 ms a hook (issue 42). Each answer,
+    a hook's and a refusal's, is one write of head and body, on a socket with TCP_NODELAY."""
+    import socket
+
+    server, calls, faults = served
+    writes: list[tuple[bytes, int]] = []  # what each write of the server sent, and TCP_NODELAY then
+    for name in ("send", "sendall"):
+        original = getattr(socket.socket, name)
+
+        def recorded(self, data, *args, original=original):
+            if self.getsockname()[1] == server.port:  # the server's end of a connection
+                writes.append((bytes(data), self.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
+            return original(self, data, *args)
+
+        monkeypatch.setattr(socket.socket, name, recorded)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert post(server, "/hook/PreToolUse", b'{"tool_name": "Bash"}', auth)[0] == 200
+    assert post(server, "/hook/PreToolUse", b"{}", {})[0] == 403
+    assert [w.split(b"\r\n", 1)[0] for w, _ in writes] == [b"HTTP/1.1 200 OK", b"HTTP/1.1 403 Forbidden"]
+    for data, no_delay in writes:
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int(re.search(rb"content-length: (\d+)", head)[1])
+        assert len(body) == length and body.startswith(b"{") and no_delay, data

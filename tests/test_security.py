@@ -262,6 +262,7 @@ def _hook(server, run_dir, event, payload, *extra):
     )
 
 
+@pytest.mark.usefixtures("hook_client")
 def test_a_hook_call_without_the_runs_secret_is_refused(tmp_path):
     repo, rt, hooks, server, sessions = _codex_hooks_server(tmp_path)
     try:

@@ -339,7 +339,9 @@ def run_claude(
             hook = http_hook(server.url, token)
         else:
             secret = server.keep_token(token)
-            hook = command_hook(hook_script(where / "hook", fast_launcher(), server.socket_path, run_dir, secret))
+            fallback = fast_launcher(compiled=False)  # where the compiled client goes missing during the run
+            script = hook_script(where / "hook", fast_launcher(), server.socket_path, run_dir, secret, fallback)
+            hook = command_hook(script)
         path = where / "settings.json"
         write_private(path, json.dumps(hook_settings(hook, settings or {}), indent=1) + "\n")
         try:

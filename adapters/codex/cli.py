@@ -27,7 +27,14 @@ from typing import Any, List, Optional
 
 import typer
 
-from ledger_runtime import LedgerOptions, fast_launcher, hook_launcher, run_agent, toml_inline  # noqa: F401 (hook_launcher: named here by tests)
+from ledger_runtime import (  # noqa: F401 (hook_launcher: named here by tests)
+    LedgerOptions,
+    exec_either,
+    fast_launcher,
+    hook_launcher,
+    run_agent,
+    toml_inline,
+)
 
 CODEX_VERSION = "0.171.0"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g @openai/codex@{CODEX_VERSION}"
@@ -180,6 +187,7 @@ def hook_overrides(
     token_file: str | None = None,
     flags: dict[str, str] | None = None,
     shell: str | None = None,
+    fallback: list[str] | None = None,
 ) -> list[str]:
     """``-c hooks.<Event>=[...]`` arguments: the user's own hooks for the event, then the ledger's.
     ``token_file``: where the hook reads the run's secret (never on Codex's command line, nor the
@@ -187,14 +195,15 @@ def hook_overrides(
     ``flags``: the paths of the server's flags ``post`` and ``fault`` (CodexHooks.serve): the
     PostToolUse hook asks the server only when one is set, testing them in the shell that runs it
     (``shell``: the user's login shell, which Codex runs hook commands with), and the PreToolUse hook
-    sets ``fault`` when it cannot reach the server."""
-    from ledger_adapters.codex.hooks import EVENTS, TOOL_MATCHER
+    sets ``fault`` when it cannot reach the server. ``fallback``: the hook client to run where the
+    launcher's program is gone (the compiled one's cache removed during the run), in a POSIX login shell."""
+    from ledger_adapters.codex.hooks import EVENTS, POSIX_SHELLS, TOOL_MATCHER
 
     user_hooks = user_config.get("hooks") if isinstance(user_config.get("hooks"), dict) else {}
     args: list[str] = []
+    posix = shell is not None and os.path.basename(shell) in POSIX_SHELLS
     for event in EVENTS:
-        argv = [
-            *launcher,
+        hook_args = [
             "hook",
             event,
             "--socket",
@@ -204,9 +213,11 @@ def hook_overrides(
             *(["--token-file", token_file] if token_file else []),
             *(["--flag-on-fault", flags["fault"]] if flags and event == "PreToolUse" else []),
         ]
-        command = shlex.join(argv)
+        argv = [*launcher, *hook_args]
+        line = exec_either(launcher, fallback, shlex.join(hook_args)) if posix and fallback else None
+        command = line or shlex.join(argv)
         if flags and event == "PostToolUse":
-            command = gated([flags["post"], flags["fault"]], argv, shell)
+            command = gated([flags["post"], flags["fault"]], argv, shell, line)
         ours: dict[str, Any] = {"hooks": [{"type": "command", "command": command, "timeout": 600}]}
         if event in ("PreToolUse", "PostToolUse"):
             ours = {"matcher": TOOL_MATCHER, **ours}
@@ -221,15 +232,16 @@ def hook_overrides(
 DRAIN = "exit 0"
 
 
-def gated(flags: list[str], argv: list[str], shell: str | None) -> str:
-    """A hook command that runs ``argv`` only when one of ``flags`` (files) exists, and otherwise
-    ends at once. Codex runs a hook command with the user's login shell (``SHELL -c``):
-    a POSIX one reads the tests itself; any other runs /bin/sh for them."""
+def gated(flags: list[str], argv: list[str], shell: str | None, line: str | None = None) -> str:
+    """A hook command that runs ``argv`` (in a POSIX login shell: the shell text ``line`` where it is
+    given) only when one of ``flags`` (files) exists, and otherwise ends at once. Codex runs a hook command
+    with the user's login shell (``SHELL -c``): a POSIX one reads the tests itself; any other runs /bin/sh
+    for them."""
     from ledger_adapters.codex.hooks import POSIX_SHELLS
 
     if shell is not None and os.path.basename(shell) in POSIX_SHELLS:
         tests = " || ".join(f"[ -e {shlex.quote(f)} ]" for f in flags)
-        return f"{tests} || {DRAIN}; exec {shlex.join(argv)}"
+        return f"{tests} || {DRAIN}; {line or 'exec ' + shlex.join(argv)}"
     tests = " || ".join(f'[ -e "${i + 1}" ]' for i in range(len(flags)))
     script = f'{tests} || {DRAIN}; shift {len(flags)}; exec "$@"'
     return shlex.join(["/bin/sh", "-c", script, "ledger-hook", *flags, *argv])
@@ -367,9 +379,11 @@ def run_codex(
 ) -> int:
     """Run codex with the ledger's hooks until it exits; returns its exit code."""
     from ledger_adapters.codex.hooks import CodexHooks, default_shell
-    from ledger_runtime import LedgerRuntime
+    from ledger_runtime import LedgerRuntime, hook_client
 
     source = source_home or user_codex_home()
+    # which hook client the hooks and the wrapper run (the compiled one, built now at first use, or why not)
+    meta = {**(meta or {}), "hook_client": hook_client()}
     # the run directory's lock first: a second run on it is refused before it touches the home
     runtime = LedgerRuntime(workdir, run_dir, config, meta=meta, secrets=login_secrets(source))
     try:
@@ -382,10 +396,13 @@ def run_codex(
         print(note, file=sys.stderr)
     # the run's secret: on the hook command lines, never in the environment the agent's commands get
     token = secrets.token_hex(16)
+    # the compiled hook client where there is one; the Python one where it goes missing during the run
+    fallback = None if fast_launcher() == fast_launcher(compiled=False) else fast_launcher(compiled=False)
     hooks = CodexHooks(
         runtime,
         note_chars=config.context.note_chars,
         wrap_launcher=fast_launcher(),
+        wrap_fallback=fallback,
         token=token,
         sessions_dir=str(home / "sessions"),
     )
@@ -407,6 +424,7 @@ def run_codex(
                 token_file=server.keep_token(token),
                 flags=hooks.flag_paths,
                 shell=default_shell(),
+                fallback=fallback,
             ),
             *args,
         ]

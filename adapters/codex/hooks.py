@@ -135,6 +135,18 @@ def default_shell() -> str:
         return os.environ.get("SHELL") or "/bin/sh"
 
 
+def wrapper_line(launcher: list[str], fallback: list[str] | None, options: list[str]) -> str:
+    """The line Codex's shell runs in place of a command: it says what shell it is and becomes the wrapper
+    (``launcher wrap OPTIONS``), which reads the command on descriptor 3; with a ``fallback``, that one
+    where the launcher's program is gone (``exec_either``)."""
+    from ledger_runtime import exec_either
+
+    if fallback is None:
+        return f"{LOGIN_TEST}; exec {shlex.join([*launcher, 'wrap', *options])} {AS_THIS_SHELL} --command-fd 3"
+    args = f'{shlex.join(["wrap", *options])} --shell "$0" --login-status "$1" --command-fd 3'
+    return f"{LOGIN_TEST}; set -- $?; {{ {exec_either(launcher, fallback, args)}; }}"
+
+
 def here_document(line: str, command: str) -> str:
     """``line`` with ``command`` on its file descriptor 3, verbatim: a here-document whose quoted
     delimiter appears nowhere in the command (nothing in it is expanded, nothing is quoted again)."""
@@ -180,6 +192,9 @@ class CodexHooks:
     last_transcript: str | None = None
     # how to run ``ledger-run wrap`` (None: commands are not wrapped, and the model gets raw outputs)
     wrap_launcher: list[str] | None = None
+    # how to run it where wrap_launcher's program is gone (the compiled client, its cache removed during
+    # the run): the shell runs the first that is there, so a command never fails for a wrapper missing
+    wrap_fallback: list[str] | None = None
     socket_path: str | None = None
     recorded: dict[str, int] = field(default_factory=dict)  # tool_use_id -> attempt id (answered by the wrapper)
     answer_texts: dict[str, str] = field(default_factory=dict)  # tool_use_id -> the answer its wrapper printed
@@ -438,23 +453,19 @@ class CodexHooks:
             with self._auth_lock:
                 self.call_tokens[call_id] = secret
             extra = ["--token", secret]
-        line = shlex.join(
-            [
-                *self.wrap_launcher,
-                "wrap",
-                "--socket",
-                self.socket_path,
-                "--call",
-                call_id,
-                *extra,
-                "--run-dir",
-                str(self.runtime.run_dir),
-                "--wait",
-                f"{wait:g}",
-                *(["--flag-on-fault", self.flag_paths["fault"]] if "fault" in self.flag_paths else []),
-            ]
-        )
-        return here_document(f"{LOGIN_TEST}; exec {line} {AS_THIS_SHELL} --command-fd 3", plan.command)
+        options = [
+            "--socket",
+            self.socket_path,
+            "--call",
+            call_id,
+            *extra,
+            "--run-dir",
+            str(self.runtime.run_dir),
+            "--wait",
+            f"{wait:g}",
+            *(["--flag-on-fault", self.flag_paths["fault"]] if "fault" in self.flag_paths else []),
+        ]
+        return here_document(wrapper_line(self.wrap_launcher, self.wrap_fallback, options), plan.command)
 
     def _answer(self, payload: dict[str, Any]) -> dict[str, Any] | bytes | None:
         """A wrapper's ``Answer``: its output decoded and the answer encoded outside the lock. The

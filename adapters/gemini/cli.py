@@ -168,8 +168,9 @@ def run_gemini(
     except BaseException:  # no socket (SocketDirError): the ledger is closed, the caller says why
         runtime.close()
         raise
+    fallback = fast_launcher(compiled=False)  # where the compiled client goes missing during the run
     ours = ledger_hooks(
-        hook_script(where / "hook", fast_launcher(), server.socket_path, run_dir, server.keep_token(token))
+        hook_script(where / "hook", fast_launcher(), server.socket_path, run_dir, server.keep_token(token), fallback)
     )
     try:
         home.write_settings(gemini_dir, home.with_hooks(settings, ours))

@@ -4,6 +4,7 @@ writes into the agent's hook configuration."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -22,13 +23,30 @@ def hook_launcher() -> list[str]:
     return [found] if found else [sys.executable, "-m", "ledger_runtime"]
 
 
-def fast_launcher() -> list[str]:
-    """How a hook (and the command wrapper) runs: the interpreter, without its ``site`` start-up,
-    on fasthook.py, which needs nothing but the standard library (hooks run once per event)."""
+def fast_launcher(compiled: bool = True) -> list[str]:
+    """How a hook (and the command wrapper) runs, once per event: the compiled client where this machine
+    has or can build one (hooks/compiled.py), else the interpreter, without its ``site`` start-up, on
+    fasthook.py, which needs nothing but the standard library. ``compiled=False``: the Python one."""
     from ledger_runtime.hooks import fasthook_script
 
+    if compiled:
+        from ledger_runtime.hooks.compiled import compiled_launcher
+
+        launcher = compiled_launcher()
+        if launcher is not None:
+            return launcher
     script = fasthook_script()
     return [sys.executable, "-S", "-E", str(script)] if script.is_file() else hook_launcher()
+
+
+def exec_either(launcher: list[str], fallback: list[str] | None, args: str) -> str:
+    """A POSIX shell line that becomes ``launcher ARGS`` (``args``: shell text), or ``fallback ARGS`` where
+    the launcher's program is gone (the compiled hook client, its cache removed during a run): a hook
+    never fails for a client missing. The test, ``[ -x ]``, is the shell's own: no process."""
+    line = f"exec {shlex.join(launcher)} {args}"
+    if fallback is None or fallback == launcher:
+        return line
+    return f"[ -x {shlex.quote(launcher[0])} ] && {line}; exec {shlex.join(fallback)} {args}"
 
 
 PROXIES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
@@ -48,21 +66,25 @@ def loopback_unproxied(env: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def hook_script(path: Path, launcher: list[str], socket_path: str, run_dir: Path, token_file: str) -> Path:
-    """An agent's hook command for one run (``SCRIPT EVENT``), owner-only, at ``path``: the hook client
-    (``launcher``: ``fast_launcher()``) with the socket and where the run's secret is (never the secret
-    itself on a command line, which every user can read), which stay out of the agent's settings and out
-    of what the agent shows the model of a hook (Claude Code's Stop hook names the command)."""
-    import shlex
+def hook_script(
+    path: Path,
+    launcher: list[str],
+    socket_path: str,
+    run_dir: Path,
+    token_file: str,
+    fallback: list[str] | None = None,
+) -> Path:
+    """An agent's hook command for one run (``SCRIPT EVENT``), owner-only, at ``path``.
 
+    It runs the hook client (``launcher``: ``fast_launcher()``) with the socket and where the run's secret is, never
+    the secret itself on a command line, which every user can read; they stay out of the agent's settings and out of
+    what the agent shows the model of a hook (Claude Code's Stop hook names the command). ``fallback``: the client to
+    run where the launcher's program is gone (the compiled one's cache removed during the run)."""
     from ledger_runtime.ledger.private import write_private
 
-    line = (
-        shlex.join([*launcher, "hook"])
-        + ' "$1" '
-        + shlex.join(["--socket", socket_path, "--run-dir", str(run_dir), "--token-file", token_file])
-    )
-    write_private(path, f"#!/bin/sh\n# ledger-run: the hook of this run\nexec {line}\n")
+    args = 'hook "$1" ' + shlex.join(["--socket", socket_path, "--run-dir", str(run_dir), "--token-file", token_file])
+    line = exec_either(launcher, fallback, args)
+    write_private(path, f"#!/bin/sh\n# ledger-run: the hook of this run\n{line}\n")
     os.chmod(path, 0o700)
     return path
 

@@ -20,6 +20,8 @@ the real hooks their answers:
   whoever else touches the runtime). Every answer closes its connection.
 - Dropped and refused connections are counted, and said in the faults (one line per 10 s at most,
   written by a thread of its own under the lock: the door never waits for the runtime).
+- Every answer is one write of its head and body on a socket without Nagle's algorithm (TCP_NODELAY):
+  Claude Code delays its ACKs, and a body written after its head waited for one (``_no_delay``).
 
 A fault of the handler is reported and answered with ``{}``: the agent goes on as without the ledger;
 so does an agent whose request fails (Claude Code's hooks fail open by default).
@@ -232,6 +234,7 @@ class HttpHookServer:
                 self._count(why)
                 conn.close()
                 continue
+            _no_delay(conn)
             conn.setblocking(False)
             if len(self._waiting) >= MAX_WAITING:
                 self._drop(next(iter(self._waiting)), "crowded")
@@ -395,6 +398,17 @@ class HttpHookServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _no_delay(conn: socket.socket) -> None:
+    """Every answer goes out as it is written (TCP_NODELAY). An answer is one write of its head and
+    body (``reply``), which Nagle's algorithm never holds back; one in two writes it did: the body waited
+    for the ACK of the head, which Claude Code delays, about 25 ms a hook (issue 42). Without Nagle that
+    cannot come back, whatever writes an answer."""
+    try:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:  # not TCP (a test's socket pair): nothing to hold back
+        pass
 
 
 def _read_body(conn: socket.socket, start: bytes, length: int, deadline: float) -> bytes:

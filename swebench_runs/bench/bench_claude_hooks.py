@@ -13,15 +13,19 @@ tool call without the ledger.
    trip to a server that answers nothing (``command floor``).
 2. The real ``claude`` against a fake Messages API on loopback (tests/fake_messages.py), one session of
    ``--calls`` Bash calls (``cat`` of a file, the same each time), run plainly (``claude -p``, no hooks),
-   with two HTTP hooks per call that answer ``{}`` at once (what Claude Code itself spends on hooks),
-   and through ``ledger-run claude`` with each transport, ``--repeat`` times each, interleaved. A tool
+   with two HTTP hooks per call that answer ``{}`` at once (what Claude Code itself spends on hooks:
+   answered in one write, as the ledger's server answers, and, beside it, as ``http.server`` answers by
+   default, its head and body in two writes, which Nagle's algorithm and Claude Code's delayed ACK hold
+   up), and through ``ledger-run claude`` with each transport, ``--repeat`` times each, interleaved. A tool
    call's time is what Claude Code spends between the model's answer asking for it and the next request
    carrying its result (hooks, permission checks, the command, its own bookkeeping), timed by the fake
    server.
 
 Prints a table (p50 and p95, ms) and writes JSON with the commit measured.
 
-Run: ``python swebench_runs/bench/bench_claude_hooks.py [--n 60] [--calls 20] [--repeat 3]``.
+Run: ``python swebench_runs/bench/bench_claude_hooks.py [--n 60] [--calls 20] [--repeat 3]``. The code
+measured is the one imported (``ledger-run claude`` too): with ``PYTHONPATH`` naming a tree of an earlier
+commit (its ``ledger_runtime`` and its ``adapters`` as ``ledger_adapters``) the same script measures that one.
 """
 
 from __future__ import annotations
@@ -95,6 +99,16 @@ def post(url: str, token: str, payload: dict[str, Any]) -> tuple[float, bytes]:
     return (time.perf_counter() - t0) * 1e3, body
 
 
+def secret_for(server: HookServer, token: str) -> str:
+    """What the hook script is given for the run's secret: the file that holds it (the secret is on no
+    command line), or, at an earlier commit (``PYTHONPATH``), the secret itself."""
+    import inspect
+
+    if "token_file" in inspect.signature(hook_script).parameters:
+        return server.keep_token(token)
+    return token
+
+
 def hook_round_trips(tmp: Path, n: int) -> dict[str, Any]:
     from ledger_runtime import HttpHookServer
 
@@ -117,7 +131,9 @@ def hook_round_trips(tmp: Path, n: int) -> dict[str, Any]:
             senders[transport] = lambda event, p, hs=hs: post(hs.url(event), "benchtoken", p)
         else:
             hs = HookServer(hooks.handle, rt.report_fault, authorize=hooks.authorize)
-            script = hook_script(tmp / "hook", fast_launcher(), hs.socket_path, tmp / "hooks-run-command", "benchtoken")
+            script = hook_script(
+                tmp / "hook", fast_launcher(), hs.socket_path, tmp / "hooks-run-command", secret_for(hs, "benchtoken")
+            )
             cmd = shlex.quote(str(script))
             senders[transport] = lambda event, p, cmd=cmd: timed(
                 ["sh", "-c", f"{cmd} {event}"], json.dumps(p).encode(), env
@@ -127,7 +143,9 @@ def hook_round_trips(tmp: Path, n: int) -> dict[str, Any]:
             rows[f"{transport} {k}"] = []
     silent = HookServer(lambda event, payload: None, runtimes[0].report_fault)
     servers.append(silent)
-    floor = hook_script(tmp / "floor-hook", fast_launcher(), silent.socket_path, tmp / "hooks-run-http", "x")
+    floor = hook_script(
+        tmp / "floor-hook", fast_launcher(), silent.socket_path, tmp / "hooks-run-http", secret_for(silent, "x")
+    )
     rows |= {"python_start": [], "command floor": []}
     try:
         for i in range(n):
@@ -158,20 +176,28 @@ def hook_round_trips(tmp: Path, n: int) -> dict[str, Any]:
     return {k: stats(v) for k, v in rows.items()}
 
 
-def empty_hooks(tmp: Path) -> tuple[Any, Path]:
+def empty_hooks(tmp: Path, one_write: bool) -> tuple[Any, Path]:
     """An HTTP server whose hooks answer ``{}`` at once, and a settings file that installs them for
-    PreToolUse and PostToolUse of Bash: what Claude Code itself spends on two hooks per call."""
+    PreToolUse and PostToolUse of Bash: what Claude Code itself spends on two hooks per call.
+    ``one_write``: the answer's head and body in one write, on a socket without Nagle's algorithm (as the
+    ledger's server answers); else as ``http.server`` answers by default, the head flushed, then the body:
+    on a connection Claude Code keeps alive, the body waits for the ACK of the head, which the client
+    delays (about 25 ms a hook, issue 42)."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Empty(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = one_write
 
         def log_message(self, *a: Any) -> None:
             pass
 
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length") or 0))
+            if one_write:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+                return
             self.send_response(200)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", "2")
@@ -182,15 +208,15 @@ def empty_hooks(tmp: Path) -> tuple[Any, Path]:
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{httpd.server_address[1]}/hook"
     hook = {"matcher": "Bash", "hooks": [{"type": "http", "url": url}]}
-    settings = tmp / "empty-hooks.json"
+    settings = tmp / f"empty-hooks-{int(one_write)}.json"
     settings.write_text(json.dumps({"hooks": {"PreToolUse": [hook], "PostToolUse": [hook]}}))
     return httpd, settings
 
 
 def claude_session(binary: str, tmp: Path, calls: int, ledger: str | None, tag: str) -> tuple[list[float], float]:
     """One session of ``calls`` Bash calls: each call's time inside claude (ms), and the session's wall
-    time. ``ledger``: the hook transport of ``ledger-run claude``, ``empty``: two empty HTTP hooks, None:
-    claude alone."""
+    time. ``ledger``: the hook transport of ``ledger-run claude``; ``empty`` or ``empty-two-writes``: two
+    empty HTTP hooks (empty_hooks); None: claude alone."""
     repo = repo_at(tmp / f"repo-{tag}")
     fake = FakeMessages([("bash", "cat calc.py")] * calls + [("say", "Done.")])
     home = tmp / f"home-{tag}"
@@ -198,8 +224,8 @@ def claude_session(binary: str, tmp: Path, calls: int, ledger: str | None, tag: 
     env = claude_env(os.environ, fake, home)
     env["LEDGER_CLAUDE_BIN"] = binary
     argv = ["-p", "--output-format", "stream-json", "--verbose", "--allowedTools=Bash", "read calc.py"]
-    if ledger == "empty":
-        argv = [binary, "--settings", str(tmp / "empty-hooks.json"), *argv]
+    if ledger in ("empty", "empty-two-writes"):
+        argv = [binary, "--settings", str(tmp / f"empty-hooks-{int(ledger == 'empty')}.json"), *argv]
     elif ledger:
         argv = [*hook_launcher(), "claude", "-w", str(repo), "-o", str(tmp / f"run-{tag}")]
         argv += ["--hook-transport", ledger, "--", "-p", "--output-format", "stream-json", "--verbose"]
@@ -236,8 +262,14 @@ def main() -> int:
     }
     binary = find_claude(None)
     if binary is not None:
-        kinds = {"plain": None, "empty http hooks": "empty", "ledger http": "http", "ledger command": "command"}
-        httpd, _ = empty_hooks(tmp)
+        kinds = {
+            "plain": None,
+            "empty http hooks, two writes": "empty-two-writes",
+            "empty http hooks": "empty",
+            "ledger http": "http",
+            "ledger command": "command",
+        }
+        servers = [empty_hooks(tmp, one_write)[0] for one_write in (False, True)]
         per: dict[str, list[float]] = {k: [] for k in kinds}
         walls: dict[str, list[float]] = {k: [] for k in kinds}
         for r in range(args.repeat):
@@ -246,7 +278,8 @@ def main() -> int:
                 gaps, wall = claude_session(binary, tmp, args.calls, kinds[kind], f"{kind.replace(' ', '-')}{r}")
                 per[kind].extend(gaps)
                 walls[kind].append(round(wall, 2))
-        httpd.shutdown()
+        for httpd in servers:
+            httpd.shutdown()
         result["claude"] = {
             "version": claude_version(binary),
             "pinned": CLAUDE_VERSION,
@@ -255,6 +288,14 @@ def main() -> int:
             "per_bash_call": {k: stats(v) for k, v in per.items()},
             "added_per_call_p50_ms": {
                 k: round(pct(per[k], 0.5) - pct(per["plain"], 0.5), 2) for k in kinds if k != "plain"
+            },
+            "over_plain": {
+                k: {
+                    q: round(pct(per[k], f) / max(pct(per["plain"], f), 1e-9), 2)
+                    for q, f in (("p50", 0.5), ("p95", 0.95))
+                }
+                for k in kinds
+                if k != "plain"
             },
             "session_wall_s": walls,
         }
@@ -274,10 +315,15 @@ def main() -> int:
         table.add_row(f"claude: a Bash call, {k}", str(v["p50_ms"]), str(v["p95_ms"]), str(v["n"]))
     Console().print(table)
     for k, v in c.get("added_per_call_p50_ms", {}).items():
-        print(f"added per Bash call (p50), {k}: {v} ms")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
+        r = c["over_plain"][k]
+        print(f"added per Bash call (p50), {k}: {v} ms ({r['p50']}x plain at the p50, {r['p95']}x at the p95)")
+    import ledger_runtime
+
+    code = Path(ledger_runtime.__file__).parent  # the commit of the code measured (PYTHONPATH: an earlier one)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=code).stdout
     result["commit"] = commit.strip()
-    result["command"] = " ".join(["python", "swebench_runs/bench/bench_claude_hooks.py", *sys.argv[1:]])
+    pythonpath = [f"PYTHONPATH={os.environ['PYTHONPATH']}"] if os.environ.get("PYTHONPATH") else []
+    result["command"] = " ".join([*pythonpath, "python", "swebench_runs/bench/bench_claude_hooks.py", *sys.argv[1:]])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")
