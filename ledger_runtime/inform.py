@@ -8,13 +8,13 @@ claim the records do not bear out (decide/claims.py) is left out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ledger_runtime.analysis.commands import RAW_ESCAPE
 from ledger_runtime.analysis.display import short_command
 from ledger_runtime.decide.claims import entry_fails
 from ledger_runtime.ledger.state import LedgerState
-from ledger_runtime.records import Attempt, CommandClass, LineSpan, Modification, VerdictKind
+from ledger_runtime.records import Attempt, CommandClass, LineSpan, Modification, Observation, VerdictKind
 from ledger_runtime.section import Section, integer, setting
 from ledger_runtime.workspace.scanner import relative
 
@@ -52,17 +52,6 @@ class StateView:
 
 def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
-
-
-def merge_spans(spans: list[LineSpan]) -> list[LineSpan]:
-    out: list[LineSpan] = []
-    for s in sorted(spans, key=lambda s: (s.start, s.end)):
-        if out and s.start <= out[-1].end + 1:
-            if s.end > out[-1].end:
-                out[-1] = LineSpan(out[-1].start, s.end)
-        else:
-            out.append(s)
-    return out
 
 
 def _steps(steps: list[int]) -> str:
@@ -144,56 +133,113 @@ def _seen_entries(state: LedgerState) -> list[ViewEntry]:
     out = []
     for path in sorted(state.observed_paths()):
         obs = state.observations_of(path)
-        # a path read through a symbolic link goes stale with its target too
-        targets = sorted({o.target for o in obs if o.target is not None})
-        key = (len(obs), len(state.modifications_of(path)), *(len(state.modifications_of(t)) for t in targets))
         kept = memo.get(path)
-        if kept is None or kept[0] != key:
-            kept = memo[path] = (key, _seen_entry(state, path))
-        out.append(kept[1])
+        if kept is None or kept.changes != _changes(state, path, kept.targets):
+            kept = memo[path] = _Seen.of(state, path)
+        elif kept.taken < len(obs):
+            kept = memo[path] = kept.taking(state, path, obs[kept.taken :])
+        out.append(kept.entry)
     return out
 
 
-def _seen_entry(state: LedgerState, path: str) -> ViewEntry:
+def _changes(state: LedgerState, path: str, targets: tuple[str, ...]) -> tuple[int, ...]:
+    """How many changes the ledger knows of a file and of the targets of the links it was read through."""
+    return (len(state.modifications_of(path)), *(len(state.modifications_of(t)) for t in targets))
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What the model's reads of one file add up to, and its line of the view.
+
+    Taken in a read at a time while no change to the file is recorded, so a render costs the reads that are new, not
+    every read of the run; made again from every read when a change is (``changes``)."""
+
+    taken: int  # the file's observations taken in, in the order the ledger holds them
+    changes: tuple[int, ...]  # _changes() when they were
+    targets: tuple[str, ...]  # the targets of links the file was read through, sorted
+    fresh_steps: tuple[int, ...]  # the steps of the reads the model holds as the file is now, sorted, once each
+    spans: tuple[tuple[int, int], ...]  # the lines those reads showed, merged; whole: one of them showed all of it
+    whole: bool
+    only_matches: bool  # every fresh read was a search
+    stale: bool  # some read no longer holds
+    last_step: int
+    entry: ViewEntry
+
+    @classmethod
+    def of(cls, state: LedgerState, path: str) -> _Seen:
+        obs = state.observations_of(path)
+        targets = tuple(sorted({o.target for o in obs if o.target is not None}))
+        empty = cls(0, _changes(state, path, targets), targets, (), (), False, True, False, 0, _EMPTY)
+        return empty.taking(state, path, obs)
+
+    def taking(self, state: LedgerState, path: str, new: list[Observation]) -> _Seen:
+        """These facts with the reads ``new`` taken in, and the file's line made again."""
+        if self.taken and any(o.target is not None and o.target not in self.targets for o in new):
+            return _Seen.of(state, path)  # read through a link to another file: its changes count too
+        fresh = [o for o in new if state.is_fresh(o)]
+        spans = list(self.spans) + [(x.start, x.end) for o in fresh for x in (o.spans or ())]
+        facts = _Seen(
+            self.taken + len(new),
+            self.changes,
+            self.targets,
+            tuple(sorted(set(self.fresh_steps).union(o.step for o in fresh))),
+            _merged(spans),
+            self.whole or any(o.spans is None for o in fresh),
+            self.only_matches and all(o.kind == "matches" for o in fresh),
+            self.stale or len(fresh) < len(new),
+            max([self.last_step, *(o.step for o in new)]),
+            _EMPTY,
+        )
+        return replace(facts, entry=_seen_entry(state, path, facts))
+
+
+def _merged(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(set(spans)):
+        if out and start <= out[-1][1] + 1:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return tuple(out)
+
+
+_EMPTY = ViewEntry(SEEN, (), "", 0)
+
+
+def _seen_entry(state: LedgerState, path: str, seen: _Seen) -> ViewEntry:
     """The line of one file the model saw: the lines it holds as they are now, or STALE and why."""
-    obs = state.observations_of(path)
-    cur = state.current_hash(path)
-    fresh = [o for o in obs if state.is_fresh(o)]
-    last_step = max(o.step for o in obs)
     name = _display(path, state)
-    if fresh:
-        if any(o.spans is None for o in fresh):
+    if seen.fresh_steps:
+        if seen.whole:
             ranges = "whole file"
         else:
-            spans = merge_spans([s for o in fresh for s in (o.spans or ())])
-            shown = spans[:MAX_SPANS]
-            ranges = ", ".join(f"lines {s}" if i == 0 else str(s) for i, s in enumerate(shown)) or "search matches"
-            if len(spans) > MAX_SPANS:
-                ranges += f" and {len(spans) - MAX_SPANS} more ranges"
-            if all(o.kind == "matches" for o in fresh) and not spans:
+            shown = [str(LineSpan(a, b)) for a, b in seen.spans[:MAX_SPANS]]
+            ranges = ", ".join(f"lines {s}" if i == 0 else s for i, s in enumerate(shown)) or "search matches"
+            if len(seen.spans) > MAX_SPANS:
+                ranges += f" and {len(seen.spans) - MAX_SPANS} more ranges"
+            if seen.only_matches and not seen.spans:
                 ranges = "search matches"
-        note = ""
-        if len(fresh) < len(obs):
-            note = "; earlier views stale"
+        note = "; earlier views stale" if seen.stale else ""
         # a fresh view the model has just read: the newest read told it so; fresh again after an
         # edit (a revert): that edit's own command, where it was one
         mods = state.modifications_of(path)
-        told = last_step if max(o.step for o in fresh) == last_step else _own(mods[-1] if mods else None)
-        text = f"  {name}: {ranges} ({_steps([o.step for o in fresh])}{note})"
-        claim = ("seen", path, tuple(sorted({o.step for o in fresh})), None)
-        return ViewEntry(SEEN, ("seen", path), text, last_step, told, claim=claim)
-    else:
-        newest = max(obs, key=lambda o: o.step)
-        m = state.staled_by(newest)
-        why = f"changed at {_changer(m, state)}" if m else "changed since"
-        if cur is None:  # the change that matters is the deletion, not the first change after the view
-            mods = state.modifications_of(path)
-            m = mods[-1] if mods else m
-            why = f"deleted at step {m.step}" if m else "deleted"
-        text = f"  {name}: STALE, {why}; seen at {_steps([o.step for o in obs])}"
-        return ViewEntry(
-            SEEN, ("seen", path), text, last_step, _own(m), claim=("seen", path, (), m.step if m else None)
-        )
+        told = seen.last_step if seen.fresh_steps[-1] == seen.last_step else _own(mods[-1] if mods else None)
+        text = f"  {name}: {ranges} ({_steps(list(seen.fresh_steps))}{note})"
+        claim = ("seen", path, seen.fresh_steps, None)
+        return ViewEntry(SEEN, ("seen", path), text, seen.last_step, told, claim=claim)
+    obs = state.observations_of(path)
+    newest = max(obs, key=lambda o: o.step)
+    m = state.staled_by(newest)
+    why = f"changed at {_changer(m, state)}" if m else "changed since"
+    if state.current_hash(path) is None:  # the change that matters is the deletion, not the first change after the view
+        mods = state.modifications_of(path)
+        m = mods[-1] if mods else m
+        why = f"deleted at step {m.step}" if m else "deleted"
+    text = f"  {name}: STALE, {why}; seen at {_steps([o.step for o in obs])}"
+    return ViewEntry(
+        SEEN, ("seen", path), text, seen.last_step, _own(m), claim=("seen", path, (), m.step if m else None)
+    )
 
 
 def result_holds(a: Attempt, state: LedgerState) -> tuple[bool, str]:

@@ -456,3 +456,43 @@ def test_the_mini_adapter_reads_and_sends_a_long_history_as_it_would_made_afresh
             sent = history.send(read, rt)
             assert agent.sent(messages, sent, Model()) == sent_messages(messages, sent, Model()), i
         assert history.notes.notes and history.rewrites
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_view_made_a_read_at_a_time_is_the_view_made_from_every_read(tmp_path: Path, seed: int) -> None:
+    """The seen files' lines are kept up a read at a time (a render costs the reads that are new): after
+    every step of a run of reads, searches, ranges, edits, reverts, deletions and reads through a link,
+    the view is the one made from every read of the run (the memo emptied first)."""
+    import os
+    import random
+
+    from ledger_runtime.inform import render
+
+    rng = random.Random(seed)
+    files = {f"m{k}.py": "".join(f"def f{i}():\n    return {i}\n" for i in range(40)) for k in range(3)}
+    root = make_repo(tmp_path / "w", files)
+    os.symlink("m0.py", root / "link.py")
+    config = LedgerConfig()
+    with LedgerRuntime(root, tmp_path / "run", config) as rt:
+        for step in range(60):
+            name = rng.choice(["m0.py", "m1.py", "m2.py", "link.py"])
+            a, b = sorted(rng.sample(range(1, 80), 2))
+            command = rng.choice(
+                [
+                    f"cat {name}",
+                    f"sed -n '{a},{b}p' {name}",
+                    f"grep -n 'return {rng.randint(0, 9)}' {name}",
+                    f"nl -ba {name} | sed -n '{a},{b}p'",
+                    f"sed -i 's/return {rng.randint(0, 39)}$/return {step}/' {name}",
+                    f"git checkout -q -- {name} 2>/dev/null; true",
+                    f"rm -f {name}; git checkout -q -- . 2>/dev/null; true" if rng.random() < 0.1 else f"cat {name}",
+                ]
+            )
+            rt.run(command, LocalExecutor(timeout=30))
+            kept = render(rt.state, config.view).text
+            memo = dict(rt.state.view_memo)
+            rt.state.view_memo.clear()
+            again = render(rt.state, config.view).text
+            rt.state.view_memo.update(memo)
+            assert kept == again, (step, command)
+        assert "Seen (fresh" in kept

@@ -28,7 +28,7 @@ def after(state: Any, a: Attempt) -> list[Modification]:
 
 def env_changed_after(state: Any, a: Attempt) -> bool:
     """Whether a command that changes the environment ran after ``a``."""
-    return any(b.id > a.id and b.executed and b.command_class is CommandClass.ENV for b in state.attempts)
+    return any(b.executed and b.command_class is CommandClass.ENV for b in state.attempts_after(a.id))
 
 
 def changed_since(state: Any, attempt_id: int) -> str | None:
@@ -160,7 +160,7 @@ def _seen_claim(claim: tuple, state: Any) -> str | None:
     """Checks "X: lines ... (steps ...)" and "X: STALE, changed at step N"."""
     _, path, fresh_steps, stale_step = claim
     obs = state.observations_of(path)
-    fresh = {o.step for o in obs if _fresh(state, o)}
+    fresh = _fresh_steps(state, path, obs)
     if fresh_steps and not set(fresh_steps) <= fresh:
         return f"{path}: what it saw at step {min(set(fresh_steps) - fresh)} no longer holds"
     if not fresh_steps and fresh:
@@ -168,6 +168,31 @@ def _seen_claim(claim: tuple, state: Any) -> str | None:
     if not fresh_steps and stale_step is not None and not _changed_at(state, obs, stale_step):
         return f"{path}: it did not change at step {stale_step}"
     return None
+
+
+def _fresh_steps(state: Any, path: str, obs: list[Observation]) -> frozenset[int]:
+    """The steps of the reads of ``path`` that still hold, taken in a read at a time while no change is recorded.
+
+    Kept in the state's view memo by path: the reads counted, the link targets among them and how many changes the
+    ledger holds of the file and of each target; a change to any of them, or a read through a new link, counts anew."""
+    memo = state.view_memo.setdefault("claims.fresh", {})
+    kept = memo.get(path)
+    if kept is not None:
+        n, targets, changes, steps = kept
+        new = obs[n:]
+        if n <= len(obs) and changes == _change_counts(state, path, targets):
+            if all(o.target is None or o.target in targets for o in new):
+                steps = steps | {o.step for o in new if _fresh(state, o)}
+                memo[path] = (len(obs), targets, changes, steps)
+                return steps
+    targets = frozenset(o.target for o in obs if o.target is not None)
+    steps = frozenset(o.step for o in obs if _fresh(state, o))
+    memo[path] = (len(obs), targets, _change_counts(state, path, targets), steps)
+    return steps
+
+
+def _change_counts(state: Any, path: str, targets: frozenset[str]) -> tuple[int, ...]:
+    return (len(state.modifications_of(path)), *(len(state.modifications_of(t)) for t in sorted(targets)))
 
 
 def _command_claim(claim: tuple, state: Any) -> str | None:

@@ -54,6 +54,7 @@ class LedgerState:
     _by_label: dict[str, int] = field(default_factory=dict)
     _per_step: dict[int, int] = field(default_factory=dict)
     _mod_steps: list[int] = field(default_factory=list)  # modifications' steps, in order (nondecreasing)
+    _ids_rise: bool = True  # the attempts are held in the order of their ids (a crafted ledger's may not be)
     revision: int = 0  # attempts changed in place so far (``complete``): what was derived from them may not hold
     # what the state view derived from this state, kept for the next render (inform.py's to fill)
     view_memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -134,6 +135,7 @@ class LedgerState:
     # -- folding -------------------------------------------------------------------------------
 
     def _add_attempt(self, a: Attempt) -> None:
+        self._ids_rise = self._ids_rise and (not self.attempts or a.id > self.attempts[-1].id)
         self.attempts.append(a)
         self._by_id[a.id] = a
         self._by_key.setdefault((a.normalized, a.cwd), []).append(a.id)
@@ -211,6 +213,12 @@ class LedgerState:
         if len(self._mod_steps) != len(self.modifications):
             return [m for m in self.modifications if m.step >= step]
         return self.modifications[bisect.bisect_left(self._mod_steps, step) :]
+
+    def attempts_after(self, attempt_id: int) -> list[Attempt]:
+        """The attempts with a greater id than ``attempt_id``, in the order held."""
+        if self._ids_rise:
+            return self.attempts[bisect.bisect_right(self.attempts, attempt_id, key=lambda a: a.id) :]
+        return [a for a in self.attempts if a.id > attempt_id]
 
     def observed_paths(self) -> Iterable[str]:
         return self._obs_by_path.keys()
