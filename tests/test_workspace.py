@@ -290,3 +290,23 @@ def test_the_baseline_of_a_repository_an_empty_one_a_detached_head_and_no_reposi
     plain.mkdir()
     b = take_baseline(str(plain), WorkspaceScanner(str(plain)).scan())
     assert (b.is_git, b.head_commit, b.branch, b.dirty_paths) == (False, None, None, ())
+
+
+def test_a_scan_keeps_the_content_of_changed_files_only(repo):
+    """A scan keeps the bytes of a file it had to read only where they may be a change (the ledger stores a
+    modification's content from them): not the baseline's, not a file read again with the same bytes (a cross-check
+    after a clone, whose every timestamp is racy, held a copy of the whole tree); a changed file's and a new one's,
+    yes (issue 42 item 4)."""
+    scanner = WorkspaceScanner(str(repo))
+    scanner.scan(keep_limit=1 << 20)
+    assert scanner.cache.kept == {}, "the baseline is no change"
+    for p in Path(repo).rglob("*"):
+        if p.is_file() and ".git" not in p.parts:
+            os.utime(p)  # read again: the same bytes
+    scanner.scan(keep_limit=1 << 20)
+    assert scanner.cache.reads > 0 and scanner.cache.kept == {}, "nothing changed: no copy held"
+    changed = next(p for p in Path(repo).rglob("*.py") if ".git" not in p.parts)
+    changed.write_text("changed\n")
+    (Path(repo) / "new.txt").write_text("new\n")
+    scanner.scan(keep_limit=1 << 20)
+    assert scanner.cache.kept == {str(changed): b"changed\n", str(Path(repo) / "new.txt"): b"new\n"}

@@ -76,6 +76,10 @@ class HashCache(object):
         self.entries = {}
         self.reads = 0  # files actually read, for tests and benchmarks
         self.kept = {}  # contents kept by the last scan: path -> bytes
+        # Only a content that may be a change is kept: one that differs from what the cache held of its path, or
+        # of a path new to it once ``keep_new`` is set (after the first scan, whose files are the baseline): a scan
+        # that reads a tree again to be sure (a cross-check, racy timestamps after a clone) holds no copy of it.
+        self.keep_new = False
 
     def state(self, path, st=None, keep_limit=0):
         """The FileState of ``path`` (lstat ``st`` if the caller has it); None unless it is a file or symlink.
@@ -104,7 +108,7 @@ class HashCache(object):
             self.entries[path] = (key, now_ns(), fs)
             return fs
         hashed_at = now_ns()
-        fs = self._read(path, st, keep_limit)
+        fs = self._read(path, st, keep_limit, cached[2].digest if cached is not None else None)
         if fs is None:
             self.entries.pop(path, None)
             return None
@@ -112,7 +116,7 @@ class HashCache(object):
             self.entries[path] = (key, hashed_at, fs)
         return fs
 
-    def _read(self, path, st, keep_limit):  # noqa: C901
+    def _read(self, path, st, keep_limit, before=None):  # noqa: C901
         self.reads += 1
         try:
             fd = open_quietly(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
@@ -146,9 +150,10 @@ class HashCache(object):
         finally:
             os.close(fd)
         line_count = None if binary else newlines + (1 if nbytes and not last.endswith(b"\n") else 0)
-        if parts is not None and not binary:
+        digest = self.digests.prefix + h.hexdigest()
+        if parts is not None and not binary and (digest != before if before is not None else self.keep_new):
             self.kept[path] = b"".join(parts)
-        return FileState(self.digests.prefix + h.hexdigest(), nbytes, line_count)
+        return FileState(digest, nbytes, line_count)
 
     def forget(self, path):
         self.entries.pop(path, None)
