@@ -23,7 +23,24 @@ def _held(attempt: int, step: int, lines: list[str], carried: list[bool]) -> Hel
     return HeldOutput(attempt, step, f"step {step}", "cat x", 0, lines, carried, (), True, f"d{attempt}")
 
 
+def _whole_by_walking(d: Delivered, attempt: int, first_held: int) -> bool:
+    """whole_available as it was before its answers were kept: the chain of references walked every time."""
+    stack, seen = [attempt], set()
+    while stack:
+        a = stack.pop()
+        if a in seen:
+            continue
+        seen.add(a)
+        s = d.items.get(a)
+        if s is None or s.step < first_held or not s.whole:
+            return False
+        stack.extend(s.refs)
+    return True
+
+
 def _check(d: Delivered, rng: random.Random, alphabet: list[str], first_held: int) -> int:
+    for a in rng.sample(sorted(d.items), min(10, len(d.items))) + [10**6]:
+        assert d.whole_available(a, first_held) == _whole_by_walking(d, a, first_held), (a, first_held)
     found = 0
     for _ in range(30):
         lines = _output(rng, alphabet, rng.randint(1, 40))
@@ -53,7 +70,10 @@ def test_the_pair_index_finds_what_trying_every_place_finds(seed: int) -> None:
         lines = _output(rng, alphabet, rng.randint(1, 60))
         carried = [rng.random() > 0.1 for _ in lines]
         again = seed % 3 == 0 and d.items and rng.random() < 0.05  # an attempt added a second time
-        d.add(_held(rng.choice(list(d.items)) if again else attempt, max(step, 0), lines, carried))
+        held = _held(rng.choice(list(d.items)) if again else attempt, max(step, 0), lines, carried)
+        held.whole = rng.random() > 0.1
+        held.refs = tuple(rng.sample(sorted(d.items), min(len(d.items), rng.choice((0, 1, 1, 2)))))
+        d.add(held)
         if attempt % 17 == 0:
             d.forget(lambda s: s.step >= step - 30)
         if attempt % 10 == 0:

@@ -55,8 +55,14 @@ def test_whether_the_model_holds_an_output_whole_is_found_without_recursion() ->
         pool.add(Shown(a, a, f"step {a}", "grep -rn x", 0, ["x"], [a == 1], refs, True, f"d{a}"), keys=["grep"])
     assert pool.whole_available(n, first_held=0)
     assert pool.base("grep", first_held=0) is not None
-    pool.items[1].whole = False  # the first one was cut: no output down the chain is whole
+    # the first one added again, cut: no output down the chain is whole (what was worked out before is dropped)
+    pool.add(Shown(1, 1, "step 1", "grep -rn x", 0, ["x"], [True], (), False, "d1"), keys=["grep"])
     assert not pool.whole_available(n, first_held=0)
+    cut = Delivered()  # and so when the chain is cut from the start
+    for a in range(1, n + 1):
+        cut.add(Shown(a, a, f"step {a}", "grep -rn x", 0, ["x"], [a == 1], (a - 1,) if a > 1 else (), a > 1, f"d{a}"))
+    assert not cut.whole_available(n, first_held=0) and not cut.whole_available(n // 2, first_held=0)
+    assert cut.whole_available(n, first_held=2) is False, "nor is one whose chain leaves the context"
 
 
 def test_the_view_kept_between_renders_is_the_view_made_afresh(tmp_path: Path) -> None:

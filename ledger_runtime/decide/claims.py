@@ -9,7 +9,7 @@ is not sent, and the runtime logs a fault. Each check returns None when the clai
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from ledger_runtime.records import Attempt, CommandClass, Modification, Observation, Verdict, VerdictKind
 
@@ -17,13 +17,15 @@ from ledger_runtime.records import Attempt, CommandClass, Modification, Observat
 UNCHANGED_SINCE = "no tracked file changed since"
 
 
-def after(state: Any, a: Attempt) -> list[Modification]:
-    """The modifications after attempt ``a``, less those its output showed: its own and those made while it ran."""
-    return [
+def after(state: Any, a: Attempt) -> Iterator[Modification]:
+    """The modifications after attempt ``a``, less those its output showed: its own and those made while it ran.
+
+    In order, as they are found: a caller that needs the first (or whether there is one) reads no further."""
+    return (
         m
         for m in state.modifications_after(a.step)
         if m.step > a.step or (m.step == a.step and m.attempt is not None and m.attempt > a.id)
-    ]
+    )
 
 
 def env_changed_after(state: Any, a: Attempt) -> bool:
@@ -36,7 +38,7 @@ def changed_since(state: Any, attempt_id: int) -> str | None:
     a = state.attempt(attempt_id)
     if a is None:
         return f"attempt {attempt_id} is not in the ledger"
-    return None if after(state, a) else f"no file changed after {state.label(attempt_id)}"
+    return None if next(after(state, a), None) else f"no file changed after {state.label(attempt_id)}"
 
 
 def unchanged_since(state: Any, a: Attempt | None, exit_code: Any = None) -> str | None:
@@ -45,9 +47,9 @@ def unchanged_since(state: Any, a: Attempt | None, exit_code: Any = None) -> str
         return "the step it names is not in the ledger"
     if exit_code is not None and a.exit_code != exit_code:
         return f"step {a.step} exited {a.exit_code}, not {exit_code}"
-    changed = after(state, a)
-    if changed:
-        return f"{changed[0].path} changed at step {changed[0].step}"
+    changed = next(after(state, a), None)
+    if changed is not None:
+        return f"{changed.path} changed at step {changed.step}"
     if env_changed_after(state, a):
         return f"the environment changed after step {a.step}"
     return None
@@ -201,7 +203,7 @@ def _command_claim(claim: tuple, state: Any) -> str | None:
     a = state.attempt(attempt_id)
     if a is None:
         return f"attempt {attempt_id} is not in the ledger"
-    if holds and not a.pure and after(state, a):
+    if holds and not a.pure and next(after(state, a), None) is not None:
         return f"#{a.step}: files changed since"
     if not holds and path is not None and not any(m.path == path and m.step == step for m in after(state, a)):
         return f"#{a.step}: {path} did not change at step {step}"

@@ -130,6 +130,8 @@ class Delivered:
         self._min_step: int | None = None  # the earliest step held
         self._steps_rise = True  # the outputs were added in the order of their steps
         self._readded = False  # an attempt was added twice (its older index entries point at the newer)
+        self._whole: dict[int, bool] = {}  # whole_available's answers, for the first step held below
+        self._whole_for: int | None = None
 
     def add(self, shown: HeldOutput, keys: Iterable[str] = ()) -> None:
         # one copy of each output and of each line, however often they were printed (a long run
@@ -141,7 +143,9 @@ class Delivered:
         elif len(shown.lines) <= MAX_INDEXED_LINES:  # (a longer output costs its own memory, not a loop a line)
             shown.lines = [self._lines.setdefault(line, line) for line in shown.lines]
         shown.carried = bytes(shown.carried)  # a byte a line, not a pointer: a long run holds many
-        self._readded = self._readded or shown.attempt in self.items
+        if shown.attempt in self.items:
+            self._readded = True
+            self._whole = {}
         last = self.items[next(reversed(self.items))].step if self.items else shown.step
         self._steps_rise = self._steps_rise and shown.step >= last
         self._min_step = shown.step if self._min_step is None else min(self._min_step, shown.step)
@@ -184,6 +188,7 @@ class Delivered:
             return
         for a in gone:
             del self.items[a]
+        self._whole = {}
         for table in (self._by_digest, self._by_key):
             for k in list(table):
                 table[k] = [a for a in table[k] if a not in gone]
@@ -218,18 +223,30 @@ class Delivered:
     def whole_available(self, attempt: int, first_held: int) -> bool:
         """Whether the model can have an attempt's whole output: an uncut answer seen whole, and so for its references.
 
-        References are followed without recursion, since a long run makes long chains of them."""
-        stack, seen = [attempt], set()
+        References are followed without recursion, since a long run makes long chains of them (a file re-read after
+        each edit: a diff of a diff of ...). Each answer is kept for the step held, so a chain is followed once: held
+        outputs are never changed, only dropped (``forget``), which drops what was worked out from them."""
+        if first_held != self._whole_for:
+            self._whole, self._whole_for = {}, first_held
+        known = self._whole.get(attempt)
+        if known is not None:
+            return known
+        stack, seen, ok = [attempt], set(), True
         while stack:
             a = stack.pop()
             if a in seen:
                 continue
             seen.add(a)
-            s = self._live(a, first_held)
+            known = self._whole.get(a)
+            if known is True:
+                continue
+            s = self._live(a, first_held) if known is None else None
             if s is None or not s.whole:
-                return False
+                ok = False
+                break
             stack.extend(s.refs)
-        return True
+        self._whole[attempt] = ok
+        return ok
 
     def _root(self, s: HeldOutput, first_held: int) -> HeldOutput:
         """The identical output ``s`` refers to, if the model has it whole: references never chain through repeats."""
