@@ -328,7 +328,10 @@ def interactive(s: Session, *ledger: str) -> Terminal:
     """``ledger-run gemini`` in an interactive session of a user who trusted the folder before."""
     (s.home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(s.repo): "TRUST_FOLDER"}))
     argv = s.argv("-m", "gemini-2.5-pro", ledger=ledger)
-    tui = Terminal(argv, str(s.repo), s.env)
+    # A person at a terminal, not a CI job: Gemini CLI (ink's is-in-ci) will not start its interactive mode
+    # while CI, CONTINUOUS_INTEGRATION or any CI_* variable is set, as the CI that runs these tests sets them.
+    env = {k: v for k, v in s.env.items() if k not in ("CI", "CONTINUOUS_INTEGRATION") and not k.startswith("CI_")}
+    tui = Terminal(argv, str(s.repo), env)
     assert tui.until(lambda: drawn(tui.screen, "Type your message"), 90), visible(tui.screen)
     tui.pump(1)
     return tui

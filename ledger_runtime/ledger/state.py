@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from ledger_runtime.ledger.event_fields import checked
 from ledger_runtime.records import Attempt, Baseline, CommandClass, Modification, Observation, VerdictKind
@@ -204,9 +204,9 @@ class LedgerState:
         """The executed attempt behind a chain of reuses; itself when it ran."""
         return self._reuse_sources.get(attempt_id, attempt_id)
 
-    def repeats_of(self, normalized: str, cwd: str) -> list[Attempt]:
-        """Earlier attempts of the same command in the same directory, newest first."""
-        return [self._by_id[i] for i in reversed(self._by_key.get((normalized, cwd), []))]
+    def repeats_of(self, normalized: str, cwd: str) -> Iterator[Attempt]:
+        """Earlier attempts of the same command in the same directory, newest first, as they are read."""
+        return (self._by_id[i] for i in reversed(self._by_key.get((normalized, cwd), [])))
 
     def modifications_after(self, step: int) -> list[Modification]:
         """The modifications at ``step`` and after, in order."""

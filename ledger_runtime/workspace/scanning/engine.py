@@ -140,7 +140,7 @@ class WorkspaceScanner(object):
     def scan(self, *, keep_limit=0):
         """A snapshot of the workspace now; ``keep_limit`` as in HashCache.state."""
         self.cache.kept = {}
-        self.cache.keep_new = self._files is not None  # the first scan's files are the baseline: no change to keep
+        self.cache.previous = self._files  # what a kept content must differ from to be a change
         self._intake = Intake(self.bounds, first=self._files is None)  # one budget, whichever way it goes
         try:
             if self.watcher is not None and self._files is not None and self._since_full < self.cross_check_every:

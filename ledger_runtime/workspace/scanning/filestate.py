@@ -76,10 +76,11 @@ class HashCache(object):
         self.entries = {}
         self.reads = 0  # files actually read, for tests and benchmarks
         self.kept = {}  # contents kept by the last scan: path -> bytes
-        # Only a content that may be a change is kept: one that differs from what the cache held of its path, or
-        # of a path new to it once ``keep_new`` is set (after the first scan, whose files are the baseline): a scan
-        # that reads a tree again to be sure (a cross-check, racy timestamps after a clone) holds no copy of it.
-        self.keep_new = False
+        # Only a content that may be a change is kept: one that differs from what the last snapshot (``previous``,
+        # path -> FileState) held of its path, or of a path it did not hold; None before the first scan, whose files
+        # are the baseline. A scan that reads a tree again to be sure (a cross-check, racy timestamps after a clone)
+        # holds no copy of it. Not the cache's own entry: a probe of a read key may have hashed the new content first.
+        self.previous = None
 
     def state(self, path, st=None, keep_limit=0):
         """The FileState of ``path`` (lstat ``st`` if the caller has it); None unless it is a file or symlink.
@@ -108,7 +109,7 @@ class HashCache(object):
             self.entries[path] = (key, now_ns(), fs)
             return fs
         hashed_at = now_ns()
-        fs = self._read(path, st, keep_limit, cached[2].digest if cached is not None else None)
+        fs = self._read(path, st, keep_limit)
         if fs is None:
             self.entries.pop(path, None)
             return None
@@ -116,7 +117,7 @@ class HashCache(object):
             self.entries[path] = (key, hashed_at, fs)
         return fs
 
-    def _read(self, path, st, keep_limit, before=None):  # noqa: C901
+    def _read(self, path, st, keep_limit):  # noqa: C901
         self.reads += 1
         try:
             fd = open_quietly(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
@@ -151,9 +152,15 @@ class HashCache(object):
             os.close(fd)
         line_count = None if binary else newlines + (1 if nbytes and not last.endswith(b"\n") else 0)
         digest = self.digests.prefix + h.hexdigest()
-        if parts is not None and not binary and (digest != before if before is not None else self.keep_new):
+        if parts is not None and not binary and self._may_be_change(path, digest):
             self.kept[path] = b"".join(parts)
         return FileState(digest, nbytes, line_count)
+
+    def _may_be_change(self, path, digest):
+        if self.previous is None:
+            return False
+        held = self.previous.get(path)
+        return held is None or held.digest != digest
 
     def forget(self, path):
         self.entries.pop(path, None)
