@@ -174,6 +174,7 @@ class WorkspaceScanner(object):
         A scan whose result was dropped saw them first, and the next one must read their content to keep it."""
         for p in paths:
             self.cache.entries.pop(p, None)
+            self.cache.must_keep.add(p)  # the dropped scan's snapshot is the last: it holds the new content
             self._recheck.add(p)
 
     def recheck(self, path):

@@ -81,6 +81,7 @@ class HashCache(object):
         # are the baseline. A scan that reads a tree again to be sure (a cross-check, racy timestamps after a clone)
         # holds no copy of it. Not the cache's own entry: a probe of a read key may have hashed the new content first.
         self.previous = None
+        self.must_keep = set()  # paths whose next content read by a scan is kept, whatever ``previous`` holds
 
     def state(self, path, st=None, keep_limit=0):
         """The FileState of ``path`` (lstat ``st`` if the caller has it); None unless it is a file or symlink.
@@ -157,6 +158,9 @@ class HashCache(object):
         return FileState(digest, nbytes, line_count)
 
     def _may_be_change(self, path, digest):
+        if path in self.must_keep:
+            self.must_keep.discard(path)
+            return True
         if self.previous is None:
             return False
         held = self.previous.get(path)
