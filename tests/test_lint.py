@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # the product's code, held to the complexity budget
 BUDGETED = ("ledger_runtime", "adapters", "harness")
 # how many functions are over the budget and marked so (see the module docstring): lower it, never raise it
-LISTED = 41
+LISTED = 40
 _MARK = re.compile(r"#\s*NOQA:[^#]*\bC901\b", re.IGNORECASE)  # the mark, in any case (as ruff reads it)
 
 

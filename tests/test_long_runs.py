@@ -415,55 +415,6 @@ def test_what_the_history_sends_again_is_what_it_would_send_made_afresh(tmp_path
         assert history.notes.notes, "no note of the view was sent: the test did not test notes"
 
 
-def test_the_mini_adapter_reads_and_sends_a_long_history_as_it_would_made_afresh(tmp_path: Path) -> None:
-    """mini-swe-agent's adapter keeps the messages as it read them and what it sent for them, and
-    takes them again while they are the same objects: after new messages, a message replaced by a new
-    one, the last message changed in place, a content of parts, and messages dropped, what it reads
-    and sends must be what reading and sending them afresh gives."""
-    import random
-
-    from ledger_adapters.mini.context import AgentMessages, as_messages, sent_messages
-    from ledger_runtime.prompt.history import History
-
-    class Model:  # mini-swe-agent's model, as far as the adapter asks of it
-        def format_message(self, **kwargs):
-            return dict(kwargs)
-
-    root = make_repo(tmp_path / "w", {"a.py": BODY, "b.py": BODY})
-    executor = LocalExecutor(timeout=30)
-    rng = random.Random(5)
-    history, agent = History(view_share=None), AgentMessages()
-    messages: list[dict] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
-    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
-        for i in range(80):
-            roll = rng.random()
-            if roll < 0.2:
-                (root / rng.choice(["a.py", "b.py"])).write_text(BODY + f"edit {i}\n")
-            if roll < 0.08 and len(messages) > 4:
-                k = rng.randrange(2, len(messages))
-                # a new message: another text, or the same text with something else changed
-                messages[k] = {**messages[k], **rng.choice([{"content": f"replaced {i}"}, {"replaced": i}])}
-            elif roll < 0.14:
-                last = messages[-1]
-                if isinstance(last.get("content"), str):
-                    last["content"] += f" (changed in place {i})"
-                else:
-                    last["content"][0]["text"] += " (changed in place)"
-            elif roll < 0.18 and len(messages) > 6:
-                del messages[-2:]
-            else:
-                r = rt.run(rng.choice(["cat a.py", "cat b.py", "git status --short"]), executor)
-                extra = {"ledger": {"attempt": r.attempt_id, "spared": rt.spared(r.attempt_id)}}
-                messages.append({"role": "assistant", "content": [{"type": "text", "text": f"thought {i}"}]})
-                messages.append({"role": "user", "content": r.output, "extra": extra})
-            rt.prescan()
-            read = agent.read(messages)
-            assert read == as_messages(messages), i
-            sent = history.send(read, rt)
-            assert agent.sent(messages, sent, Model()) == sent_messages(messages, sent, Model()), i
-        assert history.notes.notes and history.rewrites
-
-
 @pytest.mark.parametrize("seed", range(3))
 def test_the_view_made_a_read_at_a_time_is_the_view_made_from_every_read(tmp_path: Path, seed: int) -> None:
     """The seen files' lines are kept up a read at a time (a render costs the reads that are new): after
@@ -502,3 +453,97 @@ def test_the_view_made_a_read_at_a_time_is_the_view_made_from_every_read(tmp_pat
             rt.state.view_memo.update(memo)
             assert kept == again, (step, command)
         assert "Seen (fresh" in kept
+
+
+@pytest.mark.parametrize(
+    "policy,seed",
+    [
+        ("full", 0),
+        ("full", 1),
+        ("window:3", 2),
+        ("window:1", 3),
+        ("validity", 4),
+        ("validity+window:2", 5),
+    ],
+)
+def test_the_mini_adapters_turn_sends_what_a_history_made_afresh_sends(tmp_path: Path, policy: str, seed: int) -> None:
+    """The mini adapter's model call (``history_for`` with its ``AgentMessages``) builds on what it read and sent at
+    the last call, and tells ``History`` how many messages it had: over random turns of new outputs, earlier messages
+    replaced, the history cut short, the last few messages changed in place, the workspace changed (notes of the view),
+    the context forgotten, and turns taken by the path that reads everything, what it sends must equal, at every call,
+    what a ``History`` made afresh before each call from the public state of the one before (its caches left behind)
+    sends for a deep copy of the messages through that path: every message read, every text and note made anew."""
+    import copy
+    import random
+    from dataclasses import fields
+
+    from minisweagent.models.test_models import DeterministicModel
+
+    from ledger_adapters.mini.context import AgentMessages, history_for
+    from ledger_runtime.held.context import ContextPolicy, RewriteSchedule
+    from ledger_runtime.prompt.history import History
+    from ledger_runtime.prompt.notes import ViewNotes
+
+    root = make_repo(tmp_path / "w", {"a.py": BODY, "b.py": BODY})
+    executor = LocalExecutor(timeout=30)
+    rng = random.Random(seed)
+    model = DeterministicModel(outputs=[])
+    messages: list[dict] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+
+        def made() -> History:
+            notes = ViewNotes(limit_chars=rt.config.context.note_chars)
+            sticky = RewriteSchedule(cache_ratio=cache, min_calls_ahead=ahead)
+            return History(policy=ContextPolicy.parse(policy), notes=notes, sticky=sticky, view_share=share)
+
+        share, cache, ahead = rng.choice([None, 0.5, 0.05]), rng.choice([0.1, 1.0]), rng.choice([1, 4])
+        incremental, afresh, agent = made(), made(), AgentMessages()
+
+        def step(i: int) -> None:
+            r = rt.run(rng.choice(["cat a.py", "cat b.py", "git status --short", "sed -n 2,9p a.py"]), executor)
+            thought = rng.choice([f"thought {i}", [{"type": "text", "text": f"thought {i}"}]])
+            extra = {"ledger": {"attempt": r.attempt_id, "spared": rt.spared(r.attempt_id)}}
+            messages.extend(
+                [{"role": "assistant", "content": thought}, {"role": "user", "content": r.output, "extra": extra}]
+            )
+
+        def in_place(i: int) -> None:  # the agent's contract: only the last few messages change in place
+            m = messages[rng.randrange(max(len(messages) - AgentMessages.RECHECK, 0), len(messages))]
+            if isinstance(m.get("content"), list):
+                m["content"][0]["text"] += f" (changed in place {i})"
+            elif "extra" in m and rng.random() < 0.5:
+                m["extra"]["ledger"]["spared"] += 7
+            else:
+                m["content"] += f" (changed in place {i})"
+
+        for i in range(100):
+            if rng.random() < 0.3:
+                (root / rng.choice(["a.py", "b.py"])).write_text(BODY + f"edit {i}\n")  # the view changes: notes
+            roll = rng.random()
+            if roll < 0.1 and len(messages) > 4:
+                k = rng.randrange(2, len(messages))  # an earlier message replaced by a new one
+                messages[k] = {**messages[k], **rng.choice([{"content": f"replaced {i}"}, {"replaced": i}])}
+            elif roll < 0.2:
+                in_place(i)
+            elif roll < 0.26 and len(messages) > 6:
+                del messages[rng.randrange(2, len(messages)) :]  # cut short
+            elif roll < 0.3:
+                rt.forget_context()  # a compaction: the outputs so far are gone, a summary in their place
+                messages[2:] = [{"role": "user", "content": f"summary {i}"}]
+            elif roll < 0.35:
+                pass  # the same messages again
+            else:
+                for _ in range(rng.choice([1, 1, 2])):
+                    step(i)
+            rt.prescan()
+            bypass = rng.random() < 0.08  # a call through the path that reads everything: the next one is not built on
+            got = history_for(messages, incremental, rt, model, None if bypass else agent)
+            afresh = History(**{f.name: getattr(afresh, f.name) for f in fields(afresh) if not f.name.startswith("_")})
+            want = history_for(copy.deepcopy(messages), afresh, rt, model)
+            assert got == want, i
+            assert (incremental.sent, incremental.rewrites, incremental.notes_sent) == (
+                afresh.sent,
+                afresh.rewrites,
+                afresh.notes_sent,
+            ), i
+        assert afresh.notes.notes and afresh.rewrites

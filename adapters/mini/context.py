@@ -66,54 +66,97 @@ class AgentMessages:
     RECHECK = 4
 
     def __init__(self) -> None:
-        self._dicts: list[Any] = []
-        self._read: list[Message] = []
-        self._checked: list[tuple[Any, Any]] = []  # (content, extra) as read, of the last RECHECK messages
-        self._sent: list[Sent] = []  # what History.send returned at the last call...
-        self._sent_for: list[Any] = []  # ...for these messages...
+        self._dicts: list[Any] = []  # the messages as the last read had them...
+        self._read: list[Message] = []  # ...as read...
+        self._checked: list[tuple[Any, Any]] = []  # ...and (content, extra) as read, of the last RECHECK of them
+        self._sent: list[Sent] = []  # what History said to send for them at the last call...
         self._out: list[dict] = []  # ...what was sent for it...
         self._ends: list[int] = []  # ...and where each message's part of it ends
+        self._synced: int | None = None  # the History call that took the last read and made ``_sent``
 
-    def read(self, messages: list[dict]) -> list[Message]:
-        same = _same_prefix(messages, self._dicts)
-        tail = len(self._dicts) - len(self._checked)  # where the rechecked ones begin
+    def turn(self, messages: list[dict], history: History, runtime: LedgerRuntime, model: Any) -> list[dict]:
+        """What the model is sent now through ``history`` (``history_for``), made from what is new since the last turn:
+        the messages are scanned once, and ``history`` is told how many of them it had."""
+        after, self._synced = self._synced, None
+        same = self._take(messages)
+        resend = history.resend(self._read, runtime, inform=runtime.config.informs, after=after, same=same)
+        del self._sent[resend.kept :]  # kept is 0 unless ``history`` built on its call ``after``, this one's last
+        self._sent += resend.new
+        out = self._made(messages, min(same, resend.kept, len(self._ends)), model)
+        self._synced = resend.call
+        return out
+
+    def _take(self, messages: list[dict]) -> int:
+        """Reads the messages that are not as at the last read; returns how many of the first are."""
+        same = self._rechecked(messages, self._same_as_read(messages))
+        read = as_messages(messages[same:])
+        start = max(len(messages) - self.RECHECK, 0)
+        tail = len(self._dicts) - len(self._checked)  # where the rechecked ones began
+        self._checked = [
+            self._checked[k - tail] if tail <= k < same else _as_read(messages[k]) for k in range(start, len(messages))
+        ]
+        del self._dicts[same:], self._read[same:]
+        self._dicts += messages[same:]
+        self._read += read
+        return same
+
+    def _same_as_read(self, messages: list[dict]) -> int:
+        """How many of the first messages are the objects the last read had (or equal ones): where the agent only
+        appended, one comparison of pointers in C, with no copy of the list (a copy touches every message)."""
+        n = len(self._dicts)
+        if len(messages) >= n:
+            self._dicts += messages[n:]  # the new ones, compared with themselves
+            try:
+                appended = messages == self._dicts
+            finally:
+                del self._dicts[n:]  # as read, even where a message's comparison raised
+            if appended:
+                return n
+        return _same_prefix(messages, self._dicts)
+
+    def _rechecked(self, messages: list[dict], same: int) -> int:
+        """``same``, or the first of the last ``RECHECK`` messages whose content or extra is not as read."""
+        tail = len(self._dicts) - len(self._checked)
         for k in range(max(tail, 0), same):
             m = messages[k]
             content, extra = self._checked[k - tail]
             if not isinstance(m, dict) or m.get("content") != content or m.get("extra") != extra:
-                same = k
-                break
-        self._dicts = list(messages)
-        self._read = self._read[:same] + as_messages(messages[same:])
-        self._checked = [
-            (_as_read(m.get("content")), _as_read(m.get("extra"))) if isinstance(m, dict) else (None, None)
-            for m in messages[-self.RECHECK :]
-        ]
-        return list(self._read)
+                return k
+        return same
 
-    def sent(self, messages: list[dict], sent: list[Sent], model: Any) -> list[dict]:
-        """``sent_messages`` of what ``History.send`` returned, the part that is as at the last call taken again."""
-        same = min(_same_prefix(sent, self._sent), _same_prefix(messages, self._sent_for), len(self._ends))
-        start = self._ends[same - 1] if same else 0
-        out = self._out[:start]
-        ends = self._ends[:same]
-        for k in range(same, min(len(messages), len(sent))):
-            out += _sent_as(messages[k], sent[k], self._read[k].text, model)
-            ends.append(len(out))
-        self._sent, self._sent_for, self._out, self._ends = list(sent), list(messages), out, ends
-        return list(out)
+    def _made(self, messages: list[dict], same: int, model: Any) -> list[dict]:
+        """What is sent for ``_sent``: the first ``same`` messages' part as the last call made it, the rest made now."""
+        del self._out[self._ends[same - 1] if same else 0 :], self._ends[same:]
+        for k in range(same, min(len(messages), len(self._sent))):
+            self._out += _sent_as(messages[k], self._sent[k], self._read[k].text, model)
+            self._ends.append(len(self._out))
+        return list(self._out)
 
 
 def _same_prefix(a: list, b: list) -> int:
-    """How many of the first items of ``a`` and ``b`` are the same objects (or equal ones)."""
+    """How many of the first items of ``a`` and ``b`` are the same objects (or equal ones), compared in C."""
     n = min(len(a), len(b))
-    if a[:n] == b[:n]:  # identities compared in C
+    if (a if len(a) == n else a[:n]) == (b if len(b) == n else b[:n]):
         return n
-    return next(k for k in range(n) if a[k] != b[k])
+    lo, hi = 0, n  # the first lo are the same, the first hi are not: halved in C to the first that is not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
-def _as_read(value: Any) -> Any:
-    """A message's content or extra as it was read: a string itself, a list or dict copied."""
+def _as_read(message: Any) -> tuple[Any, Any]:
+    """A message's content and extra as they were read (None for a message that is not a dict)."""
+    if not isinstance(message, dict):
+        return None, None
+    return _copied(message.get("content")), _copied(message.get("extra"))
+
+
+def _copied(value: Any) -> Any:
+    """A string itself, a list or dict copied."""
     return copy.deepcopy(value) if isinstance(value, (list, dict)) else value
 
 
@@ -146,5 +189,4 @@ def history_for(
     if agent_messages is None:
         sent = history.send(as_messages(messages), runtime, inform=runtime.config.informs)
         return sent_messages(messages, sent, model)
-    sent = history.send(agent_messages.read(messages), runtime, inform=runtime.config.informs)
-    return agent_messages.sent(messages, sent, model)
+    return agent_messages.turn(messages, history, runtime, model)
