@@ -116,7 +116,8 @@ class Bodies:
         data = json.dumps(
             {"fragments": self.fragments, "bodies": self.bodies}, ensure_ascii=False, separators=(",", ":")
         )
-        text = base64.b64encode(zlib.compress(data.encode(), 9)).decode("ascii")
+        # level 6: at 5,000 steps 0.6 s for 12 MB of JSON; level 9 is 1.5% smaller and takes 1.4 s
+        text = base64.b64encode(zlib.compress(data.encode(), 6)).decode("ascii")
         return f'<script type="application/octet-stream" id="{PACKED}">{text}</script>'
 
 
