@@ -3,9 +3,11 @@ step's header and command in the page, what the model received, what the command
 the state view, the model's words and the notes compressed in one inert element, which the page's
 script unpacks and puts in place when a step is wanted. The packed page is the inline page: unpacked
 in Python, every step's bulk put back gives the inline page of the same run, character for
-character, so everything on it is escaped as there. In a real headless chromium (tests/browser.py) a
-step far down is filled when a reference link goes to it, the search finds a step by an output no
-step has been filled with yet, and the page of a 5,000-step run shows its first steps at once."""
+character, so everything on it is escaped as there. A small run's page is inline as it was; past
+the limit the first steps stay whole up to the head. In a real headless chromium (tests/browser.py)
+a step far down is filled when the address names it or a reference link goes to it, the search finds
+a step by an output no step has been filled with yet, the filters work on the skeletons, and the page
+of a 5,000-step run shows its first steps at once."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ command printed when the two differ (once when they are the same), the files it 
 the state view after the step; then the submission (or the changes since the start). A small script
 filters the steps by verdict and answer kind and searches them; the page reads the same without it.
 
-A long run's page (past ``INLINE_LIMIT`` characters of the steps' bulk: a few thousand steps) keeps in
+A long run's page (past ``INLINE_LIMIT`` characters of the steps' bulk: a few hundred steps) keeps in
 place each step's header and command, and the whole of its first steps; the rest of each step (what
 the model received, what the command printed, the diffs, the state view, the model's words, the
 notes) is packed in the page (cli/html.py's ``Bodies``: the same escaped HTML, each distinct fragment

@@ -240,7 +240,8 @@ def main() -> int:
     args = ap.parse_args()
     runs = [r.resolve() for r in args.run] if args.run else [made_run(n) for n in (args.steps or [5000, 100])]
     tmp = Path(tempfile.mkdtemp(prefix="ledger-page-"))
-    before = checkout(args.before, tmp / "before") if args.before else None
+    before_commit = rev_of(args.before) if args.before else None  # once: the branch may move during the run
+    before = checkout(before_commit, tmp / "before") if before_commit else None
     results = []
     for run in runs:
         for with_words in sorted({False, args.words}):
@@ -253,7 +254,7 @@ def main() -> int:
 
     out = {
         "commit": commit_of(ROOT),
-        "before": {"rev": args.before, "commit": rev_of(args.before)} if args.before else None,
+        "before": {"rev": args.before, "commit": before_commit} if args.before else None,
         "chromium": subprocess.run(["chromium", "--version"], capture_output=True, text=True).stdout.strip(),
         "repeat": args.repeat,
         "runs": results,
