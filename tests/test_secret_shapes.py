@@ -17,6 +17,7 @@ import pytest
 from conftest import make_repo
 
 from ledger_runtime import hook_launcher
+from ledger_runtime.cli.html import unpacked
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.ledger.redact import Redactor
@@ -92,6 +93,12 @@ def ledger_run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*hook_launcher(), *args], capture_output=True, text=True, timeout=120)
 
 
+def page_text(path: Path) -> str:
+    """A run's page and what it carries packed (a big run's page: cli/html.py's Bodies), unpacked."""
+    text = path.read_text()
+    return text + "".join(part for parts in (unpacked(text) or {}).values() for part in parts)
+
+
 @pytest.mark.parametrize("name,text,secret", SHAPES, ids=[s[0] for s in SHAPES])
 def test_each_credential_shape_is_masked_in_everything_the_ledger_writes(tmp_path: Path, name, text, secret) -> None:
     repo = make_repo(tmp_path / "repo", {"creds.txt": text})
@@ -119,7 +126,7 @@ def test_each_credential_shape_is_masked_in_everything_the_ledger_writes(tmp_pat
     ):
         r = ledger_run("inspect", str(run_dir), *args)
         assert r.returncode == 0, r.stderr
-        shown = r.stdout + ((tmp_path / "p.html").read_text() if "--html" in args else "")
+        shown = r.stdout + (page_text(tmp_path / "p.html") if "--html" in args else "")
         assert secret not in shown, f"{name}: inspect {args} shows the secret"
 
 
@@ -241,7 +248,7 @@ def test_the_page_masks_the_agent_s_own_record_as_the_ledger_masked_the_run(tmp_
     page = tmp_path / "page.html"
     r = ledger_run("inspect", str(tmp_path / "run"), "--html", str(page), "--trajectory", str(traj))
     assert r.returncode == 0, r.stderr
-    html = page.read_text()
+    html = page_text(page)
     assert env_secret not in html and shape not in html
     step = html.split('id="step-1"')[1].split("</section>")[0]
     assert "the token ******************" in step, "the call goes with its step"

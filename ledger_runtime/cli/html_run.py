@@ -9,28 +9,74 @@ the run when one is found: cli/record.py), the command, its verdict and answer k
 command printed when the two differ (once when they are the same), the files it changed as diffs, and
 the state view after the step; then the submission (or the changes since the start). A small script
 filters the steps by verdict and answer kind and searches them; the page reads the same without it.
+
+A long run's page (past ``INLINE_LIMIT`` characters of the steps' bulk: a few hundred steps) keeps in
+place each step's header and command, and the whole of its first steps; the rest of each step (what
+the model received, what the command printed, the diffs, the state view, the model's words, the
+notes) is packed in the page (cli/html.py's ``Bodies``: the same escaped HTML, each distinct fragment
+once, compressed), and the script puts it in place when the step comes near the window, or a link or
+the address names it (the figures at 5,000 steps: docs/inspect.md). Without script such a page says
+where the rest is.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ledger_runtime.answers.build import LINES, NOTE, PATCH, SAME, TEXT, ExpandError, Piece
 from ledger_runtime.answers.transcript import Transcript
-from ledger_runtime.cli.html import READY, diff_lines, e, page
-from ledger_runtime.cli.record import align, masked_record, secrets_masked, totals
+from ledger_runtime.cli.html import ERRORS, Bodies, diff_lines, e, page
+from ledger_runtime.cli.record import Entry, align, masked_record, secrets_masked, totals
 from ledger_runtime.inspection import Loaded, distrusted, note_rows, summary, unified_diff, views_at
 from ledger_runtime.ledger.redact import RedactError, Redactor
 from ledger_runtime.trajectories import Conversation, ModelTurn, conversation_of
 
+# Past this many characters of the steps' bulk (StepHtml), a page carries it packed: a page of tens
+# of megabytes is slow to write, to move and to open. A packed page keeps the first steps' in place,
+# up to INLINE_HEAD characters, so that its first screen shows before its script has unpacked the rest.
+INLINE_LIMIT = 2_000_000
+INLINE_HEAD = 100_000
+
+# The browser lays out and paints only the steps near the window: a page of 5,000 steps opens in a
+# fraction of the time (the rest keep a size until they are drawn: their last, or about a header's).
+RUN_STYLE = ".step{content-visibility:auto;contain-intrinsic-size:auto 6em}"
+
+NO_SCRIPT = (
+    '<noscript><p class="dim">This page keeps the bulk of each step packed (what the model received, what the '
+    "command printed, the diffs, the state view after it, the model's words, the notes): the page's script "
+    "(JavaScript) shows it. Without it each step shows its header and its command; "
+    "<code>ledger-run inspect RUN --step N --output</code> prints what the model received.</p></noscript>"
+)
+
+# The page's script: the filters and the search; on a packed page (cli/html.py's Bodies) it unpacks
+# the steps' bulk and puts a step's in place when the step comes near the window or a link or the
+# address names it; with that step, the steps above it that share the window, so that their growing
+# does not push it away (the browser keeps in place what is on the screen as the page grows, and a step
+# half under the bar at the top is on it). The search reads an unfilled step's text from its bulk
+# parsed apart (a template: inert, never shown), so it finds what the step would show without growing
+# the page.
 SCRIPT = """
 (function(){
 var search=document.getElementById('search'),count=document.getElementById('count');
 var items=[].slice.call(document.querySelectorAll('.step,.turn'));
 var picked={verdict:'ALL',answer:'ALL'};
-function text(s){return [].map.call(s.querySelectorAll('.find'),function(x){return x.textContent;}).join('\\n')
-  .toLowerCase();}
+var packed=document.getElementById('bodies'),fragments=[],bodies={},texts=new Map(),observer=null;
+function html(ids){return ids.map(function(i){var f=fragments[i];
+  return typeof f==='string'?f:f.map(function(j){return fragments[j];}).join('');}).join('');}
+function finds(root){return [].map.call(root.querySelectorAll('.find'),function(x){return x.textContent;});}
+function parsed(h){var t=document.createElement('template');t.innerHTML=h;return t.content;}
+function fill(s){
+  var b=s&&bodies[s.id];if(!b)return;delete bodies[s.id];
+  s.querySelector('header').insertAdjacentHTML('afterend',html(b[0]));
+  s.insertAdjacentHTML('beforeend',html(b[1]));
+  if(observer)observer.unobserve(s);
+}
+function text(s){
+  if(texts.has(s))return texts.get(s);
+  var b=bodies[s.id],t=b?finds(parsed(html(b[0]))).concat(finds(s),finds(parsed(html(b[1])))):finds(s);
+  t=t.join('\\n').toLowerCase();texts.set(s,t);return t;
+}
 function apply(){
   var q=search.value.trim().toLowerCase(),shown=0,steps=0;
   items.forEach(function(s){
@@ -43,15 +89,45 @@ function apply(){
   document.querySelectorAll('nav button').forEach(function(b){
     b.setAttribute('aria-pressed',String(picked[b.dataset.group]===b.dataset.value));});
 }
+function go(t){
+  if(!t)return;
+  if(t.hidden){picked={verdict:'ALL',answer:'ALL'};search.value='';apply();}
+  fill(t);
+  for(var p=t.previousElementSibling,h=0;p&&h<innerHeight;p=p.previousElementSibling){
+    if(!p.hidden){fill(p);h+=p.offsetHeight;}
+  }
+}
 document.querySelectorAll('nav button').forEach(function(b){b.addEventListener('click',function(){
   picked[b.dataset.group]=b.dataset.value;apply();});});
 search.addEventListener('input',apply);
 document.addEventListener('click',function(ev){
   var a=ev.target.closest&&ev.target.closest('a.ref');if(!a)return;
-  var t=document.getElementById(a.getAttribute('href').slice(1));
-  if(t&&t.hidden){picked={verdict:'ALL',answer:'ALL'};search.value='';apply();}
+  go(document.getElementById(a.getAttribute('href').slice(1)));
 });
+window.addEventListener('hashchange',function(){go(document.getElementById(location.hash.slice(1)));});
+function ready(){document.body.dataset.ready='1';}
 apply();
+if(!packed){ready();return;}
+function unpack(){
+  var bin=atob(packed.textContent),bytes=new Uint8Array(bin.length);
+  for(var i=0;i<bin.length;i++)bytes[i]=bin.charCodeAt(i);
+  return new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate'))).json();
+}
+Promise.resolve().then(unpack).then(function(data){
+  fragments=data.fragments;data.bodies.forEach(function(b){bodies[b[0]]=b[1];});
+  texts.clear();apply();
+  var t=location.hash&&document.getElementById(location.hash.slice(1));
+  if(t){go(t);t.scrollIntoView();}
+  observer=new IntersectionObserver(function(seen){
+    seen.forEach(function(x){if(x.isIntersecting)fill(x.target);});ready();
+  },{rootMargin:'1500px 0px'});
+  var waiting=items.filter(function(s){return bodies[s.id];});
+  waiting.forEach(function(s){observer.observe(s);});if(!waiting.length)ready();
+}).catch(function(err){
+  var p=document.createElement('p');p.className='distrusted';
+  p.textContent='The steps\\' outputs could not be unpacked in this browser: '+err;
+  document.querySelector('nav').after(p);window.onerror(String(err));ready();
+});
 })();
 """
 
@@ -120,26 +196,30 @@ def received(text: str, pieces: list[Piece] | None, loaded: Loaded) -> str:
 
 def _diff(loaded: Loaded, before_hash: str | None, after_hash: str | None, name: str = "") -> str:
     """A file's change as a coloured unified diff, when the ledger kept both contents."""
+    return "".join(_diff_parts(loaded, before_hash, after_hash, name))
+
+
+def _diff_parts(loaded: Loaded, before_hash: str | None, after_hash: str | None, name: str = "") -> list[str]:
     text = unified_diff(loaded, before_hash, after_hash, name)
     if text is None:
-        return '<p class="dim">(content not kept: binary, too large, or unknown before the run)</p>'
-    return f'<pre class="diff find">{diff_lines(text)}</pre>' if text else '<p class="dim">(no line changed)</p>'
+        return ['<p class="dim">(content not kept: binary, too large, or unknown before the run)</p>']
+    return ['<pre class="diff find">', diff_lines(text), "</pre>"] if text else ['<p class="dim">(no line changed)</p>']
 
 
-def _model(turn: ModelTurn | None, first: bool, label: str) -> str:
+def _model(turn: ModelTurn | None, first: bool, label: str) -> list[str]:
     """The model's own words for a step: its reasoning and its response."""
     if turn is None:
-        return ""
+        return []
     if not first:
-        return f'<p class="dim">the model asked for this command in the same call as {e(label)}</p>'
+        return [f'<p class="dim">the model asked for this command in the same call as {e(label)}</p>']
     parts = ['<div class="model"><h3>the model</h3>']
     if turn.reasoning:
-        parts.append(f'<pre class="reasoning find">{e(turn.reasoning)}</pre>')
+        parts += ['<pre class="reasoning find">', e(turn.reasoning), "</pre>"]
     if turn.text:
-        parts.append(f'<pre class="said find">{e(turn.text)}</pre>')
+        parts += ['<pre class="said find">', e(turn.text), "</pre>"]
     elif not turn.reasoning:
         parts.append('<p class="dim">(no text: the call asked for the command alone)</p>')
-    return "".join(parts) + "</div>"
+    return [*parts, "</div>"]
 
 
 def _call(turn: ModelTurn | None, unpriced: bool = False) -> list[str]:
@@ -153,6 +233,72 @@ def _call(turn: ModelTurn | None, unpriced: bool = False) -> list[str]:
     return took + ([tokens] if tokens else []) + cost
 
 
+class StepHtml(NamedTuple):
+    """A step's section in its pieces, in the order the section has them: ``top`` (its tag and its
+    header) and ``middle`` (the command, and what the ledger doubts or decided of it) are small;
+    ``model`` (the model's words, before the command) and ``rest`` (what the model received and the
+    command printed, the diffs, the state view, the notes) are the bulk, each a list of HTML fragments,
+    which a big page carries packed (``Bodies``) and its script puts in place."""
+
+    id: str
+    top: str
+    model: list[str]
+    middle: str
+    rest: list[str]
+
+    def inline(self) -> str:
+        return self.top + "".join(self.model) + self.middle + "".join(self.rest) + "</section>"
+
+    def skeleton(self) -> str:
+        """The section without its bulk: what a packed page has of it before its script fills it."""
+        return self.top + self.middle + "</section>"
+
+
+def _outputs(loaded: Loaded, transcript: Transcript, a: Any) -> list[str]:
+    """What the model received, beside what the command printed when the two differ."""
+    got = "what the model received" if a.applied else "what the model would have received (shadow)"
+    shown = transcript.shown(a)
+    try:
+        printed = transcript.expanded(a) if a.executed else None
+    except ExpandError as err:
+        printed = f"(this answer does not expand: {err})"
+    marked = (
+        received(shown, transcript.pieces(a), loaded)
+        if shown
+        else '<span class="dim">(nothing: the command printed nothing)</span>'
+        if shown is not None
+        else '<span class="dim">(not recorded)</span>'
+    )
+    if printed is None:
+        return [f'<h3>{got} (the command did not run)</h3><pre class="shown find">', marked, "</pre>"]
+    if printed == shown:
+        return [f'<h3>{got}: what the command printed</h3><pre class="shown find">', marked, "</pre>"]
+    return [
+        f'<div class="pair"><div><h3>{got}</h3><pre class="shown find">',
+        marked,
+        '</pre></div><div><h3>what the command printed</h3><pre class="printed find">',
+        e(printed),
+        "</pre></div></div>",
+    ]
+
+
+def _after(loaded: Loaded, a: Any, label: str, view: str, told: list[dict[str, Any]]) -> list[str]:
+    """What a step left: the files its command changed, as diffs; the state view after it; the notes
+    the model was sent after it."""
+    out: list[str] = []
+    for m in loaded.state.modifications_of_attempt(a.id):
+        out += [f'<h3 class="find">{e(_shown_path(loaded, m.path))} ({e(m.change)})</h3>']
+        out += _diff_parts(loaded, m.before_hash, m.after_hash)
+    if view:
+        out += [f"<details><summary>the state view after {e(label)}</summary><pre>", e(view), "</pre></details>"]
+    for n in told:
+        text = (
+            n["text"] if n["text"] is not None else f"(a note of {n['chars']:,} characters; this ledger kept no text)"
+        )
+        out += [f'<h3>the note the model was sent after {e(label)}</h3><pre class="note find">', e(text), "</pre>"]
+    return out
+
+
 def _step(
     loaded: Loaded,
     transcript: Transcript,
@@ -164,14 +310,8 @@ def _step(
     doubted: str | None = None,
     told: list[dict[str, Any]] | None = None,
     unpriced: bool = False,
-) -> str:
+) -> StepHtml:
     label = loaded.state.label(a.id)
-    got = "what the model received" if a.applied else "what the model would have received (shadow)"
-    shown = transcript.shown(a)
-    try:
-        printed = transcript.expanded(a) if a.executed else None
-    except ExpandError as err:
-        printed = f"(this answer does not expand: {err})"
     kind = a.answer_kind
     v = a.verdict
     facts = [
@@ -182,52 +322,21 @@ def _step(
     if a.executed:
         facts.append(f"command {_seconds(a.duration_s)}")
     facts += [e(x) for x in (_call(turn, unpriced) if first else [])]
-    body = [
+    top = (
+        f'<section class="step" id="{e(anchor(label))}" data-verdict="{e(v.kind.value)}" data-answer="{e(kind)}">'
         f'<header><h2>{e(label)}</h2><span class="v v-{e(v.kind.value)}">{e(v.kind.value)}</span>'
         f'<span class="k">{e(kind)}</span><span>{e(v.rule or "")}</span>'
-        f'<span class="dim facts">{"; ".join(facts)}</span></header>',
-        _model(turn, first, lead),
-        f'<pre class="cmd find">{e(a.command)}</pre>',
-    ]
+        f'<span class="dim facts">{"; ".join(facts)}</span></header>'
+    )
+    middle = [f'<pre class="cmd find">{e(a.command)}</pre>']
     if doubted:
-        body.append(
+        middle.append(
             f'<p class="distrusted find">distrusted: the agent\'s own log disowns this record ({e(doubted)})</p>'
         )
     if v.reason:
-        body.append(f'<p class="dim find">{e(v.reason)}</p>')
-    marked = (
-        received(shown, transcript.pieces(a), loaded)
-        if shown
-        else '<span class="dim">(nothing: the command printed nothing)</span>'
-        if shown is not None
-        else '<span class="dim">(not recorded)</span>'
-    )
-    if printed is None:
-        body.append(f'<h3>{got} (the command did not run)</h3><pre class="shown find">{marked}</pre>')
-    elif printed == shown:
-        body.append(f'<h3>{got}: what the command printed</h3><pre class="shown find">{marked}</pre>')
-    else:
-        body.append(
-            f'<div class="pair"><div><h3>{got}</h3>'
-            f'<pre class="shown find">{marked}</pre></div>'
-            "<div><h3>what the command printed</h3>"
-            f'<pre class="printed find">{e(printed)}</pre></div></div>'
-        )
-    for m in loaded.state.modifications_of_attempt(a.id):
-        name = _shown_path(loaded, m.path)
-        body.append(f'<h3 class="find">{e(name)} ({e(m.change)})</h3>{_diff(loaded, m.before_hash, m.after_hash)}')
-    if view:
-        body.append(f"<details><summary>the state view after {e(label)}</summary><pre>{e(view)}</pre></details>")
-    for n in told or ():
-        text = (
-            n["text"] if n["text"] is not None else f"(a note of {n['chars']:,} characters; this ledger kept no text)"
-        )
-        body.append(f'<h3>the note the model was sent after {e(label)}</h3><pre class="note find">{e(text)}</pre>')
-    return (
-        f'<section class="step" id="{e(anchor(label))}" data-verdict="{e(v.kind.value)}" data-answer="{e(kind)}">'
-        + "".join(body)
-        + "</section>"
-    )
+        middle.append(f'<p class="dim find">{e(v.reason)}</p>')
+    rest = _outputs(loaded, transcript, a) + _after(loaded, a, label, view, told or [])
+    return StepHtml(anchor(label), top, _model(turn, first, lead), "".join(middle), rest)
 
 
 def _turn_alone(turn: ModelTurn, n: int) -> str:
@@ -237,7 +346,7 @@ def _turn_alone(turn: ModelTurn, n: int) -> str:
     asked = "".join(f'<pre class="cmd find">{e(c)}</pre>' for c in turn.commands)
     return (
         f'<section class="turn" id="call-{n}" data-verdict="" data-answer=""><header><h2>model call {n}</h2>'
-        f'<span class="dim facts">{facts}</span></header>{_model(turn, True, "")}'
+        f'<span class="dim facts">{facts}</span></header>{"".join(_model(turn, True, ""))}'
         + (f"<h3>asked for commands the ledger did not record</h3>{asked}" if asked else "")
         + "</section>"
     )
@@ -344,9 +453,13 @@ def page_redactor(loaded: Loaded, learned: list[str]) -> Redactor:
     return base.with_values(learned)
 
 
-def run_page(loaded: Loaded, record_path: Path | None = None) -> str:
+def run_page(
+    loaded: Loaded, record_path: Path | None = None, inline_limit: int = INLINE_LIMIT, inline_head: int = INLINE_HEAD
+) -> str:
     """The page of one run; ``record_path``: the agent's own record of it (default: found beside the
-    ledger by the installed formats)."""
+    ledger by the installed formats). When the bulk of its steps (``StepHtml``) passes ``inline_limit``
+    characters, the page carries it packed, but for the first steps' up to ``inline_head`` characters,
+    and its script puts a step's in place when it is wanted (0 and 0: every step's packed)."""
     state = loaded.state
     s = summary(state)
     problems: list[str] = []
@@ -356,34 +469,16 @@ def run_page(loaded: Loaded, record_path: Path | None = None) -> str:
         record = masked_record(record, page_redactor(loaded, secrets_masked(entries)))
         entries = align(record.turns, state.attempts)
     task = s["task"] or (record.task if record else "")
-    views = views_at(loaded, {a.step for a in state.attempts})
-    transcript = loaded.transcript()  # one, so each answer is expanded once
-    doubted = distrusted(state)
-    told = note_rows(state)
-    unpriced = bool(s.get("model_calls_unpriced"))
-    parts = [
+    head = [
         f"<h1>Run in {e(s['workdir'])}</h1>",
         f'<section id="task"><h2>Task</h2><pre class="task">{e(task or "(not recorded)")}</pre></section>',
         _summary(s, record, problems),
         _nav(loaded),
     ]
-    calls = 0
-    for entry in entries:
-        calls += entry.turn is not None
-        if not entry.attempts:
-            parts.append(_turn_alone(entry.turn, calls))  # type: ignore[arg-type]
-            continue
-        lead = state.label(entry.attempts[0].id)
-        for i, a in enumerate(entry.attempts):
-            last_of_step = i + 1 == len(entry.attempts) or entry.attempts[i + 1].step != a.step
-            view = views.get(a.step, "") if last_of_step else ""
-            notes_after = told.get(a.step, []) if last_of_step else []
-            parts.append(
-                _step(loaded, transcript, a, entry.turn, i == 0, lead, view, doubted.get(a.id), notes_after, unpriced)
-            )
+    run = _sections(loaded, entries, bool(s.get("model_calls_unpriced")))
     between = [m for m in state.modifications if m.attempt is None]
     if between:
-        parts.append(
+        run.append(
             "<h2>Changes made between commands</h2>"
             + "".join(
                 f"<h3>{e(_shown_path(loaded, m.path))} (before step {m.step}, {e(m.change)})</h3>"
@@ -391,5 +486,51 @@ def run_page(loaded: Loaded, record_path: Path | None = None) -> str:
                 for m in between
             )
         )
-    parts.append(_final(loaded, record))
-    return page(f"ledger: {s['workdir']}", "".join(parts), SCRIPT + READY)
+    run.append(_final(loaded, record))
+    title, top = f"ledger: {s['workdir']}", "".join(head)
+    if sum(_bulk(x) for x in run) <= inline_limit:
+        body = "".join(x.inline() if isinstance(x, StepHtml) else x for x in run)
+        return page(title, top + body, ERRORS + SCRIPT, RUN_STYLE)
+    return page(title, top + NO_SCRIPT + _packed(run, inline_head), ERRORS + SCRIPT, RUN_STYLE)
+
+
+def _bulk(x: StepHtml | str) -> int:
+    return sum(len(f) for f in (*x.model, *x.rest)) if isinstance(x, StepHtml) else 0
+
+
+def _packed(run: list[StepHtml | str], inline_head: int) -> str:
+    """The run with its steps' bulk packed (``Bodies``), but for the first steps' up to ``inline_head``."""
+    bodies, out, kept = Bodies(), [], 0
+    for x in run:
+        if isinstance(x, StepHtml):
+            kept += _bulk(x)  # once past the head, every later step is packed too
+            if kept > inline_head:
+                bodies.add(x.id, x.model, x.rest)
+            x = x.inline() if kept <= inline_head else x.skeleton()
+        out.append(x)
+    return "".join(out) + bodies.packed()
+
+
+def _sections(loaded: Loaded, entries: list[Entry], unpriced: bool) -> list[StepHtml | str]:
+    """The run in order: a section per command (its step's), and one per model call no command answers."""
+    state = loaded.state
+    views = views_at(loaded, {a.step for a in state.attempts})
+    transcript = loaded.transcript()  # one, so each answer is expanded once
+    doubted = distrusted(state)
+    told = note_rows(state)
+    out: list[StepHtml | str] = []
+    calls = 0
+    for entry in entries:
+        calls += entry.turn is not None
+        if not entry.attempts:
+            out.append(_turn_alone(entry.turn, calls))
+            continue
+        lead = state.label(entry.attempts[0].id)
+        for i, a in enumerate(entry.attempts):
+            last_of_step = i + 1 == len(entry.attempts) or entry.attempts[i + 1].step != a.step
+            view = views.get(a.step, "") if last_of_step else ""
+            notes_after = told.get(a.step, []) if last_of_step else []
+            out.append(
+                _step(loaded, transcript, a, entry.turn, i == 0, lead, view, doubted.get(a.id), notes_after, unpriced)
+            )
+    return out
