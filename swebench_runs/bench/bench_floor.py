@@ -143,6 +143,7 @@ def main() -> int:
     ap.add_argument(
         "--profile", nargs="?", const="first read", choices=CLASSES, help="print where a class's time goes (cProfile)"
     )
+    ap.add_argument("--callers", help="with --profile: who called the functions this regex names (pstats)")
     ap.add_argument("--sort", default="cumulative", help="the profile's order (pstats: cumulative, tottime...)")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "floor.json")
     args = ap.parse_args()
@@ -253,7 +254,10 @@ def main() -> int:
     print(f"wrote {args.out} (ledger_runtime at {out['commit']})")
     if profile:
         s = io.StringIO()
-        pstats.Stats(profile, stream=s).sort_stats(args.sort).print_stats(40)
+        st = pstats.Stats(profile, stream=s).sort_stats(args.sort)
+        st.print_stats(40)
+        if args.callers:
+            st.print_callers(args.callers)
         print(s.getvalue())
     return 0
 
