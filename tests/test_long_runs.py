@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 from conftest import git, make_repo
@@ -455,6 +456,25 @@ def test_the_view_made_a_read_at_a_time_is_the_view_made_from_every_read(tmp_pat
         assert "Seen (fresh" in kept
 
 
+class _ViewFailed(Exception):
+    pass
+
+
+class _Flaky:
+    """The runtime as a history's source, whose note of the view fails when told to: a call that raises midway."""
+
+    def __init__(self, runtime: LedgerRuntime) -> None:
+        self.runtime, self.fail = runtime, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.runtime, name)
+
+    def view_for_notes(self) -> Any:
+        if self.fail:
+            raise _ViewFailed()
+        return self.runtime.view_for_notes()
+
+
 @pytest.mark.parametrize(
     "policy,seed",
     [
@@ -498,6 +518,13 @@ def test_the_mini_adapters_turn_sends_what_a_history_made_afresh_sends(tmp_path:
 
         share, cache, ahead = rng.choice([None, 0.5, 0.05]), rng.choice([0.1, 1.0]), rng.choice([1, 4])
         incremental, afresh, agent = made(), made(), AgentMessages()
+        source, faults = _Flaky(rt), random.Random(-seed)  # faults drawn apart: the turns are the same without them
+
+        def call(turn: Callable[[], list]) -> list | str:
+            try:
+                return turn()
+            except _ViewFailed:
+                return "raised"
 
         def step(i: int) -> None:
             r = rt.run(rng.choice(["cat a.py", "cat b.py", "git status --short", "sed -n 2,9p a.py"]), executor)
@@ -537,9 +564,11 @@ def test_the_mini_adapters_turn_sends_what_a_history_made_afresh_sends(tmp_path:
                     step(i)
             rt.prescan()
             bypass = rng.random() < 0.08  # a call through the path that reads everything: the next one is not built on
-            got = history_for(messages, incremental, rt, model, None if bypass else agent)
+            source.fail = faults.random() < 0.08  # a call that raises midway, in both
+            got = call(lambda: history_for(messages, incremental, source, model, None if bypass else agent))
             afresh = History(**{f.name: getattr(afresh, f.name) for f in fields(afresh) if not f.name.startswith("_")})
-            want = history_for(copy.deepcopy(messages), afresh, rt, model)
+            want = call(lambda: history_for(copy.deepcopy(messages), afresh, source, model))
+            source.fail = False
             assert got == want, i
             assert (incremental.sent, incremental.rewrites, incremental.notes_sent) == (
                 afresh.sent,

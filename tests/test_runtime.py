@@ -17,6 +17,7 @@ from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.inspection import load, summary
 from ledger_runtime.records import CommandClass, VerdictKind
 from ledger_runtime.runtime import LedgerRuntime
+from ledger_runtime.workspace.local import LocalWorkspace
 
 EX = LocalExecutor(timeout=30)
 
@@ -166,6 +167,25 @@ def test_changes_between_commands_are_recorded_as_such(repo, tmp_path):
     assert m.step == 2 and m.lines_added == 1 and m.lines_removed == 6
     view = rt.inform()
     assert "calc.py: whole file (step 2; earlier views stale)" in view
+
+
+@pytest.mark.parametrize("watch", [True, False], ids=["inotify", "walk"])
+@pytest.mark.parametrize("read", ["cat calc.py", "wc -l calc.py", "grep -n def calc.py"])
+def test_an_edit_between_commands_read_later_keeps_its_line_counts(repo, tmp_path, read, watch):
+    """The model thinks for a while after a user's edit: the file is no longer racy when its read's probe hashes it,
+    and the scan after the read finds the new content cached. It reads it again to keep it: the edit's lines count."""
+    ws = LocalWorkspace(str(repo), watch_events=watch)
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(), workspace=ws)
+    rt.run("true", EX)
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b + 0\n")
+    aged = os.stat(repo / "calc.py").st_mtime - 10
+    os.utime(repo / "calc.py", (aged, aged))  # as after seconds of the model's thinking
+    rt.run(read, EX)
+    rt.run("touch later.txt", EX)
+    (m,) = [m for m in rt.state.modifications if m.path.endswith("calc.py")]
+    assert m.attempt is None and m.step == (2 if watch else 3)  # a walk finds it before the next command
+    assert (m.lines_added, m.lines_removed) == (1, 5), "the changed content was kept"
+    rt.close()
 
 
 def test_shadow_mode_always_executes_and_returns_real_output(repo, tmp_path):

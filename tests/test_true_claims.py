@@ -103,6 +103,27 @@ def test_a_symlink_pointed_away_and_back_is_fresh_after_a_read(tree, tmp_path):
         assert "cur.txt: STALE" not in rt.inform()
 
 
+@pytest.mark.parametrize("failing", [False, True], ids=["seen", "command"])
+def test_two_edits_while_the_model_thinks_then_a_read_of_the_last_is_fresh(tree, tmp_path, failing):
+    """X to Y, then Y to Z, each found by the scan at the model's turn, then a read of Z: the first edit came before
+    the read, and the view says nothing stale of it (it said "STALE, changed at step 2" and its check withheld it)."""
+    mid = tree / "mid.py"
+    with runtime(tree, tmp_path) as rt:
+        rt.run("cat mid.py", EX)
+        for text in ("y = 1\n", "z = 2\n"):
+            mid.write_text(text)
+            rt.prescan()  # the model's turn, twice (a retried call)
+        rt.run("grep -c absent mid.py" if failing else "cat mid.py", EX)
+        changes = [(m.step, m.attempt) for m in rt.state.modifications if m.path == str(mid)]
+        assert changes == [(2, None), (2, None)], "both edits booked before step 2's command"
+        view = rt.inform()
+        if failing:
+            assert "#2 grep -c absent mid.py -> exit 1; result holds" in view, view  # was "stale", and withheld
+        else:
+            assert "mid.py: whole file (step 2" in view and "mid.py: STALE" not in view, view
+        assert not (tmp_path / "run" / "faults.log").exists(), (tmp_path / "run" / "faults.log").read_text()
+
+
 def test_a_change_made_while_a_reader_runs_is_booked_to_its_step(tree, tmp_path):
     mid = tree / "mid.py"
 

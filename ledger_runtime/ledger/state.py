@@ -241,11 +241,18 @@ class LedgerState:
         return obs[-1].content_hash if obs else UNKNOWN
 
     def change_after(self, path: str, step: int, digest: str) -> Modification | None:
-        """The first modification of ``path`` at or after ``step`` that left it other than ``digest``."""
-        for m in self._mods_by_path.get(path, []):
-            if m.step >= step and m.after_hash != digest:
-                return m
-        return None
+        """The first modification of ``path`` at or after ``step`` that left it other than ``digest``.
+
+        Changes found between commands before ``step`` that led to ``digest`` came before the read that saw it: two
+        edits while the model thought, X to Y then Y to Z, and a read of Z, is not stale by the first."""
+        mods = [m for m in self._mods_by_path.get(path, []) if m.step >= step]
+        start = 0
+        for i, m in enumerate(mods):
+            if m.step != step or m.attempt is not None:
+                break
+            if m.after_hash == digest:
+                start = i + 1
+        return next((m for m in mods[start:] if m.after_hash != digest), None)
 
     def is_fresh(self, o: Observation) -> bool:
         """Whether the ledger knows of no change to what the model saw of a file, or of a link's target."""

@@ -144,7 +144,8 @@ class History:
             while self.anchors and next(reversed(self.anchors)) >= changed:
                 self.anchors.popitem()
         # what is sent as it was at the last call is handed out again as it was
-        kept = min(len(self._out), len(messages), len(self.sent) if changed is None else changed)
+        # after a call that raised, ``_out`` may not be what ``sent`` says: none of it is handed out again
+        kept = min(len(self._out), len(messages), len(self.sent) if changed is None else changed) if aligned else 0
         self._sent_now(over, same, aligned)
         self._note(messages, ledger, inform)
         kept = self._out_now(kept)

@@ -114,7 +114,8 @@ class HashCache(object):
         if fs is None:
             self.entries.pop(path, None)
             return None
-        if not fs.digest.startswith("unreadable"):
+        if not fs.digest.startswith("unreadable") and (keep_limit or not self._new_since_scan(path, fs.digest)):
+            # a probe's read of a change no scan has kept is not cached: the next scan reads it again, and keeps it
             self.entries[path] = (key, hashed_at, fs)
         return fs
 
@@ -161,6 +162,10 @@ class HashCache(object):
         if path in self.must_keep:
             self.must_keep.discard(path)
             return True
+        return self._new_since_scan(path, digest)
+
+    def _new_since_scan(self, path, digest):
+        """Whether the last snapshot held another content of ``path``, or none; False before the first scan."""
         if self.previous is None:
             return False
         held = self.previous.get(path)
