@@ -310,3 +310,21 @@ def test_a_scan_keeps_the_content_of_changed_files_only(repo):
     (Path(repo) / "new.txt").write_text("new\n")
     scanner.scan(keep_limit=1 << 20)
     assert scanner.cache.kept == {str(changed): b"changed\n", str(Path(repo) / "new.txt"): b"new\n"}
+
+
+@pytest.mark.parametrize("watch", [True, False], ids=["inotify", "walk"])
+def test_a_directory_removed_and_made_again_is_seen_whole_by_the_next_scan(tmp_path, watch):
+    """``rm -r pkg; mkdir pkg; echo > pkg/a.py``: git still knows pkg/a.py, so the scanner's listing of pkg kept the
+    name, and the new directory's file waited for the scan after next (the parity property test found it)."""
+    repo = make_repo(tmp_path / "r", {"pkg/a.py": "x = 1\n", "pkg/b.py": "y = 2\n", "top.py": "z = 3\n"})
+    scanner = WorkspaceScanner(str(repo), watch_events=watch)
+    scanner.scan(keep_limit=1000)
+    shutil.rmtree(repo / "pkg")
+    gone = scanner.scan(keep_limit=1000)
+    assert not any("/pkg/" in p for p in gone.files)
+    (repo / "pkg").mkdir()
+    (repo / "pkg" / "a.py").write_text("")
+    back = scanner.scan(keep_limit=1000)
+    assert str(repo / "pkg" / "a.py") in back.files and str(repo / "pkg" / "b.py") not in back.files
+    assert back.files[str(repo / "pkg" / "a.py")].size == 0
+    scanner.close()

@@ -541,7 +541,9 @@ class WorkspaceScanner(object):
                     continue
                 if watch and self.watcher is not None:
                     self.watcher.add(nd)  # before listing it: what is created in it from now on is reported
-                self._listing(nd, pending)
+                # walked, not only listed: a directory removed and made again under a name git knows keeps its
+                # listing's names, which are not new to it, and its files would wait for the next scan
+                self._walk([nd], taken, pending, keep_limit)
 
     def _take_files(self, taken, paths, keep_limit):
         intake = self._intake
