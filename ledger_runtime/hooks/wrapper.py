@@ -306,18 +306,42 @@ def main(argv: list[str]) -> int:
     # shell would inherit it; the others a terminal or Codex sends go to the command while it runs,
     # and once it has exited act on this process as they would have (a SIGTERM then ends it)
     ignored = frozenset(s for s in FORWARDED if _signal.getsignal(s) == _signal.SIG_IGN)
-    try:
-        child = Child(argv_, ignored)
-    except (OSError, ValueError) as e:  # no such shell, a NUL in the command
-        print(f"{argv_[0]}: {e}", file=sys.stderr)
+    child, previous = _started(argv_, ignored)
+    if child is None:
         return 127
-    previous = {s: _signal.signal(s, lambda n, f: child.send_signal(n)) for s in FORWARDED if s not in ignored}
-    child.on_exit = lambda: [_signal.signal(s, h) for s, h in previous.items()]
     try:
         return _run(child, command, {**args, "key": key or ""}, run_dir, wait, started)
     finally:
         for s, h in previous.items():
             _signal.signal(s, h)
+
+
+def _started(argv_: list[str], ignored: frozenset[int]) -> tuple[Child | None, dict[int, object]]:
+    """The command's shell, started with this process's handlers already in place, and the handlers they replaced.
+
+    A signal sent once the shell's trap is set must not find this process without its handler (its default would
+    end it): one that comes before the child exists is passed on as soon as it does. None when it cannot start."""
+    child: list[Child] = []
+    early: list[int] = []
+
+    def forward(signum: int, frame: object) -> None:
+        if child:
+            child[0].send_signal(signum)
+        else:
+            early.append(signum)
+
+    previous = {s: _signal.signal(s, forward) for s in FORWARDED if s not in ignored}
+    try:
+        child.append(Child(argv_, ignored))
+    except (OSError, ValueError) as e:  # no such shell, a NUL in the command
+        for s, h in previous.items():
+            _signal.signal(s, h)
+        print(f"{argv_[0]}: {e}", file=sys.stderr)
+        return None, {}
+    child[0].on_exit = lambda: [_signal.signal(s, h) for s, h in previous.items()]
+    for signum in early:
+        child[0].send_signal(signum)
+    return child[0], previous
 
 
 def _begin(args: dict[str, str], run_dir: str | None) -> str | None:
