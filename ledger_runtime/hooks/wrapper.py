@@ -312,8 +312,7 @@ def main(argv: list[str]) -> int:
     try:
         return _run(child, command, {**args, "key": key or ""}, run_dir, wait, started)
     finally:
-        for s, h in previous.items():
-            _signal.signal(s, h)
+        _restore(previous)
 
 
 def _started(argv_: list[str], ignored: frozenset[int]) -> tuple[Child | None, dict[int, object]]:
@@ -334,14 +333,18 @@ def _started(argv_: list[str], ignored: frozenset[int]) -> tuple[Child | None, d
     try:
         child.append(Child(argv_, ignored))
     except (OSError, ValueError) as e:  # no such shell, a NUL in the command
-        for s, h in previous.items():
-            _signal.signal(s, h)
+        _restore(previous)
         print(f"{argv_[0]}: {e}", file=sys.stderr)
         return None, {}
-    child[0].on_exit = lambda: [_signal.signal(s, h) for s, h in previous.items()]
+    child[0].on_exit = lambda: _restore(previous)
     for signum in early:
         child[0].send_signal(signum)
     return child[0], previous
+
+
+def _restore(handlers: dict[int, object]) -> None:
+    for signum, handler in handlers.items():
+        _signal.signal(signum, handler)
 
 
 def _begin(args: dict[str, str], run_dir: str | None) -> str | None:
