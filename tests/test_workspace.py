@@ -328,3 +328,34 @@ def test_a_directory_removed_and_made_again_is_seen_whole_by_the_next_scan(tmp_p
     assert str(repo / "pkg" / "a.py") in back.files and str(repo / "pkg" / "b.py") not in back.files
     assert back.files[str(repo / "pkg" / "a.py")].size == 0
     scanner.close()
+
+
+@pytest.mark.parametrize("watch", [True, False], ids=["inotify", "walk"])
+@pytest.mark.parametrize("in_git", [True, False], ids=["git", "plain"])
+def test_the_files_new_to_the_last_scan_are_told_before_the_next_takes_them_in(tmp_path, watch, in_git):
+    """``new_files``, asked before a scan, names the files the scan then takes in and the last did not have: new files
+    in the tree, in a new directory too. Not one git or the built-in list ignores, one behind a link to a directory,
+    one outside the root or already scanned, a directory, nor a path that is not there."""
+    files = {"a.py": "1\n", "sub/b.py": "2\n", ".gitignore": "*.log\nnode_modules/\n"}
+    if in_git:
+        root = make_repo(tmp_path / "r", files)
+    else:
+        root = tmp_path / "r"
+        write_files(root, files)
+    os.symlink("sub", root / "linked")
+    scanner = WorkspaceScanner(str(root), watch_events=watch)
+    before = scanner.scan()
+    made = ["new.py", "fresh/deep/c.py", "node_modules/x/y.js", "sub/new.log", "sub/d.py"]
+    write_files(root, {m: "m\n" for m in made})
+    (tmp_path / "out.py").write_text("o\n")
+    named = [str(root / m) for m in [*made, "linked/d.py", "a.py", "fresh", "missing.py"]] + [str(tmp_path / "out.py")]
+    told = scanner.new_files(named)
+    after = scanner.scan()
+    assert told == [p for p in named if p in after.files and p not in before.files]
+    expected = (
+        ["new.py", "fresh/deep/c.py", "sub/d.py"]
+        if in_git
+        else ["new.py", "fresh/deep/c.py", "sub/new.log", "sub/d.py"]
+    )
+    assert told == [str(root / m) for m in expected]
+    scanner.close()

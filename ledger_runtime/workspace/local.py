@@ -58,6 +58,9 @@ class Workspace(Protocol):
 
     def watched(self) -> int: ...
 
+    def new_files(self, paths: Iterable[str]) -> list[str]:
+        """Optional: those of ``paths`` that the next scan would take in as new files (scanning/engine.py)."""
+
     def prepare(self, analysis: Analysis) -> None:
         """Optional: the command about to run, as analysed, for a workspace whose signing travels with the command."""
 
@@ -165,6 +168,9 @@ class LocalWorkspace:
 
     def watched(self) -> int:
         return len(self.scanner.extra_paths)
+
+    def new_files(self, paths: Iterable[str]) -> list[str]:
+        return self.scanner.new_files(paths)
 
     def prepare(self, analysis: Analysis) -> None:
         pass  # a local scan needs nothing of the command

@@ -75,6 +75,15 @@ def _dir_key(st):
     return (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
+def _is_file(path):
+    """Whether ``path`` is what a scan hashes: a regular file or a symbolic link."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
+
+
 class WorkspaceScanner(object):
     """Snapshots one workspace root incrementally; without a ``watcher`` every scan walks.
 
@@ -134,6 +143,46 @@ class WorkspaceScanner(object):
                     self.extra_paths.add(p)
                     new[p] = self.cache.state(p)
         return new
+
+    def new_files(self, paths):
+        """Those of ``paths`` (absolute) the next scan takes in and the last did not have, bounds aside: a file or link
+        under a listed directory that is not untracked, reached through no link, that git (or the built-in list outside
+        git) does not ignore, nor a directory on the way. Asked before the scan, so that a command naming one is not
+        the first to see it; any other path no scan covers is seen first when named."""
+        chains = {}
+        last = self._files or {}
+        for p in paths:
+            p = os.path.normpath(p)
+            chain = self._unlisted(p) if p not in last and _is_file(p) else None
+            if chain:
+                chains[p] = chain
+        if not chains:
+            return []
+        ignored = self._ignored(sorted({r for chain in chains.values() for r in chain}))
+        return [p for p, chain in chains.items() if not any(r in ignored or r.rstrip("/") in ignored for r in chain)]
+
+    def _unlisted(self, path):
+        """For a path under the root that no listing holds: the relative path of each entry from the first its nearest
+        listed directory lacks down to ``path``, a directory's ending in "/", as the scan would classify them. None for
+        one outside the root or excluded, or where a listing leaves it out: untracked, ignored, or behind a link."""
+        if not path.startswith(self.root.rstrip(os.sep) + os.sep) or self._is_excluded(path):
+            return None
+        d, names = path, []
+        while d not in self._dirs:
+            if d == self.root:
+                return None
+            d, name = os.path.split(d)
+            names.append(name)
+        entry, top = self._dirs[d], names[-1]
+        if entry.frozen or top in entry.ignored or (len(names) > 1 and top in entry.files):
+            return None
+        rel = os.path.relpath(os.path.join(d, top), self.root)
+        chain = [rel + "/"]
+        for name in reversed(names[:-1]):
+            rel += "/" + name
+            chain.append(rel + "/")
+        chain[-1] = rel  # the file itself
+        return chain
 
     # -- scanning -------------------------------------------------------------------------------
 
