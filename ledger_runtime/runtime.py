@@ -397,7 +397,7 @@ class LedgerRuntime:
         analysis = analysis or analyze(command, cwd, self.submission)
         prescanned = self._settle()  # the scan taken while the model thought, if any
         before = self.scans.before(analysis.readonly, prescanned is not None, step)
-        self.scans.watch(analysis)  # before it runs: a file it names is tracked from its state now
+        self.scans.watch(analysis, step)  # before it runs: a file it names is tracked from its state now
         facts, sigs = verdict_facts(analysis, self.workspace, self.state, self.config, self.rules, self._policy_fault)
         return Plan(command, cwd, step, analysis, facts, self.config.applies, before, sigs)
 

@@ -1,7 +1,8 @@
 """What the model holds and what it was told is one fold of the ledger's events: after every step of a
 random run on a real work tree (reads of tracked, ignored and outside files and through symbolic links,
-edits by commands, by scripts and by someone else, failing runs, secrets, long outputs the agent cuts,
-compactions, distrusted answers; context policies that keep only the last steps), the live runtime and
+edits by commands, by scripts and by someone else, files someone else makes, failing runs, secrets,
+long outputs the agent cuts, compactions, distrusted answers; context policies that keep only the last
+steps), the live runtime and
 the same ledger opened again by a new runtime agree on what the model holds, what each answer whose
 sources left is sent as, the next note of the state view and the view itself."""
 
@@ -48,6 +49,8 @@ STEPS = [
     "ls",
     "!edit mid.py",  # someone else edits a file between commands
     "!edit outside",
+    "!make new.py",  # someone makes a file in the tree between commands
+    "cat new.py",
     "!compact",  # the agent's history loses what it was shown
     "!distrust",  # the agent's own log says it got something else
 ]
@@ -118,6 +121,8 @@ def one_step(rt: LedgerRuntime, step: str, root: Path, outside: Path, n: int) ->
     if step == "!edit mid.py":
         p = root / "mid.py"
         p.write_text(p.read_text().replace("x3 = 3\n", f"x3 = {30 + n}\n", 1))
+    elif step == "!make new.py":
+        (root / "new.py").write_text(f"made {n}\n")
     elif step == "!edit outside":
         outside.write_text(outside.read_text() + f"o-more {n}\n")
     elif step == "!compact":
@@ -184,6 +189,8 @@ def test_a_run_and_its_ledger_opened_again_agree_step_by_step(tmp_path, cfg):
         "cat mid.py",
         "sed -n '5,25p' mid.py",
         "cat linked/deep.py",
+        "!make new.py",
+        "cat new.py",
     ]
     run_and_compare(tmp_path, steps, CONFIGS[cfg])
 

@@ -16,12 +16,20 @@ from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import ExecResult, LocalExecutor
 from ledger_runtime.records import VerdictKind
 from ledger_runtime.runtime import LedgerRuntime
+from ledger_runtime.workspace.local import LocalWorkspace
 
 EX = LocalExecutor(timeout=30)
 
 
 def runtime(repo: Path, tmp_path: Path, **cfg) -> LedgerRuntime:
     return LedgerRuntime(repo, tmp_path / "run", LedgerConfig().with_(**cfg), task="t")
+
+
+def workspace(repo: Path, watch: bool) -> LocalWorkspace:
+    """The workspace a runtime scans with inotify's events (``watch``) or by walking the tree each time."""
+    ws = LocalWorkspace(str(repo), watch_events=watch)
+    assert ws.scan_is_cheap == watch, "inotify is not available here" if watch else ""
+    return ws
 
 
 @pytest.fixture
@@ -122,6 +130,53 @@ def test_two_edits_while_the_model_thinks_then_a_read_of_the_last_is_fresh(tree,
         else:
             assert "mid.py: whole file (step 2" in view and "mid.py: STALE" not in view, view
         assert not (tmp_path / "run" / "faults.log").exists(), (tmp_path / "run" / "faults.log").read_text()
+
+
+@pytest.mark.parametrize("watch", [True, False], ids=["inotify", "walk"])
+def test_a_file_made_between_commands_and_read_before_any_scan_is_created_outside_any_command(tree, tmp_path, watch):
+    """Someone makes a file in the tree while the model thinks, and the next command reads it with no scan between (a
+    runtime used directly, a hook agent): it is booked as a scan at the model's turn books it, created at that step
+    outside any command and then read, not taken as first seen. Made in an ignored directory or outside the tree, or
+    read through a symbolic link, it stays a first sighting."""
+    with LedgerRuntime(tree, tmp_path / "run", LedgerConfig(), task="t", workspace=workspace(tree, watch)) as rt:
+        rt.run("cat mid.py", EX)
+        (tree / "node_modules" / "y.json").write_text("{}\n")
+        (tmp_path / "made.txt").write_text("made\n")
+        (tree / "sub" / "later.py").write_text("w = 1\n")
+        for cmd in ("cat node_modules/y.json", f"cat {tmp_path / 'made.txt'}", "cat linked/later.py"):
+            rt.run(cmd, EX)
+        (tree / "new.py").write_text("z = 1\n")
+        rt.run("cat new.py", EX)
+        rt.run("touch later.txt", EX)  # a scan, walking or not: what it finds made between commands is booked then
+        made = {m.path: (m.step, m.attempt, m.before_hash, m.lines_added) for m in rt.state.modifications}
+        assert made.pop(str(tree / "new.py")) == (5, None, None, 1), "made before step 5's read, by no command"
+        # the file read through the link is in the tree all the same: a scan finds it made, outside any command
+        assert made.pop(str(tree / "sub" / "later.py"))[1:] == (None, None, 1)
+        assert set(made) == {str(tree / "later.txt")}, "an ignored file and one outside the tree are first seen"
+        view = rt.inform()
+        assert "  new.py: created, +1 -0 (last at step 5, outside any command)" in view, view
+        assert "  new.py: whole file (step 5)" in view and ": STALE" not in view, view
+        assert not (tmp_path / "run" / "faults.log").exists(), (tmp_path / "run" / "faults.log").read_text()
+    with LedgerRuntime(tree, tmp_path / "run", LedgerConfig(), task="t") as again:
+        assert again.view().text == view, "the ledger opened again tells the same"
+
+
+@pytest.mark.parametrize("watch", [True, False], ids=["inotify", "walk"])
+def test_a_file_made_after_the_scan_at_the_models_turn_then_edited_is_made_outside_and_edited_by_it(
+    tree, tmp_path, watch
+):
+    """The scan at the model's turn (a walk, in the background) ends before someone makes a file that the next
+    command edits: the file was created outside any command and the command changed it, not the other way round."""
+    with LedgerRuntime(tree, tmp_path / "run", LedgerConfig(), task="t", workspace=workspace(tree, watch)) as rt:
+        rt.run("cat mid.py", EX)
+        rt.prescan()
+        if rt.scans._pending is not None:
+            rt.scans._pending[0].join()  # it is over, its result not yet taken
+        (tree / "new.py").write_text("z = 1\n")
+        rt.run("sed -i 's/z = 1/z = 2/' new.py", EX)
+        made = [(m.step, m.attempt, m.before_hash is None) for m in rt.state.modifications]
+        assert made == [(2, None, True), (2, rt.state.attempts[-1].id, False)]
+        assert "  new.py: created, +1 -0 (last at step 2)" in rt.inform()
 
 
 def test_a_change_made_while_a_reader_runs_is_booked_to_its_step(tree, tmp_path):

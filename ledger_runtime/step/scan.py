@@ -2,7 +2,9 @@
 
 The scan before a command, taken while the model thinks, finds changes made between commands; the scan after it, the
 command's. Files a command names that no scan covers are watched from then on, from their state then (``first_seen``):
-otherwise reading ``/etc/os-release`` or a git-ignored ``app.log`` would be booked as creating it."""
+otherwise reading ``/etc/os-release`` or a git-ignored ``app.log`` would be booked as creating it. A file a command
+names that is new to the last scan but that a scan takes in (in the tree, not ignored) was made since, between commands:
+the workspace is scanned before the command, so its creation is booked as the scan at the model's turn books it."""
 
 from __future__ import annotations
 
@@ -141,19 +143,18 @@ class Scans:
         baselines, self._baselines = self._baselines, {}
         return first_seen(delta(last, snap), snap, baselines)
 
-    def watch(self, analysis: Analysis) -> None:
-        """Watches the files a command names that no scan covers, from their state now (``first_seen``)."""
+    def watch(self, analysis: Analysis, step: int) -> None:
+        """Watches the files command ``step`` names that no scan covers, from their state now (``first_seen``).
+
+        A file it names that is new to the last scan but one the next scan takes in was made since (between
+        commands): the workspace is scanned first, so that its creation is recorded, as the scan at the model's turn
+        would have recorded it, and not taken as first seen."""
         if self.workspace.watched() >= MAX_WATCHED:
             return
-        last = self.last.files if self.last else {}
-        # a listing or a search too: a directory the scan no longer covers (untracked) then counts as changed
-        paths = [k[2:] for k in analysis.read_keys if k[:2] in ("f:", "d:", "r:")]
-        paths += [w for w in analysis.writes if w != ANY_FILE]
-        new = [
-            p
-            for p in dict.fromkeys(paths)
-            if p not in last and p not in self._watched and not p.startswith(("/dev/", "/proc/"))
-        ]
+        new = self._unscanned(analysis)
+        if new and self._made_since(new):
+            self.take_between(self.scan(), step)
+            new = self._unscanned(analysis)
         if not new:
             return
         self._watched.update(new)
@@ -167,3 +168,20 @@ class Scans:
                 # a file the command only reads is as it was when first seen; one it writes is
                 # recorded as the scan finds it (a creation, where it is new to the scan)
                 self._baselines[p] = UNSEEN
+
+    def _unscanned(self, analysis: Analysis) -> list[str]:
+        """The paths the command names that the last snapshot lacks and that are not watched yet."""
+        last = self.last.files if self.last else {}
+        # a listing or a search too: a directory the scan no longer covers (untracked) then counts as changed
+        paths = [k[2:] for k in analysis.read_keys if k[:2] in ("f:", "d:", "r:")]
+        paths += [w for w in analysis.writes if w != ANY_FILE]
+        return [
+            p
+            for p in dict.fromkeys(paths)
+            if p not in last and p not in self._watched and not p.startswith(("/dev/", "/proc/"))
+        ]
+
+    def _made_since(self, paths: list[str]) -> bool:
+        """Whether the next scan takes in any of ``paths`` as new; False where the workspace cannot tell."""
+        new_files = getattr(self.workspace, "new_files", None)
+        return new_files is not None and bool(new_files(paths))
