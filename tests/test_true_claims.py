@@ -179,6 +179,48 @@ def test_a_file_made_after_the_scan_at_the_models_turn_then_edited_is_made_outsi
         assert "  new.py: created, +1 -0 (last at step 2)" in rt.inform()
 
 
+def edit_keeping_size_and_mtime(path: Path, old: str, new: str) -> None:
+    """Someone else's edit that only the content and the ctime tell: the same size, the mtime put back."""
+    before = path.stat()
+    path.write_text(path.read_text().replace(old, new, 1))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def recent_line(view: str, n: int) -> str:
+    return next(line for line in view.splitlines() if line.startswith(f"  #{n} "))
+
+
+@pytest.mark.parametrize("watch", [True, False], ids=["inotify", "walk"])
+def test_a_file_edited_between_commands_and_read_before_any_scan_is_changed_at_that_step(tree, tmp_path, watch):
+    """Someone edits a committed file while the model thinks and the next command reads it, directly with no scan
+    between (a runtime used directly, a hook agent) or through a link after the scan at the model's turn ended: the
+    edit is booked at that step outside any command, as a scan at the model's turn books it. An earlier read of the
+    file is stale from that step; none is said to hold while the file it showed has changed."""
+    os.symlink("mid.py", tree / "alias.py")
+    mid = tree / "mid.py"
+    with LedgerRuntime(tree, tmp_path / "run", LedgerConfig(), task="t", workspace=workspace(tree, watch)) as rt:
+        rt.run("cat mid.py", EX)
+        edit_keeping_size_and_mtime(mid, "x3 = 3\n", "x3 = 9\n")
+        assert "x3 = 9" in rt.run("cat mid.py", EX).output
+        view = rt.inform()
+        assert "  mid.py: +1 -1 (last at step 2, outside any command)" in view, view
+        assert recent_line(view, 1) == "  #1 cat mid.py -> exit 0; stale: mid.py changed at step 2", view
+        rt.prescan()
+        if rt.scans._pending is not None:
+            rt.scans._pending[0].join()  # the scan at the model's turn is over before the next edit
+        edit_keeping_size_and_mtime(mid, "x4 = 4\n", "x4 = 8\n")
+        assert "x4 = 8" in rt.run("cat alias.py", EX).output
+        made = [(m.path, m.step, m.attempt) for m in rt.state.modifications]
+        assert made == [(str(mid), 2, None), (str(mid), 3, None)], "each edit at the step that read it, by no command"
+        view = rt.inform()
+        assert "  mid.py: +2 -2 (last at step 3, outside any command)" in view, view
+        assert recent_line(view, 2) == "  #2 cat mid.py -> exit 0; stale: mid.py changed at step 3", view
+        assert "result holds" not in recent_line(view, 1) + recent_line(view, 2), view
+        assert not (tmp_path / "run" / "faults.log").exists(), (tmp_path / "run" / "faults.log").read_text()
+    with LedgerRuntime(tree, tmp_path / "run", LedgerConfig(), task="t") as again:
+        assert again.view().text == view, "the ledger opened again tells the same"
+
+
 def test_a_change_made_while_a_reader_runs_is_booked_to_its_step(tree, tmp_path):
     mid = tree / "mid.py"
 

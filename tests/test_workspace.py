@@ -332,10 +332,11 @@ def test_a_directory_removed_and_made_again_is_seen_whole_by_the_next_scan(tmp_p
 
 @pytest.mark.parametrize("watch", [True, False], ids=["inotify", "walk"])
 @pytest.mark.parametrize("in_git", [True, False], ids=["git", "plain"])
-def test_the_files_new_to_the_last_scan_are_told_before_the_next_takes_them_in(tmp_path, watch, in_git):
-    """``new_files``, asked before a scan, names the files the scan then takes in and the last did not have: new files
-    in the tree, in a new directory too. Not one git or the built-in list ignores, one behind a link to a directory,
-    one outside the root or already scanned, a directory, nor a path that is not there."""
+def test_the_files_the_next_scan_records_otherwise_are_told_before_it(tmp_path, watch, in_git):
+    """``changed_since``, asked before a scan, names the files the scan then records otherwise than the last: one it
+    holds edited since (the same size and mtime: the content tells), and new files in the tree, in a new directory too.
+    Not one held and unchanged, one git or the built-in list ignores, one behind a link to a directory, one outside the
+    root, a directory, nor a path that is not there. The edited file's content is read again by the scan, and kept."""
     files = {"a.py": "1\n", "sub/b.py": "2\n", ".gitignore": "*.log\nnode_modules/\n"}
     if in_git:
         root = make_repo(tmp_path / "r", files)
@@ -348,14 +349,15 @@ def test_the_files_new_to_the_last_scan_are_told_before_the_next_takes_them_in(t
     made = ["new.py", "fresh/deep/c.py", "node_modules/x/y.js", "sub/new.log", "sub/d.py"]
     write_files(root, {m: "m\n" for m in made})
     (tmp_path / "out.py").write_text("o\n")
-    named = [str(root / m) for m in [*made, "linked/d.py", "a.py", "fresh", "missing.py"]] + [str(tmp_path / "out.py")]
-    told = scanner.new_files(named)
-    after = scanner.scan()
-    assert told == [p for p in named if p in after.files and p not in before.files]
-    expected = (
-        ["new.py", "fresh/deep/c.py", "sub/d.py"]
-        if in_git
-        else ["new.py", "fresh/deep/c.py", "sub/new.log", "sub/d.py"]
-    )
-    assert told == [str(root / m) for m in expected]
+    was = os.stat(root / "a.py")
+    (root / "a.py").write_text("9\n")
+    os.utime(root / "a.py", ns=(was.st_atime_ns, was.st_mtime_ns))
+    named = [str(root / m) for m in [*made, "linked/d.py", "a.py", "sub/b.py", "fresh", "missing.py"]]
+    named.append(str(tmp_path / "out.py"))
+    told = scanner.changed_since(named)
+    after = scanner.scan(keep_limit=1000)
+    assert sorted(told) == sorted(p for p in named if after.files.get(p) != before.files.get(p))
+    expected = ["new.py", "fresh/deep/c.py", "sub/d.py"] + ([] if in_git else ["sub/new.log"])
+    assert sorted(told) == sorted(str(root / m) for m in ["a.py", *expected])
+    assert scanner.cache.kept.get(str(root / "a.py")) == b"9\n"
     scanner.close()

@@ -146,15 +146,16 @@ class Scans:
     def watch(self, analysis: Analysis, step: int) -> None:
         """Watches the files command ``step`` names that no scan covers, from their state now (``first_seen``).
 
-        A file it names that is new to the last scan but one the next scan takes in was made since (between
-        commands): the workspace is scanned first, so that its creation is recorded, as the scan at the model's turn
-        would have recorded it, and not taken as first seen."""
+        A file it names that the next scan would record otherwise than the last did was changed or made since (between
+        commands): the workspace is scanned first, so that the change is recorded at this step, as the scan at the
+        model's turn would have recorded it, and a new file is not taken as first seen."""
+        named = self._named(analysis)
+        if self._changed_since(named):
+            self.take_between(self.scan(), step)
         if self.workspace.watched() >= MAX_WATCHED:
             return
-        new = self._unscanned(analysis)
-        if new and self._made_since(new):
-            self.take_between(self.scan(), step)
-            new = self._unscanned(analysis)
+        last = self.last.files if self.last else {}
+        new = [p for p in named if p not in last and p not in self._watched]
         if not new:
             return
         self._watched.update(new)
@@ -169,19 +170,26 @@ class Scans:
                 # recorded as the scan finds it (a creation, where it is new to the scan)
                 self._baselines[p] = UNSEEN
 
-    def _unscanned(self, analysis: Analysis) -> list[str]:
-        """The paths the command names that the last snapshot lacks and that are not watched yet."""
-        last = self.last.files if self.last else {}
+    def _named(self, analysis: Analysis) -> list[str]:
+        """The paths the command reads or writes, but under /dev and /proc."""
         # a listing or a search too: a directory the scan no longer covers (untracked) then counts as changed
         paths = [k[2:] for k in analysis.read_keys if k[:2] in ("f:", "d:", "r:")]
         paths += [w for w in analysis.writes if w != ANY_FILE]
-        return [
-            p
-            for p in dict.fromkeys(paths)
-            if p not in last and p not in self._watched and not p.startswith(("/dev/", "/proc/"))
-        ]
+        return [p for p in dict.fromkeys(paths) if not p.startswith(("/dev/", "/proc/"))]
 
-    def _made_since(self, paths: list[str]) -> bool:
-        """Whether the next scan takes in any of ``paths`` as new; False where the workspace cannot tell."""
-        new_files = getattr(self.workspace, "new_files", None)
-        return new_files is not None and bool(new_files(paths))
+    def _asked(self, named: list[str]) -> list[str]:
+        """Those of ``named`` whose change since the last scan would be booked late or to the command, unless scanned
+        for now: where a scan is a walk, every one and the file each resolves to (none is taken around a read, and the
+        one at the model's turn may have passed a file before it changed); with inotify only those the last scan
+        lacks (the scan before a writer, or after a reader, reads the events queued for the others)."""
+        last = self.last.files if self.last else {}
+        if self.workspace.scan_is_cheap:
+            return [p for p in named if p not in last and p not in self._watched]
+        return list(dict.fromkeys(q for p in named for q in (p, os.path.realpath(p))))
+
+    def _changed_since(self, named: list[str]) -> bool:
+        """Whether the next scan records any of the paths ``_asked`` about ``named`` otherwise than the last; False
+        where the workspace cannot tell (a container's)."""
+        changed_since = getattr(self.workspace, "changed_since", None)
+        asked = self._asked(named) if changed_since is not None else []
+        return bool(asked) and bool(changed_since(asked))

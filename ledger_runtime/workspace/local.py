@@ -58,8 +58,8 @@ class Workspace(Protocol):
 
     def watched(self) -> int: ...
 
-    def new_files(self, paths: Iterable[str]) -> list[str]:
-        """Optional: those of ``paths`` that the next scan would take in as new files (scanning/engine.py)."""
+    def changed_since(self, paths: Iterable[str]) -> list[str]:
+        """Optional: those of ``paths`` that the next scan would record otherwise than the last (scanning/engine.py)."""
 
     def prepare(self, analysis: Analysis) -> None:
         """Optional: the command about to run, as analysed, for a workspace whose signing travels with the command."""
@@ -169,8 +169,8 @@ class LocalWorkspace:
     def watched(self) -> int:
         return len(self.scanner.extra_paths)
 
-    def new_files(self, paths: Iterable[str]) -> list[str]:
-        return self.scanner.new_files(paths)
+    def changed_since(self, paths: Iterable[str]) -> list[str]:
+        return self.scanner.changed_since(paths)
 
     def prepare(self, analysis: Analysis) -> None:
         pass  # a local scan needs nothing of the command

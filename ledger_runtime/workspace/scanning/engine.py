@@ -144,7 +144,26 @@ class WorkspaceScanner(object):
                     new[p] = self.cache.state(p)
         return new
 
-    def new_files(self, paths):
+    def changed_since(self, paths):
+        """Those of ``paths`` (absolute) that the next scan records otherwise than the last one did: a file it holds
+        whose state differs now, by the rule the scan hashes by (the hash cache's: the same stat data, older than the
+        hashing by more than a timestamp tick, is the same content; any other is read), or one it takes in as new
+        (``_new_files``). Asked before a command, so that a change made since is booked before the command sees it."""
+        last = self._files or {}
+        held, other = [], []
+        for p in paths:
+            p = os.path.normpath(p)
+            (held if p in last else other).append(p)
+        return [p for p in held if self._moved(p, last[p])] + self._new_files(other)
+
+    def _moved(self, path, was):
+        now = self.cache.state(path)
+        if now is not None and now.digest == was.digest:
+            return False
+        self.cache.forget(path)  # the scan reads it again, and keeps its content for the change it records
+        return True
+
+    def _new_files(self, paths):
         """Those of ``paths`` (absolute) the next scan takes in and the last did not have, bounds aside: a file or link
         under a listed directory that is not untracked, reached through no link, that git (or the built-in list outside
         git) does not ignore, nor a directory on the way. Asked before the scan, so that a command naming one is not
