@@ -1,10 +1,10 @@
 """What the model holds and what it was told is one fold of the ledger's events: after every step of a
-random run on a real work tree (reads of tracked, ignored and outside files and through symbolic links,
-edits by commands, by scripts and by someone else, files someone else makes, failing runs, secrets,
-long outputs the agent cuts, compactions, distrusted answers; context policies that keep only the last
-steps), the live runtime and
-the same ledger opened again by a new runtime agree on what the model holds, what each answer whose
-sources left is sent as, the next note of the state view and the view itself."""
+random run on a real work tree, scanned by inotify's events or by walking it (reads of tracked, ignored
+and outside files and through symbolic links, edits by commands, by scripts and by someone else, files
+someone else makes, failing runs, secrets, long outputs the agent cuts, compactions, distrusted answers;
+context policies that keep only the last steps), the live runtime and the same ledger opened again by a
+new runtime agree on what the model holds, what each answer whose sources left is sent as, the next
+note of the state view and the view itself."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.runtime import LedgerRuntime
+from ledger_runtime.workspace.local import LocalWorkspace
 
 EX = LocalExecutor(timeout=30)
 TOKEN = "ghp_" + "Q7x9" * 9
@@ -149,13 +150,15 @@ CONFIGS = {
 }
 
 
-def run_and_compare(tmp: Path, steps: list[str], cfg: dict) -> None:
+def run_and_compare(tmp: Path, steps: list[str], cfg: dict, *, watch: bool = True) -> None:
+    """``steps`` run live, the ledger opened again after each; ``watch``: scans read inotify's events, else walk."""
     root, outside = tree(tmp)
     config = LedgerConfig().with_(**cfg)
     from ledger_runtime.ledger.observe import Truncation
 
     # an agent that cuts long outputs exactly (the first and last 1,000 characters of one over 2,000)
-    with LedgerRuntime(root, tmp / "run", config, truncation=Truncation(2000, 1000, 1000)) as live:
+    ws = LocalWorkspace(str(root), watch_events=watch)
+    with LedgerRuntime(root, tmp / "run", config, truncation=Truncation(2000, 1000, 1000), workspace=ws) as live:
         for n, step in enumerate(steps):
             one_step(live, step, root, outside, n)
             with reopened(live, tmp / "again", config) as again:
@@ -197,9 +200,13 @@ def test_a_run_and_its_ledger_opened_again_agree_step_by_step(tmp_path, cfg):
 
 @pytest.mark.slow
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(st.sampled_from(STEPS), min_size=4, max_size=16), cfg=st.sampled_from(list(CONFIGS)))
-def test_random_runs_and_their_ledgers_opened_again_agree(tmp_path_factory, steps, cfg):
-    run_and_compare(tmp_path_factory.mktemp("fold"), steps, CONFIGS[cfg])
+@given(
+    steps=st.lists(st.sampled_from(STEPS), min_size=4, max_size=16),
+    cfg=st.sampled_from(list(CONFIGS)),
+    watch=st.booleans(),
+)
+def test_random_runs_and_their_ledgers_opened_again_agree(tmp_path_factory, steps, cfg, watch):
+    run_and_compare(tmp_path_factory.mktemp("fold"), steps, CONFIGS[cfg], watch=watch)
 
 
 def test_a_ledger_with_crafted_held_events_opens_again(tmp_path):
