@@ -4,7 +4,9 @@ The scan before a command, taken while the model thinks, finds changes made betw
 command's. Files a command names that no scan covers are watched from then on, from their state then (``first_seen``):
 otherwise reading ``/etc/os-release`` or a git-ignored ``app.log`` would be booked as creating it. A file a command
 names that is new to the last scan but that a scan takes in (in the tree, not ignored) was made since, between commands:
-the workspace is scanned before the command, so its creation is booked as the scan at the model's turn books it."""
+the workspace is scanned before the command, so its creation is booked as the scan at the model's turn books it. So is
+one the last scan holds whose state differs now, where no scan would otherwise be taken before the command sees it (a
+walk: none around a read, and the one at the model's turn may have passed it before it changed)."""
 
 from __future__ import annotations
 
