@@ -188,10 +188,14 @@ class LedgerRuntime:
         policies = describe(self.rules) if as_applied else in_force(self.config, self.rules)
         return render(self.state, self.config.view, policies=policies, as_applied=as_applied)
 
-    def view_for_notes(self) -> StateView | None:
-        """The state view the notes are made from; None when inform is off, in shadow mode, or on a fault."""
+    def view_for_notes(self, *, catch_up: bool = True) -> StateView | None:
+        """The state view the notes are made from; None when inform is off, in shadow mode, or on a fault.
+
+        ``catch_up``: the scan taken at the model's turn is waited for first, so that the view tells what it found."""
         if not self.config.informs:
             return None
+        if catch_up:
+            self._catch_up()
         try:
             return self._checked_view()
         except Exception as e:
@@ -212,7 +216,7 @@ class LedgerRuntime:
 
         It is the view's news, paid from what the answers spared (``context.view_share``); "" when there is none.
         ``dry_run`` changes and records nothing."""
-        view = self.view_for_notes()
+        view = self.view_for_notes(catch_up=not dry_run)
         if view is None:
             return ""
         share = self.config.context.view_share
@@ -240,6 +244,7 @@ class LedgerRuntime:
         self.prescan()
         if not self.config.informs:
             return ""
+        self._catch_up()
         try:
             return self._checked_view().text
         except Exception as e:
@@ -265,6 +270,13 @@ class LedgerRuntime:
     def prescan(self) -> None:
         """Takes the scan before the next command now, while the model thinks."""
         self.scans.prescan(self.state.step + 1)
+
+    def _catch_up(self) -> None:
+        """Takes in the scan started at the model's turn before the view is read (``Scans.catch_up``)."""
+        try:
+            self.scans.catch_up(self.state.step + 1)
+        except Exception as e:
+            self._fault("scanning before the model's turn", e)
 
     def _settle(self, *, discard: bool = False) -> Snapshot | None:
         """Waits for a background scan and takes its result; ``discard`` drops it while a command is under way."""

@@ -8,6 +8,7 @@ the ledger) is driven from here; the real binary drives the rest in test_claude_
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from ledger_adapters.claude.tools import failure, read_text, shell_output, tool_
 from ledger_adapters.claude.transcript import TranscriptReader
 from ledger_runtime import fast_launcher, file_diff, hook_launcher, hook_script, loopback_unproxied
 from ledger_runtime.config import LedgerConfig
+from ledger_runtime.held.context import ContextSettings
 from ledger_runtime.hooks.server import HookServer
 from ledger_runtime.inspection import load
 from ledger_runtime.records import VerdictKind
@@ -352,3 +354,24 @@ def test_ledger_run_claude_refuses_what_would_turn_its_hooks_off(tmp_path: Path)
         text=True,
     )
     assert p.returncode == 2 and "claude not found at" in p.stderr
+
+
+@pytest.mark.parametrize("watch", [True, False], ids=["inotify", "walk"])
+def test_a_file_the_user_edits_before_the_next_prompt_is_stale_in_its_note(tmp_path: Path, watch: bool) -> None:
+    """The user edits a file the model read, then sends a prompt: the note UserPromptSubmit gives says that the read
+    no longer holds (the edit taken in first, as made between commands), with inotify and with a walking scan."""
+    s = Session(tmp_path, LedgerConfig(context=ContextSettings(view_share=math.inf)))  # every note in full
+    try:
+        if not watch:
+            s.rt.workspace.scanner.close()
+        s.bash("cat calc.py")
+        s.bash("cat test_calc.py")
+        (s.repo / "calc.py").write_text(CALC.replace("return x + 3\n", "return x - 3\n"))
+        answer = s.send("UserPromptSubmit", s.payload("UserPromptSubmit", prompt="go on"))
+        note = (answer or {}).get("hookSpecificOutput", {}).get("additionalContext", "")
+        assert "calc.py: STALE, changed at step 3, outside any command; seen at step 1" in note, note
+        assert "calc.py: +1 -1 (last at step 3, outside any command)" in note, note
+        faults = (s.run_dir / "faults.log").read_text() if (s.run_dir / "faults.log").exists() else ""
+        assert "state view" not in faults and "scanning" not in faults, faults  # the claims checked and held
+    finally:
+        s.close()

@@ -221,6 +221,32 @@ def test_a_file_edited_between_commands_and_read_before_any_scan_is_changed_at_t
         assert again.view().text == view, "the ledger opened again tells the same"
 
 
+@pytest.mark.parametrize("watch", [True, False], ids=["inotify", "walk"])
+def test_a_file_edited_after_the_last_command_is_stale_in_the_view_at_the_models_turn(tree, tmp_path, watch):
+    """Someone edits a file the model read, after its last command and before the next model call: the view sent
+    then (``inform`` for mini; a hook agent's note when the user's prompt comes) takes the edit in first; it never
+    says that the read holds. The scan that finds the edit is the one the next command would have waited for."""
+    mid = tree / "mid.py"
+    with LedgerRuntime(tree, tmp_path / "run", LedgerConfig(), task="t", workspace=workspace(tree, watch)) as rt:
+        rt.run("cat mid.py", EX)
+        rt.run("cat sub/deep.py", EX)
+        edit_keeping_size_and_mtime(mid, "x3 = 3\n", "x3 = 9\n")
+        view = rt.inform()
+        assert recent_line(view, 1) == "  #1 cat mid.py -> exit 0; stale: mid.py changed at step 3", view
+        assert "  mid.py: +1 -1 (last at step 3, outside any command)" in view, view
+        edit_keeping_size_and_mtime(mid, "x4 = 4\n", "x4 = 8\n")
+        rt.prescan()  # a hook agent's turn starts (the user's prompt): its note comes next
+        note = rt.view_for_notes().text
+        assert "  mid.py: +2 -2 (last at step 3, outside any command)" in note, note
+        rt.run("echo hi > new.txt", EX)  # a writer after the model's turn: its scan finds nothing of the edits
+        made = [(m.path, m.step, m.attempt) for m in rt.state.modifications]
+        assert made == [(str(mid), 3, None), (str(mid), 3, None), (str(tree / "new.txt"), 3, 3)], made
+        assert not (tmp_path / "run" / "faults.log").exists(), (tmp_path / "run" / "faults.log").read_text()
+        view = rt.view().text
+    with LedgerRuntime(tree, tmp_path / "run", LedgerConfig(), task="t") as again:
+        assert again.view().text == view, "the ledger opened again tells the same"
+
+
 def test_a_change_made_while_a_reader_runs_is_booked_to_its_step(tree, tmp_path):
     mid = tree / "mid.py"
 

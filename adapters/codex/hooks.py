@@ -358,6 +358,8 @@ class CodexHooks:
     # -- inform ----------------------------------------------------------------------------------
 
     def _inform(self, event: str) -> dict[str, Any] | None:
+        """The note when the model's turn starts (the session, the user's prompt): what changed since is news."""
+        self.runtime.prescan()
         text = self._view_note()
         return answer(event, additionalContext=text) if text else None
 

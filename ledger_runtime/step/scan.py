@@ -56,6 +56,7 @@ class Scans:
         self.between = between
         self.fault = fault
         self._pending: tuple[threading.Thread, list[Any]] | None = None  # a scan running while the model thinks
+        self._ready: Snapshot | None = None  # that scan's, taken in before the view was read (``catch_up``)
         self._baselines: dict[str, FileState | None | object] = {}  # watched since the last snapshot (first_seen)
         self._watched: set[str] = set()  # every path watched so far
 
@@ -96,7 +97,9 @@ class Scans:
 
         ``discard``: a command is under way, so the result goes and the scan after the command finds it all."""
         if self._pending is None:
-            return None
+            snap, self._ready = self._ready, None  # taken in already: its changes are booked
+            return None if discard else snap
+        self._ready = None
         t, box = self._pending
         self._pending = None
         t.join()
@@ -113,6 +116,12 @@ class Scans:
         snap = box[0]
         self.take_between(snap, step)
         return snap
+
+    def catch_up(self, step: int) -> None:
+        """Takes the background scan's result in now, before the view is read, so that the view tells what it found
+        (an edit made since the last command); the plan of command ``step`` takes the same snapshot as its prescan."""
+        if self._pending is not None:
+            self._ready = self.settle(step)
 
     def take_between(self, snap: Snapshot, step: int) -> None:
         """Makes ``snap`` the last snapshot; what changed since the previous one was made between commands."""
