@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from conftest import make_repo
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ledger_runtime import hook_launcher
 from ledger_runtime.cli.html import unpacked
@@ -284,7 +286,49 @@ def test_secret_names_found_in_lower_case_are_the_words_ignorecase_finds(seed: i
     ]  # words across pieces
     for _ in range(400):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
-        fast = [m.span() for m in secret_names._name_words(text)]
+        fast = secret_names._name_words(text)
         assert fast == [m.span() for m in secret_names.NAME_WORDS.finditer(text)], text
     text = "".join(rng.choice(alphabet[:14]) for _ in range(4000))
     assert text.isascii() and secret_names.named_spans(text), "an ASCII text takes the lower-case path"
+
+
+def _alternation_spans(text: str, words: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The oracle: what the regular expression engine finds of the words' alternation."""
+    import re
+
+    return [m.span() for m in re.finditer("|".join(map(re.escape, words)), text)]
+
+
+def test_no_secret_name_word_begins_another() -> None:
+    """``leftmost_words`` needs it: at a place at most one word matches, whatever their order."""
+    from ledger_runtime.ledger.secret_names import _LOWER_WORDS
+
+    assert not any(a != b and b.startswith(a) for a in _LOWER_WORDS for b in _LOWER_WORDS)
+
+
+_NEAR = ["pass", "pas", "pwd", "pw", "secret", "secre", "ecret", "token", "toke", "oken", "key", "ke", "ey", "auth"]
+_NEAR += ["aut", "uth", "credential", "credentia", "dsn", "ds", "sn", "s", "p", "a", "k", "x", "\n", " ", "="]
+
+
+@given(st.lists(st.sampled_from(_NEAR), max_size=60).map("".join))
+@settings(max_examples=600, deadline=None)
+def test_leftmost_words_is_what_the_alternation_finds(text: str) -> None:
+    """The name words found one by one with ``str.find`` (the scan of a long output's lower case) are
+    exactly the alternation's matches: over text glued of the words, their parts and their overlaps
+    (passecret, keyey, tokenkey), the same spans in the same order."""
+    from ledger_runtime.ledger.secret_names import _LOWER_WORDS, leftmost_words
+
+    assert leftmost_words(text, _LOWER_WORDS) == _alternation_spans(text, _LOWER_WORDS)
+
+
+@given(st.lists(st.text(alphabet="abc", min_size=1, max_size=3), min_size=1, max_size=4), st.text("abc", max_size=40))
+@settings(max_examples=400, deadline=None)
+def test_leftmost_words_of_any_words_none_beginning_another(words: list[str], text: str) -> None:
+    """...and so for any words none of which begins another, over text of their few letters."""
+    from hypothesis import assume
+
+    from ledger_runtime.ledger.secret_names import leftmost_words
+
+    words = list(dict.fromkeys(words))
+    assume(not any(a != b and b.startswith(a) for a in words for b in words))
+    assert leftmost_words(text, tuple(words)) == _alternation_spans(text, tuple(words))
