@@ -6,13 +6,14 @@ exactly what trying every place of the line one by one gives: the same source, l
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
 from ledger_runtime.answers.build import MAX_ABOVE, _run_above
 from ledger_runtime.answers.held_output import HeldOutput
-from ledger_runtime.held.delivered import MAX_CANDIDATES, Delivered
+from ledger_runtime.held.delivered import MAX_CANDIDATES, MAX_INDEXED_LINES, Delivered
 
 
 def _output(rng: random.Random, alphabet: list[str], n: int) -> list[str]:
@@ -228,3 +229,69 @@ def test_spans_are_the_answer_trying_every_place_gives(seed: int) -> None:
         assert (None if got is None else (got[1].pieces, "".join(got[1].parts))) == want, (seed, lines)
         compared += want is not None
     assert compared, "answers with references were compared"
+
+
+class _NoHeldLines:
+    """A pool as ``Delivered.at`` gives it, but not saying which lines it holds: ``build`` then searches
+    every output for runs, without the bound on the lines no reference can stand for."""
+
+    def __init__(self, pool):
+        self.pool = pool
+
+    def identical(self, output):
+        return self.pool.identical(output)
+
+    def base(self, key):
+        return self.pool.base(key)
+
+    def longest_run(self, lines, i, end=None):
+        return self.pool.longest_run(lines, i, end)
+
+    def holds(self, line):
+        return self.pool.holds(line)
+
+    def lines_held(self):
+        return None
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_answers_are_those_built_without_the_bound_on_new_lines(seed: int) -> None:
+    """``build`` gives up spans of an output whose lines no held output showed come to more than it can
+    save (``_carries_more``): over random histories (held lines from a small alphabet, new lines among
+    them, some repeated in the same output; outputs the agent cuts or not; a long held output whose lines
+    are not kept apart; forgotten outputs), every answer is the one built searching for runs."""
+    from ledger_runtime.answers.build import DedupeSettings, _carries_more, build, split_lines
+    from ledger_runtime.ledger.observe import Truncation
+
+    rng = random.Random(seed)
+    old = [f"    held_{k} = compute(value_{k}, other_{k})\n" for k in range(rng.choice((4, 8, 16)))] + ["\n"]
+    new = [f"    fresh_{k} = compute(value_{k})\n" for k in range(rng.choice((60, 600)))]
+    d = Delivered()
+    for attempt in range(1, 40):
+        lines = _output(rng, old, rng.randint(1, 80))
+        if attempt == 20 and seed % 4 == 0:  # an output too long for its lines to be kept apart
+            lines = (new[: len(new) // 2] * MAX_INDEXED_LINES)[: MAX_INDEXED_LINES + 1]
+        d.add(_held(attempt, attempt, lines, [rng.random() > 0.1 for _ in lines]))
+        if attempt == 30 and (seed % 2 or seed % 8 == 0):  # (and its lines then kept apart again)
+            d.forget(lambda s: s.attempt > 10)
+    bounded = answers = 0
+    for _ in range(60):
+        share = rng.choice((0.0, 0.2, 0.5, 0.9, 1.0))
+        block = [rng.choice(new) if rng.random() < share else rng.choice(old) for _ in range(rng.randint(1, 400))]
+        if rng.random() < 0.2:
+            block = new[: len(new) // 2]  # as the long output printed them
+        text = "".join(block * rng.choice((1, 1, 2, 5)))  # a block printed again: its new lines refer above
+        settings = DedupeSettings(min_lines=rng.choice((1, 2, 3)), min_saving=rng.choice((0, 60, 400)))
+        cut = rng.choice(
+            (None, Truncation(limit=2000, head=800, tail=800), Truncation(limit=8000, head=4000, tail=4000))
+        )
+        pool = d.at(rng.choice((0, 15, 35)), None if cut is None else cut.kept(text))
+        got = build(text, pool, settings, cut=cut)
+        want = build(text, _NoHeldLines(pool), settings, cut=cut)
+        assert (got.kind, got.text, got.pieces) == (want.kind, want.text, want.pieces), (seed, text)
+        shown_most = cut.head + cut.tail if cut is not None else len(text)
+        bound = (cut.seen_chars(len(text)) if cut is not None else len(text)) - settings.min_saving
+        bounded += _carries_more(split_lines(text), pool.lines_held(), bound if shown_most > bound else math.inf)
+        answers += got.kind.value != "raw"
+    assert answers, "answers with references were compared"
+    assert bounded or d.lines_held() is None, "outputs the bound gave up were compared"

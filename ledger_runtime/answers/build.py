@@ -33,7 +33,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from enum import Enum
 from itertools import accumulate
-from typing import Callable, Sequence
+from typing import Callable, Container, Sequence
 
 from ledger_runtime.answers.held_output import HeldOutput
 from ledger_runtime.ledger.observe import Truncation
@@ -137,6 +137,10 @@ class Pool:
     def holds(self, line: str) -> bool:
         """Whether a source the model still holds showed ``line`` literally: a run may start at it
         (``longest_run`` of a list starting with it is not None)."""
+
+    def lines_held(self) -> Container[str] | None:
+        """Every line a source the model holds may have shown (more may be in it), or None if that is not known: no
+        run ``longest_run`` finds holds another line."""
 
 
 def lines_marker(src: HeldOutput, first: int, last: int) -> str:
@@ -326,7 +330,12 @@ def build(
     give_up = bound - extra if shown_most > bound else math.inf  # past it, min(size + extra, shown_most) > bound
 
     bases = {b.attempt: b for b in (pool.base(k) for k in base_keys) if b is not None}
-    candidates = [_spans(lines, pool, settings, give_up_over=give_up), *(_delta(lines, b) for b in bases.values())]
+    spans = (
+        None
+        if _carries_more(lines, pool.lines_held(), give_up)
+        else _spans(lines, pool, settings, give_up_over=give_up)
+    )
+    candidates = [spans, *(_delta(lines, b) for b in bases.values())]
     if cut is not None and cut.exact and len(output) >= cut.limit:
         candidates.append(_spans(lines, pool, settings, keep_cut=cut, give_up_over=give_up))
     limit = cut.limit if cut is not None else None
@@ -368,6 +377,23 @@ def _delta_allowance(size: int) -> int:
     """How much longer than spans a delta may be and still be chosen (its removed lines and context
     cost characters, and tell the model what changed): 200 characters, or a third of its size."""
     return max(200, size // 3)
+
+
+def _carries_more(lines: Sequence[str], held: Container[str] | None, limit: float) -> bool:
+    """Whether spans of ``lines`` carry more than ``limit`` characters literally, whatever they refer to: the lines no
+    held output showed (``held``: a superset of those it did), each at its first place (a later one may refer to it
+    above). Spans larger than ``build``'s give-up size cannot save enough, so a long new output (a first read) costs
+    this look at its lines, not a search for runs in them."""
+    if held is None or limit == math.inf:
+        return False
+    total, new = 0, set()
+    for line in lines:
+        if line not in held and line not in new:
+            new.add(line)
+            total += len(line)
+            if total > limit:
+                return True
+    return False
 
 
 def _spans(  # noqa: C901
