@@ -36,6 +36,7 @@ from itertools import accumulate
 from typing import Callable, Container, Sequence
 
 from ledger_runtime.answers.held_output import HeldOutput
+from ledger_runtime.answers.literal_floor import carries_more
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.lines import split_lines
 from ledger_runtime.section import Section, choice, integer, setting
@@ -149,6 +150,12 @@ def lines_marker(src: HeldOutput, first: int, last: int) -> str:
 
 def again_marker(first: int, last: int) -> str:
     return f"[ledger: lines {first}-{last} of this output repeat here]\n"
+
+
+# the shortest a reference's marker can be (lines 1-2, of an output with no label or command)
+MIN_MARKER_CHARS = min(
+    len(again_marker(1, 2)), len(lines_marker(HeldOutput(0, 0, "", "", None, (), b"", (), False, ""), 1, 2))
+)
 
 
 def cut_marker(first: int, last: int, chars: int, cut: Truncation) -> str:
@@ -330,13 +337,17 @@ def build(
     give_up = bound - extra if shown_most > bound else math.inf  # past it, min(size + extra, shown_most) > bound
 
     bases = {b.attempt: b for b in (pool.base(k) for k in base_keys) if b is not None}
+    held = pool.lines_held()  # spans that would carry more than ``give_up`` literally are not searched for
     spans = (
-        None
-        if _carries_more(lines, pool.lines_held(), give_up)
-        else _spans(lines, pool, settings, give_up_over=give_up)
+        None if _hopeless(lines, held, settings, give_up, None) else _spans(lines, pool, settings, give_up_over=give_up)
     )
     candidates = [spans, *(_delta(lines, b) for b in bases.values())]
-    if cut is not None and cut.exact and len(output) >= cut.limit:
+    if (
+        cut is not None
+        and cut.exact
+        and len(output) >= cut.limit
+        and not _hopeless(lines, held, settings, give_up, cut)
+    ):
         candidates.append(_spans(lines, pool, settings, keep_cut=cut, give_up_over=give_up))
     limit = cut.limit if cut is not None else None
     candidates = [
@@ -379,21 +390,15 @@ def _delta_allowance(size: int) -> int:
     return max(200, size // 3)
 
 
-def _carries_more(lines: Sequence[str], held: Container[str] | None, limit: float) -> bool:
-    """Whether spans of ``lines`` carry more than ``limit`` characters literally, whatever they refer to: the lines no
-    held output showed (``held``: a superset of those it did), each at its first place (a later one may refer to it
-    above). Spans larger than ``build``'s give-up size cannot save enough, so a long new output (a first read) costs
-    this look at its lines, not a search for runs in them."""
-    if held is None or limit == math.inf:
-        return False
-    total, new = 0, set()
-    for line in lines:
-        if line not in held and line not in new:
-            new.add(line)
-            total += len(line)
-            if total > limit:
-                return True
-    return False
+def _hopeless(
+    lines: list[str], held: Container[str] | None, settings: DedupeSettings, give_up: float, keep_cut: Truncation | None
+) -> bool:
+    """Whether spans of ``lines`` (keeping the agent's cut: ``keep_cut``) would carry more than ``give_up`` characters
+    literally, and so could not save enough (literal_floor.py)."""
+    middle = _cut_middle(lines, keep_cut) if keep_cut is not None else None
+    marker = len(cut_marker(middle[0] + 1, middle[1], middle[2], keep_cut)) if middle and keep_cut else 0
+    short = MIN_MARKER_CHARS + settings.min_reference_saving
+    return carries_more(lines, held, give_up - marker, settings.min_lines, short, middle[:2] if middle else None)
 
 
 def _spans(  # noqa: C901
