@@ -6,13 +6,14 @@ exactly what trying every place of the line one by one gives: the same source, l
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
 from ledger_runtime.answers.build import MAX_ABOVE, _run_above
 from ledger_runtime.answers.held_output import HeldOutput
-from ledger_runtime.held.delivered import MAX_CANDIDATES, Delivered
+from ledger_runtime.held.delivered import MAX_CANDIDATES, MAX_INDEXED_LINES, Delivered
 
 
 def _output(rng: random.Random, alphabet: list[str], n: int) -> list[str]:
@@ -228,3 +229,140 @@ def test_spans_are_the_answer_trying_every_place_gives(seed: int) -> None:
         assert (None if got is None else (got[1].pieces, "".join(got[1].parts))) == want, (seed, lines)
         compared += want is not None
     assert compared, "answers with references were compared"
+
+
+class _NoHeldLines:
+    """A pool as ``Delivered.at`` gives it, but not saying which lines it holds: ``build`` then searches
+    every output for runs, without the bound on the lines no reference can stand for."""
+
+    def __init__(self, pool):
+        self.pool = pool
+
+    def identical(self, output):
+        return self.pool.identical(output)
+
+    def base(self, key):
+        return self.pool.base(key)
+
+    def longest_run(self, lines, i, end=None):
+        return self.pool.longest_run(lines, i, end)
+
+    def holds(self, line):
+        return self.pool.holds(line)
+
+    def lines_held(self):
+        return None
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_answers_are_those_built_without_the_bound_on_new_lines(seed: int) -> None:
+    """``build`` gives up spans that would carry more literally than it can save (``_hopeless``: the
+    lines no held output showed, and blocks of others too small for a reference): over random histories
+    (held lines from a small alphabet, new lines among them, some repeated in the same output; outputs
+    the agent cuts or not; a long held output whose lines are not kept apart; forgotten outputs), every
+    answer is the one built searching for runs."""
+    from ledger_runtime.answers.build import DedupeSettings, _hopeless, build, split_lines
+    from ledger_runtime.ledger.observe import Truncation
+
+    rng = random.Random(seed)
+    old = [f"    held_{k} = compute(value_{k}, other_{k})\n" for k in range(rng.choice((4, 8, 16)))] + ["\n"]
+    new = [f"    fresh_{k} = compute(value_{k})\n" for k in range(rng.choice((60, 600)))]
+    d = Delivered()
+    for attempt in range(1, 40):
+        lines = _output(rng, old, rng.randint(1, 80))
+        if attempt == 20 and seed % 4 == 0:  # an output too long for its lines to be kept apart
+            lines = (new[: len(new) // 2] * MAX_INDEXED_LINES)[: MAX_INDEXED_LINES + 1]
+        d.add(_held(attempt, attempt, lines, [rng.random() > 0.1 for _ in lines]))
+        if attempt == 30 and (seed % 2 or seed % 8 == 0):  # (and its lines then kept apart again)
+            d.forget(lambda s: s.attempt > 10)
+    bounded = answers = 0
+    for _ in range(60):
+        share = rng.choice((0.0, 0.2, 0.5, 0.9, 1.0))
+        block = [rng.choice(new) if rng.random() < share else rng.choice(old) for _ in range(rng.randint(1, 400))]
+        if rng.random() < 0.2:
+            block = new[: len(new) // 2]  # as the long output printed them
+        text = "".join(block * rng.choice((1, 1, 2, 5)))  # a block printed again: its new lines refer above
+        settings = DedupeSettings(min_lines=rng.choice((1, 2, 3)), min_saving=rng.choice((0, 60, 400)))
+        cut = rng.choice(
+            (None, Truncation(limit=2000, head=800, tail=800), Truncation(limit=8000, head=4000, tail=4000))
+        )
+        pool = d.at(rng.choice((0, 15, 35)), None if cut is None else cut.kept(text))
+        got = build(text, pool, settings, cut=cut)
+        want = build(text, _NoHeldLines(pool), settings, cut=cut)
+        assert (got.kind, got.text, got.pieces) == (want.kind, want.text, want.pieces), (seed, text)
+        shown_most = cut.head + cut.tail if cut is not None else len(text)
+        bound = (cut.seen_chars(len(text)) if cut is not None else len(text)) - settings.min_saving
+        give_up = bound if shown_most > bound else math.inf
+        for keep_cut in (None, cut) if cut is not None and len(text) >= cut.limit else (None,):
+            bounded += _hopeless(split_lines(text), pool.lines_held(), settings, give_up, keep_cut)
+        answers += got.kind.value != "raw"
+    assert answers, "answers with references were compared"
+    assert bounded or d.lines_held() is None, "outputs the bound gave up were compared"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_spans_carry_at_least_the_literal_floor(seed: int) -> None:
+    """What ``build``'s bound rests on: spans of an output (searched without giving up) carry at least
+    ``literal_floor`` characters of it literally, over random histories and outputs of lines of many
+    lengths (blocks of referable lines just short of a reference and just long enough), with and
+    without the agent's cut kept and references above, runs of one line allowed or not."""
+    from ledger_runtime.answers.build import (
+        CUT,
+        MIN_MARKER_CHARS,
+        TEXT,
+        DedupeSettings,
+        _cut_middle,
+        _hopeless,
+        _spans,
+        cut_marker,
+    )
+    from ledger_runtime.answers.literal_floor import literal_floor
+    from ledger_runtime.ledger.observe import Truncation
+
+    rng = random.Random(seed)
+    alphabet = [f"{k:>{rng.randint(1, 70)}}\n" for k in range(rng.choice((6, 12, 40)))] + ["\n"]
+    d = Delivered()
+    for attempt in range(1, 40):
+        lines = _output(rng, alphabet[: len(alphabet) // 2 + 1], rng.randint(1, 60))
+        d.add(_held(attempt, attempt, lines, [rng.random() > 0.1 for _ in lines]))
+    counted = 0
+    for _ in range(80):
+        lines = _output(rng, alphabet, rng.randint(1, 200))
+        if rng.random() < 0.2:  # lines no held output showed, each once: all of them literal
+            lines = [f"new {k}\n" for k in range(rng.randint(1, 300))]
+        settings = DedupeSettings(min_lines=rng.choice((1, 2, 3)), min_saving=rng.choice((20, 40, 60)))
+        cut = rng.choice((None, Truncation(limit=1500, head=500, tail=500)))
+        middle = _cut_middle(lines, cut) if cut is not None else None
+        found = _spans(lines, d.at(0), settings, keep_cut=cut, again=rng.random() < 0.7)
+        if found is None:  # no reference: every line the agent is shown, literally
+            literal = sum(len(x) for k, x in enumerate(lines) if middle is None or not middle[0] <= k < middle[1])
+            size = literal + (len(cut_marker(middle[0] + 1, middle[1], middle[2], cut)) if middle and cut else 0)
+        else:
+            w = found[1]
+            literal, size = sum(p.end - p.start for p in w.pieces if p.kind == TEXT), w.size
+            assert (middle is not None) == any(p.kind == CUT for p in w.pieces)
+        assert not _hopeless(lines, d.lines_held(), settings, size, cut), "spans this long are not given up"
+        short = MIN_MARKER_CHARS + settings.min_reference_saving
+        floor = literal_floor(lines, d.lines_held(), settings.min_lines, short, middle[:2] if middle else None)
+        assert floor <= literal, (seed, lines, settings, cut)
+        counted += found is not None and floor > 0
+    assert counted, "answers with references and literal lines were compared"
+
+
+def test_the_literal_floor_leaves_out_a_block_just_long_enough_for_the_shortest_reference() -> None:
+    """Two lines of 87 characters together, printed again: the second time they are a reference to
+    lines 1-2 above (the shortest marker, saving just the 40 characters asked), so the floor counts
+    only their first time and the line between."""
+    from ledger_runtime.answers.build import MIN_MARKER_CHARS, TEXT, DedupeSettings, _hopeless, _spans
+    from ledger_runtime.answers.literal_floor import literal_floor
+
+    settings = DedupeSettings()
+    a, b = "a" * 40 + "\n", "b" * (MIN_MARKER_CHARS + settings.min_reference_saving - 42) + "\n"
+    lines = [a, b, "between\n", a, b]
+    found = _spans(lines, Delivered().at(0), settings)
+    assert found is not None and [p.kind for p in found[1].pieces] == [TEXT, "again"]
+    short = MIN_MARKER_CHARS + settings.min_reference_saving
+    assert literal_floor(lines, {}, settings.min_lines, short) == len(a + b + "between\n")
+    assert literal_floor(lines, {}, settings.min_lines, short + 1) == len("".join(lines)), "one character short"
+    floor = len(a + b + "between\n")
+    assert not _hopeless(lines, {}, settings, floor, None) and _hopeless(lines, {}, settings, floor - 1, None)

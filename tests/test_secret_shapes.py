@@ -15,11 +15,14 @@ from pathlib import Path
 
 import pytest
 from conftest import make_repo
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ledger_runtime import hook_launcher
 from ledger_runtime.cli.html import unpacked
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.ledger import secret_names
 from ledger_runtime.ledger.redact import Redactor
 from ledger_runtime.ledger.store import LedgerStore
 from ledger_runtime.runtime import LedgerRuntime
@@ -284,7 +287,106 @@ def test_secret_names_found_in_lower_case_are_the_words_ignorecase_finds(seed: i
     ]  # words across pieces
     for _ in range(400):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
-        fast = [m.span() for m in secret_names._name_words(text)]
+        fast = secret_names._name_words(text)
         assert fast == [m.span() for m in secret_names.NAME_WORDS.finditer(text)], text
     text = "".join(rng.choice(alphabet[:14]) for _ in range(4000))
     assert text.isascii() and secret_names.named_spans(text), "an ASCII text takes the lower-case path"
+
+
+def _alternation_spans(text: str, words: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The oracle: what the regular expression engine finds of the words' alternation."""
+    import re
+
+    return [m.span() for m in re.finditer("|".join(map(re.escape, words)), text)]
+
+
+def test_no_secret_name_word_begins_another() -> None:
+    """``leftmost_words`` needs it: at a place at most one word matches, whatever their order."""
+    from ledger_runtime.ledger.secret_names import _LOWER_WORDS
+
+    assert not any(a != b and b.startswith(a) for a in _LOWER_WORDS for b in _LOWER_WORDS)
+
+
+_NEAR = ["pass", "pas", "pwd", "pw", "secret", "secre", "ecret", "token", "toke", "oken", "key", "ke", "ey", "auth"]
+_NEAR += ["aut", "uth", "credential", "credentia", "dsn", "ds", "sn", "s", "p", "a", "k", "x", "\n", " ", "="]
+
+
+@given(st.lists(st.sampled_from(_NEAR), max_size=60).map("".join))
+@settings(max_examples=600, deadline=None)
+def test_leftmost_words_is_what_the_alternation_finds(text: str) -> None:
+    """The name words found one by one with ``str.find`` (the scan of a long output's lower case) are
+    exactly the alternation's matches: over text glued of the words, their parts and their overlaps
+    (passecret, keyey, tokenkey), the same spans in the same order."""
+    from ledger_runtime.ledger.secret_names import _LOWER_WORDS, leftmost_words
+
+    assert leftmost_words(text, _LOWER_WORDS) == _alternation_spans(text, _LOWER_WORDS)
+
+
+@given(st.lists(st.text(alphabet="abc", min_size=1, max_size=3), min_size=1, max_size=4), st.text("abc", max_size=40))
+@settings(max_examples=400, deadline=None)
+def test_leftmost_words_of_any_words_none_beginning_another(words: list[str], text: str) -> None:
+    """...and so for any words none of which begins another, over text of their few letters."""
+    from hypothesis import assume
+
+    from ledger_runtime.ledger.secret_names import leftmost_words
+
+    words = list(dict.fromkeys(words))
+    assume(not any(a != b and b.startswith(a) for a in words for b in words))
+    assert leftmost_words(text, tuple(words)) == _alternation_spans(text, tuple(words))
+
+
+def _spans_every_pattern_run(r: Redactor, text: str) -> list[tuple[int, int]]:
+    """The oracle: ``Redactor.spans`` with every pattern run over the whole text (no literal opening
+    looked for first), each checked for being a built-in one as it goes."""
+    from ledger_runtime.ledger import redact
+
+    found: list[tuple[int, int]] = []
+    for v in r.values:
+        found += [(i, i + len(v)) for i in range(len(text)) if text.startswith(v, i)]
+    if r.names:
+        found += secret_names.named_spans(text)
+    for rx in r.patterns:
+        if rx in redact._BUILTIN:
+            word = rx in redact._BUILTIN[: len(redact.TOKEN_SHAPES)]
+            for m in rx.finditer(text):
+                if not (word and m.start() and text[m.start() - 1] in redact._IN_WORD):
+                    found += redact._groups(m)
+        else:
+            at = 0
+            for line in text.split("\n"):
+                found += [(a + at, b + at) for m in rx.finditer(line) for a, b in redact._groups(m)]
+                at += len(line) + 1
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted(found):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+_SHAPE_PARTS = ["AKIA", "ASIA", "sk-", "sk-ant-", "ghp_", "gho_", "gh", "github_pat_", "xoxb-", "xox", "AIza", "glpat-"]
+_SHAPE_PARTS += ["sk_live_", "rk_test_", "whsec_", "hf_", "npm_", "pypi-", "LS0tLS1CRUdJTi", "mysql -uroot -p", "-p"]
+_SHAPE_PARTS += ["mariadb-dump ", "sshpass -p ", "curl -u bob:", "Authorization: Bearer ", "eyJ", ".", "://u:", "@"]
+_SHAPE_PARTS += ["-----BEGIN PRIVATE KEY-----", "-----END", "hooks.slack.com/services/", "password=", "token: "]
+_SHAPE_PARTS += ["A1b2C3d4E5f6G7h8", "0123456789ABCDEF", "abcdefghij", "Z", "_", "-", " ", "\n", "'", '"', "x"]
+# whole shapes too, so that each pattern finds something to mask
+_SHAPE_PARTS += ["AKIA0123456789ABCDEF ", "ASIA0123456789ABCDEF\n", "sk-" + "a1" * 12, "ghs_" + "b2" * 16]
+_SHAPE_PARTS += ["hf_" + "c3" * 16, "github_pat_" + "d4" * 11, "xoxp-1234567890", "AIza" + "e5" * 18]
+_SHAPE_PARTS += ["glpat-" + "f6" * 11, "npm_" + "g7" * 18, "sk_test_1234567890", "rk_live_1234567890"]
+_SHAPE_PARTS += ["whsec_" + "h8" * 11, "pypi-" + "i9" * 21, " x@y", "LS0tLS1CRUdJTiBQUklWQVRF", "eyJ" + "j" * 10 + "."]
+_SHAPE_PARTS += ["mysql -u root -p'pw1' db", "curl -u bob:s3cret http", "Authorization: Bearer abcdefgh12"]
+_SHAPE_PARTS += ["https://u:pa55word@host", "hooks.slack.com/services/T0123/B0123/x", "sshpass -p hunter2"]
+_SHAPE_PARTS += ["discord.com/api/webhooks/1234/abcdefghijklmnop", "-----BEGIN RSA PRIVATE KEY-----"]
+
+
+@given(st.lists(st.sampled_from(_SHAPE_PARTS), max_size=40).map("".join), st.booleans())
+@settings(max_examples=500, deadline=None)
+def test_spans_are_those_of_every_pattern_run_over_the_whole_text(text: str, user: bool) -> None:
+    """The masking's shortcuts (a pattern runs only where its literal opening is in the text; each
+    pattern's part worked out once, not at each text) change nothing: over text glued of the token
+    shapes' openings, near misses and key-like runs, with a user's pattern and an environment value
+    or without, the spans are those of every pattern run over the whole text."""
+    r = Redactor.for_run({"API_TOKEN": "hunter2hunter2"}, [r"id=(\d{4,})"] if user else [])
+    text += "id=12345 hunter2hunter2" if user else ""
+    assert r.spans(text) == _spans_every_pattern_run(r, text)

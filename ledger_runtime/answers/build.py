@@ -33,9 +33,10 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from enum import Enum
 from itertools import accumulate
-from typing import Callable, Sequence
+from typing import Callable, Container, Sequence
 
 from ledger_runtime.answers.held_output import HeldOutput
+from ledger_runtime.answers.literal_floor import carries_more
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.lines import split_lines
 from ledger_runtime.section import Section, choice, integer, setting
@@ -138,6 +139,10 @@ class Pool:
         """Whether a source the model still holds showed ``line`` literally: a run may start at it
         (``longest_run`` of a list starting with it is not None)."""
 
+    def lines_held(self) -> Container[str] | None:
+        """Every line a source the model holds may have shown (more may be in it), or None if that is not known: no
+        run ``longest_run`` finds holds another line."""
+
 
 def lines_marker(src: HeldOutput, first: int, last: int) -> str:
     return f"[ledger: lines {first}-{last} of {src.label}'s output (`{src.command}`) repeat here]\n"
@@ -145,6 +150,12 @@ def lines_marker(src: HeldOutput, first: int, last: int) -> str:
 
 def again_marker(first: int, last: int) -> str:
     return f"[ledger: lines {first}-{last} of this output repeat here]\n"
+
+
+# the shortest a reference's marker can be (lines 1-2, of an output with no label or command)
+MIN_MARKER_CHARS = min(
+    len(again_marker(1, 2)), len(lines_marker(HeldOutput(0, 0, "", "", None, (), b"", (), False, ""), 1, 2))
+)
 
 
 def cut_marker(first: int, last: int, chars: int, cut: Truncation) -> str:
@@ -326,8 +337,17 @@ def build(
     give_up = bound - extra if shown_most > bound else math.inf  # past it, min(size + extra, shown_most) > bound
 
     bases = {b.attempt: b for b in (pool.base(k) for k in base_keys) if b is not None}
-    candidates = [_spans(lines, pool, settings, give_up_over=give_up), *(_delta(lines, b) for b in bases.values())]
-    if cut is not None and cut.exact and len(output) >= cut.limit:
+    held = pool.lines_held()  # spans that would carry more than ``give_up`` literally are not searched for
+    spans = (
+        None if _hopeless(lines, held, settings, give_up, None) else _spans(lines, pool, settings, give_up_over=give_up)
+    )
+    candidates = [spans, *(_delta(lines, b) for b in bases.values())]
+    if (
+        cut is not None
+        and cut.exact
+        and len(output) >= cut.limit
+        and not _hopeless(lines, held, settings, give_up, cut)
+    ):
         candidates.append(_spans(lines, pool, settings, keep_cut=cut, give_up_over=give_up))
     limit = cut.limit if cut is not None else None
     candidates = [
@@ -368,6 +388,17 @@ def _delta_allowance(size: int) -> int:
     """How much longer than spans a delta may be and still be chosen (its removed lines and context
     cost characters, and tell the model what changed): 200 characters, or a third of its size."""
     return max(200, size // 3)
+
+
+def _hopeless(
+    lines: list[str], held: Container[str] | None, settings: DedupeSettings, give_up: float, keep_cut: Truncation | None
+) -> bool:
+    """Whether spans of ``lines`` (keeping the agent's cut: ``keep_cut``) would carry more than ``give_up`` characters
+    literally, and so could not save enough (literal_floor.py)."""
+    middle = _cut_middle(lines, keep_cut) if keep_cut is not None else None
+    marker = len(cut_marker(middle[0] + 1, middle[1], middle[2], keep_cut)) if middle and keep_cut else 0
+    short = MIN_MARKER_CHARS + settings.min_reference_saving
+    return carries_more(lines, held, give_up - marker, settings.min_lines, short, middle[:2] if middle else None)
 
 
 def _spans(  # noqa: C901

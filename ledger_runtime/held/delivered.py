@@ -9,7 +9,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, replace
 from itertools import accumulate, compress
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Container, Iterable, Sequence
 
 from ledger_runtime.answers.build import AGAIN, CUT, LINES, NOTE, PATCH, SAME, TEXT, Answer, Piece, split_lines
 from ledger_runtime.answers.held_output import HeldOutput
@@ -127,6 +127,7 @@ class Delivered:
         self._by_digest: dict[str, list[int]] = {}
         self._by_key: dict[str, list[int]] = {}
         self._lines: dict[str, str] = {}  # every line held, once
+        self._lines_all = True  # _lines holds every line of every output held (a long one's are not interned)
         self._min_step: int | None = None  # the earliest step held
         self._steps_rise = True  # the outputs were added in the order of their steps
         self._readded = False  # an attempt was added twice (its older index entries point at the newer)
@@ -142,6 +143,8 @@ class Delivered:
             shown.lines = first.lines
         elif len(shown.lines) <= MAX_INDEXED_LINES:  # (a longer output costs its own memory, not a loop a line)
             shown.lines = [self._lines.setdefault(line, line) for line in shown.lines]
+        else:
+            self._lines_all = False
         shown.carried = bytes(shown.carried)  # a byte a line, not a pointer: a long run holds many
         if shown.attempt in self.items:
             self._readded = True
@@ -177,6 +180,11 @@ class Delivered:
                 self._triples.setdefault((line, lines[j + 1], lines[j + 2]), []).append(entry)
         places.append((s.attempt, j))
 
+    def lines_held(self) -> Container[str] | None:
+        """Every line of every output held, or None while an output of more than MAX_INDEXED_LINES lines is held
+        (its lines are not kept apart): a run can be made of none but these."""
+        return self._lines if self._lines_all else None
+
     def intern(self, line: str) -> str:
         """The copy of ``line`` the held outputs share, or ``line`` itself."""
         return self._lines.get(line, line)
@@ -206,6 +214,7 @@ class Delivered:
                 else:  # a place of an attempt added again, in its older output: kept, as it was
                     self._index.setdefault(line, []).append((a, j))
         self._lines = {line: line for s in self.items.values() for line in s.lines}
+        self._lines_all = True
         steps = [s.step for s in self.items.values()]
         self._min_step = min(steps, default=None)
         self._steps_rise = all(a <= b for a, b in zip(steps, steps[1:]))
@@ -407,6 +416,9 @@ class HeldPool:
 
     def holds(self, line: str) -> bool:
         return self.delivered.holds(line, self.first_held)
+
+    def lines_held(self) -> Container[str] | None:
+        return self.delivered.lines_held()
 
 
 __all__ = ["Delivered", "HeldPool", "delivered_lines", "seen_lines", "output_digest", "shown_whole"]

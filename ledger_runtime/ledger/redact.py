@@ -173,6 +173,11 @@ def _groups(m: re.Match[str]) -> list[tuple[int, int]]:
     return [m.span()] if m.end() > m.start() else []
 
 
+def _plan(rx: re.Pattern[str]) -> tuple[re.Pattern[str], str | None, bool]:
+    """A pattern, its literal opening where it is a built-in one (None: the user's), and whether it starts a word."""
+    return rx, _BUILTIN_LITERAL.get(rx, "") if rx in _BUILTIN_SET else None, rx in _WORD_START
+
+
 class Redactor:
     """Masks secrets in text; ``Redactor.off()`` masks nothing."""
 
@@ -182,6 +187,7 @@ class Redactor:
         self.values = tuple(v for v in values if v and "\n" not in v)
         self.patterns = tuple(patterns)
         self.names = names  # values given a secret's name (named_spans)
+        self._plan = tuple(map(_plan, self.patterns))  # each pattern's part, worked out once
 
     @classmethod
     def off(cls) -> Redactor:
@@ -214,12 +220,12 @@ class Redactor:
                 i = text.find(v, i + 1)  # overlapping occurrences too
         if self.names:
             found += named_spans(text)
-        for rx in self.patterns:
-            if rx in _BUILTIN_SET:
-                if _BUILTIN_LITERAL.get(rx, "") not in text:
+        for rx, literal, word_start in self._plan:
+            if literal is not None:
+                if literal not in text:
                     continue
                 for m in rx.finditer(text):
-                    if rx in _WORD_START and m.start() and text[m.start() - 1] in _IN_WORD:
+                    if word_start and m.start() and text[m.start() - 1] in _IN_WORD:
                         continue
                     found += _groups(m)
             else:  # the user's: matched within each line, so a line masks alike wherever it stands

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Iterator
 
 MIN_SECRET_CHARS = 8  # shorter values ("1", "true", a port) would mask half of every output
 
 NAME_WORDS = re.compile(r"pass|pwd|secret|token|key|auth|credential|dsn", re.IGNORECASE)
-# the same words matched in lower case: many times faster over a long output than IGNORECASE, which
-# leaves the regular expression engine no literal to look for
-_LOWER_WORDS = re.compile(NAME_WORDS.pattern)
+# the same words looked for in lower case, one by one with ``str.find``: many times faster over a long output than
+# IGNORECASE, which leaves the regular expression engine no literal to look for, and than the alternation in lower
+# case, which stops at every p, s, t, k, a, c and d (none of them begins another, so the leftmost wins: see
+# ``leftmost_words``)
+_LOWER_WORDS = tuple(NAME_WORDS.pattern.split("|"))
 _FOLDS_APART = ("\u0130", "\u0131", "\u017f")  # İ, ı, ſ: IGNORECASE matches them to i and s, lower() does not
 NAME_REACH = 60  # characters of a name either side of its secret word
 _NAME_BEFORE = re.compile(r"[\w.-]*\Z")
@@ -105,32 +106,52 @@ def named_spans(text: str) -> list[tuple[int, int]]:
     """The spans of the values ``text`` gives a secret's name, each within its line."""
     found: list[tuple[int, int]] = []
     done = 0
-    for w in _name_words(text):
-        if w.start() < done:
+    for w_start, w_end in _name_words(text):
+        if w_start < done:
             continue
-        end = _NAME_AFTER.match(text, w.end(), min(len(text), w.end() + NAME_REACH)).end()
+        end = _NAME_AFTER.match(text, w_end, min(len(text), w_end + NAME_REACH)).end()
         done = end
         after = text[end : end + 1]
         if after not in _GIVES_VALUE:
             continue  # monkey.patch, tokenize(, a keyword...
-        if after in " \t" and not _SPACED_SEP.match(text, end) and not _spaced_value(text, w.start(), end):
+        if after in " \t" and not _SPACED_SEP.match(text, end) and not _spaced_value(text, w_start, end):
             continue  # a word in a sentence: only .netrc's password and --flags take a value after a blank
-        start = _NAME_BEFORE.search(text, max(0, w.start() - NAME_REACH), w.start()).start()
+        start = _NAME_BEFORE.search(text, max(0, w_start - NAME_REACH), w_start).start()
         strength = secret_name(text[start:end])
-        upper = text[w.start() : w.end()].isupper()  # DB_PASSWORD=: a setting's name (whatever is glued before it)
+        upper = text[w_start:w_end].isupper()  # DB_PASSWORD=: a setting's name (whatever is glued before it)
         span = _named_value(text, start, end, strength, upper) if strength is not None else None
         if span is not None:
             found.append(span)
     return found
 
 
-def _name_words(text: str) -> Iterator[re.Match[str]]:
-    """NAME_WORDS' matches in ``text`` (their offsets; read the words from ``text``): found in its lower
+def _name_words(text: str) -> list[tuple[int, int]]:
+    """The spans of NAME_WORDS' matches in ``text`` (read the words from ``text``): found in its lower
     case, which has the same offsets, where that matches as IGNORECASE does."""
     folded = text.lower()
     if len(folded) == len(text) and (text.isascii() or not any(c in text for c in _FOLDS_APART)):
-        return _LOWER_WORDS.finditer(folded)
-    return NAME_WORDS.finditer(text)
+        return leftmost_words(folded, _LOWER_WORDS)
+    return [m.span() for m in NAME_WORDS.finditer(text)]
+
+
+def leftmost_words(text: str, words: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The spans ``re.finditer`` of the alternation of ``words`` gives, none of which begins another: every place of
+    each word (one ``str.find`` scan a word absent), then from the left each that begins where the last taken ended
+    or later. At a place, at most one word matches, so the alternation's order does not matter."""
+    found = []
+    for w in words:
+        i = text.find(w)
+        while i >= 0:
+            found.append((i, i + len(w)))
+            i = text.find(w, i + 1)
+    found.sort()
+    taken: list[tuple[int, int]] = []
+    end = 0
+    for a, b in found:
+        if a >= end:
+            taken.append((a, b))
+            end = b
+    return taken
 
 
 def _spaced_value(text: str, word: int, end: int) -> bool:
