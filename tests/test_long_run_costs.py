@@ -17,6 +17,7 @@ import pytest
 
 from ledger_runtime.answers.held_output import HeldOutput
 from ledger_runtime.held.delivered import Delivered, output_digest
+from ledger_runtime.inform import _steps, _with_steps
 
 OUTPUTS = ["a\n", "b\nc\n", "d\n"]
 WINDOWS = [None, (2, 0), (1, 1)]
@@ -112,3 +113,17 @@ def test_whether_an_output_before_a_step_is_held_is_known_without_a_look_at_each
     assert not d.held_before(1) and d.held_before(2) and not Delivered().held_before(10)
     d.add(HeldOutput(9, 0, "step 0", "cat x", 0, ["x\n"], [True], (), True, "d9"))  # added again, earlier
     assert d.held_before(1)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_steps_of_a_files_reads_taken_a_read_at_a_time_are_those_sorted_anew(seed: int) -> None:
+    rng = random.Random(seed)
+    steps: tuple[int, ...] = ()
+    every: list[int] = []
+    for _ in range(300):
+        new = [rng.randint(0, 400) if rng.random() < 0.1 else len(every) + rng.randint(0, 3) for _ in range(3)]
+        new = new[: rng.randint(0, 3)]
+        steps = _with_steps(steps, new)
+        every += new
+        assert steps == tuple(sorted(set(every)))
+        assert _steps(every) == _steps(list(steps))
