@@ -18,6 +18,8 @@ import pytest
 from ledger_runtime.answers.held_output import HeldOutput
 from ledger_runtime.held.delivered import Delivered, output_digest
 from ledger_runtime.inform import _steps, _with_steps
+from ledger_runtime.ledger.state import LedgerState
+from ledger_runtime.records import Modification
 
 OUTPUTS = ["a\n", "b\nc\n", "d\n"]
 WINDOWS = [None, (2, 0), (1, 1)]
@@ -127,3 +129,21 @@ def test_the_steps_of_a_files_reads_taken_a_read_at_a_time_are_those_sorted_anew
         every += new
         assert steps == tuple(sorted(set(every)))
         assert _steps(every) == _steps(list(steps))
+
+
+def _mod(step: int) -> Modification:
+    return Modification("a.py", "h0", "h1", 1, 1, step, step, True)
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_the_modifications_from_a_step_read_one_at_a_time_are_those_after_it(in_order: bool) -> None:
+    """``modifications_from`` gives ``modifications_after`` lazily, so the question whether anything changed
+    since a long run's first step reads one modification, not a copy of all of them."""
+    state = LedgerState()
+    steps = list(range(1, 300)) if in_order else [5, 3, *range(6, 300)]
+    for s in steps:
+        state._add_modification(_mod(s), 1)
+    for step in (0, 1, 4, 5, 150, 299, 400):
+        assert list(state.modifications_from(step)) == state.modifications_after(step)
+    if in_order:
+        assert next(state.modifications_from(1)) is state.modifications[0]

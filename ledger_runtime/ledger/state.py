@@ -214,6 +214,14 @@ class LedgerState:
             return [m for m in self.modifications if m.step >= step]
         return self.modifications[bisect.bisect_left(self._mod_steps, step) :]
 
+    def modifications_from(self, step: int) -> Iterator[Modification]:
+        """``modifications_after`` one at a time: a caller that needs the first reads no further, nor copies the rest
+        (a reference to a long run's first output asks whether anything changed since)."""
+        mods = self.modifications
+        if len(self._mod_steps) != len(mods):
+            return (m for m in mods if m.step >= step)
+        return (mods[k] for k in range(bisect.bisect_left(self._mod_steps, step), len(mods)))
+
     def attempts_after(self, attempt_id: int) -> list[Attempt]:
         """The attempts with a greater id than ``attempt_id``, in the order held."""
         if self._ids_rise:
