@@ -147,3 +147,34 @@ def test_the_modifications_from_a_step_read_one_at_a_time_are_those_after_it(in_
         assert list(state.modifications_from(step)) == state.modifications_after(step)
     if in_order:
         assert next(state.modifications_from(1)) is state.modifications[0]
+
+
+def test_the_spared_total_adds_the_new_attempts_and_is_the_sum_over_all(tmp_path, monkeypatch) -> None:
+    """What the answers spared, summed for a hook adapter's note budget at every step: the attempts since
+    the last call are added, not every attempt summed again; a completion (an attempt changed in place)
+    sums anew. Always the sum of ``spared`` over every attempt."""
+    from conftest import make_repo
+
+    from ledger_runtime.config import LedgerConfig
+    from ledger_runtime.executor import ExecResult, LocalExecutor
+    from ledger_runtime.runtime import LedgerRuntime
+
+    root = make_repo(tmp_path / "w", {"a.txt": "".join(f"line {i}\n" for i in range(40))})
+    executor = LocalExecutor(timeout=30)
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        asked: list[int] = []
+        spared = rt.spared
+        monkeypatch.setattr(rt, "spared", lambda a: asked.append(a) or spared(a))
+
+        def every() -> int:
+            return sum(spared(a.id) for a in rt.state.attempts)
+
+        for i in range(30):
+            rt.run("cat a.txt" if i % 3 else "sed -n '1,20p' a.txt", executor)
+            asked.clear()
+            assert rt.spared_total() == every()
+            assert len(asked) <= (30 if i == 0 else 1), (i, len(asked))
+        assert every() > 0
+        rt.finish_command(rt.state.attempts[-1].id, ExecResult("line 0\n", 0))
+        asked.clear()
+        assert rt.spared_total() == every() and len(asked) == len(rt.state.attempts)

@@ -192,6 +192,11 @@ class LedgerState:
     def attempt(self, attempt_id: int) -> Attempt | None:
         return self._by_id.get(attempt_id)
 
+    @property
+    def distinct_attempts(self) -> int:
+        """How many attempt ids the ledger holds (fewer than ``attempts`` where two share one: a crafted ledger)."""
+        return len(self._by_id)
+
     def label(self, attempt_id: int) -> str:
         """How answers name an attempt: "step 9" for step 9's first command, "step 9.2" for its second."""
         return self._labels.get(attempt_id, f"attempt {attempt_id}")
