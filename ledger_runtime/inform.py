@@ -376,6 +376,18 @@ def _last_failing(state: LedgerState) -> tuple[int | None, Attempt | None]:
     return index, fixed
 
 
+def _referenced(state: LedgerState, as_applied: bool) -> bool:
+    """Whether an answer so far referred to earlier output (one that took effect, unless ``as_applied``), looking at
+    the attempts since the last render: a run with none (shadow mode) would look at every attempt at each render."""
+    key = ("referenced", as_applied)
+    n = len(state.attempts)
+    memo = state.view_memo.get(key)
+    scanned, found = (0, False) if memo is None or memo[0] != state.revision or memo[1] > n else memo[1:]
+    found = found or any((a.applied or as_applied) and a.answer_kind in _REFERENCING for a in state.attempts[scanned:])
+    state.view_memo[key] = (state.revision, n, found)
+    return found
+
+
 def _last_failing_run(state: LedgerState) -> ViewEntry | None:
     i, fixed = _last_failing(state)
     if i is None:
@@ -423,9 +435,7 @@ def view_entries(
         out.append(ViewEntry("", ("task",), "Task: " + (first[:157] + "…" if len(first) > 160 else first), 0))
     if policies:
         out.append(ViewEntry("", ("policies",), "Policies: " + policies, 0))
-    if policies is not None and any(
-        (a.applied or as_applied) and a.answer_kind in _REFERENCING for a in state.attempts
-    ):
+    if policies is not None and _referenced(state, as_applied):
         out.append(ViewEntry("", ("answers",), ESCAPE_LINE.format(escape=RAW_ESCAPE), 0))
     out += _changed_entries(state)
     out += _seen_entries(state)

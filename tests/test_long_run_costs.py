@@ -178,3 +178,47 @@ def test_the_spared_total_adds_the_new_attempts_and_is_the_sum_over_all(tmp_path
         rt.finish_command(rt.state.attempts[-1].id, ExecResult("line 0\n", 0))
         asked.clear()
         assert rt.spared_total() == every() and len(asked) == len(rt.state.attempts)
+
+
+@pytest.mark.parametrize("shadow", [False, True])
+def test_whether_any_answer_referred_is_asked_of_the_attempts_since_the_last_render(
+    tmp_path, monkeypatch, shadow: bool
+) -> None:
+    """The state view says how answers refer to earlier output once one has; in shadow mode none takes
+    effect, and each render asked every attempt of the run. Now each asks the attempts since the last
+    render, and the view says what asking all of them says (the view as a shadow replay sees it too)."""
+    from conftest import make_repo
+
+    from ledger_runtime import inform
+    from ledger_runtime.config import LedgerConfig
+    from ledger_runtime.executor import LocalExecutor
+    from ledger_runtime.runtime import LedgerRuntime
+
+    root = make_repo(tmp_path / "w", {"a.txt": "".join(f"line {i}\n" for i in range(40))})
+    executor = LocalExecutor(timeout=30)
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(shadow=shadow)) as rt:
+        asked = []
+        monkeypatch.setattr(inform, "_REFERENCING", _Counting(inform._REFERENCING, asked))
+        for i in range(20):
+            rt.run("cat a.txt", executor)
+            for as_applied in (False, True):
+                asked.clear()
+                view = rt.view(as_applied=as_applied)
+                assert len(asked) <= 1, (i, as_applied, len(asked))
+                kinds = [a.answer_kind for a in rt.state.attempts if a.applied or as_applied]
+                every = any(k in ("whole", "spans", "delta") for k in kinds)
+                assert (inform.ESCAPE_LINE.split(":")[0] in view.text) == every, (i, as_applied)
+        assert shadow or every, "answers referred to earlier output"
+
+
+class _Counting(tuple):
+    """A tuple that counts the questions ``in`` asks of it."""
+
+    def __new__(cls, items, asked):
+        t = super().__new__(cls, items)
+        t.asked = asked
+        return t
+
+    def __contains__(self, item) -> bool:
+        self.asked.append(item)
+        return super().__contains__(item)
