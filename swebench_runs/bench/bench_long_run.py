@@ -28,7 +28,9 @@ Three ratios are given, each at the p50 and the p95:
 
 - ``ratio_last_to_101_500`` (``_p95``): the long run's last window over its own steps 101-500, measured
   minutes apart. The machine is shared: a load that comes and goes between the two moves this ratio
-  either way, by more than the growth looked for.
+  either way, by more than the growth looked for. While the fresh ledger runs, each of the long one's
+  steps follows one of its steps (colder caches): for this ratio as it was measured before, ``--fresh 0``
+  (or its window 3,001-4,000, before the fresh ledger starts).
 - ``ratio_last_to_fresh_101_500``: the long run's last window over the steps 101-500 of a fresh ledger
   (its own project, the same cycle of commands) driven in lockstep with the long one's last ``--fresh``
   steps (1,000 by default: its steps 101-500 are taken while the long one's 4,101-4,500 are), a step of
