@@ -9,6 +9,7 @@ claim the records do not bear out (decide/claims.py) is left out.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Sequence
 
 from ledger_runtime.analysis.commands import RAW_ESCAPE
 from ledger_runtime.analysis.display import short_command
@@ -55,7 +56,11 @@ def estimate_tokens(text: str) -> int:
 
 
 def _steps(steps: list[int]) -> str:
-    u = sorted(set(steps))
+    return _sorted_steps(sorted(set(steps)))
+
+
+def _sorted_steps(u: Sequence[int]) -> str:
+    """``_steps`` of steps sorted and once each: what a long run's view keeps, written without sorting them again."""
     shown = ", ".join(str(s) for s in u[-3:])
     return ("step " if len(u) == 1 else "steps ") + ("…, " if len(u) > 3 else "") + shown
 
@@ -182,7 +187,7 @@ class _Seen:
             self.taken + len(new),
             self.changes,
             self.targets,
-            tuple(sorted(set(self.fresh_steps).union(o.step for o in fresh))),
+            _with_steps(self.fresh_steps, [o.step for o in fresh]),
             _merged(spans),
             self.whole or any(o.spans is None for o in fresh),
             self.only_matches and all(o.kind == "matches" for o in fresh),
@@ -191,6 +196,17 @@ class _Seen:
             _EMPTY,
         )
         return replace(facts, entry=_seen_entry(state, path, facts))
+
+
+def _with_steps(steps: tuple[int, ...], new: list[int]) -> tuple[int, ...]:
+    """``steps`` (sorted, once each) with ``new`` in: appended where they all come after them, as a long run's reads do,
+    so taking a read costs the reads that are new, not a sort of every read of the file."""
+    add = sorted(set(new))
+    if not add:
+        return steps
+    if not steps or add[0] > steps[-1]:
+        return steps + tuple(add)
+    return tuple(sorted(set(steps).union(add)))
 
 
 def _merged(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
@@ -225,7 +241,7 @@ def _seen_entry(state: LedgerState, path: str, seen: _Seen) -> ViewEntry:
         # edit (a revert): that edit's own command, where it was one
         mods = state.modifications_of(path)
         told = seen.last_step if seen.fresh_steps[-1] == seen.last_step else _own(mods[-1] if mods else None)
-        text = f"  {name}: {ranges} ({_steps(list(seen.fresh_steps))}{note})"
+        text = f"  {name}: {ranges} ({_sorted_steps(seen.fresh_steps)}{note})"
         claim = ("seen", path, seen.fresh_steps, None)
         return ViewEntry(SEEN, ("seen", path), text, seen.last_step, told, claim=claim)
     obs = state.observations_of(path)
@@ -360,6 +376,18 @@ def _last_failing(state: LedgerState) -> tuple[int | None, Attempt | None]:
     return index, fixed
 
 
+def _referenced(state: LedgerState, as_applied: bool) -> bool:
+    """Whether an answer so far referred to earlier output (one that took effect, unless ``as_applied``), looking at
+    the attempts since the last render: a run with none (shadow mode) would look at every attempt at each render."""
+    key = ("referenced", as_applied)
+    n = len(state.attempts)
+    memo = state.view_memo.get(key)
+    scanned, found = (0, False) if memo is None or memo[0] != state.revision or memo[1] > n else memo[1:]
+    found = found or any((a.applied or as_applied) and a.answer_kind in _REFERENCING for a in state.attempts[scanned:])
+    state.view_memo[key] = (state.revision, n, found)
+    return found
+
+
 def _last_failing_run(state: LedgerState) -> ViewEntry | None:
     i, fixed = _last_failing(state)
     if i is None:
@@ -407,9 +435,7 @@ def view_entries(
         out.append(ViewEntry("", ("task",), "Task: " + (first[:157] + "…" if len(first) > 160 else first), 0))
     if policies:
         out.append(ViewEntry("", ("policies",), "Policies: " + policies, 0))
-    if policies is not None and any(
-        (a.applied or as_applied) and a.answer_kind in _REFERENCING for a in state.attempts
-    ):
+    if policies is not None and _referenced(state, as_applied):
         out.append(ViewEntry("", ("answers",), ESCAPE_LINE.format(escape=RAW_ESCAPE), 0))
     out += _changed_entries(state)
     out += _seen_entries(state)

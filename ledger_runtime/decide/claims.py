@@ -23,7 +23,7 @@ def after(state: Any, a: Attempt) -> Iterator[Modification]:
     In order, as they are found: a caller that needs the first (or whether there is one) reads no further."""
     return (
         m
-        for m in state.modifications_after(a.step)
+        for m in state.modifications_from(a.step)
         if m.step > a.step or (m.step == a.step and m.attempt is not None and m.attempt > a.id)
     )
 

@@ -133,6 +133,7 @@ class Delivered:
         self._readded = False  # an attempt was added twice (its older index entries point at the newer)
         self._whole: dict[int, bool] = {}  # whole_available's answers, for the first step held below
         self._whole_for: int | None = None
+        self._scanned: dict[str, _Scanned] = {}  # identical's scan of each digest's outputs, as far as it went
 
     def add(self, shown: HeldOutput, keys: Iterable[str] = ()) -> None:
         # one copy of each output and of each line, however often they were printed (a long run
@@ -148,7 +149,7 @@ class Delivered:
         shown.carried = bytes(shown.carried)  # a byte a line, not a pointer: a long run holds many
         if shown.attempt in self.items:
             self._readded = True
-            self._whole = {}
+            self._whole, self._scanned = {}, {}
         last = self.items[next(reversed(self.items))].step if self.items else shown.step
         self._steps_rise = self._steps_rise and shown.step >= last
         self._min_step = shown.step if self._min_step is None else min(self._min_step, shown.step)
@@ -196,7 +197,7 @@ class Delivered:
             return
         for a in gone:
             del self.items[a]
-        self._whole = {}
+        self._whole, self._scanned = {}, {}
         for table in (self._by_digest, self._by_key):
             for k in list(table):
                 table[k] = [a for a in table[k] if a not in gone]
@@ -218,6 +219,10 @@ class Delivered:
         steps = [s.step for s in self.items.values()]
         self._min_step = min(steps, default=None)
         self._steps_rise = all(a <= b for a, b in zip(steps, steps[1:]))
+
+    def held_before(self, step: int) -> bool:
+        """Whether an output of a step before ``step`` may be held: False says none is, without a look at each."""
+        return self._min_step is not None and self._min_step < step
 
     def at(self, first_held: int, window: tuple[int, int] | None = None) -> HeldPool:
         """The outputs the model holds from step ``first_held`` on, for ``answers.build``.
@@ -271,24 +276,45 @@ class Delivered:
         """The latest earlier output identical to ``output`` the model can have whole, preferring one seen literally.
 
         For an output the agent cuts anyway, one shown as it is and cut alike also serves: the model would see the same
-        again."""
-        ids = self._by_digest.get(output_digest(output), [])
-        fallback = None
-        for a in reversed(ids):
+        again. The outputs of one digest are scanned from the latest down; what the scan of the older ones found is
+        kept (``_Scanned``), so a long run's hundredth repeat of an output scans the repeats since the last call, not
+        all of them: what it depends on (the outputs held, ``whole_available``) changes only when ``forget`` or an
+        attempt added again drops what was kept."""
+        digest = output_digest(output)
+        ids = self._by_digest.get(digest, [])
+        kept = self._scanned.get(digest)
+        if kept is None or (kept.first_held, kept.window) != (first_held, window) or kept.upto > len(ids):
+            kept = _Scanned(first_held, window, 0, None, None)
+        hit, fallback = self._scan(reversed(ids[kept.upto :]), first_held, window)
+        if hit is None:
+            hit, fallback = kept.hit, fallback or kept.fallback
+        self._scanned[digest] = _Scanned(first_held, window, len(ids), hit, fallback)
+        if hit is not None:
+            return hit
+        source, cut = fallback or (None, False)
+        return replace(source, seen_cut=source.agent_cut) if cut and source is not None else source
+
+    def _scan(
+        self, ids: Iterable[int], first_held: int, window: tuple[int, int] | None
+    ) -> tuple[HeldOutput | None, tuple[HeldOutput, bool] | None]:
+        """``identical``'s scan of ``ids``, latest first: the output it stops at (one seen literally, or the one a
+        repeat was the same as), else the first fallback: the source and whether it is one the agent cut alike."""
+        fallback: tuple[HeldOutput, bool] | None = None
+        for a in ids:
             s = self._live(a, first_held)
             if s is None:
                 continue
             if not self.whole_available(a, first_held):
                 if window is not None and s.agent_cut == window and fallback is None:
-                    fallback = replace(s, seen_cut=s.agent_cut)
+                    fallback = (s, True)
                 continue
             if all(s.carried) and not s.refs:
-                return s
+                return s, fallback
             root = self._root(s, first_held)
             if root is not s and all(root.carried) and not root.refs:
-                return root  # the output this repeat was the same as: no need to look further back
-            fallback = fallback or root
-        return fallback
+                return root, fallback  # the output this repeat was the same as: no need to look further back
+            fallback = fallback or (root, False)
+        return None, fallback
 
     def seen_through(self, attempt: int) -> list[bool] | None:
         """The lines the model saw of an output it was not shown all of; None when it saw all of it."""
@@ -395,6 +421,17 @@ class Delivered:
                 if i + k == n:
                     break
         return best
+
+
+@dataclass(frozen=True)
+class _Scanned:
+    """How ``identical``'s scan of one digest's first ``upto`` outputs ended, for one first step held and cut."""
+
+    first_held: int
+    window: tuple[int, int] | None
+    upto: int
+    hit: HeldOutput | None
+    fallback: tuple[HeldOutput, bool] | None
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,8 @@ class Held:
     def forget_gone(self, now: int) -> None:
         """Drops the outputs, and the answers standing for them, that the model no longer holds at step ``now``."""
         first = self.first_held_step(now)
-        self.forget(lambda s: s.step >= first)
+        if self.delivered.held_before(first):  # else none is gone: a long run's prunings cost no look at each output
+            self.forget(lambda s: s.step >= first)
         self.answers.forget(lambda step: step >= first)
 
     def distrust(self, attempt_id: int) -> None:

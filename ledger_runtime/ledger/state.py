@@ -192,6 +192,11 @@ class LedgerState:
     def attempt(self, attempt_id: int) -> Attempt | None:
         return self._by_id.get(attempt_id)
 
+    @property
+    def distinct_attempts(self) -> int:
+        """How many attempt ids the ledger holds (fewer than ``attempts`` where two share one: a crafted ledger)."""
+        return len(self._by_id)
+
     def label(self, attempt_id: int) -> str:
         """How answers name an attempt: "step 9" for step 9's first command, "step 9.2" for its second."""
         return self._labels.get(attempt_id, f"attempt {attempt_id}")
@@ -213,6 +218,14 @@ class LedgerState:
         if len(self._mod_steps) != len(self.modifications):
             return [m for m in self.modifications if m.step >= step]
         return self.modifications[bisect.bisect_left(self._mod_steps, step) :]
+
+    def modifications_from(self, step: int) -> Iterator[Modification]:
+        """``modifications_after`` one at a time: a caller that needs the first reads no further, nor copies the rest
+        (a reference to a long run's first output asks whether anything changed since)."""
+        mods = self.modifications
+        if len(self._mod_steps) != len(mods):
+            return (m for m in mods if m.step >= step)
+        return (mods[k] for k in range(bisect.bisect_left(self._mod_steps, step), len(mods)))
 
     def attempts_after(self, attempt_id: int) -> list[Attempt]:
         """The attempts with a greater id than ``attempt_id``, in the order held."""

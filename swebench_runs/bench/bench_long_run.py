@@ -1,4 +1,4 @@
-"""Benchmark: does a step cost the same at step 5,000 as at step 100? One ledger, a long run.
+"""Benchmark: does a step cost the same at step 5,000 as at step 100? A long run, and a fresh ledger beside it.
 
 A real ``LedgerRuntime`` drives ``--steps`` commands (5,000 by default) through ``LocalExecutor`` on
 a small generated project in a git repository, cycling through what agents do: whole-file reads,
@@ -17,14 +17,38 @@ line ranges (``sed -n``, ``nl | sed -n``), greps, an edit (``sed -i``), a repro 
 Then it times ``ledger-run inspect RUN`` and ``ledger-run inspect RUN --html PAGE`` on the finished
 ledger, as processes (wall and CPU of the child).
 
-The table has one row per window of steps (p50 and p95 of each figure) and the ratio of the last
-window's p50 to the window from step 101 to 500 (the goal: within 1.5x). The machine is shared and
-noisy: the ratios within one run are what to compare.
+The table has one row per window of steps: p50 and p95 of each figure, and the mean length of the
+commands' outputs (the work a step's commands give the ledger: the cycle keeps it the same from window to
+window, since its only edit, ``sed -i`` at every tenth step, changes the same four modules, so ``git diff
+--stat`` and ``grep`` print as much at step 5,000 as at step 500; a window whose outputs are longer does
+more work for the same command, and this column says so). The goal (issue 42 item 4): the last window
+within 1.1x of steps 101-500, at the p50 and at the p95.
+
+Three ratios are given, each at the p50 and the p95:
+
+- ``ratio_last_to_101_500`` (``_p95``): the long run's last window over its own steps 101-500, measured
+  minutes apart. The machine is shared: a load that comes and goes between the two moves this ratio
+  either way, by more than the growth looked for. While the fresh ledger runs, each of the long one's
+  steps follows one of its steps (colder caches): for this ratio as it was measured before, ``--fresh 0``
+  (or its window 3,001-4,000, before the fresh ledger starts).
+- ``ratio_last_to_fresh_101_500``: the long run's last window over the steps 101-500 of a fresh ledger
+  (its own project, the same cycle of commands) driven in lockstep with the long one's last ``--fresh``
+  steps (1,000 by default: its steps 101-500 are taken while the long one's 4,101-4,500 are), a step of
+  each in turn, which goes first alternating. Both see the same load, the same process and the same
+  commands: what differs is the history behind each step, which is what the ratio is for. What grows
+  with the process rather than with one ledger's history (its heap, for the garbage collector and the
+  caches) is paid by both alike and is not in this ratio: it is in the first.
+- ``ratio_paired_to_fresh_101_500``: the same, with the long run's steps taken in turn with the fresh one's
+  101-500 (4,101-4,500 by default): the two windows' steps alternate, so a burst of load on the machine
+  falls on both alike, which the p95 needs most.
+
+``--fresh 0`` runs the long ledger alone, as before (the first ratio only).
 
 Reproduce (from /work/main, venv active)::
 
     python swebench_runs/bench/bench_long_run.py                       # 5,000 steps
     python swebench_runs/bench/bench_long_run.py --steps 1000 --out /tmp/long.json
+    python swebench_runs/bench/bench_long_run.py --fresh 0 --no-inspect --out /tmp/long_alone.json  # the long one alone
     python swebench_runs/bench/bench_long_run.py --tree /tmp/bench-cost/sympy-src --out .../long_run_sympy.json
 
 ``--tree`` runs in a copy of a real checkout (sympy: about 2,000 files) instead of the generated project:
@@ -158,77 +182,80 @@ def timed_process(argv: list[str]) -> dict[str, float]:
     return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "rc": p.returncode}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=5000)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "long_run.json")
-    ap.add_argument("--no-inspect", action="store_true", help="skip the inspect timings")
-    ap.add_argument("--keep", action="store_true", help="keep the project and the run (the path is printed)")
-    ap.add_argument(
-        "--tree", type=Path, help="a git checkout to run in (a real project: sympy) instead of the generated one"
-    )
-    args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="ledger-long-"))
-    root = tmp / "project"
-    files, tests = None, "tests"
-    if args.tree is not None:
-        files, tests = use_tree(args.tree, root), "bench_tests"
-    else:
-        make_project(root)
-    executor = LocalExecutor()
-    own: list[float] = []
+class Driven:
+    """One ledger driven through the cycle of commands, on a project of its own: ``step(i)`` runs step ``i`` and
+    returns its figures (see the module docstring)."""
 
-    def execute(cmd: str, cwd: str):
+    def __init__(self, tmp: Path, tree: Path | None) -> None:
+        self.root = tmp / "project"
+        self.files, self.tests = None, "tests"
+        if tree is not None:
+            self.files, self.tests = use_tree(tree, self.root), "bench_tests"
+        else:
+            make_project(self.root)
+        self.executor = LocalExecutor()
+        self.own: list[float] = []
+        self.out_chars = 0
+        self.rt = LedgerRuntime(self.root, tmp / "run", LedgerConfig())
+        self.history = History(
+            notes=ViewNotes(limit_chars=self.rt.config.context.note_chars),
+            view_share=self.rt.config.context.view_share,
+        )
+        self.messages: list[dict] = [{"role": "system", "content": "bench"}, {"role": "user", "content": "the task"}]
+        # (an older adapter, measured as the before, has no AgentMessages: it reads every message each call)
+        self.agent_messages = mini_context.AgentMessages() if hasattr(mini_context, "AgentMessages") else None
+
+    def execute(self, cmd: str, cwd: str):
         t0 = time.perf_counter()
         try:
-            return executor(cmd, cwd)
+            res = self.executor(cmd, cwd)
+            self.out_chars = len(res.output)
+            return res
         finally:
-            own.append(time.perf_counter() - t0)
+            self.own.append(time.perf_counter() - t0)
 
-    rows: list[dict[str, float]] = []
-    rt = LedgerRuntime(root, tmp / "run", LedgerConfig())
-    history = History(
-        notes=ViewNotes(limit_chars=rt.config.context.note_chars), view_share=rt.config.context.view_share
-    )
-    messages: list[dict] = [{"role": "system", "content": "bench"}, {"role": "user", "content": "the task"}]
-    # (an older adapter, measured as the before, has no AgentMessages: it reads every message each call)
-    agent_messages = mini_context.AgentMessages() if hasattr(mini_context, "AgentMessages") else None
-    try:
-        for i in range(1, args.steps + 1):
-            own.clear()
-            c0, t0 = time.process_time(), time.perf_counter()
-            result = rt.run(command(i, files, tests), execute)
-            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            r0 = time.perf_counter()
-            rt.view()
-            render = time.perf_counter() - r0
-            messages += [
-                {"role": "assistant", "content": f"step {i}: THOUGHT ... ```bash\n{command(i, files, tests)}\n```"},
-                {"role": "user", "content": result.output, "extra": {"ledger": {"attempt": result.attempt_id}}},
-            ]
-            m0 = time.perf_counter()
-            rt.prescan()
-            if agent_messages is not None:
-                mini_context.history_for(messages, history, rt, _Model(), agent_messages)
-            else:
-                mini_context.history_for(messages, history, rt, _Model())
-            turn = time.perf_counter() - m0
-            rows.append(
-                {
-                    "step": i,
-                    "overhead_ms": (wall - sum(own)) * 1e3,
-                    "cpu_ms": cpu * 1e3,
-                    "render_ms": render * 1e3,
-                    "turn_ms": turn * 1e3,
-                }
-            )
-            if i % 100 == 0:
-                rows[-1]["rss_mb"] = rss_mb()
-                print(f"step {i}: rss {rows[-1]['rss_mb']:.0f} MB", file=sys.stderr, flush=True)
-    finally:
-        rt.close()
+    def step(self, i: int) -> dict[str, float]:
+        self.own.clear()
+        c0, t0 = time.process_time(), time.perf_counter()
+        result = self.rt.run(command(i, self.files, self.tests), self.execute)  # (made in the timed part, as before)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        r0 = time.perf_counter()
+        self.rt.view()
+        render = time.perf_counter() - r0
+        self.messages += [
+            {
+                "role": "assistant",
+                "content": f"step {i}: THOUGHT ... ```bash\n{command(i, self.files, self.tests)}\n```",
+            },
+            {"role": "user", "content": result.output, "extra": {"ledger": {"attempt": result.attempt_id}}},
+        ]
+        m0 = time.perf_counter()
+        self.rt.prescan()
+        if self.agent_messages is not None:
+            mini_context.history_for(self.messages, self.history, self.rt, _Model(), self.agent_messages)
+        else:
+            mini_context.history_for(self.messages, self.history, self.rt, _Model())
+        turn = time.perf_counter() - m0
+        return {
+            "step": i,
+            "overhead_ms": (wall - sum(self.own)) * 1e3,
+            "cpu_ms": cpu * 1e3,
+            "render_ms": render * 1e3,
+            "turn_ms": turn * 1e3,
+            "output_chars": self.out_chars,
+        }
+
+    def close(self) -> None:
+        self.rt.close()
+
+
+FIGURES = ("overhead_ms", "cpu_ms", "render_ms", "turn_ms")
+
+
+def by_window(rows: list[dict[str, float]], spans: list[tuple[int, int]] = WINDOWS) -> list[dict]:
+    """p50 and p95 of each figure per window of steps, the mean output's length, and the most memory."""
     windows = []
-    for a, b in WINDOWS:
+    for a, b in spans:
         w = [r for r in rows if a <= r["step"] <= b]
         if not w:
             continue
@@ -238,56 +265,139 @@ def main() -> int:
                 "steps": f"{a}-{b}",
                 **{
                     f"{k}_{q}": round(pct([r[k] for r in w], p), 2)
-                    for k in ("overhead_ms", "cpu_ms", "render_ms", "turn_ms")
+                    for k in FIGURES
                     for q, p in (("p50", 0.5), ("p95", 0.95))
                 },
+                "output_chars_mean": round(statistics.mean(r["output_chars"] for r in w), 1),
                 "rss_mb": round(max(rss), 1) if rss else None,
             }
         )
-    base = next((w for w in windows if w["steps"] == "101-500"), windows[0])
-    last = windows[-1]
-    ratios = {
-        k: round(last[f"{k}_p50"] / base[f"{k}_p50"], 2) if base[f"{k}_p50"] else None
-        for k in ("overhead_ms", "cpu_ms", "render_ms", "turn_ms")
+    return windows
+
+
+def ratios(last: dict, base: dict) -> dict[str, dict[str, float | None]]:
+    """Each figure's ``last`` over its ``base``, at the p50 and at the p95."""
+    return {
+        q: {k: round(last[f"{k}_{q}"] / base[f"{k}_{q}"], 2) if base[f"{k}_{q}"] else None for k in FIGURES}
+        for q in ("p50", "p95")
     }
+
+
+def print_table(title: str, windows: list[dict]) -> None:
     print(
-        f"\n{'steps':>10} {'overhead p50/p95 ms':>20} {'cpu p50/p95 ms':>16} {'render p50/p95 ms':>18}"
-        f" {'turn p50/p95 ms':>16} {'rss MB':>7}"
+        f"\n{title}\n{'steps':>10} {'overhead p50/p95 ms':>20} {'cpu p50/p95 ms':>16} {'render p50/p95 ms':>18}"
+        f" {'turn p50/p95 ms':>16} {'out chars':>9} {'rss MB':>7}"
     )
     for w in windows:
         print(
             f"{w['steps']:>10} {w['overhead_ms_p50']:>9.1f} /{w['overhead_ms_p95']:>8.1f} "
             f"{w['cpu_ms_p50']:>7.1f} /{w['cpu_ms_p95']:>7.1f} {w['render_ms_p50']:>8.2f} /{w['render_ms_p95']:>7.2f} "
-            f"{w['turn_ms_p50']:>7.2f} /{w['turn_ms_p95']:>7.2f} {w['rss_mb'] or float('nan'):>7.0f}"
+            f"{w['turn_ms_p50']:>7.2f} /{w['turn_ms_p95']:>7.2f} {w['output_chars_mean']:>9.0f} "
+            f"{w['rss_mb'] or float('nan'):>7.0f}"
         )
-    print(f"last window / steps {base['steps']} (p50): {ratios}")
+
+
+def drive(args: argparse.Namespace, tmp: Path) -> tuple[Driven, list[dict], list[dict]]:
+    """Runs the long ledger's steps, and the fresh one's in lockstep with its last ``--fresh`` (the two alternate
+    which goes first); returns the long one (closed) and the rows of each."""
+    long_run = Driven(tmp / "long", args.tree)
+    fresh: Driven | None = None
+    rows: list[dict] = []
+    fresh_rows: list[dict] = []
+    start = args.steps - args.fresh  # the long one's step after which the fresh one starts
+    try:
+        for i in range(1, args.steps + 1):
+            if args.fresh and i == start + 1:
+                fresh = Driven(tmp / "fresh", args.tree)
+            if fresh is not None and i % 2:
+                fresh_rows.append(fresh.step(i - start))
+            rows.append(long_run.step(i))
+            if fresh is not None and not i % 2:
+                fresh_rows.append(fresh.step(i - start))
+            if i % 100 == 0:
+                rows[-1]["rss_mb"] = rss_mb()
+                print(f"step {i}: rss {rows[-1]['rss_mb']:.0f} MB", file=sys.stderr, flush=True)
+    finally:
+        long_run.close()
+        if fresh is not None:
+            fresh.close()
+    return long_run, rows, fresh_rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=5000)
+    ap.add_argument(
+        "--fresh",
+        type=int,
+        default=1000,
+        help="steps of a fresh ledger driven in lockstep with the long one's last steps (0: the long one alone)",
+    )
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "long_run.json")
+    ap.add_argument("--no-inspect", action="store_true", help="skip the inspect timings")
+    ap.add_argument("--keep", action="store_true", help="keep the projects and the runs (the long one's is printed)")
+    ap.add_argument(
+        "--tree", type=Path, help="a git checkout to run in (a real project: sympy) instead of the generated one"
+    )
+    args = ap.parse_args()
+    args.fresh = max(0, min(args.fresh, args.steps))
+    tmp = Path(tempfile.mkdtemp(prefix="ledger-long-"))
+    long_run, rows, fresh_rows = drive(args, tmp)
+    windows = by_window(rows)
+    base = next((w for w in windows if w["steps"] == "101-500"), windows[0])
+    last = windows[-1]
+    ratio = ratios(last, base)
+    print_table("the long run", windows)
+    print(f"last window / steps {base['steps']}: p50 {ratio['p50']}, p95 {ratio['p95']}")
+    fresh_windows = by_window(fresh_rows)
+    fresh_base = next((w for w in fresh_windows if w["steps"] == "101-500"), None)
+    fresh_ratio = ratios(last, fresh_base) if fresh_base is not None else None
+    start = args.steps - args.fresh
+    paired = by_window(rows, [(start + 101, start + 500)]) if fresh_base is not None else []
+    paired_ratio = ratios(paired[0], fresh_base) if paired else None
+    if fresh_windows:
+        print_table(f"a fresh ledger, in lockstep with the long one's steps {start + 1}-{args.steps}", fresh_windows)
+    if fresh_ratio is not None and paired_ratio is not None:
+        print(
+            f"long run's {last['steps']} / the fresh one's 101-500: p50 {fresh_ratio['p50']}, p95 {fresh_ratio['p95']}"
+        )
+        print(
+            f"long run's {paired[0]['steps']} / the fresh one's 101-500, step by step in turn: "
+            f"p50 {paired_ratio['p50']}, p95 {paired_ratio['p95']}"
+        )
     inspect = {}
+    run_dir = tmp / "long" / "run"
     if not args.no_inspect:
         launcher = [sys.executable, "-m", "ledger_runtime"]
-        inspect["text"] = timed_process([*launcher, "inspect", str(tmp / "run")])
-        inspect["html"] = timed_process([*launcher, "inspect", str(tmp / "run"), "--html", str(tmp / "page.html")])
+        inspect["text"] = timed_process([*launcher, "inspect", str(run_dir)])
+        inspect["html"] = timed_process([*launcher, "inspect", str(run_dir), "--html", str(tmp / "page.html")])
         print(f"inspect {args.steps} steps: text {inspect['text']}, html {inspect['html']}")
     commit = commit_of(Path(ledger_runtime.__file__).resolve().parents[1])
     median_cmd = statistics.median(r["overhead_ms"] for r in rows)
     out = {
         "commit": commit,
         "steps": args.steps,
+        "fresh": args.fresh,
         "tree": str(args.tree) if args.tree else None,
-        "files": len(rt._last.files) if rt._last else None,
+        "files": len(long_run.rt._last.files) if long_run.rt._last else None,
         "windows": windows,
-        "ratio_last_to_101_500": ratios,
+        "ratio_last_to_101_500": ratio["p50"],
+        "ratio_last_to_101_500_p95": ratio["p95"],
+        "fresh_windows": fresh_windows,
+        "ratio_last_to_fresh_101_500": fresh_ratio,
+        "paired_window": paired[0] if paired else None,
+        "ratio_paired_to_fresh_101_500": paired_ratio,
         "overhead_ms_median_all": round(median_cmd, 2),
         "inspect": inspect,
         "command": " ".join(["python", "swebench_runs/bench/bench_long_run.py", *sys.argv[1:]]),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
-    faults = tmp / "run" / "faults.log"
+    faults = run_dir / "faults.log"
     out["faults"] = len(faults.read_text().splitlines()) if faults.exists() else 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {args.out}; faults: {out['faults']}")
     if args.keep:
-        print(f"kept {tmp}")
+        print(f"kept {tmp}: the long run's ledger is {run_dir}")
     else:
         subprocess.run(["rm", "-rf", str(tmp)])
     return 0
