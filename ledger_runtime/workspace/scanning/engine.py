@@ -84,6 +84,16 @@ def _is_file(path):
     return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
 
 
+def _through_link(d, names):
+    """Whether a directory on the way from ``d`` down to the file ``names`` ends (leaf first) is a symbolic link: a
+    listed link, or one made since (a listed file replaced by a directory is on the way as any other)."""
+    for name in reversed(names[1:]):
+        d = os.path.join(d, name)
+        if os.path.islink(d):
+            return True
+    return False
+
+
 class WorkspaceScanner(object):
     """Snapshots one workspace root incrementally; without a ``watcher`` every scan walks.
 
@@ -187,13 +197,13 @@ class WorkspaceScanner(object):
         if not path.startswith(self.root.rstrip(os.sep) + os.sep) or self._is_excluded(path):
             return None
         d, names = path, []
-        while d not in self._dirs:
+        while not names or d not in self._dirs:  # a listed directory that a file replaced is taken in as that file
             if d == self.root:
                 return None
             d, name = os.path.split(d)
             names.append(name)
         entry, top = self._dirs[d], names[-1]
-        if entry.frozen or top in entry.ignored or (len(names) > 1 and top in entry.files):
+        if entry.frozen or top in entry.ignored or _through_link(d, names):
             return None
         rel = os.path.relpath(os.path.join(d, top), self.root)
         chain = [rel + "/"]
