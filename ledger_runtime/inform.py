@@ -262,7 +262,7 @@ def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | No
         for key, sig in a.read_set.items():
             kind, path = key[:1], key[2:]
             if kind == "f":
-                m = state.change_after(path, a.step + (0 if a.executed else 1), _file_digest(sig))
+                m = _read_changed(state, a, path, sig)
                 if m is not None and (m.attempt != a.id):
                     return False, f"stale: {_display(path, state)} changed at step {m.step}", m
             elif kind in ("d", "r"):
@@ -285,6 +285,15 @@ def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | No
     if later:
         return False, f"{TOUCHED}: {_display(later[0].path, state)} changed at step {later[0].step}", later[0]
     return False, f"{TOUCHED}: tracked files changed since", None
+
+
+def _read_changed(state: LedgerState, a: Attempt, path: str, sig: str) -> Modification | None:
+    """The first change after ``a`` read ``path`` (signed ``sig``) that left it other than it read it: for a read
+    through a link, by what it saw (the link's own hash, its target's: the signature has neither), else by ``sig``."""
+    seen = next((o for o in state.observations_of(path) if o.attempt == a.id and o.target is not None), None)
+    if seen is not None:
+        return state.staled_by(seen)
+    return state.change_after(path, a.step + (0 if a.executed else 1), _file_digest(sig))
 
 
 def _file_digest(sig: str) -> str | None:

@@ -84,14 +84,9 @@ def _is_file(path):
     return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
 
 
-def _through_link(d, names):
-    """Whether a directory on the way from ``d`` down to the file ``names`` ends (leaf first) is a symbolic link: a
-    listed link, or one made since (a listed file replaced by a directory is on the way as any other)."""
-    for name in reversed(names[1:]):
-        d = os.path.join(d, name)
-        if os.path.islink(d):
-            return True
-    return False
+def _listed_link(entry, d, name):
+    """Whether ``name`` in directory ``d`` is a symbolic link that its listing ``entry`` holds."""
+    return name in entry.files and os.path.islink(os.path.join(d, name))
 
 
 class WorkspaceScanner(object):
@@ -203,7 +198,8 @@ class WorkspaceScanner(object):
             d, name = os.path.split(d)
             names.append(name)
         entry, top = self._dirs[d], names[-1]
-        if entry.frozen or top in entry.ignored or _through_link(d, names):
+        # behind a link it lists (not a listed file that a directory replaced since)
+        if entry.frozen or top in entry.ignored or (len(names) > 1 and _listed_link(entry, d, top)):
             return None
         rel = os.path.relpath(os.path.join(d, top), self.root)
         chain = [rel + "/"]
