@@ -288,12 +288,13 @@ def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | No
 
 
 def _read_changed(state: LedgerState, a: Attempt, path: str, sig: str) -> Modification | None:
-    """The first change after ``a`` read ``path`` (signed ``sig``) that left it other than it read it: for a read
-    through a link, by what it saw (the link's own hash, its target's: the signature has neither), else by ``sig``."""
-    seen = next((o for o in state.observations_of(path) if o.attempt == a.id and o.target is not None), None)
-    if seen is not None:
-        return state.staled_by(seen)
-    return state.change_after(path, a.step + (0 if a.executed else 1), _file_digest(sig))
+    """The first change after ``a`` read ``path`` (signed ``sig``) that left it other than it read it: by ``sig``,
+    but for a read through a link by what it saw (the link's own hash and its target's: ``sig`` has not the link's)."""
+    m = state.change_after(path, a.step + (0 if a.executed else 1), _file_digest(sig))
+    if m is None:
+        return None
+    seen = next((o for o in reversed(state.observations_of(path)) if o.attempt == a.id and o.target is not None), None)
+    return state.staled_by(seen) if seen is not None else m
 
 
 def _file_digest(sig: str) -> str | None:
