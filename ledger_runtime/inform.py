@@ -18,6 +18,7 @@ from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.records import Attempt, CommandClass, LineSpan, Modification, Observation, VerdictKind
 from ledger_runtime.section import Section, integer, setting
 from ledger_runtime.workspace.scanner import relative
+from ledger_runtime.workspace.signatures import MISSING
 
 
 @dataclass(frozen=True)
@@ -277,7 +278,7 @@ def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | No
         for key, sig in a.read_set.items():
             kind, path = key[:1], key[2:]
             if kind == "f":
-                m = state.change_after(path, a.step + (0 if a.executed else 1), sig)
+                m = _read_changed(state, a, path, sig)
                 if m is not None and (m.attempt != a.id):
                     return False, f"stale: {_display(path, state)} changed at step {m.step}", m
             elif kind in ("d", "r"):
@@ -300,6 +301,22 @@ def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | No
     if later:
         return False, f"{TOUCHED}: {_display(later[0].path, state)} changed at step {later[0].step}", later[0]
     return False, f"{TOUCHED}: tracked files changed since", None
+
+
+def _read_changed(state: LedgerState, a: Attempt, path: str, sig: str) -> Modification | None:
+    """The first change after ``a`` read ``path`` (signed ``sig``) that left it other than it read it: by ``sig``,
+    but for a read through a link by what it saw (the link's own hash and its target's: ``sig`` has not the link's)."""
+    m = state.change_after(path, a.step + (0 if a.executed else 1), _file_digest(sig))
+    if m is None:
+        return None
+    seen = next((o for o in reversed(state.observations_of(path)) if o.attempt == a.id and o.target is not None), None)
+    return state.staled_by(seen) if seen is not None else m
+
+
+def _file_digest(sig: str) -> str | None:
+    """A read set's signature of a file as a modification's digest: none where no file was there to read (missing, or
+    a directory), as a deletion leaves it."""
+    return None if sig == MISSING or sig.startswith("dir:") else sig
 
 
 def _own(m: Modification | None) -> int | None:

@@ -275,9 +275,10 @@ class LedgerRuntime:
         """The last snapshot of the workspace, the scan stage's."""
         return self.scans.last
 
-    def prescan(self) -> None:
-        """Takes the scan before the next command now, while the model thinks."""
-        self.scans.prescan(self.state.step + 1)
+    def prescan(self, *, before_command: bool = True) -> None:
+        """Takes the scan before the next command now, while the model thinks; ``before_command`` False: a scan at a
+        hook agent's prompt, which only takes in what changed by then (``Scans.prescan``)."""
+        self.scans.prescan(self.state.step + 1, before_command=before_command)
 
     def _catch_up(self) -> None:
         """Takes in the scan started at the model's turn before the view is read (``Scans.catch_up``)."""

@@ -247,6 +247,51 @@ def test_a_file_edited_after_the_last_command_is_stale_in_the_view_at_the_models
         assert again.view().text == view, "the ledger opened again tells the same"
 
 
+@pytest.mark.parametrize("watch", [True, False], ids=["inotify", "walk"])
+def test_a_file_deleted_or_replaced_between_commands_then_read_is_told_as_it_is(tree, tmp_path, watch):
+    """Between commands someone deletes a file the model read, turns a directory into a file, and a file into a
+    directory holding a new file, and makes a link; the next commands read each with no scan between. The reads of
+    what is missing (or a directory) hold: their result is as the deletion left it, not stale by it; so does the read
+    through the link made before it. The directory now a file is no
+    fault before the command, and the file made in the directory that replaced a file is booked as created at the step
+    that read it, outside any command, not taken as first seen and never recorded."""
+    mid = tree / "mid.py"
+    with LedgerRuntime(tree, tmp_path / "run", LedgerConfig(), task="t", workspace=workspace(tree, watch)) as rt:
+        rt.run("cat mid.py", EX)
+        rt.run("cat sub/deep.py", EX)
+        mid.unlink()
+        assert rt.run("cat mid.py", EX).returncode == 1
+        (tree / "sub" / "deep.py").unlink()
+        (tree / "sub").rmdir()
+        (tree / "sub").write_text("now a file\n")
+        assert rt.run("cat sub", EX).output == "now a file\n"
+        mid.mkdir()
+        (mid / "inner.py").write_text("i = 1\n")
+        assert rt.run("cat mid.py/inner.py", EX).output == "i = 1\n"
+        assert rt.run("cat mid.py", EX).returncode == 1  # a directory now
+        os.symlink(tmp_path / "outside.txt", tree / "out.txt")
+        assert rt.run("cat out.txt", EX).output.startswith("NAME=outside")
+        os.symlink("mid.py", tree / "via")  # a link to a directory, made since: the scan takes the link in
+        assert rt.run("cat via/inner.py", EX).output == "i = 1\n"
+        rt.run("touch later.txt", EX)
+        made = {(os.path.relpath(m.path, tree), m.step, m.attempt) for m in rt.state.modifications}
+        assert made >= {
+            ("mid.py", 3, None),
+            ("sub", 4, None),
+            ("mid.py/inner.py", 5, None),
+            ("out.txt", 7, None),
+            ("via", 8, None),
+        }, made
+        view = rt.inform()
+        assert recent_line(view, 3) == "  #3 cat mid.py -> exit 1; result holds", view
+        assert recent_line(view, 6) == "  #6 cat mid.py -> exit 1; result holds", view
+        assert recent_line(view, 7) == "  #7 cat out.txt -> exit 0; result holds", view  # not stale by its making
+        assert "  mid.py/inner.py: created, +1 -0 (last at step 5, outside any command)" in view, view
+        assert not (tmp_path / "run" / "faults.log").exists(), (tmp_path / "run" / "faults.log").read_text()
+    with LedgerRuntime(tree, tmp_path / "run", LedgerConfig(), task="t") as again:
+        assert again.view().text == view, "the ledger opened again tells the same"
+
+
 def test_a_change_made_while_a_reader_runs_is_booked_to_its_step(tree, tmp_path):
     mid = tree / "mid.py"
 

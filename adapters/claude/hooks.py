@@ -260,14 +260,15 @@ class ClaudeHooks:
     def session_start(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         if payload.get("source") in ("compact", "clear") and self.notes.notes:
             self._forget()  # PreCompact did so unless the hook missed it
-        self.runtime.prescan()  # the model's turn starts: what changed since is news (and made between commands)
+        # the model's turn starts: what changed since is news (and made between commands)
+        self.runtime.prescan(before_command=False)
         return context("SessionStart", [self._view_note()])
 
     def user_prompt_submit(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         prompt = payload.get("prompt")
         if isinstance(prompt, str):
             self.runtime.set_task(prompt)
-        self.runtime.prescan()  # the user may have changed files since the last command
+        self.runtime.prescan(before_command=False)  # the user may have changed files since the last command
         return context("UserPromptSubmit", [self._view_note()])
 
     # -- govern ----------------------------------------------------------------------------------

@@ -359,7 +359,7 @@ class CodexHooks:
 
     def _inform(self, event: str) -> dict[str, Any] | None:
         """The note when the model's turn starts (the session, the user's prompt): what changed since is news."""
-        self.runtime.prescan()
+        self.runtime.prescan(before_command=False)
         text = self._view_note()
         return answer(event, additionalContext=text) if text else None
 

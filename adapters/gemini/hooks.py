@@ -155,13 +155,14 @@ class GeminiHooks:
         if event == "SessionStart":
             if payload.get("source") == "clear" and self.notes.notes:
                 self._forget()
-            self.runtime.prescan()  # the model's turn starts: what changed since is news (and made between commands)
+            # the model's turn starts: what changed since is news (and made between commands)
+            self.runtime.prescan(before_command=False)
             return context("SessionStart", [self._view_note()])
         if event == "BeforeAgent":
             prompt = payload.get("prompt")
             if isinstance(prompt, str):
                 self.runtime.set_task(prompt)
-            self.runtime.prescan()  # the user may have changed files since the last command
+            self.runtime.prescan(before_command=False)  # the user may have changed files since the last command
             return context("BeforeAgent", [self._view_note()])
         if event == "AfterAgent":
             return self.stop()

@@ -57,6 +57,7 @@ class Scans:
         self.fault = fault
         self._pending: tuple[threading.Thread, list[Any]] | None = None  # a scan running while the model thinks
         self._ready: Snapshot | None = None  # that scan's, taken in before the view was read (``catch_up``)
+        self._hand_over = True  # whether the plan takes that scan as the one before its command (``prescan``)
         self._baselines: dict[str, FileState | None | object] = {}  # watched since the last snapshot (first_seen)
         self._watched: set[str] = set()  # every path watched so far
 
@@ -67,13 +68,19 @@ class Scans:
         """Whether the workspace is scanned before each command; if not, the scan after the next finds such changes."""
         return self.settings.rescan_before_command and self.workspace.rescan_before_command
 
-    def prescan(self, step: int) -> None:
+    def prescan(self, step: int, *, before_command: bool = True) -> None:
         """Takes the scan before the next command now, while the model thinks, so its changes count as between commands.
 
         A walking scan runs in the background and the plan takes its result (``settle``); a watcher's runs here, and the
-        plan still reads the events queued after it."""
-        if self._pending is not None or not self.scans_before():
+        plan still reads the events queued after it. ``before_command`` False: the scan only takes in what changed by
+        the model's turn (a hook agent's prompt, which the model may think over long while files still change): the
+        plan does not take it for its own, so a writer is scanned before it runs, as with a watcher."""
+        if self._pending is not None:
+            self._hand_over = self._hand_over and before_command
             return
+        if not self.scans_before():
+            return
+        self._hand_over = before_command
         if self.workspace.scan_is_cheap:
             try:
                 self.take_between(self.scan(), step)
@@ -115,7 +122,7 @@ class Scans:
             return None
         snap = box[0]
         self.take_between(snap, step)
-        return snap
+        return snap if self._hand_over else None
 
     def catch_up(self, step: int) -> None:
         """Takes the background scan's result in now, before the view is read, so that the view tells what it found

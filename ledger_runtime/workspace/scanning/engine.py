@@ -84,6 +84,11 @@ def _is_file(path):
     return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
 
 
+def _listed_link(entry, d, name):
+    """Whether ``name`` in directory ``d`` is a symbolic link that its listing ``entry`` holds."""
+    return name in entry.files and os.path.islink(os.path.join(d, name))
+
+
 class WorkspaceScanner(object):
     """Snapshots one workspace root incrementally; without a ``watcher`` every scan walks.
 
@@ -187,13 +192,14 @@ class WorkspaceScanner(object):
         if not path.startswith(self.root.rstrip(os.sep) + os.sep) or self._is_excluded(path):
             return None
         d, names = path, []
-        while d not in self._dirs:
+        while not names or d not in self._dirs:  # a listed directory that a file replaced is taken in as that file
             if d == self.root:
                 return None
             d, name = os.path.split(d)
             names.append(name)
         entry, top = self._dirs[d], names[-1]
-        if entry.frozen or top in entry.ignored or (len(names) > 1 and top in entry.files):
+        # behind a link it lists (not a listed file that a directory replaced since)
+        if entry.frozen or top in entry.ignored or (len(names) > 1 and _listed_link(entry, d, top)):
             return None
         rel = os.path.relpath(os.path.join(d, top), self.root)
         chain = [rel + "/"]
