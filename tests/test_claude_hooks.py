@@ -397,16 +397,11 @@ def test_a_file_edited_while_the_model_thinks_over_a_prompt_is_not_booked_to_its
         s.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the scan at UserPromptSubmit (5150a03) takes in what a Bash call still under way has written as made "
-    "between commands; the hooks cannot tell a call under way from one whose PostToolUse never comes (a permission "
-    "the user denied), so skipping the scan while one is pending would lose it for the rest of the session",
-)
 @pytest.mark.parametrize("watch", [True, False], ids=["inotify", "walk"])
 def test_a_prompt_sent_while_a_command_runs_leaves_its_writes_to_it(tmp_path: Path, watch: bool) -> None:
     """The user sends a prompt while a Bash call runs (PreToolUse seen, its file written, PostToolUse to come): what
-    the call wrote is its own, not made outside any command."""
+    the call wrote is its own, not made outside any command. Once the transcript has the call's result (a call whose
+    PostToolUse never comes), a prompt's scan takes in what changed again."""
     s = Session(tmp_path, LedgerConfig(context=ContextSettings(view_share=math.inf)))
     try:
         if not watch:
@@ -421,5 +416,13 @@ def test_a_prompt_sent_while_a_command_runs_leaves_its_writes_to_it(tmp_path: Pa
         s.send("PostToolUse", {**pre, "hook_event_name": "PostToolUse", "tool_response": response})
         made = [(Path(m.path).name, m.step, m.attempt) for m in s.rt.state.modifications]
         assert made == [("out.txt", 2, 2)], made
+        pre = s.payload("PreToolUse", "Bash", tool_use_id="toolu_y", tool_input={"command": "sleep 1"})
+        s.send("PreToolUse", pre)  # its PostToolUse never comes: the transcript has its result
+        s.transcript_result("toolu_y", "Interrupted by user")
+        (s.repo / "calc.py").write_text("edited by the user\n")
+        note = (s.send("UserPromptSubmit", s.payload("UserPromptSubmit", prompt="go on")) or {}).get(
+            "hookSpecificOutput", {}
+        )
+        assert "calc.py: STALE, changed at step 3, outside any command" in note.get("additionalContext", ""), note
     finally:
         s.close()

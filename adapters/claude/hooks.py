@@ -260,16 +260,30 @@ class ClaudeHooks:
     def session_start(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         if payload.get("source") in ("compact", "clear") and self.notes.notes:
             self._forget()  # PreCompact did so unless the hook missed it
-        # the model's turn starts: what changed since is news (and made between commands)
-        self.runtime.prescan(before_command=False)
+        self._turn_starts()
         return context("SessionStart", [self._view_note()])
 
     def user_prompt_submit(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         prompt = payload.get("prompt")
         if isinstance(prompt, str):
             self.runtime.set_task(prompt)
-        self.runtime.prescan(before_command=False)  # the user may have changed files since the last command
+        self._turn_starts()  # the user may have changed files since the last command
         return context("UserPromptSubmit", [self._view_note()])
+
+    def _turn_starts(self) -> None:
+        """The model's turn starts: what changed since the last scan is news, made between commands; but not while a
+        call is under way (its PreToolUse seen, no result yet, here or in the transcript): what it wrote is its own,
+        and the scan after it finds that."""
+        if not self._under_way():
+            self.runtime.prescan(before_command=False)
+
+    def _under_way(self) -> bool:
+        running = [c for c, p in self.pending.items() if not p.asked]
+        if not running:
+            return False
+        reader = reader_for(self.readers, self.transcript)
+        ended = reader.results if reader is not None else {}
+        return any(c not in ended for c in running)
 
     # -- govern ----------------------------------------------------------------------------------
 
