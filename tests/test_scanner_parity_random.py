@@ -159,7 +159,9 @@ def test_random_operations_leave_both_workspaces_agreeing(layout, watch_events, 
 
 @pytest.mark.slow
 def test_random_operations_leave_both_workspaces_agreeing_in_a_container(docker_image):  # noqa: F811
-    @hypothesis.settings(max_examples=8, **SETTINGS)
+    # the same 8 sequences at every run (CI's too): a container run is too slow to search widely, and a case it found
+    # once is pinned where it belongs (test_workspace.py's xfail of a file back in the snapshot, its hash cached)
+    @hypothesis.settings(max_examples=8, derandomize=True, **SETTINGS)
     @hypothesis.given(**SEQUENCES)
     def run(layout, watch_events, translated, ops):
         check_sequence(layout, watch_events, translated, ops, BASE_IMAGE)

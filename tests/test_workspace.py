@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -310,6 +311,30 @@ def test_a_scan_keeps_the_content_of_changed_files_only(repo):
     (Path(repo) / "new.txt").write_text("new\n")
     scanner.scan(keep_limit=1 << 20)
     assert scanner.cache.kept == {str(changed): b"changed\n", str(Path(repo) / "new.txt"): b"new\n"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a scan keeps a file's bytes only where it had to read them: a file back in the snapshot (excluded, then "
+    "not), unchanged on disk and vouched for by the hash cache, is recorded as created with no content kept; whether "
+    "it is read again depends on timing (the container's parity test found the two workspaces differ, 8b1008c's CI)",
+)
+def test_a_file_back_in_the_snapshot_has_its_content_kept_though_its_hash_is_cached(repo):
+    """A file the snapshot dropped (excluded) and takes in again, unchanged on disk, is a change: its content should be
+    kept as a new file's is, though the hash cache still vouches for it."""
+    sub = Path(repo) / "sub"
+    sub.mkdir()
+    ignore = sub / ".gitignore"
+    ignore.write_text("*.log\n")
+    os.utime(ignore, (time.time() - 3600, time.time() - 3600))  # old: the cache vouches for it at once
+    exclude = Path(repo) / ".git" / "info" / "exclude"
+    scanner = WorkspaceScanner(str(repo))
+    scanner.scan(keep_limit=1 << 20)
+    exclude.write_text("sub/\n")
+    assert str(ignore) not in scanner.scan(keep_limit=1 << 20).files
+    exclude.write_text("")
+    assert str(ignore) in scanner.scan(keep_limit=1 << 20).files
+    assert scanner.cache.kept == {str(ignore): b"*.log\n"}
 
 
 @pytest.mark.parametrize("watch", [True, False], ids=["inotify", "walk"])
