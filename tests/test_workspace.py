@@ -329,12 +329,15 @@ def test_a_file_back_in_the_snapshot_has_its_content_kept_though_its_hash_is_cac
     os.utime(ignore, (time.time() - 3600, time.time() - 3600))  # old: the cache vouches for it at once
     exclude = Path(repo) / ".git" / "info" / "exclude"
     scanner = WorkspaceScanner(str(repo))
-    scanner.scan(keep_limit=1 << 20)
-    exclude.write_text("sub/\n")
-    assert str(ignore) not in scanner.scan(keep_limit=1 << 20).files
-    exclude.write_text("")
-    assert str(ignore) in scanner.scan(keep_limit=1 << 20).files
-    assert scanner.cache.kept == {str(ignore): b"*.log\n"}
+    try:
+        scanner.scan(keep_limit=1 << 20)
+        exclude.write_text("sub/\n")
+        assert str(ignore) not in scanner.scan(keep_limit=1 << 20).files
+        exclude.write_text("")
+        assert str(ignore) in scanner.scan(keep_limit=1 << 20).files
+        assert scanner.cache.kept == {str(ignore): b"*.log\n"}
+    finally:
+        scanner.close()
 
 
 @pytest.mark.parametrize("watch", [True, False], ids=["inotify", "walk"])
