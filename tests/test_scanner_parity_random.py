@@ -151,7 +151,7 @@ SETTINGS = dict(
 
 
 @pytest.mark.slow
-@hypothesis.settings(max_examples=40, **SETTINGS)
+@hypothesis.settings(max_examples=40, derandomize=True, **SETTINGS)  # the same 40 at every run: see below
 @hypothesis.given(**SEQUENCES)
 def test_random_operations_leave_both_workspaces_agreeing(layout, watch_events, translated, ops):
     check_sequence(layout, watch_events, translated, ops, "here")
