@@ -113,6 +113,7 @@ _EXPORTS = {
     "loopback_unproxied": "cli.launch",
     "exec_either": "cli.launch",
     "run_agent": "cli.launch",
+    "ctrl_c_is_the_agents": "cli.launch",
     "find_binary": "cli.agents",
     "binary_version": "cli.agents",
     "run_dir_for": "cli.agents",
@@ -162,6 +163,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.cli.errors import fail, stderr
     from ledger_runtime.cli.interrupt import interrupted
     from ledger_runtime.cli.launch import (
+        ctrl_c_is_the_agents,
         exec_either,
         fast_launcher,
         hook_launcher,

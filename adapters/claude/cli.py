@@ -21,7 +21,7 @@ from typing import Any, Callable, List, Optional
 
 import typer
 
-from ledger_runtime import LedgerOptions
+from ledger_runtime import LedgerOptions, ctrl_c_is_the_agents
 
 CLAUDE_VERSION = "2.1.332"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g @anthropic-ai/claude-code@{CLAUDE_VERSION}"
@@ -282,6 +282,7 @@ def claude(
     raise typer.Exit(run(validate(options)))
 
 
+@ctrl_c_is_the_agents
 def run_claude(
     binary: str,
     args: list[str],

@@ -29,6 +29,7 @@ import typer
 
 from ledger_runtime import (  # noqa: F401 (hook_launcher: named here by tests)
     LedgerOptions,
+    ctrl_c_is_the_agents,
     exec_either,
     fast_launcher,
     hook_launcher,
@@ -366,6 +367,7 @@ def codex(
     raise typer.Exit(run(validate(options)))
 
 
+@ctrl_c_is_the_agents
 def run_codex(
     binary: str,
     args: list[str],

@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from ledger_runtime import AgentOptions
+from ledger_runtime import AgentOptions, ctrl_c_is_the_agents
 
 GEMINI_VERSION = "0.61.0"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g @google/gemini-cli@{GEMINI_VERSION}"
@@ -121,6 +121,7 @@ def run(valid: GeminiRun) -> int:
     )
 
 
+@ctrl_c_is_the_agents
 def run_gemini(
     binary: str,
     args: list[str],

@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from ledger_runtime import AgentOptions
+from ledger_runtime import AgentOptions, ctrl_c_is_the_agents
 
 OPENCODE_VERSION = "1.18.33"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g opencode-ai@{OPENCODE_VERSION}"
@@ -116,6 +116,7 @@ def run(valid: OpenCodeRun) -> int:
     return run_pinned("opencode", valid.binary, pinned, valid.options.ledger.run_dir, valid.workdir, start, kept)
 
 
+@ctrl_c_is_the_agents
 def run_opencode(
     binary: str,
     args: list[str],

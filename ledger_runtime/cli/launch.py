@@ -3,6 +3,7 @@ writes into the agent's hook configuration."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
@@ -10,7 +11,9 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
+
+Run = TypeVar("Run", bound=Callable[..., Any])
 
 
 def hook_launcher() -> list[str]:
@@ -87,6 +90,23 @@ def hook_script(
     write_private(path, f"#!/bin/sh\n# ledger-run: the hook of this run\n{line}\n")
     os.chmod(path, 0o700)
     return path
+
+
+def ctrl_c_is_the_agents(run: Run) -> Run:
+    """For a function that runs an agent and then finishes the ledger: SIGINT is ignored for the whole
+    call and restored after it. Ctrl-C is the agent's own to handle, and one that lands after the agent
+    exited (many a user's second, to leave an interactive agent) must not cut the finish that follows
+    (the calls still pending recorded, the agent's sessions kept, the ledger closed)."""
+
+    @functools.wraps(run)
+    def held(*args: Any, **kwargs: Any) -> Any:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            return run(*args, **kwargs)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    return held  # type: ignore[return-value]
 
 
 def run_agent(
