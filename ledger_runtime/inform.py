@@ -394,15 +394,13 @@ def _last_failing(state: LedgerState) -> tuple[int | None, Attempt | None]:
 
 
 def _referenced(state: LedgerState, as_applied: bool) -> bool:
-    """Whether an answer so far referred to earlier output (one that took effect, unless ``as_applied``), looking at
+    """Whether an answer so far referred to earlier output (one that took effect, unless ``as_applied``), folding in
     the attempts since the last render: a run with none (shadow mode) would look at every attempt at each render."""
-    key = ("referenced", as_applied)
-    n = len(state.attempts)
-    memo = state.view_memo.get(key)
-    scanned, found = (0, False) if memo is None or memo[0] != state.revision or memo[1] > n else memo[1:]
-    found = found or any((a.applied or as_applied) and a.answer_kind in _REFERENCING for a in state.attempts[scanned:])
-    state.view_memo[key] = (state.revision, n, found)
-    return found
+    return state.fold_attempts(
+        ("referenced", as_applied),
+        False,
+        lambda found, a: found or ((a.applied or as_applied) and a.answer_kind in _REFERENCING),
+    )
 
 
 def _last_failing_run(state: LedgerState) -> ViewEntry | None:

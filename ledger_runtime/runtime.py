@@ -162,7 +162,6 @@ class LedgerRuntime:
             max_content_bytes=self.config.scanning.max_content_bytes,
         )
         self.told = ViewNotes(limit_chars=self.config.context.note_chars)  # what notes told the model (view_note)
-        self._spared_sum: tuple[int, Any, int] = (0, None, 0)  # spared_total's last: attempts summed, as of what, sum
         for event in self.store.events():  # a ledger opened again: what it held, folded as it was made
             self._fold(event, self.store.text)
         self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
@@ -260,15 +259,13 @@ class LedgerRuntime:
         return self.truncation.seen_chars(a.output_chars) - self.truncation.seen_chars(a.shown_chars)
 
     def spared_total(self) -> int:
-        """``spared`` summed over every attempt so far: the new attempts' added to the sum the last call made, unless an
-        attempt was changed in place or two share an id (then summed anew), so a long run's note costs the new ones."""
-        state, (n, key, total) = self.state, self._spared_sum
-        attempts = state.attempts
-        if key != (state.revision, self.truncation) or n > len(attempts) or state.distinct_attempts != len(attempts):
-            n, total = 0, 0
-        total += sum(self.spared(a.id) for a in attempts[n:])
-        self._spared_sum = (len(attempts), (state.revision, self.truncation), total)
-        return total
+        """``spared`` summed over every attempt so far: the new attempts' added to the sum the last call made (summed
+        anew where an attempt was changed in place, or always where two share an id), so a long run's note costs the new
+        ones."""
+        state = self.state
+        if state.distinct_attempts != len(state.attempts):
+            return sum(self.spared(a.id) for a in state.attempts)
+        return state.fold_attempts(("spared", self.truncation), 0, lambda total, a: total + self.spared(a.id))
 
     @property
     def _last(self) -> Snapshot | None:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from ledger_runtime.ledger.event_fields import checked
 from ledger_runtime.records import Attempt, Baseline, CommandClass, Modification, Observation, VerdictKind
+
+T = TypeVar("T")
 
 UNKNOWN = object()  # a path the ledger has no hash for
 # events about what the model holds and was told: folded by the held room and the notes, not here
@@ -191,6 +193,17 @@ class LedgerState:
 
     def attempt(self, attempt_id: int) -> Attempt | None:
         return self._by_id.get(attempt_id)
+
+    def fold_attempts(self, key: Any, start: T, step: Callable[[T, Attempt], T]) -> T:
+        """``step`` folded over the attempts from ``start``, kept in ``view_memo`` under ``key``: a later call folds in
+        only the attempts added since, unless one was changed in place (``revision``), when it folds them all anew."""
+        n = len(self.attempts)
+        memo = self.view_memo.get(key)
+        folded, value = (0, start) if memo is None or memo[0] != self.revision or memo[1] > n else memo[1:]
+        for a in self.attempts[folded:]:
+            value = step(value, a)
+        self.view_memo[key] = (self.revision, n, value)
+        return value
 
     @property
     def distinct_attempts(self) -> int:
