@@ -228,6 +228,11 @@ def test_a_command_whose_extra_is_missing_names_the_extra(tmp_path):
         (["report", str(tmp_path / "out"), "--png", str(tmp_path / "f.png")], ("matplotlib",), "swebench"),
         (["swebench", "--instances", str(instances), "-o", str(tmp_path / "sb")], ("docker",), "swebench"),
         (["tau2-gate", "--domain", "airline"], ("tau2",), "tau2"),
+        # mini-swe-agent missing: named before its config is read and before the dataset's download
+        (["swebench", "--instances", str(instances), "-o", str(tmp_path / "sb")], ("minisweagent",), "swebench"),
+        (["swebench", "-o", str(tmp_path / "sb")], ("minisweagent", "docker"), "swebench"),
+        (["swebench", "evaluate", str(tmp_path / "out")], ("minisweagent",), "swebench"),
+        (["replay", str(instances), "--context", "full", "--price-model", "gpt-5-mini"], ("litellm",), "mini"),
     ]
     for args, hidden, extra in cases:
         r = ledger_run(*args, env=_without(tmp_path, *hidden))
@@ -244,6 +249,29 @@ def test_a_command_whose_extra_is_missing_names_the_extra(tmp_path):
     assert "nowhere: no arm results here" in one_line_error(ledger_run("report", str(tmp_path / "nowhere"), env=lean))
     r = ledger_run("demo", "-o", str(tmp_path / "demo"), env=_without(tmp_path, "matplotlib", "docker", "tau2"))
     assert r.returncode == 0, r.stderr[-2000:]
+    r = ledger_run("swebench", "evaluate", str(tmp_path / "nowhere"), env=_without(tmp_path, "minisweagent"))
+    assert "nowhere: no such directory" in one_line_error(r), "the directory first, then what it needs"
+
+
+def test_mini_s_banner_is_off_though_the_user_set_nothing(tmp_path):
+    """mini-swe-agent prints a banner ("This is mini-swe-agent version ...") when imported unless told not to: the
+    demo and mini, and their one-line errors, import it quietly (the user's environment sets nothing)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSWEA_")}
+    for args, code in (
+        (["demo", "-o", str(tmp_path / "demo")], 0),
+        (["mini", "-w", str(tmp_path / "nowhere"), "-t", "x"], 2),
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "ledger_runtime", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**env, "HOME": str(tmp_path / "home"), "COLUMNS": "200", "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+            stdin=subprocess.DEVNULL,
+        )
+        assert r.returncode == code, (args, r.stderr[-2000:])
+        assert "mini-swe-agent version" not in r.stdout + r.stderr, (args, r.stdout[:500], r.stderr[:500])
+        assert "Traceback" not in r.stderr, r.stderr[-2000:]
 
 
 # -- -w and -o ------------------------------------------------------------------------------------

@@ -32,9 +32,7 @@ def demo(
     shadow: bool = typer.Option(False, "--shadow", help="Record and decide only: run every command, no state view."),
 ) -> None:
     """The main job, offline: mini-swe-agent with a scripted model fixes a small buggy project, with the ledger."""
-    from ledger_adapters.extras import require
-
-    require("mini", "minisweagent", "ledger-run demo")
+    _need_mini("ledger-run demo")
     from ledger_adapters.mini.demo import main_demo
     from ledger_runtime import fail, load, render_summary, summary, unwritable
 
@@ -71,6 +69,15 @@ def quiet_startup() -> None:
     os.environ.setdefault("MSWEA_CONFIGURED", "1")
     os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def _need_mini(what: str) -> None:
+    """``what`` fails in one line where mini-swe-agent is missing; imported quietly (``quiet_startup``): no banner,
+    even before an error."""
+    from ledger_adapters.extras import require
+
+    quiet_startup()
+    require("mini", "minisweagent", what)
 
 
 def _config_fields(environment_class: str) -> set[str]:
@@ -555,9 +562,7 @@ def mini(
     ),
 ) -> None:
     """mini-swe-agent with the ledger around it, on any model litellm supports."""
-    from ledger_adapters.extras import require
-
-    require("mini", "minisweagent", "ledger-run mini")
+    _need_mini("ledger-run mini")
     ledger = LedgerOptions(workdir, run_dir, ledger_config, no_inform, no_govern, shadow)
     options = MiniOptions(
         ledger,

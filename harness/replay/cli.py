@@ -176,7 +176,14 @@ def _priced(models: tuple[str, ...]) -> None:
     for m in models:
         try:
             load_pricing(m)
-        except (LookupError, ImportError) as e:
+        except ImportError as e:  # litellm's table: mini-swe-agent brings it
+            from ledger_adapters.extras import install_line
+
+            _fail(
+                f"--price-model {m} needs {(e.name or 'litellm').split('.')[0]}, which the base install leaves out: "
+                f"{install_line('mini')}"
+            )
+        except LookupError as e:
             _fail(f"--price-model {m}: {e}")
 
 

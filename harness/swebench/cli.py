@@ -165,6 +165,9 @@ def run(o: SwebenchOptions) -> None:
 def _instances(o: SwebenchOptions) -> tuple[dict, list[dict], object]:
     """The run's mini-swe-agent config, the instances chosen, and the Docker client their images are
     on (None where the environment brings its own); a one-line error for whatever is missing."""
+    from ledger_adapters.extras import require
+
+    require("swebench", "minisweagent", "ledger-run swebench")  # before its config, and before the dataset's download
     from ledger_harness.swebench.run import (
         base_config,
         check_environment,
@@ -195,6 +198,11 @@ def _instances(o: SwebenchOptions) -> tuple[dict, list[dict], object]:
 
 
 def _evaluate(out: Path, subset: str, split: str, workers: int, console, modal: bool = False) -> None:
+    from ledger_adapters.extras import require
+
+    if not out.is_dir():
+        _fail(f"{out}: no such directory (the output directory of ledger-run swebench)")
+    require("swebench", "minisweagent", "ledger-run swebench evaluate")
     from minisweagent.run.benchmarks.swebench import DATASET_MAPPING
 
     from ledger_harness.swebench.eval import evaluate as run_evaluation
