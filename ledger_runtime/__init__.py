@@ -118,6 +118,7 @@ _EXPORTS = {
     "binary_version": "cli.agents",
     "run_dir_for": "cli.agents",
     "run_pinned": "cli.agents",
+    "warn_unheard": "cli.agents",
     "LedgerOptions": "cli.options",
     "AgentOptions": "cli.options",
     "agent_command": "cli.options",
@@ -158,7 +159,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         analyze_submission,
     )
     from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
-    from ledger_runtime.cli.agents import binary_version, find_binary, run_dir_for, run_pinned
+    from ledger_runtime.cli.agents import binary_version, find_binary, run_dir_for, run_pinned, warn_unheard
     from ledger_runtime.cli.dirs import unwritable
     from ledger_runtime.cli.errors import fail, stderr
     from ledger_runtime.cli.interrupt import interrupted

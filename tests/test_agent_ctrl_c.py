@@ -16,11 +16,13 @@ from conftest import make_repo
 
 from ledger_runtime import ctrl_c_is_the_agents, hook_launcher
 
+NAMES = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI", "opencode": "OpenCode"}
 VERSIONS = {"claude": "2.1.332", "codex": "codex-cli 0.171.0", "gemini": "0.61.0", "opencode": "1.18.33"}
 
 # the agent: its version when asked; else it starts a helper and exits. The helper sends SIGINT to
 # ledger-run every 5 ms until the run directory's lock is released (the ledger closed, the last step
-# of the finish), as a terminal's second Ctrl-C lands after the agent is gone.
+# of the finish; the summary follows, which a Ctrl-C does not cut either), as a terminal's second
+# Ctrl-C lands after the agent is gone.
 FAKE = """#!/bin/sh
 case "$*" in *--version*|*-V*) echo "{version}"; exit 0;; esac
 lock={lock}
@@ -49,6 +51,9 @@ def test_ctrl_c_after_the_agent_exits_does_not_cut_the_ledgers_finish(agent: str
     assert p.returncode == 0, p.stderr[-2000:]
     assert "look inside: ledger-run inspect" in p.stderr and "interrupted" not in p.stderr
     assert (tmp_path / "run" / "ledger.sqlite").exists()
+    # the stand-in ran no hook: said, as it would be of an agent whose hooks did not run
+    assert f"no hook of {NAMES[agent]} reached the ledger in this run" in p.stderr
+    assert ("--skip-trust" in p.stderr) == (agent == "gemini")
 
 
 def test_the_agents_ctrl_c_is_given_back_when_the_run_ends() -> None:

@@ -109,6 +109,7 @@ def test_a_repeated_cat_is_a_reference_and_a_read_after_a_command_is_flagged(ses
     p = s.run()
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"ledger-run inspect {s.run_dir}" in p.stderr
+    assert "no hook of" not in p.stderr, "the hooks reached the ledger: no warning"
     assert s.rows() == [
         ("cat calc.py", VerdictKind.RUN, True, 0),
         ("cat calc.py", VerdictKind.RUN, True, 0),

@@ -98,6 +98,7 @@ def test_codex_exec_with_the_ledger(codex_env, tmp_path: Path) -> None:
     )
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"ledger-run inspect {run_dir}" in p.stderr
+    assert "no hook of" not in p.stderr, "the hooks reached the ledger: no warning"
     state = load(run_dir).state
     # the run says which hook client its hooks and wrapper ran: the compiled one where it could be built
     from ledger_runtime import hook_client

@@ -111,6 +111,7 @@ def test_a_repeated_cat_is_a_reference_and_a_read_after_a_command_is_flagged(ses
     p = s.run()
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"ledger-run inspect {s.run_dir}" in p.stderr
+    assert "no hook of" not in p.stderr, "the hooks reached the ledger: no warning"
     assert [r[0] for r in s.rows()] == [
         "cat calc.py",
         "cat calc.py",

@@ -21,7 +21,7 @@ from typing import Any, Callable, List, Optional
 
 import typer
 
-from ledger_runtime import LedgerOptions, ctrl_c_is_the_agents
+from ledger_runtime import LedgerOptions, ctrl_c_is_the_agents, warn_unheard
 
 CLAUDE_VERSION = "2.1.332"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g @anthropic-ai/claude-code@{CLAUDE_VERSION}"
@@ -357,6 +357,7 @@ def run_claude(
                 write_private(path, json.dumps(hook_settings(hook, {}), indent=1) + "\n")
     finally:
         server.close()
+        warn_unheard("Claude Code", server.handled)
         with server.lock:
             try:
                 hooks.finish()

@@ -35,6 +35,7 @@ from ledger_runtime import (  # noqa: F401 (hook_launcher: named here by tests)
     hook_launcher,
     run_agent,
     toml_inline,
+    warn_unheard,
 )
 
 CODEX_VERSION = "0.171.0"  # the version this adapter is checked against (see README)
@@ -438,6 +439,7 @@ def run_codex(
         return run_agent(cmd, workdir, child_env)
     finally:
         server.close()
+        warn_unheard("Codex", server.handled)
         with server.lock:
             try:
                 hooks.finish()

@@ -17,10 +17,12 @@ from typing import Any
 
 import typer
 
-from ledger_runtime import AgentOptions, ctrl_c_is_the_agents
+from ledger_runtime import AgentOptions, ctrl_c_is_the_agents, warn_unheard
 
 GEMINI_VERSION = "0.61.0"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g @google/gemini-cli@{GEMINI_VERSION}"
+# why a run may hear no hook: Gemini CLI runs none in a folder it does not trust
+UNTRUSTED_HINT = "Gemini CLI runs hooks only in a trusted folder: headless, pass --skip-trust, or trust the folder once"
 HOOK_TIMEOUT_MS = 600_000
 HOOK_NAME = "ledger-run"
 
@@ -183,6 +185,7 @@ def run_gemini(
             home.strip(gemini_dir, ours)
         finally:
             server.close()
+            warn_unheard("Gemini CLI", server.handled, UNTRUSTED_HINT)
             with server.lock:
                 try:
                     hooks.finish()

@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from ledger_runtime import AgentOptions, ctrl_c_is_the_agents
+from ledger_runtime import AgentOptions, ctrl_c_is_the_agents, warn_unheard
 
 OPENCODE_VERSION = "1.18.33"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g opencode-ai@{OPENCODE_VERSION}"
@@ -158,6 +158,7 @@ def run_opencode(
         return run_agent([binary, *args], workdir, child_env, server.launched)
     finally:
         server.close()
+        warn_unheard("OpenCode", server.handled)
         with server.lock:
             try:
                 hooks.finish()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -46,6 +47,17 @@ def warn_version(name: str, binary: str, version: str | None, pinned: str, hint:
         stderr.print(
             f"[yellow]warning:[/yellow] {name} {version or '(version unknown)'} at {binary}; ledger-run is "
             f"checked against {pinned} ({hint})",
+            highlight=False,
+        )
+
+
+def warn_unheard(name: str, heard: int, hint: str = "") -> None:
+    """A warning on stderr when no hook of the agent reached the ledger in a run (``heard``: the hook server's count):
+    its hooks did not run, so no command of the run was recorded. ``hint``: why that may be, for this agent."""
+    if heard == 0:
+        stderr.print(
+            f"[yellow]warning:[/yellow] no hook of {name} reached the ledger in this run: no command of it was "
+            f"recorded{f' ({hint})' if hint else ''}",
             highlight=False,
         )
 
@@ -127,6 +139,9 @@ def run_pinned(
     version = binary_version(binary)
     warn_version(name, binary, version, *pinned)
     run_dir = run_dir_for(run_dir, workdir, resuming=resuming)
+    # Ctrl-C is the agent's from here to this command's end, never given back: one that lands after the agent exited
+    # (a user's second, to leave it) cuts neither the ledger's finish nor the summary (``ctrl_c_is_the_agents``)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with starting_run():
         rc = start(run_dir, version)
     _summary_of(run_dir)
