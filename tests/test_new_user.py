@@ -768,3 +768,21 @@ def test_the_readme_s_demo_figures_are_what_the_demo_prints_wherever_it_runs(tmp
             assert ledger_run("inspect", str(where), "--step", str(step), "--output").stdout == block
     assert printed[0] == printed[1], "the same figures on any path"
     assert "depends on where the demo runs" not in readme
+
+
+@pytest.mark.slow
+def test_the_replay_s_cost_table_is_readable_at_80_columns(tmp_path):
+    """The cost table of ``--context`` arms has a dozen columns: at 80 (a terminal's, and piped output's) every cell
+    was cut to "8…"; narrower than the table, it turns (a column per arm, a row per figure) and every figure is whole."""
+    from test_replay import COMMANDS, mirror, traj_file
+
+    bare, commit = mirror(tmp_path)
+    traj_file(tmp_path / "a.traj.json", "demo__calc-1", COMMANDS[:3])
+    (tmp_path / "i.jsonl").write_text(json.dumps({"instance_id": "demo__calc-1", "base_commit": commit}) + "\n")
+    args = ["replay", str(tmp_path / "a.traj.json"), "--repo", str(bare), "--instances", str(tmp_path / "i.jsonl")]
+    args += ["--context", "full,window:2", "--price-model", "gpt-5-mini", "--workdir", str(tmp_path / "tb")]
+    r = ledger_run(*args, "-o", str(tmp_path / "o"), env={"COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    table = r.stdout[r.stdout.index("billed as gpt-5-mini") :]
+    assert "…" not in table and "input USD" in table and "vs none" in table, table
+    assert max(map(len, table.splitlines())) <= 80, table

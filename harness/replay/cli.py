@@ -496,7 +496,9 @@ def _print_summary(agg: dict, what: str, ctx: dict | None, models, skipped, note
     console.print(class_table(agg["total"]))
     if ctx:
         for m in models:
-            console.print(context_table(ctx, m))
+            wide = context_table(ctx, m)
+            fits = console.measure(wide, options=console.options.update_width(10_000)).maximum <= console.width
+            console.print(wide if fits else context_table(ctx, m, by_arm=True))  # no cell cut to "8…"
     for iid, why in skipped:
         console.print(f"skipped {iid}: {why}", highlight=False)
 

@@ -376,13 +376,22 @@ def _context_row(arm: str, r: dict[str, Any]) -> list[str]:
     ]
 
 
-def context_table(ctx: dict[str, dict[str, Any]], model: str) -> Table:
+def context_table(ctx: dict[str, dict[str, Any]], model: str, *, by_arm: bool = False) -> Table:
+    """The arms' costs billed as ``model``: a row per arm, or (``by_arm``) a column per arm, a row per figure, which
+    fits a narrow terminal."""
     t = Table(title=f"What the model is sent, every model call, billed as {model}", box=box.SIMPLE)
+    rows = [_context_row(arm, by_model[model]) for arm, by_model in ctx.items() if model in by_model]
+    if by_arm:  # folded where still too narrow: a figure cut to "8…" says nothing
+        t.add_column("", no_wrap=True)
+        for row in rows:
+            t.add_column(row[0], justify="right", overflow="fold")
+        for i, col in enumerate(CONTEXT_COLUMNS[1:], start=1):
+            t.add_row(col, *(row[i] for row in rows))
+        return t
     for col in CONTEXT_COLUMNS:
         t.add_column(col, justify="left" if col == "arm" else "right")
-    for arm, by_model in ctx.items():
-        if model in by_model:
-            t.add_row(*_context_row(arm, by_model[model]))
+    for row in rows:
+        t.add_row(*row)
     return t
 
 
