@@ -67,9 +67,10 @@ def starter_toml(width: int = 100) -> str:
     docs = setting_docs()
     default = LedgerConfig()
     out = [
-        "# ledger-run settings: ledger-run mini|codex|claude --ledger-config FILE (or the [ledger] tables in a larger",
-        "# file). Every line below is a default, commented out: uncomment what you change. Each room's",
-        "# settings are a table; the flat names of older files (dedupe_min_lines = 3) still load.",
+        "# ledger-run settings: ledger-run mini|codex|claude|gemini|opencode --ledger-config FILE",
+        "# (or the [ledger] tables in a larger file). Every line below is a default, commented out:",
+        "# uncomment what you change. Each room's settings are a table; the flat names of older files",
+        "# (dedupe_min_lines = 3) still load.",
         "# Every setting at more length, and its flat name: docs/settings.md.",
         "# Check a file with: ledger-run config --check FILE",
         "",

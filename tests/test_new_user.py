@@ -772,8 +772,8 @@ def test_the_readme_s_demo_figures_are_what_the_demo_prints_wherever_it_runs(tmp
 
 @pytest.mark.slow
 def test_the_replay_s_cost_table_is_readable_at_80_columns(tmp_path):
-    """The cost table of ``--context`` arms has a dozen columns: at 80 (a terminal's, and piped output's) every cell
-    was cut to "8…"; narrower than the table, it turns (a column per arm, a row per figure) and every figure is whole."""
+    """The cost table of ``--context`` arms has a dozen columns: at 80 (a terminal's, and piped output's) every
+    cell was cut to "8…"; narrower than the table, it turns (a column per arm, a row per figure): every figure whole."""
     from test_replay import COMMANDS, mirror, traj_file
 
     bare, commit = mirror(tmp_path)
