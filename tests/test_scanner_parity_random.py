@@ -178,7 +178,7 @@ def test_a_file_replaced_by_a_link_that_resolves_to_nothing_leaves_both_agreeing
 @pytest.mark.slow
 def test_random_operations_leave_both_workspaces_agreeing_in_a_container(docker_image):  # noqa: F811
     # the same 8 sequences at every run (CI's too): a container run is too slow to search widely, and a case it found
-    # once is pinned where it belongs (test_workspace.py's xfail of a file back in the snapshot, its hash cached)
+    # once is pinned where it belongs (a file back in the snapshot, its hash cached: test_workspace, test_helper_parity)
     @hypothesis.settings(max_examples=8, derandomize=True, **SETTINGS)
     @hypothesis.given(**SEQUENCES)
     def run(layout, watch_events, translated, ops):
