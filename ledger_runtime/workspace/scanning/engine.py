@@ -260,12 +260,29 @@ class WorkspaceScanner(object):
             self.watcher.close()
             self.watcher = None
 
-    def _snapshot(self, files, changes):
+    def _snapshot(self, files, changes, keep_limit=0):
+        self._keep_unread(files, changes, keep_limit)
         base = self._serial if changes is not None else None
         self._serial += 1
         files = files if isinstance(files, FileMap) else FileMap(files)
         self._files = files
         return self.snapshot(Scan(files, self.root, self._serial, base, changes, tuple(sorted(self.untracked))))
+
+    def _keep_unread(self, files, changes, keep_limit):
+        """Keeps the content of each file this scan records as new or changed that it did not read, the hash cache
+        vouching for it: a file back in the snapshot, unchanged on disk since a scan read it (excluded, then not; or
+        left the index and was added again). Its content is a change's as any other's is (``HashCache.kept``); one no
+        longer what the cache vouched for is hashed again at the next scan. ``changes``: None after a full walk."""
+        previous = self.cache.previous  # the last snapshot's FileMap
+        if not keep_limit or previous is None:
+            return  # the first scan's files are the baseline: nothing is kept
+        if changes is None:
+            new = previous.differing(files)
+        else:
+            new = [(c.path, c.after) for c in changes if c.after is not None]
+        for p, fs in new:
+            if not self.cache.keep(p, fs, keep_limit):
+                self._recheck.add(p)
 
     def snapshot(self, scan):
         """What ``scan`` returns for a ``Scan``: the scan itself here; a subclass makes its own snapshot."""
@@ -277,6 +294,7 @@ class WorkspaceScanner(object):
             self.watcher.drain()  # what was queued before the walk, the walk sees for itself
         self.full_scans += 1
         self._since_full = 0
+        self._recheck = set()  # the walk hashes every file the cache forgot
         if self._dirs and self.is_git and self._git_state_key() != self._git_key:
             # git is about to list the tree again: what is new is taken in first, within the bounds,
             # so that the listing leaves out what is untracked (and lists only what was taken in)
@@ -287,7 +305,7 @@ class WorkspaceScanner(object):
         self._mark_untracked(files)
         if self.watcher is not None:
             self._watch_listed()
-        return self._snapshot(files, None)
+        return self._snapshot(files, None, keep_limit)
 
     def _walk_all(self, keep_limit, *, listings_only=False):
         """The listed tree's files and what is new in it, within the bounds; ``listings_only`` skips known files."""
@@ -389,7 +407,7 @@ class WorkspaceScanner(object):
             return self._snapshot(old, [])
         files = old.changed((c.path, c.after) for c in changes)  # what changed, not a copy of the tree
         changes.sort(key=lambda c: c.path)
-        return self._snapshot(files, changes)
+        return self._snapshot(files, changes, keep_limit)
 
     def _list_tracked_ignored(self):
         """Tracked files the ignore rules match, included only because git tracks them."""

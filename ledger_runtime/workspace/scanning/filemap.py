@@ -68,6 +68,22 @@ class FileMap(Mapping):
     def items(self):
         return self._base.items() if not self._over else super().items()
 
+    def differing(self, files):
+        """The (path, state) pairs of ``files`` (path -> FileState) whose path this map holds with another digest, or
+        not at all: one loop over ``files``, without a call per path (a full scan's tree)."""
+        base, over = self._base, self._over
+        get = base.get
+        # most states are the very object the hash cache gave both scans: those are passed over first, in one loop
+        maybe = [p for p, fs in files.items() if get(p) is not fs]
+        if over:
+            maybe.extend(p for p in over if p in files)
+        out = []
+        for p in dict.fromkeys(maybe):
+            fs, was = files[p], self.get(p)
+            if was is None or (was is not fs and was.digest != fs.digest):
+                out.append((p, fs))
+        return out
+
     def changed(self, changes):
         """This map with each (path, new state or None for gone) applied."""
         over = dict(self._over)

@@ -171,6 +171,22 @@ class HashCache(object):
         held = self.previous.get(path)
         return held is None or held.digest != digest
 
+    def keep(self, path, fs, keep_limit):
+        """Keeps the content of a file a scan recorded as ``fs`` and as a change, where the cache vouched for it unread:
+        a text file of at most ``keep_limit`` bytes is read (not following a link) and kept if it still is ``fs``. False
+        where it is not: the cache forgets it, so that the next scan reads it and records what it holds now."""
+        if fs.lines is None or fs.size > keep_limit or path in self.kept:
+            return True  # no content to keep (a link, a binary, large or unreadable file), or kept already
+        data = _read_file(path, keep_limit)
+        if data is None:
+            return True  # gone, or no longer a file of that size: the next scan finds it so
+        self.reads += 1
+        if len(data) != fs.size or self.digests.content(data) != fs.digest:
+            self.forget(path)
+            return False
+        self.kept[path] = data
+        return True
+
     def forget(self, path):
         self.entries.pop(path, None)
 
@@ -183,15 +199,20 @@ class HashCache(object):
             self.entries[p] = (tuple(k), int(t), FileState(*fs))
 
 
-def read_regular(path, limit):
-    """A regular file's bytes, links followed, if at most ``limit``; never under /proc, /sys or /dev however reached."""
-    real = os.path.realpath(path)
-    if (real + "/").startswith(PSEUDO_TREES):
-        return None
+def _read_file(path, limit):
+    """A regular file's bytes, not following a link, if at most ``limit``; else None."""
     try:
-        fd = open_quietly(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        fd = open_quietly(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
+    try:
+        return _read_fd(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def _read_fd(fd, limit):
+    """The bytes of the regular file open as ``fd`` if at most ``limit``; else None."""
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
@@ -205,5 +226,18 @@ def read_regular(path, limit):
         return data if len(data) <= limit else None
     except OSError:
         return None
+
+
+def read_regular(path, limit):
+    """A regular file's bytes, links followed, if at most ``limit``; never under /proc, /sys or /dev however reached."""
+    real = os.path.realpath(path)
+    if (real + "/").startswith(PSEUDO_TREES):
+        return None
+    try:
+        fd = open_quietly(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        return _read_fd(fd, limit)
     finally:
         os.close(fd)
