@@ -1,0 +1,87 @@
+"""The run's page (``ledger-run inspect RUN --html FILE``) against hostile or broken input: what it is
+written over, a crafted ledger whose records collide, the page's own Content-Security-Policy, and
+what a headless chromium runs of markup planted in the ledger and the agent's record."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import make_repo
+
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.inspection import load
+from ledger_runtime.runtime import LedgerRuntime
+
+FILES = {
+    "calc.py": "def add(a, b):\n    return a - b\n"
+    + "".join(f"\n\ndef f{i}(x):\n    return x + {i}\n" for i in range(9))
+}
+COMMANDS = ["cat calc.py", "sed -n '1,4p' calc.py", "sed -i 's/a - b/a + b/' calc.py", "cat calc.py", "echo done"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> Path:
+    """A real run's directory, with a mini-swe-agent record beside its ledger."""
+    base = tmp_path_factory.mktemp("page-attacks")
+    repo = make_repo(base / "repo", FILES)
+    rt = LedgerRuntime(repo, base / "run", LedgerConfig(), task="make add add")
+    try:
+        for c in COMMANDS:
+            rt.run(c, LocalExecutor())
+    finally:
+        rt.close()
+    messages = [{"role": "system", "content": "You fix code."}, {"role": "user", "content": "make add add"}]
+    for c in COMMANDS:
+        messages += [
+            {"role": "assistant", "content": f"run {c}", "extra": {"actions": [{"command": c}]}},
+            {"role": "user", "content": "<returncode>0</returncode>\n<output>\n</output>"},
+        ]
+    info = {"ledger": {"path": str(base / "run" / "ledger.sqlite")}}
+    (base / "run" / "trajectory.traj.json").write_text(json.dumps({"info": info, "messages": messages}))
+    return base / "run"
+
+
+@pytest.fixture
+def run_dir(made: Path, tmp_path: Path) -> Path:
+    """A copy of the run, the test's own to change."""
+    shutil.copytree(made, tmp_path / "run")
+    return tmp_path / "run"
+
+
+def test_the_page_is_never_written_over_the_ledger_or_the_agent_s_record(run_dir: Path, tmp_path: Path) -> None:
+    ledger, record = run_dir / "ledger.sqlite", run_dir / "trajectory.traj.json"
+    before = ledger.read_bytes(), record.read_bytes()
+    mine = tmp_path / "notes.txt"
+    mine.write_text("the user's own notes\n")
+    for target in (ledger, record, mine):
+        r = cli("inspect", str(run_dir), "--html", str(target))
+        assert r.returncode == 2 and r.stderr.startswith("error: cannot write --html "), r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "not a page" in r.stderr, r.stderr
+    assert (ledger.read_bytes(), record.read_bytes()) == before, "the ledger and the record are as they were"
+    assert mine.read_text() == "the user's own notes\n"
+    assert len(load(run_dir).state.attempts) == len(COMMANDS)
+    page = tmp_path / "run.html"
+    for _ in range(2):  # a page, then a page over it
+        r = cli("inspect", str(run_dir), "--html", str(page))
+        assert r.returncode == 0, r.stderr
+    assert page.read_text().startswith("<!DOCTYPE html>") and page.stat().st_mode & 0o777 == 0o600
+    empty = tmp_path / "empty.html"
+    empty.touch()  # made by mktemp, say: written
+    assert cli("inspect", str(run_dir), "--html", str(empty)).returncode == 0 and empty.stat().st_size > 0
