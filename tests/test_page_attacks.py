@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import make_repo
 
+from ledger_runtime.cli.html import unpacked
+from ledger_runtime.cli.html_run import run_page
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.inspection import load
@@ -85,3 +89,36 @@ def test_the_page_is_never_written_over_the_ledger_or_the_agent_s_record(run_dir
     empty = tmp_path / "empty.html"
     empty.touch()  # made by mktemp, say: written
     assert cli("inspect", str(run_dir), "--html", str(empty)).returncode == 0 and empty.stat().st_size > 0
+
+
+def add_events(run_dir: Path, *events: tuple[str, int, dict]) -> None:
+    """Events (kind, step, body) appended to the run's ledger, as a crafted ledger may hold them."""
+    db = sqlite3.connect(run_dir / "ledger.sqlite")
+    for kind, step, body in events:
+        db.execute("INSERT INTO events (kind, step, at, body) VALUES (?, ?, 0, ?)", (kind, step, json.dumps(body)))
+    db.commit()
+    db.close()
+
+
+def sections(page: str) -> list[str]:
+    return re.findall(r'<section class="step" id="([^"]*)"', page)
+
+
+def test_attempts_that_share_an_id_each_keep_their_own_section_and_packed_body(run_dir: Path, tmp_path: Path) -> None:
+    first = load(run_dir).state.attempts[0]
+    copy = {**first.to_dict(), "step": 40, "command": "echo a later attempt under the same id"}
+    add_events(run_dir, ("attempt", 40, copy))
+    loaded = load(run_dir)
+    assert len(loaded.state.attempts) == len(COMMANDS) + 1, "both records kept"
+    inline = run_page(loaded)
+    packed = run_page(load(run_dir), inline_limit=0, inline_head=0)
+    for page in (inline, packed):
+        ids = sections(page)
+        assert len(ids) == len(COMMANDS) + 1 and len(set(ids)) == len(ids), ids
+        assert ids[0] == "step-1" and ids[-1] == "step-40", "each section by its own step"
+    bodies = unpacked(packed) or {}
+    assert list(bodies) == sections(packed), "a packed body per section, none lost to another's id"
+    assert "return a - b" in bodies["step-1"][1], "step 1's output is step 1's"
+    r = cli("inspect", str(run_dir), "--html", str(tmp_path / "p.html"))
+    assert r.returncode == 1 and "damaged: attempt event" in r.stderr and "its id 1 is" in r.stderr, r.stderr
+

@@ -303,6 +303,7 @@ def _step(
     loaded: Loaded,
     transcript: Transcript,
     a: Any,
+    label: str,
     turn: ModelTurn | None,
     first: bool,
     lead: str,
@@ -311,7 +312,6 @@ def _step(
     told: list[dict[str, Any]] | None = None,
     unpriced: bool = False,
 ) -> StepHtml:
-    label = loaded.state.label(a.id)
     kind = a.answer_kind
     v = a.verdict
     facts = [
@@ -518,6 +518,7 @@ def _sections(loaded: Loaded, entries: list[Entry], unpriced: bool) -> list[Step
     transcript = loaded.transcript()  # one, so each answer is expanded once
     doubted = distrusted(state)
     told = note_rows(state)
+    labels = _labels(state.attempts)
     out: list[StepHtml | str] = []
     calls = 0
     for entry in entries:
@@ -525,12 +526,36 @@ def _sections(loaded: Loaded, entries: list[Entry], unpriced: bool) -> list[Step
         if not entry.attempts:
             out.append(_turn_alone(entry.turn, calls))
             continue
-        lead = state.label(entry.attempts[0].id)
+        lead = labels[id(entry.attempts[0])]
         for i, a in enumerate(entry.attempts):
             last_of_step = i + 1 == len(entry.attempts) or entry.attempts[i + 1].step != a.step
             view = views.get(a.step, "") if last_of_step else ""
             notes_after = told.get(a.step, []) if last_of_step else []
             out.append(
-                _step(loaded, transcript, a, entry.turn, i == 0, lead, view, doubted.get(a.id), notes_after, unpriced)
+                _step(
+                    loaded,
+                    transcript,
+                    a,
+                    labels[id(a)],
+                    entry.turn,
+                    i == 0,
+                    lead,
+                    view,
+                    doubted.get(a.id),
+                    notes_after,
+                    unpriced,
+                )
             )
+    return out
+
+
+def _labels(attempts: list[Any]) -> dict[int, str]:
+    """Each attempt's label (by the object's identity), as the state gives it ("step 9", "step 9.2"), but
+    from its own place in the run: a crafted ledger whose attempts share an id (the state labels the id
+    once, by the last of them) still has a section, and an anchor, per attempt, none shared."""
+    out: dict[int, str] = {}
+    nth: dict[int, int] = {}
+    for a in attempts:
+        nth[a.step] = nth.get(a.step, 0) + 1
+        out[id(a)] = f"step {a.step}" + (f".{nth[a.step]}" if nth[a.step] > 1 else "")
     return out
