@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from browser import Browser
 from conftest import make_repo
 
 from ledger_runtime.cli.html import unpacked
@@ -122,3 +123,37 @@ def test_attempts_that_share_an_id_each_keep_their_own_section_and_packed_body(r
     r = cli("inspect", str(run_dir), "--html", str(tmp_path / "p.html"))
     assert r.returncode == 1 and "damaged: attempt event" in r.stderr and "its id 1 is" in r.stderr, r.stderr
 
+
+# Markup as a run could hold it; were the page ever to leave it unescaped, each would set a mark
+PLANTED = (
+    '<img src="x" onerror="document.body.dataset.ran=1">'
+    "<script>document.body.dataset.ran=2</script>"
+    '<svg><animate onbegin="document.body.dataset.ran=3" attributeName="x" dur="1s"/></svg>'
+    '<link rel="stylesheet" href="data:text/css,body{color:red}"><style>body{background:rgb(1,2,3)}</style>'
+)
+
+
+@pytest.mark.browser
+def test_the_page_s_policy_runs_its_own_script_and_style_and_nothing_planted(made: Path, tmp_path: Path) -> None:
+    """The page's Content-Security-Policy lets the browser run the page's script and apply its style,
+    and nothing else: markup that reached the page unescaped (put in by hand here, as no text of the
+    run does) runs no script and no handler, and loads no style. The inline and the packed page alike."""
+    b = Browser(1280, 900)
+    try:
+        for name, limits in (("inline", {}), ("packed", {"inline_limit": 0, "inline_head": 0})):
+            text = run_page(load(made), **limits)
+            assert text.count('http-equiv="Content-Security-Policy"') == 1 and "default-src 'none'" in text
+            page = tmp_path / f"{name}.html"
+            page.write_text(text.replace("<h1>", PLANTED + "<h1>", 1))
+            b.open(page)  # the page's own script ran: ready
+            assert b.js("document.body.dataset.ran || ''") == "", name
+            assert b.js("getComputedStyle(document.body).backgroundColor") != "rgb(1, 2, 3)", name
+            assert b.js("getComputedStyle(document.body).color") == "rgb(29, 29, 31)", "the page's own style applies"
+            assert b.js("document.body.dataset.errors || ''") == "", name
+            b.js("location.hash='#step-5'")
+            b.js("new Promise(function(r){setTimeout(r,500);})")
+            assert "done" in b.js("document.querySelector('#step-5 pre.shown').textContent"), name
+            b.type("#search", "sed -i")
+            assert b.js("count.textContent") == f"1 of {len(COMMANDS)} steps", "the search works"
+    finally:
+        b.close()
