@@ -70,6 +70,9 @@ class ModelTurn:
     output_tokens: int | None = None
     cost: float | None = None  # dollars, as the agent reckoned them
     seconds: float | None = None  # how long the call took
+    # what the model was sent after the call, as the record has it (its commands' outputs, unmasked): never shown,
+    # read for the values the ledger masked in what it kept of them (cli/record.py: secrets_masked)
+    received: tuple[str, ...] = ()
 
 
 @dataclass

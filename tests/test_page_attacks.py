@@ -19,6 +19,7 @@ from conftest import make_repo
 
 from ledger_runtime.cli.html import unpacked
 from ledger_runtime.cli.html_run import run_page
+from ledger_runtime.cli.record import _received_under_masks
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.inspection import load
@@ -157,3 +158,73 @@ def test_the_page_s_policy_runs_its_own_script_and_style_and_nothing_planted(mad
             assert b.js("count.textContent") == f"1 of {len(COMMANDS)} steps", "the search works"
     finally:
         b.close()
+
+
+TOKEN = "q8Zt2LmW9xPa4KcR"  # no token's shape: the ledger masks it as the run's environment's value alone
+
+
+def test_a_value_the_ledger_masked_in_an_output_is_masked_in_the_model_s_words(tmp_path: Path, monkeypatch) -> None:
+    """The run's environment held a secret, which a command printed: the ledger kept the output masked,
+    and the model, which got it as printed, said it in its words. The page, which never knew the run's
+    environment, reads the value off the agent's record where the ledger's output has it masked, and
+    masks it in the model's words (inline and packed alike)."""
+    monkeypatch.setenv("ACME_API_TOKEN", TOKEN)
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    commands = ["printenv ACME_API_TOKEN", "cat a.py"]
+    with LedgerRuntime(repo, tmp_path / "run", LedgerConfig()) as rt:
+        for c in commands:
+            rt.run(c, LocalExecutor())
+    monkeypatch.delenv("ACME_API_TOKEN")
+    said = [("look", "let me see"), (f"So the token printed is {TOKEN}; now a.py", f"I got {TOKEN}.")]
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}]
+    for c, (text, thought), out in zip(commands, said, [TOKEN + "\n", "x = 1\n"]):
+        messages += [
+            {
+                "role": "assistant",
+                "content": text,
+                "reasoning_content": thought,
+                "extra": {"actions": [{"command": c}]},
+            },
+            {"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{out}</output>"},
+        ]
+    info = {"ledger": {"path": str(tmp_path / "run" / "ledger.sqlite")}}
+    (tmp_path / "run" / "trajectory.traj.json").write_text(json.dumps({"info": info, "messages": messages}))
+    loaded = load(tmp_path / "run")
+    assert TOKEN not in loaded.transcript().shown(loaded.state.attempts[0]), "the ledger kept it masked"
+    for limits in ({}, {"inline_limit": 0, "inline_head": 0}):
+        page = run_page(load(tmp_path / "run"), **limits)
+        assert "So the token printed is" in page or unpacked(page), limits
+        assert TOKEN not in page and TOKEN not in json.dumps(unpacked(page)), limits
+    words = (unpacked(run_page(loaded, inline_limit=0, inline_head=0)) or {})["step-2"][0]
+    assert "So the token printed is " + "*" * len(TOKEN) in words
+
+
+def test_what_is_read_under_a_mask_is_the_record_s_text_in_the_same_place() -> None:
+    kept = "user: admin\ntoken: ****************\nok\n"
+    got = "<output>\nuser: admin\ntoken: " + TOKEN + "\nok\n</output>"
+    assert _received_under_masks(kept, ["unrelated", got]) == {TOKEN}
+    # a line all masked is found by the lines around it, not by any line of its length
+    decoy = "<returncode>0</returncode>\nABCDEFGHIJKLMNOP\n"
+    assert _received_under_masks("start\n****************\nend\n", [decoy, f"start\n{TOKEN}\nend\n"]) == {TOKEN}
+    assert _received_under_masks("****************\n", [f"<output>\n{TOKEN}\n</output>"]) == {TOKEN}
+    # stars the output itself holds are no mask; an output the record does not hold teaches nothing
+    assert _received_under_masks("a ***** b\n", ["a ***** b\n"]) == set()
+    assert _received_under_masks("token: ****************\n", ["token: short\n"]) == set()
+
+
+def test_codex_s_record_keeps_each_call_s_outputs_for_what_the_ledger_masked(tmp_path: Path) -> None:
+    from ledger_adapters.codex.rollout import conversation
+
+    call = {"type": "function_call", "name": "shell", "arguments": json.dumps({"command": ["bash", "-lc", "env"]})}
+    items = [
+        {"type": "session_meta"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "t"}]},
+        call,
+        {"type": "function_call_output", "output": json.dumps({"output": f"TOKEN={TOKEN}\n", "metadata": {}})},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": f"it is {TOKEN}"}]},
+    ]
+    path = tmp_path / "rollout-1.jsonl"
+    path.write_text("".join(json.dumps({"type": "response_item", "payload": p}) + "\n" for p in items))
+    turns = conversation(path).turns
+    assert turns[0].commands == ("env",) and f"TOKEN={TOKEN}\n" in turns[0].received
+    assert _received_under_masks("TOKEN=****************\n", turns[0].received) == {TOKEN}

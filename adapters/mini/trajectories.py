@@ -300,7 +300,13 @@ def conversation(path: Path) -> Conversation:
         start, end = _number(before.get("timestamp")), _number(extra.get("timestamp"))
         seconds = end - start if start is not None and end is not None and 0 <= end - start < 86400 else None
         inp, cached, out = _usage(m)
-        turns.append(ModelTurn(text, reasoning, tuple(commands), inp, cached, out, _number(extra.get("cost")), seconds))
+        got = []  # the messages after the call, up to the next one: its commands' outputs
+        for r in msgs[i + 1 :]:
+            if _is_model(r):
+                break
+            got.append(text_of(r) if isinstance(r, dict) else "")
+        cost = _number(extra.get("cost"))
+        turns.append(ModelTurn(text, reasoning, tuple(commands), inp, cached, out, cost, seconds, tuple(got)))
     info = data.get("info") if isinstance(data.get("info"), dict) else {}
     task = next((text_of(m) for m in msgs if isinstance(m, dict) and m.get("role") == "user"), "")
     submission = info.get("submission")

@@ -465,8 +465,9 @@ def run_page(
     problems: list[str] = []
     record = conversation_of(loaded.path, record_path, problems)
     entries = align(record.turns if record else [], state.attempts)
+    transcript = loaded.transcript()  # one, so each answer is expanded once
     if record is not None:  # the agent's record is its own file, unmasked: the page shows it masked
-        record = masked_record(record, page_redactor(loaded, secrets_masked(entries)))
+        record = masked_record(record, page_redactor(loaded, secrets_masked(entries, transcript.shown)))
         entries = align(record.turns, state.attempts)
     task = s["task"] or (record.task if record else "")
     head = [
@@ -475,7 +476,7 @@ def run_page(
         _summary(s, record, problems),
         _nav(loaded),
     ]
-    run = _sections(loaded, entries, bool(s.get("model_calls_unpriced")))
+    run = _sections(loaded, transcript, entries, bool(s.get("model_calls_unpriced")))
     between = [m for m in state.modifications if m.attempt is None]
     if between:
         run.append(
@@ -511,11 +512,10 @@ def _packed(run: list[StepHtml | str], inline_head: int) -> str:
     return "".join(out) + bodies.packed()
 
 
-def _sections(loaded: Loaded, entries: list[Entry], unpriced: bool) -> list[StepHtml | str]:
+def _sections(loaded: Loaded, transcript: Transcript, entries: list[Entry], unpriced: bool) -> list[StepHtml | str]:
     """The run in order: a section per command (its step's), and one per model call no command answers."""
     state = loaded.state
     views = views_at(loaded, {a.step for a in state.attempts})
-    transcript = loaded.transcript()  # one, so each answer is expanded once
     doubted = distrusted(state)
     told = note_rows(state)
     labels = _labels(state.attempts)
