@@ -216,14 +216,15 @@ PAGE_START = b"<!DOCTYPE html>"  # how every page cli/html.py writes begins
 def _not_a_page(html: Path) -> str | None:
     """What the file at ``html`` is when the page must not replace it: a file there that is not empty
     and not a page (the ledger being inspected, the agent's record, a file of the user's); None when
-    it may be written (nothing there, an empty file, a page, or what ``write_private`` refuses itself:
-    a link, a FIFO, another user's file)."""
+    it may be written (nothing there, an empty file, a page, or what ``write_private`` refuses itself,
+    saying why: a link, a FIFO, another user's file)."""
     try:
         fd = os.open(html, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
             return None
         head = os.read(fd, len(PAGE_START))
     except OSError:
