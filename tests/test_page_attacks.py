@@ -24,6 +24,7 @@ from ledger_runtime.config import LedgerConfig
 from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.inspection import load
 from ledger_runtime.runtime import LedgerRuntime
+from ledger_runtime.trajectories import TrajectoryError
 
 FILES = {
     "calc.py": "def add(a, b):\n    return a - b\n"
@@ -66,8 +67,12 @@ def made(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def run_dir(made: Path, tmp_path: Path) -> Path:
-    """A copy of the run, the test's own to change."""
+    """A copy of the run, the test's own to change, its record naming the copy's ledger."""
     shutil.copytree(made, tmp_path / "run")
+    record = tmp_path / "run" / "trajectory.traj.json"
+    data = json.loads(record.read_text())
+    data["info"]["ledger"]["path"] = str(tmp_path / "run" / "ledger.sqlite")
+    record.write_text(json.dumps(data))
     return tmp_path / "run"
 
 
@@ -228,3 +233,42 @@ def test_codex_s_record_keeps_each_call_s_outputs_for_what_the_ledger_masked(tmp
     turns = conversation(path).turns
     assert turns[0].commands == ("env",) and f"TOKEN={TOKEN}\n" in turns[0].received
     assert _received_under_masks("TOKEN=****************\n", turns[0].received) == {TOKEN}
+
+
+@pytest.mark.parametrize("planted", ["fifo", "/dev/zero", "directory"])
+def test_a_record_that_is_no_regular_file_is_never_read(run_dir: Path, tmp_path: Path, planted: str) -> None:
+    """Beside the ledger, under a record's name of each format, a FIFO (a read blocks for ever), a link
+    to /dev/zero (a read never ends) or a directory: the page is written without them, in seconds."""
+    names = [
+        run_dir / "planted.traj.json",  # mini-swe-agent
+        run_dir / "codex-home" / "sessions" / "2026" / "rollout-1.jsonl",  # Codex
+        run_dir / "gemini" / "home" / ".gemini" / "tmp" / "p" / "chats" / "session-1.jsonl",  # Gemini CLI
+        run_dir / "sessions" / "ses_1.json",  # OpenCode
+    ]
+    for name in names:
+        name.parent.mkdir(parents=True, exist_ok=True)
+        if planted == "fifo":
+            os.mkfifo(name)
+        elif planted == "directory":
+            name.mkdir()
+        else:
+            name.symlink_to(planted)
+    page = tmp_path / "p.html"
+
+    def written() -> str:
+        argv = [sys.executable, "-m", "ledger_runtime", "inspect", str(run_dir), "--html", str(page)]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        return page.read_text()
+
+    assert "run cat calc.py" in written(), "the run's own record is read as ever"
+    (run_dir / "trajectory.traj.json").unlink()  # without it, the others are looked at: found, not read
+    text = written()
+    assert f"{names[1]}: not a regular file" in text or f"{names[2]}: not a regular file" in text, text[-3000:]
+    fifo = names[0]
+    r = cli("inspect", str(run_dir), "--html", str(page), "--trajectory", str(fifo))
+    assert r.returncode == 2 and r.stderr.startswith("error: --trajectory"), r.stderr
+    from ledger_adapters.mini.trajectories import conversation
+
+    with pytest.raises(TrajectoryError, match="not a regular file|cannot read"):
+        conversation(fifo)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ledger_runtime import Conversation, ModelTurn, RecordedFormat, TrajectoryError
+from ledger_runtime.trajectories import read_record
 
 
 @dataclass
@@ -260,8 +261,7 @@ def conversation(path: Path) -> Conversation:  # noqa: C901
     reasoning summaries, messages and tool calls), its tokens as Codex recorded them; Codex records
     no price. The time of a call runs from the last item before it to its first output."""
     try:
-        with open(path, "rb") as f:
-            lines = f.read().splitlines()
+        lines = read_record(path).splitlines()
     except OSError as e:
         raise TrajectoryError(f"{path}: cannot read: {e.strerror or e}") from None
     turns: list[_Turn] = []

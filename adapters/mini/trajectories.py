@@ -34,6 +34,7 @@ from ledger_runtime import (
     TrajectoryError,
     Truncation,
 )
+from ledger_runtime.trajectories import read_record
 
 _FENCE = re.compile(r"```(?:bash|mswea_bash_command|sh)\s*\n(.*?)\n?```", re.S)
 _RC = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
@@ -57,7 +58,7 @@ def parse_observation(text: str) -> tuple[int | None, str]:
 def _read(path: Path) -> dict[str, Any]:
     """A ``.traj.json`` file's JSON (TrajectoryError, one line, when it is not one)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_record(path).decode("utf-8"))
     except (OSError, UnicodeDecodeError) as e:
         raise TrajectoryError(f"{path}: cannot read: {e}") from None
     except json.JSONDecodeError as e:
@@ -318,7 +319,7 @@ def _names(path: Path, ledger: Path) -> bool:
     that file, or (the run was moved) names one that is not there, and the ledger lies beside the
     trajectory or in the ``ledger/`` beside it."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_record(path).decode("utf-8"))
         named = ((data.get("info") or {}).get("ledger") or {}).get("path")
     except (OSError, ValueError, AttributeError):
         return False
