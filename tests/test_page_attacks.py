@@ -272,3 +272,30 @@ def test_a_record_that_is_no_regular_file_is_never_read(run_dir: Path, tmp_path:
 
     with pytest.raises(TrajectoryError, match="not a regular file|cannot read"):
         conversation(fifo)
+
+
+def test_an_integer_too_long_for_python_is_a_damaged_field_and_the_record_stays(run_dir: Path, tmp_path: Path) -> None:
+    """An event whose body holds an integer of 5,000 digits (Python reads none past 4,300) was read
+    as a fault in the event's place: its attempt was gone from the page, the timeline and --json, with
+    nothing said. The field is named as damaged; the attempt stays. A body that is no JSON at all is
+    said too (its record cannot be had back)."""
+    db = sqlite3.connect(run_dir / "ledger.sqlite")
+    db.execute("DROP TRIGGER events_no_update")
+    seq, body = db.execute("SELECT seq, body FROM events WHERE kind = 'attempt' ORDER BY seq LIMIT 1").fetchone()
+    db.execute(
+        "UPDATE events SET body = ? WHERE seq = ?", (body.replace('"exit_code":0', '"exit_code":' + "9" * 5000), seq)
+    )
+    db.commit()
+    db.close()
+    loaded = load(run_dir)
+    assert len(loaded.state.attempts) == len(COMMANDS) and loaded.state.attempts[0].exit_code is None
+    page = tmp_path / "p.html"
+    r = cli("inspect", str(run_dir), "--html", str(page))
+    assert r.returncode == 1 and f"damaged: attempt event {seq}: exit_code is" in r.stderr, r.stderr
+    assert "cat calc.py</pre>" in page.read_text()
+    db = sqlite3.connect(run_dir / "ledger.sqlite")
+    db.execute("INSERT INTO events (kind, step, at, body) VALUES ('attempt', 9, 0, '{\"id\": 9, \"command\"')")
+    db.commit()
+    db.close()
+    r = cli("inspect", str(run_dir))
+    assert r.returncode == 1 and "damaged: event" in r.stderr and "its body does not read" in r.stderr, r.stderr
