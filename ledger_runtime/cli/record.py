@@ -138,7 +138,7 @@ def masked_record(record: Conversation, redactor: Redactor) -> Conversation:
             text=redactor.mask(t.text),
             reasoning=redactor.mask(t.reasoning),
             commands=tuple(map(redactor.mask, t.commands)),
-            received=tuple(map(redactor.mask, t.received)),
+            received=(),  # read for what the ledger masked (secrets_masked), never shown: not kept
         )
         for t in record.turns
     ]
