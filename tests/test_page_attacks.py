@@ -299,3 +299,27 @@ def test_an_integer_too_long_for_python_is_a_damaged_field_and_the_record_stays(
     db.close()
     r = cli("inspect", str(run_dir))
     assert r.returncode == 1 and "damaged: event" in r.stderr and "its body does not read" in r.stderr, r.stderr
+
+
+def test_a_short_password_the_ledger_masked_in_a_command_is_masked_in_the_model_s_words(tmp_path: Path) -> None:
+    """The ledger masks a password of 7 characters given to mysql -p; the page read it off the record's
+    command but kept only values of 8 characters or more (the bar for guessing at an environment's
+    secrets), so the model's words showed it."""
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    c = "mysql -uroot -phunter2 shop -e 'select 1'"
+    with LedgerRuntime(repo, tmp_path / "run", LedgerConfig()) as rt:
+        rt.run(c, LocalExecutor())
+    assert "hunter2" not in load(tmp_path / "run").state.attempts[0].command, "the ledger masked it"
+    messages = [
+        {"role": "user", "content": "t"},
+        {
+            "role": "assistant",
+            "content": "The password hunter2 is in .env",
+            "extra": {"actions": [{"command": c}]},
+        },
+        {"role": "user", "content": "<returncode>127</returncode>\n<output>\n</output>"},
+    ]
+    info = {"ledger": {"path": str(tmp_path / "run" / "ledger.sqlite")}}
+    (tmp_path / "run" / "trajectory.traj.json").write_text(json.dumps({"info": info, "messages": messages}))
+    page = run_page(load(tmp_path / "run"))
+    assert "The password ******* is in .env" in page and "hunter2" not in page

@@ -450,7 +450,10 @@ def page_redactor(loaded: Loaded, learned: list[str]) -> Redactor:
         base = Redactor.for_run({}, settings.patterns)
     except RedactError:  # patterns a crafted ledger carries: the built-in ones
         base = Redactor.for_run({})
-    return base.with_values(learned)
+    # each as it is: values the ledger did mask, of any length it masked (a password of 7 characters
+    # after mysql -p), not guesses at an environment's secrets, which with_values keeps to 8 or more
+    values = sorted(set(base.values) | {v for v in learned if v and "\n" not in v}, key=lambda v: (-len(v), v))
+    return Redactor(values, base.patterns, names=base.names)
 
 
 def run_page(
