@@ -323,3 +323,25 @@ def test_a_short_password_the_ledger_masked_in_a_command_is_masked_in_the_model_
     (tmp_path / "run" / "trajectory.traj.json").write_text(json.dumps({"info": info, "messages": messages}))
     page = run_page(load(tmp_path / "run"))
     assert "The password ******* is in .env" in page and "hunter2" not in page
+
+
+def test_a_record_s_absurd_tokens_cost_and_times_are_unknown_on_the_page(run_dir: Path, tmp_path: Path) -> None:
+    """The agent's record said a call took a number of tokens of 4,300 digits (as many as Python reads):
+    the page's sum of two such calls cannot be printed, and the page failed with a traceback. Tokens,
+    cost and time that no call could have (too long, negative, NaN, infinite) are shown as unknown."""
+    record = run_dir / "trajectory.traj.json"
+    data = json.loads(record.read_text())
+    calls = [m for m in data["messages"] if m["role"] == "assistant"]
+    for m, cost in zip(calls, ["NaN", "Infinity", "-1", "1e400", "0.5"]):
+        m["extra"]["response"] = {"usage": {"prompt_tokens": "HUGE", "completion_tokens": -5}}
+        m["extra"]["cost"] = cost
+    text = json.dumps(data).replace('"HUGE"', "9" * 4300)
+    for cost in ["NaN", "Infinity", "-1", "1e400"]:
+        text = text.replace(f'"cost": "{cost}"', f'"cost": {cost}')
+    record.write_text(text.replace('"cost": "0.5"', '"cost": 0.5'))
+    page = tmp_path / "p.html"
+    r = cli("inspect", str(run_dir), "--html", str(page))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    shown = page.read_text()
+    assert "999999999" not in shown and "$nan" not in shown and "$inf" not in shown and "-5 out" not in shown
+    assert "run cat calc.py" in shown and "$0.50" in shown, "the rest of the record is shown"

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 from ledger_runtime.answers.build import LINES, NOTE, PATCH, SAME, TEXT, ExpandError, Piece
 from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.cli.html import ERRORS, Bodies, diff_lines, e, page
-from ledger_runtime.cli.record import Entry, align, masked_record, secrets_masked, totals
+from ledger_runtime.cli.record import Entry, align, masked_record, plausible, secrets_masked, totals
 from ledger_runtime.inspection import Loaded, distrusted, note_rows, summary, unified_diff, views_at
 from ledger_runtime.ledger.redact import RedactError, Redactor
 from ledger_runtime.trajectories import Conversation, ModelTurn, conversation_of
@@ -470,7 +470,7 @@ def run_page(
     entries = align(record.turns if record else [], state.attempts)
     transcript = loaded.transcript()  # one, so each answer is expanded once
     if record is not None:  # the agent's record is its own file, unmasked: the page shows it masked
-        record = masked_record(record, page_redactor(loaded, secrets_masked(entries, transcript.shown)))
+        record = plausible(masked_record(record, page_redactor(loaded, secrets_masked(entries, transcript.shown))))
         entries = align(record.turns, state.attempts)
     task = s["task"] or (record.task if record else "")
     head = [

@@ -129,6 +129,33 @@ def _received_under_masks(kept: str, received: Sequence[str]) -> set[str]:
     return found
 
 
+MAX_AMOUNT = (
+    10**15
+)  # tokens, dollars or seconds of one call past this (or below 0): a crafted record's, shown as unknown
+
+
+def _amount(v: Any) -> Any:
+    """A count or amount of the record as it is, or None where no call could have it: not a number,
+    negative, NaN, infinite, or too long to print (an integer of thousands of digits)."""
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < MAX_AMOUNT else None
+
+
+def plausible(record: Conversation) -> Conversation:
+    """The record with each call's tokens, cost and time as the page can show them (``_amount``)."""
+    turns = [
+        replace(
+            t,
+            input_tokens=_amount(t.input_tokens),
+            cached_tokens=_amount(t.cached_tokens),
+            output_tokens=_amount(t.output_tokens),
+            cost=_amount(t.cost),
+            seconds=_amount(t.seconds),
+        )
+        for t in record.turns
+    ]
+    return replace(record, turns=turns)
+
+
 def masked_record(record: Conversation, redactor: Redactor) -> Conversation:
     """The agent's record with every text the page shows masked (the model's words, its reasoning,
     its commands, the task, the submission): the record is the agent's own file, written unmasked."""
