@@ -345,3 +345,23 @@ def test_a_record_s_absurd_tokens_cost_and_times_are_unknown_on_the_page(run_dir
     shown = page.read_text()
     assert "999999999" not in shown and "$nan" not in shown and "$inf" not in shown and "-5 out" not in shown
     assert "run cat calc.py" in shown and "$0.50" in shown, "the rest of the record is shown"
+
+
+@pytest.mark.parametrize("field", ["duration_s", "exit_code", "output_chars"])
+def test_an_integer_of_hundreds_of_digits_is_a_damaged_field_not_a_traceback(
+    run_dir: Path, tmp_path: Path, field: str
+) -> None:
+    """A number field of 400 digits: its check converted it to a float (OverflowError), and every view
+    of the ledger, the page too, failed with a traceback."""
+    db = sqlite3.connect(run_dir / "ledger.sqlite")
+    db.execute("DROP TRIGGER events_no_update")
+    seq, body = db.execute("SELECT seq, body FROM events WHERE kind = 'attempt' ORDER BY seq LIMIT 1").fetchone()
+    huge = re.sub(f'"{field}":[0-9.]+', f'"{field}":' + "9" * 400, body)
+    assert huge != body
+    db.execute("UPDATE events SET body = ? WHERE seq = ?", (huge, seq))
+    db.commit()
+    db.close()
+    for args in ([], ["--json"], ["--html", str(tmp_path / "p.html")]):
+        r = cli("inspect", str(run_dir), *args)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+        assert f"damaged: attempt event {seq}: {field} is a number out of range" in r.stderr, r.stderr
