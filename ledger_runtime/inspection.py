@@ -28,6 +28,7 @@ from ledger_runtime.inform import render
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LEDGER_FILE, LedgerStore, NotALedger, writer_max
 from ledger_runtime.records import VerdictKind
+from ledger_runtime.trajectories import read_record
 from ledger_runtime.workspace.scanner import relative
 
 
@@ -109,7 +110,7 @@ UNREADABLE = object()  # a JSON file that cannot be read, or not as a mapping
 def _named_ledger(p: Path) -> Any:
     """What a JSON file says under ``info.ledger.path``: None for nothing, UNREADABLE, or NotALedger if unparsable."""
     try:
-        return (json.loads(p.read_text(encoding="utf-8")).get("info") or {}).get("ledger", {}).get("path")
+        return (json.loads(read_record(p).decode("utf-8")).get("info") or {}).get("ledger", {}).get("path")
     except ValueError as e:
         raise NotALedger(p, f"a JSON file that does not parse ({e})") from None
     except (OSError, AttributeError):

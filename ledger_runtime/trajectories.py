@@ -6,6 +6,9 @@ may read runs for the replay (``load``), the model's side for the page (``conver
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -21,6 +24,35 @@ FORMATS_GROUP = "ledger_runtime.trajectories"
 
 class TrajectoryError(ValueError):
     """A trajectory that cannot be read; the message says why."""
+
+
+MAX_RECORD_BYTES = 512 * 1024 * 1024  # an agent's record past this is not read (the page goes on without it)
+
+
+def is_regular(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a regular file, through links (a record may be read from it)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def read_record(path: str | os.PathLike, limit: int | None = None) -> bytes:
+    """The bytes of an agent's record (at most ``limit``, when given), read only from a regular file:
+    a FIFO, a device or a directory under a record's name (or a link to one: ``/dev/zero``) would
+    block the read or never end it. OSError (EINVAL, EFBIG) saying why, as a file that is not there."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a directory): not read", str(path))
+        if limit is None and st.st_size > MAX_RECORD_BYTES:
+            raise OSError(errno.EFBIG, f"{st.st_size:,} bytes, past the {MAX_RECORD_BYTES:,} read", str(path))
+        os.set_blocking(fd, True)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(limit if limit is not None else MAX_RECORD_BYTES + 1)
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -70,6 +102,9 @@ class ModelTurn:
     output_tokens: int | None = None
     cost: float | None = None  # dollars, as the agent reckoned them
     seconds: float | None = None  # how long the call took
+    # what the model was sent after the call, as the record has it (its commands' outputs, unmasked): never shown,
+    # read for the values the ledger masked in what it kept of them (cli/record.py: secrets_masked)
+    received: tuple[str, ...] = ()
 
 
 @dataclass
@@ -166,6 +201,10 @@ def conversation_of(ledger: Path, record: Path | None = None, problems: list[str
             continue
         parts = []
         for path in found:
+            if not is_regular(path):
+                if problems is not None:
+                    problems.append(f"{path}: not a regular file (a FIFO, a device or a directory): not read")
+                continue
             try:
                 parts.append(f.conversation(path))  # type: ignore[misc]
             except TrajectoryError as e:

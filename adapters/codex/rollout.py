@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ledger_runtime import Conversation, ModelTurn, RecordedFormat, TrajectoryError
+from ledger_runtime.trajectories import read_record
 
 
 @dataclass
@@ -214,6 +215,17 @@ def _seconds(stamp: Any) -> float | None:
         return None
 
 
+def _outputs(item: dict[str, Any]) -> list[str]:
+    """A call's output item as the model got it: its text, and the output inside it where that text is
+    Codex's JSON of one (``{"output": ..., "metadata": ...}``)."""
+    text = item_text(item)[1]
+    try:
+        inner = json.loads(text) if text.startswith("{") else None
+    except ValueError:
+        inner = None
+    return [text] + ([inner["output"]] if isinstance(inner, dict) and isinstance(inner.get("output"), str) else [])
+
+
 def _command(item: dict[str, Any]) -> str | None:
     """The command a model output item asks for, as the hooks hand it to the ledger."""
     kind = item.get("type")
@@ -240,6 +252,7 @@ class _Turn:
         self.reasoning: list[str] = []
         self.commands: list[str] = []
         self.usage: dict[str, Any] | None = None
+        self.received: list[str] = []  # its calls' outputs, as Codex handed them to the model
         self.seconds = first - started if started is not None and first is not None and first >= started else None
 
 
@@ -248,8 +261,7 @@ def conversation(path: Path) -> Conversation:  # noqa: C901
     reasoning summaries, messages and tool calls), its tokens as Codex recorded them; Codex records
     no price. The time of a call runs from the last item before it to its first output."""
     try:
-        with open(path, "rb") as f:
-            lines = f.read().splitlines()
+        lines = read_record(path).splitlines()
     except OSError as e:
         raise TrajectoryError(f"{path}: cannot read: {e.strerror or e}") from None
     turns: list[_Turn] = []
@@ -280,6 +292,8 @@ def conversation(path: Path) -> Conversation:  # noqa: C901
                     current.commands.append(cmd)
             else:
                 current = None
+                if p.get("type") in ("function_call_output", "custom_tool_call_output") and turns:
+                    turns[-1].received += _outputs(p)
                 if p.get("type") == "message" and p.get("role") == "user" and not task:
                     text = item_text(p)[1]
                     task = "" if text.lstrip().startswith("<") else text  # not Codex's own context blocks
@@ -308,6 +322,7 @@ def conversation(path: Path) -> Conversation:  # noqa: C901
                 tokens(t, "output_tokens"),
                 None,
                 t.seconds,
+                tuple(t.received),
             )
             for t in turns
         ],

@@ -24,6 +24,7 @@ from typing import Any
 
 from ledger_adapters.gemini.tools import call_key
 from ledger_runtime import Conversation, ModelTurn, RecordedFormat, TrajectoryError, appended_lines, refreshed
+from ledger_runtime.trajectories import read_record
 
 
 @dataclass(frozen=True)
@@ -140,10 +141,8 @@ def workspace(messages: list[dict[str, Any]]) -> str:
 def conversation(path: Path) -> Conversation:
     """A Gemini CLI session file as the model's side of the run: one turn per model message (its text,
     its thoughts, the calls it made, its tokens); Gemini CLI records no price."""
-    reader = SessionReader(str(path))
     try:
-        with open(path, "rb") as f:
-            head = f.readline()
+        head = read_record(path, 1 << 20).split(b"\n", 1)[0]  # a regular file's first line
     except OSError as e:
         raise TrajectoryError(f"{path}: cannot read: {e.strerror or e}") from None
     try:
@@ -151,6 +150,7 @@ def conversation(path: Path) -> Conversation:
             raise ValueError
     except (ValueError, TypeError):
         raise TrajectoryError(f"{path}: not a Gemini CLI session (no session header)") from None
+    reader = SessionReader(str(path))
     reader.refresh()
     turns, task = [], ""
     root = workspace(list(reader.messages.values()))

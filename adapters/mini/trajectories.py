@@ -34,6 +34,7 @@ from ledger_runtime import (
     TrajectoryError,
     Truncation,
 )
+from ledger_runtime.trajectories import read_record
 
 _FENCE = re.compile(r"```(?:bash|mswea_bash_command|sh)\s*\n(.*?)\n?```", re.S)
 _RC = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
@@ -57,7 +58,7 @@ def parse_observation(text: str) -> tuple[int | None, str]:
 def _read(path: Path) -> dict[str, Any]:
     """A ``.traj.json`` file's JSON (TrajectoryError, one line, when it is not one)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_record(path).decode("utf-8"))
     except (OSError, UnicodeDecodeError) as e:
         raise TrajectoryError(f"{path}: cannot read: {e}") from None
     except json.JSONDecodeError as e:
@@ -300,7 +301,13 @@ def conversation(path: Path) -> Conversation:
         start, end = _number(before.get("timestamp")), _number(extra.get("timestamp"))
         seconds = end - start if start is not None and end is not None and 0 <= end - start < 86400 else None
         inp, cached, out = _usage(m)
-        turns.append(ModelTurn(text, reasoning, tuple(commands), inp, cached, out, _number(extra.get("cost")), seconds))
+        got = []  # the messages after the call, up to the next one: its commands' outputs
+        for r in msgs[i + 1 :]:
+            if _is_model(r):
+                break
+            got.append(text_of(r) if isinstance(r, dict) else "")
+        cost = _number(extra.get("cost"))
+        turns.append(ModelTurn(text, reasoning, tuple(commands), inp, cached, out, cost, seconds, tuple(got)))
     info = data.get("info") if isinstance(data.get("info"), dict) else {}
     task = next((text_of(m) for m in msgs if isinstance(m, dict) and m.get("role") == "user"), "")
     submission = info.get("submission")
@@ -312,7 +319,7 @@ def _names(path: Path, ledger: Path) -> bool:
     that file, or (the run was moved) names one that is not there, and the ledger lies beside the
     trajectory or in the ``ledger/`` beside it."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_record(path).decode("utf-8"))
         named = ((data.get("info") or {}).get("ledger") or {}).get("path")
     except (OSError, ValueError, AttributeError):
         return False

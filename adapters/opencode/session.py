@@ -19,6 +19,7 @@ from typing import Any
 
 from ledger_adapters.opencode.tools import tool_call
 from ledger_runtime import Conversation, ModelTurn, RecordedFormat, TrajectoryError
+from ledger_runtime.trajectories import read_record
 
 
 def db_path(env: dict[str, str]) -> Path:
@@ -121,7 +122,7 @@ def conversation(path: Path) -> Conversation:
     """A session the run kept (``export``) as the model's side of the run: one turn per model call (an
     assistant message: its text, reasoning, tool calls, tokens, cost and time)."""
     try:
-        session = json.loads(Path(path).read_text())
+        session = json.loads(read_record(path))
     except (OSError, ValueError) as e:
         raise TrajectoryError(f"{path}: cannot read: {e}") from None
     if not isinstance(session, dict) or not isinstance(session.get("messages"), list) or "parent" not in session:
@@ -143,7 +144,7 @@ def locate(ledger: Path) -> list[Path]:
     found = []
     for path in sorted((ledger.parent / "sessions").glob("ses_*.json")):
         try:
-            if _json(path.read_text()).get("parent") is None:
+            if _json(read_record(path).decode()).get("parent") is None:
                 found.append(path)
         except OSError:
             continue

@@ -13,6 +13,7 @@ what reaches ``innerHTML`` is only what this module escaped.
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import json
 import re
@@ -52,11 +53,28 @@ def e(text: Any) -> str:
     return html.escape(visible("" if text is None else str(text)), quote=True)
 
 
-def page(title: str, body: str, script: str = "", style: str = "") -> str:
-    """A whole page: ``STYLE`` and ``style`` (the page's own rules) in its head, ``script`` at its end."""
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode("ascii") + "'"
+
+
+def policy(script: str, style: str) -> str:
+    """The page's Content-Security-Policy: its own script and its own style, by their hashes, and
+    nothing else (no other script, inline handler, style, image, font, frame, form or connection), so
+    that markup in what a run holds would run nothing and load nothing were it ever not escaped."""
     return (
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>'
-        f"<style>{STYLE}{style}</style></head><body>{body}<script>{script}</script></body></html>\n"
+        f"default-src 'none'; script-src {_sha256(script)}; style-src {_sha256(style)}; "
+        "base-uri 'none'; form-action 'none'"
+    )
+
+
+def page(title: str, body: str, script: str = "", style: str = "") -> str:
+    """A whole page: ``STYLE`` and ``style`` (the page's own rules) in its head, ``script`` at its end,
+    and a policy (``policy``) that lets the browser run and apply those two alone."""
+    css = STYLE + style
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{policy(script, css)}"><title>{e(title)}</title>'
+        f"<style>{css}</style></head><body>{body}<script>{script}</script></body></html>\n"
     )
 
 

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 from ledger_runtime.answers.build import LINES, NOTE, PATCH, SAME, TEXT, ExpandError, Piece
 from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.cli.html import ERRORS, Bodies, diff_lines, e, page
-from ledger_runtime.cli.record import Entry, align, masked_record, secrets_masked, totals
+from ledger_runtime.cli.record import Entry, align, masked_record, plausible, secrets_masked, totals
 from ledger_runtime.inspection import Loaded, distrusted, note_rows, summary, unified_diff, views_at
 from ledger_runtime.ledger.redact import RedactError, Redactor
 from ledger_runtime.trajectories import Conversation, ModelTurn, conversation_of
@@ -303,6 +303,7 @@ def _step(
     loaded: Loaded,
     transcript: Transcript,
     a: Any,
+    label: str,
     turn: ModelTurn | None,
     first: bool,
     lead: str,
@@ -311,7 +312,6 @@ def _step(
     told: list[dict[str, Any]] | None = None,
     unpriced: bool = False,
 ) -> StepHtml:
-    label = loaded.state.label(a.id)
     kind = a.answer_kind
     v = a.verdict
     facts = [
@@ -450,7 +450,10 @@ def page_redactor(loaded: Loaded, learned: list[str]) -> Redactor:
         base = Redactor.for_run({}, settings.patterns)
     except RedactError:  # patterns a crafted ledger carries: the built-in ones
         base = Redactor.for_run({})
-    return base.with_values(learned)
+    # each as it is: values the ledger did mask, of any length it masked (a password of 7 characters
+    # after mysql -p), not guesses at an environment's secrets, which with_values keeps to 8 or more
+    values = sorted(set(base.values) | {v for v in learned if v and "\n" not in v}, key=lambda v: (-len(v), v))
+    return Redactor(values, base.patterns, names=base.names)
 
 
 def run_page(
@@ -465,8 +468,9 @@ def run_page(
     problems: list[str] = []
     record = conversation_of(loaded.path, record_path, problems)
     entries = align(record.turns if record else [], state.attempts)
+    transcript = loaded.transcript()  # one, so each answer is expanded once
     if record is not None:  # the agent's record is its own file, unmasked: the page shows it masked
-        record = masked_record(record, page_redactor(loaded, secrets_masked(entries)))
+        record = plausible(masked_record(record, page_redactor(loaded, secrets_masked(entries, transcript.shown))))
         entries = align(record.turns, state.attempts)
     task = s["task"] or (record.task if record else "")
     head = [
@@ -475,7 +479,7 @@ def run_page(
         _summary(s, record, problems),
         _nav(loaded),
     ]
-    run = _sections(loaded, entries, bool(s.get("model_calls_unpriced")))
+    run = _sections(loaded, transcript, entries, bool(s.get("model_calls_unpriced")))
     between = [m for m in state.modifications if m.attempt is None]
     if between:
         run.append(
@@ -511,13 +515,13 @@ def _packed(run: list[StepHtml | str], inline_head: int) -> str:
     return "".join(out) + bodies.packed()
 
 
-def _sections(loaded: Loaded, entries: list[Entry], unpriced: bool) -> list[StepHtml | str]:
+def _sections(loaded: Loaded, transcript: Transcript, entries: list[Entry], unpriced: bool) -> list[StepHtml | str]:
     """The run in order: a section per command (its step's), and one per model call no command answers."""
     state = loaded.state
     views = views_at(loaded, {a.step for a in state.attempts})
-    transcript = loaded.transcript()  # one, so each answer is expanded once
     doubted = distrusted(state)
     told = note_rows(state)
+    labels = _labels(state.attempts)
     out: list[StepHtml | str] = []
     calls = 0
     for entry in entries:
@@ -525,12 +529,36 @@ def _sections(loaded: Loaded, entries: list[Entry], unpriced: bool) -> list[Step
         if not entry.attempts:
             out.append(_turn_alone(entry.turn, calls))
             continue
-        lead = state.label(entry.attempts[0].id)
+        lead = labels[id(entry.attempts[0])]
         for i, a in enumerate(entry.attempts):
             last_of_step = i + 1 == len(entry.attempts) or entry.attempts[i + 1].step != a.step
             view = views.get(a.step, "") if last_of_step else ""
             notes_after = told.get(a.step, []) if last_of_step else []
             out.append(
-                _step(loaded, transcript, a, entry.turn, i == 0, lead, view, doubted.get(a.id), notes_after, unpriced)
+                _step(
+                    loaded,
+                    transcript,
+                    a,
+                    labels[id(a)],
+                    entry.turn,
+                    i == 0,
+                    lead,
+                    view,
+                    doubted.get(a.id),
+                    notes_after,
+                    unpriced,
+                )
             )
+    return out
+
+
+def _labels(attempts: list[Any]) -> dict[int, str]:
+    """Each attempt's label (by the object's identity), as the state gives it ("step 9", "step 9.2"), but
+    from its own place in the run: a crafted ledger whose attempts share an id (the state labels the id
+    once, by the last of them) still has a section, and an anchor, per attempt, none shared."""
+    out: dict[int, str] = {}
+    nth: dict[int, int] = {}
+    for a in attempts:
+        nth[a.step] = nth.get(a.step, 0) + 1
+        out[id(a)] = f"step {a.step}" + (f".{nth[a.step]}" if nth[a.step] > 1 else "")
     return out

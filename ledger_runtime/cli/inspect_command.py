@@ -6,6 +6,8 @@ state view at a step, or the timeline and summary)."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,11 +200,40 @@ def _write_page(inspection: Inspection, html: Path) -> None:
     record = inspection.options.trajectory
     if record is None and Path(run).is_file() and Path(run).resolve() != loaded.path.resolve():
         record = Path(run)  # a trajectory named as the run: the record is that file
+    kept = _not_a_page(html)
+    if kept:
+        fail(f"cannot write --html {html}: it is {kept}, not a page: the page replaces only a page; give another path")
     try:
         write_private(html, run_page(loaded, record))
     except OSError as e:
         fail(f"cannot write --html {html}: {e.strerror or e}")
     stderr.print(f"wrote {visible(str(html))}", highlight=False, markup=False)
+
+
+PAGE_START = b"<!DOCTYPE html>"  # how every page cli/html.py writes begins
+
+
+def _not_a_page(html: Path) -> str | None:
+    """What the file at ``html`` is when the page must not replace it: a file there that is not empty
+    and not a page (the ledger being inspected, the agent's record, a file of the user's); None when
+    it may be written (nothing there, an empty file, a page, or what ``write_private`` refuses itself,
+    saying why: a link, a FIFO, another user's file)."""
+    try:
+        fd = os.open(html, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            return None
+        head = os.read(fd, len(PAGE_START))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not head or head == PAGE_START:
+        return None
+    return "an SQLite database (a ledger)" if head.startswith(b"SQLite format 3") else "a file that exists"
 
 
 def _print_json(inspection: Inspection) -> None:

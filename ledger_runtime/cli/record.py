@@ -10,8 +10,9 @@ call the record does not have, each stand alone.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ledger_runtime.ledger.redact import MASK, Redactor
 from ledger_runtime.trajectories import Conversation, ModelTurn
@@ -69,8 +70,9 @@ def align(turns: Sequence[ModelTurn], attempts: Sequence[Any]) -> list[Entry]:
     return entries
 
 
-def secrets_masked(entries: Sequence[Entry]) -> list[str]:
-    """What the ledger masked in the commands it kept, read off the agent's record of them: the
+def secrets_masked(entries: Sequence[Entry], shown: Callable[[Any], str | None] | None = None) -> list[str]:
+    """What the ledger masked in the commands it kept and (``shown``: the text the model received for
+    an attempt, as the ledger kept it) in their outputs, read off the agent's record of them: the
     record's text where the ledger's has ``*`` (the values of the run's environment, its login...,
     which only the run knew). The page masks them wherever the record has them."""
     found: set[str] = set()
@@ -79,17 +81,79 @@ def secrets_masked(entries: Sequence[Entry]) -> list[str]:
         for a in entry.attempts:
             kept = _key(a.command)
             r = next((c for c in recorded if len(c) == len(kept) and same_command(c, kept)), None)
-            if r is None or MASK not in kept:
-                continue
-            run = ""
-            for x, y in zip(r + " ", kept + " "):
-                if y == MASK and x != MASK:
-                    run += x
-                    continue
-                if len(run) >= 4:
-                    found.add(run)
-                run = ""
+            if r is not None and MASK in kept:
+                found |= _under_masks(r, kept)
+            text = shown(a) if shown is not None and entry.turn is not None and entry.turn.received else None
+            if text and MASK in text:
+                found |= _received_under_masks(text, entry.turn.received)  # type: ignore[union-attr]
     return sorted(found, key=lambda v: (-len(v), v))
+
+
+def _under_masks(recorded: str, kept: str) -> set[str]:
+    """The runs of ``recorded`` (4 characters or more) where ``kept``, the same text masked, has ``*``."""
+    found, run = set(), ""
+    for x, y in zip(recorded + " ", kept + " "):
+        if y == MASK and x != MASK:
+            run += x
+            continue
+        if len(run) >= 4:
+            found.add(run)
+        run = ""
+    return found
+
+
+MASKED_LINES = 200  # lines of an output with a mask looked for in the record, at most (the rest unlearned)
+_MASKED = re.compile(r"\*{4,}")  # a masked value: 4 characters or more (shorter ones are not learned)
+
+
+def _received_under_masks(kept: str, received: Sequence[str]) -> set[str]:
+    """What the record's messages after a call hold where ``kept``, an output as the ledger kept it,
+    has ``*``: each line with a mask, with the lines around it, found as whole lines in a message
+    (masks aside: masking keeps a text's length and never crosses a line), read under the masks."""
+    lines = kept.split("\n")
+    texts = [t for t in received if isinstance(t, str)]
+    found: set[str] = set()
+    masked = [k for k, line in enumerate(lines) if _MASKED.search(line)][:MASKED_LINES]
+    for k in masked:
+        start, end = max(k - 1, 0), min(k + 2, len(lines))
+        window = ("\n" if start else "") + "\n".join(lines[start:end]) + ("\n" if end < len(lines) else "")
+        parts = _MASKED.split(window)
+        runs = _MASKED.findall(window)
+        body = "".join(
+            re.escape(x) + (f"([^\\n]{{{len(runs[i])}}})" if i < len(runs) else "") for i, x in enumerate(parts)
+        )
+        pattern = re.compile(("" if start else r"(?<![^\n])") + body)
+        m = next((m for t in texts if (m := pattern.search(t)) is not None), None)
+        if m is not None:
+            found |= _under_masks(m.group(), window)
+    return found
+
+
+MAX_AMOUNT = (
+    10**15
+)  # tokens, dollars or seconds of one call past this (or below 0): a crafted record's, shown as unknown
+
+
+def _amount(v: Any) -> Any:
+    """A count or amount of the record as it is, or None where no call could have it: not a number,
+    negative, NaN, infinite, or too long to print (an integer of thousands of digits)."""
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < MAX_AMOUNT else None
+
+
+def plausible(record: Conversation) -> Conversation:
+    """The record with each call's tokens, cost and time as the page can show them (``_amount``)."""
+    turns = [
+        replace(
+            t,
+            input_tokens=_amount(t.input_tokens),
+            cached_tokens=_amount(t.cached_tokens),
+            output_tokens=_amount(t.output_tokens),
+            cost=_amount(t.cost),
+            seconds=_amount(t.seconds),
+        )
+        for t in record.turns
+    ]
+    return replace(record, turns=turns)
 
 
 def masked_record(record: Conversation, redactor: Redactor) -> Conversation:
@@ -101,6 +165,7 @@ def masked_record(record: Conversation, redactor: Redactor) -> Conversation:
             text=redactor.mask(t.text),
             reasoning=redactor.mask(t.reasoning),
             commands=tuple(map(redactor.mask, t.commands)),
+            received=(),  # read for what the ledger masked (secrets_masked), never shown: not kept
         )
         for t in record.turns
     ]

@@ -38,7 +38,8 @@ def _count(v: Any) -> bool:
 
 
 def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) < MAX_WHOLE
+    # compared, not converted: an integer of hundreds of digits does not convert to a float (NaN and infinity fail too)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and -MAX_WHOLE < v < MAX_WHOLE
 
 
 def _text(v: Any) -> bool:
@@ -230,7 +231,7 @@ def described(v: Any) -> str:
     if isinstance(v, bool):
         return "true or false"
     if isinstance(v, (int, float)):
-        if not math.isfinite(v):
+        if isinstance(v, float) and not math.isfinite(v):
             return "not a finite number"
         return "a number out of range" if abs(v) >= MAX_WHOLE else "a negative number" if v < 0 else "a number"
     if isinstance(v, str):

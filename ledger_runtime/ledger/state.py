@@ -90,7 +90,13 @@ class LedgerState:
     # -- one fold per event kind --------------------------------------------------------------------
 
     def _fold_attempt(self, body: dict[str, Any]) -> None:
-        self._add_attempt(Attempt.from_dict(body))
+        a = Attempt.from_dict(body)
+        if a.id in self._by_id:  # a crafted ledger's: both kept, the id names the later one
+            self.damaged.append(
+                f"attempt event {body.get('seq')}: its id {a.id} is {self.label(a.id)}'s: "
+                "kept, and references to the id read as this later attempt"
+            )
+        self._add_attempt(a)
 
     def _fold_observation(self, body: dict[str, Any]) -> None:
         self._add_observation(Observation.from_dict(body))

@@ -121,6 +121,15 @@ def _why(e: BaseException) -> str:
 Event = dict[str, Any]
 
 
+MAX_DIGITS = 4000  # below Python's limit on converting integers from text (4300 digits)
+
+
+def _whole(text: str) -> int | float:
+    """A JSON integer of an event's body; one too long for Python to read (a crafted ledger's) reads as
+    infinity, which no field takes: the field is named as damaged, and the event is kept."""
+    return int(text) if len(text) <= MAX_DIGITS else math.inf
+
+
 class LedgerStore:
     """A ledger file open for appending (``create``) or reading (``open``)."""
 
@@ -395,10 +404,13 @@ class LedgerStore:
         for seq, kind, step, at, body in rows:
             kind, step, at = self._envelope(seq, kind, step, at)
             try:
-                data = json.loads(body)
+                data = json.loads(body, parse_int=_whole)
                 if not isinstance(data, dict):
                     raise ValueError("event body is not an object")
             except (ValueError, TypeError) as e:
+                self.damaged_events.append(
+                    f"event {seq}: its body does not read ({str(e)[:200]}): a fault in its place"
+                )
                 yield {"seq": seq, "kind": "fault", "step": step, "at": at, "message": f"unreadable event {seq}: {e}"}
                 continue
             yield event_of(data, kind, step, seq, at)
