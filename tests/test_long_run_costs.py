@@ -222,3 +222,65 @@ class _Counting(tuple):
     def __contains__(self, item) -> bool:
         self.asked.append(item)
         return super().__contains__(item)
+
+
+def test_the_mini_adapters_turn_copies_no_list_the_caller_let_go_and_changes_none_it_kept(tmp_path) -> None:
+    """The mini adapter's model call hands out a list the caller may keep (or litellm's logging, for a model that
+    passes it on): at 5,000 steps a new one at every call copied 10,000 messages. Where the caller let the last one
+    go, the next call builds on it in place: what a call allocates is the same at 8,000 messages as at 400. A list
+    the caller kept is never changed: not by the messages added after, nor by an earlier message the agent replaced
+    (every message sent from it on is made again), nor by the next call built on a list let go since."""
+    import operator
+    import tracemalloc
+
+    from conftest import make_repo
+
+    from ledger_adapters.mini.context import AgentMessages, history_for
+    from ledger_runtime.config import LedgerConfig
+    from ledger_runtime.executor import LocalExecutor
+    from ledger_runtime.prompt.history import History
+    from ledger_runtime.prompt.notes import ViewNotes
+    from ledger_runtime.runtime import LedgerRuntime
+
+    class Model:
+        def format_message(self, **kwargs):
+            return dict(kwargs)
+
+    root = make_repo(tmp_path / "w", {"a.py": "x = 1\n"})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig()) as rt:
+        history, agent = History(notes=ViewNotes(limit_chars=rt.config.context.note_chars)), AgentMessages()
+        r = rt.run("cat a.py", LocalExecutor(timeout=30))
+        extra = {"ledger": {"attempt": r.attempt_id}}
+        messages = [{"role": "system", "content": "s"}, {"role": "user", "content": r.output, "extra": extra}]
+
+        def turn() -> list[dict]:
+            rt.prescan()
+            return history_for(messages, history, rt, Model(), agent)
+
+        allocated = {}
+        tracemalloc.start()
+        try:
+            for step in range(1, 4001):
+                messages += [{"role": "assistant", "content": f"step {step}"}, {"role": "user", "content": f"{step}"}]
+                rt.prescan()  # (not measured: it reads the watcher's events into a buffer)
+                before, _ = tracemalloc.get_traced_memory()
+                tracemalloc.reset_peak()
+                history_for(messages, history, rt, Model(), agent)  # let go
+                allocated[len(messages)] = tracemalloc.get_traced_memory()[1] - before
+        finally:
+            tracemalloc.stop()
+        grown = allocated[8002] - allocated[402]  # a copy of the list: 64 KB
+        assert grown <= 1024, (allocated[402], allocated[8002])
+
+        kept = turn()
+        items = list(kept)
+        messages.append({"role": "assistant", "content": "more"})
+        assert turn()[: len(kept)] == kept  # let go: the next call builds on it
+        messages[5] = {"role": "user", "content": "an earlier message replaced"}
+        after = turn()
+        assert after[5]["content"] == "an earlier message replaced" and after is not kept
+        del after
+        messages.append({"role": "user", "content": "and more"})
+        assert turn()[-1]["content"] == "and more"
+        assert len(kept) == len(items) and all(map(operator.is_, kept, items))
+        assert kept[5]["content"] == "2"

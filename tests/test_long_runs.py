@@ -492,8 +492,11 @@ def test_the_mini_adapters_turn_sends_what_a_history_made_afresh_sends(tmp_path:
     replaced, the history cut short, the last few messages changed in place, the workspace changed (notes of the view),
     the context forgotten, and turns taken by the path that reads everything, what it sends must equal, at every call,
     what a ``History`` made afresh before each call from the public state of the one before (its caches left behind)
-    sends for a deep copy of the messages through that path: every message read, every text and note made anew."""
+    sends for a deep copy of the messages through that path: every message read, every text and note made anew.
+    The lists handed out are kept by the caller, changed by it and let go, or let go, at random: a list kept is never
+    changed by a later call (however the messages changed), and a list let go is built on (not copied) by the next."""
     import copy
+    import operator
     import random
     from dataclasses import fields
 
@@ -519,6 +522,17 @@ def test_the_mini_adapters_turn_sends_what_a_history_made_afresh_sends(tmp_path:
         share, cache, ahead = rng.choice([None, 0.5, 0.05]), rng.choice([0.1, 1.0]), rng.choice([1, 4])
         incremental, afresh, agent = made(), made(), AgentMessages()
         source, faults = _Flaky(rt), random.Random(-seed)  # faults drawn apart: the turns are the same without them
+        kept: list[tuple[list, list]] = []  # lists handed out that the caller kept, and their items as handed out
+        built_on = []
+        handed_back = agent._handed_back
+
+        def counted():  # (the list handed back is not kept here: that would keep it from the next call)
+            given = handed_back()
+            built_on.append(given is not None)
+            return given
+
+        agent._handed_back = counted
+        caller = random.Random(seed + 100)  # what the caller does with the lists, drawn apart as well
 
         def call(turn: Callable[[], list]) -> list | str:
             try:
@@ -570,9 +584,25 @@ def test_the_mini_adapters_turn_sends_what_a_history_made_afresh_sends(tmp_path:
             want = call(lambda: history_for(copy.deepcopy(messages), afresh, source, model))
             source.fail = False
             assert got == want, i
+            roll = caller.random()
+            if roll < 0.2 and isinstance(got, list):
+                kept.append((got, list(got)))
+            elif roll < 0.35 and isinstance(got, list) and got:
+                # the caller changes the list it was handed, then lets it go
+                change = caller.randrange(3)
+                if change == 0:
+                    got.pop()
+                elif change == 1:
+                    got.clear()
+                else:
+                    got.insert(0, {"role": "user", "content": "its own"})
+            del got  # let go, unless kept above
+            for handed, items in kept:
+                assert len(handed) == len(items) and all(map(operator.is_, handed, items)), i
             assert (incremental.sent, incremental.rewrites, incremental.notes_sent) == (
                 afresh.sent,
                 afresh.rewrites,
                 afresh.notes_sent,
             ), i
         assert afresh.notes.notes and afresh.rewrites
+        assert len(kept) > 5 and sum(built_on) > 20

@@ -211,6 +211,62 @@ def test_switches_off_gives_the_same_observations_as_plain_mini(tmp_path):
     assert not any(a.applied for a in attempts)
 
 
+class Keeping(DeterministicModel):
+    """A model that keeps every list of messages it is handed (as one passing them to litellm, whose logging may keep
+    them), with its items and their text as handed; or, ``keep=False``, none (mini-swe-agent's models read the list
+    into one of their own and let it go). ``sent``: the text of each, as a model sends it (without its extras)."""
+
+    def __init__(self, keep: bool, **kw):
+        super().__init__(**kw)
+        self.keep, self.kept, self.sent = keep, [], []
+
+    def query(self, messages, **kw):
+        self.sent.append(json.dumps([{k: v for k, v in m.items() if k != "extra"} for m in messages]))  # as sent
+        if self.keep:
+            self.kept.append((messages, list(messages), json.dumps(messages, default=str)))
+        return super().query(messages, **kw)
+
+
+def test_a_list_the_model_kept_is_never_changed_and_one_it_let_go_is_built_on(tmp_path):
+    """The list handed to the model at a call is made from the one handed out at the call before, in place, where
+    nobody kept that one (the model let it go, and LedgerModel lets its ``last_sent`` go first): a call does not copy
+    the whole history again. A list the model kept is never changed by a later call, and the model is sent the same
+    text whether it keeps the lists or not."""
+    script = [  # (the test run's last line only: its time differs from run to run)
+        "nl -ba calc.py | sed -n '1,80p'",
+        "nl -ba calc.py | sed -n '20,100p'",
+        "sed -i '2s/a - b/a + b/' calc.py",
+        "cat calc.py",
+        "python3 -m unittest -q test_calc 2>&1 | tail -1",
+        "cat calc.py",
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff",
+    ]
+    sent = {}
+    for keep in (True, False):
+        repo = make_repo(tmp_path / f"repo{keep}", FILES)
+        inner = Keeping(keep, outputs=text_outputs(script), cost_per_call=0.0)
+        model = LedgerModel(inner_class="deterministic", outputs=[])
+        model.inner = inner
+        built_on = []
+        handed_back = model.agent_messages._handed_back
+
+        def counted():  # (the list handed back is not kept here: that would keep it from the next call)
+            given = handed_back()
+            built_on.append(given is not None)
+            return given
+
+        model.agent_messages._handed_back = counted
+        env = ledger_env(repo, tmp_path / f"run{keep}")
+        assert agent_for(model, env, tmp_path / f"t{keep}").run("Make test_add pass")["exit_status"] == "Submitted"
+        sent[keep] = inner.sent
+        for handed, items, text in inner.kept:
+            assert len(handed) == len(items) and all(a is b for a, b in zip(handed, items))
+            assert json.dumps(handed, default=str) == text
+        assert len(inner.sent) == len(script) and model.views_injected
+        assert sum(built_on) == (0 if keep else len(script) - 1), built_on
+    assert sent[True] == sent[False]
+
+
 def test_litellm_model_with_mock_response(tmp_path):
     litellm = pytest.importorskip("litellm")
     from litellm.integrations.custom_logger import CustomLogger

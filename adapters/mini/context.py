@@ -11,12 +11,16 @@ tool calls and their results).
 
 A long run costs what is new at each call, not its whole history again: ``AgentMessages`` keeps the
 messages as they were read and what was sent for them, and finds at the next call, in C, how many
-of the first are the same.
+of the first are the same. The list handed to the model is a list the caller may keep: it never
+changes once another holds it. Where nobody does (the caller let it go: mini-swe-agent's models
+read it into a list of their own), the next call brings it up to date in place rather than copying
+every message again (``AgentMessages._handed_back``).
 """
 
 from __future__ import annotations
 
 import copy
+import sys
 from typing import Any
 
 from ledger_runtime import History, LedgerRuntime, Message, Sent
@@ -72,6 +76,7 @@ class AgentMessages:
         self._sent: list[Sent] = []  # what History said to send for them at the last call...
         self._out: list[dict] = []  # ...what was sent for it...
         self._ends: list[int] = []  # ...and where each message's part of it ends
+        self._given: list[dict] | None = None  # the list handed out at the last call: ``_out`` as it was then
         self._synced: int | None = None  # the History call that took the last read and made ``_sent``
 
     def turn(self, messages: list[dict], history: History, runtime: LedgerRuntime, model: Any) -> list[dict]:
@@ -126,11 +131,45 @@ class AgentMessages:
 
     def _made(self, messages: list[dict], same: int, model: Any) -> list[dict]:
         """What is sent for ``_sent``: the first ``same`` messages' part as the last call made it, the rest made now."""
-        del self._out[self._ends[same - 1] if same else 0 :], self._ends[same:]
+        given = self._handed_back()
+        cut = self._ends[same - 1] if same else 0
+        self._given = None  # (a raise below leaves no list to build on)
+        del self._out[cut:], self._ends[same:]
         for k in range(same, min(len(messages), len(self._sent))):
             self._out += _sent_as(messages[k], self._sent[k], self._read[k].text, model)
             self._ends.append(len(self._out))
-        return list(self._out)
+        if given is None:
+            given = list(self._out)
+        else:
+            del given[cut:]
+            given += self._out[cut:]
+        self._given = given
+        return given
+
+    def _handed_back(self) -> list[dict] | None:
+        """The list handed out at the last call, where this call may change it into its own: no one but this object
+        holds it (CPython's count of its references, ``_handed``: the caller kept none) and it is still what was
+        handed out (the caller did not change it: its items are the same objects, or equal ones, compared in C).
+        Else None, and this call hands out a new list: a list kept by the caller, or by litellm's logging, never
+        changes after it was handed out."""
+        if self._given is None or _HANDED_ALONE < 0 or _handed(self) > _HANDED_ALONE or self._given != self._out:
+            return None
+        return self._given
+
+
+def _handed(holder: Any) -> int:
+    """How many references there are to ``holder._given``, as counted from here (CPython's count)."""
+    return sys.getrefcount(holder._given)
+
+
+class _Holder:
+    def __init__(self) -> None:
+        self._given: list = []
+
+
+# the count for a list only its holder holds; where the interpreter counts no references (not CPython), -1:
+# a list handed out is then never changed
+_HANDED_ALONE = _handed(_Holder()) if hasattr(sys, "getrefcount") else -1
 
 
 def _same_prefix(a: list, b: list) -> int:

@@ -446,6 +446,9 @@ class LedgerModel:
         rt.prescan()  # the model's turn starts: changes made from now on are made between commands
         sent = messages
         note = ""
+        # the list sent at the last call is let go first: where nobody else kept it, this call's is made from it in
+        # place, not copied (context.py); one kept elsewhere is never changed
+        self.last_sent = []
         try:
             history = self._history(rt)
             made = history.notes_sent
