@@ -201,6 +201,22 @@ def test_inspect_options_that_cannot_go_on_say_why_in_one_line(ledger, capsys, t
     assert error(html=tmp_path / "p.html", trajectory=tmp_path / "t.json") == (
         f"error: --trajectory {tmp_path / 't.json'}: no such file\n"
     )
+    assert error(step=1, html=tmp_path / "p.html") == (
+        "error: --html writes the whole run's page (each step is a section of it): not with --step\n"
+    )
+
+
+def test_a_trajectory_named_for_the_page_that_no_format_reads_is_an_error_not_a_line_on_the_page(ledger, tmp_path):
+    """``inspect RUN --html P --trajectory FILE`` with a FILE that is no agent's record: one line and exit 2, no page
+    (it said so only inside the page's summary, with exit 0)."""
+    from cli_support import ledger_run, one_line_error
+
+    for name, text in (("passwd", "root:x:0:0:root:/root:/bin/bash\n"), ("x.json", '{"x": 1}\n')):
+        (tmp_path / name).write_text(text)
+        r = ledger_run("inspect", str(ledger), "--html", str(tmp_path / "p.html"), "--trajectory", str(tmp_path / name))
+        line = one_line_error(r)
+        assert r.returncode == 2 and f"--trajectory {tmp_path / name}: no installed format reads it (" in line, line
+        assert "not a mini-swe-agent trajectory" in line and not (tmp_path / "p.html").exists()
 
 
 def test_inspect_options_that_can_go_on_are_the_inspection(ledger, capsys):

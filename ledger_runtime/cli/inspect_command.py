@@ -107,6 +107,8 @@ def _check_switches(options: InspectOptions) -> None:
         fail("--raw goes with --step N (its state view, --output or --expand)")
     if options.raw and (options.as_json or options.html is not None):
         fail("--raw is for text on stdout: not with --json or --html")
+    if step is not None and options.html is not None:
+        fail("--html writes the whole run's page (each step is a section of it): not with --step")
 
 
 def _check_trajectory(options: InspectOptions) -> None:
@@ -200,6 +202,13 @@ def _write_page(inspection: Inspection, html: Path) -> None:
     record = inspection.options.trajectory
     if record is None and Path(run).is_file() and Path(run).resolve() != loaded.path.resolve():
         record = Path(run)  # a trajectory named as the run: the record is that file
+    if inspection.options.trajectory is not None:  # named by the user: one it is not is said, not only on the page
+        from ledger_runtime.trajectories import conversation_of
+
+        problems: list[str] = []
+        if conversation_of(loaded.path, record, problems) is None:
+            why = "; ".join(problems).replace(f"{record}: ", "")
+            fail(f"--trajectory {record}: no installed format reads it ({why})")
     kept = _not_a_page(html)
     if kept:
         fail(f"cannot write --html {html}: it is {kept}, not a page: the page replaces only a page; give another path")
