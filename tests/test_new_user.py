@@ -389,7 +389,7 @@ def test_ctrl_c_in_the_demo_says_what_was_kept(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "COLUMNS": "200", "MSWEA_SILENT_STARTUP": "1"},
+        env={**os.environ, "COLUMNS": "80", "MSWEA_SILENT_STARTUP": "1"},
     )
     out = []
     sent = False
@@ -399,8 +399,9 @@ def test_ctrl_c_in_the_demo_says_what_was_kept(tmp_path):
             p.send_signal(signal.SIGINT)  # the demo takes about a second: this lands mid-run
             sent = True
     assert p.wait(timeout=120) == 130, "".join(out)
-    text = " ".join("".join(out).split())
-    assert f"interrupted: the ledger of the steps so far is kept in {tmp_path / 'd' / 'run'}" in text
+    (said,) = [line for line in out if line.startswith("interrupted:")]
+    assert f"interrupted: the ledger of the steps so far is kept in {tmp_path / 'd' / 'run'} " in said, "one line"
+    assert f"(ledger-run inspect {tmp_path / 'd' / 'run'})" in said, "at 80 columns too: the paths are for copying"
     from ledger_runtime.inspection import load
 
     assert load(tmp_path / "d" / "run").state.attempts, "the steps before Ctrl-C are in the ledger"

@@ -229,10 +229,11 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
         info = agent.run(TASK)
     except KeyboardInterrupt:
         env.cleanup()
-        console.print(
+        console.file.flush()
+        print(  # plain, on stderr, as every command's "interrupted": no wrapping, the paths are for copying
             f"\ninterrupted: the ledger of the steps so far is kept in {run_dir} "
             f"(ledger-run inspect {run_dir}), the project in {workspace}",
-            highlight=False,
+            file=sys.stderr,
         )
         sys.exit(130)
     env.cleanup()
