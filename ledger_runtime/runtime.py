@@ -298,7 +298,7 @@ class LedgerRuntime:
                 apply_told(self.told, event)
             elif kind == "context":
                 self.told.reset(full=True)  # the notes went with the history: the whole view next
-        except (KeyError, TypeError, ValueError, IndexError) as e:  # a crafted or damaged event: kept, named
+        except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as e:  # a crafted or damaged event: kept
             self.state.faults.append(
                 {"message": f"unreadable {kind} event {event.get('seq')}: {type(e).__name__}: {e}"}
             )

@@ -65,6 +65,12 @@ def made(tmp_path_factory) -> Path:
     return base / "run"
 
 
+def made_repo(run_dir: Path) -> Path:
+    """The work tree of the module's run (its copies name it)."""
+    run = sqlite3.connect(run_dir / "ledger.sqlite").execute("SELECT body FROM events WHERE kind = 'run'").fetchone()
+    return Path(json.loads(run[0])["workdir"])
+
+
 @pytest.fixture
 def run_dir(made: Path, tmp_path: Path) -> Path:
     """A copy of the run, the test's own to change, its record naming the copy's ledger."""
@@ -365,3 +371,22 @@ def test_an_integer_of_hundreds_of_digits_is_a_damaged_field_not_a_traceback(
         r = cli("inspect", str(run_dir), *args)
         assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
         assert f"damaged: attempt event {seq}: {field} is a number out of range" in r.stderr, r.stderr
+
+
+def test_a_crafted_integer_where_the_notes_and_the_held_outputs_take_one_is_a_fault_on_reopening(run_dir: Path) -> None:
+    """Read as infinity, an integer of 5,000 digits reached ``int()`` in the folds of what the notes told and what
+    the model holds (a ``told`` event's "since", a ``distrust`` event's attempt): OverflowError, which their guard
+    did not name, so reopening the ledger (a resumed run) failed with a traceback. Each is a fault now: it opens."""
+    db = sqlite3.connect(run_dir / "ledger.sqlite")
+    huge = "9" * 5000
+    for kind, body in (
+        ("told", f'{{"since": {huge}, "at": {huge}, "text": "x"}}'),
+        ("distrust", f'{{"attempt": {huge}}}'),
+    ):
+        db.execute("INSERT INTO events (kind, step, at, body) VALUES (?, 9, 0, ?)", (kind, body))
+    db.commit()
+    db.close()
+    with LedgerRuntime(made_repo(run_dir), run_dir, LedgerConfig()) as rt:
+        faults = " ".join(f["message"] for f in rt.state.faults)
+        assert "unreadable told event" in faults and "unreadable distrust event" in faults, faults
+        assert len(rt.state.attempts) == len(COMMANDS)

@@ -84,7 +84,7 @@ class LedgerState:
                 fold(self, body)
             elif kind not in HELD_ONLY:  # what the model holds and was told: held/held.py, prompt/notes.py
                 self.faults.append({"message": f"unknown event kind {kind!r}", **event})
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, ArithmeticError) as e:  # ArithmeticError: int() of a damaged inf
             self.faults.append({"message": f"unreadable {kind} event {event.get('seq')}: {e}"})
 
     # -- one fold per event kind --------------------------------------------------------------------
