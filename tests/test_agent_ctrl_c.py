@@ -6,6 +6,7 @@ terminal test saw it under load)."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import make_repo
 
-from ledger_runtime import ctrl_c_is_the_agents, hook_launcher
+from ledger_runtime import ctrl_c_is_the_agents, hook_launcher, run_agent
 
 NAMES = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI", "opencode": "OpenCode"}
 VERSIONS = {"claude": "2.1.332", "codex": "codex-cli 0.171.0", "gemini": "0.61.0", "opencode": "1.18.33"}
@@ -56,10 +57,19 @@ def test_ctrl_c_after_the_agent_exits_does_not_cut_the_ledgers_finish(agent: str
     assert ("--skip-trust" in p.stderr) == (agent == "gemini")
 
 
-def test_the_agents_ctrl_c_is_given_back_when_the_run_ends() -> None:
-    """In a process that runs an agent as a library call, SIGINT is as it was after the call (ignored
+def test_the_agents_ctrl_c_is_given_back_when_the_run_ends(tmp_path: Path) -> None:
+    """In a process that runs an agent as a library call, SIGINT is as it was before the agent started while it sets
+    up, ignored from the agent's start (``run_agent``) through the finish, and as it was after the call (ignored
     signals are inherited: a test suite's later Ctrl-C tests would find it ignored in what they start)."""
     seen = []
-    held = ctrl_c_is_the_agents(lambda: seen.append(signal.getsignal(signal.SIGINT)) or 7)
+
+    def run() -> int:
+        seen.append(signal.getsignal(signal.SIGINT))  # the set-up
+        code = run_agent(["true"], tmp_path, dict(os.environ))
+        seen.append(signal.getsignal(signal.SIGINT))  # the finish
+        return code
+
     before = signal.getsignal(signal.SIGINT)
-    assert held() == 7 and seen == [signal.SIG_IGN] and signal.getsignal(signal.SIGINT) is before
+    assert before is not signal.SIG_IGN
+    assert ctrl_c_is_the_agents(run)() == 0 and seen == [before, signal.SIG_IGN]
+    assert signal.getsignal(signal.SIGINT) is before

@@ -357,7 +357,6 @@ def run_claude(
                 write_private(path, json.dumps(hook_settings(hook, {}), indent=1) + "\n")
     finally:
         server.close()
-        warn_unheard("Claude Code", server.handled)
         with server.lock:
             try:
                 hooks.finish()
@@ -368,3 +367,4 @@ def run_claude(
             except Exception as e:
                 runtime.report_fault("keeping Claude Code's transcripts", e)
             runtime.close()
+        warn_unheard("Claude Code", server.handled)  # after the finish: a warning that cannot be printed cuts nothing

@@ -439,7 +439,6 @@ def run_codex(
         return run_agent(cmd, workdir, child_env)
     finally:
         server.close()
-        warn_unheard("Codex", server.handled)
         with server.lock:
             try:
                 hooks.finish()
@@ -453,3 +452,4 @@ def run_codex(
                 runtime.report_fault("making the Codex home private", e)
             runtime.close()
             unlink_credentials(home)
+        warn_unheard("Codex", server.handled)  # after the finish: a warning that cannot be printed cuts nothing

@@ -185,7 +185,6 @@ def run_gemini(
             home.strip(gemini_dir, ours)
         finally:
             server.close()
-            warn_unheard("Gemini CLI", server.handled, UNTRUSTED_HINT)
             with server.lock:
                 try:
                     hooks.finish()
@@ -196,3 +195,5 @@ def run_gemini(
                 except Exception as e:
                     runtime.report_fault("keeping Gemini CLI's sessions", e)
                 runtime.close()
+            # after the finish: a warning that cannot be printed cuts nothing
+            warn_unheard("Gemini CLI", server.handled, UNTRUSTED_HINT)

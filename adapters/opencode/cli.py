@@ -158,7 +158,6 @@ def run_opencode(
         return run_agent([binary, *args], workdir, child_env, server.launched)
     finally:
         server.close()
-        warn_unheard("OpenCode", server.handled)
         with server.lock:
             try:
                 hooks.finish()
@@ -169,6 +168,7 @@ def run_opencode(
             except Exception as e:
                 runtime.report_fault("keeping OpenCode's sessions", e)
             runtime.close()
+        warn_unheard("OpenCode", server.handled)  # after the finish: a warning that cannot be printed cuts nothing
 
 
 def keep_sessions(sessions: dict[str, dict[str, Any]], out: Path, redactor: Any) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from typing import Any, Callable, Iterator
 
 from ledger_runtime.cli.dirs import DEFAULT_RUNS, misplaced, unwritable
 from ledger_runtime.cli.errors import fail, stderr
+from ledger_runtime.cli.launch import hold_ctrl_c_to_the_end
 
 
 def find_binary(explicit: str | None, env_var: str, name: str) -> str | None:
@@ -139,9 +139,9 @@ def run_pinned(
     version = binary_version(binary)
     warn_version(name, binary, version, *pinned)
     run_dir = run_dir_for(run_dir, workdir, resuming=resuming)
-    # Ctrl-C is the agent's from here to this command's end, never given back: one that lands after the agent exited
-    # (a user's second, to leave it) cuts neither the ledger's finish nor the summary (``ctrl_c_is_the_agents``)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Ctrl-C is the agent's from its start to this command's end, never given back: one that lands after the agent
+    # exited (a user's second, to leave it) cuts neither the ledger's finish nor the summary (``ctrl_c_is_the_agents``)
+    hold_ctrl_c_to_the_end()
     with starting_run():
         rc = start(run_dir, version)
     _summary_of(run_dir)

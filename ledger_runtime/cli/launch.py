@@ -92,19 +92,31 @@ def hook_script(
     return path
 
 
+_held_to_the_end = False  # ``hold_ctrl_c_to_the_end``: the command ends with the run, SIGINT is not given back
+
+
+def hold_ctrl_c_to_the_end() -> None:
+    """From an agent's start on, Ctrl-C stays ignored to the end of the process (``ledger-run <agent>``: the summary
+    after the finish is not cut either); the set-up before the agent starts can still be interrupted."""
+    global _held_to_the_end
+    _held_to_the_end = True
+
+
 def ctrl_c_is_the_agents(run: Run) -> Run:
-    """For a function that runs an agent and then finishes the ledger: SIGINT is ignored for the whole
-    call and restored after it. Ctrl-C is the agent's own to handle, and one that lands after the agent
-    exited (many a user's second, to leave an interactive agent) must not cut the finish that follows
-    (the calls still pending recorded, the agent's sessions kept, the ledger closed)."""
+    """For a function that runs an agent (``run_agent``, which ignores SIGINT from the agent's start) and then finishes
+    the ledger: SIGINT is given back as it was when the call returns (unless ``hold_ctrl_c_to_the_end``). Ctrl-C is
+    the agent's own to handle, and one that lands after the agent exited (many a user's second, to leave an
+    interactive agent) must not cut the finish that follows (the calls still pending recorded, the agent's sessions
+    kept, the ledger closed). The set-up before the agent starts can be interrupted, as any command."""
 
     @functools.wraps(run)
     def held(*args: Any, **kwargs: Any) -> Any:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        previous = signal.getsignal(signal.SIGINT)
         try:
             return run(*args, **kwargs)
         finally:
-            signal.signal(signal.SIGINT, previous)
+            if not _held_to_the_end and previous is not None:
+                signal.signal(signal.SIGINT, previous)
 
     return held  # type: ignore[return-value]
 
@@ -114,7 +126,8 @@ def run_agent(
 ) -> int:
     """Run an agent's process until it exits; its exit code. SIGTERM and SIGHUP sent to this process
     go to the agent (it stops, and the caller finishes the ledger); SIGINT is ignored here, set before
-    the agent starts, so Ctrl-C is the agent's own to handle. ``on_start``: told the agent's pid."""
+    the agent starts, so Ctrl-C is the agent's own to handle, and left ignored when this returns (the caller is
+    decorated ``ctrl_c_is_the_agents``, which gives it back after the finish). ``on_start``: told the agent's pid."""
     started: list[subprocess.Popen] = []
 
     def forward(signum: int, _frame: Any) -> None:
@@ -124,10 +137,8 @@ def run_agent(
             except OSError:
                 pass
 
-    previous = {
-        s: signal.signal(s, h)
-        for s, h in ((signal.SIGINT, signal.SIG_IGN), (signal.SIGTERM, forward), (signal.SIGHUP, forward))
-    }
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # left so when this returns: the caller's finish follows
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         started.append(subprocess.Popen(cmd, cwd=cwd, env=env))
         if on_start is not None:
