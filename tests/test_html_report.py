@@ -93,8 +93,8 @@ def test_a_run_page_in_a_browser(tmp_path):
     garbage = tmp_path / "garbage.traj.json"
     garbage.write_text('{"messages": [{"role": "assistant", "extra": {"actions": 7}}]')
     r = cli("inspect", str(tmp_path / "run"), "--html", str(page), "--trajectory", str(garbage))
-    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-    assert "not JSON" in page.read_text(), "a record that cannot be read: the page says why, and shows the rest"
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "no installed format reads it" in r.stderr and "not JSON" in r.stderr, "a record named that cannot be read"
     assert "goes with --html" in cli("inspect", str(tmp_path / "run"), "--trajectory", str(garbage)).stderr
     assert '<section id="final"><h2>Final patch</h2>' in built and "+++ b/calc.py" in built
 

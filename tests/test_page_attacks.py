@@ -87,18 +87,31 @@ def test_the_page_is_never_written_over_the_ledger_or_the_agent_s_record(run_dir
     before = ledger.read_bytes(), record.read_bytes()
     mine = tmp_path / "notes.txt"
     mine.write_text("the user's own notes\n")
-    for target in (ledger, record, mine):
+    site = tmp_path / "index.html"  # a web project's page: an HTML page, not one of ledger-run's
+    site.write_text(
+        '<!DOCTYPE html>\n<html lang="en">\n<head><meta charset="utf-8"><title>Shop</title></head></html>\n'
+    )
+    minified = tmp_path / "min.html"
+    minified.write_text('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport"></head>')
+    for target in (ledger, record, mine, site, minified):
         r = cli("inspect", str(run_dir), "--html", str(target))
         assert r.returncode == 2 and r.stderr.startswith("error: cannot write --html "), r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and "not a page" in r.stderr, r.stderr
     assert (ledger.read_bytes(), record.read_bytes()) == before, "the ledger and the record are as they were"
-    assert mine.read_text() == "the user's own notes\n"
+    assert (
+        mine.read_text() == "the user's own notes\n"
+        and "Shop" in site.read_text()
+        and "viewport" in minified.read_text()
+    )
     assert len(load(run_dir).state.attempts) == len(COMMANDS)
     page = tmp_path / "run.html"
     for _ in range(2):  # a page, then a page over it
         r = cli("inspect", str(run_dir), "--html", str(page))
         assert r.returncode == 0, r.stderr
     assert page.read_text().startswith("<!DOCTYPE html>") and page.stat().st_mode & 0o777 == 0o600
+    old = tmp_path / "old.html"  # a page of an earlier ledger-run (no generator named): replaced
+    old.write_text('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Run</title></head></html>\n')
+    assert cli("inspect", str(run_dir), "--html", str(old)).returncode == 0 and "ledger-run" in old.read_text()
     empty = tmp_path / "empty.html"
     empty.touch()  # made by mktemp, say: written
     assert cli("inspect", str(run_dir), "--html", str(empty)).returncode == 0 and empty.stat().st_size > 0

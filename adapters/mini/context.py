@@ -167,9 +167,9 @@ class _Holder:
         self._given: list = []
 
 
-# the count for a list only its holder holds; where the interpreter counts no references (not CPython), -1:
+# the count for a list only its holder holds; where the interpreter is not CPython (whose count is exact), -1:
 # a list handed out is then never changed
-_HANDED_ALONE = _handed(_Holder()) if hasattr(sys, "getrefcount") else -1
+_HANDED_ALONE = _handed(_Holder()) if sys.implementation.name == "cpython" and hasattr(sys, "getrefcount") else -1
 
 
 def _same_prefix(a: list, b: list) -> int:

@@ -302,7 +302,7 @@ def conversation(path: Path) -> Conversation:
         seconds = end - start if start is not None and end is not None and 0 <= end - start < 86400 else None
         inp, cached, out = _usage(m)
         got = []  # the messages after the call, up to the next one: its commands' outputs
-        for r in msgs[i + 1 :]:
+        for r in (msgs[j] for j in range(i + 1, len(msgs))):  # (no copy of the rest at each call: a record is long)
             if _is_model(r):
                 break
             got.append(text_of(r) if isinstance(r, dict) else "")

@@ -67,12 +67,17 @@ def policy(script: str, style: str) -> str:
     )
 
 
+# how a page says ledger-run wrote it: ``inspect --html`` replaces a page of its own, never a user's HTML file
+HEAD = '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+GENERATOR = '<meta name="generator" content="ledger-run">'
+
+
 def page(title: str, body: str, script: str = "", style: str = "") -> str:
     """A whole page: ``STYLE`` and ``style`` (the page's own rules) in its head, ``script`` at its end,
     and a policy (``policy``) that lets the browser run and apply those two alone."""
     css = STYLE + style
     return (
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"{HEAD}{GENERATOR}"
         f'<meta http-equiv="Content-Security-Policy" content="{policy(script, css)}"><title>{e(title)}</title>'
         f"<style>{css}</style></head><body>{body}<script>{script}</script></body></html>\n"
     )

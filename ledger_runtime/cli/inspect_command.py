@@ -211,7 +211,7 @@ def _write_page(inspection: Inspection, html: Path) -> None:
             fail(f"--trajectory {record}: no installed format reads it ({why})")
     kept = _not_a_page(html)
     if kept:
-        fail(f"cannot write --html {html}: it is {kept}, not a page: the page replaces only a page; give another path")
+        fail(f"cannot write --html {html}: it is {kept}, not a page ledger-run wrote (the only file it replaces)")
     try:
         write_private(html, run_page(loaded, record))
     except OSError as e:
@@ -219,7 +219,13 @@ def _write_page(inspection: Inspection, html: Path) -> None:
     stderr.print(f"wrote {visible(str(html))}", highlight=False, markup=False)
 
 
-PAGE_START = b"<!DOCTYPE html>"  # how every page cli/html.py writes begins
+def _ours(head: bytes) -> bool:
+    """Whether a file beginning ``head`` is a page ledger-run wrote: its generator named, or (written before it was)
+    the head every page had, followed by its title."""
+    from ledger_runtime.cli.html import GENERATOR, HEAD
+
+    start = HEAD.encode()
+    return head.startswith(start + GENERATOR.encode()) or head.startswith(start + b"<title>")
 
 
 def _not_a_page(html: Path) -> str | None:
@@ -235,12 +241,12 @@ def _not_a_page(html: Path) -> str | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
             return None
-        head = os.read(fd, len(PAGE_START))
+        head = os.read(fd, 256)
     except OSError:
         return None
     finally:
         os.close(fd)
-    if not head or head == PAGE_START:
+    if not head or _ours(head):
         return None
     return "an SQLite database (a ledger)" if head.startswith(b"SQLite format 3") else "a file that exists"
 
