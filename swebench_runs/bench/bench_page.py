@@ -32,8 +32,8 @@ The machine is shared and noisy: compare the forms within one run of the benchma
 
 Reproduce (from the repository, venv active)::
 
-    python swebench_runs/bench/bench_long_run.py --steps 5000 --keep --no-inspect --out /tmp/lr.json  # "kept DIR"
-    python swebench_runs/bench/bench_page.py --run DIR/run --before main
+    python swebench_runs/bench/bench_long_run.py --steps 5000 --keep --no-inspect --out /tmp/lr.json  # "ledger is RUN"
+    python swebench_runs/bench/bench_page.py --run RUN --before main
     python swebench_runs/bench/bench_page.py --steps 100 --no-words --out /tmp/page_small.json
 
 Without ``--run`` it makes the runs with bench_long_run.py (``--steps``; 5,000 steps take about ten
@@ -96,9 +96,9 @@ def made_run(steps: int) -> Path:
     argv = [sys.executable, str(HERE / "bench_long_run.py"), "--steps", str(steps), "--keep", "--no-inspect"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     r = subprocess.run([*argv, "--out", str(out)], capture_output=True, text=True, check=True, env=env, cwd="/")
-    kept = re.search(r"^kept (.+)$", r.stdout, re.M)
+    kept = re.search(r"^kept .+: the long run's ledger is (.+)$", r.stdout, re.M)  # (bench_long_run's last line)
     assert kept, r.stdout[-2000:]
-    return Path(kept.group(1)) / "run"
+    return Path(kept.group(1))
 
 
 def vocabulary(rng: random.Random, n: int = 2000) -> list[str]:
