@@ -98,6 +98,7 @@ _EXPORTS = {
     "RecordedFormat": "trajectories",
     "ModelTurn": "trajectories",
     "Conversation": "trajectories",
+    "read_record": "trajectories",
     "SeenFiles": "seen",
     "file_diff": "seen",
     "file_text": "seen",
@@ -202,6 +203,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         RecordedStep,
         Trajectory,
         TrajectoryError,
+        read_record,
     )
     from ledger_runtime.workspace.hashing import FileState
     from ledger_runtime.workspace.local import Workspace

@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from ledger_runtime import Conversation, ModelTurn, RecordedFormat, TrajectoryError
-from ledger_runtime.trajectories import read_record
+from ledger_runtime import Conversation, ModelTurn, RecordedFormat, TrajectoryError, read_record
 
 
 @dataclass

@@ -23,8 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from ledger_adapters.gemini.tools import call_key
-from ledger_runtime import Conversation, ModelTurn, RecordedFormat, TrajectoryError, appended_lines, refreshed
-from ledger_runtime.trajectories import read_record
+from ledger_runtime import (
+    Conversation,
+    ModelTurn,
+    RecordedFormat,
+    TrajectoryError,
+    appended_lines,
+    read_record,
+    refreshed,
+)
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,8 @@ from ledger_runtime import (
     Trajectory,
     TrajectoryError,
     Truncation,
+    read_record,
 )
-from ledger_runtime.trajectories import read_record
 
 _FENCE = re.compile(r"```(?:bash|mswea_bash_command|sh)\s*\n(.*?)\n?```", re.S)
 _RC = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")

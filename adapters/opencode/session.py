@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger_adapters.opencode.tools import tool_call
-from ledger_runtime import Conversation, ModelTurn, RecordedFormat, TrajectoryError
-from ledger_runtime.trajectories import read_record
+from ledger_runtime import Conversation, ModelTurn, RecordedFormat, TrajectoryError, read_record
 
 
 def db_path(env: dict[str, str]) -> Path:
