@@ -9,14 +9,13 @@ the screenshots show, not only at the page's source."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from browser import Browser, hex_rgb, launching, pixels
+from cli_support import ledger_run as cli
 from conftest import make_repo
 
 from ledger_runtime.cli.html import STYLE
@@ -49,16 +48,6 @@ def dom(page: Path) -> str:
     )
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ledger_runtime", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "200"},
-    )
 
 
 @pytest.mark.browser

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from browser import Browser
+from cli_support import ledger_run as cli
 from conftest import make_repo
 
 from ledger_runtime.cli.html import unpacked
@@ -31,16 +32,6 @@ FILES = {
     + "".join(f"\n\ndef f{i}(x):\n    return x + {i}\n" for i in range(9))
 }
 COMMANDS = ["cat calc.py", "sed -n '1,4p' calc.py", "sed -i 's/a - b/a + b/' calc.py", "cat calc.py", "echo done"]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ledger_runtime", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "200"},
-    )
 
 
 @pytest.fixture(scope="module")

@@ -324,16 +324,8 @@ def test_a_file_back_in_the_snapshot_has_its_content_kept_though_its_hash_is_cac
     ignore.write_text("*.log\n")
     os.utime(ignore, (time.time() - 3600, time.time() - 3600))  # old: the cache vouches for it at once
     exclude = Path(repo) / ".git" / "info" / "exclude"
-    scanner = WorkspaceScanner(str(repo), watch_events=watch)
-    try:
-        scanner.scan(keep_limit=1 << 20)
-        exclude.write_text("sub/\n")
-        assert str(ignore) not in scanner.scan(keep_limit=1 << 20).files
-        exclude.write_text("")
-        assert str(ignore) in scanner.scan(keep_limit=1 << 20).files
-        assert scanner.cache.kept == {str(ignore): b"*.log\n"}
-    finally:
-        scanner.close()
+    leave, back = lambda: exclude.write_text("sub/\n"), lambda: exclude.write_text("")  # noqa: E731
+    leave_and_come_back(repo, watch, ignore, leave, back, b"*.log\n")
 
 
 @pytest.mark.parametrize("watch", [True, False], ids=["inotify", "walk"])
@@ -346,14 +338,21 @@ def test_a_file_added_back_to_the_index_has_its_content_kept_though_its_hash_is_
     git(repo, "add", "-f", "forced.log")
     git(repo, "commit", "-q", "-m", "a log git tracks although it ignores *.log")
     os.utime(log, (time.time() - 3600, time.time() - 3600))
+    leave = lambda: git(repo, "rm", "-q", "--cached", "forced.log")  # noqa: E731
+    leave_and_come_back(repo, watch, log, leave, lambda: git(repo, "add", "-f", "forced.log"), b"kept\n")
+
+
+def leave_and_come_back(repo, watch: bool, path: Path, leave, back, content: bytes) -> None:
+    """``path`` is in a scan's snapshot, out of the next one's after ``leave()``, and back in the one after ``back()``,
+    unchanged on disk: that scan keeps its ``content``, though the hash cache vouched for it."""
     scanner = WorkspaceScanner(str(repo), watch_events=watch)
     try:
-        assert str(log) in scanner.scan(keep_limit=1 << 20).files
-        git(repo, "rm", "-q", "--cached", "forced.log")
-        assert str(log) not in scanner.scan(keep_limit=1 << 20).files
-        git(repo, "add", "-f", "forced.log")
-        assert str(log) in scanner.scan(keep_limit=1 << 20).files
-        assert scanner.cache.kept == {str(log): b"kept\n"}
+        assert str(path) in scanner.scan(keep_limit=1 << 20).files
+        leave()
+        assert str(path) not in scanner.scan(keep_limit=1 << 20).files
+        back()
+        assert str(path) in scanner.scan(keep_limit=1 << 20).files
+        assert scanner.cache.kept == {str(path): content}
     finally:
         scanner.close()
 
