@@ -390,3 +390,60 @@ def test_spans_are_those_of_every_pattern_run_over_the_whole_text(text: str, use
     r = Redactor.for_run({"API_TOKEN": "hunter2hunter2"}, [r"id=(\d{4,})"] if user else [])
     text += "id=12345 hunter2hunter2" if user else ""
     assert r.spans(text) == _spans_every_pattern_run(r, text)
+
+
+def _masked_afresh(r: Redactor, obj: object) -> object:
+    """The oracle of ``mask_obj``: every string masked by its spans, worked out anew (no text known before)."""
+    if isinstance(obj, str):
+        spans = r.spans(obj)
+        return "".join("*" if any(a <= i < b for a, b in spans) and c not in "\r\n" else c for i, c in enumerate(obj))
+    if isinstance(obj, dict):
+        from ledger_runtime.ledger.redact import STRUCTURAL
+
+        return {k: v if k in STRUCTURAL else _masked_afresh(r, v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_masked_afresh(r, v) for v in obj]
+    return obj
+
+
+class _Text(str):
+    """A string of a subclass: masked as its base."""
+
+
+_TEXTS = st.lists(st.sampled_from(_SHAPE_PARTS), max_size=12).map("".join)
+_EVENT_KEYS = ["command", "path", "reason", "kind", "pieces", "cwd", "x"]  # "path", "cwd": never masked
+_VALUES = st.recursive(
+    st.one_of(_TEXTS, _TEXTS.map(_Text), st.integers(), st.booleans(), st.none(), st.floats(allow_nan=False)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(
+            st.sampled_from(["command", "path", "reason", "kind", "pieces", "cwd", "x"]), inner, max_size=4
+        ),
+    ),
+    max_leaves=20,
+)
+
+
+@given(st.lists(_VALUES, min_size=1, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_an_event_masks_alike_however_often_its_texts_were_masked_before(events: list) -> None:
+    """Short texts masked before are looked up, not masked again (an event's fields repeat from step to step):
+    each event, masked twice over by one redactor among the others, is masked as afresh; a text with nothing to
+    mask comes back as the very object given, as each caller asks (``stored is output``), even where an equal
+    text was looked up before; the table, full, starts over and still masks right."""
+    from ledger_runtime.ledger import redact
+
+    r = Redactor.for_run({"API_TOKEN": "hunter2hunter2"}, [r"id=(\d{4,})"])
+    for _ in range(2):
+        for event in events:
+            assert r.mask_obj(event) == _masked_afresh(r, event)
+    for text in ("RUN", "sk-" + "a1" * 12, "x" * redact.KNOWN_CHARS, "y" * (redact.KNOWN_CHARS + 1)):
+        copy = "".join(list(text))
+        assert copy is not text
+        assert r.mask(text) == r.mask(copy) == _masked_afresh(r, text)
+        if r.mask(text) == text:
+            assert r.mask(copy) is copy
+    for i in range(redact.KNOWN_TEXTS + 10):  # past the table's size
+        assert r.mask(f"line {i} sk-{'b2' * 12}") == f"line {i} " + "*" * 27
+    assert len(r._known) <= redact.KNOWN_TEXTS

@@ -164,6 +164,10 @@ def file_secrets(path: str | os.PathLike, *, all_values: bool = False) -> list[s
 
 
 _BUILTIN_SET = frozenset(_BUILTIN)
+_PLAIN = frozenset({int, float, bool, type(None)})  # JSON's values with no text in them
+KNOWN_CHARS = 256  # a text up to this long is looked up among those masked before
+KNOWN_TEXTS = 4096  # how many are kept: all are dropped when the table is full
+_UNCHANGED: Any = object()  # what a known text with nothing to mask is known as
 
 
 def _groups(m: re.Match[str]) -> list[tuple[int, int]]:
@@ -188,6 +192,9 @@ class Redactor:
         self.patterns = tuple(patterns)
         self.names = names  # values given a secret's name (named_spans)
         self._plan = tuple(map(_plan, self.patterns))  # each pattern's part, worked out once
+        # short texts masked before, as masked: an event's fields repeat from step to step (a verdict, an
+        # answer's kind, a command), and a text masks alike each time (the settings above never change)
+        self._known: dict[str, Any] = {}
 
     @classmethod
     def off(cls) -> Redactor:
@@ -251,6 +258,17 @@ class Redactor:
         """``text`` with every secret's characters as ``*``."""
         if not self.active or not text:
             return text
+        if len(text) > KNOWN_CHARS:
+            return self._masked(text)
+        known = self._known.get(text)
+        if known is None:
+            if len(self._known) >= KNOWN_TEXTS:
+                self._known.clear()
+            masked = self._masked(text)
+            known = self._known[text] = _UNCHANGED if masked is text else masked
+        return text if known is _UNCHANGED else known  # the text itself when nothing is masked: callers ask ``is``
+
+    def _masked(self, text: str) -> str:
         spans = self.spans(text)
         if not spans:
             return text
@@ -273,14 +291,24 @@ class Redactor:
 
     def mask_obj(self, obj: Any) -> Any:
         """Every string in a JSON-like value masked but dict keys and STRUCTURAL values, which a restart matches."""
-        if not self.active:
+        return self._mask_value(obj) if self.active else obj
+
+    def _mask_value(self, obj: Any) -> Any:
+        kind = type(obj)
+        if kind in _PLAIN:  # most of an event's fields: nothing to mask, nothing to walk
             return obj
-        if isinstance(obj, str):
+        if kind is str:
+            return self.mask(obj)
+        if kind is dict:
+            return {k: v if k in STRUCTURAL or type(v) in _PLAIN else self._mask_value(v) for k, v in obj.items()}
+        if kind is list or kind is tuple:
+            return [v if type(v) in _PLAIN else self._mask_value(v) for v in obj]
+        if isinstance(obj, str):  # a subclass: as its base
             return self.mask(obj)
         if isinstance(obj, dict):
-            return {k: v if k in STRUCTURAL else self.mask_obj(v) for k, v in obj.items()}
+            return {k: v if k in STRUCTURAL else self._mask_value(v) for k, v in obj.items()}
         if isinstance(obj, (list, tuple)):
-            return [self.mask_obj(v) for v in obj]
+            return [self._mask_value(v) for v in obj]
         return obj
 
 
