@@ -45,6 +45,7 @@ from ledger_runtime.inform import StateView, render
 from ledger_runtime.ledger.clean_outputs import CleanOutputs
 from ledger_runtime.ledger.faults import FaultLog
 from ledger_runtime.ledger.modifications import Modifications
+from ledger_runtime.ledger.needles import prepare as prepare_search
 from ledger_runtime.ledger.observe import FactRun, FileText, Truncation, observations
 from ledger_runtime.ledger.private import lock_file, private_dir, write_private
 from ledger_runtime.ledger.redact import Redactor
@@ -129,6 +130,8 @@ class LedgerRuntime:
             if self.config.redaction.enabled
             else Redactor.off()
         )
+        if self.redactor.active:
+            prepare_search()  # masking's search in C, built once into the user's cache where it can be (needles.py)
         self._clean = CleanOutputs()  # long outputs stored as printed: the next like them is masked in what differs
         self.fault_log = FaultLog(self.run_dir, self.redactor)  # none ever stops the agent
         self.dedupe = self.config.dedupe

@@ -28,6 +28,7 @@ import pytest
 
 from ledger_runtime import fast_launcher
 from ledger_runtime.hooks import compiled, fasthook_script
+from ledger_runtime.ledger import native
 
 PYTHON = [sys.executable, "-S", "-E", str(fasthook_script())]
 HOLD = "hold"  # a server that reads the call and answers nothing until the client has gone
@@ -370,7 +371,7 @@ def test_the_build_key_is_the_digest_of_what_it_is_made_of() -> None:
 
 def _env(tmp: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("CC", compiled.MODE_ENV)}
-    return {**env, compiled.CACHE_ENV: str(tmp / "cache"), **extra}
+    return {**env, native.CACHE_ENV: str(tmp / "cache"), **extra}
 
 
 def _compiler_script(tmp: Path, body: str) -> str:
@@ -433,7 +434,7 @@ def test_a_failed_build_falls_back_and_is_not_tried_again_at_once(binary, tmp_pa
     # within the hour: not tried again, even with a compiler that works
     got = compiled.compiled_hook(_env(tmp_path))
     assert got.path is None and "tried again an hour after" in got.why
-    old = time.time() - 2 * compiled.RETRY_FAILED_AFTER_S
+    old = time.time() - 2 * native.RETRY_FAILED_AFTER_S
     os.utime(marker, (old, old))
     assert compiled.compiled_hook(_env(tmp_path)).why == "built"
     # a build that does not run here (it prints something else): not kept
@@ -449,20 +450,20 @@ def test_a_cache_others_could_change_is_not_used(binary, tmp_path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
-    got = compiled.compiled_hook({**_env(tmp_path), compiled.CACHE_ENV: str(shared / "cache")})
+    got = compiled.compiled_hook({**_env(tmp_path), native.CACHE_ENV: str(shared / "cache")})
     assert got.path is None and f"{shared}: others may write it" in got.why
     os.symlink(shared / "cache", tmp_path / "link")
-    got = compiled.compiled_hook({**_env(tmp_path), compiled.CACHE_ENV: str(tmp_path / "link")})
+    got = compiled.compiled_hook({**_env(tmp_path), native.CACHE_ENV: str(tmp_path / "link")})
     assert got.path is None and "others may write it" in got.why
     shared.chmod(0o700)
     (shared / "cache").chmod(0o755)
-    assert compiled.compiled_hook({**_env(tmp_path), compiled.CACHE_ENV: str(shared / "cache")}).why == "built"
+    assert compiled.compiled_hook({**_env(tmp_path), native.CACHE_ENV: str(shared / "cache")}).why == "built"
     assert stat.S_IMODE((shared / "cache").stat().st_mode) == 0o700
     if os.geteuid() == 0:  # another user's cache directory
         theirs = tmp_path / "theirs"
         theirs.mkdir(mode=0o700)
         os.chown(theirs, 12345, 12345)
-        got = compiled.compiled_hook({**_env(tmp_path), compiled.CACHE_ENV: str(theirs)})
+        got = compiled.compiled_hook({**_env(tmp_path), native.CACHE_ENV: str(theirs)})
         assert got.path is None and "belongs to uid 12345" in got.why
 
 

@@ -21,27 +21,30 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-import shlex
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
+
+from ledger_runtime.ledger.native import (
+    cache_dir,
+    failed_recently,
+    find_compiler,
+    note_failure,
+    private_cache,
+)
 
 SOURCE = Path(__file__).with_name("ledger_hook.c")
 # linked statically where the C library allows it (a start without the dynamic loader: 0.3 ms less, twice a
 # shell call), else as usual (macOS, a C library without its static archive)
 BUILDS = (("-O2", "-static"), ("-O2",))
-COMPILERS = ("cc", "gcc", "clang")
 BUILD_TIMEOUT_S = 120.0
 CHECK_TIMEOUT_S = 10.0
-RETRY_FAILED_AFTER_S = 3600.0
 MODE_ENV = "LEDGER_HOOK_CLIENT"
-CACHE_ENV = "LEDGER_HOOK_CACHE"
 
 
 @dataclass(frozen=True)
@@ -58,74 +61,6 @@ def build_key(source: bytes, flags: tuple[str, ...], machine: str) -> str:
     for part in (b"ledger-hook 1", machine.encode(), "\0".join(flags).encode(), source):
         h.update(len(part).to_bytes(8, "big") + part)
     return h.hexdigest()[:24]
-
-
-def cache_dir(environ: Mapping[str, str]) -> Path:
-    """Where builds are kept: ``$LEDGER_HOOK_CACHE``, else ``$XDG_CACHE_HOME/ledger-runtime``, else
-    ``~/.cache/ledger-runtime`` (a relative path in either variable is ignored, as XDG says)."""
-    given = environ.get(CACHE_ENV, "")
-    if os.path.isabs(given):
-        return Path(given)
-    xdg = environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if os.path.isabs(xdg) else Path(environ.get("HOME") or os.path.expanduser("~")) / ".cache"
-    return base / "ledger-runtime"
-
-
-def unsafe(st: os.stat_result, uid: int, *, own: bool) -> str | None:
-    """Why a directory with this status could be changed by someone else (None: it cannot). ``own``: the
-    cache directory itself (this user's, nobody else's to enter); else one above it (this user's or root's,
-    written by no other unless sticky)."""
-    if not stat.S_ISDIR(st.st_mode):
-        return "not a directory"
-    if own:
-        if st.st_uid != uid:
-            return f"it belongs to uid {st.st_uid}"
-        return "others may enter it" if st.st_mode & 0o077 else None
-    if st.st_uid not in (uid, 0):
-        return f"it belongs to uid {st.st_uid}"
-    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-        return "others may write it"
-    return None
-
-
-def private_cache(path: Path) -> tuple[Path | None, str]:
-    """The cache directory made (0700) and checked, as a path without links; (None, why) when it is not
-    this user's alone, nor anything above it safe from other users."""
-    uid = os.geteuid()
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        real = Path(os.path.realpath(path))
-        st = os.lstat(real)
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and st.st_mode & 0o077:
-            os.chmod(real, 0o700)
-            st = os.lstat(real)
-        why = unsafe(st, uid, own=True)
-        if why:
-            return None, f"the cache {real}: {why}"
-        for above in real.parents:
-            why = unsafe(os.lstat(above), uid, own=False)
-            if why:
-                return None, f"the cache {real}: {above}: {why}"
-    except OSError as e:
-        return None, f"no cache directory at {path}: {e.strerror or e}"
-    return real, ""
-
-
-def find_compiler(environ: Mapping[str, str]) -> list[str] | None:
-    """The C compiler's command: ``$CC`` (split as a shell would), else the first of COMPILERS on PATH."""
-    given = environ.get("CC", "").strip()
-    if given:
-        try:
-            argv = shlex.split(given)
-        except ValueError:
-            return None
-        found = shutil.which(argv[0], path=environ.get("PATH")) if argv else None
-        return [found, *argv[1:]] if found else None
-    for name in COMPILERS:
-        found = shutil.which(name, path=environ.get("PATH"))
-        if found:
-            return [found]
-    return None
 
 
 def answers_as(path: Path, key: str) -> bool:
@@ -168,24 +103,6 @@ def build(directory: Path, key: str, source: bytes, compiler: list[str], flags: 
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _failed_recently(marker: Path) -> str | None:
-    try:
-        if time.time() - os.lstat(marker).st_mtime < RETRY_FAILED_AFTER_S:
-            return marker.read_text(errors="replace").strip()[:400] or "a build failed"
-    except OSError:
-        pass
-    return None
-
-
-def _note_failure(marker: Path, why: str) -> None:
-    from ledger_runtime.ledger.private import write_private
-
-    try:
-        write_private(marker, why + "\n")
-    except OSError:
-        pass
-
-
 def compiled_hook(environ: Mapping[str, str] | None = None) -> Build:
     """The compiled hook client for this source, built now when it is not in the cache yet; a Build
     without a path (and why) where it cannot be had."""
@@ -206,7 +123,7 @@ def compiled_hook(environ: Mapping[str, str] | None = None) -> Build:
         if os.path.lexists(binary) and answers_as(binary, key):
             return Build(str(binary), "cached")
     marker = directory / f"ledger-hook-{keys[-1][1]}.failed"
-    failed = _failed_recently(marker)
+    failed = failed_recently(marker)
     if failed:
         return Build(None, f"{failed} (tried again an hour after; remove {marker} to try now)")
     compiler = find_compiler(environ)
@@ -216,7 +133,7 @@ def compiled_hook(environ: Mapping[str, str] | None = None) -> Build:
         why = build(directory, key, source, compiler, flags)
         if why is None:
             return Build(str(directory / f"ledger-hook-{key}"), "built")
-    _note_failure(marker, why)  # the plainest build's reason
+    note_failure(marker, why)  # the plainest build's reason
     return Build(None, why)
 
 

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ledger_runtime.ledger.needles import Needles
 from ledger_runtime.ledger.secret_names import MIN_SECRET_CHARS, named_spans
 from ledger_runtime.section import BOOLEAN, STRINGS, Section, setting
 
@@ -119,6 +120,8 @@ _BUILTIN = compile_patterns(BUILTIN_PATTERNS)
 _OPENING = re.compile(r"[A-Za-z0-9_:-]*?(?=[A-Za-z0-9_:-][?*{]|[^A-Za-z0-9_:-]|$)")
 _BUILTIN_LITERAL = {rx: m.group() for rx in _BUILTIN if (m := _OPENING.match(rx.pattern)) is not None}
 _WORD_START = frozenset(_BUILTIN[: len(TOKEN_SHAPES)])
+# the openings looked for in one pass (needles.py); one of a single character (``:``) is looked for alone
+_OPENINGS = Needles(tuple(dict.fromkeys(lit for lit in _BUILTIN_LITERAL.values() if len(lit) > 1)))
 _IN_WORD = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
@@ -227,9 +230,10 @@ class Redactor:
                 i = text.find(v, i + 1)  # overlapping occurrences too
         if self.names:
             found += named_spans(text)
+        held = _OPENINGS.present(text) if self._plan else None  # the openings it holds (compiled search)
         for rx, literal, word_start in self._plan:
             if literal is not None:
-                if literal not in text:
+                if literal not in (text if held is None or len(literal) < 2 else held):
                     continue
                 for m in rx.finditer(text):
                     if word_start and m.start() and text[m.start() - 1] in _IN_WORD:

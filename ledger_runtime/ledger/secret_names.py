@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import re
 
+from ledger_runtime.ledger.needles import Needles
+
 MIN_SECRET_CHARS = 8  # shorter values ("1", "true", a port) would mask half of every output
 
 NAME_WORDS = re.compile(r"pass|pwd|secret|token|key|auth|credential|dsn", re.IGNORECASE)
@@ -19,6 +21,7 @@ NAME_WORDS = re.compile(r"pass|pwd|secret|token|key|auth|credential|dsn", re.IGN
 # case, which stops at every p, s, t, k, a, c and d (none of them begins another, so the leftmost wins: see
 # ``leftmost_words``)
 _LOWER_WORDS = tuple(NAME_WORDS.pattern.split("|"))
+_WORD_NEEDLES = Needles(_LOWER_WORDS)
 _FOLDS_APART = ("\u0130", "\u0131", "\u017f")  # İ, ı, ſ: IGNORECASE matches them to i and s, lower() does not
 NAME_REACH = 60  # characters of a name either side of its secret word
 _NAME_BEFORE = re.compile(r"[\w.-]*\Z")
@@ -130,7 +133,8 @@ def _name_words(text: str) -> list[tuple[int, int]]:
     case, which has the same offsets, where that matches as IGNORECASE does."""
     folded = text.lower()
     if len(folded) == len(text) and (text.isascii() or not any(c in text for c in _FOLDS_APART)):
-        return leftmost_words(folded, _LOWER_WORDS)
+        held = _WORD_NEEDLES.present(folded)  # (the words it holds, where the compiled search serves)
+        return leftmost_words(folded, _LOWER_WORDS if held is None else held)
     return [m.span() for m in NAME_WORDS.finditer(text)]
 
 
