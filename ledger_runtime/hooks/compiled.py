@@ -21,15 +21,14 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from ledger_runtime.ledger import native
 from ledger_runtime.ledger.native import (
     cache_dir,
     failed_recently,
@@ -42,7 +41,6 @@ SOURCE = Path(__file__).with_name("ledger_hook.c")
 # linked statically where the C library allows it (a start without the dynamic loader: 0.3 ms less, twice a
 # shell call), else as usual (macOS, a C library without its static archive)
 BUILDS = (("-O2", "-static"), ("-O2",))
-BUILD_TIMEOUT_S = 120.0
 CHECK_TIMEOUT_S = 10.0
 MODE_ENV = "LEDGER_HOOK_CLIENT"
 
@@ -80,27 +78,14 @@ def answers_as(path: Path, key: str) -> bool:
 def build(directory: Path, key: str, source: bytes, compiler: list[str], flags: tuple[str, ...]) -> str | None:
     """Compile ``source`` with ``flags`` into ``directory/ledger-hook-KEY`` (made in a private directory of its
     own, renamed into place once it answers as ``key``); why not, or None once it is there."""
-    work = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
-    try:
-        (work / "ledger_hook.c").write_bytes(source)
-        out = work / "ledger-hook"
-        argv = [*compiler, *flags, f'-DLEDGER_HOOK_KEY="{key}"', "-o", str(out), str(work / "ledger_hook.c")]
-        try:
-            p = subprocess.run(argv, capture_output=True, timeout=BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL, cwd=work)
-        except (OSError, subprocess.SubprocessError) as e:
-            return f"{compiler[0]} did not run: {e}"
-        if p.returncode != 0:
-            said = [ln for ln in p.stderr.decode(errors="replace").splitlines() if ln.strip()]
-            return f"{compiler[0]} failed (exit {p.returncode}): {said[-1][:300] if said else 'no message'}"
-        os.chmod(out, 0o700)
-        if not answers_as(out, key):
-            return "the build does not run here"
-        os.replace(out, directory / f"ledger-hook-{key}")
-        return None
-    except OSError as e:
-        return f"the build could not be kept: {e}"
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    argv = [*compiler, *flags, f'-DLEDGER_HOOK_KEY="{key}"']
+    return native.build(
+        directory,
+        f"ledger-hook-{key}",
+        ("ledger_hook.c", source),
+        argv,
+        lambda out: None if answers_as(out, key) else "the build does not run here",
+    )
 
 
 def compiled_hook(environ: Mapping[str, str] | None = None) -> Build:

@@ -15,15 +15,18 @@ import os
 import shlex
 import shutil
 import stat
+import subprocess
+import tempfile
 import time
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ledger_runtime.ledger.private import write_private
 
 COMPILERS = ("cc", "gcc", "clang")
 RETRY_FAILED_AFTER_S = 3600.0
 CACHE_ENV = "LEDGER_HOOK_CACHE"
+BUILD_TIMEOUT_S = 120.0
 
 
 def cache_dir(environ: Mapping[str, str]) -> Path:
@@ -108,3 +111,33 @@ def note_failure(marker: Path, why: str) -> None:
         write_private(marker, why + "\n")
     except OSError:
         pass
+
+
+def build(
+    directory: Path, name: str, source: tuple[str, bytes], compile_argv: list[str], works: Callable[[Path], str | None]
+) -> str | None:
+    """Compile ``source`` (its file name and text) with ``compile_argv`` (the compiler and its flags) into
+    ``directory/name``: made in a private directory of its own, renamed into place once ``works`` finds nothing
+    wrong with it (it says what is); why not, or None once it is there."""
+    work = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
+    try:
+        (work / source[0]).write_bytes(source[1])
+        out = work / name
+        argv = [*compile_argv, "-o", str(out), str(work / source[0])]
+        try:
+            p = subprocess.run(argv, capture_output=True, timeout=BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL, cwd=work)
+        except (OSError, subprocess.SubprocessError) as e:
+            return f"{compile_argv[0]} did not run: {e}"
+        if p.returncode != 0:
+            said = [ln for ln in p.stderr.decode(errors="replace").splitlines() if ln.strip()]
+            return f"{compile_argv[0]} failed (exit {p.returncode}): {said[-1][:300] if said else 'no message'}"
+        os.chmod(out, 0o700)
+        wrong = works(out)
+        if wrong:
+            return wrong
+        os.replace(out, directory / name)
+        return None
+    except OSError as e:
+        return f"the build could not be kept: {e}"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -12,14 +12,12 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-import shutil
 import stat
-import subprocess
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ledger_runtime.ledger import native
 from ledger_runtime.ledger.native import cache_dir, failed_recently, find_compiler, note_failure, private_cache
 
 SOURCE = Path(__file__).with_name("needles.c")
@@ -27,7 +25,6 @@ FLAGS = ("-O2", "-shared", "-fPIC")
 MODE_ENV = "LEDGER_NATIVE"  # "python": Python's search serves
 NATIVE_MIN_CHARS = 512
 MAX_NEEDLES = 250  # needles.c's
-BUILD_TIMEOUT_S = 120.0
 
 
 def library_key(source: bytes, machine: str) -> str:
@@ -75,32 +72,6 @@ def _load(path: Path, key: str) -> _Library | None:
         return None
 
 
-def _build(directory: Path, key: str, source: bytes, compiler: list[str]) -> str | None:
-    """Compile ``source`` into ``directory/ledger-needles-KEY.so`` (made in a private directory of its own, renamed
-    into place once it loads as ``key``); why not, or None once it is there."""
-    work = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
-    try:
-        (work / "needles.c").write_bytes(source)
-        out = work / "needles.so"
-        argv = [*compiler, *FLAGS, f'-DLEDGER_NEEDLES_KEY="{key}"', "-o", str(out), str(work / "needles.c")]
-        try:
-            p = subprocess.run(argv, capture_output=True, timeout=BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL, cwd=work)
-        except (OSError, subprocess.SubprocessError) as e:
-            return f"{compiler[0]} did not run: {e}"
-        if p.returncode != 0:
-            said = [ln for ln in p.stderr.decode(errors="replace").splitlines() if ln.strip()]
-            return f"{compiler[0]} failed (exit {p.returncode}): {said[-1][:300] if said else 'no message'}"
-        os.chmod(out, 0o700)
-        if _load(out, key) is None:
-            return "the build does not load here"
-        os.replace(out, directory / f"ledger-needles-{key}.so")
-        return None
-    except OSError as e:
-        return f"the build could not be kept: {e}"
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
 def find_library(environ: Mapping[str, str], *, build: bool) -> tuple[_Library | None, str]:
     """needles.c loaded from the private cache, built first where ``build`` says and it is not there yet; else
     None and why."""
@@ -127,7 +98,12 @@ def find_library(environ: Mapping[str, str], *, build: bool) -> tuple[_Library |
     compiler = find_compiler(environ)
     if compiler is None:
         return None, "no C compiler: $CC, cc, gcc or clang"
-    why = _build(directory, key, source, compiler) or ""
+    argv = [*compiler, *FLAGS, f'-DLEDGER_NEEDLES_KEY="{key}"']
+
+    def loads(out: Path) -> str | None:
+        return None if _load(out, key) is not None else "the build does not load here"
+
+    why = native.build(directory, path.name, ("needles.c", source), argv, loads) or ""
     lib = _load(path, key) if not why else None
     if lib is None:
         note_failure(marker, why or "the build does not load here")
