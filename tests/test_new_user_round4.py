@@ -4,7 +4,8 @@ subprocess with no terminal."""
 from __future__ import annotations
 
 import pytest
-from cli_support import ledger_run
+from cli_support import ledger_run, one_line_error
+from conftest import make_repo
 
 
 @pytest.mark.parametrize(
@@ -22,3 +23,43 @@ def test_usage_names_arguments_in_capitals_and_types_once_per_value(command, usa
     assert r.returncode == 0, r.stderr
     assert usage in r.stdout, r.stdout[:400]
     assert "{" not in r.stdout.splitlines()[1] and "<list[" not in r.stdout, r.stdout
+
+
+# -- ledger-run mini's bad input: one short line, nothing of mini-swe-agent's or litellm's around it ---------
+
+
+def _mini_error(tmp_path, *args: str, key: str = "x") -> tuple[str, str]:
+    """``ledger-run mini ARGS`` in a fresh repository, no terminal: its one error line, and all it printed."""
+    repo = make_repo(tmp_path / "r", {"a.py": "x = 1\n"})
+    r = ledger_run("mini", "-t", "x", "-w", str(repo), "-o", str(tmp_path / "run"), *args, env={"OPENAI_API_KEY": key})
+    return one_line_error(r), r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (("-y", "-m", "openai/gpt-5-mini", "--environment-class", "bogus"), "not one of mini-swe-agent's (docker,"),
+        (("-y", "-m", "openai/gpt-5-mini", "--model-class", "bogus"), "not one of mini-swe-agent's (litellm,"),
+        (("-y", "-m", "openai/gpt-5-mini", "-c", "agent.step_limit"), "a setting is KEY=VALUE"),
+        (("-y", "-m", "openai/gpt-5-mini", "-c", "no-such.yaml"), "no such config file"),
+        (("-y", "-m", "openai/gpt-5-mini", "-c", "agent.step_limit=3"), "-c mini.yaml -c agent.step_limit=3"),
+        (("-y", "-m", "scripted"), "litellm knows no provider for this name"),
+        (
+            (
+                "-m",
+                "openai/gpt-5-mini",
+            ),
+            "pass -y (--yolo)",
+        ),
+    ],
+)
+def test_mini_s_bad_input_is_one_short_line_and_nothing_else(tmp_path, args, says):
+    """Each was mini-swe-agent's own error (every class or path it tried, on one 600-character line),
+    prompt_toolkit's "Warning: Input is not a terminal", litellm's red "Provider List" banner and the
+    whole system prompt before a failure at the first call, or a run ended by "EOFError" at the first
+    confirmation nobody could give."""
+    error, printed = _mini_error(tmp_path, *args)
+    assert says in error, error
+    assert len(error) < 260 and "PosixPath" not in error and "{" not in error, error
+    assert printed.strip() == error, printed
+    assert not (tmp_path / "run").exists()

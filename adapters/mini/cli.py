@@ -71,6 +71,21 @@ def quiet_startup() -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
+def _quiet_prompts() -> None:
+    """With no terminal on stdin, mini-swe-agent's prompts (prompt_toolkit's, made when its interactive
+    agent is imported) print "Warning: Input is not a terminal (fd=0)." before anything runs: a run
+    from a script is told so once, here, by not asking (``-t`` is the task, the agent does not confirm
+    its exit), so the warning is left out."""
+    try:
+        if sys.stdin is None or sys.stdin.isatty():
+            return
+        fd = sys.stdin.fileno()
+        from prompt_toolkit.input.vt100 import Vt100Input
+    except (ImportError, OSError, ValueError):
+        return
+    Vt100Input._fds_not_a_terminal.add(fd)  # prompt_toolkit warns once per descriptor: as if it had
+
+
 def _need_mini(what: str) -> None:
     """``what`` fails in one line where mini-swe-agent is missing; imported quietly (``quiet_startup``): no banner,
     even before an error."""
@@ -155,6 +170,14 @@ def _agent_config_problem(agent_cfg: dict) -> str | None:
     return None
 
 
+def _settings_alone(specs: tuple[str, ...], problem: str) -> str:
+    """Why a required key can be missing when every ``-c`` is KEY=VALUE: a ``-c`` replaces mini.yaml,
+    which holds them (said after ``problem``), or nothing."""
+    if specs and all("=" in spec for spec in specs) and problem.endswith("Field required"):
+        return f" (a -c replaces mini.yaml, which sets it: -c mini.yaml -c {specs[0]})"
+    return ""
+
+
 def _engine_problem(executable: str) -> str | None:
     """Why a container engine's command line cannot run containers here (no command, no daemon), or None."""
     import subprocess
@@ -218,6 +241,7 @@ def validate(options: MiniOptions) -> MiniRun:
     except ConfigError as e:
         fail(str(e))
     quiet_startup()
+    _quiet_prompts()
     import minisweagent.agents  # noqa: F401 (imported before its loggers are quieted)
     from minisweagent.config import builtin_config_dir
     from minisweagent.environments import get_environment  # noqa: F401
@@ -229,28 +253,87 @@ def validate(options: MiniOptions) -> MiniRun:
     task = options.task or (base.get("run") or {}).get("task") or ""
     env_cfg, inner_env = _environment_config(base, options, workdir)
     model_cfg, inner_model = _model_config(base, options)
+    problem = _class_problem("environment", inner_env) or (inner_model and _class_problem("model", inner_model))
+    if problem:
+        fail(problem)
     ledger = _ledger_settings(options, run_dir, task)
     cfg = _mini_config(base, options, workdir, run_dir, ledger, (env_cfg, inner_env), (model_cfg, inner_model))
     if not task and not sys.stdin.isatty():
         fail("no task: pass -t TASK (there is no terminal to ask for one)")
+    if _confirms_each_command(cfg.get("agent") or {}) and not sys.stdin.isatty():
+        fail("no terminal to confirm each command on: pass -y (--yolo) to run them without asking")
     return MiniRun(options, workdir, run_dir, task, cfg, inner_env, inner_model)
+
+
+def _class_problem(kind: str, spec: str) -> str | None:
+    """Why mini-swe-agent cannot load the ``kind`` class (environment, model) ``spec`` names (one of its
+    short names or a class path), in one line, or None (mini's own error lists every class by path)."""
+    import importlib
+
+    known = _known_classes(kind)
+    module_name, _, class_name = known.get(spec, spec).rpartition(".")
+    unknown = f"--{kind}-class {spec}: not one of mini-swe-agent's ({', '.join(known)}) nor a class path (module.Class)"
+    if not module_name:
+        return unknown
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        missing = getattr(e, "name", None) or ""
+        if spec not in known and (module_name == missing or module_name.startswith(f"{missing}.")):
+            return unknown
+        return f"--{kind}-class {spec} cannot be loaded: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+    return None if hasattr(module, class_name) else unknown
+
+
+def _known_classes(kind: str) -> dict[str, str]:
+    """mini-swe-agent's short names of its ``kind`` classes (environment, model) and their class paths."""
+    import minisweagent.environments
+    import minisweagent.models
+
+    if kind == "environment":
+        return dict(getattr(minisweagent.environments, "_ENVIRONMENT_MAPPING", {}))
+    return dict(getattr(minisweagent.models, "_MODEL_CLASS_MAPPING", {}))
+
+
+def _confirms_each_command(agent_cfg: dict[str, Any]) -> bool:
+    """Whether mini-swe-agent's agent would ask before each command (its interactive agent in its
+    default mode, confirm); with no terminal it would read no answer and end the run."""
+    agent_class = agent_cfg.get("agent_class", "interactive")
+    mode = agent_cfg.get("mode")
+    interactive = agent_class in ("interactive", "minisweagent.agents.interactive.InteractiveAgent")
+    return interactive and mode in (None, "confirm") and not agent_cfg.get("whitelist_actions")
 
 
 def _base_config(specs: list[str]) -> dict[str, Any]:
     """mini-swe-agent's config from ``-c`` (files, built-in names, KEY=VALUE), merged."""
     import yaml
-    from minisweagent.config import get_config_from_spec
     from minisweagent.utils.serialize import recursive_merge
 
     from ledger_runtime import fail
 
     try:
-        base = recursive_merge(*[get_config_from_spec(spec) for spec in specs])
+        base = recursive_merge(*[_config_of(spec) for spec in specs])
     except (OSError, ValueError, yaml.YAMLError) as e:
         fail(f"-c: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     if not isinstance(base, dict):
         fail(f"-c {specs[0]} is not a mini-swe-agent config (a YAML mapping)")
     return base
+
+
+def _config_of(spec: str) -> Any:
+    """One ``-c``: a config file or KEY=VALUE, as mini-swe-agent reads it; a file found nowhere is a
+    one-line error naming the forms ``-c`` takes (mini's own lists every path it tried)."""
+    from minisweagent.config import get_config_from_spec
+
+    from ledger_runtime import fail
+
+    try:
+        return get_config_from_spec(spec)
+    except FileNotFoundError:
+        fail(
+            f"-c {spec}: no such config file, here or built into mini-swe-agent (mini.yaml, ...); "
+            "a setting is KEY=VALUE (-c agent.step_limit=30)"
+        )
 
 
 def _environment_config(base: dict[str, Any], options: MiniOptions, workdir: Path) -> tuple[dict[str, Any], str]:
@@ -266,6 +349,10 @@ def _environment_config(base: dict[str, Any], options: MiniOptions, workdir: Pat
         fail(f"--environment-class {inner_env} needs an image: pass --image IMAGE")
     if inner_env in ("docker", "minisweagent.environments.docker.DockerEnvironment"):
         env_cfg = _in_docker(env_cfg, workdir)
+    elif inner_env in ("swerex_docker", "minisweagent.environments.extra.swerex_docker.SwerexDockerEnvironment"):
+        problem = _engine_problem("docker")  # SWE-ReX's deployment would log, fail, and warn at exit
+        if problem:
+            fail(problem)
     return env_cfg, inner_env
 
 
@@ -352,7 +439,6 @@ def run(valid: MiniRun) -> None:
     none, then the model, the agent's config and the environment checked (one-line errors), and the run."""
     from minisweagent.agents import get_agent
 
-    from ledger_adapters.mini.models import address_problem, model_problem, server_of, unreachable
     from ledger_runtime import fail
 
     cfg, task = valid.cfg, valid.task
@@ -363,31 +449,44 @@ def run(valid: MiniRun) -> None:
         task = _multiline_prompt()
         cfg["environment"]["ledger"]["task"] = task
     model_cfg = cfg.get("model", {})
-    given = (model_cfg.get("model_kwargs") or {}).get("api_base")
-    problem = address_problem(model_cfg, valid.inner_model, _litellm_provider() if given else None)
-    problem = problem or model_problem(
-        model_cfg, valid.inner_model, os.environ, _missing_api_keys(model_cfg.get("model_name"))
-    )
-    litellm = valid.inner_model in ("", "litellm", "litellm_textbased")
-    server = server_of(model_cfg, os.environ) if litellm else None
-    problem = problem or (server and unreachable(server))
+    problem = _model_problem(model_cfg, valid.inner_model)
     if problem:
         fail(problem)
     model = _model(model_cfg)
     problem = _agent_config_problem(cfg.get("agent", {}))  # before an environment (a container) starts
     if problem:
-        fail(problem)
+        fail(problem + _settings_alone(valid.options.config, problem))
     env = _environment(cfg.get("environment", {}), valid.inner_env)
     agent = get_agent(model, env, cfg.get("agent", {}), default_type="interactive")
     _run_agent(agent, env, task, valid.run_dir)
 
 
+def _model_problem(model_cfg: dict[str, Any], inner_model: str) -> str | None:
+    """Why the model as configured cannot be called (models.py), in one line, or None: checked before
+    a run that would otherwise retry for minutes."""
+    from ledger_adapters.mini.models import address_problem, model_problem, server_of, unplaced_problem, unreachable
+
+    known = _litellm_provider()
+    given = (model_cfg.get("model_kwargs") or {}).get("api_base")
+    problem = (
+        address_problem(model_cfg, inner_model, known) if given else unplaced_problem(model_cfg, inner_model, known)
+    )
+    problem = problem or model_problem(
+        model_cfg, inner_model, os.environ, _missing_api_keys(model_cfg.get("model_name"))
+    )
+    litellm = inner_model in ("", "litellm", "litellm_textbased")
+    server = server_of(model_cfg, os.environ) if litellm else None
+    return problem or (server and unreachable(server)) or None
+
+
 def _litellm_provider() -> Any:
-    """litellm's ``get_llm_provider`` (raises for a model name it cannot place); None without litellm."""
+    """litellm's ``get_llm_provider`` (raises for a model name it cannot place); None without litellm.
+    litellm's own banner of its providers' list, printed on stdout as it raises, is turned off."""
     try:
         import litellm
     except ImportError:
         return None
+    litellm.suppress_debug_info = True
     return getattr(litellm, "get_llm_provider", None)
 
 
