@@ -63,3 +63,17 @@ def test_mini_s_bad_input_is_one_short_line_and_nothing_else(tmp_path, args, say
     assert len(error) < 260 and "PosixPath" not in error and "{" not in error, error
     assert printed.strip() == error, printed
     assert not (tmp_path / "run").exists()
+
+
+def test_the_demo_and_inspect_leave_no_trailing_spaces_in_a_file(tmp_path):
+    """rich padded the demo's notes under a command, wrapped lines and the summary's title, and every
+    row of inspect's timeline, to 80 columns: a file or a pipe kept the spaces. And "1 times"."""
+    demo = ledger_run("demo", "-o", str(tmp_path / "d"))
+    inspect = ledger_run("inspect", str(tmp_path / "d" / "run"))
+    for r in (demo, inspect):
+        assert r.returncode == 0, r.stderr[-2000:]
+        padded = [ln for ln in r.stdout.splitlines() if ln.endswith(" ")]
+        assert not padded, padded
+    assert "repeat-failure: no tracked file changed since step 4" in demo.stdout
+    assert "│ steps / commands   │ 11 / 11 (11 executed)" in inspect.stdout
+    assert "reached the model 1 time " in " ".join(demo.stdout.split())

@@ -7,6 +7,7 @@ core never imports an adapter. Heavy imports (mini-swe-agent, litellm) happen in
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from contextlib import contextmanager
@@ -51,7 +52,7 @@ def demo(
     missing = [tool for tool in ("git", "python3") if shutil.which(tool) is None]
     if missing:
         fail(f"the demo needs {' and '.join(missing)} on PATH")
-    console = Console()
+    console = plain_console()
     run_dir = main_demo(out, console, shadow=shadow)
     loaded = load(run_dir)
     console.print(render_summary(summary(loaded.state)))
@@ -60,6 +61,31 @@ def demo(
         f"look inside: [bold]ledger-run inspect {run_dir}[/bold]   "
         f"(the state view at a step: ledger-run inspect {run_dir} --step 5)"
     )
+
+
+class TrimmedLines:
+    """Text for ``target`` with each line's trailing spaces left out: rich pads a table's title, a
+    wrapped line and an indented note to the full width, which a file or a pipe would keep."""
+
+    def __init__(self, target: Any):
+        self.target = target
+        self.encoding = getattr(target, "encoding", None) or "utf-8"
+
+    def write(self, text: str) -> int:
+        self.target.write(re.sub(r" +(?=\n)", "", text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def plain_console() -> Console:
+    """The console of a command's output on stdout: rich's, with no trailing spaces when stdout is not a
+    terminal (where rich's padding is invisible)."""
+    return Console() if sys.stdout.isatty() else Console(file=TrimmedLines(sys.stdout))
 
 
 def quiet_startup() -> None:
@@ -529,7 +555,7 @@ def _run_agent(agent: Any, env: Any, task: str, run_dir: Path) -> None:
     is, and a run the model's side stopped said in one line (exit 1)."""
     from ledger_runtime import fail, touch_private
 
-    console = Console()
+    console = plain_console()
     trajectory = run_dir / "trajectory.traj.json"
     try:
         touch_private(trajectory)  # mini-swe-agent rewrites it in place after each step: owner-only
