@@ -77,3 +77,13 @@ def test_the_demo_and_inspect_leave_no_trailing_spaces_in_a_file(tmp_path):
     assert "repeat-failure: no tracked file changed since step 4" in demo.stdout
     assert "│ steps / commands   │ 11 / 11 (11 executed)" in inspect.stdout
     assert "reached the model 1 time " in " ".join(demo.stdout.split())
+
+
+def test_config_write_says_where_in_one_line(tmp_path):
+    """At 80 columns the line broke before ``--ledger-config FILE``, the part to copy."""
+    target = tmp_path / "a-settings-file-with-a-long-name.toml"
+    r = ledger_run("config", "--write", str(target), env={"COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [
+        f"wrote {target}: every setting at its default, commented out; use it with --ledger-config {target}"
+    ]

@@ -168,6 +168,7 @@ def config(
         f"wrote {write}: every setting at its default, commented out; use it with --ledger-config {write}",
         highlight=False,
         markup=False,
+        soft_wrap=True,  # one line, the path whole for copying
     )
 
 
