@@ -176,23 +176,38 @@ def _invalid(e: Exception, section: str) -> str:
 
 def _agent_config_problem(agent_cfg: dict) -> str | None:
     """What mini-swe-agent's agent class would reject in the agent's config (-c agent.KEY=...), or None."""
-    import inspect
-
     from minisweagent.agents import get_agent_class
-    from pydantic import ValidationError
 
     settings = dict(agent_cfg)
     try:
         cls = get_agent_class(settings.pop("agent_class", "interactive"))
     except ValueError as e:
         return f"-c agent.agent_class: {e}"
+    return _settings_problem(cls, settings, "agent")
+
+
+def _environment_config_problem(env_cfg: dict, inner_env: str) -> str | None:
+    """What the inner environment's class would reject in its config (-c environment.KEY=...), or None:
+    known before the model is asked about and before a container starts."""
+    from minisweagent.environments import get_environment_class
+
+    settings = {k: v for k, v in env_cfg.items() if k not in ("environment_class", "inner_class", "ledger")}
+    return _settings_problem(get_environment_class(inner_env), settings, "environment")
+
+
+def _settings_problem(cls: type, settings: dict, section: str) -> str | None:
+    """What ``cls``'s config (pydantic, its ``config_class``) rejects in ``settings``, or None."""
+    import inspect
+
+    from pydantic import ValidationError
+
     config_class = inspect.signature(cls.__init__).parameters.get("config_class")
     if config_class is None or not hasattr(config_class.default, "model_validate"):
         return None
     try:
         config_class.default.model_validate(settings)
     except ValidationError as e:
-        return _invalid(e, "agent")
+        return _invalid(e, section)
     return None
 
 
@@ -474,14 +489,15 @@ def run(valid: MiniRun) -> None:
         Console().print("[bold yellow]What do you want to do?")
         task = _multiline_prompt()
         cfg["environment"]["ledger"]["task"] = task
+    problem = _agent_config_problem(cfg.get("agent", {}))  # -c's own, then the model, before an environment starts
+    problem = problem or _environment_config_problem(cfg.get("environment", {}), valid.inner_env)
+    if problem:
+        fail(problem + _settings_alone(valid.options.config, problem))
     model_cfg = cfg.get("model", {})
     problem = _model_problem(model_cfg, valid.inner_model)
     if problem:
         fail(problem)
     model = _model(model_cfg)
-    problem = _agent_config_problem(cfg.get("agent", {}))  # before an environment (a container) starts
-    if problem:
-        fail(problem + _settings_alone(valid.options.config, problem))
     env = _environment(cfg.get("environment", {}), valid.inner_env)
     agent = get_agent(model, env, cfg.get("agent", {}), default_type="interactive")
     _run_agent(agent, env, task, valid.run_dir)
