@@ -87,3 +87,11 @@ def test_config_write_says_where_in_one_line(tmp_path):
     assert r.stderr.splitlines() == [
         f"wrote {target}: every setting at its default, commented out; use it with --ledger-config {target}"
     ]
+
+
+def test_mini_s_help_says_y_is_needed_without_a_terminal():
+    """A run from a script without -y is refused (it ended in 'EOFError' at the first confirmation):
+    the option's help says when it is needed."""
+    r = ledger_run("mini", "--help", env={"COLUMNS": "200"})
+    line = next(ln for ln in r.stdout.splitlines() if "--yolo" in ln)
+    assert "needed with no terminal to ask on" in line, line

@@ -683,7 +683,9 @@ def mini(
         "full, window:M, validity or validity+window:M (docs/context.md).",
     ),
     run_dir: Optional[Path] = LedgerOptions.run_dir_option("the ledger and trajectory"),
-    yolo: bool = typer.Option(False, "-y", "--yolo", help="Run commands without asking for confirmation."),
+    yolo: bool = typer.Option(
+        False, "-y", "--yolo", help="Run commands without asking for confirmation (needed with no terminal to ask on)."
+    ),
     exit_immediately: bool = typer.Option(
         False,
         "--exit-immediately",
