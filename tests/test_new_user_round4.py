@@ -95,3 +95,23 @@ def test_mini_s_help_says_y_is_needed_without_a_terminal():
     r = ledger_run("mini", "--help", env={"COLUMNS": "200"})
     line = next(ln for ln in r.stdout.splitlines() if "--yolo" in ln)
     assert "needed with no terminal to ask on" in line, line
+
+
+@pytest.mark.parametrize(
+    "args, suggested",
+    [
+        (("demo", "--bogus"), None),
+        (("replay", "--bogus"), None),
+        (("demo", "--outt"), "--out"),
+        (("inspect", "--ste"), "--step"),
+        (("mini", "--modle"), "--model"),
+    ],
+)
+def test_an_unknown_option_is_offered_only_options_like_it(args, suggested):
+    """click compared names dashes included: ``demo --bogus`` was offered ``--out``, ``replay --bogus``
+    ``--jobs, --out, --outputs``."""
+    error = one_line_error(ledger_run(*args))
+    if suggested is None:
+        assert "Possible options" not in error, error
+    else:
+        assert f"(Possible options: {suggested})" in error, error

@@ -269,6 +269,17 @@ def hook(
     raise typer.Exit(hook_main(args))
 
 
+def _close_suggestions_only(e: Exception) -> None:
+    """An unknown option's suggestions (click's ``Possible options``) kept only where they are like it
+    by name: click compares them dashes included, so ``--bogus`` was offered ``--out``."""
+    from difflib import SequenceMatcher
+
+    given = str(getattr(e, "option_name", "") or "").lstrip("-")
+    possibilities = getattr(e, "possibilities", None)
+    if given and possibilities:
+        e.possibilities = [p for p in possibilities if SequenceMatcher(None, given, p.lstrip("-")).ratio() >= 0.7]
+
+
 def main() -> None:
     """Entry point of the ``ledger-run`` script (entry.py sends ``hook`` straight to hookclient.py)."""
     try:  # typer 0.2x carries its own click
@@ -289,6 +300,7 @@ def main() -> None:
                 e.show()
             sys.exit(2)
         where = e.ctx.command_path if e.ctx is not None else "ledger-run"
+        _close_suggestions_only(e)
         stderr.print(f"[red]error:[/red] {e.format_message()} (see {where} --help)", highlight=False, soft_wrap=True)
         sys.exit(2)
     except ClickException as e:
