@@ -115,3 +115,13 @@ def test_an_unknown_option_is_offered_only_options_like_it(args, suggested):
         assert "Possible options" not in error, error
     else:
         assert f"(Possible options: {suggested})" in error, error
+
+
+def test_the_demo_s_commands_to_copy_are_whole_on_their_lines_at_80_columns(tmp_path):
+    """'look inside: ... (the state view at a step: ledger-run inspect RUN --step 5)' broke mid-command."""
+    r = ledger_run("demo", "-o", str(tmp_path / "d"), env={"COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    run = tmp_path / "d" / "run"
+    lines = r.stdout.splitlines()
+    assert f"look inside: ledger-run inspect {run}" in lines, lines[-4:]
+    assert f"the state view at a step: ledger-run inspect {run} --step 5" in lines, lines[-4:]

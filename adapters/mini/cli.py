@@ -58,8 +58,9 @@ def demo(
     console.print(render_summary(summary(loaded.state)))
     console.print(
         f"\nledger: {loaded.path}\ntrajectory: {run_dir / 'trajectory.traj.json'}\n"
-        f"look inside: [bold]ledger-run inspect {run_dir}[/bold]   "
-        f"(the state view at a step: ledger-run inspect {run_dir} --step 5)"
+        f"look inside: [bold]ledger-run inspect {run_dir}[/bold]\n"
+        f"the state view at a step: ledger-run inspect {run_dir} --step 5",
+        soft_wrap=True,  # commands to copy: whole on their lines, at any width
     )
 
 
