@@ -125,3 +125,9 @@ def test_the_demo_s_commands_to_copy_are_whole_on_their_lines_at_80_columns(tmp_
     lines = r.stdout.splitlines()
     assert f"look inside: ledger-run inspect {run}" in lines, lines[-4:]
     assert f"the state view at a step: ledger-run inspect {run} --step 5" in lines, lines[-4:]
+
+
+def test_a_missing_argument_is_named_as_the_usage_line_names_it():
+    """The usage line says RUN (typer's said {run}); the error said 'run'."""
+    assert "Missing argument 'RUN'" in one_line_error(ledger_run("inspect", "--step", "3"))
+    assert "Missing argument 'TRAJECTORIES'" in one_line_error(ledger_run("replay", "-j", "2"))

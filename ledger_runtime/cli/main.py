@@ -220,6 +220,7 @@ def _plain_parameters() -> None:
         cls.display_type_rich = _shown_type(cls.display_type_rich)  # type: ignore[method-assign]
         cls._ledger_plain = True  # type: ignore[attr-defined]
     TyperArgument._usage_display_name = _usage_name  # type: ignore[method-assign]
+    TyperArgument.get_error_hint = _error_name  # type: ignore[method-assign]
 
 
 def _shown_type(shown):  # type: ignore[no-untyped-def]
@@ -236,9 +237,14 @@ def _shown_type(shown):  # type: ignore[no-untyped-def]
     return display_type_rich
 
 
+def _error_name(self) -> str:  # type: ignore[no-untyped-def]
+    """An argument as an error names it (``Missing argument 'RUN'``): as the usage line does."""
+    return f"'{(self.metavar or self.name or '').upper().replace('-', '_')}'"
+
+
 def _usage_name(self) -> str:  # type: ignore[no-untyped-def]
     """An argument in the usage line: ``RUN`` when required, ``[CODEX_ARGS]`` when not, ``...`` when repeated."""
-    name = (self.metavar or self.name or "").upper().replace("-", "_")
+    name = _error_name(self).strip("'")
     name = name if self.required else f"[{name}]"
     return name + ("..." if self.nargs != 1 else "")
 
