@@ -40,6 +40,10 @@ def _mini_error(tmp_path, *args: str, key: str = "x") -> tuple[str, str]:
     [
         (("-y", "-m", "openai/gpt-5-mini", "--environment-class", "bogus"), "not one of mini-swe-agent's (docker,"),
         (("-y", "-m", "openai/gpt-5-mini", "--model-class", "bogus"), "not one of mini-swe-agent's (litellm,"),
+        (
+            ("-y", "-m", "openai/gpt-5-mini", "-c", "mini.yaml", "-c", "environment.environment_class=bogus"),
+            "-c environment.environment_class=bogus: not one of mini-swe-agent's (docker,",
+        ),
         (("-y", "-m", "openai/gpt-5-mini", "-c", "agent.step_limit"), "a setting is KEY=VALUE"),
         (("-y", "-m", "openai/gpt-5-mini", "-c", "no-such.yaml"), "no such config file"),
         (("-y", "-m", "openai/gpt-5-mini", "-c", "agent.step_limit=3"), "-c mini.yaml -c agent.step_limit=3"),

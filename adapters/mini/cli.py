@@ -295,7 +295,9 @@ def validate(options: MiniOptions) -> MiniRun:
     task = options.task or (base.get("run") or {}).get("task") or ""
     env_cfg, inner_env = _environment_config(base, options, workdir)
     model_cfg, inner_model = _model_config(base, options)
-    problem = _class_problem("environment", inner_env) or (inner_model and _class_problem("model", inner_model))
+    given = {kind: f"-c {kind}.{kind}_class={spec}" for kind, spec in _classes_in(base).items()}
+    problem = _class_problem("environment", inner_env, given.get("environment"))
+    problem = problem or (inner_model and _class_problem("model", inner_model, given.get("model")))
     if problem:
         fail(problem)
     ledger = _ledger_settings(options, run_dir, task)
@@ -307,14 +309,22 @@ def validate(options: MiniOptions) -> MiniRun:
     return MiniRun(options, workdir, run_dir, task, cfg, inner_env, inner_model)
 
 
-def _class_problem(kind: str, spec: str) -> str | None:
+def _classes_in(base: dict[str, Any]) -> dict[str, str]:
+    """The environment and model classes a ``-c`` config names (``environment.environment_class``, ...)."""
+    sections = {kind: base.get(kind) for kind in ("environment", "model")}
+    return {k: str(v[f"{k}_class"]) for k, v in sections.items() if isinstance(v, dict) and v.get(f"{k}_class")}
+
+
+def _class_problem(kind: str, spec: str, given: str | None = None) -> str | None:
     """Why mini-swe-agent cannot load the ``kind`` class (environment, model) ``spec`` names (one of its
-    short names or a class path), in one line, or None (mini's own error lists every class by path)."""
+    short names or a class path), in one line, or None (mini's own error lists every class by path).
+    ``given``: how the user named it, when not ``--environment-class``/``--model-class SPEC``."""
     import importlib
 
     known = _known_classes(kind)
     module_name, _, class_name = known.get(spec, spec).rpartition(".")
-    unknown = f"--{kind}-class {spec}: not one of mini-swe-agent's ({', '.join(known)}) nor a class path (module.Class)"
+    given = given or f"--{kind}-class {spec}"
+    unknown = f"{given}: not one of mini-swe-agent's ({', '.join(known)}) nor a class path (module.Class)"
     if not module_name:
         return unknown
     try:
@@ -323,7 +333,7 @@ def _class_problem(kind: str, spec: str) -> str | None:
         missing = getattr(e, "name", None) or ""
         if spec not in known and (module_name == missing or module_name.startswith(f"{missing}.")):
             return unknown
-        return f"--{kind}-class {spec} cannot be loaded: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        return f"{given} cannot be loaded: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
     return None if hasattr(module, class_name) else unknown
 
 
