@@ -7,6 +7,7 @@ core never imports an adapter. Heavy imports (mini-swe-agent, litellm) happen in
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from contextlib import contextmanager
@@ -51,15 +52,41 @@ def demo(
     missing = [tool for tool in ("git", "python3") if shutil.which(tool) is None]
     if missing:
         fail(f"the demo needs {' and '.join(missing)} on PATH")
-    console = Console()
+    console = plain_console()
     run_dir = main_demo(out, console, shadow=shadow)
     loaded = load(run_dir)
     console.print(render_summary(summary(loaded.state)))
     console.print(
         f"\nledger: {loaded.path}\ntrajectory: {run_dir / 'trajectory.traj.json'}\n"
-        f"look inside: [bold]ledger-run inspect {run_dir}[/bold]   "
-        f"(the state view at a step: ledger-run inspect {run_dir} --step 5)"
+        f"look inside: [bold]ledger-run inspect {run_dir}[/bold]\n"
+        f"the state view at a step: ledger-run inspect {run_dir} --step 5",
+        soft_wrap=True,  # commands to copy: whole on their lines, at any width
     )
+
+
+class TrimmedLines:
+    """Text for ``target`` with each line's trailing spaces left out: rich pads a table's title, a
+    wrapped line and an indented note to the full width, which a file or a pipe would keep."""
+
+    def __init__(self, target: Any):
+        self.target = target
+        self.encoding = getattr(target, "encoding", None) or "utf-8"
+
+    def write(self, text: str) -> int:
+        self.target.write(re.sub(r" +(?=\n)", "", text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def plain_console() -> Console:
+    """The console of a command's output on stdout: rich's, with no trailing spaces when stdout is not a
+    terminal (where rich's padding is invisible)."""
+    return Console() if sys.stdout.isatty() else Console(file=TrimmedLines(sys.stdout))
 
 
 def quiet_startup() -> None:
@@ -69,6 +96,21 @@ def quiet_startup() -> None:
     os.environ.setdefault("MSWEA_CONFIGURED", "1")
     os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def _quiet_prompts() -> None:
+    """With no terminal on stdin, mini-swe-agent's prompts (prompt_toolkit's, made when its interactive
+    agent is imported) print "Warning: Input is not a terminal (fd=0)." before anything runs: a run
+    from a script is told so once, here, by not asking (``-t`` is the task, the agent does not confirm
+    its exit), so the warning is left out."""
+    try:
+        if sys.stdin is None or sys.stdin.isatty():
+            return
+        fd = sys.stdin.fileno()
+        from prompt_toolkit.input.vt100 import Vt100Input
+    except (ImportError, OSError, ValueError):
+        return
+    Vt100Input._fds_not_a_terminal.add(fd)  # prompt_toolkit warns once per descriptor: as if it had
 
 
 def _need_mini(what: str) -> None:
@@ -135,24 +177,47 @@ def _invalid(e: Exception, section: str) -> str:
 
 def _agent_config_problem(agent_cfg: dict) -> str | None:
     """What mini-swe-agent's agent class would reject in the agent's config (-c agent.KEY=...), or None."""
-    import inspect
-
     from minisweagent.agents import get_agent_class
-    from pydantic import ValidationError
 
     settings = dict(agent_cfg)
     try:
         cls = get_agent_class(settings.pop("agent_class", "interactive"))
     except ValueError as e:
         return f"-c agent.agent_class: {e}"
+    return _settings_problem(cls, settings, "agent")
+
+
+def _environment_config_problem(env_cfg: dict, inner_env: str) -> str | None:
+    """What the inner environment's class would reject in its config (-c environment.KEY=...), or None:
+    known before the model is asked about and before a container starts."""
+    from minisweagent.environments import get_environment_class
+
+    settings = {k: v for k, v in env_cfg.items() if k not in ("environment_class", "inner_class", "ledger")}
+    return _settings_problem(get_environment_class(inner_env), settings, "environment")
+
+
+def _settings_problem(cls: type, settings: dict, section: str) -> str | None:
+    """What ``cls``'s config (pydantic, its ``config_class``) rejects in ``settings``, or None."""
+    import inspect
+
+    from pydantic import ValidationError
+
     config_class = inspect.signature(cls.__init__).parameters.get("config_class")
     if config_class is None or not hasattr(config_class.default, "model_validate"):
         return None
     try:
         config_class.default.model_validate(settings)
     except ValidationError as e:
-        return _invalid(e, "agent")
+        return _invalid(e, section)
     return None
+
+
+def _settings_alone(specs: tuple[str, ...], problem: str) -> str:
+    """Why a required key can be missing when every ``-c`` is KEY=VALUE: a ``-c`` replaces mini.yaml,
+    which holds them (said after ``problem``), or nothing."""
+    if specs and all("=" in spec for spec in specs) and problem.endswith("Field required"):
+        return f" (a -c replaces mini.yaml, which sets it: -c mini.yaml -c {specs[0]})"
+    return ""
 
 
 def _engine_problem(executable: str) -> str | None:
@@ -218,6 +283,7 @@ def validate(options: MiniOptions) -> MiniRun:
     except ConfigError as e:
         fail(str(e))
     quiet_startup()
+    _quiet_prompts()
     import minisweagent.agents  # noqa: F401 (imported before its loggers are quieted)
     from minisweagent.config import builtin_config_dir
     from minisweagent.environments import get_environment  # noqa: F401
@@ -229,28 +295,97 @@ def validate(options: MiniOptions) -> MiniRun:
     task = options.task or (base.get("run") or {}).get("task") or ""
     env_cfg, inner_env = _environment_config(base, options, workdir)
     model_cfg, inner_model = _model_config(base, options)
+    given = {kind: f"-c {kind}.{kind}_class={spec}" for kind, spec in _classes_in(base).items()}
+    problem = _class_problem("environment", inner_env, given.get("environment"))
+    problem = problem or (inner_model and _class_problem("model", inner_model, given.get("model")))
+    if problem:
+        fail(problem)
     ledger = _ledger_settings(options, run_dir, task)
     cfg = _mini_config(base, options, workdir, run_dir, ledger, (env_cfg, inner_env), (model_cfg, inner_model))
     if not task and not sys.stdin.isatty():
         fail("no task: pass -t TASK (there is no terminal to ask for one)")
+    if _confirms_each_command(cfg.get("agent") or {}) and not sys.stdin.isatty():
+        fail("no terminal to confirm each command on: pass -y (--yolo) to run them without asking")
     return MiniRun(options, workdir, run_dir, task, cfg, inner_env, inner_model)
+
+
+def _classes_in(base: dict[str, Any]) -> dict[str, str]:
+    """The environment and model classes a ``-c`` config names (``environment.environment_class``, ...)."""
+    sections = {kind: base.get(kind) for kind in ("environment", "model")}
+    return {k: str(v[f"{k}_class"]) for k, v in sections.items() if isinstance(v, dict) and v.get(f"{k}_class")}
+
+
+def _class_problem(kind: str, spec: str, given: str | None = None) -> str | None:
+    """Why mini-swe-agent cannot load the ``kind`` class (environment, model) ``spec`` names (one of its
+    short names or a class path), in one line, or None (mini's own error lists every class by path).
+    ``given``: how the user named it, when not ``--environment-class``/``--model-class SPEC``."""
+    import importlib
+
+    known = _known_classes(kind)
+    module_name, _, class_name = known.get(spec, spec).rpartition(".")
+    given = given or f"--{kind}-class {spec}"
+    unknown = f"{given}: not one of mini-swe-agent's ({', '.join(known)}) nor a class path (module.Class)"
+    if not module_name:
+        return unknown
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        missing = getattr(e, "name", None) or ""
+        if spec not in known and (module_name == missing or module_name.startswith(f"{missing}.")):
+            return unknown
+        return f"{given} cannot be loaded: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+    return None if hasattr(module, class_name) else unknown
+
+
+def _known_classes(kind: str) -> dict[str, str]:
+    """mini-swe-agent's short names of its ``kind`` classes (environment, model) and their class paths."""
+    import minisweagent.environments
+    import minisweagent.models
+
+    if kind == "environment":
+        return dict(getattr(minisweagent.environments, "_ENVIRONMENT_MAPPING", {}))
+    return dict(getattr(minisweagent.models, "_MODEL_CLASS_MAPPING", {}))
+
+
+def _confirms_each_command(agent_cfg: dict[str, Any]) -> bool:
+    """Whether mini-swe-agent's agent would ask before each command (its interactive agent in its
+    default mode, confirm); with no terminal it would read no answer and end the run."""
+    agent_class = agent_cfg.get("agent_class", "interactive")
+    mode = agent_cfg.get("mode")
+    interactive = agent_class in ("interactive", "minisweagent.agents.interactive.InteractiveAgent")
+    return interactive and mode in (None, "confirm") and not agent_cfg.get("whitelist_actions")
 
 
 def _base_config(specs: list[str]) -> dict[str, Any]:
     """mini-swe-agent's config from ``-c`` (files, built-in names, KEY=VALUE), merged."""
     import yaml
-    from minisweagent.config import get_config_from_spec
     from minisweagent.utils.serialize import recursive_merge
 
     from ledger_runtime import fail
 
     try:
-        base = recursive_merge(*[get_config_from_spec(spec) for spec in specs])
+        base = recursive_merge(*[_config_of(spec) for spec in specs])
     except (OSError, ValueError, yaml.YAMLError) as e:
         fail(f"-c: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     if not isinstance(base, dict):
         fail(f"-c {specs[0]} is not a mini-swe-agent config (a YAML mapping)")
     return base
+
+
+def _config_of(spec: str) -> Any:
+    """One ``-c``: a config file or KEY=VALUE, as mini-swe-agent reads it; a file found nowhere is a
+    one-line error naming the forms ``-c`` takes (mini's own lists every path it tried)."""
+    from minisweagent.config import get_config_from_spec
+
+    from ledger_runtime import fail
+
+    try:
+        return get_config_from_spec(spec)
+    except FileNotFoundError:
+        fail(
+            f"-c {spec}: no such config file, here or built into mini-swe-agent (mini.yaml, ...); "
+            "a setting is KEY=VALUE (-c agent.step_limit=30)"
+        )
 
 
 def _environment_config(base: dict[str, Any], options: MiniOptions, workdir: Path) -> tuple[dict[str, Any], str]:
@@ -266,6 +401,10 @@ def _environment_config(base: dict[str, Any], options: MiniOptions, workdir: Pat
         fail(f"--environment-class {inner_env} needs an image: pass --image IMAGE")
     if inner_env in ("docker", "minisweagent.environments.docker.DockerEnvironment"):
         env_cfg = _in_docker(env_cfg, workdir)
+    elif inner_env in ("swerex_docker", "minisweagent.environments.extra.swerex_docker.SwerexDockerEnvironment"):
+        problem = _engine_problem("docker")  # SWE-ReX's deployment would log, fail, and warn at exit
+        if problem:
+            fail(problem)
     return env_cfg, inner_env
 
 
@@ -352,7 +491,6 @@ def run(valid: MiniRun) -> None:
     none, then the model, the agent's config and the environment checked (one-line errors), and the run."""
     from minisweagent.agents import get_agent
 
-    from ledger_adapters.mini.models import address_problem, model_problem, server_of, unreachable
     from ledger_runtime import fail
 
     cfg, task = valid.cfg, valid.task
@@ -362,32 +500,46 @@ def run(valid: MiniRun) -> None:
         Console().print("[bold yellow]What do you want to do?")
         task = _multiline_prompt()
         cfg["environment"]["ledger"]["task"] = task
+    problem = _agent_config_problem(cfg.get("agent", {}))  # -c's own, then the model, before an environment starts
+    problem = problem or _environment_config_problem(cfg.get("environment", {}), valid.inner_env)
+    if problem:
+        fail(problem + _settings_alone(valid.options.config, problem))
     model_cfg = cfg.get("model", {})
-    given = (model_cfg.get("model_kwargs") or {}).get("api_base")
-    problem = address_problem(model_cfg, valid.inner_model, _litellm_provider() if given else None)
-    problem = problem or model_problem(
-        model_cfg, valid.inner_model, os.environ, _missing_api_keys(model_cfg.get("model_name"))
-    )
-    litellm = valid.inner_model in ("", "litellm", "litellm_textbased")
-    server = server_of(model_cfg, os.environ) if litellm else None
-    problem = problem or (server and unreachable(server))
+    problem = _model_problem(model_cfg, valid.inner_model)
     if problem:
         fail(problem)
     model = _model(model_cfg)
-    problem = _agent_config_problem(cfg.get("agent", {}))  # before an environment (a container) starts
-    if problem:
-        fail(problem)
     env = _environment(cfg.get("environment", {}), valid.inner_env)
     agent = get_agent(model, env, cfg.get("agent", {}), default_type="interactive")
     _run_agent(agent, env, task, valid.run_dir)
 
 
+def _model_problem(model_cfg: dict[str, Any], inner_model: str) -> str | None:
+    """Why the model as configured cannot be called (models.py), in one line, or None: checked before
+    a run that would otherwise retry for minutes."""
+    from ledger_adapters.mini.models import address_problem, model_problem, server_of, unplaced_problem, unreachable
+
+    known = _litellm_provider()
+    given = (model_cfg.get("model_kwargs") or {}).get("api_base")
+    problem = (
+        address_problem(model_cfg, inner_model, known) if given else unplaced_problem(model_cfg, inner_model, known)
+    )
+    problem = problem or model_problem(
+        model_cfg, inner_model, os.environ, _missing_api_keys(model_cfg.get("model_name"))
+    )
+    litellm = inner_model in ("", "litellm", "litellm_textbased")
+    server = server_of(model_cfg, os.environ) if litellm else None
+    return problem or (server and unreachable(server)) or None
+
+
 def _litellm_provider() -> Any:
-    """litellm's ``get_llm_provider`` (raises for a model name it cannot place); None without litellm."""
+    """litellm's ``get_llm_provider`` (raises for a model name it cannot place); None without litellm.
+    litellm's own banner of its providers' list, printed on stdout as it raises, is turned off."""
     try:
         import litellm
     except ImportError:
         return None
+    litellm.suppress_debug_info = True
     return getattr(litellm, "get_llm_provider", None)
 
 
@@ -430,7 +582,7 @@ def _run_agent(agent: Any, env: Any, task: str, run_dir: Path) -> None:
     is, and a run the model's side stopped said in one line (exit 1)."""
     from ledger_runtime import fail, touch_private
 
-    console = Console()
+    console = plain_console()
     trajectory = run_dir / "trajectory.traj.json"
     try:
         touch_private(trajectory)  # mini-swe-agent rewrites it in place after each step: owner-only
@@ -542,7 +694,9 @@ def mini(
         "full, window:M, validity or validity+window:M (docs/context.md).",
     ),
     run_dir: Optional[Path] = LedgerOptions.run_dir_option("the ledger and trajectory"),
-    yolo: bool = typer.Option(False, "-y", "--yolo", help="Run commands without asking for confirmation."),
+    yolo: bool = typer.Option(
+        False, "-y", "--yolo", help="Run commands without asking for confirmation (needed with no terminal to ask on)."
+    ),
     exit_immediately: bool = typer.Option(
         False,
         "--exit-immediately",

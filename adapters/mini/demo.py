@@ -241,7 +241,7 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
     status = info.get("exit_status")
     console.print(
         f"\nagent finished: [bold]{status}[/bold] in {elapsed:.1f} s; "
-        f"notes of the state view reached the model {model.views_injected} times"
+        f"notes of the state view reached the model {_times(model.views_injected)}"
         + (" (each sent once and kept where it was sent). The last one:\n" if model.last_view else ".\n")
     )
     if model.last_view:
@@ -251,6 +251,10 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
             Panel(model.last_view, title="note of the state view", expand=False), markup=False, highlight=False
         )
     return run_dir
+
+
+def _times(n: int) -> str:
+    return "1 time" if n == 1 else f"{n} times"
 
 
 def main_demo(out_dir: Path | None, console: Any, shadow: bool = False) -> Path:

@@ -92,6 +92,23 @@ def address_problem(model_cfg: Mapping[str, Any], model_class: str, known: Any =
     return None
 
 
+def unplaced_problem(model_cfg: Mapping[str, Any], model_class: str, known: Any = None) -> str | None:
+    """Why litellm cannot call the model, in one line, or None: its name places it with no provider
+    (``-m scripted``, ``-m my-model``: litellm would answer "LLM Provider NOT provided" at the first call,
+    after mini-swe-agent had printed its prompt). ``known`` as in ``address_problem``."""
+    name = model_cfg.get("model_name")
+    if not isinstance(name, str) or not name or known is None or model_class not in LITELLM_CLASSES:
+        return None
+    try:
+        known(name)
+    except Exception:
+        return (
+            f"-m {name}: litellm knows no provider for this name: give it one, e.g. -m openai/gpt-5-mini "
+            f"(a server of yours: -m openai/{name} or hosted_vllm/{name} with --api-base URL)"
+        )
+    return None
+
+
 def unreachable(url: str, timeout: float = 3.0) -> str | None:
     """Why nothing answers at ``url`` (a TCP connection to its host and port), or None."""
     try:

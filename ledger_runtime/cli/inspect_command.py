@@ -13,10 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from rich.console import Console
-
 from ledger_runtime.cli.errors import fail, say, stderr
-from ledger_runtime.cli.printable import visible, visible_data
+from ledger_runtime.cli.printable import plain_console, visible, visible_data
 from ledger_runtime.inspection import (
     changes,
     keep_row,
@@ -159,7 +157,7 @@ def _run(inspection: Inspection) -> None:
         _shown(options.raw)(view_at(loaded, options.step) + "\n" + told)  # the text the model got: never re-wrapped
     else:
         rows = [r for r in timeline(loaded.state) if keep_row(r, inspection.verdicts, inspection.classes)]
-        print_inspection(loaded, Console(), rows, shown=visible_data)
+        print_inspection(loaded, plain_console(), rows, shown=visible_data)
 
 
 def _shown(raw: bool) -> Callable[[str], Any]:

@@ -168,6 +168,7 @@ def config(
         f"wrote {write}: every setting at its default, commented out; use it with --ledger-config {write}",
         highlight=False,
         markup=False,
+        soft_wrap=True,  # one line, the path whole for copying
     )
 
 
@@ -191,10 +192,10 @@ ORDER = ("demo", "mini", "codex", "claude", "inspect", "config", "replay", "sweb
 
 def _tidy_help() -> None:
     """The commands listed in ``ORDER``, each described by the first sentence of its docstring on one
-    line (a docstring's own line breaks would break the listing mid-sentence), and flags shown with
-    no type after them (typer shows ``<bool>`` after every flag, which takes no value)."""
-    from typer.core import TyperOption
-
+    line (a docstring's own line breaks would break the listing mid-sentence); flags shown with no
+    type after them (typer shows ``<bool>`` after every flag, which takes no value), a value given once
+    per use by its own type (``<path>``, not ``<list[Path]>``), and arguments in the usage line as
+    ``RUN`` and ``[CODEX_ARGS]...`` (typer writes ``{run}``)."""
     rank = {name: n for n, name in enumerate(ORDER)}
 
     def name(c) -> str:  # type: ignore[no-untyped-def]
@@ -206,14 +207,46 @@ def _tidy_help() -> None:
         first = " ".join(doc.strip().split("\n\n")[0].split())
         if first and c.short_help is None:
             c.short_help = first
-    if not getattr(TyperOption, "_ledger_flags_untyped", False):
-        shown = TyperOption.display_type_rich
+    _plain_parameters()
 
-        def display_type_rich(self, ctx):  # type: ignore[no-untyped-def]
-            return None if getattr(self, "is_flag", False) else shown(self, ctx)
 
-        TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
-        TyperOption._ledger_flags_untyped = True  # type: ignore[attr-defined]
+def _plain_parameters() -> None:
+    """Once: how typer shows parameters in help, as ``_tidy_help`` says."""
+    from typer.core import TyperArgument, TyperOption
+
+    if getattr(TyperOption, "_ledger_plain", False):
+        return
+    for cls in (TyperOption, TyperArgument):
+        cls.display_type_rich = _shown_type(cls.display_type_rich)  # type: ignore[method-assign]
+        cls._ledger_plain = True  # type: ignore[attr-defined]
+    TyperArgument._usage_display_name = _usage_name  # type: ignore[method-assign]
+    TyperArgument.get_error_hint = _error_name  # type: ignore[method-assign]
+
+
+def _shown_type(shown):  # type: ignore[no-untyped-def]
+    """typer's type of a parameter in help: none for a flag, the element's for a list."""
+
+    def display_type_rich(self, ctx):  # type: ignore[no-untyped-def]
+        if getattr(self, "is_flag", False):
+            return None
+        text = shown(self, ctx)
+        if isinstance(text, str) and text.startswith("<list[") and text.endswith("]>"):
+            return f"<{text[6:-2].lower()}>"
+        return text
+
+    return display_type_rich
+
+
+def _error_name(self) -> str:  # type: ignore[no-untyped-def]
+    """An argument as an error names it (``Missing argument 'RUN'``): as the usage line does."""
+    return f"'{(self.metavar or self.name or '').upper().replace('-', '_')}'"
+
+
+def _usage_name(self) -> str:  # type: ignore[no-untyped-def]
+    """An argument in the usage line: ``RUN`` when required, ``[CODEX_ARGS]`` when not, ``...`` when repeated."""
+    name = _error_name(self).strip("'")
+    name = name if self.required else f"[{name}]"
+    return name + ("..." if self.nargs != 1 else "")
 
 
 @app.command(hidden=True, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -242,6 +275,17 @@ def hook(
     raise typer.Exit(hook_main(args))
 
 
+def _close_suggestions_only(e: Exception) -> None:
+    """An unknown option's suggestions (click's ``Possible options``) kept only where they are like it
+    by name: click compares them dashes included, so ``--bogus`` was offered ``--out``."""
+    from difflib import SequenceMatcher
+
+    given = str(getattr(e, "option_name", "") or "").lstrip("-")
+    possibilities = getattr(e, "possibilities", None)
+    if given and possibilities:
+        e.possibilities = [p for p in possibilities if SequenceMatcher(None, given, p.lstrip("-")).ratio() >= 0.7]
+
+
 def main() -> None:
     """Entry point of the ``ledger-run`` script (entry.py sends ``hook`` straight to hookclient.py)."""
     try:  # typer 0.2x carries its own click
@@ -262,6 +306,7 @@ def main() -> None:
                 e.show()
             sys.exit(2)
         where = e.ctx.command_path if e.ctx is not None else "ledger-run"
+        _close_suggestions_only(e)
         stderr.print(f"[red]error:[/red] {e.format_message()} (see {where} --help)", highlight=False, soft_wrap=True)
         sys.exit(2)
     except ClickException as e:

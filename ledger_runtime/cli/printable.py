@@ -12,7 +12,10 @@ that spells ``\x1b`` reads the same as an escaped ESC. This is a view for people
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
+
+from rich.console import Console
 
 # Unicode's format characters (category Cf; tests/test_terminal_escapes.py checks the list against
 # unicodedata), line and paragraph separators, and lone surrogates (bytes that were not UTF-8, a C1
@@ -46,3 +49,31 @@ def visible_data(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(visible_data(v) for v in value)
     return value
+
+
+class TrimmedLines:
+    """Text for ``target`` with each line's trailing spaces left out: rich pads a table's cells and
+    title, a wrapped line and an indented note to the full width, which a file or a pipe would keep."""
+
+    def __init__(self, target: Any):
+        self.target = target
+        self.encoding = getattr(target, "encoding", None) or "utf-8"
+
+    def write(self, text: str) -> int:
+        self.target.write(_TRAILING.sub("", text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+_TRAILING = re.compile(r" +(?=\n)")
+
+
+def plain_console() -> Console:
+    """The console of a command's output on stdout: rich's, with no trailing spaces when stdout is not a
+    terminal (on one, rich's padding is invisible)."""
+    return Console() if sys.stdout.isatty() else Console(file=TrimmedLines(sys.stdout))
