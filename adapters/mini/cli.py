@@ -7,7 +7,6 @@ core never imports an adapter. Heavy imports (mini-swe-agent, litellm) happen in
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 from contextlib import contextmanager
@@ -18,7 +17,7 @@ from typing import Any, Iterator, List, Optional
 import typer
 from rich.console import Console
 
-from ledger_runtime import LedgerOptions
+from ledger_runtime import LedgerOptions, plain_console
 
 
 def register(app: typer.Typer) -> None:
@@ -62,31 +61,6 @@ def demo(
         f"the state view at a step: ledger-run inspect {run_dir} --step 5",
         soft_wrap=True,  # commands to copy: whole on their lines, at any width
     )
-
-
-class TrimmedLines:
-    """Text for ``target`` with each line's trailing spaces left out: rich pads a table's title, a
-    wrapped line and an indented note to the full width, which a file or a pipe would keep."""
-
-    def __init__(self, target: Any):
-        self.target = target
-        self.encoding = getattr(target, "encoding", None) or "utf-8"
-
-    def write(self, text: str) -> int:
-        self.target.write(re.sub(r" +(?=\n)", "", text))
-        return len(text)
-
-    def flush(self) -> None:
-        self.target.flush()
-
-    def isatty(self) -> bool:
-        return False
-
-
-def plain_console() -> Console:
-    """The console of a command's output on stdout: rich's, with no trailing spaces when stdout is not a
-    terminal (where rich's padding is invisible)."""
-    return Console() if sys.stdout.isatty() else Console(file=TrimmedLines(sys.stdout))
 
 
 def quiet_startup() -> None:
