@@ -787,3 +787,4 @@ def test_the_replay_s_cost_table_is_readable_at_80_columns(tmp_path):
     table = r.stdout[r.stdout.index("billed as gpt-5-mini") :]
     assert "…" not in table and "input USD" in table and "vs none" in table, table
     assert max(map(len, table.splitlines())) <= 80, table
+    assert not [line for line in r.stdout.splitlines() if line.endswith(" ")], r.stdout  # piped: none padded

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
 
 from ledger_harness.replay import tree as replay_tree
 from ledger_harness.replay.engine import ReplaySettings, Skip, has_commit, observations_only, replay_one, result_path
@@ -20,13 +21,14 @@ from ledger_harness.replay.report import (
     aggregate,
     class_table,
     context_md,
-    context_table,
+    context_tables,
     load_results,
     results_by_code,
     results_md,
     summarize_context,
     table,
 )
+from ledger_runtime import plain_console
 from ledger_runtime.inspection import Loaded, load, summary
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.ledger.private import private_dir, write_private
@@ -491,14 +493,17 @@ def _print_summary(agg: dict, what: str, ctx: dict | None, models, skipped, note
         )
         sys.stdout.write("\n")
         return
-    console = Console()
+    console = plain_console()  # no trailing spaces in a file or a pipe
     console.print(table(agg, what))
     console.print(class_table(agg["total"]))
     if ctx:
+
+        def measure(t: Table) -> int:
+            return console.measure(t, options=console.options.update_width(10_000)).maximum
+
         for m in models:
-            wide = context_table(ctx, m)
-            fits = console.measure(wide, options=console.options.update_width(10_000)).maximum <= console.width
-            console.print(wide if fits else context_table(ctx, m, by_arm=True))  # no cell cut to "8…"
+            for t in context_tables(ctx, m, console.width, measure):  # no figure cut to "8…" nor broken
+                console.print(t)
     for iid, why in skipped:
         console.print(f"skipped {iid}: {why}", highlight=False)
 
@@ -865,8 +870,6 @@ def _observations_only(trajs: list[Trajectory], out: Path, as_json: bool) -> Non
         json.dump(total, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
-    from rich.table import Table
-
     t = Table(title="Redundancy estimated from recorded observations")
     headers = {
         "instances": "runs",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from rich import box
 from rich.table import Table
@@ -379,12 +379,40 @@ def _context_row(arm: str, r: dict[str, Any]) -> list[str]:
 def context_table(ctx: dict[str, dict[str, Any]], model: str, *, by_arm: bool = False) -> Table:
     """The arms' costs billed as ``model``: a row per arm, or (``by_arm``) a column per arm, a row per figure, which
     fits a narrow terminal."""
-    t = Table(title=f"What the model is sent, every model call, billed as {model}", box=box.SIMPLE)
-    rows = [_context_row(arm, by_model[model]) for arm, by_model in ctx.items() if model in by_model]
-    if by_arm:  # folded where still too narrow: a figure cut to "8…" says nothing
+    return _arms_table(ctx, model, list(ctx), by_arm=by_arm)
+
+
+def context_tables(
+    ctx: dict[str, dict[str, Any]], model: str, width: int, measure: Callable[[Table], int]
+) -> list[Table]:
+    """``context_table`` as it fits ``width`` columns (``measure``: a table's width unwrapped): a row per arm where
+    that fits, else a column per arm, the arms split over as many tables as it takes, so that no figure is cut
+    or broken over lines (a table of one arm each is the narrowest there is)."""
+    wide = context_table(ctx, model)
+    if measure(wide) <= width:
+        return [wide]
+    arms = [arm for arm, by_model in ctx.items() if model in by_model]
+    tables: list[Table] = []
+    group: list[str] = []
+    for arm in arms:
+        if group and measure(_arms_table(ctx, model, [*group, arm], by_arm=True)) > width:
+            tables.append(_arms_table(ctx, model, group, by_arm=True, part=(len(tables) + 1)))
+            group = []
+        group.append(arm)
+    tables.append(_arms_table(ctx, model, group, by_arm=True, part=(len(tables) + 1) if tables else None))
+    return tables
+
+
+def _arms_table(
+    ctx: dict[str, dict[str, Any]], model: str, arms: list[str], *, by_arm: bool, part: int | None = None
+) -> Table:
+    title = f"What the model is sent, every model call, billed as {model}" + (f" ({part})" if part else "")
+    t = Table(title=title, box=box.SIMPLE)
+    rows = [_context_row(arm, ctx[arm][model]) for arm in arms if model in ctx[arm]]
+    if by_arm:
         t.add_column("", no_wrap=True)
         for row in rows:
-            t.add_column(row[0], justify="right", overflow="fold")
+            t.add_column(row[0], justify="right", no_wrap=True)
         for i, col in enumerate(CONTEXT_COLUMNS[1:], start=1):
             t.add_row(col, *(row[i] for row in rows))
         return t

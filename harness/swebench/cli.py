@@ -295,7 +295,9 @@ def report(
     if as_json:
         print(json.dumps({**rep, "figure": str(figure) if figure else None}, indent=1, default=str))
         return
-    console = Console()
+    from ledger_runtime import plain_console
+
+    console = plain_console()  # no trailing spaces in a file or a pipe
     print_report(rep, console)
     if figure:
         console.print(f"figure: {figure}")
