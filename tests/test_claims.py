@@ -106,3 +106,42 @@ def test_a_stub_whose_reason_is_false_is_sent_whole():
     assert sent[0] == true_stub and not refused
     sent, refused = checked([said, shown], [blank, Treatment(KEEP)], lambda line: True)
     assert sent[0].kind == KEEP, "'nothing but blank lines' of lines shown again later is false too"
+
+
+def test_the_steps_a_file_s_reads_still_hold_are_worked_out_as_afresh_however_the_file_went(tmp_path: Path):
+    """The view's check of "X: lines ... (steps ...)" keeps what it found of a file's reads and, at a change,
+    looks again at each content the reads saw rather than at each read: over random reads, edits, reverts to an
+    earlier content and reads through a link swung between two files, what it finds after every command is what
+    a look at every read finds."""
+    import random
+
+    from ledger_runtime.decide import claims
+
+    rng = random.Random(42)
+    root = make_repo(tmp_path / "proj", {"a.py": "v = 0\n", "b.py": "w = 0\n"})
+    commands = [
+        "cat a.py",
+        "cat b.py",
+        "cat link.py",
+        "echo 'v = 1' > a.py",
+        "echo 'v = 2' > a.py",
+        "echo 'v = 0' > a.py",  # back to what the first reads saw
+        "echo 'w = 1' > b.py",
+        "git checkout -q -- b.py",
+        "ln -sfn a.py link.py",
+        "ln -sfn b.py link.py",
+    ]
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t") as runtime:
+        for _ in range(60):
+            runtime.inform()
+            runtime.run(rng.choice(commands), EX)
+            runtime.view()  # the check, with what it kept since the last
+            state = runtime.state
+            for path in list(state._obs_by_path):
+                obs = state.observations_of(path)
+                afresh = frozenset(o.step for o in obs if claims._fresh(state, o))
+                assert claims._fresh_steps(state, path, obs) == afresh, (path, [o.step for o in obs])
+        memo = state.view_memo["claims.fresh"]
+        a = next(p for p in memo if p.endswith("a.py"))
+        reads = len(state.observations_of(a))
+        assert len(memo[a].seen) <= 4 < reads  # a look per content it had (four), not per read

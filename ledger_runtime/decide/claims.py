@@ -9,6 +9,7 @@ is not sent, and the runtime logs a fault. Each check returns None when the clai
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from ledger_runtime.records import Attempt, CommandClass, Modification, Observation, Verdict, VerdictKind
@@ -129,11 +130,7 @@ def verdict_fails(v: Verdict, state: Any, normalized: str, cwd: str) -> str | No
 
 def _fresh(state: Any, o: Observation) -> bool:
     """Whether the file, and a link's target, still has what ``o`` saw."""
-    for path, seen in ((o.path, o.content_hash), (o.target, o.target_hash)):
-        mods = state.modifications_of(path) if path is not None else ()
-        if mods and mods[-1].after_hash != seen:
-            return False
-    return True
+    return _holds(state, o.path, o.content_hash) and (o.target is None or _holds(state, o.target, o.target_hash))
 
 
 def _changed_claim(claim: tuple, state: Any) -> str | None:
@@ -175,22 +172,50 @@ def _seen_claim(claim: tuple, state: Any) -> str | None:
 def _fresh_steps(state: Any, path: str, obs: list[Observation]) -> frozenset[int]:
     """The steps of the reads of ``path`` that still hold, taken in a read at a time while no change is recorded.
 
-    Kept in the state's view memo by path: the reads counted, the link targets among them and how many changes the
-    ledger holds of the file and of each target; a change to any of them, or a read through a new link, counts anew."""
+    Kept in the state's view memo by path: the reads counted, grouped by what they saw (the file's content, a link's
+    target and its content), the link targets among them and how many changes the ledger holds of the file and of
+    each target; a change to any of them, or a read through a new link, counts anew, a group at a time: a read
+    holds exactly when the others that saw the same do, so a file read a thousand times and changed a hundred
+    costs a look at each content it had, not at each read."""
     memo = state.view_memo.setdefault("claims.fresh", {})
     kept = memo.get(path)
-    if kept is not None:
-        n, targets, changes, steps = kept
-        new = obs[n:]
-        if n <= len(obs) and changes == _change_counts(state, path, targets):
-            if all(o.target is None or o.target in targets for o in new):
-                steps = steps | {o.step for o in new if _fresh(state, o)}
-                memo[path] = (len(obs), targets, changes, steps)
-                return steps
-    targets = frozenset(o.target for o in obs if o.target is not None)
-    steps = frozenset(o.step for o in obs if _fresh(state, o))
-    memo[path] = (len(obs), targets, _change_counts(state, path, targets), steps)
-    return steps
+    if kept is None or kept.n > len(obs):
+        kept = memo[path] = _Reads()
+    new = obs[kept.n :]
+    for o in new:
+        kept.seen.setdefault((o.content_hash, o.target, o.target_hash), []).append(o.step)
+        if o.target is not None:
+            kept.targets.add(o.target)
+    kept.n = len(obs)
+    changes = _change_counts(state, path, frozenset(kept.targets))
+    if changes == kept.changes:
+        kept.steps = kept.steps | {o.step for o in new if _fresh(state, o)}
+    else:
+        kept.changes = changes
+        kept.steps = frozenset(
+            step
+            for (content, target, target_hash), steps in kept.seen.items()
+            if _holds(state, path, content) and (target is None or _holds(state, target, target_hash))
+            for step in steps
+        )
+    return kept.steps
+
+
+@dataclass
+class _Reads:
+    """``_fresh_steps``' memo of one path."""
+
+    n: int = 0
+    seen: dict[tuple, list[int]] = field(default_factory=dict)  # (content, target, its content) -> the reads' steps
+    targets: set[str] = field(default_factory=set)
+    changes: tuple[int, ...] | None = None
+    steps: frozenset[int] = frozenset()
+
+
+def _holds(state: Any, path: str, seen: Any) -> bool:
+    """Whether ``path`` still has what a read saw (``seen``): no change of it is recorded, or its last left that."""
+    mods = state.modifications_of(path)
+    return not mods or mods[-1].after_hash == seen
 
 
 def _change_counts(state: Any, path: str, targets: frozenset[str]) -> tuple[int, ...]:
