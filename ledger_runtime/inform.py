@@ -8,7 +8,7 @@ claim the records do not bear out (decide/claims.py) is left out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from ledger_runtime.analysis.commands import RAW_ESCAPE
@@ -141,7 +141,7 @@ def _seen_entries(state: LedgerState) -> list[ViewEntry]:
         obs = state.observations_of(path)
         kept = memo.get(path)
         if kept is None or kept.changes != _changes(state, path, kept.targets):
-            kept = memo[path] = _Seen.of(state, path)
+            kept = memo[path] = _Seen.of(state, path, kept.reads if kept is not None else None)
         elif kept.taken < len(obs):
             kept = memo[path] = kept.taking(state, path, obs[kept.taken :])
         out.append(kept.entry)
@@ -153,12 +153,35 @@ def _changes(state: LedgerState, path: str, targets: tuple[str, ...]) -> tuple[i
     return (len(state.modifications_of(path)), *(len(state.modifications_of(t)) for t in targets))
 
 
+@dataclass
+class _Reads:
+    """The reads of one file the view has taken in, grouped by what they saw (the file's content, a link's target and
+    its content): a read holds exactly when the others that saw the same do, so after a change of the file the view
+    looks at each content it had, not at each read."""
+
+    n: int = 0
+    by_seen: dict[tuple, list[Observation]] = field(default_factory=dict)
+    targets: set[str] = field(default_factory=set)
+    steps: tuple[int, ...] = ()  # every read's step, sorted, once each
+    newest: Observation | None = None  # the first read of the latest step
+
+    def take(self, new: list[Observation]) -> None:
+        for o in new:
+            self.by_seen.setdefault((o.content_hash, o.target, o.target_hash), []).append(o)
+            if o.target is not None:
+                self.targets.add(o.target)
+            if self.newest is None or o.step > self.newest.step:
+                self.newest = o
+        self.steps = _with_steps(self.steps, [o.step for o in new])
+        self.n += len(new)
+
+
 @dataclass(frozen=True)
 class _Seen:
     """What the model's reads of one file add up to, and its line of the view.
 
     Taken in a read at a time while no change to the file is recorded, so a render costs the reads that are new, not
-    every read of the run; made again from every read when a change is (``changes``)."""
+    every read of the run; made again when a change is (``changes``), from each content the reads saw (``_Reads``)."""
 
     taken: int  # the file's observations taken in, in the order the ledger holds them
     changes: tuple[int, ...]  # _changes() when they were
@@ -170,18 +193,37 @@ class _Seen:
     stale: bool  # some read no longer holds
     last_step: int
     entry: ViewEntry
+    reads: _Reads = field(default_factory=_Reads, compare=False)
 
     @classmethod
-    def of(cls, state: LedgerState, path: str) -> _Seen:
+    def of(cls, state: LedgerState, path: str, reads: _Reads | None = None) -> _Seen:
+        """The file's facts from all its reads (``reads``: those taken in before, kept)."""
         obs = state.observations_of(path)
-        targets = tuple(sorted({o.target for o in obs if o.target is not None}))
-        empty = cls(0, _changes(state, path, targets), targets, (), (), False, True, False, 0, _EMPTY)
-        return empty.taking(state, path, obs)
+        if reads is None or reads.n > len(obs):
+            reads = _Reads()
+        reads.take(obs[reads.n :])
+        targets = tuple(sorted(reads.targets))
+        fresh = [o for group in reads.by_seen.values() if state.is_fresh(group[0]) for o in group]
+        facts = _Seen(
+            len(obs),
+            _changes(state, path, targets),
+            targets,
+            _with_steps((), [o.step for o in fresh]),
+            _merged([(x.start, x.end) for o in fresh for x in (o.spans or ())]),
+            any(o.spans is None for o in fresh),
+            all(o.kind == "matches" for o in fresh),
+            len(fresh) < len(obs),
+            max(0, reads.newest.step) if reads.newest is not None else 0,
+            _EMPTY,
+            reads,
+        )
+        return replace(facts, entry=_seen_entry(state, path, facts))
 
     def taking(self, state: LedgerState, path: str, new: list[Observation]) -> _Seen:
         """These facts with the reads ``new`` taken in, and the file's line made again."""
         if self.taken and any(o.target is not None and o.target not in self.targets for o in new):
-            return _Seen.of(state, path)  # read through a link to another file: its changes count too
+            return _Seen.of(state, path, self.reads)  # read through a link to another file: its changes count too
+        self.reads.take(new)
         fresh = [o for o in new if state.is_fresh(o)]
         spans = list(self.spans) + [(x.start, x.end) for o in fresh for x in (o.spans or ())]
         facts = _Seen(
@@ -195,6 +237,7 @@ class _Seen:
             self.stale or len(fresh) < len(new),
             max([self.last_step, *(o.step for o in new)]),
             _EMPTY,
+            self.reads,
         )
         return replace(facts, entry=_seen_entry(state, path, facts))
 
@@ -245,15 +288,14 @@ def _seen_entry(state: LedgerState, path: str, seen: _Seen) -> ViewEntry:
         text = f"  {name}: {ranges} ({_sorted_steps(seen.fresh_steps)}{note})"
         claim = ("seen", path, seen.fresh_steps, None)
         return ViewEntry(SEEN, ("seen", path), text, seen.last_step, told, claim=claim)
-    obs = state.observations_of(path)
-    newest = max(obs, key=lambda o: o.step)
-    m = state.staled_by(newest)
+    newest = seen.reads.newest
+    m = state.staled_by(newest) if newest is not None else None
     why = f"changed at {_changer(m, state)}" if m else "changed since"
     if state.current_hash(path) is None:  # the change that matters is the deletion, not the first change after the view
         mods = state.modifications_of(path)
         m = mods[-1] if mods else m
         why = f"deleted at step {m.step}" if m else "deleted"
-    text = f"  {name}: STALE, {why}; seen at {_steps([o.step for o in obs])}"
+    text = f"  {name}: STALE, {why}; seen at {_sorted_steps(seen.reads.steps)}"
     return ViewEntry(
         SEEN, ("seen", path), text, seen.last_step, _own(m), claim=("seen", path, (), m.step if m else None)
     )

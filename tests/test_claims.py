@@ -109,12 +109,13 @@ def test_a_stub_whose_reason_is_false_is_sent_whole():
 
 
 def test_the_steps_a_file_s_reads_still_hold_are_worked_out_as_afresh_however_the_file_went(tmp_path: Path):
-    """The view's check of "X: lines ... (steps ...)" keeps what it found of a file's reads and, at a change,
-    looks again at each content the reads saw rather than at each read: over random reads, edits, reverts to an
-    earlier content and reads through a link swung between two files, what it finds after every command is what
-    a look at every read finds."""
+    """The view's line of a file and its check ("X: lines ... (steps ...)") keep what they found of the file's
+    reads and, at a change, look again at each content the reads saw rather than at each read: over random reads,
+    edits, reverts to an earlier content and reads through a link swung between two files, what they find after
+    every command is what a look at every read finds, and the line is the one made from every read."""
     import random
 
+    from ledger_runtime import inform
     from ledger_runtime.decide import claims
 
     rng = random.Random(42)
@@ -141,6 +142,8 @@ def test_the_steps_a_file_s_reads_still_hold_are_worked_out_as_afresh_however_th
                 obs = state.observations_of(path)
                 afresh = frozenset(o.step for o in obs if claims._fresh(state, o))
                 assert claims._fresh_steps(state, path, obs) == afresh, (path, [o.step for o in obs])
+                kept = state.view_memo["seen"][path]  # the view's line, kept and taken in a read at a time
+                assert kept.entry == inform._Seen.of(state, path).entry, path  # as made from every read
         memo = state.view_memo["claims.fresh"]
         a = next(p for p in memo if p.endswith("a.py"))
         reads = len(state.observations_of(a))
