@@ -174,8 +174,8 @@ class GeminiHooks:
 
     def _follow(self, payload: dict[str, Any]) -> None:
         path = payload.get("transcript_path")
-        if not isinstance(path, str) or not path.endswith(".jsonl") or not os.path.isabs(path):
-            return
+        if not isinstance(path, str) or not path.endswith(".jsonl") or not os.path.isabs(path) or "\0" in path:
+            return  # not a session file's path (a NUL in it names no file)
         if self.sessions_dir is not None and not os.path.realpath(path).startswith(
             os.path.realpath(self.sessions_dir) + os.sep
         ):

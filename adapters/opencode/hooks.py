@@ -194,7 +194,12 @@ class OpenCodeHooks:
 
     def _shell(self, call_id: str, pending: _Pending, output: Any, metadata: Any) -> dict[str, Any] | None:
         found = shell_output(output, metadata)
-        if found is None:
+        if found is None:  # no output text: the call ran all the same, and is recorded so (never a source)
+            pending.plan.held = False
+            no_text = ExecResult(
+                "", None, "no result: tool.execute.after carried no output text", output_complete=False
+            )
+            self._record(call_id, pending, no_text)
             return None
         text, code, whole = found
         replaceable = whole and pending.plan.held and pending.plan.applied

@@ -17,7 +17,7 @@ def appended_lines(path: str, offset: int, limit: int = 64 * 1024 * 1024) -> tup
     the next call), and the offset after them."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the path, which names no file
         return [], offset
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -1,0 +1,138 @@
+"""Attacks on the agents' own records as the hooks and the run's page read them: a line of a shape the
+reader never saw (a model's call with numbers for its command words, a list where an object goes, a
+number where text goes) costs that line only: the lines after it are read, the calls the hooks heard
+are recorded, and the page still has the model's side of the run. And a tool result with no text is
+recorded as such, not dropped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import make_repo
+
+from ledger_adapters.claude.transcript import TranscriptReader
+from ledger_adapters.codex.rollout import RolloutReader
+from ledger_adapters.codex.rollout import conversation as codex_conversation
+from ledger_adapters.gemini.hooks import GeminiHooks
+from ledger_adapters.gemini.session import conversation as gemini_conversation
+from ledger_adapters.opencode.hooks import OpenCodeHooks
+from ledger_runtime import LedgerRuntime
+from ledger_runtime.inspection import load
+
+CALC = "def add(a, b):\n    return a + b\n"
+
+
+def jsonl(path: Path, lines: list[object]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_a_codex_call_with_numbers_for_its_command_costs_the_rollout_nothing_after_it(tmp_path: Path) -> None:
+    odd = {"call_id": "c1", "name": "exec_command", "arguments": json.dumps({"cmd": ["ls", 1]})}
+    done = {"id": "c2", "type": "CommandExecution", "exit_code": 3, "aggregated_output": "boom\n", "status": "failed"}
+    path = jsonl(
+        tmp_path / "rollout.jsonl",
+        [
+            {"type": "session_meta", "payload": {}},
+            {"type": "response_item", "payload": {"type": "function_call", **odd}},
+            {"type": "response_item", "payload": {"type": "function_call", "call_id": "c0", "arguments": 5}},
+            {"type": "response_item", "payload": {"type": "function_call", "call_id": "c3", "arguments": "[[[["}},
+            {"type": "event_msg", "payload": {"type": "item_completed", "item": done}},
+            {
+                "type": "response_item",
+                "payload": {"type": "function_call", "call_id": "c2", "arguments": json.dumps({"cmd": "make"})},
+            },
+        ],
+    )
+    r = RolloutReader(str(path))
+    r.refresh()
+    assert r.commands["c2"].exit_code == 3 and r.commands["c2"].output == "boom\n"
+    assert r.named == {"c2": "make"}  # the odd calls name no command
+
+
+def test_a_codex_rollout_of_odd_shapes_still_reads_as_the_models_side(tmp_path: Path) -> None:
+    path = jsonl(
+        tmp_path / "rollout.jsonl",
+        [
+            {"type": "session_meta", "payload": {}},
+            {"type": "response_item", "payload": {"type": "reasoning", "summary": 5}},
+            {"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"text": 7}]}},
+            {"type": "response_item", "payload": {"type": "function_call", "call_id": "c", "arguments": {"cmd": 1}}},
+            {"type": "response_item", "payload": {"type": "local_shell_call", "action": "rm -rf /"}},
+            {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c", "output": "x"}},
+            {"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": "done"}},
+        ],
+    )
+    c = codex_conversation(path)
+    assert [t.text for t in c.turns] == ["", "done"] and c.turns[0].commands == ()
+
+
+def test_a_gemini_session_line_of_an_odd_shape_loses_no_record(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    chats = tmp_path / "home" / "tmp" / "project" / "chats"
+    session = jsonl(
+        chats / "session-1.jsonl",
+        [{"sessionId": "s"}, {"id": "m1", "type": "gemini", "toolCalls": 5, "thoughts": 5, "content": [{"text": 5}]}],
+    )
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    hooks = GeminiHooks(rt, sessions_dir=str(tmp_path / "home" / "tmp"))
+    base = {"transcript_path": str(session), "session_id": "s", "cwd": str(repo)}
+    call = {**base, "tool_name": "run_shell_command", "tool_input": {"command": "cat calc.py"}}
+    try:
+        hooks.handle("BeforeTool", call)
+        hooks.handle("AfterTool", {**call, "tool_response": {"llmContent": "Output: " + CALC.rstrip("\n")}})
+        hooks.handle("AfterAgent", base)
+        hooks.finish()
+    finally:
+        rt.close()
+    (attempt,) = load(tmp_path / "run").state.attempts
+    assert attempt.command == "cat calc.py" and attempt.exit_code == 0
+    assert gemini_conversation(session).turns[0].text == ""  # the page reads it too
+
+
+def test_a_gemini_session_path_with_a_nul_is_not_followed_and_the_call_is_recorded(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    hooks = GeminiHooks(rt, sessions_dir=str(tmp_path / "home" / "tmp"))
+    call = {
+        "transcript_path": str(tmp_path / "home" / "tmp" / "p" / "chats" / "s\0.jsonl"),
+        "cwd": str(repo),
+        "tool_name": "run_shell_command",
+        "tool_input": {"command": "cat calc.py"},
+    }
+    try:
+        hooks.handle("BeforeTool", call)
+        hooks.handle("AfterTool", {**call, "tool_response": {"llmContent": "Output: " + CALC.rstrip("\n")}})
+        hooks.finish()
+    finally:
+        rt.close()
+    (attempt,) = load(tmp_path / "run").state.attempts
+    assert attempt.command == "cat calc.py" and hooks.session is None
+
+
+def test_a_claude_transcript_result_with_a_number_for_text_costs_only_itself(tmp_path: Path) -> None:
+    def result(call: str, text: object) -> dict[str, object]:
+        block = {"type": "tool_result", "tool_use_id": call, "content": [{"type": "text", "text": text}]}
+        return {"type": "user", "uuid": call, "message": {"content": [block]}}
+
+    path = jsonl(tmp_path / "t.jsonl", [result("a", 5), result("b", "ok")])
+    r = TranscriptReader(str(path))
+    r.refresh()
+    assert r.results["b"].text == "ok" and r.results["a"].text == ""
+
+
+def test_an_opencode_shell_result_without_output_text_is_recorded_not_dropped(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    hooks = OpenCodeHooks(rt, None)
+    call = {"tool": "bash", "callID": "c1", "sessionID": "s", "args": {"command": "make"}, "directory": str(repo)}
+    try:
+        assert hooks.handle("ToolBefore", dict(call)) is None
+        assert hooks.handle("ToolAfter", {**call, "output": None, "metadata": {"exit": 0}}) is None
+        hooks.finish()
+    finally:
+        rt.close()
+    (attempt,) = load(tmp_path / "run").state.attempts
+    assert attempt.command == "make" and attempt.exit_code is None and not attempt.output_complete
