@@ -157,6 +157,25 @@ class RecordedFormat:
 PLAIN = RecordedFormat("plain", "", NO_SUBMISSION, _nothing, _as_recorded, _answer_alone)
 
 
+def read_each(fmt: RecordedFormat, paths: list[Path], notes: list[str]) -> Iterator[Trajectory | TrajectoryError]:
+    """Every trajectory ``fmt`` reads in ``paths``, each path read on its own: a file its reader breaks on
+    (a shape it never saw) yields a TrajectoryError saying so, and the other paths are read all the same."""
+    if fmt.load is None:
+        return
+    for path in paths:
+        try:
+            yield from fmt.load([path], notes)
+        except TrajectoryError as e:
+            yield e
+        except Exception as e:  # an adapter's reader that breaks costs that path only
+            yield TrajectoryError(f"{path}: the {fmt.name} reader failed: {type(e).__name__}: {_one_line(e)}")
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
 def formats(problems: list[str] | None = None) -> dict[str, RecordedFormat]:
     """The installed formats by name; one that cannot be loaded is left out, and ``problems`` gets why."""
     out = {}
