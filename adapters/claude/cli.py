@@ -83,6 +83,21 @@ def split_settings(args: list[str]) -> tuple[list[str], str | None]:
     return out, given
 
 
+MAX_SETTINGS_BYTES = 4 * 1024 * 1024  # a settings file past this is not read
+
+
+def settings_text(path: Path) -> str:
+    """A settings file's text, read only from a regular file of at most MAX_SETTINGS_BYTES (a project's
+    ``.claude/settings.json`` is the repository's: a link to ``/dev/zero`` would never end); OSError
+    when it cannot be read, ValueError when it is too long or not UTF-8."""
+    from ledger_runtime import read_record
+
+    data = read_record(path, MAX_SETTINGS_BYTES + 1)
+    if len(data) > MAX_SETTINGS_BYTES:
+        raise ValueError(f"over {MAX_SETTINGS_BYTES:,} bytes: not a settings file")
+    return data.decode("utf-8")
+
+
 def user_settings(given: str | None) -> dict[str, Any]:
     """The settings of the user's own ``--settings`` (a file or a JSON string); {} for none."""
     if not given:
@@ -90,13 +105,15 @@ def user_settings(given: str | None) -> dict[str, Any]:
     text = given
     if not given.lstrip().startswith("{"):
         try:
-            text = Path(given).read_text()
+            text = settings_text(Path(given))
         except OSError as e:
-            raise ValueError(f"--settings {given}: {e.strerror}") from e
+            raise ValueError(f"--settings {given}: {e.strerror or e}") from e
+        except ValueError as e:
+            raise ValueError(f"--settings {given}: {e}") from e
     try:
         data = json.loads(text)
-    except ValueError as e:
-        raise ValueError(f"--settings {given[:80]}: not JSON ({e})") from e
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"--settings {given[:80]}: not JSON ({type(e).__name__}: {e})") from e
     if not isinstance(data, dict):
         raise ValueError(f"--settings {given[:80]}: not a JSON object")
     return data
@@ -147,9 +164,9 @@ def hooks_disabled(workdir: Path, home: Path) -> Path | None:
     project = workdir / ".claude"
     for path in (home / "settings.json", project / "settings.json", project / "settings.local.json"):
         try:
-            if json.loads(path.read_text()).get("disableAllHooks") is True:
+            if json.loads(settings_text(path)).get("disableAllHooks") is True:
                 return path
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
             continue
     return None
 
