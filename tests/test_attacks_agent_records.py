@@ -136,3 +136,29 @@ def test_an_opencode_shell_result_without_output_text_is_recorded_not_dropped(tm
         rt.close()
     (attempt,) = load(tmp_path / "run").state.attempts
     assert attempt.command == "make" and attempt.exit_code is None and not attempt.output_complete
+
+
+def test_an_opencode_session_id_that_is_not_text_loses_no_call(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    hooks = OpenCodeHooks(rt, None)
+    call = {
+        "tool": "bash",
+        "callID": "c1",
+        "sessionID": ["s"],
+        "args": {"command": "cat calc.py"},
+        "directory": str(repo),
+    }
+    try:
+        assert hooks.handle("ToolBefore", dict(call)) is None
+        hooks.handle("ToolAfter", {**call, "output": CALC, "metadata": {"exit": 0}})
+        for kind in ("session.compacted", "session.idle"):
+            assert hooks.handle("Event", {"type": kind, "properties": {"sessionID": {}}}) is None
+        assert hooks.handle("Prompt", {"sessionID": [], "prompt": "fix it"}) is None
+        hooks.finish()
+    finally:
+        rt.close()
+    (attempt,) = load(tmp_path / "run").state.attempts
+    assert (
+        attempt.command == "cat calc.py" and attempt.exit_code == 0 and not (tmp_path / "run" / "faults.log").exists()
+    )

@@ -95,12 +95,16 @@ class OpenCodeHooks:
             self._check()
             return self.after(payload)
         if event == "Prompt":
-            if isinstance(payload.get("prompt"), str) and payload.get("sessionID") not in self.subagents:
+            if isinstance(payload.get("prompt"), str) and not self._subagent(payload.get("sessionID")):
                 self.runtime.set_task(payload["prompt"])
             return None
         if event == "Event":
             return self.bus(payload)
         raise ValueError(f"unknown hook event {event!r}")
+
+    def _subagent(self, sid: Any) -> bool:
+        """Whether ``sid`` names a subagent's session (a session id is text: anything else names none)."""
+        return isinstance(sid, str) and sid in self.subagents
 
     def _session(self, sid: Any) -> None:
         if isinstance(sid, str) and sid not in self.sessions:
@@ -119,7 +123,7 @@ class OpenCodeHooks:
         plan = self.runtime.propose(call.label, cwd=call.analysis.cwd, analysis=call.analysis)
         if plan is None:
             return None
-        plan.held = payload.get("sessionID") not in self.subagents  # a subagent's output is the subagent's
+        plan.held = not self._subagent(payload.get("sessionID"))  # a subagent's output is the subagent's
         if plan.applied and plan.verdict.kind in (VerdictKind.REVISE, VerdictKind.BLOCK):
             res = self.runtime.answer(plan)
             if res is not None:
@@ -228,12 +232,12 @@ class OpenCodeHooks:
             if isinstance(info.get("id"), str) and info.get("parentID"):
                 self.subagents.add(info["id"])
             self._session(info.get("id"))
-        elif kind == "session.compacted" and props.get("sessionID") not in self.subagents:
+        elif kind == "session.compacted" and not self._subagent(props.get("sessionID")):
             self.runtime.forget_context()  # its event resets the notes (the whole view next)
             self.files.forget()
         elif kind == "message.part.updated":
             self._failed(props.get("part"))
-        elif kind == "session.idle" and props.get("sessionID") not in self.subagents:
+        elif kind == "session.idle" and not self._subagent(props.get("sessionID")):
             return self._stop(payload.get("interactive") is True)
         return None
 
