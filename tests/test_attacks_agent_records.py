@@ -162,3 +162,12 @@ def test_an_opencode_session_id_that_is_not_text_loses_no_call(tmp_path: Path) -
     assert (
         attempt.command == "cat calc.py" and attempt.exit_code == 0 and not (tmp_path / "run" / "faults.log").exists()
     )
+
+
+def test_a_rollout_line_longer_than_a_read_does_not_hide_the_compaction_after_it(tmp_path: Path) -> None:
+    huge = {"type": "function_call", "call_id": "c1", "arguments": json.dumps({"cmd": "x" * (65 << 20)})}
+    path = jsonl(tmp_path / "rollout.jsonl", [{"type": "response_item", "payload": huge}, {"type": "compacted"}])
+    r = RolloutReader(str(path))
+    for _ in range(3):  # a refresh on each hook event
+        r.refresh()
+    assert r.compactions == 1 and r.offset == path.stat().st_size and "c1" not in r.named
