@@ -91,3 +91,15 @@ def test_config_check_of_a_crafted_file_is_one_line(tmp_path: Path, target: str,
 def test_config_check_still_reads_an_empty_device(tmp_path: Path) -> None:
     r = ledger_run("config", "--check", "/dev/null")
     assert (r.returncode, r.stdout.strip()) == (0, "/dev/null: valid; every setting at its default")
+
+
+@pytest.mark.parametrize("given,why", [(DEEP_JSON, "RecursionError"), ('{"plugin": ', "JSONDecodeError")])
+def test_opencodes_own_config_content_that_is_not_json_is_one_line_naming_it(
+    tmp_path: Path, given: str, why: str
+) -> None:
+    repo = make_repo(tmp_path / "repo", {"README": "hi\n"})
+    r = ledger_run(
+        "opencode", "--opencode-bin", "/bin/true", "-w", str(repo), "-o", str(tmp_path / "run"), "--", "run", "x",
+        env={"HOME": str(tmp_path / "home"), "OPENCODE_CONFIG_CONTENT": given},
+    )  # fmt: skip
+    assert one_line_error(r).startswith(f"error: OPENCODE_CONFIG_CONTENT is not JSON ({why}: ")
