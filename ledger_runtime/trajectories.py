@@ -37,6 +37,12 @@ def is_regular(path: str | os.PathLike) -> bool:
         return False
 
 
+def regular_only(paths: dict[str, str]) -> dict[str, str]:
+    """The entries of ``paths`` (name -> path) that are regular files: an agent's session file that became
+    a FIFO or a link to a device would block a read of it, or never end one."""
+    return {name: path for name, path in paths.items() if is_regular(path)}
+
+
 def read_record(path: str | os.PathLike, limit: int | None = None) -> bytes:
     """The bytes of an agent's record (at most ``limit``, when given), read only from a regular file:
     a FIFO, a device or a directory under a record's name (or a link to one: ``/dev/zero``) would

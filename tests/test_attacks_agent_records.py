@@ -171,3 +171,33 @@ def test_a_rollout_line_longer_than_a_read_does_not_hide_the_compaction_after_it
     for _ in range(3):  # a refresh on each hook event
         r.refresh()
     assert r.compactions == 1 and r.offset == path.stat().st_size and "c1" not in r.named
+
+
+FAKE_GEMINI = """#!{python}
+import json, os, subprocess, sys
+if "--version" in sys.argv:
+    print("0.61.0")
+    sys.exit(0)
+home = os.environ["GEMINI_CLI_HOME"] + "/.gemini"
+hook = json.load(open(home + "/settings.json"))["hooks"]["BeforeAgent"][0]["hooks"][0]["command"]
+chats = home + "/tmp/project/chats"
+os.makedirs(chats)
+os.mkfifo(chats + "/session-1.jsonl")  # a session file made a FIFO (by the model's shell, say)
+payload = {{"transcript_path": chats + "/session-1.jsonl", "session_id": "s", "prompt": "fix it", "cwd": os.getcwd()}}
+subprocess.run(hook, shell=True, input=json.dumps(payload).encode(), check=True)
+"""
+
+
+def test_a_session_file_made_a_fifo_does_not_hold_up_the_end_of_a_gemini_run(tmp_path: Path) -> None:
+    import sys
+
+    from cli_support import ledger_run
+
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    fake = tmp_path / "gemini"
+    fake.write_text(FAKE_GEMINI.format(python=sys.executable))
+    fake.chmod(0o755)
+    run = tmp_path / "run"
+    r = ledger_run("gemini", "--gemini-bin", str(fake), "-w", str(repo), "-o", str(run), "--", "-p", "x", timeout=60)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert not (run / "sessions").exists()  # nothing of it kept: it was not read

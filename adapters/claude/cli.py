@@ -326,6 +326,7 @@ def run_claude(
         run_agent,
         write_private,
     )
+    from ledger_runtime.trajectories import regular_only
 
     base = dict(env if env is not None else os.environ)
     home = config_dir(base)
@@ -380,7 +381,7 @@ def run_claude(
             except Exception as e:
                 runtime.report_fault("finishing the run", e)
             try:
-                keep_masked_jsonl(hooks.transcripts, run_dir / "transcripts", runtime.redactor)
+                keep_masked_jsonl(regular_only(hooks.transcripts), run_dir / "transcripts", runtime.redactor)
             except Exception as e:
                 runtime.report_fault("keeping Claude Code's transcripts", e)
             runtime.close()

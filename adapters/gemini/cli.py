@@ -151,6 +151,7 @@ def run_gemini(
         private_dir,
         run_agent,
     )
+    from ledger_runtime.trajectories import regular_only
 
     base = dict(env if env is not None else os.environ)
     user = home.user_dir(base)
@@ -191,7 +192,7 @@ def run_gemini(
                 except Exception as e:
                     runtime.report_fault("finishing the run", e)
                 try:
-                    keep_masked_jsonl(hooks.sessions, run_dir / "sessions", runtime.redactor)
+                    keep_masked_jsonl(regular_only(hooks.sessions), run_dir / "sessions", runtime.redactor)
                 except Exception as e:
                     runtime.report_fault("keeping Gemini CLI's sessions", e)
                 runtime.close()
