@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import make_repo
 
 from ledger_adapters.claude.transcript import TranscriptReader
@@ -17,6 +18,7 @@ from ledger_adapters.codex.rollout import conversation as codex_conversation
 from ledger_adapters.gemini.hooks import GeminiHooks
 from ledger_adapters.gemini.session import conversation as gemini_conversation
 from ledger_adapters.opencode.hooks import OpenCodeHooks
+from ledger_adapters.opencode.session import tool_parts
 from ledger_runtime import LedgerRuntime
 from ledger_runtime.inspection import load
 
@@ -201,3 +203,20 @@ def test_a_session_file_made_a_fifo_does_not_hold_up_the_end_of_a_gemini_run(tmp
     r = ledger_run("gemini", "--gemini-bin", str(fake), "-w", str(repo), "-o", str(run), "--", "-p", "x", timeout=60)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert not (run / "sessions").exists()  # nothing of it kept: it was not read
+
+
+@pytest.mark.parametrize("odd", ["a#b", "a?b", "a%41b"])
+def test_opencodes_database_under_a_path_with_uri_characters_is_read_and_nothing_made(tmp_path: Path, odd: str) -> None:
+    import sqlite3
+
+    db = tmp_path / odd / "opencode.db"
+    db.parent.mkdir()
+    con = sqlite3.connect(db)
+    part = {"type": "tool", "callID": "c1", "state": {"status": "completed", "output": "ok"}}
+    con.execute("create table part (id, session_id, data)")
+    con.execute("insert into part values (1, 's', ?)", (json.dumps(part),))
+    con.commit()
+    con.close()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert tool_parts(db, ["s"]) == {"c1": part}
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no database made beside it
