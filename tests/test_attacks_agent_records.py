@@ -220,3 +220,18 @@ def test_opencodes_database_under_a_path_with_uri_characters_is_read_and_nothing
     before = sorted(p.name for p in tmp_path.iterdir())
     assert tool_parts(db, ["s"]) == {"c1": part}
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no database made beside it
+
+
+def test_hook_payloads_naming_a_list_or_an_object_where_text_goes_are_ignored_without_a_fault(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    gemini, opencode = GeminiHooks(rt), OpenCodeHooks(rt, None)
+    try:
+        for odd in ([], {}):
+            read = {"cwd": str(repo), "tool_name": "read_file", "tool_input": {"file_path": odd}}
+            assert gemini.handle("AfterTool", {**read, "tool_response": {"llmContent": CALC}}) is None
+            part = {"callID": odd, "state": {"status": "error", "error": "denied"}}
+            assert opencode.handle("Event", {"type": "message.part.updated", "properties": {"part": part}}) is None
+    finally:
+        rt.close()
+    assert not (tmp_path / "run" / "faults.log").exists()

@@ -292,7 +292,11 @@ class GeminiHooks:
 
     def after_tool(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         args = payload.get("tool_input") if isinstance(payload.get("tool_input"), dict) else {}
-        if payload.get("tool_name") == READ and args.get("file_path") in self.answers:
+        if (
+            payload.get("tool_name") == READ
+            and isinstance(args.get("file_path"), str)
+            and args["file_path"] in self.answers
+        ):
             return self._read_back(args["file_path"], payload.get("tool_response"))
         call = self._call(payload)
         pending = self._take(call) if call is not None else None

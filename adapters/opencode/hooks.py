@@ -244,7 +244,7 @@ class OpenCodeHooks:
     def _failed(self, part: Any) -> None:
         """A call that failed before tool.execute.after (OpenCode's permission refused it, its tool
         failed): recorded with its error, exit code 1."""
-        if not isinstance(part, dict) or part.get("callID") not in self.pending:
+        if not isinstance(part, dict) or not isinstance(part.get("callID"), str) or part["callID"] not in self.pending:
             return
         state = part.get("state") if isinstance(part.get("state"), dict) else {}
         error = state.get("error") if isinstance(state.get("error"), str) else "the call failed"
