@@ -53,3 +53,17 @@ def test_a_crafted_trajectory_costs_the_others_nothing(tmp_path: Path) -> None:
     said = " ".join(r.stderr.split())
     assert "bad.traj.json: the mini" in said and "the mini-swe-agent reader failed: RecursionError" in said
     assert json.loads(r.stdout)["instances"] == 1
+
+
+@pytest.mark.parametrize(
+    "content,said",
+    [
+        (b"\xff\n", "cannot be read: 'utf-8' codec can't decode byte 0xff"),
+        (b"[" * 100_000 + b"\n", "instances.jsonl:1: not a JSON line: JSON nested deeper than it can be read"),
+    ],
+)
+def test_swebench_instances_that_are_not_json_lines_are_one_line(tmp_path: Path, content: bytes, said: str) -> None:
+    path = tmp_path / "instances.jsonl"
+    path.write_bytes(content)
+    r = ledger_run("swebench", "--instances", str(path), "--model", "x", "-o", str(tmp_path / "out"), timeout=120)
+    assert said in one_line_error(r)
