@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from cli_support import ledger_run, one_line_error
+from conftest import make_repo
 
 MESSAGES = [
     {"role": "system", "content": "you fix bugs"},
@@ -67,3 +68,12 @@ def test_swebench_instances_that_are_not_json_lines_are_one_line(tmp_path: Path,
     path.write_bytes(content)
     r = ledger_run("swebench", "--instances", str(path), "--model", "x", "-o", str(tmp_path / "out"), timeout=120)
     assert said in one_line_error(r)
+
+
+def test_replay_instances_nested_too_deep_are_one_line(tmp_path: Path) -> None:
+    (tmp_path / "good.traj.json").write_text(json.dumps({"instance_id": "good", "messages": MESSAGES}))
+    (tmp_path / "instances.jsonl").write_text("[" * 100_000 + "\n")
+    argv = ["replay", str(tmp_path / "good.traj.json"), "--instances", str(tmp_path / "instances.jsonl")]
+    repo = make_repo(tmp_path / "repo", {"README": "hi\n"})
+    error = one_line_error(ledger_run(*argv, "--repo", str(repo), "--out", str(tmp_path / "out")))
+    assert error.endswith("instances.jsonl: no line is a SWE-bench instance (JSON with instance_id and base_commit)")

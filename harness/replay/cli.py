@@ -71,7 +71,7 @@ def _instances(path: Path | None) -> tuple[dict[str, str], dict[str, str]]:
                 row = json.loads(line)
                 commits[row["instance_id"]] = row["base_commit"]
                 repos[row["instance_id"]] = row.get("repo", "")
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):  # not an instance: nested too deep, say
                 continue
     if lines and not commits:
         raise ValueError(f"{path}: no line is a SWE-bench instance (JSON with instance_id and base_commit)")
