@@ -235,3 +235,10 @@ def test_hook_payloads_naming_a_list_or_an_object_where_text_goes_are_ignored_wi
     finally:
         rt.close()
     assert not (tmp_path / "run" / "faults.log").exists()
+
+
+def test_a_gemini_session_past_one_read_is_read_whole_for_the_page(tmp_path: Path) -> None:
+    big = [{"id": f"u{i}", "type": "info", "content": "x" * (1 << 20)} for i in range(70)]  # 70 MiB of lines
+    last = {"id": "m1", "type": "gemini", "content": "all done"}
+    session = jsonl(tmp_path / "session-1.jsonl", [{"sessionId": "s"}, *big, last])
+    assert [t.text for t in gemini_conversation(session).turns] == ["all done"]

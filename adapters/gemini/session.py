@@ -32,6 +32,7 @@ from ledger_runtime import (
     read_record,
     refreshed,
 )
+from ledger_runtime.trajectories import MAX_RECORD_BYTES
 
 
 @dataclass(frozen=True)
@@ -163,8 +164,7 @@ def conversation(path: Path) -> Conversation:
             raise ValueError
     except (ValueError, TypeError):
         raise TrajectoryError(f"{path}: not a Gemini CLI session (no session header)") from None
-    reader = SessionReader(str(path))
-    reader.refresh()
+    reader = read_whole(SessionReader(str(path)))
     turns, task = [], ""
     root = workspace(list(reader.messages.values()))
     for m in reader.messages.values():
@@ -193,6 +193,16 @@ def conversation(path: Path) -> Conversation:
 def _str(record: Any, key: str) -> bool:
     """Whether ``record`` is an object whose ``key`` is text."""
     return isinstance(record, dict) and isinstance(record.get(key), str)
+
+
+def read_whole(reader: SessionReader) -> SessionReader:
+    """``reader`` having read its file to the end (a refresh reads at most 64 MiB), up to MAX_RECORD_BYTES."""
+    while reader.offset <= MAX_RECORD_BYTES:
+        before = reader.offset
+        reader.refresh()
+        if reader.offset == before:
+            break
+    return reader
 
 
 def _int(value: Any) -> int | None:
