@@ -242,3 +242,63 @@ def test_a_gemini_session_past_one_read_is_read_whole_for_the_page(tmp_path: Pat
     last = {"id": "m1", "type": "gemini", "content": "all done"}
     session = jsonl(tmp_path / "session-1.jsonl", [{"sessionId": "s"}, *big, last])
     assert [t.text for t in gemini_conversation(session).turns] == ["all done"]
+
+
+TIDY_BREAKER = """#!{python}
+import os, sys
+if "--version" in sys.argv:
+    print("0.61.0")
+    sys.exit(0)
+home = os.environ["GEMINI_CLI_HOME"] + "/.gemini"
+os.mkdir(home + "/oauth_creds.json")  # where a login file goes, a directory (the model's shell, say)
+open(home + "/google_accounts.json", "w").write("{{}}")  # a login Gemini CLI wrote: never kept
+os.unlink(home + "/settings.json")
+os.symlink("/nonexistent", home + "/settings.json")  # and the run's settings, a link
+sys.exit(3)
+"""
+
+
+def test_a_gemini_home_left_untidy_keeps_the_agents_exit_code_and_the_ledger(tmp_path: Path) -> None:
+    import sys
+
+    from cli_support import ledger_run
+
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    fake = tmp_path / "gemini"
+    fake.write_text(TIDY_BREAKER.format(python=sys.executable))
+    fake.chmod(0o755)
+    run = tmp_path / "run"
+    r = ledger_run("gemini", "--gemini-bin", str(fake), "-w", str(repo), "-o", str(run), "--", "-p", "x", timeout=120)
+    assert r.returncode == 3 and "error:" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert f"look inside: ledger-run inspect {run}" in r.stderr
+    assert "tidying the run's Gemini CLI home" in (run / "faults.log").read_text()
+    assert not (run / "gemini" / "home" / ".gemini" / "google_accounts.json").exists()
+
+
+CLAUDE_TIDY_BREAKER = """#!{python}
+import os, sys
+if "--version" in sys.argv:
+    print("2.1.332 (Claude Code)")
+    sys.exit(0)
+path = sys.argv[sys.argv.index("--settings") + 1]  # the run's settings file, the first --settings
+os.unlink(path)
+os.symlink("/nonexistent", path)  # made a link (the model's shell, say)
+sys.exit(3)
+"""
+
+
+def test_a_claude_settings_file_made_a_link_keeps_the_agents_exit_code_and_the_ledger(tmp_path: Path) -> None:
+    import sys
+
+    from cli_support import ledger_run
+
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    fake = tmp_path / "claude"
+    fake.write_text(CLAUDE_TIDY_BREAKER.format(python=sys.executable))
+    fake.chmod(0o755)
+    run = tmp_path / "run"
+    args = ["--", "--settings", '{"env": {"MY_VAR": "1"}}', "-p", "x"]
+    r = ledger_run("claude", "--claude-bin", str(fake), "-w", str(repo), "-o", str(run), *args, timeout=120)
+    assert r.returncode == 3 and "error:" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert f"look inside: ledger-run inspect {run}" in r.stderr
+    assert "tidying the run's Claude Code settings" in (run / "faults.log").read_text()

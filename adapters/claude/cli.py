@@ -352,6 +352,7 @@ def run_claude(
     except BaseException:  # no socket (SocketDirError): the ledger is closed, the caller says why
         runtime.close()
         raise
+    untidy: list[OSError] = []
     try:
         where = private_dir(run_dir / "claude")
         if transport == "http":
@@ -371,11 +372,16 @@ def run_claude(
             # over HTTP only claude's own process speaks for it (a command it runs is another process)
             return run_agent(cmd, workdir, child_env, getattr(server, "launched", None))
         finally:  # the user's own settings (an API key in their env, say) are not kept: the ledger's hooks are
-            if settings:
-                write_private(path, json.dumps(hook_settings(hook, {}), indent=1) + "\n")
+            try:
+                if settings:
+                    write_private(path, json.dumps(hook_settings(hook, {}), indent=1) + "\n")
+            except OSError as e:  # what claude ran left a link there: said, and the agent's exit code kept
+                untidy.append(e)
     finally:
         server.close()
         with server.lock:
+            for e in untidy:
+                runtime.report_fault("tidying the run's Claude Code settings", e)
             try:
                 hooks.finish()
             except Exception as e:

@@ -182,11 +182,16 @@ def run_gemini(
         child_env.update(GEMINI_CLI_HOME=str(where / "home"), PWD=str(workdir))
         return run_agent([binary, *args], workdir, child_env)
     finally:
+        unstripped: OSError | None = None
         try:  # the user's own settings (an API key in an MCP server's env, say) are not kept: the ledger's hooks are
             home.strip(gemini_dir, ours)
+        except OSError as e:  # what gemini ran left a link or a directory there: said, and the agent's exit code kept
+            unstripped = e
         finally:
             server.close()
             with server.lock:
+                if unstripped is not None:
+                    runtime.report_fault("tidying the run's Gemini CLI home", unstripped)
                 try:
                     hooks.finish()
                 except Exception as e:

@@ -105,9 +105,21 @@ def strip(gemini: Path, ours: dict[str, dict[str, Any]]) -> None:
     (its sessions) is owner-only."""
     from ledger_runtime import tighten
 
-    write_settings(gemini, with_hooks({}, ours))
-    tighten(gemini.parent)
-    for name in LOGIN_FILES:
-        path = gemini / name
-        if path.exists() and not path.is_symlink():
-            path.unlink()
+    failed: list[OSError] = []  # each step is taken whatever the others met; the first failure is raised
+    for step in (
+        lambda: write_settings(gemini, with_hooks({}, ours)),
+        lambda: tighten(gemini.parent),
+        *(lambda name=name: _remove_login(gemini / name) for name in LOGIN_FILES),
+    ):
+        try:
+            step()
+        except OSError as e:
+            failed.append(e)
+    if failed:
+        raise failed[0]
+
+
+def _remove_login(path: Path) -> None:
+    """A login file Gemini CLI wrote in place of the link to the user's: not kept in the run."""
+    if path.exists() and not path.is_symlink():
+        path.unlink()
