@@ -38,3 +38,26 @@ def test_a_command_printing_an_error_line_is_recorded_with_its_output_and_exit_c
     (attempt,) = load(s.run_dir).state.attempts
     assert attempt.exit_code == 1
     assert "Output: building\nError: Cannot find module x\nExit Code: 1\n" in s.seen(1)["call_0_0"]  # as it was
+
+
+def test_an_exit_code_line_past_any_exit_code_is_an_unknown_end_and_the_call_is_recorded(tmp_path) -> None:
+    from conftest import make_repo
+
+    from ledger_adapters.gemini.hooks import GeminiHooks
+    from ledger_runtime import LedgerRuntime
+
+    # in an interactive session returnDisplay is the terminal's cells, not text: the first reading stands
+    text = "Output: x\nExit Code: " + "9" * 5000 + "\nProcess Group PGID: 7"
+    assert shell_result({"llmContent": text, "returnDisplay": [[{"text": "x"}]]}).returncode is None
+    repo = make_repo(tmp_path / "repo", {"calc.py": "x = 1\n"})
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    hooks = GeminiHooks(rt)
+    call = {"cwd": str(repo), "tool_name": "run_shell_command", "tool_input": {"command": "python3 odd.py"}}
+    try:
+        hooks.handle("BeforeTool", call)
+        hooks.handle("AfterTool", {**call, "tool_response": {"llmContent": text, "returnDisplay": [[{"text": "x"}]]}})
+        hooks.finish()
+    finally:
+        rt.close()
+    (attempt,) = load(tmp_path / "run").state.attempts
+    assert attempt.command == "python3 odd.py" and attempt.exit_code is None

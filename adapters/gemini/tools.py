@@ -126,8 +126,10 @@ class ShellResult:
         """The exit code (0 unless ``Exit Code: N`` says otherwise; None after a signal or an error)."""
         if "\nSignal: " in self.tail or "\nError: " in self.tail:
             return None
-        m = re.search(r"\nExit Code: (-?\d+)", self.tail)
-        return int(m.group(1)) if m else 0
+        m = re.search(r"\nExit Code: ([^\n]*)", self.tail)
+        if m is None:
+            return 0
+        return int(m.group(1)) if re.fullmatch(r"-?\d{1,10}", m.group(1)) else None  # not an exit code: unknown
 
     def with_output(self, text: str) -> str:
         """The result with ``text`` in place of the output, as the model would read it (its last newline
