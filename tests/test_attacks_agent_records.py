@@ -302,3 +302,10 @@ def test_a_claude_settings_file_made_a_link_keeps_the_agents_exit_code_and_the_l
     assert r.returncode == 3 and "error:" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert f"look inside: ledger-run inspect {run}" in r.stderr
     assert "tidying the run's Claude Code settings" in (run / "faults.log").read_text()
+
+
+def test_a_claude_failure_with_no_exit_code_a_number_can_hold_is_the_tools_error() -> None:
+    from ledger_adapters.claude.tools import failure
+
+    huge = "Exit code " + "9" * 5000 + "\nboom"
+    assert failure(huge) == (huge, 1) and failure("Exit code 2\nboom") == ("boom", 2)
