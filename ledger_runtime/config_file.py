@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import json
 import os
 import re
 import stat
@@ -48,7 +47,7 @@ def toml_inline(value: object) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value)
+        return toml_string(value)
     if isinstance(value, list):
         return "[" + ", ".join(toml_inline(v) for v in value) + "]"
     if isinstance(value, dict):
@@ -57,7 +56,18 @@ def toml_inline(value: object) -> str:
 
 
 def _toml_key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else toml_string(key)
+
+
+_ESCAPED = re.compile(r'["\\\x00-\x1f\x7f\ud800-\udfff]')
+_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string: every character as it is but the quote, the backslash and the
+    control characters, escaped. Not JSON's escapes: a character past U+FFFF (an emoji in a path or a
+    command) is a pair of surrogates there, which TOML refuses, and Codex with it the ledger's hooks."""
+    return '"' + _ESCAPED.sub(lambda m: _SHORT.get(m.group(), f"\\u{ord(m.group()):04x}"), text) + '"'
 
 
 def _comment(text: str, width: int) -> list[str]:

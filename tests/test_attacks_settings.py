@@ -103,3 +103,17 @@ def test_opencodes_own_config_content_that_is_not_json_is_one_line_naming_it(
         env={"HOME": str(tmp_path / "home"), "OPENCODE_CONFIG_CONTENT": given},
     )  # fmt: skip
     assert one_line_error(r).startswith(f"error: OPENCODE_CONFIG_CONTENT is not JSON ({why}: ")
+
+
+def test_codex_hook_overrides_with_characters_past_u_ffff_are_toml_codex_reads(tmp_path: Path) -> None:
+    import tomllib
+
+    from ledger_adapters.codex.cli import hook_overrides
+
+    config = '[[hooks.PreToolUse]]\nhooks = [{type = "command", command = "notify \\"🚀 started\\""}]\n'
+    run = tmp_path / "runs 🚀" / "run"  # a work tree or run directory with an emoji in its path
+    args = hook_overrides(["ledger-run"], "/tmp/s.sock", run, tomllib.loads(config))
+    values = {a.split("=", 1)[0]: tomllib.loads("v = " + a.split("=", 1)[1])["v"] for a in args[1::2]}
+    pre = values["hooks.PreToolUse"]
+    assert pre[0]["hooks"][0]["command"] == 'notify "🚀 started"'
+    assert f"--run-dir '{run}'" in pre[1]["hooks"][0]["command"]
