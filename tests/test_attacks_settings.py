@@ -117,3 +117,14 @@ def test_codex_hook_overrides_with_characters_past_u_ffff_are_toml_codex_reads(t
     pre = values["hooks.PreToolUse"]
     assert pre[0]["hooks"][0]["command"] == 'notify "🚀 started"'
     assert f"--run-dir '{run}'" in pre[1]["hooks"][0]["command"]
+
+
+def test_the_users_own_settings_from_a_pipe_are_still_read(tmp_path: Path) -> None:
+    import threading
+
+    fifo = tmp_path / "settings"  # as `--settings <(...)` hands them
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text('{"env": {"A": "1"}}'))
+    writer.start()
+    assert user_settings(str(fifo)) == {"env": {"A": "1"}}
+    writer.join(timeout=10)

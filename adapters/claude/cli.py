@@ -86,13 +86,20 @@ def split_settings(args: list[str]) -> tuple[list[str], str | None]:
 MAX_SETTINGS_BYTES = 4 * 1024 * 1024  # a settings file past this is not read
 
 
-def settings_text(path: Path) -> str:
-    """A settings file's text, read only from a regular file of at most MAX_SETTINGS_BYTES (a project's
-    ``.claude/settings.json`` is the repository's: a link to ``/dev/zero`` would never end); OSError
-    when it cannot be read, ValueError when it is too long or not UTF-8."""
+def settings_text(path: Path, *, pipe: bool = False) -> str:
+    """A settings file's text, at most MAX_SETTINGS_BYTES, read only from a regular file (a project's
+    ``.claude/settings.json`` is the repository's: a link to ``/dev/zero`` would never end) or, with
+    ``pipe``, a pipe too (the user's own ``--settings <(...)``); OSError when it cannot be read,
+    ValueError when it is too long or not UTF-8."""
+    import stat
+
     from ledger_runtime import read_record
 
-    data = read_record(path, MAX_SETTINGS_BYTES + 1)
+    if pipe and stat.S_ISFIFO(os.stat(path).st_mode):
+        with open(path, "rb") as f:
+            data = f.read(MAX_SETTINGS_BYTES + 1)
+    else:
+        data = read_record(path, MAX_SETTINGS_BYTES + 1)
     if len(data) > MAX_SETTINGS_BYTES:
         raise ValueError(f"over {MAX_SETTINGS_BYTES:,} bytes: not a settings file")
     return data.decode("utf-8")
@@ -105,7 +112,7 @@ def user_settings(given: str | None) -> dict[str, Any]:
     text = given
     if not given.lstrip().startswith("{"):
         try:
-            text = settings_text(Path(given))
+            text = settings_text(Path(given), pipe=True)
         except OSError as e:
             raise ValueError(f"--settings {given}: {e.strerror or e}") from e
         except ValueError as e:
