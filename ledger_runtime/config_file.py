@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ast
 import inspect
-import json
+import os
 import re
+import stat
 import textwrap
 from pathlib import Path
 
-from ledger_runtime.config import FLAT, SECTIONS, LedgerConfig, load_config
+from ledger_runtime.config import FLAT, SECTIONS, ConfigError, LedgerConfig, load_config
 from ledger_runtime.section import Section, dotted
 
 
@@ -46,7 +47,7 @@ def toml_inline(value: object) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value)
+        return toml_string(value)
     if isinstance(value, list):
         return "[" + ", ".join(toml_inline(v) for v in value) + "]"
     if isinstance(value, dict):
@@ -55,7 +56,18 @@ def toml_inline(value: object) -> str:
 
 
 def _toml_key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else toml_string(key)
+
+
+_ESCAPED = re.compile(r'["\\\x00-\x1f\x7f\ud800-\udfff]')
+_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string: every character as it is but the quote, the backslash and the
+    control characters, escaped. Not JSON's escapes: a character past U+FFFF (an emoji in a path or a
+    command) is a pair of surrogates there, which TOML refuses, and Codex with it the ledger's hooks."""
+    return '"' + _ESCAPED.sub(lambda m: _SHORT.get(m.group(), f"\\u{ord(m.group()):04x}"), text) + '"'
 
 
 def _comment(text: str, width: int) -> list[str]:
@@ -90,9 +102,33 @@ def starter_toml(width: int = 100) -> str:
     return "\n".join(out)
 
 
+MAX_SETTINGS_BYTES = 4 * 1024 * 1024  # a settings file is a few KiB: past this it is not read
+
+
 def check(path: Path) -> LedgerConfig:
-    """The config ``path`` gives; ConfigError names what is wrong."""
-    return load_config(path)
+    """The config ``path`` gives; ConfigError names what is wrong (a device or an endless file is not
+    read: ``/dev/zero`` would fill the memory; TOML nested past the recursion limit is not TOML to us)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        st = None  # load_config says why it cannot be read
+    if st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)) and _endless(path):
+        raise ConfigError(f"{path}: a device that reads on past {MAX_SETTINGS_BYTES:,} bytes, not a settings file")
+    if st is not None and stat.S_ISREG(st.st_mode) and st.st_size > MAX_SETTINGS_BYTES:
+        raise ConfigError(f"{path}: {st.st_size:,} bytes, over the {MAX_SETTINGS_BYTES:,} of a settings file")
+    try:
+        return load_config(path)
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: nested deeper than it can be read") from None
+
+
+def _endless(path: Path) -> bool:
+    """Whether a device reads on past a settings file's size (``/dev/zero``; ``/dev/null`` does not)."""
+    try:
+        with open(path, "rb") as f:
+            return len(f.read(MAX_SETTINGS_BYTES + 1)) > MAX_SETTINGS_BYTES
+    except OSError:
+        return False  # load_config says why it cannot be read
 
 
 def changed(config: LedgerConfig) -> dict[str, object]:

@@ -37,6 +37,12 @@ def is_regular(path: str | os.PathLike) -> bool:
         return False
 
 
+def regular_only(paths: dict[str, str]) -> dict[str, str]:
+    """The entries of ``paths`` (name -> path) that are regular files: an agent's session file that became
+    a FIFO or a link to a device would block a read of it, or never end one."""
+    return {name: path for name, path in paths.items() if is_regular(path)}
+
+
 def read_record(path: str | os.PathLike, limit: int | None = None) -> bytes:
     """The bytes of an agent's record (at most ``limit``, when given), read only from a regular file:
     a FIFO, a device or a directory under a record's name (or a link to one: ``/dev/zero``) would
@@ -155,6 +161,25 @@ class RecordedFormat:
 
 # a trajectory built in code, by no format: commands at the work tree's root, no submission
 PLAIN = RecordedFormat("plain", "", NO_SUBMISSION, _nothing, _as_recorded, _answer_alone)
+
+
+def read_each(fmt: RecordedFormat, paths: list[Path], notes: list[str]) -> Iterator[Trajectory | TrajectoryError]:
+    """Every trajectory ``fmt`` reads in ``paths``, each path read on its own: a file its reader breaks on
+    (a shape it never saw) yields a TrajectoryError saying so, and the other paths are read all the same."""
+    if fmt.load is None:
+        return
+    for path in paths:
+        try:
+            yield from fmt.load([path], notes)
+        except TrajectoryError as e:
+            yield e
+        except Exception as e:  # an adapter's reader that breaks costs that path only
+            yield TrajectoryError(f"{path}: the {fmt.name} reader failed: {type(e).__name__}: {_one_line(e)}")
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def formats(problems: list[str] | None = None) -> dict[str, RecordedFormat]:

@@ -83,6 +83,28 @@ def split_settings(args: list[str]) -> tuple[list[str], str | None]:
     return out, given
 
 
+MAX_SETTINGS_BYTES = 4 * 1024 * 1024  # a settings file past this is not read
+
+
+def settings_text(path: Path, *, pipe: bool = False) -> str:
+    """A settings file's text, at most MAX_SETTINGS_BYTES, read only from a regular file (a project's
+    ``.claude/settings.json`` is the repository's: a link to ``/dev/zero`` would never end) or, with
+    ``pipe``, a pipe too (the user's own ``--settings <(...)``); OSError when it cannot be read,
+    ValueError when it is too long or not UTF-8."""
+    import stat
+
+    from ledger_runtime import read_record
+
+    if pipe and stat.S_ISFIFO(os.stat(path).st_mode):
+        with open(path, "rb") as f:
+            data = f.read(MAX_SETTINGS_BYTES + 1)
+    else:
+        data = read_record(path, MAX_SETTINGS_BYTES + 1)
+    if len(data) > MAX_SETTINGS_BYTES:
+        raise ValueError(f"over {MAX_SETTINGS_BYTES:,} bytes: not a settings file")
+    return data.decode("utf-8")
+
+
 def user_settings(given: str | None) -> dict[str, Any]:
     """The settings of the user's own ``--settings`` (a file or a JSON string); {} for none."""
     if not given:
@@ -90,13 +112,15 @@ def user_settings(given: str | None) -> dict[str, Any]:
     text = given
     if not given.lstrip().startswith("{"):
         try:
-            text = Path(given).read_text()
+            text = settings_text(Path(given), pipe=True)
         except OSError as e:
-            raise ValueError(f"--settings {given}: {e.strerror}") from e
+            raise ValueError(f"--settings {given}: {e.strerror or e}") from e
+        except ValueError as e:
+            raise ValueError(f"--settings {given}: {e}") from e
     try:
         data = json.loads(text)
-    except ValueError as e:
-        raise ValueError(f"--settings {given[:80]}: not JSON ({e})") from e
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"--settings {given[:80]}: not JSON ({type(e).__name__}: {e})") from e
     if not isinstance(data, dict):
         raise ValueError(f"--settings {given[:80]}: not a JSON object")
     return data
@@ -147,9 +171,9 @@ def hooks_disabled(workdir: Path, home: Path) -> Path | None:
     project = workdir / ".claude"
     for path in (home / "settings.json", project / "settings.json", project / "settings.local.json"):
         try:
-            if json.loads(path.read_text()).get("disableAllHooks") is True:
+            if json.loads(settings_text(path)).get("disableAllHooks") is True:
                 return path
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
             continue
     return None
 
@@ -309,6 +333,7 @@ def run_claude(
         run_agent,
         write_private,
     )
+    from ledger_runtime.trajectories import regular_only
 
     base = dict(env if env is not None else os.environ)
     home = config_dir(base)
@@ -334,6 +359,7 @@ def run_claude(
     except BaseException:  # no socket (SocketDirError): the ledger is closed, the caller says why
         runtime.close()
         raise
+    untidy: list[OSError] = []
     try:
         where = private_dir(run_dir / "claude")
         if transport == "http":
@@ -353,17 +379,22 @@ def run_claude(
             # over HTTP only claude's own process speaks for it (a command it runs is another process)
             return run_agent(cmd, workdir, child_env, getattr(server, "launched", None))
         finally:  # the user's own settings (an API key in their env, say) are not kept: the ledger's hooks are
-            if settings:
-                write_private(path, json.dumps(hook_settings(hook, {}), indent=1) + "\n")
+            try:
+                if settings:
+                    write_private(path, json.dumps(hook_settings(hook, {}), indent=1) + "\n")
+            except OSError as e:  # what claude ran left a link there: said, and the agent's exit code kept
+                untidy.append(e)
     finally:
         server.close()
         with server.lock:
+            for e in untidy:
+                runtime.report_fault("tidying the run's Claude Code settings", e)
             try:
                 hooks.finish()
             except Exception as e:
                 runtime.report_fault("finishing the run", e)
             try:
-                keep_masked_jsonl(hooks.transcripts, run_dir / "transcripts", runtime.redactor)
+                keep_masked_jsonl(regular_only(hooks.transcripts), run_dir / "transcripts", runtime.redactor)
             except Exception as e:
                 runtime.report_fault("keeping Claude Code's transcripts", e)
             runtime.close()

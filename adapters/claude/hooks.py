@@ -161,7 +161,7 @@ class ClaudeHooks:
 
     def _transcript_path(self, path: Any) -> str | None:
         """``path`` when it may be read as this user's transcript: absolute, under the projects directory."""
-        if not isinstance(path, str) or not os.path.isabs(path) or not path.endswith(".jsonl"):
+        if not isinstance(path, str) or not os.path.isabs(path) or not path.endswith(".jsonl") or "\0" in path:
             return None
         if self.projects_dir is not None:
             real, root = os.path.realpath(path), os.path.realpath(self.projects_dir)

@@ -187,6 +187,7 @@ def failure(error: Any) -> tuple[str, int | None]:
     command's is ``Exit code N`` and its output; a file tool's, its error (exit code 1)."""
     text = error if isinstance(error, str) else ""
     head, _, rest = text.partition("\n")
-    if head.startswith("Exit code ") and head[10:].strip().lstrip("-").isdigit():
-        return rest, int(head[10:].strip())
+    code = head[10:].strip() if head.startswith("Exit code ") else ""
+    if code.lstrip("-").isdigit() and len(code) <= 11:
+        return rest, int(code)
     return text, 1

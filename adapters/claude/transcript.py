@@ -41,7 +41,11 @@ def result_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+        return "".join(
+            b["text"]
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        )
     return ""
 
 
@@ -61,15 +65,14 @@ class TranscriptReader:
         """Read what was appended since the last refresh (a vanished file reads as nothing new)."""
         lines, self.offset = appended_lines(self.path, self.offset)
         for raw in lines:
-            self._line(raw)
+            try:
+                self._line(raw)
+            except (ValueError, TypeError, AttributeError, RecursionError):  # skipped: the lines after it are read
+                self.bad_lines += 1
 
     def _line(self, raw: bytes) -> None:
-        try:
-            entry = json.loads(raw)
-            kind = entry.get("type")
-        except (ValueError, AttributeError):
-            self.bad_lines += 1
-            return
+        entry = json.loads(raw)
+        kind = entry.get("type")
         if kind not in CHAIN or entry.get("isSidechain") is True:
             return
         uuid, parent = entry.get("uuid"), entry.get("parentUuid")

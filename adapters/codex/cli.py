@@ -249,11 +249,19 @@ def gated(flags: list[str], argv: list[str], shell: str | None, line: str | None
     return shlex.join(["/bin/sh", "-c", script, "ledger-hook", *flags, *argv])
 
 
+MAX_TOML_BYTES = 4 * 1024 * 1024  # a Codex config past this is not read
+
+
 def read_toml(path: Path) -> dict[str, Any]:
+    """A Codex config file's settings; {} for one that cannot be read as TOML: a work tree's
+    ``.codex/config.toml`` is the repository's, and may be anything (a link to a device, nesting past the
+    recursion limit, bytes that are not text)."""
+    from ledger_runtime import read_record
+
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError):
+        data = read_record(path, MAX_TOML_BYTES + 1)
+        return tomllib.loads(data.decode("utf-8")) if len(data) <= MAX_TOML_BYTES else {}
+    except (OSError, ValueError, RecursionError):  # ValueError: TOMLDecodeError, UnicodeDecodeError
         return {}
 
 

@@ -260,7 +260,7 @@ class CodexHooks:
 
     def _transcript(self, path: Any) -> str | None:
         """``path`` when it may be read as this run's rollout: absolute, and under the sessions directory."""
-        if not isinstance(path, str) or not os.path.isabs(path):
+        if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path:
             return None
         if self.sessions_dir is not None:
             real = os.path.realpath(path)

@@ -59,16 +59,15 @@ class RolloutReader:
         with self.lock:
             lines, self.offset = appended_lines(self.path, self.offset)
             for raw in lines:
-                self._line(raw)
+                try:
+                    self._line(raw)
+                except (ValueError, TypeError, AttributeError, RecursionError):  # a line of a shape never seen:
+                    self.bad_lines += 1  # skipped, and the lines after it are read all the same
 
     def _line(self, raw: bytes) -> None:  # noqa: C901
-        try:
-            entry = json.loads(raw)
-            kind = entry.get("type")
-            p = entry.get("payload") or {}
-        except (ValueError, AttributeError):
-            self.bad_lines += 1
-            return
+        entry = json.loads(raw)
+        kind = entry.get("type")
+        p = entry.get("payload") or {}
         if kind == "compacted":
             self.compactions += 1
             return
@@ -95,19 +94,32 @@ class RolloutReader:
                 text = str(item.get("stdout") or "") + str(item.get("stderr") or "")
                 self.patches[call_id] = CommandRecord(0 if status == "completed" else 1, text, status)
         elif kind == "response_item" and p.get("type") == "function_call" and isinstance(p.get("call_id"), str):
-            try:
-                args = json.loads(p.get("arguments") or "{}")
-            except ValueError:
-                args = {}
-            if isinstance(args, dict):
+            args = call_arguments(p.get("arguments"))
+            if args is not None:
                 self.arguments[p["call_id"]] = args
-                command = args.get("cmd", args.get("command"))
-                command = " ".join(command) if isinstance(command, list) else command
-                if isinstance(command, str):
+                command = named_command(args)
+                if command is not None:
                     self.named[p["call_id"]] = command
         elif kind == "response_item" and p.get("type") == "custom_tool_call" and isinstance(p.get("call_id"), str):
             if isinstance(p.get("input"), str):
                 self.named[p["call_id"]] = p["input"]
+
+
+def call_arguments(text: Any) -> dict[str, Any] | None:
+    """A function call's arguments (JSON text the model wrote) as an object; None when they are not one."""
+    try:
+        args = json.loads(text or "{}") if isinstance(text, (str, bytes)) else None
+    except (ValueError, RecursionError):
+        return None
+    return args if isinstance(args, dict) else None
+
+
+def named_command(args: dict[str, Any]) -> str | None:
+    """The command a call's arguments name (``cmd`` or ``command``: text, or words joined); None for none."""
+    command = args.get("cmd", args.get("command"))
+    if isinstance(command, list) and all(isinstance(w, str) for w in command):
+        return " ".join(command)
+    return command if isinstance(command, str) else None
 
 
 def reader_for(cache: dict[str, RolloutReader], path: Any, *, refresh: bool = True) -> RolloutReader | None:
@@ -159,7 +171,8 @@ def model_inputs(path: str) -> list[list[dict[str, Any]]]:
         return []
     for entry, p in _entries(lines):
         if entry.get("type") == "compacted" and isinstance(p, dict):
-            items = [i for i in p.get("replacement_history") or [] if isinstance(i, dict)]
+            history = p.get("replacement_history")
+            items = [i for i in history if isinstance(i, dict)] if isinstance(history, list) else []
             in_output = False
             continue
         if entry.get("type") != "response_item" or not isinstance(p, dict):
@@ -180,7 +193,7 @@ def item_text(item: dict[str, Any]) -> tuple[str, str]:
     if kind == "message":
         content = item.get("content")
         text = (
-            "".join(c.get("text", "") for c in content if isinstance(c, dict))
+            "".join(c["text"] for c in content if isinstance(c, dict) and isinstance(c.get("text"), str))
             if isinstance(content, list)
             else str(content or "")
         )
@@ -231,13 +244,11 @@ def _command(item: dict[str, Any]) -> str | None:
     if kind == "custom_tool_call":
         return item.get("input") if isinstance(item.get("input"), str) else None
     if kind == "function_call":
-        try:
-            args = json.loads(item.get("arguments") or "{}")
-        except ValueError:
-            return None
-        cmd = args.get("cmd", args.get("command")) if isinstance(args, dict) else None
+        args = call_arguments(item.get("arguments"))
+        cmd = args.get("cmd", args.get("command")) if args is not None else None
     elif kind == "local_shell_call":
-        cmd = (item.get("action") or {}).get("command")
+        action = item.get("action")
+        cmd = action.get("command") if isinstance(action, dict) else None
     else:
         return None
     if isinstance(cmd, list) and len(cmd) == 3 and cmd[:2] in (["bash", "-lc"], ["/bin/bash", "-lc"]):
@@ -283,8 +294,11 @@ def conversation(path: Path) -> Conversation:  # noqa: C901
                 if p.get("type") == "message":
                     current.text.append(text)
                 elif p.get("type") == "reasoning":
+                    summary = p.get("summary") if isinstance(p.get("summary"), list) else []
                     current.reasoning += [
-                        s.get("text", "") for s in p.get("summary") or [] if isinstance(s, dict) and s.get("text")
+                        s["text"]
+                        for s in summary
+                        if isinstance(s, dict) and isinstance(s.get("text"), str) and s["text"]
                     ]
                 cmd = _command(p)
                 if cmd is not None:

@@ -151,6 +151,7 @@ def run_gemini(
         private_dir,
         run_agent,
     )
+    from ledger_runtime.trajectories import regular_only
 
     base = dict(env if env is not None else os.environ)
     user = home.user_dir(base)
@@ -181,17 +182,22 @@ def run_gemini(
         child_env.update(GEMINI_CLI_HOME=str(where / "home"), PWD=str(workdir))
         return run_agent([binary, *args], workdir, child_env)
     finally:
+        unstripped: OSError | None = None
         try:  # the user's own settings (an API key in an MCP server's env, say) are not kept: the ledger's hooks are
             home.strip(gemini_dir, ours)
+        except OSError as e:  # what gemini ran left a link or a directory there: said, and the agent's exit code kept
+            unstripped = e
         finally:
             server.close()
             with server.lock:
+                if unstripped is not None:
+                    runtime.report_fault("tidying the run's Gemini CLI home", unstripped)
                 try:
                     hooks.finish()
                 except Exception as e:
                     runtime.report_fault("finishing the run", e)
                 try:
-                    keep_masked_jsonl(hooks.sessions, run_dir / "sessions", runtime.redactor)
+                    keep_masked_jsonl(regular_only(hooks.sessions), run_dir / "sessions", runtime.redactor)
                 except Exception as e:
                     runtime.report_fault("keeping Gemini CLI's sessions", e)
                 runtime.close()

@@ -22,6 +22,7 @@ from typing import Any
 
 KEPT_APART = ("settings.json", "tmp")
 LOGIN_FILES = ("oauth_creds.json", "google_accounts.json", "gemini-credentials.json", "mcp-oauth-tokens.json")
+MAX_SETTINGS_BYTES = 4 * 1024 * 1024  # a settings file past this is not read (nor one that is not a regular file)
 _COMMENT = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/', re.S)
 
 
@@ -32,17 +33,23 @@ def user_dir(env: dict[str, str]) -> Path:
 
 def read_settings(path: Path) -> dict[str, Any]:
     """A Gemini CLI settings file (JSON with comments); {} when there is none. ValueError, saying which
-    file, when it is not an object."""
+    file, when it is not an object: a work tree's ``.gemini/settings.json`` is the repository's, and may
+    be anything (a link to ``/dev/zero``, nesting past the recursion limit, bytes that are not text)."""
+    from ledger_runtime import read_record
+
     try:
-        text = path.read_text()
+        data = read_record(path, MAX_SETTINGS_BYTES + 1)
     except FileNotFoundError:
         return {}
     except OSError as e:
-        raise ValueError(f"{path}: {e.strerror}") from e
+        raise ValueError(f"{path}: {e.strerror or e}") from e
+    if len(data) > MAX_SETTINGS_BYTES:
+        raise ValueError(f"{path}: over {MAX_SETTINGS_BYTES:,} bytes: not a settings file")
     try:
+        text = data.decode("utf-8-sig")
         data = json.loads(_COMMENT.sub(lambda m: m.group(0) if m.group(0).startswith('"') else "", text) or "{}")
-    except ValueError as e:
-        raise ValueError(f"{path}: not JSON ({e})") from e
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"{path}: not JSON ({type(e).__name__}: {e})") from e
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not a JSON object")
     return data
@@ -98,9 +105,21 @@ def strip(gemini: Path, ours: dict[str, dict[str, Any]]) -> None:
     (its sessions) is owner-only."""
     from ledger_runtime import tighten
 
-    write_settings(gemini, with_hooks({}, ours))
-    tighten(gemini.parent)
-    for name in LOGIN_FILES:
-        path = gemini / name
-        if path.exists() and not path.is_symlink():
-            path.unlink()
+    failed: list[OSError] = []  # each step is taken whatever the others met; the first failure is raised
+    for step in (
+        lambda: write_settings(gemini, with_hooks({}, ours)),
+        lambda: tighten(gemini.parent),
+        *(lambda name=name: _remove_login(gemini / name) for name in LOGIN_FILES),
+    ):
+        try:
+            step()
+        except OSError as e:
+            failed.append(e)
+    if failed:
+        raise failed[0]
+
+
+def _remove_login(path: Path) -> None:
+    """A login file Gemini CLI wrote in place of the link to the user's: not kept in the run."""
+    if path.exists() and not path.is_symlink():
+        path.unlink()

@@ -174,8 +174,8 @@ class GeminiHooks:
 
     def _follow(self, payload: dict[str, Any]) -> None:
         path = payload.get("transcript_path")
-        if not isinstance(path, str) or not path.endswith(".jsonl") or not os.path.isabs(path):
-            return
+        if not isinstance(path, str) or not path.endswith(".jsonl") or not os.path.isabs(path) or "\0" in path:
+            return  # not a session file's path (a NUL in it names no file)
         if self.sessions_dir is not None and not os.path.realpath(path).startswith(
             os.path.realpath(self.sessions_dir) + os.sep
         ):
@@ -292,7 +292,11 @@ class GeminiHooks:
 
     def after_tool(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         args = payload.get("tool_input") if isinstance(payload.get("tool_input"), dict) else {}
-        if payload.get("tool_name") == READ and args.get("file_path") in self.answers:
+        if (
+            payload.get("tool_name") == READ
+            and isinstance(args.get("file_path"), str)
+            and args["file_path"] in self.answers
+        ):
             return self._read_back(args["file_path"], payload.get("tool_response"))
         call = self._call(payload)
         pending = self._take(call) if call is not None else None

@@ -32,6 +32,7 @@ from ledger_runtime import (
     read_record,
     refreshed,
 )
+from ledger_runtime.trajectories import MAX_RECORD_BYTES
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,14 @@ def result_text(result: Any) -> str:
 def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return "".join(p.get("text", "") for p in content if isinstance(p, dict)) if isinstance(content, list) else ""
+    if not isinstance(content, list):
+        return ""
+    return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+
+
+def listed(value: Any) -> list[Any]:
+    """A field that should hold a list (``toolCalls``, ``thoughts``), as one: anything else is none."""
+    return value if isinstance(value, list) else []
 
 
 @dataclass
@@ -76,14 +84,13 @@ class SessionReader:
         """Read what was appended since the last refresh (a vanished file reads as nothing new)."""
         lines, self.offset = appended_lines(self.path, self.offset)
         for raw in lines:
-            self._line(raw)
+            try:
+                self._line(raw)
+            except (ValueError, TypeError, RecursionError):  # skipped: the lines after it are read all the same
+                self.bad_lines += 1
 
     def _line(self, raw: bytes) -> None:
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            self.bad_lines += 1
-            return
+        record = json.loads(raw)
         if not isinstance(record, dict):
             self.bad_lines += 1
         elif isinstance(record.get("$rewindTo"), str):
@@ -102,7 +109,7 @@ class SessionReader:
         """Every call of the model the session records, in order."""
         out = []
         for m in self.messages.values():
-            for c in m.get("toolCalls") or [] if m.get("type") == "gemini" else []:
+            for c in listed(m.get("toolCalls")) if m.get("type") == "gemini" else []:
                 if isinstance(c, dict):
                     out.append(
                         SessionCall(
@@ -116,7 +123,7 @@ class SessionReader:
     @property
     def batches(self) -> int:
         """How many model messages with calls the session has recorded whole."""
-        return sum(1 for m in self.messages.values() if m.get("type") == "gemini" and m.get("toolCalls"))
+        return sum(1 for m in self.messages.values() if m.get("type") == "gemini" and listed(m.get("toolCalls")))
 
 
 def reader_for(cache: dict[str, SessionReader], path: Any) -> SessionReader | None:
@@ -157,8 +164,7 @@ def conversation(path: Path) -> Conversation:
             raise ValueError
     except (ValueError, TypeError):
         raise TrajectoryError(f"{path}: not a Gemini CLI session (no session header)") from None
-    reader = SessionReader(str(path))
-    reader.refresh()
+    reader = read_whole(SessionReader(str(path)))
     turns, task = [], ""
     root = workspace(list(reader.messages.values()))
     for m in reader.messages.values():
@@ -167,8 +173,10 @@ def conversation(path: Path) -> Conversation:
         if m.get("type") != "gemini":
             continue
         tokens = m.get("tokens") if isinstance(m.get("tokens"), dict) else {}
-        thoughts = [t.get("description", "") for t in m.get("thoughts") or [] if isinstance(t, dict)]
-        calls = [c for c in (_command(x, root) for x in m.get("toolCalls") or [] if isinstance(x, dict)) if c]
+        thoughts = [
+            t["description"] for t in listed(m.get("thoughts")) if isinstance(t, dict) and _str(t.get("description"))
+        ]
+        calls = [c for c in (_command(x, root) for x in listed(m.get("toolCalls")) if isinstance(x, dict)) if c]
         turns.append(
             ModelTurn(
                 content_text(m.get("content")),
@@ -180,6 +188,21 @@ def conversation(path: Path) -> Conversation:
             )
         )
     return Conversation(str(path), turns, task)
+
+
+def _str(record: Any, key: str) -> bool:
+    """Whether ``record`` is an object whose ``key`` is text."""
+    return isinstance(record, dict) and isinstance(record.get(key), str)
+
+
+def read_whole(reader: SessionReader) -> SessionReader:
+    """``reader`` having read its file to the end (a refresh reads at most 64 MiB), up to MAX_RECORD_BYTES."""
+    while reader.offset <= MAX_RECORD_BYTES:
+        before = reader.offset
+        reader.refresh()
+        if reader.offset == before:
+            break
+    return reader
 
 
 def _int(value: Any) -> int | None:

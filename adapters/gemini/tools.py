@@ -33,7 +33,7 @@ UNTRUSTED = ("<untrusted_context>\n", "\n</untrusted_context>")
 OUTPUT = "Output: "
 # the lines Gemini CLI puts after a command's output, in this order, each when it has something to say
 FIELDS = ("Error", "Exit Code", "Signal", "Background PIDs", "Process Group PGID")
-_TRAILER = re.compile(r"(?:\n(?:" + "|".join(FIELDS) + r"): [^\n]*)*\Z")
+_FIELD_LINE = re.compile(r"(?:" + "|".join(FIELDS) + r"): [^\n]*")
 # what the tool that reads the answer back (read_file) shows whole: at most this many lines, each this long
 READ_MAX_LINES = 2_000
 READ_MAX_LINE = 2_000
@@ -126,8 +126,10 @@ class ShellResult:
         """The exit code (0 unless ``Exit Code: N`` says otherwise; None after a signal or an error)."""
         if "\nSignal: " in self.tail or "\nError: " in self.tail:
             return None
-        m = re.search(r"\nExit Code: (-?\d+)", self.tail)
-        return int(m.group(1)) if m else 0
+        m = re.search(r"\nExit Code: ([^\n]*)", self.tail)
+        if m is None:
+            return 0
+        return int(m.group(1)) if re.fullmatch(r"-?\d{1,10}", m.group(1)) else None  # not an exit code: unknown
 
     def with_output(self, text: str) -> str:
         """The result with ``text`` in place of the output, as the model would read it (its last newline
@@ -147,12 +149,26 @@ def shell_result(tool_response: Any) -> ShellResult | None:
     if not inner.startswith(OUTPUT) or "&lt;/untrusted_context&gt;" in inner:
         return None
     body = inner[len(OUTPUT) :]
-    trailer = _TRAILER.search(body)
-    if trailer is None:
-        return None
-    output = body[: trailer.start()]
-    tail = body[trailer.start() :] + (UNTRUSTED[1] if head else "")
+    start = _trailer_start(body, tool_response.get("returnDisplay") if isinstance(tool_response, dict) else None)
+    output = body[:start]
+    tail = body[start:] + (UNTRUSTED[1] if head else "")
     return ShellResult(head + OUTPUT, "" if output == "(empty)" else output, tail)
+
+
+def _trailer_start(body: str, shown: Any) -> int:
+    """Where the lines Gemini CLI put after a command's output start in ``body``. The output's own last
+    lines may read as such lines (``Error: Cannot find module 'x'``): of the places they may start, the
+    one that leaves the output the user was shown (``returnDisplay``, the output as it came) when one
+    does, else the first."""
+    starts = [len(body)]
+    while (nl := body.rfind("\n", 0, starts[-1])) >= 0 and _FIELD_LINE.fullmatch(body, nl + 1, starts[-1]):
+        starts.append(nl)
+    if isinstance(shown, str):
+        shown = shown.rstrip("\n") or "(empty)"
+        for start in starts:
+            if body[:start] == shown:
+                return start
+    return starts[-1]
 
 
 def readable_whole(text: str) -> bool:

@@ -52,7 +52,10 @@ def interactive(args: list[str]) -> bool:
 def with_plugin(given: str | None, plugin: Path) -> str:
     """``OPENCODE_CONFIG_CONTENT`` for the run: the user's own (a JSON object, if any) with the ledger's
     plugin added after theirs. ValueError when theirs is not a JSON object."""
-    config: Any = json.loads(given) if given and given.strip() else {}
+    try:
+        config: Any = json.loads(given) if given and given.strip() else {}
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"OPENCODE_CONFIG_CONTENT is not JSON ({type(e).__name__}: {e})") from None
     if not isinstance(config, dict):
         raise ValueError("OPENCODE_CONFIG_CONTENT is not a JSON object")
     plugins = config.get("plugin") if isinstance(config.get("plugin"), list) else []

@@ -95,12 +95,16 @@ class OpenCodeHooks:
             self._check()
             return self.after(payload)
         if event == "Prompt":
-            if isinstance(payload.get("prompt"), str) and payload.get("sessionID") not in self.subagents:
+            if isinstance(payload.get("prompt"), str) and not self._subagent(payload.get("sessionID")):
                 self.runtime.set_task(payload["prompt"])
             return None
         if event == "Event":
             return self.bus(payload)
         raise ValueError(f"unknown hook event {event!r}")
+
+    def _subagent(self, sid: Any) -> bool:
+        """Whether ``sid`` names a subagent's session (a session id is text: anything else names none)."""
+        return isinstance(sid, str) and sid in self.subagents
 
     def _session(self, sid: Any) -> None:
         if isinstance(sid, str) and sid not in self.sessions:
@@ -119,7 +123,7 @@ class OpenCodeHooks:
         plan = self.runtime.propose(call.label, cwd=call.analysis.cwd, analysis=call.analysis)
         if plan is None:
             return None
-        plan.held = payload.get("sessionID") not in self.subagents  # a subagent's output is the subagent's
+        plan.held = not self._subagent(payload.get("sessionID"))  # a subagent's output is the subagent's
         if plan.applied and plan.verdict.kind in (VerdictKind.REVISE, VerdictKind.BLOCK):
             res = self.runtime.answer(plan)
             if res is not None:
@@ -194,7 +198,12 @@ class OpenCodeHooks:
 
     def _shell(self, call_id: str, pending: _Pending, output: Any, metadata: Any) -> dict[str, Any] | None:
         found = shell_output(output, metadata)
-        if found is None:
+        if found is None:  # no output text: the call ran all the same, and is recorded so (never a source)
+            pending.plan.held = False
+            no_text = ExecResult(
+                "", None, "no result: tool.execute.after carried no output text", output_complete=False
+            )
+            self._record(call_id, pending, no_text)
             return None
         text, code, whole = found
         replaceable = whole and pending.plan.held and pending.plan.applied
@@ -223,19 +232,19 @@ class OpenCodeHooks:
             if isinstance(info.get("id"), str) and info.get("parentID"):
                 self.subagents.add(info["id"])
             self._session(info.get("id"))
-        elif kind == "session.compacted" and props.get("sessionID") not in self.subagents:
+        elif kind == "session.compacted" and not self._subagent(props.get("sessionID")):
             self.runtime.forget_context()  # its event resets the notes (the whole view next)
             self.files.forget()
         elif kind == "message.part.updated":
             self._failed(props.get("part"))
-        elif kind == "session.idle" and props.get("sessionID") not in self.subagents:
+        elif kind == "session.idle" and not self._subagent(props.get("sessionID")):
             return self._stop(payload.get("interactive") is True)
         return None
 
     def _failed(self, part: Any) -> None:
         """A call that failed before tool.execute.after (OpenCode's permission refused it, its tool
         failed): recorded with its error, exit code 1."""
-        if not isinstance(part, dict) or part.get("callID") not in self.pending:
+        if not isinstance(part, dict) or not isinstance(part.get("callID"), str) or part["callID"] not in self.pending:
             return
         state = part.get("state") if isinstance(part.get("state"), dict) else {}
         error = state.get("error") if isinstance(state.get("error"), str) else "the call failed"

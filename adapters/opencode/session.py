@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,8 @@ def db_path(env: dict[str, str]) -> Path:
 
 
 def _rows(db: Path, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2.0)
+    try:  # the path quoted: a '?', a '#' or a '%' in it would name another file, opened read-write
+        con = sqlite3.connect(f"file:{urllib.parse.quote(str(db))}?mode=ro", uri=True, timeout=2.0)
     except sqlite3.Error:
         return []
     try:

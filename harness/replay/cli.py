@@ -34,7 +34,7 @@ from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.ledger.private import private_dir, write_private
 from ledger_runtime.ledger.store import NotALedger
 from ledger_runtime.records import Baseline
-from ledger_runtime.trajectories import RecordedFormat, Trajectory, TrajectoryError, formats
+from ledger_runtime.trajectories import RecordedFormat, Trajectory, TrajectoryError, formats, read_each
 
 
 def _format(name: str | None, fail) -> RecordedFormat:
@@ -73,7 +73,7 @@ def _instances(path: Path | None) -> tuple[dict[str, str], dict[str, str]]:
                 row = json.loads(line)
                 commits[row["instance_id"]] = row["base_commit"]
                 repos[row["instance_id"]] = row.get("repo", "")
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):  # not an instance: nested too deep, say
                 continue
     if lines and not commits:
         raise ValueError(f"{path}: no line is a SWE-bench instance (JSON with instance_id and base_commit)")
@@ -239,7 +239,7 @@ def _trajectories(
 def _read(fmt: RecordedFormat, paths: list[Path], notes: list[str]) -> tuple[list[Trajectory], list[tuple[str, str]]]:
     """The recorded runs in ``paths`` read in ``fmt`` (one at least), and those that could not be."""
     assert fmt.load is not None  # _format picks only formats the replay reads
-    items = list(fmt.load(paths, notes))
+    items = [_named(t) for t in read_each(fmt, paths, notes)]
     trajs = [t for t in items if isinstance(t, Trajectory)]
     skipped = [(str(e).split(":")[0], str(e)) for e in items if isinstance(e, TrajectoryError)]
     if not trajs:
@@ -249,6 +249,13 @@ def _read(fmt: RecordedFormat, paths: list[Path], notes: list[str]) -> tuple[lis
             else f"no {fmt.name} trajectories found in " + ", ".join(str(p) for p in paths)
         )
     return trajs, skipped
+
+
+def _named(t: Trajectory | TrajectoryError) -> Trajectory | TrajectoryError:
+    """A trajectory whose instance id is text; one whose record names another kind of id is not read."""
+    if isinstance(t, Trajectory) and (not isinstance(t.instance_id, str) or not t.instance_id):
+        return TrajectoryError(f"{t.source}: its instance id is not text ({type(t.instance_id).__name__})")
+    return t
 
 
 def _first_of_each(trajs: list[Trajectory], skipped: list[tuple[str, str]]) -> list[Trajectory]:

@@ -91,11 +91,15 @@ def load_instances(subset: str, split: str, instances: Path | None) -> list[dict
                 f"--instances {instances}: no such file" + (f" ({path.name} in it)" if instances.is_dir() else "")
             )
         rows = []
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, ValueError) as e:  # ValueError: not UTF-8
+            raise BadInput(f"--instances {path}: cannot be read: {e}") from None
+        for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json_value(line)
             except ValueError as e:
                 raise BadInput(f"{path}:{n}: not a JSON line: {e}") from None
             if (
@@ -306,8 +310,16 @@ def versions() -> dict[str, str | None]:
 # -- an arm's directory ------------------------------------------------------------------------------
 
 
+def json_value(text: str | bytes) -> Any:
+    """``json.loads``, with JSON nested past the recursion limit a ValueError like any JSON it cannot read."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested deeper than it can be read") from None
+
+
 def read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
+    return json_value(path.read_text(encoding="utf-8"))
 
 
 PREDS_FILES = ("preds.json", "preds.jsonl")
@@ -324,9 +336,9 @@ def read_preds(path: Path) -> dict[str, dict[str, Any]]:
     what is wrong."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        rows = [json_value(line) for line in text.splitlines() if line.strip()]
     else:
-        data = json.loads(text)
+        data = json_value(text)
         rows = data if isinstance(data, list) else None
         if isinstance(data, dict):
             if all(isinstance(v, dict) for v in data.values()):

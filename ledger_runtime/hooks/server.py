@@ -154,13 +154,15 @@ def _server_gone(path: str) -> bool:
 
 def event_payload(event: str, body: bytes) -> dict[str, Any]:
     """A hook event's body as the JSON object it must be; a one-line ValueError naming the event
-    otherwise (the socket server's and the HTTP server's alike)."""
+    otherwise (the socket server's and the HTTP server's alike). It quotes none of the body: a command
+    in it may hold a secret, which a cut could leave partly unmasked in faults.log."""
     try:
         payload = json.loads(body)
-    except ValueError as e:
-        raise ValueError(f"{event} payload is not JSON: {body[:60]!r}") from e
+    except (ValueError, RecursionError) as e:
+        why = f"{e.msg} at byte {e.pos}" if isinstance(e, json.JSONDecodeError) else type(e).__name__
+        raise ValueError(f"{event} payload is not JSON ({len(body):,} bytes; {why})") from None
     if not isinstance(payload, dict):
-        raise ValueError(f"{event} payload is not a JSON object: {body[:60]!r}")
+        raise ValueError(f"{event} payload is not a JSON object (a JSON {type(payload).__name__})")
     return payload
 
 
@@ -434,7 +436,7 @@ class HookServer:
         if raw:
             body, nl, data = body.partition(b"\n")
             if not nl:
-                raise ValueError(f"{event} payload has no line before its bytes: {body[:60]!r}")
+                raise ValueError(f"{event} payload has no line before its bytes ({len(body):,} bytes)")
         payload = event_payload(event, body)
         if raw:
             payload["raw"] = data

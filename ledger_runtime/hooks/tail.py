@@ -14,10 +14,12 @@ R = TypeVar("R")
 
 def appended_lines(path: str, offset: int, limit: int = 64 * 1024 * 1024) -> tuple[list[bytes], int]:
     """The whole lines of ``path`` after byte ``offset`` (at most ``limit`` bytes of them: the rest on
-    the next call), and the offset after them."""
+    the next call), and the offset after them. A line longer than ``limit`` is passed over, so that the
+    lines after it are read: what follows the part passed over comes as a line of its own, which no
+    reader takes for a record (it is the end of one)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the path, which names no file
         return [], offset
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -32,8 +34,10 @@ def appended_lines(path: str, offset: int, limit: int = 64 * 1024 * 1024) -> tup
         if fd >= 0:
             os.close(fd)
     end = data.rfind(b"\n")
+    if end < 0 and len(data) >= limit:  # one line longer than a read: skipped (its rest reads as a malformed line)
+        return [], offset + len(data)
     if end < 0:
-        return [], offset
+        return [], offset  # a last line still being written
     return [raw for raw in data[: end + 1].splitlines() if raw.strip()], offset + end + 1
 
 

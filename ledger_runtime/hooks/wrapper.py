@@ -296,6 +296,8 @@ def main(argv: list[str]) -> int:
         wait = float(args.get("wait") or DEFAULT_WAIT_S)
     except ValueError:
         wait = DEFAULT_WAIT_S
+    if wait != wait:  # nan: no deadline to wait to (as the compiled wrapper reads it)
+        wait = DEFAULT_WAIT_S
     started = time.perf_counter()
     key = _begin(args, run_dir)  # before the command starts: its secret is spent then
     login = args.get("login")
