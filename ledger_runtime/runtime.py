@@ -131,7 +131,7 @@ class LedgerRuntime:
             else Redactor.off()
         )
         if self.redactor.active:
-            prepare_search()  # masking's search in C, built once into the user's cache where it can be (needles.py)
+            prepare_search(wait=False)  # masking's search in C, built once into the user's cache (needles.py)
         self._clean = CleanOutputs()  # long outputs stored as printed: the next like them is masked in what differs
         self.fault_log = FaultLog(self.run_dir, self.redactor)  # none ever stops the agent
         self.dedupe = self.config.dedupe

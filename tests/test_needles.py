@@ -60,7 +60,20 @@ def _long(text: str) -> str:
     return filler + text + "\n" + filler
 
 
-@given(st.lists(st.sampled_from(_PARTS + ["password=", "token: ", "Key=", "AUTH_", "dsn="]), max_size=40).map("".join))
+_SECRET_PARTS = [
+    "password=",
+    "token: ",
+    "Key=",
+    "AUTH_",
+    "dsn=",
+    "https://u:pa55word@host",
+    "curl -u bob:",
+    "://u:",
+    "@",
+]
+
+
+@given(st.lists(st.sampled_from(_PARTS + _SECRET_PARTS), max_size=40).map("".join))
 @settings(max_examples=300, deadline=None)
 def test_a_long_output_masks_alike_with_either_search(text: str) -> None:
     """The spans of a long text are the same with the compiled search as with Python's (token shapes and the
@@ -86,6 +99,51 @@ def test_each_credential_shape_in_a_long_output_is_masked_by_the_compiled_search
         masked = r.mask(text)
         assert shape not in masked and "*" * 10 in masked and len(masked) == len(text), shape
     assert "hunter2" not in r.mask(_long("DB_PASSWORD=hunter2hunter2"))
+
+
+def test_every_credential_shape_in_a_long_output_is_masked_as_in_a_short_one() -> None:
+    """Each of the credential shapes the ledger masks (test_secret_shapes.SHAPES: a password in a URL, whose
+    opening is the one character ':', ``curl -u``, ``mysql -p``, webhooks...), in an output long enough for the
+    compiled search, is masked as in a short one."""
+    from test_secret_shapes import SHAPES
+
+    _compiled()
+    r = redact.Redactor.for_run({})
+    for name, text, secret in SHAPES:
+        long = _long(text)
+        assert needles.library() is not None and len(long) >= NATIVE_MIN_CHARS
+        assert secret not in r.mask(long), name
+        assert r.mask(long) == _long(r.mask(text)), name
+
+
+def test_a_fault_in_looking_for_the_compiled_search_leaves_python_s_serving(tmp_path: Path, monkeypatch) -> None:
+    """A cache on a full or read-only disk (no room for the build's directory), or a Python without ctypes: the
+    run starts and masks as ever, Python's search serving."""
+    cache = _cache(tmp_path, monkeypatch)
+    cache.mkdir(mode=0o700)
+
+    def no_room(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(native.tempfile, "mkdtemp", no_room)
+    assert needles.prepare() == f"python: no room to build in {cache}: Read-only file system"
+    text = _long("token sk-" + "a1" * 12)
+    assert "a1a1" not in redact.Redactor.for_run({}).mask(text)
+    monkeypatch.undo()
+    monkeypatch.setenv(native.CACHE_ENV, str(tmp_path / "other"))
+    monkeypatch.setitem(__import__("sys").modules, "ctypes", None)  # a Python built without it
+    assert needles.prepare().startswith("python: ")
+    assert "a1a1" not in redact.Redactor.for_run({}).mask(text)
+
+
+def test_masking_never_waits_for_a_build_under_way(tmp_path: Path, monkeypatch) -> None:
+    """While a build holds the search's lock (a run's start builds it on a thread of its own), a long output is
+    masked at once, by Python's search: masking in a hook server's threads never waits for a compiler."""
+    _cache(tmp_path, monkeypatch)
+    text = _long("token sk-" + "a1" * 12)
+    with needles._lock:  # a build under way
+        assert Needles(("sk-",)).present(text) is None
+        assert "a1a1" not in redact.Redactor.for_run({}).mask(text)
 
 
 def _cache(tmp_path: Path, monkeypatch) -> Path:
@@ -114,13 +172,13 @@ def test_a_library_others_could_write_or_of_another_build_is_not_loaded(tmp_path
     assert needles.prepare() == "compiled"
     (built,) = cache.glob("ledger-needles-*.so")
     os.chmod(built, 0o722)
-    assert needles.find_library(os.environ, build=False) == (None, "not built yet")
+    assert needles.find_library(os.environ, build=False) == (None, needles.NOT_BUILT)
     os.chmod(built, 0o700)
     key = built.name[len("ledger-needles-") : -len(".so")]
     other = cache / f"ledger-needles-{'0' * len(key)}.so"
     os.rename(built, other)  # a library that says it is another build than its name's
     monkeypatch.setattr(needles, "library_key", lambda source, machine: "0" * len(key))
-    assert needles.find_library(os.environ, build=False) == (None, "not built yet")
+    assert needles.find_library(os.environ, build=False) == (None, needles.NOT_BUILT)
 
 
 def test_without_a_compiler_python_s_search_serves_and_the_failure_is_kept(tmp_path: Path, monkeypatch) -> None:

@@ -119,7 +119,10 @@ def build(
     """Compile ``source`` (its file name and text) with ``compile_argv`` (the compiler and its flags) into
     ``directory/name``: made in a private directory of its own, renamed into place once ``works`` finds nothing
     wrong with it (it says what is); why not, or None once it is there."""
-    work = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
+    try:
+        work = Path(tempfile.mkdtemp(prefix=".build-", dir=directory))
+    except OSError as e:  # a cache on a full or read-only disk: the Python code serves
+        return f"no room to build in {directory}: {e.strerror or e}"
     try:
         (work / source[0]).write_bytes(source[1])
         out = work / name

@@ -9,26 +9,24 @@ searched in Python, whose passes over it cost less than a call into C.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import platform
 import stat
 import threading
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ledger_runtime.ledger import native
-from ledger_runtime.ledger.native import cache_dir, failed_recently, find_compiler, note_failure, private_cache
-
 SOURCE = Path(__file__).with_name("needles.c")
 FLAGS = ("-O2", "-shared", "-fPIC")
 MODE_ENV = "LEDGER_NATIVE"  # "python": Python's search serves
+NOT_BUILT = "not built yet"
 NATIVE_MIN_CHARS = 512
 MAX_NEEDLES = 250  # needles.c's
 
 
 def library_key(source: bytes, machine: str) -> str:
     """The digest of what a build is made of: its name in the cache, and what the library says it is."""
+    import hashlib
+
     h = hashlib.sha256()
     for part in (b"ledger-needles 1", machine.encode(), "\0".join(FLAGS).encode(), source):
         h.update(len(part).to_bytes(8, "big") + part)
@@ -68,13 +66,18 @@ def _load(path: Path, key: str) -> _Library | None:
         return None
     try:
         return _Library(path, key)
-    except (OSError, AttributeError):
+    except Exception:  # not loadable, not this build, no ctypes in this Python: Python's search serves
         return None
 
 
 def find_library(environ: Mapping[str, str], *, build: bool) -> tuple[_Library | None, str]:
     """needles.c loaded from the private cache, built first where ``build`` says and it is not there yet; else
     None and why."""
+    import platform
+
+    from ledger_runtime.ledger import native
+    from ledger_runtime.ledger.native import cache_dir, failed_recently, find_compiler, note_failure, private_cache
+
     if environ.get(MODE_ENV, "").strip().lower() == "python":
         return None, f"{MODE_ENV}=python"
     try:
@@ -90,7 +93,7 @@ def find_library(environ: Mapping[str, str], *, build: bool) -> tuple[_Library |
     if lib is not None:
         return lib, "cached"
     if not build:
-        return None, "not built yet"
+        return None, NOT_BUILT
     marker = directory / f"ledger-needles-{key}.failed"
     failed = failed_recently(marker)
     if failed:
@@ -111,26 +114,50 @@ def find_library(environ: Mapping[str, str], *, build: bool) -> tuple[_Library |
     return lib, "built"
 
 
-_found: dict[tuple[str, str], tuple[_Library | None, str]] = {}
+_found: dict[tuple[str | None, ...], tuple[_Library | None, str]] = {}
 _lock = threading.Lock()
 
 
+def _setting() -> tuple[str | None, ...]:
+    """What decides which search serves: the mode and where the cache is (read as set, not resolved)."""
+    env = os.environ
+    return env.get(MODE_ENV), env.get("LEDGER_HOOK_CACHE"), env.get("XDG_CACHE_HOME"), env.get("HOME")
+
+
 def library(*, build: bool = False) -> _Library | None:
-    """The compiled search for this process (None: Python's serves), looked for once per setting of the mode and
-    the cache, and again by a ``build`` while none was found."""
-    memo = (os.environ.get(MODE_ENV, ""), str(cache_dir(os.environ)))
-    with _lock:
-        got = _found.get(memo)
-        if got is None or (got[0] is None and build and got[1] == "not built yet"):
-            got = _found[memo] = find_library(os.environ, build=build)
-    return got[0]
+    """The compiled search for this process (None: Python's serves), looked for once per setting, and again by a
+    ``build`` while none was built. Masking never waits for it: while a build holds the lock, Python's search
+    serves; and a fault of ours in looking for it only leaves Python's search serving."""
+    setting = _setting()
+    got = _found.get(setting)
+    if got is not None and not (build and got[0] is None and got[1] == NOT_BUILT):
+        return got[0]
+    if not _lock.acquire(blocking=build):
+        return None
+    try:
+        got = _found.get(setting)
+        if got is None or (build and got[0] is None and got[1] == NOT_BUILT):
+            try:
+                got = find_library(os.environ, build=build)
+            except Exception as e:
+                got = (None, f"the compiled search failed: {type(e).__name__}: {e}")
+            _found[setting] = got
+        return got[0]
+    finally:
+        _lock.release()
 
 
-def prepare() -> str:
-    """Builds the compiled search where it is not built yet (at a run's start); which search serves, in words."""
+def prepare(*, wait: bool = True) -> str:
+    """Builds the compiled search where it is not built yet (a run's start), or (``wait`` False) has a thread of
+    its own build it, Python's search serving meanwhile; which search serves, in words."""
+    got = _found.get(_setting())
+    if got is not None and got[1] != NOT_BUILT:
+        return "compiled" if got[0] is not None else f"python: {got[1]}"
+    if not wait:
+        threading.Thread(target=library, kwargs={"build": True}, daemon=True, name="ledger-needles-build").start()
+        return "building"
     lib = library(build=True)
-    memo = (os.environ.get(MODE_ENV, ""), str(cache_dir(os.environ)))
-    return "compiled" if lib is not None else f"python: {_found[memo][1]}"
+    return "compiled" if lib is not None else f"python: {_found[_setting()][1]}"
 
 
 class Needles:
