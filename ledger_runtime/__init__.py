@@ -98,7 +98,9 @@ _EXPORTS = {
     "RecordedFormat": "trajectories",
     "ModelTurn": "trajectories",
     "Conversation": "trajectories",
-    "read_record": "trajectories",
+    "read_record": "ledger.private",
+    "regular_only": "trajectories",
+    "MAX_RECORD_BYTES": "ledger.private",
     "SeenFiles": "seen",
     "file_diff": "seen",
     "file_text": "seen",
@@ -189,7 +191,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.inspection import load, render_summary, summary
     from ledger_runtime.ledger.masked_files import keep_masked_jsonl, mask_json_file, masked
     from ledger_runtime.ledger.observe import Truncation
-    from ledger_runtime.ledger.private import InUse, private_dir, tighten, write_private
+    from ledger_runtime.ledger.private import MAX_RECORD_BYTES, InUse, private_dir, read_record, tighten, write_private
     from ledger_runtime.ledger.redact import file_secrets, secret_values
     from ledger_runtime.ledger.store import NotALedger
     from ledger_runtime.prompt.history import History, Message, Sent
@@ -205,7 +207,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         RecordedStep,
         Trajectory,
         TrajectoryError,
-        read_record,
+        regular_only,
     )
     from ledger_runtime.workspace.hashing import FileState
     from ledger_runtime.workspace.local import Workspace

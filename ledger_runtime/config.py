@@ -197,15 +197,24 @@ def from_mapping(values: Mapping[str, Any], *, origin: str = "config") -> Ledger
     return _build(given, names, origin=origin)
 
 
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # read no further (a link to /dev/zero): a config file is far shorter
+
+
 def _read(p: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
+        with open(p, "rb") as f:  # (a pipe too: --ledger-config <(...))
+            data = f.read(MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{p}: past {MAX_CONFIG_BYTES:,} bytes: not a config file")
+        return tomllib.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {p}") from None
     except OSError as e:  # a directory, no permission
         raise ConfigError(f"{p}: cannot read it as a config file: {e.strerror or e}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{p}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: not valid TOML: nested too deep") from None
 
 
 def load_config(

@@ -25,10 +25,10 @@ from ledger_runtime.answers.build import ExpandError
 from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.config import LedgerConfig, from_mapping, is_setting
 from ledger_runtime.inform import render
+from ledger_runtime.ledger.private import read_record
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LEDGER_FILE, LedgerStore, NotALedger, writer_max
 from ledger_runtime.records import VerdictKind
-from ledger_runtime.trajectories import read_record
 from ledger_runtime.workspace.scanner import relative
 
 
@@ -113,6 +113,8 @@ def _named_ledger(p: Path) -> Any:
         return (json.loads(read_record(p).decode("utf-8")).get("info") or {}).get("ledger", {}).get("path")
     except ValueError as e:
         raise NotALedger(p, f"a JSON file that does not parse ({e})") from None
+    except RecursionError:
+        raise NotALedger(p, "a JSON file nested too deep to read") from None
     except (OSError, AttributeError):
         return UNREADABLE
 

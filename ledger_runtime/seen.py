@@ -13,7 +13,6 @@ from __future__ import annotations
 import difflib
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 DIFF_NOTE_CHARS = 2_000  # a changed file's diff in a note; a longer one is cut, and says so
@@ -39,13 +38,15 @@ def shown_path(path: str, workdir: str) -> str:
 
 
 def file_text(path: str) -> str | None:
-    """The file's text now, when it is small enough to keep (None: missing, unreadable or too big)."""
+    """The file's text now, when it is small enough to keep (None: missing, unreadable, too big, or not a regular
+    file: a FIFO or a link to /dev/zero put in its place would hold the hook that asks, or never end its read)."""
+    from ledger_runtime.ledger.private import read_record
+
     try:
-        if os.path.getsize(path) <= MAX_SEEN_BYTES:
-            return Path(path).read_text(errors="replace")
+        data = read_record(path, MAX_SEEN_BYTES + 1)
     except OSError:
-        pass
-    return None
+        return None
+    return data.decode("utf-8", "replace") if len(data) <= MAX_SEEN_BYTES else None
 
 
 @dataclass

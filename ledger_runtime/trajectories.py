@@ -6,7 +6,6 @@ may read runs for the replay (``load``), the model's side for the page (``conver
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from dataclasses import dataclass, field
@@ -26,9 +25,6 @@ class TrajectoryError(ValueError):
     """A trajectory that cannot be read; the message says why."""
 
 
-MAX_RECORD_BYTES = 512 * 1024 * 1024  # an agent's record past this is not read (the page goes on without it)
-
-
 def is_regular(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a regular file, through links (a record may be read from it)."""
     try:
@@ -41,24 +37,6 @@ def regular_only(paths: dict[str, str]) -> dict[str, str]:
     """The entries of ``paths`` (name -> path) that are regular files: an agent's session file that became
     a FIFO or a link to a device would block a read of it, or never end one."""
     return {name: path for name, path in paths.items() if is_regular(path)}
-
-
-def read_record(path: str | os.PathLike, limit: int | None = None) -> bytes:
-    """The bytes of an agent's record (at most ``limit``, when given), read only from a regular file:
-    a FIFO, a device or a directory under a record's name (or a link to one: ``/dev/zero``) would
-    block the read or never end it. OSError (EINVAL, EFBIG) saying why, as a file that is not there."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a directory): not read", str(path))
-        if limit is None and st.st_size > MAX_RECORD_BYTES:
-            raise OSError(errno.EFBIG, f"{st.st_size:,} bytes, past the {MAX_RECORD_BYTES:,} read", str(path))
-        os.set_blocking(fd, True)
-        with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read(limit if limit is not None else MAX_RECORD_BYTES + 1)
-    finally:
-        os.close(fd)
 
 
 @dataclass

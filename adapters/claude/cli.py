@@ -330,10 +330,10 @@ def run_claude(
         keep_masked_jsonl,
         loopback_unproxied,
         private_dir,
+        regular_only,
         run_agent,
         write_private,
     )
-    from ledger_runtime.trajectories import regular_only
 
     base = dict(env if env is not None else os.environ)
     home = config_dir(base)

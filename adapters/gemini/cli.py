@@ -149,9 +149,9 @@ def run_gemini(
         hook_script,
         keep_masked_jsonl,
         private_dir,
+        regular_only,
         run_agent,
     )
-    from ledger_runtime.trajectories import regular_only
 
     base = dict(env if env is not None else os.environ)
     user = home.user_dir(base)

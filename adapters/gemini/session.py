@@ -24,6 +24,7 @@ from typing import Any
 
 from ledger_adapters.gemini.tools import call_key
 from ledger_runtime import (
+    MAX_RECORD_BYTES,
     Conversation,
     ModelTurn,
     RecordedFormat,
@@ -32,7 +33,6 @@ from ledger_runtime import (
     read_record,
     refreshed,
 )
-from ledger_runtime.trajectories import MAX_RECORD_BYTES
 
 
 @dataclass(frozen=True)

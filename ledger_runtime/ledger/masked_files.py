@@ -57,16 +57,18 @@ def keep_masked_jsonl(sources: dict[str, str], out: Path, redactor: Redactor) ->
     if not sources:
         return
     private_dir(out)
+    from ledger_runtime.ledger.private import read_record
+
     for path in sources.values():
-        try:
-            lines = Path(path).read_text(errors="replace").splitlines()
+        try:  # a regular file only: a FIFO or /dev/zero in its place would hold the run's end
+            lines = read_record(path).decode("utf-8", "replace").splitlines()
         except OSError:
             continue
         kept = []
         for line in lines:
             try:
                 kept.append(json.dumps(masked(json.loads(line), redactor)))
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past what is read: kept as masked text
                 kept.append(redactor.mask(line))
         write_private(out / f"{Path(path).stem}.jsonl", "".join(x + "\n" for x in kept))
     write_private(out / "sessions.json", json.dumps(sources, indent=1) + "\n")

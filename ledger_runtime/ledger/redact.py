@@ -158,10 +158,11 @@ def file_secrets(path: str | os.PathLike, *, all_values: bool = False) -> list[s
             for x in v:
                 walk(x, keyed)
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            walk(json.load(f), all_values)
-    except (OSError, ValueError):
+    from ledger_runtime.ledger.private import read_record
+
+    try:  # a regular file only (a FIFO or /dev/zero in its place would hold the run's start)
+        walk(json.loads(read_record(path).decode("utf-8")), all_values)
+    except (OSError, ValueError, RecursionError):
         return []
     return list(dict.fromkeys(found))
 

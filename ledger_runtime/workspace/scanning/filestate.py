@@ -41,6 +41,9 @@ class Digests(object):
         return self.prefix + self.bare(data)
 
 
+READ_CHUNK = 1 << 20  # what a file that grew while read is read on by, at a time
+
+
 def open_quietly(path, flags):
     """``os.open`` leaving the access time as it was (O_NOATIME) wherever the system lets the ledger ask."""
     if NOATIME:
@@ -217,9 +220,11 @@ def _read_fd(fd, limit):
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
             return None
-        data = os.read(fd, limit + 1)
+        # each read asks for what the file holds, past it by one byte at the most: not for ``limit`` (a setting of
+        # 10**20 bytes would ask the allocator for that much, and lose the record)
+        data = os.read(fd, st.st_size + 1)
         while len(data) <= limit:
-            more = os.read(fd, limit + 1 - len(data))
+            more = os.read(fd, min(limit + 1 - len(data), max(st.st_size, READ_CHUNK)))
             if not more:
                 break
             data += more
