@@ -214,7 +214,7 @@ def _read(p: Path) -> dict[str, Any]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{p}: not valid TOML: {e}") from None
     except RecursionError:
-        raise ConfigError(f"{p}: not valid TOML: nested too deep") from None
+        raise ConfigError(f"{p}: not valid TOML: nested deeper than it can be read") from None
 
 
 def load_config(
