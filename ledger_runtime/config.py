@@ -8,6 +8,8 @@ differently, is refused. An unknown key or a refused value is an error naming it
 
 from __future__ import annotations
 
+import os
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,15 +199,19 @@ def from_mapping(values: Mapping[str, Any], *, origin: str = "config") -> Ledger
     return _build(given, names, origin=origin)
 
 
-MAX_CONFIG_BYTES = 4 * 1024 * 1024  # read no further (a link to /dev/zero): a config file is far shorter
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a settings file is a few KiB: past this it is not read (a link to /dev/zero)
 
 
 def _read(p: Path) -> dict[str, Any]:
     try:
         with open(p, "rb") as f:  # (a pipe too: --ledger-config <(...))
+            st = os.fstat(f.fileno())
+            if stat.S_ISREG(st.st_mode) and st.st_size > MAX_CONFIG_BYTES:
+                raise ConfigError(f"{p}: {st.st_size:,} bytes, over the {MAX_CONFIG_BYTES:,} of a settings file")
             data = f.read(MAX_CONFIG_BYTES + 1)
         if len(data) > MAX_CONFIG_BYTES:
-            raise ConfigError(f"{p}: past {MAX_CONFIG_BYTES:,} bytes: not a config file")
+            what = "a device that reads" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "it reads"
+            raise ConfigError(f"{p}: {what} on past {MAX_CONFIG_BYTES:,} bytes, not a settings file")
         return tomllib.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {p}") from None

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import ast
 import inspect
-import os
 import re
-import stat
 import textwrap
 from pathlib import Path
 
-from ledger_runtime.config import FLAT, SECTIONS, ConfigError, LedgerConfig, load_config
+from ledger_runtime.config import FLAT, SECTIONS, LedgerConfig, load_config
 from ledger_runtime.section import Section, dotted
 
 
@@ -102,33 +100,10 @@ def starter_toml(width: int = 100) -> str:
     return "\n".join(out)
 
 
-MAX_SETTINGS_BYTES = 4 * 1024 * 1024  # a settings file is a few KiB: past this it is not read
-
-
 def check(path: Path) -> LedgerConfig:
-    """The config ``path`` gives; ConfigError names what is wrong (a device or an endless file is not
-    read: ``/dev/zero`` would fill the memory; TOML nested past the recursion limit is not TOML to us)."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        st = None  # load_config says why it cannot be read
-    if st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)) and _endless(path):
-        raise ConfigError(f"{path}: a device that reads on past {MAX_SETTINGS_BYTES:,} bytes, not a settings file")
-    if st is not None and stat.S_ISREG(st.st_mode) and st.st_size > MAX_SETTINGS_BYTES:
-        raise ConfigError(f"{path}: {st.st_size:,} bytes, over the {MAX_SETTINGS_BYTES:,} of a settings file")
-    try:
-        return load_config(path)
-    except RecursionError:
-        raise ConfigError(f"{path}: not valid TOML: nested deeper than it can be read") from None
-
-
-def _endless(path: Path) -> bool:
-    """Whether a device reads on past a settings file's size (``/dev/zero``; ``/dev/null`` does not)."""
-    try:
-        with open(path, "rb") as f:
-            return len(f.read(MAX_SETTINGS_BYTES + 1)) > MAX_SETTINGS_BYTES
-    except OSError:
-        return False  # load_config says why it cannot be read
+    """The config ``path`` gives; ConfigError names what is wrong (config.py's read: a device or an endless file is
+    not read past a settings file's size; TOML nested past the recursion limit is not TOML to us)."""
+    return load_config(path)
 
 
 def changed(config: LedgerConfig) -> dict[str, object]:

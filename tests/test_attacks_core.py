@@ -52,7 +52,7 @@ def test_a_config_nested_too_deep_or_endless_is_one_line(tmp_path: Path) -> None
         load_config(deep)
     endless = tmp_path / "endless.toml"
     endless.symlink_to("/dev/zero")
-    with pytest.raises(ConfigError, match="past 4,194,304 bytes: not a config file"):
+    with pytest.raises(ConfigError, match="a device that reads on past 4,194,304 bytes, not a settings file"):
         _within(30, load_config, endless)
 
 
