@@ -18,10 +18,8 @@ on PATH); ``LEDGER_HOOK_CACHE`` the cache directory (else ``$XDG_CACHE_HOME/ledg
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
-import stat
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -55,18 +53,14 @@ class Build:
 
 def build_key(source: bytes, flags: tuple[str, ...], machine: str) -> str:
     """The digest of what a build is made of: its name in the cache, and what the binary says it is."""
-    h = hashlib.sha256()
-    for part in (b"ledger-hook 1", machine.encode(), "\0".join(flags).encode(), source):
-        h.update(len(part).to_bytes(8, "big") + part)
-    return h.hexdigest()[:24]
+    return native.build_key(b"ledger-hook 1", source, flags, machine)
 
 
 def answers_as(path: Path, key: str) -> bool:
     """Whether the binary at ``path`` is this user's, written by no other, and says it is build ``key``."""
+    if not native.ours(path):
+        return False
     try:
-        st = os.lstat(path)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-            return False
         p = subprocess.run(
             [str(path), "--version"], capture_output=True, timeout=CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL
         )

@@ -11,6 +11,7 @@ again for an hour (its ``.failed`` file says why).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import shutil
@@ -27,6 +28,24 @@ COMPILERS = ("cc", "gcc", "clang")
 RETRY_FAILED_AFTER_S = 3600.0
 CACHE_ENV = "LEDGER_HOOK_CACHE"
 BUILD_TIMEOUT_S = 120.0
+
+
+def build_key(name: bytes, source: bytes, flags: tuple[str, ...], machine: str) -> str:
+    """The digest of what a build is made of (``name``: which helper, and its version): its name in the cache, and
+    what the build says it is."""
+    h = hashlib.sha256()
+    for part in (name, machine.encode(), "\0".join(flags).encode(), source):
+        h.update(len(part).to_bytes(8, "big") + part)
+    return h.hexdigest()[:24]
+
+
+def ours(path: Path) -> bool:
+    """Whether the file at ``path`` (not followed if a link) is a regular file of this user's, written by no other."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 def cache_dir(environ: Mapping[str, str]) -> Path:

@@ -10,7 +10,6 @@ searched in Python, whose passes over it cost less than a call into C.
 from __future__ import annotations
 
 import os
-import stat
 import threading
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -25,12 +24,9 @@ MAX_NEEDLES = 250  # needles.c's
 
 def library_key(source: bytes, machine: str) -> str:
     """The digest of what a build is made of: its name in the cache, and what the library says it is."""
-    import hashlib
+    from ledger_runtime.ledger.native import build_key
 
-    h = hashlib.sha256()
-    for part in (b"ledger-needles 1", machine.encode(), "\0".join(FLAGS).encode(), source):
-        h.update(len(part).to_bytes(8, "big") + part)
-    return h.hexdigest()[:24]
+    return build_key(b"ledger-needles 1", source, FLAGS, machine)
 
 
 class _Library:
@@ -52,17 +48,10 @@ class _Library:
         self.ctypes = ctypes
 
 
-def _ours(path: Path) -> bool:
-    """Whether the file at ``path`` is this user's, a regular file, written by no other."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
-
-
 def _load(path: Path, key: str) -> _Library | None:
-    if not _ours(path):
+    from ledger_runtime.ledger.native import ours
+
+    if not ours(path):
         return None
     try:
         return _Library(path, key)
