@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Collection, Iterable, Iterator
 
 from ledger_runtime.records import Attempt, CommandClass, Modification, Observation, Verdict, VerdictKind
 
@@ -187,7 +187,7 @@ def _fresh_steps(state: Any, path: str, obs: list[Observation]) -> frozenset[int
         if o.target is not None:
             kept.targets.add(o.target)
     kept.n = len(obs)
-    changes = _change_counts(state, path, frozenset(kept.targets))
+    changes = _change_counts(state, path, kept.targets)
     if changes == kept.changes:
         kept.steps = kept.steps | {o.step for o in new if _fresh(state, o)}
     else:
@@ -218,7 +218,7 @@ def _holds(state: Any, path: str, seen: Any) -> bool:
     return not mods or mods[-1].after_hash == seen
 
 
-def _change_counts(state: Any, path: str, targets: frozenset[str]) -> tuple[int, ...]:
+def _change_counts(state: Any, path: str, targets: Collection[str]) -> tuple[int, ...]:
     return (len(state.modifications_of(path)), *(len(state.modifications_of(t)) for t in sorted(targets)))
 
 
