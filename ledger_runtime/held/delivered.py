@@ -160,15 +160,36 @@ class Delivered:
         self._index_lines(shown)
 
     def _index_lines(self, shown: HeldOutput) -> None:
-        """Index the lines of ``shown`` the model saw, and the pairs of them standing together."""
+        """Index the lines of ``shown`` the model saw, and the pairs of them standing together: ``_place`` for each,
+        written out in one loop (a first read of a long file indexes thousands of lines on the command's path)."""
+        lines, carried, attempt = shown.lines, shown.carried, shown.attempt
+        index, pairs, triples = self._index, self._pairs, self._triples
+        n = len(lines)
         indexed = 0
-        lines, carried = shown.lines, shown.carried
-        for j in compress(range(len(lines)), carried):  # the lines the model saw, found in C
-            if len(lines[j]) <= MAX_LINE_CHARS:
-                self._place(shown, j)
-                indexed += 1
-                if indexed >= MAX_INDEXED_LINES:
-                    break
+        for j in compress(range(n), carried):  # the lines the model saw, found in C
+            line = lines[j]
+            if len(line) > MAX_LINE_CHARS:
+                continue
+            places = index.get(line)
+            if places is None:
+                places = index[line] = []
+            k = j + 1
+            if k < n and carried[k]:
+                entry = (attempt, j, len(places))
+                nxt = lines[k]
+                pairs[line, nxt] = entry
+                k += 1
+                if k < n and carried[k]:
+                    three = (line, nxt, lines[k])
+                    same = triples.get(three)
+                    if same is None:
+                        triples[three] = [entry]
+                    else:
+                        same.append(entry)
+            places.append((attempt, j))
+            indexed += 1
+            if indexed >= MAX_INDEXED_LINES:
+                break
 
     def _place(self, s: HeldOutput, j: int) -> None:
         """Index line ``j`` of ``s``, a line the model saw, after every place indexed before it."""
