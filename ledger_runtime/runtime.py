@@ -79,6 +79,8 @@ from ledger_runtime.workspace.scanner import Change, Snapshot
 MAX_DELIVERED_CHARS = 4 * 1024 * 1024  # longer outputs are never the source of a reference
 LOCK_FILE = ".lock"  # held by the runtime that writes the run directory
 FREEZE_FILES = 10_000  # a tree this big: what the first scan made is kept out of Python's cyclic collector
+DEFAULT_YOUNG_THRESHOLD = 700  # CPython's gc.get_threshold()[0] unless the host process set its own
+YOUNG_THRESHOLD = 10_000  # allocations between collections of the young generation, in a process running a ledger
 
 
 class LedgerRuntime:
@@ -173,6 +175,7 @@ class LedgerRuntime:
         )
         if len(self._last.files) >= FREEZE_FILES:
             _freeze_long_lived()
+        _collect_young_less_often()
         if self.state.baseline is None:
             baseline = self.workspace.baseline(self._last, task)
             run = {
@@ -806,6 +809,18 @@ def _freeze_long_lived() -> None:
     about 90 ms at 100,000 files. Reference counting still frees them; only a cycle among them would be kept."""
     gc.collect()
     gc.freeze()
+
+
+def _collect_young_less_often() -> None:
+    """Raises the cyclic garbage collector's young-generation threshold from the interpreter's default (700).
+
+    A command allocates thousands of small containers (a first read of 2,000 lines indexes a tuple or two a line), so
+    at 700 a command set off a dozen collections and, now and then, an older generation's: 10% of a command's CPU,
+    a third of a first read's p95. Reference counting frees all but cycles; 10,000 allocations of them wait at most.
+    A threshold the host process set itself is left as it is."""
+    threshold = gc.get_threshold()
+    if threshold[0] == DEFAULT_YOUNG_THRESHOLD:
+        gc.set_threshold(YOUNG_THRESHOLD, *threshold[1:])
 
 
 def _ignore_in_git(run_dir: Path, workdir: str) -> None:

@@ -396,3 +396,30 @@ def test_an_agents_read_numbered_with_a_colon_is_checked_against_the_file(repo, 
             assert [o.span_text() for o in seen] == ([expected] if expected else []), shown
     finally:
         rt.close()
+
+
+def test_a_runtime_collects_the_young_generation_less_often_unless_the_host_chose(tmp_path):
+    """A command allocates thousands of small containers: at CPython's default threshold (700) a first read set off a
+    dozen collections. A runtime raises the default once; a threshold the host process set is its own."""
+    import subprocess
+    import sys
+
+    root = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    probe = (
+        "import gc, sys\n"
+        "from pathlib import Path\n"
+        "from ledger_runtime.runtime import LedgerRuntime, YOUNG_THRESHOLD\n"
+        "if sys.argv[2] != 'default': gc.set_threshold(int(sys.argv[2]), 7, 9)\n"
+        "before = gc.get_threshold()\n"
+        "with LedgerRuntime(Path(sys.argv[1]), Path(sys.argv[1]) / ('run-' + sys.argv[2])) as rt:\n"
+        "    print(before, gc.get_threshold(), YOUNG_THRESHOLD)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    outputs = {}
+    for host in ("default", "500"):
+        r = subprocess.run([sys.executable, "-c", probe, str(root), host], capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr
+        outputs[host] = r.stdout.strip()
+    young = outputs["default"].split(") ")[-1]
+    assert outputs["default"] == f"(700, 10, 10) ({young}, 10, 10) {young}" and int(young) > 700
+    assert outputs["500"] == f"(500, 7, 9) (500, 7, 9) {young}", "the host's own threshold is left alone"
