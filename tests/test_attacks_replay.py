@@ -77,3 +77,16 @@ def test_replay_instances_nested_too_deep_are_one_line(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"README": "hi\n"})
     error = one_line_error(ledger_run(*argv, "--repo", str(repo), "--out", str(tmp_path / "out")))
     assert error.endswith("instances.jsonl: no line is a SWE-bench instance (JSON with instance_id and base_commit)")
+
+
+@pytest.mark.parametrize("kept", ["[1]", '{"cost": [1]}', '{"cost": {"arms": {"ledger": [1]}}}', "[" * 100_000])
+def test_a_kept_result_of_another_shape_is_not_done(tmp_path: Path, kept: str) -> None:
+    """A result file in the output directory edited by hand (or another tool's): the trajectory is replayed again
+    (``_done`` is False), never a traceback that stops the replay of every trajectory."""
+    from ledger_harness.replay.cli import _done
+
+    path = tmp_path / "good.json"
+    path.write_text(kept)
+    assert _done(path, ("window:10",), ("gpt-5-mini",)) is False
+    path.write_text(json.dumps({"cost": {"arms": {"ledger": {"gpt-5-mini": {}}, "window:10": {"gpt-5-mini": {}}}}}))
+    assert _done(path, ("window:10",), ("gpt-5-mini",)) is True, "a result of the right shape is kept"

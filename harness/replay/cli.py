@@ -596,10 +596,17 @@ def _done(path: Path, contexts: tuple[str, ...], models: tuple[str, ...] = ()) -
     if not contexts:
         return True
     try:
-        arms = (json.loads(path.read_text()).get("cost") or {}).get("arms") or {}
-    except (OSError, ValueError):
+        arms = _field(_field(json.loads(path.read_text()), "cost"), "arms")
+    except (OSError, ValueError, RecursionError):
         return False
-    return all(m in arms.get(c, {}) for c in ("ledger", *contexts) if c != "full" for m in models)
+    # a result of another shape (edited by hand, another tool's file) has not measured them: replayed again
+    return all(m in _field(arms, c) for c in ("ledger", *contexts) if c != "full" for m in models)
+
+
+def _field(obj: object, name: str) -> dict:
+    """``obj[name]`` where both are JSON objects, else an empty one."""
+    value = obj.get(name) if isinstance(obj, dict) else None
+    return value if isinstance(value, dict) else {}
 
 
 def _replay_all(
