@@ -479,7 +479,7 @@ def run(valid: MiniRun) -> None:
     if problem:
         fail(problem + _settings_alone(valid.options.config, problem))
     model_cfg = cfg.get("model", {})
-    problem = _model_problem(model_cfg, valid.inner_model)
+    problem = model_config_problem(model_cfg, valid.inner_model)
     if problem:
         fail(problem)
     model = _model(model_cfg)
@@ -488,9 +488,9 @@ def run(valid: MiniRun) -> None:
     _run_agent(agent, env, task, valid.run_dir)
 
 
-def _model_problem(model_cfg: dict[str, Any], inner_model: str) -> str | None:
+def model_config_problem(model_cfg: dict[str, Any], inner_model: str) -> str | None:
     """Why the model as configured cannot be called (models.py), in one line, or None: checked before
-    a run that would otherwise retry for minutes."""
+    a run that would otherwise retry for minutes (``ledger-run mini``'s, and each of ``ledger-run swebench``'s)."""
     from ledger_adapters.mini.models import address_problem, model_problem, server_of, unplaced_problem, unreachable
 
     known = _litellm_provider()

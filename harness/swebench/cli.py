@@ -168,11 +168,13 @@ def _instances(o: SwebenchOptions) -> tuple[dict, list[dict], object]:
     from ledger_adapters.extras import require
 
     require("swebench", "minisweagent", "ledger-run swebench")  # before its config, and before the dataset's download
+    from ledger_adapters.mini.cli import model_config_problem
     from ledger_harness.swebench.run import (
         base_config,
         check_environment,
         load_instances,
         missing_images,
+        model_of,
         select,
         uses_docker,
     )
@@ -183,6 +185,9 @@ def _instances(o: SwebenchOptions) -> tuple[dict, list[dict], object]:
         rows = select(
             load_instances(o.subset, o.split, o.instances), slice_spec=o.slice_spec, filter_spec=o.filter_spec
         )
+        problem = model_config_problem(*model_of(cfg))  # not one container per instance, each retrying for minutes
+        if problem:
+            raise BadInput(problem)
         client = _docker_client() if uses_docker(cfg) else None  # other environments bring their own
         missing = missing_images(rows, client, pull=o.pull) if client is not None else []
         if missing:

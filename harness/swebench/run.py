@@ -229,6 +229,13 @@ def check_environment(config: dict[str, Any]) -> None:
     )
 
 
+def model_of(config: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The model's config in a base config, and the class that calls it ("" for the one its name picks)."""
+    model = config.get("model") or {}
+    inner = model.get("model_class") or ""
+    return model, (model.get("inner_class") or "" if inner in OUR_MODEL_CLASSES else inner)
+
+
 def base_config(
     config_files: list[Path], model: str | None, model_class: str | None, environment_class: str | None = None
 ) -> dict[str, Any]:
@@ -282,10 +289,8 @@ def arm_config(config: dict[str, Any], arm: str, run_id: str) -> dict[str, Any]:
         # the run has the images on the engine before it starts (pulled there, or refused with --no-pull)
         deployment.setdefault("pull", "never")
         env["deployment_extra_kwargs"] = deployment
-    model = dict(config.get("model") or {})
-    inner_model = model.pop("model_class", None) or ""
-    if inner_model in OUR_MODEL_CLASSES:
-        inner_model = model.pop("inner_class", "")
+    model, inner_model = model_of(config)
+    model = {k: v for k, v in model.items() if k not in ("model_class", "inner_class")}
     return {
         **config,
         "environment": {**env, "environment_class": ENV_CLASS, "inner_class": inner_env, "ledger": ledger},
