@@ -245,6 +245,25 @@ def test_codex_s_record_keeps_each_call_s_outputs_for_what_the_ledger_masked(tmp
     assert _received_under_masks("TOKEN=****************\n", turns[0].received) == {TOKEN}
 
 
+def test_gemini_s_record_keeps_each_call_s_output_for_what_the_ledger_masked(tmp_path: Path) -> None:
+    """Gemini CLI's session file is read as it is (unmasked, in the run's own home): the page learns what the
+    ledger masked from each call's output there, as for Codex, or the model saying it showed it on the page."""
+    from ledger_adapters.gemini.session import conversation
+
+    call = {"id": "c", "name": "run_shell_command", "args": {"command": "env"}, "status": "success"}
+    call["result"] = [{"functionResponse": {"response": {"output": f"Output: TOKEN={TOKEN}\nExit Code: 0"}}}]
+    lines = [
+        {"sessionId": "s", "projectHash": "h"},
+        {"id": "m1", "type": "user", "content": [{"text": "fix it"}]},
+        {"id": "m2", "type": "gemini", "content": f"it is {TOKEN}", "toolCalls": [call, {"id": "d", "result": 5}]},
+    ]
+    path = tmp_path / "session-1.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    turns = conversation(path).turns
+    assert turns[0].commands == ("env",) and turns[0].received[0] == f"Output: TOKEN={TOKEN}\nExit Code: 0"
+    assert _received_under_masks("TOKEN=****************\n", turns[0].received) == {TOKEN}
+
+
 @pytest.mark.parametrize("planted", ["fifo", "/dev/zero", "directory"])
 def test_a_record_that_is_no_regular_file_is_never_read(run_dir: Path, tmp_path: Path, planted: str) -> None:
     """Beside the ledger, under a record's name of each format, a FIFO (a read blocks for ever), a link

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger_adapters.gemini.tools import call_key
+from ledger_adapters.gemini.tools import call_key, shell_result
 from ledger_runtime import (
     MAX_RECORD_BYTES,
     Conversation,
@@ -176,7 +176,8 @@ def conversation(path: Path) -> Conversation:
         thoughts = [
             t["description"] for t in listed(m.get("thoughts")) if isinstance(t, dict) and _str(t.get("description"))
         ]
-        calls = [c for c in (_command(x, root) for x in listed(m.get("toolCalls")) if isinstance(x, dict)) if c]
+        made = [x for x in listed(m.get("toolCalls")) if isinstance(x, dict)]
+        calls = [c for c in (_command(x, root) for x in made) if c]
         turns.append(
             ModelTurn(
                 content_text(m.get("content")),
@@ -185,9 +186,20 @@ def conversation(path: Path) -> Conversation:
                 _int(tokens.get("input")),
                 _int(tokens.get("cached")),
                 _int(tokens.get("output")),
+                # what the model got for its calls, as recorded (unmasked): never shown, read for what the
+                # ledger masked in what it kept of them, which the page then masks in the model's words
+                received=tuple(t for x in made for t in _received(x.get("result"))),
             )
         )
     return Conversation(str(path), turns, task)
+
+
+def _received(result: Any) -> tuple[str, ...]:
+    """A call's result as the model got it, and a command's output in it with its last newline (Gemini CLI writes
+    ``Output: `` before its first line and trims the last newline: the lines the ledger kept are whole lines here)."""
+    text = result_text(result)
+    shell = shell_result({"llmContent": text}) if text else None
+    return tuple(t for t in (text, shell.output + "\n" if shell is not None and shell.output else "") if t)
 
 
 def _str(record: Any, key: str) -> bool:
