@@ -310,8 +310,21 @@ def result_holds(a: Attempt, state: LedgerState) -> tuple[bool, str]:
 
 
 def _known_reads(a: Attempt) -> bool:
-    """Whether the ledger knows all an attempt's result depends on: a pure reader's read set."""
-    return a.command_class in (CommandClass.INSPECT, CommandClass.SEARCH) and a.pure
+    """Whether the ledger knows all an attempt's result depends on: a pure reader's read set, of files' contents only.
+
+    Only those do its records of changes cover: a listing or a tree (``ls``, ``find``, ``grep -r``) takes in files
+    git ignores and empty directories, stat data (``stat``, ``du``) modes and times, and none of these is a change
+    the ledger records. A ``cd DIR`` counts where the command read a file there."""
+    if a.command_class not in (CommandClass.INSPECT, CommandClass.SEARCH) or not a.pure:
+        return False
+    files = [k[2:] for k, sig in a.read_set.items() if k[:2] == "f:" and sig != MISSING and not sig.startswith("dir:")]
+    for key in a.read_set:
+        kind, path = key[:2], key[2:]
+        if kind == "x:" and not any(f.startswith(path.rstrip("/") + "/") for f in files):
+            return False
+        if kind not in ("f:", "x:"):
+            return False
+    return True
 
 
 def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | None]:
@@ -323,15 +336,6 @@ def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | No
                 m = _read_changed(state, a, path, sig)
                 if m is not None and (m.attempt != a.id):
                     return False, f"stale: {_display(path, state)} changed at step {m.step}", m
-            elif kind in ("d", "r"):
-                prefix = path.rstrip("/") + "/"
-                later = [
-                    m
-                    for m in state.modifications_after(a.step + 1)
-                    if m.step > a.step and (m.path.startswith(prefix) or (kind == "d" and m.path == path))
-                ]
-                if later:
-                    return False, f"stale: {_display(later[0].path, state)} changed at step {later[0].step}", later[0]
         return True, "holds", None
     if a.epoch_after == state.epoch:
         return True, UNTOUCHED, None

@@ -1,0 +1,72 @@
+"""An attacker's pass on the rule that every sentence the model reads is true: real runs on real repositories, each
+case a sentence of the ledger's that was false before it was fixed, checked against the files themselves (a fresh
+run of the command, the bytes on disk), not against the ledger's records."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from conftest import make_repo
+
+from ledger_runtime.answers.transcript import Transcript
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.inform import view_entries
+from ledger_runtime.runtime import LedgerRuntime
+
+EX = LocalExecutor(timeout=30)
+
+
+def _false_holds(rt: LedgerRuntime) -> list[str]:
+    """The view's commands said to hold ("result holds") whose output, run again now, is not what they printed."""
+    t = Transcript(rt.state, rt.store.text)
+    wrong = []
+    for e in view_entries(rt.state, rt.config.view):
+        if e.claim[:1] != ("command",) or not e.text.endswith("; result holds"):
+            continue
+        a = rt.state.attempt(e.claim[1])
+        if EX(a.command, a.cwd).output != t.expanded(a):
+            wrong.append(e.text.strip())
+    return wrong
+
+
+def test_result_holds_is_said_only_of_reads_whose_every_input_the_ledger_tracks(tmp_path: Path) -> None:
+    """ "result holds" of a pure reader rested on its read set, checked against the recorded changes of files. A
+    listing, a whole tree or stat data is more than that: a file git ignores (not scanned), an empty directory
+    (no file), a mode or a time (no change of content) changed outside any command, and `ls`, `grep -r`, `find`,
+    `du -a` and `stat -c %a` were all still said to hold while each printed something else."""
+    root = make_repo(tmp_path / "proj", {".gitignore": "*.log\n", "a.py": "foo = 1\n", "sub/c.py": "c = 1\n"})
+    reads = ["ls", "grep -rn foo .", "find sub | sort", "du -a sub | sort", "stat -c '%a' a.py", "cat a.py"]
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig().with_(view_recent_attempts=20), task="t") as rt:
+        for cmd in reads:
+            rt.run(cmd, EX)
+        (root / "app.log").write_text("foo\n")  # ignored: no scan sees it
+        os.mkdir(root / "sub" / "empty")  # a directory with no file in it
+        os.chmod(root / "a.py", 0o755)  # a mode: no content changed
+        rt.inform()
+        assert _false_holds(rt) == []
+        view = rt.inform() + rt.view().text
+        assert "#6 cat a.py -> exit 0; result holds" in view, view  # a file's content the ledger does track
+        assert rt.faults == 0, (tmp_path / "run" / "faults.log").read_text()
+
+
+def test_the_replay_does_not_count_a_listings_result_true_for_having_read_no_file(tmp_path: Path) -> None:
+    """The replay's own check of "result holds" / "no tracked file changed since" of a pure reader looked only at
+    the files it read (``f:`` keys): a listing or a tree reads none, so either claim of `ls` was counted true
+    whatever changed after it, a file made in the very directory it listed included."""
+    from conftest import git
+
+    from ledger_harness.replay.truth import Files, entry_true
+
+    root = make_repo(tmp_path / "proj", {"a.py": "a = 1\n"})
+    files = Files(str(root), git(root, "rev-parse", "HEAD").strip())
+    files.after_step(0)
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t") as rt:
+        for n, cmd in enumerate(["ls", "echo x > new.txt"], 1):
+            rt.run(cmd, EX)
+            files.after_step(n, rt.state.observed_paths())
+        listing = rt.state.attempts[0]
+        assert entry_true(("command", listing.id, True, None, None), files, rt.state) is False, "new.txt is news"
+        entries = [e for e in view_entries(rt.state, rt.config.view) if e.claim]
+        assert all(entry_true(e.claim, files, rt.state) for e in entries), [e.text for e in entries]
