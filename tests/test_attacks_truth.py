@@ -70,3 +70,36 @@ def test_the_replay_does_not_count_a_listings_result_true_for_having_read_no_fil
         assert entry_true(("command", listing.id, True, None, None), files, rt.state) is False, "new.txt is news"
         entries = [e for e in view_entries(rt.state, rt.config.view) if e.claim]
         assert all(entry_true(e.claim, files, rt.state) for e in entries), [e.text for e in entries]
+
+
+def test_a_file_written_through_a_hard_link_is_changed_and_its_reads_stale(tmp_path: Path) -> None:
+    """With inotify a scan hashes again the names the kernel reported: a write through a second name of the same
+    file (a hard link, in the tree or outside it) reported only that name, and the file the model read kept being
+    "whole file (step N)" and its `cat` "result holds", its change never recorded, until the next full walk."""
+    from ledger_runtime.workspace.local import LocalWorkspace
+
+    body = "".join(f"a{i} = {i}\n" for i in range(20))
+    root = make_repo(tmp_path / "proj", {"a.py": body, "b.py": body.replace("a", "b")})
+    outside = tmp_path / "elsewhere.py"
+    ws = LocalWorkspace(str(root), watch_events=True)
+    assert ws.scan_is_cheap, "inotify is not available here"
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t", workspace=ws) as rt:
+        rt.run("ln a.py hard.py", EX)
+        rt.run(f"ln b.py {outside}", EX)
+        rt.run("cat a.py", EX)
+        rt.run("cat b.py", EX)
+        rt.inform()
+        rt.run("echo 'a20 = 20' >> hard.py", EX)  # a.py's content changes: the same file
+        with open(outside, "a") as f:  # another process, through a name outside the tree
+            f.write("b20 = 20\n")
+        view = rt.inform()
+        changed = {os.path.basename(m.path) for m in rt.state.modifications}
+        assert {"a.py", "b.py"} <= changed, changed
+        assert "a.py: whole file" not in view and "b.py: whole file" not in view, view
+        assert _false_holds(rt) == []
+        rt.run("echo done", EX)
+        outside_changes = [
+            (m.before_hash is None, m.after_hash is None) for m in rt.state.modifications_of(str(outside))
+        ]
+        assert outside_changes == [(True, False), (False, False)], "made, then written: nothing else"
+        assert rt.faults == 0, (tmp_path / "run" / "faults.log").read_text()
