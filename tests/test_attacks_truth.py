@@ -103,3 +103,26 @@ def test_a_file_written_through_a_hard_link_is_changed_and_its_reads_stale(tmp_p
         ]
         assert outside_changes == [(True, False), (False, False)], "made, then written: nothing else"
         assert rt.faults == 0, (tmp_path / "run" / "faults.log").read_text()
+
+
+def test_stale_edit_says_only_which_reads_are_on_record(tmp_path: Path) -> None:
+    """stale-edit told the model "a.py ... was never read" and "since you last read it at step 1" from the reads the
+    ledger recognised: a read it does not (`cat $PWD/a.py`, `cat sub/../a.py`, a script printing the file) is still a
+    read the model made, and both sentences were false of it."""
+    body = "".join(f"a{i} = {i}\n" for i in range(20))
+    for read in ("cat $PWD/a.py", "cat sub/../a.py", "python3 -c \"print(open('a.py').read(), end='')\""):
+        root = make_repo(tmp_path / f"p{len(read)}", {"a.py": body, "sub/x.py": "x = 1\n"})
+        with LedgerRuntime(root, tmp_path / f"run{len(read)}", LedgerConfig(), task="t") as rt:
+            assert rt.run(read, EX).output == body
+            never = rt.run("sed -i 's/a1 = 1$/a1 = 10/' a.py", EX)
+            assert never.verdict.rule == "stale-edit" and "never read" not in never.output, never.output
+            assert "no read of it is on record" in never.output, never.output
+        root = make_repo(tmp_path / f"q{len(read)}", {"a.py": body, "sub/x.py": "x = 1\n"})
+        with LedgerRuntime(root, tmp_path / f"again{len(read)}", LedgerConfig(), task="t") as rt:
+            rt.run("cat a.py", EX)
+            (root / "a.py").write_text(body.replace("a5 = 5", "a5 = 50"))  # another process
+            rt.inform()
+            assert "a5 = 50" in rt.run(read, EX).output  # the model reads the new content
+            stale = rt.run("sed -i 's/a1 = 1$/a1 = 10/' a.py", EX)
+            assert stale.verdict.rule == "stale-edit" and "you last read it" not in stale.output, stale.output
+            assert "after its last read on record, at step 1" in stale.output, stale.output

@@ -12,7 +12,7 @@ step). Checked:
   step N"); a command's "result holds", "no tracked file changed since", "may no longer hold: X
   changed at step N";
 - each NUDGE reason: "no tracked file changed since step N, where this same command
-  failed (exit E)", stale-edit's "X changed at step N ... since you last read it at step M";
+  failed (exit E)", stale-edit's "X changed at step N ... after its last read on record, at step M";
 - each stub of a context policy: "nothing but blank lines", "lines of it changed since" (a left-out
   file line whose file has other text there now), "shown again later" (its text is in a message
   sent after it), "superseded by step K (the same command)", and each line a part keeps.

@@ -79,7 +79,9 @@ def stale_edit(proposal: Analysis, state: LedgerState, current: WorkspaceNow, ru
             if created:
                 continue  # the agent wrote it: it knows what is in it
             return Finding(
-                f"{_display(path, rule)} is edited in place but was never read; read the part you edit first",
+                # what the ledger knows: the reads it recognised (`cat $PWD/a.py` or a script's print is a read too)
+                f"{_display(path, rule)} is edited in place, and no read of it is on record; "
+                "read the part you edit first",
                 {"path": path, "observations": 0},
             )
         last = seen[-1]
@@ -92,7 +94,7 @@ def stale_edit(proposal: Analysis, state: LedgerState, current: WorkspaceNow, ru
             m = foreign[-1]
             by = "outside any command" if m.attempt is None else f"by `{_command(state, m.attempt)}`"
             return Finding(
-                f"{_display(path, rule)} changed at step {m.step} {by} since you last read it at step "
+                f"{_display(path, rule)} changed at step {m.step} {by} after its last read on record, at step "
                 f"{last.step}; read it again before editing it",
                 {"path": path, "read_at": last.step, "changed_at": m.step},
                 ref_step=m.step,
