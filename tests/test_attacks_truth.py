@@ -126,3 +126,29 @@ def test_stale_edit_says_only_which_reads_are_on_record(tmp_path: Path) -> None:
             stale = rt.run("sed -i 's/a1 = 1$/a1 = 10/' a.py", EX)
             assert stale.verdict.rule == "stale-edit" and "you last read it" not in stale.output, stale.output
             assert "after its last read on record, at step 1" in stale.output, stale.output
+
+
+def test_a_test_run_through_an_environment_manager_is_a_test_run_to_verify_before_submit(tmp_path: Path) -> None:
+    """`uv run pytest` and `poetry run pytest` are classed as changes of the environment (they may sync it); so
+    verify-before-submit held a submission back as "files changed and no test or script has run since the start"
+    right after the model ran the tests that way, after its edit: a false reason, and a turn lost."""
+    from conftest import CALC_PROJECT
+
+    from ledger_adapters.mini.format import SUBMISSION
+
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    for manager in ("uv", "poetry"):
+        (shims / manager).write_text('#!/bin/sh\nshift\nexec "$@"\n')  # `uv run X ...` runs X ...
+        (shims / manager).chmod(0o755)
+    ex = LocalExecutor(timeout=60, env={"PATH": f"{shims}:{os.environ['PATH']}"})
+    submit = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff"
+    for manager in ("uv", "poetry"):
+        root = make_repo(tmp_path / manager, CALC_PROJECT)
+        with LedgerRuntime(root, tmp_path / f"run-{manager}", LedgerConfig(), task="t", submission=SUBMISSION) as rt:
+            rt.run("cat calc.py", ex)
+            rt.run("sed -i '2s/a - b/a + b/' calc.py", ex)
+            tested = rt.run(f"{manager} run python3 -m unittest -q test_calc", ex)
+            assert tested.returncode == 0 and "OK" in tested.output, tested.output
+            done = rt.run(submit, ex)
+            assert done.executed and done.output.startswith("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"), done.output

@@ -47,7 +47,13 @@ DESTRUCTIVE = (
 # an rm at the start of a command (not inside an argument such as echo 'rm -rf .')
 _RM = re.compile(r"(?:^|[;&|(]|\n)\s*(?:sudo\s+)?rm\s+([^\n;&|)]+)")
 _CD = re.compile(r"(?:^|[;&|(]|\n)\s*cd\s+([^\n;&|)]+)")
-_RUN = re.compile(r"(?:^|[;&|(]|\n)\s*(?:timeout\s+\d+\s+)?(?:python[0-9.]*|pytest|py\.test|tox|nox|make|bash|sh|\./)")
+# a test or script run in a command the analysis classes otherwise: a modify's (`sed -i ... && pytest`) or an
+# environment manager's, which may change the environment and runs the rest (`uv run pytest`, `conda run -n x ...`)
+_RUN = re.compile(
+    r"(?:^|[;&|(]|\n)\s*(?:timeout\s+\d+\s+)?"
+    r"(?:(?:uv|poetry|pdm|pipenv|hatch|rye|conda|mamba|micromamba)\s+run\s+(?:-\S+\s+(?:[^-\s]\S*\s+)?)*)?"
+    r"(?:python[0-9.]*|pytest|py\.test|tox|nox|make|bash|sh|\./)"
+)
 
 
 def _short(command: str, limit: int) -> str:
@@ -243,7 +249,7 @@ def verify_before_submit(proposal: Analysis, state: LedgerState, current: Worksp
         and not a.submits
         and (
             a.command_class is CommandClass.RUN
-            or (a.command_class is CommandClass.MODIFY and _RUN.search(_unquoted(a.command)))
+            or (a.command_class in (CommandClass.MODIFY, CommandClass.ENV) and _RUN.search(_unquoted(a.command)))
         )
     ]
     last_run = runs[-1] if runs else None
