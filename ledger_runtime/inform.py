@@ -352,11 +352,14 @@ def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | No
 def _read_changed(state: LedgerState, a: Attempt, path: str, sig: str) -> Modification | None:
     """The first change after ``a`` read ``path`` (signed ``sig``) that left it other than it read it: by ``sig``,
     but for a read through a link by what it saw (the link's own hash and its target's: ``sig`` has not the link's)."""
-    m = state.change_after(path, a.step + (0 if a.executed else 1), _file_digest(sig))
-    if m is None:
-        return None
     seen = next((o for o in reversed(state.observations_of(path)) if o.attempt == a.id and o.target is not None), None)
-    return state.staled_by(seen) if seen is not None else m
+    if seen is not None:
+        return state.staled_by(seen)  # the link, or the file it resolves to: a change of either is
+    step = a.step + (0 if a.executed else 1)
+    m = state.change_after(path, step, _file_digest(sig))
+    digest, through, real = sig.partition("@")  # a file read through a link is signed with the file it resolved to
+    t = state.change_after(real, step, digest) if through else None
+    return t if t is not None and (m is None or t.step < m.step) else m
 
 
 def _file_digest(sig: str) -> str | None:

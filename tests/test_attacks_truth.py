@@ -152,3 +152,28 @@ def test_a_test_run_through_an_environment_manager_is_a_test_run_to_verify_befor
             assert tested.returncode == 0 and "OK" in tested.output, tested.output
             done = rt.run(submit, ex)
             assert done.executed and done.output.startswith("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"), done.output
+
+
+def test_a_file_read_through_a_link_to_outside_the_tree_is_watched_where_it_lies(tmp_path: Path) -> None:
+    """`cat lo.py`, lo.py a link in the tree to a file outside it: the link is a file of the scan, so nothing was
+    watched, and its target's edit by another process was never recorded; the view kept "lo.py: whole file (step 1)"
+    and "#1 cat lo.py -> exit 0; result holds" while `cat lo.py` printed the new content."""
+    from ledger_runtime.workspace.local import LocalWorkspace
+
+    body = "".join(f"o{i} = {i}\n" for i in range(20))
+    for watch in (True, False):
+        outside = tmp_path / f"outside{watch}"
+        outside.mkdir()
+        (outside / "o.py").write_text(body)
+        root = make_repo(tmp_path / f"proj{watch}", {"a.py": "a = 1\n"})
+        os.symlink(outside / "o.py", root / "lo.py")
+        ws = LocalWorkspace(str(root), watch_events=watch)
+        with LedgerRuntime(root, tmp_path / f"run{watch}", LedgerConfig(), task="t", workspace=ws) as rt:
+            rt.run("cat lo.py", EX)
+            first = rt.inform()
+            assert "lo.py: whole file (step 1)" in first and "created" not in first, first
+            (outside / "o.py").write_text(body.replace("o1 = 1", "o1 = 10"))  # another process
+            view = rt.inform()
+            assert "lo.py: whole file" not in view, view
+            assert _false_holds(rt) == []
+            assert rt.faults == 0, (tmp_path / f"run{watch}" / "faults.log").read_text()
