@@ -177,3 +177,19 @@ def test_a_file_read_through_a_link_to_outside_the_tree_is_watched_where_it_lies
             assert "lo.py: whole file" not in view, view
             assert _false_holds(rt) == []
             assert rt.faults == 0, (tmp_path / f"run{watch}" / "faults.log").read_text()
+
+
+def test_lines_added_and_removed_count_a_changed_line_end(tmp_path: Path) -> None:
+    """ "+a -b" compared lines without their ends (``bytes.splitlines``): a file turned from CRLF to LF, or given its
+    missing last newline, was "+0 -0" in the view, while every line of it (git diff --numstat: 3 3, 1 1) changed."""
+    from conftest import git
+
+    root = make_repo(tmp_path / "proj", {"w.txt": "a\r\nb\r\nc\r\n", "n.txt": "x\ny", "a.py": "q\n"})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t") as rt:
+        rt.run("sed -i 's/\\r$//' w.txt", EX)
+        rt.run("echo >> n.txt", EX)
+        rt.run("printf 'q\\r\\nr\\n' > a.py", EX)
+        view = rt.inform()
+    for line in git(root, "diff", "--numstat").splitlines():
+        added, removed, name = line.split("\t")
+        assert f"  {name}: +{added} -{removed} (last at step" in view, (line, view)
