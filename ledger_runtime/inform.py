@@ -317,7 +317,7 @@ def _known_reads(a: Attempt) -> bool:
     the ledger records. A ``cd DIR`` counts where the command read a file there."""
     if a.command_class not in (CommandClass.INSPECT, CommandClass.SEARCH) or not a.pure:
         return False
-    files = [k[2:] for k, sig in a.read_set.items() if k[:2] == "f:" and sig != MISSING and not sig.startswith("dir:")]
+    files = [k[2:] for k, sig in a.read_set.items() if k[:2] == "f:" and not sig.startswith((MISSING, "dir:"))]
     for key in a.read_set:
         kind, path = key[:2], key[2:]
         if kind == "x:" and not any(f.startswith(path.rstrip("/") + "/") for f in files):
@@ -358,14 +358,14 @@ def _read_changed(state: LedgerState, a: Attempt, path: str, sig: str) -> Modifi
     step = a.step + (0 if a.executed else 1)
     m = state.change_after(path, step, _file_digest(sig))
     digest, through, real = sig.partition("@")  # a file read through a link is signed with the file it resolved to
-    t = state.change_after(real, step, digest) if through else None
+    t = state.change_after(real, step, _file_digest(digest)) if through else None
     return t if t is not None and (m is None or t.step < m.step) else m
 
 
 def _file_digest(sig: str) -> str | None:
     """A read set's signature of a file as a modification's digest: none where no file was there to read (missing, or
     a directory), as a deletion leaves it."""
-    return None if sig == MISSING or sig.startswith("dir:") else sig
+    return None if sig.startswith((MISSING, "dir:")) else sig
 
 
 def _own(m: Modification | None) -> int | None:

@@ -193,3 +193,22 @@ def test_lines_added_and_removed_count_a_changed_line_end(tmp_path: Path) -> Non
     for line in git(root, "diff", "--numstat").splitlines():
         added, removed, name = line.split("\t")
         assert f"  {name}: +{added} -{removed} (last at step" in view, (line, view)
+
+
+def test_a_read_of_a_dangling_link_is_stale_once_the_file_it_names_is_made(tmp_path: Path) -> None:
+    """`cat conf.py`, conf.py a link to a file not made yet: the read set signed it "missing", with nothing of the
+    file it names, and the file made later (by another process, or by `touch` through the link) left
+    "#1 cat conf.py -> exit 1; result holds" while `cat conf.py` printed the new file."""
+    for how in ("outside", "touch"):
+        root = make_repo(tmp_path / how, {"a.py": "a = 1\n"})
+        os.symlink("conf.local.py", root / "conf.py")
+        with LedgerRuntime(root, tmp_path / f"run-{how}", LedgerConfig(), task="t") as rt:
+            assert rt.run("cat conf.py", EX).returncode == 1
+            rt.inform()
+            if how == "touch":
+                rt.run("touch conf.py", EX)
+            else:
+                (root / "conf.local.py").write_text("DEBUG = True\n")
+            rt.inform()
+            assert _false_holds(rt) == []
+            assert rt.faults == 0, (tmp_path / f"run-{how}" / "faults.log").read_text()
