@@ -313,13 +313,16 @@ def _known_reads(a: Attempt) -> bool:
     """Whether the ledger knows all an attempt's result depends on: a pure reader's read set, of files' contents only.
 
     Only those do its records of changes cover: a listing or a tree (``ls``, ``find``, ``grep -r``) takes in files
-    git ignores and empty directories, stat data (``stat``, ``du``) modes and times, and none of these is a change
-    the ledger records. A ``cd DIR`` counts where the command read a file there."""
+    git ignores and empty directories, stat data (``stat``, ``du``) modes and times, a read of no file (missing, or a
+    directory) whether a directory is there, and none of these is a change the ledger records. A ``cd DIR`` counts
+    where the command read a file there."""
     if a.command_class not in (CommandClass.INSPECT, CommandClass.SEARCH) or not a.pure:
         return False
-    files = [k[2:] for k, sig in a.read_set.items() if k[:2] == "f:" and not sig.startswith((MISSING, "dir:"))]
-    for key in a.read_set:
+    files = [k[2:] for k in a.read_set if k[:2] == "f:"]
+    for key, sig in a.read_set.items():
         kind, path = key[:2], key[2:]
+        if kind == "f:" and sig.startswith((MISSING, "dir:")):
+            return False  # no file there: whether a directory is there (empty, or made with files) no record says
         if kind == "x:" and not any(f.startswith(path.rstrip("/") + "/") for f in files):
             return False
         if kind not in ("f:", "x:"):

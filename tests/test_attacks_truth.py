@@ -212,3 +212,23 @@ def test_a_read_of_a_dangling_link_is_stale_once_the_file_it_names_is_made(tmp_p
             rt.inform()
             assert _false_holds(rt) == []
             assert rt.faults == 0, (tmp_path / f"run-{how}" / "faults.log").read_text()
+
+
+def test_a_read_of_no_file_is_not_said_to_hold_when_a_directory_comes_there(tmp_path: Path) -> None:
+    """`cat x.log` of a missing file, then a directory made where it was (empty, or holding a file): no file changed at
+    that path, and "#1 cat x.log -> exit 1; result holds" stayed while `cat x.log` printed "Is a directory" (found by
+    a random sequence). The same for a read of a directory that is then removed."""
+    for made in ("empty", "with a file"):
+        root = make_repo(tmp_path / made, {"a.py": "a = 1\n", "d/x.py": "x = 1\n"})
+        with LedgerRuntime(root, tmp_path / f"run-{made}", LedgerConfig(), task="t") as rt:
+            rt.run("cat x.log", EX)
+            rt.run("cat d", EX)
+            rt.inform()
+            (root / "x.log").mkdir()
+            if made != "empty":
+                (root / "x.log" / "inner.txt").write_text("i\n")
+            (root / "d" / "x.py").unlink()
+            (root / "d").rmdir()
+            rt.inform()
+            assert _false_holds(rt) == []
+            assert rt.faults == 0, (tmp_path / f"run-{made}" / "faults.log").read_text()

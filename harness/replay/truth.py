@@ -199,7 +199,13 @@ def _command_true(claim: tuple, files: Files, state: Any) -> bool | None:
     if a is None:
         return None
     since = files.changed_between(a.step, files.last_step)
-    if holds and a.pure and all(k[:2] in ("f:", "x:") for k in a.read_set):
+    if (
+        holds
+        and a.pure
+        and all(
+            k[:2] == "x:" or (k[:2] == "f:" and not s.startswith(("missing", "dir:"))) for k, s in a.read_set.items()
+        )
+    ):
         # "result holds": none of the files it read changed (a listing, a tree or stat data is more than files: the
         # ledger says of such a read only what it says of any other command)
         return not any(k[2:] in since for k in a.read_set if k.startswith("f:"))

@@ -236,10 +236,12 @@ def _command_claim(claim: tuple, state: Any) -> str | None:
 
 
 def _reads_files(a: Attempt) -> bool:
-    """Whether a command's result is said to hold by its read set: a pure reader that read files (and entered
-    directories) only; any other result holds only while no tracked file changed after it."""
+    """Whether a command's result is said to hold by its read set: a pure reader that read files that were there (and
+    entered directories) only; any other result holds only while no tracked file changed after it."""
     reader = a.command_class in (CommandClass.INSPECT, CommandClass.SEARCH) and a.pure
-    return reader and all(k[:2] in ("f:", "x:") for k in a.read_set)
+    return reader and all(
+        k[:2] == "x:" or (k[:2] == "f:" and not sig.startswith(("missing", "dir:"))) for k, sig in a.read_set.items()
+    )
 
 
 ENTRY_CLAIMS = {"changed": _changed_claim, "seen": _seen_claim, "command": _command_claim}

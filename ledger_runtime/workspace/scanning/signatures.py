@@ -7,8 +7,7 @@
 - ``r:<path>``: a whole subtree, ignored files and ``.git`` included (``grep -r``, ``find``).
 
 Equal signatures mean the command would read the same, so print the same. They come from the file system, never the
-snapshot, so files git ignores count too. Missing paths sign as ``missing`` (``missing@<path>`` where a link names that
-path); hashes are the workspace's own.
+snapshot, so files git ignores count too. Missing paths sign as ``missing``; hashes are the workspace's own.
 
 Python 3.6+, standard library only (the package docstring says why).
 """
@@ -71,8 +70,7 @@ class Probe(object):
         try:
             st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
-            real = os.path.realpath(path)  # through a link: the file it names, made later, is what a read then gets
-            return MISSING if real == path else MISSING + "@" + real
+            return MISSING
         if stat.S_ISDIR(st.st_mode):
             return "dir:" + self._listing(path)
         real = os.path.realpath(path)
