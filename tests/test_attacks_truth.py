@@ -232,3 +232,24 @@ def test_a_read_of_no_file_is_not_said_to_hold_when_a_directory_comes_there(tmp_
             rt.inform()
             assert _false_holds(rt) == []
             assert rt.faults == 0, (tmp_path / f"run-{made}" / "faults.log").read_text()
+
+
+def test_a_watched_file_in_a_listed_directory_written_again_is_changed_not_deleted(tmp_path: Path) -> None:
+    """With inotify, a file git ignores that a command named (watched from then on) in a directory the scan lists:
+    `touch x.log`, then `echo x >> x.log`. The write's event made the scan look at the name in its directory's
+    listing, where an ignored file is not, and take it for gone: "x.log: deleted (last at step 2)", then at the next
+    scan "created ... outside any command", both false."""
+    from ledger_runtime.workspace.local import LocalWorkspace
+
+    root = make_repo(tmp_path / "proj", {".gitignore": "*.log\n", "a.py": "a = 1\n"})
+    ws = LocalWorkspace(str(root), watch_events=True)
+    assert ws.scan_is_cheap, "inotify is not available here"
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t", workspace=ws) as rt:
+        rt.run("touch x.log", EX)
+        rt.run("echo x >> x.log", EX)
+        view = rt.inform()
+        rt.run("echo y", EX)
+        rt.inform()
+        made = [(m.step, m.attempt is None, m.after_hash is None) for m in rt.state.modifications]
+        assert made == [(1, False, False), (2, False, False)], made
+        assert "deleted" not in view, view

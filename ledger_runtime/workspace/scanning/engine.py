@@ -372,7 +372,7 @@ class WorkspaceScanner(object):
         touched.update(taken)
         self._apply_stops(taken, touched)
         names = {}
-        reported.files |= self._recheck | (self._linked - self.extra_paths)  # extra paths are looked at below
+        reported.files |= self._recheck | self._linked
         self._recheck = set()
         for p in reported.files:
             d = os.path.dirname(p)
@@ -390,6 +390,8 @@ class WorkspaceScanner(object):
         changes = []
         fresh = {}
         for p in touched:
+            if p in self.extra_paths and p not in taken:
+                continue  # watched whatever the listings say (an ignored file in a listed directory): below
             d = os.path.dirname(p)
             entry = self._dirs.get(d)
             if entry is not None and d not in names:
