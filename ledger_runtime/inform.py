@@ -400,7 +400,7 @@ def _attempt_entry(a: Attempt, state: LedgerState) -> ViewEntry:
             told = a.step if all(m.recognised for m in mods) else None
             return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {status}; changed {names}", a.step, told)
         if a.command_class is CommandClass.MODIFY:
-            return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {status}; changed no file", a.step)
+            return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {status}; changed no tracked file", a.step)
     holds, why, m = _holds(a, state)
     twin = _same_as(a, state)
     same = f"; same output as #{twin}" if twin is not None else ""

@@ -253,3 +253,28 @@ def test_a_watched_file_in_a_listed_directory_written_again_is_changed_not_delet
         made = [(m.step, m.attempt is None, m.after_hash is None) for m in rt.state.modifications]
         assert made == [(1, False, False), (2, False, False)], made
         assert "deleted" not in view, view
+
+
+def test_noop_edit_is_not_said_of_a_command_that_removed_moved_or_changed_what_it_names(tmp_path: Path) -> None:
+    """noop-edit looked at the paths an edit names only after it ran: `rm -rf __pycache__` (a directory git ignores,
+    with a file in it), `rmdir empty` and `mv build out` each got "this edit changed no file (file not found: X)"
+    (X was there, and the command removed or moved it), `chmod +x run.sh` and `touch a.py` "this edit changed no
+    file (a pattern that did not match, or the wrong file?)"; the view said "changed no file" of each. An edit
+    that changed nothing is still told so."""
+    root = make_repo(
+        tmp_path / "proj", {".gitignore": "__pycache__/\n", "a.py": "a = 1\n", "run.sh": "echo\n", "build/x.txt": "x\n"}
+    )
+    (root / "__pycache__").mkdir()
+    (root / "__pycache__" / "a.pyc").write_bytes(b"\0pyc")
+    (root / "empty").mkdir()
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t") as rt:
+        rt.run("cat a.py run.sh", EX)
+        for cmd in ("rm -rf __pycache__", "rmdir empty", "mv build out", "chmod +x run.sh", "touch a.py"):
+            r = rt.run(cmd, EX)
+            assert "noop-edit" not in (r.verdict.rule or "") and "changed no file" not in r.output, (cmd, r.output)
+        view = rt.inform()
+        assert "changed no file" not in view, view
+        nomatch = rt.run("sed -i 's/no such text/x/' a.py", EX)
+        assert "this edit changed no file (a pattern that did not match" in nomatch.output, nomatch.output
+        missing = rt.run("rm -f nothere.py", EX)
+        assert "this edit changed no file (file not found: nothere.py)" in missing.output, missing.output
