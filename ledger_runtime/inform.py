@@ -67,12 +67,15 @@ def _sorted_steps(u: Sequence[int]) -> str:
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in range(32)} | {0x7F: "\\x7f", ord("\\"): "\\\\"}
+# the line breaks Unicode has beyond the control characters (NEL, LINE and PARAGRAPH SEPARATOR)
+_CONTROL |= {c: f"\\u{c:04x}" for c in (0x85, 0x2028, 0x2029)}
+_BREAKS = {chr(c) for c in (0x7F, 0x85, 0x2028, 0x2029)}
 
 
 def _display(path: str, state: LedgerState) -> str:
     """A path as the view shows it: relative to the workspace, control characters escaped so it cannot write lines."""
     shown = relative(path, state.baseline.root) if state.baseline else path
-    return shown.translate(_CONTROL) if any(ord(c) < 32 or ord(c) == 0x7F for c in shown) else shown
+    return shown.translate(_CONTROL) if any(ord(c) < 32 or c in _BREAKS for c in shown) else shown
 
 
 ESCAPE_LINE = (
