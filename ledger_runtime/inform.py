@@ -15,6 +15,7 @@ from ledger_runtime.analysis.commands import RAW_ESCAPE
 from ledger_runtime.analysis.display import short_command
 from ledger_runtime.decide.claims import entry_fails
 from ledger_runtime.ledger.state import LedgerState
+from ledger_runtime.lines import one_line
 from ledger_runtime.records import Attempt, CommandClass, LineSpan, Modification, Observation, VerdictKind
 from ledger_runtime.section import Section, integer, setting
 from ledger_runtime.workspace.scanner import relative
@@ -66,16 +67,10 @@ def _sorted_steps(u: Sequence[int]) -> str:
     return ("step " if len(u) == 1 else "steps ") + ("…, " if len(u) > 3 else "") + shown
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in range(32)} | {0x7F: "\\x7f", ord("\\"): "\\\\"}
-# the line breaks Unicode has beyond the control characters (NEL, LINE and PARAGRAPH SEPARATOR)
-_CONTROL |= {c: f"\\u{c:04x}" for c in (0x85, 0x2028, 0x2029)}
-_BREAKS = {chr(c) for c in (0x7F, 0x85, 0x2028, 0x2029)}
-
-
 def _display(path: str, state: LedgerState) -> str:
     """A path as the view shows it: relative to the workspace, control characters escaped so it cannot write lines."""
     shown = relative(path, state.baseline.root) if state.baseline else path
-    return shown.translate(_CONTROL) if any(ord(c) < 32 or c in _BREAKS for c in shown) else shown
+    return one_line(shown)
 
 
 ESCAPE_LINE = (

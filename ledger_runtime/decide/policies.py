@@ -28,6 +28,7 @@ from ledger_runtime.decide.claims import UNCHANGED_SINCE
 from ledger_runtime.decide.gate import Finding, Outcome, PolicyError, Rule, build_rules, matches
 from ledger_runtime.decide.workspace_now import WorkspaceNow
 from ledger_runtime.ledger.state import LedgerState
+from ledger_runtime.lines import one_line
 from ledger_runtime.records import CommandClass, VerdictKind
 from ledger_runtime.section import TABLE, Section, setting
 
@@ -65,7 +66,10 @@ def _existing_writes(proposal: Analysis, current: WorkspaceNow) -> list[str]:
 
 
 def _display(path: str, rule: Rule) -> str:
-    return os.path.relpath(path, rule.workdir) if rule.workdir and path.startswith(rule.workdir + os.sep) else path
+    """A path as a reason names it: relative to the workdir, escaped so that it cannot write a line of the answer."""
+    return one_line(
+        os.path.relpath(path, rule.workdir) if rule.workdir and path.startswith(rule.workdir + os.sep) else path
+    )
 
 
 def stale_edit(proposal: Analysis, state: LedgerState, current: WorkspaceNow, rule: Rule) -> Finding | None:
