@@ -15,6 +15,7 @@ from ledger_runtime.analysis.commands import RAW_ESCAPE
 from ledger_runtime.analysis.display import short_command
 from ledger_runtime.decide.claims import entry_fails
 from ledger_runtime.ledger.state import LedgerState
+from ledger_runtime.lines import one_line
 from ledger_runtime.records import Attempt, CommandClass, LineSpan, Modification, Observation, VerdictKind
 from ledger_runtime.section import Section, integer, setting
 from ledger_runtime.workspace.scanner import relative
@@ -66,13 +67,10 @@ def _sorted_steps(u: Sequence[int]) -> str:
     return ("step " if len(u) == 1 else "steps ") + ("…, " if len(u) > 3 else "") + shown
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in range(32)} | {0x7F: "\\x7f", ord("\\"): "\\\\"}
-
-
 def _display(path: str, state: LedgerState) -> str:
     """A path as the view shows it: relative to the workspace, control characters escaped so it cannot write lines."""
     shown = relative(path, state.baseline.root) if state.baseline else path
-    return shown.translate(_CONTROL) if any(ord(c) < 32 or ord(c) == 0x7F for c in shown) else shown
+    return one_line(shown)
 
 
 ESCAPE_LINE = (
@@ -310,8 +308,24 @@ def result_holds(a: Attempt, state: LedgerState) -> tuple[bool, str]:
 
 
 def _known_reads(a: Attempt) -> bool:
-    """Whether the ledger knows all an attempt's result depends on: a pure reader's read set."""
-    return a.command_class in (CommandClass.INSPECT, CommandClass.SEARCH) and a.pure
+    """Whether the ledger knows all an attempt's result depends on: a pure reader's read set, of files' contents only.
+
+    Only those do its records of changes cover: a listing or a tree (``ls``, ``find``, ``grep -r``) takes in files
+    git ignores and empty directories, stat data (``stat``, ``du``) modes and times, a read of no file (missing, or a
+    directory) whether a directory is there, and none of these is a change the ledger records. A ``cd DIR`` counts
+    where the command read a file there."""
+    if a.command_class not in (CommandClass.INSPECT, CommandClass.SEARCH) or not a.pure:
+        return False
+    files = [k[2:] for k in a.read_set if k[:2] == "f:"]
+    for key, sig in a.read_set.items():
+        kind, path = key[:2], key[2:]
+        if kind == "f:" and sig.startswith((MISSING, "dir:")):
+            return False  # no file there: whether a directory is there (empty, or made with files) no record says
+        if kind == "x:" and not any(f.startswith(path.rstrip("/") + "/") for f in files):
+            return False
+        if kind not in ("f:", "x:"):
+            return False
+    return True
 
 
 def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | None]:
@@ -323,15 +337,6 @@ def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | No
                 m = _read_changed(state, a, path, sig)
                 if m is not None and (m.attempt != a.id):
                     return False, f"stale: {_display(path, state)} changed at step {m.step}", m
-            elif kind in ("d", "r"):
-                prefix = path.rstrip("/") + "/"
-                later = [
-                    m
-                    for m in state.modifications_after(a.step + 1)
-                    if m.step > a.step and (m.path.startswith(prefix) or (kind == "d" and m.path == path))
-                ]
-                if later:
-                    return False, f"stale: {_display(later[0].path, state)} changed at step {later[0].step}", later[0]
         return True, "holds", None
     if a.epoch_after == state.epoch:
         return True, UNTOUCHED, None
@@ -348,17 +353,20 @@ def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | No
 def _read_changed(state: LedgerState, a: Attempt, path: str, sig: str) -> Modification | None:
     """The first change after ``a`` read ``path`` (signed ``sig``) that left it other than it read it: by ``sig``,
     but for a read through a link by what it saw (the link's own hash and its target's: ``sig`` has not the link's)."""
-    m = state.change_after(path, a.step + (0 if a.executed else 1), _file_digest(sig))
-    if m is None:
-        return None
     seen = next((o for o in reversed(state.observations_of(path)) if o.attempt == a.id and o.target is not None), None)
-    return state.staled_by(seen) if seen is not None else m
+    if seen is not None:
+        return state.staled_by(seen)  # the link, or the file it resolves to: a change of either is
+    step = a.step + (0 if a.executed else 1)
+    m = state.change_after(path, step, _file_digest(sig))
+    digest, through, real = sig.partition("@")  # a file read through a link is signed with the file it resolved to
+    t = state.change_after(real, step, _file_digest(digest)) if through else None
+    return t if t is not None and (m is None or t.step < m.step) else m
 
 
 def _file_digest(sig: str) -> str | None:
     """A read set's signature of a file as a modification's digest: none where no file was there to read (missing, or
     a directory), as a deletion leaves it."""
-    return None if sig == MISSING or sig.startswith("dir:") else sig
+    return None if sig.startswith((MISSING, "dir:")) else sig
 
 
 def _own(m: Modification | None) -> int | None:
@@ -390,7 +398,7 @@ def _attempt_entry(a: Attempt, state: LedgerState) -> ViewEntry:
             told = a.step if all(m.recognised for m in mods) else None
             return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {status}; changed {names}", a.step, told)
         if a.command_class is CommandClass.MODIFY:
-            return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {status}; changed no file", a.step)
+            return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {status}; changed no tracked file", a.step)
     holds, why, m = _holds(a, state)
     twin = _same_as(a, state)
     same = f"; same output as #{twin}" if twin is not None else ""

@@ -42,3 +42,17 @@ def _breaks_elsewhere(text: str) -> bool:
     if any(c in text for c in _OTHER_BREAKS):
         return True
     return not text.isascii() and any(c in text for c in _OTHER_BREAKS_WIDE)
+
+
+# what a name shown in the ledger's own lines has escaped, so that it cannot write a line of its own: the control
+# characters and the line breaks Unicode has beyond them
+_ESCAPED = (
+    {c: f"\\x{c:02x}" for c in range(32)}
+    | {0x7F: "\\x7f", ord("\\"): "\\\\"}
+    | {c: f"\\u{c:04x}" for c in (0x85, 0x2028, 0x2029)}
+)
+
+
+def one_line(text: str) -> str:
+    """``text`` with its control characters and line breaks escaped (a backslash too, where there is one to escape)."""
+    return text.translate(_ESCAPED) if any(ord(c) < 32 or c in "\x7f\x85\u2028\u2029" for c in text) else text

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Sequence
 
 from ledger_runtime._version import __version__
-from ledger_runtime.analysis.commands import Analysis, analyze
+from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze
 from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
 from ledger_runtime.answers.build import (
     Answer,
@@ -52,13 +52,14 @@ from ledger_runtime.ledger.redact import Redactor
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LedgerStore, StoreError
 from ledger_runtime.prompt.notes import ViewNotes, apply_told, told_event
-from ledger_runtime.records import RUN, Attempt, Modification, Observation, Verdict, VerdictKind
+from ledger_runtime.records import RUN, Attempt, CommandClass, Modification, Observation, Verdict, VerdictKind
 from ledger_runtime.step.plan import Plan, RunResult, verdict_facts
 from ledger_runtime.step.record import (
     Execution,
     attempt_events,
     file_texts,
     modification_events,
+    named_state,
     new_attempt,
     outcome,
     read_set,
@@ -423,7 +424,10 @@ class LedgerRuntime:
         before = self.scans.before(analysis.readonly, prescanned is not None, step)
         self.scans.watch(analysis, step)  # before it runs: a file it names is tracked from its state now
         facts, sigs = verdict_facts(analysis, self.workspace, self.state, self.config, self.rules, self._policy_fault)
-        return Plan(command, cwd, step, analysis, facts, self.config.applies, before, sigs)
+        plan = Plan(command, cwd, step, analysis, facts, self.config.applies, before, sigs)
+        if analysis.command_class is CommandClass.MODIFY and self.workspace.rescan_before_command:
+            plan.named_before = {w: named_state(w) for w in analysis.writes if w != ANY_FILE}
+        return plan
 
     def _prepare(self, plan: Plan) -> None:
         """Hands the workspace the command about to run, for one that signs inside the command."""
@@ -720,12 +724,13 @@ class LedgerRuntime:
         """The verdict of a command that ran, with the after-run rules' findings."""
         if not plan.verdict.kind.executes:
             return plan.verdict
-        did = self._outcome(plan.analysis, res, ran.changes)
+        did = self._outcome(plan, res, ran.changes)
         return plan.verdict_after(check_after(self.rules, plan.analysis, did, self._policy_fault))
 
-    def _outcome(self, a: Analysis, res: ExecResult, changes: list[Change]) -> Outcome:
+    def _outcome(self, plan: Plan, res: ExecResult, changes: list[Change]) -> Outcome:
         """What the command did, for the after-run rules."""
-        return outcome(a, res, changes, self.workdir, self.workspace.rescan_before_command)
+        local = self.workspace.rescan_before_command
+        return outcome(plan.analysis, res, changes, self.workdir, local, plan.named_before)
 
     def _attempt(self, plan: Plan, **fields: Any) -> Attempt:
         """The planned command's attempt, numbered next."""

@@ -52,7 +52,7 @@ def test_stale_edit(repo, tmp_path):
     rt = runtime(repo, tmp_path)
     never = run(rt, "sed -i '2s/a - b/a + b/' calc.py")
     assert never.verdict.kind is VerdictKind.NUDGE and never.verdict.rule == "stale-edit" and never.executed
-    assert "never read" in never.output and "calc.py" in never.output
+    assert "no read of it is on record" in never.output and "calc.py" in never.output
     # read, then a script (not a recognised edit) changes it: the next in-place edit is stale
     run(rt, "cat calc.py")
     run(rt, "python3 -c \"import pathlib; p = pathlib.Path('calc.py'); p.write_text(p.read_text() + '# x\\n')\"")
@@ -66,7 +66,7 @@ def test_stale_edit(repo, tmp_path):
     assert run(rt, "printf 'x\\n' > fresh.txt").verdict.kind is VerdictKind.RUN
     revise = runtime(repo, tmp_path / "b", {"stale-edit": {"verdict": "REVISE"}})
     r = run(revise, "sed -i '3s/x/y/' test_calc.py")
-    assert r.verdict.kind is VerdictKind.REVISE and not r.executed and "never read" in r.output
+    assert r.verdict.kind is VerdictKind.REVISE and not r.executed and "no read of it is on record" in r.output
 
 
 def test_protected_paths(repo, tmp_path):

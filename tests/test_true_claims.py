@@ -251,8 +251,8 @@ def test_a_file_edited_after_the_last_command_is_stale_in_the_view_at_the_models
 def test_a_file_deleted_or_replaced_between_commands_then_read_is_told_as_it_is(tree, tmp_path, watch):
     """Between commands someone deletes a file the model read, turns a directory into a file, and a file into a
     directory holding a new file, and makes a link; the next commands read each with no scan between. The reads of
-    what is missing (or a directory) hold: their result is as the deletion left it, not stale by it; so does the read
-    through the link made before it. The directory now a file is no
+    what is missing (or a directory) are not stale by the deletion, and the read through the link made before it
+    holds. The directory now a file is no
     fault before the command, and the file made in the directory that replaced a file is booked as created at the step
     that read it, outside any command, not taken as first seen and never recorded."""
     mid = tree / "mid.py"
@@ -283,8 +283,10 @@ def test_a_file_deleted_or_replaced_between_commands_then_read_is_told_as_it_is(
             ("via", 8, None),
         }, made
         view = rt.inform()
-        assert recent_line(view, 3) == "  #3 cat mid.py -> exit 1; result holds", view
-        assert recent_line(view, 6) == "  #6 cat mid.py -> exit 1; result holds", view
+        # a read of no file (missing, then a directory) is not said to hold: whether a directory is there, no record
+        # says (#3's result no longer holds indeed: mid.py is a directory since step 5); nor stale by the deletion
+        assert recent_line(view, 3) == "  #3 cat mid.py -> exit 1; may no longer hold: sub changed at step 4", view
+        assert recent_line(view, 6) == "  #6 cat mid.py -> exit 1; may no longer hold: out.txt changed at step 7", view
         assert recent_line(view, 7) == "  #7 cat out.txt -> exit 0; result holds", view  # not stale by its making
         assert "  mid.py/inner.py: created, +1 -0 (last at step 5, outside any command)" in view, view
         assert not (tmp_path / "run" / "faults.log").exists(), (tmp_path / "run" / "faults.log").read_text()

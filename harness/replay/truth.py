@@ -12,7 +12,7 @@ step). Checked:
   step N"); a command's "result holds", "no tracked file changed since", "may no longer hold: X
   changed at step N";
 - each NUDGE reason: "no tracked file changed since step N, where this same command
-  failed (exit E)", stale-edit's "X changed at step N ... since you last read it at step M";
+  failed (exit E)", stale-edit's "X changed at step N ... after its last read on record, at step M";
 - each stub of a context policy: "nothing but blank lines", "lines of it changed since" (a left-out
   file line whose file has other text there now), "shown again later" (its text is in a message
   sent after it), "superseded by step K (the same command)", and each line a part keeps.
@@ -199,7 +199,15 @@ def _command_true(claim: tuple, files: Files, state: Any) -> bool | None:
     if a is None:
         return None
     since = files.changed_between(a.step, files.last_step)
-    if holds and a.pure:  # "result holds": none of the files it read changed
+    if (
+        holds
+        and a.pure
+        and all(
+            k[:2] == "x:" or (k[:2] == "f:" and not s.startswith(("missing", "dir:"))) for k, s in a.read_set.items()
+        )
+    ):
+        # "result holds": none of the files it read changed (a listing, a tree or stat data is more than files: the
+        # ledger says of such a read only what it says of any other command)
         return not any(k[2:] in since for k in a.read_set if k.startswith("f:"))
     if holds:  # "no tracked file changed since"
         return not since

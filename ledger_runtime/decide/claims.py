@@ -228,11 +228,20 @@ def _command_claim(claim: tuple, state: Any) -> str | None:
     a = state.attempt(attempt_id)
     if a is None:
         return f"attempt {attempt_id} is not in the ledger"
-    if holds and not a.pure and next(after(state, a), None) is not None:
+    if holds and not _reads_files(a) and next(after(state, a), None) is not None:
         return f"#{a.step}: files changed since"
     if not holds and path is not None and not any(m.path == path and m.step == step for m in after(state, a)):
         return f"#{a.step}: {path} did not change at step {step}"
     return None
+
+
+def _reads_files(a: Attempt) -> bool:
+    """Whether a command's result is said to hold by its read set: a pure reader that read files that were there (and
+    entered directories) only; any other result holds only while no tracked file changed after it."""
+    reader = a.command_class in (CommandClass.INSPECT, CommandClass.SEARCH) and a.pure
+    return reader and all(
+        k[:2] == "x:" or (k[:2] == "f:" and not sig.startswith(("missing", "dir:"))) for k, sig in a.read_set.items()
+    )
 
 
 ENTRY_CLAIMS = {"changed": _changed_claim, "seen": _seen_claim, "command": _command_claim}

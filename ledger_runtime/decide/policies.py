@@ -28,6 +28,7 @@ from ledger_runtime.decide.claims import UNCHANGED_SINCE
 from ledger_runtime.decide.gate import Finding, Outcome, PolicyError, Rule, build_rules, matches
 from ledger_runtime.decide.workspace_now import WorkspaceNow
 from ledger_runtime.ledger.state import LedgerState
+from ledger_runtime.lines import one_line
 from ledger_runtime.records import CommandClass, VerdictKind
 from ledger_runtime.section import TABLE, Section, setting
 
@@ -47,7 +48,13 @@ DESTRUCTIVE = (
 # an rm at the start of a command (not inside an argument such as echo 'rm -rf .')
 _RM = re.compile(r"(?:^|[;&|(]|\n)\s*(?:sudo\s+)?rm\s+([^\n;&|)]+)")
 _CD = re.compile(r"(?:^|[;&|(]|\n)\s*cd\s+([^\n;&|)]+)")
-_RUN = re.compile(r"(?:^|[;&|(]|\n)\s*(?:timeout\s+\d+\s+)?(?:python[0-9.]*|pytest|py\.test|tox|nox|make|bash|sh|\./)")
+# a test or script run in a command the analysis classes otherwise: a modify's (`sed -i ... && pytest`) or an
+# environment manager's, which may change the environment and runs the rest (`uv run pytest`, `conda run -n x ...`)
+_RUN = re.compile(
+    r"(?:^|[;&|(]|\n)\s*(?:timeout\s+\d+\s+)?"
+    r"(?:(?:uv|poetry|pdm|pipenv|hatch|rye|conda|mamba|micromamba)\s+run\s+(?:-\S+\s+(?:[^-\s]\S*\s+)?)*)?"
+    r"(?:python[0-9.]*|pytest|py\.test|tox|nox|make|bash|sh|\./)"
+)
 
 
 def _short(command: str, limit: int) -> str:
@@ -59,7 +66,10 @@ def _existing_writes(proposal: Analysis, current: WorkspaceNow) -> list[str]:
 
 
 def _display(path: str, rule: Rule) -> str:
-    return os.path.relpath(path, rule.workdir) if rule.workdir and path.startswith(rule.workdir + os.sep) else path
+    """A path as a reason names it: relative to the workdir, escaped so that it cannot write a line of the answer."""
+    return one_line(
+        os.path.relpath(path, rule.workdir) if rule.workdir and path.startswith(rule.workdir + os.sep) else path
+    )
 
 
 def stale_edit(proposal: Analysis, state: LedgerState, current: WorkspaceNow, rule: Rule) -> Finding | None:
@@ -79,7 +89,9 @@ def stale_edit(proposal: Analysis, state: LedgerState, current: WorkspaceNow, ru
             if created:
                 continue  # the agent wrote it: it knows what is in it
             return Finding(
-                f"{_display(path, rule)} is edited in place but was never read; read the part you edit first",
+                # what the ledger knows: the reads it recognised (`cat $PWD/a.py` or a script's print is a read too)
+                f"{_display(path, rule)} is edited in place, and no read of it is on record; "
+                "read the part you edit first",
                 {"path": path, "observations": 0},
             )
         last = seen[-1]
@@ -92,7 +104,7 @@ def stale_edit(proposal: Analysis, state: LedgerState, current: WorkspaceNow, ru
             m = foreign[-1]
             by = "outside any command" if m.attempt is None else f"by `{_command(state, m.attempt)}`"
             return Finding(
-                f"{_display(path, rule)} changed at step {m.step} {by} since you last read it at step "
+                f"{_display(path, rule)} changed at step {m.step} {by} after its last read on record, at step "
                 f"{last.step}; read it again before editing it",
                 {"path": path, "read_at": last.step, "changed_at": m.step},
                 ref_step=m.step,
@@ -241,7 +253,7 @@ def verify_before_submit(proposal: Analysis, state: LedgerState, current: Worksp
         and not a.submits
         and (
             a.command_class is CommandClass.RUN
-            or (a.command_class is CommandClass.MODIFY and _RUN.search(_unquoted(a.command)))
+            or (a.command_class in (CommandClass.MODIFY, CommandClass.ENV) and _RUN.search(_unquoted(a.command)))
         )
     ]
     last_run = runs[-1] if runs else None

@@ -309,6 +309,16 @@ def _observe(  # noqa: C901
     return None
 
 
+def _lines(data: bytes) -> list[bytes]:
+    """Lines as git diff counts them: split at ``\n`` only, each with its ``\r`` if it has one, and a last line with no
+    newline unlike the same text with one (``a\r\n`` to ``a\n``, or a newline added at the end, is a line changed)."""
+    lines = data.split(b"\n")
+    last = lines.pop()  # b"" after a final newline
+    if last:
+        lines.append(last + b"\n(no newline)")  # no line holds a newline: it equals no other
+    return lines
+
+
 def line_delta(before: bytes, after: bytes) -> tuple[int, int] | None:
     """The lines added and removed from ``before`` to ``after``; None for binary content.
 
@@ -317,8 +327,8 @@ def line_delta(before: bytes, after: bytes) -> tuple[int, int] | None:
     if b"\0" in before[:8192] or b"\0" in after[:8192]:
         return None
     before, after = trim_common(before, after)
-    a = before.splitlines()
-    b = after.splitlines()
+    a = _lines(before)
+    b = _lines(after)
     p = 0
     n = min(len(a), len(b))
     while p < n and a[p] == b[p]:

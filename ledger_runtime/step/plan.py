@@ -55,6 +55,8 @@ class Plan:
     # the model the ledger answers gets this output; False: another model does (a subagent the agent
     # started): recorded and shown as it is, never the source of a reference, never counted as seen
     held: bool = True
+    # the paths an edit names, as they were before it ran (``named_state``): on this machine only, None elsewhere
+    named_before: dict[str, tuple[int, int, int] | None] | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "verdict":

@@ -158,15 +158,42 @@ def file_texts(
     return out
 
 
-def outcome(a: Analysis, res: ExecResult, changes: list[Change], workdir: str, local_files: bool) -> Outcome:
+def named_state(path: str) -> tuple[int, int, int] | None:
+    """What an edit may change of a path it names beyond a file's content: whether it is there, its mode, and its
+    modification time while it is the same file (``sed -i`` writes a new one even when nothing matched)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_mode, st.st_ino, st.st_mtime_ns)
+
+
+def _moved(before: tuple[int, int, int] | None, after: tuple[int, int, int] | None) -> bool:
+    if before is None or after is None:
+        return before != after
+    return before[0] != after[0] or (before[1] == after[1] and before[2] != after[2])
+
+
+def outcome(
+    a: Analysis,
+    res: ExecResult,
+    changes: list[Change],
+    workdir: str,
+    local_files: bool,
+    before: dict[str, tuple[int, int, int] | None] | None = None,
+) -> Outcome:
     """What the command did, for the after-run rules.
 
-    Which paths an edit names are files or missing is read only for an edit that changed nothing, on this machine."""
+    Which paths an edit names are files or missing is read only for an edit that changed nothing, on this machine;
+    one that removed, moved, made, chmod-ed or touched a path it names (``before``: their state before it ran) did
+    something no record of a file's content shows: a directory, a file git ignores, a mode, a time."""
     if changes or a.command_class is not CommandClass.MODIFY or not a.writes:
         return Outcome(res.returncode, bool(changes), workdir)
     if not local_files:
         return Outcome(res.returncode, False, workdir, tuple(a.writes))
     named = [w for w in a.writes if w != ANY_FILE]
+    if before is not None and any(_moved(before.get(w), named_state(w)) for w in named):
+        return Outcome(res.returncode, True, workdir)
     return Outcome(
         res.returncode,
         False,

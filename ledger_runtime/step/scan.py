@@ -168,6 +168,10 @@ class Scans:
         commands): the workspace is scanned first, so that the change is recorded at this step, as the scan at the
         model's turn would have recorded it, and a new file is not taken as first seen."""
         named = self._named(analysis)
+        if getattr(self.workspace, "changed_since", None) is not None:
+            # this machine's files: the file a link the command names resolves to is watched too, where no scan covers
+            # it (outside the tree, ignored), or a read through the link would hold while its target changed
+            named = [p for p in dict.fromkeys(q for p in named for q in (p, os.path.realpath(p)))]
         if self._changed_since(named):
             self.take_between(self.scan(), step)
         if self.workspace.watched() >= MAX_WATCHED:

@@ -133,6 +133,9 @@ class WorkspaceScanner(object):
         self.full_scans = 0  # for tests and benchmarks
         self.incremental_scans = 0
         self._recheck = set()  # paths to hash again at the next scan, whatever inotify said
+        # the snapshot's files with more than one name (hard links), as scans found them: looked at by every scan, for a
+        # write through another name (in the tree or out of it) is reported by inotify under that name only
+        self._linked = set()
 
     @property
     def is_git(self):
@@ -305,6 +308,7 @@ class WorkspaceScanner(object):
         self._mark_untracked(files)
         if self.watcher is not None:
             self._watch_listed()
+        self._linked = {p for p in self.cache.linked if p in files}
         return self._snapshot(files, None, keep_limit)
 
     def _walk_all(self, keep_limit, *, listings_only=False):
@@ -368,7 +372,7 @@ class WorkspaceScanner(object):
         touched.update(taken)
         self._apply_stops(taken, touched)
         names = {}
-        reported.files |= self._recheck
+        reported.files |= self._recheck | self._linked
         self._recheck = set()
         for p in reported.files:
             d = os.path.dirname(p)
@@ -386,6 +390,8 @@ class WorkspaceScanner(object):
         changes = []
         fresh = {}
         for p in touched:
+            if p in self.extra_paths and p not in taken:
+                continue  # watched whatever the listings say (an ignored file in a listed directory): below
             d = os.path.dirname(p)
             entry = self._dirs.get(d)
             if entry is not None and d not in names:
@@ -398,6 +404,9 @@ class WorkspaceScanner(object):
         for p in self.extra_paths:
             if p not in fresh:
                 fresh[p] = taken[p] if p in taken else self.cache.state(p, keep_limit=keep_limit)
+        linked = self.cache.linked
+        if any(p in linked and p not in self._linked and fs is not None for p, fs in fresh.items()):
+            return None  # a file with a name more than it had: its other names are found by a walk
         self._mark_untracked(fresh, old)
         for p, fs in fresh.items():
             was = old.get(p)

@@ -85,6 +85,9 @@ class HashCache(object):
         # holds no copy of it. Not the cache's own entry: a probe of a read key may have hashed the new content first.
         self.previous = None
         self.must_keep = set()  # paths whose next content read by a scan is kept, whatever ``previous`` holds
+        # regular files with more than one name (hard links) when last looked at: a write through another name
+        # moves their stat data with no event for theirs
+        self.linked = set()
 
     def state(self, path, st=None, keep_limit=0):
         """The FileState of ``path`` (lstat ``st`` if the caller has it); None unless it is a file or symlink.
@@ -100,6 +103,7 @@ class HashCache(object):
                 return FileState("link:" + self.digests.bare(os.fsencode(os.readlink(path))), st.st_size, None)
             if not stat.S_ISREG(mode):
                 return None
+            (self.linked.add if st.st_nlink > 1 else self.linked.discard)(path)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as e:
