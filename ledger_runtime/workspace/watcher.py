@@ -32,6 +32,7 @@ IN_IGNORED = 0x00008000
 IN_ONLYDIR = 0x01000000
 IN_DONT_FOLLOW = 0x02000000
 IN_EXCL_UNLINK = 0x04000000
+IN_MASK_ADD = 0x20000000
 IN_ISDIR = 0x40000000
 IN_NONBLOCK = os.O_NONBLOCK
 IN_CLOEXEC = 0o2000000
@@ -40,6 +41,9 @@ FILE_EVENTS = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE
 ENTRY_EVENTS = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
 SELF_EVENTS = IN_DELETE_SELF | IN_MOVE_SELF
 MASK = FILE_EVENTS | ENTRY_EVENTS | SELF_EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK
+# a file's own watch: its writes through any of its names (a directory's watch reports those through its entries only);
+# added to whatever mask a watch of the same inode has, so it never takes a directory's events away
+FILE_MASK = FILE_EVENTS | IN_DONT_FOLLOW | IN_MASK_ADD
 _HEADER = struct.Struct("iIII")
 
 
@@ -63,6 +67,8 @@ class Watcher:
         self._libc = libc
         self._by_wd: dict[int, str] = {}
         self._wd_of: dict[str, int] = {}
+        self._files_by_wd: dict[int, set[str]] = {}  # a file's own watch -> the names it was added under
+        self._file_wd: dict[str, int] = {}
         self.failed = False  # a watch could not be added: the watcher cannot vouch for that tree
         self.events = 0
 
@@ -96,6 +102,40 @@ class Watcher:
         self._by_wd[wd] = directory
         self._wd_of[directory] = wd
         return True
+
+    def add_file(self, path: str) -> bool:
+        """Watches the file at ``path`` itself: a write through any of its names (a hard link elsewhere) reports
+        ``path``. Added again after the name came to stand for another file, it follows that one. False when the
+        watch could not be added (the per-user limit, a path gone): the caller looks at the file itself."""
+        wd = self._libc.inotify_add_watch(self.fd, os.fsencode(path), FILE_MASK)
+        if wd < 0 or wd in self._by_wd:  # (a directory now: its own watch reports its entries)
+            return False
+        old = self._file_wd.get(path)
+        if old != wd:
+            if old is not None:
+                self._drop_file(path, old)
+            self._files_by_wd.setdefault(wd, set()).add(path)
+            self._file_wd[path] = wd
+        return True
+
+    def keep_files(self, paths: set[str]) -> None:
+        """Drops the files' own watches but those of ``paths``."""
+        for path, wd in list(self._file_wd.items()):
+            if path not in paths:
+                self._drop_file(path, wd)
+
+    def _drop_file(self, path: str, wd: int) -> None:
+        self._file_wd.pop(path, None)
+        names = self._files_by_wd.get(wd)
+        if names is not None:
+            names.discard(path)
+            if not names:
+                del self._files_by_wd[wd]
+                self._libc.inotify_rm_watch(self.fd, wd)
+
+    @property
+    def watched_files(self) -> int:
+        return len(self._file_wd)
 
     def discard(self, directory: str) -> None:
         wd = self._wd_of.pop(directory, None)
@@ -138,6 +178,7 @@ class Watcher:
                 continue
             d = self._by_wd.get(wd)
             if d is None:
+                self._file_event(wd, mask, out)
                 continue
             if mask & IN_IGNORED:  # the watch went away with its directory
                 self._by_wd.pop(wd, None)
@@ -157,6 +198,17 @@ class Watcher:
                     out.files.add(path)
             if mask & FILE_EVENTS and name:
                 out.files.add(path)
+
+    def _file_event(self, wd: int, mask: int, out: Changes) -> None:
+        """An event of a file's own watch (``add_file``): each name it was added under is reported."""
+        names = self._files_by_wd.get(wd)
+        if names is None:
+            return
+        if mask & IN_IGNORED:  # the file is gone, with every name it had
+            for p in self._files_by_wd.pop(wd):
+                self._file_wd.pop(p, None)
+        elif mask & FILE_EVENTS:
+            out.files.update(names)
 
     def close(self) -> None:
         """Closes once: a second close would close whatever file has taken the number since."""

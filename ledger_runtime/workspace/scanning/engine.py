@@ -133,9 +133,10 @@ class WorkspaceScanner(object):
         self.full_scans = 0  # for tests and benchmarks
         self.incremental_scans = 0
         self._recheck = set()  # paths to hash again at the next scan, whatever inotify said
-        # the snapshot's files with more than one name (hard links), as scans found them: looked at by every scan, for a
-        # write through another name (in the tree or out of it) is reported by inotify under that name only
-        self._linked = set()
+        # the snapshot's files with more than one name (hard links) at the last walk: a write through another name (in
+        # the tree or out of it) is reported by their directories' watches under that name only (_watch_linked)
+        self._linked_at_walk = set()
+        self._linked = set()  # of them, those with no watch of their own: looked at by every scan
 
     @property
     def is_git(self):
@@ -308,8 +309,17 @@ class WorkspaceScanner(object):
         self._mark_untracked(files)
         if self.watcher is not None:
             self._watch_listed()
-        self._linked = {p for p in self.cache.linked if p in files}
+        self._watch_linked({p for p in self.cache.linked if p in files})
         return self._snapshot(files, None, keep_limit)
+
+    def _watch_linked(self, linked):
+        """Files with more than one name: a write through another name is reported under that name only (in the tree
+        or out of it), so each has a watch of its own; one that cannot have it is looked at by every scan."""
+        self._linked_at_walk = linked
+        watcher = self.watcher
+        self._linked = {p for p in linked if watcher is None or not watcher.add_file(p)}
+        if watcher is not None:
+            watcher.keep_files(linked)
 
     def _walk_all(self, keep_limit, *, listings_only=False):
         """The listed tree's files and what is new in it, within the bounds; ``listings_only`` skips known files."""
@@ -405,8 +415,11 @@ class WorkspaceScanner(object):
             if p not in fresh:
                 fresh[p] = taken[p] if p in taken else self.cache.state(p, keep_limit=keep_limit)
         linked = self.cache.linked
-        if any(p in linked and p not in self._linked and fs is not None for p, fs in fresh.items()):
+        if any(p in linked and p not in self._linked_at_walk and fs is not None for p, fs in fresh.items()):
             return None  # a file with a name more than it had: its other names are found by a walk
+        for p, fs in fresh.items():
+            if fs is not None and p in linked and not self.watcher.add_file(p):  # (the same file: the same watch)
+                self._linked.add(p)
         self._mark_untracked(fresh, old)
         for p, fs in fresh.items():
             was = old.get(p)
