@@ -138,6 +138,30 @@ def test_files_with_many_names_cost_a_scan_nothing_and_their_writes_are_seen_thr
         assert scanner._linked == set() and rt.faults == 0
 
 
+def test_files_with_many_names_past_the_watch_budget_are_looked_at_each_scan(tmp_path: Path) -> None:
+    """Files' own watches take at most a quarter of the user's inotify watches (the directories' come first: one
+    that cannot be added makes every scan a walk); the files past that budget are looked at by every scan."""
+    from ledger_runtime.workspace.local import LocalWorkspace
+
+    files = {f"m{i}.py": f"x = {i}\n" for i in range(30)}
+    root = make_repo(tmp_path / "proj", files)
+    (tmp_path / "store").mkdir()
+    for name in files:
+        os.link(root / name, tmp_path / "store" / name)
+    ws = LocalWorkspace(str(root), watch_events=True)
+    assert ws.scan_is_cheap, "inotify is not available here"
+    scanner = ws.scanner
+    scanner.watcher.file_budget = 10
+    scanner.cross_check_every = 0  # the next scan walks, within the budget
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t", workspace=ws) as rt:
+        assert (scanner.watcher.watched_files, len(scanner._linked)) == (10, 20)
+        scanner.cross_check_every = 200
+        for name in files:
+            (tmp_path / "store" / name).write_text("changed\n")
+        rt.run("echo one", EX)
+        assert {os.path.basename(m.path) for m in rt.state.modifications} == set(files)
+
+
 def test_stale_edit_says_only_which_reads_are_on_record(tmp_path: Path) -> None:
     """stale-edit told the model "a.py ... was never read" and "since you last read it at step 1" from the reads the
     ledger recognised: a read it does not (`cat $PWD/a.py`, `cat sub/../a.py`, a script printing the file) is still a

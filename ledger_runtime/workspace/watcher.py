@@ -47,6 +47,15 @@ FILE_MASK = FILE_EVENTS | IN_DONT_FOLLOW | IN_MASK_ADD
 _HEADER = struct.Struct("iIII")
 
 
+def _watch_limit(path: str = "/proc/sys/fs/inotify/max_user_watches") -> int:
+    """The user's limit of inotify watches (8,192, the old kernels' default, where it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return max(int(f.read(32).strip()), 0)
+    except (OSError, ValueError):
+        return 8192
+
+
 class Changes:
     """What the kernel reported since the last drain."""
 
@@ -69,6 +78,8 @@ class Watcher:
         self._wd_of: dict[str, int] = {}
         self._files_by_wd: dict[int, set[str]] = {}  # a file's own watch -> the names it was added under
         self._file_wd: dict[str, int] = {}
+        # files' own watches take at most a quarter of the user's watches: the directories' come first
+        self.file_budget = _watch_limit() // 4
         self.failed = False  # a watch could not be added: the watcher cannot vouch for that tree
         self.events = 0
 
@@ -107,6 +118,8 @@ class Watcher:
         """Watches the file at ``path`` itself: a write through any of its names (a hard link elsewhere) reports
         ``path``. Added again after the name came to stand for another file, it follows that one. False when the
         watch could not be added (the per-user limit, a path gone): the caller looks at the file itself."""
+        if path not in self._file_wd and len(self._file_wd) >= self.file_budget:
+            return False
         wd = self._libc.inotify_add_watch(self.fd, os.fsencode(path), FILE_MASK)
         if wd < 0 or wd in self._by_wd:  # (a directory now: its own watch reports its entries)
             return False
