@@ -107,6 +107,13 @@ def _check_switches(options: InspectOptions) -> None:
         fail("--raw is for text on stdout: not with --json or --html")
     if step is not None and options.html is not None:
         fail("--html writes the whole run's page (each step is a section of it): not with --step")
+    # each of these printed one and dropped the other without a word
+    if options.output and options.expand:
+        fail("--output or --expand, not both: what the model received, or what it stands for")
+    if (options.output or options.expand) and options.as_json:
+        fail("--json with --step N has both (each command's shown and expanded): not with --output or --expand")
+    if step is not None and (options.verdict is not None or options.command_class is not None):
+        fail("--verdict and --class filter the timeline: not with --step")
 
 
 def _check_trajectory(options: InspectOptions) -> None:
