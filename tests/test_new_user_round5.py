@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from cli_support import ledger_run, one_line_error
+from conftest import make_repo
 
 
 @pytest.fixture(scope="module")
@@ -30,3 +31,29 @@ def test_inspect_refuses_a_switch_it_would_drop(demo_run, args, says):
     """``--step 3 --output --json`` printed the plain text (a pipe into jq broke), ``--output --expand``
     only the expansion, ``--step 5 --verdict NUDGE`` the state view as if no filter were given."""
     assert says in one_line_error(ledger_run("inspect", str(demo_run), *args))
+
+
+# Gemini CLI with no login ends at once, exit code 41, before any hook (as it does on a machine never signed in)
+NO_LOGIN_GEMINI = """#!/bin/sh
+case "$*" in *--version*) echo "0.61.0"; exit 0;; esac
+echo "Please set an Auth method in your settings.json or specify one of the following environment variables" >&2
+exit 41
+"""
+
+
+def test_gemini_that_stopped_for_its_login_is_not_blamed_on_trust(tmp_path):
+    """The README's ``ledger-run gemini ... --yolo --skip-trust`` without a login: Gemini CLI said why and
+    exited 41, then ledger-run warned that hooks run only in a trusted folder, "pass --skip-trust", which
+    the user had passed."""
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    fake = tmp_path / "gemini"
+    fake.write_text(NO_LOGIN_GEMINI)
+    fake.chmod(0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    args = ("gemini", "--gemini-bin", str(fake), "-w", str(repo), "-o", str(tmp_path / "run"))
+    r = ledger_run(*args, "--", "-p", "Fix it", "--yolo", "--skip-trust", env={"HOME": str(home)})
+    assert r.returncode == 41, r.stderr[-2000:]
+    said = " ".join(r.stderr.split())
+    assert "no hook of Gemini CLI reached the ledger" in said, said
+    assert "trusted folder" not in said and "ended with exit code 41 before its first hook" in said, said
