@@ -57,3 +57,20 @@ def test_gemini_that_stopped_for_its_login_is_not_blamed_on_trust(tmp_path):
     said = " ".join(r.stderr.split())
     assert "no hook of Gemini CLI reached the ledger" in said, said
     assert "trusted folder" not in said and "ended with exit code 41 before its first hook" in said, said
+
+
+@pytest.mark.slow
+def test_the_bound_s_row_of_the_cost_table_shows_only_what_it_has(demo_run, tmp_path):
+    """docs/context.md's replay with --context and --price-model, on the demo's run: the bound (an input cost
+    and its rewrites, nothing else) read 0 prompt tokens, 0 notes and a total of $0.00, below its own input cost."""
+    report = tmp_path / "RESULTS.md"
+    traj = demo_run / "trajectory.traj.json"
+    args = ("--context", "full,validity", "--price-model", "gpt-5-mini", "--report", str(report))
+    r = ledger_run("replay", str(traj), "-o", str(tmp_path / "out"), *args)
+    assert r.returncode == 0, r.stderr[-2000:]
+    row = next(ln for ln in report.read_text().splitlines() if ln.startswith("| bound |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:5] == ["-"] * 4 and cells[9] == "-" and cells[10] == "-", row  # tokens, total, notes
+    assert cells[11] != "-", row  # its rewrites
+    shown = {ln.split("  ")[1].strip(): ln.split() for ln in r.stdout.splitlines() if ln.startswith("  ")}
+    assert shown["prompt tokens"][-1] == "-" and shown["total USD"][-1] == "-", r.stdout  # the bound is the last arm
