@@ -74,3 +74,10 @@ def test_the_bound_s_row_of_the_cost_table_shows_only_what_it_has(demo_run, tmp_
     assert cells[11] != "-", row  # its rewrites
     shown = {ln.split("  ")[1].strip(): ln.split() for ln in r.stdout.splitlines() if ln.startswith("  ")}
     assert shown["prompt tokens"][-1] == "-" and shown["total USD"][-1] == "-", r.stdout  # the bound is the last arm
+
+
+def test_a_directory_with_no_ledger_is_named_as_given(tmp_path):
+    """``inspect /tmp`` said "not a ledger: /tmp/ledger.sqlite: no ledger.sqlite in this directory"."""
+    (tmp_path / "empty").mkdir()
+    error = one_line_error(ledger_run("inspect", str(tmp_path / "empty")))
+    assert error == f"error: not a ledger: {tmp_path / 'empty'}: no ledger.sqlite in this directory", error
