@@ -81,3 +81,17 @@ def test_a_directory_with_no_ledger_is_named_as_given(tmp_path):
     (tmp_path / "empty").mkdir()
     error = one_line_error(ledger_run("inspect", str(tmp_path / "empty")))
     assert error == f"error: not a ledger: {tmp_path / 'empty'}: no ledger.sqlite in this directory", error
+
+
+@pytest.mark.slow
+def test_a_replay_says_where_its_ledgers_are(demo_run, tmp_path):
+    """docs/swebench.md's ``ledger-run demo -o d && ledger-run replay d/run/trajectory.traj.json -o replay-d``
+    printed its tables and nothing of where anything went; ``inspect replay-d`` then found no ledger."""
+    out = tmp_path / "replay-d"
+    r = ledger_run("replay", str(demo_run / "trajectory.traj.json"), "-o", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    line = next((ln for ln in r.stderr.splitlines() if ln.startswith("results: ")), r.stderr[-1000:])
+    command = line.split("look inside a replay's ledger: ")[-1]
+    assert command.startswith("ledger-run inspect "), line
+    shown = ledger_run(*command.split()[1:])
+    assert shown.returncode == 0 and "steps / commands" in shown.stdout, shown.stderr[-1000:]
