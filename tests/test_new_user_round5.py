@@ -3,6 +3,8 @@ subprocess with no terminal."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from cli_support import ledger_run, one_line_error
 from conftest import make_repo
@@ -95,3 +97,18 @@ def test_a_replay_says_where_its_ledgers_are(demo_run, tmp_path):
     assert command.startswith("ledger-run inspect "), line
     shown = ledger_run(*command.split()[1:])
     assert shown.returncode == 0 and "steps / commands" in shown.stdout, shown.stderr[-1000:]
+
+
+def test_a_rule_of_your_own_that_does_not_import_says_what_to_do(tmp_path):
+    """docs/policies.md's ``check = "my_rules:no_docs"``, with my_rules.py beside the file: "No module named
+    'my_rules'" and nothing on how ledger-run finds a module (its directory on PYTHONPATH)."""
+    (tmp_path / "my_rules.py").write_text("def no_docs(proposal, state, signatures, rule):\n    return None\n")
+    settings = tmp_path / "ledger.toml"
+    settings.write_text('[ledger.policies.no-docs]\ncheck = "my_rules:no_docs"\nverdict = "REVISE"\n')
+    elsewhere = tmp_path / "elsewhere"  # not the current directory, which ``python -m`` would put on sys.path
+    elsewhere.mkdir()
+    error = one_line_error(ledger_run("config", "--check", str(settings), cwd=elsewhere))
+    assert "No module named 'my_rules' (a module of your own: put its directory on PYTHONPATH)" in error, error
+    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH", "")) if p)
+    r = ledger_run("config", "--check", str(settings), cwd=elsewhere, env={"PYTHONPATH": path})
+    assert r.returncode == 0, r.stderr
