@@ -112,3 +112,19 @@ def test_a_rule_of_your_own_that_does_not_import_says_what_to_do(tmp_path):
     path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH", "")) if p)
     r = ledger_run("config", "--check", str(settings), cwd=elsewhere, env={"PYTHONPATH": path})
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("agent", ["codex", "claude", "gemini", "opencode"])
+def test_an_agent_binary_not_found_says_where_it_was_looked_for(agent, tmp_path):
+    """``LEDGER_CODEX_BIN=/x ledger-run codex`` said "codex not found on PATH", of a variable the docs name as the
+    default of --codex-bin; ``--codex-bin FILE`` of a file that is not executable said "not found at FILE"."""
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    variable = f"LEDGER_{agent.upper()}_BIN"
+    missing = tmp_path / "none"
+    args = (agent, "-w", str(repo), "-o", str(tmp_path / "run"))
+    error = one_line_error(ledger_run(*args, "--", "x", env={variable: str(missing), "PATH": "/usr/bin:/bin"}))
+    assert f"{agent} not found at {missing} (${variable}) nor on PATH: install" in error, error
+    plain = tmp_path / "plain"
+    plain.write_text("not a program\n")
+    error = one_line_error(ledger_run(*args, f"--{agent}-bin", str(plain), "--", "x"))
+    assert f"{agent} not found at {plain} (not an executable file): install" in error, error

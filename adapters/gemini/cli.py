@@ -96,13 +96,12 @@ def validate(options: AgentOptions, env: dict[str, str] | None = None) -> Gemini
     import os
 
     from ledger_adapters.gemini.home import hooks_off, read_settings, user_dir
-    from ledger_runtime import checked_workdir, fail
+    from ledger_runtime import binary_not_found, checked_workdir, fail
 
     workdir = checked_workdir(options.ledger.workdir)
     binary = find_gemini(options.binary)
     if binary is None:
-        where = " at " + options.binary if options.binary else " on PATH"
-        fail(f"gemini not found{where}: install the pinned version with `{INSTALL_HINT}` (or pass --gemini-bin)")
+        fail(binary_not_found(options.binary, "LEDGER_GEMINI_BIN", "gemini", INSTALL_HINT, "--gemini-bin"))
     config = options.ledger.config()
     user = user_dir(dict(os.environ if env is None else env))
     try:
