@@ -3,6 +3,7 @@ subprocess with no terminal."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -128,3 +129,24 @@ def test_an_agent_binary_not_found_says_where_it_was_looked_for(agent, tmp_path)
     plain.write_text("not a program\n")
     error = one_line_error(ledger_run(*args, f"--{agent}-bin", str(plain), "--", "x"))
     assert f"{agent} not found at {plain} (not an executable file): install" in error, error
+
+
+def test_report_html_never_replaces_a_file_it_did_not_write(tmp_path):
+    """``ledger-run report OUT --html FILE`` wrote its page over any file: a note of the user's, or the arm's
+    own preds.json (inspect --html replaces only a page ledger-run wrote)."""
+    preds = tmp_path / "out" / "baseline" / "preds.json"
+    preds.parent.mkdir(parents=True)
+    preds.write_text(json.dumps({"a__b-1": {"model_patch": "", "model_name_or_path": "m"}}))
+    before = preds.read_text()
+    for target in (preds, tmp_path / "notes.txt"):
+        if not target.exists():
+            target.write_text("my notes\n")
+        kept = target.read_text()
+        error = one_line_error(ledger_run("report", str(tmp_path / "out"), "--no-png", "--html", str(target)))
+        assert "not a page ledger-run wrote (the only file it replaces)" in error, error
+        assert target.read_text() == kept
+    assert preds.read_text() == before
+    page = tmp_path / "arms.html"
+    for _ in range(2):  # a page it wrote is replaced
+        r = ledger_run("report", str(tmp_path / "out"), "--no-png", "--html", str(page))
+        assert r.returncode == 0 and page.read_text().startswith("<!DOCTYPE html>"), r.stderr[-2000:]

@@ -214,7 +214,7 @@ def _write_page(inspection: Inspection, html: Path) -> None:
         if conversation_of(loaded.path, record, problems) is None:
             why = "; ".join(problems).replace(f"{record}: ", "")
             fail(f"--trajectory {record}: no installed format reads it ({why})")
-    kept = _not_a_page(html)
+    kept = not_a_page(html)
     if kept:
         fail(f"cannot write --html {html}: it is {kept}, not a page ledger-run wrote (the only file it replaces)")
     try:
@@ -233,7 +233,7 @@ def _ours(head: bytes) -> bool:
     return head.startswith(start + GENERATOR.encode()) or head.startswith(start + b"<title>")
 
 
-def _not_a_page(html: Path) -> str | None:
+def not_a_page(html: Path) -> str | None:
     """What the file at ``html`` is when the page must not replace it: a file there that is not empty
     and not a page (the ledger being inspected, the agent's record, a file of the user's); None when
     it may be written (nothing there, an empty file, a page, or what ``write_private`` refuses itself,
