@@ -150,3 +150,12 @@ def test_report_html_never_replaces_a_file_it_did_not_write(tmp_path):
     for _ in range(2):  # a page it wrote is replaced
         r = ledger_run("report", str(tmp_path / "out"), "--no-png", "--html", str(page))
         assert r.returncode == 0 and page.read_text().startswith("<!DOCTYPE html>"), r.stderr[-2000:]
+
+
+def test_price_model_without_context_is_refused(demo_run, tmp_path):
+    """``replay RUN --price-model claude-sonnet-4-5`` replayed and printed no cost at all: the option, whose help
+    says "With --context", was dropped without a word."""
+    traj = str(demo_run / "trajectory.traj.json")
+    error = one_line_error(ledger_run("replay", traj, "--price-model", "claude-sonnet-4-5", "-o", str(tmp_path / "o")))
+    assert "--price-model goes with --context" in error, error
+    assert not (tmp_path / "o").exists()

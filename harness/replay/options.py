@@ -30,7 +30,7 @@ class ReplayOptions:
     jobs: int = 1
     force: bool = False
     context: str | None = None
-    price_model: str = "gpt-5-mini"
+    price_model: str | None = None  # None: not given (gpt-5-mini)
     format: str | None = None
     outputs: str = "fresh"
     base_commit: str | None = None
@@ -43,7 +43,7 @@ class ReplayOptions:
     @property
     def price_models(self) -> tuple[str, ...]:
         """``--price-model``: the models that price the calls, as given (blanks left out)."""
-        return listed(self.price_model)
+        return listed("gpt-5-mini" if self.price_model is None else self.price_model)
 
 
 def listed(option: str | None) -> tuple[str, ...]:
@@ -64,6 +64,8 @@ def validate(o: ReplayOptions) -> str | None:
         return f"--context: {e}"
     if o.contexts and o.observations_only:
         return "--context measures a replay: it cannot go with --observations-only"
+    if o.price_model is not None and not o.contexts:  # it was dropped without a word
+        return "--price-model goes with --context (it bills what each arm would have sent the model)"
     if o.contexts and not o.price_models:
         return "--price-model: give at least one model"
     if o.jobs < 1:
