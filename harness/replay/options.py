@@ -51,12 +51,10 @@ def listed(option: str | None) -> tuple[str, ...]:
     return tuple(c.strip() for c in (option or "").split(",") if c.strip())
 
 
-def validate(o: ReplayOptions) -> str | None:
-    """The first thing wrong with the options alone (the line ``ledger-run replay`` fails with), or None."""
+def _context_wrong(o: ReplayOptions) -> str | None:
+    """The first thing wrong with ``--context`` and ``--price-model``, or None."""
     from ledger_runtime.held.context import ContextError, ContextPolicy
 
-    if o.outputs not in OUTPUTS:
-        return f"--outputs must be fresh or recorded, not {o.outputs!r}"
     try:
         for c in o.contexts:
             ContextPolicy.parse(c)
@@ -68,6 +66,16 @@ def validate(o: ReplayOptions) -> str | None:
         return "--price-model goes with --context (it bills what each arm would have sent the model)"
     if o.contexts and not o.price_models:
         return "--price-model: give at least one model"
+    return None
+
+
+def validate(o: ReplayOptions) -> str | None:
+    """The first thing wrong with the options alone (the line ``ledger-run replay`` fails with), or None."""
+    if o.outputs not in OUTPUTS:
+        return f"--outputs must be fresh or recorded, not {o.outputs!r}"
+    wrong = _context_wrong(o)
+    if wrong:
+        return wrong
     if o.jobs < 1:
         return f"-j must be 1 or more, not {o.jobs}"
     if o.timeout is not None and o.timeout < 1:
