@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from cli_support import ledger_run, one_line_error
+from cli_support import ledger_run, one_line_error, scripted_mini_config
 from conftest import make_repo
 
 
@@ -159,3 +159,16 @@ def test_price_model_without_context_is_refused(demo_run, tmp_path):
     error = one_line_error(ledger_run("replay", traj, "--price-model", "claude-sonnet-4-5", "-o", str(tmp_path / "o")))
     assert "--price-model goes with --context" in error, error
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_mini_image_without_a_container_environment_is_refused(tmp_path):
+    """``ledger-run mini --image python:3.11`` without --environment-class docker ran every command here, on
+    this machine, the image dropped without a word."""
+    repo = make_repo(tmp_path / "r", {"a.py": "x = 1\n"})
+    cfg = scripted_mini_config(tmp_path / "cfg.yaml", ["touch ran-here", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"])
+    r = ledger_run(
+        "mini", "-c", str(cfg), "-t", "x", "-w", str(repo), "-o", str(tmp_path / "run"), "-y", "--image", "python:3.11"
+    )
+    assert "--image python:3.11 is for a container environment" in one_line_error(r)
+    assert not (repo / "ran-here").exists() and not (tmp_path / "run").exists()

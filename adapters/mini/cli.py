@@ -369,6 +369,12 @@ def _environment_config(base: dict[str, Any], options: MiniOptions, workdir: Pat
 
     env_cfg = dict(base.get("environment") or {})
     inner_env = env_cfg.pop("environment_class", None) or options.environment_class
+    if options.image and inner_env in ("local", "minisweagent.environments.local.LocalEnvironment"):
+        # it was dropped without a word, and the commands ran here, not in the container asked for
+        fail(
+            f"--image {options.image} is for a container environment: pass --environment-class docker too "
+            "(with local, the default, the commands run on this machine)"
+        )
     if options.image:
         env_cfg["image"] = options.image
     if inner_env != "local" and "image" in _config_fields(inner_env) and not env_cfg.get("image"):
