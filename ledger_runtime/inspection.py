@@ -395,6 +395,7 @@ _STYLE = {"RUN": "white", "REUSE": "green", "NUDGE": "yellow", "REVISE": "magent
 
 
 FILE_CELL = 18  # the narrowest the files column gets: a file's name still shows
+NARROWEST = 8  # the narrowest the files and commands get in a terminal too narrow for FILE_CELL
 
 
 def _abbreviated(path: str, n: int) -> str:
@@ -411,10 +412,13 @@ def _widths(rows: list[dict[str, Any]], width: int) -> dict[str, int]:
         "answer": max([len(r["answer"]) for r in rows] + [len("answer")]),
         "exit": max([len(str(r["exit_code"])) for r in rows] + [len("exit")]),
     }
-    rest = max(width - sum(out.values()) - 6, 2 * FILE_CELL)  # the table's divider between the 7 columns
+    # the table's divider between the 7 columns; in a terminal too narrow for the files and commands at their
+    # usual least, they give way (the verdicts, a column rich shrinks first, went from the timeline below 64)
+    rest = max(width - sum(out.values()) - 6, 2 * NARROWEST)
+    least = min(FILE_CELL, rest // 2)
     paths = [len(f) for r in rows for f in r["files_changed"]]
-    out["files changed"] = min(max(paths), max(FILE_CELL, rest // 3)) if paths else len("files changed")
-    out["command"] = max(rest - out["files changed"], FILE_CELL)
+    out["files changed"] = min(max(paths), max(least, rest // 3)) if paths else min(len("files changed"), rest // 2)
+    out["command"] = max(rest - out["files changed"], NARROWEST)
     return out
 
 

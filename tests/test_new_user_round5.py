@@ -172,3 +172,14 @@ def test_mini_image_without_a_container_environment_is_refused(tmp_path):
     )
     assert "--image python:3.11 is for a container environment" in one_line_error(r)
     assert not (repo / "ran-here").exists() and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("columns", [56, 60, 63])
+def test_a_narrow_terminal_keeps_the_verdicts_in_the_timeline(demo_run, columns):
+    """Below 64 columns (a terminal split in two) the timeline lost its verdict column whole: step 5's NUDGE and
+    its rule were nowhere, while the files column kept 18 characters."""
+    r = ledger_run("inspect", str(demo_run), env={"COLUMNS": str(columns)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    timeline = r.stdout.split("Summary")[0]
+    assert "NUDGE" in timeline and "repeat-failure" in timeline, timeline
+    assert max(len(line) for line in timeline.splitlines()) <= columns, timeline
