@@ -183,3 +183,18 @@ def test_a_narrow_terminal_keeps_the_verdicts_in_the_timeline(demo_run, columns)
     timeline = r.stdout.split("Summary")[0]
     assert "NUDGE" in timeline and "repeat-failure" in timeline, timeline
     assert max(len(line) for line in timeline.splitlines()) <= columns, timeline
+
+
+@pytest.mark.slow
+def test_a_replay_of_several_runs_of_ledger_run_replays_each(tmp_path):
+    """``ledger-run replay ledger-runs/`` (or two demos' trajectories): every run's trajectory is
+    ``trajectory.traj.json``, all were the instance "trajectory", and all but the first were skipped as "a second
+    trajectory of trajectory"."""
+    for name in ("one", "two"):
+        r = ledger_run("demo", "-o", str(tmp_path / name))
+        assert r.returncode == 0, r.stderr[-2000:]
+    trajs = [str(tmp_path / name / "run" / "trajectory.traj.json") for name in ("one", "two")]
+    r = ledger_run("replay", *trajs, "-o", str(tmp_path / "out"), "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["skipped"] == [], r.stderr[-2000:]
+    assert sorted(p.name for p in (tmp_path / "out" / "ledgers").iterdir()) == ["one", "two"]
