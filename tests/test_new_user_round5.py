@@ -198,3 +198,15 @@ def test_a_replay_of_several_runs_of_ledger_run_replays_each(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["skipped"] == [], r.stderr[-2000:]
     assert sorted(p.name for p in (tmp_path / "out" / "ledgers").iterdir()) == ["one", "two"]
+
+
+def test_a_mini_config_that_is_not_yaml_is_named_with_its_line(tmp_path):
+    """``ledger-run mini -c my.yaml`` with a YAML slip said "error: -c: while parsing a flow node": which of the
+    -c files, and where in it, unsaid."""
+    repo = make_repo(tmp_path / "r", {"a.py": "x = 1\n"})
+    bad = tmp_path / "my.yaml"
+    bad.write_text("model:\n  model_kwargs: {temperature: 0\n")
+    args = ("-c", "mini.yaml", "-c", str(bad), "-t", "x", "-w", str(repo), "-o", str(tmp_path / "run"), "-y")
+    r = ledger_run("mini", *args, "-m", "openai/gpt-5-mini", env={"OPENAI_API_KEY": "x"})
+    error = one_line_error(r)
+    assert f"-c {bad}: not valid YAML: " in error and "at line 3, column 1" in error, error

@@ -353,6 +353,8 @@ def _config_of(spec: str) -> Any:
 
     from ledger_runtime import fail
 
+    import yaml
+
     try:
         return get_config_from_spec(spec)
     except FileNotFoundError:
@@ -360,6 +362,10 @@ def _config_of(spec: str) -> Any:
             f"-c {spec}: no such config file, here or built into mini-swe-agent (mini.yaml, ...); "
             "a setting is KEY=VALUE (-c agent.step_limit=30)"
         )
+    except yaml.YAMLError as e:  # it said "-c: while parsing a flow node", naming neither the file nor the line
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        fail(f"-c {spec}: not valid YAML: {getattr(e, 'problem', None) or str(e).splitlines()[0]}{where}")
 
 
 def _environment_config(base: dict[str, Any], options: MiniOptions, workdir: Path) -> tuple[dict[str, Any], str]:
