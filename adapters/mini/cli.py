@@ -349,11 +349,10 @@ def _base_config(specs: list[str]) -> dict[str, Any]:
 def _config_of(spec: str) -> Any:
     """One ``-c``: a config file or KEY=VALUE, as mini-swe-agent reads it; a file found nowhere is a
     one-line error naming the forms ``-c`` takes (mini's own lists every path it tried)."""
+    import yaml
     from minisweagent.config import get_config_from_spec
 
     from ledger_runtime import fail
-
-    import yaml
 
     try:
         return get_config_from_spec(spec)
