@@ -210,3 +210,13 @@ def test_a_mini_config_that_is_not_yaml_is_named_with_its_line(tmp_path):
     r = ledger_run("mini", *args, "-m", "openai/gpt-5-mini", env={"OPENAI_API_KEY": "x"})
     error = one_line_error(r)
     assert f"-c {bad}: not valid YAML: " in error and "at line 3, column 1" in error, error
+
+
+def test_a_directory_of_runs_names_one_to_inspect(demo_run):
+    """``ledger-run inspect ledger-runs`` (the README says ``ledger-runs/<timestamp>``), or the work tree, or a
+    replay's -o: "no ledger.sqlite in this directory", and nothing of the runs under it."""
+    holder = demo_run.parent.parent  # the demo's -o directory is in it
+    error = one_line_error(ledger_run("inspect", str(holder)))
+    assert f"no ledger.sqlite in this directory; it holds a run: ledger-run inspect {demo_run.parent}" in error, error
+    r = ledger_run(*error.split("ledger-run ", 1)[1].split())
+    assert r.returncode == 0 and "steps / commands" in r.stdout, r.stderr[-1000:]
