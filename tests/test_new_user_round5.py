@@ -220,3 +220,12 @@ def test_a_directory_of_runs_names_one_to_inspect(demo_run):
     assert f"no ledger.sqlite in this directory; it holds a run: ledger-run inspect {demo_run.parent}" in error, error
     r = ledger_run(*error.split("ledger-run ", 1)[1].split())
     assert r.returncode == 0 and "steps / commands" in r.stdout, r.stderr[-1000:]
+
+
+def test_inspect_html_says_where_in_one_line(demo_run, tmp_path):
+    """At 80 columns (any pipe or log) a page's path of 75 characters or more went to a line of its own under
+    "wrote "."""
+    page = tmp_path / ("a-page-with-a-name-long-enough-to-pass-eighty-columns" + "x" * 20 + ".html")
+    r = ledger_run("inspect", str(demo_run), "--html", str(page), env={"COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stderr.splitlines() == [f"wrote {page}"], r.stderr

@@ -221,7 +221,7 @@ def _write_page(inspection: Inspection, html: Path) -> None:
         write_private(html, run_page(loaded, record))
     except OSError as e:
         fail(f"cannot write --html {html}: {e.strerror or e}")
-    stderr.print(f"wrote {visible(str(html))}", highlight=False, markup=False)
+    stderr.print(f"wrote {visible(str(html))}", highlight=False, markup=False, soft_wrap=True)  # one line, whole
 
 
 def _ours(head: bytes) -> bool:
