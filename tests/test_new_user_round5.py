@@ -229,3 +229,17 @@ def test_inspect_html_says_where_in_one_line(demo_run, tmp_path):
     r = ledger_run("inspect", str(demo_run), "--html", str(page), env={"COLUMNS": "80"})
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stderr.splitlines() == [f"wrote {page}"], r.stderr
+
+
+@pytest.mark.slow
+def test_mini_s_last_lines_are_whole_at_80_columns(tmp_path):
+    """``ledger-run mini -o LONG/PATH`` at 80 columns: "look inside: ledger-run inspect" on one line, the path
+    broken mid-name over the next two (the demo's were made whole in round four)."""
+    repo = make_repo(tmp_path / "r", {"a.py": "x = 1\n"})
+    cfg = scripted_mini_config(tmp_path / "cfg.yaml", ["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"])
+    run = tmp_path / "a-directory-with-a-name-long-enough-to-break-a-line" / "of-runs"
+    r = ledger_run("mini", "-c", str(cfg), "-t", "x", "-w", str(repo), "-o", str(run), "-y", env={"COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = (r.stdout + r.stderr).splitlines()
+    assert f"look inside: ledger-run inspect {run}" in lines, lines[-5:]
+    assert f"ledger: {run / 'ledger.sqlite'}" in lines, lines[-5:]

@@ -639,7 +639,8 @@ def _after_run(env: Any, trajectory: Path, run_dir: Path, console: Console) -> N
     console.print(
         f"\nledger: [bold]{run_dir / 'ledger.sqlite'}[/bold]\n"
         f"trajectory: [bold]{run_dir / 'trajectory.traj.json'}[/bold]\n"
-        f"look inside: ledger-run inspect {run_dir}"
+        f"look inside: ledger-run inspect {run_dir}",
+        soft_wrap=True,  # paths and a command to copy: whole on their lines (a long one broke mid-name at 80)
     )
 
 
