@@ -90,9 +90,11 @@ def test_a_directory_with_no_ledger_is_named_as_given(tmp_path):
 def test_a_replay_says_where_its_ledgers_are(demo_run, tmp_path):
     """docs/swebench.md's ``ledger-run demo -o d && ledger-run replay d/run/trajectory.traj.json -o replay-d``
     printed its tables and nothing of where anything went; ``inspect replay-d`` then found no ledger."""
-    out = tmp_path / "replay-d"
-    r = ledger_run("replay", str(demo_run / "trajectory.traj.json"), "-o", str(out))
+    out = tmp_path / "replay-d-in-a-directory-whose-name-is-long-enough-to-break-a-line-at-80"
+    r = ledger_run("replay", str(demo_run / "trajectory.traj.json"), "-o", str(out), env={"COLUMNS": "80"})
     assert r.returncode == 0, r.stderr[-2000:]
+    # and the lines naming paths are whole: --workdir's broke mid-name at 80 columns
+    assert any(ln.startswith(f"--workdir: {out / 'worktree'} (the recorded") for ln in r.stderr.splitlines()), r.stderr
     line = next((ln for ln in r.stderr.splitlines() if ln.startswith("results: ")), r.stderr[-1000:])
     command = line.split("look inside a replay's ledger: ")[-1]
     assert command.startswith("ledger-run inspect "), line

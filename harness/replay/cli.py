@@ -371,7 +371,7 @@ def _git_dirs_of_ledgers(own: dict[str, Loaded | None], stderr: Console) -> list
     roots = sorted({b.root for led in own.values() if led is not None and (b := led.state.baseline) and b.root})
     git_dirs = [g for r in roots if (g := replay_tree.git_dir(Path(r))) is not None]
     if git_dirs:
-        stderr.print(f"--repo: the recorded runs' own {', '.join(roots)}", highlight=False)
+        stderr.print(f"--repo: the recorded runs' own {', '.join(roots)}", highlight=False, soft_wrap=True)
     return git_dirs
 
 
@@ -420,6 +420,7 @@ def _own_workdir(
         stderr.print(
             f"--workdir: {workdir} (the recorded runs ran in {', '.join(sorted(ran_in))}; give --workdir to choose)",
             highlight=False,
+            soft_wrap=True,  # the paths whole (a long one broke mid-name at 80 columns)
         )
         return workdir, _not_naming(trajs, ran_in, skipped)
     if not fmt.root:
