@@ -245,3 +245,14 @@ def test_mini_s_last_lines_are_whole_at_80_columns(tmp_path):
     lines = (r.stdout + r.stderr).splitlines()
     assert f"look inside: ledger-run inspect {run}" in lines, lines[-5:]
     assert f"ledger: {run / 'ledger.sqlite'}" in lines, lines[-5:]
+
+
+def test_report_counts_one_instance_in_the_singular(tmp_path):
+    """``ledger-run report`` of two arms of one instance: "1 common instances"."""
+    for arm in ("baseline", "ledger"):
+        (tmp_path / "out" / arm).mkdir(parents=True)
+        preds = {"a__b-1": {"model_patch": "", "model_name_or_path": "m"}}
+        (tmp_path / "out" / arm / "preds.json").write_text(json.dumps(preds))
+    r = ledger_run("report", str(tmp_path / "out"), "--no-png")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ledger vs baseline: 1 common instance, not scored" in " ".join(r.stdout.split()), r.stdout
