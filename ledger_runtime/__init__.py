@@ -118,6 +118,7 @@ _EXPORTS = {
     "run_agent": "cli.launch",
     "ctrl_c_is_the_agents": "cli.launch",
     "find_binary": "cli.agents",
+    "binary_not_found": "cli.agents",
     "binary_version": "cli.agents",
     "run_dir_for": "cli.agents",
     "run_pinned": "cli.agents",
@@ -163,7 +164,14 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         analyze_submission,
     )
     from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
-    from ledger_runtime.cli.agents import binary_version, find_binary, run_dir_for, run_pinned, warn_unheard
+    from ledger_runtime.cli.agents import (
+        binary_not_found,
+        binary_version,
+        find_binary,
+        run_dir_for,
+        run_pinned,
+        warn_unheard,
+    )
     from ledger_runtime.cli.dirs import unwritable
     from ledger_runtime.cli.errors import fail, stderr
     from ledger_runtime.cli.interrupt import interrupted

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -84,10 +85,7 @@ def find_ledger(path: str | Path) -> Path:
     ``info.ledger.path`` names it (or, if the run moved, the ledger beside it)."""
     p = Path(path)
     if p.is_dir():
-        for sub in ("", "ledger", "run"):
-            if (p / sub / LEDGER_FILE).is_file():
-                return p / sub / LEDGER_FILE
-        return p
+        return _in_directory(p)
     if p.is_file() and p.name.endswith(".json"):
         named = _named_ledger(p)
         if named is UNREADABLE:
@@ -102,6 +100,33 @@ def find_ledger(path: str | Path) -> Path:
             raise NotALedger(p, f"the trajectory's ledger {named} is not there, nor beside it")
         raise NotALedger(p, "a JSON file without info.ledger.path (not a trajectory of a run with the ledger)")
     return p
+
+
+def _in_directory(p: Path) -> Path:
+    """The ledger of the run directory ``p`` (in it, or in its ``ledger/`` or ``run/``), or ``p`` itself where there
+    is none; NotALedger naming a run under it, where it holds runs."""
+    for sub in ("", "ledger", "run"):
+        if (p / sub / LEDGER_FILE).is_file():
+            return p / sub / LEDGER_FILE
+    runs = _runs_under(p)
+    if runs:  # ledger-runs/ itself, a replay's -o: "no ledger.sqlite in this directory" was all it said
+        more = f"; it holds {len(runs)} runs, the last" if len(runs) > 1 else "; it holds a run"
+        raise NotALedger(p, f"no {LEDGER_FILE} in this directory{more}: ledger-run inspect {runs[-1]}")
+    return p
+
+
+def _runs_under(p: Path, most: int = 1000) -> list[Path]:
+    """The run directories directly under ``p``, its ``ledgers/`` (a replay's) or its ``ledger-runs/``, in order of
+    name (of time, in ``ledger-runs/``); the first ``most`` entries of each looked at."""
+    found: list[Path] = []
+    for parent in (p, p / "ledgers", p / "ledger-runs"):
+        try:
+            with os.scandir(parent) as entries:
+                names = sorted(e.name for _, e in zip(range(most), entries) if e.is_dir(follow_symlinks=False))
+        except OSError:
+            continue
+        found += [parent / n for n in names if any((parent / n / s / LEDGER_FILE).is_file() for s in ("", "run"))]
+    return found
 
 
 UNREADABLE = object()  # a JSON file that cannot be read, or not as a mapping
@@ -395,6 +420,7 @@ _STYLE = {"RUN": "white", "REUSE": "green", "NUDGE": "yellow", "REVISE": "magent
 
 
 FILE_CELL = 18  # the narrowest the files column gets: a file's name still shows
+NARROWEST = 8  # the narrowest the files and commands get in a terminal too narrow for FILE_CELL
 
 
 def _abbreviated(path: str, n: int) -> str:
@@ -411,10 +437,13 @@ def _widths(rows: list[dict[str, Any]], width: int) -> dict[str, int]:
         "answer": max([len(r["answer"]) for r in rows] + [len("answer")]),
         "exit": max([len(str(r["exit_code"])) for r in rows] + [len("exit")]),
     }
-    rest = max(width - sum(out.values()) - 6, 2 * FILE_CELL)  # the table's divider between the 7 columns
+    # the table's divider between the 7 columns; in a terminal too narrow for the files and commands at their
+    # usual least, they give way (the verdicts, a column rich shrinks first, went from the timeline below 64)
+    rest = max(width - sum(out.values()) - 6, 2 * NARROWEST)
+    least = min(FILE_CELL, rest // 2)
     paths = [len(f) for r in rows for f in r["files_changed"]]
-    out["files changed"] = min(max(paths), max(FILE_CELL, rest // 3)) if paths else len("files changed")
-    out["command"] = max(rest - out["files changed"], FILE_CELL)
+    out["files changed"] = min(max(paths), max(least, rest // 3)) if paths else min(len("files changed"), rest // 2)
+    out["command"] = max(rest - out["files changed"], NARROWEST)
     return out
 
 

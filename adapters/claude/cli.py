@@ -205,16 +205,13 @@ def validate(options: ClaudeOptions) -> ClaudeRun:
     """The run ``options`` ask for, or the one-line error (``fail``) of the first thing wrong with them:
     the transport, a claude option that turns the hooks off, the work tree, the binary, the ledger's
     settings, the user's ``--settings`` and a settings file that turns every hook off."""
-    from ledger_runtime import checked_workdir, fail
+    from ledger_runtime import binary_not_found, checked_workdir, fail
 
     _check_hooks_on(options)
     workdir = checked_workdir(options.ledger.workdir)
     binary = find_claude(options.claude_bin)
     if binary is None:
-        fail(
-            f"claude not found{' at ' + options.claude_bin if options.claude_bin else ' on PATH'}: install the "
-            f"pinned version with `{INSTALL_HINT}` (or pass --claude-bin)"
-        )
+        fail(binary_not_found(options.claude_bin, "LEDGER_CLAUDE_BIN", "claude", INSTALL_HINT, "--claude-bin"))
     config = options.ledger.config()
     args, given = split_settings(list(options.args))
     try:

@@ -291,7 +291,7 @@ def validate(options: CodexOptions) -> CodexRun:
     """The run ``options`` ask for, or the one-line error (``fail``) of the first thing wrong with them:
     the work tree (codex's ``-C`` when ``--workdir`` is not given), hooks of the repository's own, the
     binary, the ledger's settings."""
-    from ledger_runtime import checked_workdir, fail
+    from ledger_runtime import binary_not_found, checked_workdir, fail
 
     args = list(options.args)
     given = codex_cd(args)
@@ -310,10 +310,7 @@ def validate(options: CodexOptions) -> CodexRun:
         )
     binary = find_codex(options.codex_bin)
     if binary is None:
-        fail(
-            f"codex not found{' at ' + options.codex_bin if options.codex_bin else ' on PATH'}: install the pinned "
-            f"version with `{INSTALL_HINT}` (or pass --codex-bin)"
-        )
+        fail(binary_not_found(options.codex_bin, "LEDGER_CODEX_BIN", "codex", INSTALL_HINT, "--codex-bin"))
     return CodexRun(options, binary, args, workdir, options.ledger.config(defaults=CODEX_DEFAULTS))
 
 

@@ -24,6 +24,17 @@ INSTALL_HINT = f"npm install -g @google/gemini-cli@{GEMINI_VERSION}"
 # why a run may hear no hook: Gemini CLI runs none in a folder it does not trust
 UNTRUSTED_HINT = "Gemini CLI runs hooks only in a trusted folder: headless, pass --skip-trust, or trust the folder once"
 HOOK_TIMEOUT_MS = 600_000
+
+
+def unheard_hint(args: list[str], code: int | None) -> str:
+    """Why gemini, run with ``args`` and ended with exit code ``code`` (None: not known), ran no hook: it stopped
+    before its first (no login: exit 41), which its own message says, or the folder was not trusted. The trust was
+    blamed even with --skip-trust given, when what stopped it was a missing login."""
+    if code:
+        return f"Gemini CLI ended with exit code {code} before its first hook: its own message above says why"
+    return "" if "--skip-trust" in args else UNTRUSTED_HINT
+
+
 HOOK_NAME = "ledger-run"
 
 
@@ -85,13 +96,12 @@ def validate(options: AgentOptions, env: dict[str, str] | None = None) -> Gemini
     import os
 
     from ledger_adapters.gemini.home import hooks_off, read_settings, user_dir
-    from ledger_runtime import checked_workdir, fail
+    from ledger_runtime import binary_not_found, checked_workdir, fail
 
     workdir = checked_workdir(options.ledger.workdir)
     binary = find_gemini(options.binary)
     if binary is None:
-        where = " at " + options.binary if options.binary else " on PATH"
-        fail(f"gemini not found{where}: install the pinned version with `{INSTALL_HINT}` (or pass --gemini-bin)")
+        fail(binary_not_found(options.binary, "LEDGER_GEMINI_BIN", "gemini", INSTALL_HINT, "--gemini-bin"))
     config = options.ledger.config()
     user = user_dir(dict(os.environ if env is None else env))
     try:
@@ -176,11 +186,13 @@ def run_gemini(
     ours = ledger_hooks(
         hook_script(where / "hook", fast_launcher(), server.socket_path, run_dir, server.keep_token(token), fallback)
     )
+    code: int | None = None
     try:
         home.write_settings(gemini_dir, home.with_hooks(settings, ours))
         child_env = {k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")}
         child_env.update(GEMINI_CLI_HOME=str(where / "home"), PWD=str(workdir))
-        return run_agent([binary, *args], workdir, child_env)
+        code = run_agent([binary, *args], workdir, child_env)
+        return code
     finally:
         unstripped: OSError | None = None
         try:  # the user's own settings (an API key in an MCP server's env, say) are not kept: the ledger's hooks are
@@ -202,4 +214,4 @@ def run_gemini(
                     runtime.report_fault("keeping Gemini CLI's sessions", e)
                 runtime.close()
             # after the finish: a warning that cannot be printed cuts nothing
-            warn_unheard("Gemini CLI", server.handled, UNTRUSTED_HINT)
+            warn_unheard("Gemini CLI", server.handled, unheard_hint(args, code))

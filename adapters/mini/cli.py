@@ -349,6 +349,7 @@ def _base_config(specs: list[str]) -> dict[str, Any]:
 def _config_of(spec: str) -> Any:
     """One ``-c``: a config file or KEY=VALUE, as mini-swe-agent reads it; a file found nowhere is a
     one-line error naming the forms ``-c`` takes (mini's own lists every path it tried)."""
+    import yaml
     from minisweagent.config import get_config_from_spec
 
     from ledger_runtime import fail
@@ -360,6 +361,10 @@ def _config_of(spec: str) -> Any:
             f"-c {spec}: no such config file, here or built into mini-swe-agent (mini.yaml, ...); "
             "a setting is KEY=VALUE (-c agent.step_limit=30)"
         )
+    except yaml.YAMLError as e:  # it said "-c: while parsing a flow node", naming neither the file nor the line
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        fail(f"-c {spec}: not valid YAML: {getattr(e, 'problem', None) or str(e).splitlines()[0]}{where}")
 
 
 def _environment_config(base: dict[str, Any], options: MiniOptions, workdir: Path) -> tuple[dict[str, Any], str]:
@@ -369,6 +374,12 @@ def _environment_config(base: dict[str, Any], options: MiniOptions, workdir: Pat
 
     env_cfg = dict(base.get("environment") or {})
     inner_env = env_cfg.pop("environment_class", None) or options.environment_class
+    if options.image and inner_env in ("local", "minisweagent.environments.local.LocalEnvironment"):
+        # it was dropped without a word, and the commands ran here, not in the container asked for
+        fail(
+            f"--image {options.image} is for a container environment: pass --environment-class docker too "
+            "(with local, the default, the commands run on this machine)"
+        )
     if options.image:
         env_cfg["image"] = options.image
     if inner_env != "local" and "image" in _config_fields(inner_env) and not env_cfg.get("image"):
@@ -628,7 +639,8 @@ def _after_run(env: Any, trajectory: Path, run_dir: Path, console: Console) -> N
     console.print(
         f"\nledger: [bold]{run_dir / 'ledger.sqlite'}[/bold]\n"
         f"trajectory: [bold]{run_dir / 'trajectory.traj.json'}[/bold]\n"
-        f"look inside: ledger-run inspect {run_dir}"
+        f"look inside: ledger-run inspect {run_dir}",
+        soft_wrap=True,  # paths and a command to copy: whole on their lines (a long one broke mid-name at 80)
     )
 
 

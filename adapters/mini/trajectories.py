@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, Iterator
@@ -69,9 +70,20 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
+def _run_name(path: Path) -> str:
+    """The name a trajectory with no ``instance_id`` is replayed under: its file's, but for ``ledger-run mini``'s and
+    the demo's (every one ``trajectory.traj.json``), its run directory's (``ledger-runs/<time>``; the demo's
+    ``-o`` directory, whose ``run/`` holds it). All were "trajectory": a replay of ``ledger-runs/`` replayed the first
+    run and skipped the others as second trajectories of one instance."""
+    if path.name != "trajectory.traj.json":
+        return path.name.removesuffix(".traj.json")
+    run = Path(os.path.abspath(path)).parent
+    return (run.parent.name if run.name == "run" else run.name) or "trajectory"
+
+
 def from_traj_json(path: Path) -> Trajectory:  # noqa: C901
     data = _read(path)
-    iid = data.get("instance_id") or path.name.removesuffix(".traj.json")
+    iid = data.get("instance_id") or _run_name(path)
     cfg = ((data.get("info") or {}).get("config") or {}).get("environment") or {}
     steps: list[RecordedStep] = []
     prompt: list[int] = []

@@ -87,13 +87,12 @@ def validate(options: AgentOptions, env: dict[str, str] | None = None) -> OpenCo
     the work tree, the binary, the ledger's settings, the user's ``OPENCODE_CONFIG_CONTENT``."""
     import os
 
-    from ledger_runtime import checked_workdir, fail
+    from ledger_runtime import binary_not_found, checked_workdir, fail
 
     workdir = checked_workdir(options.ledger.workdir)
     binary = find_opencode(options.binary)
     if binary is None:
-        where = " at " + options.binary if options.binary else " on PATH"
-        fail(f"opencode not found{where}: install the pinned version with `{INSTALL_HINT}` (or pass --opencode-bin)")
+        fail(binary_not_found(options.binary, "LEDGER_OPENCODE_BIN", "opencode", INSTALL_HINT, "--opencode-bin"))
     config = options.ledger.config()
     try:
         with_plugin((os.environ if env is None else env).get("OPENCODE_CONFIG_CONTENT"), PLUGIN)

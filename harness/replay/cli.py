@@ -15,7 +15,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ledger_harness.replay import tree as replay_tree
-from ledger_harness.replay.engine import ReplaySettings, Skip, has_commit, observations_only, replay_one, result_path
+from ledger_harness.replay.engine import (
+    ReplaySettings,
+    Skip,
+    has_commit,
+    instance_name,
+    observations_only,
+    replay_one,
+    result_path,
+)
 from ledger_harness.replay.options import ReplayOptions, validate
 from ledger_harness.replay.report import (
     aggregate,
@@ -147,6 +155,17 @@ def run(o: ReplayOptions) -> None:
     _print_summary(agg, what, ctx, models, skipped, notes, o.as_json)
     if o.report is not None:
         _write_report(o.report, list(o.argv), agg, skipped, notes, prov, what, ctx, models)
+    _say_where(o.out, [r["instance_id"] for r in results], o.report, stderr)
+
+
+def _say_where(out: Path, replayed: list[str], report: Path | None, stderr: Console) -> None:
+    """Where the results went and how to look inside a replay's ledger: nothing said it, and ``inspect OUT`` found
+    no ledger there (they are in ``OUT/ledgers/<name>``)."""
+    ledgers = out / "ledgers" / (instance_name(replayed[0]) if len(replayed) == 1 else "<name>")
+    where = f"results: {out}" + (f", report: {report}" if report is not None else "")
+    stderr.print(
+        f"{where}; look inside a replay's ledger: ledger-run inspect {ledgers}", highlight=False, soft_wrap=True
+    )
 
 
 def _is_ledger(path: Path) -> bool:
@@ -352,7 +371,7 @@ def _git_dirs_of_ledgers(own: dict[str, Loaded | None], stderr: Console) -> list
     roots = sorted({b.root for led in own.values() if led is not None and (b := led.state.baseline) and b.root})
     git_dirs = [g for r in roots if (g := replay_tree.git_dir(Path(r))) is not None]
     if git_dirs:
-        stderr.print(f"--repo: the recorded runs' own {', '.join(roots)}", highlight=False)
+        stderr.print(f"--repo: the recorded runs' own {', '.join(roots)}", highlight=False, soft_wrap=True)
     return git_dirs
 
 
@@ -401,6 +420,7 @@ def _own_workdir(
         stderr.print(
             f"--workdir: {workdir} (the recorded runs ran in {', '.join(sorted(ran_in))}; give --workdir to choose)",
             highlight=False,
+            soft_wrap=True,  # the paths whole (a long one broke mid-name at 80 columns)
         )
         return workdir, _not_naming(trajs, ran_in, skipped)
     if not fmt.root:

@@ -82,11 +82,12 @@ def replay(
         "view-every-call, the offline bound) and under these context policies, joined by commas: full, "
         "window:M, validity, validity+window:M. Uncached, cached and written tokens, cost, lines lost.",
     ),
-    price_model: str = typer.Option(
-        "gpt-5-mini",
+    price_model: Optional[str] = typer.Option(
+        None,
         "--price-model",
         help="With --context: the models whose tokens, prices (litellm's table) and caching rule bill the calls, "
-        "joined by commas, for example gpt-5-mini, claude-sonnet-4-5 and gemini/gemini-2.5-pro.",
+        "joined by commas, for example gpt-5-mini, claude-sonnet-4-5 and gemini/gemini-2.5-pro. "
+        "Default: gpt-5-mini.",
     ),
     outputs: str = typer.Option(
         "fresh",

@@ -30,7 +30,7 @@ class ReplayOptions:
     jobs: int = 1
     force: bool = False
     context: str | None = None
-    price_model: str = "gpt-5-mini"
+    price_model: str | None = None  # None: not given (gpt-5-mini)
     format: str | None = None
     outputs: str = "fresh"
     base_commit: str | None = None
@@ -43,7 +43,7 @@ class ReplayOptions:
     @property
     def price_models(self) -> tuple[str, ...]:
         """``--price-model``: the models that price the calls, as given (blanks left out)."""
-        return listed(self.price_model)
+        return listed("gpt-5-mini" if self.price_model is None else self.price_model)
 
 
 def listed(option: str | None) -> tuple[str, ...]:
@@ -51,12 +51,10 @@ def listed(option: str | None) -> tuple[str, ...]:
     return tuple(c.strip() for c in (option or "").split(",") if c.strip())
 
 
-def validate(o: ReplayOptions) -> str | None:
-    """The first thing wrong with the options alone (the line ``ledger-run replay`` fails with), or None."""
+def _context_wrong(o: ReplayOptions) -> str | None:
+    """The first thing wrong with ``--context`` and ``--price-model``, or None."""
     from ledger_runtime.held.context import ContextError, ContextPolicy
 
-    if o.outputs not in OUTPUTS:
-        return f"--outputs must be fresh or recorded, not {o.outputs!r}"
     try:
         for c in o.contexts:
             ContextPolicy.parse(c)
@@ -64,8 +62,20 @@ def validate(o: ReplayOptions) -> str | None:
         return f"--context: {e}"
     if o.contexts and o.observations_only:
         return "--context measures a replay: it cannot go with --observations-only"
+    if o.price_model is not None and not o.contexts:  # it was dropped without a word
+        return "--price-model goes with --context (it bills what each arm would have sent the model)"
     if o.contexts and not o.price_models:
         return "--price-model: give at least one model"
+    return None
+
+
+def validate(o: ReplayOptions) -> str | None:
+    """The first thing wrong with the options alone (the line ``ledger-run replay`` fails with), or None."""
+    if o.outputs not in OUTPUTS:
+        return f"--outputs must be fresh or recorded, not {o.outputs!r}"
+    wrong = _context_wrong(o)
+    if wrong:
+        return wrong
     if o.jobs < 1:
         return f"-j must be 1 or more, not {o.jobs}"
     if o.timeout is not None and o.timeout < 1:

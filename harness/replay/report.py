@@ -356,23 +356,29 @@ def summarize_context(results: Iterable[dict]) -> dict[str, dict[str, Any]]:
 
 
 def _context_row(arm: str, r: dict[str, Any]) -> list[str]:
+    """An arm's figures; one the arm has not (the bound has its input cost and rewrites only) is "-", not 0: the
+    bound's row read 0 prompt tokens and a total of $0.00 below its own input cost."""
     runs = r.get("runs") or {}
+
+    def count(key: str) -> str:
+        return f"{int(r[key]):,}" if key in r else "-"
+
     return [
         arm,
-        f"{r.get('prompt_tokens', 0):,}",
-        f"{r.get('uncached_tokens', 0):,}",
-        f"{r.get('cache_read_tokens', 0):,}",
-        f"{r.get('cache_write_tokens', 0):,}",
-        f"{r.get('input_cost_usd', 0):.2f}",
+        count("prompt_tokens"),
+        count("uncached_tokens"),
+        count("cache_read_tokens"),
+        count("cache_write_tokens"),
+        _f(r.get("input_cost_usd"), "{:.2f}"),
         _f(r.get("input_vs_none"), "{:.3f}"),
         f"{runs.get('above_1', 0)} ({runs['max']:.3f})" if runs else "-",
         _f(r.get("vs_bound"), "{:+.1%}"),
-        f"{r.get('cost_usd', 0):.2f}",
-        f"{int(r.get('note_chars', 0)):,}",
-        f"{int(r.get('rewrites', 0)):,}",
-        f"{int(r.get('valid_unique_lines_dropped', 0)):,}",
-        f"{int(r.get('lines_lost_independent', 0)):,}",
-        f"{int(r.get('stubs', 0)):,} ({int(r.get('stubs_false', 0))})",
+        _f(r.get("cost_usd"), "{:.2f}"),
+        count("note_chars"),
+        count("rewrites"),
+        count("valid_unique_lines_dropped"),
+        count("lines_lost_independent"),
+        f"{int(r['stubs']):,} ({int(r.get('stubs_false', 0))})" if "stubs" in r else "-",
     ]
 
 

@@ -240,7 +240,13 @@ def isolate(tree: Path, keep: list[Path]) -> str:
             _mount(libc, None, "/", MS_REC | MS_PRIVATE)
             tmp = os.path.realpath("/tmp")
             # what this process itself runs from must stay in sight: its interpreter, its packages
+            # (and the core's and the adapters' own: a clone under /tmp on PYTHONPATH failed to import in a worker)
+            import ledger_adapters
+            import ledger_runtime
+
+            packages = [Path(m.__file__).parents[1] for m in (ledger_runtime, ledger_adapters) if m.__file__]
             running = [Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix), Path(__file__).parents[1]]
+            running += packages
             own_tmp = not any(_under(p, tmp) for p in [tree, private, *keep, *running])
             if own_tmp:
                 _mount(libc, str(private / "tmp"), "/tmp", MS_BIND)

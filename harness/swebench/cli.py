@@ -32,6 +32,16 @@ def _fail(message: str) -> None:
     fail(message)
 
 
+def _check_page_target(html: Path | None) -> None:
+    """As inspect --html: a page replaces only a page ledger-run wrote (it replaced any file, the arm's own
+    preds.json included)."""
+    from ledger_runtime.cli.inspect_command import not_a_page
+
+    kept = not_a_page(html) if html is not None else None
+    if kept:
+        _fail(f"cannot write --html {html}: it is {kept}, not a page ledger-run wrote (the only file it replaces)")
+
+
 def _docker_client():
     from ledger_adapters.extras import require
 
@@ -279,6 +289,7 @@ def report(
     except BadInput as e:
         _fail(str(e))
         return
+    _check_page_target(html)
     problem = None if no_png else missing("swebench", "matplotlib.pyplot", "the figure of ledger-run report")
     if problem and png is not None:  # the figure asked for by name: it cannot be made
         _fail(problem + " (or pass --no-png)")

@@ -332,7 +332,8 @@ def print_report(report: dict[str, Any], console: Any) -> None:
     for p in report["paired"]:
         if not p.get("scored"):
             console.print(
-                f"{p['a']} vs {p['b']}: {p['instances']} common instances, not scored "
+                f"{p['a']} vs {p['b']}: {p['instances']} common {'instance' if p['instances'] == 1 else 'instances'}, "
+                "not scored "
                 f"(ledger-run swebench evaluate {report['out']})"
             )
             continue

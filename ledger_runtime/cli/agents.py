@@ -31,6 +31,18 @@ def find_binary(explicit: str | None, env_var: str, name: str) -> str | None:
     return None
 
 
+def binary_not_found(explicit: str | None, env_var: str, name: str, install: str, option: str) -> str:
+    """The one-line error when ``find_binary`` found none: where it looked (``$env_var`` was blamed on PATH, a file
+    that is there but not executable said "not found"), and how to install the pinned version."""
+    if explicit:
+        where = f"at {explicit}" + (" (not an executable file)" if os.path.exists(explicit) else "")
+    elif os.environ.get(env_var):
+        where = f"at {os.environ[env_var]} (${env_var}) nor on PATH"
+    else:
+        where = "on PATH"
+    return f"{name} not found {where}: install the pinned version with `{install}` (or pass {option} PATH)"
+
+
 def binary_version(binary: str) -> str | None:
     """The version ``binary --version`` prints (x.y.z), or None."""
     try:

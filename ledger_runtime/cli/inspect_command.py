@@ -107,6 +107,13 @@ def _check_switches(options: InspectOptions) -> None:
         fail("--raw is for text on stdout: not with --json or --html")
     if step is not None and options.html is not None:
         fail("--html writes the whole run's page (each step is a section of it): not with --step")
+    # each of these printed one and dropped the other without a word
+    if options.output and options.expand:
+        fail("--output or --expand, not both: what the model received, or what it stands for")
+    if (options.output or options.expand) and options.as_json:
+        fail("--json with --step N has both (each command's shown and expanded): not with --output or --expand")
+    if step is not None and (options.verdict is not None or options.command_class is not None):
+        fail("--verdict and --class filter the timeline: not with --step")
 
 
 def _check_trajectory(options: InspectOptions) -> None:
@@ -207,14 +214,14 @@ def _write_page(inspection: Inspection, html: Path) -> None:
         if conversation_of(loaded.path, record, problems) is None:
             why = "; ".join(problems).replace(f"{record}: ", "")
             fail(f"--trajectory {record}: no installed format reads it ({why})")
-    kept = _not_a_page(html)
+    kept = not_a_page(html)
     if kept:
         fail(f"cannot write --html {html}: it is {kept}, not a page ledger-run wrote (the only file it replaces)")
     try:
         write_private(html, run_page(loaded, record))
     except OSError as e:
         fail(f"cannot write --html {html}: {e.strerror or e}")
-    stderr.print(f"wrote {visible(str(html))}", highlight=False, markup=False)
+    stderr.print(f"wrote {visible(str(html))}", highlight=False, markup=False, soft_wrap=True)  # one line, whole
 
 
 def _ours(head: bytes) -> bool:
@@ -226,7 +233,7 @@ def _ours(head: bytes) -> bool:
     return head.startswith(start + GENERATOR.encode()) or head.startswith(start + b"<title>")
 
 
-def _not_a_page(html: Path) -> str | None:
+def not_a_page(html: Path) -> str | None:
     """What the file at ``html`` is when the page must not replace it: a file there that is not empty
     and not a page (the ledger being inspected, the agent's record, a file of the user's); None when
     it may be written (nothing there, an empty file, a page, or what ``write_private`` refuses itself,

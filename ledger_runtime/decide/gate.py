@@ -75,7 +75,9 @@ def _load_callable(spec: str, name: str) -> Callable[..., Finding | None]:
     try:
         fn = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError, ValueError) as e:
-        raise PolicyError(f"policy {name!r}: cannot load check {spec!r}: {e}") from None
+        # a my_rules.py beside the settings file, or in the current directory, is not importable as it is
+        hint = " (a module of your own: put its directory on PYTHONPATH)" if isinstance(e, ModuleNotFoundError) else ""
+        raise PolicyError(f"policy {name!r}: cannot load check {spec!r}: {e}{hint}") from None
     if not callable(fn):
         raise PolicyError(f"policy {name!r}: {spec!r} is not callable")
     return fn

@@ -201,7 +201,9 @@ class LedgerStore:
         """Opens an existing ledger, or raises NotALedger; ``check`` reads the whole file for SQLite's quick check."""
         p = ledger_path(path)
         if not p.exists():
-            raise NotALedger(p, "no such file" if not Path(path).is_dir() else f"no {LEDGER_FILE} in this directory")
+            if Path(path).is_dir():  # named as given: "/tmp/ledger.sqlite: no ledger.sqlite in this directory" was not
+                raise NotALedger(path, f"no {LEDGER_FILE} in this directory")
+            raise NotALedger(p, "no such file")
         if p.is_dir():
             raise NotALedger(p, "is a directory")
         if p.stat().st_size == 0:
