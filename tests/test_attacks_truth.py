@@ -162,6 +162,44 @@ def test_files_with_many_names_past_the_watch_budget_are_looked_at_each_scan(tmp
         assert {os.path.basename(m.path) for m in rt.state.modifications} == set(files)
 
 
+def test_a_read_file_linked_later_from_outside_and_written_there_goes_stale(tmp_path: Path) -> None:
+    """A name made for a file the model read, later, out of the tree and by a process (no directory's watch reports
+    it), then a write through that name: the read kept "result holds". A file about to be read has a watch of its
+    own."""
+    from ledger_runtime.workspace.local import LocalWorkspace
+
+    root = make_repo(tmp_path / "p", {"a.py": "".join(f"a{i} = {i}\n" for i in range(20)), "b.py": "b = 1\n"})
+    other = tmp_path / "other.py"
+    ws = LocalWorkspace(str(root), watch_events=True)
+    assert ws.scan_is_cheap, "inotify is not available here"
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t", workspace=ws) as rt:
+        rt.run("cat a.py", EX)
+        rt.run(f"python3 -c \"import os; os.link('a.py', '{other}')\"", EX)  # a script: no path the analysis names
+        rt.run("cat b.py", EX)
+        with open(other, "a") as f:
+            f.write("a20 = 20\n")
+        rt.run("echo hi", EX)
+        assert [(os.path.basename(m.path), m.step) for m in rt.state.modifications] == [("a.py", 4)]
+        assert "#1 cat a.py -> exit 0; stale: a.py changed at step 4" in rt.inform()
+        assert _false_holds(rt) == [] and rt.faults == 0
+
+
+def test_a_root_reached_through_a_link_records_each_file_once(tmp_path: Path) -> None:
+    """The file a named link resolves to is watched too; every path resolved under a root reached through a link
+    was taken for a file out of the tree, and an edit recorded twice ("changed a.py, /tmp/.../real/a.py")."""
+    real = make_repo(tmp_path / "real", {"a.py": "".join(f"a{i} = {i}\n" for i in range(20)), "b.py": "b = 1\n"})
+    (tmp_path / "link").symlink_to(real)
+    (real / "to_b.py").symlink_to("b.py")
+    with LedgerRuntime(tmp_path / "link", tmp_path / "run", LedgerConfig(), task="t") as rt:
+        rt.run("cat a.py", EX)
+        rt.run("sed -i 's/a1 = 1$/a1 = 10/' a.py", EX)
+        rt.run("cat to_b.py", EX)
+        rt.run("echo 'b = 2' > b.py", EX)
+        assert [(os.path.basename(m.path), m.step) for m in rt.state.modifications] == [("a.py", 2), ("b.py", 4)]
+        assert all(m.path.startswith(str(tmp_path / "link")) for m in rt.state.modifications)
+        assert "changed a.py\n" in rt.inform() + "\n" and "#3 cat to_b.py -> exit 0; stale" in rt.inform()
+
+
 def test_stale_edit_says_only_which_reads_are_on_record(tmp_path: Path) -> None:
     """stale-edit told the model "a.py ... was never read" and "since you last read it at step 1" from the reads the
     ledger recognised: a read it does not (`cat $PWD/a.py`, `cat sub/../a.py`, a script printing the file) is still a

@@ -59,6 +59,7 @@ class Scans:
         self._ready: Snapshot | None = None  # that scan's, taken in before the view was read (``catch_up``)
         self._hand_over = True  # whether the plan takes that scan as the one before its command (``prescan``)
         self._baselines: dict[str, FileState | None | object] = {}  # watched since the last snapshot (first_seen)
+        self._real_root: str | None = None  # the workspace's root with its links resolved (_link_target)
         self._watched: set[str] = set()  # every path watched so far
 
     def scan(self) -> Snapshot:
@@ -171,7 +172,10 @@ class Scans:
         if getattr(self.workspace, "changed_since", None) is not None:
             # this machine's files: the file a link the command names resolves to is watched too, where no scan covers
             # it (outside the tree, ignored), or a read through the link would hold while its target changed
-            named = [p for p in dict.fromkeys(q for p in named for q in (p, os.path.realpath(p)))]
+            named = list(dict.fromkeys(q for p in named for q in (p, *self._link_target(p))))
+        watch_reads = getattr(self.workspace, "watch_reads", None)
+        if watch_reads is not None:
+            watch_reads(k[2:] for k in analysis.read_keys if k[:2] == "f:")
         if self._changed_since(named):
             self.take_between(self.scan(), step)
         if self.workspace.watched() >= MAX_WATCHED:
@@ -191,6 +195,18 @@ class Scans:
                 # a file the command only reads is as it was when first seen; one it writes is
                 # recorded as the scan finds it (a creation, where it is new to the scan)
                 self._baselines[p] = UNSEEN
+
+    def _link_target(self, path: str) -> tuple[str, ...]:
+        """The file ``path`` resolves to where it is a symbolic link (else nothing), named as the scans name the tree's
+        files: under the root as given, where the root is reached through a link too."""
+        if not os.path.islink(path):
+            return ()
+        real = os.path.realpath(path)
+        if self._real_root is None:
+            self._real_root = os.path.realpath(self.workspace.root)
+        if real.startswith(self._real_root.rstrip(os.sep) + os.sep):
+            return (os.path.join(self.workspace.root, os.path.relpath(real, self._real_root)),)
+        return (real,)
 
     def _named(self, analysis: Analysis) -> list[str]:
         """The paths the command reads or writes, but under /dev and /proc."""

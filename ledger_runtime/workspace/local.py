@@ -99,7 +99,7 @@ class LocalWorkspace:
             digests=digests,
         )
         self.root = self.scanner.root
-        self.probe = Probe(self.scanner.cache)
+        self.probe = Probe(self.scanner.cache, self.scanner.root)
         self._head: HeadContents | None = None
 
     def _untracked(self, u: Untracked) -> None:
@@ -159,7 +159,7 @@ class LocalWorkspace:
         except OSError:
             return None
         fs = self.scanner.cache.state(path)
-        return (fs.digest, os.path.realpath(path)) if fs is not None else None
+        return (fs.digest, self.probe.resolved(path)) if fs is not None else None
 
     def watch(self, paths: Iterable[str]) -> dict[str, FileState | None]:
         # never a file of /proc, /sys or /dev, however it is reached (a link into /proc): hashing
@@ -168,6 +168,10 @@ class LocalWorkspace:
 
     def watched(self) -> int:
         return len(self.scanner.extra_paths)
+
+    def watch_reads(self, paths: Iterable[str]) -> None:
+        """Watches each file of the tree a command is about to read under any name it may get (``watch_reads``)."""
+        self.scanner.watch_reads(paths)
 
     def changed_since(self, paths: Iterable[str]) -> list[str]:
         return self.scanner.changed_since(paths)

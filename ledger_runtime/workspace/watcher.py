@@ -110,6 +110,8 @@ class Watcher:
             if err not in (errno.ENOENT, errno.ENOTDIR):  # ENOSPC: the per-user limit of watches
                 self.failed = True
             return False
+        for name in self._files_by_wd.pop(wd, ()):  # it was a file's own watch (the name is a directory now): its own
+            self._file_wd.pop(name, None)
         self._by_wd[wd] = directory
         self._wd_of[directory] = wd
         return True

@@ -137,6 +137,7 @@ class WorkspaceScanner(object):
         # the tree or out of it) is reported by their directories' watches under that name only (_watch_linked)
         self._linked_at_walk = set()
         self._linked = set()  # of them, those with no watch of their own: looked at by every scan
+        self._read_watches = set()  # files read, with a watch of their own (watch_reads)
 
     @property
     def is_git(self):
@@ -309,17 +310,31 @@ class WorkspaceScanner(object):
         self._mark_untracked(files)
         if self.watcher is not None:
             self._watch_listed()
-        self._watch_linked({p for p in self.cache.linked if p in files})
+        self._watch_linked({p for p in self.cache.linked if p in files}, files)
         return self._snapshot(files, None, keep_limit)
 
-    def _watch_linked(self, linked):
+    def _watch_linked(self, linked, files):
         """Files with more than one name: a write through another name is reported under that name only (in the tree
-        or out of it), so each has a watch of its own; one that cannot have it is looked at by every scan."""
+        or out of it), so each has a watch of its own; one that cannot have it is looked at by every scan. Files read
+        keep theirs (``watch_reads``)."""
         self._linked_at_walk = linked
         watcher = self.watcher
-        self._linked = {p for p in linked if watcher is None or not watcher.add_file(p)}
         if watcher is not None:
-            watcher.keep_files(linked)
+            self._read_watches = {p for p in self._read_watches if p in files}
+            watcher.keep_files(linked | self._read_watches)  # first: the watches dropped leave room for the new
+        self._linked = {p for p in linked if watcher is None or not watcher.add_file(p)}
+
+    def watch_reads(self, paths):
+        """A watch of its own on each file of the snapshot a command is about to read: a name made for it anywhere
+        later (a hard link out of the tree, by a process the ledger never sees, which no directory's watch reports)
+        and a write through that name is reported under this one."""
+        watcher, files = self.watcher, self._files
+        if watcher is None or files is None:
+            return
+        for p in paths:
+            p = os.path.normpath(p)
+            if p in files and watcher.add_file(p):  # (again after a read before: the name may name another file now)
+                self._read_watches.add(p)
 
     def _walk_all(self, keep_limit, *, listings_only=False):
         """The listed tree's files and what is new in it, within the bounds; ``listings_only`` skips known files."""

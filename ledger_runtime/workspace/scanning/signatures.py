@@ -38,8 +38,20 @@ def _meta(st):
 class Probe(object):
     """Computes read-key signatures, sharing the workspace's hash cache."""
 
-    def __init__(self, cache):
+    def __init__(self, cache, root=None):
         self.cache = cache
+        # a root reached through a link: a path resolved into the tree is named under the root as given, as the scans
+        # name the tree's files (a read through a link in the tree then goes stale with the change of its target)
+        self._root = root
+        self._real_root = os.path.realpath(root) if root else None
+
+    def resolved(self, path):
+        """``path`` with its links resolved, under the root as given where it lies in the tree."""
+        real = os.path.realpath(path)
+        top = self._real_root
+        if top and top != self._root and real.startswith(top.rstrip("/") + "/"):
+            return os.path.join(self._root, os.path.relpath(real, top))
+        return real
 
     def sign_many(self, keys):
         return {k: self.sign(k) for k in keys}
@@ -73,8 +85,8 @@ class Probe(object):
             return MISSING
         if stat.S_ISDIR(st.st_mode):
             return "dir:" + self._listing(path)
-        real = os.path.realpath(path)
-        if not stat.S_ISREG(st.st_mode) or (real + "/").startswith(PSEUDO_TREES):
+        real = self.resolved(path)
+        if not stat.S_ISREG(st.st_mode) or (os.path.realpath(real) + "/").startswith(PSEUDO_TREES):
             return "special:" + _meta(st)  # /proc and friends (however reached) are never read to sign
         fs = self.cache.state(real)
         if fs is None:
