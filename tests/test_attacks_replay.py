@@ -90,3 +90,18 @@ def test_a_kept_result_of_another_shape_is_not_done(tmp_path: Path, kept: str) -
     assert _done(path, ("window:10",), ("gpt-5-mini",)) is False
     path.write_text(json.dumps({"cost": {"arms": {"ledger": {"gpt-5-mini": {}}, "window:10": {"gpt-5-mini": {}}}}}))
     assert _done(path, ("window:10",), ("gpt-5-mini",)) is True, "a result of the right shape is kept"
+
+
+def test_a_replay_s_output_directory_with_brackets_is_named_as_it_is(tmp_path: Path) -> None:
+    """The replay's closing line names the output directory: one such as ``out[/x]`` was read as markup (an error at
+    the end of a whole replay, or a name shown otherwise than it is)."""
+    import io
+
+    from rich.console import Console
+
+    from ledger_harness.replay.cli import _say_where
+
+    out = tmp_path / "out[/x][bold]"
+    said = io.StringIO()
+    _say_where(out, ["a__b-1"], None, Console(file=said, width=80))
+    assert f"results: {out};" in " ".join(said.getvalue().split()), said.getvalue()

@@ -164,7 +164,10 @@ def _say_where(out: Path, replayed: list[str], report: Path | None, stderr: Cons
     ledgers = out / "ledgers" / (instance_name(replayed[0]) if len(replayed) == 1 else "<name>")
     where = f"results: {out}" + (f", report: {report}" if report is not None else "")
     stderr.print(
-        f"{where}; look inside a replay's ledger: ledger-run inspect {ledgers}", highlight=False, soft_wrap=True
+        f"{where}; look inside a replay's ledger: ledger-run inspect {ledgers}",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
     )
 
 
