@@ -353,7 +353,7 @@ def _holds(a: Attempt, state: LedgerState) -> tuple[bool, str, Modification | No
 def _read_changed(state: LedgerState, a: Attempt, path: str, sig: str) -> Modification | None:
     """The first change after ``a`` read ``path`` (signed ``sig``) that left it other than it read it: by ``sig``,
     but for a read through a link by what it saw (the link's own hash and its target's: ``sig`` has not the link's)."""
-    seen = next((o for o in reversed(state.observations_of(path)) if o.attempt == a.id and o.target is not None), None)
+    seen = _link_seen(state.observations_of(path), a)
     if seen is not None:
         return state.staled_by(seen)  # the link, or the file it resolves to: a change of either is
     step = a.step + (0 if a.executed else 1)
@@ -361,6 +361,18 @@ def _read_changed(state: LedgerState, a: Attempt, path: str, sig: str) -> Modifi
     digest, through, real = sig.partition("@")  # a file read through a link is signed with the file it resolved to
     t = state.change_after(real, step, _file_digest(digest)) if through else None
     return t if t is not None and (m is None or t.step < m.step) else m
+
+
+def _link_seen(observations: Sequence[Observation], a: Attempt) -> Observation | None:
+    """What attempt ``a`` saw of a file through a link, among the file's observations (in the order their attempts were
+    numbered and recorded): looked for from the latest down to ``a``'s only, for a file read a thousand times is looked
+    at on every render."""
+    for o in reversed(observations):
+        if o.attempt < a.id:
+            return None
+        if o.attempt == a.id and o.target is not None:
+            return o
+    return None
 
 
 def _file_digest(sig: str) -> str | None:

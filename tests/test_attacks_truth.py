@@ -399,3 +399,27 @@ def test_a_file_name_cannot_write_a_line_of_a_nudge(tmp_path: Path) -> None:
         r = rt.run("sed -i 's/a = 1/a = 2/' '" + name + "'", EX)
     assert r.verdict.rule == "stale-edit", r.output
     assert [line for line in r.output.splitlines() if not line.startswith("[ledger] NUDGE")] == [], r.output
+
+
+def test_a_read_s_link_is_looked_for_among_its_own_observations_only() -> None:
+    """Every render asks, for each recent read, whether it went through a link: the lookup went over every read of
+    the file made before (a long run's render grew 1.3x over 5,000 steps). It stops at the attempt's own."""
+    from ledger_runtime.inform import _link_seen
+    from ledger_runtime.records import Observation
+
+    class Counted(list):
+        looked = 0
+
+        def __reversed__(self):
+            for o in super().__reversed__():
+                Counted.looked += 1
+                yield o
+
+    def obs(k: int, target: str | None = None) -> Observation:
+        return Observation("/p/a.py", "whole", None, f"h{k}", 3, k, k, target, "t" if target else None)
+
+    reads = Counted([obs(0, "/p/b.py"), *(obs(k) for k in range(1, 5000))])
+    latest = type("A", (), {"id": 4998, "step": 4998})()
+    assert _link_seen(reads, latest) is None and Counted.looked <= 3
+    first = type("A", (), {"id": 0, "step": 0})()
+    assert _link_seen(reads, first) is reads[0], "the read through the link is found"
