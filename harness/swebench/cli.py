@@ -195,6 +195,8 @@ def _instances(o: SwebenchOptions) -> tuple[dict, list[dict], object]:
         rows = select(
             load_instances(o.subset, o.split, o.instances), slice_spec=o.slice_spec, filter_spec=o.filter_spec
         )
+        if uses_docker(cfg):  # a missing package first: the install is what to mend before anything else
+            require("swebench", "docker", "ledger-run swebench on Docker")
         problem = model_config_problem(*model_of(cfg))  # not one container per instance, each retrying for minutes
         if problem:
             raise BadInput(problem)
