@@ -138,12 +138,19 @@ def _seen_entries(state: LedgerState) -> list[ViewEntry]:
     for path in sorted(state.observed_paths()):
         obs = state.observations_of(path)
         kept = memo.get(path)
-        if kept is None or kept.changes != _changes(state, path, kept.targets):
+        if kept is None or kept.changes != _changes(state, path, kept.targets) or _saw_other(kept, obs):
             kept = memo[path] = _Seen.of(state, path, kept.reads if kept is not None else None)
         elif kept.taken < len(obs):
             kept = memo[path] = kept.taking(state, path, obs[kept.taken :])
         out.append(kept.entry)
     return out
+
+
+def _saw_other(kept: _Seen, obs: Sequence[Observation]) -> bool:
+    """Whether a read not taken in yet saw what none before did, with no change recorded in between (one the ledger
+    could not see): the line is made again from each content, as a fresh view of the records makes it."""
+    seen = kept.reads.by_seen
+    return any((o.content_hash, o.target, o.target_hash) not in seen for o in obs[kept.taken :])
 
 
 def _changes(state: LedgerState, path: str, targets: tuple[str, ...]) -> tuple[int, ...]:

@@ -230,3 +230,20 @@ def test_a_ledger_with_crafted_held_events_opens_again(tmp_path):
         assert len(again.state.attempts) == 2 and 1 in again.held.delivered.items
         unreadable = [f for f in again.state.faults if "unreadable" in str(f.get("message"))]
         assert len(unreadable) >= 3, again.state.faults
+
+
+def test_a_file_out_of_the_tree_changed_between_two_reads_on_a_walk(tmp_path):
+    """Found by the random test in CI: where a scan is a walk, no scan is taken around a read, so a file out of the
+    tree watched since its first read and changed before its second was in no snapshot yet: the change went unrecorded
+    (the first read "held") and the view a run kept said "whole file (steps 2, 3)" where its ledger opened again said
+    step 2's read was stale. The change is recorded at the second read's step, and both agree."""
+    steps = ["cat mid.py", "cat {outside}", "!edit outside", "cat {outside}"]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    run_and_compare(tmp_path / "a", steps, CONFIGS["steps"], watch=False)
+    root, outside = tree(tmp_path / "b")
+    with LedgerRuntime(root, tmp_path / "b" / "run", workspace=LocalWorkspace(str(root), watch_events=False)) as rt:
+        for n, step in enumerate(steps):
+            one_step(rt, step, root, outside, n)
+        assert [(m.path, m.step, m.attempt) for m in rt.state.modifications] == [(str(outside), 3, None)]
+        assert "stale" in rt.inform() and "#2 cat" in rt.inform()

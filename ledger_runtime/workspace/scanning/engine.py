@@ -117,6 +117,7 @@ class WorkspaceScanner(object):
         self._excluded_under = tuple(e + os.sep for e in self.excluded)
         self.cache = cache
         self.extra_paths = set()
+        self._unscanned = {}  # paths watched since the last scan: their state when watched
         self.git_top = git_toplevel(self.root) if git_top == "" else git_top
         self._git_watched = None  # the files besides ignore files that git's listing depends on (gitview)
         self._dirs = {}
@@ -151,7 +152,7 @@ class WorkspaceScanner(object):
                 p = os.path.normpath(p)
                 if p not in self.extra_paths:
                     self.extra_paths.add(p)
-                    new[p] = self.cache.state(p)
+                    new[p] = self._unscanned[p] = self.cache.state(p)
         return new
 
     def changed_since(self, paths):
@@ -160,11 +161,20 @@ class WorkspaceScanner(object):
         hashing by more than a timestamp tick, is the same content; any other is read), or one it takes in as new
         (``_new_files``). Asked before a command, so that a change made since is booked before the command sees it."""
         last = self._files or {}
-        held, other = [], []
+        held, other, watched = [], [], []
         for p in paths:
             p = os.path.normpath(p)
-            (held if p in last else other).append(p)
-        return [p for p in held if self._moved(p, last[p])] + self._new_files(other)
+            (held if p in last else watched if p in self._unscanned else other).append(p)
+        moved = [p for p in held if self._moved(p, last[p])]
+        # watched since the last scan, which no scan has taken yet (a reader is taken around no scan on a walk)
+        moved += [p for p in watched if self._moved_from(p, self._unscanned[p])]
+        return moved + self._new_files(other)
+
+    def _moved_from(self, path, was):
+        """Whether a path watched since the last scan is not in the state it was watched in (``was``: None, none)."""
+        if was is None:
+            return self.cache.state(path) is not None
+        return self._moved(path, was)
 
     def _moved(self, path, was):
         now = self.cache.state(path)
@@ -271,6 +281,7 @@ class WorkspaceScanner(object):
         self._serial += 1
         files = files if isinstance(files, FileMap) else FileMap(files)
         self._files = files
+        self._unscanned = {}  # each watched path's state is this scan's now
         return self.snapshot(Scan(files, self.root, self._serial, base, changes, tuple(sorted(self.untracked))))
 
     def _keep_unread(self, files, changes, keep_limit):
