@@ -59,7 +59,6 @@ class Scans:
         self._ready: Snapshot | None = None  # that scan's, taken in before the view was read (``catch_up``)
         self._hand_over = True  # whether the plan takes that scan as the one before its command (``prescan``)
         self._baselines: dict[str, FileState | None | object] = {}  # watched since the last snapshot (first_seen)
-        self._real_root: str | None = None  # the workspace's root with its links resolved (_link_target)
         self._watched: set[str] = set()  # every path watched so far
 
     def scan(self) -> Snapshot:
@@ -169,10 +168,11 @@ class Scans:
         commands): the workspace is scanned first, so that the change is recorded at this step, as the scan at the
         model's turn would have recorded it, and a new file is not taken as first seen."""
         named = self._named(analysis)
-        if getattr(self.workspace, "changed_since", None) is not None:
+        link_target = getattr(self.workspace, "link_target", None)
+        if link_target is not None:
             # this machine's files: the file a link the command names resolves to is watched too, where no scan covers
             # it (outside the tree, ignored), or a read through the link would hold while its target changed
-            named = list(dict.fromkeys(q for p in named for q in (p, *self._link_target(p))))
+            named = list(dict.fromkeys(q for p in named for q in (p, link_target(p)) if q))
         watch_reads = getattr(self.workspace, "watch_reads", None)
         if watch_reads is not None:
             watch_reads(k[2:] for k in analysis.read_keys if k[:2] == "f:")
@@ -195,18 +195,6 @@ class Scans:
                 # a file the command only reads is as it was when first seen; one it writes is
                 # recorded as the scan finds it (a creation, where it is new to the scan)
                 self._baselines[p] = UNSEEN
-
-    def _link_target(self, path: str) -> tuple[str, ...]:
-        """The file ``path`` resolves to where it is a symbolic link (else nothing), named as the scans name the tree's
-        files: under the root as given, where the root is reached through a link too."""
-        if not os.path.islink(path):
-            return ()
-        real = os.path.realpath(path)
-        if self._real_root is None:
-            self._real_root = os.path.realpath(self.workspace.root)
-        if real.startswith(self._real_root.rstrip(os.sep) + os.sep):
-            return (os.path.join(self.workspace.root, os.path.relpath(real, self._real_root)),)
-        return (real,)
 
     def _named(self, analysis: Analysis) -> list[str]:
         """The paths the command reads or writes, but under /dev and /proc."""

@@ -161,6 +161,11 @@ class LocalWorkspace:
         fs = self.scanner.cache.state(path)
         return (fs.digest, self.probe.resolved(path)) if fs is not None else None
 
+    def link_target(self, path: str) -> str | None:
+        """The file ``path`` resolves to where it is a symbolic link, named as the scans name the tree's files (under
+        the root as given, where the root is reached through a link too); None for any other path."""
+        return self.probe.resolved(path) if os.path.islink(path) else None
+
     def watch(self, paths: Iterable[str]) -> dict[str, FileState | None]:
         # never a file of /proc, /sys or /dev, however it is reached (a link into /proc): hashing
         # /proc/self/pagemap reads for minutes, and no such file is the agent's work
