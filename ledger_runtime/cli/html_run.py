@@ -457,16 +457,22 @@ def page_redactor(loaded: Loaded, learned: list[str]) -> Redactor:
 
 
 def run_page(
-    loaded: Loaded, record_path: Path | None = None, inline_limit: int = INLINE_LIMIT, inline_head: int = INLINE_HEAD
+    loaded: Loaded,
+    record_path: Path | None = None,
+    inline_limit: int = INLINE_LIMIT,
+    inline_head: int = INLINE_HEAD,
+    *,
+    conversation: Conversation | None = None,
 ) -> str:
     """The page of one run; ``record_path``: the agent's own record of it (default: found beside the
-    ledger by the installed formats). When the bulk of its steps (``StepHtml``) passes ``inline_limit``
-    characters, the page carries it packed, but for the first steps' up to ``inline_head`` characters,
-    and its script puts a step's in place when it is wanted (0 and 0: every step's packed)."""
+    ledger by the installed formats), ``conversation``: that record as already read from it. When the bulk
+    of its steps (``StepHtml``) passes ``inline_limit`` characters, the page carries it packed, but for the
+    first steps' up to ``inline_head`` characters, and its script puts a step's in place when it is wanted
+    (0 and 0: every step's packed)."""
     state = loaded.state
     s = summary(state)
     problems: list[str] = []
-    record = conversation_of(loaded.path, record_path, problems)
+    record = conversation if conversation is not None else conversation_of(loaded.path, record_path, problems)
     entries = align(record.turns if record else [], state.attempts)
     transcript = loaded.transcript()  # one, so each answer is expanded once
     if record is not None:  # the agent's record is its own file, unmasked: the page shows it masked

@@ -207,18 +207,20 @@ def _write_page(inspection: Inspection, html: Path) -> None:
     record = inspection.options.trajectory
     if record is None and Path(run).is_file() and Path(run).resolve() != loaded.path.resolve():
         record = Path(run)  # a trajectory named as the run: the record is that file
+    conversation = None  # the record as read once, for the check and the page
     if inspection.options.trajectory is not None:  # named by the user: one it is not is said, not only on the page
         from ledger_runtime.trajectories import conversation_of
 
         problems: list[str] = []
-        if conversation_of(loaded.path, record, problems) is None:
+        conversation = conversation_of(loaded.path, record, problems)
+        if conversation is None:
             why = "; ".join(problems).replace(f"{record}: ", "")
             fail(f"--trajectory {record}: no installed format reads it ({why})")
     kept = not_a_page(html)
     if kept:
         fail(f"cannot write --html {html}: it is {kept}, not a page ledger-run wrote (the only file it replaces)")
     try:
-        write_private(html, run_page(loaded, record))
+        write_private(html, run_page(loaded, record, conversation=conversation))
     except OSError as e:
         fail(f"cannot write --html {html}: {e.strerror or e}")
     stderr.print(f"wrote {visible(str(html))}", highlight=False, markup=False, soft_wrap=True)  # one line, whole
