@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping
 
-from ledger_runtime.ledger.private import write_private
+from ledger_runtime.ledger.private import DIR_MODE, private_parents, write_private
 
 COMPILERS = ("cc", "gcc", "clang")
 RETRY_FAILED_AFTER_S = 3600.0
@@ -81,7 +81,8 @@ def private_cache(path: Path) -> tuple[Path | None, str]:
     this user's alone, nor anything above it safe from other users."""
     uid = os.geteuid()
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_parents(path)  # XDG: a missing cache home is made 0700 (by the umask, it could be 0777)
+        path.mkdir(mode=DIR_MODE, exist_ok=True)
         real = Path(os.path.realpath(path))
         st = os.lstat(real)
         if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and st.st_mode & 0o077:

@@ -59,10 +59,25 @@ def _check(path: str | os.PathLike, st: os.stat_result | None, kind: str) -> Non
         raise NotOurs(path, why)
 
 
+def private_parents(path: str | os.PathLike) -> None:
+    """The missing directories above ``path`` made 0700: by the umask (``Path.mkdir(parents=True)``) they are 0777
+    under umask 000, and another user could rename what we put in them and put theirs in its place."""
+    missing = []
+    for above in Path(path).parents:
+        if os.path.lexists(above):
+            break
+        missing.append(above)
+    for above in reversed(missing):
+        try:
+            os.mkdir(above, DIR_MODE)
+        except FileExistsError:
+            pass
+
+
 def private_dir(path: str | os.PathLike) -> Path:
     """``path`` made, with its parents, a directory only its owner can enter; NotOurs if a link or another user's."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    private_parents(p)
     try:
         os.mkdir(p, DIR_MODE)
     except FileExistsError:

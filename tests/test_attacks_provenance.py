@@ -1,0 +1,69 @@
+"""An attacker's pass on "nothing forged, nothing leaked, nothing deleted" and "a fault of ours never blocks the
+agent": each test failed before its fix. Real processes, real files, a real umask and real resource limits."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import make_repo
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _python_under(umask: int, code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``code`` run by this Python in a process of its own whose umask is ``umask``."""
+    line = f'umask {umask:03o}; exec {sys.executable} -c "$0"'
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return subprocess.run(
+        ["sh", "-c", line, code], capture_output=True, text=True, timeout=120, env={**env, "PYTHONPATH": path}
+    )
+
+
+def _loose(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode) & 0o077
+
+
+def test_the_cache_and_what_is_made_above_it_are_private_under_umask_000(tmp_path) -> None:
+    """Before: ``~/.cache`` (or ``$XDG_CACHE_HOME``) missing was made 0777 under umask 000 (Path.mkdir's parents
+    take the umask), a directory of the user's that every other user could write; and the cache check then refused
+    it ('others may write it'), so the compiled hook client and needle search were never used again."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if k not in ("LEDGER_HOOK_CACHE", "XDG_CACHE_HOME")}
+    env["HOME"] = str(home)
+    code = (
+        "import os; from ledger_runtime.ledger.native import cache_dir, private_cache; "
+        "print(private_cache(cache_dir(os.environ)))"
+    )
+    p = _python_under(0o000, code, env)
+    assert p.returncode == 0, p.stderr
+    assert _loose(home / ".cache") == 0 and _loose(home / ".cache" / "ledger-runtime") == 0
+    assert "others may write" not in p.stdout and str(home / ".cache" / "ledger-runtime") in p.stdout
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg" / "deeper")
+    p = _python_under(0o000, code, env)
+    assert p.returncode == 0 and "others may write" not in p.stdout, p.stdout + p.stderr
+    assert _loose(tmp_path / "xdg") == 0 and _loose(tmp_path / "xdg" / "deeper") == 0
+
+
+def test_the_directories_made_above_a_run_directory_are_private_under_umask_000(tmp_path) -> None:
+    """Before: ``-o runs/deep/run`` made ``runs`` and ``runs/deep`` 0777 under umask 000: any user could rename the
+    run directory out of them and put one of theirs (with a ledger of their making) where ``inspect`` looks."""
+    repo = make_repo(tmp_path / "r", {"a.py": "x = 1\n"})
+    run = tmp_path / "runs" / "deep" / "run"
+    code = (
+        "from pathlib import Path; from ledger_runtime.config import LedgerConfig; "
+        "from ledger_runtime.executor import LocalExecutor; from ledger_runtime.runtime import LedgerRuntime; "
+        f"rt = LedgerRuntime(Path({str(repo)!r}), Path({str(run)!r}), LedgerConfig()); "
+        "rt.run('cat a.py', LocalExecutor()); rt.close()"
+    )
+    p = _python_under(0o000, code, dict(os.environ))
+    assert p.returncode == 0, p.stderr
+    assert {n: oct(_loose(tmp_path / n)) for n in ("runs", "runs/deep", "runs/deep/run")} == dict.fromkeys(
+        ("runs", "runs/deep", "runs/deep/run"), "0o0"
+    )
+    loose = [str(f) for f in run.iterdir() if _loose(f)]
+    assert not loose, loose
