@@ -4,12 +4,16 @@ agent": each test failed before its fix. Real processes, real files, a real umas
 from __future__ import annotations
 
 import os
+import resource
 import stat
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import make_repo
+
+from ledger_runtime.hooks import compiled, fasthook_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,3 +71,34 @@ def test_the_directories_made_above_a_run_directory_are_private_under_umask_000(
     )
     loose = [str(f) for f in run.iterdir() if _loose(f)]
     assert not loose, loose
+
+
+def _file_size_limit(limit: int):
+    def set_it() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    return set_it
+
+
+@pytest.mark.parametrize("client", ["compiled", "python"])
+def test_a_fault_log_past_the_file_size_limit_never_costs_the_command_its_output(client, tmp_path) -> None:
+    """Before: the compiled wrapper, its server gone and ``faults.log`` past RLIMIT_FSIZE (``ulimit -f``), was
+    killed by SIGXFSZ as it logged the fault: the command had run, and the agent got neither its output nor its
+    exit code (153); the compiled hook died the same way. Python ignores SIGXFSZ, so its client went on."""
+    if client == "compiled":
+        build = compiled.found()
+        if build.path is None:
+            pytest.skip(f"no compiled hook client here: {build.why}")
+        launcher = [build.path]
+    else:
+        launcher = [sys.executable, "-S", "-E", "-B", str(fasthook_script())]  # -B: no .pyc cut short by the limit
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "faults.log").write_bytes(b"x" * 20_000)
+    gone = str(tmp_path / "gone.sock")
+    wrap = [*launcher, "wrap", "--socket", gone, "--call", "c0", "--run-dir", str(run), "--", "echo hello; exit 3"]
+    p = subprocess.run(wrap, capture_output=True, timeout=60, preexec_fn=_file_size_limit(10_240))
+    assert (p.returncode, p.stdout, p.stderr) == (3, b"hello\n", b"")
+    hook = [*launcher, "hook", "PreToolUse", "--socket", gone, "--run-dir", str(run)]
+    p = subprocess.run(hook, input=b"{}", capture_output=True, timeout=60, preexec_fn=_file_size_limit(10_240))
+    assert p.returncode == 0 and p.stdout == b"" and b"did not answer" in p.stderr, p

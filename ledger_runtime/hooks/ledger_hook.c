@@ -722,7 +722,7 @@ static void restore_signals(void) {
 }
 
 /* Start the shell with its stdout and stderr on one pipe whose read end is ``*fd``; SIGPIPE and SIGXFSZ
- * back to their defaults (this process ignores SIGPIPE), every other signal as this process got it, and
+ * back to their defaults (this process ignores both), every other signal as this process got it, and
  * the signal mask ``mask`` (this process's as it started). Its pid, or -1 with errno set (an exec that
  * failed says its errno through a close-on-exec pipe). */
 static pid_t start_shell(char *const argv[], int *fd, const sigset_t *mask) {
@@ -1041,6 +1041,7 @@ static int wrap_main(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN); /* a reader or a server gone is an error to handle, not the end */
+    signal(SIGXFSZ, SIG_IGN); /* so is a file past ``ulimit -f`` (faults.log): Python's client ignores it too */
     if (argc >= 2 && !strcmp(argv[1], "hook")) return hook_main(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "wrap")) return wrap_main(argc - 2, argv + 2);
     if (argc == 2 && !strcmp(argv[1], "--version")) {
