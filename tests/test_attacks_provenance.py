@@ -8,6 +8,7 @@ import resource
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,70 @@ def test_a_fault_log_past_the_file_size_limit_never_costs_the_command_its_output
     hook = [*launcher, "hook", "PreToolUse", "--socket", gone, "--run-dir", str(run)]
     p = subprocess.run(hook, input=b"{}", capture_output=True, timeout=60, preexec_fn=_file_size_limit(10_240))
     assert p.returncode == 0 and p.stdout == b"" and b"did not answer" in p.stderr, p
+
+
+SERVER = (
+    "import time; from ledger_runtime.hooks.server import HookServer; "
+    "s = HookServer(lambda e, p: None, lambda w, e: None); s.keep_token('0123abcd'); "
+    "print(s.socket_path, flush=True); time.sleep(600)"
+)
+
+
+def _servers(tmp_path: Path, n: int) -> tuple[Path, dict[str, str], list[subprocess.Popen], list[Path]]:
+    """``n`` hook servers, each in a process of its own with its token kept (as every agent's run keeps it), their
+    socket directories under ``base`` (their $TMPDIR)."""
+    base = tmp_path / "tmp"
+    base.mkdir()
+    env = {**os.environ, "TMPDIR": str(base)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", SERVER], env=env, stdout=subprocess.PIPE, text=True) for _ in range(n)
+    ]
+    dirs = [Path(p.stdout.readline().strip()).parent for p in procs]
+    return base, env, procs, dirs
+
+
+def test_a_killed_servers_directory_with_its_token_is_removed_by_the_next(tmp_path) -> None:
+    """Before: the next server removed a killed server's directory only when it held its socket and pid file
+    alone; every agent's run keeps the run's token there too, so none was ever removed (SECURITY.md says they are)."""
+    from ledger_runtime.hooks import server as hook_server
+
+    base, _, procs, dirs = _servers(tmp_path, 1)
+    try:
+        procs[0].kill()
+        procs[0].wait()
+        assert (dirs[0] / "token").exists()
+        removed = hook_server.remove_stale(str(base), now=time.time() + 60)
+        assert removed == [str(dirs[0])] and not dirs[0].exists()
+    finally:
+        procs[0].kill()
+        procs[0].wait()
+
+
+def test_a_live_servers_directory_is_kept_when_its_pid_is_not_seen(tmp_path) -> None:
+    """Before: a server that shared its $TMPDIR with one in another PID namespace (two containers, one /tmp), where
+    the first's pid names no process, took it for dead and removed its socket and token: every hook of that live run
+    then failed, and its ledger lost every command. Something still listening on the socket is alive."""
+    from ledger_runtime.hooks import server as hook_server
+
+    base, env, procs, dirs = _servers(tmp_path, 1)
+    code = (
+        "import sys, time; from ledger_runtime.hooks.server import remove_stale; "
+        "print(remove_stale(sys.argv[1], now=time.time() + 60))"
+    )
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    try:
+        p = subprocess.run(
+            ["unshare", "--pid", "--fork", sys.executable, "-c", code, str(base)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**env, "PYTHONPATH": path},
+        )
+        if p.returncode != 0 and "unshare" in p.stderr:
+            pytest.skip(f"no PID namespace here: {p.stderr.strip()}")
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.strip() == "[]" and (dirs[0] / "hook.sock").exists() and (dirs[0] / "token").exists()
+        assert hook_server.remove_stale(str(base), now=time.time() + 60) == []
+    finally:
+        procs[0].kill()
+        procs[0].wait()

@@ -99,7 +99,8 @@ def _socket_dir() -> str:
 def remove_stale(base: str, now: float | None = None) -> list[str]:
     """Remove the ``ledger-hook-*`` directories under ``base`` that are ours (our uid, a directory,
     not a link), older than STALE_AFTER_S, and whose server is gone (the process its ``pid`` file
-    names is not running; without one, nothing listens on its socket). Returns what it removed;
+    names is not running, and nothing listens on its socket: a server of another PID namespace that
+    shares this directory is alive, though its pid names no process here). Returns what it removed;
     anything it cannot tell, or not ours, stays."""
     removed = []
     now = time.time() if now is None else now
@@ -113,7 +114,11 @@ def remove_stale(base: str, now: float | None = None) -> list[str]:
             st = os.lstat(path)
             if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or now - st.st_mtime < STALE_AFTER_S:
                 continue
-            if not _server_gone(path) or {n for n in os.listdir(path) if not _is_flag(n)} - {"hook.sock", PID_FILE}:
+            if not _server_gone(path) or {n for n in os.listdir(path) if not _is_flag(n)} - {
+                "hook.sock",
+                PID_FILE,
+                TOKEN_FILE,
+            }:
                 continue
             if _remove_dir(path):
                 removed.append(path)
@@ -133,7 +138,7 @@ def _server_gone(path: str) -> bool:
             os.kill(pid, 0)
             return False  # running (or a process that took its number: kept, to be safe)
         except ProcessLookupError:
-            return True
+            pass  # gone, or a process of another PID namespace sharing this /tmp: whether its socket answers says
         except OSError:
             return False
     sock = os.path.join(path, "hook.sock")
