@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import make_repo
 
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.executor import LocalExecutor
 from ledger_runtime.hooks import compiled, fasthook_script
+from ledger_runtime.runtime import LedgerRuntime
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -170,3 +173,26 @@ def test_a_live_servers_directory_is_kept_when_its_pid_is_not_seen(tmp_path) -> 
     finally:
         procs[0].kill()
         procs[0].wait()
+
+
+def test_the_repository_s_fsmonitor_program_is_never_run_by_the_ledger(tmp_path) -> None:
+    """Before: every git the ledger ran in the work tree (the baseline's status, the scanner's listings) ran the
+    program the repository's ``core.fsmonitor`` names: code of the repository's, run by ledger-run before the agent
+    started (before its folder-trust prompt) and at scans, four times at the start; one that takes its time held
+    the run's start and the first command for as long (up to git's 60 s each). What it says cannot be trusted
+    either: the scanner's listing is its own to make."""
+    repo = make_repo(tmp_path / "r", {"a.txt": "x\n"})
+    ran = tmp_path / "fsmonitor-ran"
+    hook = tmp_path / "fsmonitor.sh"
+    hook.write_text(f'#!/bin/sh\necho "$@" >> {ran}\nexit 1\n')
+    hook.chmod(0o700)
+    subprocess.run(["git", "-C", str(repo), "config", "core.fsmonitor", str(hook)], check=True)
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    try:
+        rt.run("echo y > b.txt", LocalExecutor())
+        rt.run("cat a.txt", LocalExecutor())
+        view = rt.inform()
+    finally:
+        rt.close()
+    assert not ran.exists(), ran.read_text()
+    assert "b.txt: created" in view

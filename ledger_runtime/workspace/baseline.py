@@ -13,6 +13,7 @@ import threading
 
 from ledger_runtime.records import Baseline
 from ledger_runtime.workspace.scanner import Snapshot
+from ledger_runtime.workspace.scanning.gitview import GIT
 
 
 def take_baseline(root: str, snapshot: Snapshot, task: str = "") -> Baseline:
@@ -39,7 +40,7 @@ def take_baseline(root: str, snapshot: Snapshot, task: str = "") -> Baseline:
 def _git(root: str, *args: str, strip: bool = True) -> str | None:
     """What ``git -C root ARGS`` prints; None where it fails."""
     try:
-        p = subprocess.run(["git", "-C", root, *args], capture_output=True, timeout=60)
+        p = subprocess.run([*GIT, "-C", root, *args], capture_output=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
     if p.returncode != 0:
@@ -73,14 +74,14 @@ class HeadContents:
     def _get(self, path: str) -> bytes | None:
         if self._proc is None:
             top = subprocess.run(
-                ["git", "-C", self.root, "rev-parse", "--show-toplevel"], capture_output=True, timeout=30
+                [*GIT, "-C", self.root, "rev-parse", "--show-toplevel"], capture_output=True, timeout=30
             )
             if top.returncode != 0:
                 self._broken = True
                 return None
             self._top = os.fsdecode(top.stdout.strip())
             self._proc = subprocess.Popen(
-                ["git", "-C", self._top, "cat-file", "--batch"],
+                [*GIT, "-C", self._top, "cat-file", "--batch"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,

@@ -24,6 +24,10 @@ DEFAULT_IGNORES = (
     "*.egg-info",
 )
 GIT_TIMEOUT = 60
+# git as the ledger runs it: never the program a repository's config names as its file system monitor, which
+# would be the repository's code run by the ledger (before the agent's folder trust, and at scans), its answer
+# trusted for what changed, and as slow as it likes
+GIT = ["git", "-c", "core.fsmonitor=false"]
 
 
 def run_git(root, args, stdin=None):
@@ -32,7 +36,7 @@ def run_git(root, args, stdin=None):
 
     try:
         proc = subprocess.Popen(
-            ["git", "-C", root] + list(args),
+            GIT + ["-C", root] + list(args),
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
