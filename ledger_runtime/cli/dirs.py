@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ledger_runtime.ledger.private import DIRECTORY, InUse, lock_file, refusal
+from ledger_runtime.ledger.private import DIR_MODE, DIRECTORY, InUse, lock_file, private_parents, refusal
 
 
 def unwritable(path: Path) -> str | None:
@@ -19,7 +19,8 @@ def unwritable(path: Path) -> str | None:
         return "it is a file, not a directory"
     missing = [p for p in (path, *path.parents) if not os.path.lexists(p)]  # the deepest first
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        private_parents(path)
+        path.mkdir(mode=DIR_MODE, exist_ok=True)
         why = refusal(os.lstat(path), os.geteuid(), DIRECTORY)  # after mkdir: one made meanwhile too
         if why is not None:
             return why
