@@ -41,9 +41,10 @@ def refusal(st: os.stat_result | None, uid: int, kind: str) -> str | None:
         return f"it belongs to another user (uid {st.st_uid})"
     if kind == DIRECTORY and not stat.S_ISDIR(st.st_mode):
         return "it is not a directory"
-    if kind == DIRECTORY and st.st_mode & (stat.S_ISVTX | stat.S_IWOTH):
-        # made 0700, a shared one (/tmp itself, as root) would lock every other user out of their files there
-        return f"others may write it (mode {stat.S_IMODE(st.st_mode):o}: a shared directory), and a run's is private"
+    if kind == DIRECTORY and st.st_mode & stat.S_ISVTX:
+        # made 0700, a shared one (/tmp itself, as root) would lock every other user out of their files there; a
+        # directory made 0700 is never sticky (nor one of a file system without modes, which shows 777)
+        return f"it is a shared directory (sticky, mode {stat.S_IMODE(st.st_mode):o}), and a run's is private"
     if kind == FILE and not stat.S_ISREG(st.st_mode):
         return "it is not a regular file"
     return None
