@@ -145,16 +145,22 @@ def run(o: SwebenchOptions) -> None:
     from ledger_harness.swebench.options import validate
     from ledger_harness.swebench.run import parse_arms
     from ledger_harness.swebench.run import run as run_arms
+    from ledger_runtime.cli.dirs import unwritable
+    from ledger_runtime.ledger.private import private_dir
 
     problem = validate(o)
     if problem is not None:
         _fail(problem)
         return
     assert o.out is not None  # validate says so
+    problem = unwritable(o.out)  # before any instance, image or model is looked for
+    if problem is not None:
+        _fail(f"cannot write results into -o {o.out}: {problem}")
+        return
     console = Console(stderr=True)
     chosen_arms = parse_arms(o.arms)
     cfg, rows, client = _instances(o)
-    o.out.mkdir(parents=True, exist_ok=True)
+    private_dir(o.out)  # owner-only, as every run directory: predictions, trajectories and ledgers go there
     console.print(
         f"{len(rows)} instances x {len(chosen_arms)} arms ({', '.join(chosen_arms)}), {o.workers} workers -> {o.out}"
     )

@@ -24,7 +24,6 @@ import concurrent.futures
 import difflib
 import hashlib
 import json
-import os
 import re
 import threading
 import time
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ledger_harness.swebench.protected import SWEBENCH_PROTECTED
+from ledger_runtime.ledger.private import private_dir, write_private
 
 ARMS: dict[str, dict[str, Any]] = {
     "ledger": {"inform": True, "govern": True, "shadow": False},
@@ -360,9 +360,8 @@ def read_preds(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """``data`` as JSON at ``path``, owner-only, through a fresh file renamed onto it (never through a link)."""
+    write_private(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def finished(arm_dir: Path) -> set[str]:
@@ -516,7 +515,7 @@ def run(
     plans = {}
     for arm in arms:
         arm_dir = out / arm
-        arm_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(arm_dir)
         done = finished(arm_dir)
         cfg = arm_config(config, arm, run_id)
         manifest_path = arm_dir / "manifest.json"
