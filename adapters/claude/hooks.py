@@ -370,8 +370,8 @@ class ClaudeHooks:
         if tool in EDITS:
             text = edit_text(tool, response, pending.call.path or "")
             run = self._record(call_id, pending, ExecResult(text, 0), shown_raw=True, foreseen=tool in FORESEEN)
-            if run.attempt_id is not None:  # Claude Code tells it that it holds the file as it is now
-                self.files.saw_now(pending.call.path)
+            if run.attempt_id is not None and pending.plan.held:  # Claude Code tells the model it holds the file
+                self.files.saw_now(pending.call.path)  # (a subagent's edit: the subagent, not the main model)
             return context("PostToolUse", [run.note or "", self._view_note()])
         self._record(call_id, pending, ExecResult(search_text(response), 0), shown_raw=True, foreseen=False)
         return context("PostToolUse", [self._view_note()])

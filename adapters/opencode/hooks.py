@@ -190,8 +190,8 @@ class OpenCodeHooks:
         run = self._record(call_id, pending, ExecResult(text, 0))
         if whole is not None and pending.plan.held and run.attempt_id is not None:
             self.files.saw(pending.call.path or "", pending.plan.step, whole)
-        if tool in EDITS and run.attempt_id is not None:
-            self.files.saw_now(pending.call.path)  # OpenCode told it the edit was made
+        if tool in EDITS and run.attempt_id is not None and pending.plan.held:
+            self.files.saw_now(pending.call.path)  # OpenCode told it the edit was made (a subagent's: the subagent)
         shown = self._with_notes(text, [flag, self._view_note()])
         self._expect(run, call_id, shown)
         return {"output": shown} if shown != text else None
