@@ -5,6 +5,7 @@ the agent tests skip, saying so."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,60 @@ def test_opencode_a_subagents_edit_is_not_a_version_the_main_model_saw(tmp_path:
     finally:
         rt.close()
     assert got is None or "since you saw it" not in got["output"], got
+
+
+def _claude_again(s, *args: str) -> str:
+    """One more ``ledger-run claude`` in the run directory ``s.run_dir``: a ``cat calc.py``; what the model got."""
+    from fake_messages import tool_results
+
+    start = len(s.fake.requests)
+    s.fake.steps = s.fake.steps[:start] + [("bash", "cat calc.py"), ("say", "Seen again.")]
+    p = s.run(*args, prompt="look again")
+    assert p.returncode == 0, p.stderr[-3000:]
+    return tool_results(s.fake.requests[-1])[f"toolu_{start}_0"]
+
+
+@pytest.mark.agent
+@needs_claude
+def test_claude_resuming_another_conversation_on_the_ledger_refers_to_nothing_it_never_saw(tmp_path: Path) -> None:
+    """The ledger's run directory goes on with ``--resume``: the conversation resumed must be the one its outputs
+    were shown in. Another one (a session of another run) holds none of them: nothing refers to them."""
+    from conftest import CALC_PROJECT
+    from test_claude_e2e import Session
+
+    s = Session(tmp_path, [("bash", "cat calc.py"), ("say", "Seen."), ("say", "Hello.")])
+    try:
+        p = s.run(prompt="look at calc.py")
+        assert p.returncode == 0, p.stderr[-3000:]
+        ours = s.run_dir
+        s.run_dir = tmp_path / "another-run"
+        p = s.run(prompt="say hello")  # a conversation of its own, that never ran a command
+        assert p.returncode == 0, p.stderr[-3000:]
+        other = s.session_id(p.stdout)
+        s.run_dir = ours
+        got = _claude_again(s, "--resume", other)
+    finally:
+        s.fake.close()
+    assert got == CALC_PROJECT["calc.py"].strip("\n"), "the resumed conversation never saw step 1's output"
+
+
+@pytest.mark.agent
+@needs_claude
+def test_claude_a_compaction_between_two_runs_of_one_ledger_is_taken_into_account(tmp_path: Path) -> None:
+    """The conversation compacted by Claude Code without the ledger (a plain ``claude --resume ID -p /compact``)
+    lost the outputs the ledger showed it: resumed on the ledger again, nothing refers to them."""
+    from conftest import CALC_PROJECT
+    from test_claude_e2e import CLAUDE, Session
+
+    s = Session(tmp_path, [("bash", "cat calc.py"), ("say", "Seen.")])
+    try:
+        p = s.run(prompt="look at calc.py")
+        assert p.returncode == 0, p.stderr[-3000:]
+        sid = s.session_id(p.stdout)
+        plain = [CLAUDE, "-p", "--resume", sid, "/compact"]
+        c = subprocess.run(plain, env=s.env, cwd=s.repo, capture_output=True, text=True, timeout=300)
+        assert c.returncode == 0 and s.fake.compactions, c.stderr[-2000:]
+        got = _claude_again(s, "--resume", sid)
+    finally:
+        s.fake.close()
+    assert got == CALC_PROJECT["calc.py"].strip("\n"), "the compaction took step 1's output from the model"

@@ -346,6 +346,7 @@ def run_claude(
         token=token,
         projects_dir=str(home / "projects"),
         interactive=not headless(args),
+        conversation_file=str(run_dir / "claude" / "conversation.json"),
     )
     server: Any
     try:

@@ -33,6 +33,7 @@ a reference (a fault says so). Any fault of ours lets the call go on with its ow
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import time
@@ -121,12 +122,25 @@ class ClaudeHooks:
     transcripts: dict[str, str] = field(default_factory=dict)  # session id -> transcript path
     compactions: int = 0  # compactions of the current transcript taken into account
     branches: int = 0  # rewinds of the current transcript taken into account
+    # where a run leaves the conversation its ledger's outputs were shown in (its transcript, compactions and
+    # rewinds) for the next run in the run directory (``--resume``); None: not kept
+    conversation_file: str | None = None
+    # what the previous run left there, when the ledger goes on from one (None: nothing, or a new ledger)
+    previous: dict[str, Any] | None = None
+    goes_on: bool = False  # the ledger holds steps of an earlier run: its conversation must be this one
 
     def __post_init__(self) -> None:
         self.files = self.files or SeenFiles(self.runtime, EDITS)
         if self.notes is None:  # what the notes told the model: the runtime's, a fold of its ledger
             self.notes = self.runtime.told
             self.notes.limit_chars = self.note_chars
+        self.goes_on = self.runtime.state.step > 0
+        if self.conversation_file is not None:
+            self.previous = _left(self.conversation_file) if self.goes_on else None
+            try:  # what it says holds only until this run, which may compact or leave it, ends
+                os.unlink(self.conversation_file)
+            except OSError:
+                pass
 
     # -- dispatch --------------------------------------------------------------------------------
 
@@ -179,11 +193,18 @@ class ClaudeHooks:
             session = payload.get("session_id")
             if isinstance(session, str):
                 self.transcripts[session] = path
-            if self.transcript is not None:
+            first = self.transcript is None
+            if not first:
                 self._forget()  # another conversation: the model holds nothing the ledger showed it
             self.transcript = path
             reader = reader_for(self.readers, path)
             self.compactions, self.branches = (reader.compactions, reader.branches) if reader else (0, 0)
+            if first and self.goes_on:  # a run on a ledger an earlier run left: resumed, or another conversation
+                left = self.previous or {}
+                if left.get("transcript") == path and reader is not None:
+                    self.compactions, self.branches = left.get("compactions", 0), left.get("branches", 0)
+                else:
+                    self._forget()  # not the conversation the earlier run left (or it never said): it holds nothing
         reader = reader_for(self.readers, self.transcript)
         if reader is None:
             return
@@ -479,9 +500,19 @@ class ClaudeHooks:
         return context("PostToolUseFailure", notes)
 
     def finish(self) -> None:
-        """At the end of the run: the calls whose result never came are recorded as such, and the texts
-        the transcript now has are checked."""
+        """At the end of the run: the calls whose result never came are recorded as such, the texts
+        the transcript now has are checked, and the conversation is left for a run that resumes it."""
         reader = reader_for(self.readers, self.transcript)
+        if reader is not None:
+            self._follow({"transcript_path": self.transcript})  # a compaction or a rewind at the very end
+        if reader is not None and self.conversation_file is not None:
+            from ledger_runtime import write_private
+
+            left = {"transcript": self.transcript, "compactions": self.compactions, "branches": self.branches}
+            try:
+                write_private(self.conversation_file, json.dumps(left) + "\n")
+            except OSError as e:
+                self.runtime.report_fault("leaving the conversation for a resumed run", e)
         if reader is not None:
             self._check(reader)
             for attempt, (call, _, _) in list(self.to_check.items()):  # the transcript is whole now
@@ -499,6 +530,21 @@ class ClaudeHooks:
                     shown_raw=True,
                 )
             del self.pending[call_id]
+
+
+def _left(path: str) -> dict[str, Any] | None:
+    """What an earlier run left at ``path`` (None: nothing readable)."""
+    from ledger_runtime.ledger.private import read_record
+
+    try:
+        left = json.loads(read_record(path, 64 * 1024))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(left, dict) or not isinstance(left.get("transcript"), str):
+        return None
+    if not all(isinstance(left.get(k), int) and not isinstance(left.get(k), bool) for k in ("compactions", "branches")):
+        return None
+    return left
 
 
 def refusal(v: Verdict) -> str:
