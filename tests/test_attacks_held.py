@@ -161,3 +161,75 @@ def test_claude_a_compaction_between_two_runs_of_one_ledger_is_taken_into_accoun
     finally:
         s.fake.close()
     assert got == CALC_PROJECT["calc.py"].strip("\n"), "the compaction took step 1's output from the model"
+
+
+@pytest.mark.agent
+def test_codex_a_new_conversation_or_another_resumed_holds_no_output_of_the_last(tmp_path: Path) -> None:
+    """In Codex's TUI, ``/new`` starts a conversation that holds none of the outputs shown before: its ``cat``
+    comes back in full. Then ``codex exec resume`` of the first conversation, on the same ledger: that one never
+    saw the second's output, and nothing refers to it."""
+    import json
+    import os
+    import re
+
+    from conftest import CALC_PROJECT
+    from fake_responses import FakeResponses, codex_user_home, function_outputs
+    from terminal import drawn, visible
+    from test_codex_e2e import CODEX, Tui, ledger_run
+
+    if CODEX is None:
+        pytest.skip("no codex binary (npm install -g @openai/codex, the pinned version)")
+    repo = make_repo(tmp_path / "repo", CALC_PROJECT)
+    cat = ("exec", "cat calc.py")
+    fake = FakeResponses([cat, ("say", "Seen."), cat, ("say", "Seen.")], workdir=str(repo))
+    user_home = codex_user_home(tmp_path / "user-codex", fake.base_url)
+    env = {**os.environ, "CODEX_HOME": str(user_home), "LEDGER_FAKE_KEY": "test", "LEDGER_CODEX_BIN": CODEX}
+    with open(user_home / "config.toml", "a") as f:  # a trusted project: no trust prompt
+        f.write(f'\n[projects."{repo}"]\ntrust_level = "trusted"\n')
+    run_dir = tmp_path / "tui"
+    full = CALC_PROJECT["calc.py"].strip("\n")
+
+    def output(request: dict) -> str:
+        text = list(function_outputs(request).values())[-1]  # the last call's
+        text = re.sub(r"^(Chunk ID|Wall time|Original token count): .*\n", "", text, flags=re.M)
+        return text.split("Output:\n", 1)[1]
+
+    tui = Tui(repo, env, run_dir)
+    try:
+        tui.ask(fake, b"look at calc.py", 2)
+        os.write(tui.fd, b"/new")
+        tui.until(lambda: drawn(tui.screen, "start a new chat"), 20)
+        tui.screen.clear()
+        os.write(tui.fd, b"\r")
+        if tui.until(lambda: drawn(tui.screen, "Where should the new conversation run"), 20):
+            tui.screen.clear()
+            os.write(tui.fd, b"\r")  # 1. Use current Git worktree
+        assert tui.until(lambda: drawn(tui.screen, "Ask Codex"), 30), visible(tui.screen)
+        tui.pump(2)
+        os.write(tui.fd, b"look again")
+        tui.pump(2)
+        for _ in range(3):
+            os.write(tui.fd, b"\r")
+            if tui.until(lambda: len(fake.agent_requests) > 2, 10):
+                break
+        assert tui.until(lambda: len(fake.agent_requests) >= 4, 120), visible(tui.screen)
+        tui.pump(2)
+        os.write(tui.fd, b"\x03")
+        tui.pump(1)
+        os.write(tui.fd, b"\x03")
+        tui.pump(3)
+    finally:
+        tui.kill()
+        os.close(tui.fd)
+    second = fake.agent_requests[3]
+    assert "call_0" not in function_outputs(second), "a new conversation: the first call is not in it"
+    assert output(second).rstrip("\n") == full, "the new conversation never saw step 1's output"
+    rollouts = sorted((run_dir / "codex-home" / "sessions").rglob("rollout-*.jsonl"))
+    first = json.loads(rollouts[0].read_text().splitlines()[0])["payload"]["id"]
+    fake.steps = [*fake.steps[:4], cat, ("say", "Seen once more.")]
+    argv = ["codex", "--workdir", str(repo), "-o", str(run_dir), "--", "exec", "--skip-git-repo-check"]
+    p = ledger_run(*argv, "resume", first, "look once more", env=env, cwd=repo)
+    fake.close()
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "call_0" in function_outputs(fake.agent_requests[-1]), "the first conversation, resumed"
+    assert output(fake.agent_requests[-1]).rstrip("\n") == full, "it never saw step 2's output"

@@ -136,7 +136,9 @@ class ClaudeHooks:
             self.notes.limit_chars = self.note_chars
         self.goes_on = self.runtime.state.step > 0
         if self.conversation_file is not None:
-            self.previous = _left(self.conversation_file) if self.goes_on else None
+            from ledger_runtime.ledger.private import left_conversation
+
+            self.previous = left_conversation(self.conversation_file) if self.goes_on else None
             try:  # what it says holds only until this run, which may compact or leave it, ends
                 os.unlink(self.conversation_file)
             except OSError:
@@ -530,21 +532,6 @@ class ClaudeHooks:
                     shown_raw=True,
                 )
             del self.pending[call_id]
-
-
-def _left(path: str) -> dict[str, Any] | None:
-    """What an earlier run left at ``path`` (None: nothing readable)."""
-    from ledger_runtime.ledger.private import read_record
-
-    try:
-        left = json.loads(read_record(path, 64 * 1024))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(left, dict) or not isinstance(left.get("transcript"), str):
-        return None
-    if not all(isinstance(left.get(k), int) and not isinstance(left.get(k), bool) for k in ("compactions", "branches")):
-        return None
-    return left
 
 
 def refusal(v: Verdict) -> str:

@@ -413,6 +413,7 @@ def run_codex(
         wrap_fallback=fallback,
         token=token,
         sessions_dir=str(home / "sessions"),
+        conversation_file=str(run_dir / "codex-conversation.json"),
     )
     try:
         server = hooks.serve()

@@ -223,11 +223,25 @@ class CodexHooks:
     flag_age: Callable[[str], float | None] | None = None
     flag_paths: dict[str, str] = field(default_factory=dict)
     posted: dict[str, int] = field(default_factory=dict)  # call -> the attempt its PostToolUse recorded
+    # where a run leaves the conversation its ledger's outputs were shown in (its rollout and compactions) for
+    # the next run in the run directory (``codex resume``); None: not kept
+    conversation_file: str | None = None
+    previous: dict[str, Any] | None = None  # what the previous run left there (None: nothing, or a new ledger)
+    goes_on: bool = False  # the ledger holds steps of an earlier run: its conversation must be this one
 
     def __post_init__(self) -> None:
         if self.notes is None:  # what the notes told the model: the runtime's, a fold of its ledger
             self.notes = self.runtime.told
             self.notes.limit_chars = self.note_chars
+        self.goes_on = self.runtime.state.step > 0
+        if self.conversation_file is not None:
+            from ledger_runtime.ledger.private import left_conversation
+
+            self.previous = left_conversation(self.conversation_file) if self.goes_on else None
+            try:  # what it says holds only until this run, which may compact or leave it, ends
+                os.unlink(self.conversation_file)
+            except OSError:
+                pass
 
     # -- dispatch --------------------------------------------------------------------------------
 
@@ -302,8 +316,9 @@ class CodexHooks:
     def _before_event(self, payload: dict[str, Any]) -> None:
         """What every event does first: follow the rollout (its transcript, unfinished commands that
         have ended, compactions) and check the answers of calls recorded since against it."""
-        if isinstance(payload.get("transcript_path"), str):
-            self.last_transcript = payload["transcript_path"]
+        path = payload.get("transcript_path")
+        if isinstance(path, str) and path != self.last_transcript:
+            self._conversation(path)
         if self.unfinished:
             self.complete_unfinished()
         self._follow_compactions()
@@ -521,6 +536,22 @@ class CodexHooks:
                     self.answer_texts.pop(oldest, None)
         return run.output
 
+    def _conversation(self, path: str) -> None:
+        """The events name another rollout: another conversation (``/new``), which holds none of the outputs
+        shown before; or, at a run's first event on a ledger an earlier run left, the conversation resumed,
+        which holds them only when it is the one that run left, not compacted since."""
+        first, self.last_transcript = self.last_transcript is None, path
+        rollout = self._rollout(path)
+        now = rollout.compactions if rollout is not None else 0
+        left = self.previous or {}
+        if first and not self.goes_on:
+            return  # a new ledger: its compactions are followed from 0, as ever
+        if first and left.get("transcript") == path:
+            self.compactions = left["compactions"]  # the earlier run's: one since is followed as any
+            return
+        self.runtime.forget_context()  # its event resets the notes (the whole view next)
+        self.compactions = now
+
     def _follow_compactions(self) -> None:
         """Codex compacted its history: what it showed the model before is gone from its context."""
         rollout = self._rollout(self.last_transcript)
@@ -640,6 +671,15 @@ class CodexHooks:
         for reader in list(self.rollouts.values()):
             reader.refresh()
         self._check_answers(final=True)
+        self._follow_compactions()
+        if self.conversation_file is not None and self._rollout(self.last_transcript) is not None:
+            from ledger_runtime import write_private
+
+            left = {"transcript": self.last_transcript, "compactions": self.compactions, "branches": 0}
+            try:
+                write_private(self.conversation_file, json.dumps(left) + "\n")
+            except OSError as e:
+                self.runtime.report_fault("leaving the conversation for a resumed run", e)
         self.unchecked.clear()
         self.answer_texts.clear()
         self.complete_unfinished()

@@ -224,3 +224,19 @@ def read_record(path: str | os.PathLike, limit: int | None = None) -> bytes:
             return f.read(limit if limit is not None else MAX_RECORD_BYTES + 1)
     finally:
         os.close(fd)
+
+
+def left_conversation(path: str | os.PathLike) -> dict | None:
+    """What an agent's earlier run in a run directory left of its conversation for a run that resumes it (its
+    transcript's path, its compactions and rewinds): None when there is nothing readable of that shape."""
+    import json
+
+    try:
+        left = json.loads(read_record(path, 64 * 1024))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(left, dict) or not isinstance(left.get("transcript"), str):
+        return None
+    if not all(type(left.get(k)) is int for k in ("compactions", "branches")):
+        return None
+    return left
