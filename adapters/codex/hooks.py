@@ -235,7 +235,7 @@ class CodexHooks:
             self.notes.limit_chars = self.note_chars
         self.goes_on = self.runtime.state.step > 0
         if self.conversation_file is not None:
-            from ledger_runtime.ledger.private import left_conversation
+            from ledger_runtime import left_conversation
 
             self.previous = left_conversation(self.conversation_file) if self.goes_on else None
             try:  # what it says holds only until this run, which may compact or leave it, ends
