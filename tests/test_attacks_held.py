@@ -233,3 +233,45 @@ def test_codex_a_new_conversation_or_another_resumed_holds_no_output_of_the_last
     assert p.returncode == 0, p.stderr[-3000:]
     assert "call_0" in function_outputs(fake.agent_requests[-1]), "the first conversation, resumed"
     assert output(fake.agent_requests[-1]).rstrip("\n") == full, "it never saw step 2's output"
+
+
+@pytest.mark.agent
+def test_opencode_a_new_session_in_the_tui_holds_no_output_of_the_last(tmp_path: Path) -> None:
+    """In OpenCode's TUI, ``/new`` starts a session that holds none of the outputs shown in the last one: its
+    ``cat`` comes back in full."""
+    import os
+    import signal
+
+    from conftest import CALC_PROJECT
+    from terminal import Terminal, drawn, visible
+    from test_opencode_e2e import OPENCODE, Session
+
+    if OPENCODE is None:
+        pytest.skip("no opencode binary (npm install -g opencode-ai, the pinned version)")
+    s = Session(tmp_path, [("bash", "cat calc.py"), ("say", "Seen."), ("bash", "cat calc.py"), ("say", "Seen again.")])
+    tui = Terminal(s.argv(), str(s.repo), s.env)
+    status = None
+    try:
+        ready = lambda: drawn(tui.screen, "Ask anything") or drawn(tui.screen, "ctrl+p")  # noqa: E731
+        assert tui.until(ready, 90), visible(tui.screen)
+        tui.pump(2)
+        tui.ask(b"look at calc.py", s.fake.requests)
+        assert tui.until(lambda: drawn(tui.screen, "Seen."), 90), visible(tui.screen)
+        os.write(tui.fd, b"/new")
+        tui.pump(2)
+        os.write(tui.fd, b"\r")
+        tui.pump(3)
+        tui.ask(b"look again", s.fake.requests)
+        assert tui.until(lambda: drawn(tui.screen, "Seen again."), 90), visible(tui.screen)
+        os.write(tui.fd, b"\x03")
+        tui.pump(1)
+        os.write(tui.fd, b"\x03")
+        status = tui.wait(60)
+    finally:
+        if status is None:
+            os.kill(tui.pid, signal.SIGKILL)
+            os.waitpid(tui.pid, 0)
+        s.fake.close()
+    seen = s.seen()
+    assert "call_0_0" not in seen, f"a new session: the first call is not in it: {sorted(seen)}"
+    assert seen["call_2_0"].startswith(CALC_PROJECT["calc.py"].strip("\n")), "it never saw step 1's output"

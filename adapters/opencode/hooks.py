@@ -78,6 +78,7 @@ class OpenCodeHooks:
     to_check: dict[int, tuple[str, str, float]] = field(default_factory=dict)  # attempt -> (call, text, since)
     sessions: list[str] = field(default_factory=list)  # the sessions of the run, the main one first
     subagents: set[str] = field(default_factory=set)  # sessions a subagent runs in
+    conversation: str | None = None  # the main session the outputs the model holds were shown in
     files: SeenFiles | None = None
     notes: ViewNotes | None = None
 
@@ -89,6 +90,8 @@ class OpenCodeHooks:
 
     def handle(self, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
         self._session(payload.get("sessionID"))
+        if event in ("ToolBefore", "ToolAfter"):
+            self._conversation(payload.get("sessionID"))
         if event == "ToolBefore":
             return self.before(payload)
         if event == "ToolAfter":
@@ -105,6 +108,16 @@ class OpenCodeHooks:
     def _subagent(self, sid: Any) -> bool:
         """Whether ``sid`` names a subagent's session (a session id is text: anything else names none)."""
         return isinstance(sid, str) and sid in self.subagents
+
+    def _conversation(self, sid: Any) -> None:
+        """A call of a main session other than the last (the TUI's ``/new``, another session picked): that
+        session holds none of the outputs shown in the other, and no answer refers to them."""
+        if not isinstance(sid, str) or self._subagent(sid) or sid == self.conversation:
+            return
+        if self.conversation is not None:
+            self.runtime.forget_context()  # its event resets the notes (the whole view next)
+            self.files.forget()
+        self.conversation = sid
 
     def _session(self, sid: Any) -> None:
         if isinstance(sid, str) and sid not in self.sessions:
