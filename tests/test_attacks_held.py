@@ -275,3 +275,48 @@ def test_opencode_a_new_session_in_the_tui_holds_no_output_of_the_last(tmp_path:
     seen = s.seen()
     assert "call_0_0" not in seen, f"a new session: the first call is not in it: {sorted(seen)}"
     assert seen["call_2_0"].startswith(CALC_PROJECT["calc.py"].strip("\n")), "it never saw step 1's output"
+
+
+def test_claude_a_note_of_the_main_models_news_never_goes_to_a_subagents_call(tmp_path: Path) -> None:
+    """The notes are the main model's, each told once: one given with a subagent's call (Claude Code's Agent tool:
+    ``agent_id`` in the payload) reaches the subagent only, and the main model, told nothing, is taken as told."""
+    from test_claude_hooks import Session
+
+    s = Session(tmp_path)
+    sub = {"agent_id": "a4f61aef6d8788716", "agent_type": "general-purpose"}
+    try:
+        s.bash("cat calc.py")
+        s.bash("cat calc.py")  # a reference: what it spared pays for notes
+        (s.repo / "calc.py").write_text("changed\n")  # news: changed outside any command
+        answer, _ = s.bash("true", **sub)
+        assert "additionalContext" not in (answer or {}).get("hookSpecificOutput", {}), answer
+        answer, _ = s.bash("true")
+    finally:
+        s.close()
+    assert "calc.py: +1 -60" in answer["hookSpecificOutput"]["additionalContext"], "the main model is told"
+
+
+def test_opencode_a_note_of_the_main_models_news_never_goes_to_a_subagents_call(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    hooks = OpenCodeHooks(rt, None)
+
+    def bash(command: str, session: str, n: int) -> str:
+        call = {"tool": "bash", "callID": f"c{n}", "sessionID": session, "directory": str(repo)}
+        call["args"] = {"command": command, "description": "run"}
+        hooks.handle("ToolBefore", dict(call))
+        out = subprocess.run(["bash", "-c", command], cwd=repo, capture_output=True, text=True).stdout
+        got = hooks.handle("ToolAfter", {**call, "output": out, "metadata": {"exit": 0}})
+        return got["output"] if got else out
+
+    try:
+        hooks.handle("Event", {"type": "session.created", "properties": {"info": {"id": "main"}}})
+        hooks.handle("Event", {"type": "session.created", "properties": {"info": {"id": "sub", "parentID": "main"}}})
+        bash("cat calc.py", "main", 1)
+        bash("cat calc.py", "main", 2)
+        (repo / "calc.py").write_text("changed\n")
+        assert "ledger_update" not in bash("true", "sub", 3)
+        main = bash("true", "main", 4)
+    finally:
+        rt.close()
+    assert "calc.py: +1 -60" in main, main

@@ -128,6 +128,7 @@ class ClaudeHooks:
     # what the previous run left there, when the ledger goes on from one (None: nothing, or a new ledger)
     previous: dict[str, Any] | None = None
     goes_on: bool = False  # the ledger holds steps of an earlier run: its conversation must be this one
+    subagent: bool = False  # the event handled is a subagent's: what it answers reaches the subagent only
 
     def __post_init__(self) -> None:
         self.files = self.files or SeenFiles(self.runtime, EDITS)
@@ -153,6 +154,7 @@ class ClaudeHooks:
         return token is not None and secrets.compare_digest(self.token, token)
 
     def handle(self, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        self.subagent = bool(payload.get("agent_id"))
         self._follow(payload)
         if event == "PreToolUse":
             return self.pre_tool_use(payload)
@@ -277,8 +279,9 @@ class ClaudeHooks:
     # -- inform ----------------------------------------------------------------------------------
 
     def _view_note(self) -> str:
-        """A note of the state view's news (each sent once: Claude Code keeps it in its history)."""
-        return self.runtime.view_note(self.notes)
+        """A note of the state view's news (each sent once: Claude Code keeps it in its history); none in a
+        subagent's call: the notes are the main model's, told once, and the subagent's context is not its."""
+        return "" if self.subagent else self.runtime.view_note(self.notes)
 
     def session_start(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         if payload.get("source") in ("compact", "clear") and self.notes.notes:

@@ -66,6 +66,7 @@ class _Pending:
     plan: Plan
     started: float
     call: ToolCall
+    session: Any = None  # the session that made the call
 
 
 @dataclass
@@ -141,7 +142,7 @@ class OpenCodeHooks:
             res = self.runtime.answer(plan)
             if res is not None:
                 return {"deny": res.output}
-        self.pending[call_id] = _Pending(plan, time.perf_counter(), call)
+        self.pending[call_id] = _Pending(plan, time.perf_counter(), call, payload.get("sessionID"))
         return None
 
     # -- record ----------------------------------------------------------------------------------
@@ -164,7 +165,7 @@ class OpenCodeHooks:
         if plan is None or call is None:
             return None
         plan.held = False  # not a call the ledger saw start
-        return _Pending(plan, time.perf_counter(), call)
+        return _Pending(plan, time.perf_counter(), call, payload.get("sessionID"))
 
     def _record(self, call_id: str, pending: _Pending, res: ExecResult, *, shown_raw: bool = True) -> Any:
         run = self.runtime.record(
@@ -205,7 +206,7 @@ class OpenCodeHooks:
             self.files.saw(pending.call.path or "", pending.plan.step, whole)
         if tool in EDITS and run.attempt_id is not None and pending.plan.held:
             self.files.saw_now(pending.call.path)  # OpenCode told it the edit was made (a subagent's: the subagent)
-        shown = self._with_notes(text, [flag, self._view_note()])
+        shown = self._with_notes(text, [flag, self._view_note(pending)])
         self._expect(run, call_id, shown)
         return {"output": shown} if shown != text else None
 
@@ -224,7 +225,7 @@ class OpenCodeHooks:
         run = self._record(call_id, pending, res, shown_raw=not replaceable)
         answer = run.output if replaceable and run.attempt_id is not None else text
         note = run.note if not replaceable and run.note else ""
-        shown = self._with_notes(answer or NO_OUTPUT, [note, self._view_note()])
+        shown = self._with_notes(answer or NO_OUTPUT, [note, self._view_note(pending)])
         self._expect(run, call_id, shown)
         return {"output": shown} if shown != output else None
 
@@ -232,8 +233,10 @@ class OpenCodeHooks:
         notes = [n for n in notes if n]
         return text + "".join("\n\n" + n for n in notes)
 
-    def _view_note(self) -> str:
-        return self.runtime.view_note(self.notes)
+    def _view_note(self, pending: _Pending) -> str:
+        """The note of the state view's news after a call; none after a subagent's: the notes are the main
+        model's, told once, and the subagent's context is not its."""
+        return "" if self._subagent(pending.session) else self.runtime.view_note(self.notes)
 
     # -- the bus ---------------------------------------------------------------------------------
 
