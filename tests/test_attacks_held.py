@@ -320,3 +320,37 @@ def test_opencode_a_note_of_the_main_models_news_never_goes_to_a_subagents_call(
     finally:
         rt.close()
     assert "calc.py: +1 -60" in main, main
+
+
+@pytest.mark.agent
+def test_codex_the_conversation_resumed_on_its_ledger_still_holds_its_outputs(tmp_path: Path) -> None:
+    """The other side of the check above: ``codex exec resume`` of the conversation the earlier run left, not
+    compacted since, holds what it was shown, and its ``cat`` is a reference to it."""
+    import json
+    import os
+
+    from conftest import CALC_PROJECT
+    from fake_responses import FakeResponses, codex_user_home, function_outputs
+    from test_codex_e2e import CODEX, ledger_run
+
+    if CODEX is None:
+        pytest.skip("no codex binary (npm install -g @openai/codex, the pinned version)")
+    repo = make_repo(tmp_path / "repo", CALC_PROJECT)
+    cat = ("exec", "cat calc.py")
+    fake = FakeResponses([cat, ("say", "Seen."), cat, ("say", "Seen again.")], workdir=str(repo))
+    user_home = codex_user_home(tmp_path / "user-codex", fake.base_url)
+    env = {**os.environ, "CODEX_HOME": str(user_home), "LEDGER_FAKE_KEY": "test", "LEDGER_CODEX_BIN": CODEX}
+    run_dir = tmp_path / "run"
+    argv = ["codex", "--workdir", str(repo), "-o", str(run_dir), "--", "exec", "--skip-git-repo-check"]
+    try:
+        p = ledger_run(*argv, "look at calc.py", env=env, cwd=repo)
+        assert p.returncode == 0, p.stderr[-3000:]
+        (rollout,) = (run_dir / "codex-home" / "sessions").rglob("rollout-*.jsonl")
+        sid = json.loads(rollout.read_text().splitlines()[0])["payload"]["id"]
+        p = ledger_run(*argv, "resume", sid, "look again", env=env, cwd=repo)
+        assert p.returncode == 0, p.stderr[-3000:]
+    finally:
+        fake.close()
+    outputs = function_outputs(fake.agent_requests[-1])
+    assert "call_0" in outputs, "the same conversation, resumed"
+    assert "[ledger: same as step 1's output (`cat calc.py`, exit 0)]" in list(outputs.values())[-1]
