@@ -113,6 +113,7 @@ def run(o: ReplayOptions) -> None:
     notes: list[str] = []
     trajs, skipped = _trajectories(fmt, paths, o.filter, repo_names, notes)
     own = {t.instance_id: own_ledger(t) for t in trajs}
+    trajs = _finished(trajs, own, skipped)
     if o.observations_only:
         _estimate(trajs, own, skipped, o.out, o.as_json, stderr)
         return
@@ -582,6 +583,26 @@ def own_ledger(t: Trajectory) -> Loaded | None:
         return load(source)
     except NotALedger:
         return None
+
+
+def _finished(
+    trajs: list[Trajectory], own: dict[str, Loaded | None], skipped: list[tuple[str, str]]
+) -> list[Trajectory]:
+    """The runs that have ended: one whose ledger a live ``ledger-run`` still writes is skipped, saying so (replayed,
+    its first steps would count as the whole run, and a later replay would take them as done)."""
+    from ledger_runtime.ledger.private import still_running
+
+    done = []
+    for t in trajs:
+        led = own.get(t.instance_id)
+        going = still_running(led.path.parent) if led is not None else None
+        if going:
+            skipped.append((t.instance_id, f"{t.source}: {going}; replay it when it has finished"))
+        else:
+            done.append(t)
+    if not done:
+        _fail(f"nothing to replay: {skipped[-1][1]}")
+    return done
 
 
 def _answered(t: Trajectory, led: Loaded | None) -> str | None:

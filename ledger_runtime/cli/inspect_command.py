@@ -27,6 +27,7 @@ from ledger_runtime.inspection import (
     view_at,
     views_at,
 )
+from ledger_runtime.ledger.private import still_running
 from ledger_runtime.ledger.store import NotALedger
 from ledger_runtime.records import CommandClass, VerdictKind
 
@@ -68,7 +69,10 @@ def validate(options: InspectOptions) -> Inspection:
         loaded = load(options.run)
     except NotALedger as e:
         fail(str(e))
-    _check_step(options.step, loaded.state.step)
+    going = still_running(loaded.path.parent)
+    if going:  # what it shows is the ledger so far: a step may be missing, a model call not yet answered
+        say("note:", f"{going}: this is its ledger so far")
+    _check_step(options.step, loaded.state.step, going)
     _check_switches(options)
     if not (options.output or options.expand):
         _check_trajectory(options)
@@ -88,12 +92,13 @@ def _choices(given: Optional[str], known: list[str], option: str, upper: bool = 
     return picked
 
 
-def _check_step(step: int | None, last: int) -> None:
-    """``--step`` within the ledger (``last``: its last step)."""
+def _check_step(step: int | None, last: int, going: str | None = None) -> None:
+    """``--step`` within the ledger (``last``: its last step; ``going``: why there may be more to come)."""
     if step is not None and step < 0:
         fail(f"--step must be 0 or more, not {step}")
     if step is not None and step > last:
-        fail(f"--step {step} is past the last step of this ledger ({last})")
+        later = f"; {going}: try again when it has made that step" if going else ""
+        fail(f"--step {step} is past the last step of this ledger ({last}){later}")
 
 
 def _check_switches(options: InspectOptions) -> None:

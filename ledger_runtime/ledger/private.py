@@ -205,6 +205,34 @@ def lock_file(path: str | os.PathLike, what: str) -> IO[bytes] | None:
     return f
 
 
+def holder(path: str | os.PathLike) -> str | None:
+    """The process (its pid, as the file says) whose ``lock_file`` on ``path`` is held now, or None: no file, no
+    live holder, or no locks on this file system. It only looks: a shared lock taken for as long as the test."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.read(fd, 64).decode(errors="replace").strip() or "?"
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None
+
+
+def still_running(run_dir: str | os.PathLike) -> str | None:
+    """``the run is still going (pid N)`` while a live runtime holds ``run_dir`` (its ``.lock``), else None."""
+    pid = holder(Path(run_dir) / ".lock")
+    return None if pid is None else f"the run is still going (pid {pid})"
+
+
 MAX_RECORD_BYTES = 512 * 1024 * 1024  # an agent's record past this is not read (the page goes on without it)
 
 
