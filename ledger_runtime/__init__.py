@@ -134,6 +134,7 @@ _EXPORTS = {
     "stderr": "cli.errors",
     "interrupted": "cli.interrupt",
     "plain_console": "cli.printable",
+    "shell_word": "cli.printable",
     "unwritable": "cli.dirs",
 }
 __all__ = ["__version__", *_EXPORTS]
@@ -186,7 +187,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
         run_agent,
     )
     from ledger_runtime.cli.options import AgentOptions, LedgerOptions, agent_command, agent_context, checked_workdir
-    from ledger_runtime.cli.printable import plain_console
+    from ledger_runtime.cli.printable import plain_console, shell_word
     from ledger_runtime.config import ConfigError, LedgerConfig, load_config
     from ledger_runtime.config_file import toml_inline
     from ledger_runtime.contract import Adapter, Execute

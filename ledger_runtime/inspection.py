@@ -10,6 +10,7 @@ import difflib
 import json
 import os
 import re
+import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -111,7 +112,9 @@ def _in_directory(p: Path) -> Path:
     runs = _runs_under(p)
     if runs:  # ledger-runs/ itself, a replay's -o: "no ledger.sqlite in this directory" was all it said
         more = f"; it holds {len(runs)} runs, the last" if len(runs) > 1 else "; it holds a run"
-        raise NotALedger(p, f"no {LEDGER_FILE} in this directory{more}: ledger-run inspect {runs[-1]}")
+        raise NotALedger(
+            p, f"no {LEDGER_FILE} in this directory{more}: ledger-run inspect {shlex.quote(str(runs[-1]))}"
+        )
     return p
 
 

@@ -3,6 +3,8 @@ subprocess with no terminal."""
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 from cli_support import ledger_run, one_line_error
 
@@ -14,6 +16,34 @@ def spaced_demo(tmp_path_factory):
     r = ledger_run("demo", "-o", str(out))
     assert r.returncode == 0, r.stderr[-2000:]
     return out, r
+
+
+def _command_after(label: str, text: str) -> list[str]:
+    """The words of the command printed after ``label`` on its line, as a shell would read them."""
+    line = next(ln for ln in text.splitlines() if ln.startswith(label))
+    return shlex.split(line[len(label) :])
+
+
+def test_commands_to_copy_hold_a_path_with_a_space_as_one_word(spaced_demo, tmp_path):
+    """``ledger-run demo -o "my runs/d"`` ended with ``look inside: ledger-run inspect /tmp/.../my runs/d/run``:
+    pasted into a shell, that is two arguments, and inspect said ``Got unexpected extra argument``. So
+    did the replay's ``look inside a replay's ledger:`` and ``config --write``'s ``use it with``."""
+    out, r = spaced_demo
+    run = str(out / "run")
+    assert _command_after("look inside: ", r.stdout) == ["ledger-run", "inspect", run]
+    assert _command_after("the state view at a step: ", r.stdout) == ["ledger-run", "inspect", run, "--step", "5"]
+
+    replayed = ledger_run("replay", run, "-o", str(tmp_path / "replay out"))
+    assert replayed.returncode == 0, replayed.stderr[-2000:]
+    line = next(ln for ln in replayed.stderr.splitlines() if "look inside a replay's ledger: " in ln)
+    words = shlex.split(line.split("look inside a replay's ledger: ", 1)[1])
+    assert words[:2] == ["ledger-run", "inspect"] and len(words) == 3, replayed.stderr
+    assert ledger_run("inspect", words[2]).returncode == 0
+
+    starter = tmp_path / "my settings.toml"
+    wrote = ledger_run("config", "--write", str(starter))
+    assert wrote.returncode == 0, wrote.stderr
+    assert shlex.split(wrote.stderr.split("use it with ", 1)[1]) == ["--ledger-config", str(starter)]
 
 
 def test_a_run_still_going_is_said_so_by_inspect_and_not_replayed_as_finished(spaced_demo, tmp_path):

@@ -16,8 +16,9 @@ from typing import Any, Iterator, List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from ledger_runtime import LedgerOptions, plain_console
+from ledger_runtime import LedgerOptions, plain_console, shell_word
 
 
 def register(app: typer.Typer) -> None:
@@ -57,8 +58,8 @@ def demo(
     console.print(render_summary(summary(loaded.state)))
     console.print(
         f"\nledger: {loaded.path}\ntrajectory: {run_dir / 'trajectory.traj.json'}\n"
-        f"look inside: [bold]ledger-run inspect {run_dir}[/bold]\n"
-        f"the state view at a step: ledger-run inspect {run_dir} --step 5",
+        f"look inside: [bold]ledger-run inspect {escape(shell_word(run_dir))}[/bold]\n"
+        f"the state view at a step: ledger-run inspect {escape(shell_word(run_dir))} --step 5",
         soft_wrap=True,  # commands to copy: whole on their lines, at any width
     )
 
@@ -639,7 +640,7 @@ def _after_run(env: Any, trajectory: Path, run_dir: Path, console: Console) -> N
     console.print(
         f"\nledger: [bold]{run_dir / 'ledger.sqlite'}[/bold]\n"
         f"trajectory: [bold]{run_dir / 'trajectory.traj.json'}[/bold]\n"
-        f"look inside: ledger-run inspect {run_dir}",
+        f"look inside: ledger-run inspect {escape(shell_word(run_dir))}",
         soft_wrap=True,  # paths and a command to copy: whole on their lines (a long one broke mid-name at 80)
     )
 

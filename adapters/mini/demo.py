@@ -162,7 +162,7 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
     from minisweagent.models.test_models import make_output
 
     from ledger_adapters.mini.environment import LedgerEnvironment, LedgerModel
-    from ledger_runtime import touch_private
+    from ledger_runtime import shell_word, touch_private
 
     base = out_dir or Path(tempfile.mkdtemp(prefix="ledger-demo-"))
     workspace, run_dir = base / "workspace", base / "run"
@@ -232,7 +232,7 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
         console.file.flush()
         print(  # plain, on stderr, as every command's "interrupted": no wrapping, the paths are for copying
             f"\ninterrupted: the ledger of the steps so far is kept in {run_dir} "
-            f"(ledger-run inspect {run_dir}), the project in {workspace}",
+            f"(ledger-run inspect {shell_word(run_dir)}), the project in {workspace}",
             file=sys.stderr,
         )
         sys.exit(130)

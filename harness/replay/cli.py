@@ -36,7 +36,7 @@ from ledger_harness.replay.report import (
     summarize_context,
     table,
 )
-from ledger_runtime import plain_console
+from ledger_runtime import plain_console, shell_word
 from ledger_runtime.inspection import Loaded, load, summary
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.ledger.private import private_dir, write_private
@@ -165,7 +165,7 @@ def _say_where(out: Path, replayed: list[str], report: Path | None, stderr: Cons
     ledgers = out / "ledgers" / (instance_name(replayed[0]) if len(replayed) == 1 else "<name>")
     where = f"results: {out}" + (f", report: {report}" if report is not None else "")
     stderr.print(
-        f"{where}; look inside a replay's ledger: ledger-run inspect {ledgers}",
+        f"{where}; look inside a replay's ledger: ledger-run inspect {shell_word(ledgers)}",
         highlight=False,
         soft_wrap=True,
         markup=False,
@@ -614,8 +614,8 @@ def _answered(t: Trajectory, led: Loaded | None) -> str | None:
     return (
         f"{t.source}: its outputs are already the ledger's answers (the run had the ledger on: repeats came back "
         f"as references), not what its commands printed; its ledger says what was spared, "
-        f"{s['chars_spared']:,} characters (ledger-run inspect {led.path}); replay it to measure it afresh "
-        f"(ledger-run replay {t.source})"
+        f"{s['chars_spared']:,} characters (ledger-run inspect {shell_word(led.path)}); replay it to measure it "
+        f"afresh (ledger-run replay {shell_word(t.source)})"
     )
 
 

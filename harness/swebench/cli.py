@@ -141,10 +141,12 @@ def run(o: SwebenchOptions) -> None:
     """``ledger-run swebench`` (its options: options.py): check them, find the instances and their
     images, run every arm on them, then score them if asked."""
     from rich.console import Console
+    from rich.markup import escape
 
     from ledger_harness.swebench.options import validate
     from ledger_harness.swebench.run import parse_arms
     from ledger_harness.swebench.run import run as run_arms
+    from ledger_runtime import shell_word
     from ledger_runtime.cli.dirs import unwritable
     from ledger_runtime.ledger.private import private_dir
 
@@ -171,7 +173,7 @@ def run(o: SwebenchOptions) -> None:
             f"{a}: " + (", ".join(f"{k} {v}" for k, v in s.items()) or "nothing to do") for a, s in done["arms"].items()
         )
     )
-    console.print(f"look at them: ledger-run report {o.out}")
+    console.print(f"look at them: ledger-run report {escape(shell_word(o.out))}")
     if done["status"] == "interrupted":
         sys.exit(130)  # said above: not typer's Exit(130), after which ledger-run says "interrupted" again
     if o.evaluate_after:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger_harness.swebench.run import BadInput, preds_file, read_json, read_preds, write_json
+from ledger_runtime import shell_word
 
 STATUS_KEYS = (
     ("resolved_ids", "resolved"),
@@ -30,7 +31,8 @@ def arm_dirs(out: Path) -> list[Path]:
     dirs = sorted(d for d in out.iterdir() if preds_file(d)) if out.is_dir() else []
     if not dirs:
         raise BadInput(
-            f"{out}: no arm results here (OUT/<arm>/preds.json or preds.jsonl); run ledger-run swebench -o {out} first"
+            f"{out}: no arm results here (OUT/<arm>/preds.json or preds.jsonl); "
+            f"run ledger-run swebench -o {shell_word(out)} first"
         )
     return dirs
 

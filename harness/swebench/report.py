@@ -26,8 +26,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from ledger_harness.swebench.run import ARMS, BadInput, read_json
-from ledger_runtime import NotALedger, VerdictKind, load
+from ledger_runtime import NotALedger, VerdictKind, load, shell_word
 
 
 def mcnemar_exact(only_a: int, only_b: int) -> float:
@@ -334,7 +336,7 @@ def print_report(report: dict[str, Any], console: Any) -> None:
             console.print(
                 f"{p['a']} vs {p['b']}: {p['instances']} common {'instance' if p['instances'] == 1 else 'instances'}, "
                 "not scored "
-                f"(ledger-run swebench evaluate {report['out']})"
+                f"(ledger-run swebench evaluate {escape(shell_word(report['out']))})"
             )
             continue
         console.print(

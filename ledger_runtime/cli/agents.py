@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 from ledger_runtime.cli.dirs import DEFAULT_RUNS, misplaced, unwritable
 from ledger_runtime.cli.errors import fail, stderr
 from ledger_runtime.cli.launch import hold_ctrl_c_to_the_end
+from ledger_runtime.cli.printable import shell_word
 
 
 def find_binary(explicit: str | None, env_var: str, name: str) -> str | None:
@@ -159,7 +160,8 @@ def run_pinned(
     _summary_of(run_dir)
     # plain lines (no wrapping): the paths are for copying
     print(
-        f"\nledger: {run_dir / 'ledger.sqlite'}\n{kept(run_dir)}\nlook inside: ledger-run inspect {run_dir}",
+        f"\nledger: {run_dir / 'ledger.sqlite'}\n{kept(run_dir)}\n"
+        f"look inside: ledger-run inspect {shell_word(run_dir)}",
         file=sys.stderr,
     )
     return rc

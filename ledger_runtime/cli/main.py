@@ -158,6 +158,7 @@ def config(
         return
     if write.exists() and not force:
         fail(f"{write} exists: pass --force to replace it")
+    from ledger_runtime.cli.printable import shell_word
     from ledger_runtime.ledger.private import write_private
 
     try:
@@ -165,7 +166,7 @@ def config(
     except OSError as e:
         fail(f"cannot write {write}: {e.strerror or e}")
     stderr.print(
-        f"wrote {write}: every setting at its default, commented out; use it with --ledger-config {write}",
+        f"wrote {write}: every setting at its default, commented out; use it with --ledger-config {shell_word(write)}",
         highlight=False,
         markup=False,
         soft_wrap=True,  # one line, the path whole for copying

@@ -35,6 +35,14 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
 
 
+def shell_word(path: Any) -> str:
+    """``path`` as one word of a command to copy into a shell: quoted where it holds a space, a quote or any
+    other character the shell would act on (``ledger-run inspect 'my runs/d'``), as it is where it holds none."""
+    import shlex
+
+    return shlex.quote(str(path))
+
+
 def visible(text: str) -> str:
     """``text`` with every character that a terminal or a bidi renderer would act on escaped."""
     return _UNSAFE.sub(_escape, text)
