@@ -85,6 +85,8 @@ _EXPORTS = {
     # what of the history is sent
     "RewriteSchedule": "held.context",
     "to_send": "held.context",
+    "ContextPolicy": "held.context",
+    "ContextError": "held.context",
     "History": "prompt.history",
     "Message": "prompt.history",
     "Sent": "prompt.history",
@@ -193,7 +195,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.contract import Adapter, Execute
     from ledger_runtime.decide.gate import Finding, Rule, build_rules, check_all, compose
     from ledger_runtime.executor import ExecResult, LocalExecutor, child_groups, kill_child_sessions
-    from ledger_runtime.held.context import RewriteSchedule, to_send
+    from ledger_runtime.held.context import ContextError, ContextPolicy, RewriteSchedule, to_send
     from ledger_runtime.hooks.compiled import hook_client
     from ledger_runtime.hooks.http import HttpHookServer
     from ledger_runtime.hooks.server import HookServer

@@ -7,6 +7,7 @@ import shlex
 
 import pytest
 from cli_support import ledger_run, one_line_error
+from conftest import make_repo
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +71,18 @@ def test_a_run_still_going_is_said_so_by_inspect_and_not_replayed_as_finished(sp
         lock.close()
     r = ledger_run("inspect", str(run))
     assert r.returncode == 0 and "still going" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    "policy, says",
+    [
+        ("bogus", "--context: context must be full, window:M, validity or validity+window:M, not 'bogus'"),
+        ("window:0", "--context: context 'window:0': the window must be a whole number of outputs, 1 or more"),
+    ],
+)
+def test_mini_s_context_option_is_named_as_the_user_gave_it(tmp_path, policy, says):
+    """``ledger-run mini --context bogus`` said ``error: config: context: context must be ...``: no ``config``
+    had been given, and the option was not named (``replay --context bogus`` names it)."""
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    r = ledger_run("mini", "-t", "x", "-w", str(repo), "-y", "--context", policy)
+    assert one_line_error(r) == f"error: {says}"

@@ -250,9 +250,14 @@ def validate(options: MiniOptions) -> MiniRun:
     the work tree, the ledger's settings, the run directory, mini-swe-agent's config (``-c``), the
     environment's image and engine, a task where nobody can be asked for one. mini-swe-agent and
     litellm are imported here, quietly."""
-    from ledger_runtime import ConfigError, checked_workdir, fail, load_config, run_dir_for
+    from ledger_runtime import ConfigError, ContextError, ContextPolicy, checked_workdir, fail, load_config, run_dir_for
 
     workdir = checked_workdir(options.ledger.workdir)
+    if options.context:  # named as the option, as replay's is (the settings' message named "config: context")
+        try:
+            ContextPolicy.parse(options.context)
+        except ContextError as e:
+            fail(f"--context: {e}")
     try:
         load_config(options.ledger.ledger_config, **({"context": options.context} if options.context else {}))
     except ConfigError as e:
