@@ -86,3 +86,26 @@ def test_mini_s_context_option_is_named_as_the_user_gave_it(tmp_path, policy, sa
     repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     r = ledger_run("mini", "-t", "x", "-w", str(repo), "-y", "--context", policy)
     assert one_line_error(r) == f"error: {says}"
+
+
+def test_report_of_a_run_sends_the_user_to_inspect(spaced_demo, tmp_path):
+    """After ``ledger-run demo`` (or ``mini``), ``ledger-run report RUN`` said ``no arm results here ...; run
+    ledger-run swebench -o RUN first``: as if the run were a benchmark's output yet to be made. ``report`` is for
+    the arms of ``ledger-run swebench``; a run is looked at with ``inspect``, and one arm's directory is not the
+    output either."""
+    out, _ = spaced_demo
+    for given in (out, out / "run", out / "run" / "ledger.sqlite", out / "run" / "trajectory.traj.json"):
+        said = one_line_error(ledger_run("report", str(given), "--no-png"))
+        assert "not the output of ledger-run swebench" in said and "run ledger-run swebench" not in said, said
+        assert shlex.split(said.split(": ledger-run inspect ", 1)[1]) == [str(given)]
+    arm = tmp_path / "ab" / "ledger"
+    arm.mkdir(parents=True)
+    (arm / "preds.json").write_text("{}")
+    said = one_line_error(ledger_run("report", str(arm), "--no-png"))
+    assert said.endswith(f"is one arm's results: give the directory above it, which holds the arms ({arm.parent})")
+    assert ledger_run("report", str(arm.parent), "--no-png").returncode == 0
+    settings = tmp_path / "c.toml"
+    settings.write_text("")
+    assert "is a file: give the output directory of ledger-run swebench" in one_line_error(
+        ledger_run("report", str(settings), "--no-png")
+    )

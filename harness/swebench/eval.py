@@ -28,13 +28,41 @@ STATUS_KEYS = (
 
 
 def arm_dirs(out: Path) -> list[Path]:
+    """The arms of ``ledger-run swebench -o OUT`` (BadInput: what ``out`` is instead, a run, an arm, a file)."""
     dirs = sorted(d for d in out.iterdir() if preds_file(d)) if out.is_dir() else []
+    if not dirs and out.is_dir() and preds_file(out):
+        above = shell_word(out.parent if out.name not in ("", ".", "..") else out.resolve().parent)
+        raise BadInput(f"{out} is one arm's results: give the directory above it, which holds the arms ({above})")
+    run = None if dirs else _run_in(out)
+    if run:  # "report" after a run of mini, the demo or an agent: that is inspect's
+        raise BadInput(
+            f"{out} holds a run of the ledger, not the output of ledger-run swebench (arms side by side): "
+            f"ledger-run inspect {run}"
+        )
+    if not dirs and out.is_file():
+        raise BadInput(f"{out} is a file: give the output directory of ledger-run swebench (OUT/<arm>/preds.json)")
     if not dirs:
         raise BadInput(
             f"{out}: no arm results here (OUT/<arm>/preds.json or preds.jsonl); "
             f"run ledger-run swebench -o {shell_word(out)} first"
         )
     return dirs
+
+
+def _run_in(path: Path) -> str | None:
+    """What to give ``inspect`` (shell-quoted) where ``path`` is or holds a run of the ledger (a ledger file, a
+    run directory, a demo's ``-o``, a trajectory, ``ledger-runs/``), else None."""
+    from ledger_runtime import NotALedger
+    from ledger_runtime.inspection import find_ledger
+
+    try:
+        found = find_ledger(path)
+    except NotALedger as e:  # a directory of runs names the last of them
+        said = str(e)
+        return said.split("ledger-run inspect ", 1)[1] if "ledger-run inspect " in said else None
+    except OSError:
+        return None
+    return shell_word(path) if found != path or found.name == "ledger.sqlite" else None
 
 
 def arm_preds(arm_dir: Path) -> dict[str, dict[str, Any]]:
