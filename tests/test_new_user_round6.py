@@ -109,3 +109,28 @@ def test_report_of_a_run_sends_the_user_to_inspect(spaced_demo, tmp_path):
     assert "is a file: give the output directory of ledger-run swebench" in one_line_error(
         ledger_run("report", str(settings), "--no-png")
     )
+
+
+# Gemini CLI ended by a signal (the OOM killer, a `kill` of it): its shell reports 128+15, ledger-run said 241
+KILLED_GEMINI = """#!/bin/sh
+case "$*" in *--version*) echo "0.61.0"; exit 0;; esac
+kill -TERM $$
+"""
+
+
+def test_an_agent_ended_by_a_signal_exits_128_plus_the_signal(tmp_path):
+    """An agent killed by SIGTERM made ``ledger-run`` exit 241 (its -15, taken modulo 256): a script checking
+    ``$?`` for 143, as for any command a signal ended, saw a number no shell gives; and the warning sent the user
+    to "its own message above", which a killed process never printed."""
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    fake = tmp_path / "gemini"
+    fake.write_text(KILLED_GEMINI)
+    fake.chmod(0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    args = ("gemini", "--gemini-bin", str(fake), "-w", str(repo), "-o", str(tmp_path / "run"))
+    r = ledger_run(*args, "--", "-p", "Fix it", "--yolo", "--skip-trust", env={"HOME": str(home)})
+    assert r.returncode == 128 + 15, r.stderr[-2000:]
+    said = " ".join(r.stderr.split())
+    assert "Gemini CLI was ended by SIGTERM (exit code 143) before its first hook" in said, r.stderr
+    assert "its own message above says why" not in said  # a process killed said nothing

@@ -30,9 +30,20 @@ def unheard_hint(args: list[str], code: int | None) -> str:
     """Why gemini, run with ``args`` and ended with exit code ``code`` (None: not known), ran no hook: it stopped
     before its first (no login: exit 41), which its own message says, or the folder was not trusted. The trust was
     blamed even with --skip-trust given, when what stopped it was a missing login."""
+    if code and code > 128 and _signal_name(code - 128):  # killed: it had no message to give
+        return f"Gemini CLI was ended by {_signal_name(code - 128)} (exit code {code}) before its first hook"
     if code:
         return f"Gemini CLI ended with exit code {code} before its first hook: its own message above says why"
     return "" if "--skip-trust" in args else UNTRUSTED_HINT
+
+
+def _signal_name(number: int) -> str | None:
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return None
 
 
 HOOK_NAME = "ledger-run"

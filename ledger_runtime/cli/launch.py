@@ -124,10 +124,11 @@ def ctrl_c_is_the_agents(run: Run) -> Run:
 def run_agent(
     cmd: list[str], cwd: str | os.PathLike, env: dict[str, str], on_start: Callable[[int], None] | None = None
 ) -> int:
-    """Run an agent's process until it exits; its exit code. SIGTERM and SIGHUP sent to this process
-    go to the agent (it stops, and the caller finishes the ledger); SIGINT is ignored here, set before
-    the agent starts, so Ctrl-C is the agent's own to handle, and left ignored when this returns (the caller is
-    decorated ``ctrl_c_is_the_agents``, which gives it back after the finish). ``on_start``: told the agent's pid."""
+    """Run an agent's process until it exits; its exit code (128+N where signal N ended it). SIGTERM and SIGHUP
+    sent to this process go to the agent (it stops, and the caller finishes the ledger); SIGINT is ignored here,
+    set before the agent starts, so Ctrl-C is the agent's own to handle, and left ignored when this returns (the
+    caller is decorated ``ctrl_c_is_the_agents``, which gives it back after the finish). ``on_start``: told the
+    agent's pid."""
     started: list[subprocess.Popen] = []
 
     def forward(signum: int, _frame: Any) -> None:
@@ -143,7 +144,8 @@ def run_agent(
         started.append(subprocess.Popen(cmd, cwd=cwd, env=env))
         if on_start is not None:
             on_start(started[0].pid)
-        return started[0].wait()
+        code = started[0].wait()
+        return 128 - code if code < 0 else code  # ended by signal N: 128+N, as a shell says it (not 256-N)
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
