@@ -134,3 +134,53 @@ def test_an_agent_ended_by_a_signal_exits_128_plus_the_signal(tmp_path):
     said = " ".join(r.stderr.split())
     assert "Gemini CLI was ended by SIGTERM (exit code 143) before its first hook" in said, r.stderr
     assert "its own message above says why" not in said  # a process killed said nothing
+
+
+def test_sigterm_to_mini_ends_its_command_and_keeps_the_run(tmp_path):
+    """SIGTERM (a ``kill``, a CI job's timeout, a closed terminal's SIGHUP) killed ``ledger-run mini`` at once: no
+    summary, no word of where the run was kept, and the command in flight ran on in the work tree after
+    ``ledger-run`` had exited (here it would write late.txt 30 s later). It now ends as Ctrl-C does."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from cli_support import scripted_mini_config
+
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    pid_file = tmp_path / "command.pid"
+    steps = [
+        "cat a.py",
+        f"echo $$ > {pid_file}; sleep 30; echo late > late.txt",
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+    ]
+    cfg = scripted_mini_config(tmp_path / "scripted.yaml", steps)
+    run = tmp_path / "run"
+    env = {**os.environ, "MSWEA_SILENT_STARTUP": "1", "MSWEA_CONFIGURED": "1", "COLUMNS": "200"}
+    argv = [sys.executable, "-m", "ledger_runtime", "mini", "-c", str(cfg), "-t", "x", "-w", str(repo), "-o", str(run)]
+    p = subprocess.Popen(
+        [*argv, "-y"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        written = pid_file.read_text().strip() if pid_file.exists() else ""
+        left = False
+        if written:  # a command left running is the test's to end (it leads a session of its own)
+            try:
+                os.killpg(int(written), signal.SIGKILL)
+                left = True
+            except ProcessLookupError:
+                pass
+    assert not left, "the command in flight ran on after ledger-run had exited"
+    assert p.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert f"SIGTERM: the run ended; the ledger of the steps so far is kept in {run}" in err, err[-2000:]
+    assert "look inside: ledger-run inspect" in out and "Traceback" not in err
+    assert ledger_run("inspect", str(run), "--step", "1", "--output").stdout == "x = 1\n"

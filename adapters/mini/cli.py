@@ -579,17 +579,28 @@ def _run_agent(agent: Any, env: Any, task: str, run_dir: Path) -> None:
         touch_private(trajectory)  # mini-swe-agent rewrites it in place after each step: owner-only
     except OSError:
         pass  # no run directory (the ledger could not start): mini-swe-agent writes it as it would
+    from ledger_adapters.mini.environment import Terminated
+
     stopped: Exception | None = None
     ctrl_c: list[int] = []
+    terminated: Terminated | None = None
     try:
-        with _seeing_ctrl_c(ctrl_c):
+        with _seeing_ctrl_c(ctrl_c), _ending_on_term():
             agent.run(task)
     except typer.Exit:
         raise
+    except Terminated as t:
+        terminated = t
     except Exception as e:  # the model's server gone, a model error after mini's retries: said in one line
         stopped = e
     finally:
         _after_run(env, trajectory, run_dir, console)
+    if terminated is not None:  # plain, on stderr, as Ctrl-C's "interrupted"; 128+N, as a shell says it
+        import signal
+
+        name = signal.Signals(terminated.signum).name
+        print(f"\n{name}: the run ended; the ledger of the steps so far is kept in {run_dir}", file=sys.stderr)
+        sys.exit(128 + terminated.signum)
     if isinstance(stopped, EOFError) and ctrl_c:
         # Ctrl-C: mini asks the user what to do, and with no terminal to answer, its read ends the run
         from ledger_runtime import interrupted
@@ -598,6 +609,34 @@ def _run_agent(agent: Any, env: Any, task: str, run_dir: Path) -> None:
     if stopped is not None:
         said = next((ln.strip() for ln in str(stopped).splitlines() if ln.strip()), "")
         fail(f"the run stopped: {type(stopped).__name__}" + (f": {said}" if said else ""), code=1)
+
+
+@contextmanager
+def _ending_on_term() -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP end the run as Ctrl-C does (``Terminated``: the command in flight killed,
+    the trajectory saved, the summary printed) rather than killing this process at once, which left the command
+    running on in the work tree. A second one while the run ends is ignored, and so is one ignored already (``nohup``).
+    Off the main thread, nothing changes."""
+    import signal
+
+    from ledger_adapters.mini.environment import Terminated
+
+    signals = tuple(s for s in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) is not signal.SIG_IGN)  # nohup
+
+    def on_term(signum: int, _frame: Any) -> None:
+        for s in signals:
+            signal.signal(s, signal.SIG_IGN)
+        raise Terminated(signum)
+
+    try:
+        previous = {s: signal.signal(s, on_term) for s in signals}
+    except ValueError:  # not the main thread
+        previous = {}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 @contextmanager

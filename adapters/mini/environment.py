@@ -67,6 +67,15 @@ _sessions = threading.local()
 _last_run: list["SharedRun"] = []
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP to ``ledger-run mini``: the run ends as after a Ctrl-C, its command in flight with it.
+    A BaseException, so that no agent takes it for an error of a step and goes on."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
 class SharedRun:
     """What the environment and the model wrappers of one run share: the runtime and the step."""
 
@@ -289,13 +298,13 @@ class LedgerEnvironment:
         return self.inner.config
 
     def _inner_execute(self, sent: dict, cwd: str, timeout: int | None) -> dict[str, Any]:
-        """The inner environment's run of ``sent``. On Ctrl-C the command goes too, as in a terminal:
+        """The inner environment's run of ``sent``. On Ctrl-C (or SIGTERM) the command goes too, as in a terminal:
         mini's local environment starts it in a session of its own, which the Ctrl-C does not reach,
         and left it running (process groups this process led before the environment was made are
         someone else's: spared)."""
         try:
             return self.inner.execute(sent, cwd, timeout=timeout)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Terminated):
             kill_child_sessions(spare=self._groups_before)
             raise
 
