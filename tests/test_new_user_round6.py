@@ -184,3 +184,21 @@ def test_sigterm_to_mini_ends_its_command_and_keeps_the_run(tmp_path):
     assert f"SIGTERM: the run ended; the ledger of the steps so far is kept in {run}" in err, err[-2000:]
     assert "look inside: ledger-run inspect" in out and "Traceback" not in err
     assert ledger_run("inspect", str(run), "--step", "1", "--output").stdout == "x = 1\n"
+
+
+def test_replay_of_a_run_outside_git_says_why_it_has_no_commit(tmp_path):
+    """``ledger-run mini`` works in a directory that is not a git repository; replaying that run said only
+    ``give --repo DIR ..., or --observations-only``: no word that the run had no repository, and
+    --observations-only then refuses it (its outputs are the ledger's answers)."""
+    from cli_support import scripted_mini_config
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "a.py").write_text("x = 1\n")
+    cfg = scripted_mini_config(tmp_path / "s.yaml", ["cat a.py", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"])
+    run = tmp_path / "run"
+    r = ledger_run("mini", "-c", str(cfg), "-t", "x", "-w", str(plain), "-o", str(run), "-y")
+    assert r.returncode == 0, r.stderr[-2000:]
+    said = one_line_error(ledger_run("replay", str(run), "-o", str(tmp_path / "replay")))
+    assert f"the run worked in {plain}, which is not a git repository" in said
+    assert "--repo DIR and --base-commit COMMIT" in said and "--observations-only" not in said

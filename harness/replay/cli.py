@@ -120,7 +120,7 @@ def run(o: ReplayOptions) -> None:
     _from_own_ledgers(trajs, own, o.base_commit is None, commits, notes)
     git_dirs = git_dirs or _git_dirs_of_ledgers(own, stderr)
     if not git_dirs:
-        _fail("give --repo DIR (a clone or a git directory holding the base commits), or --observations-only")
+        _fail(_no_repo(own))
     if o.base_commit is not None:
         _pin_base_commit(trajs, git_dirs, o.base_commit)
     trajs = _with_base_commits(trajs, commits, git_dirs, skipped)
@@ -377,6 +377,18 @@ def _git_dirs_of_ledgers(own: dict[str, Loaded | None], stderr: Console) -> list
     if git_dirs:
         stderr.print(f"--repo: the recorded runs' own {', '.join(roots)}", highlight=False, soft_wrap=True)
     return git_dirs
+
+
+def _no_repo(own: dict[str, Loaded | None]) -> str:
+    """What to say when no repository is known: a run of ledger-run in a directory git does not hold has no commit
+    to check out, which "give --repo" did not say (and --observations-only refuses a run with the ledger on)."""
+    plain = [b.root for led in own.values() if led is not None and (b := led.state.baseline) and not b.is_git]
+    if plain:
+        return (
+            f"the run worked in {plain[0]}, which is not a git repository: a replay starts from a commit, so give "
+            "--repo DIR and --base-commit COMMIT of a repository that holds its files"
+        )
+    return "give --repo DIR (a clone or a git directory holding the base commits), or --observations-only"
 
 
 def _with_base_commits(
