@@ -202,3 +202,19 @@ def test_replay_of_a_run_outside_git_says_why_it_has_no_commit(tmp_path):
     said = one_line_error(ledger_run("replay", str(run), "-o", str(tmp_path / "replay")))
     assert f"the run worked in {plain}, which is not a git repository" in said
     assert "--repo DIR and --base-commit COMMIT" in said and "--observations-only" not in said
+
+
+def test_replay_s_output_and_report_are_checked_before_it_replays(spaced_demo, tmp_path):
+    """``replay RUN -o FILE`` (a file where the results directory goes) ended in a FileExistsError traceback, and
+    ``--report DIR`` (a directory) failed only after every trajectory had been replayed: hours, for a benchmark's
+    runs. Each is one line now, before anything is replayed."""
+    out, _ = spaced_demo
+    a_file = tmp_path / "c.toml"
+    a_file.write_text("")
+    said = one_line_error(ledger_run("replay", str(out / "run"), "-o", str(a_file)))
+    assert said == f"error: cannot write results into -o {a_file}: it is a file, not a directory"
+    r = ledger_run("replay", str(out / "run"), "-o", str(tmp_path / "r1"), "--report", str(tmp_path))
+    assert "it is a directory; name a file, such as" in one_line_error(r)
+    assert "Replay of" not in r.stdout + r.stderr and not (tmp_path / "r1").exists()
+    r = ledger_run("replay", str(out / "run"), "-o", str(tmp_path / "r2"), "--report", str(a_file / "RESULTS.md"))
+    assert f"{a_file} is a file, not a directory" in one_line_error(r)

@@ -99,7 +99,7 @@ def run(o: ReplayOptions) -> None:
     """``ledger-run replay`` (its options: options.py, command.py): check the options, read the recorded
     runs, then either estimate from their observations alone, or replay them in a work tree of the
     replay's own and print (and write) the summary."""
-    problem = validate(o)
+    problem = validate(o) or (_report_problem(o.report) if o.report is not None else None)
     if problem is not None:
         _fail(problem)
     contexts, models = _arms(o)
@@ -475,16 +475,15 @@ def _hold_tree(workdir: Path, git_dirs: list[Path], force: bool, out: Path, inpu
             f"--workdir {workdir} holds {held}, which this replay reads or writes: emptying it would delete that; "
             "give another --workdir"
         )
+    problem = unwritable(out)  # first: the work tree's default is in it (-o a file was a traceback)
+    if problem:
+        _fail(f"cannot write results into -o {out}: {problem}")
     try:
         replay_tree.check_usable(workdir, force)
         lock = replay_tree.Lock(workdir)
     except replay_tree.TreeError as e:
         _fail(str(e))
         raise AssertionError from e  # fail() raised
-    problem = unwritable(out)
-    if problem:
-        lock.release()
-        _fail(f"cannot write results into -o {out}: {problem}")
     return lock
 
 
@@ -549,6 +548,18 @@ def _print_summary(agg: dict, what: str, ctx: dict | None, models, skipped, note
                 console.print(t)
     for iid, why in skipped:
         console.print(f"skipped {iid}: {why}", highlight=False)
+
+
+def _report_problem(report: Path) -> str | None:
+    """Why ``--report`` cannot be written, said before the replay rather than after it (hours, for many runs)."""
+    if report.is_dir():
+        return f"cannot write --report {report}: it is a directory; name a file, such as {report / 'RESULTS.md'}"
+    if report.exists() and not report.is_file():
+        return f"cannot write --report {report}: it is not a regular file"
+    above = next((p for p in report.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        return f"cannot write --report {report}: {above} is a file, not a directory"
+    return None
 
 
 def _write_report(report: Path, argv, agg: dict, skipped, notes, prov: dict, what: str, ctx, models) -> None:
