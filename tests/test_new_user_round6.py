@@ -218,3 +218,16 @@ def test_replay_s_output_and_report_are_checked_before_it_replays(spaced_demo, t
     assert "Replay of" not in r.stdout + r.stderr and not (tmp_path / "r1").exists()
     r = ledger_run("replay", str(out / "run"), "-o", str(tmp_path / "r2"), "--report", str(a_file / "RESULTS.md"))
     assert f"{a_file} is a file, not a directory" in one_line_error(r)
+
+
+def test_tau2_gate_s_output_is_checked_before_the_gate_runs(tmp_path):
+    """``ledger-run tau2-gate --domain airline -o DIR`` ran the whole gate (about a minute) and then ended in an
+    IsADirectoryError traceback."""
+    said = one_line_error(ledger_run("tau2-gate", "--domain", "airline", "-o", str(tmp_path)))
+    assert (
+        said == f"error: cannot write -o {tmp_path}: it is a directory; name a file, such as {tmp_path}/tau2-gate.json"
+    )
+    a_file = tmp_path / "c.toml"
+    a_file.write_text("")
+    said = one_line_error(ledger_run("tau2-gate", "--domain", "airline", "-o", str(a_file / "gate.json")))
+    assert said == f"error: cannot write -o {a_file}/gate.json: {a_file} is a file, not a directory"

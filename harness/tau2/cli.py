@@ -139,8 +139,11 @@ def run(o: Tau2GateOptions) -> None:
         fail(str(e))
         return
     if o.out:
-        o.out.parent.mkdir(parents=True, exist_ok=True)
-        o.out.write_text(json.dumps(report, indent=1) + "\n")
+        try:
+            o.out.parent.mkdir(parents=True, exist_ok=True)
+            o.out.write_text(json.dumps(report, indent=1) + "\n")
+        except OSError as e:  # not writable, or made a directory meanwhile: one line
+            fail(f"cannot write -o {o.out}: {e.strerror or e}")
     if o.as_json:
         print(json.dumps(report, indent=1))
         return

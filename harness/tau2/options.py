@@ -25,4 +25,12 @@ def validate(o: Tau2GateOptions) -> str | None:
     """The first thing wrong with the options alone (the line ``ledger-run tau2-gate`` fails with), or None."""
     if o.domain not in DOMAINS:
         return f"--domain must be airline or retail, not {o.domain!r}"
+    if o.out is not None:  # said before the replay (a minute), not as a traceback after it
+        if o.out.is_dir():
+            return f"cannot write -o {o.out}: it is a directory; name a file, such as {o.out / 'tau2-gate.json'}"
+        if o.out.exists() and not o.out.is_file():
+            return f"cannot write -o {o.out}: it is not a regular file"
+        above = next((p for p in o.out.parents if p.exists()), None)
+        if above is not None and not above.is_dir():
+            return f"cannot write -o {o.out}: {above} is a file, not a directory"
     return None
