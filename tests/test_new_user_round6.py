@@ -231,3 +231,14 @@ def test_tau2_gate_s_output_is_checked_before_the_gate_runs(tmp_path):
     a_file.write_text("")
     said = one_line_error(ledger_run("tau2-gate", "--domain", "airline", "-o", str(a_file / "gate.json")))
     assert said == f"error: cannot write -o {a_file}/gate.json: {a_file} is a file, not a directory"
+
+
+def test_swebench_s_output_that_is_a_file_is_one_line_first(tmp_path):
+    """``ledger-run swebench ... -o FILE`` loaded the instances, checked the key and the images, and then ended in a
+    FileExistsError traceback making the output directory."""
+    instances = tmp_path / "instances.jsonl"
+    instances.write_text('{"instance_id": "a__b-1", "repo": "a/b", "base_commit": "0", "problem_statement": "x"}\n')
+    a_file = tmp_path / "out"
+    a_file.write_text("")
+    r = ledger_run("swebench", "--instances", str(instances), "-m", "openai/gpt-5-mini", "-o", str(a_file))
+    assert one_line_error(r) == f"error: cannot write results into -o {a_file}: it is a file, not a directory"

@@ -146,16 +146,14 @@ def run(o: SwebenchOptions) -> None:
     from ledger_harness.swebench.options import validate
     from ledger_harness.swebench.run import parse_arms
     from ledger_harness.swebench.run import run as run_arms
-    from ledger_runtime import shell_word
-    from ledger_runtime.cli.dirs import unwritable
-    from ledger_runtime.ledger.private import private_dir
+    from ledger_runtime import private_dir, shell_word, unwritable
 
     problem = validate(o)
     if problem is not None:
         _fail(problem)
         return
     assert o.out is not None  # validate says so
-    problem = unwritable(o.out)  # before any instance, image or model is looked for
+    problem = unwritable(o.out)  # before the dataset, the model's key and the images
     if problem is not None:
         _fail(f"cannot write results into -o {o.out}: {problem}")
         return

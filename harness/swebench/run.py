@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ledger_harness.swebench.protected import SWEBENCH_PROTECTED
-from ledger_runtime.ledger.private import private_dir, write_private
+from ledger_runtime import private_dir, write_private
 
 ARMS: dict[str, dict[str, Any]] = {
     "ledger": {"inform": True, "govern": True, "shadow": False},
