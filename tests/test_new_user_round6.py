@@ -242,3 +242,23 @@ def test_swebench_s_output_that_is_a_file_is_one_line_first(tmp_path):
     a_file.write_text("")
     r = ledger_run("swebench", "--instances", str(instances), "-m", "openai/gpt-5-mini", "-o", str(a_file))
     assert one_line_error(r) == f"error: cannot write results into -o {a_file}: it is a file, not a directory"
+
+
+def test_a_page_with_another_run_s_record_is_refused(spaced_demo, tmp_path):
+    """``inspect RUN --html page --trajectory OTHER`` (another run's trajectory, picked by mistake) wrote the page
+    with the other run's model calls, tokens and cost in this run's summary ("model calls 3" for a run of 11), and
+    said only ``wrote page``."""
+    from cli_support import scripted_mini_config
+
+    out, _ = spaced_demo
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    cfg = scripted_mini_config(tmp_path / "s.yaml", ["cat a.py", "ls", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"])
+    other = tmp_path / "other"
+    assert ledger_run("mini", "-c", str(cfg), "-t", "x", "-w", str(repo), "-o", str(other), "-y").returncode == 0
+    page = tmp_path / "page.html"
+    record = other / "trajectory.traj.json"
+    said = one_line_error(ledger_run("inspect", str(out / "run"), "--html", str(page), "--trajectory", str(record)))
+    assert "only 0 of the 3 commands it records are among this ledger's 11: the record of another run?" in said
+    assert not page.exists()
+    own = out / "run" / "trajectory.traj.json"
+    assert ledger_run("inspect", str(out / "run"), "--html", str(page), "--trajectory", str(own)).returncode == 0

@@ -221,6 +221,10 @@ def _write_page(inspection: Inspection, html: Path) -> None:
         if conversation is None:
             why = "; ".join(problems).replace(f"{record}: ", "")
             fail(f"--trajectory {record}: no installed format reads it ({why})")
+        else:
+            other = _another_run(conversation, loaded.state.attempts)
+            if other:  # the page would have put another run's calls, tokens and cost under this one's steps
+                fail(f"--trajectory {record}: {other}")
     kept = not_a_page(html)
     if kept:
         fail(f"cannot write --html {html}: it is {kept}, not a page ledger-run wrote (the only file it replaces)")
@@ -229,6 +233,24 @@ def _write_page(inspection: Inspection, html: Path) -> None:
     except OSError as e:
         fail(f"cannot write --html {html}: {e.strerror or e}")
     stderr.print(f"wrote {visible(str(html))}", highlight=False, markup=False, soft_wrap=True)  # one line, whole
+
+
+def _another_run(conversation: Any, attempts: list[Any]) -> str | None:
+    """Why ``conversation`` is not the record of the run of ``attempts``: under a quarter of the commands it asked
+    for are the ledger's, and they are under a quarter of the ledger's too (two runs share a ``git diff``; a part of
+    a resumed run's record matches in whole); None where either has no command."""
+    from ledger_runtime.cli.record import align
+
+    asked = sum(len(t.commands) for t in conversation.turns)
+    if not asked or not attempts:
+        return None
+    matched = sum(len(e.attempts) for e in align(conversation.turns, attempts) if e.turn is not None)
+    if 4 * matched >= asked or 4 * matched >= len(attempts):
+        return None
+    return (
+        f"only {matched:,} of the {asked:,} commands it records {'is' if matched == 1 else 'are'} among this "
+        f"ledger's {len(attempts):,}: the record of another run? (without --trajectory the page finds the run's own)"
+    )
 
 
 def _ours(head: bytes) -> bool:
