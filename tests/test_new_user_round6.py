@@ -262,3 +262,15 @@ def test_a_page_with_another_run_s_record_is_refused(spaced_demo, tmp_path):
     assert not page.exists()
     own = out / "run" / "trajectory.traj.json"
     assert ledger_run("inspect", str(out / "run"), "--html", str(page), "--trajectory", str(own)).returncode == 0
+
+
+def test_the_replay_s_table_keeps_every_column_at_60_columns(spaced_demo, tmp_path):
+    """At ``COLUMNS=60`` the replay's summary lost its last columns without a word: "caugh" and "100" cut, and
+    no "ms p50" nor "view p95" at all. Its columns now go over two tables, each with the repository."""
+    out, _ = spaced_demo
+    r = ledger_run("replay", str(out / "run"), "-o", str(tmp_path / "r"), env={"COLUMNS": "60"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert max(len(line) for line in r.stdout.splitlines()) <= 60, r.stdout
+    for header in ("repository", "runs", "commands", "unsound", "spared", "repeated", "caught", "ms p50", "view p95"):
+        assert f" {header} " in f" {r.stdout} ".replace("\n", " "), (header, r.stdout)
+    assert r.stdout.count("workspace ") == 2 and "100%" in r.stdout

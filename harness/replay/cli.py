@@ -34,7 +34,7 @@ from ledger_harness.replay.report import (
     results_by_code,
     results_md,
     summarize_context,
-    table,
+    tables,
 )
 from ledger_runtime import plain_console, shell_word
 from ledger_runtime.inspection import Loaded, load, summary
@@ -536,13 +536,14 @@ def _print_summary(agg: dict, what: str, ctx: dict | None, models, skipped, note
         sys.stdout.write("\n")
         return
     console = plain_console()  # no trailing spaces in a file or a pipe
-    console.print(table(agg, what))
+
+    def measure(t: Table) -> int:
+        return console.measure(t, options=console.options.update_width(10_000)).maximum
+
+    for t in tables(agg, what, console.width, measure):
+        console.print(t)
     console.print(class_table(agg["total"]))
     if ctx:
-
-        def measure(t: Table) -> int:
-            return console.measure(t, options=console.options.update_width(10_000)).maximum
-
         for m in models:
             for t in context_tables(ctx, m, console.width, measure):  # no figure cut to "8…" nor broken
                 console.print(t)

@@ -118,8 +118,14 @@ def _f(v: Any, fmt: str = "{:,}") -> str:
     return fmt.format(v)
 
 
-def table(agg: dict[str, dict[str, Any]], what: str = "recorded trajectories") -> Table:
-    """The totals per repository; ``what``: what was replayed (the title names it)."""
+SUMMARY_COLUMNS = ("repository", "runs", "commands", "unsound", "spared", "repeated", "caught", "ms p50", "view p95")
+
+
+def table(
+    agg: dict[str, dict[str, Any]], what: str = "recorded trajectories", columns: tuple[str, ...] = SUMMARY_COLUMNS
+) -> Table:
+    """The totals per repository; ``what``: what was replayed (the title names it); ``columns``: which (the
+    repository is always the first)."""
     # fits 80 columns: short human headers, the repository by its name (RESULTS.md has owner/name)
     t = Table(
         title=f"Replay of {what} (shadow mode)",
@@ -127,21 +133,39 @@ def table(agg: dict[str, dict[str, Any]], what: str = "recorded trajectories") -
         show_edge=False,
         padding=(0, 1, 0, 0),
     )
-    for c in ("repository", "runs", "commands", "unsound", "spared", "repeated", "caught", "ms p50", "view p95"):
+    for c in columns:
         t.add_column(c, justify="left" if c == "repository" else "right", overflow="ellipsis", min_width=len(c))
     for repo, g in agg.items():
-        t.add_row(
-            repo.rsplit("/", 1)[-1],
-            str(g["instances"]),
-            _f(g["commands"]),
-            str(g["unsound"]),
-            _f(g["spared_share"], "{:.1%}"),
-            _f(g["repeated_share"], "{:.1%}"),
-            _f(g["coverage"], "{:.0%}"),
-            _f(g["overhead_ms_p50"], "{:.1f}"),
-            _f(g["view_tokens_p95"], "{:.0f}"),
-        )
+        cells = {
+            "repository": repo.rsplit("/", 1)[-1],
+            "runs": str(g["instances"]),
+            "commands": _f(g["commands"]),
+            "unsound": str(g["unsound"]),
+            "spared": _f(g["spared_share"], "{:.1%}"),
+            "repeated": _f(g["repeated_share"], "{:.1%}"),
+            "caught": _f(g["coverage"], "{:.0%}"),
+            "ms p50": _f(g["overhead_ms_p50"], "{:.1f}"),
+            "view p95": _f(g["view_tokens_p95"], "{:.0f}"),
+        }
+        t.add_row(*(cells[c] for c in columns))
     return t
+
+
+def tables(agg: dict[str, dict[str, Any]], what: str, width: int, measure: Callable[[Table], int]) -> list[Table]:
+    """``table`` as it fits ``width`` columns (``measure``: a table's width unwrapped): whole where it fits, else
+    its columns over as many tables as it takes, each with the repository; a narrow terminal cut the last columns
+    off ("caugh", and no "ms p50" nor "view p95" at all) without a word."""
+    if measure(table(agg, what)) <= width:
+        return [table(agg, what)]
+    parts: list[list[str]] = [[]]
+    for c in SUMMARY_COLUMNS[1:]:
+        if parts[-1] and measure(table(agg, what, ("repository", *parts[-1], c))) > width:
+            parts.append([])
+        parts[-1].append(c)
+    split = [table(agg, what, ("repository", *p)) for p in parts]
+    for t in split[1:]:
+        t.title = "(the replay's table, continued)"
+    return split
 
 
 def class_table(g: dict[str, Any]) -> Table:
