@@ -196,12 +196,20 @@ def test_replay_of_a_run_outside_git_says_why_it_has_no_commit(tmp_path):
     plain.mkdir()
     (plain / "a.py").write_text("x = 1\n")
     cfg = scripted_mini_config(tmp_path / "s.yaml", ["cat a.py", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"])
-    run = tmp_path / "run"
+    run = tmp_path / "runs" / "1"
     r = ledger_run("mini", "-c", str(cfg), "-t", "x", "-w", str(plain), "-o", str(run), "-y")
     assert r.returncode == 0, r.stderr[-2000:]
     said = one_line_error(ledger_run("replay", str(run), "-o", str(tmp_path / "replay")))
     assert f"the run worked in {plain}, which is not a git repository" in said
     assert "--repo DIR and --base-commit COMMIT" in said and "--observations-only" not in said
+    # beside a run in a repository, it is skipped with the same reason, not "give --base-commit"
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    r = ledger_run("mini", "-c", str(cfg), "-t", "x", "-w", str(repo), "-o", str(tmp_path / "runs" / "2"), "-y")
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = ledger_run("replay", str(tmp_path / "runs"), "-o", str(tmp_path / "replay2"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    skipped = " ".join(r.stdout.split())
+    assert f"skipped 1: no base commit: the run worked in {plain}, which is not a git repository" in skipped
 
 
 def test_replay_s_output_and_report_are_checked_before_it_replays(spaced_demo, tmp_path):

@@ -123,7 +123,7 @@ def run(o: ReplayOptions) -> None:
         _fail(_no_repo(own))
     if o.base_commit is not None:
         _pin_base_commit(trajs, git_dirs, o.base_commit)
-    trajs = _with_base_commits(trajs, commits, git_dirs, skipped)
+    trajs = _with_base_commits(trajs, commits, git_dirs, skipped, own)
     workdir = o.workdir
     if workdir is None:
         workdir, trajs = _own_workdir(fmt, trajs, own, o.out, skipped, stderr)
@@ -392,14 +392,24 @@ def _no_repo(own: dict[str, Loaded | None]) -> str:
 
 
 def _with_base_commits(
-    trajs: list[Trajectory], commits: dict[str, str], git_dirs: list[Path], skipped: list[tuple[str, str]]
+    trajs: list[Trajectory],
+    commits: dict[str, str],
+    git_dirs: list[Path],
+    skipped: list[tuple[str, str]],
+    own: dict[str, Loaded | None] | None = None,
 ) -> list[Trajectory]:
     """The trajectories whose base commit is known (their own, or --instances') and in a --repo, before
     any is replayed; the others skipped, saying why; none left: one line (no progress bar first)."""
     kept = []
     for t in trajs:
         commit = t.base_commit or commits.get(t.instance_id)
-        if not commit:
+        led = (own or {}).get(t.instance_id)
+        b = led.state.baseline if led is not None else None
+        if not commit and b is not None and not b.is_git:  # a run of ledger-run where git holds nothing
+            skipped.append(
+                (t.instance_id, f"no base commit: the run worked in {b.root}, which is not a git repository")
+            )
+        elif not commit:
             skipped.append((t.instance_id, "no base commit: give --base-commit, or --instances with its instance"))
         elif not any(has_commit(g, commit) for g in git_dirs):
             skipped.append((t.instance_id, f"base commit {commit[:12]} is in none of the --repo directories"))
