@@ -282,3 +282,16 @@ def test_the_replay_s_table_keeps_every_column_at_60_columns(spaced_demo, tmp_pa
     for header in ("repository", "runs", "commands", "unsound", "spared", "repeated", "caught", "ms p50", "view p95"):
         assert f" {header} " in f" {r.stdout} ".replace("\n", " "), (header, r.stdout)
     assert r.stdout.count("workspace ") == 2 and "100%" in r.stdout
+
+
+def test_report_s_figure_under_a_file_says_which_file(tmp_path):
+    """``report OUT --png notes.txt/fig.png`` said ``cannot write the figure to --png notes.txt/fig.png: File
+    exists``: which file, and why it mattered, left to guess."""
+    pytest.importorskip("matplotlib")
+    for arm in ("ledger", "baseline"):
+        (tmp_path / "ab" / arm).mkdir(parents=True)
+        (tmp_path / "ab" / arm / "preds.json").write_text("{}")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("")
+    said = one_line_error(ledger_run("report", str(tmp_path / "ab"), "--png", str(notes / "fig.png")))
+    assert said == f"error: cannot write the figure to --png {notes}/fig.png: {notes} is a file, not a directory"

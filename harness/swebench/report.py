@@ -417,5 +417,7 @@ def write_png(report: dict[str, Any], path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_private(path, png.getvalue())
     except OSError as e:
-        raise BadInput(f"cannot write the figure to --png {path}: {e.strerror or e}") from None
+        above = next((p for p in path.parents if p.exists()), None)  # mkdir said only "File exists"
+        why = f"{above} is a file, not a directory" if above is not None and not above.is_dir() else e.strerror or e
+        raise BadInput(f"cannot write the figure to --png {path}: {why}") from None
     return path
