@@ -136,6 +136,28 @@ def test_an_agent_ended_by_a_signal_exits_128_plus_the_signal(tmp_path):
     assert "its own message above says why" not in said  # a process killed said nothing
 
 
+def _running_in_group(group: int, grace: float = 10.0) -> list[int]:
+    """The processes of process group ``group`` still running (a zombie is not: a killed one waits there until
+    whoever inherited it reaps it, which a loaded machine's init takes its time over), after up to ``grace`` s."""
+    import time
+    from pathlib import Path
+
+    deadline = time.monotonic() + grace
+    while True:
+        running = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                head, rest = stat.read_text().rsplit(")", 1)
+                fields = rest.split()
+                if int(fields[2]) == group and fields[0] != "Z":
+                    running.append(int(head.split(" (", 1)[0]))
+            except (OSError, IndexError, ValueError):
+                continue
+        if not running or time.monotonic() > deadline:
+            return running
+        time.sleep(0.2)
+
+
 def test_sigterm_to_mini_ends_its_command_and_keeps_the_run(tmp_path):
     """SIGTERM (a ``kill``, a CI job's timeout, a closed terminal's SIGHUP) killed ``ledger-run mini`` at once: no
     summary, no word of where the run was kept, and the command in flight ran on in the work tree after
@@ -172,13 +194,9 @@ def test_sigterm_to_mini_ends_its_command_and_keeps_the_run(tmp_path):
         if p.poll() is None:
             p.kill()
         written = pid_file.read_text().strip() if pid_file.exists() else ""
-        left = False
-        if written:  # a command left running is the test's to end (it leads a session of its own)
-            try:
-                os.killpg(int(written), signal.SIGKILL)
-                left = True
-            except ProcessLookupError:
-                pass
+        left = _running_in_group(int(written)) if written else []
+        for pid in left:  # a command left running is the test's to end (it leads a session of its own)
+            os.kill(pid, signal.SIGKILL)
     assert not left, "the command in flight ran on after ledger-run had exited"
     assert p.returncode == 128 + signal.SIGTERM, err[-2000:]
     assert f"SIGTERM: the run ended; the ledger of the steps so far is kept in {run}" in err, err[-2000:]

@@ -615,8 +615,8 @@ def _run_agent(agent: Any, env: Any, task: str, run_dir: Path) -> None:
 def _ending_on_term() -> Iterator[None]:
     """While inside, SIGTERM and SIGHUP end the run as Ctrl-C does (``Terminated``: the command in flight killed,
     the trajectory saved, the summary printed) rather than killing this process at once, which left the command
-    running on in the work tree. A second one while the run ends is ignored, and so is one ignored already (``nohup``).
-    Off the main thread, nothing changes."""
+    running on in the work tree. One ignored already (``nohup``) stays ignored; once the run has begun to end (out
+    of this block: the summary), a second one ends the process as before. Off the main thread, nothing changes."""
     import signal
 
     from ledger_adapters.mini.environment import Terminated
