@@ -313,3 +313,13 @@ def test_report_s_figure_under_a_file_says_which_file(tmp_path):
     notes.write_text("")
     said = one_line_error(ledger_run("report", str(tmp_path / "ab"), "--png", str(notes / "fig.png")))
     assert said == f"error: cannot write the figure to --png {notes}/fig.png: {notes} is a file, not a directory"
+
+
+def test_html_naming_a_directory_says_so(spaced_demo, tmp_path):
+    """``inspect RUN --html DIR`` said "it is not a regular file" of a directory."""
+    out, _ = spaced_demo
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    said = one_line_error(ledger_run("inspect", str(out / "run"), "--html", str(folder)))
+    assert said.startswith(f"error: cannot write --html {folder}: it is a directory"), said
+    assert not any(folder.iterdir())

@@ -273,6 +273,8 @@ def not_a_page(html: Path) -> str | None:
         return None
     try:
         st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            return "a directory"
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
             return None
         head = os.read(fd, 256)
