@@ -462,6 +462,8 @@ def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None
     widths = _widths(rows, width)
     command_cell, file_cell = widths["command"], widths["files changed"]
     t = Table(title="Timeline", show_lines=False, expand=False, box=box.SIMPLE_HEAD, show_edge=False, padding=0)
+    if not rows:
+        t.caption = "no command is recorded in this ledger"
     for col in ("step", "verdict", "class", "answer", "command", "exit", "files changed"):
         t.add_column(
             col,

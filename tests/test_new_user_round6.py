@@ -323,3 +323,15 @@ def test_html_naming_a_directory_says_so(spaced_demo, tmp_path):
     said = one_line_error(ledger_run("inspect", str(out / "run"), "--html", str(folder)))
     assert said.startswith(f"error: cannot write --html {folder}: it is a directory"), said
     assert not any(folder.iterdir())
+
+
+def test_inspect_of_a_run_without_commands_says_so(tmp_path):
+    """A run that recorded no command showed a timeline of headers only."""
+    from ledger_runtime.config import LedgerConfig
+    from ledger_runtime.runtime import LedgerRuntime
+
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    LedgerRuntime(repo, tmp_path / "run", LedgerConfig(), task="t").close()
+    r = ledger_run("inspect", str(tmp_path / "run"))
+    assert r.returncode == 0, r.stderr
+    assert "no command is recorded in this ledger" in r.stdout
