@@ -81,6 +81,9 @@ class Watcher:
         # files' own watches take at most a quarter of the user's watches: the directories' come first
         self.file_budget = _watch_limit() // 4
         self.failed = False  # a watch could not be added: the watcher cannot vouch for that tree
+        # events were lost (an overflow), an IN_IGNORED among them: a directory's watch taken for live may have gone
+        # with it, and a directory made again under its name is watched only if added again (``add``)
+        self.lost = False
         self.events = 0
 
     @classmethod
@@ -102,9 +105,14 @@ class Watcher:
 
     def add(self, directory: str) -> bool:
         """Watches ``directory``'s entries and their writes; False when that failed."""
-        if directory in self._wd_of:
+        old = self._wd_of.get(directory)
+        if old is not None and not self.lost:
             return True
         wd = self._libc.inotify_add_watch(self.fd, os.fsencode(directory), MASK)
+        if old is not None and old != wd:  # (after events were lost: its watch went, with the directory it was on)
+            del self._wd_of[directory]
+            if self._by_wd.get(old) == directory:  # (not if the directory, moved, was added under its new name)
+                del self._by_wd[old]
         if wd < 0:
             err = ctypes.get_errno()
             if err not in (errno.ENOENT, errno.ENOTDIR):  # ENOSPC: the per-user limit of watches
@@ -190,6 +198,7 @@ class Watcher:
             self.events += 1
             if mask & IN_Q_OVERFLOW:
                 out.unsure = True
+                self.lost = True
                 continue
             d = self._by_wd.get(wd)
             if d is None:

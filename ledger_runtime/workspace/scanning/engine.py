@@ -369,6 +369,7 @@ class WorkspaceScanner(object):
         for d in listed:
             if not self.excluded or not (d in self.excluded or d.startswith(self._excluded_under)):
                 w.add(d)
+        w.lost = False  # every directory listed has been added again: each watch is that of the directory there now
         if w.failed:  # the per-user limit of watches: walk every time, as without inotify
             w.close()
             self.watcher = None
