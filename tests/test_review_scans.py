@@ -9,10 +9,15 @@ from pathlib import Path
 import pytest
 from conftest import make_repo
 
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.runtime import LedgerRuntime
+from ledger_runtime.workspace.local import LocalWorkspace
 from ledger_runtime.workspace.scanner import WorkspaceScanner
 from ledger_runtime.workspace.watcher import Watcher
 
 pytestmark = pytest.mark.skipif(Watcher.open() is None, reason="no inotify on this machine (Linux only)")
+EX = LocalExecutor(timeout=30)
 
 
 def _max_queued() -> int:
@@ -58,3 +63,24 @@ def test_a_directory_made_again_while_events_overflowed_is_watched_again(tmp_pat
         assert snap.files[str(root / "d" / "a.py")].digest == want, "the write in the directory made again is seen"
     finally:
         s.close()
+
+
+def test_a_file_read_through_a_link_then_linked_from_outside_and_written_there_goes_stale(tmp_path: Path) -> None:
+    """A file about to be read has a watch of its own (a name made for it later out of the tree, by a process, and a
+    write through that name, reach no directory's watch): a read through a link in the tree watched the link, not the
+    file it resolves to, and kept 'result holds' over that write."""
+    root = make_repo(tmp_path / "p", {"a.py": "".join(f"a{i} = {i}\n" for i in range(20)), "b.py": "b = 1\n"})
+    (root / "l.py").symlink_to("a.py")
+    other = tmp_path / "other.py"
+    ws = LocalWorkspace(str(root), watch_events=True)
+    assert ws.scan_is_cheap, "inotify is not available here"
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t", workspace=ws) as rt:
+        rt.run("cat l.py", EX)
+        rt.run(f"python3 -c \"import os; os.link('a.py', '{other}')\"", EX)  # a script: no path the analysis names
+        rt.run("cat b.py", EX)
+        with open(other, "a") as f:
+            f.write("a20 = 20\n")
+        rt.run("echo hi", EX)
+        assert [(os.path.basename(m.path), m.step) for m in rt.state.modifications] == [("a.py", 4)]
+        assert "#1 cat l.py -> exit 0; stale: l.py changed at step 4" in rt.inform()
+        assert rt.faults == 0

@@ -175,8 +175,9 @@ class LocalWorkspace:
         return len(self.scanner.extra_paths)
 
     def watch_reads(self, paths: Iterable[str]) -> None:
-        """Watches each file of the tree a command is about to read under any name it may get (``watch_reads``)."""
-        self.scanner.watch_reads(paths)
+        """Watches each file of the tree a command is about to read under any name it may get (``watch_reads``): a
+        read through a link reads the file it resolves to, which is watched too (a watch of the link's own is not)."""
+        self.scanner.watch_reads(q for p in paths for q in (p, self.link_target(p)) if q)
 
     def changed_since(self, paths: Iterable[str]) -> list[str]:
         return self.scanner.changed_since(paths)
