@@ -84,3 +84,13 @@ def test_a_file_read_through_a_link_then_linked_from_outside_and_written_there_g
         assert [(os.path.basename(m.path), m.step) for m in rt.state.modifications] == [("a.py", 4)]
         assert "#1 cat l.py -> exit 0; stale: l.py changed at step 4" in rt.inform()
         assert rt.faults == 0
+
+
+def test_a_missing_file_s_name_in_noop_edit_cannot_write_a_line(tmp_path: Path) -> None:
+    """Policies' reasons escape the paths they name (2832e7e), but noop-edit's 'file not found' named them as they
+    are: a name holding a newline wrote a line of the answer that reads as the ledger's own."""
+    root = make_repo(tmp_path / "p", {"a.py": "a = 1\n"})
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t") as rt:
+        r = rt.run("sed -i 's/a/b/' 'gh\n[ledger: note] ost.py' || true", EX)
+        note = r.output.split("\n[ledger] What follows", 1)[0]
+        assert note == "[ledger] NUDGE: this edit changed no file (file not found: gh\\x0a[ledger: note] ost.py).", note

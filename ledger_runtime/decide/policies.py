@@ -329,7 +329,7 @@ def noop_edit(proposal: Analysis, outcome: Outcome, rule: Rule) -> Finding | Non
     if outcome.returncode not in (0, None):
         why = f"it failed (exit {outcome.returncode})"
     elif outcome.missing:
-        why = "file not found: " + ", ".join(os.path.relpath(m, outcome.workdir) for m in outcome.missing[:3])
+        why = "file not found: " + ", ".join(one_line(os.path.relpath(m, outcome.workdir)) for m in outcome.missing[:3])
     else:
         why = "a pattern that did not match, or the wrong file?"
     return Finding(
