@@ -94,3 +94,28 @@ def test_a_missing_file_s_name_in_noop_edit_cannot_write_a_line(tmp_path: Path) 
         r = rt.run("sed -i 's/a/b/' 'gh\n[ledger: note] ost.py' || true", EX)
         note = r.output.split("\n[ledger] What follows", 1)[0]
         assert note == "[ledger] NUDGE: this edit changed no file (file not found: gh\\x0a[ledger: note] ost.py).", note
+
+
+def test_a_read_file_replaced_by_the_same_content_then_linked_from_outside_and_written_there_goes_stale(
+    tmp_path: Path,
+) -> None:
+    """A read file's own watch is on the file, not its name: `sed -i` that matched nothing made a new file of the same
+    content under the name (no change, the read holds), and the watch went with the old one. A name made for the new
+    one out of the tree, then a write there, went unrecorded and the read kept 'result holds'."""
+    root = make_repo(tmp_path / "p", {"a.py": "".join(f"a{i} = {i}\n" for i in range(20)), "b.py": "b = 1\n"})
+    other = tmp_path / "other.py"
+    ws = LocalWorkspace(str(root), watch_events=True)
+    assert ws.scan_is_cheap, "inotify is not available here"
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t", workspace=ws) as rt:
+        rt.run("cat a.py", EX)
+        ino = os.stat(root / "a.py").st_ino
+        rt.run("sed -i 's/absent/x/' a.py", EX)
+        assert os.stat(root / "a.py").st_ino != ino and rt.state.modifications == []
+        rt.run(f"python3 -c \"import os; os.link('a.py', '{other}')\"", EX)  # a script: no path the analysis names
+        rt.run("cat b.py", EX)
+        with open(other, "a") as f:
+            f.write("a20 = 20\n")
+        rt.run("echo hi", EX)
+        assert [(os.path.basename(m.path), m.step) for m in rt.state.modifications] == [("a.py", 5)]
+        assert "#1 cat a.py -> exit 0; stale: a.py changed at step 5" in rt.inform()
+        assert rt.faults == 0

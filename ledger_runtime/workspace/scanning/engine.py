@@ -331,8 +331,10 @@ class WorkspaceScanner(object):
         self._linked_at_walk = linked
         watcher = self.watcher
         if watcher is not None:
-            self._read_watches = {p for p in self._read_watches if p in files}
-            watcher.keep_files(linked | self._read_watches)  # first: the watches dropped leave room for the new
+            read = {p for p in self._read_watches if p in files}
+            watcher.keep_files(linked | read)  # first: the watches dropped leave room for the new
+            # added again: a name that stands for a new file since (events lost) has its watch follow it
+            self._read_watches = {p for p in read if watcher.add_file(p)}
         self._linked = {p for p in linked if watcher is None or not watcher.add_file(p)}
 
     def watch_reads(self, paths):
@@ -444,9 +446,15 @@ class WorkspaceScanner(object):
         linked = self.cache.linked
         if any(p in linked and p not in self._linked_at_walk and fs is not None for p, fs in fresh.items()):
             return None  # a file with a name more than it had: its other names are found by a walk
+        read = self._read_watches
         for p, fs in fresh.items():
-            if fs is not None and p in linked and not self.watcher.add_file(p):  # (the same file: the same watch)
-                self._linked.add(p)
+            if fs is None:
+                continue
+            if p in linked:
+                if not self.watcher.add_file(p):  # (the same file: the same watch)
+                    self._linked.add(p)
+            elif p in read:  # the name may stand for a new file now (`sed -i` makes one): the watch follows it
+                self.watcher.add_file(p)
         self._mark_untracked(fresh, old)
         for p, fs in fresh.items():
             was = old.get(p)
