@@ -119,3 +119,28 @@ def test_a_read_file_replaced_by_the_same_content_then_linked_from_outside_and_w
         assert [(os.path.basename(m.path), m.step) for m in rt.state.modifications] == [("a.py", 5)]
         assert "#1 cat a.py -> exit 0; stale: a.py changed at step 5" in rt.inform()
         assert rt.faults == 0
+
+
+def test_a_read_file_replaced_while_events_overflowed_keeps_a_watch_of_its_own(tmp_path: Path) -> None:
+    """The walk after an overflow adds read files' own watches again: a read file replaced by a new one of the same
+    content while events were lost kept the old file's watch, and a write through a name made for the new one out of
+    the tree was not seen by the scans that followed."""
+    root = make_repo(tmp_path / "p", {"a.py": "a = 1\n", "noise/keep.txt": "k\n"})
+    a, other = root / "a.py", tmp_path / "other.py"
+    s = WorkspaceScanner(str(root), watch_events=True)
+    try:
+        s.scan()
+        s.watch_reads([str(a)])
+        _overflow(root / "noise")
+        (root / "new.py").write_text("a = 1\n")
+        os.replace(root / "new.py", a)  # the same content, a new file
+        walked = s.full_scans
+        s.scan()
+        assert s.full_scans == walked + 1, "unsure: a walk"
+        os.link(a, other)
+        with open(other, "a") as f:
+            f.write("a = 2\n")
+        before = s.last_files[str(a)].digest
+        assert s.scan().files[str(a)].digest != before, "the write through the other name is seen"
+    finally:
+        s.close()
