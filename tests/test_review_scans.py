@@ -144,3 +144,31 @@ def test_a_read_file_replaced_while_events_overflowed_keeps_a_watch_of_its_own(t
         assert s.scan().files[str(a)].digest != before, "the write through the other name is seen"
     finally:
         s.close()
+
+
+def test_a_second_write_to_a_mapped_page_is_seen_under_a_root_reached_through_a_link(tmp_path: Path) -> None:
+    """A read's output that differs from the hash cache's content makes the cache drop the entry and the next scan
+    hash the file again (an mmap write raises no event and moves no stat data): the entry was looked for under the
+    path with its links resolved, and under a root reached through a link the scans name it otherwise (0371232), so
+    the entry that lied stayed and the change was never recorded."""
+    import mmap
+    import time
+
+    real = make_repo(tmp_path / "real", {"m.bin": "a" * 4096 + "\n"})
+    (tmp_path / "link").symlink_to(real)
+    root = tmp_path / "link"
+    path = root / "m.bin"
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t") as rt, open(path, "r+b") as f:
+        mm = mmap.mmap(f.fileno(), 0)
+        mm[0:1] = b"b"
+        past = time.time() - 10  # the write's mtime past the hash cache's racy window
+        os.utime(path, (past, past))
+        rt.run("cat m.bin", EX)
+        st = os.stat(path)
+        mm[1:2] = b"c"  # the page is dirty already: no new mtime
+        if os.stat(path).st_mtime_ns != st.st_mtime_ns:
+            pytest.skip("this file system updates mtime on every mmap write")
+        rt.run("cat m.bin", EX)
+        rt.run("python3 -c 'print(1)'", EX)  # the next scan
+        mm.close()
+        assert [m.step for m in rt.state.modifications if m.path == str(path)], "the change is recorded"

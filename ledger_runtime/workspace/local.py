@@ -143,7 +143,7 @@ class LocalWorkspace:
         if data is not None:
             # a write the stat data did not show (a second write to a dirty mmapped page): the cache
             # must not keep vouching for the old content, so the next scan hashes the file again
-            real = os.path.realpath(path)
+            real = self.probe.resolved(path)  # as the scans name it (under a root reached through a link too)
             cached = self.probe.cache.entries.get(real)
             if cached is not None and cached[2].digest != self.digest(data):
                 self.probe.cache.forget(real)
