@@ -172,3 +172,41 @@ def test_a_second_write_to_a_mapped_page_is_seen_under_a_root_reached_through_a_
         rt.run("python3 -c 'print(1)'", EX)  # the next scan
         mm.close()
         assert [m.step for m in rt.state.modifications if m.path == str(path)], "the change is recorded"
+
+
+def _truth(root: Path) -> dict[str, str]:
+    """A full walk by a scanner that never watched anything."""
+    s = WorkspaceScanner(str(root), watch_events=False)
+    try:
+        return {p: fs.digest for p, fs in s.scan().files.items()}
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("how", ["moved-away-and-made-again", "swapped"])
+def test_a_directory_that_another_took_the_name_of_is_scanned_and_watched(tmp_path: Path, how: str) -> None:
+    """`mv pkg pkg_orig && mkdir pkg && ...` (or two directories swapped): the scan re-listed pkg but took the names it
+    knew there for the files it held, and its watch for the one on pkg (the old directory's, gone with it): a new
+    content of pkg/a.py went unrecorded, and so did every change in pkg until the next cross-check walk."""
+    root = make_repo(tmp_path / "p", {"pkg/a.py": "a = 1\n", "pkg/sub/s.py": "s = 1\n", "other/b.py": "b = 1\n"})
+    s = WorkspaceScanner(str(root), watch_events=True)
+    try:
+        s.scan()
+        if how == "swapped":
+            os.rename(root / "pkg", root / "tmp")
+            os.rename(root / "other", root / "pkg")
+            os.rename(root / "tmp", root / "other")
+        else:
+            os.rename(root / "pkg", root / "pkg_orig")
+            (root / "pkg" / "sub").mkdir(parents=True)
+            (root / "pkg" / "sub" / "s.py").write_text("s = 2\n")
+        (root / "pkg" / "a.py").write_text("a = 2\n")
+        assert {p: fs.digest for p, fs in s.scan().files.items()} == _truth(root)
+        (root / "pkg" / "a.py").write_text("a = 3; later\n")
+        (root / "pkg" / "c.py").write_text("c = 1\n")
+        (root / "other" / "d.py").write_text("d = 1\n")
+        walked = s.full_scans
+        assert {p: fs.digest for p, fs in s.scan().files.items()} == _truth(root)
+        assert s.full_scans == walked, "seen by the watches"
+    finally:
+        s.close()

@@ -76,6 +76,7 @@ class Watcher:
         self._libc = libc
         self._by_wd: dict[int, str] = {}
         self._wd_of: dict[str, int] = {}
+        self._ino_of: dict[str, int | None] = {}  # the inode of the directory each watch was added for
         self._files_by_wd: dict[int, set[str]] = {}  # a file's own watch -> the names it was added under
         self._file_wd: dict[str, int] = {}
         # files' own watches take at most a quarter of the user's watches: the directories' come first
@@ -103,16 +104,19 @@ class Watcher:
             return None
         return cls(fd, libc)
 
-    def add(self, directory: str) -> bool:
-        """Watches ``directory``'s entries and their writes; False when that failed."""
+    def add(self, directory: str, ino: int | None = None) -> bool:
+        """Watches ``directory``'s entries and their writes; False when that failed. ``ino``: the inode the directory
+        has now, where known: a watch added for another one under the name (moved away, the name taken by a new
+        directory or a moved one) is the other's, and the name is watched again."""
         old = self._wd_of.get(directory)
-        if old is not None and not self.lost:
+        if old is not None and not self.lost and (ino is None or self._ino_of.get(directory) == ino):
             return True
         wd = self._libc.inotify_add_watch(self.fd, os.fsencode(directory), MASK)
-        if old is not None and old != wd:  # (after events were lost: its watch went, with the directory it was on)
+        if old is not None and old != wd:  # its watch is another directory's, or went with it (events lost)
             del self._wd_of[directory]
-            if self._by_wd.get(old) == directory:  # (not if the directory, moved, was added under its new name)
+            if self._by_wd.get(old) == directory:  # (not if that directory was added under its new name since)
                 del self._by_wd[old]
+                self._libc.inotify_rm_watch(self.fd, old)  # (one moved out of the tree: its events are nobody's)
         if wd < 0:
             err = ctypes.get_errno()
             if err not in (errno.ENOENT, errno.ENOTDIR):  # ENOSPC: the per-user limit of watches
@@ -122,6 +126,7 @@ class Watcher:
             self._file_wd.pop(name, None)
         self._by_wd[wd] = directory
         self._wd_of[directory] = wd
+        self._ino_of[directory] = ino
         return True
 
     def add_file(self, path: str) -> bool:
@@ -162,6 +167,7 @@ class Watcher:
 
     def discard(self, directory: str) -> None:
         wd = self._wd_of.pop(directory, None)
+        self._ino_of.pop(directory, None)
         if wd is not None:
             self._by_wd.pop(wd, None)
             self._libc.inotify_rm_watch(self.fd, wd)
@@ -207,6 +213,7 @@ class Watcher:
             if mask & IN_IGNORED:  # the watch went away with its directory
                 self._by_wd.pop(wd, None)
                 self._wd_of.pop(d, None)
+                self._ino_of.pop(d, None)
                 out.dirs.add(os.path.dirname(d))
                 continue
             if mask & SELF_EVENTS:

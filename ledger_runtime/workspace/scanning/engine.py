@@ -370,7 +370,7 @@ class WorkspaceScanner(object):
                 w.discard(d)
         for d in listed:
             if not self.excluded or not (d in self.excluded or d.startswith(self._excluded_under)):
-                w.add(d)
+                w.add(d, self._dirs[d].key[2])
         w.lost = False  # every directory listed has been added again: each watch is that of the directory there now
         if w.failed:  # the per-user limit of watches: walk every time, as without inotify
             w.close()
@@ -389,6 +389,7 @@ class WorkspaceScanner(object):
         old = self._files
         touched = set()
         pending = []
+        replaced = False  # a directory listed under a name that another had: what it holds is not what the name held
         for d in sorted(reported.dirs, key=lambda x: x.count(os.sep)):  # parents before their new children
             if not (d == self.root or d.startswith(self.root + os.sep)):
                 continue
@@ -402,10 +403,11 @@ class WorkspaceScanner(object):
                 self._forget_tree(d, old, touched)
                 continue
             if before is not None:
+                replaced = replaced or before.key[2] != entry.key[2]
                 touched.update(p for p in before.file_paths if p not in set(entry.file_paths))
                 for sub in set(before.dir_paths) - set(entry.dir_paths):
                     self._forget_tree(sub, old, touched)
-            self.watcher.add(d)
+            self.watcher.add(d, entry.key[2])
         taken = {}  # new files, hashed as they were taken in
         self._take_in(pending, taken, keep_limit, watch=True)
         touched.update(taken)
@@ -424,7 +426,7 @@ class WorkspaceScanner(object):
                     continue
             if p in old:
                 touched.add(p)  # it was a file of the workspace: it may be gone
-        if self.watcher.failed:
+        if self.watcher.failed or replaced:  # (replaced: its files and directories, by their stat data, and watches)
             return None
         changes = []
         fresh = {}
