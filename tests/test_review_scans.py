@@ -210,3 +210,27 @@ def test_a_directory_that_another_took_the_name_of_is_scanned_and_watched(tmp_pa
         assert s.full_scans == walked, "seen by the watches"
     finally:
         s.close()
+
+
+def test_a_file_made_between_commands_then_read_then_linked_from_outside_and_written_there_goes_stale(
+    tmp_path: Path,
+) -> None:
+    """A file about to be read gets a watch of its own if the last snapshot holds it: one made since (between commands)
+    is taken in by the scan its read asks for, which came after the watches were given, so it had none, and a write
+    through a name made for it later out of the tree went unrecorded while the read held."""
+    root = make_repo(tmp_path / "p", {"a.py": "a = 1\n", "b.py": "b = 1\n"})
+    other = tmp_path / "other.py"
+    ws = LocalWorkspace(str(root), watch_events=True)
+    assert ws.scan_is_cheap, "inotify is not available here"
+    with LedgerRuntime(root, tmp_path / "run", LedgerConfig(), task="t", workspace=ws) as rt:
+        rt.run("cat a.py", EX)
+        (root / "n.py").write_text("".join(f"n{i} = {i}\n" for i in range(20)))  # by another process
+        rt.run("cat n.py", EX)
+        rt.run(f"python3 -c \"import os; os.link('n.py', '{other}')\"", EX)  # a script: no path the analysis names
+        rt.run("cat b.py", EX)
+        with open(other, "a") as f:
+            f.write("n20 = 20\n")
+        rt.run("echo hi", EX)
+        assert [(os.path.basename(m.path), m.step) for m in rt.state.modifications] == [("n.py", 2), ("n.py", 5)]
+        assert "#2 cat n.py -> exit 0; stale: n.py changed at step 5" in rt.inform()
+        assert rt.faults == 0

@@ -173,11 +173,11 @@ class Scans:
             # this machine's files: the file a link the command names resolves to is watched too, where no scan covers
             # it (outside the tree, ignored), or a read through the link would hold while its target changed
             named = list(dict.fromkeys(q for p in named for q in (p, link_target(p)) if q))
-        watch_reads = getattr(self.workspace, "watch_reads", None)
-        if watch_reads is not None:
-            watch_reads(k[2:] for k in analysis.read_keys if k[:2] == "f:")
         if self._changed_since(named):
             self.take_between(self.scan(), step)
+        watch_reads = getattr(self.workspace, "watch_reads", None)
+        if watch_reads is not None:  # after that scan: a file it took in (made since) is one to watch
+            watch_reads(k[2:] for k in analysis.read_keys if k[:2] == "f:")
         if self.workspace.watched() >= MAX_WATCHED:
             return
         last = self.last.files if self.last else {}
