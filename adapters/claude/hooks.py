@@ -139,7 +139,7 @@ class ClaudeHooks:
         if self.conversation_file is not None:
             from ledger_runtime import left_conversation
 
-            self.previous = left_conversation(self.conversation_file) if self.goes_on else None
+            self.previous = left_conversation(self.conversation_file, self.runtime.state.step) if self.goes_on else None
             try:  # what it says holds only until this run, which may compact or leave it, ends
                 os.unlink(self.conversation_file)
             except OSError:
@@ -510,14 +510,6 @@ class ClaudeHooks:
         reader = reader_for(self.readers, self.transcript)
         if reader is not None:
             self._follow({"transcript_path": self.transcript})  # a compaction or a rewind at the very end
-        if reader is not None and self.conversation_file is not None:
-            from ledger_runtime import write_private
-
-            left = {"transcript": self.transcript, "compactions": self.compactions, "branches": self.branches}
-            try:
-                write_private(self.conversation_file, json.dumps(left) + "\n")
-            except OSError as e:
-                self.runtime.report_fault("leaving the conversation for a resumed run", e)
         if reader is not None:
             self._check(reader)
             for attempt, (call, _, _) in list(self.to_check.items()):  # the transcript is whole now
@@ -535,6 +527,14 @@ class ClaudeHooks:
                     shown_raw=True,
                 )
             del self.pending[call_id]
+        if reader is not None and self.conversation_file is not None:  # last: with the step the ledger ends at
+            from ledger_runtime import write_private
+
+            left = {"transcript": self.transcript, "compactions": self.compactions, "branches": self.branches}
+            try:
+                write_private(self.conversation_file, json.dumps({**left, "step": self.runtime.state.step}) + "\n")
+            except OSError as e:
+                self.runtime.report_fault("leaving the conversation for a resumed run", e)
 
 
 def refusal(v: Verdict) -> str:

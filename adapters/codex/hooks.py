@@ -237,7 +237,7 @@ class CodexHooks:
         if self.conversation_file is not None:
             from ledger_runtime import left_conversation
 
-            self.previous = left_conversation(self.conversation_file) if self.goes_on else None
+            self.previous = left_conversation(self.conversation_file, self.runtime.state.step) if self.goes_on else None
             try:  # what it says holds only until this run, which may compact or leave it, ends
                 os.unlink(self.conversation_file)
             except OSError:
@@ -672,14 +672,6 @@ class CodexHooks:
             reader.refresh()
         self._check_answers(final=True)
         self._follow_compactions()
-        if self.conversation_file is not None and self._rollout(self.last_transcript) is not None:
-            from ledger_runtime import write_private
-
-            left = {"transcript": self.last_transcript, "compactions": self.compactions, "branches": 0}
-            try:
-                write_private(self.conversation_file, json.dumps(left) + "\n")
-            except OSError as e:
-                self.runtime.report_fault("leaving the conversation for a resumed run", e)
         self.unchecked.clear()
         self.answer_texts.clear()
         self.complete_unfinished()
@@ -694,3 +686,11 @@ class CodexHooks:
                 pending.plan, res, time.perf_counter() - pending.started, truncation=trunc, shown_raw=True
             )
             del self.pending[call_id]
+        if self.conversation_file is not None and self._rollout(self.last_transcript) is not None:
+            from ledger_runtime import write_private  # last: with the step the ledger ends at
+
+            left = {"transcript": self.last_transcript, "compactions": self.compactions, "branches": 0}
+            try:
+                write_private(self.conversation_file, json.dumps({**left, "step": self.runtime.state.step}) + "\n")
+            except OSError as e:
+                self.runtime.report_fault("leaving the conversation for a resumed run", e)

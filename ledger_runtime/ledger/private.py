@@ -254,9 +254,11 @@ def read_record(path: str | os.PathLike, limit: int | None = None) -> bytes:
         os.close(fd)
 
 
-def left_conversation(path: str | os.PathLike) -> dict | None:
+def left_conversation(path: str | os.PathLike, step: int) -> dict | None:
     """What an agent's earlier run in a run directory left of its conversation for a run that resumes it (its
-    transcript's path, its compactions and rewinds): None when there is nothing readable of that shape."""
+    transcript's path, its compactions and rewinds): None when there is nothing readable of that shape, or when the
+    ledger has gone on since (``step``, its last step now, is not the one that run ended at: another run, of another
+    agent, showed those steps' outputs in a conversation of its own)."""
     import json
 
     try:
@@ -265,6 +267,6 @@ def left_conversation(path: str | os.PathLike) -> dict | None:
         return None
     if not isinstance(left, dict) or not isinstance(left.get("transcript"), str):
         return None
-    if not all(type(left.get(k)) is int for k in ("compactions", "branches")):
+    if not all(type(left.get(k)) is int for k in ("compactions", "branches", "step")) or left["step"] != step:
         return None
     return left
