@@ -128,6 +128,7 @@ class ClaudeHooks:
     # what the previous run left there, when the ledger goes on from one (None: nothing, or a new ledger)
     previous: dict[str, Any] | None = None
     goes_on: bool = False  # the ledger holds steps of an earlier run: its conversation must be this one
+    unknown: bool = False  # an event named no transcript before one did: forgotten, as another conversation
     subagent: bool = False  # the event handled is a subagent's: what it answers reaches the subagent only
 
     def __post_init__(self) -> None:
@@ -193,6 +194,9 @@ class ClaudeHooks:
         if payload.get("agent_id"):
             return  # a subagent's event names the main transcript too: nothing new about the conversation
         path = self._transcript_path(payload.get("transcript_path"))
+        if path is None and self.transcript is None and self.goes_on and not self.unknown:
+            self.unknown = True  # a run on an earlier ledger, in a conversation it cannot name: one that holds nothing
+            self._forget()
         if path is not None and path != self.transcript:
             session = payload.get("session_id")
             if isinstance(session, str):
@@ -203,7 +207,7 @@ class ClaudeHooks:
             self.transcript = path
             reader = reader_for(self.readers, path)
             self.compactions, self.branches = (reader.compactions, reader.branches) if reader else (0, 0)
-            if first and self.goes_on:  # a run on a ledger an earlier run left: resumed, or another conversation
+            if first and self.goes_on and not self.unknown:  # on an earlier run's ledger: resumed, or another one
                 left = self.previous or {}
                 if left.get("transcript") == path and reader is not None:
                     self.compactions, self.branches = left.get("compactions", 0), left.get("branches", 0)

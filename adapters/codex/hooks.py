@@ -228,6 +228,7 @@ class CodexHooks:
     conversation_file: str | None = None
     previous: dict[str, Any] | None = None  # what the previous run left there (None: nothing, or a new ledger)
     goes_on: bool = False  # the ledger holds steps of an earlier run: its conversation must be this one
+    unknown: bool = False  # an event named no rollout before one did: forgotten, as another conversation
 
     def __post_init__(self) -> None:
         if self.notes is None:  # what the notes told the model: the runtime's, a fold of its ledger
@@ -319,6 +320,9 @@ class CodexHooks:
         path = payload.get("transcript_path")
         if isinstance(path, str) and path != self.last_transcript:
             self._conversation(path)
+        elif self.last_transcript is None and self.goes_on and not self.unknown:
+            self.unknown = True  # a run on an earlier ledger, in a conversation it cannot name: one that holds nothing
+            self.runtime.forget_context()
         if self.unfinished:
             self.complete_unfinished()
         self._follow_compactions()
@@ -544,6 +548,9 @@ class CodexHooks:
         rollout = self._rollout(path)
         now = rollout.compactions if rollout is not None else 0
         left = self.previous or {}
+        if first and self.unknown:
+            self.compactions = now  # forgotten already, at the event that named none
+            return
         if first and not self.goes_on:
             return  # a new ledger: its compactions are followed from 0, as ever
         if first and left.get("transcript") == path:
