@@ -179,7 +179,6 @@ def lock_file(path: str | os.PathLike, what: str) -> IO[bytes] | None:
 
     The file is owner-only, never opened through a symlink, and releases the lock when collected too. None where the
     file system has no locks, as on some network mounts: the run goes on without one."""
-    import fcntl
 
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_NOCTTY", 0), FILE_MODE)
@@ -190,7 +189,7 @@ def lock_file(path: str | os.PathLike, what: str) -> IO[bytes] | None:
         f.close()
         raise InUse(f"{what}: its lock file {path} is not a regular file")
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _flock_ex(fd)
     except BlockingIOError:
         holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
         f.close()
@@ -203,6 +202,23 @@ def lock_file(path: str | os.PathLike, what: str) -> IO[bytes] | None:
     os.ftruncate(fd, 0)
     os.write(fd, str(os.getpid()).encode())
     return f
+
+
+def _flock_ex(fd: int, tries: int = 20) -> None:
+    """An exclusive lock on ``fd``, not waiting on a live holder: a look at the lock (``holder``, another run's
+    ``misplaced``) holds it for an instant, and one taken in that instant is tried again for a moment before
+    BlockingIOError says a live process holds it."""
+    import fcntl
+    import time
+
+    for n in range(tries):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if n == tries - 1:
+                raise
+            time.sleep(0.01)
 
 
 def holder(path: str | os.PathLike) -> str | None:
