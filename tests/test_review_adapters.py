@@ -142,3 +142,27 @@ def test_a_look_at_a_run_as_it_starts_does_not_refuse_it(tmp_path: Path) -> None
         LedgerRuntime(repo, run_dir).close()
     finally:
         timer.join()
+
+
+def test_claude_a_conversation_json_deeply_nested_does_not_stop_the_run(tmp_path: Path) -> None:
+    """conversation.json of 64 KiB of '[': json.loads raised RecursionError, not a ValueError, out of the hooks'
+    start, and ledger-run claude failed before the agent began: bad input, never a traceback."""
+    c = Claude(tmp_path)
+    c.run("cat calc.py")
+    (c.run_dir / "claude" / "conversation.json").write_text("[" * 65536)
+    (again,) = c.run("cat calc.py")
+    assert not again.startswith(SAME), again[:200]
+
+
+def test_claude_a_conversation_json_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
+    """A link put where conversation.json goes (what the agent's commands may do: the run directory is the user's)
+    is never followed, however right what it points at looks."""
+    c = Claude(tmp_path)
+    c.run("cat calc.py")
+    left = c.run_dir / "claude" / "conversation.json"
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes(left.read_bytes())
+    left.unlink()
+    left.symlink_to(elsewhere)
+    (again,) = c.run("cat calc.py")
+    assert not again.startswith(SAME), again[:200]

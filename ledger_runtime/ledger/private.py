@@ -277,9 +277,16 @@ def left_conversation(path: str | os.PathLike, step: int) -> dict | None:
     agent, showed those steps' outputs in a conversation of its own)."""
     import json
 
-    try:
-        left = json.loads(read_record(path, 64 * 1024))
-    except (OSError, ValueError):
+    try:  # ours, a regular file, never through a link; JSON nested past the parser's depth is no shape either
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+                return None
+            left = json.loads(os.read(fd, 64 * 1024))
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(left, dict) or not isinstance(left.get("transcript"), str):
         return None
