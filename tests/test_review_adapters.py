@@ -166,3 +166,54 @@ def test_claude_a_conversation_json_that_is_a_link_is_not_followed(tmp_path: Pat
     left.symlink_to(elsewhere)
     (again,) = c.run("cat calc.py")
     assert not again.startswith(SAME), again[:200]
+
+
+def _restoring_signals(test):
+    import functools
+    import signal
+
+    @functools.wraps(test)
+    def wrapped(*a, **k):
+        saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        try:
+            return test(*a, **k)
+        finally:
+            for s, h in saved.items():
+                signal.signal(s, h)
+
+    return wrapped
+
+
+@_restoring_signals
+def test_a_sigterm_before_the_agent_started_ends_it_once_it_has(tmp_path: Path, monkeypatch) -> None:
+    """SIGTERM to ledger-run between its handler and the agent's start (Popen under way): the handler had no agent
+    to send it to, and it was lost; the agent ran on as if nothing was asked."""
+    import signal
+    import subprocess
+    import time
+
+    from ledger_runtime.cli import launch
+
+    real = subprocess.Popen
+
+    def popen(*a, **k):
+        os.kill(os.getpid(), signal.SIGTERM)  # comes while the agent starts
+        return real(*a, **k)
+
+    monkeypatch.setattr(launch.subprocess, "Popen", popen)
+    began = time.monotonic()
+    code = launch.run_agent(["sleep", "5"], tmp_path, dict(os.environ))
+    assert code == 128 + signal.SIGTERM and time.monotonic() - began < 4
+
+
+@_restoring_signals
+def test_a_hangup_ignored_already_is_not_sent_to_the_agent(tmp_path: Path) -> None:
+    """``nohup ledger-run codex exec ...``: SIGHUP is ignored, as asked, but run_agent put its forwarder in its place
+    and sent the hangup on to the agent, which it ended (mini's own handling keeps one ignored so)."""
+    import signal
+
+    from ledger_runtime.cli import launch
+
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    code = launch.run_agent(["sh", "-c", "kill -HUP $PPID; sleep 0.5; exit 7"], tmp_path, dict(os.environ))
+    assert code == 7

@@ -125,13 +125,17 @@ def run_agent(
     cmd: list[str], cwd: str | os.PathLike, env: dict[str, str], on_start: Callable[[int], None] | None = None
 ) -> int:
     """Run an agent's process until it exits; its exit code (128+N where signal N ended it). SIGTERM and SIGHUP
-    sent to this process go to the agent (it stops, and the caller finishes the ledger); SIGINT is ignored here,
+    sent to this process go to the agent (it stops, and the caller finishes the ledger; one that came while it
+    started, once it has; one ignored already, as under ``nohup``, stays ignored); SIGINT is ignored here,
     set before the agent starts, so Ctrl-C is the agent's own to handle, and left ignored when this returns (the
     caller is decorated ``ctrl_c_is_the_agents``, which gives it back after the finish). ``on_start``: told the
     agent's pid."""
     started: list[subprocess.Popen] = []
+    early: list[int] = []  # signals that came while the agent was starting: sent to it once it has
 
     def forward(signum: int, _frame: Any) -> None:
+        if not started:
+            early.append(signum)
         for p in started:
             try:
                 p.send_signal(signum)
@@ -139,9 +143,12 @@ def run_agent(
                 pass
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # left so when this returns: the caller's finish follows
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGHUP)}
+    ours = [s for s in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) is not signal.SIG_IGN]  # nohup: kept
+    previous = {s: signal.signal(s, forward) for s in ours}
     try:
         started.append(subprocess.Popen(cmd, cwd=cwd, env=env))
+        for signum in early[:1]:
+            forward(signum, None)
         if on_start is not None:
             on_start(started[0].pid)
         code = started[0].wait()
