@@ -101,7 +101,7 @@ _EXPORTS = {
     "ModelTurn": "trajectories",
     "Conversation": "trajectories",
     "read_record": "ledger.private",
-    "left_conversation": "ledger.private",
+    "taken_conversation": "ledger.private",
     "regular_only": "trajectories",
     "MAX_RECORD_BYTES": "ledger.private",
     "SeenFiles": "seen",

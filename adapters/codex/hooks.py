@@ -236,13 +236,9 @@ class CodexHooks:
             self.notes.limit_chars = self.note_chars
         self.goes_on = self.runtime.state.step > 0
         if self.conversation_file is not None:
-            from ledger_runtime import left_conversation
+            from ledger_runtime import taken_conversation
 
-            self.previous = left_conversation(self.conversation_file, self.runtime.state.step) if self.goes_on else None
-            try:  # what it says holds only until this run, which may compact or leave it, ends
-                os.unlink(self.conversation_file)
-            except OSError:
-                pass
+            self.previous = taken_conversation(self.conversation_file, self.runtime.state.step)
 
     # -- dispatch --------------------------------------------------------------------------------
 

@@ -293,3 +293,15 @@ def left_conversation(path: str | os.PathLike, step: int) -> dict | None:
     if not all(type(left.get(k)) is int for k in ("compactions", "branches", "step")) or left["step"] != step:
         return None
     return left
+
+
+def taken_conversation(path: str | os.PathLike, step: int) -> dict | None:
+    """What an agent's earlier run left at ``path`` for this run, on a ledger at ``step`` (``left_conversation``; None
+    on a new ledger), and the file removed: what it says holds only until this run, which may compact or leave that
+    conversation, ends (a run that ends writes it anew)."""
+    left = left_conversation(path, step) if step > 0 else None
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return left
