@@ -404,7 +404,8 @@ class WorkspaceScanner(object):
                 continue
             if before is not None:
                 replaced = replaced or before.key[2] != entry.key[2]
-                touched.update(p for p in before.file_paths if p not in set(entry.file_paths))
+                now = set(entry.file_paths)  # once: built per name, it made a relisting quadratic in the files
+                touched.update(p for p in before.file_paths if p not in now)
                 for sub in set(before.dir_paths) - set(entry.dir_paths):
                     self._forget_tree(sub, old, touched)
             self.watcher.add(d, entry.key[2])
