@@ -102,6 +102,7 @@ _EXPORTS = {
     "Conversation": "trajectories",
     "read_record": "ledger.private",
     "taken_conversation": "ledger.private",
+    "leave_conversation": "ledger.private",
     "regular_only": "trajectories",
     "MAX_RECORD_BYTES": "ledger.private",
     "SeenFiles": "seen",

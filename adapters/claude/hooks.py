@@ -33,7 +33,6 @@ a reference (a fault says so). Any fault of ours lets the call go on with its ow
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import time
@@ -528,11 +527,11 @@ class ClaudeHooks:
                 )
             del self.pending[call_id]
         if reader is not None and self.conversation_file is not None:  # last: with the step the ledger ends at
-            from ledger_runtime import write_private
+            from ledger_runtime import leave_conversation
 
-            left = {"transcript": self.transcript, "compactions": self.compactions, "branches": self.branches}
+            step = self.runtime.state.step
             try:
-                write_private(self.conversation_file, json.dumps({**left, "step": self.runtime.state.step}) + "\n")
+                leave_conversation(self.conversation_file, self.transcript, self.compactions, self.branches, step)
             except OSError as e:
                 self.runtime.report_fault("leaving the conversation for a resumed run", e)
 

@@ -690,10 +690,10 @@ class CodexHooks:
             )
             del self.pending[call_id]
         if self.conversation_file is not None and self._rollout(self.last_transcript) is not None:
-            from ledger_runtime import write_private  # last: with the step the ledger ends at
+            from ledger_runtime import leave_conversation  # last: with the step the ledger ends at
 
-            left = {"transcript": self.last_transcript, "compactions": self.compactions, "branches": 0}
+            step = self.runtime.state.step
             try:
-                write_private(self.conversation_file, json.dumps({**left, "step": self.runtime.state.step}) + "\n")
+                leave_conversation(self.conversation_file, self.last_transcript, self.compactions, 0, step)
             except OSError as e:
                 self.runtime.report_fault("leaving the conversation for a resumed run", e)

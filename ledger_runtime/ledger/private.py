@@ -295,6 +295,16 @@ def left_conversation(path: str | os.PathLike, step: int) -> dict | None:
     return left
 
 
+def leave_conversation(path: str | os.PathLike, transcript: str, compactions: int, branches: int, step: int) -> None:
+    """Leaves at ``path`` (owner-only) the conversation a run's outputs were shown in, for a run that resumes it on
+    this ledger: its transcript, its compactions and rewinds (``branches``), and ``step``, the ledger's last, at which
+    alone it counts (``left_conversation`` reads it). OSError where it cannot be written."""
+    import json
+
+    left = {"transcript": transcript, "compactions": compactions, "branches": branches, "step": step}
+    write_private(path, json.dumps(left) + "\n")
+
+
 def taken_conversation(path: str | os.PathLike, step: int) -> dict | None:
     """What an agent's earlier run left at ``path`` for this run, on a ledger at ``step`` (``left_conversation``; None
     on a new ledger), and the file removed: what it says holds only until this run, which may compact or leave that
