@@ -299,7 +299,10 @@ def test_mcnemar_exact() -> None:
     assert mcnemar_exact(10, 2) == pytest.approx(2 * sum(__import__("math").comb(12, i) for i in range(3)) / 4096)
 
 
-def test_ctrl_c_stops_cleanly_and_the_next_run_finishes(docker_image, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("stop, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_ctrl_c_stops_cleanly_and_the_next_run_finishes(docker_image, tmp_path, stop, code):  # noqa: F811
+    """Ctrl-C, and a SIGTERM to ledger-run alone (`kill PID`: before, it died at once and left both
+    containers running their `sleep 60`), cancel what has not started and remove this run's containers."""
     import signal
     import time
 
@@ -344,9 +347,9 @@ def test_ctrl_c_stops_cleanly_and_the_next_run_finishes(docker_image, tmp_path):
     assert len(our_containers(out)) == 2, "both workers have a container running"
     while not all(_running(c, "sleep 60") for c in our_containers(out)) and time.monotonic() < deadline:
         time.sleep(0.2)  # both agents are in their long command
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, stop))
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-2000:]
+    assert proc.returncode == code, err[-2000:]
     assert not our_containers(out), "Ctrl-C leaves no container behind"
     for arm in ("ledger", "baseline"):
         assert json.loads((out / arm / "manifest.json").read_text())["runs"][-1]["status"] == "interrupted"

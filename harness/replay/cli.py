@@ -693,21 +693,18 @@ def _replay_all(
     """Replay ``todo`` with a progress display, ``jobs`` at a time; returns the trajectories skipped.
     Ctrl-C, or a SIGTERM to this process alone (``kill PID``), stops it and says what was kept (exit
     130 or 143): no worker, and no command one ran, outlives the replay."""
-    import signal
+    from ledger_harness.stopping import sigterm_as_ctrl_c
 
-    previous = _on_sigterm(_terminated)
-    try:
-        return _replay_todo(todo, settings, jobs, stderr, notes)
-    except KeyboardInterrupt as stop:
-        print(
-            f"interrupted: the finished trajectories are kept in {settings.out} (run the same command again "
-            "to go on from there)",
-            file=sys.stderr,
-        )
-        raise SystemExit(143 if isinstance(stop, _Terminated) else 130) from None
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    with sigterm_as_ctrl_c() as stop:
+        try:
+            return _replay_todo(todo, settings, jobs, stderr, notes)
+        except KeyboardInterrupt:
+            print(
+                f"interrupted: the finished trajectories are kept in {settings.out} (run the same command again "
+                "to go on from there)",
+                file=sys.stderr,
+            )
+            raise SystemExit(stop.exit_code()) from None
 
 
 def _replay_todo(
@@ -762,25 +759,6 @@ ISOLATION_NOTES = {
     "namespace-shared-tmp": "/tmp: shared by the workers (a path the replay needs, -o or --repo, lies under it); "
     "commands writing /tmp may have seen each other's files",
 }
-
-
-class _Terminated(KeyboardInterrupt):
-    """A SIGTERM to the replay's own process: stopped as Ctrl-C stops it."""
-
-
-def _terminated(signum, frame) -> None:
-    raise _Terminated
-
-
-def _on_sigterm(handler):
-    """Install ``handler`` for SIGTERM; the handler it replaces (None where signals cannot be set:
-    not the main thread)."""
-    import signal
-
-    try:
-        return signal.signal(signal.SIGTERM, handler)
-    except ValueError:
-        return None
 
 
 def _run_pools(  # noqa: C901

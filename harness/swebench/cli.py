@@ -143,6 +143,7 @@ def run(o: SwebenchOptions) -> None:
     from rich.console import Console
     from rich.markup import escape
 
+    from ledger_harness.stopping import sigterm_as_ctrl_c
     from ledger_harness.swebench.options import validate
     from ledger_harness.swebench.run import parse_arms
     from ledger_harness.swebench.run import run as run_arms
@@ -164,7 +165,10 @@ def run(o: SwebenchOptions) -> None:
     console.print(
         f"{len(rows)} instances x {len(chosen_arms)} arms ({', '.join(chosen_arms)}), {o.workers} workers -> {o.out}"
     )
-    done = run_arms(o.out, chosen_arms, rows, cfg, workers=o.workers, console=console, client=client, command=sys.argv)
+    with sigterm_as_ctrl_c() as stop:  # `kill PID` removes this run's containers as Ctrl-C does
+        done = run_arms(
+            o.out, chosen_arms, rows, cfg, workers=o.workers, console=console, client=client, command=sys.argv
+        )
     console.print(
         f"{done['status']}: {done['ran']} instance runs; "
         + "; ".join(
@@ -173,7 +177,7 @@ def run(o: SwebenchOptions) -> None:
     )
     console.print(f"look at them: ledger-run report {escape(shell_word(o.out))}")
     if done["status"] == "interrupted":
-        sys.exit(130)  # said above: not typer's Exit(130), after which ledger-run says "interrupted" again
+        sys.exit(stop.exit_code())  # said above: not typer's Exit, after which ledger-run says "interrupted" again
     if o.evaluate_after:
         _evaluate(o.out, o.subset, o.split, o.eval_workers, console, o.modal)
 
