@@ -1,6 +1,6 @@
 """A harness command (``replay``, ``swebench``) stopped by a SIGTERM to its own process (``kill PID``, a job
-scheduler's end of time) stops as Ctrl-C stops it: what is done is kept, nothing it started outlives it, and it
-exits 143 where Ctrl-C exits 130."""
+scheduler's end of time) or a SIGHUP (its terminal closed) stops as Ctrl-C stops it: what is done is kept,
+nothing it started outlives it, and it exits 128 + the signal's number (143, 129) where Ctrl-C exits 130."""
 
 from __future__ import annotations
 
@@ -9,41 +9,44 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
+SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
 
 class Terminated(KeyboardInterrupt):
-    """A SIGTERM to the command's own process, raised where Ctrl-C's KeyboardInterrupt would be."""
+    """A SIGTERM or SIGHUP to the command's own process, raised where Ctrl-C's KeyboardInterrupt would be."""
 
 
 @dataclass
 class Stop:
-    """Whether a SIGTERM came while ``sigterm_as_ctrl_c`` was on."""
+    """Which of ``SIGNALS`` came while ``stopped_as_ctrl_c`` was on, if one did."""
 
-    terminated: bool = False
+    signum: int | None = None
 
     def exit_code(self) -> int:
-        """What the command exits with once stopped: 143 after a SIGTERM, 130 after Ctrl-C."""
-        return 143 if self.terminated else 130
+        """What the command exits with once stopped: 128 + the signal's number, 130 after Ctrl-C."""
+        return 128 + (self.signum if self.signum is not None else signal.SIGINT)
 
 
 @contextmanager
-def sigterm_as_ctrl_c() -> Iterator[Stop]:
-    """While on, a SIGTERM raises ``Terminated`` (a KeyboardInterrupt) in the main thread. A SIGTERM ignored
-    when it starts (a parent's choice) stays ignored; off the main thread, where no handler can be set,
-    nothing changes."""
+def stopped_as_ctrl_c() -> Iterator[Stop]:
+    """While on, a SIGTERM or SIGHUP raises ``Terminated`` (a KeyboardInterrupt) in the main thread. One
+    ignored when it starts stays ignored (``nohup``: a hangup is not a stop); off the main thread, where no
+    handler can be set, nothing changes."""
     stop = Stop()
 
     def terminated(signum, frame) -> None:
-        stop.terminated = True
+        stop.signum = signum
         raise Terminated
 
+    previous: dict[int, object] = {}
     try:
-        previous = (
-            None if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN else signal.signal(signal.SIGTERM, terminated)
-        )
+        for s in SIGNALS:
+            if signal.getsignal(s) is not signal.SIG_IGN:
+                previous[s] = signal.signal(s, terminated)
     except ValueError:  # not the main thread
-        previous = None
+        pass
     try:
         yield stop
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)

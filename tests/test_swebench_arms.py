@@ -299,10 +299,11 @@ def test_mcnemar_exact() -> None:
     assert mcnemar_exact(10, 2) == pytest.approx(2 * sum(__import__("math").comb(12, i) for i in range(3)) / 4096)
 
 
-@pytest.mark.parametrize("stop, code", [("SIGINT", 130), ("SIGTERM", 143)])
+@pytest.mark.parametrize("stop, code", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
 def test_ctrl_c_stops_cleanly_and_the_next_run_finishes(docker_image, tmp_path, stop, code):  # noqa: F811
-    """Ctrl-C, and a SIGTERM to ledger-run alone (`kill PID`: before, it died at once and left both
-    containers running their `sleep 60`), cancel what has not started and remove this run's containers."""
+    """Ctrl-C, a SIGTERM to ledger-run alone (`kill PID`) and a SIGHUP (its terminal closed; before, both
+    killed it at once and left the containers running their `sleep 60`) cancel what has not started and
+    remove this run's containers."""
     import signal
     import time
 

@@ -691,11 +691,11 @@ def _replay_all(
     todo: list[Trajectory], settings: ReplaySettings, jobs: int, stderr: Console, notes: list[str]
 ) -> list[tuple[str, str]]:
     """Replay ``todo`` with a progress display, ``jobs`` at a time; returns the trajectories skipped.
-    Ctrl-C, or a SIGTERM to this process alone (``kill PID``), stops it and says what was kept (exit
-    130 or 143): no worker, and no command one ran, outlives the replay."""
-    from ledger_harness.stopping import sigterm_as_ctrl_c
+    Ctrl-C, a SIGTERM to this process alone (``kill PID``) or a SIGHUP stops it and says what was kept (exit
+    130, 143 or 129): no worker, and no command one ran, outlives the replay."""
+    from ledger_harness.stopping import stopped_as_ctrl_c
 
-    with sigterm_as_ctrl_c() as stop:
+    with stopped_as_ctrl_c() as stop:
         try:
             return _replay_todo(todo, settings, jobs, stderr, notes)
         except KeyboardInterrupt:

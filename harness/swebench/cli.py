@@ -143,7 +143,7 @@ def run(o: SwebenchOptions) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from ledger_harness.stopping import sigterm_as_ctrl_c
+    from ledger_harness.stopping import stopped_as_ctrl_c
     from ledger_harness.swebench.options import validate
     from ledger_harness.swebench.run import parse_arms
     from ledger_harness.swebench.run import run as run_arms
@@ -165,7 +165,7 @@ def run(o: SwebenchOptions) -> None:
     console.print(
         f"{len(rows)} instances x {len(chosen_arms)} arms ({', '.join(chosen_arms)}), {o.workers} workers -> {o.out}"
     )
-    with sigterm_as_ctrl_c() as stop:  # `kill PID` removes this run's containers as Ctrl-C does
+    with stopped_as_ctrl_c() as stop:  # `kill PID`, a closed terminal: as Ctrl-C
         done = run_arms(
             o.out, chosen_arms, rows, cfg, workers=o.workers, console=console, client=client, command=sys.argv
         )
