@@ -66,7 +66,7 @@ class SeenFiles:
 
     def saw(self, path: str, step: int, text: str) -> None:
         """The model was shown ``text``, the whole of ``path``, at ``step``."""
-        self.seen[path] = _Seen(step, text)
+        self.seen[self._file(path)] = _Seen(step, text)
 
     def saw_now(self, path: str | None) -> None:
         """After the model's own edit of ``path``: the agent tells it that it holds the file as it is."""
@@ -74,9 +74,16 @@ class SeenFiles:
             return
         text = file_text(path)
         if text is None:
-            self.seen.pop(path, None)
+            self.seen.pop(self._file(path), None)
         else:
-            self.seen[path] = _Seen(self.runtime.state.step, text)
+            self.seen[self._file(path)] = _Seen(self.runtime.state.step, text)
+
+    def _file(self, path: str) -> str:
+        """The file ``path`` names, as the ledger records the tree's files: a link's target, for the file
+        read or written through it is the one the model saw under either name."""
+        link_target = getattr(self.runtime.workspace, "link_target", None)
+        target = link_target(path) if link_target is not None else None
+        return target or path
 
     def forget(self) -> None:
         """The model's context lost what it was shown (a compaction, a rewind, a new conversation)."""
@@ -88,8 +95,10 @@ class SeenFiles:
         but its own edits; "" when it did not. ``stub``: the agent that answered the read with "unchanged
         since your last read" instead of the file."""
         state = self.runtime.state
-        observed = state.observations_of(path)
-        last, seen = (observed[-1] if observed else None), self.seen.get(path)
+        real = self._file(path)
+        names = (path,) if real == path else (path, real)  # read through a link: seen under either name
+        observed = sorted((o for n in names for o in state.observations_of(n)), key=lambda o: o.step)
+        last, seen = (observed[-1] if observed else None), self.seen.get(real)
         if last is None and seen is None:
             return ""  # never seen: nothing it holds can be out of date
         since = max(x.step for x in (last, seen) if x is not None)
@@ -97,12 +106,15 @@ class SeenFiles:
         if seen is not None and seen.step >= (last.step if last else 0):
             current = current if current is not None else file_text(path)
             changed = current is not None and current != seen.text
+        elif last is not None and last.target == real and last.target_hash is not None:
+            fs = self.runtime.workspace.file_state(real)  # a read through the link: its file's content then
+            changed = fs is not None and fs.digest != last.target_hash
         else:
-            fs = self.runtime.workspace.file_state(path)
+            fs = self.runtime.workspace.file_state(last.path if last is not None else path)
             changed = fs is not None and last is not None and fs.digest != last.content_hash
         if not changed:
             return ""
-        by = [m for m in state.modifications_of(path) if m.step > since]
+        by = sorted((m for n in names for m in state.modifications_of(n) if m.step > since), key=lambda m: m.step)
         if by and all(self._own_edit(m.attempt) for m in by):
             return ""  # its own edits: the agent told it the file as they left it
         return self._note(path, step, since, by, seen, current, stub)
@@ -112,6 +124,8 @@ class SeenFiles:
     ) -> str:
         who = "; ".join(self._who(m) for m in by[-3:]) or "changed outside the commands the ledger saw"
         name = shown_path(path, self.runtime.workdir)
+        real = self._file(path)
+        name += f" (a link to {shown_path(real, self.runtime.workdir)})" if real != path else ""
         head = (
             f"[ledger] {stub} says {name} is unchanged since your last read, but it changed since you saw it "
             f"at step {since}: {who}."
@@ -123,7 +137,7 @@ class SeenFiles:
             return head + (" Read it again with `cat -n` to see it as it is now." if stub else "")
         diff = file_diff(seen.text, current)
         if stub and diff == file_diff(seen.text, current, limit=len(diff) + 1):  # the whole diff: it knows the file now
-            self.seen[path] = _Seen(step, current)
+            self.seen[real] = _Seen(step, current)
         return head + " What changed from the version you saw (a unified diff):\n" + diff
 
     def _own_edit(self, attempt_id: int | None) -> bool:
