@@ -67,3 +67,54 @@ def test_opencode_a_read_through_a_link_of_a_file_changed_since_it_was_read_is_f
         assert not s.faults(), s.faults()
     finally:
         s.fake.close()
+
+
+BIG = {f"big{i}.txt": "".join(f"file {i} line {n:04d} " + "x" * 30 + "\n" for n in range(900)) for i in range(6)}
+
+
+@pytest.mark.skipif(OPENCODE is None, reason="no opencode binary on PATH or in $LEDGER_OPENCODE_BIN")
+def test_opencode_an_output_its_prune_cleared_is_never_referred_to(tmp_path: Path) -> None:
+    """With the user's ``"compaction": {"prune": true}``, OpenCode clears old tool outputs from what it sends at the
+    end of a turn ("[Old tool result content cleared]", older than the last two turns, past 40,000 tokens), with
+    no ``session.compacted``: a later `cat` of the same file came back as "same as step 1's output", an output the
+    model no longer held."""
+    import signal
+
+    from terminal import Terminal, drawn, visible
+
+    s = OpenCodeSession(tmp_path, [], {**CALC_PROJECT, **BIG})
+    s.config.write_text(json.dumps({**s.user_config, "compaction": {"prune": True}}))
+    s.fake.steps = [
+        *[("bash", f"cat big{i}.txt") for i in range(6)],
+        ("say", "Read them."),
+        ("say", "Second."),
+        ("say", "Third."),
+        ("bash", "cat big0.txt"),
+        ("say", "Read again."),
+    ]
+    tui = Terminal(s.argv(), str(s.repo), s.env)
+    status = None
+    try:
+        ready = lambda: drawn(tui.screen, "Ask anything") or drawn(tui.screen, "ctrl+p")  # noqa: E731
+        assert tui.until(ready, 90), visible(tui.screen)
+        tui.pump(2)
+        for prompt, said in ((b"read the files", "Read them."), (b"go on", "Second."), (b"and on", "Third.")):
+            tui.ask(prompt, s.fake.requests)
+            assert tui.until(lambda: drawn(tui.screen, said), 90), visible(tui.screen)  # noqa: B023
+        tui.pump(3)  # OpenCode prunes after the turn, in the background
+        tui.ask(b"read it again", s.fake.requests)
+        assert tui.until(lambda: drawn(tui.screen, "Read again."), 90), visible(tui.screen)
+        os.write(tui.fd, b"\x03")
+        tui.pump(1)
+        os.write(tui.fd, b"\x03")
+        status = tui.wait(60)
+    finally:
+        if status is None:
+            os.kill(tui.pid, signal.SIGKILL)
+            os.waitpid(tui.pid, 0)
+        s.fake.close()
+    seen = s.seen()
+    assert seen["call_0_0"] == "[Old tool result content cleared]", "OpenCode cleared the first output"
+    again = next(v for k, v in seen.items() if k.startswith("call_9_"))
+    assert again.startswith(BIG["big0.txt"][:200]), again[:300]
+    assert not s.faults(), s.faults()

@@ -13,7 +13,8 @@ checked against the real ``opencode`` 1.18.33: docs/opencode.md.
 - ``Prompt`` (``chat.message``): names the task (the first prompt).
 - ``Event`` (bus events): ``session.created`` with a parent is a subagent's session, whose calls are
   recorded and shown as they are; ``session.compacted``: the outputs shown before are gone from the
-  model's context, no later answer refers to them; a tool part in ``error`` is a call that failed
+  model's context, no later answer refers to them (so too when OpenCode's prune clears a recorded call's
+  output, ``time.compacted``); a tool part in ``error`` is a call that failed
   before ``tool.execute.after`` (refused by OpenCode's permissions, a tool's error); ``session.idle``
   ends a turn, the model's submission: in an interactive session ``verify-before-submit`` answers with
   its reason as the next prompt (OpenCode has no hook that holds a turn back).
@@ -82,6 +83,7 @@ class OpenCodeHooks:
     conversation: str | None = None  # the main session the outputs the model holds were shown in
     files: SeenFiles | None = None
     notes: ViewNotes | None = None
+    cleared: int = 0  # the last attempt recorded when an output was cleared (OpenCode's prune)
 
     def __post_init__(self) -> None:
         self.files = self.files or SeenFiles(self.runtime, EDITS)
@@ -252,10 +254,27 @@ class OpenCodeHooks:
             self.runtime.forget_context()  # its event resets the notes (the whole view next)
             self.files.forget()
         elif kind == "message.part.updated":
-            self._failed(props.get("part"))
+            if not self._cleared(props.get("part")):
+                self._failed(props.get("part"))
         elif kind == "session.idle" and not self._subagent(props.get("sessionID")):
             return self._stop(payload.get("interactive") is True)
         return None
+
+    def _cleared(self, part: Any) -> bool:
+        """Whether ``part`` is a call whose output OpenCode cleared from what it sends the model (its prune,
+        ``"compaction": {"prune": true}``: "[Old tool result content cleared]"), which no session.compacted
+        tells: the outputs shown before may be gone from the model's context, as after a compaction (no later
+        answer refers to them, the next note is the whole view), once per prune of calls the ledger recorded."""
+        state = part.get("state") if isinstance(part, dict) and isinstance(part.get("state"), dict) else {}
+        times = state.get("time") if isinstance(state.get("time"), dict) else {}
+        if state.get("status") != "completed" or not times.get("compacted"):
+            return False
+        call = part.get("callID")
+        if call in self.recorded and not self._subagent(part.get("sessionID")) and self.recorded[call] > self.cleared:
+            self.cleared = max(self.recorded.values())
+            self.runtime.forget_context()  # its event resets the notes (the whole view next)
+            self.files.forget()
+        return True
 
     def _failed(self, part: Any) -> None:
         """A call that failed before tool.execute.after (OpenCode's permission refused it, its tool

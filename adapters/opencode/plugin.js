@@ -21,11 +21,12 @@ async function ask(event, payload) {
 }
 
 // the bus events the ledger needs: a session started (a subagent's names its parent), compacted, idle
-// (the end of a turn), and a tool call that failed (no tool.execute.after comes for it)
+// (the end of a turn), a tool call that failed (no tool.execute.after comes for it), and a tool output
+// cleared from what OpenCode sends the model (its prune: "[Old tool result content cleared]")
 function wanted(event) {
   if (["session.created", "session.compacted", "session.idle"].includes(event.type)) return true
   const part = event.type === "message.part.updated" ? event.properties?.part : undefined
-  return part?.type === "tool" && part.state?.status === "error"
+  return part?.type === "tool" && (part.state?.status === "error" || !!part.state?.time?.compacted)
 }
 
 export const LedgerRuntime = async ({ client, directory }) => ({
