@@ -118,3 +118,41 @@ def test_opencode_an_output_its_prune_cleared_is_never_referred_to(tmp_path: Pat
     again = next(v for k, v in seen.items() if k.startswith("call_9_"))
     assert again.startswith(BIG["big0.txt"][:200]), again[:300]
     assert not s.faults(), s.faults()
+
+
+@pytest.mark.skipif(GEMINI is None, reason="no gemini binary on PATH or in $LEDGER_GEMINI_BIN")
+def test_gemini_a_result_it_cuts_is_checked_as_cut_and_never_referred_to(tmp_path: Path) -> None:
+    """`seq 1 20000` twice: Gemini CLI sends a result past 40,000 characters cut to its first 8,000 and last 32,000
+    (the whole saved to a file). The second run is sent whole (the model never saw the middle); and the session's
+    text, the cut one, is what the ledger recorded, cut as Gemini CLI cuts it: no fault, nothing distrusted (each
+    record was marked "the session's result is not the text recorded for it", with a line in faults.log)."""
+    from ledger_runtime.inspection import load
+
+    s = GeminiSession(tmp_path, [])
+    try:
+        s.fake.steps = [("bash", "seq 1 20000"), ("bash", "seq 1 20000"), ("say", "Counted.")]
+        p = s.run()
+        assert p.returncode == 0, p.stderr[-3000:]
+        seen = s.seen(2)
+        for call in ("call_0_0", "call_1_0"):
+            assert seen[call].startswith("Output too large. Showing first 8,000 and last 32,000 characters."), call
+            assert "Output: 1\n2\n3\n" in seen[call] and "\n20000\n" in seen[call] and "\n10000\n" not in seen[call]
+        assert not s.faults(), s.faults()
+        assert not load(s.run_dir).state.distrusted, "each record is what Gemini CLI sent, as it cut it"
+    finally:
+        s.fake.close()
+
+
+def test_a_cut_result_is_matched_only_as_gemini_cli_cuts_it() -> None:
+    """The check of a cut result: the notice, the head, the count left out (in any locale), the tail; nothing else."""
+    from ledger_adapters.gemini.tools import cut_as_sent
+
+    text = "".join(f"{n}\n" for n in range(20000))
+    notice = "Output too large. Showing first 8,000 and last 32,000 characters. For full output see: /x\n"
+    left = len(text) - 40_000
+    cut = f"{text[:8000]}\n\n... [{left:,} characters omitted] ...\n\n{text[-32000:]}"
+    assert cut_as_sent(notice + cut, text) and cut_as_sent(notice + cut + "\n\n<hook_context>x</hook_context>", text)
+    assert cut_as_sent(notice + cut.replace(f"{left:,}", f"{left:_}".replace("_", ".")), text)  # another locale
+    assert not cut_as_sent(cut, text), "no notice"
+    assert not cut_as_sent(notice + cut.replace("19999\n", "19998\n"), text), "another tail"
+    assert not cut_as_sent(notice + "1" + cut, text), "another head"

@@ -45,6 +45,7 @@ from ledger_adapters.gemini.tools import (
     SHELL,
     TRUNCATE_CHARS,
     ToolCall,
+    cut_as_sent,
     llm_text,
     readable_whole,
     shell_result,
@@ -83,7 +84,10 @@ def context(event: str, notes: list[str]) -> dict[str, Any] | None:
 
 
 def same_text(got: str, recorded: str) -> bool:
-    """Whether the model got the recorded text (Gemini CLI may append a hook's context to it)."""
+    """Whether the model got the recorded text (Gemini CLI may append a hook's context to it; a text past
+    TRUNCATE_CHARS it cuts to a head and a tail)."""
+    if len(recorded) > TRUNCATE_CHARS:
+        return cut_as_sent(got, recorded)
     return got.startswith(recorded.rstrip("\n")) if recorded.strip() else True
 
 

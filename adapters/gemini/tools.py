@@ -39,6 +39,8 @@ READ_MAX_LINES = 2_000
 READ_MAX_LINE = 2_000
 # Gemini CLI cuts a command's llmContent longer than this (to a head and a tail, the whole saved to a file)
 TRUNCATE_CHARS = 40_000
+CUT_HEAD = TRUNCATE_CHARS // 5  # it keeps the first fifth and the last four fifths, and says how much is left out
+CUT_NOTICE = "Output too large. Showing first "  # its first line, which names the file the whole went to
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,17 @@ def _trailer_start(body: str, shown: Any) -> int:
             if body[:start] == shown:
                 return start
     return starts[-1]
+
+
+def cut_as_sent(got: str, text: str) -> bool:
+    """Whether ``got`` is ``text`` (longer than TRUNCATE_CHARS) as Gemini CLI cuts it for the model: its notice,
+    the head, how many characters it left out (written in the user's locale), and the tail."""
+    notice, _, rest = got.partition("\n")
+    head, tail = text[:CUT_HEAD], text[CUT_HEAD - TRUNCATE_CHARS :]
+    if not notice.startswith(CUT_NOTICE) or not rest.startswith(head + "\n\n... ["):
+        return False
+    after = rest.find(" characters omitted] ...\n\n", len(head))
+    return after >= 0 and rest.startswith(tail.rstrip("\n"), after + len(" characters omitted] ...\n\n"))
 
 
 def readable_whole(text: str) -> bool:
