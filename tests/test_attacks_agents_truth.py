@@ -72,6 +72,21 @@ def test_opencode_a_read_through_a_link_of_a_file_changed_since_it_was_read_is_f
 BIG = {f"big{i}.txt": "".join(f"file {i} line {n:04d} " + "x" * 30 + "\n" for n in range(900)) for i in range(6)}
 
 
+def cleared(s: OpenCodeSession, call: str) -> bool:
+    """Whether OpenCode's database marks the output of ``call`` cleared (its prune)."""
+    import sqlite3
+
+    from ledger_adapters.opencode.session import db_path
+
+    try:
+        con = sqlite3.connect(f"file:{db_path(s.env)}?mode=ro", uri=True, timeout=2.0)
+        rows = con.execute("select data from part where data like ?", (f'%"{call}"%',)).fetchall()
+        con.close()
+    except sqlite3.Error:
+        return False
+    return any((json.loads(d).get("state") or {}).get("time", {}).get("compacted") for (d,) in rows)
+
+
 @pytest.mark.skipif(OPENCODE is None, reason="no opencode binary on PATH or in $LEDGER_OPENCODE_BIN")
 def test_opencode_an_output_its_prune_cleared_is_never_referred_to(tmp_path: Path) -> None:
     """With the user's ``"compaction": {"prune": true}``, OpenCode clears old tool outputs from what it sends at the
@@ -101,7 +116,7 @@ def test_opencode_an_output_its_prune_cleared_is_never_referred_to(tmp_path: Pat
         for prompt, said in ((b"read the files", "Read them."), (b"go on", "Second."), (b"and on", "Third.")):
             tui.ask(prompt, s.fake.requests)
             assert tui.until(lambda: drawn(tui.screen, said), 90), visible(tui.screen)  # noqa: B023
-        tui.pump(3)  # OpenCode prunes after the turn, in the background
+        assert tui.until(lambda: cleared(s, "call_0_0"), 60), "OpenCode prunes after the turn, in the background"
         tui.ask(b"read it again", s.fake.requests)
         assert tui.until(lambda: drawn(tui.screen, "Read again."), 90), visible(tui.screen)
         os.write(tui.fd, b"\x03")
