@@ -1,15 +1,25 @@
 """A fake OpenAI Responses API on loopback that drives the real ``codex`` binary through scripted
 turns (server-sent events), and keeps every request body Codex sent, so tests can check what
 reached the model. Steps: ``("exec", cmd)`` (or ``("exec", {"cmd": ..., "tty": True, ...})``, the
-call's arguments), ``("patch", text)``, ``("say", text)``; after the
-last step every turn ends with a final message. ``thoughts`` (turn -> text): a reasoning item, with
-that text as its summary, before the turn's step."""
+call's arguments), ``("patch", text)``, ``("say", text)``, ``("tool", {"name": ..., "namespace": ...,
+"arguments": {...}})`` (any function call: ``("tool", {"namespace": "collaboration", "name": "spawn_agent",
+...})`` spawns a subagent of ``codex --enable multi_agent_v2``); after the last step every turn ends with a
+final message. ``thoughts`` (turn -> text): a reasoning item, with that text as its summary, before the
+main model's turn's step.
+
+``subagents`` (marker -> steps): a request whose task from its parent (an ``agent_message`` to an agent other
+than ``/root``) holds ``marker`` is that subagent's turn and takes its own script; its calls are
+``<marker>_call_N``. ``by_agent[marker]`` (the main model's: ``by_agent[""]``) keeps each one's requests. A
+main step ``("after", (marker, step))`` answers ``step`` once that subagent has had its final message (the
+two run at once in Codex: this sets their order); ``("delay", (seconds, step))`` answers ``step`` that much
+later."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -39,9 +49,17 @@ class FakeResponses(Loopback):
     base_path = "/v1"
 
     def __init__(
-        self, steps: list[tuple[str, str]], *, workdir: str | None = None, thoughts: dict[int, str] | None = None
+        self,
+        steps: list[tuple[str, Any]],
+        *,
+        workdir: str | None = None,
+        thoughts: dict[int, str] | None = None,
+        subagents: dict[str, list[tuple[str, Any]]] | None = None,
     ):
         self.steps = list(steps)
+        self.subagents = dict(subagents or {})
+        self.by_agent: dict[str, list[dict[str, Any]]] = {"": [], **{m: [] for m in self.subagents}}
+        self.finished: set[str] = set()  # subagents whose turn ended with a message
         self.thoughts = dict(thoughts or {})
         self.workdir = workdir
         self.requests: list[dict[str, Any]] = []  # every request body
@@ -61,17 +79,24 @@ class FakeResponses(Loopback):
                     body = {"undecodable": repr(e)}
                 with server._lock:
                     server.requests.append(body)
+                    agent = ""
                     if is_agent_turn(body):
                         server.agent_requests.append(body)
-                        turn = len(server.agent_requests) - 1
+                        agent = server.agent_of(body)
+                        server.by_agent[agent].append(body)
+                        turn = len(server.by_agent[agent]) - 1
                     else:  # Codex's side requests (a title for the TUI's thread): no scripted step
                         turn = -1
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.end_headers()
-                for event in server.events(turn):
+                events = server.events(turn, agent)
+                for event in events:
                     self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
                 self.wfile.flush()
+                if agent and events[-2]["item"]["type"] == "message":  # its turn ended, its answer sent
+                    with server._lock:
+                        server.finished.add(agent)
 
             def do_GET(self) -> None:  # model listings and the like: not offered
                 self.send_response(404)
@@ -79,40 +104,75 @@ class FakeResponses(Loopback):
 
         self.serve(Handler)
 
-    def events(self, turn: int) -> list[dict[str, Any]]:
+    def agent_of(self, body: dict[str, Any]) -> str:
+        """Whose turn a request is: the subagent whose task (a message to it from its parent) holds its marker, else
+        the main model's."""
+        tasks = [
+            json.dumps(i.get("content"))
+            for i in body.get("input") or []
+            if i.get("type") == "agent_message" and i.get("recipient") != "/root"
+        ]
+        return next((m for m in self.subagents if any(m in t for t in tasks)), "")
+
+    def subagent_done(self, marker: str) -> bool:
+        with self._lock:
+            return marker in self.finished
+
+    def events(self, turn: int, agent: str = "") -> list[dict[str, Any]]:
+        steps = self.subagents[agent] if agent else self.steps
         if turn < 0:
             kind, arg = "say", "Fix the calculator"
         else:
-            kind, arg = self.steps[turn] if turn < len(self.steps) else ("say", "All done.")
-        rid = f"resp_{turn}"
+            kind, arg = steps[turn] if turn < len(steps) else ("say", "All done.")
+        if kind == "after":  # the subagent's end first (its final message is sent before its request returns)
+            marker, (kind, arg) = arg
+            deadline = time.monotonic() + 90
+            while not self.subagent_done(marker) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(1.0)  # its final message reaches Codex
+        if kind == "delay":  # answered that many seconds later (the other agent's call goes first)
+            seconds, (kind, arg) = arg
+            time.sleep(seconds)
+        rid = f"resp_{agent}{turn}"
+        prefix = f"{agent}_" if agent else ""
         if kind == "exec":
             args: dict[str, Any] = dict(arg) if isinstance(arg, dict) else {"cmd": arg}  # a dict: more arguments
             if self.workdir and "workdir" not in args:
                 args["workdir"] = self.workdir
             item = {
                 "type": "function_call",
-                "id": f"fc_{turn}",
-                "call_id": f"call_{turn}",
+                "id": f"fc_{agent}{turn}",
+                "call_id": f"{prefix}call_{turn}",
                 "name": "exec_command",
                 "arguments": json.dumps(args),
             }
         elif kind == "patch":
             item = {
                 "type": "custom_tool_call",
-                "id": f"ctc_{turn}",
-                "call_id": f"call_{turn}",
+                "id": f"ctc_{agent}{turn}",
+                "call_id": f"{prefix}call_{turn}",
                 "name": "apply_patch",
                 "input": arg,
             }
+        elif kind == "tool":
+            item = {
+                "type": "function_call",
+                "id": f"fc_{agent}{turn}",
+                "call_id": f"{prefix}call_{turn}",
+                "name": arg["name"],
+                "arguments": json.dumps(arg.get("arguments") or {}),
+            }
+            if arg.get("namespace"):
+                item["namespace"] = arg["namespace"]
         else:
             item = {
                 "type": "message",
-                "id": f"msg_{turn}",
+                "id": f"msg_{agent}{turn}",
                 "role": "assistant",
                 "content": [{"type": "output_text", "text": arg}],
             }
         items = [item]
-        if turn in self.thoughts:
+        if not agent and turn in self.thoughts:
             summary = [{"type": "summary_text", "text": self.thoughts[turn]}]
             items.insert(0, {"type": "reasoning", "id": f"rs_{turn}", "summary": summary})
         return [

@@ -17,6 +17,10 @@ the tool call go on). VerdictFacts about the protocol (Codex 0.171.0): ``../shar
   notes stay in Codex's history, each sent once).
 - The rollout also says when Codex compacted its history: the outputs shown before are gone from the
   model's context then, and no later answer refers to them (``runtime.forget_context``).
+- A subagent's events (``codex --enable multi_agent_v2``: ``agent_id`` in the payload, its own rollout as
+  ``transcript_path``) are its conversation's, not the main model's: its calls are recorded and shown as they
+  are (never the source of a reference, never counted as seen by the main model), it gets none of the main
+  model's notes, and its rollout is not another conversation of the main model's (nothing is forgotten).
 
 Commands other hooks or Codex itself stop after ``PreToolUse`` never get their ``PostToolUse``:
 ``finish()`` records them from the rollout when the run ends.
@@ -169,6 +173,12 @@ def not_made(rollout: RolloutReader | None, call: Any, command: str) -> str | No
     return None
 
 
+def subagent(payload: dict[str, Any]) -> bool:
+    """Whether an event is a subagent's (its payload names the agent; the main model's names none)."""
+    agent = payload.get("agent_id")
+    return isinstance(agent, str) and agent != ""
+
+
 @dataclass
 class _Pending:
     plan: Plan
@@ -314,7 +324,9 @@ class CodexHooks:
         """What every event does first: follow the rollout (its transcript, unfinished commands that
         have ended, compactions) and check the answers of calls recorded since against it."""
         path = payload.get("transcript_path")
-        if isinstance(path, str) and path != self.last_transcript:
+        if subagent(payload):
+            pass  # its own rollout, its own conversation: nothing new about the main model's
+        elif isinstance(path, str) and path != self.last_transcript:
             self._conversation(path)
         elif self.last_transcript is None and self.goes_on and not self.unknown:
             self.unknown = True  # a run on an earlier ledger, in a conversation it cannot name: one that holds nothing
@@ -389,9 +401,11 @@ class CodexHooks:
         return bool(self._view_note(dry_run=True))
 
     def session_start(self, payload: dict[str, Any]) -> dict[str, Any] | None:
-        return self._inform("SessionStart")
+        return None if subagent(payload) else self._inform("SessionStart")
 
     def user_prompt_submit(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        if subagent(payload):
+            return None  # the main model's notes are its own, and a subagent's task is not the run's
         prompt = payload.get("prompt")
         if isinstance(prompt, str):
             self.runtime.set_task(prompt)
@@ -417,7 +431,10 @@ class CodexHooks:
         tool, command, cwd = proposal
         analysis = analyze_patch(command, cwd) if tool in PATCH_TOOLS else analyze(command, cwd)
         plan = self.runtime.propose(command, cwd=cwd, analysis=analysis)
-        return _Pending(plan, time.perf_counter(), tool, payload.get("transcript_path")) if plan else None
+        if plan is None:
+            return None
+        plan.held = not subagent(payload)  # a subagent's output is the subagent's
+        return _Pending(plan, time.perf_counter(), tool, payload.get("transcript_path"))
 
     def pre_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         call_id = payload.get("tool_use_id")
@@ -574,7 +591,7 @@ class CodexHooks:
         if isinstance(call_id, str) and call_id in self.recorded:  # the wrapper's answer recorded it
             del self.recorded[call_id]
             self._check_answers()
-            view = self._view_note()
+            view = "" if subagent(payload) else self._view_note()
             return answer("PostToolUse", additionalContext=view) if view else None
         if isinstance(call_id, str) and call_id in self.posted:  # recorded once: a second claim is not
             self.distrust(self.posted[call_id], call_id, "a second PostToolUse for it (not recorded)")
@@ -592,7 +609,7 @@ class CodexHooks:
             and run.verdict == pending.plan.verdict
         ):  # that NUDGE went with PreToolUse
             notes.append(run.note)
-        view = self._view_note()
+        view = "" if subagent(payload) else self._view_note()  # the main model's notes: not a subagent's
         if view:
             notes.append(view)
         return answer("PostToolUse", additionalContext="\n".join(notes)) if notes else None

@@ -1,0 +1,108 @@
+"""What Codex's main model and its subagents are told, each of what it holds: the REAL codex binary (the pinned
+npm package) with ``--enable multi_agent_v2`` (the ``collaboration`` tools: ``spawn_agent`` ...) against a fake
+Responses API on loopback (tests/fake_responses.py) that scripts the main model and the subagent apart (the
+subagent's requests carry the task its parent gave it). A subagent's hooks name its own rollout and carry an
+``agent_id``: its conversation is not the main model's, and what the fake server received from each is what that
+model read. Without a codex binary these tests skip, saying so."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import make_repo
+from fake_responses import FakeResponses, codex_run_env, developer_texts, function_outputs
+
+from ledger_adapters.codex.cli import CODEX_VERSION, find_codex
+from ledger_runtime.inspection import load
+
+CODEX = find_codex(None)
+pytestmark = [
+    pytest.mark.agent,
+    pytest.mark.skipif(
+        CODEX is None,
+        reason=f"no codex binary on PATH or in $LEDGER_CODEX_BIN (npm install -g @openai/codex@{CODEX_VERSION})",
+    ),
+]
+
+CALC = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(20))
+BIG = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(300))  # its reference spares a note's worth
+TASK = "SUBTASK_CALC"  # the subagent's task holds it: its requests take its script
+
+
+def spawn(fork: str = "none") -> tuple[str, dict]:
+    args = {"task_name": "helper", "message": f"{TASK}: look at calc.py", "fork_turns": fork}
+    return ("tool", {"namespace": "collaboration", "name": "spawn_agent", "arguments": args})
+
+
+def run(tmp_path: Path, main: list, sub: list, calc: str = CALC) -> tuple[FakeResponses, Path]:
+    """One ``ledger-run codex -- --enable multi_agent_v2 exec`` in a repo holding calc.py: the fake server
+    (its ``by_agent``: each model's requests) and the run directory."""
+    from test_codex_e2e import ledger_run
+
+    repo = make_repo(tmp_path / "repo", {"calc.py": calc})
+    fake = FakeResponses(main, workdir=str(repo), subagents={TASK: sub})
+    env = codex_run_env(dict(os.environ), fake, tmp_path / "user-codex", CODEX or "")
+    run_dir = tmp_path / "run"
+    try:
+        argv = ["codex", "--workdir", str(repo), "-o", str(run_dir), "--", "--enable", "multi_agent_v2", "exec"]
+        p = ledger_run(*argv, "--skip-git-repo-check", "look at calc.py", env=env, cwd=repo)
+    finally:
+        fake.close()
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert len(fake.by_agent[TASK]) == len(sub), "the subagent ran its script"
+    return fake, run_dir
+
+
+def test_each_model_is_referred_only_to_outputs_it_was_shown(tmp_path: Path) -> None:
+    """The main model's `cat` runs while the subagent's first call begins (Codex runs them at once): then the
+    subagent reads calc.py. It never saw the main model's output (spawned without its history, and the output
+    came after): it gets the file, never "same as step N's output". The main model reads it again: a reference
+    to its own output is true, to the subagent's never."""
+    main = [spawn(), ("exec", "cat calc.py; sleep 4"), ("after", (TASK, ("exec", "cat calc.py"))), ("say", "done")]
+    sub = [("delay", (1.5, ("exec", "true"))), ("delay", (5, ("exec", "cat calc.py"))), ("say", "read it")]
+    fake, run_dir = run(tmp_path, main, sub)
+    subs = function_outputs(fake.by_agent[TASK][-1])
+    got = subs[f"{TASK}_call_1"]
+    assert "[ledger" not in got and got.endswith("Output:\n" + CALC), got[-600:]
+    mains = function_outputs(fake.by_agent[""][-1])
+    assert mains["call_1"].endswith("Output:\n" + CALC)
+    again = mains["call_2"]  # only the main model ran `cat calc.py; sleep 4`
+    held = Counter((a.command, a.answer.get("held")) for a in load(run_dir).state.attempts)
+    assert held == Counter(
+        [("cat calc.py; sleep 4", None), ("true", False), ("cat calc.py", False), ("cat calc.py", None)]
+    )
+    assert re.search(
+        r"\nOutput:\n\[ledger: same as step [\d.]+'s output \(`cat calc\.py; sleep 4`, exit 0\)\]\n$", again
+    ), again
+
+
+def test_a_subagents_edit_and_the_notes_are_told_to_the_model_they_are_true_for(tmp_path: Path) -> None:
+    """The main model reads calc.py twice (the second a reference: a note of the state view is owed it),
+    spawns a subagent that edits calc.py, then reads it again. The subagent gets none of the main model's
+    notes; the main model is told of the change against the version it saw, by a step of the ledger."""
+    edit = "sed -i 's/return x + 3$/return x + 30/' calc.py"
+    main = [
+        ("exec", "cat calc.py"),
+        ("exec", "cat calc.py"),
+        spawn(),
+        ("after", (TASK, ("exec", "cat calc.py"))),
+        ("say", "done"),
+    ]
+    sub = [("exec", edit), ("say", "edited")]
+    fake, run_dir = run(tmp_path, main, sub, BIG)
+    for request in fake.by_agent[TASK]:
+        told = [t for t in developer_texts(request) if "ledger" in t.lower()]
+        assert told == [], told
+    mains = fake.by_agent[""]
+    last = function_outputs(mains[-1])["call_3"]  # the version step 1 showed it, changed by the subagent's sed
+    diff = "@@ -10,3 +10,3 @@\n def f3(x):\n-    return x + 3\n+    return x + 30\n \n"
+    told = "[ledger: step 1's output (`cat calc.py`) with these changes, a unified diff; every other line is as there]"
+    assert last.endswith(f"\nOutput:\n{told}\n{diff}"), last[-800:]
+    notes = [t for t in developer_texts(mains[-1]) if t.startswith("(Ledger runtime:")]
+    assert len(notes) == 1 and '<ledger_update step="2">\nAnswers: output you were already shown' in notes[0], notes
+    rows = [(a.command, a.answer.get("held")) for a in load(run_dir).state.attempts]
+    assert rows == [("cat calc.py", None), ("cat calc.py", None), (edit, False), ("cat calc.py", None)], rows
