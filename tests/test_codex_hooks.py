@@ -459,3 +459,23 @@ def test_codex_cd_argument_names_the_workdir() -> None:
     assert with_cd(["-C", "repo", "exec", "t"], "/abs/repo") == ["-C", "/abs/repo", "exec", "t"]
     assert with_cd(["--cd=repo"], "/abs/repo") == ["--cd=/abs/repo"]
     assert codex_cd(["--cd=/r2"]) == "/r2" and codex_cd(["exec", "task"]) is None
+
+
+def test_the_runs_record_is_the_main_models_rollouts_not_its_subagents(tmp_path: Path) -> None:
+    """A subagent's rollout (``codex --enable multi_agent_v2``; its first line as codex 0.171.0 writes it, trimmed)
+    holds the subagent's turns: the page's record of the model's side is the main model's rollouts only; one whose
+    first line says nothing of a subagent (or is no JSON) stays."""
+    from ledger_adapters.codex.rollout import locate
+
+    day = tmp_path / "codex-home" / "sessions" / "2026" / "12" / "07"
+    day.mkdir(parents=True)
+    root = "01a25095-640c-7a31-9088-674edadbb8e0"
+    main = {"session_id": root, "id": root, "source": "exec", "thread_source": "user", "base_instructions": "x" * 9**5}
+    spawned = {"parent_thread_id": root, "depth": 1, "agent_path": "/root/reader", "agent_role": None}
+    sub = {"session_id": root, "id": "01a25095-6547", "parent_thread_id": root, "thread_source": "subagent"}
+    sub["source"] = {"subagent": {"thread_spawn": spawned}}
+    older = {**sub, "thread_source": None}  # named a subagent's by its source alone
+    for name, meta in [("1-main", main), ("2-sub", sub), ("3-older", older), ("4-odd", None)]:
+        line = json.dumps({"type": "session_meta", "payload": meta}) if meta else "not json"
+        (day / f"rollout-2026-12-07T12-58-1{name}.jsonl").write_text(line + '\n{"type":"response_item"}\n')
+    assert [p.name.split("-")[-1] for p in locate(tmp_path / "ledger.sqlite")] == ["main.jsonl", "odd.jsonl"]

@@ -17,6 +17,7 @@ from conftest import make_repo
 from fake_responses import FakeResponses, codex_run_env, developer_texts, function_outputs
 
 from ledger_adapters.codex.cli import CODEX_VERSION, find_codex
+from ledger_adapters.codex.rollout import locate
 from ledger_runtime.inspection import load
 
 CODEX = find_codex(None)
@@ -106,3 +107,5 @@ def test_a_subagents_edit_and_the_notes_are_told_to_the_model_they_are_true_for(
     assert len(notes) == 1 and '<ledger_update step="2">\nAnswers: output you were already shown' in notes[0], notes
     rows = [(a.command, a.answer.get("held")) for a in load(run_dir).state.attempts]
     assert rows == [("cat calc.py", None), ("cat calc.py", None), (edit, False), ("cat calc.py", None)], rows
+    [record] = locate(run_dir / "ledger.sqlite")  # the page's record of the model's side: the main model's rollout
+    assert '"call_3"' in record.read_text() and f'"{TASK}_call_0"' not in record.read_text()

@@ -345,9 +345,29 @@ def conversation(path: Path) -> Conversation:  # noqa: C901
 
 def locate(ledger: Path) -> list[Path]:
     """The rollouts of the run that kept ``ledger``: Codex writes them in the run's own home,
-    ``codex-home/sessions/YYYY/MM/DD/rollout-*.jsonl`` beside the ledger; oldest first."""
+    ``codex-home/sessions/YYYY/MM/DD/rollout-*.jsonl`` beside the ledger; oldest first, but its subagents'
+    (``codex --enable multi_agent_v2``: their turns are not the main model's)."""
     sessions = ledger.parent / "codex-home" / "sessions"
-    return sorted(sessions.rglob("rollout-*.jsonl"), key=lambda p: p.name) if sessions.is_dir() else []
+    found = sorted(sessions.rglob("rollout-*.jsonl"), key=lambda p: p.name) if sessions.is_dir() else []
+    return [path for path in found if not is_subagents(path)]
+
+
+META_BYTES = 1 << 20  # a rollout's first line, its session_meta, is well under this (Codex's instructions in it)
+
+
+def is_subagents(path: Path) -> bool:
+    """Whether a rollout is a subagent's: its first line, the session's meta, says the thread is one (a rollout
+    that cannot be read or says nothing of it is not)."""
+    try:
+        first = read_record(path, META_BYTES).split(b"\n", 1)[0]
+        entry = json.loads(first)
+    except (OSError, ValueError):
+        return False
+    meta = entry.get("payload") if isinstance(entry, dict) and entry.get("type") == "session_meta" else None
+    if not isinstance(meta, dict):
+        return False
+    source = meta.get("source")
+    return meta.get("thread_source") == "subagent" or (isinstance(source, dict) and "subagent" in source)
 
 
 # the replay does not read Codex's rollouts (load is None): the page reads them
