@@ -479,3 +479,23 @@ def test_the_runs_record_is_the_main_models_rollouts_not_its_subagents(tmp_path:
         line = json.dumps({"type": "session_meta", "payload": meta}) if meta else "not json"
         (day / f"rollout-2026-12-07T12-58-1{name}.jsonl").write_text(line + '\n{"type":"response_item"}\n')
     assert [p.name.split("-")[-1] for p in locate(tmp_path / "ledger.sqlite")] == ["main.jsonl", "odd.jsonl"]
+
+
+def test_a_subagents_command_that_outlives_its_tool_call_is_completed_from_its_rollout(session: Session) -> None:
+    """A subagent's long command (its events carry ``agent_id`` and name its own rollout) is recorded unfinished,
+    and completed once the subagent's rollout has its end, at the main model's next event: its end is never looked
+    for in the main model's rollout alone."""
+    main = session.transcript
+    session.send("SessionStart", session.payload("SessionStart"))
+    session.transcript = main.parent / "rollout-subagent.jsonl"  # the subagent's: its calls are named there
+    sub = {"agent_id": "01a25095-6547", "agent_type": "default", "transcript_path": str(session.transcript)}
+    run = {**session.payload("PreToolUse", "Bash", 1), **sub}
+    session.send("PreToolUse", run)
+    session.send("PostToolUse", {**session.payload("PostToolUse", "Bash", 1), **sub, "tool_response": "running"})
+    a = session.state().attempts[0]
+    assert (a.exit_code, a.output_complete, a.answer.get("held")) == (None, False, False)
+    session.codex_runs(run["tool_input"]["command"], "c1")  # the subagent's rollout now has its end
+    session.transcript = main
+    session.send("SessionStart", session.payload("SessionStart"))  # the main model's next event folds it in
+    a = session.state().attempts[0]
+    assert (a.exit_code, a.output_complete) == (3, True) and session.rt.store.text(a.output_hash) == "1\n"

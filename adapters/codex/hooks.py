@@ -195,7 +195,8 @@ class CodexHooks:
     answered: dict[str, int] = field(default_factory=dict)  # tool_use_id -> attempt id (not run)
     # tool_use_id -> (attempt id, is a patch) of commands recorded before the rollout had their end
     # (a long-running command Codex left running and polls with write_stdin)
-    unfinished: dict[str, tuple[int, bool]] = field(default_factory=dict)
+    # (and the rollout that will have its end: the main model's, or a subagent's own)
+    unfinished: dict[str, tuple[int, bool, Any]] = field(default_factory=dict)
     unfinished_pure: dict[str, bool] = field(default_factory=dict)
     notes: ViewNotes | None = None  # what the model was told of the state view (prompt/notes.py)
     rollouts: dict[str, RolloutReader] = field(default_factory=dict)
@@ -299,7 +300,9 @@ class CodexHooks:
             payload = {**payload, "transcript_path": self._transcript(payload.get("transcript_path"))}
         call_id = payload.get("tool_use_id")
         waiting = self.pending.get(call_id) if isinstance(call_id, str) else None
-        for path in {payload.get("transcript_path"), waiting.transcript if waiting else None, self.last_transcript}:
+        paths = {payload.get("transcript_path"), waiting.transcript if waiting else None, self.last_transcript}
+        paths.update(transcript for _, _, transcript in list(self.unfinished.values()))
+        for path in paths:
             reader_for(self.rollouts, path)  # read now, outside the lock: the event's code looks them up
         if event == "Answer":
             return self._answer(payload)
@@ -631,7 +634,8 @@ class CodexHooks:
         if unmade:
             self.distrust(run.attempt_id, call_id, unmade)
         if not res.output_complete:
-            self.unfinished[call_id] = (run.attempt_id, pending.tool in PATCH_TOOLS)
+            transcript = payload.get("transcript_path") or pending.transcript
+            self.unfinished[call_id] = (run.attempt_id, pending.tool in PATCH_TOOLS, transcript)
             self.unfinished_pure[call_id] = pending.plan.analysis.readonly
         return run
 
@@ -674,11 +678,12 @@ class CodexHooks:
         return ExecResult(text, None, output_complete=False), trunc
 
     def complete_unfinished(self) -> None:
-        """Fold in the ends the rollout now has of commands recorded unfinished."""
-        rollout = self._rollout(self.last_transcript)
-        if rollout is None:
-            return
-        for call_id, (attempt_id, patch) in list(self.unfinished.items()):
+        """Fold in the ends the rollouts now have of commands recorded unfinished (each in the rollout of the
+        conversation that made it: the main model's or a subagent's)."""
+        for call_id, (attempt_id, patch, transcript) in list(self.unfinished.items()):
+            rollout = self._rollout(transcript or self.last_transcript)
+            if rollout is None:
+                continue
             rec = (rollout.patches if patch else rollout.commands).get(call_id)
             if rec is not None and rec.exit_code is not None:
                 self.runtime.finish_command(attempt_id, ExecResult(rec.output, rec.exit_code))
