@@ -55,6 +55,7 @@ def run(tmp_path: Path, main: list, sub: list, calc: str = CALC) -> tuple[FakeRe
         fake.close()
     assert p.returncode == 0, p.stderr[-3000:]
     assert len(fake.by_agent[TASK]) == len(sub), "the subagent ran its script"
+    assert not (run_dir / "faults.log").exists(), (run_dir / "faults.log").read_text()
     return fake, run_dir
 
 
@@ -109,3 +110,25 @@ def test_a_subagents_edit_and_the_notes_are_told_to_the_model_they_are_true_for(
     assert rows == [("cat calc.py", None), ("cat calc.py", None), (edit, False), ("cat calc.py", None)], rows
     [record] = locate(run_dir / "ledger.sqlite")  # the page's record of the model's side: the main model's rollout
     assert '"call_3"' in record.read_text() and f'"{TASK}_call_0"' not in record.read_text()
+
+
+def test_a_subagent_with_the_main_models_history_patches_a_file_the_main_model_saw(tmp_path: Path) -> None:
+    """Spawned with the main model's history (``fork_turns: all``), the subagent holds the main model's `cat` of
+    calc.py; it reads calc.py (shown as it is: its outputs are never referred to) and patches it (apply_patch).
+    The main model reads calc.py again: the change against the version it saw; the subagent got no note."""
+    hunk = " def f3(x):\n-    return x + 3\n+    return x + 30\n"
+    patch = f"*** Begin Patch\n*** Update File: calc.py\n@@\n{hunk}*** End Patch\n"
+    main = [("exec", "cat calc.py"), spawn("all"), ("after", (TASK, ("exec", "cat calc.py"))), ("say", "done")]
+    sub = [("exec", "cat calc.py"), ("patch", patch), ("say", "patched")]
+    fake, run_dir = run(tmp_path, main, sub)
+    subs = fake.by_agent[TASK]
+    assert "call_0" in function_outputs(subs[0]), "the subagent holds the main model's history"
+    assert function_outputs(subs[-1])[f"{TASK}_call_0"].endswith("Output:\n" + CALC)
+    assert not [t for r in subs for t in developer_texts(r) if "ledger" in t.lower()]
+    last = function_outputs(fake.by_agent[""][-1])["call_2"]
+    told = "[ledger: step 1's output (`cat calc.py`) with these changes, a unified diff; every other line is as there]"
+    assert last.endswith(
+        f"\nOutput:\n{told}\n@@ -10,3 +10,3 @@\n def f3(x):\n-    return x + 3\n+    return x + 30\n \n"
+    ), last
+    rows = [(a.command.splitlines()[0], a.answer.get("held")) for a in load(run_dir).state.attempts]
+    assert rows == [("cat calc.py", None), ("cat calc.py", False), ("*** Begin Patch", False), ("cat calc.py", None)]
