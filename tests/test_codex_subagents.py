@@ -3,7 +3,8 @@ npm package) with ``--enable multi_agent_v2`` (the ``collaboration`` tools: ``sp
 Responses API on loopback (tests/fake_responses.py) that scripts the main model and the subagent apart (the
 subagent's requests carry the task its parent gave it). A subagent's hooks name its own rollout and carry an
 ``agent_id``: its conversation is not the main model's, and what the fake server received from each is what that
-model read. Without a codex binary these tests skip, saying so."""
+model read. Without a codex binary these tests skip, saying so (with LEDGER_REQUIRE_CODEX set, as CI sets it,
+they fail)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ from ledger_adapters.codex.rollout import locate
 from ledger_runtime.inspection import load
 
 CODEX = find_codex(None)
+if CODEX is None and os.environ.get("LEDGER_REQUIRE_CODEX"):  # CI: a missing binary fails, as in test_codex_e2e.py
+    raise RuntimeError(
+        f"LEDGER_REQUIRE_CODEX is set but no codex binary was found (npm install -g @openai/codex@{CODEX_VERSION})"
+    )
 pytestmark = [
     pytest.mark.agent,
     pytest.mark.skipif(
