@@ -190,8 +190,12 @@ def peer_of(conn: socket.socket) -> tuple[int | None, int | None]:
 
 
 def parse_header(line: bytes) -> tuple[str, str | None, str | None, bool]:
-    """(event, token, call, raw) of a call's first line; ValueError when it is not one."""
-    header = json.loads(line)
+    """(event, token, call, raw) of a call's first line; ValueError when it is not one (a line nested
+    past the parser's depth too: its RecursionError would end the thread that reads every first line)."""
+    try:
+        header = json.loads(line)
+    except RecursionError:
+        raise ValueError("not a hook call: a first line nested too deep") from None
     if not isinstance(header, dict) or not isinstance(header.get("event"), str):
         raise ValueError(f"not a hook call: {line[:60]!r}")
     token, call = header.get("token"), header.get("call")
@@ -270,7 +274,7 @@ class HookServer:
                     if key.fileobj is self._sock:
                         listener = True
                     else:  # first lines before new connections: a flood never keeps a real call unread
-                        self._read_header(sel, key.fileobj)  # type: ignore[arg-type]
+                        self._read_one(sel, key.fileobj)  # type: ignore[arg-type]
                 for _ in range(ACCEPT_PER_ROUND if listener else 0):  # what waits, in turns with the reading
                     taken = self._accept(sel)
                     if taken is None:
@@ -309,6 +313,15 @@ class HookServer:
         self._waiting[conn] = _Waiting(time.monotonic(), pid)
         sel.register(conn, selectors.EVENT_READ)
         return True
+
+    def _read_one(self, sel: selectors.BaseSelector, conn: socket.socket) -> None:
+        """Read from one connection; a fault of ours drops that connection, never the thread that
+        reads every first line (every later hook would go unanswered)."""
+        try:
+            self._read_header(sel, conn)
+        except Exception as e:
+            self._drop(sel, conn)
+            threading.Thread(target=self._fault, args=("reading a hook call", e), daemon=True).start()
 
     def _read_header(self, sel: selectors.BaseSelector, conn: socket.socket) -> None:  # noqa: C901
         w = self._waiting.get(conn)
