@@ -103,6 +103,29 @@ def _unfit(size: Any, codec: Any, data: Any, most: int) -> str | None:
     return None
 
 
+def _code(sql: Any) -> str:
+    return " ".join(str(sql).split())
+
+
+_OUR_CODE: dict[tuple[str, str], str] = {}
+
+
+def foreign_code(objects: Iterable[tuple[Any, Any, Any]]) -> str | None:
+    """Why a ledger's schema (its sqlite_master rows: type, name, sql) holds code no ledger writes, or
+    None. A view runs its query when read (a recursive one never ends: ``inspect`` hung on a ``meta``
+    made one) and a trigger runs on each write of a run that reopens the ledger; tables and indexes
+    are data, judged row by row where they are read."""
+    if not _OUR_CODE:
+        db = sqlite3.connect(":memory:")
+        db.executescript(_SCHEMA)
+        _OUR_CODE.update({(t, n): _code(q) for t, n, q in db.execute("SELECT type, name, sql FROM sqlite_master")})
+        db.close()
+    for kind, name, sql in objects:
+        if kind in ("view", "trigger") and _OUR_CODE.get((kind, name)) != _code(sql):
+            return f"its schema holds a {kind} no ledger writes ({str(name)[:40]!r}): crafted or damaged"
+    return None
+
+
 def ledger_path(path: str | os.PathLike) -> Path:
     """The ledger file for a run directory or a ledger file path."""
     p = Path(path)
@@ -219,7 +242,7 @@ class LedgerStore:
             conn = sqlite3.connect(str(p), isolation_level=None, check_same_thread=False, timeout=10)
             conn.execute("PRAGMA query_only=0" if writable else "PRAGMA query_only=1")
             try:
-                meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+                schema = conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
             except sqlite3.OperationalError as e:
                 # a ledger on read-only media, or in a directory one may not write (SQLite cannot
                 # make its -shm file there): read it as it is on disk
@@ -240,7 +263,11 @@ class LedgerStore:
                     check_same_thread=False,
                     timeout=10,
                 )
-                meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+                schema = conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+            foreign = foreign_code(schema)
+            if foreign:
+                raise NotALedger(p, foreign)
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
             if meta.get("format") != FORMAT:
                 raise NotALedger(p, "an SQLite database, but not a ledger (no ledger format mark)")
             try:
@@ -249,7 +276,7 @@ class LedgerStore:
                 raise NotALedger(p, "its schema version is not a number (damaged)") from None
             if version > SCHEMA_VERSION:
                 raise NotALedger(p, f"written by a newer ledger-runtime (schema {version} > {SCHEMA_VERSION})")
-            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = {name for kind, name, _ in schema if kind == "table"}
             for table in ("events", "blobs"):
                 if table not in tables:
                     raise NotALedger(p, f"a ledger without its {table} table (damaged)")

@@ -1,0 +1,101 @@
+"""A crafted ledger file given to ``ledger-run inspect`` and to a run that reopens it, on angles the
+earlier passes left: code in its schema. A view runs its query when it is read and a trigger on each
+write, so a ledger carrying either of its own is refused in one line, before a row is read."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import make_repo
+
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.inspection import load
+from ledger_runtime.ledger import store
+from ledger_runtime.ledger.store import NotALedger
+from ledger_runtime.runtime import LedgerRuntime
+
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("schema")
+    repo = make_repo(base / "repo", {"a.py": "print(1)\n"})
+    rt = LedgerRuntime(repo, base / "run", LedgerConfig(), task="t")
+    for c in ["cat a.py", "cat a.py", "echo hi > b.txt"]:
+        rt.run(c, LocalExecutor())
+    rt.close()
+    return base / "run"
+
+
+def copy_with(run_dir: Path, where: Path, *sql: str) -> Path:
+    where.mkdir(parents=True)
+    shutil.copy(run_dir / "ledger.sqlite", where / "ledger.sqlite")
+    db = sqlite3.connect(where / "ledger.sqlite")
+    for s in sql:
+        db.execute(s)
+    db.commit()
+    db.close()
+    return where
+
+
+def test_inspect_of_a_ledger_whose_meta_is_an_endless_view_says_so_in_a_line(run_dir: Path, tmp_path: Path) -> None:
+    """``meta`` made a recursive view that never ends: inspect read it for ever, its memory growing."""
+    crafted = copy_with(
+        run_dir,
+        tmp_path / "v",
+        "CREATE TABLE old_meta AS SELECT * FROM meta",
+        "DROP TABLE meta",
+        "CREATE VIEW meta AS WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) "
+        "SELECT key, value FROM old_meta UNION ALL SELECT 'k' || x, 'v' FROM n",
+    )
+    for extra in ([], ["--json"], ["--html", str(tmp_path / "page.html")]):
+        try:
+            p = subprocess.run(
+                [sys.executable, "-m", "ledger_runtime", "inspect", str(crafted), *extra],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=ENV,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"inspect {extra} hung on a view that never ends")
+        assert p.returncode != 0 and "Traceback" not in p.stderr
+        assert p.stderr.strip().count("\n") == 0 and "a view no ledger writes ('meta')" in p.stderr, p.stderr
+
+
+def test_a_run_reopening_a_ledger_with_a_trigger_of_its_own_is_refused_not_silently_emptied(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """A trigger that ignores every insert into ``events``: a run on that ledger went on, recorded
+    nothing and said nothing. Now its ledger is refused before the run starts."""
+    crafted = copy_with(
+        run_dir,
+        tmp_path / "t",
+        "CREATE TRIGGER keep_quiet BEFORE INSERT ON events BEGIN SELECT RAISE(IGNORE); END",
+    )
+    repo = make_repo(tmp_path / "repo", {"a.py": "print(1)\n"})
+    with pytest.raises(NotALedger, match="a trigger no ledger writes \\('keep_quiet'\\)"):
+        rt = LedgerRuntime(repo, crafted, LedgerConfig(), task="t")
+        try:
+            rt.run("echo new > c.txt", LocalExecutor())
+        finally:
+            rt.close()
+        assert [a.command for a in load(crafted).state.attempts][-1] == "echo new > c.txt", "the step was lost"
+
+
+def test_only_the_ledgers_own_triggers_pass_and_a_missing_one_is_no_fault() -> None:
+    foreign_code = store.foreign_code
+    ours = "CREATE TRIGGER events_no_delete BEFORE DELETE ON events\n"
+    ours += "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END"
+    assert foreign_code([("table", "meta", "CREATE TABLE meta (x)"), ("index", "i", None)]) is None
+    assert foreign_code([("trigger", "events_no_delete", ours)]) is None
+    assert foreign_code([("trigger", "events_no_delete", ours.replace("ABORT", "IGNORE"))]) is not None
+    assert "'\\x1b[2J'" in (foreign_code([("view", "\x1b[2J", "CREATE VIEW ...")]) or "")
