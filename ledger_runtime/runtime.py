@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Sequence
 
 from ledger_runtime._version import __version__
-from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze
+from ledger_runtime.analysis.commands import ANY_FILE, Analysis, analyze, naming_no_nul
 from ledger_runtime.analysis.submission import NO_SUBMISSION, Submission
 from ledger_runtime.answers.build import (
     Answer,
@@ -419,7 +419,8 @@ class LedgerRuntime:
             return RunResult(res.output, res.returncode, plan.verdict, True, None, res.exception_info, res.extra)
 
     def _plan(self, command: str, cwd: str, step: int, analysis: Analysis | None = None) -> Plan:
-        analysis = analysis or analyze(command, cwd, self.submission)
+        analysis = naming_no_nul(analysis or analyze(command, cwd, self.submission), self.workdir)
+        cwd = analysis.cwd if "\0" in cwd else cwd
         prescanned = self._settle()  # the scan taken while the model thought, if any
         before = self.scans.before(analysis.readonly, prescanned is not None, step)
         self.scans.watch(analysis, step)  # before it runs: a file it names is tracked from its state now

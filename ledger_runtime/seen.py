@@ -44,7 +44,7 @@ def file_text(path: str) -> str | None:
 
     try:
         data = read_record(path, MAX_SEEN_BYTES + 1)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the path (an agent's tool call may name one)
         return None
     return data.decode("utf-8", "replace") if len(data) <= MAX_SEEN_BYTES else None
 

@@ -110,7 +110,9 @@ def llm_text(tool_response: Any) -> str | None:
     content = tool_response.get("llmContent")
     if isinstance(content, str):
         return content
-    if isinstance(content, list) and all(isinstance(p, dict) and set(p) == {"text"} for p in content):
+    if isinstance(content, list) and all(
+        isinstance(p, dict) and set(p) == {"text"} and isinstance(p["text"], str) for p in content
+    ):
         return "".join(p["text"] for p in content)
     return None
 

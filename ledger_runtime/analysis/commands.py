@@ -321,6 +321,18 @@ def analyze_search(label: str, cwd: str) -> Analysis:
     return Analysis(label, cwd, label, CommandClass.SEARCH, outputs=1, origin=cwd, readonly=True)
 
 
+def naming_no_nul(analysis: Analysis, workdir: str) -> Analysis:
+    """``analysis``, or, where a path it names (its directory too) holds a NUL byte, the command as one the
+    analysis cannot read (in ``workdir`` if its own directory is such a path): no file has such a name, and
+    every system call given one raises ValueError, which lost the call's record (an agent's tool call with
+    a NUL in its file or directory: a model may write one)."""
+    paths = (analysis.cwd, *analysis.writes, *analysis.read_keys, *(v.path for v in analysis.views))
+    if not any("\0" in p for p in paths):
+        return analysis
+    cwd = workdir if "\0" in analysis.cwd else analysis.cwd
+    return _unparsed(analysis.command, cwd, "it names a path with a NUL byte, which no file has", analysis.submits)
+
+
 def analyze_submission(label: str, cwd: str) -> Analysis:
     """A submission that is not a command, such as an agent ending its turn, for the submission policies to judge."""
     return Analysis(label, cwd, label, CommandClass.OTHER, submits=True, origin=cwd)
