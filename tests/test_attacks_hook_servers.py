@@ -6,9 +6,12 @@ runtime, real hook processes."""
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from pathlib import Path
 
+import pytest
+from test_hook_chain import HELD_LIMIT_S, Served, _held_rule_config, _send
 from test_hook_channel import _codex_runs, _server
 
 from ledger_runtime.inspection import load
@@ -43,3 +46,47 @@ def test_a_first_line_nested_too_deep_does_not_end_the_socket_server(tmp_path: P
         server.close()
         rt.close()
     assert [a.command for a in load(run_dir).state.attempts] == ["echo real 0"]
+
+
+@pytest.mark.usefixtures("hook_client")
+def test_a_stranger_dropped_while_an_event_is_slow_does_not_hold_up_a_wrappers_begin(tmp_path: Path) -> None:
+    """The door that reads every first line said its dropped connections under the runtime's lock: one
+    stranger (no token) dropped while an event ran long, and the door waited for that event to end, so
+    a wrapper's Begin, answered by the door, waited too (the rule's whole time limit, 30 s)."""
+    import custom_rules
+
+    custom_rules.HELD_RELEASE.set()
+    s = Served(tmp_path, _held_rule_config())
+    try:
+        pre = {"tool_name": "Bash", "cwd": str(s.repo), "tool_use_id": "c1", "tool_input": {"command": "echo one"}}
+        wrapped = s.hook("PreToolUse", pre)["hookSpecificOutput"]["updatedInput"]["command"]
+        secret = wrapped.split("--token ")[1].split()[0]
+        custom_rules.HELD_BEGUN.clear()
+        custom_rules.HELD_RELEASE.clear()
+        slow = threading.Thread(
+            target=s.hook, args=("PreToolUse", {**pre, "tool_use_id": "c2", "tool_input": {"command": "echo two"}})
+        )
+        slow.start()
+        assert custom_rules.HELD_BEGUN.wait(120), "the slow event reached the rule"
+        dropped = s.server.dropped
+        assert _stranger(s.server.socket_path, b'{"event": "PreToolUse"}\n{}') == b""
+        deadline = time.monotonic() + 10
+        while s.server.dropped == dropped and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # the door's round ends with what it says of the drop
+        t0 = time.monotonic()
+        begun = _send(s.server.socket_path, "Begin", secret, "c1", {"tool_use_id": "c1", "key": "k" * 32})
+        took = time.monotonic() - t0
+        still_held = slow.is_alive() and not custom_rules.HELD_RELEASE.is_set()
+        custom_rules.HELD_RELEASE.set()
+        slow.join()
+        assert begun.strip() == b'{"ok": true}', begun
+        assert still_held and took < HELD_LIMIT_S / 3, f"the Begin waited {took:.1f} s, for the slow event"
+    finally:
+        custom_rules.HELD_RELEASE.set()
+        s.close()
+    faults = s.run_dir / "faults.log"
+    deadline = time.monotonic() + 10  # said by a thread of its own, once the slow event let the lock go
+    while not (faults.exists() and "1 connection(s) dropped" in faults.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "1 connection(s) dropped before a call" in faults.read_text()

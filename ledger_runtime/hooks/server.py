@@ -411,13 +411,12 @@ class HookServer:
             self._drop(sel, conn)
         if self.dropped > self._dropped_said and now - self._said_at >= REFUSED_LOG_EVERY_S:
             n, self._dropped_said, self._said_at = self.dropped - self._dropped_said, self.dropped, now
-            with self.lock:
-                self.on_fault(
-                    "serving hooks",
-                    ConnectionError(
-                        f"{n} connection(s) dropped before a call (no first line in time, no token, too many)"
-                    ),
-                )
+            why = ConnectionError(
+                f"{n} connection(s) dropped before a call (no first line in time, no token, too many)"
+            )
+            # said by a thread of its own: under the lock here, the door waited for a slow event to end, and no
+            # first line (a wrapper's Begin neither) was read meanwhile
+            threading.Thread(target=self._fault, args=("serving hooks", why), daemon=True).start()
 
     # -- one call, in a thread of its own ---------------------------------------------------------------
 
