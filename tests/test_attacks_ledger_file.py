@@ -99,3 +99,38 @@ def test_only_the_ledgers_own_triggers_pass_and_a_missing_one_is_no_fault() -> N
     assert foreign_code([("trigger", "events_no_delete", ours)]) is None
     assert foreign_code([("trigger", "events_no_delete", ours.replace("ABORT", "IGNORE"))]) is not None
     assert "'\\x1b[2J'" in (foreign_code([("view", "\x1b[2J", "CREATE VIEW ...")]) or "")
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+def test_a_resumed_run_whose_ledger_is_damaged_or_crafted_says_so_in_one_line(
+    run_dir: Path, tmp_path: Path, agent: str
+) -> None:
+    """A resumed session (``claude --resume``, ``codex resume``) goes on with the run directory's
+    ledger: one truncated, or holding a view of its own, ended ``ledger-run`` with a traceback."""
+    from cli_support import ledger_run
+
+    repo = make_repo(tmp_path / "repo", {"a.py": "print(1)\n"})
+    truncated = tmp_path / "truncated"
+    truncated.mkdir(mode=0o700)
+    (truncated / "ledger.sqlite").write_bytes((run_dir / "ledger.sqlite").read_bytes()[:4096])
+    viewed = copy_with(run_dir, tmp_path / "viewed", "CREATE VIEW extra AS SELECT 1")
+    resume = ["--", "--resume", "abc", "-p", "x"] if agent == "claude" else ["--", "resume", "abc"]
+    for run, why in ((truncated, "corrupt or truncated"), (viewed, "a view no ledger writes ('extra')")):
+        r = ledger_run(agent, f"--{agent}-bin", "/bin/true", "-w", str(repo), "-o", str(run), *resume, timeout=120)
+        assert "Traceback" not in r.stderr, r.stderr[-1500:]
+        assert r.returncode == 2 and f"error: not a ledger: {run / 'ledger.sqlite'}:" in r.stderr and why in r.stderr
+
+
+def test_inspect_of_a_ledger_made_a_fifo_says_it_is_not_a_regular_file(tmp_path: Path) -> None:
+    """It said "empty file", which a FIFO is not; nothing reads it (a read would wait for a writer)."""
+    where = tmp_path / "run"
+    where.mkdir(mode=0o700)
+    os.mkfifo(where / "ledger.sqlite", 0o600)
+    p = subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", "inspect", str(where)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=ENV,
+    )
+    assert p.returncode == 2 and p.stderr.strip().endswith("ledger.sqlite: not a regular file"), p.stderr

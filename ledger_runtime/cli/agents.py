@@ -109,14 +109,16 @@ def run_dir_for(given: Path | None, workdir: Path, *, resuming: bool = False) ->
 @contextmanager
 def starting_run() -> Iterator[None]:
     """A run that cannot start says why in one line: no hook socket (SocketDirError says what to
-    change), a file of the agent's it cannot write, a run directory another ledger-run writes."""
+    change), a file of the agent's it cannot write, a run directory another ledger-run writes, a resumed
+    run's ledger that is not one (damaged, crafted, of a newer version)."""
     from ledger_runtime.ledger.private import InUse
+    from ledger_runtime.ledger.store import NotALedger
 
     try:
         yield
     except OSError as e:
         fail(str(e) if not getattr(e, "filename", None) else f"{e.filename}: {e.strerror}")
-    except InUse as e:
+    except (InUse, NotALedger) as e:
         fail(str(e))
 
 

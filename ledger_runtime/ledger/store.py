@@ -229,6 +229,8 @@ class LedgerStore:
             raise NotALedger(p, "no such file")
         if p.is_dir():
             raise NotALedger(p, "is a directory")
+        if not p.is_file():  # a FIFO would hold the read of its first bytes; a device is no file of ours
+            raise NotALedger(p, "not a regular file")
         if p.stat().st_size == 0:
             raise NotALedger(p, "empty file")
         try:
