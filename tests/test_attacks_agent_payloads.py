@@ -70,3 +70,71 @@ def test_a_gemini_shell_call_with_a_nul_in_its_directory_and_a_result_part_that_
     assert [a.command for a in attempts] == ["echo one", "echo two", "echo three"]
     assert attempts[0].exit_code is None and attempts[2].exit_code == 0
     assert not (tmp_path / "run" / "faults.log").exists(), (tmp_path / "run" / "faults.log").read_text()[:500]
+
+
+DEEP = "[" * 5000 + "]" * 5000  # past the depth Python's JSON parser reads (RecursionError, not ValueError)
+
+
+def test_an_opencode_part_nested_past_the_parser_costs_no_later_record(tmp_path: Path) -> None:
+    """One part of OpenCode's database (a model's tool input nested 5,000 deep) raised RecursionError
+    in every later ToolAfter, which reads the database first: no later call was recorded, and the end
+    of the run raised too."""
+    import json
+    import sqlite3
+
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    db = tmp_path / "opencode.db"
+    con = sqlite3.connect(db)
+    con.execute("create table part (id, session_id, data)")
+    deep = '{"type": "tool", "callID": "c0", "state": {"status": "error", "input": ' + DEEP + "}}"
+    con.execute("insert into part values (1, 's', ?)", (deep,))
+    con.commit()
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    hooks = OpenCodeHooks(rt, db)
+    try:
+        for i in range(3):
+            call = {"tool": "bash", "callID": f"c{i + 1}", "sessionID": "s", "args": {"command": f"echo {i}"}}
+            assert hooks.handle("ToolBefore", {**call, "directory": str(repo)}) is None
+            hooks.handle("ToolAfter", {**call, "directory": str(repo), "output": f"{i}\n", "metadata": {"exit": 0}})
+            part = {"type": "tool", "callID": f"c{i + 1}", "state": {"status": "completed", "output": f"{i}\n"}}
+            con.execute("insert into part values (?, 's', ?)", (i + 2, json.dumps(part)))
+            con.commit()
+        hooks.finish()
+    finally:
+        con.close()
+        rt.close()
+    assert [a.command for a in load(tmp_path / "run").state.attempts] == ["echo 0", "echo 1", "echo 2"]
+
+
+def test_a_codex_command_output_nested_past_the_parser_leaves_the_model_s_side_readable(tmp_path: Path) -> None:
+    """A command's output that starts like JSON is read for the output inside it; nested 5,000 deep it
+    raised RecursionError, and the run's page lost the whole of the model's side for one output."""
+    import json
+
+    from ledger_adapters.codex.rollout import conversation
+
+    deep = '{"a": ' + DEEP + "}"
+    lines = [
+        {"type": "session_meta", "payload": {"id": "x"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"text": "fix"}]}},
+        {
+            "type": "response_item",
+            "payload": {"type": "function_call", "name": "shell", "arguments": '{"command": ["cat", "x"]}'},
+        },
+        {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c", "output": deep}},
+        {"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"text": "done"}]}},
+    ]
+    rollout = tmp_path / "rollout-x.jsonl"
+    rollout.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    got = conversation(rollout)
+    assert got.task == "fix" and [list(t.received) for t in got.turns] == [[deep], []]
+
+
+def test_a_gemini_session_whose_first_line_is_nested_past_the_parser_is_named_not_a_session(tmp_path: Path) -> None:
+    from ledger_adapters.gemini.session import conversation
+    from ledger_runtime import TrajectoryError
+
+    session = tmp_path / "session-x.jsonl"
+    session.write_text(DEEP + "\n")
+    with pytest.raises(TrajectoryError, match="not a Gemini CLI session"):
+        conversation(session)

@@ -152,7 +152,7 @@ def _entries(lines: list[bytes]) -> Iterator[tuple[dict[str, Any], Any]]:
         try:
             entry = json.loads(raw)
             yield entry, entry.get("payload") or {}
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             continue
 
 
@@ -233,7 +233,7 @@ def _outputs(item: dict[str, Any]) -> list[str]:
     text = item_text(item)[1]
     try:
         inner = json.loads(text) if text.startswith("{") else None
-    except ValueError:
+    except (ValueError, RecursionError):  # a command's output nested past the parser
         inner = None
     return [text] + ([inner["output"]] if isinstance(inner, dict) and isinstance(inner.get("output"), str) else [])
 

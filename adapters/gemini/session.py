@@ -162,7 +162,7 @@ def conversation(path: Path) -> Conversation:
     try:
         if "sessionId" not in json.loads(head):
             raise ValueError
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         raise TrajectoryError(f"{path}: not a Gemini CLI session (no session header)") from None
     reader = read_whole(SessionReader(str(path)))
     turns, task = [], ""

@@ -46,7 +46,7 @@ def _rows(db: Path, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
 def _json(text: Any) -> dict[str, Any]:
     try:
         value = json.loads(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # a part nested past the parser (a model's tool input)
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -123,7 +123,7 @@ def conversation(path: Path) -> Conversation:
     assistant message: its text, reasoning, tool calls, tokens, cost and time)."""
     try:
         session = json.loads(read_record(path))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise TrajectoryError(f"{path}: cannot read: {e}") from None
     if not isinstance(session, dict) or not isinstance(session.get("messages"), list) or "parent" not in session:
         raise TrajectoryError(f"{path}: not an OpenCode session kept by ledger-run (no messages)")
