@@ -134,3 +134,23 @@ def test_inspect_of_a_ledger_made_a_fifo_says_it_is_not_a_regular_file(tmp_path:
         env=ENV,
     )
     assert p.returncode == 2 and p.stderr.strip().endswith("ledger.sqlite: not a regular file"), p.stderr
+
+
+def test_meta_values_nested_past_the_parser_are_read_as_text(run_dir: Path, tmp_path: Path) -> None:
+    """A meta value of 5,000 '[' raised RecursionError (not the ValueError of any other value that is
+    not JSON): inspect, --json and --html ended with a traceback."""
+    crafted = copy_with(
+        run_dir,
+        tmp_path / "m",
+        "INSERT OR REPLACE INTO meta VALUES ('task', '" + "[" * 5000 + "')",
+        "INSERT OR REPLACE INTO meta VALUES ('extra', '" + "{" * 5000 + "')",
+    )
+    for extra in ([], ["--json"], ["--html", str(tmp_path / "page.html")]):
+        p = subprocess.run(
+            [sys.executable, "-m", "ledger_runtime", "inspect", str(crafted), *extra],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=ENV,
+        )
+        assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-1500:]

@@ -422,7 +422,7 @@ class LedgerStore:
         for k, v in self._conn.execute("SELECT key, value FROM meta"):
             try:
                 out[k] = json.loads(v)
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, RecursionError):  # not JSON, or nested past the parser: the text
                 out[k] = v
         return out
 
