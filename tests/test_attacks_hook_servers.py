@@ -39,6 +39,9 @@ def test_a_first_line_nested_too_deep_does_not_end_the_socket_server(tmp_path: P
     try:
         assert _stranger(server.socket_path, b"[" * 4000 + b"\n") == b""
         assert _stranger(server.socket_path, b'{"event": ' * 400 + b"\n") == b""
+        # a token that is not ASCII: secrets.compare_digest raised TypeError in the same thread
+        assert _stranger(server.socket_path, '{"event": "PreToolUse", "token": "\u00e9"}\n{}'.encode()) == b""
+        assert _stranger(server.socket_path, '{"event": "Begin", "token": "\u00e9", "call": "c0"}\n{}'.encode()) == b""
         t0 = time.monotonic()
         shown = _codex_runs(repo, server, run_dir, "c0", "echo real 0")
         assert shown == "real 0\n" and time.monotonic() - t0 < 10
@@ -46,6 +49,9 @@ def test_a_first_line_nested_too_deep_does_not_end_the_socket_server(tmp_path: P
         server.close()
         rt.close()
     assert [a.command for a in load(run_dir).state.attempts] == ["echo real 0"]
+    faults = run_dir / "faults.log"
+    said = faults.read_text() if faults.exists() else ""
+    assert "reading a hook call" not in said and "TypeError" not in said, "a stranger is dropped, not a fault of ours"
 
 
 @pytest.mark.usefixtures("hook_client")

@@ -201,7 +201,8 @@ def parse_header(line: bytes) -> tuple[str, str | None, str | None, bool]:
     token, call = header.get("token"), header.get("call")
     return (
         header["event"],
-        token if isinstance(token, str) else None,
+        # a token is ASCII (secrets.compare_digest raises TypeError on any other text: no token, then)
+        token if isinstance(token, str) and token.isascii() else None,
         call if isinstance(call, str) else None,
         header.get("raw") is True,
     )
