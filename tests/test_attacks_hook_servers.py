@@ -96,3 +96,26 @@ def test_a_stranger_dropped_while_an_event_is_slow_does_not_hold_up_a_wrappers_b
     while not (faults.exists() and "1 connection(s) dropped" in faults.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert "1 connection(s) dropped before a call" in faults.read_text()
+
+
+def test_a_fault_while_reading_strangers_is_said_once_a_while_not_once_a_stranger(tmp_path: Path) -> None:
+    """A fault of ours on a first line (here an ``authorize`` that breaks on one token) drops that
+    connection only; a stranger repeating it 50 times cost 50 lines of faults and 50 threads."""
+    from ledger_runtime.hooks.server import HookServer
+
+    faults: list[str] = []
+
+    def authorize(event: str, token: str | None, call: str | None) -> bool:
+        if token == "boom":
+            raise RuntimeError("a fault of ours")
+        return token == "tok"
+
+    server = HookServer(lambda e, p: {"ok": e}, lambda where, e: faults.append(where), authorize=authorize)
+    try:
+        for _ in range(50):
+            assert _stranger(server.socket_path, b'{"event": "X", "token": "boom"}\n{}') == b""
+        assert _stranger(server.socket_path, b'{"event": "X", "token": "tok"}\n{}') == b'{"ok": "X"}\n'
+        time.sleep(0.5)
+    finally:
+        server.close()
+    assert faults.count("reading a hook call") == 1 and server.dropped == 50, faults

@@ -260,6 +260,7 @@ class HookServer:
         self.dropped = 0  # strangers dropped (no first line in time, too many, another uid)
         self._dropped_said = 0
         self._said_at = 0.0
+        self._fault_said_at = -REFUSED_LOG_EVERY_S
         self._thread = threading.Thread(target=self._serve, name="ledger-hook-server", daemon=True)
         self._thread.start()
 
@@ -321,8 +322,11 @@ class HookServer:
         try:
             self._read_header(sel, conn)
         except Exception as e:
-            self._drop(sel, conn)
-            threading.Thread(target=self._fault, args=("reading a hook call", e), daemon=True).start()
+            self._drop(sel, conn)  # counted with the dropped: said with them, the first of a while said as it is
+            now = time.monotonic()
+            if now - self._fault_said_at >= REFUSED_LOG_EVERY_S:
+                self._fault_said_at = now
+                threading.Thread(target=self._fault, args=("reading a hook call", e), daemon=True).start()
 
     def _read_header(self, sel: selectors.BaseSelector, conn: socket.socket) -> None:  # noqa: C901
         w = self._waiting.get(conn)
