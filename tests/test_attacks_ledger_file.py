@@ -154,3 +154,27 @@ def test_meta_values_nested_past_the_parser_are_read_as_text(run_dir: Path, tmp_
             env=ENV,
         )
         assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-1500:]
+
+
+def test_a_resumed_run_never_writes_through_a_ledger_made_a_link(run_dir: Path, tmp_path: Path) -> None:
+    """A run directory whose ledger.sqlite is a link to another run's ledger: a run that went on with it
+    (a resumed session) appended its steps to the other run's ledger, as SQLite follows a link."""
+    from cli_support import ledger_run
+
+    other = tmp_path / "other"
+    other.mkdir(mode=0o700)
+    shutil.copy(run_dir / "ledger.sqlite", other / "ledger.sqlite")
+    before = [a.command for a in load(other).state.attempts]
+    linked = tmp_path / "linked"
+    linked.mkdir(mode=0o700)
+    (linked / "ledger.sqlite").symlink_to(other / "ledger.sqlite")
+    repo = make_repo(tmp_path / "repo", {"a.py": "print(1)\n"})
+    with pytest.raises(OSError, match="symbolic link, never followed"):
+        rt = LedgerRuntime(repo, linked, LedgerConfig(), task="t")
+        try:
+            rt.run("echo new > c.txt", LocalExecutor())
+        finally:
+            rt.close()
+    assert [a.command for a in load(other).state.attempts] == before
+    r = ledger_run("claude", "--claude-bin", "/bin/true", "-w", str(repo), "-o", str(linked), "--", "--resume", "x")
+    assert r.returncode == 2 and "ledger.sqlite: it is a symbolic link, never followed" in r.stderr, r.stderr[-1500:]

@@ -200,12 +200,13 @@ class LedgerStore:
             p = p / LEDGER_FILE
         else:
             private_dir(p.parent)
-        existed = p.exists() and p.stat().st_size > 0
-        if existed:
+        # made before SQLite makes it (its -wal and -shm files take the database's mode); one that is there is
+        # ours, a regular file, not a link (SQLite follows one: a resumed run wrote into the file it named)
+        touch_private(p)
+        if p.stat().st_size > 0:
             store = cls.open(p, writable=True)
             store.redactor = redactor or Redactor.off()
             return store
-        touch_private(p)  # before SQLite makes it: its -wal and -shm files take the database's mode
         try:
             conn = sqlite3.connect(str(p), isolation_level=None, check_same_thread=False, timeout=LOCK_TIMEOUT_S)
             conn.execute("PRAGMA journal_mode=WAL")
