@@ -178,3 +178,15 @@ def test_a_resumed_run_never_writes_through_a_ledger_made_a_link(run_dir: Path, 
     assert [a.command for a in load(other).state.attempts] == before
     r = ledger_run("claude", "--claude-bin", "/bin/true", "-w", str(repo), "-o", str(linked), "--", "--resume", "x")
     assert r.returncode == 2 and "ledger.sqlite: it is a symbolic link, never followed" in r.stderr, r.stderr[-1500:]
+
+
+def test_a_resumed_run_whose_ledger_is_a_fifo_says_it_is_not_a_regular_file(tmp_path: Path) -> None:
+    """It said "No such device or address" (the open of a FIFO without a reader), which names nothing."""
+    from cli_support import ledger_run
+
+    where = tmp_path / "run"
+    where.mkdir(mode=0o700)
+    os.mkfifo(where / "ledger.sqlite", 0o600)
+    repo = make_repo(tmp_path / "repo", {"a.py": "print(1)\n"})
+    r = ledger_run("claude", "--claude-bin", "/bin/true", "-w", str(repo), "-o", str(where), "--", "--resume", "x")
+    assert r.returncode == 2 and r.stderr.strip().endswith("ledger.sqlite: it is not a regular file"), r.stderr

@@ -104,6 +104,7 @@ def private_dir(path: str | os.PathLike) -> Path:
 
 def _fd(path: str | os.PathLike, flags: int) -> int:
     """``path`` opened in place, made if missing; never through a link, nor another user's file, a FIFO or a device."""
+    _check(path, _lstat(path), FILE)  # said as it is: a FIFO without a reader would fail the open with ENXIO
     try:
         fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, FILE_MODE)
     except OSError as e:
