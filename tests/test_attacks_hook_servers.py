@@ -119,3 +119,26 @@ def test_a_fault_while_reading_strangers_is_said_once_a_while_not_once_a_strange
     finally:
         server.close()
     assert faults.count("reading a hook call") == 1 and server.dropped == 50, faults
+
+
+def test_a_fault_said_outside_its_except_block_keeps_its_own_trace(tmp_path: Path) -> None:
+    """The hook server says faults from threads of their own, outside the block that caught them: the
+    log's trace was "NoneType: None" (traceback.format_exc of no exception being handled)."""
+    import json
+
+    from ledger_runtime.ledger.faults import FaultLog
+    from ledger_runtime.ledger.redact import Redactor
+
+    def broken() -> None:
+        raise RuntimeError("a fault of ours")
+
+    try:
+        broken()
+    except RuntimeError as e:
+        caught = e
+    log = FaultLog(tmp_path, Redactor.off())
+    log.add("reading a hook call", caught)
+    log.add("serving hooks", ConnectionError("3 connection(s) dropped"))
+    first, second = (json.loads(line) for line in (tmp_path / "faults.log").read_text().splitlines())
+    assert "in broken" in first["trace"] and first["trace"].endswith("RuntimeError: a fault of ours\n")
+    assert second["trace"] == "ConnectionError: 3 connection(s) dropped\n"

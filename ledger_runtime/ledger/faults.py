@@ -39,7 +39,8 @@ class FaultLog:
             "where": where,
             "error": f"{type(error).__name__}: {error}",
             "command": command,
-            "trace": traceback.format_exc(limit=6),
+            # the error's own (format_exc is the exception being handled: none for one reported from another thread)
+            "trace": "".join(traceback.format_exception(error, limit=6)),
         }
         if records:
             entry["records"] = records
