@@ -415,13 +415,14 @@ class HookServer:
         for conn in [c for c, w in self._waiting.items() if now - w.since > HEADER_TIMEOUT_S]:
             self._drop(sel, conn)
         if self.dropped > self._dropped_said and now - self._said_at >= REFUSED_LOG_EVERY_S:
-            n, self._dropped_said, self._said_at = self.dropped - self._dropped_said, self.dropped, now
-            why = ConnectionError(
-                f"{n} connection(s) dropped before a call (no first line in time, no token, too many)"
-            )
             # said by a thread of its own: under the lock here, the door waited for a slow event to end, and no
             # first line (a wrapper's Begin neither) was read meanwhile
-            threading.Thread(target=self._fault, args=("serving hooks", why), daemon=True).start()
+            threading.Thread(target=self._fault, args=("serving hooks", self._dropped_news(now)), daemon=True).start()
+
+    def _dropped_news(self, now: float) -> ConnectionError:
+        """The connections dropped since the last said, as the fault that says them (now said)."""
+        n, self._dropped_said, self._said_at = self.dropped - self._dropped_said, self.dropped, now
+        return ConnectionError(f"{n} connection(s) dropped before a call (no first line in time, no token, too many)")
 
     # -- one call, in a thread of its own ---------------------------------------------------------------
 
@@ -524,6 +525,8 @@ class HookServer:
         self._thread.join(timeout=2.0)
         for t in list(self._threads):  # events being answered finish first, within one shared wait
             t.join(timeout=max(0.0, deadline - time.monotonic()))
+        if self.dropped > self._dropped_said:  # those of the last seconds, which no round of the door said
+            self._fault("serving hooks", self._dropped_news(time.monotonic()))
         try:
             self._sock.close()
         finally:
