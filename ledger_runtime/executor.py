@@ -45,7 +45,7 @@ class LocalExecutor:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        except OSError as e:
+        except (OSError, ValueError) as e:  # ValueError: a NUL byte in the command (a model may write one)
             return ExecResult("", -1, f"could not start the command: {e}")
         try:
             out, _ = proc.communicate(timeout=self.timeout)

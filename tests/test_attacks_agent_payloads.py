@@ -138,3 +138,20 @@ def test_a_gemini_session_whose_first_line_is_nested_past_the_parser_is_named_no
     session.write_text(DEEP + "\n")
     with pytest.raises(TrajectoryError, match="not a Gemini CLI session"):
         conversation(session)
+
+
+def test_a_shell_command_with_a_nul_is_recorded_as_one_that_could_not_start(tmp_path: Path) -> None:
+    """``LedgerRuntime.run`` with the local executor (the demo's, a replay's): Popen's ValueError for
+    the NUL went up through ``run``, and the call was not recorded."""
+    from ledger_runtime.executor import LocalExecutor
+
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    try:
+        res = rt.run("cat calc.py\0", LocalExecutor())
+        after = rt.run("cat calc.py", LocalExecutor())
+    finally:
+        rt.close()
+    assert res.returncode == -1 and "could not start the command: embedded null byte" in res.exception_info
+    assert after.output == CALC
+    assert [a.command for a in load(tmp_path / "run").state.attempts] == ["cat calc.py\0", "cat calc.py"]
