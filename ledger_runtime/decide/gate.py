@@ -87,19 +87,20 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
     """The rules in force: the built-ins overridden by ``settings``, plus the user's own."""
     rules = []
     for name in settings:
-        if name not in builtins and not isinstance((settings[name] or {}).get("check"), str):
+        given = settings[name]
+        if name not in builtins and not (isinstance(given, Mapping) and isinstance(given.get("check"), str)):
             raise PolicyError(
                 f'unknown policy {name!r} (built in: {", ".join(builtins)}; your own need check = "module:function")'
             )
     for name in list(builtins) + [n for n in settings if n not in builtins]:
-        given = settings.get(name) or {}
-        if not isinstance(given, Mapping):
-            raise PolicyError(f"policy {name!r}: must be a table")
+        given = settings.get(name, {})
+        if not isinstance(given, Mapping):  # `name = false` is not `enabled = false`: read as nothing, it left it on
+            raise PolicyError(
+                f"policy {name!r}: must be a table ([ledger.policies.{name}]; enabled = false turns it off), "
+                f"not {given!r}"
+            )
         check, defaults = builtins.get(name, (None, {"enabled": True, "verdict": "NUDGE"}))
-        known = set(defaults) | {"enabled", "verdict", "paths", "check", "time_limit_s"}
-        for key in given:
-            if key not in known:
-                raise PolicyError(f"policy {name!r}: unknown key {key!r} (known: {', '.join(sorted(known))})")
+        _check_keys(name, given, defaults, builtin=name in builtins)
         merged = {**defaults, **given}
         if not merged.get("enabled", True):
             continue
@@ -154,6 +155,25 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
 
 
 USER_RULE_TIME_LIMIT_S = 2.0
+
+
+def _check_keys(name: str, given: Mapping[str, Any], defaults: Mapping[str, Any], *, builtin: bool) -> None:
+    """Refuse a key ``[ledger.policies.<name>]`` does not take, or a value of the wrong kind: each would be left
+    as it was without a word (``enabled = "no"`` kept the rule on; ``revise_after = "3"`` failed at its use)."""
+    fixed = {"after_run"}  # how a rule works, not a setting
+    known = (set(defaults) - fixed) | {"enabled", "verdict", "paths", "check", "time_limit_s"}
+    for key in given:
+        if key not in known:
+            raise PolicyError(f"policy {name!r}: unknown key {key!r} (known: {', '.join(sorted(known))})")
+    if "enabled" in given and not isinstance(given["enabled"], bool):
+        raise PolicyError(f"policy {name!r}: enabled must be true or false, not {given['enabled']!r}")
+    if builtin and "time_limit_s" in given:
+        raise PolicyError(f'policy {name!r}: time_limit_s is for a rule of your own (check = "module:function")')
+    for key, default in defaults.items():
+        value = given.get(key)
+        if key in given and isinstance(default, int) and not isinstance(default, bool):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise PolicyError(f"policy {name!r}: {key} must be a whole number >= 1, not {value!r}")
 
 
 def _run_rule(rule: Rule, *args: Any) -> Finding | None:

@@ -1,0 +1,86 @@
+"""What a new user met, round seven: each case as the user met it, through the real ``ledger-run`` in a
+subprocess with no terminal."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from cli_support import ledger_run, one_line_error
+from conftest import make_repo
+
+
+def _check(tmp_path, text: str):
+    """``ledger-run config --check`` of a settings file holding ``text``."""
+    path = tmp_path / "ledger.toml"
+    path.write_text(text)
+    return ledger_run("config", "--check", str(path))
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        # "no" is a word, not false: the rule stayed on, and --check said "valid"
+        ('[ledger.policies.protected-paths]\nenabled = "no"\n', "enabled must be true or false, not 'no'"),
+        # a rule set to false (not a table) was read as no settings at all: the rule stayed on
+        ("[ledger.policies]\nrepeat-failure = false\n", "must be a table"),
+        # a rule of one's own that is not a table: a traceback ('int' object has no attribute 'get')
+        ("[ledger.policies]\nmine = 3\n", "unknown policy 'mine'"),
+        # a count given as text, or 0: valid by --check, a fault at the first failing command
+        ('[ledger.policies.repeat-failure]\nrevise_after = "3"\n', "revise_after must be a whole number >= 1"),
+        ("[ledger.policies.repeat-failure]\nrevise_after = 0\n", "revise_after must be a whole number >= 1"),
+        # a user rule's time limit on a built-in: accepted and never applied
+        ("[ledger.policies.stale-edit]\ntime_limit_s = 5\n", "time_limit_s is for a rule of your own"),
+        # noop-edit is decided after the command ran: that is how it works, not a setting
+        ('[ledger.policies.noop-edit]\nafter_run = false\nverdict = "BLOCK"\n', "unknown key 'after_run'"),
+    ],
+)
+def test_a_policy_setting_of_the_wrong_kind_is_refused_not_left_as_it_was(tmp_path, text, says):
+    """docs/settings.md: "a value its section does not take, is a one-line error". A policy table's
+    ``enabled = "no"`` (or ``repeat-failure = false``) left the rule on, and ``config --check`` said the file
+    was valid."""
+    error = one_line_error(_check(tmp_path, text))
+    assert says in error and "ledger.policies" in error, error
+
+
+def test_config_check_says_what_a_policy_table_changes(tmp_path):
+    """docs/settings.md: ``config --check`` "says what a file changes". Of a policy table it said
+    ``ledger.policies = a table``."""
+    r = _check(
+        tmp_path,
+        '[ledger.policies.protected-paths]\nglobs = ["tests/*"]\n[ledger.policies.stale-edit]\nenabled = false\n',
+    )
+    assert r.returncode == 0, r.stderr
+    said = r.stdout.strip()
+    assert "a table" not in said, said
+    assert 'ledger.policies.protected-paths.globs = ["tests/*"]' in said, said
+    assert "ledger.policies.stale-edit.enabled = false" in said, said
+
+
+GEMINI_OK = bool(os.environ.get("LEDGER_GEMINI_BIN") or __import__("shutil").which("gemini"))
+
+
+@pytest.mark.skipif(
+    not GEMINI_OK,
+    reason="no gemini binary on PATH or in $LEDGER_GEMINI_BIN (npm install -g "
+    "@google/gemini-cli@0.61.0): this case needs its own message",
+)
+def test_gemini_without_a_login_is_sent_to_the_user_s_settings_not_the_run_s(tmp_path):
+    """The README's ``ledger-run gemini ... --yolo --skip-trust`` with no login: Gemini CLI said "Please set an
+    Auth method in your RUN_DIR/gemini/home/.gemini/settings.json", the run's own copy, made anew at each run
+    (an auth method set there is gone at the next), and ledger-run's warning said only "its own message above
+    says why"."""
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    home = tmp_path / "home"
+    home.mkdir()
+    run = tmp_path / "run"
+    r = ledger_run(
+        "gemini", "-w", str(repo), "-o", str(run), "--", "-p", "Fix it", "--yolo", "--skip-trust",
+        env={"HOME": str(home)}, without=("_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"), timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 41, r.stderr[-2000:]
+    said = " ".join(r.stderr.split())
+    assert str(run / "gemini" / "home" / ".gemini" / "settings.json") in said, said  # Gemini CLI's own words
+    assert "ended with exit code 41 before its first hook" in said, said
+    assert f"set the auth method in {home / '.gemini' / 'settings.json'}" in said, said
+    assert "GEMINI_API_KEY" in said.split("before its first hook", 1)[1], said
