@@ -109,8 +109,22 @@ def check(path: Path) -> LedgerConfig:
 def changed(config: LedgerConfig) -> dict[str, object]:
     """The settings that differ from the defaults, by their sectioned names."""
     default, mine = LedgerConfig().to_dict(), config.to_dict()
-    out = {}
+    out: dict[str, object] = {}
     for flat, (section, key) in FLAT.items():
         if mine[flat] != default[flat]:
-            out[dotted(section, "" if key == getattr(SECTIONS.get(section), "whole", None) else key)] = mine[flat]
+            name = dotted(section, "" if key == getattr(SECTIONS.get(section), "whole", None) else key)
+            out.update(_leaves(name, mine[flat], default[flat]))
+    return out
+
+
+def _leaves(name: str, value: object, default: object) -> dict[str, object]:
+    """A table's changed keys, each by its dotted name (``ledger.policies.stale-edit.enabled``), so that what
+    a file changes is said key by key, not as "a table"; any other value is its own leaf."""
+    if not isinstance(value, dict):
+        return {name: value}
+    was = default if isinstance(default, dict) else {}
+    out: dict[str, object] = {}
+    for key, v in value.items():
+        if key not in was or was[key] != v:
+            out.update(_leaves(f"{name}.{_toml_key(key)}", v, was.get(key)))
     return out

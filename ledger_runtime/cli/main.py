@@ -146,7 +146,7 @@ def config(
         print(
             f"{check}: valid; "
             + (
-                ", ".join(f"{k} = {toml_inline(v) if not isinstance(v, dict) else 'a table'}" for k, v in diff.items())
+                ", ".join(f"{k} = {toml_inline(v)}" for k, v in diff.items())
                 if diff
                 else "every setting at its default"
             )
