@@ -24,14 +24,22 @@ INSTALL_HINT = f"npm install -g @google/gemini-cli@{GEMINI_VERSION}"
 # why a run may hear no hook: Gemini CLI runs none in a folder it does not trust
 UNTRUSTED_HINT = "Gemini CLI runs hooks only in a trusted folder: headless, pass --skip-trust, or trust the folder once"
 HOOK_TIMEOUT_MS = 600_000
+NO_LOGIN_EXIT = 41  # Gemini CLI's exit code when it has no auth method (its FatalAuthenticationError)
 
 
-def unheard_hint(args: list[str], code: int | None) -> str:
+def unheard_hint(args: list[str], code: int | None, user_settings: Path | None = None) -> str:
     """Why gemini, run with ``args`` and ended with exit code ``code`` (None: not known), ran no hook: it stopped
     before its first (no login: exit 41), which its own message says, or the folder was not trusted. The trust was
-    blamed even with --skip-trust given, when what stopped it was a missing login."""
+    blamed even with --skip-trust given, when what stopped it was a missing login. For the login, ``user_settings``
+    is where to set it: Gemini CLI's message names the run's own settings.json, made anew at each run."""
     if code and code > 128 and _signal_name(code - 128):  # killed: it had no message to give
         return f"Gemini CLI was ended by {_signal_name(code - 128)} (exit code {code}) before its first hook"
+    if code == NO_LOGIN_EXIT and user_settings is not None:
+        return (
+            f"Gemini CLI ended with exit code {code} before its first hook, for want of a login: the settings.json "
+            f"its message names is this run's copy, made anew at each run; set the auth method in {user_settings}, "
+            "or set GEMINI_API_KEY"
+        )
     if code:
         return f"Gemini CLI ended with exit code {code} before its first hook: its own message above says why"
     return "" if "--skip-trust" in args else UNTRUSTED_HINT
@@ -225,4 +233,4 @@ def run_gemini(
                     runtime.report_fault("keeping Gemini CLI's sessions", e)
                 runtime.close()
             # after the finish: a warning that cannot be printed cuts nothing
-            warn_unheard("Gemini CLI", server.handled, unheard_hint(args, code))
+            warn_unheard("Gemini CLI", server.handled, unheard_hint(args, code, user / "settings.json"))
