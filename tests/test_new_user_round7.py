@@ -4,10 +4,21 @@ subprocess with no terminal."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 from cli_support import ledger_run, one_line_error
 from conftest import make_repo
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    """The run the README's demo makes."""
+    out = tmp_path_factory.mktemp("demo") / "d"
+    r = ledger_run("demo", "-o", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out / "run"
 
 
 def _check(tmp_path, text: str):
@@ -84,3 +95,38 @@ def test_gemini_without_a_login_is_sent_to_the_user_s_settings_not_the_run_s(tmp
     assert "ended with exit code 41 before its first hook" in said, said
     assert f"set the auth method in {home / '.gemini' / 'settings.json'}" in said, said
     assert "GEMINI_API_KEY" in said.split("before its first hook", 1)[1], said
+
+
+def _printing_to(stdout, *args: str) -> subprocess.CompletedProcess:
+    """``ledger-run ARGS``, its standard output ``stdout`` (a descriptor, or DEVNULL)."""
+    return subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "100"},
+    )
+
+
+def _to_a_reader_gone(*args: str) -> subprocess.CompletedProcess:
+    """``ledger-run ARGS | head -0``: its standard output a pipe whose reader has already left."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return _printing_to(write, *args)
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize("args", [("inspect", "RUN"), ("inspect", "RUN", "--json"), ("config",), ("--help",)])
+def test_a_reader_that_left_early_is_not_a_damaged_ledger(demo_run, args):
+    """``ledger-run inspect RUN | head`` exited 1, silently: docs/inspect.md's exit code for a ledger whose stored
+    text is damaged (a script under ``set -o pipefail`` stopped there). A reader gone is 141 (128 + SIGPIPE, as
+    a shell says of ``git log | head``), with nothing on stderr; the same output to /dev/null is 0."""
+    args = tuple(str(demo_run) if a == "RUN" else a for a in args)
+    r = _to_a_reader_gone(*args)
+    assert (r.returncode, r.stderr) == (141, ""), (r.returncode, r.stderr[-2000:])
+    quiet = _printing_to(subprocess.DEVNULL, *args)
+    assert (quiet.returncode, quiet.stderr) == (0, ""), quiet.stderr[-2000:]

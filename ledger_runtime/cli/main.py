@@ -287,6 +287,30 @@ def _close_suggestions_only(e: Exception) -> None:
         e.possibilities = [p for p in possibilities if SequenceMatcher(None, given, p.lstrip("-")).ratio() >= 0.7]
 
 
+EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE: what a shell reports of `git log | head`, a reader that left early
+
+
+def _stdout_closed(at_start: tuple[int, int] | None) -> bool:
+    """Whether a write met a closed standard output (EPIPE: ``ledger-run inspect RUN | head``) and the rest was sent
+    nowhere: click wraps the stream (its PacifyFlushWrapper), rich puts /dev/null on its descriptor (``at_start``:
+    what was there before, by device and inode); each then exits 1."""
+    if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+        return True
+    now, null = _fd_identity(1), _fd_identity(None)
+    return now is not None and now == null and now != at_start
+
+
+def _fd_identity(fd: int | None) -> tuple[int, int] | None:
+    """The device and inode of descriptor ``fd`` (None: of /dev/null), or None when there is none."""
+    import os
+
+    try:
+        st = os.fstat(fd) if fd is not None else os.stat(os.devnull)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 def main() -> None:
     """Entry point of the ``ledger-run`` script (entry.py sends ``hook`` straight to hookclient.py)."""
     try:  # typer 0.2x carries its own click
@@ -297,8 +321,14 @@ def main() -> None:
     from ledger_runtime.cli.interrupt import interrupted
 
     _tidy_help()
+    stdout_at_start = _fd_identity(1)
     try:
         code = app(standalone_mode=False)
+    except SystemExit as e:
+        # click and rich exit 1 for a reader gone (`| head`): inspect's exit code for a damaged ledger
+        if e.code == 1 and _stdout_closed(stdout_at_start):
+            sys.exit(EXIT_STDOUT_CLOSED)
+        raise
     except (KeyboardInterrupt, Abort):
         interrupted()
     except UsageError as e:  # one line, with where to look, as every other error
