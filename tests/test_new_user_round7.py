@@ -130,3 +130,32 @@ def test_a_reader_that_left_early_is_not_a_damaged_ledger(demo_run, args):
     assert (r.returncode, r.stderr) == (141, ""), (r.returncode, r.stderr[-2000:])
     quiet = _printing_to(subprocess.DEVNULL, *args)
     assert (quiet.returncode, quiet.stderr) == (0, ""), quiet.stderr[-2000:]
+
+
+def _baseline(stdout: str) -> str:
+    return next(ln for ln in stdout.splitlines() if "baseline commit" in ln).split()[3]
+
+
+@pytest.mark.parametrize(
+    "gitconfig",
+    [
+        "[commit]\n\tgpgsign = true\n[gpg]\n\tprogram = false\n",  # signs every commit (here: a signer that fails)
+        "[core]\n\thooksPath = HOOKS\n",  # a pre-commit hook of the user's, for their own repositories
+    ],
+)
+def test_the_demo_runs_whatever_the_user_s_git_config_says(demo_run, tmp_path, gitconfig):
+    """The README's ``ledger-run demo`` for a user who signs commits (``commit.gpgsign``) or keeps hooks for every
+    repository (``core.hooksPath``): a traceback (``CalledProcessError: ... 'commit', '-q', '-m', 'inventory:
+    initial import'``) and a half-made workspace. The demo's repository is the demo's; and its baseline commit,
+    which the summary prints, was a new hash at every run ("the demo prints the same figures wherever it runs")."""
+    home = tmp_path / "home"
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "pre-commit").write_text("#!/bin/sh\necho 'pre-commit: refused' >&2\nexit 1\n")
+    (hooks / "pre-commit").chmod(0o755)
+    home.mkdir()
+    (home / ".gitconfig").write_text(gitconfig.replace("HOOKS", str(hooks)))
+    r = ledger_run("demo", "-o", str(tmp_path / "d"), env={"HOME": str(home)})
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    again = ledger_run("inspect", str(demo_run))  # the fixture's demo, made with the user's git config as it is
+    assert _baseline(r.stdout) == _baseline(again.stdout), (r.stdout[-1500:], again.stdout[-1500:])

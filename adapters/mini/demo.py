@@ -146,13 +146,31 @@ def lay_out(root: Path) -> None:
             p.chmod(0o755)
     env = {
         **os.environ,
-        "GIT_AUTHOR_NAME": "demo",
-        "GIT_AUTHOR_EMAIL": "demo@example.com",
-        "GIT_COMMITTER_NAME": "demo",
-        "GIT_COMMITTER_EMAIL": "demo@example.com",
+        **DEMO_GIT,
     }
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "inventory: initial import"]):
-        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env)
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "--no-verify", "-m", "inventory: initial import"]):
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+            raise DemoSetUpError(f"git {args[0]} in {root} failed: {said}")
+
+
+class DemoSetUpError(RuntimeError):
+    """The demo's project could not be made (its git repository): said in one line."""
+
+
+# The demo's repository is the demo's: none of the user's git settings (a commit signed, a hooks path for every
+# repository: each stopped the demo before its first step), and one date, so that its commit is one hash everywhere.
+DEMO_GIT = {
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "demo",
+    "GIT_AUTHOR_EMAIL": "demo@example.com",
+    "GIT_COMMITTER_NAME": "demo",
+    "GIT_COMMITTER_EMAIL": "demo@example.com",
+    "GIT_AUTHOR_DATE": "2025-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2025-01-01T00:00:00+0000",
+}
 
 
 def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Path:
@@ -260,6 +278,9 @@ def _times(n: int) -> str:
 def main_demo(out_dir: Path | None, console: Any, shadow: bool = False) -> Path:
     try:
         return run_demo(out_dir, console, shadow=shadow)
+    except DemoSetUpError as e:
+        console.print(f"[red]error:[/red] the demo could not make its project: {e}", highlight=False)
+        sys.exit(2)
     except OSError as e:
         console.print(
             f"[red]error:[/red] the demo could not write {e.filename or 'its files'}: {e.strerror}", highlight=False
