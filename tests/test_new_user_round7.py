@@ -159,3 +159,31 @@ def test_the_demo_runs_whatever_the_user_s_git_config_says(demo_run, tmp_path, g
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     again = ledger_run("inspect", str(demo_run))  # the fixture's demo, made with the user's git config as it is
     assert _baseline(r.stdout) == _baseline(again.stdout), (r.stdout[-1500:], again.stdout[-1500:])
+
+
+CODEX_OK = bool(os.environ.get("LEDGER_CODEX_BIN") or __import__("shutil").which("codex"))
+
+
+@pytest.mark.skipif(
+    not CODEX_OK,
+    reason="no codex binary on PATH or in $LEDGER_CODEX_BIN (npm install -g "
+    "@openai/codex@0.171.0): this case needs its own message",
+)
+def test_codex_s_config_error_is_sent_to_the_user_s_file_not_the_run_s_copy(tmp_path):
+    """The README's ``ledger-run codex ... -- exec ...`` with a slip in ``~/.codex/config.toml``: Codex said "Error
+    loading config.toml: RUN_DIR/codex-home/config.toml:1:9: ...", the run's copy (fixed there, the next run copies
+    the user's file again, slip and all), and ledger-run said only that no hook reached the ledger."""
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    home = tmp_path / "home"
+    (home / ".codex").mkdir(parents=True)
+    (home / ".codex" / "config.toml").write_text("model = \n")
+    run = tmp_path / "run"
+    args = ("codex", "-w", str(repo), "-o", str(run), "--", "exec", "Fix it")
+    r = ledger_run(*args, env={"HOME": str(home)}, timeout=120)
+    assert r.returncode != 0, r.stderr[-2000:]
+    said = " ".join(r.stderr.split())
+    assert str(run / "codex-home" / "config.toml") in said, said  # Codex's own words
+    assert "no hook of Codex reached the ledger" in said, said
+    hint = said.split("no hook of Codex reached the ledger", 1)[1]
+    assert f"Codex ended with exit code {r.returncode}: its own message above says why" in hint, said
+    assert str(home / ".codex") in hint, said

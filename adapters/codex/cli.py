@@ -103,6 +103,20 @@ def find_codex(explicit: str | None) -> str | None:
     return find_binary(explicit, "LEDGER_CODEX_BIN", "codex")
 
 
+def unheard_hint(code: int | None, home: Path, source: Path) -> str:
+    """Why codex, ended with exit code ``code`` (None: not known), ran no hook, for the warning that says so. Its own
+    message (a slip in config.toml, say) names the run's copy in ``home``, which the next run makes anew from the
+    user's files in ``source``: the place to change them."""
+    if not code:
+        return ""
+    if code > 128:
+        return f"Codex was ended by a signal (exit code {code})"
+    return (
+        f"Codex ended with exit code {code}: its own message above says why; a file it names "
+        f"in {home} is this run's copy of yours, made from {source}: change it there"
+    )
+
+
 def user_codex_home() -> Path:
     return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
 
@@ -421,6 +435,7 @@ def run_codex(
         runtime.close()
         unlink_credentials(home)
         raise
+    code: int | None = None
     try:
         cmd = [
             binary,
@@ -442,7 +457,8 @@ def run_codex(
             **{k: v for k, v in base.items() if k not in ("LEDGER_HOOK_SOCKET", "LEDGER_RUN_DIR")},
             "CODEX_HOME": str(home),
         }
-        return run_agent(cmd, workdir, child_env)
+        code = run_agent(cmd, workdir, child_env)
+        return code
     finally:
         server.close()
         with server.lock:
@@ -458,4 +474,5 @@ def run_codex(
                 runtime.report_fault("making the Codex home private", e)
             runtime.close()
             unlink_credentials(home)
-        warn_unheard("Codex", server.handled)  # after the finish: a warning that cannot be printed cuts nothing
+        # after the finish: a warning that cannot be printed cuts nothing
+        warn_unheard("Codex", server.handled, unheard_hint(code, home, source))
