@@ -187,3 +187,28 @@ def test_codex_s_config_error_is_sent_to_the_user_s_file_not_the_run_s_copy(tmp_
     hint = said.split("no hook of Codex reached the ledger", 1)[1]
     assert f"Codex ended with exit code {r.returncode}: its own message above says why" in hint, said
     assert str(home / ".codex") in hint, said
+
+
+def _two_arms(out):
+    for arm in ("baseline", "ledger"):
+        (out / arm).mkdir(parents=True)
+        preds = {"a__b-1": {"model_patch": "", "model_name_or_path": "m"}}
+        (out / arm / "preds.json").write_text(__import__("json").dumps(preds))
+    return out
+
+
+def test_report_says_where_its_page_went_and_refuses_a_figure_it_would_not_make(tmp_path):
+    """docs/inspect.md's ``ledger-run report OUT --html arms.html``: the figure's path was said (``figure: ...``),
+    the page's was not, in the text or in ``--json``; and ``--png fig.png --no-png`` made no figure, without a
+    word about the file asked for by name."""
+    out = _two_arms(tmp_path / "out")
+    page = tmp_path / "arms.html"
+    r = ledger_run("report", str(out), "--html", str(page), "--no-png")
+    assert r.returncode == 0 and page.is_file(), r.stderr[-2000:]
+    assert f"page: {page}" in r.stdout.splitlines(), r.stdout[-1000:]
+    j = ledger_run("report", str(out), "--html", str(page), "--no-png", "--json")
+    assert j.returncode == 0 and __import__("json").loads(j.stdout)["page"] == str(page), j.stdout[-500:]
+
+    error = one_line_error(ledger_run("report", str(out), "--png", str(tmp_path / "fig.png"), "--no-png"))
+    assert "--png" in error and "--no-png" in error, error
+    assert not (tmp_path / "fig.png").exists()

@@ -276,6 +276,17 @@ def evaluate(
     _evaluate(out, subset, split, workers, Console(stderr=True), modal)
 
 
+def _write_arms_page(html: Path, rep: dict) -> None:
+    """``report --html FILE``: the arms side by side on one page, owner-only (a one-line error if it cannot be)."""
+    from ledger_harness.swebench.page import arms_page
+    from ledger_runtime import write_private
+
+    try:
+        write_private(html, arms_page(rep))
+    except OSError as e:
+        _fail(f"cannot write --html {html}: {e.strerror}")
+
+
 def report(
     out: Path = typer.Argument(..., help="The output directory of ledger-run swebench."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole report as JSON on stdout."),
@@ -296,6 +307,8 @@ def report(
     from ledger_adapters.extras import missing
     from ledger_harness.swebench.report import build, figure_path, print_report, write_png
 
+    if png is not None and no_png:  # which one the user meant is not ours to guess: a figure named, or none
+        _fail(f"--png {png} asks for a figure and --no-png for none: give one of them")
     try:
         rep = build(out)  # the output directory checked first, whatever the figure needs
     except BadInput as e:
@@ -313,15 +326,10 @@ def report(
         _fail(str(e))
         return
     if html is not None:
-        from ledger_harness.swebench.page import arms_page
-        from ledger_runtime import write_private
-
-        try:
-            write_private(html, arms_page(rep))
-        except OSError as e:
-            _fail(f"cannot write --html {html}: {e.strerror}")
+        _write_arms_page(html, rep)
     if as_json:
-        print(json.dumps({**rep, "figure": str(figure) if figure else None}, indent=1, default=str))
+        page = str(html) if html is not None else None
+        print(json.dumps({**rep, "figure": str(figure) if figure else None, "page": page}, indent=1, default=str))
         return
     from ledger_runtime import plain_console
 
@@ -329,3 +337,5 @@ def report(
     print_report(rep, console)
     if figure:
         console.print(f"figure: {figure}")
+    if html is not None:  # said as the figure is: where to open it
+        console.print(f"page: {html}", soft_wrap=True, highlight=False, markup=False)
