@@ -212,3 +212,17 @@ def test_report_says_where_its_page_went_and_refuses_a_figure_it_would_not_make(
     error = one_line_error(ledger_run("report", str(out), "--png", str(tmp_path / "fig.png"), "--no-png"))
     assert "--png" in error and "--no-png" in error, error
     assert not (tmp_path / "fig.png").exists()
+
+
+def test_a_page_is_not_asked_for_with_a_filter_it_would_drop(demo_run, tmp_path):
+    """docs/inspect.md: ``--verdict NUDGE,REVISE --class run``: "only some commands in the timeline (and --json)".
+    ``inspect RUN --html page.html --verdict NUDGE`` wrote the page with every step and said only "wrote page.html"
+    (round five's rule: a switch inspect would drop is refused)."""
+    page = tmp_path / "page.html"
+    for args in (("--verdict", "NUDGE"), ("--class", "run")):
+        error = one_line_error(ledger_run("inspect", str(demo_run), "--html", str(page), *args))
+        assert "not the page" in error and "buttons" in error, error
+        assert not page.exists()
+    both = ledger_run("inspect", str(demo_run), "--html", str(page), "--json", "--verdict", "NUDGE")
+    assert both.returncode == 0 and page.is_file(), both.stderr[-2000:]  # the filter has its --json
+    assert [row["verdict"] for row in __import__("json").loads(both.stdout)["timeline"]] == ["NUDGE"]

@@ -117,8 +117,14 @@ def _check_switches(options: InspectOptions) -> None:
         fail("--output or --expand, not both: what the model received, or what it stands for")
     if (options.output or options.expand) and options.as_json:
         fail("--json with --step N has both (each command's shown and expanded): not with --output or --expand")
-    if step is not None and (options.verdict is not None or options.command_class is not None):
+    filtered = options.verdict is not None or options.command_class is not None
+    if step is not None and filtered:
         fail("--verdict and --class filter the timeline: not with --step")
+    if options.html is not None and filtered and not options.as_json:  # the page was written whole, without a word
+        fail(
+            "--verdict and --class filter the timeline and --json, not the page: it has every step, and buttons "
+            "to filter them"
+        )
 
 
 def _check_trajectory(options: InspectOptions) -> None:
