@@ -226,3 +226,14 @@ def test_a_page_is_not_asked_for_with_a_filter_it_would_drop(demo_run, tmp_path)
     both = ledger_run("inspect", str(demo_run), "--html", str(page), "--json", "--verdict", "NUDGE")
     assert both.returncode == 0 and page.is_file(), both.stderr[-2000:]  # the filter has its --json
     assert [row["verdict"] for row in __import__("json").loads(both.stdout)["timeline"]] == ["NUDGE"]
+
+
+def test_config_write_to_a_directory_is_not_sent_to_force(tmp_path):
+    """``ledger-run config --write DIR`` said "DIR exists: pass --force to replace it"; run as printed, it said
+    "cannot write DIR: it is not a regular file"."""
+    (tmp_path / "settings").mkdir()
+    for extra in ((), ("--force",)):
+        error = one_line_error(ledger_run("config", "--write", str(tmp_path / "settings"), *extra))
+        assert "is a directory" in error and "--force" not in error, error
+        assert str(tmp_path / "settings" / "ledger.toml") in error, error
+    assert list((tmp_path / "settings").iterdir()) == []

@@ -152,15 +152,21 @@ def config(
             )
         )
         return
-    text = starter_toml()
     if write is None:
-        sys.stdout.write(text)
+        sys.stdout.write(starter_toml())
         return
-    if write.exists() and not force:
-        fail(f"{write} exists: pass --force to replace it")
+    _write_starter(write, force, starter_toml())
+
+
+def _write_starter(write: Path, force: bool, text: str) -> None:
+    """``config --write FILE``: the starter file, owner-only, replacing a file only with ``--force``."""
     from ledger_runtime.cli.printable import shell_word
     from ledger_runtime.ledger.private import write_private
 
+    if write.is_dir():  # --force would not help: "pass --force" led to "it is not a regular file"
+        fail(f"--write {write} is a directory: give a file, {shell_word(write / 'ledger.toml')} say")
+    if write.exists() and not force:
+        fail(f"{write} exists: pass --force to replace it")
     try:
         write_private(write, text)
     except OSError as e:
