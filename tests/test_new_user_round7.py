@@ -237,3 +237,21 @@ def test_config_write_to_a_directory_is_not_sent_to_force(tmp_path):
         assert "is a directory" in error and "--force" not in error, error
         assert str(tmp_path / "settings" / "ledger.toml") in error, error
     assert list((tmp_path / "settings").iterdir()) == []
+
+
+def test_a_mini_config_of_a_few_keys_is_sent_to_mini_yaml_as_keys_are(tmp_path):
+    """docs/mini-swe-agent.md: "giving ``-c`` replaces the default ``mini.yaml`` unless you name it". A file of the
+    user's own that sets a few keys (``environment.ledger``, say) said only ``-c agent.system_template: Field
+    required``; ``-c KEY=VALUE`` alone was told to add ``-c mini.yaml``, a file was not."""
+    import shlex
+
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    mine = tmp_path / "my ledger.yaml"
+    mine.write_text("environment:\n  ledger:\n    shadow: true\n")
+    base = ("mini", "-m", "openai/gpt-5-mini", "-t", "Read a.py", "-w", str(repo), "-y", "-o", str(tmp_path / "run"))
+    error = one_line_error(ledger_run(*base, "-c", str(mine), without=("_API_KEY",)))
+    assert "agent.system_template: Field required" in error, error
+    fix = shlex.split(error.split("which sets it: ", 1)[1].rstrip(")"))
+    assert fix == ["-c", "mini.yaml", "-c", str(mine)], error
+    again = one_line_error(ledger_run(*base, *fix, without=("_API_KEY",)))  # as printed: past -c, to the key
+    assert "OPENAI_API_KEY" in again and "Field required" not in again, again

@@ -188,10 +188,15 @@ def _settings_problem(cls: type, settings: dict, section: str) -> str | None:
 
 
 def _settings_alone(specs: tuple[str, ...], problem: str) -> str:
-    """Why a required key can be missing when every ``-c`` is KEY=VALUE: a ``-c`` replaces mini.yaml,
-    which holds them (said after ``problem``), or nothing."""
-    if specs and all("=" in spec for spec in specs) and problem.endswith("Field required"):
-        return f" (a -c replaces mini.yaml, which sets it: -c mini.yaml -c {specs[0]})"
+    """Why a required key can be missing when no ``-c`` is mini.yaml: a ``-c`` (KEY=VALUE, or a file of the user's
+    that sets a few keys) replaces mini.yaml, which holds them (said after ``problem``, with every -c given), or
+    nothing."""
+    from ledger_runtime import shell_word
+
+    files = [spec for spec in specs if "=" not in spec]
+    if specs and problem.endswith("Field required") and not any(Path(f).name == "mini.yaml" for f in files):
+        given = " ".join(f"-c {shell_word(spec)}" for spec in specs)
+        return f" (a -c replaces mini.yaml, which sets it: -c mini.yaml {given})"
     return ""
 
 
