@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_support import ledger_run, one_line_error
+from cli_support import ledger_run, one_line_error, scripted_mini_config
 from conftest import make_repo
 
 
@@ -255,3 +255,28 @@ def test_a_mini_config_of_a_few_keys_is_sent_to_mini_yaml_as_keys_are(tmp_path):
     assert fix == ["-c", "mini.yaml", "-c", str(mine)], error
     again = one_line_error(ledger_run(*base, *fix, without=("_API_KEY",)))  # as printed: past -c, to the key
     assert "OPENAI_API_KEY" in again and "Field required" not in again, again
+
+
+@pytest.mark.parametrize(
+    "ledger, says",
+    [
+        ({"shadoww": True}, "-c environment.ledger: unknown key 'shadoww'"),
+        ({"dedupe_min_lines": 0}, "-c environment.ledger: dedupe_min_lines: expected an integer >= 1, got 0"),
+        ({"policies": {"protected-paths": False}}, "must be a table"),
+        ({"config_file": "no-such.toml"}, "config file not found: no-such.toml"),
+    ],
+)
+def test_a_mini_config_s_ledger_settings_are_checked_before_the_run(tmp_path, ledger, says):
+    """docs/mini-swe-agent.md's ``environment.ledger`` keys (docs/settings.md: "an unknown key, or a value its
+    section does not take, is a one-line error naming the key"): ``ledger-run mini -c mine.yaml`` with a slip there
+    ran the agent WITHOUT the ledger, after a line ("ledger disabled for this run: ...") that scrolled away under the
+    agent's, and ended with ``ledger: RUN/ledger.sqlite`` and ``look inside: ledger-run inspect RUN``, of a ledger
+    that was never made."""
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    mine = scripted_mini_config(tmp_path / "mine.yaml", ["cat a.py", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"],
+                                ledger=ledger)  # fmt: skip
+    run = tmp_path / "run"
+    r = ledger_run("mini", "-c", str(mine), "-t", "Read a.py", "-w", str(repo), "-y", "-o", str(run), cwd=tmp_path)
+    error = one_line_error(r)
+    assert error.startswith("error: ") and says in error, error
+    assert not (run / "trajectory.traj.json").exists()  # nothing ran

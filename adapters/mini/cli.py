@@ -171,6 +171,23 @@ def _environment_config_problem(env_cfg: dict, inner_env: str) -> str | None:
     return _settings_problem(get_environment_class(inner_env), settings, "environment")
 
 
+def _ledger_settings_problem(ledger: dict) -> str | None:
+    """What the ledger would refuse in a -c file's ``environment.ledger`` (an unknown key, a value of the wrong kind),
+    or None: said before the run, which otherwise went on without the ledger after a line that scrolled away."""
+    from pydantic import ValidationError
+
+    from ledger_adapters.mini.environment import LedgerSettings, ledger_config
+    from ledger_runtime import ConfigError
+
+    try:
+        ledger_config(LedgerSettings(**ledger), origin="-c environment.ledger")
+    except ValidationError as e:
+        return _invalid(e, "environment.ledger")
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
 def _settings_problem(cls: type, settings: dict, section: str) -> str | None:
     """What ``cls``'s config (pydantic, its ``config_class``) rejects in ``settings``, or None."""
     import inspect
@@ -498,6 +515,7 @@ def run(valid: MiniRun) -> None:
         cfg["environment"]["ledger"]["task"] = task
     problem = _agent_config_problem(cfg.get("agent", {}))  # -c's own, then the model, before an environment starts
     problem = problem or _environment_config_problem(cfg.get("environment", {}), valid.inner_env)
+    problem = problem or _ledger_settings_problem(cfg.get("environment", {}).get("ledger") or {})
     if problem:
         fail(problem + _settings_alone(valid.options.config, problem))
     model_cfg = cfg.get("model", {})

@@ -143,6 +143,18 @@ class LedgerSettings(BaseModel):
     helper_transport: str = "auto"  # how the helper reaches a non-local environment: docker exec, or its execute
 
 
+def ledger_config(settings: LedgerSettings, origin: str = "ledger settings") -> LedgerConfig:
+    """The ledger's settings that the ``ledger:`` section gives: its ``config_file``, then its other keys (flat names
+    or sections) over it; ConfigError names the one thing wrong (``origin``: what to call the section in it)."""
+    extra = {
+        k: v
+        for k, v in settings.model_dump().items()
+        if k not in ("run_dir", "config_file", "task", "workdir", "helper_transport")
+    }
+    config = load_config(settings.config_file) if settings.config_file else LedgerConfig()
+    return config.updated(extra, origin=origin)
+
+
 def _runner_context() -> dict[str, Any]:
     """What the mini-swe-agent runner that is building this environment knows (the instance, its
     output directory, the task), read from its frames: the runners pass none of it to a custom
@@ -256,13 +268,7 @@ class LedgerEnvironment:
         del _last_run[:-8]
 
     def _runtime(self, task: str, inner_kwargs: dict[str, Any]) -> LedgerRuntime:
-        extra = {
-            k: v
-            for k, v in self.settings.model_dump().items()
-            if k not in ("run_dir", "config_file", "task", "workdir", "helper_transport")
-        }
-        config = load_config(self.settings.config_file) if self.settings.config_file else LedgerConfig()
-        config = config.updated(extra, origin="ledger settings")  # flat names or sections, over the file
+        config = ledger_config(self.settings)
         workspace = None
         workdir = self.settings.workdir or getattr(getattr(self.inner, "config", None), "cwd", "") or os.getcwd()
         if not _runs_here(self.inner):

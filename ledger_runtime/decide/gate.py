@@ -97,7 +97,7 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
         if not isinstance(given, Mapping):  # `name = false` is not `enabled = false`: read as nothing, it left it on
             raise PolicyError(
                 f"policy {name!r}: must be a table ([ledger.policies.{name}]; enabled = false turns it off), "
-                f"not {given!r}"
+                f"not {_as_written(given)}"
             )
         check, defaults = builtins.get(name, (None, {"enabled": True, "verdict": "NUDGE"}))
         _check_keys(name, given, defaults, builtin=name in builtins)
@@ -157,6 +157,11 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
 USER_RULE_TIME_LIMIT_S = 2.0
 
 
+def _as_written(value: Any) -> str:
+    """A setting's value as the file spells it: ``false``, not Python's ``False``."""
+    return ("true" if value else "false") if isinstance(value, bool) else repr(value)
+
+
 def _check_keys(name: str, given: Mapping[str, Any], defaults: Mapping[str, Any], *, builtin: bool) -> None:
     """Refuse a key ``[ledger.policies.<name>]`` does not take, or a value of the wrong kind: each would be left
     as it was without a word (``enabled = "no"`` kept the rule on; ``revise_after = "3"`` failed at its use)."""
@@ -166,14 +171,14 @@ def _check_keys(name: str, given: Mapping[str, Any], defaults: Mapping[str, Any]
         if key not in known:
             raise PolicyError(f"policy {name!r}: unknown key {key!r} (known: {', '.join(sorted(known))})")
     if "enabled" in given and not isinstance(given["enabled"], bool):
-        raise PolicyError(f"policy {name!r}: enabled must be true or false, not {given['enabled']!r}")
+        raise PolicyError(f"policy {name!r}: enabled must be true or false, not {_as_written(given['enabled'])}")
     if builtin and "time_limit_s" in given:
         raise PolicyError(f'policy {name!r}: time_limit_s is for a rule of your own (check = "module:function")')
     for key, default in defaults.items():
         value = given.get(key)
         if key in given and isinstance(default, int) and not isinstance(default, bool):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise PolicyError(f"policy {name!r}: {key} must be a whole number >= 1, not {value!r}")
+                raise PolicyError(f"policy {name!r}: {key} must be a whole number >= 1, not {_as_written(value)}")
 
 
 def _run_rule(rule: Rule, *args: Any) -> Finding | None:
