@@ -149,7 +149,10 @@ def lay_out(root: Path) -> None:
         **DEMO_GIT,
     }
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "--no-verify", "-m", "inventory: initial import"]):
-        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, env=env)
+        # -c as well: a git before 2.32 reads no GIT_CONFIG_GLOBAL
+        done = subprocess.run(
+            ["git", "-C", str(root), "-c", "commit.gpgsign=false", *args], capture_output=True, text=True, env=env
+        )
         if done.returncode != 0:
             said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
             raise DemoSetUpError(f"git {args[0]} in {root} failed: {said}")
