@@ -151,3 +151,63 @@ def test_a_fault_said_outside_its_except_block_keeps_its_own_trace(tmp_path: Pat
     first, second = (json.loads(line) for line in (tmp_path / "faults.log").read_text().splitlines())
     assert "in broken" in first["trace"] and first["trace"].endswith("RuntimeError: a fault of ours\n")
     assert second["trace"] == "ConnectionError: 3 connection(s) dropped\n"
+
+
+def test_a_fault_of_another_kind_is_said_though_a_strangers_was_said_a_moment_ago(tmp_path: Path) -> None:
+    """Faults while reading first lines were said once in 10 s whatever they were: a stranger repeating
+    one fault hid any other fault of ours in those 10 s (the first of each kind is said, as it is)."""
+    from ledger_runtime.hooks.server import HookServer
+
+    faults: list[str] = []
+
+    def authorize(event: str, token: str | None, call: str | None) -> bool:
+        if token == "boom":
+            raise RuntimeError("a stranger's fault")
+        if token == "bang":
+            raise KeyError("another fault of ours")
+        return token == "tok"
+
+    server = HookServer(lambda e, p: {"ok": e}, lambda where, e: faults.append(f"{where}: {e!r}"), authorize=authorize)
+    try:
+        for _ in range(20):
+            assert _stranger(server.socket_path, b'{"event": "X", "token": "boom"}\n{}') == b""
+        assert _stranger(server.socket_path, b'{"event": "X", "token": "bang"}\n{}') == b""
+        assert _stranger(server.socket_path, b'{"event": "X", "token": "bang"}\n{}') == b""
+    finally:
+        server.close()
+    reading = [f for f in faults if f.startswith("reading a hook call")]
+    assert len(reading) == 2 and "stranger's fault" in reading[0] and "another fault" in reading[1], faults
+
+
+def test_what_the_door_says_is_said_before_close_returns(tmp_path: Path) -> None:
+    """The door says faults from threads of their own, which wait for the lock a slow event holds; close()
+    did not wait for them, so a fault was said after the run had ended (in faults.log past the run's
+    summary, and into a closed ledger), and a thread of the server outlived close()."""
+    from ledger_runtime.hooks.server import HookServer
+
+    said: list[str] = []
+    server = HookServer(lambda e, p: {"ok": e}, lambda where, e: said.append(str(e)), authorize=lambda *a: False)
+    before = set(threading.enumerate())
+    holding, release = threading.Event(), threading.Event()
+
+    def slow_event() -> None:  # another holder of the runtime's lock, as a slow event is
+        with server.lock:
+            holding.set()
+            release.wait(3)
+
+    holder = threading.Thread(target=slow_event)
+    holder.start()
+    holding.wait(5)
+    try:
+        assert _stranger(server.socket_path, b'{"event": "X", "token": "no"}\n{}') == b""
+        deadline = time.monotonic() + 5
+        while server.dropped == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.7)  # the door's round that says the drop
+        threading.Timer(1.0, release.set).start()
+    finally:
+        server.close()
+    assert said == ["1 connection(s) dropped before a call (no first line in time, no token, too many)"], said
+    holder.join()
+    left = [t for t in set(threading.enumerate()) - before if t.is_alive() and not isinstance(t, threading.Timer)]
+    assert not left, left

@@ -31,6 +31,7 @@ a byte now and then holds nothing, and only a caller with the token gets a threa
 from __future__ import annotations
 
 import json
+import math
 import os
 import selectors
 import socket
@@ -58,6 +59,7 @@ MAX_PER_PEER = 16  # connections one process may hold, waiting or served
 ACCEPT_PER_ROUND = 64  # new connections taken between two rounds of reading first lines
 CLOSE_WAIT_S = 30.0  # close() waits this long in all for the events being answered
 REFUSED_LOG_EVERY_S = 10.0  # strangers dropped are reported at most this often (with a count)
+FAULT_KINDS = 64  # kinds of fault while reading first lines told apart; past them, all others are one
 
 
 SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
@@ -189,6 +191,17 @@ def peer_of(conn: socket.socket) -> tuple[int | None, int | None]:
         return None, None
 
 
+def fault_kind(e: BaseException) -> tuple[str, str, int]:
+    """A fault's kind: its type and the line that raised it. A stranger repeating one fault is said once
+    in a while, and it never hides a fault of another kind, which is said the first time it happens."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return (type(e).__name__, "", 0)
+    return (type(e).__name__, tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+
+
 def parse_header(line: bytes) -> tuple[str, str | None, str | None, bool]:
     """(event, token, call, raw) of a call's first line; ValueError when it is not one (a line nested
     past the parser's depth too: its RecursionError would end the thread that reads every first line)."""
@@ -260,7 +273,8 @@ class HookServer:
         self.dropped = 0  # strangers dropped (no first line in time, too many, another uid)
         self._dropped_said = 0
         self._said_at = 0.0
-        self._fault_said_at = -REFUSED_LOG_EVERY_S
+        self._fault_said_at: dict[tuple[str, str, int], float] = {}  # a kind of fault -> when last said
+        self._sayers: set[threading.Thread] = set()  # threads saying a fault: close() waits for them
         self._thread = threading.Thread(target=self._serve, name="ledger-hook-server", daemon=True)
         self._thread.start()
 
@@ -322,11 +336,14 @@ class HookServer:
         try:
             self._read_header(sel, conn)
         except Exception as e:
-            self._drop(sel, conn)  # counted with the dropped: said with them, the first of a while said as it is
+            self._drop(sel, conn)  # counted with the dropped: said with them, the first of each kind as it is
+            kind = fault_kind(e)
+            if kind not in self._fault_said_at and len(self._fault_said_at) >= FAULT_KINDS:
+                kind = ("", "", 0)
             now = time.monotonic()
-            if now - self._fault_said_at >= REFUSED_LOG_EVERY_S:
-                self._fault_said_at = now
-                threading.Thread(target=self._fault, args=("reading a hook call", e), daemon=True).start()
+            if now - self._fault_said_at.get(kind, -math.inf) >= REFUSED_LOG_EVERY_S:
+                self._fault_said_at[kind] = now
+                self._say("reading a hook call", e)
 
     def _read_header(self, sel: selectors.BaseSelector, conn: socket.socket) -> None:  # noqa: C901
         w = self._waiting.get(conn)
@@ -394,8 +411,17 @@ class HookServer:
                 elif answer is not None:
                     conn.send(json.dumps(answer).encode() + b"\n")
             except Exception as e:  # reported from a thread: the lock may be held by a slow event
-                threading.Thread(target=self._fault, args=("serving a hook", e), daemon=True).start()
+                self._say("serving a hook", e)
         return True
+
+    def _say(self, where: str, e: BaseException) -> None:
+        """Say a fault from a thread of its own (the lock may be held by a slow event), one close() waits for: a
+        fault said after it would land past the run's end, in a closed ledger."""
+        t = threading.Thread(target=self._fault, args=(where, e), daemon=True)
+        with self._count:
+            self._sayers = {s for s in self._sayers if s.is_alive()}
+            self._sayers.add(t)
+        t.start()
 
     def _fault(self, where: str, e: BaseException) -> None:
         with self.lock:
@@ -417,7 +443,7 @@ class HookServer:
         if self.dropped > self._dropped_said and now - self._said_at >= REFUSED_LOG_EVERY_S:
             # said by a thread of its own: under the lock here, the door waited for a slow event to end, and no
             # first line (a wrapper's Begin neither) was read meanwhile
-            threading.Thread(target=self._fault, args=("serving hooks", self._dropped_news(now)), daemon=True).start()
+            self._say("serving hooks", self._dropped_news(now))
 
     def _dropped_news(self, now: float) -> ConnectionError:
         """The connections dropped since the last said, as the fault that says them (now said)."""
@@ -524,6 +550,10 @@ class HookServer:
         deadline = time.monotonic() + CLOSE_WAIT_S
         self._thread.join(timeout=2.0)
         for t in list(self._threads):  # events being answered finish first, within one shared wait
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        with self._count:
+            sayers = list(self._sayers)
+        for t in sayers:  # then the faults the door said, waiting for the lock those events held
             t.join(timeout=max(0.0, deadline - time.monotonic()))
         if self.dropped > self._dropped_said:  # those of the last seconds, which no round of the door said
             self._fault("serving hooks", self._dropped_news(time.monotonic()))
