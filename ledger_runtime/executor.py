@@ -23,6 +23,7 @@ class ExecResult:
     exception_info: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     output_complete: bool = True  # False when the executor itself cut the output
+    started: bool = True  # False: the executor could not start the command (``exception_info`` says why)
 
 
 @dataclass
@@ -46,7 +47,7 @@ class LocalExecutor:
                 start_new_session=True,
             )
         except (OSError, ValueError) as e:  # ValueError: a NUL byte in the command (a model may write one)
-            return ExecResult("", -1, f"could not start the command: {e}")
+            return ExecResult("", -1, f"could not start the command: {e}", started=False)
         try:
             out, _ = proc.communicate(timeout=self.timeout)
         except subprocess.TimeoutExpired:

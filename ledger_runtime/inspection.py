@@ -222,6 +222,7 @@ def timeline(state: LedgerState, transcript: Transcript | None = None) -> list[d
                 "duration_s": a.duration_s,
                 "files_changed": [_display(m.path, state) for m in state.modifications_of_attempt(a.id)],
                 "distrusted": doubted.get(a.id),
+                **({"exception": a.exception} if a.exception else {}),  # interrupted, or could not start: why
                 **extra,
             }
         )

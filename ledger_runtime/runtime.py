@@ -603,7 +603,8 @@ class LedgerRuntime:
             exit_code=res.returncode,
             output_hash=output_hash,
             output_chars=len(output),
-            exception=None,
+            # why it never ran, kept as an interrupted command's reason is: "exit -1" alone says nothing of it
+            exception=None if res.started else self.redactor.mask(res.exception_info or "could not start")[:500],
             output_complete=res.output_complete,
             submits=analysis.submits or self.submission.in_output(output),
             shown_hash=self._put_shown(shown, record, output, output_hash),

@@ -155,3 +155,33 @@ def test_a_shell_command_with_a_nul_is_recorded_as_one_that_could_not_start(tmp_
     assert res.returncode == -1 and "could not start the command: embedded null byte" in res.exception_info
     assert after.output == CALC
     assert [a.command for a in load(tmp_path / "run").state.attempts] == ["cat calc.py\0", "cat calc.py"]
+
+
+def test_a_command_that_could_not_start_keeps_why_in_its_record(tmp_path: Path) -> None:
+    """A command the executor could not start (a NUL in it) was recorded as one that ran and exited -1,
+    the reason dropped: inspect, and the state view the model reads later, said "exit -1" and nothing
+    of why; its record now keeps the executor's reason, as an interrupted command's keeps its own."""
+    import json
+    import subprocess
+    import sys
+
+    from ledger_runtime.executor import LocalExecutor
+
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    try:
+        rt.run("echo a\0b", LocalExecutor())
+        view = rt.inform()
+    finally:
+        rt.close()
+    (attempt,) = load(tmp_path / "run").state.attempts
+    assert attempt.exception == "could not start the command: embedded null byte", attempt.exception
+    assert "exit -1, could not start the command" in view, view
+    r = subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", "inspect", str(tmp_path / "run"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    (row,) = json.loads(r.stdout)["timeline"]
+    assert row["exception"] == "could not start the command: embedded null byte", row
