@@ -369,7 +369,10 @@ class LedgerRuntime:
         self._prepare(plan)
         started = time.perf_counter()
         try:
-            res = execute(command, plan.cwd)
+            # the directory asked for: one with a NUL is analysed as the work tree, but the command never runs
+            # there (it was not asked to); the executor says it could not start
+            asked = os.path.abspath(cwd or self.workdir)
+            res = execute(command, asked if "\0" in asked else plan.cwd)
         except BaseException as exc:  # Submitted, interrupts: record what happened, then let it go on
             self._safely(self._record_interrupted, plan, time.perf_counter() - started, exc)
             raise

@@ -185,3 +185,20 @@ def test_a_command_that_could_not_start_keeps_why_in_its_record(tmp_path: Path) 
     )
     (row,) = json.loads(r.stdout)["timeline"]
     assert row["exception"] == "could not start the command: embedded null byte", row
+
+
+def test_a_command_asked_to_run_in_a_directory_with_a_nul_is_not_run_in_the_work_tree(tmp_path: Path) -> None:
+    """A directory with a NUL is analysed as the work tree (no directory has such a name), and the plan's
+    directory became the work tree too: ``run`` ran the command there, where it was never asked to run
+    (``rm -rf *`` meant for ``build\\0`` would empty the work tree). It could not start, and is said so."""
+    from ledger_runtime.executor import LocalExecutor
+
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    try:
+        res = rt.run("rm -f calc.py", LocalExecutor(), cwd=str(repo / "build\0"))
+    finally:
+        rt.close()
+    assert (repo / "calc.py").read_text() == CALC, "the command ran in the work tree"
+    assert res.returncode == -1 and "could not start the command" in res.exception_info
+    assert [a.command for a in load(tmp_path / "run").state.attempts] == ["rm -f calc.py"]
