@@ -68,7 +68,9 @@ def test_inspect_of_a_ledger_whose_meta_is_an_endless_view_says_so_in_a_line(run
         except subprocess.TimeoutExpired:
             pytest.fail(f"inspect {extra} hung on a view that never ends")
         assert p.returncode != 0 and "Traceback" not in p.stderr
-        assert p.stderr.strip().count("\n") == 0 and "a view no ledger writes ('meta')" in p.stderr, p.stderr
+        assert (
+            p.stderr.strip().count("\n") == 0 and "its schema makes meta a view, which no ledger writes" in p.stderr
+        ), p.stderr
 
 
 def test_a_run_reopening_a_ledger_with_a_trigger_of_its_own_is_refused_not_silently_emptied(
@@ -82,7 +84,7 @@ def test_a_run_reopening_a_ledger_with_a_trigger_of_its_own_is_refused_not_silen
         "CREATE TRIGGER keep_quiet BEFORE INSERT ON events BEGIN SELECT RAISE(IGNORE); END",
     )
     repo = make_repo(tmp_path / "repo", {"a.py": "print(1)\n"})
-    with pytest.raises(NotALedger, match="a trigger no ledger writes \\('keep_quiet'\\)"):
+    with pytest.raises(NotALedger, match="a trigger on events \\('keep_quiet'\\), which no ledger writes"):
         rt = LedgerRuntime(repo, crafted, LedgerConfig(), task="t")
         try:
             rt.run("echo new > c.txt", LocalExecutor())
@@ -95,10 +97,42 @@ def test_only_the_ledgers_own_triggers_pass_and_a_missing_one_is_no_fault() -> N
     foreign_code = store.foreign_code
     ours = "CREATE TRIGGER events_no_delete BEFORE DELETE ON events\n"
     ours += "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END"
-    assert foreign_code([("table", "meta", "CREATE TABLE meta (x)"), ("index", "i", None)]) is None
-    assert foreign_code([("trigger", "events_no_delete", ours)]) is None
-    assert foreign_code([("trigger", "events_no_delete", ours.replace("ABORT", "IGNORE"))]) is not None
-    assert "'\\x1b[2J'" in (foreign_code([("view", "\x1b[2J", "CREATE VIEW ...")]) or "")
+    assert foreign_code([("table", "meta", "meta", "CREATE TABLE meta (x)"), ("index", "i", "meta", None)]) is None
+    assert foreign_code([("trigger", "events_no_delete", "events", ours)]) is None
+    assert foreign_code([("trigger", "events_no_delete", "events", ours.replace("ABORT", "IGNORE"))]) is not None
+    assert "'\\x1b[2J'" in (foreign_code([("trigger", "\x1b[2J", "blobs", "CREATE TRIGGER ...")]) or "")
+    assert "makes meta a view" in (foreign_code([("view", "meta", "meta", "CREATE VIEW meta AS ...")]) or "")
+
+
+def test_a_users_own_view_or_trigger_beside_the_ledgers_tables_is_no_fault(tmp_path: Path) -> None:
+    """A view or trigger of a table the ledger never reads or writes (a user's own, made in ``sqlite3`` for a
+    look at the data) runs for none of the ledger's work: such a ledger was refused as "crafted or damaged"."""
+    foreign_code = store.foreign_code
+    assert foreign_code([("view", "by_step", "by_step", "CREATE VIEW by_step AS SELECT step FROM events")]) is None
+    assert (
+        foreign_code([("trigger", "t", "notes", "CREATE TRIGGER t AFTER INSERT ON notes BEGIN SELECT 1; END")]) is None
+    )
+    repo = make_repo(tmp_path / "repo", {"a.py": "print(1)\n"})
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(), task="t")
+    rt.run("cat a.py", LocalExecutor())
+    rt.close()
+    with sqlite3.connect(tmp_path / "run" / "ledger.sqlite") as db:
+        db.executescript(
+            "CREATE VIEW by_step AS SELECT * FROM events; CREATE TABLE notes (x);"
+            "CREATE TRIGGER t AFTER INSERT ON notes BEGIN SELECT 1; END;"
+        )
+    p = subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", "inspect", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=ENV,
+    )
+    assert p.returncode == 0 and "cat a.py" in p.stdout, p.stderr
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(), task="t")
+    rt.run("cat a.py", LocalExecutor())
+    rt.close()
+    assert [a.command for a in load(tmp_path / "run").state.attempts] == ["cat a.py", "cat a.py"]
 
 
 @pytest.mark.parametrize("agent", ["claude", "codex"])
@@ -113,9 +147,12 @@ def test_a_resumed_run_whose_ledger_is_damaged_or_crafted_says_so_in_one_line(
     truncated = tmp_path / "truncated"
     truncated.mkdir(mode=0o700)
     (truncated / "ledger.sqlite").write_bytes((run_dir / "ledger.sqlite").read_bytes()[:4096])
-    viewed = copy_with(run_dir, tmp_path / "viewed", "CREATE VIEW extra AS SELECT 1")
+    viewed = copy_with(run_dir, tmp_path / "viewed", "CREATE TRIGGER extra AFTER INSERT ON blobs BEGIN SELECT 1; END")
     resume = ["--", "--resume", "abc", "-p", "x"] if agent == "claude" else ["--", "resume", "abc"]
-    for run, why in ((truncated, "corrupt or truncated"), (viewed, "a view no ledger writes ('extra')")):
+    for run, why in (
+        (truncated, "corrupt or truncated"),
+        (viewed, "a trigger on blobs ('extra'), which no ledger writes"),
+    ):
         r = ledger_run(agent, f"--{agent}-bin", "/bin/true", "-w", str(repo), "-o", str(run), *resume, timeout=120)
         assert "Traceback" not in r.stderr, r.stderr[-1500:]
         assert r.returncode == 2 and f"error: not a ledger: {run / 'ledger.sqlite'}:" in r.stderr and why in r.stderr

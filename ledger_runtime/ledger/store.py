@@ -108,21 +108,26 @@ def _code(sql: Any) -> str:
 
 
 _OUR_CODE: dict[tuple[str, str], str] = {}
+OUR_TABLES = ("meta", "events", "blobs")  # what a ledger reads and writes
 
 
-def foreign_code(objects: Iterable[tuple[Any, Any, Any]]) -> str | None:
-    """Why a ledger's schema (its sqlite_master rows: type, name, sql) holds code no ledger writes, or
-    None. A view runs its query when read (a recursive one never ends: ``inspect`` hung on a ``meta``
-    made one) and a trigger runs on each write of a run that reopens the ledger; tables and indexes
-    are data, judged row by row where they are read."""
+def foreign_code(objects: Iterable[tuple[Any, Any, Any, Any]]) -> str | None:
+    """Why a ledger's schema (its sqlite_master rows: type, name, tbl_name, sql) holds code that reading or
+    writing the ledger would run and no ledger writes, or None. A view runs its query when read (a recursive
+    ``meta`` never ends: ``inspect`` hung on one) and a trigger on one of the ledger's tables runs on each
+    write of a run that reopens it (one ignoring every insert emptied the run). A view or trigger of a table
+    the ledger never touches (a user's own, made for a look at the data) runs for none of it: left alone.
+    Tables and indexes are data, judged row by row where they are read."""
     if not _OUR_CODE:
         db = sqlite3.connect(":memory:")
         db.executescript(_SCHEMA)
         _OUR_CODE.update({(t, n): _code(q) for t, n, q in db.execute("SELECT type, name, sql FROM sqlite_master")})
         db.close()
-    for kind, name, sql in objects:
-        if kind in ("view", "trigger") and _OUR_CODE.get((kind, name)) != _code(sql):
-            return f"its schema holds a {kind} no ledger writes ({str(name)[:40]!r}): crafted or damaged"
+    for kind, name, table, sql in objects:
+        ours = name if kind == "view" else table
+        if kind in ("view", "trigger") and ours in OUR_TABLES and _OUR_CODE.get((kind, name)) != _code(sql):
+            what = f"makes {ours} a view" if kind == "view" else f"holds a trigger on {ours} ({str(name)[:40]!r})"
+            return f"its schema {what}, which no ledger writes: reading or writing it would run that code"
     return None
 
 
@@ -245,7 +250,7 @@ class LedgerStore:
             conn = sqlite3.connect(str(p), isolation_level=None, check_same_thread=False, timeout=10)
             conn.execute("PRAGMA query_only=0" if writable else "PRAGMA query_only=1")
             try:
-                schema = conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+                schema = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
             except sqlite3.OperationalError as e:
                 # a ledger on read-only media, or in a directory one may not write (SQLite cannot
                 # make its -shm file there): read it as it is on disk
@@ -266,7 +271,7 @@ class LedgerStore:
                     check_same_thread=False,
                     timeout=10,
                 )
-                schema = conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+                schema = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
             foreign = foreign_code(schema)
             if foreign:
                 raise NotALedger(p, foreign)
@@ -279,7 +284,7 @@ class LedgerStore:
                 raise NotALedger(p, "its schema version is not a number (damaged)") from None
             if version > SCHEMA_VERSION:
                 raise NotALedger(p, f"written by a newer ledger-runtime (schema {version} > {SCHEMA_VERSION})")
-            tables = {name for kind, name, _ in schema if kind == "table"}
+            tables = {name for kind, name, _, _ in schema if kind == "table"}
             for table in ("events", "blobs"):
                 if table not in tables:
                     raise NotALedger(p, f"a ledger without its {table} table (damaged)")
