@@ -211,3 +211,25 @@ def test_what_the_door_says_is_said_before_close_returns(tmp_path: Path) -> None
     holder.join()
     left = [t for t in set(threading.enumerate()) - before if t.is_alive() and not isinstance(t, threading.Timer)]
     assert not left, left
+
+
+def test_no_thread_to_be_had_drops_that_call_and_the_server_goes_on(tmp_path: Path) -> None:
+    """A call's thread that cannot start (the process at its limit of threads; here a stack no thread can
+    have) raised out of the fault's own saying, whose thread could not start either: the thread reading
+    every first line died, and no later hook of the run was answered; close() then raised joining a thread
+    that never started. Now that call is dropped (its client fails open, its command runs) and said at
+    close, and the next call is answered."""
+    from ledger_runtime.hooks.server import HookServer
+
+    said: list[str] = []
+    server = HookServer(lambda e, p: {"ok": e}, lambda where, e: said.append(str(e)), authorize=lambda *a: True)
+    try:
+        threading.stack_size(1 << 44)  # no thread starts now: as at the process's limit
+        try:
+            assert _stranger(server.socket_path, b'{"event": "X", "token": "t"}\n{}') == b""
+        finally:
+            threading.stack_size(0)
+        assert _stranger(server.socket_path, b'{"event": "X", "token": "t"}\n{}') == b'{"ok": "X"}\n'
+    finally:
+        server.close()
+    assert server.dropped == 1 and any("1 connection(s) dropped" in s for s in said), said

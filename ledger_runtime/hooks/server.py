@@ -384,8 +384,13 @@ class HookServer:
             return
         conn.setblocking(True)
         t = threading.Thread(target=self._one, args=(conn, event, call, rest, raw), daemon=True)
-        self._threads[t] = w.peer
-        t.start()
+        try:
+            t.start()
+        except RuntimeError:  # no thread to be had (the process's limit): as too many, the client fails open
+            conn.close()
+            self.dropped += 1
+            return
+        self._threads[t] = w.peer  # once started: close() joins only threads that ran
 
     def _quick(self, conn: socket.socket, event: str, call: str | None, rest: bytes, raw: bool) -> bool:
         """Answer a quick event here, without a thread, when its whole body came with its first line
@@ -414,14 +419,19 @@ class HookServer:
                 self._say("serving a hook", e)
         return True
 
-    def _say(self, where: str, e: BaseException) -> None:
+    def _say(self, where: str, e: BaseException) -> bool:
         """Say a fault from a thread of its own (the lock may be held by a slow event), one close() waits for: a
-        fault said after it would land past the run's end, in a closed ledger."""
+        fault said after it would land past the run's end, in a closed ledger. Whether it is said: with no thread
+        to be had (the process's limit), it is not."""
         t = threading.Thread(target=self._fault, args=(where, e), daemon=True)
-        with self._count:
+        try:
+            t.start()
+        except RuntimeError:  # no thread to be had: unsaid (False), never raised into the thread reading first lines
+            return False
+        with self._count:  # once started: close() joins only threads that ran
             self._sayers = {s for s in self._sayers if s.is_alive()}
             self._sayers.add(t)
-        t.start()
+        return True
 
     def _fault(self, where: str, e: BaseException) -> None:
         with self.lock:
@@ -443,7 +453,9 @@ class HookServer:
         if self.dropped > self._dropped_said and now - self._said_at >= REFUSED_LOG_EVERY_S:
             # said by a thread of its own: under the lock here, the door waited for a slow event to end, and no
             # first line (a wrapper's Begin neither) was read meanwhile
-            self._say("serving hooks", self._dropped_news(now))
+            unsaid = self._dropped_said, self._said_at
+            if not self._say("serving hooks", self._dropped_news(now)):
+                self._dropped_said, self._said_at = unsaid  # said at a later round, or at close
 
     def _dropped_news(self, now: float) -> ConnectionError:
         """The connections dropped since the last said, as the fault that says them (now said)."""
