@@ -171,3 +171,52 @@ def test_a_cut_result_is_matched_only_as_gemini_cli_cuts_it() -> None:
     assert not cut_as_sent(cut, text), "no notice"
     assert not cut_as_sent(notice + cut.replace("19999\n", "19998\n"), text), "another tail"
     assert not cut_as_sent(notice + "1" + cut, text), "another head"
+
+
+# 1,000 lines of 40 characters: 39,999 characters cat prints (under Gemini CLI's 40,000), 40,000 and more in its result
+NEAR = {"near.txt": "".join(f"near line {n:04d} " + "y" * 24 + "\n" for n in range(1000))[:-1]}
+# 31,000 characters Python counts, 51,000 Gemini CLI (JavaScript) counts: each 😀 is two of its characters
+WIDE = {"wide.txt": "".join(f"wide {n:04d} " + "😀" * 20 + "\n" for n in range(1000))}
+
+
+@pytest.mark.skipif(GEMINI is None, reason="no gemini binary on PATH or in $LEDGER_GEMINI_BIN")
+@pytest.mark.parametrize("name", ["near.txt", "wide.txt"])
+def test_gemini_an_output_it_cuts_is_never_referred_to(tmp_path: Path, name: str) -> None:
+    """Gemini CLI cuts the whole result it sends (``Output: `` and the lines after the output too), past 40,000 of its
+    characters, UTF-16 code units: an output just under 40,000 characters was counted as seen whole, and the model,
+    which got its first 8,000 and last 32,000, was told lines of its middle "repeat here" (near.txt); one of emoji,
+    31,000 characters, 51,000 as Gemini CLI counts, cut, was taken for a fault (wide.txt)."""
+    files = {**NEAR, **WIDE}
+    s = GeminiSession(tmp_path, [], files)
+    try:
+        s.fake.steps = [("bash", f"cat {name}"), ("bash", f"sed -n '100,300p' {name}"), ("say", "Read.")]
+        p = s.run()
+        assert p.returncode == 0, p.stderr[-3000:]
+        seen = s.seen(2)
+        assert seen["call_0_0"].startswith("Output too large. Showing first 8,000"), seen["call_0_0"][:200]
+        assert "[ledger: lines" not in seen["call_1_0"] and "step 1's output" not in seen["call_1_0"], seen["call_1_0"]
+        assert "\n".join(files[name].split("\n")[99:300]) in seen["call_1_0"]
+        assert not s.faults(), s.faults()
+    finally:
+        s.fake.close()
+
+
+def test_a_cut_result_is_matched_as_gemini_cli_counts_and_cuts_it() -> None:
+    """Gemini CLI counts and cuts in UTF-16 code units: a 😀 is two, and a cut point may fall between them (its
+    halves are what the session holds). A text it does not cut is matched whole however long: a read_file of
+    45,000 characters was taken for a cut one, and for a fault."""
+    from ledger_adapters.gemini.hooks import same_text
+    from ledger_adapters.gemini.tools import cut_as_sent, cuts
+
+    text = "a" * 7_999 + "😀" + "b" * 40_000 + "😀" + "c" * 31_999  # 80,000 characters, 80,002 as it counts
+    assert cuts(text) and cuts("😀" * 20_001) and not cuts("😀" * 20_000)
+    units = text.encode("utf-16-le", "surrogatepass")
+    cut = lambda a, b: units[2 * a : 2 * b].decode("utf-16-le", "surrogatepass")  # noqa: E731
+    head, tail = cut(0, 8_000), cut(len(units) // 2 - 32_000, len(units) // 2)
+    assert head.endswith("a\ud83d") and tail.startswith("\ude00c")
+    sent = f"Output too large. Showing first 8,000 and last 32,000 characters. For full output see: /x\n{head}"
+    assert cut_as_sent(f"{sent}\n\n... [40,002 characters omitted] ...\n\n{tail}", text)
+    assert not cut_as_sent(f"{sent}\n\n... [40,000 characters omitted] ...\n\n{tail}", text), "another count"
+    assert not cut_as_sent(f"{sent}\n\n... [40,002 characters omitted] ...\n\n{tail[1:]}", text), "another tail"
+    whole = "line\n" * 9_000  # 45,000 characters read_file shows as they are
+    assert same_text(whole + "\n\n<hook_context>x</hook_context>", whole)

@@ -46,6 +46,7 @@ from ledger_adapters.gemini.tools import (
     TRUNCATE_CHARS,
     ToolCall,
     cut_as_sent,
+    cuts,
     llm_text,
     readable_whole,
     shell_result,
@@ -67,8 +68,11 @@ from ledger_runtime import (
 EVENTS = ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent")
 TOOL_EVENTS = ("BeforeTool", "AfterTool")
 # Gemini CLI cuts a result longer than 40,000 characters and saves the whole to a file: the ledger
-# counts none of such an output as seen, and never answers it with references
+# counts none of such an output as seen, and never answers it with references. It cuts the whole result
+# (``Output: `` and the lines after the output too), counted in UTF-16 code units: the output of a result it
+# cuts is counted as cut whatever its own length (GEMINI_CUT)
 GEMINI_TRUNCATION = Truncation(TRUNCATE_CHARS, 0, 0, exact=False)
+GEMINI_CUT = Truncation(1, 0, 0, exact=False)
 STOP_LABEL = "(end of turn)"
 STOP_REFUSED = "Your turn goes on: ending it again with nothing changed ends it."
 ANSWERS = "ledger-answers"  # the directory of the run's answer files, in Gemini CLI's project temp directory
@@ -84,11 +88,11 @@ def context(event: str, notes: list[str]) -> dict[str, Any] | None:
 
 
 def same_text(got: str, recorded: str) -> bool:
-    """Whether the model got the recorded text (Gemini CLI may append a hook's context to it; a text past
-    TRUNCATE_CHARS it cuts to a head and a tail)."""
-    if len(recorded) > TRUNCATE_CHARS:
-        return cut_as_sent(got, recorded)
-    return got.startswith(recorded.rstrip("\n")) if recorded.strip() else True
+    """Whether the model got the recorded text (Gemini CLI may append a hook's context to it; a command's result
+    it ``cuts`` it cuts to a head and a tail)."""
+    if not recorded.strip() or got.startswith(recorded.rstrip("\n")):
+        return True
+    return cuts(recorded) and cut_as_sent(got, recorded)
 
 
 @dataclass
@@ -323,10 +327,14 @@ class GeminiHooks:
             self.files.saw_now(call.path)  # Gemini CLI tells it the edit was made: it holds the file as it is
         return context("AfterTool", [self._view_note()])
 
-    def _record(self, pending: _Pending, res: ExecResult, expect: str, *, shown_raw: bool = True) -> Any:
-        """Record the call; the text the model got (``expect``) is checked against the session later."""
+    def _record(
+        self, pending: _Pending, res: ExecResult, expect: str, *, shown_raw: bool = True, cut: bool = False
+    ) -> Any:
+        """Record the call; the text the model got (``expect``) is checked against the session later. ``cut``:
+        Gemini CLI cuts the result (none of its output counts as seen)."""
+        truncation = GEMINI_CUT if cut else GEMINI_TRUNCATION
         run = self.runtime.record(
-            pending.plan, res, time.perf_counter() - pending.started, truncation=GEMINI_TRUNCATION, shown_raw=shown_raw
+            pending.plan, res, time.perf_counter() - pending.started, truncation=truncation, shown_raw=shown_raw
         )
         if run.attempt_id is not None:
             self.last_record[pending.call.key] = run.attempt_id
@@ -342,9 +350,10 @@ class GeminiHooks:
             pending.plan.held = False
             self._record(pending, ExecResult(text, None, output_complete=False), text)
             return None
-        replaceable = pending.plan.held and pending.plan.applied and len(text) <= TRUNCATE_CHARS
+        cut = cuts(text)
+        replaceable = pending.plan.held and pending.plan.applied and not cut
         res = ExecResult(result.output, result.returncode)
-        run = self._record(pending, res, text, shown_raw=not replaceable)
+        run = self._record(pending, res, text, shown_raw=not replaceable, cut=cut)
         replaced = result.with_output(run.output)
         if replaceable and run.attempt_id is not None and run.output != result.output and readable_whole(replaced):
             path = self._answer_file(run.attempt_id, replaced)

@@ -175,15 +175,37 @@ def _trailer_start(body: str, shown: Any) -> int:
     return starts[-1]
 
 
+def js_len(text: str) -> int:
+    """How long Gemini CLI (JavaScript) counts ``text``: in UTF-16 code units, a character past U+FFFF two."""
+    return len(text) + sum(1 for c in text if c > "\uffff")
+
+
+def cuts(text: str) -> bool:
+    """Whether Gemini CLI cuts ``text``, a command's whole result (``Output: ``, the output and the lines after
+    it), for the model: longer than TRUNCATE_CHARS as it counts."""
+    return js_len(text) > TRUNCATE_CHARS
+
+
+def _units(text: str, start: int, end: int | None = None) -> str:
+    """``text[start:end]`` in UTF-16 code units, as JavaScript slices it (a character cut in two leaves a half)."""
+    data = text.encode("utf-16-le", "surrogatepass")
+    return data[2 * start : None if end is None else 2 * end].decode("utf-16-le", "surrogatepass")
+
+
 def cut_as_sent(got: str, text: str) -> bool:
-    """Whether ``got`` is ``text`` (longer than TRUNCATE_CHARS) as Gemini CLI cuts it for the model: its notice,
-    the head, how many characters it left out (written in the user's locale), and the tail."""
+    """Whether ``got`` is ``text`` (which Gemini CLI ``cuts``) as Gemini CLI cuts it for the model: its notice, the
+    head, how many characters it left out (written in the user's locale), and the tail, counted and cut as it
+    counts (UTF-16 code units)."""
     notice, _, rest = got.partition("\n")
-    head, tail = text[:CUT_HEAD], text[CUT_HEAD - TRUNCATE_CHARS :]
+    size = js_len(text)
+    head, tail = _units(text, 0, CUT_HEAD), _units(text, size - (TRUNCATE_CHARS - CUT_HEAD))
     if not notice.startswith(CUT_NOTICE) or not rest.startswith(head + "\n\n... ["):
         return False
-    after = rest.find(" characters omitted] ...\n\n", len(head))
-    return after >= 0 and rest.startswith(tail.rstrip("\n"), after + len(" characters omitted] ...\n\n"))
+    count, found, after = rest[len(head) + 6 : len(head) + 6 + 200].partition(" characters omitted] ...\n\n")
+    digits = "".join(c for c in count if c.isdecimal())
+    if not found or not digits or int(digits) != size - TRUNCATE_CHARS:
+        return False
+    return rest.startswith(tail.rstrip("\n"), len(head) + 6 + len(count) + len(found))
 
 
 def readable_whole(text: str) -> bool:
@@ -193,5 +215,5 @@ def readable_whole(text: str) -> bool:
         len(lines) <= READ_MAX_LINES
         and all(len(line) <= READ_MAX_LINE for line in lines)
         and "\0" not in text
-        and len(text) <= TRUNCATE_CHARS
+        and js_len(text) <= TRUNCATE_CHARS
     )
