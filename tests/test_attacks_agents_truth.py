@@ -220,3 +220,49 @@ def test_a_cut_result_is_matched_as_gemini_cli_counts_and_cuts_it() -> None:
     assert not cut_as_sent(f"{sent}\n\n... [40,002 characters omitted] ...\n\n{tail[1:]}", text), "another tail"
     whole = "line\n" * 9_000  # 45,000 characters read_file shows as they are
     assert same_text(whole + "\n\n<hook_context>x</hook_context>", whole)
+
+
+def test_a_cut_is_matched_at_the_limit_its_notice_names_and_the_users_settings_set() -> None:
+    """Gemini CLI's limit is the user's ``tools.truncateToolOutputThreshold`` (0 or less: no cut), lower when the
+    context is nearly full; its notice says how much it kept. The ledger cuts at the lowest the settings set."""
+    from ledger_adapters.gemini.hooks import same_text
+    from ledger_adapters.gemini.tools import cut_as_sent, cut_limit
+
+    limit = lambda v: {"tools": {"truncateToolOutputThreshold": v}}  # noqa: E731
+    assert cut_limit({}, {}) == 40_000 and cut_limit(limit(10_000), {}) == 10_000 and cut_limit(limit(0)) is None
+    assert cut_limit(limit(100_000), limit(20_000)) == 20_000 and cut_limit(limit(-1), limit(5_000)) == 5_000
+    assert cut_limit({"tools": {"truncateToolOutputThreshold": "9"}}, {"tools": 1}) == 40_000
+    text = "".join(f"{n}\n" for n in range(5_000))  # 23,890 characters
+    notice = "Output too large. Showing first 2.000 and last 8.000 characters. For full output see: /x\n"
+    sent = f"{notice}{text[:2000]}\n\n... [13.890 characters omitted] ...\n\n{text[-8000:]}"
+    assert cut_as_sent(sent, text) and same_text(sent, text, 10_000)
+    assert not same_text(sent, text, 40_000), "the ledger counted it whole: the model did not get it so"
+    assert not same_text(sent, text, None), "the ledger counted it whole: the model did not get it so"
+    assert not cut_as_sent(sent.replace("first 2.000", "first 2.001"), text), "a head other than it names"
+    assert not cut_as_sent(sent.replace("last 8.000", "last 7.999"), text), "a count other than the text's"
+
+
+@pytest.mark.skipif(GEMINI is None, reason="no gemini binary on PATH or in $LEDGER_GEMINI_BIN")
+def test_gemini_an_output_cut_at_the_users_own_threshold_is_checked_as_cut(tmp_path: Path) -> None:
+    """The user's ``tools.truncateToolOutputThreshold`` of 10,000: Gemini CLI cut a result of 16,000 characters to its
+    first 2,000 and last 8,000, and the ledger, cutting at 40,000, counted it seen whole: only the check of the
+    session, after the call, distrusted it, with a line in faults.log, "the session's result is not the text recorded
+    for it", for each such result."""
+    from ledger_runtime.inspection import load
+
+    text = "".join(f"mid line {n:04d} " + "z" * 25 + "\n" for n in range(400))
+    s = GeminiSession(tmp_path, [], {"mid.txt": text})
+    try:
+        s.settings["tools"] = {"truncateToolOutputThreshold": 10_000}
+        (s.home / ".gemini" / "settings.json").write_text(json.dumps(s.settings))
+        s.fake.steps = [("bash", "cat mid.txt"), ("bash", "sed -n '100,300p' mid.txt"), ("say", "Read.")]
+        p = s.run()
+        assert p.returncode == 0, p.stderr[-3000:]
+        seen = s.seen(2)
+        assert seen["call_0_0"].startswith("Output too large. Showing first 2,000"), seen["call_0_0"][:200]
+        assert "[ledger: lines" not in seen["call_1_0"], seen["call_1_0"]
+        assert "\n".join(text.split("\n")[99:300]) in seen["call_1_0"]
+        assert not s.faults(), s.faults()
+        assert not load(s.run_dir).state.distrusted, "each record is what Gemini CLI sent, as it cut it"
+    finally:
+        s.fake.close()

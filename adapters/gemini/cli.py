@@ -170,6 +170,7 @@ def run_gemini(
 
     from ledger_adapters.gemini import home
     from ledger_adapters.gemini.hooks import GEMINI_TRUNCATION, GeminiHooks
+    from ledger_adapters.gemini.tools import cut_limit
     from ledger_runtime import (
         HookServer,
         LedgerRuntime,
@@ -189,9 +190,14 @@ def run_gemini(
     where = private_dir(run_dir / "gemini")
     gemini_dir = home.build(where / "home", user)
     token = secrets.token_hex(16)  # the run's secret: in an owner-only file the hook script names
+    try:  # the work tree's settings were read before the run (validate): a change since is Gemini CLI's to read
+        project = home.read_settings(workdir / ".gemini" / "settings.json")
+    except ValueError:
+        project = {}
     hooks = GeminiHooks(
         runtime,
         note_chars=config.context.note_chars,
+        cut_chars=cut_limit(settings, project),
         token=token,
         sessions_dir=str(gemini_dir / "tmp"),
         interactive=not headless(args),

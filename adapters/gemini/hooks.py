@@ -87,12 +87,12 @@ def context(event: str, notes: list[str]) -> dict[str, Any] | None:
     return answer(event, additionalContext="\n\n".join(notes)) if notes else None
 
 
-def same_text(got: str, recorded: str) -> bool:
+def same_text(got: str, recorded: str, limit: int | None = TRUNCATE_CHARS) -> bool:
     """Whether the model got the recorded text (Gemini CLI may append a hook's context to it; a command's result
-    it ``cuts`` it cuts to a head and a tail)."""
+    it ``cuts`` past ``limit`` it cuts to a head and a tail)."""
     if not recorded.strip() or got.startswith(recorded.rstrip("\n")):
         return True
-    return cuts(recorded) and cut_as_sent(got, recorded)
+    return cuts(recorded, limit) and cut_as_sent(got, recorded)
 
 
 @dataclass
@@ -131,6 +131,7 @@ class GeminiHooks:
     token: str | None = None  # the run's secret, carried by every hook call; None: not checked
     sessions_dir: str | None = None  # where the run's session files are: a transcript_path elsewhere is not read
     interactive: bool = False  # a person answers permission prompts: a REVISE asks them
+    cut_chars: int | None = TRUNCATE_CHARS  # past this Gemini CLI cuts a command's result (the user's ``cut_limit``)
     pending: dict[str, list[_Pending]] = field(default_factory=dict)  # call key -> calls heard, not yet ended
     heard: int = 0
     to_check: dict[int, _Check] = field(default_factory=dict)
@@ -223,7 +224,11 @@ class GeminiHooks:
             why = None
             if texts:
                 self.confirmed[c.key] = self.confirmed.get(c.key, 0) + 1
-                why = None if same_text(texts[0], c.text) else "the session's result is not the text recorded for it"
+                why = (
+                    None
+                    if same_text(texts[0], c.text, self.cut_chars)
+                    else "the session's result is not the text recorded for it"
+                )
             elif current and c.after_seq >= current and c.own_seq != current:
                 why = "recorded while another call ran, and the session does not name it"
             elif batches > c.batches:
@@ -350,7 +355,7 @@ class GeminiHooks:
             pending.plan.held = False
             self._record(pending, ExecResult(text, None, output_complete=False), text)
             return None
-        cut = cuts(text)
+        cut = cuts(text, self.cut_chars)
         replaceable = pending.plan.held and pending.plan.applied and not cut
         res = ExecResult(result.output, result.returncode)
         run = self._record(pending, res, text, shown_raw=not replaceable, cut=cut)

@@ -39,8 +39,10 @@ READ_MAX_LINES = 2_000
 READ_MAX_LINE = 2_000
 # Gemini CLI cuts a command's llmContent longer than this (to a head and a tail, the whole saved to a file)
 TRUNCATE_CHARS = 40_000
-CUT_HEAD = TRUNCATE_CHARS // 5  # it keeps the first fifth and the last four fifths, and says how much is left out
-CUT_NOTICE = "Output too large. Showing first "  # its first line, which names the file the whole went to
+# its notice of a cut, the first line (it names the file the whole went to): it keeps the first fifth of its limit
+# and the last four fifths, and says how much it left out between them
+_CUT_NOTICE = re.compile(r"Output too large\. Showing first (.+?) and last (.+?) characters\. For full output see: ")
+OMITTED = " characters omitted] ...\n\n"
 
 
 @dataclass(frozen=True)
@@ -180,10 +182,28 @@ def js_len(text: str) -> int:
     return len(text) + sum(1 for c in text if c > "\uffff")
 
 
-def cuts(text: str) -> bool:
+def cut_limit(*settings: Any) -> int | None:
+    """The length past which Gemini CLI cuts a command's result as ``settings`` (the user's, the work tree's) set
+    it, ``tools.truncateToolOutputThreshold``: the smallest they set above 0 (a lower limit than Gemini CLI's only
+    counts more results as not seen); TRUNCATE_CHARS where none sets one; None where each that sets it turns the
+    cut off (0 or less)."""
+    found = [
+        v
+        for s in settings
+        if isinstance(s, dict) and isinstance(s.get("tools"), dict)
+        for v in [s["tools"].get("truncateToolOutputThreshold")]
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    ]
+    if not found:
+        return TRUNCATE_CHARS
+    above = [v for v in found if v > 0]
+    return int(min(above)) if above else None
+
+
+def cuts(text: str, limit: int | None = TRUNCATE_CHARS) -> bool:
     """Whether Gemini CLI cuts ``text``, a command's whole result (``Output: ``, the output and the lines after
-    it), for the model: longer than TRUNCATE_CHARS as it counts."""
-    return js_len(text) > TRUNCATE_CHARS
+    it), for the model: longer than ``limit`` (None: it cuts none) as it counts."""
+    return limit is not None and js_len(text) > limit
 
 
 def _units(text: str, start: int, end: int | None = None) -> str:
@@ -192,18 +212,27 @@ def _units(text: str, start: int, end: int | None = None) -> str:
     return data[2 * start : None if end is None else 2 * end].decode("utf-16-le", "surrogatepass")
 
 
+def _count(text: str) -> int | None:
+    """A count as Gemini CLI writes it in the user's locale (``8,000``, ``8.000``, ``8 000``), None if none."""
+    digits = "".join(c for c in text if c.isdecimal())
+    return int(digits) if digits and len(text) <= 40 else None
+
+
 def cut_as_sent(got: str, text: str) -> bool:
-    """Whether ``got`` is ``text`` (which Gemini CLI ``cuts``) as Gemini CLI cuts it for the model: its notice, the
-    head, how many characters it left out (written in the user's locale), and the tail, counted and cut as it
-    counts (UTF-16 code units)."""
+    """Whether ``got`` is ``text`` as Gemini CLI cuts it for the model: its notice, which says how many characters
+    of the head and the tail it kept (its limit is the user's, or lower when the context is nearly full), the head,
+    how many it left out, and the tail, each counted and cut as it counts (UTF-16 code units)."""
     notice, _, rest = got.partition("\n")
+    m = _CUT_NOTICE.match(notice)
+    first, last = (_count(m.group(1)), _count(m.group(2))) if m else (None, None)
     size = js_len(text)
-    head, tail = _units(text, 0, CUT_HEAD), _units(text, size - (TRUNCATE_CHARS - CUT_HEAD))
-    if not notice.startswith(CUT_NOTICE) or not rest.startswith(head + "\n\n... ["):
+    if first is None or last is None or last == 0 or first + last >= size:
         return False
-    count, found, after = rest[len(head) + 6 : len(head) + 6 + 200].partition(" characters omitted] ...\n\n")
-    digits = "".join(c for c in count if c.isdecimal())
-    if not found or not digits or int(digits) != size - TRUNCATE_CHARS:
+    head, tail = _units(text, 0, first), _units(text, size - last)
+    if not rest.startswith(head + "\n\n... ["):
+        return False
+    count, found, _ = rest[len(head) + 6 : len(head) + 6 + 100].partition(OMITTED)
+    if not found or _count(count) != size - first - last:
         return False
     return rest.startswith(tail.rstrip("\n"), len(head) + 6 + len(count) + len(found))
 
