@@ -117,7 +117,19 @@ class SeenFiles:
         by = sorted((m for n in names for m in state.modifications_of(n) if m.step > since), key=lambda m: m.step)
         if by and all(self._own_edit(m.attempt) for m in by):
             return ""  # its own edits: the agent told it the file as they left it
-        return self._note(path, step, since, by, seen, current, stub)
+        once = {(m.attempt, m.step): m for m in by}  # a command that changed the link and its file: named once
+        return self._note(path, step, since, list(once.values()), self._held(real, last), current, stub)
+
+    def _held(self, real: str, last: Any) -> _Seen | None:
+        """The text the model holds of the file its last read of this name showed (for the diff): the file the
+        name named then (a link since retargeted named another), as seen in full no earlier than that read, or
+        before it where nothing changed it between; None where the ledger has no such text."""
+        then = real if last is None else (last.target or self._file(last.path))
+        held = self.seen.get(then)
+        if held is None or last is None or held.step >= last.step:
+            return held
+        between = (m for n in {then, last.path} for m in self.runtime.state.modifications_of(n))
+        return None if any(held.step < m.step <= last.step for m in between) else held
 
     def _note(
         self, path: str, step: int, since: int, by: list[Any], seen: _Seen | None, current: str | None, stub: str | None

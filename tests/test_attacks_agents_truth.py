@@ -266,3 +266,33 @@ def test_gemini_an_output_cut_at_the_users_own_threshold_is_checked_as_cut(tmp_p
         assert not load(s.run_dir).state.distrusted, "each record is what Gemini CLI sent, as it cut it"
     finally:
         s.fake.close()
+
+
+@pytest.mark.skipif(GEMINI is None, reason="no gemini binary on PATH or in $LEDGER_GEMINI_BIN")
+def test_gemini_a_link_retargeted_since_its_read_is_diffed_from_the_file_it_named_then(tmp_path: Path) -> None:
+    """read_file other.py, read_file link.py (-> calc.py), then `sed` of other.py and `ln -sf other.py link.py`: the
+    read of link.py said "What changed from the version you saw" with the diff of other.py's change alone (-x + 5
+    +x + 55), from the other.py of step 1, where the model held link.py as calc.py (x + 7, not x + 77); and it
+    named the command twice (it changed link.py and other.py)."""
+    s = GeminiSession(tmp_path, [])
+    try:
+        os.symlink("calc.py", s.repo / "link.py")
+        (s.repo / "other.py").write_text(CALC_PROJECT["calc.py"].replace("x + 7\n", "x + 77\n"))
+        retarget = f"{SED.replace('calc.py', 'other.py')} && ln -sf other.py link.py"
+        s.fake.steps = [
+            ("tool", "read_file", {"file_path": "other.py"}),
+            ("tool", "read_file", {"file_path": "link.py"}),
+            ("bash", retarget),
+            ("tool", "read_file", {"file_path": "link.py"}),
+            ("say", "Read it."),
+        ]
+        p = s.run()
+        assert p.returncode == 0, p.stderr[-3000:]
+        got = s.seen(4)["call_3_0"]
+        flag = "[ledger] link.py (a link to other.py) changed since you saw it at step 2"
+        assert f"{flag}: `{retarget}` (step 3) changed it. What changed" in got, got[-1500:]
+        assert "-    return x + 7\n+    return x + 77\n" in got, got
+        assert "-    return x + 5\n+    return x + 55\n" in got, got
+        assert not s.faults(), s.faults()
+    finally:
+        s.fake.close()
