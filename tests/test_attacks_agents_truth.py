@@ -175,8 +175,9 @@ def test_a_cut_result_is_matched_only_as_gemini_cli_cuts_it() -> None:
 
 # 1,000 lines of 40 characters: 39,999 characters cat prints (under Gemini CLI's 40,000), 40,000 and more in its result
 NEAR = {"near.txt": "".join(f"near line {n:04d} " + "y" * 24 + "\n" for n in range(1000))[:-1]}
-# 31,000 characters Python counts, 51,000 Gemini CLI (JavaScript) counts: each 😀 is two of its characters
-WIDE = {"wide.txt": "".join(f"wide {n:04d} " + "😀" * 20 + "\n" for n in range(1000))}
+# 32,000 characters Python counts, 52,000 Gemini CLI (JavaScript) counts: each 😀 is two of its characters (its cut
+# after 8,000 falls between the two)
+WIDE = {"wide.txt": "".join(f"wide {n:05d} " + "😀" * 20 + "\n" for n in range(1000))}
 
 
 @pytest.mark.skipif(GEMINI is None, reason="no gemini binary on PATH or in $LEDGER_GEMINI_BIN")
@@ -185,7 +186,7 @@ def test_gemini_an_output_it_cuts_is_never_referred_to(tmp_path: Path, name: str
     """Gemini CLI cuts the whole result it sends (``Output: `` and the lines after the output too), past 40,000 of its
     characters, UTF-16 code units: an output just under 40,000 characters was counted as seen whole, and the model,
     which got its first 8,000 and last 32,000, was told lines of its middle "repeat here" (near.txt); one of emoji,
-    31,000 characters, 51,000 as Gemini CLI counts, cut, was taken for a fault (wide.txt)."""
+    32,000 characters, 52,000 as Gemini CLI counts, cut, was taken for a fault (wide.txt)."""
     files = {**NEAR, **WIDE}
     s = GeminiSession(tmp_path, [], files)
     try:
