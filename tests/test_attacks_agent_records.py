@@ -309,3 +309,30 @@ def test_a_claude_failure_with_no_exit_code_a_number_can_hold_is_the_tools_error
 
     huge = "Exit code " + "9" * 5000 + "\nboom"
     assert failure(huge) == (huge, 1) and failure("Exit code 2\nboom") == ("boom", 2)
+
+
+def test_an_opencode_cleared_part_whose_call_id_is_not_text_loses_no_call(tmp_path: Path) -> None:
+    """A tool part marked cleared (OpenCode's prune) with a call id that is not text names no call: it was a
+    TypeError (unhashable) in the hook, where any other event with such an id is passed over."""
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    hooks = OpenCodeHooks(rt, None)
+    call = {
+        "tool": "bash",
+        "callID": "c1",
+        "sessionID": "s",
+        "args": {"command": "cat calc.py"},
+        "directory": str(repo),
+    }
+    cleared = {"type": "tool", "sessionID": "s", "state": {"status": "completed", "time": {"compacted": 1}}}
+    try:
+        assert hooks.handle("ToolBefore", dict(call)) is None
+        hooks.handle("ToolAfter", {**call, "output": CALC, "metadata": {"exit": 0}})
+        for call_id in (["c1"], {"c1": 1}):
+            part = {**cleared, "callID": call_id}
+            assert hooks.handle("Event", {"type": "message.part.updated", "properties": {"part": part}}) is None
+        hooks.finish()
+    finally:
+        rt.close()
+    (attempt,) = load(tmp_path / "run").state.attempts
+    assert attempt.command == "cat calc.py" and attempt.exit_code == 0

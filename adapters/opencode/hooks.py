@@ -269,7 +269,7 @@ class OpenCodeHooks:
         times = state.get("time") if isinstance(state.get("time"), dict) else {}
         if state.get("status") != "completed" or not times.get("compacted"):
             return False
-        call = part.get("callID")
+        call = part.get("callID") if isinstance(part.get("callID"), str) else None  # a call id is text
         if call in self.recorded and not self._subagent(part.get("sessionID")) and self.recorded[call] > self.cleared:
             self.cleared = max(self.recorded.values())
             self.runtime.forget_context()  # its event resets the notes (the whole view next)
