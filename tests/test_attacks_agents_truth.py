@@ -297,3 +297,23 @@ def test_gemini_a_link_retargeted_since_its_read_is_diffed_from_the_file_it_name
         assert not s.faults(), s.faults()
     finally:
         s.fake.close()
+
+
+@pytest.mark.skipif(GEMINI is None, reason="no gemini binary on PATH or in $LEDGER_GEMINI_BIN")
+def test_gemini_an_edit_of_a_file_read_through_a_link_chain_is_not_told_it_was_never_read(tmp_path: Path) -> None:
+    """`cat link.py` (link.py -> mid.py -> calc.py), then a `sed -i` of calc.py: the stale-edit nudge told the model
+    "calc.py is edited in place, and no read of it is on record", where it had read it, through the links, on record
+    under link.py with calc.py as its target."""
+    s = GeminiSession(tmp_path, [])
+    try:
+        os.symlink("calc.py", s.repo / "mid.py")
+        os.symlink("mid.py", s.repo / "link.py")
+        s.fake.steps = [("bash", "cat link.py"), ("bash", SED), ("say", "Done.")]
+        p = s.run()
+        assert p.returncode == 0, p.stderr[-3000:]
+        got = s.seen(2)["call_1_0"]
+        assert "no read of it is on record" not in got and "stale-edit" not in got, got
+        assert (s.repo / "calc.py").read_text().count("x + 55") == 1
+        assert not s.faults(), s.faults()
+    finally:
+        s.fake.close()

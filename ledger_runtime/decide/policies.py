@@ -83,7 +83,7 @@ def stale_edit(proposal: Analysis, state: LedgerState, current: WorkspaceNow, ru
     for path in _existing_writes(proposal, current):
         if (updated and path not in updated) or not rule.in_scope(path):
             continue
-        seen = state.observations_of(path)
+        seen = state.reads_of(path)  # a read through a link to it is a read of it
         if not seen:
             created = state.modifications_of(path) and state.modifications_of(path)[0].before_hash is None
             if created:

@@ -48,6 +48,7 @@ class LedgerState:
     context_floor: int = 0  # outputs of earlier steps are gone from the model's context (a compaction)
     _by_key: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     _obs_by_path: dict[str, list[Observation]] = field(default_factory=dict)
+    _obs_by_target: dict[str, list[Observation]] = field(default_factory=dict)  # reads through a link, by its file
     _mods_by_path: dict[str, list[Modification]] = field(default_factory=dict)
     _by_id: dict[int, Attempt] = field(default_factory=dict)
     _mods_by_attempt: dict[int, list[Modification]] = field(default_factory=dict)
@@ -183,6 +184,8 @@ class LedgerState:
     def _add_observation(self, o: Observation) -> None:
         self.observations.append(o)
         self._obs_by_path.setdefault(o.path, []).append(o)
+        if o.target is not None and o.target != o.path:
+            self._obs_by_target.setdefault(o.target, []).append(o)
 
     def _add_modification(self, m: Modification, epoch: int) -> None:
         if self._mod_steps and m.step < self._mod_steps[-1]:
@@ -257,6 +260,14 @@ class LedgerState:
 
     def observations_of(self, path: str) -> list[Observation]:
         return self._obs_by_path.get(path, [])
+
+    def reads_of(self, path: str) -> list[Observation]:
+        """The observations of ``path``'s content, in step order: under its own name, and through a symbolic link
+        that resolves to it (recorded under the link's name, ``target`` the file)."""
+        through = self._obs_by_target.get(path)
+        if not through:
+            return self.observations_of(path)
+        return sorted([*self.observations_of(path), *through], key=lambda o: o.step)
 
     def modifications_of(self, path: str) -> list[Modification]:
         return self._mods_by_path.get(path, [])
