@@ -97,7 +97,8 @@ class SeenFiles:
         state = self.runtime.state
         real = self._file(path)
         names = (path,) if real == path else (path, real)  # read through a link: seen under either name
-        observed = sorted((o for n in names for o in state.observations_of(n)), key=lambda o: o.step)
+        # its reads under either name, and through any other link to its file
+        observed = sorted({id(o): o for n in names for o in state.reads_of(n)}.values(), key=lambda o: o.step)
         last, seen = (observed[-1] if observed else None), self.seen.get(real)
         if last is None and seen is None:
             return ""  # never seen: nothing it holds can be out of date

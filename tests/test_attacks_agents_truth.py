@@ -317,3 +317,28 @@ def test_gemini_an_edit_of_a_file_read_through_a_link_chain_is_not_told_it_was_n
         assert not s.faults(), s.faults()
     finally:
         s.fake.close()
+
+
+@pytest.mark.skipif(GEMINI is None, reason="no gemini binary on PATH or in $LEDGER_GEMINI_BIN")
+def test_gemini_a_read_through_another_link_to_a_changed_file_is_flagged(tmp_path: Path) -> None:
+    """`cat one.py`, a silent `sed` of calc.py, read_file two.py (one.py and two.py both -> calc.py): the model holds
+    calc.py as it read it through one.py, and the read through two.py was not flagged (the ledger looked for reads
+    of two.py and calc.py only)."""
+    s = GeminiSession(tmp_path, [])
+    try:
+        os.symlink("calc.py", s.repo / "one.py")
+        os.symlink("calc.py", s.repo / "two.py")
+        s.fake.steps = [
+            ("bash", "cat one.py"),
+            ("bash", SED),
+            ("tool", "read_file", {"file_path": "two.py"}),
+            ("say", "Read it."),
+        ]
+        p = s.run()
+        assert p.returncode == 0, p.stderr[-3000:]
+        got = s.seen(3)["call_2_0"]
+        flag = "[ledger] two.py (a link to calc.py) changed since you saw it at step 1"
+        assert f"{flag}: `{SED}` (step 2) changed it." in got, got[-600:]
+        assert not s.faults(), s.faults()
+    finally:
+        s.fake.close()
