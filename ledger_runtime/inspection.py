@@ -223,6 +223,7 @@ def timeline(state: LedgerState, transcript: Transcript | None = None) -> list[d
                 "files_changed": [_display(m.path, state) for m in state.modifications_of_attempt(a.id)],
                 "distrusted": doubted.get(a.id),
                 **({"exception": a.exception} if a.exception else {}),  # interrupted, or could not start: why
+                "agent": a.agent or None,  # a subagent's call: the subagent's name for itself
                 **extra,
             }
         )
@@ -483,7 +484,7 @@ def render_timeline(state: LedgerState, rows: list[dict[str, Any]] | None = None
             Text(_verdict_text(r), style=_STYLE.get(r["verdict"], "")),
             r["class"],
             r["answer"],
-            Text(short_command(r["command"], command_cell)),
+            Text(short_command(("(subagent) " if r.get("agent") else "") + r["command"], command_cell)),
             "" if r["exit_code"] is None else str(r["exit_code"]),
             Text(files),
         )

@@ -97,7 +97,7 @@ class Verdict:
 
 RUN = Verdict(VerdictKind.RUN)
 
-_ANSWER_KEYS = ("kind", "pieces", "kept", "exact", "held_from", "keys", "altered", "held")
+_ANSWER_KEYS = ("kind", "pieces", "kept", "exact", "held_from", "keys", "altered", "held", "agent")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,8 @@ class AnswerRecord(Mapping):
 
     ``kind`` and ``pieces`` are the answer's; a piece of an older ledger may not decode. The rest is what its check
     needs: ``kept``, the first and last characters the agent showed (None: all); ``exact``, whether that cut is known;
-    ``altered``, the output is stored masked or cut; ``held``, False when another model got it. ``first_held_step`` and
+    ``altered``, the output is stored masked or cut; ``held``, False when another model got it; ``agent``, the subagent
+    that made the call, as the agent names it ("": the main model). ``first_held_step`` and
     ``base_keys`` are stored as ``held_from`` and ``keys``. It also reads as its stored JSON object, and ``extra`` keeps
     older ledgers' unknown keys."""
 
@@ -118,6 +119,7 @@ class AnswerRecord(Mapping):
     base_keys: tuple[str, ...] = ()  # stored as "keys"
     altered: bool = False
     held: bool = True
+    agent: str = ""
     extra: tuple[tuple[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,6 +133,7 @@ class AnswerRecord(Mapping):
             "keys": list(self.base_keys),
             **({"altered": True} if self.altered else {}),
             **({} if self.held else {"held": False}),
+            **({"agent": self.agent} if self.agent else {}),
         }
 
     @classmethod
@@ -148,6 +151,7 @@ class AnswerRecord(Mapping):
             base_keys=tuple(d.get("keys") or ()),
             altered=bool(d.get("altered")),
             held=d.get("held") is not False,
+            agent=d["agent"] if isinstance(d.get("agent"), str) else "",
             extra=tuple((k, v) for k, v in d.items() if k not in _ANSWER_KEYS),
         )
 
@@ -205,6 +209,11 @@ class Attempt:
             # an empty or unreadable answer (not a JSON object) says nothing: no answer, the text as it was
             known = AnswerRecord.from_dict(self.answer) if isinstance(self.answer, Mapping) and self.answer else None
             object.__setattr__(self, "answer", known)
+
+    @property
+    def agent(self) -> str:
+        """The subagent that made the call, as the agent names it; "" for the main model's."""
+        return self.answer.agent if self.answer else ""
 
     @property
     def answer_kind(self) -> str:

@@ -527,7 +527,9 @@ class LedgerRuntime:
             exception=None,
             output_complete=True,
             shown_hash=self.store.put_text(answer.text),
-            answer=answer_record(answer, kept, self.truncation.exact, self.held.first_held_step(plan.step)),
+            answer=answer_record(
+                answer, kept, self.truncation.exact, self.held.first_held_step(plan.step), agent=plan.agent
+            ),
         )
         self._commit_attempt(plan.step, attempt)
         return RunResult(answer.text, returncode, v, False, attempt.id, answer=answer.kind.value)
@@ -612,7 +614,7 @@ class LedgerRuntime:
             submits=analysis.submits or self.submission.in_output(output),
             shown_hash=self._put_shown(shown, record, output, output_hash),
             answer=answer_record(
-                record, kept, trunc.exact, self.held.first_held_step(plan.step), keys, altered, plan.held
+                record, kept, trunc.exact, self.held.first_held_step(plan.step), keys, altered, plan.held, plan.agent
             ),
         )
         delivered_now = None

@@ -137,3 +137,39 @@ def test_a_subagent_with_the_main_models_history_patches_a_file_the_main_model_s
     ), last
     rows = [(a.command.splitlines()[0], a.answer.get("held")) for a in load(run_dir).state.attempts]
     assert rows == [("cat calc.py", None), ("cat calc.py", False), ("*** Begin Patch", False), ("cat calc.py", None)]
+
+
+def test_inspect_and_the_page_show_a_subagents_calls_as_the_subagents(tmp_path: Path) -> None:
+    """The subagent reads calc.py before the main model reads it a second time. ``ledger-run inspect`` (the timeline,
+    ``--json``) and its page say which steps are the subagent's, and the page puts the main model's call over the
+    main model's step: before, the page matched the subagent's `cat` to the main model's call (its words, its time
+    and tokens over the subagent's step) and left the main model's step without its call."""
+    import json
+
+    from test_codex_e2e import ledger_run
+
+    from ledger_runtime.cli.record import align
+    from ledger_runtime.trajectories import conversation_of
+
+    main = [("exec", "cat calc.py"), spawn(), ("after", (TASK, ("exec", "cat calc.py"))), ("say", "done")]
+    sub = [("exec", "cat calc.py"), ("say", "read it")]
+    _, run_dir = run(tmp_path, main, sub)
+    attempts = load(run_dir).state.attempts
+    record = conversation_of(run_dir / "ledger.sqlite")
+    assert record is not None
+    whose = [(a.step, e.turn is not None) for e in align(record.turns, attempts) for a in e.attempts]
+    assert whose == [(1, True), (2, False), (3, True)], whose  # the subagent's step 2 is no call of the main model
+    p = ledger_run("inspect", str(run_dir), "--json", env=dict(os.environ), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)["timeline"]
+    assert [bool(r.get("agent")) for r in rows] == [False, True, False], rows
+    p = ledger_run("inspect", str(run_dir), env={**os.environ, "COLUMNS": "120"}, cwd=tmp_path)
+    assert [ln.split()[0] for ln in p.stdout.splitlines() if "subagent" in ln] == ["2"], p.stdout
+    page = tmp_path / "page.html"
+    assert ledger_run("inspect", str(run_dir), "--html", str(page), env=dict(os.environ), cwd=tmp_path).returncode == 0
+    html = page.read_text()
+    step2 = html[html.index('id="step-2"') :]
+    step2 = step2[: step2.index("</section>")]
+    assert "what the subagent received" in step2 and "the model</h3>" not in step2, step2[:2000]
+    step3 = html[html.index('id="step-3"') :]
+    assert "the model</h3>" in step3[: step3.index("</section>")]

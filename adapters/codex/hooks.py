@@ -437,6 +437,7 @@ class CodexHooks:
         if plan is None:
             return None
         plan.held = not subagent(payload)  # a subagent's output is the subagent's
+        plan.agent = payload["agent_id"] if subagent(payload) else ""  # whose call the ledger's views say
         return _Pending(plan, time.perf_counter(), tool, payload.get("transcript_path"))
 
     def pre_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:

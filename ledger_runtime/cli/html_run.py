@@ -30,6 +30,7 @@ from ledger_runtime.cli.html import ERRORS, Bodies, diff_lines, e, page
 from ledger_runtime.cli.record import Entry, align, masked_record, plausible, secrets_masked, totals
 from ledger_runtime.inspection import Loaded, distrusted, note_rows, summary, unified_diff, views_at
 from ledger_runtime.ledger.redact import RedactError, Redactor
+from ledger_runtime.lines import one_line
 from ledger_runtime.trajectories import Conversation, ModelTurn, conversation_of
 
 # Past this many characters of the steps' bulk (StepHtml), a page carries it packed: a page of tens
@@ -256,7 +257,8 @@ class StepHtml(NamedTuple):
 
 def _outputs(loaded: Loaded, transcript: Transcript, a: Any) -> list[str]:
     """What the model received, beside what the command printed when the two differ."""
-    got = "what the model received" if a.applied else "what the model would have received (shadow)"
+    who = "the subagent" if a.agent else "the model"
+    got = f"what {who} received" if a.applied else f"what {who} would have received (shadow)"
     shown = transcript.shown(a)
     try:
         printed = transcript.expanded(a) if a.executed else None
@@ -322,6 +324,8 @@ def _step(
     if a.executed:
         facts.append(f"command {_seconds(a.duration_s)}")
     facts += [e(x) for x in (_call(turn, unpriced) if first else [])]
+    if a.agent:
+        facts.append(f"a subagent's call ({e(one_line(a.agent)[:80])})")
     top = (
         f'<section class="step" id="{e(anchor(label))}" data-verdict="{e(v.kind.value)}" data-answer="{e(kind)}">'
         f'<header><h2>{e(label)}</h2><span class="v v-{e(v.kind.value)}">{e(v.kind.value)}</span>'

@@ -248,6 +248,7 @@ def _another_run(conversation: Any, attempts: list[Any]) -> str | None:
     from ledger_runtime.cli.record import align
 
     asked = sum(len(t.commands) for t in conversation.turns)
+    attempts = [a for a in attempts if not a.agent]  # a subagent's call is not in the record
     if not asked or not attempts:
         return None
     matched = sum(len(e.attempts) for e in align(conversation.turns, attempts) if e.turn is not None)

@@ -44,12 +44,15 @@ LOOKAHEAD = 200  # calls past the current one searched for a command (a record t
 def align(turns: Sequence[ModelTurn], attempts: Sequence[Any]) -> list[Entry]:
     """The run in order: each attempt under the earliest call from the current one on (up to
     ``LOOKAHEAD`` calls on) that asked for its command and has it still unmatched; calls passed over
-    stand alone where they came."""
+    stand alone where they came. A subagent's attempt is no call of the record's (the main model's): it stands alone."""
     left = [[_key(c) for c in t.commands] for t in turns]
     entries: list[Entry] = []
     placed: dict[int, Entry] = {}
     cursor = 0  # the first call not placed yet
     for a in attempts:
+        if getattr(a, "agent", ""):
+            entries.append(Entry(None, [a]))
+            continue
         start = max(cursor - 1, 0)  # the latest call placed may have commands still to match
         found = ((k, i) for k in range(start, min(len(turns), start + LOOKAHEAD)) for i, c in enumerate(left[k]))
         j, i = next(((k, i) for k, i in found if same_command(left[k][i], a.command)), (None, None))

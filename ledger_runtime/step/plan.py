@@ -55,6 +55,7 @@ class Plan:
     # the model the ledger answers gets this output; False: another model does (a subagent the agent
     # started): recorded and shown as it is, never the source of a reference, never counted as seen
     held: bool = True
+    agent: str = ""  # the subagent that made the call, as the agent names it ("": the main model)
     # the paths an edit names, as they were before it ran (``named_state``): on this machine only, None elsewhere
     named_before: dict[str, tuple[int, int, int] | None] | None = None
 

@@ -107,6 +107,7 @@ def answer_record(
     keys: tuple[str, ...] = (),
     altered: bool = False,
     held: bool = True,
+    agent: str = "",
 ) -> AnswerRecord:
     """An answer as the ledger keeps it: its pieces and what its check needs."""
     return AnswerRecord(
@@ -118,6 +119,7 @@ def answer_record(
         base_keys=tuple(keys),
         altered=altered,
         held=held,
+        agent=agent,
     )
 
 
