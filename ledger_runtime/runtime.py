@@ -36,7 +36,7 @@ from ledger_runtime.answers.build import (
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.decide.claims import changed_since
 from ledger_runtime.decide.gate import Outcome, build_rules, check_after, describe, in_force
-from ledger_runtime.decide.policies import BUILTINS
+from ledger_runtime.decide.policies import BUILTINS, SHOWN_RULES
 from ledger_runtime.executor import ExecResult
 from ledger_runtime.held.context import HistoryOutput, Line
 from ledger_runtime.held.delivered import delivered_lines, seen_lines
@@ -381,13 +381,21 @@ class LedgerRuntime:
     # -- the steps of run, for adapters whose agent runs the command itself ----------------------
 
     def propose(
-        self, command: str, *, cwd: str | None = None, step: int | None = None, analysis: Analysis | None = None
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        step: int | None = None,
+        analysis: Analysis | None = None,
+        agent: str = "",
     ) -> Plan | None:
-        """Analyses, scans and governs ``command``; None on a ledger fault, and the command then runs unrecorded."""
+        """Analyses, scans and governs ``command``; None on a ledger fault, and the command then runs unrecorded.
+
+        ``agent``: the subagent that made the call, as the agent names it ("": the main model)."""
         cwd = os.path.abspath(cwd or self.workdir)
         step = step if step is not None else self.state.step + 1
         try:
-            return self._plan(command, cwd, step, analysis)
+            return self._plan(command, cwd, step, analysis, agent)
         except Exception as e:
             self._fault("before the command", e, command)
             return None
@@ -421,14 +429,16 @@ class LedgerRuntime:
             self._fault("recording the command", e, plan.command)
             return RunResult(res.output, res.returncode, plan.verdict, True, None, res.exception_info, res.extra)
 
-    def _plan(self, command: str, cwd: str, step: int, analysis: Analysis | None = None) -> Plan:
+    def _plan(self, command: str, cwd: str, step: int, analysis: Analysis | None = None, agent: str = "") -> Plan:
         analysis = naming_no_nul(analysis or analyze(command, cwd, self.submission), self.workdir)
         cwd = analysis.cwd if "\0" in cwd else cwd
         prescanned = self._settle()  # the scan taken while the model thought, if any
         before = self.scans.before(analysis.readonly, prescanned is not None, step)
         self.scans.watch(analysis, step)  # before it runs: a file it names is tracked from its state now
         facts, sigs = verdict_facts(analysis, self.workspace, self.state, self.config, self.rules, self._policy_fault)
-        plan = Plan(command, cwd, step, analysis, facts, self.config.applies, before, sigs)
+        if agent:  # what a subagent was shown is not on record: the rules that judge by it do not judge its call
+            facts = dataclasses.replace(facts, gated=tuple(v for v in facts.gated if v.rule not in SHOWN_RULES))
+        plan = Plan(command, cwd, step, analysis, facts, self.config.applies, before, sigs, agent=agent)
         if analysis.command_class is CommandClass.MODIFY and self.workspace.rescan_before_command:
             plan.named_before = {w: named_state(w) for w in analysis.writes if w != ANY_FILE}
         return plan

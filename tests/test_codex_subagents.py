@@ -44,12 +44,14 @@ def spawn(fork: str = "none") -> tuple[str, dict]:
     return ("tool", {"namespace": "collaboration", "name": "spawn_agent", "arguments": args})
 
 
-def run(tmp_path: Path, main: list, sub: list, calc: str = CALC) -> tuple[FakeResponses, Path]:
-    """One ``ledger-run codex -- --enable multi_agent_v2 exec`` in a repo holding calc.py: the fake server
-    (its ``by_agent``: each model's requests) and the run directory."""
+def run(
+    tmp_path: Path, main: list, sub: list, calc: str = CALC, more: dict[str, str] | None = None
+) -> tuple[FakeResponses, Path]:
+    """One ``ledger-run codex -- --enable multi_agent_v2 exec`` in a repo holding calc.py (and ``more``): the fake
+    server (its ``by_agent``: each model's requests) and the run directory."""
     from test_codex_e2e import ledger_run
 
-    repo = make_repo(tmp_path / "repo", {"calc.py": calc})
+    repo = make_repo(tmp_path / "repo", {"calc.py": calc, **(more or {})})
     fake = FakeResponses(main, workdir=str(repo), subagents={TASK: sub})
     env = codex_run_env(dict(os.environ), fake, tmp_path / "user-codex", CODEX or "")
     run_dir = tmp_path / "run"
@@ -173,3 +175,30 @@ def test_inspect_and_the_page_show_a_subagents_calls_as_the_subagents(tmp_path: 
     assert "what the subagent received" in step2 and "the model</h3>" not in step2, step2[:2000]
     step3 = html[html.index('id="step-3"') :]
     assert "the model</h3>" in step3[: step3.index("</section>")]
+
+
+def test_stale_edit_speaks_of_what_the_model_it_nudges_was_shown(tmp_path: Path) -> None:
+    """The ledger keeps no record of what a subagent read: it reads other.py and edits it, and is not told "no read
+    of it is on record; read the part you edit first". The subagent's edit of calc.py is not one the main model
+    made: the main model, which read calc.py before it, is nudged to read it again before it edits it (before, a
+    subagent's edit counted as the main model's own, and the main model edited a file it had not seen as it is)."""
+    e3 = "sed -i 's/return x + 3$/return x + 30/' calc.py"
+    e7 = "sed -i 's/return x + 7$/return x + 70/' calc.py"
+    main = [("exec", "cat calc.py"), spawn(), ("after", (TASK, ("exec", e7))), ("say", "done")]
+    sub = [("exec", "cat other.py"), ("exec", "sed -i 's/1/2/' other.py"), ("exec", e3), ("say", "edited")]
+    fake, run_dir = run(tmp_path, main, sub, more={"other.py": "x = 1\n"})
+    verdicts = [(a.command, a.verdict.kind.value, a.verdict.rule) for a in load(run_dir).state.attempts]
+    assert verdicts == [
+        ("cat calc.py", "RUN", None),
+        ("cat other.py", "RUN", None),
+        ("sed -i 's/1/2/' other.py", "RUN", None),
+        (e3, "RUN", None),
+        (e7, "NUDGE", "stale-edit"),
+    ], verdicts
+    subs = function_outputs(fake.by_agent[TASK][-1])
+    assert not [k for k, v in subs.items() if "[ledger" in v], subs
+    told = function_outputs(fake.by_agent[""][-1])["call_2"]
+    assert (
+        f"[ledger] NUDGE: stale-edit: calc.py changed at step 4 by `{e3}` after its last read on record, at step 1"
+        in told
+    )

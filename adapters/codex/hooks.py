@@ -433,11 +433,11 @@ class CodexHooks:
             return None
         tool, command, cwd = proposal
         analysis = analyze_patch(command, cwd) if tool in PATCH_TOOLS else analyze(command, cwd)
-        plan = self.runtime.propose(command, cwd=cwd, analysis=analysis)
+        agent = payload["agent_id"] if subagent(payload) else ""
+        plan = self.runtime.propose(command, cwd=cwd, analysis=analysis, agent=agent)
         if plan is None:
             return None
-        plan.held = not subagent(payload)  # a subagent's output is the subagent's
-        plan.agent = payload["agent_id"] if subagent(payload) else ""  # whose call the ledger's views say
+        plan.held = not agent  # a subagent's output is the subagent's
         return _Pending(plan, time.perf_counter(), tool, payload.get("transcript_path"))
 
     def pre_tool_use(self, payload: dict[str, Any]) -> dict[str, Any] | None:

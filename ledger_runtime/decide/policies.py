@@ -1,7 +1,7 @@
 """Built-in coding policies for the gate, each a pure check with its default verdict and parameters.
 
 - ``stale-edit`` (NUDGE): an in-place edit of a file the agent has not seen as it is: never read, or changed since by
-  something other than its own recognised edits.
+  something other than its own recognised edits (a subagent's are not its own; a subagent's edits are not judged).
 - ``protected-paths`` (REVISE; ``globs``): an edit of a file that existed at the start and matches a glob.
 - ``destructive`` (BLOCK; ``patterns``, ``extra_patterns``): ``git reset --hard``, ``git checkout -- .``, ``git clean
   -f``, ``git restore .``, ``rm -r`` of the workspace or a parent; never inside quotes, comments or heredocs.
@@ -72,6 +72,17 @@ def _display(path: str, rule: Rule) -> str:
     )
 
 
+# the rules that judge a command by what the model was shown: the ledger keeps no record of what a subagent (Codex's
+# multi_agent_v2, Claude Code's Task) read, so they do not judge its calls (they would say no read of it is on record)
+SHOWN_RULES = ("stale-edit",)
+
+
+def _subagents(state: LedgerState, attempt_id: int | None) -> bool:
+    """Whether an attempt is a subagent's call: what it did, the model the ledger answers did not see done."""
+    a = state.attempt(attempt_id) if attempt_id is not None else None
+    return a is not None and a.agent != ""
+
+
 def stale_edit(proposal: Analysis, state: LedgerState, current: WorkspaceNow, rule: Rule) -> Finding | None:
     if proposal.command_class is not CommandClass.MODIFY or proposal.submits:
         return None
@@ -85,8 +96,8 @@ def stale_edit(proposal: Analysis, state: LedgerState, current: WorkspaceNow, ru
             continue
         seen = state.reads_of(path)  # a read through a link to it is a read of it
         if not seen:
-            created = state.modifications_of(path) and state.modifications_of(path)[0].before_hash is None
-            if created:
+            made = state.modifications_of(path)
+            if made and made[0].before_hash is None and not _subagents(state, made[0].attempt):
                 continue  # the agent wrote it: it knows what is in it
             return Finding(
                 # what the ledger knows: the reads it recognised (`cat $PWD/a.py` or a script's print is a read too)
@@ -98,7 +109,7 @@ def stale_edit(proposal: Analysis, state: LedgerState, current: WorkspaceNow, ru
         foreign = [
             m
             for m in state.modifications_of(path)
-            if m.step >= last.step and m.attempt != last.attempt and not m.recognised
+            if m.step >= last.step and m.attempt != last.attempt and (not m.recognised or _subagents(state, m.attempt))
         ]
         if foreign:
             m = foreign[-1]
