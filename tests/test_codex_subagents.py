@@ -202,3 +202,33 @@ def test_stale_edit_speaks_of_what_the_model_it_nudges_was_shown(tmp_path: Path)
         f"[ledger] NUDGE: stale-edit: calc.py changed at step 4 by `{e3}` after its last read on record, at step 1"
         in told
     )
+
+
+def test_a_run_with_subagents_resumed_refers_the_main_model_to_what_it_holds(tmp_path: Path) -> None:
+    """``ledger-run codex -o RUN -- --enable multi_agent_v2 exec resume ID``, ID the main model's session of an earlier
+    run in RUN whose subagent read calc.py: the run goes on in RUN (before, an option's value before ``exec`` hid
+    the ``resume``, and it stopped: "it holds a run already"), and the main model's `cat` is a reference to its own
+    step 1, which its conversation holds, never to the subagent's."""
+    import json
+
+    from test_codex_e2e import ledger_run
+
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    main = [("exec", "cat calc.py"), spawn(), ("after", (TASK, ("say", "done")))]
+    fake = FakeResponses(main, workdir=str(repo), subagents={TASK: [("exec", "cat calc.py"), ("say", "read it")]})
+    env = codex_run_env(dict(os.environ), fake, tmp_path / "user-codex", CODEX or "")
+    run_dir = tmp_path / "run"
+    argv = ["codex", "--workdir", str(repo), "-o", str(run_dir), "--", "--enable", "multi_agent_v2", "exec"]
+    try:
+        p = ledger_run(*argv, "--skip-git-repo-check", "look at calc.py", env=env, cwd=repo)
+        assert p.returncode == 0, p.stderr[-3000:]
+        [rollout] = locate(run_dir / "ledger.sqlite")
+        session = json.loads(rollout.read_text().splitlines()[0])["payload"]["id"]
+        fake.steps = [*fake.steps, ("exec", "cat calc.py"), ("say", "again")]
+        p = ledger_run(*argv, "--skip-git-repo-check", "resume", session, "look again", env=env, cwd=repo)
+    finally:
+        fake.close()
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert not (run_dir / "faults.log").exists(), (run_dir / "faults.log").read_text()
+    again = function_outputs(fake.by_agent[""][-1])["call_3"]
+    assert again.endswith("\nOutput:\n[ledger: same as step 1's output (`cat calc.py`, exit 0)]\n"), again[-400:]

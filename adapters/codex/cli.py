@@ -351,10 +351,27 @@ def run(valid: CodexRun) -> int:
     )
 
 
+# codex's options that take a value as the next argument (codex 0.171.0, ``codex --help``, ``codex exec --help``)
+VALUE_OPTIONS = frozenset(
+    "-c --config --enable --disable --remote --remote-auth-token-env -i --image -m --model --local-provider -p "
+    "--profile -s --sandbox -C --cd --add-dir -a --ask-for-approval --thread-source --cyber-access-program "
+    "--output-schema --color -o --output-last-message".split()
+)
+
+
 def resumes(args: list[str]) -> bool:
-    """Whether codex's arguments resume a session of its own (``codex resume``, ``codex exec resume``):
-    its ledger may then go on in the run directory that holds it."""
-    words = [a for a in args if not a.startswith("-")]
+    """Whether codex's arguments resume a session of its own (``codex resume``, ``codex exec resume``, with any
+    options before: ``--enable multi_agent_v2 exec resume``): its ledger may then go on in the run directory that
+    holds it."""
+    words: list[str] = []
+    value = False  # the argument is the value of the option before it
+    for a in args:
+        if value:
+            value = False
+        elif a.startswith("-"):
+            value = a in VALUE_OPTIONS
+        else:
+            words.append(a)
     return words[:1] == ["resume"] or words[:2] == ["exec", "resume"]
 
 
