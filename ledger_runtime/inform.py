@@ -116,7 +116,7 @@ def _changed_entries(state: LedgerState) -> list[ViewEntry]:
             what = ("created, " if created else "") + f"+{m.baseline_added} -{m.baseline_removed}"
         else:
             what = "created" if created else "changed"
-        told = _own(m)
+        told = _own(m, state)
         when = f"step {m.step}" if told is not None else _changer(m, state)  # whose change, where it is news
         text = f"  {_display(m.path, state)}: {what} (last at {when})"
         how = "deleted" if m.after_hash is None else "created" if created else "changed"
@@ -126,7 +126,9 @@ def _changed_entries(state: LedgerState) -> list[ViewEntry]:
         what = "removed again: it was not there at the start" if first.before_hash is None else "back as at the start"
         text = f"  {_display(last.path, state)}: {what} (step {last.step})"
         claim = ("changed", last.path, "back", last.step, last.attempt)
-        out.append(ViewEntry(CHANGED, ("changed", last.path), text, last.step, _own(last), quiet=True, claim=claim))
+        out.append(
+            ViewEntry(CHANGED, ("changed", last.path), text, last.step, _own(last, state), quiet=True, claim=claim)
+        )
     out.sort(key=lambda e: (e.order, e.text))
     return out
 
@@ -289,7 +291,7 @@ def _seen_entry(state: LedgerState, path: str, seen: _Seen) -> ViewEntry:
         # a fresh view the model has just read: the newest read told it so; fresh again after an
         # edit (a revert): that edit's own command, where it was one
         mods = state.modifications_of(path)
-        told = seen.last_step if seen.fresh_steps[-1] == seen.last_step else _own(mods[-1] if mods else None)
+        told = seen.last_step if seen.fresh_steps[-1] == seen.last_step else _own(mods[-1] if mods else None, state)
         text = f"  {name}: {ranges} ({_sorted_steps(seen.fresh_steps)}{note})"
         claim = ("seen", path, seen.fresh_steps, None)
         return ViewEntry(SEEN, ("seen", path), text, seen.last_step, told, claim=claim)
@@ -302,7 +304,7 @@ def _seen_entry(state: LedgerState, path: str, seen: _Seen) -> ViewEntry:
         why = f"deleted at step {m.step}" if m else "deleted"
     text = f"  {name}: STALE, {why}; seen at {_sorted_steps(seen.reads.steps)}"
     return ViewEntry(
-        SEEN, ("seen", path), text, seen.last_step, _own(m), claim=("seen", path, (), m.step if m else None)
+        SEEN, ("seen", path), text, seen.last_step, _own(m, state), claim=("seen", path, (), m.step if m else None)
     )
 
 
@@ -388,23 +390,32 @@ def _file_digest(sig: str) -> str | None:
     return None if sig.startswith((MISSING, "dir:")) else sig
 
 
-def _own(m: Modification | None) -> int | None:
-    """The step of a recognised edit's command, whose own result told the model what ``m`` means; else None."""
-    return m.step if m is not None and m.recognised and m.attempt is not None else None
+def _own(m: Modification | None, state: LedgerState) -> int | None:
+    """The step of a recognised edit's command, whose own result told the model what ``m`` means; else None (a
+    subagent's edit too: its result told the subagent, not the model the notes are for)."""
+    if m is None or not m.recognised or m.attempt is None:
+        return None
+    return m.step if _told(state.attempt(m.attempt)) else None
+
+
+def _told(a: Attempt | None) -> bool:
+    """Whether the attempt's own result went to the model the notes are for (not a subagent's call)."""
+    return a is not None and not a.agent
 
 
 def _attempt_entry(a: Attempt, state: LedgerState) -> ViewEntry:
     """A command's line: told by its own step while it says what its result said, news once that no longer holds.
 
     It is news too when the command changed files it was not asked to, as a script or formatter does."""
-    cmd = short_command(a.command)
+    cmd = short_command(a.command) if _told(a) else f"(a subagent's) {short_command(a.command)}"
     key = ("command", a.id)
+    own = a.step if _told(a) else None  # the step whose own result told the model: never a subagent's
     if a.verdict.kind is VerdictKind.REUSE and not a.executed:
         text = f"  #{a.step} {cmd} -> not run again: reused step {a.verdict.ref_step}'s result"
-        return ViewEntry(COMMANDS, key, text, a.step, a.step)
+        return ViewEntry(COMMANDS, key, text, a.step, own)
     if a.verdict.kind in (VerdictKind.REVISE, VerdictKind.BLOCK) and not a.executed:
         rule = f" ({a.verdict.rule})" if a.verdict.rule else ""
-        return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {a.verdict.kind.value}{rule}, not run", a.step, a.step)
+        return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {a.verdict.kind.value}{rule}, not run", a.step, own)
     status = "no exit code" if a.exit_code is None else f"exit {a.exit_code}"
     if a.exception:
         status += f", {a.exception.splitlines()[0][:60]}"
@@ -414,7 +425,7 @@ def _attempt_entry(a: Attempt, state: LedgerState) -> ViewEntry:
             names = ", ".join(_display(m.path, state) for m in mods[:3]) + (
                 f" +{len(mods) - 3} more" if len(mods) > 3 else ""
             )
-            told = a.step if all(m.recognised for m in mods) else None
+            told = own if all(m.recognised for m in mods) else None
             return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {status}; changed {names}", a.step, told)
         if a.command_class is CommandClass.MODIFY:
             return ViewEntry(COMMANDS, key, f"  #{a.step} {cmd} -> {status}; changed no tracked file", a.step)
@@ -424,7 +435,7 @@ def _attempt_entry(a: Attempt, state: LedgerState) -> ViewEntry:
     verdict = ("result holds" if _known_reads(a) else why) if holds else why
     text = f"  #{a.step} {cmd} -> {status}{same}; {verdict}"
     claim = ("command", a.id, holds, m.path if m else None, m.step if m else None)
-    return ViewEntry(COMMANDS, key, text, a.step, a.step if holds else None, claim=claim)
+    return ViewEntry(COMMANDS, key, text, a.step, own if holds else None, claim=claim)
 
 
 def _same_as(a: Attempt, state: LedgerState) -> int | None:
@@ -479,11 +490,11 @@ def _last_failing_run(state: LedgerState) -> ViewEntry | None:
     a = state.attempts[i]
     if fixed is not None:
         verdict = f"since passed: the same command exited 0 at #{fixed.step}"
-        told = fixed.step
+        told = fixed.step if _told(fixed) else None
     else:
         holds, why, m = _holds(a, state)
         verdict = why if not why.startswith("stale: ") else why.replace("stale: ", "may no longer hold: ")
-        told = a.step if holds else _own(m)
+        told = (a.step if _told(a) else None) if holds else _own(m, state)
     text = f"Last failing run: #{a.step} {short_command(a.command)} (exit {a.exit_code}); {verdict}"
     return ViewEntry("", ("failing",), text, a.step, told)
 
@@ -495,8 +506,9 @@ def _last_refusal(state: LedgerState, as_applied: bool = False) -> ViewEntry | N
             if a.epoch_before != state.epoch or a.env_epoch != state.env_epoch:
                 return None
             reason = a.verdict.reason if len(a.verdict.reason) <= 240 else a.verdict.reason[:239] + "…"
-            text = f"Refused at #{a.step} ({a.verdict.kind.value}, {a.verdict.rule}): {reason}"
-            return ViewEntry("", ("refused",), text, a.step, a.step)
+            whose = "" if _told(a) else ", a subagent's command"
+            text = f"Refused at #{a.step} ({a.verdict.kind.value}, {a.verdict.rule}{whose}): {reason}"
+            return ViewEntry("", ("refused",), text, a.step, a.step if _told(a) else None)
         if a.executed and a.step < state.step - 8:
             return None
     return None

@@ -232,3 +232,15 @@ def test_a_run_with_subagents_resumed_refers_the_main_model_to_what_it_holds(tmp
     assert not (run_dir / "faults.log").exists(), (run_dir / "faults.log").read_text()
     again = function_outputs(fake.by_agent[""][-1])["call_3"]
     assert again.endswith("\nOutput:\n[ledger: same as step 1's output (`cat calc.py`, exit 0)]\n"), again[-400:]
+
+
+def test_a_subagents_edit_is_news_to_the_main_model(tmp_path: Path) -> None:
+    """The main model read calc.py; a subagent edits it; the main model runs another command. Its note says calc.py
+    changed at the subagent's step, the version it saw stale: before, the subagent's step was taken for one whose
+    output had shown the main model the change, and the main model was never told."""
+    e3 = "sed -i 's/return x + 3$/return x + 30/' calc.py"
+    main = [("exec", "cat calc.py"), ("exec", "cat calc.py"), spawn(), ("after", (TASK, ("exec", "true")))]
+    fake, _ = run(tmp_path, [*main, ("say", "done")], [("exec", e3), ("say", "edited")], BIG)  # its reference pays
+    notes = [t for t in developer_texts(fake.by_agent[""][-1]) if "<ledger_update" in t]
+    assert len(notes) == 2 and notes[1].startswith('<ledger_update step="4">\nSeen'), notes
+    assert "calc.py: STALE, changed at step 3 by `sed -i" in notes[1], notes
