@@ -164,6 +164,17 @@ def test_a_subagents_outputs_are_recorded_and_never_referred_to(session: Session
     assert state.attempts[0].answer.get("held") is False
 
 
+def test_a_subagents_call_is_the_subagents_in_the_ledger(session: Session) -> None:
+    """A subagent's call is recorded as its own (its agent_id: inspect, the page and the main model's notes say so),
+    and stale-edit, which judges by the reads on record, does not judge it: none of the subagent's reads is on record,
+    so it would be told "no read of it is on record; read the part you edit first" right after its read."""
+    sub = {"agent_id": "a4f61aef6d8788716", "agent_type": "general-purpose"}
+    session.bash("cat calc.py", **sub)
+    session.bash("sed -i 's/return x + 3$/return x + 30/' calc.py", **sub)
+    a = load(session.run_dir).state.attempts
+    assert [(x.agent, x.verdict.kind) for x in a] == [(sub["agent_id"], VerdictKind.RUN)] * 2
+
+
 def test_a_read_claude_code_takes_for_unchanged_is_flagged_with_the_diff(session: Session) -> None:
     calc = str(session.repo / "calc.py")
     read = session.payload("PostToolUse", "Read", tool_use_id="toolu_r1", tool_input={"file_path": calc})

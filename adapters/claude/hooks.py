@@ -318,7 +318,9 @@ class ClaudeHooks:
         return tool_call(payload.get("tool_name"), payload.get("tool_input"), cwd, self.runtime.workdir)
 
     def _plan(self, call: ToolCall, payload: dict[str, Any]) -> Plan | None:
-        plan = self.runtime.propose(call.label, cwd=call.analysis.cwd, analysis=call.analysis)
+        agent = payload.get("agent_id")
+        agent = agent if isinstance(agent, str) else ""  # the subagent that made the call ("": the main model)
+        plan = self.runtime.propose(call.label, cwd=call.analysis.cwd, analysis=call.analysis, agent=agent)
         if plan is None:
             return None
         plan.held = not payload.get("agent_id")  # a subagent's output is the subagent's
