@@ -74,10 +74,11 @@ def _load_callable(spec: str, name: str) -> Callable[..., Finding | None]:
     module, _, attr = spec.partition(":") if ":" in spec else spec.rpartition(".")
     try:
         fn = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError, ValueError) as e:
+    except Exception as e:  # the user's module runs as it is imported: a SyntaxError or its own raise is theirs too
         # a my_rules.py beside the settings file, or in the current directory, is not importable as it is
         hint = " (a module of your own: put its directory on PYTHONPATH)" if isinstance(e, ModuleNotFoundError) else ""
-        raise PolicyError(f"policy {name!r}: cannot load check {spec!r}: {e}{hint}") from None
+        why = str(e) if isinstance(e, (ImportError, AttributeError, ValueError)) else f"{type(e).__name__}: {e}"
+        raise PolicyError(f"policy {name!r}: cannot load check {spec!r}: {why}{hint}") from None
     if not callable(fn):
         raise PolicyError(f"policy {name!r}: {spec!r} is not callable")
     return fn
@@ -93,7 +94,9 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
                 f'unknown policy {name!r} (built in: {", ".join(builtins)}; your own need check = "module:function")'
             )
     for name in list(builtins) + [n for n in settings if n not in builtins]:
-        given = settings.get(name, {})
+        given = settings.get(name)
+        if given is None:  # YAML's `stale-edit:` with nothing under it: the rule as it comes
+            given = {}
         if not isinstance(given, Mapping):  # `name = false` is not `enabled = false`: read as nothing, it left it on
             raise PolicyError(
                 f"policy {name!r}: must be a table ([ledger.policies.{name}]; enabled = false turns it off), "
