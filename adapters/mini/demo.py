@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 PROJECT: dict[str, str] = {
     "README.md": "# inventory\n\nPrices, discounts and stock for a small shop.\n",
@@ -144,10 +144,7 @@ def lay_out(root: Path) -> None:
         p.write_text(text)
         if rel.endswith(".sh"):
             p.chmod(0o755)
-    env = {
-        **os.environ,
-        **DEMO_GIT,
-    }
+    env = {**_without_git_variables(os.environ), **DEMO_GIT}
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "--no-verify", "-m", "inventory: initial import"]):
         # -c as well: a git before 2.32 reads no GIT_CONFIG_GLOBAL
         done = subprocess.run(
@@ -156,6 +153,13 @@ def lay_out(root: Path) -> None:
         if done.returncode != 0:
             said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
             raise DemoSetUpError(f"git {args[0]} in {root} failed: {said}")
+
+
+def _without_git_variables(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without git's own variables: ``GIT_DIR``, ``GIT_WORK_TREE``, ``GIT_INDEX_FILE`` (a git hook, a
+    ``git rebase -x``, a script that exports them) sent the demo's commit, and its agent's git, to another
+    repository, the user's."""
+    return {k: v for k, v in environ.items() if not k.startswith("GIT_")}
 
 
 class DemoSetUpError(RuntimeError):
@@ -185,6 +189,8 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
     from ledger_adapters.mini.environment import LedgerEnvironment, LedgerModel
     from ledger_runtime import shell_word, touch_private
 
+    for name in set(os.environ) - set(_without_git_variables(os.environ)):  # this process runs the demo alone
+        del os.environ[name]
     base = out_dir or Path(tempfile.mkdtemp(prefix="ledger-demo-"))
     workspace, run_dir = base / "workspace", base / "run"
     workspace.mkdir(parents=True, exist_ok=True)
@@ -197,7 +203,14 @@ def run_demo(out_dir: Path | None, console: Any, *, shadow: bool = False) -> Pat
         inner_class="local",
         cwd=str(workspace),
         timeout=60,
-        env={"PYTHONDONTWRITEBYTECODE": "1", "PAGER": "cat", "GIT_PAGER": "cat"},
+        # the agent's `git diff` is the demo's too: not colored, nor without its a/ b/, by the user's ~/.gitconfig
+        env={
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PAGER": "cat",
+            "GIT_PAGER": "cat",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_CONFIG_NOSYSTEM": "1",
+        },
         ledger={"run_dir": str(run_dir), "task": TASK, "shadow": shadow},
     )
     model = LedgerModel(inner_class="deterministic", outputs=outputs, cost_per_call=0.0)
