@@ -317,6 +317,16 @@ def _fd_identity(fd: int | None) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
+def _refuse_a_closed_stdout() -> None:
+    """``ledger-run ... >&-``: Python has no standard output to print to, and the first print was a traceback."""
+    if sys.stdout is None:
+        if sys.stderr is not None:
+            print(
+                "error: standard output is closed: give it a file, or /dev/null to drop what it prints", file=sys.stderr
+            )
+        sys.exit(2)
+
+
 def main() -> None:
     """Entry point of the ``ledger-run`` script (entry.py sends ``hook`` straight to hookclient.py)."""
     try:  # typer 0.2x carries its own click
@@ -327,6 +337,7 @@ def main() -> None:
     from ledger_runtime.cli.interrupt import interrupted
 
     _tidy_help()
+    _refuse_a_closed_stdout()
     stdout_at_start = _fd_identity(1)
     try:
         code = app(standalone_mode=False)
