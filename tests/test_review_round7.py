@@ -1,0 +1,77 @@
+"""A reviewer's pass over round seven: what its changes broke or missed, each through the real ``ledger-run`` in a
+subprocess (or the real settings loader)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+from cli_support import ledger_run, one_line_error
+
+from ledger_runtime.config import from_mapping
+
+
+def test_a_yaml_rule_with_nothing_under_it_is_the_rule_with_its_defaults():
+    """``policies:`` / ``stale-edit:`` with every key under it commented out is YAML's null: it was the rule as it
+    comes, and round seven's "must be a table" refused it (a mini -c file that ran the day before)."""
+    config = from_mapping(yaml.safe_load("policies:\n  stale-edit:\n    # verdict: REVISE\n  noop-edit:\n"))
+    assert set(config.policies.rules) == {"stale-edit", "noop-edit"}
+
+
+def test_a_rule_module_that_fails_as_it_is_imported_is_one_line(tmp_path):
+    """``check = "my_rules:f"`` where my_rules.py raises as it is imported (a SyntaxError, a RuntimeError): a
+    traceback from ``config --check``, and from ``ledger-run mini``'s new check before the run."""
+    (tmp_path / "broken_rules.py").write_text("raise RuntimeError('boom at import')\n")
+    (tmp_path / "ledger.toml").write_text('[ledger.policies.mine]\ncheck = "broken_rules:f"\n')
+    r = ledger_run("config", "--check", str(tmp_path / "ledger.toml"), env={"PYTHONPATH": _with(tmp_path)})
+    assert "boom at import" in one_line_error(r), r.stderr[-2000:]
+
+
+def _with(path) -> str:
+    return ":".join([str(path), *sys.path])
+
+
+def test_the_demo_never_writes_into_the_repository_git_dir_names(tmp_path):
+    """``GIT_DIR`` in the environment (a git hook, ``git rebase -x``, a script that exports it): the demo's
+    ``git init``/``add``/``commit`` went to that repository, and its project was committed on the user's branch."""
+    mine = tmp_path / "mine"
+    subprocess.run(["git", "init", "-q", str(mine)], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(mine),
+            "-c",
+            "user.name=u",
+            "-c",
+            "user.email=u@x",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+        check=True,
+    )
+    head = subprocess.run(["git", "-C", str(mine), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    r = ledger_run("demo", "-o", str(tmp_path / "d"), env={"GIT_DIR": str(mine / ".git")})
+    assert r.returncode == 0, r.stderr[-2000:]
+    after = subprocess.run(["git", "-C", str(mine), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert after == head
+    assert "baseline commit" in r.stdout and (tmp_path / "d" / "workspace" / ".git").is_dir()
+
+
+@pytest.mark.parametrize("args", [("config",), ("config", "--help")])
+def test_a_closed_standard_output_is_one_line(args):
+    """``ledger-run config >&-``: Python has no sys.stdout, and the first print was an AttributeError traceback."""
+    r = subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", *args],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: __import__("os").close(1),
+    )
+    assert "standard output is closed" in one_line_error(r)
