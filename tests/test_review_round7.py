@@ -9,6 +9,7 @@ import sys
 import pytest
 import yaml
 from cli_support import ledger_run, one_line_error
+from conftest import make_repo
 
 from ledger_runtime.config import from_mapping
 
@@ -75,3 +76,25 @@ def test_a_closed_standard_output_is_one_line(args):
         preexec_fn=lambda: __import__("os").close(1),
     )
     assert "standard output is closed" in one_line_error(r)
+
+
+def test_mini_s_check_of_a_c_file_s_ledger_settings_is_one_line_for_a_key_that_is_not_a_name(tmp_path):
+    """A -c file whose ``environment.ledger`` has ``1: x`` (YAML reads a number): ``ledger-run mini``'s new check
+    before the run ended in ``TypeError: keywords must be strings``, a traceback."""
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    (tmp_path / "odd.yaml").write_text("environment:\n  ledger:\n    1: x\n")
+    r = ledger_run(
+        "mini",
+        "-c",
+        "mini.yaml",
+        "-c",
+        str(tmp_path / "odd.yaml"),
+        "-t",
+        "x",
+        "-m",
+        "openai/gpt-5-mini",
+        "--yolo",
+        cwd=str(repo),
+        env={"OPENAI_API_KEY": "sk-test"},
+    )
+    assert "1 is not the name of a setting" in one_line_error(r)

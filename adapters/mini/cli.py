@@ -179,6 +179,9 @@ def _ledger_settings_problem(ledger: dict) -> str | None:
     from ledger_adapters.mini.environment import LedgerSettings, ledger_config
     from ledger_runtime import ConfigError
 
+    named = [k for k in ledger if not isinstance(k, str)]
+    if named:  # YAML's `1: x`: LedgerSettings(**ledger) is a TypeError, here and in the environment
+        return f"-c environment.ledger: {named[0]!r} is not the name of a setting (docs/settings.md)"
     try:
         ledger_config(LedgerSettings(**ledger), origin="-c environment.ledger")
     except ValidationError as e:
