@@ -98,3 +98,36 @@ def test_mini_s_check_of_a_c_file_s_ledger_settings_is_one_line_for_a_key_that_i
         env={"OPENAI_API_KEY": "sk-test"},
     )
     assert "1 is not the name of a setting" in one_line_error(r)
+
+
+def test_a_damaged_ledger_is_exit_1_and_says_so_when_its_reader_has_left_too(tmp_path):
+    """``ledger-run inspect RUN --json | head`` of a ledger whose stored outputs do not read back: round seven made a
+    reader gone 141, and the ``damaged:`` lines (said after the output) and exit code 1 went with it: a script under
+    ``set -o pipefail`` read "the reader left", never "the ledger is damaged"."""
+    import os
+    import shutil
+    import sqlite3
+
+    r = ledger_run("demo", "-o", str(tmp_path / "d"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    run = tmp_path / "damaged"
+    shutil.copytree(tmp_path / "d" / "run", run)
+    db = sqlite3.connect(run / "ledger.sqlite")
+    db.execute("UPDATE blobs SET codec = 'zlib', data = X'00ff'")
+    db.commit()
+    db.close()
+    read, write = os.pipe()
+    os.close(read)  # `| head -0`: the reader has left
+    try:
+        gone = subprocess.run(
+            [sys.executable, "-m", "ledger_runtime", "inspect", str(run), "--json"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert gone.returncode == 1 and "Traceback" not in gone.stderr, (gone.returncode, gone.stderr[-2000:])
+    assert "damaged: the ledger's blob " in gone.stderr, gone.stderr[-2000:]

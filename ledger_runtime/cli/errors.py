@@ -24,3 +24,8 @@ def fail(message: str, code: int = 2) -> NoReturn:
 def say(label: str, message: str) -> None:
     """One line on stderr under ``label`` (``damaged:``), the message as text, never markup."""
     stderr.print(Text.assemble((label, "red"), " ", visible(message)), highlight=False, soft_wrap=True)
+
+
+class DamagedExit(SystemExit):
+    """Exit code 1 for a damaged ledger, kept when its reader has left as well (``| head``): main makes a reader
+    gone 141, which said nothing of the damage."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ledger_runtime.cli.errors import fail, say, stderr
+from ledger_runtime.cli.errors import DamagedExit, fail, say, stderr
 from ledger_runtime.cli.printable import plain_console, visible, visible_data
 from ledger_runtime.inspection import (
     changes,
@@ -139,10 +139,18 @@ def run(inspection: Inspection) -> None:
     """Print (or write) what ``inspection`` asks for; a blob of the ledger that did not read back, and
     a field of an event that was missing or of the wrong type, is said on stderr, one line each, and
     the exit code is 1."""
+    gone = None  # the reader left (`| head`): the damage found is still said, on stderr
     try:
         _run(inspection)
     except NotALedger as e:  # the ledger became unreadable while its blobs were read
         fail(str(e))
+    except BrokenPipeError as e:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what is still buffered goes nowhere
+        gone = e
+    except SystemExit as e:  # rich's on a broken pipe: /dev/null is on stdout already
+        if e.code != 1 or isinstance(e, DamagedExit):
+            raise
+        gone = e
     damaged = inspection.loaded.damaged
     lines = [f"the ledger's blob {h[:12]} {why}: shown as missing" for h, why in damaged.items()]
     lines += inspection.loaded.state.damaged
@@ -151,7 +159,9 @@ def run(inspection: Inspection) -> None:
     if len(lines) > MAX_DAMAGED:
         say("damaged:", f"{len(lines) - MAX_DAMAGED} more")
     if lines:
-        raise SystemExit(1)
+        raise DamagedExit(1)
+    if gone is not None:
+        raise gone
 
 
 MAX_DAMAGED = 20  # damaged blobs and fields named one by one

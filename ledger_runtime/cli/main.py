@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from ledger_runtime._version import __version__
-from ledger_runtime.cli.errors import fail, stderr  # adapters' commands use them too
+from ledger_runtime.cli.errors import DamagedExit, fail, stderr  # adapters' commands use them too
 
 app = typer.Typer(
     name="ledger-run",
@@ -343,7 +343,7 @@ def main() -> None:
         code = app(standalone_mode=False)
     except SystemExit as e:
         # click and rich exit 1 for a reader gone (`| head`): inspect's exit code for a damaged ledger
-        if e.code == 1 and _stdout_closed(stdout_at_start):
+        if e.code == 1 and not isinstance(e, DamagedExit) and _stdout_closed(stdout_at_start):
             sys.exit(EXIT_STDOUT_CLOSED)
         raise
     except (KeyboardInterrupt, Abort):
