@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 from ledger_runtime.config import FLAT, SECTIONS, LedgerConfig, load_config
+from ledger_runtime.decide.policies import BUILTINS
 from ledger_runtime.section import Section, dotted
 
 
@@ -109,11 +110,13 @@ def check(path: Path) -> LedgerConfig:
 def changed(config: LedgerConfig) -> dict[str, object]:
     """The settings that differ from the defaults, by their sectioned names."""
     default, mine = LedgerConfig().to_dict(), config.to_dict()
+    # a built-in rule's key set to what it is anyway (globs = [], revise_after = 3) changes nothing
+    rules = {name: params for name, (_, params) in BUILTINS.items()}
     out: dict[str, object] = {}
     for flat, (section, key) in FLAT.items():
         if mine[flat] != default[flat]:
             name = dotted(section, "" if key == getattr(SECTIONS.get(section), "whole", None) else key)
-            out.update(_leaves(name, mine[flat], default[flat]))
+            out.update(_leaves(name, mine[flat], rules if section == "policies" else default[flat]))
     return out
 
 

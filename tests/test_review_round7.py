@@ -131,3 +131,16 @@ def test_a_damaged_ledger_is_exit_1_and_says_so_when_its_reader_has_left_too(tmp
         os.close(write)
     assert gone.returncode == 1 and "Traceback" not in gone.stderr, (gone.returncode, gone.stderr[-2000:])
     assert "damaged: the ledger's blob " in gone.stderr, gone.stderr[-2000:]
+
+
+def test_config_check_lists_no_rule_key_set_to_what_it_is_anyway(tmp_path):
+    """Round seven's ``config --check`` lists what a file changes key by key, and compared a rule's keys with no
+    rule at all: ``globs = []`` and ``revise_after = 3`` (each a built-in's default) were said to be changes."""
+    path = tmp_path / "ledger.toml"
+    path.write_text(
+        "[ledger.policies.protected-paths]\nglobs = []\n[ledger.policies.repeat-failure]\nrevise_after = 3\n"
+        '[ledger.policies.stale-edit]\nverdict = "REVISE"\n'
+    )
+    r = ledger_run("config", "--check", str(path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == f'{path}: valid; ledger.policies.stale-edit.verdict = "REVISE"', r.stdout
