@@ -144,3 +144,16 @@ def test_config_check_lists_no_rule_key_set_to_what_it_is_anyway(tmp_path):
     r = ledger_run("config", "--check", str(path))
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == f'{path}: valid; ledger.policies.stale-edit.verdict = "REVISE"', r.stdout
+
+
+@pytest.mark.parametrize("make", ["fifo", "device"])
+def test_config_write_to_what_is_no_regular_file_names_no_force_that_fails(tmp_path, make):
+    """``config --write /dev/null`` (or a FIFO): "exists: pass --force to replace it", and with --force "it is not a
+    regular file", the loop round seven ended for a directory."""
+    import os
+
+    target = tmp_path / "fifo" if make == "fifo" else __import__("pathlib").Path(os.devnull)
+    if make == "fifo":
+        os.mkfifo(target)
+    said = one_line_error(ledger_run("config", "--write", str(target)))
+    assert "--force" not in said and "not a regular file" in said, said

@@ -165,6 +165,8 @@ def _write_starter(write: Path, force: bool, text: str) -> None:
 
     if write.is_dir():  # --force would not help: "pass --force" led to "it is not a regular file"
         fail(f"--write {write} is a directory: give a file, {shell_word(write / 'ledger.toml')} say")
+    if write.exists() and not write.is_file() and not write.is_symlink():  # a device, a FIFO: --force would not help
+        fail(f"--write {write} is not a regular file: give a file, {shell_word(write.parent / 'ledger.toml')} say")
     if write.exists() and not force:
         fail(f"{write} exists: pass --force to replace it")
     try:
