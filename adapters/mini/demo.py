@@ -158,8 +158,8 @@ def lay_out(root: Path) -> None:
 def _without_git_variables(environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` without git's own variables: ``GIT_DIR``, ``GIT_WORK_TREE``, ``GIT_INDEX_FILE`` (a git hook, a
     ``git rebase -x``, a script that exports them) sent the demo's commit, and its agent's git, to another
-    repository, the user's."""
-    return {k: v for k, v in environ.items() if not k.startswith("GIT_")}
+    repository, the user's. ``GIT_EXEC_PATH`` stays: where a relocated git finds its own programs."""
+    return {k: v for k, v in environ.items() if not k.startswith("GIT_") or k == "GIT_EXEC_PATH"}
 
 
 class DemoSetUpError(RuntimeError):
