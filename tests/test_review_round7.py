@@ -157,3 +157,22 @@ def test_config_write_to_what_is_no_regular_file_names_no_force_that_fails(tmp_p
         os.mkfifo(target)
     said = one_line_error(ledger_run("config", "--write", str(target)))
     assert "--force" not in said and "not a regular file" in said, said
+
+
+def test_a_swebench_arm_keeps_the_rules_of_its_ledger_settings_file(tmp_path):
+    """``ledger-run swebench --config`` whose ``environment.ledger`` names a ``config_file`` that sets rules: the arm's
+    own ``policies`` table (SWE-bench's protected paths) replaced the file's whole, and a ``protected-paths`` set only
+    for its verdict lost SWE-bench's globs: both without a word."""
+    from ledger_adapters.mini.environment import LedgerSettings, ledger_config
+    from ledger_harness.swebench.protected import SWEBENCH_PROTECTED
+    from ledger_harness.swebench.run import arm_config
+
+    settings = tmp_path / "ledger.toml"
+    settings.write_text('[ledger.policies.stale-edit]\nverdict = "REVISE"\n')
+    for inline, verdict in (({}, "REVISE"), ({"policies": {"protected-paths": {"verdict": "BLOCK"}}}, "BLOCK")):
+        given = {"environment_class": "docker", "ledger": {"config_file": str(settings), **inline}}
+        ledger = arm_config({"environment": given, "model": {"model_name": "x"}}, "ledger", "run1")["environment"]
+        rules = ledger_config(LedgerSettings(**ledger["ledger"])).policies.rules
+        assert rules["stale-edit"] == {"verdict": "REVISE"}, rules
+        assert rules["protected-paths"].get("globs") == list(SWEBENCH_PROTECTED), rules
+        assert rules["protected-paths"].get("verdict", "REVISE") == verdict

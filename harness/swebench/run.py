@@ -268,6 +268,26 @@ def base_config(
     return config
 
 
+def _arm_policies(ledger: dict[str, Any]) -> dict[str, Any]:
+    """The rules of an arm: the ones its ``config_file`` sets, then the ones set inline, with SWE-bench's protected
+    paths as ``protected-paths``' globs unless they name their own. The table set inline replaces the file's whole
+    (its stale-edit or own rules were dropped without a word), and one that only set protected-paths' verdict lost
+    SWE-bench's globs."""
+    from ledger_runtime import ConfigError, load_config
+
+    rules: dict[str, Any] = {}
+    if ledger.get("config_file"):
+        try:
+            rules = dict(load_config(ledger["config_file"]).policies.rules)
+        except ConfigError:  # the environment says what is wrong with it, in one line
+            pass
+    rules.update(ledger.get("policies") or {})
+    protected = dict(rules.get("protected-paths") or {})
+    protected.setdefault("globs", list(SWEBENCH_PROTECTED))
+    rules["protected-paths"] = protected
+    return rules
+
+
 def arm_config(config: dict[str, Any], arm: str, run_id: str) -> dict[str, Any]:
     """The config of one arm: the environment and the model wrapped by the ledger's classes."""
     env = dict(config.get("environment") or {})
@@ -276,9 +296,7 @@ def arm_config(config: dict[str, Any], arm: str, run_id: str) -> dict[str, Any]:
         inner_env = env.pop("inner_class", "docker")
     ledger = {**(env.pop("ledger", None) or {}), **ARMS[arm]}
     # SWE-bench's prompt asks the agent to leave tests and configuration alone: the gate holds it to that
-    policies = dict(ledger.get("policies") or {})
-    policies.setdefault("protected-paths", {"globs": list(SWEBENCH_PROTECTED)})
-    ledger["policies"] = policies
+    ledger["policies"] = _arm_policies(ledger)
     labels = ["--label", f"{LABEL_RUN}={run_id}", "--label", f"{LABEL_ARM}={arm}"]
     if inner_env in DOCKER_CLASSES:  # labelled, so that an interrupted run leaves no container behind
         run_args = list(env.get("run_args") or ["--rm"])
