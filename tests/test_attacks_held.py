@@ -354,3 +354,34 @@ def test_codex_the_conversation_resumed_on_its_ledger_still_holds_its_outputs(tm
     outputs = function_outputs(fake.agent_requests[-1])
     assert "call_0" in outputs, "the same conversation, resumed"
     assert "[ledger: same as step 1's output (`cat calc.py`, exit 0)]" in list(outputs.values())[-1]
+
+
+def test_opencode_a_subagents_call_is_the_subagents_in_the_ledger(tmp_path: Path) -> None:
+    """An OpenCode subagent's calls were the main model's to the rules and the notes (no ``agent`` to
+    ``propose``, as Claude Code's and Codex's adapters give): the subagent's ``sed -i`` right after its own
+    ``cat`` was NUDGEd "no read of it is on record" (its reads are never on record), and its edit was
+    taken for one the main model had been told of, so no note told the main model of it."""
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    hooks = OpenCodeHooks(rt, None)
+
+    def bash(call: str, session: str, command: str, output: str = "") -> str:
+        payload = {"tool": "bash", "callID": call, "sessionID": session, "directory": str(repo)}
+        payload["args"] = {"command": command, "description": "x"}
+        hooks.handle("ToolBefore", dict(payload))
+        subprocess.run(["bash", "-c", command], cwd=repo, capture_output=True, check=True)
+        got = hooks.handle("ToolAfter", {**payload, "output": output, "metadata": {"exit": 0}})
+        return (got or {}).get("output", output)
+
+    try:
+        hooks.handle("Event", {"type": "session.created", "properties": {"info": {"id": "main"}}})
+        hooks.handle("Event", {"type": "session.created", "properties": {"info": {"id": "sub", "parentID": "main"}}})
+        bash("m1", "main", "cat calc.py", CALC)
+        bash("m1b", "main", "cat calc.py", CALC)  # a reference: what it spares pays for the notes
+        bash("s1", "sub", "cat calc.py", CALC)
+        told_sub = bash("s2", "sub", "sed -i 's/return x + 3$/return x + 30/' calc.py")
+        told_main = bash("m2", "main", "true")
+    finally:
+        rt.close()
+    assert "no read of it is on record" not in told_sub, told_sub
+    assert "calc.py: +1 -1 (last at step 4 by `sed -i" in told_main, told_main

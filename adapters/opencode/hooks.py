@@ -136,10 +136,12 @@ class OpenCodeHooks:
         call_id, call = payload.get("callID"), self._call(payload)
         if not isinstance(call_id, str) or call is None or call_id in self.pending or call_id in self.recorded:
             return None
-        plan = self.runtime.propose(call.label, cwd=call.analysis.cwd, analysis=call.analysis)
+        sid = payload.get("sessionID")
+        agent = sid if self._subagent(sid) else ""  # the subagent that made the call ("": the main model)
+        plan = self.runtime.propose(call.label, cwd=call.analysis.cwd, analysis=call.analysis, agent=agent)
         if plan is None:
             return None
-        plan.held = not self._subagent(payload.get("sessionID"))  # a subagent's output is the subagent's
+        plan.held = not agent  # a subagent's output is the subagent's
         if plan.applied and plan.verdict.kind in (VerdictKind.REVISE, VerdictKind.BLOCK):
             res = self.runtime.answer(plan)
             if res is not None:
