@@ -15,6 +15,13 @@ run, its end after the command), interleaved with its floors:
 - ``floor, hooks in shells``: the same, each interpreter started as Codex starts a hook command
   (``bash -c``): what two hooks that did nothing would cost (the goal is set against ``floor``);
 - ``floor, compiled``: two starts of the compiled client (``--version``) plus ``bash -lc true``;
+- ``floor, the chain's processes``: every process the compiled chain starts, doing none of the ledger's
+  work: the PreToolUse hook's shell and client (``SHELL -c 'CLIENT --version'``), the command's login
+  shell with the client in it and the inner shell the wrapper runs the command in (``bash -lc 'CLIENT
+  --version; bash --noprofile -lc true'``: a fork where the wrapper is exec'd), and the PostToolUse
+  hook's shell with its flag tests (nothing else runs while the flags are clear). What the chain costs
+  over it is the ledger's work and the calls on its socket; a goal below it is below what Codex's shells
+  and a wrapper that can pass on the command's exit code cost on this machine;
 - ``plain``: ``bash -lc true`` alone.
 
 Every process gets a HOME of its own with no login profile: a user's profile (a pyenv init costs
@@ -40,6 +47,7 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -202,6 +210,16 @@ def floor(repo: Path, shell: bool = False, start: list[str] | None = None) -> tu
     return w1 + w2 + w3, c1 + c2 + c3
 
 
+def processes(repo: Path, compiled: list[str]) -> tuple[float, float]:
+    """The processes the compiled chain starts, each doing none of the ledger's work (``floor, the chain's
+    processes`` above)."""
+    client = shlex.join([*compiled, "--version"])
+    w1, c1, _ = timed([SHELL, "-c", client])
+    w2, c2, _ = timed(["bash", "-lc", f"{client} >/dev/null; bash --noprofile -lc true"], cwd=repo)
+    w3, c3, _ = timed([SHELL, "-c", f"[ -e {shlex.quote(str(repo / 'no-post'))} ] || exit 0; exec true"])
+    return w1 + w2 + w3, c1 + c2 + c3
+
+
 def at_once(work, workers: int, rounds: int) -> dict[str, float]:
     """``workers`` threads each doing ``work()`` ``rounds`` times: per second, and CPU ms per one."""
     start = threading.Barrier(workers + 1)
@@ -243,12 +261,15 @@ def measure(chains: dict[str, Chain], repo: Path, n: int, compiled: list[str] | 
     rows |= {"floor": [], "floor, hooks in shells": [], "plain": []}
     if compiled:
         rows["floor, compiled"] = []
+        rows["floor, the chain's processes"] = []
     parts: dict[str, list[list[float]]] = {k: [] for k in chains}
     for i in range(n):
         kinds = list(rows)
         for kind in kinds if i % 2 else kinds[::-1]:
             if kind == "plain":
                 w, c, _ = timed(["bash", "-lc", "true"], cwd=repo)
+            elif kind == "floor, the chain's processes" and compiled:
+                w, c = processes(repo, compiled)
             elif kind.startswith("floor"):
                 start = [*compiled, "--version"] if kind == "floor, compiled" and compiled else None
                 w, c = floor(repo, shell=kind == "floor, hooks in shells", start=start)
@@ -303,6 +324,8 @@ def main() -> int:
     over_floor = {name: ratio(table[f"chain, {name}"], table["floor"]) for name in chains}
     over_shells = {name: ratio(table[f"chain, {name}"], table["floor, hooks in shells"]) for name in chains}
     over_plain = {name: ratio(table[f"chain, {name}"], table["plain"]) for name in chains}
+    procs = table.get("floor, the chain's processes")
+    over_procs = {name: ratio(table[f"chain, {name}"], procs) for name in chains if name == "compiled" and procs}
     print(f"{'':>24} {'wall p50':>9} {'wall p95':>9} {'cpu p50':>8}   (ms, n={args.n})")
     for k, v in table.items():
         print(f"{k:>24} {v['wall_p50_ms']:>9} {v['wall_p95_ms']:>9} {v['cpu_p50_ms']:>8}")
@@ -313,6 +336,12 @@ def main() -> int:
         print(
             f"chain, {name} (p50): {over_floor[name]['wall']}x the floor wall, {over_floor[name]['cpu']}x cpu; "
             f"{over_shells[name]['wall']}x with the hooks in shells; {over_plain[name]['wall']}x plain"
+            + (f"; {over_procs[name]['wall']}x the chain's processes" if name in over_procs else "")
+        )
+    if procs:
+        print(
+            f"the chain's processes alone (no ledger work): {procs['wall_p50_ms']} ms p50 wall, "
+            f"{round(procs['wall_p50_ms'] / table['plain']['wall_p50_ms'], 2)}x plain"
         )
     throughput = {}
     if together:
@@ -345,6 +374,7 @@ def main() -> int:
         "chain_over_floor_p50": over_floor,
         "chain_over_floor_hooks_in_shells_p50": over_shells,
         "chain_over_plain_p50": over_plain,
+        "chain_over_its_processes_p50": over_procs,
         "at_once": {"workers": args.workers, "rounds": args.rounds, **together, "throughput": throughput},
         "faults": {name: len(text.splitlines()) for name, text in faults.items()},
         "command": " ".join(
