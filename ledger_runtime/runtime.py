@@ -431,6 +431,8 @@ class LedgerRuntime:
 
     def _plan(self, command: str, cwd: str, step: int, analysis: Analysis | None = None, agent: str = "") -> Plan:
         analysis = naming_no_nul(analysis or analyze(command, cwd, self.submission), self.workdir)
+        if agent:  # its repeats are its own runs: the policies and govern read whose proposal it is here
+            analysis = dataclasses.replace(analysis, agent=agent)
         cwd = analysis.cwd if "\0" in cwd else cwd
         prescanned = self._settle()  # the scan taken while the model thought, if any
         before = self.scans.before(analysis.readonly, prescanned is not None, step)

@@ -39,6 +39,8 @@ def test_a_nudge_says_only_what_the_records_say(rt):
     assert (
         v.kind is VerdictKind.NUDGE and verdict_fails(v, rt.state, rt.state.attempts[0].normalized, rt.workdir) is None
     )
+    helper = verdict_fails(v, rt.state, rt.state.attempts[0].normalized, rt.workdir, "helper")
+    assert helper is not None and "for the agent that runs it" in helper, "a subagent never failed at step 1"
     rt.run("echo more >> b.py", EX)  # a file changes: "no file ... changed since step 2" no longer holds
     a = rt.state.attempts[0]
     assert "b.py changed at step 3" in verdict_fails(v, rt.state, a.normalized, a.cwd)

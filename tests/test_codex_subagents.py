@@ -244,3 +244,19 @@ def test_a_subagents_edit_is_news_to_the_main_model(tmp_path: Path) -> None:
     notes = [t for t in developer_texts(fake.by_agent[""][-1]) if "<ledger_update" in t]
     assert len(notes) == 2 and notes[1].startswith('<ledger_update step="4">\nSeen'), notes
     assert "calc.py: STALE, changed at step 3 by `sed -i" in notes[1], notes
+
+
+def test_a_subagent_running_a_command_the_main_model_failed_at_is_not_told_it_failed(tmp_path: Path) -> None:
+    """The main model's script failed twice; a subagent runs it for its first time: it runs, and the subagent is told
+    nothing of the main model's failures (before, it was refused: "change something before running it a 3rd time").
+    The main model's third run is refused, citing its own two failures only."""
+    fail = "python3 -c 'import sys; sys.exit(3)'"
+    main = [("exec", fail), ("exec", fail), spawn(), ("after", (TASK, ("exec", fail))), ("say", "done")]
+    sub = [("exec", fail), ("say", "ran it")]
+    fake, run_dir = run(tmp_path, main, sub)
+    got = function_outputs(fake.by_agent[TASK][-1])[f"{TASK}_call_0"]
+    assert "[ledger" not in got and "Process exited with code 3\n" in got, got
+    verdicts = [(bool(a.agent), a.verdict.kind.value, a.executed) for a in load(run_dir).state.attempts]
+    assert verdicts == [(False, "RUN", True), (False, "NUDGE", True), (True, "RUN", True), (False, "REVISE", False)]
+    told = function_outputs(fake.by_agent[""][-1])["call_3"]
+    assert "REVISE by policy repeat-failure" in told and "it failed at steps 1, 2;" in told, told

@@ -222,6 +222,33 @@ def test_repeat_failure_nudges_then_revises(repo, tmp_path):
     assert run(two, TEST).verdict.kind is VerdictKind.REVISE
 
 
+def run_as(rt: LedgerRuntime, cmd: str, agent: str):
+    """``cmd`` proposed by ``agent`` ("": the main model), as a hook adapter drives it: run unless refused."""
+    plan = rt.propose(cmd, agent=agent)
+    assert plan is not None
+    if not plan.verdict.kind.executes:
+        return rt.answer(plan)
+    return rt.record(plan, EX(cmd, str(rt.workdir)), 0.1)
+
+
+def test_repeat_failure_counts_each_agents_own_failures(repo, tmp_path):
+    """The main model's test run failed twice; a subagent runs it for its first time: it runs, with no note (before, it
+    was refused: "change something before running it a 3rd time", which it never ran). Its second run is nudged citing
+    its own step only, and the main model's third is refused citing its own two."""
+    with runtime(repo, tmp_path) as rt:
+        assert [run_as(rt, TEST, "").verdict.kind for _ in range(2)] == [VerdictKind.RUN, VerdictKind.NUDGE]
+        sub = run_as(rt, TEST, "helper")
+        assert sub.verdict.kind is VerdictKind.RUN and sub.executed and "[ledger]" not in sub.output, sub.output
+        again = run_as(rt, TEST, "helper")
+        assert again.verdict.kind is VerdictKind.NUDGE and again.verdict.rule == "repeat-failure", again.verdict
+        assert "changed since step 3, where this same command failed (exit 1)" in again.output, again.output
+        assert "failed at steps" not in again.output, again.output
+        main = run_as(rt, TEST, "")
+        assert main.verdict.kind is VerdictKind.REVISE and not main.executed, main.verdict
+        assert "changed since step 2, where" in main.output and "failed at steps 1, 2;" in main.output, main.output
+    assert not (tmp_path / "run" / "faults.log").exists()
+
+
 def test_user_rules_by_dotted_path_and_fail_open(repo, tmp_path):
     rules = {
         "no-docs": {"check": "custom_rules:no_docs", "verdict": "REVISE"},

@@ -93,6 +93,7 @@ class Analysis:
     origin: str = ""  # the directory the command was given in (``cwd`` folds a leading ``cd DIR &&`` in)
     raw: bool = False  # the command asks for its output in full (RAW_ESCAPE)
     readonly: bool = False  # writes nothing and runs nothing the analysis does not know (pure implies it)
+    agent: str = ""  # the subagent that proposes it, set by the runtime ("": the main model); repeats are its own
 
     @property
     def writes_any(self) -> bool:

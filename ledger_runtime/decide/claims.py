@@ -56,21 +56,24 @@ def unchanged_since(state: Any, a: Attempt | None, exit_code: Any = None) -> str
     return None
 
 
-def _attempt_at(state: Any, step: int, normalized: str, cwd: str) -> Attempt | None:
-    return next((a for a in state.repeats_of(normalized, cwd) if a.step == step and a.executed), None)
+def _attempt_at(state: Any, step: int, normalized: str, cwd: str, agent: str) -> Attempt | None:
+    """The same agent's run of the command at ``step``: another agent's is not one this agent made."""
+    return next((a for a in state.repeats_of(normalized, cwd, agent) if a.step == step and a.executed), None)
 
 
-def _repeat_failure(found: dict, state: Any, normalized: str, cwd: str) -> str | None:
+def _repeat_failure(found: dict, state: Any, normalized: str, cwd: str, agent: str) -> str | None:
     steps = found.get("failed_at") or ()
     for step in steps:
-        a = _attempt_at(state, step, normalized, cwd)
+        a = _attempt_at(state, step, normalized, cwd, agent)
         if a is None or a.exit_code in (0, None):
-            return f"the same command did not fail at step {step}"
-    last = _attempt_at(state, max(steps), normalized, cwd) if steps else None
+            return f"the same command did not fail at step {step}" + (
+                " for the agent that runs it" if a is None else ""
+            )
+    last = _attempt_at(state, max(steps), normalized, cwd, agent) if steps else None
     return unchanged_since(state, last, found.get("exit_code"))
 
 
-def _stale_edit(found: dict, state: Any, normalized: str, cwd: str) -> str | None:
+def _stale_edit(found: dict, state: Any, normalized: str, cwd: str, agent: str) -> str | None:
     path, read, changed = found.get("path"), found.get("read_at"), found.get("changed_at")
     if changed is None:
         return None  # never read: says nothing of a change
@@ -81,7 +84,7 @@ def _stale_edit(found: dict, state: Any, normalized: str, cwd: str) -> str | Non
     return None
 
 
-def _verify_before_submit(found: dict, state: Any, normalized: str, cwd: str) -> str | None:
+def _verify_before_submit(found: dict, state: Any, normalized: str, cwd: str, agent: str) -> str | None:
     last_run = found.get("last_run_step")
     for path in found.get("changed") or ():
         mods = state.modifications_of(path)
@@ -90,7 +93,7 @@ def _verify_before_submit(found: dict, state: Any, normalized: str, cwd: str) ->
     return None
 
 
-def _destructive(found: dict, state: Any, normalized: str, cwd: str) -> str | None:
+def _destructive(found: dict, state: Any, normalized: str, cwd: str, agent: str) -> str | None:
     """Checks "would throw away the changes to X, Y": each changed since the start, or was uncommitted at it."""
     base = state.baseline
     dirty = {os.path.join(base.root, p) for p in base.dirty_paths} if base is not None else set()
@@ -110,16 +113,21 @@ RULE_CLAIMS = {
 }
 
 
-def verdict_fails(v: Verdict, state: Any, normalized: str, cwd: str) -> str | None:
-    """Why a verdict's reason says what the records do not bear out, or None; users' rules are not checked."""
+def verdict_fails(v: Verdict, state: Any, normalized: str, cwd: str, agent: str = "") -> str | None:
+    """Why a verdict's reason says what the records do not bear out, or None; users' rules are not checked.
+
+    ``agent``: the subagent whose command it is ("": the main model); a repeat is of its own runs only."""
     if v.kind is VerdictKind.NUDGE and v.rule is None and v.ref_attempt is not None:  # govern's repeat
-        return unchanged_since(state, state.attempt(v.ref_attempt))
+        ref = state.attempt(v.ref_attempt)
+        if ref is not None and (ref.normalized, ref.cwd, ref.agent) != (normalized, cwd, agent):
+            return f"step {ref.step} is not a run of this command by the agent that runs it"
+        return unchanged_since(state, ref)
     evidence = v.evidence or {}
     if v.rule and "," not in v.rule and v.rule not in evidence:  # one rule's verdict, before gate.compose
         evidence = {v.rule: evidence}
     for rule, found in evidence.items():
         check = RULE_CLAIMS.get(rule)
-        why = check(found, state, normalized, cwd) if check is not None and isinstance(found, dict) else None
+        why = check(found, state, normalized, cwd, agent) if check is not None and isinstance(found, dict) else None
         if why is not None:
             return why
     return None

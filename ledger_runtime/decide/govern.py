@@ -19,8 +19,8 @@ _READERS = (CommandClass.INSPECT, CommandClass.SEARCH)
 
 
 def _candidate(proposal: Analysis, state: LedgerState) -> Attempt | None:
-    """The newest earlier execution of the same command in the same directory, if any."""
-    for a in state.repeats_of(proposal.normalized, proposal.cwd):
+    """The newest earlier execution of the same command in the same directory by the same agent, if any."""
+    for a in state.repeats_of(proposal.normalized, proposal.cwd, proposal.agent):
         src = state.attempt(state.source_of(a.id))
         if src is not None and src.executed:
             return src

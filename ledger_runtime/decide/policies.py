@@ -10,7 +10,8 @@
   changed, goes through.
 - ``noop-edit`` (NUDGE, after the command ran): an edit that changed no file.
 - ``repeat-failure`` (NUDGE, REVISE from ``revise_after`` runs): the same failing command again with no tracked file
-  changed since. A pure reader's repeat runs instead, answered against what the model holds.
+  changed since, by the same agent (a subagent's runs count for it alone, the main model's for the main model). A pure
+  reader's repeat runs instead, answered against what the model holds.
 """
 
 from __future__ import annotations
@@ -300,7 +301,7 @@ def repeat_failure(proposal: Analysis, state: LedgerState, current: WorkspaceNow
     if proposal.submits or proposal.pure or proposal.command_class in (CommandClass.MODIFY, CommandClass.ENV):
         return None  # a pure reader's repeat runs: its answer refers to what the model holds
     chain = []
-    for a in state.repeats_of(proposal.normalized, proposal.cwd):
+    for a in state.repeats_of(proposal.normalized, proposal.cwd, proposal.agent):  # its own: another's ran apart
         if not a.executed:
             continue
         if a.exit_code in (0, None) or a.epoch_after != state.epoch or a.env_epoch != state.env_epoch or a.exception:

@@ -46,7 +46,7 @@ class LedgerState:
     env_epoch: int = 0  # environment changes so far (package installs, exports)
     step: int = 0
     context_floor: int = 0  # outputs of earlier steps are gone from the model's context (a compaction)
-    _by_key: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    _by_key: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
     _obs_by_path: dict[str, list[Observation]] = field(default_factory=dict)
     _obs_by_target: dict[str, list[Observation]] = field(default_factory=dict)  # reads through a link, by its file
     _mods_by_path: dict[str, list[Modification]] = field(default_factory=dict)
@@ -147,7 +147,7 @@ class LedgerState:
         self._ids_rise = self._ids_rise and (not self.attempts or a.id > self.attempts[-1].id)
         self.attempts.append(a)
         self._by_id[a.id] = a
-        self._by_key.setdefault((a.normalized, a.cwd), []).append(a.id)
+        self._by_key.setdefault((a.normalized, a.cwd, a.agent), []).append(a.id)
         self.step = max(self.step, a.step)
         nth = self._per_step.get(a.step, 0) + 1
         self._per_step[a.step] = nth
@@ -231,9 +231,11 @@ class LedgerState:
         """The executed attempt behind a chain of reuses; itself when it ran."""
         return self._reuse_sources.get(attempt_id, attempt_id)
 
-    def repeats_of(self, normalized: str, cwd: str) -> Iterator[Attempt]:
-        """Earlier attempts of the same command in the same directory, newest first, as they are read."""
-        return (self._by_id[i] for i in reversed(self._by_key.get((normalized, cwd), [])))
+    def repeats_of(self, normalized: str, cwd: str, agent: str = "") -> Iterator[Attempt]:
+        """Earlier attempts of the same command in the same directory by the same agent, newest first, as they are read.
+
+        ``agent``: the subagent, as the agent names it ("": the main model); another's runs are not its repeats."""
+        return (self._by_id[i] for i in reversed(self._by_key.get((normalized, cwd, agent), [])))
 
     def modifications_after(self, step: int) -> list[Modification]:
         """The modifications at ``step`` and after, in order."""

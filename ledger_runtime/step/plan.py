@@ -112,7 +112,11 @@ def _borne_out(v: Verdict, analysis: Analysis, state: Any, on_fault: Callable[[s
     """Whether the ledger's records bear out what a verdict's reason says of the run.
 
     A claim they do not bear out is never sent: the verdict is dropped, and a fault says why."""
-    why = verdict_fails(v, state, analysis.normalized, analysis.cwd) if v.kind is not VerdictKind.RUN else None
+    why = (
+        verdict_fails(v, state, analysis.normalized, analysis.cwd, analysis.agent)
+        if v.kind is not VerdictKind.RUN
+        else None
+    )
     if why is not None:
         on_fault(f"checking the reason of {v.rule or 'govern'}'s {v.kind.value}", ValueError(why))
     return why is None
