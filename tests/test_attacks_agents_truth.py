@@ -135,6 +135,44 @@ def test_opencode_an_output_its_prune_cleared_is_never_referred_to(tmp_path: Pat
     assert not s.faults(), s.faults()
 
 
+def test_opencode_an_output_its_prune_cleared_is_not_referred_to_when_the_event_comes_late(tmp_path: Path) -> None:
+    """OpenCode's prune marks a part cleared in its database, and its bus event reaches the ledger by the plugin's own
+    HTTP call, which may come after the next tool call's: a `cat` of the same file came back as "same as step 1's
+    output", an output the model no longer held. The database is read before the call is answered. OpenCode's
+    database as it keeps it (a ``part`` table: its session, its JSON); the event never comes here."""
+    import sqlite3
+
+    from conftest import make_repo
+
+    from ledger_adapters.opencode.hooks import OpenCodeHooks
+    from ledger_runtime import LedgerRuntime
+
+    repo = make_repo(tmp_path / "repo", {"big0.txt": BIG["big0.txt"]})
+    db = tmp_path / "opencode.db"
+    con = sqlite3.connect(db)
+    con.execute("create table part (id, message_id, session_id, data)")
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    hooks = OpenCodeHooks(rt, db)
+    got = []
+    try:
+        for i in range(2):
+            call = {"tool": "bash", "callID": f"c{i}", "sessionID": "ses", "args": {"command": "cat big0.txt"}}
+            assert hooks.handle("ToolBefore", {**call, "directory": str(repo)}) is None
+            out = BIG["big0.txt"]
+            answer = hooks.handle("ToolAfter", {**call, "directory": str(repo), "output": out, "metadata": {"exit": 0}})
+            got.append(answer["output"] if answer else out)
+            state = {"status": "completed", "output": got[-1], "time": {"start": 1, "end": 2, "compacted": 3}}
+            part = {"type": "tool", "callID": f"c{i}", "state": state}  # cleared as soon as it is written
+            con.execute("insert into part values (?, 'm', 'ses', ?)", (i, json.dumps(part)))
+            con.commit()
+        hooks.finish()
+    finally:
+        con.close()
+        rt.close()
+    assert got[1].startswith(BIG["big0.txt"][:200]) and "[ledger: same as" not in got[1], got[1][:300]
+    assert not (tmp_path / "run" / "faults.log").exists(), (tmp_path / "run" / "faults.log").read_text()[:500]
+
+
 @pytest.mark.skipif(GEMINI is None, reason="no gemini binary on PATH or in $LEDGER_GEMINI_BIN")
 def test_gemini_a_result_it_cuts_is_checked_as_cut_and_never_referred_to(tmp_path: Path) -> None:
     """`seq 1 20000` twice: Gemini CLI sends a result past 40,000 characters cut to its first 8,000 and last 32,000

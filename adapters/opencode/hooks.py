@@ -14,7 +14,8 @@ checked against the real ``opencode`` 1.18.33: docs/opencode.md.
 - ``Event`` (bus events): ``session.created`` with a parent is a subagent's session, whose calls are
   recorded and shown as they are; ``session.compacted``: the outputs shown before are gone from the
   model's context, no later answer refers to them (so too when OpenCode's prune clears a recorded call's
-  output, ``time.compacted``); a tool part in ``error`` is a call that failed
+  output, ``time.compacted``: read from its database before each call is answered as well, since the bus event
+  may come after the next call); a tool part in ``error`` is a call that failed
   before ``tool.execute.after`` (refused by OpenCode's permissions, a tool's error); ``session.idle``
   ends a turn, the model's submission: in an interactive session ``verify-before-submit`` answers with
   its reason as the next prompt (OpenCode has no hook that holds a turn back).
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger_adapters.opencode.session import tool_parts
+from ledger_adapters.opencode.session import cleared_calls, tool_parts
 from ledger_adapters.opencode.tools import (
     EDITS,
     NO_OUTPUT,
@@ -99,6 +100,7 @@ class OpenCodeHooks:
             return self.before(payload)
         if event == "ToolAfter":
             self._check()
+            self._pruned()
             return self.after(payload)
         if event == "Prompt":
             if isinstance(payload.get("prompt"), str) and not self._subagent(payload.get("sessionID")):
@@ -272,11 +274,24 @@ class OpenCodeHooks:
         if state.get("status") != "completed" or not times.get("compacted"):
             return False
         call = part.get("callID") if isinstance(part.get("callID"), str) else None  # a call id is text
-        if call in self.recorded and not self._subagent(part.get("sessionID")) and self.recorded[call] > self.cleared:
+        if not self._subagent(part.get("sessionID")):
+            self._forget_cleared(call)
+        return True
+
+    def _pruned(self) -> None:
+        """The outputs OpenCode's database says its prune cleared in the main session, read before a call is answered:
+        the bus event that tells it may reach the ledger after the next call, whose answer could then refer to an
+        output the model no longer holds."""
+        if self.db is not None and self.conversation is not None:
+            for call in cleared_calls(self.db, self.conversation):
+                self._forget_cleared(call)
+
+    def _forget_cleared(self, call: str | None) -> None:
+        """A recorded call's output cleared: no later answer refers to the outputs shown so far, once per prune."""
+        if call in self.recorded and self.recorded[call] > self.cleared:
             self.cleared = max(self.recorded.values())
             self.runtime.forget_context()  # its event resets the notes (the whole view next)
             self.files.forget()
-        return True
 
     def _failed(self, part: Any) -> None:
         """A call that failed before tool.execute.after (OpenCode's permission refused it, its tool

@@ -64,6 +64,22 @@ def tool_parts(db: Path, session_ids: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def cleared_calls(db: Path, session_id: str) -> list[str]:
+    """The call ids of a session's tool parts whose output OpenCode cleared from what it sends the model (its prune,
+    ``"compaction": {"prune": true}``: ``state.time.compacted``), in order."""
+    out = []
+    # only the parts that name it are parsed: a long session's outputs are read once per call otherwise
+    for (data,) in _rows(
+        db, "select data from part where session_id = ? and data like ? order by id", (session_id, "%compacted%")
+    ):
+        part = _json(data)
+        state = part.get("state") if isinstance(part.get("state"), dict) else {}
+        times = state.get("time") if isinstance(state.get("time"), dict) else {}
+        if part.get("type") == "tool" and isinstance(part.get("callID"), str) and times.get("compacted"):
+            out.append(part["callID"])
+    return out
+
+
 def export(db: Path, session_ids: list[str]) -> dict[str, dict[str, Any]]:
     """session id -> the session (its row's title and parent) with its messages, each with its parts, in order."""
     out: dict[str, dict[str, Any]] = {}
