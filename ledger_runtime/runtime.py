@@ -369,10 +369,7 @@ class LedgerRuntime:
         self._prepare(plan)
         started = time.perf_counter()
         try:
-            # the directory asked for: one with a NUL is analysed as the work tree, but the command never runs
-            # there (it was not asked to); the executor says it could not start
-            asked = os.path.abspath(cwd or self.workdir)
-            res = execute(command, asked if "\0" in asked else plan.cwd)
+            res = execute(command, plan.cwd)
         except BaseException as exc:  # Submitted, interrupts: record what happened, then let it go on
             self._safely(self._record_interrupted, plan, time.perf_counter() - started, exc)
             raise
@@ -430,10 +427,12 @@ class LedgerRuntime:
             return RunResult(res.output, res.returncode, plan.verdict, True, None, res.exception_info, res.extra)
 
     def _plan(self, command: str, cwd: str, step: int, analysis: Analysis | None = None, agent: str = "") -> Plan:
+        # a directory with a NUL (no directory has such a name) is analysed as the work tree, but the plan keeps the
+        # directory asked for: the command runs there or nowhere (the executor says it could not start), never in the
+        # work tree it was not asked to run in
         analysis = naming_no_nul(analysis or analyze(command, cwd, self.submission), self.workdir)
         if agent:  # its repeats are its own runs: the policies and govern read whose proposal it is here
             analysis = dataclasses.replace(analysis, agent=agent)
-        cwd = analysis.cwd if "\0" in cwd else cwd
         prescanned = self._settle()  # the scan taken while the model thought, if any
         before = self.scans.before(analysis.readonly, prescanned is not None, step)
         self.scans.watch(analysis, step)  # before it runs: a file it names is tracked from its state now

@@ -202,3 +202,26 @@ def test_a_command_asked_to_run_in_a_directory_with_a_nul_is_not_run_in_the_work
     assert (repo / "calc.py").read_text() == CALC, "the command ran in the work tree"
     assert res.returncode == -1 and "could not start the command" in res.exception_info
     assert [a.command for a in load(tmp_path / "run").state.attempts] == ["rm -f calc.py"]
+
+
+def test_a_plan_for_a_directory_with_a_nul_keeps_the_directory_asked_for(tmp_path: Path) -> None:
+    """An adapter that runs a plan itself runs it in ``plan.cwd``. For a directory with a NUL the plan's directory
+    was the work tree, where the analysis reads the command: ``rm -f calc.py`` meant for ``build\\0`` removed the
+    work tree's calc.py (only ``run`` worked the asked directory out again). The plan keeps the directory asked for;
+    the command cannot start there, and its record says why."""
+    from ledger_runtime.executor import LocalExecutor
+
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    asked = str(repo / "build\0")
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    try:
+        plan = rt.propose("rm -f calc.py", cwd=asked)
+        assert plan is not None and plan.cwd == asked and plan.analysis.cwd == str(repo), plan
+        res = rt.record(plan, LocalExecutor()(plan.command, plan.cwd), 0.01)
+    finally:
+        rt.close()
+    assert (repo / "calc.py").read_text() == CALC, "the command ran in the work tree"
+    assert res.returncode == -1 and "could not start the command" in res.exception_info
+    (a,) = load(tmp_path / "run").state.attempts
+    assert a.command == "rm -f calc.py" and a.exception == "could not start the command: embedded null byte", a
+    assert not (tmp_path / "run" / "faults.log").exists(), (tmp_path / "run" / "faults.log").read_text()[:500]

@@ -44,7 +44,7 @@ class Plan:
     decided from ``facts``, to which ``let_run`` and ``ran_instead`` add."""
 
     command: str
-    cwd: str
+    cwd: str  # the directory asked for (the analysis reads one with a NUL, which no directory has, as the work tree)
     step: int
     analysis: Analysis
     facts: VerdictFacts
