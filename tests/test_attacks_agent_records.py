@@ -336,3 +336,29 @@ def test_an_opencode_cleared_part_whose_call_id_is_not_text_loses_no_call(tmp_pa
         rt.close()
     (attempt,) = load(tmp_path / "run").state.attempts
     assert attempt.command == "cat calc.py" and attempt.exit_code == 0
+
+
+def test_an_opencode_subagents_call_with_no_tool_before_is_not_the_main_models_repeat(tmp_path: Path) -> None:
+    """A subagent's call whose ``tool.execute.before`` never came was recorded as the main model's: two such failed
+    runs of a script, and the main model running it for its first time was refused ("change something before
+    running it a 3rd time"). They are the subagent's: the main model's run goes on, with no note."""
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    hooks = OpenCodeHooks(rt, None)
+    fail = {"tool": "bash", "args": {"command": "python3 calc.py --check"}, "directory": str(repo)}
+    try:
+        hooks.handle("Event", {"type": "session.created", "properties": {"info": {"id": "main"}}})
+        hooks.handle("Event", {"type": "session.created", "properties": {"info": {"id": "sub", "parentID": "main"}}})
+        for i in range(2):
+            ran = {**fail, "callID": f"s{i}", "sessionID": "sub", "output": "no\n", "metadata": {"exit": 1}}
+            hooks.handle("ToolAfter", ran)
+        assert hooks.handle("ToolBefore", {**fail, "callID": "m0", "sessionID": "main"}) is None
+        after = hooks.handle(
+            "ToolAfter", {**fail, "callID": "m0", "sessionID": "main", "output": "no\n", "metadata": {"exit": 1}}
+        )
+        assert after is None or "[ledger] NUDGE" not in after["output"], after
+        hooks.finish()
+    finally:
+        rt.close()
+    attempts = load(tmp_path / "run").state.attempts
+    assert [(a.agent, a.verdict.kind.value) for a in attempts] == [("sub", "RUN"), ("sub", "NUDGE"), ("", "RUN")]

@@ -166,8 +166,13 @@ class OpenCodeHooks:
         pending = self.pending.pop(call_id, None)
         if pending is not None:
             return pending
-        call = self._call(payload)
-        plan = self.runtime.propose(call.label, cwd=call.analysis.cwd, analysis=call.analysis) if call else None
+        call, sid = self._call(payload), payload.get("sessionID")
+        agent = sid if self._subagent(sid) else ""  # a subagent's call: its runs are not the main model's repeats
+        plan = (
+            self.runtime.propose(call.label, cwd=call.analysis.cwd, analysis=call.analysis, agent=agent)
+            if call
+            else None
+        )
         if plan is None or call is None:
             return None
         plan.held = False  # not a call the ledger saw start
