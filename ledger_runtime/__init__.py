@@ -5,10 +5,11 @@ on first use so that importing the package costs nothing, which the hook client'
 measures the rooms; nothing here imports it.
 
 The rooms, from the bottom up, each importing only rooms below it (tests/test_structure.py): ``records`` and ``lines``,
-the vocabulary; ``analysis``, what a command reads, shows and writes; ``workspace``, snapshots and signatures;
-``ledger``, state, store and masking; ``answers``, built from fresh outputs; ``held``, what the model holds; ``decide``,
-the verdicts; ``inform``, the state view; ``config``; ``step``, one step's stages; ``runtime``, their front;
-``inspection``; ``trajectories``, recorded runs; ``cli``. ``hooks`` stands alone, standard library only.
+the vocabulary, and ``json_text``, JSON records read; ``analysis``, what a command reads, shows and writes;
+``workspace``, snapshots and signatures; ``ledger``, state, store and masking; ``answers``, built from fresh outputs;
+``held``, what the model holds; ``decide``, the verdicts; ``inform``, the state view; ``config``; ``step``, one step's
+stages; ``runtime``, their front; ``inspection``; ``trajectories``, recorded runs; ``cli``. ``hooks`` stands alone on
+the standard library and ``json_text``.
 """
 
 from __future__ import annotations
@@ -105,6 +106,8 @@ _EXPORTS = {
     "leave_conversation": "ledger.private",
     "regular_only": "trajectories",
     "MAX_RECORD_BYTES": "ledger.private",
+    "json_value": "json_text",
+    "UnreadableJSON": "json_text",
     "SeenFiles": "seen",
     "file_diff": "seen",
     "file_text": "seen",

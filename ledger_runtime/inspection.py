@@ -7,7 +7,6 @@ prints; ``render_*`` draw it with rich.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 import shlex
@@ -27,6 +26,7 @@ from ledger_runtime.answers.build import ExpandError
 from ledger_runtime.answers.transcript import Transcript
 from ledger_runtime.config import LedgerConfig, from_mapping, is_setting
 from ledger_runtime.inform import render
+from ledger_runtime.json_text import UnreadableJSON, json_value
 from ledger_runtime.ledger.private import read_record
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.ledger.store import LEDGER_FILE, LedgerStore, NotALedger, writer_max
@@ -138,11 +138,9 @@ UNREADABLE = object()  # a JSON file that cannot be read, or not as a mapping
 def _named_ledger(p: Path) -> Any:
     """What a JSON file says under ``info.ledger.path``: None for nothing, UNREADABLE, or NotALedger if unparsable."""
     try:
-        return (json.loads(read_record(p).decode("utf-8")).get("info") or {}).get("ledger", {}).get("path")
-    except ValueError as e:
+        return (json_value(read_record(p).decode("utf-8")).get("info") or {}).get("ledger", {}).get("path")
+    except (UnreadableJSON, UnicodeDecodeError) as e:
         raise NotALedger(p, f"a JSON file that does not parse ({e})") from None
-    except RecursionError:
-        raise NotALedger(p, "a JSON file nested too deep to read") from None
     except (OSError, AttributeError):
         return UNREADABLE
 

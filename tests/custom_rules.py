@@ -26,6 +26,21 @@ def unserialisable(proposal, state, current, rule):
     return Finding("fires always", {"paths": {object()}})
 
 
+def _nested(depth: int) -> list:
+    evidence: list = []
+    for _ in range(depth):
+        evidence = [evidence]
+    return evidence
+
+
+def deep(proposal, state, current, rule):
+    return Finding("fires always", {"paths": _nested(5000)})
+
+
+def just_under(proposal, state, current, rule):  # what json.dumps reaches where the gate checks it
+    return Finding("fires always", {"paths": _nested(990)})
+
+
 def bad_verdict(proposal, state, current, rule):
     return Finding("fires always", verdict="MAYBE")
 

@@ -59,7 +59,7 @@ def test_a_config_nested_too_deep_or_endless_is_one_line(tmp_path: Path) -> None
 def test_inspect_of_a_json_file_nested_too_deep_is_not_a_ledger(tmp_path: Path) -> None:
     deep = tmp_path / "deep.traj.json"
     deep.write_text("[" * DEEP + "]" * DEEP)
-    with pytest.raises(NotALedger, match="nested too deep"):
+    with pytest.raises(NotALedger, match="JSON nested deeper than it can be read"):
         find_ledger(deep)
 
 

@@ -193,6 +193,31 @@ def test_meta_values_nested_past_the_parser_are_read_as_text(run_dir: Path, tmp_
         assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-1500:]
 
 
+def test_an_event_body_nested_past_the_parser_is_a_fault_in_its_place(run_dir: Path, tmp_path: Path) -> None:
+    """An event's body of 5,000 '[' raised RecursionError where the reader of events catches ValueError: inspect ended
+    with a traceback, not the line that names the damaged event, and no later event was read."""
+    crafted = copy_with(
+        run_dir,
+        tmp_path / "e",
+        "DROP TRIGGER events_no_update",
+        "UPDATE events SET body = '" + "[" * 5000 + "' WHERE seq = 2",
+    )
+    p = subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", "inspect", str(crafted), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=ENV,
+    )
+    assert "Traceback" not in p.stderr and "event 2: its body does not read (JSON nested deeper" in p.stderr, p.stderr
+    s = store.LedgerStore.open(crafted / "ledger.sqlite")
+    events = list(s.events())
+    s.close()
+    assert [e["kind"] for e in events if e["seq"] == 2] == ["fault"]
+    assert "nested deeper than it can be read" in next(e["message"] for e in events if e["seq"] == 2)
+    assert len(events) > 2  # the events after it are read all the same
+
+
 def test_a_resumed_run_never_writes_through_a_ledger_made_a_link(run_dir: Path, tmp_path: Path) -> None:
     """A run directory whose ledger.sqlite is a link to another run's ledger: a run that went on with it
     (a resumed session) appended its steps to the other run's ledger, as SQLite follows a link."""

@@ -401,6 +401,19 @@ def test_a_rule_with_bad_evidence_or_verdict_fails_open(repo, tmp_path):
     assert "policy odd" in faults and "policy weak" in faults
 
 
+@pytest.mark.parametrize("check", ["deep", "just_under"])
+def test_a_rules_evidence_nested_too_deep_is_its_fault_and_the_command_runs(repo, tmp_path, check):
+    """Evidence nested past what json.dumps reaches raised RecursionError where the gate caught TypeError and
+    ValueError: a fault before the command, which ran with no record of it. Evidence just under that depth passed the
+    gate's check, then failed where the ledger wrote it, nested a few levels deeper in the verdict."""
+    rt = runtime(repo, tmp_path, {"deep": {"check": f"custom_rules:{check}", "verdict": "BLOCK"}})
+    r = run(rt, "echo hi")
+    rt.close()
+    assert r.executed and r.verdict.kind is VerdictKind.RUN and r.output == "hi\n"
+    assert load(tmp_path / "run").state.attempts[0].command == "echo hi", "the record is kept"
+    assert "policy deep" in (tmp_path / "run" / "faults.log").read_text()
+
+
 def test_parameters_are_checked(tmp_path):
     for policies, message in (
         ({"destructive": {"patterns": "\\bdropdb\\b"}}, "must be a list of strings"),

@@ -21,7 +21,7 @@ from typing import Any, Callable, List, Optional
 
 import typer
 
-from ledger_runtime import LedgerOptions, ctrl_c_is_the_agents, warn_unheard
+from ledger_runtime import LedgerOptions, UnreadableJSON, ctrl_c_is_the_agents, json_value, warn_unheard
 
 CLAUDE_VERSION = "2.1.332"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g @anthropic-ai/claude-code@{CLAUDE_VERSION}"
@@ -118,12 +118,9 @@ def user_settings(given: str | None) -> dict[str, Any]:
         except ValueError as e:
             raise ValueError(f"--settings {given}: {e}") from e
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise ValueError(f"--settings {given[:80]}: not JSON ({type(e).__name__}: {e})") from e
-    if not isinstance(data, dict):
-        raise ValueError(f"--settings {given[:80]}: not a JSON object")
-    return data
+        return json_value(text, dict)
+    except UnreadableJSON as e:
+        raise ValueError(f"--settings {given[:80]}: {e}") from None
 
 
 def hook_settings(hook: Callable[[str], dict[str, Any]], base: dict[str, Any]) -> dict[str, Any]:
@@ -171,9 +168,9 @@ def hooks_disabled(workdir: Path, home: Path) -> Path | None:
     project = workdir / ".claude"
     for path in (home / "settings.json", project / "settings.json", project / "settings.local.json"):
         try:
-            if json.loads(settings_text(path)).get("disableAllHooks") is True:
+            if json_value(settings_text(path), dict).get("disableAllHooks") is True:
                 return path
-        except (OSError, ValueError, AttributeError, RecursionError):
+        except (OSError, ValueError):  # UnreadableJSON
             continue
     return None
 

@@ -19,11 +19,10 @@ malformed line is skipped and counted, a last line still being written is read o
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger_runtime import appended_lines, refreshed
+from ledger_runtime import appended_lines, json_value, refreshed
 
 CHAIN = ("user", "assistant", "system", "attachment")
 
@@ -67,11 +66,11 @@ class TranscriptReader:
         for raw in lines:
             try:
                 self._line(raw)
-            except (ValueError, TypeError, AttributeError, RecursionError):  # skipped: the lines after it are read
+            except (ValueError, TypeError, AttributeError):  # UnreadableJSON too: skipped, the lines after it are read
                 self.bad_lines += 1
 
     def _line(self, raw: bytes) -> None:
-        entry = json.loads(raw)
+        entry = json_value(raw)
         kind = entry.get("type")
         if kind not in CHAIN or entry.get("isSidechain") is True:
             return

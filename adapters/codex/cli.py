@@ -14,7 +14,6 @@ hooks it bypasses trust for are this run's and the user's own).
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shlex
@@ -33,6 +32,7 @@ from ledger_runtime import (  # noqa: F401 (hook_launcher: named here by tests)
     exec_either,
     fast_launcher,
     hook_launcher,
+    json_value,
     run_agent,
     toml_inline,
     warn_unheard,
@@ -156,8 +156,8 @@ def login_secrets(source: Path) -> tuple[str, ...]:
     """The values of the user's Codex login (API key, tokens): masked in what the ledger stores,
     should the agent print the file."""
     try:
-        data = json.loads((source / AUTH_FILE).read_text())
-    except (OSError, ValueError):
+        data = json_value((source / AUTH_FILE).read_text())
+    except (OSError, ValueError):  # UnreadableJSON, UnicodeDecodeError
         return ()
     found: list[str] = []
 
@@ -171,7 +171,10 @@ def login_secrets(source: Path) -> tuple[str, ...]:
             for x in v:
                 walk(x)
 
-    walk(data)
+    try:
+        walk(data)
+    except RecursionError:  # read, nested past what the walk reaches: no login file, then
+        return ()
     return tuple(found)
 
 

@@ -25,7 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from ledger_runtime import Conversation, ModelTurn, RecordedFormat, TrajectoryError, read_record
+from ledger_runtime import (
+    Conversation,
+    ModelTurn,
+    RecordedFormat,
+    TrajectoryError,
+    UnreadableJSON,
+    json_value,
+    read_record,
+)
 
 
 @dataclass
@@ -61,11 +69,11 @@ class RolloutReader:
             for raw in lines:
                 try:
                     self._line(raw)
-                except (ValueError, TypeError, AttributeError, RecursionError):  # a line of a shape never seen:
+                except (ValueError, TypeError, AttributeError):  # UnreadableJSON, or a line of a shape never seen:
                     self.bad_lines += 1  # skipped, and the lines after it are read all the same
 
     def _line(self, raw: bytes) -> None:  # noqa: C901
-        entry = json.loads(raw)
+        entry = json_value(raw)
         kind = entry.get("type")
         p = entry.get("payload") or {}
         if kind == "compacted":
@@ -108,10 +116,9 @@ class RolloutReader:
 def call_arguments(text: Any) -> dict[str, Any] | None:
     """A function call's arguments (JSON text the model wrote) as an object; None when they are not one."""
     try:
-        args = json.loads(text or "{}") if isinstance(text, (str, bytes)) else None
-    except (ValueError, RecursionError):
+        return json_value(text or "{}", dict) if isinstance(text, (str, bytes)) else None
+    except UnreadableJSON:
         return None
-    return args if isinstance(args, dict) else None
 
 
 def named_command(args: dict[str, Any]) -> str | None:
@@ -150,10 +157,10 @@ def _entries(lines: list[bytes]) -> Iterator[tuple[dict[str, Any], Any]]:
     """Each line of a rollout that is a JSON object, with its payload (a malformed line is skipped)."""
     for raw in lines:
         try:
-            entry = json.loads(raw)
-            yield entry, entry.get("payload") or {}
-        except (ValueError, AttributeError, RecursionError):
+            entry = json_value(raw, dict)
+        except UnreadableJSON:
             continue
+        yield entry, entry.get("payload") or {}
 
 
 def model_inputs(path: str) -> list[list[dict[str, Any]]]:
@@ -232,8 +239,8 @@ def _outputs(item: dict[str, Any]) -> list[str]:
     Codex's JSON of one (``{"output": ..., "metadata": ...}``)."""
     text = item_text(item)[1]
     try:
-        inner = json.loads(text) if text.startswith("{") else None
-    except (ValueError, RecursionError):  # a command's output nested past the parser
+        inner = json_value(text) if text.startswith("{") else None
+    except UnreadableJSON:  # a command's output nested past the parser
         inner = None
     return [text] + ([inner["output"]] if isinstance(inner, dict) and isinstance(inner.get("output"), str) else [])
 
@@ -360,8 +367,8 @@ def is_subagents(path: Path) -> bool:
     that cannot be read or says nothing of it is not)."""
     try:
         first = read_record(path, META_BYTES).split(b"\n", 1)[0]
-        entry = json.loads(first)
-    except (OSError, ValueError):
+        entry = json_value(first)
+    except (OSError, ValueError):  # UnreadableJSON: nested past the parser too
         return False
     meta = entry.get("payload") if isinstance(entry, dict) and entry.get("type") == "session_meta" else None
     if not isinstance(meta, dict):

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 import secrets
 import shlex
@@ -43,8 +42,10 @@ from ledger_runtime import (
     Baseline,
     FileState,
     Snapshot,
+    UnreadableJSON,
     UntrackedTree,
     analyze,
+    json_value,
     pack_sources,
     scanner_sources,
 )
@@ -151,10 +152,8 @@ class ContainerWorkspace:
         for line in reversed(raw.decode("utf-8", "replace").strip().splitlines()):
             if line.startswith("{"):
                 try:
-                    data = json.loads(line)
-                except ValueError:
-                    break
-                if not isinstance(data, dict):
+                    data = json_value(line, dict)
+                except UnreadableJSON:
                     break
                 if "error" in data:
                     raise HelperError(f"helper: {data['error']}")
@@ -252,8 +251,8 @@ class ContainerWorkspace:
         rest = output[cut + len(self.marker) + 2 :]
         line, _, after = rest.partition("\n")
         try:
-            report = json.loads(line)
-            if not isinstance(report, dict) or "error" in report or report.get("nonce") != self.nonce:
+            report = json_value(line, dict)
+            if "error" in report or report.get("nonce") != self.nonce:
                 raise ValueError("not a report of this run's helper")
         except ValueError:
             self._report = None

@@ -35,7 +35,7 @@ def read_settings(path: Path) -> dict[str, Any]:
     """A Gemini CLI settings file (JSON with comments); {} when there is none. ValueError, saying which
     file, when it is not an object: a work tree's ``.gemini/settings.json`` is the repository's, and may
     be anything (a link to ``/dev/zero``, nesting past the recursion limit, bytes that are not text)."""
-    from ledger_runtime import read_record
+    from ledger_runtime import UnreadableJSON, json_value, read_record
 
     try:
         data = read_record(path, MAX_SETTINGS_BYTES + 1)
@@ -47,12 +47,11 @@ def read_settings(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: over {MAX_SETTINGS_BYTES:,} bytes: not a settings file")
     try:
         text = data.decode("utf-8-sig")
-        data = json.loads(_COMMENT.sub(lambda m: m.group(0) if m.group(0).startswith('"') else "", text) or "{}")
-    except (ValueError, RecursionError) as e:
+        return json_value(_COMMENT.sub(lambda m: m.group(0) if m.group(0).startswith('"') else "", text) or "{}", dict)
+    except UnicodeDecodeError as e:
         raise ValueError(f"{path}: not JSON ({type(e).__name__}: {e})") from e
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a JSON object")
-    return data
+    except UnreadableJSON as e:
+        raise ValueError(f"{path}: {e}") from None
 
 
 def hooks_off(settings: dict[str, Any]) -> bool:

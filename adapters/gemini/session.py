@@ -30,6 +30,7 @@ from ledger_runtime import (
     RecordedFormat,
     TrajectoryError,
     appended_lines,
+    json_value,
     read_record,
     refreshed,
 )
@@ -86,11 +87,11 @@ class SessionReader:
         for raw in lines:
             try:
                 self._line(raw)
-            except (ValueError, TypeError, RecursionError):  # skipped: the lines after it are read all the same
+            except (ValueError, TypeError):  # UnreadableJSON too: skipped, the lines after it are read all the same
                 self.bad_lines += 1
 
     def _line(self, raw: bytes) -> None:
-        record = json.loads(raw)
+        record = json_value(raw)
         if not isinstance(record, dict):
             self.bad_lines += 1
         elif isinstance(record.get("$rewindTo"), str):
@@ -160,9 +161,9 @@ def conversation(path: Path) -> Conversation:
     except OSError as e:
         raise TrajectoryError(f"{path}: cannot read: {e.strerror or e}") from None
     try:
-        if "sessionId" not in json.loads(head):
+        if "sessionId" not in json_value(head, dict):
             raise ValueError
-    except (ValueError, TypeError, RecursionError):
+    except ValueError:  # UnreadableJSON
         raise TrajectoryError(f"{path}: not a Gemini CLI session (no session header)") from None
     reader = read_whole(SessionReader(str(path)))
     turns, task = [], ""

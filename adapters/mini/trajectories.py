@@ -18,7 +18,6 @@ ledger (the run directory's ``trajectory.traj.json``, a SWE-bench instance's ``<
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import re
 from pathlib import Path
@@ -34,6 +33,8 @@ from ledger_runtime import (
     Trajectory,
     TrajectoryError,
     Truncation,
+    UnreadableJSON,
+    json_value,
     read_record,
 )
 
@@ -59,12 +60,11 @@ def parse_observation(text: str) -> tuple[int | None, str]:
 def _read(path: Path) -> dict[str, Any]:
     """A ``.traj.json`` file's JSON (TrajectoryError, one line, when it is not one)."""
     try:
-        data = json.loads(read_record(path).decode("utf-8"))
+        data = json_value(read_record(path).decode("utf-8"))
     except (OSError, UnicodeDecodeError) as e:
         raise TrajectoryError(f"{path}: cannot read: {e}") from None
-    except json.JSONDecodeError as e:
-        msg = e.msg[:-3] if e.msg.endswith(" at") else e.msg  # json's "Invalid control character at"
-        raise TrajectoryError(f"{path}: not JSON: {msg} at line {e.lineno}, column {e.colno}") from None
+    except UnreadableJSON as e:
+        raise TrajectoryError(f"{path}: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise TrajectoryError(f"{path}: not a mini-swe-agent trajectory (no messages list)")
     return data
@@ -159,9 +159,9 @@ def from_actions_jsonl(path: Path, notes: list[str] | None = None) -> Iterator[T
         with opener(path, "rt", encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
                 try:
-                    row = json.loads(line)
+                    row = json_value(line, dict)
                     by_id.setdefault(row["instance_id"], []).append(row)
-                except (ValueError, KeyError, TypeError) as e:
+                except (ValueError, KeyError, TypeError) as e:  # UnreadableJSON: nested past the parser too
                     if notes is not None:
                         notes.append(f"{path}:{n}: skipped a malformed row ({e})")
     except (OSError, EOFError, UnicodeDecodeError) as e:
@@ -331,9 +331,9 @@ def _names(path: Path, ledger: Path) -> bool:
     that file, or (the run was moved) names one that is not there, and the ledger lies beside the
     trajectory or in the ``ledger/`` beside it."""
     try:
-        data = json.loads(read_record(path).decode("utf-8"))
+        data = json_value(read_record(path).decode("utf-8"))
         named = ((data.get("info") or {}).get("ledger") or {}).get("path")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError):  # UnreadableJSON: nested past the parser too
         return False
     if not isinstance(named, str) or not named:
         return False

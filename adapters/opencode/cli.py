@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from ledger_runtime import AgentOptions, ctrl_c_is_the_agents, warn_unheard
+from ledger_runtime import AgentOptions, UnreadableJSON, ctrl_c_is_the_agents, json_value, warn_unheard
 
 OPENCODE_VERSION = "1.18.33"  # the version this adapter is checked against (see README)
 INSTALL_HINT = f"npm install -g opencode-ai@{OPENCODE_VERSION}"
@@ -53,11 +53,9 @@ def with_plugin(given: str | None, plugin: Path) -> str:
     """``OPENCODE_CONFIG_CONTENT`` for the run: the user's own (a JSON object, if any) with the ledger's
     plugin added after theirs. ValueError when theirs is not a JSON object."""
     try:
-        config: Any = json.loads(given) if given and given.strip() else {}
-    except (ValueError, RecursionError) as e:
-        raise ValueError(f"OPENCODE_CONFIG_CONTENT is not JSON ({type(e).__name__}: {e})") from None
-    if not isinstance(config, dict):
-        raise ValueError("OPENCODE_CONFIG_CONTENT is not a JSON object")
+        config: Any = json_value(given, dict) if given and given.strip() else {}
+    except UnreadableJSON as e:
+        raise ValueError(f"OPENCODE_CONFIG_CONTENT: {e}") from None
     plugins = config.get("plugin") if isinstance(config.get("plugin"), list) else []
     return json.dumps({**config, "plugin": [*plugins, plugin.as_uri()]})
 

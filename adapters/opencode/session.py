@@ -11,7 +11,6 @@ is writing is read as it stands (SQLite's WAL), and one that cannot be read read
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import urllib.parse
@@ -19,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from ledger_adapters.opencode.tools import tool_call
-from ledger_runtime import Conversation, ModelTurn, RecordedFormat, TrajectoryError, read_record
+from ledger_runtime import (
+    Conversation,
+    ModelTurn,
+    RecordedFormat,
+    TrajectoryError,
+    UnreadableJSON,
+    json_value,
+    read_record,
+)
 
 
 def db_path(env: dict[str, str]) -> Path:
@@ -45,10 +52,9 @@ def _rows(db: Path, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
 
 def _json(text: Any) -> dict[str, Any]:
     try:
-        value = json.loads(text)
-    except (TypeError, ValueError, RecursionError):  # a part nested past the parser (a model's tool input)
+        return json_value(text, dict)
+    except UnreadableJSON:  # a part nested past the parser (a model's tool input) too
         return {}
-    return value if isinstance(value, dict) else {}
 
 
 def tool_parts(db: Path, session_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -138,8 +144,8 @@ def conversation(path: Path) -> Conversation:
     """A session the run kept (``export``) as the model's side of the run: one turn per model call (an
     assistant message: its text, reasoning, tool calls, tokens, cost and time)."""
     try:
-        session = json.loads(read_record(path))
-    except (OSError, ValueError, RecursionError) as e:
+        session = json_value(read_record(path))
+    except (OSError, ValueError) as e:  # UnreadableJSON
         raise TrajectoryError(f"{path}: cannot read: {e}") from None
     if not isinstance(session, dict) or not isinstance(session.get("messages"), list) or "parent" not in session:
         raise TrajectoryError(f"{path}: not an OpenCode session kept by ledger-run (no messages)")

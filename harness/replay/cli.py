@@ -36,7 +36,7 @@ from ledger_harness.replay.report import (
     summarize_context,
     tables,
 )
-from ledger_runtime import plain_console, shell_word
+from ledger_runtime import json_value, plain_console, shell_word
 from ledger_runtime.inspection import Loaded, load, summary
 from ledger_runtime.ledger.observe import Truncation
 from ledger_runtime.ledger.private import private_dir, write_private
@@ -78,10 +78,10 @@ def _instances(path: Path | None) -> tuple[dict[str, str], dict[str, str]]:
         for line in f:
             lines += bool(line.strip())
             try:
-                row = json.loads(line)
+                row = json_value(line, dict)
                 commits[row["instance_id"]] = row["base_commit"]
                 repos[row["instance_id"]] = row.get("repo", "")
-            except (ValueError, KeyError, TypeError, RecursionError):  # not an instance: nested too deep, say
+            except (ValueError, KeyError, TypeError):  # not an instance: UnreadableJSON (nested too deep, say)
                 continue
     if lines and not commits:
         raise ValueError(f"{path}: no line is a SWE-bench instance (JSON with instance_id and base_commit)")
@@ -674,8 +674,8 @@ def _done(path: Path, contexts: tuple[str, ...], models: tuple[str, ...] = ()) -
     if not contexts:
         return True
     try:
-        arms = _field(_field(json.loads(path.read_text()), "cost"), "arms")
-    except (OSError, ValueError, RecursionError):
+        arms = _field(_field(json_value(path.read_text()), "cost"), "arms")
+    except (OSError, ValueError):  # UnreadableJSON, UnicodeDecodeError
         return False
     # a result of another shape (edited by hand, another tool's file) has not measured them: replayed again
     return all(m in _field(arms, c) for c in ("ledger", *contexts) if c != "full" for m in models)

@@ -334,13 +334,13 @@ def _claims_lines(c: dict[str, Any]) -> list[str]:
 
 
 def load_results(out: Path) -> list[dict]:
-    import json
+    from ledger_runtime import json_value
 
     results = []
     for p in sorted(out.glob("*.json")):
         try:
-            data = json.loads(p.read_text())
-        except ValueError:
+            data = json_value(p.read_text())
+        except ValueError:  # UnreadableJSON (nested past the parser too), UnicodeDecodeError
             continue
         if isinstance(data, dict) and data.get("status") == "done":
             results.append(data)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ledger_harness.swebench.protected import SWEBENCH_PROTECTED
-from ledger_runtime import private_dir, write_private
+from ledger_runtime import json_value, private_dir, write_private
 
 ARMS: dict[str, dict[str, Any]] = {
     "ledger": {"inform": True, "govern": True, "shadow": False},
@@ -331,14 +331,6 @@ def versions() -> dict[str, str | None]:
 
 
 # -- an arm's directory ------------------------------------------------------------------------------
-
-
-def json_value(text: str | bytes) -> Any:
-    """``json.loads``, with JSON nested past the recursion limit a ValueError like any JSON it cannot read."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError("JSON nested deeper than it can be read") from None
 
 
 def read_json(path: Path) -> Any:

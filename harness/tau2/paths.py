@@ -7,8 +7,9 @@ VerdictFacts: tool names and return shapes of tau2-bench's tools (../shared/docs
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from ledger_runtime import UnreadableJSON, json_value
 
 READS = {
     "airline": {
@@ -55,8 +56,8 @@ def parse(content: Any) -> Any:
     if not isinstance(content, str):
         return content
     try:
-        return json.loads(content)
-    except ValueError:
+        return json_value(content)
+    except UnreadableJSON:  # not JSON, or nested past the parser: the text as it is
         return content
 
 

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from ledger_runtime.analysis.commands import Analysis
+from ledger_runtime.json_text import nested_deeper
 from ledger_runtime.records import Verdict, VerdictKind
 
 GATE_KINDS = (VerdictKind.NUDGE, VerdictKind.REVISE, VerdictKind.BLOCK)
+MAX_EVIDENCE_LEVELS = 100  # a rule's evidence is a few levels deep; a thousand fail where the ledger writes them
 
 
 class PolicyError(ValueError):
@@ -271,7 +273,10 @@ def _verdict_of(rule: Rule, found: Any, on_fault: Callable[[str, BaseException],
     try:
         if not isinstance(found, Finding):
             raise TypeError(f"returned {type(found).__name__}, not a Finding or None")
-        # the evidence is written to the ledger as JSON: anything else is a fault of the rule
+        # the evidence is written to the ledger as JSON: anything else is a fault of the rule, and so is JSON nested
+        # deeper than the ledger writes, within a verdict within an event, wherever the step's stack stands
+        if nested_deeper(found.evidence, MAX_EVIDENCE_LEVELS):
+            raise ValueError(f"evidence nested deeper than {MAX_EVIDENCE_LEVELS} levels")
         evidence = json.loads(json.dumps(dict(found.evidence or {})))
         escalated = VerdictKind(found.verdict) if found.verdict is not None else rule.verdict
         if escalated not in GATE_KINDS:

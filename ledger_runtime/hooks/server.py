@@ -43,6 +43,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ledger_runtime.json_text import UnreadableJSON, json_value
+
 Handler = Callable[[str, dict[str, Any]], dict[str, Any] | bytes | None]
 After = Callable[[str, str | None], None]  # (event, call) once its answer is sent
 # (event, token the call carried, the tool call it speaks for) -> whether it may be served; called from
@@ -164,13 +166,9 @@ def event_payload(event: str, body: bytes) -> dict[str, Any]:
     otherwise (the socket server's and the HTTP server's alike). It quotes none of the body: a command
     in it may hold a secret, which a cut could leave partly unmasked in faults.log."""
     try:
-        payload = json.loads(body)
-    except (ValueError, RecursionError) as e:
-        why = f"{e.msg} at byte {e.pos}" if isinstance(e, json.JSONDecodeError) else type(e).__name__
-        raise ValueError(f"{event} payload is not JSON ({len(body):,} bytes; {why})") from None
-    if not isinstance(payload, dict):
-        raise ValueError(f"{event} payload is not a JSON object (a JSON {type(payload).__name__})")
-    return payload
+        return json_value(body, dict)
+    except UnreadableJSON as e:  # "is not JSON: ... at line 1, column 9", "is not a JSON object (a JSON array)"
+        raise ValueError(f"{event} payload is {e} ({len(body):,} bytes)") from None
 
 
 @dataclass
@@ -203,12 +201,11 @@ def fault_kind(e: BaseException) -> tuple[str, str, int]:
 
 
 def parse_header(line: bytes) -> tuple[str, str | None, str | None, bool]:
-    """(event, token, call, raw) of a call's first line; ValueError when it is not one (a line nested
-    past the parser's depth too: its RecursionError would end the thread that reads every first line)."""
+    """(event, token, call, raw) of a call's first line; ValueError when it is not one."""
     try:
-        header = json.loads(line)
-    except RecursionError:
-        raise ValueError("not a hook call: a first line nested too deep") from None
+        header = json_value(line)
+    except UnreadableJSON as e:  # nested past the parser too: its RecursionError would end the thread
+        raise ValueError(f"not a hook call: {e}") from None
     if not isinstance(header, dict) or not isinstance(header.get("event"), str):
         raise ValueError(f"not a hook call: {line[:60]!r}")
     token, call = header.get("token"), header.get("call")

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ledger_runtime.json_text import UnreadableJSON, json_value
 from ledger_runtime.ledger.private import touch_private, write_private
 from ledger_runtime.ledger.redact import Redactor
 
@@ -31,19 +32,23 @@ def masked(value: Any, redactor: Redactor) -> Any:
 def mask_json_file(path: Path, redactor: Redactor) -> str | None:
     """Rewrites a JSON file owner-only with its secrets masked; returns a one-line problem (file unchanged), or None."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_value(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as e:
+    except UnreadableJSON as e:
+        return f"{path}: not masked, it is not JSON that can be read ({e})"
+    except (OSError, ValueError) as e:  # UnicodeDecodeError
         return f"{path}: not masked, it is not JSON that can be read ({type(e).__name__}: {e})"
-    out = masked(data, redactor) if redactor.active else data
     try:
+        out = masked(data, redactor) if redactor.active else data
         if out != data:
             write_private(path, json.dumps(out, indent=2))
         else:
             touch_private(path)  # owner-only, as it stands
     except OSError as e:
         return f"{path}: not masked ({e.strerror or e})"
+    except RecursionError:  # read, but nested past what masking, comparing or writing it reaches
+        return f"{path}: not masked, it is JSON nested deeper than it can be masked"
     return None
 
 
@@ -67,8 +72,8 @@ def keep_masked_jsonl(sources: dict[str, str], out: Path, redactor: Redactor) ->
         kept = []
         for line in lines:
             try:
-                kept.append(json.dumps(masked(json.loads(line), redactor)))
-            except (ValueError, RecursionError):  # not JSON, or nested past what is read: kept as masked text
+                kept.append(json.dumps(masked(json_value(line), redactor)))
+            except (UnreadableJSON, RecursionError):  # not JSON, or nested past what is read or masked: masked text
                 kept.append(redactor.mask(line))
         write_private(out / f"{Path(path).stem}.jsonl", "".join(x + "\n" for x in kept))
     write_private(out / "sessions.json", json.dumps(sources, indent=1) + "\n")

@@ -276,7 +276,7 @@ def left_conversation(path: str | os.PathLike, step: int) -> dict | None:
     transcript's path, its compactions and rewinds): None when there is nothing readable of that shape, or when the
     ledger has gone on since (``step``, its last step now, is not the one that run ended at: another run, of another
     agent, showed those steps' outputs in a conversation of its own)."""
-    import json
+    from ledger_runtime.json_text import json_value
 
     try:  # ours, a regular file, never through a link; JSON nested past the parser's depth is no shape either
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
@@ -284,12 +284,12 @@ def left_conversation(path: str | os.PathLike, step: int) -> dict | None:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
                 return None
-            left = json.loads(os.read(fd, 64 * 1024))
+            left = json_value(os.read(fd, 64 * 1024), dict)
         finally:
             os.close(fd)
-    except (OSError, ValueError, RecursionError):
+    except (OSError, ValueError):  # ValueError: UnreadableJSON
         return None
-    if not isinstance(left, dict) or not isinstance(left.get("transcript"), str):
+    if not isinstance(left.get("transcript"), str):
         return None
     if not all(type(left.get(k)) is int for k in ("compactions", "branches", "step")) or left["step"] != step:
         return None

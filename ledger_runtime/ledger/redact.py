@@ -144,7 +144,6 @@ def file_secrets(path: str | os.PathLike, *, all_values: bool = False) -> list[s
     """The values of an agent's login file (JSON: OAuth tokens, an API key it keeps) worth masking: its
     strings of at least 8 characters under a key that names a key, a token or a secret (every string:
     ``all_values``, for a file that holds nothing else); none when it cannot be read."""
-    import json
 
     found: list[str] = []
 
@@ -158,11 +157,12 @@ def file_secrets(path: str | os.PathLike, *, all_values: bool = False) -> list[s
             for x in v:
                 walk(x, keyed)
 
+    from ledger_runtime.json_text import json_value
     from ledger_runtime.ledger.private import read_record
 
     try:  # a regular file only (a FIFO or /dev/zero in its place would hold the run's start)
-        walk(json.loads(read_record(path).decode("utf-8")), all_values)
-    except (OSError, ValueError, RecursionError):
+        walk(json_value(read_record(path).decode("utf-8")), all_values)
+    except (OSError, ValueError, RecursionError):  # UnreadableJSON; walk's RecursionError past the parser's depth
         return []
     return list(dict.fromkeys(found))
 

@@ -20,6 +20,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from ledger_runtime.json_text import UnreadableJSON, json_value
 from ledger_runtime.ledger.private import private_dir, touch_private
 from ledger_runtime.ledger.redact import Redactor
 from ledger_runtime.lines import common_prefix, common_suffix
@@ -162,9 +163,9 @@ def _body(text: str) -> Any:
     """An event's body; read again with ``_whole`` only where an integer too long for Python made it fail (a crafted
     ledger's): a hook through every integer of every event would double the time a ledger takes to read."""
     try:
-        return json.loads(text)
-    except ValueError:
-        return json.loads(text, parse_int=_whole)
+        return json_value(text, dict)
+    except UnreadableJSON:
+        return json_value(text, dict, parse_int=_whole)
 
 
 class LedgerStore:
@@ -427,8 +428,8 @@ class LedgerStore:
         out: dict[str, Any] = {}
         for k, v in self._conn.execute("SELECT key, value FROM meta"):
             try:
-                out[k] = json.loads(v)
-            except (ValueError, TypeError, RecursionError):  # not JSON, or nested past the parser: the text
+                out[k] = json_value(v)
+            except UnreadableJSON:  # not JSON, or nested past the parser: the text
                 out[k] = v
         return out
 
@@ -451,9 +452,7 @@ class LedgerStore:
             kind, step, at = self._envelope(seq, kind, step, at)
             try:
                 data = _body(body)
-                if not isinstance(data, dict):
-                    raise ValueError("event body is not an object")
-            except (ValueError, TypeError) as e:
+            except UnreadableJSON as e:
                 self.damaged_events.append(
                     f"event {seq}: its body does not read ({str(e)[:200]}): a fault in its place"
                 )
