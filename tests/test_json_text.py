@@ -117,3 +117,29 @@ def test_harness_records_nested_too_deep_read_as_text_or_are_skipped(tmp_path: P
     (tmp_path / "a.json").write_text(DEEP)
     (tmp_path / "b.json").write_text('{"status": "done", "instance_id": "b"}')
     assert [r["instance_id"] for r in load_results(tmp_path)] == ["b"]
+
+
+@pytest.mark.parametrize(
+    "text,said",
+    [
+        ("not json", "not JSON: Expecting value at line 1, column 1"),
+        (DEEP, "JSON nested deeper than it can be read"),
+        ('{"id": 1}', "not a JSON array (a JSON object)"),
+    ],
+)
+def test_tau2_gate_of_a_task_file_that_is_not_a_list_of_tasks_is_one_line(tmp_path: Path, text: str, said: str) -> None:
+    """``ledger-run tau2-gate --data`` read each tasks*.json with json.loads and nothing around it: a traceback."""
+    import subprocess
+    import sys
+
+    (tmp_path / "airline").mkdir()
+    (tmp_path / "airline" / "db.json").write_text("{}")
+    (tmp_path / "airline" / "tasks.json").write_text(text)
+    r = subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", "tau2-gate", "--domain", "airline", "--data", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Traceback" not in r.stderr and r.returncode != 0, r.stderr[-2000:]
+    assert r.stderr.strip() == f"error: {tmp_path / 'airline' / 'tasks.json'}: {said}"

@@ -123,7 +123,7 @@ def tau2_gate(
 def run(o: Tau2GateOptions) -> None:
     """``ledger-run tau2-gate`` (its options: options.py): check them, find tau2's data and the task
     files, replay them with a progress bar, and print (and write) the report."""
-    from ledger_harness.tau2.gate import Tau2Missing
+    from ledger_harness.tau2.gate import BadTaskFile, Tau2Missing
     from ledger_harness.tau2.options import validate
     from ledger_runtime import fail
 
@@ -135,7 +135,7 @@ def run(o: Tau2GateOptions) -> None:
     files = _task_files(data, o.domain, list(o.tasks))
     try:
         report = _replayed(data, o.domain, files)
-    except Tau2Missing as e:
+    except (Tau2Missing, BadTaskFile) as e:
         fail(str(e))
         return
     if o.out:

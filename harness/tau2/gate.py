@@ -16,7 +16,6 @@ and the cancellations a task forbids ("must not cancel") caught.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,11 +24,15 @@ from typing import Any, Iterator
 from ledger_harness.tau2.paths import WRITES, absorb
 from ledger_harness.tau2.rules import Tau2Context, ToolCallProposal, rules_for
 from ledger_harness.tau2.typed_ledger import TypedLedger
-from ledger_runtime import Verdict, VerdictKind, check_all, compose
+from ledger_runtime import Verdict, VerdictKind, check_all, compose, json_value
 
 
 class Tau2Missing(RuntimeError):
     """The tau2 tools cannot be imported: the message says how to get them."""
+
+
+class BadTaskFile(ValueError):
+    """A task file that does not read as a list of tasks: the file and why, in one line."""
 
 
 def tau2_modules(domain: str) -> tuple[Any, Any, Any, Any]:
@@ -173,7 +176,13 @@ class Conversation:
 
 
 def load_tasks(data: Path, domain: str, name: str = "tasks.json") -> list[dict[str, Any]]:
-    return json.loads((data / domain / name).read_text())
+    path = data / domain / name
+    try:
+        return json_value(path.read_text(encoding="utf-8"), list)
+    except OSError as e:
+        raise BadTaskFile(f"{path}: cannot read it: {e.strerror or e}") from None
+    except ValueError as e:  # UnreadableJSON, UnicodeDecodeError
+        raise BadTaskFile(f"{path}: {e}") from None
 
 
 def replay_gold(data: Path, domain: str, task: dict[str, Any]) -> list[Outcome]:
