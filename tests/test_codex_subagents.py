@@ -260,3 +260,44 @@ def test_a_subagent_running_a_command_the_main_model_failed_at_is_not_told_it_fa
     assert verdicts == [(False, "RUN", True), (False, "NUDGE", True), (True, "RUN", True), (False, "REVISE", False)]
     told = function_outputs(fake.by_agent[""][-1])["call_3"]
     assert "REVISE by policy repeat-failure" in told and "it failed at steps 1, 2;" in told, told
+
+
+def test_a_forked_subagent_holds_every_output_its_copied_references_name(tmp_path: Path) -> None:
+    """The main model reads calc.py in one turn and again in the next (resumed): the second read is a reference to
+    step 1. It spawns a subagent with ``fork_turns: "1"``, which Codex 0.171.0 takes (``"0"`` and ``"x"`` it refuses:
+    "fork_turns must be `none` or `all`") and, as for ``all``, copies the whole history: the reference in the copy
+    names an output the copy holds, the same text the main model got. Were the copy cut to the last turn, the
+    subagent would read a reference to an output it never had (docs/codex.md). The subagent's own two reads are
+    answered in full: a subagent is never answered with a reference, not even to the copy it holds."""
+    import json
+
+    from test_codex_e2e import ledger_run
+
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    sub = [("exec", "cat calc.py"), ("exec", "cat calc.py"), ("say", "read it")]
+    fake = FakeResponses([("exec", "cat calc.py"), ("say", "read it")], workdir=str(repo), subagents={TASK: sub})
+    env = codex_run_env(dict(os.environ), fake, tmp_path / "user-codex", CODEX or "")
+    run_dir = tmp_path / "run"
+    argv = ["codex", "--workdir", str(repo), "-o", str(run_dir), "--", "--enable", "multi_agent_v2", "exec"]
+    try:
+        p = ledger_run(*argv, "--skip-git-repo-check", "look at calc.py", env=env, cwd=repo)
+        assert p.returncode == 0, p.stderr[-3000:]
+        [rollout] = locate(run_dir / "ledger.sqlite")
+        session = json.loads(rollout.read_text().splitlines()[0])["payload"]["id"]
+        fake.steps = [*fake.steps, ("exec", "cat calc.py"), spawn("1"), ("after", (TASK, ("say", "done")))]
+        p = ledger_run(*argv, "--skip-git-repo-check", "resume", session, "look again", env=env, cwd=repo)
+    finally:
+        fake.close()
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert not (run_dir / "faults.log").exists(), (run_dir / "faults.log").read_text()
+    mains = function_outputs(fake.by_agent[""][-1])
+    assert "fork_turns must be" not in mains["call_3"], mains["call_3"]
+    assert mains["call_2"].endswith("\nOutput:\n[ledger: same as step 1's output (`cat calc.py`, exit 0)]\n")
+    first = function_outputs(fake.by_agent[TASK][0])  # the subagent's first request: its copy of the history
+    assert first.get("call_2") == mains["call_2"], sorted(first)
+    assert first.get("call_0") == mains["call_0"] and mains["call_0"].endswith("Output:\n" + CALC), sorted(first)
+    subs = function_outputs(fake.by_agent[TASK][-1])
+    for call in (f"{TASK}_call_0", f"{TASK}_call_1"):
+        assert "[ledger" not in subs[call] and subs[call].endswith("Output:\n" + CALC), subs[call][-400:]
+    held = [(bool(a.agent), a.answer.get("held")) for a in load(run_dir).state.attempts]
+    assert held == [(False, None), (False, None), (True, False), (True, False)], held
