@@ -264,10 +264,10 @@ def test_a_subagent_running_a_command_the_main_model_failed_at_is_not_told_it_fa
 
 def test_a_forked_subagent_holds_every_output_its_copied_references_name(tmp_path: Path) -> None:
     """The main model reads calc.py in one turn and again in the next (resumed): the second read is a reference to
-    step 1. It spawns a subagent with ``fork_turns: "1"``, which Codex 0.171.0 takes (``"0"`` and ``"x"`` it refuses:
-    "fork_turns must be `none` or `all`") and, as for ``all``, copies the whole history: the reference in the copy
-    names an output the copy holds, the same text the main model got. Were the copy cut to the last turn, the
-    subagent would read a reference to an output it never had (docs/codex.md). The subagent's own two reads are
+    step 1. It spawns a subagent with ``fork_turns: "1"``, which Codex 0.171.0 takes (as ``"2"``; ``"0"`` and ``"x"``
+    it refuses: "fork_turns must be `none` or `all`") and, as for ``all``, copies the whole history: the reference in
+    the copy names an output the copy holds, the same text the main model got. Were the copy cut to the last turn,
+    the subagent would read a reference to an output it never had (docs/codex.md). The subagent's own two reads are
     answered in full: a subagent is never answered with a reference, not even to the copy it holds."""
     import json
 
