@@ -168,8 +168,10 @@ class LedgerRuntime:
             max_content_bytes=self.config.scanning.max_content_bytes,
         )
         self.told = ViewNotes(limit_chars=self.config.context.note_chars)  # what notes told the model (view_note)
+        self._damaged_told: set[str] = set()  # blobs named in a fault as not reading back
         for event in self.store.events():  # a ledger opened again: what it held, folded as it was made
             self._fold(event, self.store.text)
+        self._tell_damaged()
         self._next_id = max((a.id for a in self.state.attempts), default=0) + 1
         self.scans = Scans(
             self.workspace, self.config.scanning, self.workspace.scan(), self._record_between, self._fault
@@ -785,6 +787,14 @@ class LedgerRuntime:
         read = store_text if not texts else (lambda key: texts.get(key) if key in texts else store_text(key))
         for event in stored:
             self._fold(event, read)
+        self._tell_damaged()
+
+    def _tell_damaged(self) -> None:
+        """A fault for each blob read back from the ledger that did not read as stored: it was read as missing."""
+        for h, why in list(self.store.damaged.items()):
+            if h not in self._damaged_told:
+                self._damaged_told.add(h)
+                self._fault("reading the ledger", ValueError(f"blob {h}: {why}: read as missing"))
 
     def report_fault(self, where: str, error: BaseException, command: str | None = None) -> None:
         """Logs a fault of the ledger's own making, or an adapter's."""

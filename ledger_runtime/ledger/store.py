@@ -5,6 +5,10 @@ acted on; triggers refuse updates and deletes. Blobs are keyed by their xxh3_128
 A long blob that is a recent one with a part changed is stored as that change (codec ``patch``), at most ``PATCH_DEPTH``
 deep; ledgers of schema 1 get no patches, so older readers can open them. Opening anything else raises ``NotALedger``:
 ``not a ledger: <path>: <why>``.
+
+A blob read back from the file is checked, once, against its hash (``sums`` holds the hash of what is stored where the
+key is another: a file's masked content under the file's digest): one that does not match is read as missing, and named
+in ``damaged``; the copies a live run keeps in memory are not read back.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ CREATE TABLE IF NOT EXISTS blobs (
     codec TEXT NOT NULL,
     data BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS sums (hash TEXT PRIMARY KEY, sum TEXT NOT NULL);
 CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
 BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
@@ -109,7 +114,9 @@ def _code(sql: Any) -> str:
 
 
 _OUR_CODE: dict[tuple[str, str], str] = {}
-OUR_TABLES = ("meta", "events", "blobs")  # what a ledger reads and writes
+OUR_TABLES = ("meta", "events", "blobs", "sums")  # what a ledger reads and writes
+_SUMS = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS sums") :].split("\n")[0]
+SUMS_MARK = "blob_sums"  # in meta: every blob of this ledger stored under a key that is not its hash has its sum
 
 
 def foreign_code(objects: Iterable[tuple[Any, Any, Any, Any]]) -> str | None:
@@ -189,6 +196,9 @@ class LedgerStore:
         self._locked = False  # the last commit failed for a lock
         self._pending: list[tuple[str, int | None, str]] = []
         self._pending_blobs: dict[str, tuple[int, str, bytes]] = {}
+        self._pending_sums: dict[str, str] = {}  # key -> hash of the bytes stored under it, where they differ
+        self._checked: set[str] = set()  # blobs read back from the file that matched their hash
+        self._summed = True  # written by a version that keeps ``sums`` (open: the mark in meta says)
         self.damaged: dict[str, str] = {}  # blobs in the file that do not read back: key -> why (read as missing)
         self.damaged_events: list[str] = []  # event rows whose columns are not of their types (events())
         self.max_blob_bytes = MAX_BLOB_BYTES  # a blob that says it is longer is not read (writer_max: a run's own)
@@ -219,6 +229,7 @@ class LedgerStore:
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a committed step survives a killed process
             conn.executescript(_SCHEMA)
             rows = {"format": FORMAT, "schema_version": str(SCHEMA_VERSION), "created_at": repr(time.time())}
+            rows[SUMS_MARK] = "1"
             rows.update({k: json.dumps(v) for k, v in (meta or {}).items()})
             with conn:
                 conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", rows.items())
@@ -300,7 +311,13 @@ class LedgerStore:
         if writable:
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(LOCK_TIMEOUT_S * 1000)}")
-        return cls(p, conn, writable, schema=version)
+            try:  # a ledger of an older version, resumed: the sums of the blobs this run adds
+                conn.execute(_SUMS)
+            except sqlite3.Error as e:
+                raise StoreError(f"cannot write to {p}: {e}") from None
+        store = cls(p, conn, writable, schema=version)
+        store._summed = meta.get(SUMS_MARK) == "1"
+        return store
 
     def close(self) -> None:
         try:
@@ -332,6 +349,10 @@ class LedgerStore:
     def _put(self, data: bytes, key: str | None = None) -> str:
         h = key or digest_bytes(data)
         if h not in self._pending_blobs and not self._stored(h):
+            if key is not None:  # a file's content under the file's digest: what it reads back as is checked
+                own = digest_bytes(data)
+                if own != key:
+                    self._pending_sums[key] = own
             patch = self._as_patch(data) if self._patches and len(data) >= PATCH_MIN_BYTES else None
             if patch is not None:
                 self._pending_blobs[h] = (len(data), "patch", patch[0])
@@ -396,6 +417,9 @@ class LedgerStore:
                     "INSERT OR IGNORE INTO blobs(hash, size, codec, data) VALUES (?, ?, ?, ?)",
                     [(h, size, codec, data) for h, (size, codec, data) in self._pending_blobs.items()],
                 )
+                if self._pending_sums:
+                    sums = list(self._pending_sums.items())
+                    self._conn.executemany("INSERT OR IGNORE INTO sums(hash, sum) VALUES (?, ?)", sums)
                 self._conn.executemany(
                     "INSERT INTO events(kind, step, at, body) VALUES (?, ?, ?, ?)",
                     [(k, s, now, b) for k, s, b in self._pending],
@@ -406,6 +430,7 @@ class LedgerStore:
         self._locked = False
         self._pending.clear()
         self._pending_blobs.clear()
+        self._pending_sums.clear()
 
     def discard_pending(self) -> list[tuple[str, int | None, str]]:
         """Drops the queued events after a failed commit and returns them, to be logged."""
@@ -413,6 +438,7 @@ class LedgerStore:
         for h in self._pending_blobs:  # never the base of a later change: it is not in the file
             self._recent.pop(h, None)
         self._pending_blobs.clear()
+        self._pending_sums.clear()
         return pending
 
     def set_meta(self, key: str, value: Any) -> None:
@@ -480,8 +506,11 @@ class LedgerStore:
         recent = self._recent.get(h)
         if recent is not None:
             return recent[0]
-        if h in self._pending_blobs:
+        from_file = h not in self._pending_blobs
+        if not from_file:
             size, codec, data = self._pending_blobs[h]
+        elif h in self.damaged:
+            return None
         else:
             row = self._conn.execute("SELECT size, codec, data FROM blobs WHERE hash = ?", (h,)).fetchone()
             if row is None:
@@ -495,9 +524,30 @@ class LedgerStore:
         if out is not None and len(out) != size:
             self.damaged[h] = f"{len(out)} bytes where {size} were stored"
             return None
+        if out is not None and from_file and h not in self._checked:
+            why = self._mismatch(h, out)
+            if why is not None:
+                self.damaged[h] = why
+                return None
+            self._checked.add(h)
         if out is not None:  # only what read back whole is kept for later reads and patches
             self._keep(h, out, patch_depth)
         return out
+
+    def _mismatch(self, h: str, data: bytes) -> str | None:
+        """Why a blob read back from the file is not the one stored under ``h`` (its bytes hash to another), or None."""
+        own = digest_bytes(data)
+        if own == h:
+            return None
+        try:
+            row = self._conn.execute("SELECT sum FROM sums WHERE hash = ?", (h,)).fetchone()
+        except sqlite3.Error:  # a ledger of an older version, read-only: no sums
+            row = None
+        if row is not None and row[0] == own:
+            return None
+        if row is None and not self._summed:
+            return "its bytes do not match its hash (changed since it was stored, or a masked file of an older version)"
+        return "its bytes do not match its hash: changed since it was stored"
 
     def _decoded(self, h: str, codec: str, data: bytes, size: int, depth: int) -> tuple[bytes | None, int]:
         """A stored blob's bytes and patch depth; None where they do not decode."""
