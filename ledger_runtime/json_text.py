@@ -17,6 +17,11 @@ class UnreadableJSON(ValueError):
     text (it may hold a secret)."""
 
 
+class NestedTooDeep(UnreadableJSON):
+    """JSON nested past what the parser reads: text that may still be JSON, whose strings can be found without
+    parsing it (``ledger.json_strings``)."""
+
+
 def json_kind(value: Any) -> str:
     """What a JSON value is, in words: ``a JSON object``, ``a JSON array``, ``JSON null``."""
     return "JSON null" if value is None else _a(f"JSON {_NAMES.get(type(value), type(value).__name__)}")
@@ -37,7 +42,7 @@ def json_value(
         msg = e.msg[:-3] if e.msg.endswith(" at") else e.msg  # json's "Invalid control character at"
         raise UnreadableJSON(f"not JSON: {msg} at line {e.lineno}, column {e.colno}") from None
     except RecursionError:
-        raise UnreadableJSON("JSON nested deeper than it can be read") from None
+        raise NestedTooDeep("JSON nested deeper than it can be read") from None
     except UnicodeDecodeError:
         raise UnreadableJSON("not JSON: bytes that are not UTF-8 text") from None
     except TypeError:  # json.loads' only TypeError: text of another type

@@ -155,27 +155,9 @@ def link_credentials(home: Path, source: Path) -> None:
 def login_secrets(source: Path) -> tuple[str, ...]:
     """The values of the user's Codex login (API key, tokens): masked in what the ledger stores,
     should the agent print the file."""
-    try:
-        data = json_value((source / AUTH_FILE).read_text())
-    except (OSError, ValueError):  # UnreadableJSON, UnicodeDecodeError
-        return ()
-    found: list[str] = []
+    from ledger_runtime import file_secrets
 
-    def walk(v: Any) -> None:
-        if isinstance(v, str) and len(v) >= 8:
-            found.append(v)
-        elif isinstance(v, dict):
-            for x in v.values():
-                walk(x)
-        elif isinstance(v, list):
-            for x in v:
-                walk(x)
-
-    try:
-        walk(data)
-    except RecursionError:  # read, nested past what the walk reaches: no login file, then
-        return ()
-    return tuple(found)
+    return tuple(file_secrets(source / AUTH_FILE, all_values=True))
 
 
 def unlink_credentials(home: Path) -> None:

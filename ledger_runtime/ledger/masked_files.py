@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ledger_runtime.json_text import UnreadableJSON, json_value
+from ledger_runtime.json_text import NestedTooDeep, UnreadableJSON, json_value
+from ledger_runtime.ledger.json_strings import mask_json_text
 from ledger_runtime.ledger.private import touch_private, write_private
 from ledger_runtime.ledger.redact import Redactor
 
@@ -32,23 +33,26 @@ def masked(value: Any, redactor: Redactor) -> Any:
 def mask_json_file(path: Path, redactor: Redactor) -> str | None:
     """Rewrites a JSON file owner-only with its secrets masked; returns a one-line problem (file unchanged), or None."""
     try:
-        data = json_value(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = json_value(text)
+        out = masked(data, redactor) if redactor.active else data
+        new = json.dumps(out, indent=2) if out != data else None
     except FileNotFoundError:
         return None
+    except (NestedTooDeep, RecursionError):  # nested past what json reads (or a walk of it): strings masked in place
+        new = mask_json_text(text, redactor.mask) if redactor.active else text
+        new = None if new == text else new
     except UnreadableJSON as e:
         return f"{path}: not masked, it is not JSON that can be read ({e})"
     except (OSError, ValueError) as e:  # UnicodeDecodeError
         return f"{path}: not masked, it is not JSON that can be read ({type(e).__name__}: {e})"
     try:
-        out = masked(data, redactor) if redactor.active else data
-        if out != data:
-            write_private(path, json.dumps(out, indent=2))
+        if new is not None:
+            write_private(path, new)
         else:
             touch_private(path)  # owner-only, as it stands
     except OSError as e:
         return f"{path}: not masked ({e.strerror or e})"
-    except RecursionError:  # read, but nested past what masking, comparing or writing it reaches
-        return f"{path}: not masked, it is JSON nested deeper than it can be masked"
     return None
 
 
@@ -73,7 +77,9 @@ def keep_masked_jsonl(sources: dict[str, str], out: Path, redactor: Redactor) ->
         for line in lines:
             try:
                 kept.append(json.dumps(masked(json_value(line), redactor)))
-            except (UnreadableJSON, RecursionError):  # not JSON, or nested past what is read or masked: masked text
+            except (NestedTooDeep, RecursionError):  # nested past what json reads: its strings masked where they stand
+                kept.append(mask_json_text(line, redactor.mask))
+            except UnreadableJSON:  # not JSON: kept as masked text
                 kept.append(redactor.mask(line))
         write_private(out / f"{Path(path).stem}.jsonl", "".join(x + "\n" for x in kept))
     write_private(out / "sessions.json", json.dumps(sources, indent=1) + "\n")

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ledger_runtime.ledger.json_strings import json_strings
 from ledger_runtime.ledger.needles import Needles
 from ledger_runtime.ledger.secret_names import MIN_SECRET_CHARS, named_spans
 from ledger_runtime.section import BOOLEAN, STRINGS, Section, setting
@@ -140,6 +141,11 @@ def secret_values(environ: Mapping[str, str]) -> list[str]:
     return sorted(out, key=lambda v: (-len(v), v))
 
 
+def _login_key(key: str) -> bool:
+    """Whether a login file's key names a key, a token or a secret: its values are masked."""
+    return bool(re.search(r"key|token|secret", key, re.I))
+
+
 def file_secrets(path: str | os.PathLike, *, all_values: bool = False) -> list[str]:
     """The values of an agent's login file (JSON: OAuth tokens, an API key it keeps) worth masking: its
     strings of at least 8 characters under a key that names a key, a token or a secret (every string:
@@ -152,17 +158,24 @@ def file_secrets(path: str | os.PathLike, *, all_values: bool = False) -> list[s
             found.append(v)
         elif isinstance(v, dict):
             for k, x in v.items():
-                walk(x, keyed or bool(re.search(r"key|token|secret", str(k), re.I)))
+                walk(x, keyed or _login_key(str(k)))
         elif isinstance(v, list):
             for x in v:
                 walk(x, keyed)
 
-    from ledger_runtime.json_text import json_value
+    from ledger_runtime.json_text import NestedTooDeep, json_value
     from ledger_runtime.ledger.private import read_record
 
     try:  # a regular file only (a FIFO or /dev/zero in its place would hold the run's start)
-        walk(json_value(read_record(path).decode("utf-8")), all_values)
-    except (OSError, ValueError, RecursionError):  # UnreadableJSON; walk's RecursionError past the parser's depth
+        text = read_record(path).decode("utf-8")
+        walk(json_value(text), all_values)
+    except (NestedTooDeep, RecursionError):  # nested past what json reads: its strings, found without it
+        found = [
+            s.value
+            for s in json_strings(text, _login_key)
+            if not s.key and len(s.value) >= 8 and (all_values or s.named)
+        ]
+    except (OSError, ValueError):  # UnreadableJSON, UnicodeDecodeError: none
         return []
     return list(dict.fromkeys(found))
 
