@@ -77,6 +77,7 @@ _EXPORTS = {
     "mask_json_file": "ledger.masked_files",
     "keep_masked_jsonl": "ledger.masked_files",
     "masked": "ledger.masked_files",
+    "masked_json": "ledger.masked_files",
     # the policy gate, for adapters with rules of their own
     "Rule": "decide.gate",
     "Finding": "decide.gate",
@@ -205,7 +206,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, imported eag
     from ledger_runtime.hooks.server import HookServer
     from ledger_runtime.hooks.tail import appended_lines, refreshed
     from ledger_runtime.inspection import load, render_summary, summary
-    from ledger_runtime.ledger.masked_files import keep_masked_jsonl, mask_json_file, masked
+    from ledger_runtime.ledger.masked_files import keep_masked_jsonl, mask_json_file, masked, masked_json
     from ledger_runtime.ledger.observe import Truncation
     from ledger_runtime.ledger.private import MAX_RECORD_BYTES, InUse, private_dir, read_record, tighten, write_private
     from ledger_runtime.ledger.redact import file_secrets, secret_values

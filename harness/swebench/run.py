@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ledger_harness.swebench.protected import SWEBENCH_PROTECTED
-from ledger_runtime import json_value, private_dir, write_private
+from ledger_runtime import json_value, masked_json, private_dir, write_private
 
 ARMS: dict[str, dict[str, Any]] = {
     "ledger": {"inform": True, "govern": True, "shadow": False},
@@ -551,7 +551,7 @@ def run(
                 }
             ],
         }
-        write_json(manifest_path, manifest)
+        write_private(manifest_path, masked_json(manifest))  # its config may hold an API key
         plans[arm] = (arm_dir, manifest)
         todo += [(arm, inst, cfg, arm_dir) for inst in instances if inst["instance_id"] not in done]
     status = "complete"
@@ -603,7 +603,7 @@ def run(
     left = remove_containers(client, run_id) if client is not None else 0
     for arm, (arm_dir, manifest) in plans.items():
         manifest["runs"][-1].update(ended_at=time.time(), status=status)
-        write_json(arm_dir / "manifest.json", manifest)
+        write_private(arm_dir / "manifest.json", masked_json(manifest))
     return {
         "run_id": run_id,
         "status": status,

@@ -10,8 +10,9 @@ resume`` reads them.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ledger_runtime.json_text import NestedTooDeep, UnreadableJSON, json_value
 from ledger_runtime.ledger.json_strings import mask_json_text
@@ -28,6 +29,20 @@ def masked(value: Any, redactor: Redactor) -> Any:
     if isinstance(value, dict):
         return {k: masked(v, redactor) for k, v in value.items()}
     return value
+
+
+def masked_json(value: Any, environ: Mapping[str, str] | None = None) -> str:
+    """``value`` as JSON text (indented) with secrets masked as the ledger masks them (this process's environment's,
+    known shapes, values under a secret's name): for a record of a run's settings and command line, which may name a
+    model's API key or a proxy's password."""
+    redactor = Redactor.for_run(os.environ if environ is None else environ)
+    text = json.dumps(value, indent=2, default=str)
+    out = redactor.mask(text)  # the text, not each string: a value is masked by the name beside it
+    try:
+        json.loads(out)
+    except (ValueError, RecursionError):  # a mask that broke the JSON: each string masked alone
+        out = json.dumps(masked(json.loads(text), redactor), indent=2)
+    return out + "\n"
 
 
 def mask_json_file(path: Path, redactor: Redactor) -> str | None:
