@@ -49,11 +49,11 @@ def test_a_changed_blob_is_read_as_missing_on_resume_and_in_inspect(repo, tmp_pa
     assert again.output == forged, "the whole output, never a reference to what the model did not get"
     faults = [json.loads(line) for line in (run / "faults.log").read_text().splitlines()]
     named = [f["error"] for f in faults if "blob" in f["error"]]
-    assert len(named) == 1 and output_key in named[0] and "do not match its hash" in named[0], named
+    assert len(named) == 1 and output_key in named[0] and "does not match its hash" in named[0], named
     assert TOKEN not in (run / "ledger.sqlite").read_bytes().decode("latin-1")
 
     loaded = load(run / "ledger.sqlite")
-    assert loaded.text(output_key) is None and "do not match its hash" in loaded.damaged[output_key]
+    assert loaded.text(output_key) is None and "does not match its hash" in loaded.damaged[output_key]
     masked_file = [m for m in loaded.state.modifications if m.path.endswith("creds.env")][-1]
     assert "*" in (loaded.text(masked_file.after_hash) or ""), "a masked file's content reads back: its sum"
     assert list(loaded.damaged) == [output_key]

@@ -546,8 +546,8 @@ class LedgerStore:
         if row is not None and row[0] == own:
             return None
         if row is None and not self._summed:
-            return "its bytes do not match its hash (changed since it was stored, or a masked file of an older version)"
-        return "its bytes do not match its hash: changed since it was stored"
+            return "does not match its hash (changed since it was stored, or a masked file of an older version)"
+        return "does not match its hash: changed since it was stored"
 
     def _decoded(self, h: str, codec: str, data: bytes, size: int, depth: int) -> tuple[bytes | None, int]:
         """A stored blob's bytes and patch depth; None where they do not decode."""
