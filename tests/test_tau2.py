@@ -320,3 +320,18 @@ def test_the_gate_reports_progress_task_by_task(tmp_path):
     assert report["task_sets"]["tasks.json"]["tasks"] == 3
     assert [n for n, _, _ in seen] == list(range(1, len(seen) + 1)) and seen[-1][0] == seen[-1][1] == 2 * 3 + 1
     assert seen[0][2] == "tasks.json: gold actions" and seen[-1][2] == "generated violations"
+
+
+def test_tau2_gate_report_file_is_owner_only(tmp_path):
+    """``tau2-gate -o`` writes its report as every file of the product: owner-only whatever the umask (it was 0644)."""
+    out = tmp_path / "gate.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", "tau2-gate", "--domain", "airline", "--data", str(DATA)]
+        + ["--tasks", "tasks.json", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        umask=0o022,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert out.stat().st_mode & 0o777 == 0o600 and json.loads(out.read_text())["task_sets"]

@@ -125,7 +125,7 @@ def run(o: Tau2GateOptions) -> None:
     files, replay them with a progress bar, and print (and write) the report."""
     from ledger_harness.tau2.gate import BadTaskFile, Tau2Missing
     from ledger_harness.tau2.options import validate
-    from ledger_runtime import fail
+    from ledger_runtime import fail, write_private
 
     problem = validate(o)
     if problem is not None:
@@ -141,7 +141,7 @@ def run(o: Tau2GateOptions) -> None:
     if o.out:
         try:
             o.out.parent.mkdir(parents=True, exist_ok=True)
-            o.out.write_text(json.dumps(report, indent=1) + "\n")
+            write_private(o.out, json.dumps(report, indent=1) + "\n")  # owner-only, never through a link
         except OSError as e:  # not writable, or made a directory meanwhile: one line
             fail(f"cannot write -o {o.out}: {e.strerror or e}")
     if o.as_json:
