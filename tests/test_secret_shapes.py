@@ -9,6 +9,7 @@ no secret is left as it is: the false positives measured on the 106 shared traje
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -166,7 +167,8 @@ TRAJECTORIES = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajec
 @pytest.mark.slow
 def test_on_the_shared_trajectories_only_credential_shaped_text_is_masked(tmp_path: Path) -> None:
     """The measurement itself (swebench_runs/masking/false_positives.py): in the 106 public runs every
-    masked span is a password in a URL or a value named secret (test data shaped like a credential)."""
+    masked span is a password in a URL, a value named secret or a header's credential (test data shaped like a
+    credential)."""
     if not any(TRAJECTORIES.glob("*/trajs/*.traj.json")):
         pytest.skip(f"no shared trajectories under {TRAJECTORIES} (../shared/data)")
     script = Path(__file__).resolve().parents[1] / "swebench_runs" / "masking" / "false_positives.py"
@@ -176,7 +178,12 @@ def test_on_the_shared_trajectories_only_credential_shaped_text_is_masked(tmp_pa
     result = json.loads(out.read_text())
     assert result["trajectories"] == 106 and result["outputs"]["texts"] > 4000
     lines = [ln for kind in ("outputs", "commands") for hit in result[kind]["masked"] for ln in hit["lines"]]
-    odd = [ln for ln in lines if not ("://" in ln and ":⟦" in ln and "⟧@" in ln) and "Secret" not in ln]
+    header = re.compile(r"Authorization'?\"?[:=] *['\"](?:Basic|Bearer) ⟦")  # a header's credential after its scheme
+    odd = [
+        ln
+        for ln in lines
+        if not ("://" in ln and ":⟦" in ln and "⟧@" in ln) and "Secret" not in ln and not header.search(ln)
+    ]
     assert not odd, odd
     assert result["outputs"]["rate"] < 0.002
 

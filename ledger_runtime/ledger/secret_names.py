@@ -66,6 +66,10 @@ def _random_looking(v: str) -> bool:
     return len(v) >= RANDOM_MIN and "." not in v and any(c.isdigit() for c in v) and any(c.isalpha() for c in v)
 
 
+# an HTTP credential under its scheme, quoted after a secret's name (JSON, TOML, YAML headers); a short one is no secret
+_AUTH_SCHEME = re.compile(
+    r"(?i:bearer|basic|token|bot|digest)[ \t]+(?:([^\s$<{*%%][^\s%%]{%d,})|\S*)" % (STRONG_MIN - 1)
+)  # (not a placeholder: $TOKEN, <token>, {token}, %s)
 _CODE_NAME = re.compile(r"[A-Za-z_]\w*(?:\.\w+)*")  # a variable, an attribute: code, not a value
 _CONSTANT = re.compile(r"[A-Z_]+|[A-Za-z_]\w*(?:\.\w+)+")  # another constant, a dotted name
 
@@ -89,7 +93,7 @@ def _worth_masking(strength: str, form: str, value: str, quoted: bool, upper: bo
     if upper and form == "assign" and not quoted:
         return len(value) >= SETTING_MIN and not _CONSTANT.fullmatch(value)
     if not quoted and _CODE_NAME.fullmatch(value):
-        return False
+        return _random_looking(value)  # ``password = hunter2`` is code; ``api_key=Zq8vN3kP0aLw7RtY`` is not
     return len(value) >= (FLAG_MIN if form == "flag" else STRONG_MIN) and any(c.isdigit() for c in value)
 
 
@@ -192,6 +196,9 @@ def _named_value(text: str, start: int, end: int, strength: str, upper: bool) ->
         return None  # "PASS: Concrete indices correct": a word of a sentence, not a setting
     if group == "bare" and text[m.end() : m.end() + 1] in ("(", "["):
         return None  # a call, an index: code
+    scheme = _AUTH_SCHEME.fullmatch(m.group(group)) if group != "bare" and strength == "strong" else None
+    if scheme is not None:  # "Authorization": "Bearer X", Authorization = "Basic X": the credential after its scheme
+        return (m.start(group) + scheme.start(1), m.start(group) + scheme.end(1)) if scheme.group(1) else None
     if _worth_masking(strength, form, m.group(group), group != "bare", upper):
         return m.start(group), m.end(group)
     return None

@@ -1,0 +1,40 @@
+"""Secrets in settings files the agent prints, in forms the masking missed: an HTTP credential after its scheme in a
+quoted header value (JSON, TOML), and a random-looking value a lower-case secret's name is given bare (``api_key=``);
+code stays as it is (``password = hunter2``, ``token = self.token``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.executor import LocalExecutor
+from ledger_runtime.runtime import LedgerRuntime
+
+EX = LocalExecutor(timeout=30)
+BEARER = "Zq8vN3kP0aLw7RtY2mXc"
+BASIC = "dXNlcjpodW50ZXIycGFzcw"
+TOML_TOKEN = "Hc4Ju8Pw2Lq6Rt0Ys3Vb"
+BARE_KEY = "Kd9Wm2Xr7Tq4Np1Lz8Fb"
+SETTINGS = f"""{{"mcpServers": {{"web": {{"headers": {{"Authorization": "Bearer {BEARER}"}}}}}}}}
+[model_providers.proxy]
+http_headers = {{ Authorization = "Basic {BASIC}" }}
+headers = {{ "Proxy-Authorization" = "Token {TOML_TOKEN}" }}
+api_key={BARE_KEY}
+placeholder = {{ Authorization = "Bearer $API_TOKEN" }}
+password = hunter2
+token = self.token
+"""
+
+
+def test_header_credentials_and_bare_keys_are_masked(repo: Path, tmp_path: Path) -> None:
+    (repo / "agent.conf").write_text(SETTINGS)
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig())
+    shown = rt.run("cat agent.conf", EX)
+    text = rt.store.text(rt.state.attempts[0].output_hash) or ""
+    rt.close()
+    assert shown.output == SETTINGS, "what the model is shown is not changed"
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file())
+    for secret in (BEARER, BASIC, TOML_TOKEN, BARE_KEY):
+        assert secret.encode() not in stored, secret
+    assert "Bearer ****" in text and "Basic ****" in text and f"api_key={'*' * len(BARE_KEY)}" in text
+    assert "$API_TOKEN" in text and "password = hunter2" in text and "token = self.token" in text, "code is kept"
