@@ -329,3 +329,20 @@ def test_the_tui_with_the_ledger_a_compaction_and_a_held_back_finish(session) ->
     assert not s.seen()["call_6_0"].startswith("[ledger:"), "after the compaction: in full"
     assert state.baseline.task.strip('"') == "what is wrong with calc.py"
     assert not s.faults(), s.faults()
+
+
+def test_the_user_s_opencode_login_is_masked_in_what_the_run_keeps(session) -> None:
+    """OpenCode's ``auth.json`` holds OAuth tokens under names that bear no secret's (``refresh``, ``access``): a
+    command that prints it had them stored in clear; they are masked as the other agents' logins are."""
+    refresh, access = "rt-9f3a7c2e1b5d8046aa71", "at-4c1e9b7d2f6a8035bb92"
+    s = session([])
+    auth = Path(s.env["XDG_DATA_HOME"]) / "opencode" / "auth.json"
+    auth.parent.mkdir(parents=True, exist_ok=True)
+    auth.write_text(json.dumps({"elsewhere": {"type": "oauth", "refresh": refresh, "access": access, "expires": 0}}))
+    auth.chmod(0o600)
+    s.fake.steps = [("bash", 'cat "$XDG_DATA_HOME/opencode/auth.json"'), ("say", "done")]  # (a path outside: asked)
+    p = s.run()
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert any(refresh in v for v in s.seen().values()), (s.seen(), p.stderr[-2000:])
+    kept = b"".join(f.read_bytes() for f in s.run_dir.rglob("*") if f.is_file())
+    assert refresh.encode() not in kept and access.encode() not in kept

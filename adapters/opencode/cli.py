@@ -132,11 +132,21 @@ def run_opencode(
     import secrets
 
     from ledger_adapters.opencode.hooks import OPENCODE_TRUNCATION, OpenCodeHooks
-    from ledger_adapters.opencode.session import db_path, export
-    from ledger_runtime import HttpHookServer, LedgerRuntime, loopback_unproxied, private_dir, run_agent, write_private
+    from ledger_adapters.opencode.session import auth_path, db_path, export
+    from ledger_runtime import (
+        HttpHookServer,
+        LedgerRuntime,
+        file_secrets,
+        loopback_unproxied,
+        private_dir,
+        run_agent,
+        write_private,
+    )
 
     base = dict(env if env is not None else os.environ)
-    runtime = LedgerRuntime(workdir, run_dir, config, meta=meta, truncation=OPENCODE_TRUNCATION)
+    # the values of the user's login (OAuth's "refresh" and "access" bear no secret's name): masked in what is kept
+    login = tuple(file_secrets(auth_path(base), all_values=True))
+    runtime = LedgerRuntime(workdir, run_dir, config, meta=meta, truncation=OPENCODE_TRUNCATION, secrets=login)
     db = db_path(base)
     hooks = OpenCodeHooks(runtime, db, note_chars=config.context.note_chars)
     token = secrets.token_hex(16)  # the run's secret: in the owner-only plugin, never in the environment

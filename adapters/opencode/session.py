@@ -37,6 +37,12 @@ def db_path(env: dict[str, str]) -> Path:
     return Path(data) / "opencode" / "opencode.db"
 
 
+def auth_path(env: dict[str, str]) -> Path:
+    """Where OpenCode keeps the user's login (API keys, OAuth tokens) for this environment."""
+    data = env.get("XDG_DATA_HOME") or os.path.join(env.get("HOME") or str(Path.home()), ".local", "share")
+    return Path(data) / "opencode" / "auth.json"
+
+
 def _rows(db: Path, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     try:  # the path quoted: a '?', a '#' or a '%' in it would name another file, opened read-write
         con = sqlite3.connect(f"file:{urllib.parse.quote(str(db))}?mode=ro", uri=True, timeout=2.0)
