@@ -4,6 +4,7 @@ code stays as it is (``password = hunter2``, ``token = self.token``)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ledger_runtime.config import LedgerConfig
@@ -38,3 +39,19 @@ def test_header_credentials_and_bare_keys_are_masked(repo: Path, tmp_path: Path)
         assert secret.encode() not in stored, secret
     assert "Bearer ****" in text and "Basic ****" in text and f"api_key={'*' * len(BARE_KEY)}" in text
     assert "$API_TOKEN" in text and "password = hunter2" in text and "token = self.token" in text, "code is kept"
+
+
+def test_a_trajectory_s_model_key_is_masked_by_its_name(tmp_path: Path) -> None:
+    """mini-swe-agent writes its model's settings into the trajectory (``info.config.model.model_kwargs``): a key
+    given there, of no known shape and in no environment variable, was left in clear by masking each string alone."""
+    from ledger_runtime import mask_json_file
+    from ledger_runtime.ledger.redact import Redactor
+
+    trajectory = tmp_path / "trajectory.traj.json"
+    kwargs = {"api_key": BARE_KEY, "api_base": "https://llm.example/v1", "temperature": 0.0}
+    data = {"info": {"config": {"model": {"model_kwargs": kwargs}}}, "messages": [{"content": "a b\\nc"}]}
+    trajectory.write_text(json.dumps(data))
+    assert mask_json_file(trajectory, Redactor.for_run({})) is None
+    kept = json.loads(trajectory.read_text())
+    assert kept["info"]["config"]["model"]["model_kwargs"] == {**kwargs, "api_key": "*" * len(BARE_KEY)}
+    assert kept["messages"] == data["messages"]

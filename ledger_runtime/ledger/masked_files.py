@@ -31,18 +31,26 @@ def masked(value: Any, redactor: Redactor) -> Any:
     return value
 
 
+def with_names(text: str, redactor: Redactor) -> str:
+    """A JSON text masked once more as one text, where that leaves it JSON: a value is masked by the name beside it
+    (``"api_key": "..."``, which a string masked alone does not show); else as it was."""
+    out = redactor.mask(text)
+    if out == text:
+        return text
+    try:
+        json.loads(out)
+    except (ValueError, RecursionError):  # a mask that broke the JSON (a quote masked): each string's masking alone
+        return text
+    return out
+
+
 def masked_json(value: Any, environ: Mapping[str, str] | None = None) -> str:
     """``value`` as JSON text (indented) with secrets masked as the ledger masks them (this process's environment's,
     known shapes, values under a secret's name): for a record of a run's settings and command line, which may name a
     model's API key or a proxy's password."""
     redactor = Redactor.for_run(os.environ if environ is None else environ)
-    text = json.dumps(value, indent=2, default=str)
-    out = redactor.mask(text)  # the text, not each string: a value is masked by the name beside it
-    try:
-        json.loads(out)
-    except (ValueError, RecursionError):  # a mask that broke the JSON: each string masked alone
-        out = json.dumps(masked(json.loads(text), redactor), indent=2)
-    return out + "\n"
+    plain = json.loads(json.dumps(value, default=str))
+    return with_names(json.dumps(masked(plain, redactor), indent=2), redactor) + "\n"
 
 
 def mask_json_file(path: Path, redactor: Redactor) -> str | None:
@@ -51,7 +59,9 @@ def mask_json_file(path: Path, redactor: Redactor) -> str | None:
         text = path.read_text(encoding="utf-8")
         data = json_value(text)
         out = masked(data, redactor) if redactor.active else data
-        new = json.dumps(out, indent=2) if out != data else None
+        dumped = json.dumps(out, indent=2)
+        named = with_names(dumped, redactor) if redactor.active else dumped  # mini's info.config: model_kwargs.api_key
+        new = named if out != data or named != dumped else None
     except FileNotFoundError:
         return None
     except (NestedTooDeep, RecursionError):  # nested past what json reads (or a walk of it): strings masked in place
