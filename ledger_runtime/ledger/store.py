@@ -199,6 +199,7 @@ class LedgerStore:
         self._pending_sums: dict[str, str] = {}  # key -> hash of the bytes stored under it, where they differ
         self._checked: set[str] = set()  # blobs read back from the file that matched their hash
         self._summed = True  # written by a version that keeps ``sums`` (open: the mark in meta says)
+        self._sums_table = True  # the file has a ``sums`` table to write to
         self.damaged: dict[str, str] = {}  # blobs in the file that do not read back: key -> why (read as missing)
         self.damaged_events: list[str] = []  # event rows whose columns are not of their types (events())
         self.max_blob_bytes = MAX_BLOB_BYTES  # a blob that says it is longer is not read (writer_max: a run's own)
@@ -311,12 +312,13 @@ class LedgerStore:
         if writable:
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(LOCK_TIMEOUT_S * 1000)}")
-            try:  # a ledger of an older version, resumed: the sums of the blobs this run adds
-                conn.execute(_SUMS)
-            except sqlite3.Error as e:
-                raise StoreError(f"cannot write to {p}: {e}") from None
         store = cls(p, conn, writable, schema=version)
         store._summed = meta.get(SUMS_MARK) == "1"
+        if writable:
+            try:  # a ledger of an older version, resumed: the sums of the blobs this run adds
+                conn.execute(_SUMS)
+            except sqlite3.Error:  # locked meanwhile: its blobs go without sums, read back as an older version's
+                store._summed = store._sums_table = False
         return store
 
     def close(self) -> None:
@@ -417,7 +419,7 @@ class LedgerStore:
                     "INSERT OR IGNORE INTO blobs(hash, size, codec, data) VALUES (?, ?, ?, ?)",
                     [(h, size, codec, data) for h, (size, codec, data) in self._pending_blobs.items()],
                 )
-                if self._pending_sums:
+                if self._pending_sums and self._sums_table:
                     sums = list(self._pending_sums.items())
                     self._conn.executemany("INSERT OR IGNORE INTO sums(hash, sum) VALUES (?, ?)", sums)
                 self._conn.executemany(
