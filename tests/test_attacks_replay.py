@@ -87,9 +87,41 @@ def test_a_kept_result_of_another_shape_is_not_done(tmp_path: Path, kept: str) -
 
     path = tmp_path / "good.json"
     path.write_text(kept)
-    assert _done(path, ("window:10",), ("gpt-5-mini",)) is False
-    path.write_text(json.dumps({"cost": {"arms": {"ledger": {"gpt-5-mini": {}}, "window:10": {"gpt-5-mini": {}}}}}))
-    assert _done(path, ("window:10",), ("gpt-5-mini",)) is True, "a result of the right shape is kept"
+    assert _done(path, "good", ("window:10",), ("gpt-5-mini",)) is False
+    arms = {"ledger": {"gpt-5-mini": {}}, "window:10": {"gpt-5-mini": {}}}
+    path.write_text(json.dumps({"instance_id": "good", "status": "done", "cost": {"arms": arms}}))
+    assert _done(path, "good", ("window:10",), ("gpt-5-mini",)) is True, "a result of the right shape is kept"
+
+
+@pytest.mark.slow
+def test_a_kept_result_marked_done_naming_no_instance_is_replayed_again(tmp_path: Path) -> None:
+    """A result file in ``-o`` marked done but naming no instance (edited by hand, another tool's) was taken as the
+    instance's result, then a KeyError traceback where the results are gathered, after the whole replay."""
+    from test_replay import _calc_case
+
+    bare, trajs, inst = _calc_case(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "demo__calc-1.json").write_text(json.dumps({"status": "done"}))
+    argv = [str(trajs), "--repo", str(bare), "--instances", str(inst), "--workdir", str(tmp_path / "testbed")]
+    r = ledger_run("replay", *argv, "-o", str(out), "--json", timeout=600)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "0 already replayed, 1 to go" in r.stderr
+    assert json.loads(r.stdout)["summary"]["total"]["instances"] == 1
+    assert json.loads((out / "demo__calc-1.json").read_text())["instance_id"] == "demo__calc-1"
+
+
+def test_a_trajectory_not_read_is_named_once(tmp_path: Path) -> None:
+    """``skipped P: why``: the reader's message starts with the path, which was printed before it as well."""
+    bad = tmp_path / "bad.traj.json"
+    bad.write_text('{"messages": 3}')
+    (tmp_path / "good.traj.json").write_text(json.dumps({"instance_id": "good", "messages": MESSAGES}))
+    r = ledger_run("replay", str(bad), str(tmp_path / "good.traj.json"), "--observations-only", "--json",
+                   "--out", str(tmp_path / "out"))  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    said = " ".join(r.stderr.split())
+    assert f"skipped {bad}: not a mini-swe-agent trajectory (no messages list)" in said, said
+    assert said.count(str(bad)) == 1, said
 
 
 def test_a_replay_s_output_directory_with_brackets_is_named_as_it_is(tmp_path: Path) -> None:

@@ -264,14 +264,21 @@ def _read(fmt: RecordedFormat, paths: list[Path], notes: list[str]) -> tuple[lis
     assert fmt.load is not None  # _format picks only formats the replay reads
     items = [_named(t) for t in read_each(fmt, paths, notes)]
     trajs = [t for t in items if isinstance(t, Trajectory)]
-    skipped = [(str(e).split(":")[0], str(e)) for e in items if isinstance(e, TrajectoryError)]
+    skipped = [_unread(e) for e in items if isinstance(e, TrajectoryError)]
     if not trajs:
         _fail(
-            f"no trajectory could be read: {skipped[0][1]}"
+            f"no trajectory could be read: {skipped[0][0]}: {skipped[0][1]}"
             if skipped
             else f"no {fmt.name} trajectories found in " + ", ".join(str(p) for p in paths)
         )
     return trajs, skipped
+
+
+def _unread(e: TrajectoryError) -> tuple[str, str]:
+    """(what, why) of a trajectory not read, from its error ``PATH: why``: said as ``what: why``, its message as it
+    is (the whole message as the why printed the path twice)."""
+    what, sep, why = str(e).partition(": ")
+    return (what, why) if sep else (str(e), "not read")
 
 
 def _named(t: Trajectory | TrajectoryError) -> Trajectory | TrajectoryError:
@@ -507,7 +514,7 @@ def _to_go(
     stderr,
 ) -> list[Trajectory]:
     """The runs not replayed yet (with these arms and models; ``redo``: all of them), said on stderr."""
-    todo = [t for t in trajs if redo or not _done(result_path(out, t.instance_id), contexts, models)]
+    todo = [t for t in trajs if redo or not _done(result_path(out, t.instance_id), t.instance_id, contexts, models)]
     stderr.print(
         f"{len(trajs)} {'trajectory' if len(trajs) == 1 else 'trajectories'}, "
         f"{len(trajs) - len(todo)} already replayed, {len(todo)} to go "
@@ -666,18 +673,22 @@ def _names_tree(t: Trajectory, trees: set[str]) -> str | None:
     return None
 
 
-def _done(path: Path, contexts: tuple[str, ...], models: tuple[str, ...] = ()) -> bool:
-    """Whether a trajectory has a result (with every asked-for context policy measured in every
-    asked-for price model)."""
+def _done(path: Path, instance_id: str, contexts: tuple[str, ...], models: tuple[str, ...] = ()) -> bool:
+    """Whether a trajectory has a result: a finished one of this instance (with every asked-for context policy
+    measured in every asked-for price model)."""
     if not path.exists():
         return False
-    if not contexts:
-        return True
     try:
-        arms = _field(_field(json_value(path.read_text()), "cost"), "arms")
+        result = json_value(path.read_text())
     except (OSError, ValueError):  # UnreadableJSON, UnicodeDecodeError
         return False
-    # a result of another shape (edited by hand, another tool's file) has not measured them: replayed again
+    # a result of another shape (edited by hand, another tool's file; one naming no instance was then a KeyError
+    # where the results are gathered) is not this instance's: replayed again
+    if not isinstance(result, dict) or result.get("status") != "done" or result.get("instance_id") != instance_id:
+        return False
+    if not contexts:  # the price models are measured only with the context policies
+        return True
+    arms = _field(_field(result, "cost"), "arms")
     return all(m in _field(arms, c) for c in ("ledger", *contexts) if c != "full" for m in models)
 
 

@@ -340,9 +340,9 @@ def load_results(out: Path) -> list[dict]:
     for p in sorted(out.glob("*.json")):
         try:
             data = json_value(p.read_text())
-        except ValueError:  # UnreadableJSON (nested past the parser too), UnicodeDecodeError
+        except (OSError, ValueError):  # a directory so named; UnreadableJSON (nested too deep too), not UTF-8
             continue
-        if isinstance(data, dict) and data.get("status") == "done":
+        if isinstance(data, dict) and data.get("status") == "done" and isinstance(data.get("instance_id"), str):
             results.append(data)
     return results
 
