@@ -64,6 +64,9 @@ def test_claude_options_that_cannot_run_say_why_in_one_line(workdir, agent_bin, 
     settings = ("--settings", '{"disableAllHooks": true}')
     err = _error(capsys, validate_claude, ClaudeOptions(ok, args=settings, claude_bin=agent_bin))
     assert err == "error: --settings sets disableAllHooks: Claude Code would run none of the ledger's hooks\n"
+    settings = ("--settings", '{"env": {"ANTHROPIC_API_KEY": "sk-ant-api03-SECRETVALUE"')  # cut short: not JSON
+    err = _error(capsys, validate_claude, ClaudeOptions(ok, args=settings, claude_bin=agent_bin))
+    assert err == "error: --settings (the JSON given): not JSON: Expecting ',' delimiter at line 1, column 57\n", err
 
 
 def test_claude_options_that_can_run_are_the_run(workdir, agent_bin):

@@ -119,8 +119,8 @@ def user_settings(given: str | None) -> dict[str, Any]:
             raise ValueError(f"--settings {given}: {e}") from e
     try:
         return json_value(text, dict)
-    except UnreadableJSON as e:
-        raise ValueError(f"--settings {given[:80]}: {e}") from None
+    except UnreadableJSON as e:  # JSON given on the command line is not quoted: it may hold a key (its env)
+        raise ValueError(f"--settings {'(the JSON given)' if text is given else given}: {e}") from None
 
 
 def hook_settings(hook: Callable[[str], dict[str, Any]], base: dict[str, Any]) -> dict[str, Any]:
