@@ -52,9 +52,23 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def whole(value: Any) -> int | None:
+    """``value`` as a whole number: an int, or a float that is one (``2.0``, as TOML and YAML write it); else None."""
+    if _is_int(value):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
 def integer(minimum: int = 0) -> Check:
     """A whole number, ``minimum`` or more."""
-    return Check(f"an integer >= {minimum}", lambda v: v if _is_int(v) and v >= minimum else None)
+
+    def convert(v: Any) -> int | None:
+        n = whole(v)
+        return n if n is not None and n >= minimum else None
+
+    return Check(f"an integer >= {minimum}", convert)
 
 
 def number(*, above: float | None = None, at_least: float | None = None, infinite: bool = False) -> Check:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 from ledger_runtime.analysis.commands import Analysis
 from ledger_runtime.json_text import nested_deeper
 from ledger_runtime.records import Verdict, VerdictKind
+from ledger_runtime.section import whole
 
 GATE_KINDS = (VerdictKind.NUDGE, VerdictKind.REVISE, VerdictKind.BLOCK)
 MAX_EVIDENCE_LEVELS = 100  # a rule's evidence is a few levels deep; a thousand fail where the ledger writes them
@@ -127,7 +128,7 @@ def build_rules(settings: Mapping[str, Any], workdir: str, builtins: Mapping[str
         if isinstance(paths, str) or not all(isinstance(p, str) for p in paths):
             raise PolicyError(f"policy {name!r}: paths must be a list of globs")
         params = {
-            k: v
+            k: whole(v) if isinstance(defaults.get(k), int) and not isinstance(defaults.get(k), bool) else v
             for k, v in merged.items()
             if k not in ("enabled", "verdict", "paths", "check", "after_run", "time_limit_s")
         }
@@ -182,7 +183,7 @@ def _check_keys(name: str, given: Mapping[str, Any], defaults: Mapping[str, Any]
     for key, default in defaults.items():
         value = given.get(key)
         if key in given and isinstance(default, int) and not isinstance(default, bool):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if (whole(value) or 0) < 1:
                 raise PolicyError(f"policy {name!r}: {key} must be a whole number >= 1, not {_as_written(value)}")
 
 
