@@ -3,8 +3,13 @@ no terminal."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
-from cli_support import ledger_run, one_line_error
+from cli_support import ledger_run, one_line_error, scripted_outputs
+from conftest import make_repo
 
 
 @pytest.fixture(scope="module")
@@ -44,3 +49,65 @@ def test_a_whole_number_written_as_a_float_is_the_rule_s_number():
     rules = build_rules({"repeat-failure": {"revise_after": 2.0}}, "/tmp", BUILTINS)
     rule = next(r for r in rules if r.name == "repeat-failure")
     assert rule.param("revise_after", 3) == 2 and type(rule.param("revise_after", 3)) is int
+
+
+@pytest.mark.parametrize(
+    "ledger, says",
+    [
+        ({1: "x"}, "ledger settings: 1 is not the name of a setting"),
+        (3, "ledger settings: must be a table of settings"),
+        ({"run_dir": ["a"]}, "ledger settings: run_dir: Input should be a valid string"),
+    ],
+)
+def test_mini_swe_agent_s_own_cli_says_a_wrong_ledger_section_in_one_line(tmp_path, ledger, says):
+    """docs/mini-swe-agent.md: "Inside any mini-swe-agent config (so also ``mini-extra swebench``) ... ``ledger:``
+    any ledger setting". With ``ledger: {1: x}`` mini-swe-agent's own CLI showed a traceback (TypeError: keywords
+    must be strings); it now says the one thing wrong where a wrong setting is said, and the agent runs on."""
+    import yaml
+    from minisweagent.config import builtin_config_dir
+
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    cfg = yaml.safe_load((builtin_config_dir / "mini.yaml").read_text())
+    cfg["environment"] = {
+        "environment_class": "ledger_adapters.mini.environment.LedgerEnvironment",
+        "inner_class": "local",
+        "cwd": str(repo),
+        "ledger": ledger,
+    }
+    cfg["model"] = {
+        "model_class": "ledger_adapters.mini.environment.LedgerModel",
+        "inner_class": "deterministic",
+        "model_name": "deterministic",
+        "cost_per_call": 0.0,
+        "outputs": scripted_outputs(["cat a.py", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]),
+    }
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(cfg))
+    env = {**os.environ, "MSWEA_SILENT_STARTUP": "1", "MSWEA_CONFIGURED": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    code = "from minisweagent.run.mini import app; app()"
+    out = tmp_path / "t.traj.json"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "-c",
+            str(tmp_path / "mine.yaml"),
+            "-t",
+            "Read a.py",
+            "-y",
+            "--exit-immediately",
+            "-o",
+            str(out),
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        cwd=repo,  # fmt: skip
+    )
+    said = r.stdout + r.stderr
+    assert "Traceback" not in said, said[-3000:]
+    lines = [ln for ln in said.splitlines() if "ledger disabled for this run" in ln]
+    assert len(lines) == 1 and says in lines[0], said[-3000:]
+    assert r.returncode == 0 and out.is_file(), said[-3000:]  # the agent ran, without the ledger

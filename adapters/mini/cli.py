@@ -171,21 +171,14 @@ def _environment_config_problem(env_cfg: dict, inner_env: str) -> str | None:
     return _settings_problem(get_environment_class(inner_env), settings, "environment")
 
 
-def _ledger_settings_problem(ledger: dict) -> str | None:
+def _ledger_settings_problem(ledger: Any) -> str | None:
     """What the ledger would refuse in a -c file's ``environment.ledger`` (an unknown key, a value of the wrong kind),
     or None: said before the run, which otherwise went on without the ledger after a line that scrolled away."""
-    from pydantic import ValidationError
-
-    from ledger_adapters.mini.environment import LedgerSettings, ledger_config
+    from ledger_adapters.mini.environment import ledger_config, ledger_settings
     from ledger_runtime import ConfigError
 
-    named = [k for k in ledger if not isinstance(k, str)]
-    if named:  # YAML's `1: x`: LedgerSettings(**ledger) is a TypeError, here and in the environment
-        return f"-c environment.ledger: {named[0]!r} is not the name of a setting (docs/settings.md)"
     try:
-        ledger_config(LedgerSettings(**ledger), origin="-c environment.ledger")
-    except ValidationError as e:
-        return _invalid(e, "environment.ledger")
+        ledger_config(ledger_settings(ledger, origin="-c environment.ledger"), origin="-c environment.ledger")
     except ConfigError as e:
         return str(e)
     return None

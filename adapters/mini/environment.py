@@ -43,12 +43,13 @@ from typing import Any, Iterator
 from minisweagent.environments import get_environment_class
 from minisweagent.exceptions import FormatError, Submitted
 from minisweagent.models import get_model_class
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ledger_adapters.mini.context import AgentMessages, history_for
 from ledger_adapters.mini.format import MARKER as SUBMIT_MARKER
 from ledger_adapters.mini.format import SUBMISSION
 from ledger_runtime import (
+    ConfigError,
     ExecResult,
     History,
     LedgerConfig,
@@ -141,6 +142,24 @@ class LedgerSettings(BaseModel):
     task: str = ""
     workdir: str = ""
     helper_transport: str = "auto"  # how the helper reaches a non-local environment: docker exec, or its execute
+
+
+def ledger_settings(ledger: Any, origin: str = "ledger settings") -> LedgerSettings:
+    """The ``ledger:`` section read, or ConfigError naming what is wrong with it in one line: YAML's ``1: x`` or
+    ``ledger: 3`` was a TypeError, ``run_dir: [a]`` a pydantic error, each a traceback from mini-swe-agent's CLI."""
+    if ledger is None:
+        return LedgerSettings()
+    if not isinstance(ledger, dict):
+        raise ConfigError(f"{origin}: must be a table of settings (docs/settings.md), not {ledger!r}")
+    named = [k for k in ledger if not isinstance(k, str)]
+    if named:
+        raise ConfigError(f"{origin}: {named[0]!r} is not the name of a setting (docs/settings.md)")
+    try:
+        return LedgerSettings(**ledger)
+    except ValidationError as e:
+        first = e.errors()[0] if e.errors() else {}
+        key = ".".join(str(x) for x in first.get("loc", ()))
+        raise ConfigError(f"{origin}: {key}: {first.get('msg', 'invalid')} (got {first.get('input')!r})") from None
 
 
 def ledger_config(settings: LedgerSettings, origin: str = "ledger settings") -> LedgerConfig:
@@ -239,7 +258,10 @@ class LedgerEnvironment:
 
     def __init__(self, *, inner_class: str = "local", ledger: dict[str, Any] | None = None, **inner_kwargs: Any):
         ctx = _runner_context()
-        settings = LedgerSettings(**(ledger or {}))
+        try:
+            settings, refused = ledger_settings(ledger), None
+        except ConfigError as e:  # said where a wrong setting is said, and the agent runs without the ledger
+            settings, refused = LedgerSettings(), e
         self.inner_class = inner_class
         cls = get_environment_class(inner_class)
         if "image" not in inner_kwargs and (image := image_for(inner_class, cls.__name__, _instance_image(ctx))):
@@ -257,6 +279,8 @@ class LedgerEnvironment:
         if not task and isinstance(ctx.get("instance"), dict):
             task = ctx["instance"].get("problem_statement", "")
         try:
+            if refused is not None:
+                raise refused
             self.session = SharedRun(self._runtime(task, inner_kwargs))
         except Exception as e:  # no ledger, but the agent runs as it would without one
             log.error("ledger disabled for this run: %s", e)
