@@ -223,9 +223,7 @@ def test_a_page_is_not_asked_for_with_a_filter_it_would_drop(demo_run, tmp_path)
         error = one_line_error(ledger_run("inspect", str(demo_run), "--html", str(page), *args))
         assert "not the page" in error and "buttons" in error, error
         assert not page.exists()
-    both = ledger_run("inspect", str(demo_run), "--html", str(page), "--json", "--verdict", "NUDGE")
-    assert both.returncode == 0 and page.is_file(), both.stderr[-2000:]  # the filter has its --json
-    assert [row["verdict"] for row in __import__("json").loads(both.stdout)["timeline"]] == ["NUDGE"]
+    # with --json as well the page was written whole too: refused since round eight (test_new_user_round8.py)
 
 
 def test_config_write_to_a_directory_is_not_sent_to_force(tmp_path):

@@ -3,6 +3,7 @@ no terminal."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -111,3 +112,15 @@ def test_mini_swe_agent_s_own_cli_says_a_wrong_ledger_section_in_one_line(tmp_pa
     lines = [ln for ln in said.splitlines() if "ledger disabled for this run" in ln]
     assert len(lines) == 1 and says in lines[0], said[-3000:]
     assert r.returncode == 0 and out.is_file(), said[-3000:]  # the agent ran, without the ledger
+
+
+def test_a_page_is_never_written_unfiltered_under_a_filter(demo_run, tmp_path):
+    """``inspect RUN --html P --json --verdict NUDGE``: the --json was filtered, the page written whole, without a
+    word. A filter with --html is refused, --json or not."""
+    page = tmp_path / "page.html"
+    for args in (("--json", "--verdict", "NUDGE"), ("--json", "--class", "run")):
+        error = one_line_error(ledger_run("inspect", str(demo_run), "--html", str(page), *args))
+        assert "not the page" in error and "--html alone" in error, error
+        assert not page.exists()
+    both = ledger_run("inspect", str(demo_run), "--html", str(page), "--json")
+    assert both.returncode == 0 and page.is_file() and json.loads(both.stdout)["timeline"], both.stderr[-2000:]

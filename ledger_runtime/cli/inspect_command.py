@@ -120,10 +120,10 @@ def _check_switches(options: InspectOptions) -> None:
     filtered = options.verdict is not None or options.command_class is not None
     if step is not None and filtered:
         fail("--verdict and --class filter the timeline: not with --step")
-    if options.html is not None and filtered and not options.as_json:  # the page was written whole, without a word
+    if options.html is not None and filtered:  # the page was written whole, without a word (with --json too)
         fail(
             "--verdict and --class filter the timeline and --json, not the page: it has every step, and buttons "
-            "to filter them"
+            "to filter them (write it with --html alone)"
         )
 
 
