@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from cli_support import ledger_run, one_line_error, scripted_outputs
@@ -124,3 +126,48 @@ def test_a_page_is_never_written_unfiltered_under_a_filter(demo_run, tmp_path):
         assert not page.exists()
     both = ledger_run("inspect", str(demo_run), "--html", str(page), "--json")
     assert both.returncode == 0 and page.is_file() and json.loads(both.stdout)["timeline"], both.stderr[-2000:]
+
+
+def test_an_agent_that_does_not_answer_its_version_is_said_within_seconds(tmp_path):
+    """A ``codex`` on PATH that never answers ``--version`` showed nothing for 60 s (the version check's wait). A
+    line now says what is waited for within a few seconds, and the wait ends sooner."""
+    fake = tmp_path / "bin" / "codex"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\nif [ "$1" = --version ]; then exec sleep 1000; fi\nexit 0\n')
+    fake.chmod(0o755)
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}", "COLUMNS": "200"}
+    env.pop("LEDGER_CODEX_BIN", None)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ledger_runtime",
+            "codex",
+            "-w",
+            str(repo),
+            "-o",
+            str(tmp_path / "run"),
+            "--",
+            "exec",
+            "hi",
+        ],  # fmt: skip
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,  # fmt: skip
+        start_new_session=True,
+    )
+    try:
+        began = time.monotonic()
+        line = proc.stderr.readline()
+        waited = time.monotonic() - began
+    finally:
+        proc.send_signal(signal.SIGINT)  # a user's Ctrl-C: the version check's own child goes too
+        proc.wait(timeout=30)
+    assert f"waiting for `{fake} --version`" in line and waited < 15, (waited, line)
+    assert "Traceback" not in proc.stderr.read()
+    from ledger_runtime.cli.agents import VERSION_TIMEOUT_S
+
+    assert VERSION_TIMEOUT_S <= 30

@@ -4,9 +4,11 @@ and the one-line errors of a run that cannot start."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ledger_runtime.cli.dirs import DEFAULT_RUNS, misplaced, unwritable
-from ledger_runtime.cli.errors import fail, stderr
+from ledger_runtime.cli.errors import fail, say, stderr
 from ledger_runtime.cli.launch import hold_ctrl_c_to_the_end
 from ledger_runtime.cli.printable import shell_word
 
@@ -44,14 +46,54 @@ def binary_not_found(explicit: str | None, env_var: str, name: str, install: str
     return f"{name} not found {where}: install the pinned version with `{install}` (or pass {option} PATH)"
 
 
+VERSION_PATIENCE_S = 3.0  # then a line says what is being waited for (Gemini CLI takes 2.5 s on 2 shared cores)
+VERSION_TIMEOUT_S = 30.0  # then the version is unknown, and the run goes on
+
+
 def binary_version(binary: str) -> str | None:
-    """The version ``binary --version`` prints (x.y.z), or None."""
+    """The version ``binary --version`` prints (x.y.z), or None. One that does not answer in a few seconds is said
+    (it showed nothing for a minute), and given up on at ``VERSION_TIMEOUT_S``, with whatever it started."""
     try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60).stdout
+        proc = subprocess.Popen(
+            [binary, "--version"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,  # its children go with it
+        )
     except (OSError, subprocess.SubprocessError):
         return None
-    m = re.search(r"(\d+\.\d+\.\d+\S*)", out)
+    try:
+        out = _answer(proc, binary)
+    finally:
+        if proc.poll() is None or proc.stdout and not proc.stdout.closed:
+            _end(proc)
+    m = re.search(r"(\d+\.\d+\.\d+\S*)", out or "")
     return m.group(1) if m else None
+
+
+def _answer(proc: subprocess.Popen, binary: str) -> str | None:
+    """What ``proc`` printed, or None when it did not finish in ``VERSION_TIMEOUT_S`` (each wait said on stderr)."""
+    try:
+        return proc.communicate(timeout=VERSION_PATIENCE_S)[0]
+    except subprocess.TimeoutExpired:
+        say("note:", f"waiting for `{binary} --version` to answer (the agent's version; up to {VERSION_TIMEOUT_S:g} s)")
+    try:
+        return proc.communicate(timeout=VERSION_TIMEOUT_S - VERSION_PATIENCE_S)[0]
+    except subprocess.TimeoutExpired:
+        say("note:", f"`{binary} --version` did not answer in {VERSION_TIMEOUT_S:g} s: stopped it")
+        return None
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """``proc``'s session killed and its pipe closed (a child that left the session may still hold it)."""
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.SubprocessError, OSError):
+        proc.wait(timeout=5)
+    if proc.stdout:
+        proc.stdout.close()
 
 
 def warn_version(name: str, binary: str, version: str | None, pinned: str, hint: str) -> None:
