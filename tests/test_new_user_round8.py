@@ -171,3 +171,17 @@ def test_an_agent_that_does_not_answer_its_version_is_said_within_seconds(tmp_pa
     from ledger_runtime.cli.agents import VERSION_TIMEOUT_S
 
     assert VERSION_TIMEOUT_S <= 30
+
+
+def test_report_s_figure_in_a_folder_written_as_one(tmp_path):
+    """``report --png``'s help: "a file (its folders made), or a folder for report.png in it". ``--png figs/`` (a
+    folder not there yet) wrote the figure as a file named ``figs``."""
+    pytest.importorskip("matplotlib", reason="the figure needs matplotlib (pip install -e '.[swebench]')")
+    out = tmp_path / "out"
+    for arm in ("baseline", "ledger"):
+        (out / arm).mkdir(parents=True)
+        (out / arm / "preds.json").write_text(json.dumps({"a__b-1": {"model_patch": "", "model_name_or_path": "m"}}))
+    r = ledger_run("report", str(out), "--png", f"{tmp_path / 'figs'}/")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "figs" / "report.png").is_file(), sorted(p.name for p in tmp_path.iterdir())
+    assert f"figure: {tmp_path / 'figs' / 'report.png'}" in r.stdout, r.stdout[-500:]

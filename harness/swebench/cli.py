@@ -290,9 +290,10 @@ def _write_arms_page(html: Path, rep: dict) -> None:
 def report(
     out: Path = typer.Argument(..., help="The output directory of ledger-run swebench."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole report as JSON on stdout."),
-    png: Optional[Path] = typer.Option(
+    png: Optional[str] = typer.Option(  # a string: a Path drops the slash of `figs/`
         None,
         "--png",
+        metavar="<path>",
         help="Where the figure goes: a file (its folders made), or a folder for report.png in it (default "
         "OUT/report.png).",
     ),

@@ -21,6 +21,7 @@ the baseline; characters spared by command class) goes to ``OUT/report.png``.
 from __future__ import annotations
 
 import math
+import os
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -346,12 +347,14 @@ def print_report(report: dict[str, Any], console: Any) -> None:
         )
 
 
-def figure_path(png: Path | None, out: Path) -> Path:
+def figure_path(png: str | None, out: Path) -> Path:
     """Where ``--png`` asks the figure to go: OUT/report.png by default, report.png in a folder that
-    is one, else the path itself, whatever its suffix (matplotlib would add .png beside it)."""
+    is one or is written as one (``figs/``, made: it was a file named ``figs``), else the path itself,
+    whatever its suffix (matplotlib would add .png beside it)."""
     if png is None:
         return out / "report.png"
-    return png / "report.png" if png.is_dir() else png
+    folder = png.endswith(("/", os.sep)) or Path(png).is_dir()
+    return Path(png) / "report.png" if folder else Path(png)
 
 
 def write_png(report: dict[str, Any], path: Path) -> Path:
