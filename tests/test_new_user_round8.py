@@ -185,3 +185,36 @@ def test_report_s_figure_in_a_folder_written_as_one(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "figs" / "report.png").is_file(), sorted(p.name for p in tmp_path.iterdir())
     assert f"figure: {tmp_path / 'figs' / 'report.png'}" in r.stdout, r.stdout[-500:]
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (("--modal",), "--modal goes with --evaluate"),
+        (("--eval-workers", "2"), "--eval-workers goes with --evaluate"),
+        (("--eval-workers", "0", "--evaluate"), "--eval-workers must be 1 or more, not 0"),
+    ],
+)
+def test_a_scoring_switch_without_the_scoring_is_refused(tmp_path, args, says):
+    """``ledger-run swebench``'s help: "--modal  With --evaluate: score on Modal", "--eval-workers  With --evaluate".
+    Without --evaluate each was dropped without a word, and the run went on to the model and the images."""
+    instances = tmp_path / "instances.jsonl"
+    instances.write_text(json.dumps({"instance_id": "a__b-1", "repo": "a/b", "base_commit": "0" * 40}) + "\n")
+    r = ledger_run(
+        "swebench", "-m", "openai/gpt-5-mini", "--instances", str(instances), "-o", str(tmp_path / "o"), *args
+    )
+    error = one_line_error(r)
+    assert says in error, error
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_image_whose_pull_failed_is_not_sent_to_docker_pull():
+    """``ledger-run swebench`` (its images pulled by default) with no registry in reach said "get it with `docker
+    pull IMAGE`": the pull it had just tried, and that had failed, without its reason."""
+    from ledger_harness.swebench.run import missing_image_error
+
+    failed = missing_image_error({"sweb.eval.a": "dial tcp: lookup registry-1.docker.io: no such host", "b": "x"})
+    assert "pulling it failed (dial tcp: lookup registry-1.docker.io: no such host)" in failed, failed
+    assert "docker pull" not in failed and "(and 1 more)" in failed, failed
+    unpulled = missing_image_error({"sweb.eval.a": ""})  # --no-pull
+    assert "get it with `docker pull sweb.eval.a`" in unpulled, unpulled

@@ -104,7 +104,9 @@ def swebench(
     ),
     pull: bool = typer.Option(True, "--pull/--no-pull", help="Pull instance images that are not on the engine."),
     evaluate_after: bool = typer.Option(False, "--evaluate", help="Score the predictions with the SWE-bench harness."),
-    eval_workers: int = typer.Option(4, "--eval-workers", help="With --evaluate: the harness's parallel workers."),
+    eval_workers: Optional[int] = typer.Option(
+        None, "--eval-workers", help="With --evaluate: the harness's parallel workers (default 4)."
+    ),
     modal: bool = typer.Option(False, "--modal", help="With --evaluate: score on Modal (the harness's --modal)."),
 ) -> None:
     """Run mini-swe-agent on SWE-bench instances once per arm (resumable; Ctrl-C leaves no containers)."""
@@ -144,7 +146,7 @@ def run(o: SwebenchOptions) -> None:
     from rich.markup import escape
 
     from ledger_harness.stopping import stopped_as_ctrl_c
-    from ledger_harness.swebench.options import validate
+    from ledger_harness.swebench.options import EVAL_WORKERS, validate
     from ledger_harness.swebench.run import parse_arms
     from ledger_harness.swebench.run import run as run_arms
     from ledger_runtime import private_dir, shell_word, unwritable
@@ -179,7 +181,8 @@ def run(o: SwebenchOptions) -> None:
     if done["status"] == "interrupted":
         sys.exit(stop.exit_code())  # said above: not typer's Exit, after which ledger-run says "interrupted" again
     if o.evaluate_after:
-        _evaluate(o.out, o.subset, o.split, o.eval_workers, console, o.modal)
+        workers = EVAL_WORKERS if o.eval_workers is None else o.eval_workers
+        _evaluate(o.out, o.subset, o.split, workers, console, o.modal)
 
 
 def _instances(o: SwebenchOptions) -> tuple[dict, list[dict], object]:
@@ -193,6 +196,7 @@ def _instances(o: SwebenchOptions) -> tuple[dict, list[dict], object]:
         base_config,
         check_environment,
         load_instances,
+        missing_image_error,
         missing_images,
         model_of,
         select,
@@ -211,13 +215,9 @@ def _instances(o: SwebenchOptions) -> tuple[dict, list[dict], object]:
         if problem:
             raise BadInput(problem)
         client = _docker_client() if uses_docker(cfg) else None  # other environments bring their own
-        missing = missing_images(rows, client, pull=o.pull) if client is not None else []
+        missing = missing_images(rows, client, pull=o.pull) if client is not None else {}
         if missing:
-            raise BadInput(
-                f"image {missing[0]} is not on the Docker engine"
-                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
-                + f": get it with `docker pull {missing[0]}`, or build it with the SWE-bench harness"
-            )
+            raise BadInput(missing_image_error(missing))
     except BadInput as e:
         _fail(str(e))
         raise AssertionError from e  # fail() raised

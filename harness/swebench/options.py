@@ -29,8 +29,11 @@ class SwebenchOptions:
     config: tuple[Path, ...] = ()
     pull: bool = True
     evaluate_after: bool = False
-    eval_workers: int = 4
+    eval_workers: int | None = None  # with evaluate_after; None: EVAL_WORKERS
     modal: bool = False
+
+
+EVAL_WORKERS = 4  # the harness's parallel workers when --eval-workers is not given
 
 
 def validate(o: SwebenchOptions) -> str | None:
@@ -43,4 +46,14 @@ def validate(o: SwebenchOptions) -> str | None:
         return str(e)
     if o.workers < 1:
         return f"-j/--workers must be 1 or more, not {o.workers}"
+    # each was dropped without a word when nothing was scored
+    if o.modal and not o.evaluate_after:
+        return (
+            "--modal goes with --evaluate (it scores the predictions on Modal); to run the instances there: "
+            "--environment-class swerex_modal"
+        )
+    if o.eval_workers is not None and not o.evaluate_after:
+        return "--eval-workers goes with --evaluate (the harness's parallel workers)"
+    if o.eval_workers is not None and o.eval_workers < 1:
+        return f"--eval-workers must be 1 or more, not {o.eval_workers}"
     return None

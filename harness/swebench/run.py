@@ -150,25 +150,41 @@ def image_name(instance: dict[str, Any]) -> str:
     return get_swebench_docker_image_name(instance)
 
 
-def missing_images(instances: list[dict[str, Any]], client: Any, *, pull: bool) -> list[str]:
-    """Images not on the engine (after trying to pull them when ``pull``)."""
+def missing_images(instances: list[dict[str, Any]], client: Any, *, pull: bool) -> dict[str, str]:
+    """Images not on the engine (after trying to pull them when ``pull``), each with why it is not: its pull's
+    error, or "" when none was tried."""
     import docker.errors
 
-    missing = []
+    missing = {}
     for name in dict.fromkeys(image_name(i) for i in instances):
         try:
             client.images.get(name)
             continue
         except docker.errors.ImageNotFound:
             pass
+        why = ""
         if pull:
             try:
                 client.images.pull(name)
                 continue
-            except docker.errors.APIError:
-                pass
-        missing.append(name)
+            except docker.errors.APIError as e:
+                why = " ".join(str(getattr(e, "explanation", None) or e).split())[:300] or type(e).__name__
+        missing[name] = why
     return missing
+
+
+def missing_image_error(missing: dict[str, str]) -> str:
+    """The one line of a run whose images are not on the engine: the first, how many more, and what to do (a pull
+    that failed said as such: "get it with docker pull" after the run's own pull failed sent the user round)."""
+    name, why = next(iter(missing.items()))
+    more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+    if not why:
+        how = f"get it with `docker pull {name}`, or build it with the SWE-bench harness"
+        return f"image {name} is not on the Docker engine{more}: {how}"
+    return (
+        f"image {name} is not on the Docker engine{more}, and pulling it failed ({why}): build it with the SWE-bench "
+        "harness, or pull it where the registry is reachable"
+    )
 
 
 # -- configuration -----------------------------------------------------------------------------------
