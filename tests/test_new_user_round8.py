@@ -218,3 +218,19 @@ def test_an_image_whose_pull_failed_is_not_sent_to_docker_pull():
     assert "docker pull" not in failed and "(and 1 more)" in failed, failed
     unpulled = missing_image_error({"sweb.eval.a": ""})  # --no-pull
     assert "get it with `docker pull sweb.eval.a`" in unpulled, unpulled
+
+
+@pytest.mark.slow  # the Hub's client tries for about 30 s
+def test_a_dataset_that_cannot_be_reached_is_one_line_not_the_hub_s_retries(tmp_path):
+    """``ledger-run swebench -m M -o OUT`` with no network: the Hub's own warning for each try of each request
+    ("'[Errno -2] Name or service not known' thrown while requesting HEAD https://huggingface.co/...") came before
+    the one error line; now a line says what is loading, and the error says what to do."""
+    pytest.importorskip("datasets", reason="ledger-run swebench needs its extra: pip install -e '.[swebench]'")
+    env = {"HF_ENDPOINT": "http://hub.invalid", "HF_HOME": str(tmp_path / "hf"), "OPENAI_API_KEY": "sk-none"}
+    r = ledger_run("swebench", "-m", "openai/gpt-5-mini", "-o", str(tmp_path / "o"), env=env, timeout=120)
+    error = one_line_error(r)
+    assert "cannot load the dataset" in error and "--instances FILE.jsonl" in error, error
+    others = [ln for ln in r.stderr.splitlines() if ln.strip() and ln != error]
+    assert others == [
+        "loading SWE-bench verified (test) from the Hugging Face Hub (offline: --instances FILE.jsonl)"
+    ], r.stderr

@@ -191,6 +191,8 @@ def _instances(o: SwebenchOptions) -> tuple[dict, list[dict], object]:
     from ledger_adapters.extras import require
 
     require("swebench", "minisweagent", "ledger-run swebench")  # before its config, and before the dataset's download
+    from rich.console import Console
+
     from ledger_adapters.mini.cli import model_config_problem
     from ledger_harness.swebench.run import (
         base_config,
@@ -206,6 +208,12 @@ def _instances(o: SwebenchOptions) -> tuple[dict, list[dict], object]:
     try:
         cfg = base_config(list(o.config), o.model, o.model_class, o.environment_class)
         check_environment(cfg)
+        if o.instances is None:  # the Hub's retries are held back: this says what is being waited for
+            Console(stderr=True).print(
+                f"loading SWE-bench {o.subset} ({o.split}) from the Hugging Face Hub (offline: --instances FILE.jsonl)",
+                highlight=False,
+                markup=False,
+            )
         rows = select(
             load_instances(o.subset, o.split, o.instances), slice_spec=o.slice_spec, filter_spec=o.filter_spec
         )

@@ -21,9 +21,11 @@ Containers carry the labels ``ledger-run.run``/``ledger-run.arm``; whatever the 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import difflib
 import hashlib
 import json
+import logging
 import re
 import threading
 import time
@@ -31,7 +33,7 @@ import uuid
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ledger_harness.swebench.protected import SWEBENCH_PROTECTED
 from ledger_runtime import json_value, masked_json, private_dir, write_private
@@ -81,6 +83,21 @@ def parse_arms(text: str) -> list[str]:
 # -- instances ---------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _hub_quiet() -> Iterator[None]:
+    """The Hub's own warnings held back while the dataset loads: with no network, a line per retry of each request
+    ("... thrown while requesting HEAD ...") came before the one line that says what failed and what to do."""
+    loggers = [logging.getLogger(name) for name in ("huggingface_hub", "datasets")]
+    levels = [one.level for one in loggers]
+    for one in loggers:
+        one.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for one, level in zip(loggers, levels):
+            one.setLevel(level)
+
+
 def load_instances(subset: str, split: str, instances: Path | None) -> list[dict[str, Any]]:
     """From ``--instances`` (a JSONL file, or a directory holding ``<split>.jsonl``), else the
     Hugging Face dataset of the subset."""
@@ -115,7 +132,8 @@ def load_instances(subset: str, split: str, instances: Path | None) -> list[dict
 
     name = DATASET_MAPPING.get(subset, subset)
     try:
-        return [dict(r) for r in load_dataset(name, split=split)]
+        with _hub_quiet():
+            return [dict(r) for r in load_dataset(name, split=split)]
     except Exception as e:
         raise BadInput(
             f"cannot load the dataset {name} (split {split}): {type(e).__name__}: {e}; offline, pass "
