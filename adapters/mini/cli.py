@@ -294,6 +294,8 @@ def validate(options: MiniOptions) -> MiniRun:
     env_cfg, inner_env = _environment_config(base, options, workdir)
     model_cfg, inner_model = _model_config(base, options)
     given = {kind: f"-c {kind}.{kind}_class={spec}" for kind, spec in _classes_in(base).items()}
+    if options.model_class:  # the switch's, over the config's
+        given.pop("model", None)
     problem = _class_problem("environment", inner_env, given.get("environment"))
     problem = problem or (inner_model and _class_problem("model", inner_model, given.get("model")))
     if problem:
@@ -430,9 +432,11 @@ def _in_docker(env_cfg: dict[str, Any], workdir: Path) -> dict[str, Any]:
 
 
 def _model_config(base: dict[str, Any], options: MiniOptions) -> tuple[dict[str, Any], str]:
-    """The inner model's config (with ``--api-base``) and class."""
+    """The inner model's config (with ``--api-base``) and class: ``--model-class`` over a config's ``model_class``,
+    as ``-m`` over its ``model_name`` and as mini's own CLI has it (the config's won, the switch dropped unsaid)."""
     model_cfg = dict(base.get("model") or {})
-    inner_model = model_cfg.pop("model_class", None) or options.model_class or ""
+    in_config = model_cfg.pop("model_class", None)
+    inner_model = options.model_class or in_config or ""
     if options.api_base:
         model_cfg["model_kwargs"] = {**(model_cfg.get("model_kwargs") or {}), "api_base": options.api_base}
     return model_cfg, inner_model
