@@ -236,14 +236,17 @@ def test_a_dataset_that_cannot_be_reached_is_one_line_not_the_hub_s_retries(tmp_
     ], r.stderr
 
 
-def test_model_class_on_the_command_line_is_over_the_config_s(tmp_path):
-    """``ledger-run mini -c mini.yaml -c scripted.yaml --model-class X``: the config's ``model_class`` won and the
-    switch was dropped without a word (mini's own CLI, and ``-m`` over ``model_name``, put the command line last)."""
+@pytest.mark.parametrize("switch", ["--model-class", "--environment-class"])
+def test_a_class_on_the_command_line_is_over_the_config_s(tmp_path, switch):
+    """``ledger-run mini -c mini.yaml -c scripted.yaml --model-class X`` (or ``--environment-class X`` with a config
+    naming its environment class): the config's class won and the switch was dropped without a word (mini's own
+    CLI, and ``-m`` over ``model_name``, put the command line last)."""
     from cli_support import scripted_mini_config
 
     repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
-    mine = scripted_mini_config(tmp_path / "mine.yaml", ["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"])
+    mine = scripted_mini_config(tmp_path / "mine.yaml", ["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"],
+                                environment_class="local")  # fmt: skip
     args = ("mini", "-c", str(mine), "-t", "Read a.py", "-w", str(repo), "-y", "-o", str(tmp_path / "run"))
-    error = one_line_error(ledger_run(*args, "--model-class", "nosuch"))
-    assert error.startswith("error: --model-class nosuch: not one of mini-swe-agent's"), error
+    error = one_line_error(ledger_run(*args, switch, "nosuch"))
+    assert error.startswith(f"error: {switch} nosuch: not one of mini-swe-agent's"), error
     assert not (tmp_path / "run" / "trajectory.traj.json").exists()

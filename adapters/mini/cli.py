@@ -245,7 +245,7 @@ class MiniOptions:
     exit_immediately: bool = False
     cost_limit: float | None = None
     model_class: str | None = None
-    environment_class: str = "local"
+    environment_class: str | None = None  # None: the config's, else local
     image: str | None = None
 
 
@@ -294,8 +294,9 @@ def validate(options: MiniOptions) -> MiniRun:
     env_cfg, inner_env = _environment_config(base, options, workdir)
     model_cfg, inner_model = _model_config(base, options)
     given = {kind: f"-c {kind}.{kind}_class={spec}" for kind, spec in _classes_in(base).items()}
-    if options.model_class:  # the switch's, over the config's
-        given.pop("model", None)
+    for kind, switch in (("environment", options.environment_class), ("model", options.model_class)):
+        if switch:  # the switch's, over the config's
+            given.pop(kind, None)
     problem = _class_problem("environment", inner_env, given.get("environment"))
     problem = problem or (inner_model and _class_problem("model", inner_model, given.get("model")))
     if problem:
@@ -399,7 +400,8 @@ def _environment_config(base: dict[str, Any], options: MiniOptions, workdir: Pat
     from ledger_runtime import fail
 
     env_cfg = dict(base.get("environment") or {})
-    inner_env = env_cfg.pop("environment_class", None) or options.environment_class
+    in_config = env_cfg.pop("environment_class", None)
+    inner_env = options.environment_class or in_config or "local"  # the switch over the config, as mini has it
     if options.image and inner_env in ("local", "minisweagent.environments.local.LocalEnvironment"):
         # it was dropped without a word, and the commands ran here, not in the container asked for
         fail(
@@ -758,8 +760,10 @@ def mini(
     ),
     cost_limit: Optional[float] = typer.Option(None, "-l", "--cost-limit", help="Cost limit (0: none)."),
     model_class: Optional[str] = typer.Option(None, "--model-class", help="mini-swe-agent model class to wrap."),
-    environment_class: str = typer.Option(
-        "local", "--environment-class", help="mini-swe-agent environment to wrap (local, docker, singularity, ...)."
+    environment_class: Optional[str] = typer.Option(
+        None,
+        "--environment-class",
+        help="mini-swe-agent environment to wrap (local, docker, singularity, ...; default: the config's, else local).",
     ),
     image: Optional[str] = typer.Option(
         None,
