@@ -362,3 +362,62 @@ def test_an_opencode_subagents_call_with_no_tool_before_is_not_the_main_models_r
         rt.close()
     attempts = load(tmp_path / "run").state.attempts
     assert [(a.agent, a.verdict.kind.value) for a in attempts] == [("sub", "RUN"), ("sub", "NUDGE"), ("", "RUN")]
+
+
+def _locked_opencode_db(path: Path) -> object:
+    """A database as another program holds it (a rollback journal, an exclusive lock): no read gets through."""
+    import sqlite3
+
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("create table part (id, message_id, session_id, data)")
+    con.execute("begin exclusive")
+    return con
+
+
+def test_an_opencode_database_another_program_locks_holds_no_call_back(tmp_path: Path) -> None:
+    """The database read for outputs OpenCode's prune cleared, made before each call is answered, waited 2 s on a lock
+    and said nothing: every call of the run took 2 s more (4 s with the check of what the model got), and nothing
+    said why. OpenCode writes in WAL mode, where a reader never waits: a lock is another program's. The call goes
+    on at once, and one line says the database could not be read."""
+    import time
+
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    lock = _locked_opencode_db(tmp_path / "opencode.db")
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    hooks = OpenCodeHooks(rt, tmp_path / "opencode.db")
+    took = []
+    try:
+        for i in range(3):
+            call = {"tool": "bash", "callID": f"c{i}", "sessionID": "ses", "args": {"command": "cat calc.py"}}
+            assert hooks.handle("ToolBefore", {**call, "directory": str(repo)}) is None
+            started = time.perf_counter()
+            hooks.handle("ToolAfter", {**call, "directory": str(repo), "output": CALC, "metadata": {"exit": 0}})
+            took.append(time.perf_counter() - started)
+    finally:
+        lock.close()
+        rt.close()
+    assert max(took) < 1.0, took
+    faults = (tmp_path / "run" / "faults.log").read_text().splitlines()
+    unread = [f for f in faults if "could not read OpenCode's database" in f]
+    assert len(unread) == 1 and "locked" in unread[0], faults
+
+
+def test_an_opencode_record_unchecked_for_a_database_it_cannot_read_says_so(tmp_path: Path) -> None:
+    """At the end of the run each record is checked against OpenCode's database; one that could not be read (locked,
+    not there) was reported as a database that "never names" the call, which it may well name. The record is
+    still never a source, for the reason that holds: the database could not be read."""
+    repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
+    lock = _locked_opencode_db(tmp_path / "opencode.db")
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    hooks = OpenCodeHooks(rt, tmp_path / "opencode.db")
+    try:
+        call = {"tool": "bash", "callID": "c0", "sessionID": "ses", "args": {"command": "cat calc.py"}}
+        hooks.handle("ToolBefore", {**call, "directory": str(repo)})
+        hooks.handle("ToolAfter", {**call, "directory": str(repo), "output": CALC, "metadata": {"exit": 0}})
+        hooks.finish()
+    finally:
+        lock.close()
+        rt.close()
+    state = load(tmp_path / "run").state
+    (why,) = state.distrusted.values()
+    assert "never names" not in why and "could not be read" in why, why

@@ -26,12 +26,13 @@ a record it does not bear out is never the source of a reference. Any fault of o
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger_adapters.opencode.session import cleared_calls, tool_parts
+from ledger_adapters.opencode.session import CALL_WAIT_S, cleared_calls, tool_parts
 from ledger_adapters.opencode.tools import (
     EDITS,
     NO_OUTPUT,
@@ -85,6 +86,7 @@ class OpenCodeHooks:
     files: SeenFiles | None = None
     notes: ViewNotes | None = None
     cleared: int = 0  # the last attempt recorded when an output was cleared (OpenCode's prune)
+    unread: bool = False  # a read of OpenCode's database failed, and a fault said so (once)
 
     def __post_init__(self) -> None:
         self.files = self.files or SeenFiles(self.runtime, EDITS)
@@ -287,9 +289,23 @@ class OpenCodeHooks:
         """The outputs OpenCode's database says its prune cleared in the main session, read before a call is answered:
         the bus event that tells it may reach the ledger after the next call, whose answer could then refer to an
         output the model no longer holds."""
-        if self.db is not None and self.conversation is not None:
-            for call in cleared_calls(self.db, self.conversation):
-                self._forget_cleared(call)
+        if self.db is None or self.conversation is None:
+            return
+        try:
+            calls = cleared_calls(self.db, self.conversation)
+        except sqlite3.Error as e:
+            self._unreadable(e)
+            return
+        for call in calls:
+            self._forget_cleared(call)
+
+    def _unreadable(self, error: sqlite3.Error) -> None:
+        """OpenCode's database could not be read (locked by another program, not there, another version's layout): the
+        call goes on, the bus event alone tells a cleared output, and one line says so."""
+        if not self.unread:
+            self.unread = True
+            where = "could not read OpenCode's database (a cleared output is known by its bus event alone)"
+            self.runtime.report_fault(where, error)
 
     def _forget_cleared(self, call: str | None) -> None:
         """A recorded call's output cleared: no later answer refers to the outputs shown so far, once per prune."""
@@ -326,7 +342,17 @@ class OpenCodeHooks:
         the database does not name is given up on after a while, and at the end of the run."""
         if not self.to_check or self.db is None:
             return
-        parts = tool_parts(self.db, self.sessions)
+        try:  # a call waits for this read: a lock is not waited on then
+            parts = tool_parts(self.db, self.sessions, 2.0 if final else CALL_WAIT_S)
+        except sqlite3.Error as e:
+            self._unreadable(e)
+            if final:  # never a source: what the model got is not known
+                for attempt, (call, _, _) in list(self.to_check.items()):
+                    self.runtime.distrust(
+                        attempt, f"attempt {attempt}: call {call}: OpenCode's database could not be read"
+                    )
+                self.to_check.clear()
+            return
         now = time.monotonic()
         for attempt, (call, text, since) in list(self.to_check.items()):
             part = parts.get(call)

@@ -43,17 +43,26 @@ def auth_path(env: dict[str, str]) -> Path:
     return Path(data) / "opencode" / "auth.json"
 
 
-def _rows(db: Path, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-    try:  # the path quoted: a '?', a '#' or a '%' in it would name another file, opened read-write
-        con = sqlite3.connect(f"file:{urllib.parse.quote(str(db))}?mode=ro", uri=True, timeout=2.0)
-    except sqlite3.Error:
-        return []
+# how long a read made while a call waits for its answer waits on a lock: OpenCode writes in WAL mode, where a reader
+# never waits, so a lock is another program's, and the call goes on without the read
+CALL_WAIT_S = 0.05
+
+
+def _query(db: Path, sql: str, args: tuple[Any, ...], wait: float = 2.0) -> list[tuple[Any, ...]]:
+    """The rows of ``sql``; raises sqlite3.Error when the database cannot be read (not there, locked, other tables)."""
+    # the path quoted: a '?', a '#' or a '%' in it would name another file, opened read-write
+    con = sqlite3.connect(f"file:{urllib.parse.quote(str(db))}?mode=ro", uri=True, timeout=wait)
     try:
         return con.execute(sql, args).fetchall()
-    except sqlite3.Error:
-        return []
     finally:
         con.close()
+
+
+def _rows(db: Path, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    try:
+        return _query(db, sql, args)
+    except sqlite3.Error:
+        return []
 
 
 def _json(text: Any) -> dict[str, Any]:
@@ -63,13 +72,15 @@ def _json(text: Any) -> dict[str, Any]:
         return {}
 
 
-def tool_parts(db: Path, session_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """call id -> the tool part OpenCode recorded for it (``tool``, ``state``), of these sessions."""
+def tool_parts(db: Path, session_ids: list[str], wait: float = 2.0) -> dict[str, dict[str, Any]]:
+    """call id -> the tool part OpenCode recorded for it (``tool``, ``state``), of these sessions; raises sqlite3.Error
+    when the database cannot be read (``wait``: seconds a lock is waited on)."""
     if not session_ids:
         return {}
     marks = ",".join("?" * len(session_ids))
     out = {}
-    for (data,) in _rows(db, f"select data from part where session_id in ({marks}) order by id", tuple(session_ids)):
+    sql = f"select data from part where session_id in ({marks}) order by id"
+    for (data,) in _query(db, sql, tuple(session_ids), wait):
         part = _json(data)
         if part.get("type") == "tool" and isinstance(part.get("callID"), str):
             out[part["callID"]] = part
@@ -78,12 +89,12 @@ def tool_parts(db: Path, session_ids: list[str]) -> dict[str, dict[str, Any]]:
 
 def cleared_calls(db: Path, session_id: str) -> list[str]:
     """The call ids of a session's tool parts whose output OpenCode cleared from what it sends the model (its prune,
-    ``"compaction": {"prune": true}``: ``state.time.compacted``), in order."""
+    ``"compaction": {"prune": true}``: ``state.time.compacted``), in order; raises sqlite3.Error when the database
+    cannot be read (a lock is waited on ``CALL_WAIT_S``: a call waits for this read)."""
     out = []
     # only the parts that name it are parsed: a long session's outputs are read once per call otherwise
-    for (data,) in _rows(
-        db, "select data from part where session_id = ? and data like ? order by id", (session_id, "%compacted%")
-    ):
+    sql = "select data from part where session_id = ? and data like ? order by id"
+    for (data,) in _query(db, sql, (session_id, "%compacted%"), CALL_WAIT_S):
         part = _json(data)
         state = part.get("state") if isinstance(part.get("state"), dict) else {}
         times = state.get("time") if isinstance(state.get("time"), dict) else {}
