@@ -403,11 +403,16 @@ def _told(a: Attempt | None) -> bool:
     return a is not None and not a.agent
 
 
+def _named(a: Attempt) -> str:
+    """A command as the view names it: a subagent's says so, wherever it is cited (the model never ran it)."""
+    return short_command(a.command) if _told(a) else f"(a subagent's) {short_command(a.command)}"
+
+
 def _attempt_entry(a: Attempt, state: LedgerState) -> ViewEntry:
     """A command's line: told by its own step while it says what its result said, news once that no longer holds.
 
     It is news too when the command changed files it was not asked to, as a script or formatter does."""
-    cmd = short_command(a.command) if _told(a) else f"(a subagent's) {short_command(a.command)}"
+    cmd = _named(a)
     key = ("command", a.id)
     own = a.step if _told(a) else None  # the step whose own result told the model: never a subagent's
     if a.verdict.kind is VerdictKind.REUSE and not a.executed:
@@ -495,7 +500,7 @@ def _last_failing_run(state: LedgerState) -> ViewEntry | None:
         holds, why, m = _holds(a, state)
         verdict = why if not why.startswith("stale: ") else why.replace("stale: ", "may no longer hold: ")
         told = (a.step if _told(a) else None) if holds else _own(m, state)
-    text = f"Last failing run: #{a.step} {short_command(a.command)} (exit {a.exit_code}); {verdict}"
+    text = f"Last failing run: #{a.step} {_named(a)} (exit {a.exit_code}); {verdict}"
     return ViewEntry("", ("failing",), text, a.step, told)
 
 

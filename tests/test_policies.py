@@ -249,6 +249,20 @@ def test_repeat_failure_counts_each_agents_own_failures(repo, tmp_path):
     assert not (tmp_path / "run" / "faults.log").exists()
 
 
+def test_the_last_failing_run_a_subagent_made_is_named_the_subagents(repo, tmp_path):
+    """The state view the main model reads names a subagent's command "(a subagent's)" in its list, but its "Last
+    failing run" line gave the subagent's failed run as a plain "#2 python ...", a run the model never made. It
+    names it the subagent's there too; the main model's own failure is named as before."""
+    with runtime(repo, tmp_path) as rt:
+        for _ in range(2):
+            run_as(rt, TEST, "helper")
+        view = rt.inform()
+        assert "Last failing run: #2 (a subagent's) " in view, view
+        run_as(rt, TEST, "")
+        view = rt.inform()
+        assert "Last failing run: #3 python" in view, view
+
+
 def test_user_rules_by_dotted_path_and_fail_open(repo, tmp_path):
     rules = {
         "no-docs": {"check": "custom_rules:no_docs", "verdict": "REVISE"},
