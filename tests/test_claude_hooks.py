@@ -437,3 +437,25 @@ def test_a_prompt_sent_while_a_command_runs_leaves_its_writes_to_it(tmp_path: Pa
         assert "calc.py: STALE, changed at step 3, outside any command" in note.get("additionalContext", ""), note
     finally:
         s.close()
+
+
+def test_a_subagents_repeat_failures_are_its_own_and_the_main_models_theirs(session: Session) -> None:
+    """Claude Code's subagent (its agent_id) runs a script the main model failed at twice: its first run is its
+    first, not a '3rd time' to refuse (as it was before the repeats were each agent's); its own second run is
+    judged a repeat of its own step (the subagent gets no note: docs/claude-code.md), and the main model's third
+    run is refused citing the main model's two."""
+    fail = "python3 -c 'import sys; sys.exit(3)'"
+    sub = {"agent_id": "a4f61aef6d8788716", "agent_type": "general-purpose"}
+    session.bash(fail)
+    session.bash(fail)
+    session.bash(fail, **sub)
+    session.bash(fail, **sub)
+    third = session.payload("PreToolUse", "Bash", tool_use_id="toolu_9", tool_input={"command": fail})
+    denied = session.send("PreToolUse", third)["hookSpecificOutput"]
+    assert denied["permissionDecision"] == "deny" and "failed at steps 1, 2;" in denied["permissionDecisionReason"]
+    a = load(session.run_dir).state.attempts
+    assert [(x.agent, x.exit_code) for x in a[:4]] == [("", 3), ("", 3), (sub["agent_id"], 3), (sub["agent_id"], 3)]
+    assert [x.verdict.kind for x in a[:4]] == [VerdictKind.RUN, VerdictKind.NUDGE] * 2, a
+    assert a[3].verdict.kind is VerdictKind.NUDGE and a[3].verdict.reason.endswith(
+        "step 3, where this same command failed (exit 3)"
+    )
