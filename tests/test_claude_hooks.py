@@ -459,3 +459,20 @@ def test_a_subagents_repeat_failures_are_its_own_and_the_main_models_theirs(sess
     assert a[3].verdict.kind is VerdictKind.NUDGE and a[3].verdict.reason.endswith(
         "step 3, where this same command failed (exit 3)"
     )
+
+
+def test_a_subagents_repeat_is_nudged_as_codex_nudges_it(session: Session) -> None:
+    """A subagent's repeat of its own run is a NUDGE citing its own step (its repeats are its own), recorded as applied
+    and counted "nudged" by inspect; but a subagent's output is shown as it is, which carried no NUDGE, and its
+    PostToolUseFailure dropped the note: the subagent was never told, and its next failing run was refused "a 3rd
+    time" out of the blue. It gets the note, as Codex's subagents do, and no note of the state view."""
+    sub = {"agent_id": "a4f61aef6d8788716", "agent_type": "general-purpose"}
+    (session.repo / "ok.py").write_text("print(1)\n")
+    for command, since in (("python3 -c 'import sys; sys.exit(3)'", 1), ("python3 ok.py", 3)):
+        session.bash(command, **sub)
+        again, _ = session.bash(command, **sub)
+        ctx = (again or {}).get("hookSpecificOutput", {}).get("additionalContext", "")
+        assert ctx.startswith(
+            f"[ledger] NUDGE: {'repeat-failure: ' if since == 1 else ''}no tracked file changed since step {since},"
+        ), again
+        assert "<ledger_state" not in ctx and "updatedToolOutput" not in again["hookSpecificOutput"], again

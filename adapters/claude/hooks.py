@@ -452,8 +452,8 @@ class ClaudeHooks:
         fields: dict[str, Any] = {}
         if replaceable and run.attempt_id is not None and run.output != output:
             fields["updatedToolOutput"] = {**response, "stdout": run.output}
-        elif not replaceable and run.note:
-            fields["additionalContext"] = run.note
+        elif not replaceable and (run.note or subagents_nudge(pending.plan)):
+            fields["additionalContext"] = run.note or subagents_nudge(pending.plan)
         view = self._view_note()
         if view:
             fields["additionalContext"] = "\n\n".join(x for x in (fields.get("additionalContext"), view) if x)
@@ -497,11 +497,9 @@ class ClaudeHooks:
         notes = []
         plan = pending.plan
         if pending.call.tool == SHELL and plan.applied and plan.verdict.kind is VerdictKind.NUDGE:
-            notes.append(f"[ledger] NUDGE: {plan.verdict.reason}.")
-        elif pending.call.tool == SHELL and run.note:
+            notes.append(f"[ledger] NUDGE: {plan.verdict.reason}." if plan.held else subagents_nudge(plan))
+        elif pending.call.tool == SHELL and run.note and plan.held:
             notes.append(run.note)
-        if not plan.held:
-            notes = []
         notes.append(self._view_note())
         return context("PostToolUseFailure", notes)
 
@@ -536,6 +534,14 @@ class ClaudeHooks:
                 leave_conversation(self.conversation_file, self.transcript, self.compactions, self.branches, step)
             except OSError as e:
                 self.runtime.report_fault("leaving the conversation for a resumed run", e)
+
+
+def subagents_nudge(plan: Plan) -> str:
+    """The NUDGE of a subagent's repeat of its own run (its repeats are its own: the step cited is its), which its
+    output, shown as it is, does not carry; "" for any other call."""
+    if plan.agent and plan.applied and plan.verdict.kind is VerdictKind.NUDGE:
+        return f"[ledger] NUDGE: {plan.verdict.reason}."
+    return ""
 
 
 def refusal(v: Verdict) -> str:
