@@ -421,3 +421,29 @@ def test_an_opencode_record_unchecked_for_a_database_it_cannot_read_says_so(tmp_
     state = load(tmp_path / "run").state
     (why,) = state.distrusted.values()
     assert "never names" not in why and "could not be read" in why, why
+
+
+def test_an_opencode_subagents_repeat_is_nudged_to_it(tmp_path: Path) -> None:
+    """A subagent's repeat of its own run is a NUDGE citing its own step, recorded as applied and counted "nudged" by
+    inspect, but its output is shown as it is, which carried no NUDGE: the subagent was never told, and its next
+    failing run was refused "a 3rd time" out of the blue. It gets the note (no note of the state view)."""
+    repo = make_repo(tmp_path / "repo", {"ok.py": "print(1)\n"})
+    rt = LedgerRuntime(repo, tmp_path / "run")
+    hooks = OpenCodeHooks(rt, None)
+    got = []
+    try:
+        hooks.handle("Event", {"type": "session.created", "properties": {"info": {"id": "main"}}})
+        hooks.handle("Event", {"type": "session.created", "properties": {"info": {"id": "sub", "parentID": "main"}}})
+        for n, (command, code, out) in enumerate([("python3 -c 'import sys; sys.exit(3)'", 3, "x\n")] * 2):
+            call = {"tool": "bash", "callID": f"c{n}", "sessionID": "sub", "args": {"command": command}}
+            assert hooks.handle("ToolBefore", {**call, "directory": str(repo)}) is None
+            after = hooks.handle(
+                "ToolAfter", {**call, "directory": str(repo), "output": out, "metadata": {"exit": code}}
+            )
+            got.append(after["output"] if after else out)
+        hooks.finish()
+    finally:
+        rt.close()
+    assert got[0] == "x\n", got
+    assert got[1].startswith("x\n\n\n[ledger] NUDGE: repeat-failure: no tracked file changed since step 1,"), got
+    assert "<ledger_state" not in got[1], got
