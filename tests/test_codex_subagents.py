@@ -301,3 +301,16 @@ def test_a_forked_subagent_holds_every_output_its_copied_references_name(tmp_pat
         assert "[ledger" not in subs[call] and subs[call].endswith("Output:\n" + CALC), subs[call][-400:]
     held = [(bool(a.agent), a.answer.get("held")) for a in load(run_dir).state.attempts]
     assert held == [(False, None), (False, None), (True, False), (True, False)], held
+
+
+def test_a_subagents_repeat_failure_is_nudged_to_it(tmp_path: Path) -> None:
+    """A subagent's second failing run of a script is a NUDGE of its own repeat (its own step cited), recorded as
+    applied: the subagent is told so with the output, as the main model is."""
+    fail = "python3 -c 'import sys; sys.exit(3)'"
+    main = [spawn(), ("after", (TASK, ("say", "done")))]
+    sub = [("exec", fail), ("exec", fail), ("say", "ran it")]
+    fake, run_dir = run(tmp_path, main, sub)
+    verdicts = [(bool(a.agent), a.verdict.kind.value) for a in load(run_dir).state.attempts]
+    assert verdicts == [(True, "RUN"), (True, "NUDGE")], verdicts
+    got = function_outputs(fake.by_agent[TASK][-1])[f"{TASK}_call_1"]
+    assert "[ledger] NUDGE: repeat-failure: no tracked file changed since step 1," in got, got

@@ -63,7 +63,9 @@ def fresh_answer(
     if a.submits:  # names the marker, but its output is no submission: the model reads it, guarded as any
         return raw(output, [*notes, AS_PRINTED] if mistakable(output) else notes), notes
     if (plan.shown_raw and plan.applied) or not plan.held:
-        return raw(output), notes  # what the agent got: recorded as it was (shadow mode: what it would have got)
+        # shown raw: what the agent got, recorded as it was (shadow mode: what it would have got); another model's
+        # output (a subagent's) is never referred into, and its NUDGE, of its own runs, goes with it
+        return raw(output, [] if plan.shown_raw and plan.applied else notes), notes
     if not refers:  # the model sees its head and tail
         if mistakable(seen_of(output, trunc)):
             return raw(output, [*notes, AS_PRINTED]), notes
