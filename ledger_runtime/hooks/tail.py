@@ -22,17 +22,16 @@ def appended_lines(path: str, offset: int, limit: int = 64 * 1024 * 1024) -> tup
     except (OSError, ValueError):  # ValueError: a NUL in the path, which names no file
         return [], offset
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             return [], offset
-        with os.fdopen(fd, "rb") as f:
-            fd = -1
-            f.seek(offset)
-            data = f.read(limit)
+        # what the file holds past the offset, not ``limit`` bytes: a read of ``limit`` allocates all of
+        # them first (64 MiB per refresh); bytes appended since the fstat are read on the next call
+        data = os.pread(fd, min(limit, info.st_size - offset), offset) if info.st_size > offset else b""
     except OSError:
         return [], offset
     finally:
-        if fd >= 0:
-            os.close(fd)
+        os.close(fd)
     end = data.rfind(b"\n")
     if end < 0 and len(data) >= limit:  # one line longer than a read: skipped (its rest reads as a malformed line)
         return [], offset + len(data)
