@@ -288,3 +288,21 @@ def test_an_attempts_answer_is_a_typed_record_stored_as_the_same_json():
             answer=unreadable,
         )
         assert b.answer is None and b.answer_kind == "raw"
+
+
+def test_an_answer_record_is_true_without_building_its_stored_object():
+    # the state view asks ``a.answer`` of every attempt it shows, on every render: a Mapping's truth is its
+    # len, which built the stored object each time; it always has its keys, so it is true as len says
+    import tracemalloc
+
+    from ledger_runtime.records import AnswerRecord
+
+    records = [AnswerRecord(), AnswerRecord.from_dict({"kind": "whole", "shape": 1}), AnswerRecord(agent="sub")]
+    assert all(len(r) >= 6 for r in records)
+    tracemalloc.start()
+    try:
+        truths = sum(bool(r) for r in records for _ in range(100))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert truths == 300 and peak < 2048  # building the 300 objects peaked at 16 KiB here
