@@ -499,3 +499,24 @@ def test_a_subagents_command_that_outlives_its_tool_call_is_completed_from_its_r
     session.send("SessionStart", session.payload("SessionStart"))  # the main model's next event folds it in
     a = session.state().attempts[0]
     assert (a.exit_code, a.output_complete) == (3, True) and session.rt.store.text(a.output_hash) == "1\n"
+
+
+def test_a_conversation_keeps_the_shell_codex_took_when_it_started(tmp_path: Path, monkeypatch) -> None:
+    # Codex reads the user's shell once per session, so the ledger reads it at the conversation's first call
+    # (not with a getpwuid per call): a shell changed since is a new conversation's, not this one's
+    import pwd
+
+    session = Session(tmp_path, wrap=True)
+    try:
+        pre = session.payload("PreToolUse", "Bash")
+        assert "updatedInput" in session.send("PreToolUse", pre)[0]["hookSpecificOutput"]
+        real = pwd.getpwuid
+        monkeypatch.setattr(pwd, "getpwuid", lambda uid: pwd.struct_passwd((*real(uid)[:6], "/usr/bin/fish")))
+        again = session.send("PreToolUse", {**pre, "tool_use_id": "c0-again"})[0]
+        assert again is not None and "updatedInput" in again["hookSpecificOutput"], "the session's bash: wrapped"
+        other = tmp_path / "sessions" / "rollout-other.jsonl"
+        other.write_text("")
+        fresh = session.send("PreToolUse", {**pre, "tool_use_id": "c7", "transcript_path": str(other)})[0]
+        assert fresh is None or "updatedInput" not in fresh["hookSpecificOutput"], "fish: the command runs as it is"
+    finally:
+        session.close()

@@ -106,18 +106,19 @@ MAX_WRAPPED_BYTES = 60_000
 DEFAULT_YIELD_MS = 10_000  # exec_command's yield_time_ms: how long Codex waits before it says "still running"
 
 
-def wait_for(args: dict[str, Any] | None, size: int) -> float | None:
+def wait_for(args: dict[str, Any] | None, size: int, user_shell: str | None = None) -> float | None:
     """How long the wrapper waits for a call's end before it passes the output through as it comes
     (before Codex would say "still running": the call's ``yield_time_ms``); None when the wrapper
     could not run the call as Codex does: a terminal (``tty``: the command's stdout must be Codex's
-    own terminal), a shell that is not a POSIX one, a command too long to pass once more."""
+    own terminal), a shell that is not a POSIX one (the call's, or ``user_shell``: the user's as
+    Codex took it, read now when not given), a command too long to pass once more."""
     args = args or {}
     if args.get("tty") is True or size > MAX_WRAPPED_BYTES:
         return None
     given = args.get("shell")
     if given is not None and (not isinstance(given, str) or os.path.basename(given) not in POSIX_SHELLS):
         return None
-    if given is None and os.path.basename(default_shell()) not in POSIX_SHELLS:
+    if given is None and os.path.basename(user_shell or default_shell()) not in POSIX_SHELLS:
         return None
     yield_ms = args.get("yield_time_ms")
     yield_ms = (
@@ -200,6 +201,8 @@ class CodexHooks:
     unfinished_pure: dict[str, bool] = field(default_factory=dict)
     notes: ViewNotes | None = None  # what the model was told of the state view (prompt/notes.py)
     rollouts: dict[str, RolloutReader] = field(default_factory=dict)
+    # rollout -> the user's shell read at its conversation's first call: Codex reads it once per session
+    user_shells: dict[str, str] = field(default_factory=dict)
     last_transcript: str | None = None
     # how to run ``ledger-run wrap`` (None: commands are not wrapped, and the model gets raw outputs)
     wrap_launcher: list[str] | None = None
@@ -478,11 +481,12 @@ class CodexHooks:
             or plan.analysis.submits
         ):
             return None
-        rollout = self._rollout(pending.transcript or self.last_transcript)
+        transcript = pending.transcript or self.last_transcript
+        rollout = self._rollout(transcript)
         args = rollout.arguments.get(call_id) if rollout is not None else None
         if rollout is not None and rollout.sandbox not in (None, "danger-full-access"):
             return None  # Codex's sandbox refuses the wrapper's socket: it would only add its cost
-        wait = wait_for(args, len(plan.command.encode()))
+        wait = wait_for(args, len(plan.command.encode()), self.user_shell(transcript))
         if wait is None:
             return None
         extra: list[str] = []
@@ -504,6 +508,17 @@ class CodexHooks:
             *(["--flag-on-fault", self.flag_paths["fault"]] if "fault" in self.flag_paths else []),
         ]
         return here_document(wrapper_line(self.wrap_launcher, self.wrap_fallback, options), plan.command)
+
+    def user_shell(self, transcript: Any) -> str:
+        """The user's shell as Codex runs a call of the conversation whose rollout is ``transcript`` that names
+        none: Codex reads it once, when the session starts; read here at the conversation's
+        first call, not at each (a ``getpwuid`` per call), and each time where no rollout names the conversation."""
+        if not isinstance(transcript, str):
+            return default_shell()
+        shell = self.user_shells.get(transcript)
+        if shell is None:
+            shell = self.user_shells[transcript] = default_shell()
+        return shell
 
     def _answer(self, payload: dict[str, Any]) -> dict[str, Any] | bytes | None:
         """A wrapper's ``Answer``: its output decoded and the answer encoded outside the lock. The
