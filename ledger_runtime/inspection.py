@@ -42,6 +42,7 @@ class Loaded:
     state: LedgerState
     blobs: dict[str, str | None] = field(default_factory=dict)  # blobs read so far, by hash
     damaged: dict[str, str] = field(default_factory=dict)  # blobs read so far that do not read back: why
+    unchecked: dict[str, str] = field(default_factory=dict)  # an older version's masked file contents: no sum to check
 
     def text(self, h: str | None) -> str | None:
         """A blob of the ledger as text, read on demand; None where missing or damaged, and ``damaged`` says why."""
@@ -53,6 +54,7 @@ class Loaded:
             try:
                 self.blobs[h] = store.text(h)
                 self.damaged.update(store.damaged)
+                self.unchecked.update(store.unchecked)
             finally:
                 store.close()
         return self.blobs[h]

@@ -8,7 +8,8 @@ deep; ledgers of schema 1 get no patches, so older readers can open them. Openin
 
 A blob read back from the file is checked, once, against its hash (``sums`` holds the hash of what is stored where the
 key is another: a file's masked content under the file's digest): one that does not match is read as missing, and named
-in ``damaged``; the copies a live run keeps in memory are not read back.
+in ``damaged``; the copies a live run keeps in memory are not read back. A ledger of an older version kept no sums: its
+masked file contents cannot be checked, and read as missing too, named in ``unchecked`` (the ledger is not damaged).
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ def _code(sql: Any) -> str:
 _OUR_CODE: dict[tuple[str, str], str] = {}
 OUR_TABLES = ("meta", "events", "blobs", "sums")  # what a ledger reads and writes
 _SUMS = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS sums") :].split("\n")[0]
+UNCHECKABLE = "stored by an older version under a key that is not its hash, with no sum to check it against"
 SUMS_MARK = "blob_sums"  # in meta: every blob of this ledger stored under a key that is not its hash has its sum
 
 
@@ -201,6 +203,7 @@ class LedgerStore:
         self._summed = True  # written by a version that keeps ``sums`` (open: the mark in meta says)
         self._sums_table = True  # the file has a ``sums`` table to write to
         self.damaged: dict[str, str] = {}  # blobs in the file that do not read back: key -> why (read as missing)
+        self.unchecked: dict[str, str] = {}  # an older version's, keyed not by their hash, no sum: read as missing
         self.damaged_events: list[str] = []  # event rows whose columns are not of their types (events())
         self.max_blob_bytes = MAX_BLOB_BYTES  # a blob that says it is longer is not read (writer_max: a run's own)
 
@@ -511,7 +514,7 @@ class LedgerStore:
         from_file = h not in self._pending_blobs
         if not from_file:
             size, codec, data = self._pending_blobs[h]
-        elif h in self.damaged:
+        elif h in self.damaged or (h in self.unchecked and not _depth):
             return None
         else:
             row = self._conn.execute("SELECT size, codec, data FROM blobs WHERE hash = ?", (h,)).fetchone()
@@ -526,15 +529,21 @@ class LedgerStore:
         if out is not None and len(out) != size:
             self.damaged[h] = f"{len(out)} bytes where {size} were stored"
             return None
-        if out is not None and from_file and h not in self._checked:
-            why = self._mismatch(h, out)
-            if why is not None:
-                self.damaged[h] = why
-                return None
-            self._checked.add(h)
+        if out is not None and from_file and h not in self._checked and not self._matches(h, out, _depth):
+            return out if _depth else None  # the base of a change: what it makes is checked, this is not kept
         if out is not None:  # only what read back whole is kept for later reads and patches
             self._keep(h, out, patch_depth)
         return out
+
+    def _matches(self, h: str, data: bytes, depth: int) -> bool:
+        """Whether a blob read back from the file is the one stored under ``h``; where read for itself (not as the base
+        of a change) and not, named in ``damaged`` or ``unchecked``."""
+        why = self._mismatch(h, data)
+        if why is None:
+            self._checked.add(h)
+        elif not depth:
+            (self.unchecked if why == UNCHECKABLE else self.damaged)[h] = why
+        return why is None
 
     def _mismatch(self, h: str, data: bytes) -> str | None:
         """Why a blob read back from the file is not the one stored under ``h`` (its bytes hash to another), or None."""
@@ -548,7 +557,7 @@ class LedgerStore:
         if row is not None and row[0] == own:
             return None
         if row is None and not self._summed:
-            return "does not match its hash (changed since it was stored, or a masked file of an older version)"
+            return UNCHECKABLE
         return "does not match its hash: changed since it was stored"
 
     def _decoded(self, h: str, codec: str, data: bytes, size: int, depth: int) -> tuple[bytes | None, int]:
