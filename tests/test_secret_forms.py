@@ -55,3 +55,30 @@ def test_a_trajectory_s_model_key_is_masked_by_its_name(tmp_path: Path) -> None:
     kept = json.loads(trajectory.read_text())
     assert kept["info"]["config"]["model"]["model_kwargs"] == {**kwargs, "api_key": "*" * len(BARE_KEY)}
     assert kept["messages"] == data["messages"]
+
+
+CODE = [  # code and docs the model reads: a name of code or a placeholder, never a credential
+    "def f(api_key=DEFAULT_API_KEY_V2):",
+    "def f(api_key=default_api_key_v2_value):",
+    "    token_counts=token_counts_per_batch2,",
+    "token=tokenizer_output_2024",
+    "password=password_field_1234567",
+    "sorted(items, key=key_function_for_sort_2)",
+    "access_token=access_token_placeholder1",
+    "Set the header `Authorization: Bearer YOUR_API_KEY` on each request",
+    'Authorization = "Bearer YOUR_TOKEN_HERE"',
+    '"Authorization": "Bearer your_token_here"',
+]
+
+
+def test_names_of_code_and_placeholders_are_not_masked() -> None:
+    from ledger_runtime.ledger.redact import Redactor
+
+    redactor = Redactor.for_run({})
+    assert [line for line in CODE if redactor.mask(line) != line] == []
+    for secret in (
+        "api_key=Kd9Wm2Xr7Tq4Np1Lz8Fb",
+        "key=sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        '"Authorization": "Bearer Zq8vN3kP0aLw7RtY2mXc"',
+    ):
+        assert redactor.mask(secret) != secret, secret

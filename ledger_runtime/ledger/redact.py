@@ -84,7 +84,9 @@ TOKEN_SHAPES = (
     r"curl\b[^\n|;&]*?[ \t](?:-u|--user)[ \t]+['\"]?[^\s:'\"]+:([^\s'\"@]+)",  # curl -u user:password
 )
 BUILTIN_PATTERNS = TOKEN_SHAPES + (
-    r"uthorization:[ \t]*(?:[Bb]earer|[Bb]asic|[Tt]oken)[ \t]+([A-Za-z0-9._~+/=-]{8,})",  # HTTP headers
+    # HTTP headers; not a placeholder of one case (YOUR_API_KEY in docs): a credential mixes cases or digits
+    r"uthorization:[ \t]*(?:[Bb]earer|[Bb]asic|[Tt]oken)[ \t]+(?![A-Z_]+(?![\w.~+/=-])|[a-z_]+(?![\w.~+/=-]))"
+    r"([A-Za-z0-9._~+/=-]{8,})",
     r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}",  # JWTs (access and id tokens)
     # a password in a URL (.git-credentials, DATABASE_URL): scheme://user:PASSWORD@host
     r"://[^\s:/@'\"<>\[\]]{1,100}:([^\s/@'\"<>\[\]]{1,200})@",

@@ -70,6 +70,11 @@ def _random_looking(v: str) -> bool:
 _AUTH_SCHEME = re.compile(
     r"(?i:bearer|basic|token|bot|digest)[ \t]+(?:([^\s$<{*%%][^\s%%]{%d,})|\S*)" % (STRONG_MIN - 1)
 )  # (not a placeholder: $TOKEN, <token>, {token}, %s)
+_PLACEHOLDER = re.compile(
+    r"[A-Z_]+|[a-z_]+"
+)  # after a scheme: YOUR_API_KEY, your_token_here (a credential mixes cases)
+_SEGMENT = r"(?:[0-9]+|[A-Z]+[0-9]*|(?:[a-z]+|[A-Z][a-z]+)(?:[A-Z][a-z]+)*[0-9]*)"
+_WORDS_OF_CODE = re.compile(rf"_*{_SEGMENT}(?:_+{_SEGMENT})*_*")  # token_counts_per_batch2, DEFAULT_KEY_V2, apiKey2
 _CODE_NAME = re.compile(r"[A-Za-z_]\w*(?:\.\w+)*")  # a variable, an attribute: code, not a value
 _CONSTANT = re.compile(r"[A-Z_]+|[A-Za-z_]\w*(?:\.\w+)+")  # another constant, a dotted name
 
@@ -86,15 +91,24 @@ def _worth_masking(strength: str, form: str, value: str, quoted: bool, upper: bo
         return False  # "PASS: test_x" in a test log
     if strength == "auth":
         return form == "json" and quoted and len(value) >= STRONG_MIN
-    if strength == "weak":
-        return _random_looking(value)
+    if strength == "weak":  # key=key_function_for_sort_2 is code
+        return _random_looking(value) and (quoted or not _WORDS_OF_CODE.fullmatch(value))
     if not quoted and (form == "json" or value.startswith(("/", "~/", "./", "../"))):
         return False  # a number, true, null; a path
     if upper and form == "assign" and not quoted:
         return len(value) >= SETTING_MIN and not _CONSTANT.fullmatch(value)
     if not quoted and _CODE_NAME.fullmatch(value):
-        return _random_looking(value)  # ``password = hunter2`` is code; ``api_key=Zq8vN3kP0aLw7RtY`` is not
+        # ``password = hunter2`` and ``token=tokenizer_output_2024`` are code; ``api_key=Zq8vN3kP0aLw7RtY`` is not
+        return _random_looking(value) and not _WORDS_OF_CODE.fullmatch(value)
     return len(value) >= (FLAG_MIN if form == "flag" else STRONG_MIN) and any(c.isdigit() for c in value)
+
+
+def _credential(scheme: re.Match[str], at: int) -> tuple[int, int] | None:
+    """The span of the credential after an HTTP scheme in a value that begins at ``at``; None for a placeholder."""
+    credential = scheme.group(1)
+    if not credential or _PLACEHOLDER.fullmatch(credential):
+        return None
+    return at + scheme.start(1), at + scheme.end(1)
 
 
 def _netrc(text: str, start: int, end: int) -> tuple[int, int] | None:
@@ -198,7 +212,7 @@ def _named_value(text: str, start: int, end: int, strength: str, upper: bool) ->
         return None  # a call, an index: code
     scheme = _AUTH_SCHEME.fullmatch(m.group(group)) if group != "bare" and strength == "strong" else None
     if scheme is not None:  # "Authorization": "Bearer X", Authorization = "Basic X": the credential after its scheme
-        return (m.start(group) + scheme.start(1), m.start(group) + scheme.end(1)) if scheme.group(1) else None
+        return _credential(scheme, m.start(group))
     if _worth_masking(strength, form, m.group(group), group != "bare", upper):
         return m.start(group), m.end(group)
     return None
