@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import re
+import sys
 import threading
 import time
 import uuid
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ledger_harness.swebench.protected import SWEBENCH_PROTECTED
-from ledger_runtime import json_value, masked_json, private_dir, write_private
+from ledger_runtime import json_value, mask_json_file, masked_json, private_dir, write_private
 
 ARMS: dict[str, dict[str, Any]] = {
     "ledger": {"inform": True, "govern": True, "shadow": False},
@@ -520,15 +521,28 @@ def run_instance(
     if stopping.is_set():
         return
     started = time.monotonic()
+    made: list[Any] = []
     try:
-        with closing_environments():  # the instance's container, or sandbox, stopped as it ends
+        with closing_environments() as made:  # the instance's container, or sandbox, stopped as it ends
             process_instance(instance, arm_dir, config, progress)
     finally:
+        mask_trajectory(arm_dir / iid / f"{iid}.traj.json", made)
         status = progress.last.get(iid)
         if stopping.is_set():  # cut short by Ctrl-C: not finished, so the next run does it again
             remove_from_preds_file(arm_dir / "preds.json", iid)
             status = "interrupted"
         record_timing(arm_dir, iid, time.monotonic() - started, status)
+
+
+def mask_trajectory(traj: Path, made: list[Any]) -> None:
+    """An instance's trajectory (its settings in ``info.config``: a model's API key) masked as its ledger is, and
+    owner-only; a trajectory that cannot be masked is said in one line, as it stands."""
+    runtimes = [env.runtime for env in made if getattr(env, "runtime", None) is not None]
+    if not runtimes or not traj.exists():
+        return
+    problem = mask_json_file(traj, runtimes[-1].redactor)
+    if problem:
+        print(f"warning: {problem}", file=sys.stderr)
 
 
 def run(
