@@ -57,6 +57,19 @@ def test_a_trajectory_s_model_key_is_masked_by_its_name(tmp_path: Path) -> None:
     assert kept["messages"] == data["messages"]
 
 
+def test_a_mask_that_makes_two_keys_one_is_not_kept(tmp_path: Path) -> None:
+    """Masked as one text, two keys of a JSON record that are tokens of one shape read the same: a reader keeps one
+    of them, so the other's record was lost; each string is masked alone instead, every record kept."""
+    from ledger_runtime import mask_json_file
+    from ledger_runtime.ledger.redact import Redactor
+
+    first, second = "ghp_" + "A1b2" * 9, "ghp_" + "C3d4" * 9
+    trajectory = tmp_path / "trajectory.traj.json"
+    trajectory.write_text(json.dumps({"seen": {first: "first", second: "second"}, "api_key": BARE_KEY}))
+    assert mask_json_file(trajectory, Redactor.for_run({})) is None
+    assert sorted(json.loads(trajectory.read_text())["seen"].values()) == ["first", "second"]
+
+
 CODE = [  # code and docs the model reads: a name of code or a placeholder, never a credential
     "def f(api_key=DEFAULT_API_KEY_V2):",
     "def f(api_key=default_api_key_v2_value):",

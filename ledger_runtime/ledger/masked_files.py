@@ -38,9 +38,17 @@ def with_names(text: str, redactor: Redactor) -> str:
     if out == text:
         return text
     try:
-        json.loads(out)
-    except (ValueError, RecursionError):  # a mask that broke the JSON (a quote masked): each string's masking alone
-        return text
+        json.loads(out, object_pairs_hook=_unique_keys)
+    except (ValueError, RecursionError):  # a mask that broke the JSON (a quote masked) or made two keys one
+        return text  # each string's masking alone
+    return out
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all different, else ValueError: a reader would keep one of two alike."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("two keys alike")
     return out
 
 
