@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -59,41 +60,59 @@ def binary_version(binary: str) -> str | None:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,  # its children go with it
+            start_new_session=True,  # its children go with it when it is stopped
         )
     except (OSError, subprocess.SubprocessError):
         return None
     try:
         out = _answer(proc, binary)
     finally:
-        if proc.poll() is None or proc.stdout and not proc.stdout.closed:
+        if proc.poll() is None:  # only one that did not answer: what one that exited left running is not ours to end
             _end(proc)
+        if proc.stdout:
+            proc.stdout.close()
     m = re.search(r"(\d+\.\d+\.\d+\S*)", out or "")
     return m.group(1) if m else None
 
 
+VERSION_OUTPUT_MAX = 1 << 16
+LEFT_OPEN_S = 0.3  # after the binary exited, how long a pipe still held open (by a child it left) is read
+
+
 def _answer(proc: subprocess.Popen, binary: str) -> str | None:
-    """What ``proc`` printed, or None when it did not finish in ``VERSION_TIMEOUT_S`` (each wait said on stderr)."""
-    try:
-        return proc.communicate(timeout=VERSION_PATIENCE_S)[0]
-    except subprocess.TimeoutExpired:
-        say("note:", f"waiting for `{binary} --version` to answer (the agent's version; up to {VERSION_TIMEOUT_S:g} s)")
-    try:
-        return proc.communicate(timeout=VERSION_TIMEOUT_S - VERSION_PATIENCE_S)[0]
-    except subprocess.TimeoutExpired:
-        say("note:", f"`{binary} --version` did not answer in {VERSION_TIMEOUT_S:g} s: stopped it")
-        return None
+    """What ``proc`` printed by its exit, or None when it did not exit in ``VERSION_TIMEOUT_S`` (each wait said on
+    stderr). Its exit is the answer, not the pipe's end: a wrapper that leaves a child holding the pipe has answered."""
+    assert proc.stdout is not None
+    fd, out, eof, said = proc.stdout.fileno(), bytearray(), False, False
+    began = time.monotonic()
+    exited: float | None = None
+    while True:
+        now = time.monotonic()
+        if exited is None and proc.poll() is not None:
+            exited = now
+        if exited is not None and (eof or now - exited >= LEFT_OPEN_S):
+            return out.decode(errors="replace")
+        if exited is None and now - began >= VERSION_TIMEOUT_S:
+            say("note:", f"`{binary} --version` did not answer in {VERSION_TIMEOUT_S:g} s: stopped it")
+            return None
+        if exited is None and not said and now - began >= VERSION_PATIENCE_S:
+            up_to = f"the agent's version; up to {VERSION_TIMEOUT_S:g} s"
+            say("note:", f"waiting for `{binary} --version` to answer ({up_to})")
+            said = True
+        if eof:
+            time.sleep(0.05)
+        elif select.select([fd], [], [], 0.05)[0]:
+            chunk = os.read(fd, 65536)
+            out += chunk[: max(0, VERSION_OUTPUT_MAX - len(out))]  # one that prints on and on is not kept whole
+            eof = not chunk
 
 
 def _end(proc: subprocess.Popen) -> None:
-    """``proc``'s session killed and its pipe closed (a child that left the session may still hold it)."""
+    """``proc``'s session killed, while it still runs (its group id is then its own, not reused)."""
     with contextlib.suppress(OSError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.SubprocessError, OSError):
         proc.wait(timeout=5)
-    if proc.stdout:
-        proc.stdout.close()
 
 
 def warn_version(name: str, binary: str, version: str | None, pinned: str, hint: str) -> None:
