@@ -52,11 +52,16 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+EXACT_FLOAT = 2.0**53  # every whole number up to it is a float exactly
+
+
 def whole(value: Any) -> int | None:
-    """``value`` as a whole number: an int, or a float that is one (``2.0``, as TOML and YAML write it); else None."""
+    """``value`` as a whole number: an int, or a float that is one (``2.0``, as TOML and YAML write it); else None.
+    A float past ``EXACT_FLOAT`` is not: ``1e300`` is a whole float, but not the number written (int(1e300) is
+    1000000000000000052504760255204420248704...), so it would be taken, and shown, as one the user never wrote."""
     if _is_int(value):
         return value
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and value.is_integer() and abs(value) <= EXACT_FLOAT:
         return int(value)
     return None
 
