@@ -132,14 +132,14 @@ class LongChain(chain_bench.Chain):
 
 
 def windows(calls: int) -> list[tuple[int, int]]:
+    """Calls 1-100 and 101-500, then windows to the last 1,000 calls, each window after the one before."""
     spans = [(1, 100), (101, 500)]
     edge = 500
-    for b in (1000, 2000, 3000, 4000, 5000):
-        if b <= calls - 1000:
+    for b in (1000, 2000, 3000, 4000, 5000, calls - 1000):
+        if edge < b <= calls - 1000:
             spans.append((edge + 1, b))
             edge = b
-    if calls > 500:
-        spans.append((max(edge + 1, calls - 999), calls))
+    spans.append((edge + 1, calls))
     return spans
 
 
@@ -165,8 +165,8 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=3000)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "hook_long.json")
     args = ap.parse_args()
-    if args.calls < 600:
-        print("--calls must be at least 600 (calls 101-500, then a last window)", file=sys.stderr)
+    if args.calls < 1500:
+        print("--calls must be at least 1500 (calls 101-500, then the last 1,000)", file=sys.stderr)
         return 2
     tmp = Path(tempfile.mkdtemp(prefix="ledger-hook-long-"))
     (tmp / "home").mkdir()
