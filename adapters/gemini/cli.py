@@ -27,22 +27,52 @@ HOOK_TIMEOUT_MS = 600_000
 NO_LOGIN_EXIT = 41  # Gemini CLI's exit code when it has no auth method (its FatalAuthenticationError)
 
 
-def unheard_hint(args: list[str], code: int | None, user_settings: Path | None = None) -> str:
+def unheard_hint(
+    args: list[str], code: int | None, user_settings: Path | None = None, env: dict[str, str] | None = None
+) -> str:
     """Why gemini, run with ``args`` and ended with exit code ``code`` (None: not known), ran no hook: it stopped
     before its first (no login: exit 41), which its own message says, or the folder was not trusted. The trust was
     blamed even with --skip-trust given, when what stopped it was a missing login. For the login, ``user_settings``
-    is where to set it: Gemini CLI's message names the run's own settings.json, made anew at each run."""
+    is where to set it: Gemini CLI's message names the run's own settings.json, made anew at each run. Where ``env``
+    (gemini's environment) already chose an auth method, Gemini CLI refused that one: setting GEMINI_API_KEY is no
+    cure then; GOOGLE_GEMINI_BASE_URL with no auth method selected is one Gemini CLI 0.61.0 refuses."""
     if code and code > 128 and _signal_name(code - 128):  # killed: it had no message to give
         return f"Gemini CLI was ended by {_signal_name(code - 128)} (exit code {code}) before its first hook"
+    chosen = env_auth(env or {})
+    if code == NO_LOGIN_EXIT and user_settings is not None and chosen is not None and chosen[1] == "gateway":
+        return (
+            f"Gemini CLI ended with exit code {code} before its first hook: GOOGLE_GEMINI_BASE_URL is set, and with no "
+            f"auth method selected in the settings Gemini CLI {GEMINI_VERSION} takes 'gateway' from it, which it "
+            f'refuses; set security.auth.selectedType in {user_settings} ("gemini-api-key", with GEMINI_API_KEY set, '
+            "reaches GOOGLE_GEMINI_BASE_URL too)"
+        )
     if code == NO_LOGIN_EXIT and user_settings is not None:
         return (
             f"Gemini CLI ended with exit code {code} before its first hook, for want of a login: the settings.json "
-            f"its message names is this run's copy, made anew at each run; set the auth method in {user_settings}, "
-            "or set GEMINI_API_KEY"
+            f"its message names is this run's copy, made anew at each run; set the auth method in {user_settings}"
+            + ("" if chosen else ", or set GEMINI_API_KEY")
         )
     if code:
         return f"Gemini CLI ended with exit code {code} before its first hook: its own message above says why"
     return "" if "--skip-trust" in args else UNTRUSTED_HINT
+
+
+# Gemini CLI 0.61.0's getAuthTypeFromEnv, in its order: the variable that picks the auth method with none selected
+ENV_AUTH = (
+    ("GOOGLE_GENAI_USE_GCA", "oauth-personal"),
+    ("GOOGLE_GENAI_USE_VERTEXAI", "vertex-ai"),
+    ("GOOGLE_GEMINI_BASE_URL", "gateway"),
+    ("GEMINI_API_KEY", "gemini-api-key"),
+)
+
+
+def env_auth(env: dict[str, str]) -> tuple[str, str] | None:
+    """(variable, auth method) that ``env`` chooses for Gemini CLI when its settings select none, or None."""
+    for variable, method in ENV_AUTH:
+        value = env.get(variable)
+        if value and (value == "true" or not variable.startswith("GOOGLE_GENAI_USE_")):
+            return variable, method
+    return None
 
 
 def _signal_name(number: int) -> str | None:
@@ -239,4 +269,4 @@ def run_gemini(
                     runtime.report_fault("keeping Gemini CLI's sessions", e)
                 runtime.close()
             # after the finish: a warning that cannot be printed cuts nothing
-            warn_unheard("Gemini CLI", server.handled, unheard_hint(args, code, user / "settings.json"))
+            warn_unheard("Gemini CLI", server.handled, unheard_hint(args, code, user / "settings.json", base))

@@ -1,0 +1,43 @@
+"""A new user following the agent guides (docs/codex.md, docs/claude-code.md, docs/gemini-cli.md, docs/opencode.md,
+docs/mini-swe-agent.md) literally: each case as the user met it, through the real ``ledger-run`` and the real agent
+binary in a subprocess with no terminal."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from cli_support import ledger_run
+from conftest import make_repo
+
+GEMINI_OK = bool(os.environ.get("LEDGER_GEMINI_BIN") or shutil.which("gemini"))
+
+
+@pytest.mark.skipif(
+    not GEMINI_OK,
+    reason="no gemini binary on PATH or in $LEDGER_GEMINI_BIN (npm install -g "
+    "@google/gemini-cli@0.61.0): this case needs its own message",
+)
+def test_gemini_pointed_at_a_base_url_is_told_to_select_an_auth_method_not_to_set_the_key_it_has(tmp_path):
+    """docs/gemini-cli.md's headless run with GEMINI_API_KEY set and GOOGLE_GEMINI_BASE_URL naming the user's own
+    endpoint, no auth method selected: Gemini CLI 0.61.0 takes 'gateway' from the URL, refuses it ("Invalid auth
+    method selected.", exit 41), and ledger-run's warning said "the settings.json its message names" (it names
+    none) "... or set GEMINI_API_KEY", which was set."""
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    home = tmp_path / "home"
+    home.mkdir()
+    run = tmp_path / "run"
+    r = ledger_run(
+        "gemini", "-w", str(repo), "-o", str(run), "--", "-p", "Fix it", "--yolo", "--skip-trust",
+        env={"HOME": str(home), "GEMINI_API_KEY": "AIza-test-not-a-real-key", "GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:9",
+             "GEMINI_CLI_NO_RELAUNCH": "true"},
+        without=("GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA"), timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 41, r.stderr[-2000:]
+    said = " ".join(r.stderr.split())
+    assert "Invalid auth method selected." in said, said  # Gemini CLI's own words, naming no settings file
+    hint = said.split("before its first hook", 1)[1]
+    assert "or set GEMINI_API_KEY" not in hint and "its message names" not in hint, said
+    assert "takes 'gateway'" in hint, said
+    assert f"set security.auth.selectedType in {home / '.gemini' / 'settings.json'}" in hint, said
