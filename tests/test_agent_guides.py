@@ -8,7 +8,7 @@ import os
 import shutil
 
 import pytest
-from cli_support import ledger_run
+from cli_support import ledger_run, one_line_error
 from conftest import make_repo
 
 GEMINI_OK = bool(os.environ.get("LEDGER_GEMINI_BIN") or shutil.which("gemini"))
@@ -41,3 +41,21 @@ def test_gemini_pointed_at_a_base_url_is_told_to_select_an_auth_method_not_to_se
     assert "or set GEMINI_API_KEY" not in hint and "its message names" not in hint, said
     assert "takes 'gateway'" in hint, said
     assert f"set security.auth.selectedType in {home / '.gemini' / 'settings.json'}" in hint, said
+
+
+def test_codex_s_own_cd_naming_another_directory_than_workdir_is_one_line_not_overridden(tmp_path):
+    """docs/codex.md: everything after ``--`` goes to codex. ``ledger-run codex -w repo -- -C other exec ...`` ran
+    Codex in repo: its -C was replaced by --workdir without a word, and the user's agent worked where they had not
+    asked. The two naming one directory (codex -C alone, or both the same) still run."""
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    other = make_repo(tmp_path / "other", {"b.py": "y = 2\n"})
+    missing = str(tmp_path / "no-codex-here")  # the check comes before the binary is looked for
+    r = ledger_run(
+        "codex", "-w", str(repo), "-o", str(tmp_path / "run"), "--", "-C", str(other), "exec", "Fix it",
+        env={"LEDGER_CODEX_BIN": missing}, timeout=60,
+    )  # fmt: skip
+    said = one_line_error(r)
+    assert f"-C {other}" in said and str(repo) in said and "different directories" in said, said
+    for args in (("-C", str(repo)), ("--cd=" + str(repo),)):  # the same directory: on to the binary
+        r = ledger_run("codex", "-w", str(repo), "--", *args, "exec", "x", env={"LEDGER_CODEX_BIN": missing})
+        assert "codex not found" in one_line_error(r), r.stderr

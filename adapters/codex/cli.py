@@ -288,16 +288,23 @@ class CodexRun:
 
 def validate(options: CodexOptions) -> CodexRun:
     """The run ``options`` ask for, or the one-line error (``fail``) of the first thing wrong with them:
-    the work tree (codex's ``-C`` when ``--workdir`` is not given), hooks of the repository's own, the
-    binary, the ledger's settings."""
+    the work tree (codex's ``-C`` when ``--workdir`` is not given; the two naming different directories is refused:
+    the ``-C`` was replaced by ``--workdir`` unsaid, and Codex worked where the user had not asked), hooks of the
+    repository's own, the binary, the ledger's settings."""
     from ledger_runtime import binary_not_found, checked_workdir, fail
 
     args = list(options.args)
     given = codex_cd(args)
     workdir = options.ledger.workdir
-    if given is not None and workdir == Path("."):
+    named = workdir != Path(".")
+    if given is not None and not named:
         workdir = Path(given)  # codex -C DIR: the ledger watches the same directory
     workdir = checked_workdir(workdir)
+    if given is not None and named and Path(given).resolve() != workdir:
+        fail(
+            f"--workdir {workdir} and codex's -C {given} name different directories (the ledger would watch one, "
+            "Codex work in the other): give one of them"
+        )
     if given is not None:  # codex starts in the workdir: its -C must not be relative to here
         args = with_cd(args, str(workdir))
     found = project_hooks(workdir, user_codex_home())
