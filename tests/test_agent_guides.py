@@ -59,3 +59,27 @@ def test_codex_s_own_cd_naming_another_directory_than_workdir_is_one_line_not_ov
     for args in (("-C", str(repo)), ("--cd=" + str(repo),)):  # the same directory: on to the binary
         r = ledger_run("codex", "-w", str(repo), "--", *args, "exec", "x", env={"LEDGER_CODEX_BIN": missing})
         assert "codex not found" in one_line_error(r), r.stderr
+
+
+def test_opencode_run_dir_naming_another_directory_than_workdir_is_one_line_and_alone_is_the_work_tree(tmp_path):
+    """docs/opencode.md: everything after ``--`` goes to opencode. ``ledger-run opencode -w repo -- run --dir other
+    ...`` ran OpenCode in other while the ledger watched repo (its summary listed other/b.txt as a change of the
+    work tree, and the model's outputs came from a tree the ledger did not snapshot). --dir alone is the work tree,
+    as codex's -C is."""
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    other = make_repo(tmp_path / "other", {"b.py": "y = 2\n"})
+    missing = str(tmp_path / "no-opencode-here")  # the check comes before the binary is looked for
+    r = ledger_run(
+        "opencode", "-w", str(repo), "-o", str(tmp_path / "run"), "--", "run", "--dir", str(other), "Fix it",
+        env={"LEDGER_OPENCODE_BIN": missing}, timeout=60,
+    )  # fmt: skip
+    said = one_line_error(r)
+    assert f"--dir {other}" in said and str(repo) in said and "different directories" in said, said
+    r = ledger_run("opencode", "-w", str(repo), "--", "run", f"--dir={repo}", "x", env={"LEDGER_OPENCODE_BIN": missing})
+    assert "opencode not found" in one_line_error(r), r.stderr
+    from ledger_adapters.opencode.cli import run_dir_arg, with_run_dir
+
+    assert run_dir_arg(["run", "--dir", "d", "x"]) == "d" and run_dir_arg(["run", "--dir=d"]) == "d"
+    assert run_dir_arg(["run", "--attach", "http://h", "--dir", "d"]) is None  # a path on that server
+    assert run_dir_arg(["attach", "http://h", "--dir", "d"]) is None and run_dir_arg(["run", "x"]) is None
+    assert with_run_dir(["run", "--dir", "d", "x"], "/abs") == ["run", "--dir", "/abs", "x"]

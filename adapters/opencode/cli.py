@@ -11,7 +11,7 @@ runtime in memory, over loopback: no process per call. Only OpenCode's own proce
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,14 +80,59 @@ class OpenCodeRun:
     config: Any
 
 
+def run_dir_arg(args: list[str]) -> str | None:
+    """The directory ``opencode run --dir DIR`` (or ``--dir=DIR``) names, if any; None for another command, or a
+    run attached to a server (``--attach``: its --dir is a path on that server)."""
+    if not args or args[0] != "run" or any(a == "--attach" or a.startswith("--attach=") for a in args):
+        return None
+    for i, a in enumerate(args):
+        if a == "--":
+            return None
+        if a == "--dir" and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith("--dir="):
+            return a[6:]
+    return None
+
+
+def with_run_dir(args: list[str], workdir: str) -> list[str]:
+    """``args`` with the directory of ``run --dir`` replaced by ``workdir``."""
+    out = list(args)
+    for i, a in enumerate(out):
+        if a == "--":
+            break
+        if a == "--dir" and i + 1 < len(out):
+            out[i + 1] = workdir
+            break
+        if a.startswith("--dir="):
+            out[i] = "--dir=" + workdir
+            break
+    return out
+
+
 def validate(options: AgentOptions, env: dict[str, str] | None = None) -> OpenCodeRun:
     """The run ``options`` ask for, or the one-line error (``fail``) of the first thing wrong with them:
-    the work tree, the binary, the ledger's settings, the user's ``OPENCODE_CONFIG_CONTENT``."""
+    the work tree (``run --dir`` when ``--workdir`` is not given; the two naming different directories is refused:
+    the ledger watched one, OpenCode worked in the other), the binary, the ledger's settings, the user's
+    ``OPENCODE_CONFIG_CONTENT``."""
     import os
 
     from ledger_runtime import binary_not_found, checked_workdir, fail
 
-    workdir = checked_workdir(options.ledger.workdir)
+    args = list(options.args)
+    given = run_dir_arg(args)
+    workdir = options.ledger.workdir
+    named = workdir != Path(".")
+    if given is not None and not named:
+        workdir = Path(given)  # opencode run --dir DIR: the ledger watches the same directory
+    workdir = checked_workdir(workdir)
+    if given is not None and named and Path(given).resolve() != workdir:
+        fail(
+            f"--workdir {workdir} and opencode's --dir {given} name different directories (the ledger would watch "
+            "one, OpenCode work in the other): give one of them"
+        )
+    if given is not None:  # opencode starts in the workdir: its --dir must not be relative to here
+        options = replace(options, args=tuple(with_run_dir(args, str(workdir))))
     binary = find_opencode(options.binary)
     if binary is None:
         fail(binary_not_found(options.binary, "LEDGER_OPENCODE_BIN", "opencode", INSTALL_HINT, "--opencode-bin"))
