@@ -49,15 +49,16 @@ def test_codex_s_own_cd_naming_another_directory_than_workdir_is_one_line_not_ov
     asked. The two naming one directory (codex -C alone, or both the same) still run."""
     repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     other = make_repo(tmp_path / "other", {"b.py": "y = 2\n"})
-    missing = str(tmp_path / "no-codex-here")  # the check comes before the binary is looked for
+    missing = str(tmp_path / "no-codex-here")  # the check comes before the binary is looked for (--*-bin: no PATH)
     r = ledger_run(
-        "codex", "-w", str(repo), "-o", str(tmp_path / "run"), "--", "-C", str(other), "exec", "Fix it",
-        env={"LEDGER_CODEX_BIN": missing}, timeout=60,
+        "codex", "-w", str(repo), "-o", str(tmp_path / "run"), "--codex-bin", missing, "--", "-C", str(other),
+        "exec", "Fix it", timeout=60,
     )  # fmt: skip
     said = one_line_error(r)
     assert f"-C {other}" in said and str(repo) in said and "different directories" in said, said
     for args in (("-C", str(repo)), ("--cd=" + str(repo),)):  # the same directory: on to the binary
-        r = ledger_run("codex", "-w", str(repo), "--", *args, "exec", "x", env={"LEDGER_CODEX_BIN": missing})
+        out = str(tmp_path / "run2")
+        r = ledger_run("codex", "-w", str(repo), "-o", out, "--codex-bin", missing, "--", *args, "exec", "x")
         assert "codex not found" in one_line_error(r), r.stderr
 
 
@@ -68,14 +69,17 @@ def test_opencode_run_dir_naming_another_directory_than_workdir_is_one_line_and_
     as codex's -C is."""
     repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     other = make_repo(tmp_path / "other", {"b.py": "y = 2\n"})
-    missing = str(tmp_path / "no-opencode-here")  # the check comes before the binary is looked for
+    missing = str(tmp_path / "no-opencode-here")  # the check comes before the binary is looked for (--*-bin: no PATH)
     r = ledger_run(
-        "opencode", "-w", str(repo), "-o", str(tmp_path / "run"), "--", "run", "--dir", str(other), "Fix it",
-        env={"LEDGER_OPENCODE_BIN": missing}, timeout=60,
+        "opencode", "-w", str(repo), "-o", str(tmp_path / "run"), "--opencode-bin", missing, "--", "run", "--dir",
+        str(other), "Fix it", timeout=60,
     )  # fmt: skip
     said = one_line_error(r)
     assert f"--dir {other}" in said and str(repo) in said and "different directories" in said, said
-    r = ledger_run("opencode", "-w", str(repo), "--", "run", f"--dir={repo}", "x", env={"LEDGER_OPENCODE_BIN": missing})
+    r = ledger_run(
+        "opencode", "-w", str(repo), "-o", str(tmp_path / "run2"), "--opencode-bin", missing, "--", "run",
+        f"--dir={repo}", "x", timeout=60,
+    )  # fmt: skip
     assert "opencode not found" in one_line_error(r), r.stderr
     from ledger_adapters.opencode.cli import run_dir_arg, with_run_dir
 
