@@ -268,6 +268,8 @@ def evaluate(
 ) -> None:
     """Score each arm's predictions with the official SWE-bench harness; results.json per arm."""
     workers = _old_w(workers_w, workers)
+    if workers < 1:  # as `ledger-run swebench --eval-workers`: the harness takes 0 or less as one at a time, unsaid
+        _fail(f"-j/--workers must be 1 or more, not {workers}")
     from rich.console import Console
 
     from ledger_harness.swebench.eval import results_from_report
