@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ledger_runtime.config import FLAT, SECTIONS, LedgerConfig, load_config
 from ledger_runtime.decide.policies import BUILTINS
-from ledger_runtime.section import Section, dotted
+from ledger_runtime.section import Section, dotted, whole
 
 
 def _docs_of(kind: type[Section]) -> dict[str, str]:
@@ -120,10 +120,18 @@ def changed(config: LedgerConfig) -> dict[str, object]:
     return out
 
 
+def _is_count(default: object) -> bool:
+    """Whether a built-in rule's key of this default takes a whole number (an int; a bool is not one)."""
+    return isinstance(default, int) and not isinstance(default, bool)
+
+
 def _leaves(name: str, value: object, default: object) -> dict[str, object]:
     """A table's changed keys, each by its dotted name (``ledger.policies.stale-edit.enabled``), so that what
-    a file changes is said key by key, not as "a table"; any other value is its own leaf."""
+    a file changes is said key by key, not as "a table"; any other value is its own leaf, as the rule takes it: a
+    built-in rule's whole-number key written ``2.0`` is counted with 2 (gate.build_rules), so it is shown as 2."""
     if not isinstance(value, dict):
+        if _is_count(default) and whole(value) is not None:
+            return {name: whole(value)}
         return {name: value}
     was = default if isinstance(default, dict) else {}
     out: dict[str, object] = {}
