@@ -225,7 +225,7 @@ def _print_outputs(inspection: Inspection) -> None:
 def _write_page(inspection: Inspection, html: Path) -> None:
     """``--html``: the run as one page, with the agent's own record of it when there is one."""
     from ledger_runtime.cli.html_run import run_page
-    from ledger_runtime.ledger.private import write_private
+    from ledger_runtime.ledger.private import private_parents, write_private
 
     run, loaded = inspection.options.run, inspection.loaded
     record = inspection.options.trajectory
@@ -248,9 +248,12 @@ def _write_page(inspection: Inspection, html: Path) -> None:
     if kept:
         fail(f"cannot write --html {html}: it is {kept}, not a page ledger-run wrote (the only file it replaces)")
     try:
+        private_parents(html)  # as `report --png figs/x.png`: the folders it names are made, owner-only like the page
         write_private(html, run_page(loaded, record, conversation=conversation))
     except OSError as e:
-        fail(f"cannot write --html {html}: {e.strerror or e}")
+        above = next((p for p in html.parents if os.path.lexists(p)), None)  # mkdir said only "Not a directory"
+        file = above is not None and above.exists() and not above.is_dir()
+        fail(f"cannot write --html {html}: {f'{above} is a file, not a directory' if file else e.strerror or e}")
     stderr.print(f"wrote {visible(str(html))}", highlight=False, markup=False, soft_wrap=True)  # one line, whole
 
 
