@@ -10,7 +10,7 @@ import os
 import shutil
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, List, Optional
 
@@ -268,14 +268,12 @@ def validate(options: MiniOptions) -> MiniRun:
     the work tree, the ledger's settings, the run directory, mini-swe-agent's config (``-c``), the
     environment's image and engine, a task where nobody can be asked for one. mini-swe-agent and
     litellm are imported here, quietly."""
-    from ledger_runtime import ConfigError, ContextError, ContextPolicy, checked_workdir, fail, load_config, run_dir_for
+    from ledger_runtime import ConfigError, checked_workdir, fail, load_config, run_dir_for, stderr
 
     workdir = checked_workdir(options.ledger.workdir)
-    if options.context:  # named as the option, as replay's is (the settings' message named "config: context")
-        try:
-            ContextPolicy.parse(options.context)
-        except ContextError as e:
-            fail(f"--context: {e}")
+    problem = _switch_problem(options)
+    if problem:
+        fail(problem)
     try:
         load_config(options.ledger.ledger_config, **({"context": options.context} if options.context else {}))
     except ConfigError as e:
@@ -301,6 +299,10 @@ def validate(options: MiniOptions) -> MiniRun:
     problem = problem or (inner_model and _class_problem("model", inner_model, given.get("model")))
     if problem:
         fail(problem)
+    unused = _unused_address(inner_model, options.api_base)
+    if unused:  # said, and not put in the config the trajectory keeps as the run's
+        stderr.print(f"warning: {unused}", highlight=False, markup=False, soft_wrap=True)
+        model_cfg = _model_config(base, replace(options, api_base=None))[0]
     ledger = _ledger_settings(options, run_dir, task)
     cfg = _mini_config(base, options, workdir, run_dir, ledger, (env_cfg, inner_env), (model_cfg, inner_model))
     if not task and not sys.stdin.isatty():
@@ -308,6 +310,45 @@ def validate(options: MiniOptions) -> MiniRun:
     if _confirms_each_command(cfg.get("agent") or {}) and not sys.stdin.isatty():
         fail("no terminal to confirm each command on: pass -y (--yolo) to run them without asking")
     return MiniRun(options, workdir, run_dir, task, cfg, inner_env, inner_model)
+
+
+def _switch_problem(options: MiniOptions) -> str | None:
+    """The first of the switches alone that is wrong (``--context``, ``-l``), in one line, or None."""
+    from ledger_runtime import ContextError, ContextPolicy
+
+    if options.context:  # named as the option, as replay's is (the settings' message named "config: context")
+        try:
+            ContextPolicy.parse(options.context)
+        except ContextError as e:
+            return f"--context: {e}"
+    return _cost_limit_problem(options.cost_limit)
+
+
+def _cost_limit_problem(limit: float | None) -> str | None:
+    """Why ``-l`` is not a cost limit, or None. mini-swe-agent stops at ``0 < cost_limit <= cost``: a negative
+    limit (or NaN) was taken without a word as no limit, which its help gives as 0 alone."""
+    if limit is None or limit >= 0:
+        return None
+    return f"-l/--cost-limit must be 0 (no limit) or more dollars, not {limit:g}"
+
+
+def _unused_address(inner_model: str, api_base: str | None) -> str | None:
+    """Why ``--api-base`` goes unused with the model class ``inner_model`` names, or None: the class's config
+    (``<Class>Config`` beside it, as mini-swe-agent pairs them) takes no ``model_kwargs``, where the address goes,
+    and drops keys it does not know without a word (the scripted ``deterministic`` calls no server)."""
+    import importlib
+
+    if not api_base or not inner_model:  # none: litellm's, which takes it
+        return None
+    module_name, _, class_name = _known_classes("model").get(inner_model, inner_model).rpartition(".")
+    try:
+        config = getattr(importlib.import_module(module_name), f"{class_name}Config", None)
+    except ImportError:
+        return None
+    fields = getattr(config, "model_fields", None)
+    if not isinstance(fields, dict) or "model_kwargs" in fields:
+        return None
+    return f"--api-base {api_base} is not used: the model class {inner_model} takes no model_kwargs (its address)"
 
 
 def _classes_in(base: dict[str, Any]) -> dict[str, str]:
@@ -758,7 +799,7 @@ def mini(
         "--exit-immediately",
         help="Finish when the agent submits, without asking (so it does with no terminal to ask on).",
     ),
-    cost_limit: Optional[float] = typer.Option(None, "-l", "--cost-limit", help="Cost limit (0: none)."),
+    cost_limit: Optional[float] = typer.Option(None, "-l", "--cost-limit", help="Cost limit in dollars (0: none)."),
     model_class: Optional[str] = typer.Option(None, "--model-class", help="mini-swe-agent model class to wrap."),
     environment_class: Optional[str] = typer.Option(
         None,
