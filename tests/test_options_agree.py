@@ -91,3 +91,17 @@ def test_an_address_the_scripted_model_does_not_take_is_said_unused(tmp_path):
     ], r.stderr[-2000:]
     traj = json.loads((tmp_path / "run" / "trajectory.traj.json").read_text())
     assert url not in json.dumps(traj["info"]["config"]), traj["info"]["config"].get("model")
+
+
+def test_the_arms_page_s_folders_are_made_owner_only(tmp_path):
+    """``report OUT --html pages/arms.html`` said only "No such file or directory", as ``inspect --html`` did."""
+    out = tmp_path / "out"
+    (out / "ledger").mkdir(parents=True)
+    (out / "ledger" / "preds.json").write_text(json.dumps({"a__b-1": {"model_patch": "", "model_name_or_path": "m"}}))
+    page = tmp_path / "pages" / "arms.html"
+    r = ledger_run("report", str(out), "--no-png", "--html", str(page))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600 and stat.S_IMODE(page.parent.stat().st_mode) == 0o700
+    (tmp_path / "notes").write_text("mine")
+    error = one_line_error(ledger_run("report", str(out), "--no-png", "--html", str(tmp_path / "notes" / "a.html")))
+    assert f"{tmp_path / 'notes'} is a file, not a directory" in error, error

@@ -288,13 +288,19 @@ def evaluate(
 
 def _write_arms_page(html: Path, rep: dict) -> None:
     """``report --html FILE``: the arms side by side on one page, owner-only (a one-line error if it cannot be)."""
+    import os
+
     from ledger_harness.swebench.page import arms_page
-    from ledger_runtime import write_private
+    from ledger_runtime import private_dir, write_private
 
     try:
+        if not os.path.lexists(html.parent):  # as --png's: made owner-only; one there already is left as it is
+            private_dir(html.parent)
         write_private(html, arms_page(rep))
     except OSError as e:
-        _fail(f"cannot write --html {html}: {e.strerror}")
+        above = next((p for p in html.parents if os.path.lexists(p)), None)  # mkdir said only "Not a directory"
+        file = above is not None and above.exists() and not above.is_dir()
+        _fail(f"cannot write --html {html}: {f'{above} is a file, not a directory' if file else e.strerror or e}")
 
 
 def report(
