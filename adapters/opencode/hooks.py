@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger_adapters.opencode.session import CALL_WAIT_S, cleared_calls, tool_parts
+from ledger_adapters.opencode.session import CALL_WAIT_S, PartRows, tool_parts
 from ledger_adapters.opencode.tools import (
     EDITS,
     NO_OUTPUT,
@@ -95,6 +95,7 @@ class OpenCodeHooks:
     notes: ViewNotes | None = None
     cleared: int = 0  # the last attempt recorded when an output was cleared (OpenCode's prune)
     unread: bool = False  # a read of OpenCode's database failed, and a fault said so (once)
+    parts: PartRows = field(default_factory=PartRows)  # where the calls' parts are in OpenCode's database
 
     def __post_init__(self) -> None:
         self.files = self.files or SeenFiles(self.runtime, EDITS)
@@ -300,7 +301,10 @@ class OpenCodeHooks:
         if self.db is None or self.conversation is None:
             return
         try:
-            calls = cleared_calls(self.db, self.conversation)
+            since = [
+                call for call, attempt in self.recorded.items() if attempt > self.cleared
+            ]  # an older call cleared forgets nothing
+            calls = self.parts.cleared(self.db, self.conversation, since)
         except sqlite3.Error as e:
             self._unreadable(e)
             return
@@ -350,8 +354,9 @@ class OpenCodeHooks:
         the database does not name is given up on after a while, and at the end of the run."""
         if not self.to_check or self.db is None:
             return
+        now = time.monotonic()
         try:  # a call waits for this read: a lock is not waited on then
-            parts = tool_parts(self.db, self.sessions, 2.0 if final else CALL_WAIT_S)
+            parts = self._parts_waited_on(now, final)
         except sqlite3.Error as e:
             self._unreadable(e)
             if final:  # never a source: what the model got is not known
@@ -361,7 +366,6 @@ class OpenCodeHooks:
                     )
                 self.to_check.clear()
             return
-        now = time.monotonic()
         for attempt, (call, text, since) in list(self.to_check.items()):
             part = parts.get(call)
             state = part.get("state") if part and isinstance(part.get("state"), dict) else {}
@@ -376,6 +380,20 @@ class OpenCodeHooks:
             del self.to_check[attempt]
             if why is not None:
                 self.runtime.distrust(attempt, f"attempt {attempt}: call {call}: {why}")
+
+    def _parts_waited_on(self, now: float, final: bool) -> dict[str, Any]:
+        """The parts of the calls waiting to be checked (their rows and the new ones read, never the whole sessions);
+        raises sqlite3.Error. Before a record is given up on, the whole sessions are read: a part whose rowid was
+        reused (a row deleted, another added) is found there."""
+        wait = 2.0 if final else CALL_WAIT_S
+        parts = self.parts.tool_parts(self.db, self.sessions, [call for call, _, _ in self.to_check.values()], wait)
+        late = [
+            c for c, _, since in self.to_check.values() if c not in parts and (final or now - since > UNCHECKED_AFTER_S)
+        ]
+        if late:
+            whole = tool_parts(self.db, self.sessions, wait)
+            parts.update({call: whole[call] for call in late if call in whole})
+        return parts
 
     def finish(self) -> None:
         """At the end of the run: the texts OpenCode's database now has are checked, and the calls whose

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import urllib.parse
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,17 @@ def auth_path(env: dict[str, str]) -> Path:
 # how long a read made while a call waits for its answer waits on a lock: OpenCode writes in WAL mode, where a reader
 # never waits, so a lock is another program's, and the call goes on without the read
 CALL_WAIT_S = 0.05
+ROWIDS_A_QUERY = 500  # SQLite before 3.32 takes 999 parameters a query
+
+
+def _connect(db: Path, wait: float) -> sqlite3.Connection:
+    # the path quoted: a '?', a '#' or a '%' in it would name another file, opened read-write
+    return sqlite3.connect(f"file:{urllib.parse.quote(str(db))}?mode=ro", uri=True, timeout=wait)
 
 
 def _query(db: Path, sql: str, args: tuple[Any, ...], wait: float = 2.0) -> list[tuple[Any, ...]]:
     """The rows of ``sql``; raises sqlite3.Error when the database cannot be read (not there, locked, other tables)."""
-    # the path quoted: a '?', a '#' or a '%' in it would name another file, opened read-write
-    con = sqlite3.connect(f"file:{urllib.parse.quote(str(db))}?mode=ro", uri=True, timeout=wait)
+    con = _connect(db, wait)
     try:
         return con.execute(sql, args).fetchall()
     finally:
@@ -72,6 +78,10 @@ def _json(text: Any) -> dict[str, Any]:
         return {}
 
 
+def _tool_call_id(part: dict[str, Any]) -> str | None:
+    return part["callID"] if part.get("type") == "tool" and isinstance(part.get("callID"), str) else None
+
+
 def tool_parts(db: Path, session_ids: list[str], wait: float = 2.0) -> dict[str, dict[str, Any]]:
     """call id -> the tool part OpenCode recorded for it (``tool``, ``state``), of these sessions; raises sqlite3.Error
     when the database cannot be read (``wait``: seconds a lock is waited on)."""
@@ -82,25 +92,93 @@ def tool_parts(db: Path, session_ids: list[str], wait: float = 2.0) -> dict[str,
     sql = f"select data from part where session_id in ({marks}) order by id"
     for (data,) in _query(db, sql, tuple(session_ids), wait):
         part = _json(data)
-        if part.get("type") == "tool" and isinstance(part.get("callID"), str):
+        if _tool_call_id(part) is not None:
             out[part["callID"]] = part
     return out
 
 
-def cleared_calls(db: Path, session_id: str) -> list[str]:
-    """The call ids of a session's tool parts whose output OpenCode cleared from what it sends the model (its prune,
-    ``"compaction": {"prune": true}``: ``state.time.compacted``), in order; raises sqlite3.Error when the database
-    cannot be read (a lock is waited on ``CALL_WAIT_S``: a call waits for this read)."""
+def _cleared_ids(rows: list[Any]) -> list[str]:
     out = []
-    # only the parts that name it are parsed: a long session's outputs are read once per call otherwise
-    sql = "select data from part where session_id = ? and data like ? order by id"
-    for (data,) in _query(db, sql, (session_id, "%compacted%"), CALL_WAIT_S):
+    for data in rows:
         part = _json(data)
         state = part.get("state") if isinstance(part.get("state"), dict) else {}
         times = state.get("time") if isinstance(state.get("time"), dict) else {}
-        if part.get("type") == "tool" and isinstance(part.get("callID"), str) and times.get("compacted"):
+        if _tool_call_id(part) is not None and times.get("compacted"):
             out.append(part["callID"])
     return out
+
+
+@dataclass
+class PartRows:
+    """Where each tool call's part is in OpenCode's database (its rowid), learned from the rows a session added since
+    the last read: a read of a few calls' parts parses those calls' rows and the new ones, never the whole session
+    (a long session's outputs were read and parsed at every call, a cost growing with the run). OpenCode updates a
+    part in place (an upsert keeps its rowid); a part written again under a new rowid is a new row, learned so; a row
+    whose rowid was learned for another part is found by the part's call id, read with it."""
+
+    read_to: dict[str, tuple[int, Any]] = field(default_factory=dict)  # session id -> its last row learned (rowid, id)
+    rows: dict[str, list[int]] = field(default_factory=dict)  # call id -> the rowids of its tool parts
+
+    def _learn(self, con: sqlite3.Connection, session_ids: list[str]) -> None:
+        for sid in session_ids:
+            rowid, part_id = self.read_to.get(sid, (0, None))
+            if rowid and con.execute("select id from part where rowid = ?", (rowid,)).fetchall() != [(part_id,)]:
+                # the last row learned is gone (OpenCode's revert deletes the latest parts): SQLite gives a rowid
+                # past the largest there is, so the rows added since may have rowids learned before; learned anew
+                rowid = 0
+            sql = "select rowid, id, data from part where session_id = ? and rowid > ? order by rowid"
+            for rowid, part_id, data in con.execute(sql, (sid, rowid)):
+                self.read_to[sid] = (rowid, part_id)
+                call = _tool_call_id(_json(data))
+                if call is not None and rowid not in self.rows.setdefault(call, []):
+                    self.rows[call].append(rowid)
+
+    def _parts_of(self, con: sqlite3.Connection, calls: list[str], where: str, args: tuple[Any, ...]) -> list[Any]:
+        """The data of these calls' rows that meet ``where``, by part id (a chunk of rowids a query: SQLite's limit on
+        a query's parameters)."""
+        rowids = sorted({r for c in calls for r in self.rows.get(c, [])})
+        out = []
+        for i in range(0, len(rowids), ROWIDS_A_QUERY):
+            chunk = rowids[i : i + ROWIDS_A_QUERY]
+            sql = f"select data from part where rowid in ({','.join('?' * len(chunk))}){where} order by id"
+            out += [data for (data,) in con.execute(sql, (*chunk, *args))]
+        return out
+
+    def tool_parts(self, db: Path, session_ids: list[str], calls: list[str], wait: float = 2.0) -> dict[str, Any]:
+        """call id -> the tool part OpenCode recorded for it (``tool``, ``state``), of these calls in these sessions
+        (its last by part id, as ``tool_parts``); raises sqlite3.Error when the database cannot be read (``wait``:
+        seconds a lock is waited on)."""
+        if not session_ids or not calls:
+            return {}
+        con = _connect(db, wait)
+        try:
+            con.execute("begin")  # one snapshot: the rows learned are the rows read
+            self._learn(con, session_ids)
+            wanted, out = set(calls), {}
+            for data in self._parts_of(con, calls, "", ()):
+                part = _json(data)
+                if _tool_call_id(part) in wanted:
+                    out[part["callID"]] = part
+            return out
+        finally:
+            con.close()
+
+    def cleared(self, db: Path, session_id: str, calls: list[str]) -> list[str]:
+        """Which of these calls' tool parts in this session have their output cleared from what OpenCode sends the model
+        (its prune, ``"compaction": {"prune": true}``: ``state.time.compacted``), in order; raises sqlite3.Error when
+        the database cannot be read (a lock is waited on ``CALL_WAIT_S``: a call waits for this read)."""
+        if not calls:
+            return []
+        con = _connect(db, CALL_WAIT_S)
+        try:
+            con.execute("begin")
+            self._learn(con, [session_id])
+            # only the rows that name it are parsed
+            rows = self._parts_of(con, calls, " and session_id = ? and data like ?", (session_id, "%compacted%"))
+            wanted = set(calls)
+            return [c for c in _cleared_ids(rows) if c in wanted]
+        finally:
+            con.close()
 
 
 def export(db: Path, session_ids: list[str]) -> dict[str, dict[str, Any]]:
