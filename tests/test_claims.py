@@ -55,6 +55,25 @@ def test_a_nudge_says_only_what_the_records_say(rt):
     assert "was not read at step 1" in verdict_fails(stale, rt.state, a.normalized, a.cwd)
 
 
+def test_a_stale_edit_names_a_read_only_of_the_agent_that_edits(rt):
+    """A subagent's read of a file showed it to the subagent: "after its last read on record, at step 1" said to the
+    main model of a subagent's read at step 1 is false (before, any read at that step bore it out)."""
+    plan = rt.propose("cat a.py", agent="helper")
+    rt.record(plan, EX("cat a.py", str(rt.workdir)), 0.1)
+    rt.run("python3 -c \"open('a.py', 'a').write('z = 1\\n')\"", EX)
+    path = str(Path(rt.workdir) / "a.py")
+    stale = Verdict(
+        VerdictKind.NUDGE,
+        "x",
+        rule="stale-edit",
+        evidence={"stale-edit": {"path": path, "read_at": 1, "changed_at": 2}},
+    )
+    a = rt.state.attempts[0]
+    assert verdict_fails(stale, rt.state, a.normalized, a.cwd, "helper") is None
+    why = verdict_fails(stale, rt.state, a.normalized, a.cwd)
+    assert why is not None and "by the agent that edits it" in why, why
+
+
 def test_a_verdict_whose_reason_does_not_hold_is_not_given(rt):
     """A rule that says something false of the run (here repeat-failure, made to name a step where the
     command did not fail) gives no verdict: the command runs with no note, and a fault says why."""

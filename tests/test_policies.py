@@ -263,6 +263,27 @@ def test_the_last_failing_run_a_subagent_made_is_named_the_subagents(repo, tmp_p
         assert "Last failing run: #3 python" in view, view
 
 
+def test_stale_edit_reads_only_the_main_models_own_reads(repo, tmp_path):
+    """A subagent's read showed calc.py to the subagent: the main model's in-place edit after a change it never saw is
+    nudged citing its own read (step 1), not the subagent's (step 2, as 'its last read on record'); and a subagent's
+    read after the change does not pass the main model's edit as one of a file it saw."""
+    script = "python3 -c \"open('calc.py', 'a').write('# z\\n')\""
+    with runtime(repo, tmp_path) as rt:
+        run_as(rt, "cat calc.py", "")
+        run_as(rt, "cat calc.py", "helper")
+        run_as(rt, script, "helper")
+        edit = run_as(rt, "sed -i 's/# z/# y/' calc.py", "")
+        assert edit.verdict.rule == "stale-edit", edit.verdict
+        assert "changed at step 3 by" in edit.output and "after its last read on record, at step 1;" in edit.output
+        run_as(rt, "cat calc.py", "")
+        run_as(rt, script, "helper")
+        run_as(rt, "cat calc.py", "helper")  # the subagent sees the change; the main model does not
+        again = run_as(rt, "sed -i 's/# z/# w/' calc.py", "")
+        assert again.verdict.rule == "stale-edit", again.verdict
+        assert "changed at step 6 by" in again.output and "at step 5;" in again.output, again.output
+    assert not (tmp_path / "run" / "faults.log").exists()
+
+
 def test_user_rules_by_dotted_path_and_fail_open(repo, tmp_path):
     rules = {
         "no-docs": {"check": "custom_rules:no_docs", "verdict": "REVISE"},

@@ -77,11 +77,19 @@ def _stale_edit(found: dict, state: Any, normalized: str, cwd: str, agent: str) 
     path, read, changed = found.get("path"), found.get("read_at"), found.get("changed_at")
     if changed is None:
         return None  # never read: says nothing of a change
-    if not any(o.step == read for o in state.observations_of(path)):
-        return f"{path} was not read at step {read}"
+    if not any(o.step == read and _by(state, o.attempt, agent) for o in state.observations_of(path)):
+        return f"{path} was not read at step {read}" + (
+            " by the agent that edits it" if any(o.step == read for o in state.observations_of(path)) else ""
+        )
     if not any(m.step == changed and m.step >= read for m in state.modifications_of(path)):
         return f"{path} did not change at step {changed}"
     return None
+
+
+def _by(state: Any, attempt_id: int | None, agent: str) -> bool:
+    """Whether the attempt is ``agent``'s call ("": the main model's); a record naming none is taken as its."""
+    a = state.attempt(attempt_id) if attempt_id is not None else None
+    return a is None or a.agent == agent
 
 
 def _verify_before_submit(found: dict, state: Any, normalized: str, cwd: str, agent: str) -> str | None:

@@ -1,7 +1,8 @@
 """Built-in coding policies for the gate, each a pure check with its default verdict and parameters.
 
 - ``stale-edit`` (NUDGE): an in-place edit of a file the agent has not seen as it is: never read, or changed since by
-  something other than its own recognised edits (a subagent's are not its own; a subagent's edits are not judged).
+  something other than its own recognised edits (a subagent's edits and reads are not its own; a subagent's edits are
+  not judged).
 - ``protected-paths`` (REVISE; ``globs``): an edit of a file that existed at the start and matches a glob.
 - ``destructive`` (BLOCK; ``patterns``, ``extra_patterns``): ``git reset --hard``, ``git checkout -- .``, ``git clean
   -f``, ``git restore .``, ``rm -r`` of the workspace or a parent; never inside quotes, comments or heredocs.
@@ -30,7 +31,7 @@ from ledger_runtime.decide.gate import Finding, Outcome, PolicyError, Rule, buil
 from ledger_runtime.decide.workspace_now import WorkspaceNow
 from ledger_runtime.ledger.state import LedgerState
 from ledger_runtime.lines import one_line
-from ledger_runtime.records import CommandClass, VerdictKind
+from ledger_runtime.records import CommandClass, Observation, VerdictKind
 from ledger_runtime.section import TABLE, Section, setting
 
 IN_PLACE = re.compile(
@@ -84,6 +85,12 @@ def _subagents(state: LedgerState, attempt_id: int | None) -> bool:
     return a is not None and a.agent != ""
 
 
+def _reads_by(state: LedgerState, path: str, agent: str) -> list[Observation]:
+    """The reads of ``path`` on record that ``agent``'s own calls made ("": the main model's): another model's read
+    showed the file to that model, not to this one."""
+    return [o for o in state.reads_of(path) if (a := state.attempt(o.attempt)) is None or a.agent == agent]
+
+
 def stale_edit(proposal: Analysis, state: LedgerState, current: WorkspaceNow, rule: Rule) -> Finding | None:
     if proposal.command_class is not CommandClass.MODIFY or proposal.submits:
         return None
@@ -95,7 +102,7 @@ def stale_edit(proposal: Analysis, state: LedgerState, current: WorkspaceNow, ru
     for path in _existing_writes(proposal, current):
         if (updated and path not in updated) or not rule.in_scope(path):
             continue
-        seen = state.reads_of(path)  # a read through a link to it is a read of it
+        seen = _reads_by(state, path, proposal.agent)  # a read through a link to it is a read of it
         if not seen:
             made = state.modifications_of(path)
             if made and made[0].before_hash is None and not _subagents(state, made[0].attempt):
