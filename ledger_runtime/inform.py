@@ -137,8 +137,8 @@ def _seen_entries(state: LedgerState) -> list[ViewEntry]:
     """A line per file the model saw, remade only when its records change: a render costs files, not steps."""
     memo = state.view_memo.setdefault("seen", {})
     out = []
-    for path in sorted(state.observed_paths()):
-        obs = state.observations_of(path)
+    for path in sorted(state.told_paths()):  # a subagent's reads showed the file to the subagent
+        obs = state.told_observations_of(path)
         kept = memo.get(path)
         if kept is None or kept.changes != _changes(state, path, kept.targets) or _saw_other(kept, obs):
             kept = memo[path] = _Seen.of(state, path, kept.reads if kept is not None else None)
@@ -204,8 +204,8 @@ class _Seen:
 
     @classmethod
     def of(cls, state: LedgerState, path: str, reads: _Reads | None = None) -> _Seen:
-        """The file's facts from all its reads (``reads``: those taken in before, kept)."""
-        obs = state.observations_of(path)
+        """The file's facts from all the model's reads (``reads``: those taken in before, kept)."""
+        obs = state.told_observations_of(path)
         if reads is None or reads.n > len(obs):
             reads = _Reads()
         reads.take(obs[reads.n :])

@@ -74,6 +74,16 @@ def test_a_stale_edit_names_a_read_only_of_the_agent_that_edits(rt):
     assert why is not None and "by the agent that edits it" in why, why
 
 
+def test_a_seen_line_names_only_the_main_models_reads(rt):
+    """A subagent's read showed the file to the subagent: "a.py: whole file (step 2)" of its read is false."""
+    rt.run("sed -n 1,3p a.py", EX)
+    plan = rt.propose("cat a.py", agent="helper")
+    rt.record(plan, EX("cat a.py", str(rt.workdir)), 0.1)
+    path = str(Path(rt.workdir) / "a.py")
+    assert entry_fails(("seen", path, (1,), None), rt.state) is None
+    assert "the model did not read it at step 2" in entry_fails(("seen", path, (1, 2), None), rt.state)
+
+
 def test_a_verdict_whose_reason_does_not_hold_is_not_given(rt):
     """A rule that says something false of the run (here repeat-failure, made to name a step where the
     command did not fail) gives no verdict: the command runs with no note, and a fault says why."""

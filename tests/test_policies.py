@@ -284,6 +284,23 @@ def test_stale_edit_reads_only_the_main_models_own_reads(repo, tmp_path):
     assert not (tmp_path / "run" / "faults.log").exists()
 
 
+def test_the_view_names_only_the_main_models_own_reads_as_seen(repo, tmp_path):
+    """The main model read lines 1-3 of calc.py; a subagent read the whole file. The view it reads said "calc.py: whole
+    file (steps 1, 2)": it never saw the whole file, nor read it at step 2. After a subagent's script changes it and
+    the subagent reads it again, the main model's read is stale, and the view says so (it said the file fresh)."""
+    with runtime(repo, tmp_path) as rt:
+        run_as(rt, "sed -n 1,3p calc.py", "")
+        run_as(rt, "cat calc.py", "helper")
+        view = rt.inform()
+        assert "calc.py: lines 1-3 (step 1)" in view and "whole file" not in view, view
+        run_as(rt, "python3 -c \"open('calc.py', 'a').write('# z\\n')\"", "helper")
+        run_as(rt, "cat calc.py", "helper")
+        view = rt.inform()
+        assert "calc.py: STALE, changed at step 3 by " in view, view
+        assert "seen at step 1" in view and "(steps 4)" not in view and "(step 4)" not in view, view
+    assert not (tmp_path / "run" / "faults.log").exists()
+
+
 def test_user_rules_by_dotted_path_and_fail_open(repo, tmp_path):
     rules = {
         "no-docs": {"check": "custom_rules:no_docs", "verdict": "REVISE"},

@@ -181,7 +181,7 @@ def _seen_true(claim: tuple, files: Files, state: Any) -> bool | None:
     if fresh_steps:  # the file has what it had when the model saw it then
         thens = [files.at(path, s) for s in fresh_steps]
         return None if None in thens else all(t == now for t in thens)
-    seen_at = sorted({o.step for o in state.observations_of(path)})
+    seen_at = sorted({o.step for o in state.told_observations_of(path)})  # the model's reads, as the view's
     thens = [files.at(path, s) for s in seen_at]
     if None in thens:
         return None

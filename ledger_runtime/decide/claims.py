@@ -174,10 +174,13 @@ def _changed_claim(claim: tuple, state: Any) -> str | None:
 def _seen_claim(claim: tuple, state: Any) -> str | None:
     """Checks "X: lines ... (steps ...)" and "X: STALE, changed at step N"."""
     _, path, fresh_steps, stale_step = claim
-    obs = state.observations_of(path)
+    obs = state.told_observations_of(path)  # the model's own reads: a subagent's showed the file to the subagent
     fresh = _fresh_steps(state, path, obs)
     if fresh_steps and not set(fresh_steps) <= fresh:
-        return f"{path}: what it saw at step {min(set(fresh_steps) - fresh)} no longer holds"
+        step = min(set(fresh_steps) - fresh)
+        if not any(o.step == step for o in obs):
+            return f"{path}: the model did not read it at step {step}"
+        return f"{path}: what it saw at step {step} no longer holds"
     if not fresh_steps and fresh:
         return f"{path}: what it saw at step {max(fresh)} still holds"
     if not fresh_steps and stale_step is not None and not _changed_at(state, obs, stale_step):

@@ -49,6 +49,7 @@ class LedgerState:
     _by_key: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
     _obs_by_path: dict[str, list[Observation]] = field(default_factory=dict)
     _obs_by_target: dict[str, list[Observation]] = field(default_factory=dict)  # reads through a link, by its file
+    _told_by_path: dict[str, list[Observation]] = field(default_factory=dict)  # the main model's own reads
     _mods_by_path: dict[str, list[Modification]] = field(default_factory=dict)
     _by_id: dict[int, Attempt] = field(default_factory=dict)
     _mods_by_attempt: dict[int, list[Modification]] = field(default_factory=dict)
@@ -184,6 +185,9 @@ class LedgerState:
     def _add_observation(self, o: Observation) -> None:
         self.observations.append(o)
         self._obs_by_path.setdefault(o.path, []).append(o)
+        by = self._by_id.get(o.attempt)
+        if by is None or not by.agent:
+            self._told_by_path.setdefault(o.path, []).append(o)
         if o.target is not None and o.target != o.path:
             self._obs_by_target.setdefault(o.target, []).append(o)
 
@@ -262,6 +266,15 @@ class LedgerState:
 
     def observations_of(self, path: str) -> list[Observation]:
         return self._obs_by_path.get(path, [])
+
+    def told_paths(self) -> Iterable[str]:
+        """The paths the main model's own calls read (``told_observations_of``)."""
+        return self._told_by_path.keys()
+
+    def told_observations_of(self, path: str) -> list[Observation]:
+        """The observations of ``path`` that the main model's own calls made, in order: what a subagent's call read
+        showed the subagent, not the model the ledger answers (and the state view is for)."""
+        return self._told_by_path.get(path, [])
 
     def reads_of(self, path: str) -> list[Observation]:
         """The observations of ``path``'s content, in step order: under its own name, and through a symbolic link
