@@ -84,7 +84,10 @@ def _changer(m: Modification, state: LedgerState) -> str:
     if m.attempt is None:
         return f"step {m.step}, outside any command"
     a = state.attempt(m.attempt)
-    return f"step {m.step} by `{short_command(a.command, 40)}`" if a else f"step {m.step}"
+    if a is None:
+        return f"step {m.step}"
+    whose = "" if _told(a) else "a subagent's "  # as the command list names it: the model never ran it
+    return f"step {m.step} by {whose}`{short_command(a.command, 40)}`"
 
 
 @dataclass(frozen=True)

@@ -384,4 +384,4 @@ def test_opencode_a_subagents_call_is_the_subagents_in_the_ledger(tmp_path: Path
     finally:
         rt.close()
     assert "no read of it is on record" not in told_sub, told_sub
-    assert "calc.py: +1 -1 (last at step 4 by `sed -i" in told_main, told_main
+    assert "calc.py: +1 -1 (last at step 4 by a subagent's `sed -i" in told_main, told_main

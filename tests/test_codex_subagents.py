@@ -199,8 +199,8 @@ def test_stale_edit_speaks_of_what_the_model_it_nudges_was_shown(tmp_path: Path)
     assert not [k for k, v in subs.items() if "[ledger" in v], subs
     told = function_outputs(fake.by_agent[""][-1])["call_2"]
     assert (
-        f"[ledger] NUDGE: stale-edit: calc.py changed at step 4 by `{e3}` after its last read on record, at step 1"
-        in told
+        f"[ledger] NUDGE: stale-edit: calc.py changed at step 4 by a subagent's `{e3}` after its last read on record, "
+        "at step 1" in told
     )
 
 
@@ -243,7 +243,7 @@ def test_a_subagents_edit_is_news_to_the_main_model(tmp_path: Path) -> None:
     fake, _ = run(tmp_path, [*main, ("say", "done")], [("exec", e3), ("say", "edited")], BIG)  # its reference pays
     notes = [t for t in developer_texts(fake.by_agent[""][-1]) if "<ledger_update" in t]
     assert len(notes) == 2 and notes[1].startswith('<ledger_update step="4">\nSeen'), notes
-    assert "calc.py: STALE, changed at step 3 by `sed -i" in notes[1], notes
+    assert "calc.py: STALE, changed at step 3 by a subagent's `sed -i" in notes[1], notes
 
 
 def test_a_subagent_running_a_command_the_main_model_failed_at_is_not_told_it_failed(tmp_path: Path) -> None:

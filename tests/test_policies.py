@@ -274,7 +274,8 @@ def test_stale_edit_reads_only_the_main_models_own_reads(repo, tmp_path):
         run_as(rt, script, "helper")
         edit = run_as(rt, "sed -i 's/# z/# y/' calc.py", "")
         assert edit.verdict.rule == "stale-edit", edit.verdict
-        assert "changed at step 3 by" in edit.output and "after its last read on record, at step 1;" in edit.output
+        assert "changed at step 3 by a subagent's `python3" in edit.output, edit.output
+        assert "after its last read on record, at step 1;" in edit.output, edit.output
         run_as(rt, "cat calc.py", "")
         run_as(rt, script, "helper")
         run_as(rt, "cat calc.py", "helper")  # the subagent sees the change; the main model does not
@@ -296,7 +297,8 @@ def test_the_view_names_only_the_main_models_own_reads_as_seen(repo, tmp_path):
         run_as(rt, "python3 -c \"open('calc.py', 'a').write('# z\\n')\"", "helper")
         run_as(rt, "cat calc.py", "helper")
         view = rt.inform()
-        assert "calc.py: STALE, changed at step 3 by " in view, view
+        assert "calc.py: STALE, changed at step 3 by a subagent's `python3" in view, view
+        assert "calc.py: +1 -0 (last at step 3 by a subagent's `python3" in view, view
         assert "seen at step 1" in view and "(steps 4)" not in view and "(step 4)" not in view, view
     assert not (tmp_path / "run" / "faults.log").exists()
 

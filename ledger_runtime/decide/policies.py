@@ -121,7 +121,8 @@ def stale_edit(proposal: Analysis, state: LedgerState, current: WorkspaceNow, ru
         ]
         if foreign:
             m = foreign[-1]
-            by = "outside any command" if m.attempt is None else f"by `{_command(state, m.attempt)}`"
+            whose = "a subagent's " if _subagents(state, m.attempt) else ""  # the model it nudges never ran it
+            by = "outside any command" if m.attempt is None else f"by {whose}`{_command(state, m.attempt)}`"
             return Finding(
                 f"{_display(path, rule)} changed at step {m.step} {by} after its last read on record, at step "
                 f"{last.step}; read it again before editing it",
