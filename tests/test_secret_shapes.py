@@ -30,6 +30,7 @@ from ledger_runtime.runtime import LedgerRuntime
 
 # (name, the text a file or command holds, the secret in it)
 SHAPES = [
+    ("a password named pw", "export DB_PW=Hunter2SecretValue\n", "Hunter2SecretValue"),  # as MY_PWD= is
     (
         "aws credentials",
         "[default]\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLE9\n",
@@ -152,6 +153,9 @@ NOT_SECRETS = [
     "the password is required for user admin2024",
     "--secrets HF_TOKEN",
     "pwd = /home/me/src",
+    "PWD=/home/me/src OLDPWD=/home/me/src/build2",
+    "pw = getpass.getpass()",
+    "pwm_duty = 12345678",
     "MAX_PASS_LIMIT_REACHED = 'MAX PASS LIMIT REACHED'",
 ]
 

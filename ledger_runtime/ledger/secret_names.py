@@ -15,7 +15,7 @@ from ledger_runtime.ledger.needles import Needles
 
 MIN_SECRET_CHARS = 8  # shorter values ("1", "true", a port) would mask half of every output
 
-NAME_WORDS = re.compile(r"pass|pwd|secret|token|key|auth|credential|dsn", re.IGNORECASE)
+NAME_WORDS = re.compile(r"pass|pw|secret|token|key|auth|credential|dsn", re.IGNORECASE)  # pw: pwd, MY_PW
 # the same words looked for in lower case, one by one with ``str.find``: many times faster over a long output than
 # IGNORECASE, which leaves the regular expression engine no literal to look for, and than the alternation in lower
 # case, which stops at every p, s, t, k, a, c and d (none of them begins another, so the leftmost wins: see
@@ -38,7 +38,7 @@ STRONG = frozenset(
     "privatekey accesskey secretkey clientsecret authorization".split()
 )
 STRONG_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key")})
-MEDIUM = frozenset({"pass", "pwd"})  # a password only where a setting is assigned (PASS: in a test log is not)
+MEDIUM = frozenset({"pass", "pwd", "pw"})  # a password only where assigned (PASS: in a test log is not; DB_PW=)
 NOT_NAMES = frozenset({"pwd", "oldpwd"})  # the working directory
 STRONG_MIN, SETTING_MIN, FLAG_MIN, RANDOM_MIN = 6, MIN_SECRET_CHARS, 4, 16
 
