@@ -5,6 +5,7 @@ the agent tests skip, saying so."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from fake_messages import context_texts
 from ledger_adapters.claude.cli import CLAUDE_VERSION, find_claude
 from ledger_adapters.opencode.hooks import OpenCodeHooks
 from ledger_runtime import LedgerRuntime
+from ledger_runtime.config import LedgerConfig
+from ledger_runtime.held.context import ContextSettings
 
 CALC = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(20))
 SUBAGENT = {"description": "fix add", "prompt": "make add() add", "subagent_type": "general-purpose"}
@@ -362,7 +365,8 @@ def test_opencode_a_subagents_call_is_the_subagents_in_the_ledger(tmp_path: Path
     ``cat`` was NUDGEd "no read of it is on record" (its reads are never on record), and its edit was
     taken for one the main model had been told of, so no note told the main model of it."""
     repo = make_repo(tmp_path / "repo", {"calc.py": CALC})
-    rt = LedgerRuntime(repo, tmp_path / "run")
+    # every note in full: the one asserted names the subagent's edit as the subagent's, longer than one reference pays
+    rt = LedgerRuntime(repo, tmp_path / "run", LedgerConfig(context=ContextSettings(view_share=math.inf)))
     hooks = OpenCodeHooks(rt, None)
 
     def bash(call: str, session: str, command: str, output: str = "") -> str:
