@@ -121,6 +121,9 @@ def test_harness_records_nested_too_deep_read_as_text_or_are_skipped(tmp_path: P
         ("not json", "not JSON: Expecting value at line 1, column 1"),
         (DEEP, "JSON nested deeper than it can be read"),
         ('{"id": 1}', "not a JSON array (a JSON object)"),
+        # a list of other things: each was read as a task, and the first that is not one was a traceback
+        ("[1]", 'task 1 is not a task (a JSON object with an "id" string)'),
+        ('[{"id": "0"}, {"id": 2}]', 'task 2 is not a task (a JSON object with an "id" string)'),
     ],
 )
 def test_tau2_gate_of_a_task_file_that_is_not_a_list_of_tasks_is_one_line(tmp_path: Path, text: str, said: str) -> None:

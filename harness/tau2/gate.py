@@ -178,11 +178,15 @@ class Conversation:
 def load_tasks(data: Path, domain: str, name: str = "tasks.json") -> list[dict[str, Any]]:
     path = data / domain / name
     try:
-        return json_value(path.read_text(encoding="utf-8"), list)
+        tasks = json_value(path.read_text(encoding="utf-8"), list)
     except OSError as e:
         raise BadTaskFile(f"{path}: cannot read it: {e.strerror or e}") from None
     except ValueError as e:  # UnreadableJSON, UnicodeDecodeError
         raise BadTaskFile(f"{path}: {e}") from None
+    for n, task in enumerate(tasks, 1):  # each is read as a task (its "id", its actions): a traceback otherwise
+        if not isinstance(task, dict) or not isinstance(task.get("id"), str):
+            raise BadTaskFile(f'{path}: task {n} is not a task (a JSON object with an "id" string)')
+    return tasks
 
 
 def replay_gold(data: Path, domain: str, task: dict[str, Any]) -> list[Outcome]:
