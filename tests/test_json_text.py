@@ -142,3 +142,31 @@ def test_tau2_gate_of_a_task_file_that_is_not_a_list_of_tasks_is_one_line(tmp_pa
     )
     assert "Traceback" not in r.stderr and r.returncode != 0, r.stderr[-2000:]
     assert r.stderr.strip() == f"error: {tmp_path / 'airline' / 'tasks.json'}: {said}"
+
+
+@pytest.mark.parametrize(
+    "text,said",
+    [
+        ("{}", "not a tau2 database (flights: Field required (and 2 more))"),
+        ("not json", "not a tau2 database ("),
+    ],
+)
+def test_tau2_gate_of_a_database_that_is_not_tau2_s_is_one_line(tmp_path: Path, text: str, said: str) -> None:
+    """A ``--data`` whose db.json is not tau2's: its pydantic error (many lines) or JSON error was a traceback, after
+    the task file read whole."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("tau2", reason="tau2-gate replays with tau2's tools (pip install 'ledger-runtime[tau2]')")
+    (tmp_path / "airline").mkdir()
+    (tmp_path / "airline" / "db.json").write_text(text)
+    (tmp_path / "airline" / "tasks.json").write_text('[{"id": "0"}]')
+    r = subprocess.run(
+        [sys.executable, "-m", "ledger_runtime", "tau2-gate", "--domain", "airline", "--data", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Traceback" not in r.stderr and r.returncode != 0, r.stderr[-2000:]
+    lines = [x for x in r.stderr.splitlines() if x.startswith("error:")]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {tmp_path / 'airline' / 'db.json'}: {said}"), r.stderr

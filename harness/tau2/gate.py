@@ -32,7 +32,8 @@ class Tau2Missing(RuntimeError):
 
 
 class BadTaskFile(ValueError):
-    """A task file that does not read as a list of tasks: the file and why, in one line."""
+    """A task file that does not read as a list of tasks, or a database that does not read as tau2's: the file and
+    why, in one line."""
 
 
 def tau2_modules(domain: str) -> tuple[Any, Any, Any, Any]:
@@ -93,7 +94,7 @@ class Conversation:
 
     def __post_init__(self) -> None:
         DB, Tools, Environment, self._ToolCall = tau2_modules(self.domain)
-        self.db = DB.load(str(self.data / self.domain / "db.json"))
+        self.db = load_db(DB, self.data / self.domain / "db.json")
         self.env = Environment(domain_name=self.domain, policy="", tools=Tools(self.db))
         self.rules = self.rules or rules_for(self.domain)
         self.context = Tau2Context(self.domain)
@@ -173,6 +174,25 @@ class Conversation:
                 products = {i.product_id for i in order.items if i.item_id in (args.get("item_ids") or [])}
                 for pid in sorted(products):
                     yield "get_product_details", {"product_id": pid}, (f"products.{pid}",)
+
+
+def load_db(DB: Any, path: Path) -> Any:
+    """tau2's database of a domain read with its own ``DB.load``; BadTaskFile, in one line, when it is not one (a
+    pydantic error of many lines, or JSON that does not parse, was a traceback)."""
+    try:
+        return DB.load(str(path))
+    except OSError as e:
+        raise BadTaskFile(f"{path}: cannot read it: {e.strerror or e}") from None
+    except (ValueError, RecursionError) as e:  # pydantic's ValidationError, JSONDecodeError, UnicodeDecodeError
+        errors = e.errors() if hasattr(e, "errors") and callable(e.errors) else []
+        if errors:
+            where = ".".join(str(x) for x in errors[0].get("loc", ())) or "its top"
+            why = f"{where}: {errors[0].get('msg', 'invalid')}" + (
+                f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            )
+        else:
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise BadTaskFile(f"{path}: not a tau2 database ({why})") from None
 
 
 def load_tasks(data: Path, domain: str, name: str = "tasks.json") -> list[dict[str, Any]]:
