@@ -22,6 +22,7 @@ from conftest import make_repo
 
 from ledger_adapters.codex.cli import fast_launcher, hook_overrides
 from ledger_adapters.codex.hooks import CodexHooks
+from ledger_adapters.codex.rollout import output_difference
 from ledger_runtime.config import LedgerConfig
 from ledger_runtime.inspection import load
 from ledger_runtime.runtime import LedgerRuntime
@@ -198,7 +199,23 @@ def test_a_wrappers_answer_is_checked_at_the_next_event(tmp_path: Path) -> None:
         assert again == expected, "the file's content, not a reference to the record the model never got"
     finally:
         s.close()
-    assert "the rollout's output is not the answer recorded" in (s.run_dir / "faults.log").read_text()
+    faults = (s.run_dir / "faults.log").read_text()
+    # sizes and where they part, never the text: a mismatch seen once (under load) says what the rollout held
+    sizes = f"(rollout {len(shown)} bytes, answer {len(expected)} bytes, first difference at byte 0)"
+    assert f"the rollout's output is not the answer recorded for it {sizes}" in faults, faults
+
+
+@pytest.mark.parametrize(
+    ("rollout", "answer", "said"),
+    [
+        ("", "abc\n", "rollout 0 bytes, answer 4 bytes, first difference at byte 0"),  # the rollout had none of it
+        ("abc", "abc\n", "rollout 3 bytes, answer 4 bytes, first difference at byte 3"),  # its end lost
+        ("abX\n", "abc\n", "rollout 4 bytes, answer 4 bytes, first difference at byte 2"),
+        ("é", "e", "rollout 2 bytes, answer 1 bytes, first difference at byte 0"),  # bytes, as Codex read them
+    ],
+)
+def test_a_mismatched_answer_is_told_in_sizes_never_in_text(rollout: str, answer: str, said: str) -> None:
+    assert output_difference(rollout, answer) == said
 
 
 @pytest.mark.parametrize("shell", ["/bin/sh", "/usr/bin/fish"])

@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from ledger_adapters.codex.rollout import RolloutReader, reader_for
+from ledger_adapters.codex.rollout import RolloutReader, output_difference, reader_for
 from ledger_runtime import (
     ExecResult,
     LedgerRuntime,
@@ -675,7 +675,8 @@ class CodexHooks:
             # Codex reads the bytes as UTF-8, what is not UTF-8 replaced
             sent = sent.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if sent is not None else None
             if sent is not None and rec is not None and rec.output != sent:
-                self.distrust(attempt_id, call_id, "the rollout's output is not the answer recorded for it")
+                why = f"the rollout's output is not the answer recorded for it ({output_difference(rec.output, sent)})"
+                self.distrust(attempt_id, call_id, why)
             elif rec is None and final:
                 self.distrust(attempt_id, call_id, "the rollout never ended it")
 

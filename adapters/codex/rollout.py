@@ -113,6 +113,16 @@ class RolloutReader:
                 self.named[p["call_id"]] = p["input"]
 
 
+def output_difference(rollout: str, answer: str) -> str:
+    """How the output Codex's rollout holds for a call differs from the answer the ledger recorded for it, in
+    sizes and the first byte where they part (never their text: an output may hold a secret), so that a
+    mismatch seen once (a run under load) says whether the rollout lost the answer's end, had none of
+    it, or had another text altogether."""
+    got, sent = rollout.encode("utf-8", "surrogateescape"), answer.encode("utf-8", "surrogateescape")
+    at = next((i for i, (a, b) in enumerate(zip(got, sent)) if a != b), min(len(got), len(sent)))
+    return f"rollout {len(got)} bytes, answer {len(sent)} bytes, first difference at byte {at}"
+
+
 def call_arguments(text: Any) -> dict[str, Any] | None:
     """A function call's arguments (JSON text the model wrote) as an object; None when they are not one."""
     try:
