@@ -452,8 +452,8 @@ class ClaudeHooks:
         fields: dict[str, Any] = {}
         if replaceable and run.attempt_id is not None and run.output != output:
             fields["updatedToolOutput"] = {**response, "stdout": run.output}
-        elif not replaceable and (run.note or subagents_nudge(pending.plan)):
-            fields["additionalContext"] = run.note or subagents_nudge(pending.plan)
+        elif not replaceable and (run.note or pending.plan.subagents_nudge()):
+            fields["additionalContext"] = run.note or pending.plan.subagents_nudge()
         view = self._view_note()
         if view:
             fields["additionalContext"] = "\n\n".join(x for x in (fields.get("additionalContext"), view) if x)
@@ -497,7 +497,7 @@ class ClaudeHooks:
         notes = []
         plan = pending.plan
         if pending.call.tool == SHELL and plan.applied and plan.verdict.kind is VerdictKind.NUDGE:
-            notes.append(f"[ledger] NUDGE: {plan.verdict.reason}." if plan.held else subagents_nudge(plan))
+            notes.append(f"[ledger] NUDGE: {plan.verdict.reason}." if plan.held else plan.subagents_nudge())
         elif pending.call.tool == SHELL and run.note and plan.held:
             notes.append(run.note)
         notes.append(self._view_note())
@@ -534,14 +534,6 @@ class ClaudeHooks:
                 leave_conversation(self.conversation_file, self.transcript, self.compactions, self.branches, step)
             except OSError as e:
                 self.runtime.report_fault("leaving the conversation for a resumed run", e)
-
-
-def subagents_nudge(plan: Plan) -> str:
-    """The NUDGE of a subagent's repeat of its own run (its repeats are its own: the step cited is its), which its
-    output, shown as it is, does not carry; "" for any other call."""
-    if plan.agent and plan.applied and plan.verdict.kind is VerdictKind.NUDGE:
-        return f"[ledger] NUDGE: {plan.verdict.reason}."
-    return ""
 
 
 def refusal(v: Verdict) -> str:

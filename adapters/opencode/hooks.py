@@ -64,14 +64,6 @@ STOP_REFUSED = "Your turn goes on: ending it again with nothing changed ends it.
 UNCHECKED_AFTER_S = 600.0  # a record OpenCode's database never names is given up on after this long
 
 
-def subagents_nudge(plan: Plan) -> str:
-    """The NUDGE of a subagent's repeat of its own run (its repeats are its own: the step cited is its), which its
-    output, shown as it is, does not carry; "" for any other call."""
-    if plan.agent and plan.applied and plan.verdict.kind is VerdictKind.NUDGE:
-        return f"[ledger] NUDGE: {plan.verdict.reason}."
-    return ""
-
-
 @dataclass
 class _Pending:
     plan: Plan
@@ -246,7 +238,7 @@ class OpenCodeHooks:
         res = ExecResult(text, code, output_complete=whole)
         run = self._record(call_id, pending, res, shown_raw=not replaceable)
         answer = run.output if replaceable and run.attempt_id is not None else text
-        note = (run.note or subagents_nudge(pending.plan)) if not replaceable else ""
+        note = (run.note or pending.plan.subagents_nudge()) if not replaceable else ""
         shown = self._with_notes(answer or NO_OUTPUT, [note, self._view_note(pending)])
         self._expect(run, call_id, shown)
         return {"output": shown} if shown != output else None

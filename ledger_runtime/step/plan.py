@@ -83,6 +83,13 @@ class Plan:
         """The ledger could not answer without running it, a fault: it runs."""
         self.facts = replace(self.facts, fault=True)
 
+    def subagents_nudge(self) -> str:
+        """The NUDGE of a subagent's repeat of its own run (its repeats are its own: the step cited is its), which its
+        output, shown as it is, does not carry; "" for any other call."""
+        if self.agent and self.applied and self.verdict.kind is VerdictKind.NUDGE:
+            return f"[ledger] NUDGE: {self.verdict.reason}."
+        return ""
+
 
 def verdict_facts(
     analysis: Analysis,
