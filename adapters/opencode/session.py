@@ -34,14 +34,18 @@ def db_path(env: dict[str, str]) -> Path:
     """Where OpenCode keeps its database for this environment."""
     if env.get("OPENCODE_DB"):
         return Path(env["OPENCODE_DB"])
-    data = env.get("XDG_DATA_HOME") or os.path.join(env.get("HOME") or str(Path.home()), ".local", "share")
-    return Path(data) / "opencode" / "opencode.db"
+    return _data_dir(env) / "opencode.db"
 
 
 def auth_path(env: dict[str, str]) -> Path:
     """Where OpenCode keeps the user's login (API keys, OAuth tokens) for this environment."""
+    return _data_dir(env) / "auth.json"
+
+
+def _data_dir(env: dict[str, str]) -> Path:
+    """OpenCode's data directory for this environment (XDG's data home, else ~/.local/share)."""
     data = env.get("XDG_DATA_HOME") or os.path.join(env.get("HOME") or str(Path.home()), ".local", "share")
-    return Path(data) / "opencode" / "auth.json"
+    return Path(data) / "opencode"
 
 
 # how long a read made while a call waits for its answer waits on a lock: OpenCode writes in WAL mode, where a reader
