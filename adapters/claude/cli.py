@@ -291,7 +291,8 @@ def claude(
     claude_bin: Optional[str] = typer.Option(
         None,
         "--claude-bin",
-        help=f"The claude executable (default: $LEDGER_CLAUDE_BIN, then claude on PATH; pinned: {CLAUDE_VERSION}).",
+        help=f"The claude executable (default: $LEDGER_CLAUDE_BIN when set, else claude on PATH; "
+        f"pinned: {CLAUDE_VERSION}).",
     ),
 ) -> None:
     """Claude Code (`claude -p ...` or the interactive session) with the ledger in its hooks."""

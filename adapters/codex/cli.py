@@ -381,7 +381,8 @@ def codex(
     codex_bin: Optional[str] = typer.Option(
         None,
         "--codex-bin",
-        help=f"The codex executable (default: $LEDGER_CODEX_BIN, then codex on PATH; pinned: {CODEX_VERSION}).",
+        help=f"The codex executable (default: $LEDGER_CODEX_BIN when set, else codex on PATH; "
+        f"pinned: {CODEX_VERSION}).",
     ),
     allow_project_hooks: bool = typer.Option(
         False,

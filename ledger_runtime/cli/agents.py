@@ -24,15 +24,12 @@ from ledger_runtime.cli.printable import shell_word
 
 
 def find_binary(explicit: str | None, env_var: str, name: str) -> str | None:
-    """The agent's executable: ``explicit`` (and only it, when given), else ``$env_var``, else ``name``
-    on PATH; absolute (the agent starts in the work tree, never relative to here). None when there is
-    none."""
-    for candidate in (explicit,) if explicit else (os.environ.get(env_var), name):
-        if candidate:
-            found = shutil.which(candidate)
-            if found:
-                return os.path.abspath(found)
-    return None
+    """The agent's executable: ``explicit`` (and only it, when given), else ``$env_var`` (only it, when set: a
+    variable naming a program not there is a mistake to say, never a reason to run another agent's version
+    from PATH), else ``name`` on PATH; absolute (the agent starts in the work tree, never relative to here).
+    None when there is none."""
+    found = shutil.which(explicit or os.environ.get(env_var) or name)
+    return os.path.abspath(found) if found else None
 
 
 def binary_not_found(explicit: str | None, env_var: str, name: str, install: str, option: str) -> str:
@@ -41,7 +38,7 @@ def binary_not_found(explicit: str | None, env_var: str, name: str, install: str
     if explicit:
         where = f"at {explicit}" + (" (not an executable file)" if os.path.exists(explicit) else "")
     elif os.environ.get(env_var):
-        where = f"at {os.environ[env_var]} (${env_var}) nor on PATH"
+        where = f"at {os.environ[env_var]} (${env_var}, set: it alone is looked for)"
     else:
         where = "on PATH"
     return f"{name} not found {where}: install the pinned version with `{install}` (or pass {option} PATH)"

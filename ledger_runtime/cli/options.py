@@ -107,7 +107,7 @@ def agent_command(name: str, start: Any, *, example: str, kept: str, pinned: str
         binary: str | None = typer.Option(
             None,
             f"--{name}-bin",
-            help=f"The {name} executable (default: ${'LEDGER_' + name.upper() + '_BIN'}, then {name} on PATH; "
+            help=f"The {name} executable (default: ${'LEDGER_' + name.upper() + '_BIN'} when set, else {name} on PATH; "
             f"pinned: {pinned}).",
         ),
     ) -> None:
