@@ -458,3 +458,27 @@ def test_an_event_masks_alike_however_often_its_texts_were_masked_before(events:
     for i in range(redact.KNOWN_TEXTS + 10):  # past the table's size
         assert r.mask(f"line {i} sk-{'b2' * 12}") == f"line {i} " + "*" * 27
     assert len(r._known) <= redact.KNOWN_TEXTS
+
+
+_URL_PARTS = [":", "/", "//", ":/", ": //", "://", "http://", "https://u:pa55word@host", "://u:p@", "x" * 40, "\n"]
+
+_LONG = st.lists(st.sampled_from(_SHAPE_PARTS + _URL_PARTS + ["y" * 1000]), min_size=1, max_size=30).map("".join)
+
+
+@given(st.lists(_LONG, min_size=1, max_size=4), st.lists(st.integers(0, 9), min_size=1, max_size=12))
+@settings(max_examples=150, deadline=None)
+def test_a_long_text_masks_alike_however_often_an_equal_one_was_masked_before(texts: list[str], order: list) -> None:
+    """Long texts found with nothing to mask are kept (an edit's blob comes back as the next ``cat``'s output): a
+    sequence of long texts, clean and not, equal copies among them, each masked by one redactor as afresh; a clean
+    one comes back as the very object given."""
+    from ledger_runtime.ledger import redact
+
+    filler = "z" * redact.CLEAN_MIN_CHARS
+    r = Redactor.for_run({"API_TOKEN": "hunter2hunter2"})
+    for i in order:
+        text = "".join(list(filler + texts[i % len(texts)]))  # a new object each time
+        masked = r.mask(text)
+        assert masked == Redactor.for_run({"API_TOKEN": "hunter2hunter2"}).mask(text)
+        if masked == text:
+            assert masked is text
+    assert len(r._clean) <= redact.CLEAN_KEPT

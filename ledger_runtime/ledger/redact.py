@@ -187,6 +187,12 @@ _PLAIN = frozenset({int, float, bool, type(None)})  # JSON's values with no text
 KNOWN_CHARS = 256  # a text up to this long is looked up among those masked before
 KNOWN_TEXTS = 4096  # how many are kept: all are dropped when the table is full
 _UNCHANGED: Any = object()  # what a known text with nothing to mask is known as
+# long texts with nothing to mask, the last few kept whole: a file's content masked as an edit's blob comes back as
+# the output of the ``cat`` after it (an equal text is found by comparing, cheap beside the patterns: unequal
+# lengths at once, equal ones up to their first difference)
+CLEAN_MIN_CHARS = 4096
+CLEAN_MAX_CHARS = 4 * 1024 * 1024
+CLEAN_KEPT = 4
 
 
 def _groups(m: re.Match[str]) -> list[tuple[int, int]]:
@@ -214,6 +220,7 @@ class Redactor:
         # short texts masked before, as masked: an event's fields repeat from step to step (a verdict, an
         # answer's kind, a command), and a text masks alike each time (the settings above never change)
         self._known: dict[str, Any] = {}
+        self._clean: tuple[str, ...] = ()  # long texts found with nothing to mask, the latest first
 
     @classmethod
     def off(cls) -> Redactor:
@@ -279,7 +286,12 @@ class Redactor:
         if not self.active or not text:
             return text
         if len(text) > KNOWN_CHARS:
-            return self._masked(text)
+            if text in self._clean:
+                return text
+            masked = self._masked(text)
+            if masked is text and CLEAN_MIN_CHARS <= len(text) <= CLEAN_MAX_CHARS:
+                self._clean = (text, *self._clean[: CLEAN_KEPT - 1])  # one assignment: a thread reads either
+            return masked
         known = self._known.get(text)
         if known is None:
             if len(self._known) >= KNOWN_TEXTS:
