@@ -462,6 +462,20 @@ def test_an_event_masks_alike_however_often_its_texts_were_masked_before(events:
 
 _URL_PARTS = [":", "/", "//", ":/", ": //", "://", "http://", "https://u:pa55word@host", "://u:p@", "x" * 40, "\n"]
 
+
+@given(st.lists(st.sampled_from(_SHAPE_PARTS + _URL_PARTS), max_size=40).map("".join), st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_a_long_text_s_spans_are_those_of_every_pattern_run_over_it(text: str, user: bool) -> None:
+    """As above, over texts long enough for the compiled search (where this machine builds it), with the near misses
+    of a URL's "://" (the opening its password's pattern is looked for by): the same spans as every pattern run."""
+    from ledger_runtime.ledger import needles
+
+    needles.library(build=True)
+    r = Redactor.for_run({"API_TOKEN": "hunter2hunter2"}, [r"id=(\d{4,})"] if user else [])
+    text = "x = 1\n" * (needles.NATIVE_MIN_CHARS // 6 + 1) + text + ("id=12345 hunter2hunter2" if user else "")
+    assert r.spans(text) == _spans_every_pattern_run(r, text)
+
+
 _LONG = st.lists(st.sampled_from(_SHAPE_PARTS + _URL_PARTS + ["y" * 1000]), min_size=1, max_size=30).map("".join)
 
 

@@ -120,7 +120,9 @@ def compile_patterns(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
 _BUILTIN = compile_patterns(BUILTIN_PATTERNS)
 # each built-in pattern's literal opening: a text without it cannot match, and ``in`` finds that out
 # several times faster than the pattern's own search (a long output is masked in one pass a pattern)
-_OPENING = re.compile(r"[A-Za-z0-9_:-]*?(?=[A-Za-z0-9_:-][?*{]|[^A-Za-z0-9_:-]|$)")
+# ("/" too: a password in a URL opens with "://", not the ":" most outputs hold, so its pattern runs only on those
+# with a URL in them)
+_OPENING = re.compile(r"[A-Za-z0-9_:/-]*?(?=[A-Za-z0-9_:/-][?*{]|[^A-Za-z0-9_:/-]|$)")
 _BUILTIN_LITERAL = {rx: m.group() for rx in _BUILTIN if (m := _OPENING.match(rx.pattern)) is not None}
 _WORD_START = frozenset(_BUILTIN[: len(TOKEN_SHAPES)])
 # the openings looked for in one pass (needles.py); one of a single character (``:``) is looked for alone
