@@ -8,8 +8,8 @@ line; the event is never dropped.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Collection
 
 DAMAGED_TEXT = "[damaged field]"
 MAX_WHOLE = 2**53  # a whole number past this is no step, count or id any writer makes
@@ -24,13 +24,33 @@ class Type:
     default: Any = None
     nullable: bool = False
     inner: dict[str, Type] | None = None
+    # ``inner``'s optional fields (all but its kind) and plan (``plan``): worked out once, not per event
+    optional: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
+    inner_plan: Plan = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "optional", frozenset(self.inner or ()) - {"kind"})
+        object.__setattr__(self, "inner_plan", plan(self.inner or {}))
 
     def or_null(self) -> Type:
         return Type(f"{self.name} or null", self.holds, None, True, self.inner)
 
 
+# the checks below are run on every field of every event folded in: written as loops and chains of tests, not
+# generators, since a long run folds tens of thousands of pieces and spans (each test as the docstrings say)
+
+
+# a spec as ``_fields`` walks it: per field its name, check, whether null is allowed, and its type
+Plan = tuple[tuple[str, Callable[[Any], bool], bool, "Type"], ...]
+
+
+def plan(spec: dict[str, Type]) -> Plan:
+    """``spec``'s fields in order, their checks at hand (``_fields`` runs on every event folded in)."""
+    return tuple((name, t.holds, t.nullable, t) for name, t in spec.items())
+
+
 def _whole(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and -MAX_WHOLE < v < MAX_WHOLE
+    return (type(v) is int or (isinstance(v, int) and not isinstance(v, bool))) and -MAX_WHOLE < v < MAX_WHOLE
 
 
 def _count(v: Any) -> bool:
@@ -47,19 +67,38 @@ def _text(v: Any) -> bool:
 
 
 def _texts(v: Any) -> bool:
-    return isinstance(v, list) and all(_text(x) for x in v)
+    """A list of texts."""
+    if not isinstance(v, list):
+        return False
+    for x in v:
+        if not isinstance(x, str):
+            return False
+    return True
 
 
 def _text_map(v: Any) -> bool:
-    return isinstance(v, dict) and all(_text(k) and _text(x) for k, x in v.items())
+    """An object of texts."""
+    if not isinstance(v, dict):
+        return False
+    for k, x in v.items():
+        if not (isinstance(k, str) and isinstance(x, str)):
+            return False
+    return True
 
 
 def _pair(v: Any) -> bool:
-    return isinstance(v, list) and len(v) == 2 and all(_count(x) for x in v)
+    """A list of two counts."""
+    return isinstance(v, list) and len(v) == 2 and _count(v[0]) and _count(v[1])
 
 
 def _spans(v: Any) -> bool:
-    return isinstance(v, list) and all(_pair(s) and 1 <= s[0] <= s[1] for s in v)
+    """A list of pairs, each of a first line (1 or more) and a last line no less."""
+    if not isinstance(v, list):
+        return False
+    for s in v:
+        if not (_pair(s) and 1 <= s[0] <= s[1]):
+            return False
+    return True
 
 
 def _piece(p: Any) -> bool:
@@ -67,14 +106,23 @@ def _piece(p: Any) -> bool:
     return (
         isinstance(p, list)
         and len(p) == 6
-        and _text(p[0])
-        and all(_whole(x) for x in p[1:3] + p[4:6])
+        and isinstance(p[0], str)
+        and _whole(p[1])
+        and _whole(p[2])
+        and _whole(p[4])
+        and _whole(p[5])
         and (p[3] is None or _whole(p[3]))
     )
 
 
 def _pieces(v: Any) -> bool:
-    return isinstance(v, list) and all(_piece(p) for p in v)
+    """A list of answer pieces."""
+    if not isinstance(v, list):
+        return False
+    for p in v:
+        if not _piece(p):
+            return False
+    return True
 
 
 def _one_of(*values: str) -> Callable[[Any], bool]:
@@ -222,6 +270,10 @@ OPTIONAL = {
     "model_call": {"cost"},
     "fault": set(FIELDS["fault"]),
 }
+_ENVELOPE_OPTIONAL = set(ENVELOPE)
+_ENVELOPE_PLAN = plan(ENVELOPE)
+_PLANS = {kind: plan(spec) for kind, spec in FIELDS.items()}
+_NONE: set[str] = set()
 
 
 def described(v: Any) -> str:
@@ -243,25 +295,44 @@ def described(v: Any) -> str:
     return type(v).__name__
 
 
-def _fields(body: dict[str, Any], spec: dict[str, Type], optional: set[str], where: str) -> tuple[dict, list[str]]:
-    """``body`` with every field of ``spec`` as its type says, and a line naming each that was not."""
-    out, damaged = dict(body), []
-    for name, t in spec.items():
-        if name not in body:
+# an event's place as a damaged line names it: its kind and seq, then the names of the objects the field is in
+Where = tuple[Any, ...]
+
+
+_MISSING = object()  # a field the event lacks (None is a value it may hold)
+
+
+def _fields(
+    body: dict[str, Any], spec: Plan, optional: Collection[str], where: Where, out: dict | None = None
+) -> tuple[dict, list[str]]:
+    """``body`` with every field of ``spec`` as its type says, and a line naming each that was not.
+
+    ``out``: where the fields go (``body`` itself, to check an event already copied once); a copy of ``body`` if None.
+    ``where`` names the event for the lines, formatted only when one is written (``_where``)."""
+    if out is None:
+        out = dict(body)
+    damaged: list[str] = []
+    for name, holds, nullable, t in spec:
+        v = body.get(name, _MISSING)
+        if v is _MISSING:
             if name not in optional:
                 out[name] = t.default
-                damaged.append(f"{where}: {name} is missing: shown as {_shown(t.default)}")
+                damaged.append(f"{_where(where)}: {name} is missing: shown as {_shown(t.default)}")
             continue
-        v = body[name]
-        if v is None and t.nullable:
+        if v is None and nullable:
             continue
-        if not t.holds(v):
+        if not holds(v):
             out[name] = t.default
-            damaged.append(f"{where}: {name} is {described(v)}, not {t.name}: shown as {_shown(t.default)}")
+            damaged.append(f"{_where(where)}: {name} is {described(v)}, not {t.name}: shown as {_shown(t.default)}")
         elif t.inner is not None:
-            out[name], inner = _fields(v, t.inner, set(t.inner) - {"kind"}, f"{where}: {name}")
+            out[name], inner = _fields(v, t.inner_plan, t.optional, (*where, name))
             damaged += inner
     return out, damaged
+
+
+def _where(where: Where) -> str:
+    kind, seq, *inner = where
+    return ": ".join((f"{kind if isinstance(kind, str) else 'an'} event {seq}", *inner))
 
 
 def _shown(default: Any) -> str:
@@ -272,12 +343,12 @@ def checked(kind: Any, event: dict[str, Any]) -> tuple[dict[str, Any], list[str]
     """``event`` with its fields as their types say, and a line per field that was not.
 
     ``kind`` comes apart because an observation's body has a ``kind`` of its own."""
-    where = f"{kind if isinstance(kind, str) else 'an'} event {event.get('seq')}"
-    out, damaged = _fields(event, ENVELOPE, set(ENVELOPE), where)
-    spec = FIELDS.get(kind) if isinstance(kind, str) else None
+    where = (kind, event.get("seq"))
+    out, damaged = _fields(event, _ENVELOPE_PLAN, _ENVELOPE_OPTIONAL, where)
+    spec = _PLANS.get(kind) if isinstance(kind, str) else None
     if spec is None:
         return out, damaged
-    body, more = _fields(out, spec, OPTIONAL.get(kind, set()), where)
-    if kind == "attempt" and any(line.startswith(f"{where}: id ") for line in more):
+    body, more = _fields(out, spec, OPTIONAL.get(kind, _NONE), where, out)  # into the copy the envelope's check made
+    if more and kind == "attempt" and any(line.startswith(f"{_where(where)}: id ") for line in more):
         body["id"] = -abs(int(event.get("seq") or 0)) - 1  # an id of its own, which nothing names
     return body, damaged + more
