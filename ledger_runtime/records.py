@@ -97,7 +97,7 @@ class Verdict:
 
 RUN = Verdict(VerdictKind.RUN)
 
-_ANSWER_KEYS = ("kind", "pieces", "kept", "exact", "held_from", "keys", "altered", "held", "agent")
+_ANSWER_KEYS = frozenset(("kind", "pieces", "kept", "exact", "held_from", "keys", "altered", "held", "agent"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +139,7 @@ class AnswerRecord(Mapping):
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AnswerRecord:
         """An answer as the ledger keeps it; what older ledgers lack takes its default."""
-        if isinstance(d, AnswerRecord):
+        if type(d) is not dict and isinstance(d, AnswerRecord):
             return d
         pieces = d.get("pieces") or ()
         return cls(
@@ -210,10 +210,12 @@ class Attempt:
     answer: AnswerRecord | None = None  # how that text stands for the output (a mapping is read as one)
 
     def __post_init__(self) -> None:
-        if self.answer is not None and not isinstance(self.answer, AnswerRecord):
+        answer = self.answer
+        # ``type(...) is dict`` first: a stored answer is a JSON object, and isinstance of an ABC costs more
+        if answer is not None and (type(answer) is dict or not isinstance(answer, AnswerRecord)):
             # an empty or unreadable answer (not a JSON object) says nothing: no answer, the text as it was
-            known = AnswerRecord.from_dict(self.answer) if isinstance(self.answer, Mapping) and self.answer else None
-            object.__setattr__(self, "answer", known)
+            readable = type(answer) is dict or isinstance(answer, Mapping)
+            object.__setattr__(self, "answer", AnswerRecord.from_dict(answer) if readable and answer else None)
 
     @property
     def agent(self) -> str:
@@ -226,7 +228,7 @@ class Attempt:
         return self.answer.kind if self.answer else "raw"
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = {name: getattr(self, name) for name in _ATTEMPT_FIELDS}
         d["command_class"] = self.command_class.value
         d["verdict"] = self.verdict.to_dict()
         d["write_set"] = list(self.write_set)
@@ -235,11 +237,15 @@ class Attempt:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Attempt:
-        kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+        kw = {name: d[name] for name in _ATTEMPT_FIELDS if name in d}
         kw["command_class"] = CommandClass(d["command_class"])
         kw["verdict"] = Verdict.from_dict(d["verdict"])
         kw["write_set"] = tuple(d.get("write_set") or ())
         return cls(**kw)
+
+
+# the fields' names, in order: ``fields()`` walks the class's every time, and every attempt folded in asks
+_ATTEMPT_FIELDS = tuple(f.name for f in fields(Attempt))
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,7 +333,7 @@ class Modification:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Modification:
-        return cls(**{f.name: d.get(f.name) for f in fields(cls)})
+        return cls(**{name: d.get(name) for name in _MODIFICATION_FIELDS})
 
 
 _MODIFICATION_FIELDS = tuple(f.name for f in fields(Modification))
@@ -353,10 +359,13 @@ class Baseline:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Baseline:
-        kw = {f.name: d.get(f.name) for f in fields(cls)}
+        kw = {name: d.get(name) for name in _BASELINE_FIELDS}
         kw["dirty_paths"] = tuple(d.get("dirty_paths") or ())
         kw["task"] = d.get("task") or ""
         return cls(**kw)
+
+
+_BASELINE_FIELDS = tuple(f.name for f in fields(Baseline))
 
 
 def command_key(cwd: str, normalized: str) -> str:
