@@ -266,7 +266,8 @@ class Held:
         )
         if answer.refs and a.applied and self.context_steps > 0 and a.id in self.delivered.items:
             held = self.delivered.items[a.id]
-            seen = seen_lines(output, answer, record.kept, (list(held.lines), list(held.carried)))
+            # as held, not copied: seen_lines copies the flags it changes and only counts the lines
+            seen = seen_lines(output, answer, record.kept, (held.lines, held.carried))  # type: ignore[arg-type]
             if answer.kind is AnswerKind.WHOLE:  # of the earlier output, what the model saw of it
                 seen = self.delivered.seen_through(answer.refs[0]) or seen
             in_place = self.in_place(answer)
