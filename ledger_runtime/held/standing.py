@@ -42,6 +42,8 @@ class StandingAnswers:
         """Keeps an answer; one whose sources left the model (``resent_as``) stays whole: it may have been sent so."""
         self.items[attempt] = StandingAnswer(step, tuple(refs), answer, in_place, seen)
         self.chars += len(answer) + len(in_place or "")
+        if self.chars <= self.limit:
+            return  # under the limit: no look at the others (a long run keeps thousands)
         for a, item in list(self.items.items()):
             if self.chars <= self.limit:
                 break
