@@ -24,29 +24,29 @@ class Type:
     default: Any = None
     nullable: bool = False
     inner: dict[str, Type] | None = None
-    # ``inner``'s optional fields (all but its kind) and plan (``plan``): worked out once, not per event
+    # ``inner``'s optional fields (all but its kind) and plan (``_plan_of``): worked out once, not per event
     optional: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
     inner_plan: Plan = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "optional", frozenset(self.inner or ()) - {"kind"})
-        object.__setattr__(self, "inner_plan", plan(self.inner or {}))
+        object.__setattr__(self, "inner_plan", _plan_of(self.inner or {}))
 
     def or_null(self) -> Type:
         return Type(f"{self.name} or null", self.holds, None, True, self.inner)
-
-
-# the checks below are run on every field of every event folded in: written as loops and chains of tests, not
-# generators, since a long run folds tens of thousands of pieces and spans (each test as the docstrings say)
 
 
 # a spec as ``_fields`` walks it: per field its name, check, whether null is allowed, and its type
 Plan = tuple[tuple[str, Callable[[Any], bool], bool, "Type"], ...]
 
 
-def plan(spec: dict[str, Type]) -> Plan:
+def _plan_of(spec: dict[str, Type]) -> Plan:
     """``spec``'s fields in order, their checks at hand (``_fields`` runs on every event folded in)."""
     return tuple((name, t.holds, t.nullable, t) for name, t in spec.items())
+
+
+# the checks below are run on every field of every event folded in: written as loops and chains of tests, not
+# generators, since a long run folds tens of thousands of pieces and spans (each test as the docstrings say)
 
 
 def _whole(v: Any) -> bool:
@@ -271,8 +271,8 @@ OPTIONAL = {
     "fault": set(FIELDS["fault"]),
 }
 _ENVELOPE_OPTIONAL = set(ENVELOPE)
-_ENVELOPE_PLAN = plan(ENVELOPE)
-_PLANS = {kind: plan(spec) for kind, spec in FIELDS.items()}
+_ENVELOPE_PLAN = _plan_of(ENVELOPE)
+_PLANS = {kind: _plan_of(spec) for kind, spec in FIELDS.items()}
 _NONE: set[str] = set()
 
 
