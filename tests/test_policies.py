@@ -543,3 +543,53 @@ def test_a_destructive_command_is_refused_saying_what_the_ledger_knows_it_discar
     dirty = run(rt, "git reset --hard")
     assert dirty.verdict.kind is VerdictKind.BLOCK and "(the ledger knows of changes to calc.py)" in dirty.output
     assert "discards uncommitted work and the files git ignores" in run(rt, "git clean -fdx").output
+
+
+def _unquoted_by_regex(command: str) -> str:
+    """The policies' unquoting as written before its fast paths: every line searched, every regex run."""
+    import re
+
+    out: list[str] = []
+    delimiter = None
+    for line in command.splitlines():
+        if delimiter is not None:
+            if line.strip() == delimiter:
+                delimiter = None
+            continue
+        out.append(line)
+        m = re.search(r"<<-?\s*['\"]?([A-Za-z_][\w-]*)['\"]?", line)
+        if m:
+            delimiter = m.group(1)
+    text = re.sub(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"", "''", "\n".join(out))
+    return re.sub(r"(^|\s)#[^\n]*", r"\1", text)
+
+
+def test_unquoting_skips_only_regexes_that_cannot_match():
+    # the destructive and stale-edit rules read a command through _unquoted, which skips a regex where the text lacks
+    # the character it needs ("<<", a quote, "#"): on random commands built of those characters it cuts the same text
+    import random
+
+    from ledger_runtime.decide.policies import _unquoted, _unquoted_plain, _without_heredocs
+
+    pieces = [
+        "git reset --hard",
+        "rm -rf .",
+        " ",
+        "\t",
+        "\n",
+        "'",
+        '"',
+        "\\",
+        "#",
+        "<<",
+        "<<-",
+        "EOF",
+        "'EOF'",
+        "a",
+        "<",
+    ]
+    rng = random.Random(42)
+    for _ in range(5000):
+        command = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        assert _unquoted(command) == _unquoted_by_regex(command), repr(command)
+        assert _unquoted_plain(_without_heredocs(command)) == _unquoted_by_regex(command), repr(command)

@@ -159,6 +159,11 @@ def protected_paths(proposal: Analysis, state: LedgerState, current: WorkspaceNo
     return None
 
 
+_HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_][\w-]*)['\"]?")
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
+_COMMENT = re.compile(r"(^|\s)#[^\n]*")
+
+
 def _without_heredocs(command: str) -> str:
     """The command without its heredoc bodies: text written to a file is not run."""
     out: list[str] = []
@@ -169,7 +174,7 @@ def _without_heredocs(command: str) -> str:
                 delimiter = None
             continue
         out.append(line)
-        m = re.search(r"<<-?\s*['\"]?([A-Za-z_][\w-]*)['\"]?", line)
+        m = _HEREDOC.search(line) if "<<" in line else None  # a line without "<<" starts no heredoc
         if m:
             delimiter = m.group(1)
     return "\n".join(out)
@@ -177,19 +182,24 @@ def _without_heredocs(command: str) -> str:
 
 def _unquoted(command: str) -> str:
     """The command without heredoc bodies, quoted strings and comments: text an echo prints is not run."""
-    text = re.sub(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"", "''", _without_heredocs(command))
-    return re.sub(r"(^|\s)#[^\n]*", r"\1", text)
+    return _unquoted_plain(_without_heredocs(command))
+
+
+def _unquoted_plain(plain: str) -> str:
+    """``_unquoted`` of a command already without its heredoc bodies (``_without_heredocs``)."""
+    text = _QUOTED.sub("''", plain) if "'" in plain or '"' in plain else plain  # nothing quoted: nothing to cut
+    return _COMMENT.sub(r"\1", text) if "#" in text else text  # no "#": no comment
 
 
 def destructive(proposal: Analysis, state: LedgerState, current: WorkspaceNow, rule: Rule) -> Finding | None:
-    text = _unquoted(proposal.command)
+    plain = _without_heredocs(proposal.command)
+    text = _unquoted_plain(plain)
     patterns = tuple(rule.param("patterns") or DESTRUCTIVE) + tuple(rule.param("extra_patterns") or ())
     for pattern in patterns:
         m = re.search(pattern, text)
         if m:
             return _work_lost(m.group(0).strip(), text, pattern, state, rule)
     root = os.path.normpath(rule.workdir or proposal.cwd)
-    plain = _without_heredocs(proposal.command)
     for m in _RM.finditer(plain):
         try:
             words = shlex.split(m.group(1), comments=True)
