@@ -104,7 +104,10 @@ _BREAKS = re.compile(rb"[ \t]*\n[ \t\n]*")
 
 
 def _squeeze(gap: bytes) -> bytes:
-    return _BLANKS.sub(b" ", _BREAKS.sub(b"\n", gap))
+    # each regex only where it can change the text: a line break to fold, a tab or a run of blanks to collapse
+    if b"\n" in gap:
+        gap = _BREAKS.sub(b"\n", gap)
+    return _BLANKS.sub(b" ", gap) if b"\t" in gap or b"  " in gap else gap
 
 
 _ATOMIC = {
@@ -202,10 +205,11 @@ def word_of(node) -> Word:  # noqa: C901
     raw = _text(node)
     t = node.type
     if t == "word" or t == "number":
-        if raw.startswith("~") or _BRACE.search(raw):
+        # each regex only where the text has the character it needs: "{", a glob character, a backslash
+        if raw.startswith("~") or ("{" in raw and _BRACE.search(raw)):
             return Word(None, raw)
-        glob = bool(_GLOB.search(raw))
-        return Word(_ESCAPE.sub(r"\1", raw).replace("\\\n", ""), raw, glob)
+        glob = ("*" in raw or "?" in raw or "[" in raw) and _GLOB.search(raw) is not None
+        return Word(_ESCAPE.sub(r"\1", raw).replace("\\\n", "") if "\\" in raw else raw, raw, glob)
     if t == "raw_string":
         return Word(raw[1:-1], raw)
     if t == "string":
@@ -214,7 +218,10 @@ def word_of(node) -> Word:  # noqa: C901
             if c.type == '"':
                 continue
             if c.type == "string_content":
-                parts.append(_DQ_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), _text(c)))
+                text = _text(c)
+                if "\\" in text:  # no backslash: no escape
+                    text = _DQ_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
+                parts.append(text)
             elif c.type == "$":  # a lone `$` (as in ":$") is literal
                 parts.append("$")
             else:
@@ -229,7 +236,7 @@ def word_of(node) -> Word:  # noqa: C901
                 return Word(None, raw)
             parts.append(w.value)
             glob = glob or w.glob
-        if _BRACE.search(raw):
+        if "{" in raw and _BRACE.search(raw):
             return Word(None, raw)
         return Word("".join(parts), raw, glob)
     return Word(None, raw)  # expansions, substitutions, $'...', arithmetic
