@@ -334,16 +334,42 @@ def test_words_and_blanks_skip_only_regexes_that_cannot_match():
     # backslash, a line break, a tab or two blanks): on random commands of those characters they give the same
     import random
 
-    from ledger_runtime.analysis.shell import _BLANKS, _BREAKS, _parser, _squeeze, word_of
+    from ledger_runtime.analysis.shell import _BLANKS, _BREAKS, _comments, _parser, _squeeze, parse, word_of
 
-    pieces = ["a", "b.py", "~", "{", "}", ",", "..", "*", "?", "[", "]", "\\", "\\\n", "\n", "\t", " ", "  ", '"', "'"]
+    pieces = [
+        "a",
+        "b.py",
+        "~",
+        "{",
+        "}",
+        ",",
+        "..",
+        "*",
+        "?",
+        "[",
+        "]",
+        "\\",
+        "\\\n",
+        "\n",
+        "\t",
+        " ",
+        "  ",
+        '"',
+        "'",
+        "#",
+        " #x",
+    ]
     rng = random.Random(7)
     compared = 0
     for _ in range(3000):
         command = "echo " + "".join(rng.choice(pieces) for _ in range(rng.randint(1, 10)))
         source = command.encode()
         assert _squeeze(source) == _BLANKS.sub(b" ", _BREAKS.sub(b"\n", source)), repr(command)
-        stack = [_parser().parse(source).root_node]
+        root = _parser().parse(source).root_node
+        script = parse(command, W)  # it reads the comments only where the command has a "#"
+        if script.ok:
+            assert script.comments == _comments(root, source), repr(command)
+        stack = [root]
         while stack:
             n = stack.pop()
             stack.extend(n.children)

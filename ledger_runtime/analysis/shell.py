@@ -184,7 +184,7 @@ def parse(command: str, cwd: str) -> Script:
         cwd_changes=lowering.cwd_changes,
         source=source,
         atoms=_atoms(root),
-        comments=_comments(root, source),
+        comments=_comments(root, source) if b"#" in source else (),  # a comment starts with "#"
     )
 
 
