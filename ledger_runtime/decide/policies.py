@@ -21,6 +21,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable
 
 from ledger_runtime.analysis.commands import ANY_FILE, Analysis
@@ -159,6 +160,8 @@ def protected_paths(proposal: Analysis, state: LedgerState, current: WorkspaceNo
     return None
 
 
+# a rule's pattern compiled once: a function of its text alone (re.search looked it up in re's own cache each time)
+_regex = lru_cache(maxsize=256)(re.compile)
 _HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_][\w-]*)['\"]?")
 _QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
 _COMMENT = re.compile(r"(^|\s)#[^\n]*")
@@ -196,7 +199,7 @@ def destructive(proposal: Analysis, state: LedgerState, current: WorkspaceNow, r
     text = _unquoted_plain(plain)
     patterns = tuple(rule.param("patterns") or DESTRUCTIVE) + tuple(rule.param("extra_patterns") or ())
     for pattern in patterns:
-        m = re.search(pattern, text)
+        m = _regex(pattern).search(text)
         if m:
             return _work_lost(m.group(0).strip(), text, pattern, state, rule)
     root = os.path.normpath(rule.workdir or proposal.cwd)
