@@ -49,6 +49,8 @@ BLOB_SLACK_BYTES = 64 * 1024  # an answer's notes beside the output it stands fo
 # costs a command a second once, then next to nothing (what cannot be written goes to faults.log).
 LOCK_TIMEOUT_S = 1.0
 QUICK_LOCK_S = 0.05
+# an event body's text: ``json.dumps`` with these arguments, without making an encoder per event
+_BODY_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -196,6 +198,8 @@ class LedgerStore:
         # every blob and event body is masked with it before it is queued (redact.py)
         self.redactor = redactor or Redactor.off()
         self._locked = False  # the last commit failed for a lock
+        # the connection the last commit set a busy_timeout on, and that timeout in ms
+        self._busy: tuple[sqlite3.Connection, int] | None = None
         self._pending: list[tuple[str, int | None, str]] = []
         self._pending_blobs: dict[str, tuple[int, str, bytes]] = {}
         self._pending_sums: dict[str, str] = {}  # key -> hash of the bytes stored under it, where they differ
@@ -406,7 +410,7 @@ class LedgerStore:
     def append(self, kind: str, body: dict[str, Any], step: int | None = None) -> dict[str, Any]:
         """Queues an event, masked, for the next commit; returns it as ``events`` reads it, less ``seq`` and ``at``."""
         body = self.redactor.mask_obj(body)
-        self._pending.append((kind, step, json.dumps(body, separators=(",", ":"), sort_keys=True)))
+        self._pending.append((kind, step, _BODY_JSON.encode(body)))
         return event_of(body, kind, step)
 
     def commit(self) -> None:
@@ -414,7 +418,11 @@ class LedgerStore:
         if not self._pending and not self._pending_blobs:
             return
         now = time.time()
-        self._conn.execute(f"PRAGMA busy_timeout={int((QUICK_LOCK_S if self._locked else LOCK_TIMEOUT_S) * 1000)}")
+        busy_ms = int((QUICK_LOCK_S if self._locked else LOCK_TIMEOUT_S) * 1000)
+        if self._busy is None or self._busy[0] is not self._conn or self._busy[1] != busy_ms:
+            # set when it changes: a pragma per commit cost as much as the rest of the commit's Python
+            self._conn.execute(f"PRAGMA busy_timeout={busy_ms}")
+            self._busy = (self._conn, busy_ms)
         try:
             with self._conn:
                 self._conn.execute("BEGIN IMMEDIATE")
