@@ -257,3 +257,58 @@ def test_a_damaged_blob_reads_as_missing_every_time_and_says_why(tmp_path):
     assert r.damaged[keys[1]] == f"{len(versions[1])} bytes where {len(versions[1]) + 1} were stored"
     assert r.blob(keys[2]) is None and "does not apply" in r.damaged[keys[2]]  # built on the damaged one
     assert r.blob(keys[0]) == versions[0] and keys[0] not in r.damaged
+
+
+def test_event_bodies_are_the_text_json_dumps_gave_them():
+    """The one encoder ``append`` keeps writes each body as ``json.dumps(sort_keys, compact)`` did: the stored bytes of
+    every event stay those older versions wrote (keys sorted, surrogates and non-ASCII escaped, NaN kept)."""
+    import json
+    import random
+
+    from ledger_runtime.ledger.store import _BODY_JSON
+
+    rng = random.Random(42)
+    atoms = [0, -7, 2**70, 1.5, float("nan"), float("inf"), True, None, "", 'é\udcff\n"', "\u2028"]
+
+    def value(depth):
+        if depth > 3 or rng.random() < 0.4:
+            return rng.choice(atoms)
+        if rng.random() < 0.5:
+            return [value(depth + 1) for _ in range(rng.randrange(4))]
+        return {rng.choice(["b", "a", "Z", "é", "kind", "10", "9"]): value(depth + 1) for _ in range(rng.randrange(5))}
+
+    for _ in range(2000):
+        body = {"k": value(0), "x": value(1)}
+        assert _BODY_JSON.encode(body) == json.dumps(body, separators=(",", ":"), sort_keys=True)
+
+
+def test_each_commit_waits_for_a_lock_as_long_as_before(tmp_path):
+    """The lock wait is set on the connection only when it changes, yet each commit gets the one it got when it was set
+    per commit: LOCK_TIMEOUT_S; QUICK_LOCK_S after a commit failed for a lock, until one succeeds; and on a connection
+    put in the store's place, the store's own again."""
+    from ledger_runtime.ledger.store import LOCK_TIMEOUT_S, QUICK_LOCK_S, StoreError
+
+    s = LedgerStore.create(tmp_path / "run")
+    full, quick = int(LOCK_TIMEOUT_S * 1000), int(QUICK_LOCK_S * 1000)
+
+    def commit(n):
+        s.append("attempt", {"n": n}, step=n)
+        s.commit()
+        return s._conn.execute("PRAGMA busy_timeout").fetchone()[0]
+
+    assert commit(1) == full
+    holder = sqlite3.connect(str(s.path), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    for n, waited in ((2, full), (3, quick)):  # the first waits the whole time; the next, little
+        with pytest.raises(StoreError, match="locked"):
+            commit(n)
+        s.discard_pending()
+        assert s._conn.execute("PRAGMA busy_timeout").fetchone()[0] == waited
+    holder.execute("ROLLBACK")
+    holder.close()
+    assert commit(4) == quick  # the first commit after the lock is gone still waits little: it succeeds
+    assert commit(5) == full
+    s._conn.close()
+    s._conn = sqlite3.connect(str(s.path), isolation_level=None, timeout=7)  # another connection in its place
+    assert commit(6) == full
+    assert [e["n"] for e in s.events()] == [1, 4, 5, 6]
