@@ -13,11 +13,12 @@ _OTHER_BREAKS_WIDE = "\x85\u2028\u2029"
 def split_lines(text: str) -> list[str]:
     """Lines with their line ends, ``\\n`` only, so a ``\\r`` stays part of its line.
 
-    A new list each call; the same text object as one of the last two is split once and its lines copied."""
+    A new list each call; a text equal to one of the last two long ones split is split once and its lines copied
+    (a step reads a file's bytes anew, so its text is an equal object, not the same one; comparing costs a memcmp)."""
     if not text:
         return []
     for seen, lines in _last:
-        if seen is text:
+        if seen is text or (len(seen) == len(text) and seen == text):
             return list(lines)
     out = _split(text)
     if len(text) > 4096:  # worth keeping
