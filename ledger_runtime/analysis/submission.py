@@ -18,8 +18,8 @@ class Submission:
         """Whether ``output`` ends the run: its first line is the marker."""
         if not self.marker:
             return False
-        lines = output.lstrip().splitlines()
-        return bool(lines) and lines[0].strip() == self.marker
+        line = first_line(output.lstrip())
+        return line is not None and line.strip() == self.marker
 
     def named_in(self, text: str) -> bool:
         """Whether ``text`` names the marker anywhere; a command that does submits."""
@@ -30,3 +30,14 @@ class Submission:
 
 
 NO_SUBMISSION = Submission()
+
+
+def first_line(text: str, start: int = 256) -> str | None:
+    """``text.splitlines()[0]`` (None for no lines), read from a prefix growing until it holds a line's end: a step
+    asks it of every output, and a long one was split whole for its first line."""
+    n = start
+    while True:
+        lines = text[:n].splitlines()
+        if len(lines) > 1 or n >= len(text):
+            return lines[0] if lines else None
+        n *= 4
