@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from itertools import compress
+from itertools import compress, islice
 from typing import Callable, Iterable, NamedTuple
 
 from ledger_runtime.analysis.commands import Analysis, FileView
@@ -196,12 +196,18 @@ def _trimmed_block(out: list[str], start: int, lines: list[str], lo: int, hi: in
 
 
 def _spans(numbers: list[int]) -> tuple[LineSpan, ...]:
+    """The numbers as runs of consecutive lines: a span made once a run, not once a line of it."""
+    nums = sorted(set(numbers))
+    if not nums:
+        return ()
     out: list[LineSpan] = []
-    for n in sorted(set(numbers)):
-        if out and n == out[-1].end + 1:
-            out[-1] = LineSpan(out[-1].start, n)
-        else:
-            out.append(LineSpan(n, n))
+    start = end = nums[0]
+    for n in islice(nums, 1, None):
+        if n != end + 1:
+            out.append(LineSpan(start, end))
+            start = n
+        end = n
+    out.append(LineSpan(start, end))
     return tuple(out)
 
 
