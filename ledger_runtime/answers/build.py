@@ -38,7 +38,7 @@ from typing import Callable, Container, Sequence
 from ledger_runtime.answers.held_output import HeldOutput
 from ledger_runtime.answers.literal_floor import carries_more
 from ledger_runtime.ledger.observe import Truncation
-from ledger_runtime.lines import split_lines
+from ledger_runtime.lines import run_length, split_lines
 from ledger_runtime.section import Section, choice, integer, setting
 
 
@@ -439,7 +439,7 @@ def _spans(  # noqa: C901
         if here is not None and (run is None or here[1] > run[2]):
             j, k = here
             marker = again_marker(j + 1, j + k)
-            if k >= min_lines and sum(len(x) for x in lines[i : i + k]) - len(marker) >= min_saving:
+            if k >= min_lines and sum(map(len, lines[i : i + k])) - len(marker) >= min_saving:
                 w.add(AGAIN, marker, None, j + 1, j + k)
                 w.again = True
                 i += k
@@ -449,7 +449,7 @@ def _spans(  # noqa: C901
             src, j, k = run
             if k >= min_lines:
                 marker = lines_marker(src, j + 1, j + k)
-                if sum(len(x) for x in lines[i : i + k]) - len(marker) >= min_saving:
+                if sum(map(len, lines[i : i + k])) - len(marker) >= min_saving:
                     w.add(LINES, marker, src.attempt, j + 1, j + k)
                     i += k
                     used = True
@@ -501,9 +501,7 @@ def _run_above(
         for j, place in reversed(above_pairs.get((lines[i], lines[i + 1]), ())):
             if place < window:
                 break
-            k = 2
-            while i + k < stop and j + k < i and literal[j + k] and lines[j + k] == lines[i + k]:
-                k += 1
+            k = run_length(lines, literal, j, lines, i, 2, min(stop - i, i - j))
             if k > best[1]:
                 best = (j, k)
     return best

@@ -13,6 +13,7 @@ from typing import Callable, Container, Iterable, Sequence
 
 from ledger_runtime.answers.build import AGAIN, CUT, LINES, NOTE, PATCH, SAME, TEXT, Answer, Piece, split_lines
 from ledger_runtime.answers.held_output import HeldOutput
+from ledger_runtime.lines import run_length
 from ledger_runtime.workspace.hashing import digest_bytes
 
 MAX_CANDIDATES = 48  # positions tried per starting line (the most recent first)
@@ -389,10 +390,7 @@ class Delivered:
             if place < window:
                 break
             s = self.items[a]
-            src, lit = s.lines, s.carried
-            k = 3
-            while i + k < n and j + k < len(src) and lit[j + k] and src[j + k] == lines[i + k]:
-                k += 1
+            k = run_length(s.lines, s.carried, j, lines, i, 3, min(n - i, len(s.lines) - j))
             if k > best[2]:
                 best = (s, j, k)
                 if i + k == n:
@@ -433,10 +431,7 @@ class Delivered:
             tried += 1
             if tried > MAX_CANDIDATES:
                 break
-            src, lit = s.lines, s.carried
-            k = 0
-            while i + k < n and j + k < len(src) and lit[j + k] and src[j + k] == lines[i + k]:
-                k += 1
+            k = run_length(s.lines, s.carried, j, lines, i, 0, min(n - i, len(s.lines) - j))
             if best is None or k > best[2]:
                 best = (s, j, k)
                 if i + k == n:
