@@ -72,11 +72,11 @@ def shown_whole(lines: list[str], n: int, visible: tuple[int, int] | None, at: i
     if visible is None:
         return [True] * len(lines)
     head, tail = visible
-    ends = [at + e for e in accumulate(map(len, lines))]
-    in_head = bisect_right(ends, head)  # lines ending by ``head``
+    marks = list(accumulate(map(len, lines), initial=at))  # where each line starts, and where the last ends
+    in_head = bisect_right(marks, head, 1) - 1  # lines ending by ``head``
     if tail <= 0:
         return [True] * in_head + [False] * (len(lines) - in_head)
-    from_tail = bisect_left([at, *ends[:-1]], n - tail)  # lines starting at or after the tail
+    from_tail = bisect_left(marks, n - tail, 0, len(lines))  # lines starting at or after the tail
     if from_tail <= in_head:
         return [True] * len(lines)
     return [True] * in_head + [False] * (from_tail - in_head) + [True] * (len(lines) - from_tail)
