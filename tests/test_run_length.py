@@ -20,7 +20,7 @@ def test_the_run_found_a_block_at_a_time_is_the_run_found_line_by_line(seed: int
     """Random runs across block edges: a line differs, or was not shown, at every place in and around a block; the
     same lists as tuples take the line-by-line path, which must agree too."""
     rnd = random.Random(seed)
-    for _ in range(3000):
+    for _ in range(1000):
         n = rnd.randint(0, 3 * RUN_CHUNK + 5)
         src = [f"{rnd.randint(0, 3)}\n" for _ in range(n)]
         shown = bytes(rnd.random() > 0.003 for _ in range(n))
