@@ -48,6 +48,7 @@ def _breaks_elsewhere(text: str) -> bool:
 
 
 RUN_CHUNK = 64  # lines compared at once by ``run_length``
+RUN_PROBE = 8  # lines compared one by one first: most runs tried end within a few lines
 
 
 def run_length(
@@ -56,8 +57,13 @@ def run_length(
     """How far a run of ``lines`` from ``i`` matching ``src`` from ``j`` goes on from ``k`` (lines known to match).
 
     The ``k`` returned is the first from which ``k < stop and shown[j + k] and src[j + k] == lines[i + k]`` fails: the
-    loop that says so, run over lists a block of ``RUN_CHUNK`` lines at a time in C (a re-read of a long file matches
-    thousands of lines), then line by line where a block differs."""
+    loop that says so, run line by line for ``RUN_PROBE`` lines, then over lists a block of ``RUN_CHUNK`` lines at a
+    time in C (a re-read of a long file matches thousands of lines), then line by line where a block differs."""
+    probe = min(stop, k + RUN_PROBE)
+    while k < probe and shown[j + k] and src[j + k] == lines[i + k]:
+        k += 1
+    if k < probe:
+        return k
     if type(src) is list and type(lines) is list:
         while k + RUN_CHUNK <= stop and 0 not in shown[j + k : j + k + RUN_CHUNK]:
             if src[j + k : j + k + RUN_CHUNK] != lines[i + k : i + k + RUN_CHUNK]:
