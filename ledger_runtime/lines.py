@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from ledger_runtime.workspace.scanning.alike import common_prefix, common_suffix, trim_common  # noqa: F401
 
 _last: list[tuple[str, list[str]]] = []  # the texts split last (a step splits its output several times)
@@ -45,33 +43,6 @@ def _breaks_elsewhere(text: str) -> bool:
     if any(c in text for c in _OTHER_BREAKS):
         return True
     return not text.isascii() and any(c in text for c in _OTHER_BREAKS_WIDE)
-
-
-RUN_CHUNK = 64  # lines compared at once by ``run_length``
-RUN_PROBE = 8  # lines compared one by one first: most runs tried end within a few lines
-
-
-def run_length(
-    src: Sequence[str], shown: Sequence[int], j: int, lines: Sequence[str], i: int, k: int, stop: int
-) -> int:
-    """How far a run of ``lines`` from ``i`` matching ``src`` from ``j`` goes on from ``k`` (lines known to match).
-
-    The ``k`` returned is the first from which ``k < stop and shown[j + k] and src[j + k] == lines[i + k]`` fails: the
-    loop that says so, run line by line for ``RUN_PROBE`` lines, then over lists a block of ``RUN_CHUNK`` lines at a
-    time in C (a re-read of a long file matches thousands of lines), then line by line where a block differs."""
-    probe = min(stop, k + RUN_PROBE)
-    while k < probe and shown[j + k] and src[j + k] == lines[i + k]:
-        k += 1
-    if k < probe:
-        return k
-    if type(src) is list and type(lines) is list:
-        while k + RUN_CHUNK <= stop and 0 not in shown[j + k : j + k + RUN_CHUNK]:
-            if src[j + k : j + k + RUN_CHUNK] != lines[i + k : i + k + RUN_CHUNK]:
-                break
-            k += RUN_CHUNK
-    while k < stop and shown[j + k] and src[j + k] == lines[i + k]:
-        k += 1
-    return k
 
 
 # what a name shown in the ledger's own lines has escaped, so that it cannot write a line of its own: the control

@@ -38,7 +38,7 @@ from typing import Callable, Container, Sequence
 from ledger_runtime.answers.held_output import HeldOutput
 from ledger_runtime.answers.literal_floor import carries_more
 from ledger_runtime.ledger.observe import Truncation
-from ledger_runtime.lines import run_length, split_lines
+from ledger_runtime.lines import split_lines
 from ledger_runtime.section import Section, choice, integer, setting
 
 
@@ -501,7 +501,9 @@ def _run_above(
         for j, place in reversed(above_pairs.get((lines[i], lines[i + 1]), ())):
             if place < window:
                 break
-            k = run_length(lines, literal, j, lines, i, 2, min(stop - i, i - j))
+            k = 2
+            while i + k < stop and j + k < i and literal[j + k] and lines[j + k] == lines[i + k]:
+                k += 1
             if k > best[1]:
                 best = (j, k)
     return best

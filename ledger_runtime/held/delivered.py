@@ -13,7 +13,6 @@ from typing import Callable, Container, Iterable, Sequence
 
 from ledger_runtime.answers.build import AGAIN, CUT, LINES, NOTE, PATCH, SAME, TEXT, Answer, Piece, split_lines
 from ledger_runtime.answers.held_output import HeldOutput
-from ledger_runtime.lines import run_length
 from ledger_runtime.workspace.hashing import digest_bytes
 
 MAX_CANDIDATES = 48  # positions tried per starting line (the most recent first)
@@ -390,7 +389,10 @@ class Delivered:
             if place < window:
                 break
             s = self.items[a]
-            k = run_length(s.lines, s.carried, j, lines, i, 3, min(n - i, len(s.lines) - j))
+            src, lit = s.lines, s.carried
+            k = 3
+            while i + k < n and j + k < len(src) and lit[j + k] and src[j + k] == lines[i + k]:
+                k += 1
             if k > best[2]:
                 best = (s, j, k)
                 if i + k == n:
@@ -431,7 +433,10 @@ class Delivered:
             tried += 1
             if tried > MAX_CANDIDATES:
                 break
-            k = run_length(s.lines, s.carried, j, lines, i, 0, min(n - i, len(s.lines) - j))
+            src, lit = s.lines, s.carried
+            k = 0
+            while i + k < n and j + k < len(src) and lit[j + k] and src[j + k] == lines[i + k]:
+                k += 1
             if best is None or k > best[2]:
                 best = (s, j, k)
                 if i + k == n:
