@@ -312,3 +312,16 @@ def test_each_commit_waits_for_a_lock_as_long_as_before(tmp_path):
     s._conn = sqlite3.connect(str(s.path), isolation_level=None, timeout=7)  # another connection in its place
     assert commit(6) == full
     assert [e["n"] for e in s.events()] == [1, 4, 5, 6]
+
+
+def test_a_commit_on_a_closed_store_raises_as_before_whatever_the_lock_wait_last_set(tmp_path):
+    """The lock wait is set only when it changes, yet a commit on a store already closed fails as it did when the
+    wait was set per commit: sqlite3's ProgrammingError at once, not a StoreError (a failed write, its records
+    kept in faults.log), whether or not a commit set the wait before."""
+    s = LedgerStore.create(tmp_path / "run")
+    s.append("attempt", {"n": 1}, step=1)
+    s.commit()  # the wait is set: the next commit skips the pragma
+    s.close()
+    s.append("attempt", {"n": 2}, step=2)
+    with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
+        s.commit()

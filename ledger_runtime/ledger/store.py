@@ -423,6 +423,8 @@ class LedgerStore:
             # set when it changes: a pragma per commit cost as much as the rest of the commit's Python
             self._conn.execute(f"PRAGMA busy_timeout={busy_ms}")
             self._busy = (self._conn, busy_ms)
+        else:  # a closed connection raises here, as the pragma did: outside the try, not a failed write (StoreError)
+            self._conn.total_changes  # noqa: B018
         try:
             with self._conn:
                 self._conn.execute("BEGIN IMMEDIATE")
