@@ -497,7 +497,10 @@ def _last_failing_run(state: LedgerState) -> ViewEntry | None:
         return None
     a = state.attempts[i]
     if fixed is not None:
-        verdict = f"since passed: the same command exited 0 at #{fixed.step}"
+        # a subagent's pass is said to be its own: the model never saw that run
+        verdict = f"since passed: the same command exited 0 at #{fixed.step}" + (
+            "" if _told(fixed) else ", a subagent's run"
+        )
         told = fixed.step if _told(fixed) else None
     else:
         holds, why, m = _holds(a, state)

@@ -263,6 +263,37 @@ def test_the_last_failing_run_a_subagent_made_is_named_the_subagents(repo, tmp_p
         assert "Last failing run: #3 python" in view, view
 
 
+def test_a_pass_a_subagent_made_since_the_last_failing_run_is_named_the_subagents(repo, tmp_path):
+    """The main model's test run failed; a subagent fixed the code and ran the same tests, which passed. The view's
+    "since passed: the same command exited 0 at #3" gave the subagent's run as if the model had seen it pass."""
+    with runtime(repo, tmp_path) as rt:
+        run_as(rt, TEST, "")
+        run_as(rt, "sed -i '2s/a - b/a + b/' calc.py", "helper")
+        passed = run_as(rt, TEST, "helper")
+        assert passed.executed and passed.returncode == 0, passed.output
+        view = rt.inform()
+        assert "since passed: the same command exited 0 at #3, a subagent's run" in view, view
+
+
+def test_verify_before_submit_names_a_subagents_test_run_the_subagents(repo, tmp_path):
+    """A subagent ran the tests; the main model edited and submitted: "files changed after the last test or script run
+    (step 2: `python3 ...`)" gave the subagent's run as one the model had made and seen."""
+    with runtime(repo, tmp_path) as rt:
+        run_as(rt, "cat calc.py", "")
+        run_as(rt, TEST, "helper")
+        run_as(rt, "sed -i '2s/a - b/a + b/' calc.py", "")
+        held = run_as(rt, SUBMIT, "")
+        assert held.verdict.kind is VerdictKind.REVISE, held.verdict
+        assert "after the last test or script run (step 2, a subagent's: `python3 -m unittest" in held.output, (
+            held.output
+        )
+    with runtime(repo, tmp_path / "own") as rt:  # the model's own run is named as before
+        run_as(rt, TEST, "")
+        run_as(rt, "sed -i '2s/a + b/a - b/' calc.py", "")
+        held = run_as(rt, SUBMIT, "")
+        assert "after the last test or script run (step 1: `python3 -m unittest" in held.output, held.output
+
+
 def test_stale_edit_reads_only_the_main_models_own_reads(repo, tmp_path):
     """A subagent's read showed calc.py to the subagent: the main model's in-place edit after a change it never saw is
     nudged citing its own read (step 1), not the subagent's (step 2, as 'its last read on record'); and a subagent's

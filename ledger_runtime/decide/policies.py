@@ -306,8 +306,9 @@ def verify_before_submit(proposal: Analysis, state: LedgerState, current: Worksp
     if last_run is None:
         why = f"files changed and no test or script has run since the start: {names}"
     else:
+        whose = ", a subagent's" if last_run.agent else ""  # the model never saw a subagent's run
         why = (
-            f"files changed after the last test or script run (step {last_run.step}: "
+            f"files changed after the last test or script run (step {last_run.step}{whose}: "
             f"`{_short(last_run.command, 50)}`): {names}; run the tests again"
             + (", or submit again to submit as is" if rule.verdict is VerdictKind.REVISE else "")
         )
