@@ -87,3 +87,23 @@ def test_opencode_run_dir_naming_another_directory_than_workdir_is_one_line_and_
     assert run_dir_arg(["run", "--attach", "http://h", "--dir", "d"]) is None  # a path on that server
     assert run_dir_arg(["attach", "http://h", "--dir", "d"]) is None and run_dir_arg(["run", "x"]) is None
     assert with_run_dir(["run", "--dir", "d", "x"], "/abs") == ["run", "--dir", "/abs", "x"]
+
+
+def test_opencode_tui_project_naming_another_directory_than_workdir_is_one_line_and_alone_is_the_work_tree(tmp_path):
+    """``ledger-run opencode -w repo -- other`` started OpenCode's TUI in other (``opencode [project]``) while the
+    ledger watched repo, as ``run --dir`` did before; the project alone is the work tree."""
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    other = make_repo(tmp_path / "other", {"b.py": "y = 2\n"})
+    missing = str(tmp_path / "no-opencode-here")
+    base = ("opencode", "-o", str(tmp_path / "run"), "--opencode-bin", missing)
+    said = one_line_error(ledger_run(*base[:1], "-w", str(repo), *base[1:], "--", "--model", "p/m", str(other)))
+    assert f"project {other}" in said and str(repo) in said and "different directories" in said, said
+    r = ledger_run(*base, "--", str(other), cwd=tmp_path)  # alone: the work tree, then the binary is looked for
+    assert "opencode not found" in one_line_error(r), r.stderr
+    from ledger_adapters.opencode.cli import tui_project_arg
+
+    assert tui_project_arg(["d"]) == 0 and tui_project_arg(["--model", "p/m", "--pure", "d"]) == 3
+    assert tui_project_arg(["-m", "p/m", "--port=0", "-c", "d"]) == 4 and tui_project_arg(["--odd", "v", "d"]) == 2
+    assert tui_project_arg(["run", "x"]) is None and tui_project_arg(["serve"]) is None and tui_project_arg([]) is None
+    assert tui_project_arg(["--model", "p/m"]) is None and tui_project_arg(["--cors", "a", "b"]) is None
+    assert tui_project_arg(["--", "d"]) is None

@@ -95,6 +95,36 @@ def run_dir_arg(args: list[str]) -> str | None:
     return None
 
 
+# opencode's commands (``opencode --help``, 1.18.33): any other first word is the TUI's: ``opencode [project]``
+COMMANDS = frozenset(
+    "completion acp mcp attach run debug providers auth agent upgrade uninstall serve web models stats export import "
+    "github pr session plugin plug db".split()
+)
+# the TUI's options that take no value; any other takes the word after it (``--model p/m``: not the project), as
+# opencode's parser (yargs) gives an option it does not know one too; ``--cors`` takes every word after it
+TUI_FLAGS = frozenset(
+    "--print-logs --pure --mdns -c --continue --fork --auto --mini --no-replay -h --help -v --version".split()
+)
+
+
+def tui_project_arg(args: list[str]) -> int | None:
+    """Where in ``args`` the TUI's ``opencode [project]`` names the directory it starts in, if it does; None for a
+    command (``run``, ``serve``...) or a TUI started where it is."""
+    if not args or args[0] in COMMANDS:
+        return None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return None
+        if a == "--cors":
+            return None  # an array: every word after it is one of its domains
+        if not a.startswith("-") or a == "-":
+            return i
+        i += 1 if "=" in a or a in TUI_FLAGS else 2
+    return None
+
+
 def with_run_dir(args: list[str], workdir: str) -> list[str]:
     """``args`` with the directory of ``run --dir`` replaced by ``workdir``."""
     out = list(args)
@@ -112,26 +142,30 @@ def with_run_dir(args: list[str], workdir: str) -> list[str]:
 
 def validate(options: AgentOptions, env: dict[str, str] | None = None) -> OpenCodeRun:
     """The run ``options`` ask for, or the one-line error (``fail``) of the first thing wrong with them:
-    the work tree (``run --dir`` when ``--workdir`` is not given; the two naming different directories is refused:
-    the ledger watched one, OpenCode worked in the other), the binary, the ledger's settings, the user's
-    ``OPENCODE_CONFIG_CONTENT``."""
+    the work tree (``run --dir``, or the TUI's project, when ``--workdir`` is not given; the two naming different
+    directories is refused: the ledger watched one, OpenCode worked in the other), the binary, the ledger's settings,
+    the user's ``OPENCODE_CONFIG_CONTENT``."""
     import os
 
     from ledger_runtime import binary_not_found, checked_workdir, fail
 
     args = list(options.args)
-    given = run_dir_arg(args)
+    project = tui_project_arg(args)
+    given = run_dir_arg(args) if project is None else args[project]
     workdir = options.ledger.workdir
     named = workdir != Path(".")
     if given is not None and not named:
         workdir = Path(given)  # opencode run --dir DIR: the ledger watches the same directory
     workdir = checked_workdir(workdir)
     if given is not None and named and Path(given).resolve() != workdir:
+        what = f"opencode's --dir {given}" if project is None else f"opencode's project {given}"
         fail(
-            f"--workdir {workdir} and opencode's --dir {given} name different directories (the ledger would watch "
+            f"--workdir {workdir} and {what} name different directories (the ledger would watch "
             "one, OpenCode work in the other): give one of them"
         )
-    if given is not None:  # opencode starts in the workdir: its --dir must not be relative to here
+    if project is not None:  # opencode starts in the workdir: its project must not be relative to here
+        options = replace(options, args=tuple(args[:project] + [str(workdir)] + args[project + 1 :]))
+    elif given is not None:
         options = replace(options, args=tuple(with_run_dir(args, str(workdir))))
     binary = find_opencode(options.binary)
     if binary is None:
