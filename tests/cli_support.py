@@ -61,3 +61,9 @@ def scripted_outputs(steps: list[str]) -> list[dict]:
         {"role": "assistant", "content": f"THOUGHT {i}", "extra": {"actions": [{"command": c}], "cost": 0.0}}
         for i, c in enumerate(steps)
     ]
+
+
+def prompt(agent: str) -> list[str]:
+    """Arguments after ``--`` that give the agent a prompt and name no directory: ``opencode x`` is its TUI started in a
+    directory ``x`` (refused as another tree than the work tree), ``opencode run x`` a headless run."""
+    return ["run", "x"] if agent == "opencode" else ["x"]

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_support import prompt
 from conftest import make_repo
 
 from ledger_runtime import ctrl_c_is_the_agents, hook_launcher, run_agent
@@ -43,7 +44,18 @@ def test_ctrl_c_after_the_agent_exits_does_not_cut_the_ledgers_finish(agent: str
     home.mkdir()
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "CODEX_HOME": str(home / ".codex")}
     p = subprocess.run(
-        [*hook_launcher(), agent, f"--{agent}-bin", str(fake), "-w", str(repo), "-o", str(tmp_path / "run"), "--", "x"],
+        [
+            *hook_launcher(),
+            agent,
+            f"--{agent}-bin",
+            str(fake),
+            "-w",
+            str(repo),
+            "-o",
+            str(tmp_path / "run"),
+            "--",
+            *prompt(agent),
+        ],
         capture_output=True,
         text=True,
         env=env,

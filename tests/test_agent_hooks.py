@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from cli_support import prompt
 from conftest import make_repo
 
 from ledger_adapters.gemini.home import build, hooks_off, read_settings, strip, with_hooks
@@ -202,7 +203,7 @@ def test_opencode_hooks_called_with_garbage_let_the_call_go_on(tmp_path: Path) -
 @pytest.mark.parametrize("agent", ["gemini", "opencode"])
 def test_a_missing_binary_is_one_line(agent: str, tmp_path: Path) -> None:
     p = subprocess.run(
-        [*hook_launcher(), agent, f"--{agent}-bin", str(tmp_path / "nope"), "-w", str(tmp_path), "--", "x"],
+        [*hook_launcher(), agent, f"--{agent}-bin", str(tmp_path / "nope"), "-w", str(tmp_path), "--", *prompt(agent)],
         capture_output=True,
         text=True,
     )

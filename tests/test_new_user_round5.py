@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from cli_support import ledger_run, one_line_error, scripted_mini_config
+from cli_support import ledger_run, one_line_error, prompt, scripted_mini_config
 from conftest import make_repo
 
 
@@ -125,7 +125,9 @@ def test_an_agent_binary_not_found_says_where_it_was_looked_for(agent, tmp_path)
     variable = f"LEDGER_{agent.upper()}_BIN"
     missing = tmp_path / "none"
     args = (agent, "-w", str(repo), "-o", str(tmp_path / "run"))
-    error = one_line_error(ledger_run(*args, "--", "x", env={variable: str(missing), "PATH": "/usr/bin:/bin"}))
+    error = one_line_error(
+        ledger_run(*args, "--", *prompt(agent), env={variable: str(missing), "PATH": "/usr/bin:/bin"})
+    )
     assert f"{agent} not found at {missing} (${variable}, set: it alone is looked for): install" in error, error
     # the agent on PATH is not taken in its place: a variable naming a program not there is a mistake to say
     on_path = tmp_path / "bin"
@@ -133,11 +135,11 @@ def test_an_agent_binary_not_found_says_where_it_was_looked_for(agent, tmp_path)
     (on_path / agent).write_text("#!/bin/sh\necho 0.0.1\n")
     (on_path / agent).chmod(0o755)
     env = {variable: str(missing), "PATH": f"{on_path}:/usr/bin:/bin"}
-    error = one_line_error(ledger_run(*args, "--", "x", env=env))
+    error = one_line_error(ledger_run(*args, "--", *prompt(agent), env=env))
     assert f"{agent} not found at {missing} (${variable}, set: it alone is looked for): install" in error, error
     plain = tmp_path / "plain"
     plain.write_text("not a program\n")
-    error = one_line_error(ledger_run(*args, f"--{agent}-bin", str(plain), "--", "x"))
+    error = one_line_error(ledger_run(*args, f"--{agent}-bin", str(plain), "--", *prompt(agent)))
     assert f"{agent} not found at {plain} (not an executable file): install" in error, error
 
 
