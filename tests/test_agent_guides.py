@@ -100,6 +100,10 @@ def test_opencode_tui_project_naming_another_directory_than_workdir_is_one_line_
     assert f"project {other}" in said and str(repo) in said and "different directories" in said, said
     r = ledger_run(*base, "--", str(other), cwd=tmp_path)  # alone: the work tree, then the binary is looked for
     assert "opencode not found" in one_line_error(r), r.stderr
+    r = ledger_run(*base[:1], "-w", str(repo), *base[1:], "--", "Fix the bug")  # a prompt where the TUI takes a path
+    assert "opencode's project Fix the bug is not a directory" in one_line_error(r), r.stderr
+    r = ledger_run(*base[:1], "-w", str(repo), *base[1:], "--", str(repo))  # the work tree named twice: one tree
+    assert "opencode not found" in one_line_error(r), r.stderr
     from ledger_adapters.opencode.cli import tui_project_arg
 
     assert tui_project_arg(["d"]) == 0 and tui_project_arg(["--model", "p/m", "--pure", "d"]) == 3

@@ -152,6 +152,11 @@ def validate(options: AgentOptions, env: dict[str, str] | None = None) -> OpenCo
     args = list(options.args)
     project = tui_project_arg(args)
     given = run_dir_arg(args) if project is None else args[project]
+    if project is not None and not Path(given).is_dir():
+        fail(
+            f"opencode's project {given} is not a directory: `opencode DIR` starts its TUI in DIR "
+            "(a prompt goes to `opencode run PROMPT`)"
+        )
     workdir = options.ledger.workdir
     named = workdir != Path(".")
     if given is not None and not named:
